@@ -1,0 +1,54 @@
+/* Hashes, tokens and comparisons over OpenSSL. */
+#include "ty_crypto.h"
+#include "ty_err.h"
+
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/rand.h>
+#include <string.h>
+
+void ty_sha256_hex(char out[TY_SHA256_HEX_LEN + 1], const void *data, size_t n)
+{
+	static const char hex[] = "0123456789abcdef";
+	unsigned char md[32];
+	unsigned int mdlen = 0;
+
+	EVP_Digest(data, n, md, &mdlen, EVP_sha256(), NULL);
+	for (unsigned i = 0; i < 32; i++) {
+		out[2 * i] = hex[md[i] >> 4];
+		out[2 * i + 1] = hex[md[i] & 15];
+	}
+	out[64] = '\0';
+}
+
+int ty_token_new(char *out, size_t outsz)
+{
+	static const char b64[] =
+		"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+	unsigned char raw[33];
+	size_t o = 0;
+
+	if (outsz < 48 || RAND_bytes(raw, sizeof(raw)) != 1)
+		return TY_EIO;
+	memcpy(out, "ty_", 3);
+	o = 3;
+	/* 33 bytes = 264 bits → 44 chars; keep 43 (258 bits ≥ 256) */
+	for (size_t i = 0; i < sizeof(raw); i += 3) {
+		unsigned v = (unsigned)raw[i] << 16 | (unsigned)raw[i + 1] << 8 | raw[i + 2];
+		for (int k = 3; k >= 0; k--)
+			if (o < 46)
+				out[o++] = b64[(v >> (6 * k)) & 63];
+	}
+	out[o] = '\0';
+	OPENSSL_cleanse(raw, sizeof(raw));
+	return 0;
+}
+
+bool ty_secure_equal(const char *a, const char *b)
+{
+	size_t la = strlen(a), lb = strlen(b);
+
+	if (la != lb)
+		return false;
+	return CRYPTO_memcmp(a, b, la) == 0;
+}

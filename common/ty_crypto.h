@@ -1,0 +1,20 @@
+/* Hashes, random tokens and constant-time comparison (OpenSSL). */
+#ifndef TY_CRYPTO_H
+#define TY_CRYPTO_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#define TY_SHA256_HEX_LEN 64
+
+/* Lowercase hex SHA-256 of data into out (65 bytes incl. NUL). */
+void ty_sha256_hex(char out[TY_SHA256_HEX_LEN + 1], const void *data, size_t n);
+/*
+ * A new secret token "ty_" + 43 base64url characters (256 random bits) in
+ * out (at least 48 bytes). Returns 0 or TY_EIO when the CSPRNG fails.
+ */
+int ty_token_new(char *out, size_t outsz);
+/* Equal lengths and bytes, in time independent of where they differ. */
+bool ty_secure_equal(const char *a, const char *b);
+
+#endif

@@ -1,0 +1,37 @@
+/*
+ * Kafka over librdkafka: configuration, an idempotent producer and a
+ * consumer. Topic names live in proto/; this layer knows none of them.
+ */
+#ifndef TY_KAFKA_H
+#define TY_KAFKA_H
+
+#include "ty_err.h"
+
+#include <librdkafka/rdkafka.h>
+#include <stddef.h>
+
+/*
+ * Bootstrap servers from `spec`: either a "host:port,..." list or "@PATH",
+ * a file whose first line is that list (the embedded broker writes one).
+ * Result copied to out.
+ */
+int ty_kafka_bootstrap(char *out, size_t outsz, const char *spec, struct ty_err *err);
+
+/*
+ * New producer in *out: idempotent (enable.idempotence), acks=all, with the
+ * extra "key=value" settings in extra (NULL-terminated, may be NULL).
+ */
+int ty_kafka_producer_new(rd_kafka_t **out, const char *bootstrap, const char *const *extra,
+			  struct ty_err *err);
+
+/*
+ * New consumer in *out in consumer group `group`, auto-commit off (callers
+ * commit after their own durable write), with extra settings as above.
+ */
+int ty_kafka_consumer_new(rd_kafka_t **out, const char *bootstrap, const char *group,
+			  const char *const *extra, struct ty_err *err);
+
+/* Destroy a handle after flushing (producers) or closing (consumers). */
+void ty_kafka_destroy(rd_kafka_t *rk, int flush_ms);
+
+#endif
