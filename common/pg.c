@@ -22,6 +22,16 @@ static int conn_error(struct ty_pg *pg, int code, const char *what, struct ty_er
 	return ty_err_set(err, code, "%s: %.*s", what, (int)n, m);
 }
 
+/* Server notices ("relation already exists, skipping") are debug chatter. */
+static void on_notice(void *arg, const char *msg)
+{
+	size_t n = strlen(msg);
+
+	while (n && msg[n - 1] == '\n')
+		n--;
+	ty_debug("postgres: %.*s", (int)n, msg);
+}
+
 int ty_pg_connect(struct ty_pg **out, const char *url, struct ty_err *err)
 {
 	struct ty_pg *pg = calloc(1, sizeof(*pg));
@@ -38,6 +48,7 @@ int ty_pg_connect(struct ty_pg **out, const char *url, struct ty_err *err)
 		ty_pg_close(pg);
 		return rc;
 	}
+	PQsetNoticeProcessor(pg->conn, on_notice, NULL);
 	*out = pg;
 	return 0;
 }

@@ -1,0 +1,176 @@
+/*
+ * trainyard-api internals: the server, its route table and handlers.
+ * Every handler runs with an authenticated request (when its route needs
+ * one), a pooled database connection and a per-request arena.
+ */
+#ifndef TY_API_H
+#define TY_API_H
+
+#include "ty_arena.h"
+#include "ty_buf.h"
+#include "ty_err.h"
+#include "ty_pg.h"
+
+#include <jansson.h>
+#include <microhttpd.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+enum api_role { API_ROLE_NONE, API_ROLE_VIEWER, API_ROLE_MEMBER, API_ROLE_ADMIN };
+
+/* Route flags. */
+#define API_AUTH 0x1 /* needs a bearer token */
+#define API_BODY 0x2 /* expects a JSON object body */
+
+struct api_server;
+struct api_req;
+
+/*
+ * A handler replies with api_reply_* (which return 0) or returns a negative
+ * ty code with err filled; the dispatcher turns that into a problem.
+ */
+typedef int (*api_handler_fn)(struct api_req *r, struct ty_err *err);
+
+struct api_route {
+	const char *method;
+	const char *pattern; /* "{}" matches one path segment */
+	api_handler_fn fn;
+	enum api_role role; /* minimum role; API_ROLE_NONE for open routes */
+	unsigned flags;
+};
+
+extern const struct api_route api_routes[];
+extern const int api_routes_count;
+
+struct api_auth {
+	int64_t token_id;
+	enum api_role role;
+	int64_t team_id; /* 0 for admins */
+	const char *team; /* NULL for admins; arena-owned */
+	const char *token_name;
+};
+
+/* Long-poll waiter, linked into the watcher while its request is parked. */
+struct api_waiter {
+	struct api_waiter *next;
+	int64_t job_id;
+	int64_t deadline_ms; /* monotonic */
+	bool woken;
+	struct MHD_Connection *conn;
+};
+
+struct api_req {
+	struct api_server *srv;
+	struct MHD_Connection *conn;
+	struct ty_arena *arena;
+	const char *method;
+	const char *path;
+	const struct api_route *route;
+	const char *params[4]; /* "{}" captures in order, arena-owned */
+	struct ty_buf body;
+	bool body_too_large;
+	json_t *json; /* parsed body (owned) */
+	struct api_auth auth;
+	struct ty_pg *pg; /* borrowed from the pool while the handler runs */
+	const char *origin; /* allowed CORS origin to echo, or NULL */
+	/* the reply */
+	unsigned status;
+	char *resp; /* malloc'd body */
+	size_t resp_len;
+	const char *content_type;
+	const char *hdr_name[4], *hdr_value[4];
+	int nhdr;
+	/* long-poll state */
+	struct api_waiter waiter;
+	bool parked;
+	int64_t wait_deadline_ms;
+};
+
+/* A problem to report: status, stable code, offending field, detail. */
+struct api_problem {
+	unsigned status;
+	const char *code;
+	char field[128];
+	char detail[512];
+};
+
+int api_problem_set(struct api_problem *p, unsigned status, const char *code, const char *field,
+		    const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+
+/* Replies. They copy what they are given; all return 0 (or TY_ENOMEM). */
+int api_reply_json(struct api_req *r, unsigned status, json_t *body); /* steals body */
+int api_reply_text(struct api_req *r, unsigned status, const char *json_text);
+int api_reply_problem(struct api_req *r, const struct api_problem *p);
+int api_reply_error(struct api_req *r, unsigned status, const char *code, const char *field,
+		    const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+int api_reply_header(struct api_req *r, const char *name, const char *value);
+/* Map a ty code (and message) to a problem reply: the one translation point. */
+int api_reply_from_err(struct api_req *r, int code, const struct ty_err *err);
+
+/* Query parameter (borrowed from MHD) or NULL. */
+const char *api_query(struct api_req *r, const char *name);
+const char *api_header(struct api_req *r, const char *name);
+
+/* Server configuration (values borrowed from the config). */
+struct api_options {
+	const char *listen_addr;
+	int port;
+	const char *port_file;
+	const char *database_url;
+	int threads;
+	size_t max_body_bytes;
+	int max_json_depth;
+	int connection_timeout;
+	int max_connections;
+	const char *cors_origins;
+};
+
+int api_server_start(struct api_server **out, const struct api_options *o, struct ty_err *err);
+/* Stops accepting, ends parked watches, waits for handlers, frees. */
+void api_server_stop(struct api_server *s);
+int api_server_port(const struct api_server *s);
+
+/* Connection pool. */
+int api__pool_get(struct ty_pg **out, struct api_server *s, struct ty_err *err);
+void api__pool_put(struct api_server *s, struct ty_pg *pg);
+
+/* Authentication: fills r->auth from the Authorization header. */
+int api__authenticate(struct api_req *r, struct ty_err *err);
+
+/* Watch: park a long-poll until an event for job_id or the deadline. */
+int api__watch_start(struct api_server *s, const char *database_url, struct ty_err *err);
+void api__watch_stop(struct api_server *s);
+/* True when parked (the caller returns and is called again on wake). */
+bool api__watch_park(struct api_req *r);
+void api__watch_arm(struct api_req *r, int64_t job_id, int64_t deadline_ms);
+void api__watch_disarm(struct api_req *r);
+
+/* Handlers. */
+int api_h_healthz(struct api_req *r, struct ty_err *err);
+int api_h_readyz(struct api_req *r, struct ty_err *err);
+int api_h_openapi(struct api_req *r, struct ty_err *err);
+int api_h_teams_create(struct api_req *r, struct ty_err *err);
+int api_h_teams_list(struct api_req *r, struct ty_err *err);
+int api_h_teams_get(struct api_req *r, struct ty_err *err);
+int api_h_teams_patch(struct api_req *r, struct ty_err *err);
+int api_h_tokens_create(struct api_req *r, struct ty_err *err);
+int api_h_tokens_list(struct api_req *r, struct ty_err *err);
+int api_h_tokens_delete(struct api_req *r, struct ty_err *err);
+int api_h_jobs_submit(struct api_req *r, struct ty_err *err);
+int api_h_jobs_list(struct api_req *r, struct ty_err *err);
+int api_h_jobs_get(struct api_req *r, struct ty_err *err);
+int api_h_jobs_cancel(struct api_req *r, struct ty_err *err);
+int api_h_jobs_events(struct api_req *r, struct ty_err *err);
+
+/* Job spec validation (pure): a normalised spec with defaults, or a problem. */
+json_t *api_validate_job(const json_t *body, struct api_problem *p);
+/* Team bodies; `create` requires name and nominal_gpus, a patch forbids name. */
+int api_validate_team(const json_t *body, bool create, struct api_problem *p);
+
+/* Parse a decimal id ("42"); false if not a positive int64. */
+bool api_parse_id(int64_t *out, const char *s);
+/* Write the issuing of a new token (secret into out) for bootstrap and API. */
+int api_token_insert(int64_t *id, char *secret, size_t secretsz, struct ty_pg *pg,
+		     const char *name, const char *role, const char *team_id, struct ty_err *err);
+
+#endif

@@ -1,0 +1,26 @@
+/* Unauthenticated routes: liveness, readiness and the API description. */
+#include "api.h"
+
+#include <string.h>
+
+extern const char ty_openapi_json[];
+
+int api_h_healthz(struct api_req *r, struct ty_err *err)
+{
+	return api_reply_text(r, 200, "{\"status\":\"ok\"}");
+}
+
+int api_h_readyz(struct api_req *r, struct ty_err *err)
+{
+	int rc = ty_pg_exec(NULL, r->pg, "SELECT 1 FROM schema_migrations LIMIT 1", 0, NULL, err);
+
+	if (rc == TY_EDB)
+		return api_reply_error(r, 503, "unavailable", NULL,
+				       "the database schema is missing: run --migrate");
+	return rc ? rc : api_reply_text(r, 200, "{\"status\":\"ready\"}");
+}
+
+int api_h_openapi(struct api_req *r, struct ty_err *err)
+{
+	return api_reply_text(r, 200, ty_openapi_json);
+}

@@ -1,0 +1,435 @@
+/* Job routes: submit, read, list, cancel, events (with long-poll watch). */
+#include "api.h"
+#include "ty_crypto.h"
+#include "ty_json.h"
+#include "ty_time.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *const job_states[] = {"pending",   "scheduled", "starting",
+					 "running",   "preempting", "succeeded",
+					 "failed",    "cancelled", NULL};
+
+/* Non-admins see only their own team: the team id to filter by, or NULL. */
+static const char *scope(struct api_req *r)
+{
+	return r->auth.role == API_ROLE_ADMIN
+		       ? NULL
+		       : ty_arena_printf(r->arena, "%lld", (long long)r->auth.team_id);
+}
+
+static int job_not_found(struct api_req *r)
+{
+	return api_reply_error(r, 404, "job_not_found", NULL, "no job '%s'", r->params[0]);
+}
+
+static bool idempotency_key_ok(const char *k)
+{
+	size_t n = strlen(k);
+
+	if (n == 0 || n > 255)
+		return false;
+	for (; *k; k++)
+		if (*k < 0x21 || *k > 0x7e)
+			return false;
+	return true;
+}
+
+/* The job that an earlier request with this key created, replayed or refused. */
+static int replay(struct api_req *r, const char *team_id, const char *key, const char *hash,
+		  struct ty_err *err)
+{
+	const char *p[2] = {team_id, key};
+	PGresult *res = NULL;
+	int rc;
+
+	rc = ty_pg_exec(&res, r->pg,
+			"SELECT request_sha256, ty_job_json(j)::text FROM jobs j"
+			" WHERE team_id = $1 AND idempotency_key = $2",
+			2, p, err);
+	if (rc)
+		return rc;
+	if (PQntuples(res) == 0) {
+		PQclear(res);
+		return ty_err_set(err, TY_ECONFLICT, "idempotency key vanished during submit");
+	}
+	if (strcmp(PQgetvalue(res, 0, 0), hash) != 0) {
+		PQclear(res);
+		return api_reply_error(r, 409, "idempotency_conflict", NULL,
+				       "Idempotency-Key '%s' was used with a different body", key);
+	}
+	rc = api_reply_text(r, 200, PQgetvalue(res, 0, 1));
+	api_reply_header(r, "Idempotent-Replayed", "true");
+	PQclear(res);
+	return rc;
+}
+
+int api_h_jobs_submit(struct api_req *r, struct ty_err *err)
+{
+	struct api_problem p = {0};
+	const char *key = api_header(r, "Idempotency-Key");
+	char hash[TY_SHA256_HEX_LEN + 1];
+	const char *params[10], *team;
+	char *canon = NULL, *spec_text = NULL, *labels_text = NULL;
+	json_t *spec = NULL;
+	PGresult *res = NULL;
+	long long gpus;
+	int rc = 0;
+
+	if (key && !idempotency_key_ok(key))
+		return api_reply_error(r, 400, "invalid_header", "Idempotency-Key",
+				       "'Idempotency-Key' must be 1 to 255 printable ASCII "
+				       "characters");
+	if (!(spec = api_validate_job(r->json, &p)))
+		return api_reply_problem(r, &p);
+	team = json_string_value(json_object_get(spec, "team"));
+	if (r->auth.role != API_ROLE_ADMIN && strcmp(team, r->auth.team) != 0) {
+		rc = api_reply_error(r, 403, "forbidden", "team",
+				     "a token of team '%s' cannot submit to team '%s'",
+				     r->auth.team, team);
+		goto out;
+	}
+	params[0] = team;
+	rc = ty_pg_exec(&res, r->pg,
+			"SELECT id, nominal_gpus, borrowing_limit_gpus FROM teams WHERE name = $1",
+			1, params, err);
+	if (rc)
+		goto out;
+	if (PQntuples(res) == 0) {
+		rc = api_reply_error(r, 422, "unknown_team", "team", "no team '%s'", team);
+		goto out;
+	}
+	{
+		const json_t *res_o = json_object_get(spec, "resources");
+
+		gpus = json_integer_value(json_object_get(res_o, "nodes")) *
+		       json_integer_value(json_object_get(res_o, "gpus_per_node"));
+	}
+	if (ty_pg_val(res, 0, 2)) {
+		long long cap = atoll(PQgetvalue(res, 0, 1)) + atoll(PQgetvalue(res, 0, 2));
+
+		if (gpus > cap) {
+			rc = api_reply_error(r, 422, "exceeds_quota", "resources",
+					     "the job needs %lld GPUs but team '%s' can never hold "
+					     "more than %lld (nominal %s + borrowing limit %s)",
+					     gpus, team, cap, PQgetvalue(res, 0, 1),
+					     PQgetvalue(res, 0, 2));
+			goto out;
+		}
+	}
+	params[0] = ty_arena_strdup(r->arena, PQgetvalue(res, 0, 0));
+	PQclear(res);
+	res = NULL;
+
+	/* same key + same body (as parsed, so whitespace does not matter) = same job */
+	if (!(canon = ty_json_canonical(r->json)) || !(spec_text = json_dumps(spec, JSON_COMPACT)) ||
+	    !(labels_text = json_dumps(json_object_get(spec, "labels"), JSON_COMPACT))) {
+		rc = ty_err_set(err, TY_ENOMEM, NULL);
+		goto out;
+	}
+	ty_sha256_hex(hash, canon, strlen(canon));
+	params[1] = json_string_value(json_object_get(spec, "name"));
+	params[2] = spec_text;
+	params[3] = json_string_value(json_object_get(spec, "priority_class"));
+	params[4] = ty_arena_printf(r->arena, "%lld",
+				    (long long)json_integer_value(json_object_get(spec, "priority")));
+	params[5] = labels_text;
+	params[6] = key;
+	params[7] = key ? hash : NULL;
+	params[8] = ty_arena_printf(r->arena, "submitted by token '%s'", r->auth.token_name);
+	if (key && (rc = replay(r, params[0], key, hash, err)) != TY_ECONFLICT)
+		goto out; /* replayed, refused, or failed */
+	ty_err_clear(err);
+	rc = ty_pg_exec(&res, r->pg,
+			"WITH j AS (INSERT INTO jobs (team_id, name, spec, priority_class, priority,"
+			"  labels, idempotency_key, request_sha256, last_event_seq)"
+			"  VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 1)"
+			"  RETURNING id, ty_job_json(jobs)::text AS doc),"
+			" e AS (INSERT INTO job_events (job_id, seq, type, state, message)"
+			"  SELECT id, 1, 'submitted', 'pending', $9 FROM j)"
+			" SELECT doc FROM j",
+			9, params, err);
+	if (rc == TY_ECONFLICT && key) {
+		/* a concurrent request with the same key won the race */
+		ty_err_clear(err);
+		rc = replay(r, params[0], key, hash, err);
+		goto out;
+	}
+	if (rc)
+		goto out;
+	rc = api_reply_text(r, 201, PQgetvalue(res, 0, 0));
+out:
+	PQclear(res);
+	json_decref(spec);
+	free(canon);
+	free(spec_text);
+	free(labels_text);
+	return rc;
+}
+
+int api_h_jobs_get(struct api_req *r, struct ty_err *err)
+{
+	const char *p[2] = {r->params[0], scope(r)};
+	PGresult *res = NULL;
+	int64_t id;
+	int rc;
+
+	if (!api_parse_id(&id, r->params[0]))
+		return job_not_found(r);
+	rc = ty_pg_exec(&res, r->pg,
+			"SELECT ty_job_json(j)::text FROM jobs j"
+			" WHERE j.id = $1 AND ($2::bigint IS NULL OR j.team_id = $2)",
+			2, p, err);
+	if (rc)
+		return rc;
+	rc = PQntuples(res) ? api_reply_text(r, 200, PQgetvalue(res, 0, 0)) : job_not_found(r);
+	PQclear(res);
+	return rc;
+}
+
+/* "running,pending" → "{running,pending}" after checking every name. */
+static const char *state_array(struct api_req *r, const char *list)
+{
+	struct ty_buf b = TY_BUF_INIT;
+	const char *s = list, *out;
+
+	ty_buf_puts(&b, "{");
+	while (*s) {
+		size_t len = strcspn(s, ",");
+		const char *const *st;
+
+		for (st = job_states; *st; st++)
+			if (strlen(*st) == len && strncmp(*st, s, len) == 0)
+				break;
+		if (!*st) {
+			ty_buf_free(&b);
+			return NULL;
+		}
+		ty_buf_printf(&b, "%s%s", b.len > 1 ? "," : "", *st);
+		s += len;
+		if (*s == ',')
+			s++;
+	}
+	ty_buf_puts(&b, "}");
+	out = b.oom ? NULL : ty_arena_strdup(r->arena, b.data);
+	ty_buf_free(&b);
+	return out;
+}
+
+int api_h_jobs_list(struct api_req *r, struct ty_err *err)
+{
+	const char *team = api_query(r, "team"), *state = api_query(r, "state");
+	const char *label = api_query(r, "label"), *cursor = api_query(r, "cursor");
+	const char *limit_s = api_query(r, "limit");
+	const char *p[6] = {scope(r), team, NULL, NULL, cursor, "50"};
+	PGresult *res = NULL;
+	int64_t v;
+	int rc;
+
+	if (state && !(p[2] = state_array(r, state)))
+		return api_reply_error(r, 400, "invalid_parameter", "state",
+				       "'state' must be a comma-separated list of job states");
+	if (label) {
+		const char *eq = strchr(label, '=');
+		json_t *o;
+		char *k, *t;
+
+		if (!eq || eq == label)
+			return api_reply_error(r, 400, "invalid_parameter", "label",
+					       "'label' must be 'key=value'");
+		k = ty_arena_strndup(r->arena, label, (size_t)(eq - label));
+		o = json_pack("{s:s}", k, eq + 1);
+		t = o ? json_dumps(o, JSON_COMPACT) : NULL;
+		json_decref(o);
+		if (!t)
+			return api_reply_error(r, 400, "invalid_parameter", "label",
+					       "'label' must be valid UTF-8 'key=value'");
+		p[3] = ty_arena_strdup(r->arena, t);
+		free(t);
+	}
+	if (cursor && !api_parse_id(&v, cursor))
+		return api_reply_error(r, 400, "invalid_parameter", "cursor",
+				       "'cursor' is not one this server gave out");
+	if (limit_s) {
+		if (!api_parse_id(&v, limit_s) || v > 500)
+			return api_reply_error(r, 400, "invalid_parameter", "limit",
+					       "'limit' must be an integer from 1 to 500");
+		p[5] = limit_s;
+	}
+	/* one more row than asked tells whether another page exists */
+	rc = ty_pg_exec(&res, r->pg,
+			"WITH page AS (SELECT * FROM jobs j"
+			"  WHERE ($1::bigint IS NULL OR j.team_id = $1)"
+			"  AND ($2::text IS NULL OR j.team_id = (SELECT id FROM teams WHERE name = $2))"
+			"  AND ($3::text[] IS NULL OR j.state = ANY($3::text[]))"
+			"  AND ($4::jsonb IS NULL OR j.labels @> $4::jsonb)"
+			"  AND ($5::bigint IS NULL OR j.id < $5)"
+			"  ORDER BY j.id DESC LIMIT $6::int + 1),"
+			" shown AS (SELECT * FROM page ORDER BY id DESC LIMIT $6::int)"
+			" SELECT coalesce((SELECT json_agg(ty_job_json(s) ORDER BY s.id DESC)"
+			"  FROM shown s), '[]')::text,"
+			" CASE WHEN (SELECT count(*) FROM page) > $6::int"
+			"  THEN (SELECT min(id) FROM shown)::text END",
+			6, p, err);
+	if (rc)
+		return rc;
+	{
+		struct ty_buf b = TY_BUF_INIT;
+
+		ty_buf_printf(&b, "{\"items\":%s,\"next_cursor\":", PQgetvalue(res, 0, 0));
+		if (ty_pg_val(res, 0, 1))
+			ty_buf_json_str(&b, PQgetvalue(res, 0, 1));
+		else
+			ty_buf_puts(&b, "null");
+		ty_buf_puts(&b, "}");
+		rc = b.oom ? ty_err_set(err, TY_ENOMEM, NULL) : api_reply_text(r, 200, b.data);
+		ty_buf_free(&b);
+	}
+	PQclear(res);
+	return rc;
+}
+
+int api_h_jobs_cancel(struct api_req *r, struct ty_err *err)
+{
+	const char *p[2] = {r->params[0], scope(r)};
+	const char *ev[1] = {r->params[0]};
+	PGresult *res = NULL;
+	const char *state;
+	int64_t id;
+	int rc;
+
+	if (!api_parse_id(&id, r->params[0]))
+		return job_not_found(r);
+	if ((rc = ty_pg_begin(r->pg, err)))
+		return rc;
+	rc = ty_pg_exec(&res, r->pg,
+			"SELECT state, cancel_requested FROM jobs"
+			" WHERE id = $1 AND ($2::bigint IS NULL OR team_id = $2) FOR UPDATE",
+			2, p, err);
+	if (rc)
+		goto fail;
+	if (PQntuples(res) == 0) {
+		PQclear(res);
+		ty_pg_rollback(r->pg);
+		return job_not_found(r);
+	}
+	state = PQgetvalue(res, 0, 0);
+	if (!strcmp(state, "succeeded") || !strcmp(state, "failed") ||
+	    !strcmp(state, "cancelled")) {
+		api_reply_error(r, 409, "job_finished", NULL, "job %s is already %s", p[0], state);
+		PQclear(res);
+		ty_pg_rollback(r->pg);
+		return 0;
+	}
+	if (!strcmp(state, "pending")) {
+		rc = ty_pg_exec(NULL, r->pg,
+				"UPDATE jobs SET state = 'cancelled', finished_at = now()"
+				" WHERE id = $1",
+				1, ev, err);
+		if (!rc)
+			rc = ty_pg_exec(NULL, r->pg,
+					"SELECT ty_job_event($1, 'cancelled', 'cancelled',"
+					" 'cancelled while pending', NULL)",
+					1, ev, err);
+	} else if (PQgetvalue(res, 0, 1)[0] == 'f') {
+		/* the scheduler stops the gang and records the final state */
+		rc = ty_pg_exec(NULL, r->pg, "UPDATE jobs SET cancel_requested = true WHERE id = $1",
+				1, ev, err);
+		if (!rc)
+			rc = ty_pg_exec(NULL, r->pg,
+					"SELECT ty_job_event($1, 'cancel_requested', state,"
+					" 'cancel requested', NULL) FROM jobs WHERE id = $1",
+					1, ev, err);
+	}
+	PQclear(res);
+	res = NULL;
+	if (rc || (rc = ty_pg_commit(r->pg, err)))
+		goto fail;
+	return api_h_jobs_get(r, err);
+fail:
+	PQclear(res);
+	ty_pg_rollback(r->pg);
+	return rc;
+}
+
+static int int_param(struct api_req *r, long long *out, const char *name, long long def,
+		     long long min, long long max)
+{
+	const char *s = api_query(r, name);
+	char *end;
+
+	*out = def;
+	if (!s)
+		return 0;
+	*out = strtoll(s, &end, 10);
+	if (!*s || *end || *out < min || *out > max)
+		return api_reply_error(r, 400, "invalid_parameter", name,
+				       "'%s' must be an integer from %lld to %lld", name, min, max),
+		       -1;
+	return 0;
+}
+
+int api_h_jobs_events(struct api_req *r, struct ty_err *err)
+{
+	long long after, wait, limit;
+	const char *p[4];
+	PGresult *res = NULL;
+	int64_t id;
+	int rc;
+
+	if (!api_parse_id(&id, r->params[0]))
+		return job_not_found(r);
+	if (int_param(r, &after, "after", 0, 0, 2147483647) ||
+	    int_param(r, &wait, "wait", 0, 0, 60) || int_param(r, &limit, "limit", 100, 1, 1000))
+		return 0;
+	if (!r->wait_deadline_ms)
+		r->wait_deadline_ms = ty_mono_ms() + wait * 1000;
+	p[0] = r->params[0];
+	p[1] = scope(r);
+	p[2] = ty_arena_printf(r->arena, "%lld", after);
+	p[3] = ty_arena_printf(r->arena, "%lld", limit);
+	for (;;) {
+		bool waiting = ty_mono_ms() < r->wait_deadline_ms;
+
+		/* armed before the query, so an event written meanwhile wakes us */
+		if (waiting)
+			api__watch_arm(r, id, r->wait_deadline_ms);
+		rc = ty_pg_exec(&res, r->pg,
+				"SELECT j.state, e.doc::text, e.last FROM jobs j,"
+				" LATERAL (SELECT coalesce(json_agg(json_build_object('seq', seq,"
+				"  'type', type, 'state', state, 'message', message, 'data', data,"
+				"  'time', ty_ts(created_at)) ORDER BY seq), '[]') AS doc,"
+				"  max(seq) AS last FROM (SELECT * FROM job_events"
+				"  WHERE job_id = j.id AND seq > $3::int ORDER BY seq LIMIT $4::int) x) e"
+				" WHERE j.id = $1 AND ($2::bigint IS NULL OR j.team_id = $2)",
+				4, p, err);
+		if (rc || PQntuples(res) == 0 || ty_pg_val(res, 0, 2) || !waiting) {
+			api__watch_disarm(r);
+			break;
+		}
+		PQclear(res);
+		res = NULL;
+		if (api__watch_park(r))
+			return 0; /* called again when woken */
+	}
+	if (rc)
+		return rc;
+	if (PQntuples(res) == 0) {
+		PQclear(res);
+		return job_not_found(r);
+	}
+	{
+		struct ty_buf b = TY_BUF_INIT;
+
+		ty_buf_printf(&b, "{\"events\":%s,\"next_after\":%s,\"state\":\"%s\"}",
+			      PQgetvalue(res, 0, 1),
+			      ty_pg_val(res, 0, 2) ? PQgetvalue(res, 0, 2) : p[2],
+			      PQgetvalue(res, 0, 0));
+		rc = b.oom ? ty_err_set(err, TY_ENOMEM, NULL) : api_reply_text(r, 200, b.data);
+		ty_buf_free(&b);
+	}
+	PQclear(res);
+	return rc;
+}

@@ -1,0 +1,22 @@
+/* The route table: everything the dispatcher checks before a handler runs. */
+#include "api.h"
+
+const struct api_route api_routes[] = {
+	/* method   pattern                   handler               role             flags */
+	{"GET", "/healthz", api_h_healthz, API_ROLE_NONE, 0},
+	{"GET", "/readyz", api_h_readyz, API_ROLE_NONE, 0},
+	{"GET", "/openapi.json", api_h_openapi, API_ROLE_NONE, 0},
+	{"POST", "/v1/teams", api_h_teams_create, API_ROLE_ADMIN, API_AUTH | API_BODY},
+	{"GET", "/v1/teams", api_h_teams_list, API_ROLE_VIEWER, API_AUTH},
+	{"GET", "/v1/teams/{}", api_h_teams_get, API_ROLE_VIEWER, API_AUTH},
+	{"PATCH", "/v1/teams/{}", api_h_teams_patch, API_ROLE_ADMIN, API_AUTH | API_BODY},
+	{"POST", "/v1/tokens", api_h_tokens_create, API_ROLE_ADMIN, API_AUTH | API_BODY},
+	{"GET", "/v1/tokens", api_h_tokens_list, API_ROLE_ADMIN, API_AUTH},
+	{"DELETE", "/v1/tokens/{}", api_h_tokens_delete, API_ROLE_ADMIN, API_AUTH},
+	{"POST", "/v1/jobs", api_h_jobs_submit, API_ROLE_MEMBER, API_AUTH | API_BODY},
+	{"GET", "/v1/jobs", api_h_jobs_list, API_ROLE_VIEWER, API_AUTH},
+	{"GET", "/v1/jobs/{}", api_h_jobs_get, API_ROLE_VIEWER, API_AUTH},
+	{"POST", "/v1/jobs/{}/cancel", api_h_jobs_cancel, API_ROLE_MEMBER, API_AUTH},
+	{"GET", "/v1/jobs/{}/events", api_h_jobs_events, API_ROLE_VIEWER, API_AUTH},
+};
+const int api_routes_count = sizeof(api_routes) / sizeof(api_routes[0]);

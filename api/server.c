@@ -1,0 +1,605 @@
+/* The HTTP server: request lifecycle, route dispatch, limits, CORS, replies. */
+#include "api.h"
+#include "ty_json.h"
+#include "ty_log.h"
+#include "ty_time.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+struct api_server {
+	struct MHD_Daemon *mhd;
+	struct api_options opt;
+	int port;
+	/* connection pool */
+	pthread_mutex_t pool_mu;
+	pthread_cond_t pool_cv;
+	struct ty_pg **pool;
+	int pool_size, pool_free;
+	/* watcher: see watch.c */
+	struct api_watch *watch;
+};
+
+/* ---- replies ---------------------------------------------------------- */
+
+static void reply_set(struct api_req *r, unsigned status, char *body, size_t len,
+		      const char *ctype)
+{
+	free(r->resp);
+	r->resp = body;
+	r->resp_len = len;
+	r->status = status;
+	r->content_type = ctype;
+}
+
+int api_reply_text(struct api_req *r, unsigned status, const char *json_text)
+{
+	char *copy = strdup(json_text);
+
+	if (!copy)
+		return TY_ENOMEM;
+	reply_set(r, status, copy, strlen(copy), "application/json");
+	return 0;
+}
+
+int api_reply_json(struct api_req *r, unsigned status, json_t *body)
+{
+	char *s = json_dumps(body, JSON_COMPACT | JSON_ENCODE_ANY);
+
+	json_decref(body);
+	if (!s)
+		return TY_ENOMEM;
+	reply_set(r, status, s, strlen(s), "application/json");
+	return 0;
+}
+
+int api_reply_header(struct api_req *r, const char *name, const char *value)
+{
+	if (r->nhdr >= 4)
+		return TY_EINVAL;
+	r->hdr_name[r->nhdr] = name;
+	r->hdr_value[r->nhdr] = ty_arena_strdup(r->arena, value);
+	r->nhdr++;
+	return 0;
+}
+
+int api_problem_set(struct api_problem *p, unsigned status, const char *code, const char *field,
+		    const char *fmt, ...)
+{
+	va_list ap;
+
+	p->status = status;
+	p->code = code;
+	snprintf(p->field, sizeof(p->field), "%s", field ? field : "");
+	va_start(ap, fmt);
+	vsnprintf(p->detail, sizeof(p->detail), fmt, ap);
+	va_end(ap);
+	return TY_EINVAL;
+}
+
+int api_reply_problem(struct api_req *r, const struct api_problem *p)
+{
+	json_t *o;
+	char title[64];
+	char *s;
+
+	/* "invalid_field" → "Invalid field" */
+	snprintf(title, sizeof(title), "%s", p->code);
+	for (char *c = title; *c; c++)
+		if (*c == '_')
+			*c = ' ';
+	if (title[0] >= 'a' && title[0] <= 'z')
+		title[0] = (char)(title[0] - 'a' + 'A');
+	o = json_pack("{s:s+, s:s, s:i, s:s, s:s}", "type", "https://trainyard.dev/problems/",
+		      p->code, "title", title, "status", (int)p->status, "code", p->code,
+		      "detail", p->detail);
+	if (!o)
+		return TY_ENOMEM;
+	if (p->field[0])
+		json_object_set_new(o, "field", json_string(p->field));
+	s = json_dumps(o, JSON_COMPACT);
+	json_decref(o);
+	if (!s)
+		return TY_ENOMEM;
+	reply_set(r, p->status, s, strlen(s), "application/problem+json");
+	if (p->status == 503)
+		api_reply_header(r, "Retry-After", "1");
+	if (p->status == 401)
+		api_reply_header(r, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer realm=\"trainyard\"");
+	return 0;
+}
+
+int api_reply_error(struct api_req *r, unsigned status, const char *code, const char *field,
+		    const char *fmt, ...)
+{
+	struct api_problem p = {0};
+	va_list ap;
+
+	p.status = status;
+	p.code = code;
+	snprintf(p.field, sizeof(p.field), "%s", field ? field : "");
+	va_start(ap, fmt);
+	vsnprintf(p.detail, sizeof(p.detail), fmt, ap);
+	va_end(ap);
+	return api_reply_problem(r, &p);
+}
+
+int api_reply_from_err(struct api_req *r, int code, const struct ty_err *err)
+{
+	const char *msg = err && err->msg[0] ? err->msg : ty_code_desc(code);
+
+	switch (code) {
+	case TY_EUNAVAIL:
+		return api_reply_error(r, 503, "unavailable", NULL, "%s", msg);
+	case TY_ENOTFOUND:
+		return api_reply_error(r, 404, "not_found", NULL, "%s", msg);
+	case TY_EAUTH:
+		return api_reply_error(r, 401, "unauthenticated", NULL, "%s", msg);
+	case TY_EPERM:
+		return api_reply_error(r, 403, "forbidden", NULL, "%s", msg);
+	case TY_ECONFLICT:
+		return api_reply_error(r, 409, "conflict", NULL, "%s", msg);
+	case TY_EINVAL:
+		return api_reply_error(r, 422, "invalid_field", NULL, "%s", msg);
+	case TY_ETIMEDOUT:
+		return api_reply_error(r, 503, "unavailable", NULL, "%s", msg);
+	default:
+		ty_error("%s %s: %s", r->method, r->path, msg);
+		return api_reply_error(r, 500, "internal", NULL, "%s", msg);
+	}
+}
+
+const char *api_query(struct api_req *r, const char *name)
+{
+	return MHD_lookup_connection_value(r->conn, MHD_GET_ARGUMENT_KIND, name);
+}
+
+const char *api_header(struct api_req *r, const char *name)
+{
+	return MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, name);
+}
+
+bool api_parse_id(int64_t *out, const char *s)
+{
+	char *end;
+	long long v;
+
+	if (!s || !*s || *s == '+' || *s == '-' || strlen(s) > 18)
+		return false;
+	errno = 0;
+	v = strtoll(s, &end, 10);
+	if (errno || *end || v <= 0)
+		return false;
+	*out = v;
+	return true;
+}
+
+/* ---- pool ------------------------------------------------------------- */
+
+int api__pool_get(struct ty_pg **out, struct api_server *s, struct ty_err *err)
+{
+	int64_t deadline = ty_mono_ms() + 5000;
+	struct ty_pg *pg = NULL;
+	bool got = false;
+	int rc;
+
+	*out = NULL;
+	pthread_mutex_lock(&s->pool_mu);
+	while (s->pool_free == 0 && ty_mono_ms() < deadline) {
+		struct timespec ts;
+
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_nsec += 100 * 1000000;
+		if (ts.tv_nsec >= 1000000000) {
+			ts.tv_sec++;
+			ts.tv_nsec -= 1000000000;
+		}
+		pthread_cond_timedwait(&s->pool_cv, &s->pool_mu, &ts);
+	}
+	if (s->pool_free > 0) {
+		pg = s->pool[--s->pool_free];
+		got = true;
+	}
+	pthread_mutex_unlock(&s->pool_mu);
+	if (!got)
+		return ty_err_set(err, TY_EUNAVAIL, "all database connections are busy");
+	if (!pg && (rc = ty_pg_connect(&pg, s->opt.database_url, err))) {
+		/* the slot stays empty; a later request tries again */
+		api__pool_put(s, NULL);
+		return rc;
+	}
+	*out = pg;
+	return 0;
+}
+
+void api__pool_put(struct api_server *s, struct ty_pg *pg)
+{
+	if (pg && ty_pg_in_tx(pg))
+		ty_pg_rollback(pg); /* a handler bailed out mid-transaction */
+	pthread_mutex_lock(&s->pool_mu);
+	s->pool[s->pool_free++] = pg;
+	pthread_cond_signal(&s->pool_cv);
+	pthread_mutex_unlock(&s->pool_mu);
+}
+
+/* ---- dispatch --------------------------------------------------------- */
+
+/* Match path against pattern, capturing "{}" segments into params. */
+static bool match(struct api_req *r, const char *pattern, const char *path, bool capture)
+{
+	int n = 0;
+
+	while (*pattern && *path) {
+		if (pattern[0] == '{' && pattern[1] == '}') {
+			size_t len = strcspn(path, "/");
+
+			if (len == 0 || n >= 4)
+				return false;
+			if (capture)
+				r->params[n] = ty_arena_strndup(r->arena, path, len);
+			n++;
+			pattern += 2;
+			path += len;
+			continue;
+		}
+		if (*pattern++ != *path++)
+			return false;
+	}
+	return *pattern == '\0' && *path == '\0';
+}
+
+static bool origin_allowed(const struct api_server *s, const char *origin)
+{
+	const char *list = s->opt.cors_origins;
+	size_t olen;
+
+	if (!origin || !list || !*list)
+		return false;
+	olen = strlen(origin);
+	while (*list) {
+		size_t len = strcspn(list, ",");
+		const char *item = list;
+
+		while (len && *item == ' ')
+			item++, len--;
+		while (len && item[len - 1] == ' ')
+			len--;
+		if (len == olen && strncmp(item, origin, olen) == 0)
+			return true;
+		list += strcspn(list, ",");
+		if (*list == ',')
+			list++;
+	}
+	return false;
+}
+
+static int preflight(struct api_req *r, const char *allow)
+{
+	const char *origin = api_header(r, "Origin");
+	const char *want = api_header(r, "Access-Control-Request-Method");
+
+	if (!origin_allowed(r->srv, origin))
+		return api_reply_error(r, 403, "cors_forbidden", NULL,
+				       "origin '%s' is not allowed", origin ? origin : "");
+	if (!want || !strstr(allow, want))
+		return api_reply_error(r, 403, "cors_forbidden", NULL,
+				       "method '%s' is not allowed on '%s'", want ? want : "",
+				       r->path);
+	r->origin = ty_arena_strdup(r->arena, origin);
+	reply_set(r, 204, NULL, 0, NULL);
+	api_reply_header(r, "Access-Control-Allow-Methods", allow);
+	api_reply_header(r, "Access-Control-Allow-Headers",
+			 "Authorization, Content-Type, Idempotency-Key");
+	api_reply_header(r, "Access-Control-Max-Age", "600");
+	return 0;
+}
+
+static bool content_type_json(const char *ct)
+{
+	size_t n = strlen("application/json");
+
+	return ct && strncasecmp(ct, "application/json", n) == 0 &&
+	       (ct[n] == '\0' || ct[n] == ';' || ct[n] == ' ');
+}
+
+static void dispatch(struct api_req *r)
+{
+	struct ty_err err = {0};
+	char allow[64] = "";
+	int rc;
+
+	if (!r->route) {
+		for (int i = 0; i < api_routes_count; i++) {
+			if (!match(r, api_routes[i].pattern, r->path, false))
+				continue;
+			if (strcmp(api_routes[i].method, r->method) == 0) {
+				r->route = &api_routes[i];
+				break;
+			}
+			if (!strstr(allow, api_routes[i].method)) {
+				if (allow[0])
+					strcat(allow, ", ");
+				strcat(allow, api_routes[i].method);
+			}
+		}
+		if (!r->route) {
+			if (!allow[0])
+				api_reply_error(r, 404, "not_found", NULL, "no route '%s'", r->path);
+			else if (strcmp(r->method, "OPTIONS") == 0)
+				preflight(r, allow);
+			else {
+				api_reply_error(r, 405, "method_not_allowed", NULL,
+						"'%s' does not allow %s", r->path, r->method);
+				api_reply_header(r, "Allow", allow);
+			}
+			return;
+		}
+		match(r, r->route->pattern, r->path, true);
+		if (origin_allowed(r->srv, api_header(r, "Origin")))
+			r->origin = ty_arena_strdup(r->arena, api_header(r, "Origin"));
+	}
+
+	if (r->route->flags & API_BODY) {
+		if (r->body_too_large) {
+			api_reply_error(r, 413, "body_too_large", NULL,
+					"request body is larger than %zu bytes",
+					r->srv->opt.max_body_bytes);
+			return;
+		}
+		if (!r->json) {
+			if (!content_type_json(api_header(r, MHD_HTTP_HEADER_CONTENT_TYPE))) {
+				api_reply_error(r, 415, "unsupported_media_type", NULL,
+						"send the body as 'application/json'");
+				return;
+			}
+			rc = ty_json_parse(&r->json, r->body.data ? r->body.data : "", r->body.len,
+					   r->srv->opt.max_json_depth, &err);
+			if (rc) {
+				api_reply_error(r, 400,
+						rc == TY_ETOOBIG ? "json_too_deep" : "invalid_json",
+						NULL, "%s", err.msg);
+				return;
+			}
+			if (!json_is_object(r->json)) {
+				api_reply_error(r, 400, "invalid_json", NULL,
+						"the body must be a JSON object, not %s",
+						ty_json_type_name(r->json));
+				return;
+			}
+		}
+	}
+
+	if (r->route->flags & API_AUTH || r->route->role != API_ROLE_NONE ||
+	    strcmp(r->route->pattern, "/readyz") == 0) {
+		if ((rc = api__pool_get(&r->pg, r->srv, &err))) {
+			api_reply_from_err(r, rc, &err);
+			return;
+		}
+	}
+	if (r->route->flags & API_AUTH && !r->auth.role) {
+		if ((rc = api__authenticate(r, &err))) {
+			api_reply_from_err(r, rc, &err);
+			goto out;
+		}
+		if (r->auth.role < r->route->role) {
+			api_reply_error(r, 403, "forbidden", NULL, "%s %s needs the %s role",
+					r->method, r->route->pattern,
+					r->route->role == API_ROLE_ADMIN ? "admin" : "member");
+			goto out;
+		}
+	}
+	rc = r->route->fn(r, &err);
+	if (rc && !r->parked)
+		api_reply_from_err(r, rc, &err);
+out:
+	if (r->pg) {
+		api__pool_put(r->srv, r->pg);
+		r->pg = NULL;
+	}
+}
+
+static enum MHD_Result queue_reply(struct api_req *r)
+{
+	struct MHD_Response *resp;
+	enum MHD_Result ret;
+
+	if (!r->status)
+		api_reply_error(r, 500, "internal", NULL, "handler for %s %s gave no reply",
+				r->method, r->path);
+	resp = MHD_create_response_from_buffer(r->resp_len, r->resp ? r->resp : (void *)"",
+					       r->resp ? MHD_RESPMEM_MUST_FREE
+						       : MHD_RESPMEM_PERSISTENT);
+	if (!resp)
+		return MHD_NO;
+	r->resp = NULL; /* MHD owns it now */
+	if (r->content_type)
+		MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, r->content_type);
+	for (int i = 0; i < r->nhdr; i++)
+		MHD_add_response_header(resp, r->hdr_name[i], r->hdr_value[i]);
+	if (r->origin) {
+		MHD_add_response_header(resp, "Access-Control-Allow-Origin", r->origin);
+		MHD_add_response_header(resp, "Vary", "Origin");
+	}
+	MHD_add_response_header(resp, "Cache-Control", "no-store");
+	ret = MHD_queue_response(r->conn, r->status, resp);
+	MHD_destroy_response(resp);
+	ty_debug("%s %s %u", r->method, r->path, r->status);
+	return ret;
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
+				  const char *method, const char *version,
+				  const char *upload_data, size_t *upload_data_size, void **con_cls)
+{
+	struct api_server *s = cls;
+	struct api_req *r = *con_cls;
+
+	if (!r) {
+		struct ty_arena *a = ty_arena_new();
+		const char *cl;
+
+		if (!a || !(r = ty_arena_alloc(a, sizeof(*r)))) {
+			ty_arena_free(a);
+			return MHD_NO;
+		}
+		memset(r, 0, sizeof(*r));
+		r->arena = a;
+		r->srv = s;
+		r->conn = conn;
+		r->method = ty_arena_strdup(a, method);
+		r->path = ty_arena_strdup(a, url);
+		*con_cls = r;
+		/* refuse an announced oversized body before reading any of it */
+		cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
+						 MHD_HTTP_HEADER_CONTENT_LENGTH);
+		if (cl && strtoull(cl, NULL, 10) > s->opt.max_body_bytes) {
+			r->body_too_large = true;
+			api_reply_error(r, 413, "body_too_large", NULL,
+					"request body of %s bytes is larger than %zu bytes", cl,
+					s->opt.max_body_bytes);
+			return queue_reply(r);
+		}
+		return MHD_YES;
+	}
+	if (*upload_data_size) {
+		if (!r->body_too_large) {
+			if (r->body.len + *upload_data_size > s->opt.max_body_bytes) {
+				r->body_too_large = true;
+				ty_buf_free(&r->body);
+			} else if (ty_buf_append(&r->body, upload_data, *upload_data_size)) {
+				return MHD_NO;
+			}
+		}
+		*upload_data_size = 0;
+		return MHD_YES;
+	}
+	if (r->status && !r->parked)
+		return MHD_YES; /* reply already queued (early 413) */
+	r->parked = false;
+	dispatch(r);
+	if (r->parked)
+		return MHD_YES;
+	return queue_reply(r);
+}
+
+static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
+			 enum MHD_RequestTerminationCode toe)
+{
+	struct api_req *r = *con_cls;
+
+	if (!r)
+		return;
+	json_decref(r->json);
+	ty_buf_free(&r->body);
+	free(r->resp);
+	ty_arena_free(r->arena);
+	*con_cls = NULL;
+}
+
+static void on_mhd_log(void *cls, const char *fmt, va_list ap)
+{
+	char msg[512];
+	size_t n;
+
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	n = strlen(msg);
+	while (n && (msg[n - 1] == '\n' || msg[n - 1] == '.'))
+		msg[--n] = '\0';
+	ty_warn("http: %s", msg);
+}
+
+int api_server_port(const struct api_server *s)
+{
+	return s->port;
+}
+
+int api_server_start(struct api_server **out, const struct api_options *o, struct ty_err *err)
+{
+	struct api_server *s = calloc(1, sizeof(*s));
+	struct sockaddr_in sin = {0};
+	const union MHD_DaemonInfo *info;
+	int rc;
+
+	*out = NULL;
+	if (!s)
+		return ty_err_set(err, TY_ENOMEM, NULL);
+	s->opt = *o;
+	pthread_mutex_init(&s->pool_mu, NULL);
+	pthread_cond_init(&s->pool_cv, NULL);
+	s->pool_size = o->threads + 2;
+	s->pool = calloc((size_t)s->pool_size, sizeof(*s->pool));
+	if (!s->pool) {
+		rc = ty_err_set(err, TY_ENOMEM, NULL);
+		goto fail;
+	}
+	/* connect eagerly so a wrong URL fails at start, not at first use */
+	for (int i = 0; i < s->pool_size; i++) {
+		if ((rc = ty_pg_connect(&s->pool[i], o->database_url, err))) {
+			if (i == 0)
+				goto fail;
+			ty_err_clear(err);
+		}
+		s->pool_free++;
+	}
+	if ((rc = api__watch_start(s, o->database_url, err)))
+		goto fail;
+
+	sin.sin_family = AF_INET;
+	sin.sin_port = htons((uint16_t)o->port);
+	if (inet_pton(AF_INET, o->listen_addr, &sin.sin_addr) != 1) {
+		rc = ty_err_set(err, TY_ECONFIG, "listen address '%s' is not an IPv4 address",
+				o->listen_addr);
+		goto fail;
+	}
+	s->mhd = MHD_start_daemon(
+		MHD_USE_EPOLL_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG, 0,
+		NULL, NULL, on_request, s, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sin,
+		MHD_OPTION_THREAD_POOL_SIZE, (unsigned)o->threads, MHD_OPTION_CONNECTION_TIMEOUT,
+		(unsigned)o->connection_timeout, MHD_OPTION_CONNECTION_LIMIT,
+		(unsigned)o->max_connections, MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
+		MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, s, MHD_OPTION_LISTEN_BACKLOG_SIZE, 1024u,
+		MHD_OPTION_END);
+	if (!s->mhd) {
+		rc = ty_err_set(err, TY_EIO, "cannot listen on %s:%d: %s", o->listen_addr, o->port,
+				strerror(errno));
+		goto fail;
+	}
+	info = MHD_get_daemon_info(s->mhd, MHD_DAEMON_INFO_BIND_PORT);
+	s->port = info ? info->port : o->port;
+	*out = s;
+	return 0;
+fail:
+	api_server_stop(s);
+	return rc;
+}
+
+void api_server_stop(struct api_server *s)
+{
+	if (!s)
+		return;
+	if (s->mhd)
+		MHD_quiesce_daemon(s->mhd);
+	api__watch_stop(s); /* resumes parked requests so MHD can finish them */
+	if (s->mhd)
+		MHD_stop_daemon(s->mhd);
+	for (int i = 0; s->pool && i < s->pool_size; i++)
+		ty_pg_close(s->pool[i]);
+	free(s->pool);
+	pthread_mutex_destroy(&s->pool_mu);
+	pthread_cond_destroy(&s->pool_cv);
+	free(s);
+}
+
+/* watch.c reaches the server's watcher slot through these. */
+struct api_watch **api__watch_slot(struct api_server *s);
+struct api_watch **api__watch_slot(struct api_server *s)
+{
+	return &s->watch;
+}

@@ -1,0 +1,463 @@
+/*
+ * Request validation, pure: no I/O. The job spec is described by one table
+ * (field, type, range, choices, default); the code walks it, so a new field
+ * is one line here plus its row in docs/api.md.
+ */
+#include "api.h"
+#include "ty_json.h"
+
+#include <ctype.h>
+#include <stdio.h>
+#include <string.h>
+
+enum ftype { F_INT, F_BOOL, F_ENUM };
+
+struct fspec {
+	const char *obj; /* NULL: top level */
+	const char *key;
+	enum ftype type;
+	long long min, max;
+	const char *const *choices; /* F_ENUM; a NULL default means JSON null */
+	long long idef;
+	const char *sdef;
+	bool nullable;
+};
+
+static const char *const priority_classes[] = {"high", "normal", "low", "scavenger", NULL};
+static const char *const fallbacks[] = {"on_demand", "none", NULL};
+static const char *const signals[] = {"SIGUSR1", "SIGUSR2", "SIGINT", "SIGTERM", "SIGHUP", NULL};
+static const char *const domains[] = {"block", "rack", "zone", NULL};
+static const char *const launches[] = {"per_gpu", "per_node", NULL};
+
+static const struct fspec job_fields[] = {
+	{"resources", "nodes", F_INT, 1, 10000, NULL, 1, NULL, false},
+	{"resources", "gpus_per_node", F_INT, 0, 64, NULL, 0, NULL, false},
+	{"resources", "cpus_per_node", F_INT, 1, 4096, NULL, 1, NULL, false},
+	{"resources", "memory_mb_per_node", F_INT, 1, 16777216, NULL, 1024, NULL, false},
+	{NULL, "priority_class", F_ENUM, 0, 0, priority_classes, 0, "normal", false},
+	{NULL, "priority", F_INT, -1000, 1000, NULL, 0, NULL, false},
+	{NULL, "max_runtime_seconds", F_INT, 1, 31536000, NULL, 86400, NULL, false},
+	{NULL, "min_runtime_seconds", F_INT, 0, 31536000, NULL, 0, NULL, false},
+	{NULL, "preemptible", F_BOOL, 0, 0, NULL, 1, NULL, false},
+	{"spot", "allowed", F_BOOL, 0, 0, NULL, 0, NULL, false},
+	{"spot", "max_preemptions", F_INT, 0, 1000, NULL, 3, NULL, false},
+	{"spot", "fallback", F_ENUM, 0, 0, fallbacks, 0, "on_demand", false},
+	{"retry", "system", F_INT, 0, 100, NULL, 3, NULL, false},
+	{"retry", "user", F_INT, 0, 100, NULL, 0, NULL, false},
+	{"checkpoint", "signal", F_ENUM, 0, 0, signals, 0, "SIGUSR1", false},
+	{"checkpoint", "grace_seconds", F_INT, 0, 3600, NULL, 120, NULL, false},
+	{"checkpoint", "keep", F_INT, 1, 100, NULL, 3, NULL, false},
+	{"topology", "required", F_ENUM, 0, 0, domains, 0, NULL, true},
+	{NULL, "launch", F_ENUM, 0, 0, launches, 0, "per_gpu", false},
+	{NULL, "hang_timeout_seconds", F_INT, 0, 604800, NULL, 1800, NULL, false},
+};
+#define NFIELDS (sizeof(job_fields) / sizeof(job_fields[0]))
+
+static const char *const job_top_keys[] = {
+	"team", "name", "command", "env", "resources", "priority_class", "priority",
+	"max_runtime_seconds", "min_runtime_seconds", "preemptible", "spot", "retry",
+	"checkpoint", "topology", "launch", "hang_timeout_seconds", "labels", NULL};
+static const char *const sub_objects[] = {"resources", "spot", "retry", "checkpoint", "topology",
+					  NULL};
+
+/* Variables the executor sets for every rank: a job may not override them. */
+static const char *const reserved_env[] = {
+	"MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE", "RANK", "LOCAL_RANK", "LOCAL_WORLD_SIZE",
+	"NODE_RANK", "NNODES", "CUDA_VISIBLE_DEVICES", NULL};
+
+#define MAX_ARGS 1024
+#define MAX_STR (32 * 1024)
+#define MAX_ENV 256
+#define MAX_LABELS 32
+
+static void path_of(char *out, size_t sz, const char *obj, const char *key)
+{
+	if (obj)
+		snprintf(out, sz, "%s.%s", obj, key);
+	else
+		snprintf(out, sz, "%s", key);
+}
+
+static int invalid(struct api_problem *p, const char *field, const char *fmt, const char *a,
+		   long long x, long long y)
+{
+	char detail[400];
+
+	snprintf(detail, sizeof(detail), fmt, a, x, y);
+	return api_problem_set(p, 422, "invalid_field", field, "'%s' %s", field, detail);
+}
+
+static void choices_text(char *out, size_t sz, const char *const *c)
+{
+	size_t o = 0;
+
+	out[0] = '\0';
+	for (; *c && o < sz; c++)
+		o += (size_t)snprintf(out + o, sz - o, "%s'%s'", o ? ", " : "", *c);
+}
+
+static int check_field(json_t *out_obj, const struct fspec *f, const json_t *v,
+		       struct api_problem *p)
+{
+	char path[96], ch[160];
+
+	path_of(path, sizeof(path), f->obj, f->key);
+	if (!v) {
+		switch (f->type) {
+		case F_INT:
+			return json_object_set_new(out_obj, f->key, json_integer(f->idef));
+		case F_BOOL:
+			return json_object_set_new(out_obj, f->key, json_boolean(f->idef));
+		case F_ENUM:
+			return json_object_set_new(out_obj, f->key,
+						   f->sdef ? json_string(f->sdef) : json_null());
+		}
+	}
+	if (json_is_null(v) && f->nullable)
+		return json_object_set_new(out_obj, f->key, json_null());
+	switch (f->type) {
+	case F_INT: {
+		long long x;
+
+		if (!json_is_integer(v))
+			return invalid(p, path, "must be an integer from %2$lld to %3$lld, not %1$s",
+				       ty_json_type_name(v), f->min, f->max);
+		x = json_integer_value(v);
+		if (x < f->min || x > f->max)
+			return api_problem_set(p, 422, "invalid_field", path,
+					       "'%s' must be an integer from %lld to %lld, got %lld",
+					       path, f->min, f->max, x);
+		return json_object_set_new(out_obj, f->key, json_integer(x));
+	}
+	case F_BOOL:
+		if (!json_is_boolean(v))
+			return api_problem_set(p, 422, "invalid_field", path,
+					       "'%s' must be a boolean, not %s", path,
+					       ty_json_type_name(v));
+		return json_object_set_new(out_obj, f->key, json_boolean(json_is_true(v)));
+	case F_ENUM:
+		choices_text(ch, sizeof(ch), f->choices);
+		if (json_is_string(v))
+			for (const char *const *c = f->choices; *c; c++)
+				if (strcmp(*c, json_string_value(v)) == 0)
+					return json_object_set_new(out_obj, f->key,
+								   json_string(*c));
+		return api_problem_set(p, 422, "invalid_field", path, "'%s' must be one of %s%s",
+				       path, ch, f->nullable ? " or null" : "");
+	}
+	return 0;
+}
+
+static bool env_key_ok(const char *k)
+{
+	if (!*k || strlen(k) > 256 || !(isalpha((unsigned char)*k) || *k == '_'))
+		return false;
+	for (; *k; k++)
+		if (!(isalnum((unsigned char)*k) || *k == '_'))
+			return false;
+	return true;
+}
+
+static bool label_key_ok(const char *k)
+{
+	size_t n = strlen(k);
+
+	if (n == 0 || n > 63 || !isalnum((unsigned char)k[0]))
+		return false;
+	for (; *k; k++)
+		if (!(isalnum((unsigned char)*k) || strchr("._/-", *k)))
+			return false;
+	return true;
+}
+
+/* A string-to-string map (env, labels), copied into *out. */
+static int check_map(json_t **out, const json_t *v, const char *what, size_t max_entries,
+		     bool (*key_ok)(const char *), size_t max_val, struct api_problem *p)
+{
+	const char *k;
+	json_t *val;
+	char path[320];
+
+	if (!v) {
+		*out = json_object();
+		return 0;
+	}
+	if (!json_is_object(v))
+		return api_problem_set(p, 422, "invalid_field", what,
+				       "'%s' must be an object of strings, not %s", what,
+				       ty_json_type_name(v));
+	if (json_object_size(v) > max_entries)
+		return api_problem_set(p, 422, "invalid_field", what,
+				       "'%s' has %zu entries, the limit is %zu", what,
+				       json_object_size(v), max_entries);
+	json_object_foreach((json_t *)v, k, val) {
+		snprintf(path, sizeof(path), "%s.%.256s", what, k);
+		if (!key_ok(k))
+			return api_problem_set(p, 422, "invalid_field", path,
+					       "'%s' is not a valid %s name", path,
+					       strcmp(what, "env") ? "label" : "variable");
+		if (!json_is_string(val))
+			return api_problem_set(p, 422, "invalid_field", path,
+					       "'%s' must be a string, not %s", path,
+					       ty_json_type_name(val));
+		if (json_string_length(val) > max_val)
+			return api_problem_set(p, 422, "invalid_field", path,
+					       "'%s' is longer than %zu characters", path, max_val);
+		if (strlen(json_string_value(val)) != json_string_length(val))
+			return api_problem_set(p, 422, "invalid_field", path,
+					       "'%s' contains a NUL character", path);
+	}
+	*out = json_deep_copy(v);
+	return 0;
+}
+
+static int check_command(json_t **out, const json_t *v, struct api_problem *p)
+{
+	size_t i;
+	json_t *arg;
+
+	if (!v)
+		return api_problem_set(p, 422, "missing_field", "command",
+				       "'command' is required: the program and its arguments");
+	if (!json_is_array(v))
+		return api_problem_set(p, 422, "invalid_field", "command",
+				       "'command' must be an array of strings, not %s",
+				       ty_json_type_name(v));
+	if (json_array_size(v) == 0)
+		return api_problem_set(p, 422, "invalid_field", "command",
+				       "'command' is empty: give the program to run");
+	if (json_array_size(v) > MAX_ARGS)
+		return api_problem_set(p, 422, "invalid_field", "command",
+				       "'command' has %zu arguments, the limit is %d",
+				       json_array_size(v), MAX_ARGS);
+	json_array_foreach(v, i, arg) {
+		char path[32];
+
+		snprintf(path, sizeof(path), "command[%zu]", i);
+		if (!json_is_string(arg))
+			return api_problem_set(p, 422, "invalid_field", path,
+					       "'%s' must be a string, not %s", path,
+					       ty_json_type_name(arg));
+		if (json_string_length(arg) > MAX_STR)
+			return api_problem_set(p, 422, "invalid_field", path,
+					       "'%s' is longer than %d bytes", path, MAX_STR);
+		if (strlen(json_string_value(arg)) != json_string_length(arg))
+			return api_problem_set(p, 422, "invalid_field", path,
+					       "'%s' contains a NUL character", path);
+		if (i == 0 && json_string_length(arg) == 0)
+			return api_problem_set(p, 422, "invalid_field", path,
+					       "'command[0]' must name a program");
+	}
+	*out = json_deep_copy(v);
+	return 0;
+}
+
+static int check_name(const json_t *v, const char *field, size_t max, bool required,
+		      struct api_problem *p)
+{
+	if (!v) {
+		if (required)
+			return api_problem_set(p, 422, "missing_field", field,
+					       "'%s' is required", field);
+		return 0;
+	}
+	if (!json_is_string(v))
+		return api_problem_set(p, 422, "invalid_field", field,
+				       "'%s' must be a string, not %s", field, ty_json_type_name(v));
+	if (json_string_length(v) == 0 || json_string_length(v) > max ||
+	    strlen(json_string_value(v)) != json_string_length(v))
+		return api_problem_set(p, 422, "invalid_field", field,
+				       "'%s' must be 1 to %zu characters", field, max);
+	return 0;
+}
+
+json_t *api_validate_job(const json_t *body, struct api_problem *p)
+{
+	json_t *out = json_object(), *tmp = NULL;
+	const char *unk;
+
+	if (!out)
+		return NULL;
+	if ((unk = ty_json_unknown_key(body, job_top_keys))) {
+		api_problem_set(p, 400, "unknown_field", unk, "unknown field '%s'", unk);
+		goto fail;
+	}
+	for (const char *const *o = sub_objects; *o; o++) {
+		const json_t *v = json_object_get(body, *o);
+		const char *allowed[8];
+		int n = 0;
+
+		if (!v) {
+			if (strcmp(*o, "resources") == 0) {
+				api_problem_set(p, 422, "missing_field", "resources",
+						"'resources' is required (at least {\"nodes\": 1})");
+				goto fail;
+			}
+			continue;
+		}
+		if (!json_is_object(v)) {
+			api_problem_set(p, 422, "invalid_field", *o, "'%s' must be an object, not %s",
+					*o, ty_json_type_name(v));
+			goto fail;
+		}
+		for (size_t i = 0; i < NFIELDS; i++)
+			if (job_fields[i].obj && strcmp(job_fields[i].obj, *o) == 0)
+				allowed[n++] = job_fields[i].key;
+		allowed[n] = NULL;
+		if ((unk = ty_json_unknown_key(v, allowed))) {
+			char path[128];
+
+			snprintf(path, sizeof(path), "%s.%.100s", *o, unk);
+			api_problem_set(p, 400, "unknown_field", path, "unknown field '%s'", path);
+			goto fail;
+		}
+	}
+
+	if (check_name(json_object_get(body, "team"), "team", 63, true, p) ||
+	    check_name(json_object_get(body, "name"), "name", 128, false, p))
+		goto fail;
+	json_object_set(out, "team", json_object_get(body, "team"));
+	tmp = json_object_get(body, "name");
+	json_object_set_new(out, "name", tmp ? json_deep_copy(tmp) : json_null());
+	if (check_command(&tmp, json_object_get(body, "command"), p))
+		goto fail;
+	json_object_set_new(out, "command", tmp);
+	if (check_map(&tmp, json_object_get(body, "env"), "env", MAX_ENV, env_key_ok, MAX_STR, p))
+		goto fail;
+	json_object_set_new(out, "env", tmp);
+	{
+		const char *k;
+		json_t *val;
+
+		json_object_foreach(tmp, k, val) {
+			bool reserved = strncmp(k, "TRAINYARD_", 10) == 0;
+
+			for (const char *const *r = reserved_env; *r && !reserved; r++)
+				reserved = strcmp(*r, k) == 0;
+			if (reserved) {
+				char path[300];
+
+				snprintf(path, sizeof(path), "env.%s", k);
+				api_problem_set(p, 422, "reserved_env", path,
+						"'%s' is set by Trainyard for every rank and cannot "
+						"be overridden",
+						k);
+				goto fail;
+			}
+		}
+	}
+	if (check_map(&tmp, json_object_get(body, "labels"), "labels", MAX_LABELS, label_key_ok,
+		      256, p))
+		goto fail;
+	json_object_set_new(out, "labels", tmp);
+
+	for (size_t i = 0; i < NFIELDS; i++) {
+		const struct fspec *f = &job_fields[i];
+		const json_t *src = f->obj ? json_object_get(body, f->obj) : body;
+		json_t *dst = out;
+
+		if (f->obj) {
+			if (!(dst = json_object_get(out, f->obj))) {
+				dst = json_object();
+				json_object_set_new(out, f->obj, dst);
+			}
+		}
+		if (check_field(dst, f, src ? json_object_get(src, f->key) : NULL, p) < 0 ||
+		    p->code)
+			goto fail;
+	}
+
+	if (json_integer_value(json_object_get(out, "min_runtime_seconds")) >
+	    json_integer_value(json_object_get(out, "max_runtime_seconds"))) {
+		api_problem_set(p, 422, "invalid_field", "min_runtime_seconds",
+				"'min_runtime_seconds' (%lld) is longer than 'max_runtime_seconds' "
+				"(%lld)",
+				json_integer_value(json_object_get(out, "min_runtime_seconds")),
+				json_integer_value(json_object_get(out, "max_runtime_seconds")));
+		goto fail;
+	}
+	{
+		long long h = json_integer_value(json_object_get(out, "hang_timeout_seconds"));
+
+		if (h != 0 && h < 60) {
+			api_problem_set(p, 422, "invalid_field", "hang_timeout_seconds",
+					"'hang_timeout_seconds' must be 0 (off) or from 60 to "
+					"604800, got %lld",
+					h);
+			goto fail;
+		}
+	}
+	return out;
+fail:
+	json_decref(out);
+	if (!p->code)
+		api_problem_set(p, 500, "internal", NULL, "out of memory validating the job");
+	return NULL;
+}
+
+static bool team_name_ok(const char *s)
+{
+	size_t n = strlen(s);
+
+	if (n == 0 || n > 63 || s[0] == '-' || s[n - 1] == '-')
+		return false;
+	for (; *s; s++)
+		if (!(islower((unsigned char)*s) || isdigit((unsigned char)*s) || *s == '-'))
+			return false;
+	return true;
+}
+
+static int check_limit(const json_t *body, const char *key, bool nullable, struct api_problem *p)
+{
+	const json_t *v = json_object_get(body, key);
+
+	if (!v || (nullable && json_is_null(v)))
+		return 0;
+	if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) > 1000000)
+		return api_problem_set(p, 422, "invalid_field", key,
+				       "'%s' must be an integer from 0 to 1000000%s", key,
+				       nullable ? " or null (no limit)" : "");
+	return 0;
+}
+
+int api_validate_team(const json_t *body, bool create, struct api_problem *p)
+{
+	static const char *const keys[] = {"name", "nominal_gpus", "borrowing_limit_gpus",
+					   "lending_limit_gpus", "cohort", "weight", NULL};
+	const char *unk = ty_json_unknown_key(body, keys);
+	const json_t *v;
+	int rc;
+
+	if (unk)
+		return api_problem_set(p, 400, "unknown_field", unk, "unknown field '%s'", unk);
+	v = json_object_get(body, "name");
+	if (create) {
+		if (!v)
+			return api_problem_set(p, 422, "missing_field", "name", "'name' is required");
+		if (!json_is_string(v) || !team_name_ok(json_string_value(v)))
+			return api_problem_set(p, 422, "invalid_field", "name",
+					       "'name' must be 1 to 63 characters of a-z, 0-9 and "
+					       "'-', starting and ending with a letter or digit");
+		if (!json_object_get(body, "nominal_gpus"))
+			return api_problem_set(p, 422, "missing_field", "nominal_gpus",
+					       "'nominal_gpus' is required");
+	} else if (v) {
+		return api_problem_set(p, 422, "invalid_field", "name",
+				       "a team cannot be renamed");
+	}
+	if ((rc = check_limit(body, "nominal_gpus", false, p)) ||
+	    (rc = check_limit(body, "borrowing_limit_gpus", true, p)) ||
+	    (rc = check_limit(body, "lending_limit_gpus", true, p)))
+		return rc;
+	v = json_object_get(body, "cohort");
+	if (v && !json_is_null(v) && (!json_is_string(v) || !team_name_ok(json_string_value(v))))
+		return api_problem_set(p, 422, "invalid_field", "cohort",
+				       "'cohort' must be a name like a team's (a-z, 0-9, '-') or "
+				       "null");
+	v = json_object_get(body, "weight");
+	if (v && (!json_is_number(v) || json_number_value(v) <= 0 ||
+		  json_number_value(v) > 1000000))
+		return api_problem_set(p, 422, "invalid_field", "weight",
+				       "'weight' must be a number above 0 and at most 1000000");
+	return 0;
+}
