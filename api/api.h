@@ -90,8 +90,8 @@ struct api_req {
 struct api_problem {
 	unsigned status;
 	const char *code;
-	char field[128];
-	char detail[512];
+	char field[320];
+	char detail[768];
 };
 
 int api_problem_set(struct api_problem *p, unsigned status, const char *code, const char *field,
@@ -170,7 +170,9 @@ int api_validate_team(const json_t *body, bool create, struct api_problem *p);
 /* Parse a decimal id ("42"); false if not a positive int64. */
 bool api_parse_id(int64_t *out, const char *s);
 /* Write the issuing of a new token (secret into out) for bootstrap and API. */
-int api_token_insert(int64_t *id, char *secret, size_t secretsz, struct ty_pg *pg,
-		     const char *name, const char *role, const char *team_id, struct ty_err *err);
+/* created_at (optional) receives the RFC 3339 creation time (32 bytes). */
+int api_token_insert(int64_t *id, char *created_at, char *secret, size_t secretsz,
+		     struct ty_pg *pg, const char *name, const char *role, const char *team_id,
+		     struct ty_err *err);
 
 #endif

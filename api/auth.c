@@ -2,6 +2,7 @@
 #include "api.h"
 #include "ty_crypto.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -55,8 +56,9 @@ int api__authenticate(struct api_req *r, struct ty_err *err)
 	return 0;
 }
 
-int api_token_insert(int64_t *id, char *secret, size_t secretsz, struct ty_pg *pg,
-		     const char *name, const char *role, const char *team_id, struct ty_err *err)
+int api_token_insert(int64_t *id, char *created_at, char *secret, size_t secretsz,
+		     struct ty_pg *pg, const char *name, const char *role, const char *team_id,
+		     struct ty_err *err)
 {
 	char hash[TY_SHA256_HEX_LEN + 1];
 	const char *params[4] = {hash, name, role, team_id};
@@ -68,11 +70,13 @@ int api_token_insert(int64_t *id, char *secret, size_t secretsz, struct ty_pg *p
 	ty_sha256_hex(hash, secret, strlen(secret));
 	rc = ty_pg_exec(&res, pg,
 			"INSERT INTO api_tokens (token_sha256, name, role, team_id)"
-			" VALUES ($1, $2, $3, $4) RETURNING id",
+			" VALUES ($1, $2, $3, $4) RETURNING id, ty_ts(created_at)",
 			4, params, err);
 	if (rc)
 		return rc;
 	*id = strtoll(PQgetvalue(res, 0, 0), NULL, 10);
+	if (created_at)
+		snprintf(created_at, 32, "%s", PQgetvalue(res, 0, 1));
 	PQclear(res);
 	return 0;
 }

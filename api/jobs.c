@@ -32,7 +32,7 @@ static bool idempotency_key_ok(const char *k)
 	if (n == 0 || n > 255)
 		return false;
 	for (; *k; k++)
-		if (*k < 0x21 || *k > 0x7e)
+		if (*k < 0x20 || *k > 0x7e)
 			return false;
 	return true;
 }

@@ -80,7 +80,7 @@ static int bootstrap_token(const char *url, const char *name, struct ty_err *err
 
 	if ((rc = ty_pg_connect(&pg, url, err)))
 		return rc;
-	rc = api_token_insert(&id, secret, sizeof(secret), pg, name, "admin", NULL, err);
+	rc = api_token_insert(&id, NULL, secret, sizeof(secret), pg, name, "admin", NULL, err);
 	ty_pg_close(pg);
 	if (!rc)
 		printf("%s\n", secret);

@@ -171,7 +171,7 @@ int api_h_tokens_create(struct api_req *r, struct ty_err *err)
 	const json_t *role = json_object_get(r->json, "role");
 	const json_t *team = json_object_get(r->json, "team");
 	const char *role_s, *team_id = NULL;
-	char secret[64];
+	char secret[64], created[32];
 	int64_t id;
 	PGresult *res = NULL;
 	json_t *o;
@@ -217,14 +217,15 @@ int api_h_tokens_create(struct api_req *r, struct ty_err *err)
 		PQclear(res);
 	}
 	if ((rc = ty_pg_begin(r->pg, err)) ||
-	    (rc = api_token_insert(&id, secret, sizeof(secret), r->pg, json_string_value(name),
-				   role_s, team_id, err)) ||
+	    (rc = api_token_insert(&id, created, secret, sizeof(secret), r->pg,
+				   json_string_value(name), role_s, team_id, err)) ||
 	    (rc = audit(r, "token.create", json_string_value(name), err)) ||
 	    (rc = ty_pg_commit(r->pg, err)))
 		return rc;
-	o = json_pack("{s:I, s:s, s:s, s:O, s:s}", "id", (json_int_t)id, "name",
+	o = json_pack("{s:I, s:s, s:s, s:O, s:s, s:s}", "id", (json_int_t)id, "name",
 		      json_string_value(name), "role", role_s, "team",
-		      team && !json_is_null(team) ? team : json_null(), "token", secret);
+		      team && !json_is_null(team) ? team : json_null(), "token", secret,
+		      "created_at", created);
 	memset(secret, 0, sizeof(secret));
 	if (!o)
 		return ty_err_set(err, TY_ENOMEM, NULL);

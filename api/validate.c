@@ -176,7 +176,7 @@ static int check_map(json_t **out, const json_t *v, const char *what, size_t max
 {
 	const char *k;
 	json_t *val;
-	char path[320];
+	char path[300];
 
 	if (!v) {
 		*out = json_object();
@@ -191,7 +191,7 @@ static int check_map(json_t **out, const json_t *v, const char *what, size_t max
 				       "'%s' has %zu entries, the limit is %zu", what,
 				       json_object_size(v), max_entries);
 	json_object_foreach((json_t *)v, k, val) {
-		snprintf(path, sizeof(path), "%s.%.256s", what, k);
+		snprintf(path, sizeof(path), "%s.%.280s", what, k);
 		if (!key_ok(k))
 			return api_problem_set(p, 422, "invalid_field", path,
 					       "'%s' is not a valid %s name", path,

@@ -204,30 +204,46 @@ const char *ty_pg_val(const PGresult *res, int row, int col)
 /* Any constant shared by every Trainyard process that migrates. */
 #define MIGRATE_LOCK_KEY "7371101"
 
-int ty_pg_migrate(int *applied, struct ty_pg *pg, const struct ty_migration *m, int n,
+static int by_version(const void *a, const void *b)
+{
+	const struct ty_migration *x = *(const struct ty_migration *const *)a;
+	const struct ty_migration *y = *(const struct ty_migration *const *)b;
+
+	return (x->version > y->version) - (x->version < y->version);
+}
+
+int ty_pg_migrate(int *applied, struct ty_pg *pg, const struct ty_migration *list, int n,
 		  struct ty_err *err)
 {
+	const struct ty_migration **m = NULL;
 	PGresult *r = NULL;
 	int rc, count = 0;
 
+	if (n > 0 && !(m = malloc((size_t)n * sizeof(*m))))
+		return ty_err_set(err, TY_ENOMEM, NULL);
+	for (int i = 0; i < n; i++)
+		m[i] = &list[i];
+	if (n > 0)
+		qsort(m, (size_t)n, sizeof(*m), by_version);
+
 	if (applied)
 		*applied = 0;
+	/* the lock comes first: concurrent CREATE TABLE IF NOT EXISTS can fail */
+	if ((rc = ty_pg_exec(NULL, pg, "SELECT pg_advisory_lock(" MIGRATE_LOCK_KEY ")", 0, NULL,
+			     err))) {
+		free(m);
+		return rc;
+	}
 	rc = ty_pg_exec(NULL, pg,
 			"CREATE TABLE IF NOT EXISTS schema_migrations ("
 			" version integer PRIMARY KEY, name text NOT NULL,"
 			" applied_at timestamptz NOT NULL DEFAULT now())",
 			0, NULL, err);
-	if (rc && rc != TY_ECONFLICT) /* a concurrent CREATE may race: fine */
-		return rc;
-	ty_err_clear(err);
-	if ((rc = ty_pg_exec(NULL, pg, "SELECT pg_advisory_lock(" MIGRATE_LOCK_KEY ")", 0, NULL,
-			     err)))
-		return rc;
-	for (int i = 0; i < n; i++) {
+	for (int i = 0; i < n && !rc; i++) {
 		char ver[16];
-		const char *p[2] = {ver, m[i].name};
+		const char *p[2] = {ver, m[i]->name};
 
-		snprintf(ver, sizeof(ver), "%d", m[i].version);
+		snprintf(ver, sizeof(ver), "%d", m[i]->version);
 		if ((rc = ty_pg_exec(&r, pg, "SELECT 1 FROM schema_migrations WHERE version = $1",
 				     1, p, err)))
 			break;
@@ -238,7 +254,7 @@ int ty_pg_migrate(int *applied, struct ty_pg *pg, const struct ty_migration *m, 
 			continue;
 		if ((rc = ty_pg_begin(pg, err)))
 			break;
-		if ((rc = ty_pg_exec_script(pg, m[i].sql, err)) ||
+		if ((rc = ty_pg_exec_script(pg, m[i]->sql, err)) ||
 		    (rc = ty_pg_exec(NULL, pg,
 				     "INSERT INTO schema_migrations (version, name) VALUES ($1, $2)",
 				     2, p, err)) ||
@@ -248,17 +264,18 @@ int ty_pg_migrate(int *applied, struct ty_pg *pg, const struct ty_migration *m, 
 			snprintf(msg, sizeof(msg), "%s", err ? err->msg : "");
 			if (err) {
 				ty_err_clear(err);
-				ty_err_set(err, rc, "migration %04d_%s: %s", m[i].version, m[i].name,
+				ty_err_set(err, rc, "migration %04d_%s: %s", m[i]->version, m[i]->name,
 					   msg);
 			}
 			break;
 		}
-		ty_info("applied migration %04d_%s", m[i].version, m[i].name);
+		ty_info("applied migration %04d_%s", m[i]->version, m[i]->name);
 		count++;
 	}
 	PGresult *u = PQexec(pg->conn, "SELECT pg_advisory_unlock(" MIGRATE_LOCK_KEY ")");
 	PQclear(u);
 	if (applied)
 		*applied = count;
+	free(m);
 	return rc;
 }

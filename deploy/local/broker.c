@@ -1,0 +1,342 @@
+/*
+ * trainyard-broker: the embedded Kafka-protocol broker of the local stack.
+ * Runs librdkafka's mock cluster, creates Trainyard's topics and publishes
+ * the cluster's bootstrap list in a file until it is told to stop.
+ */
+#include "ty_config.h"
+#include "ty_err.h"
+#include "ty_log.h"
+
+#include <librdkafka/rdkafka.h>
+#include <librdkafka/rdkafka_mock.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#define ENV_PREFIX "TRAINYARD_BROKER"
+#define MAX_PARTITIONS 100000
+#define METADATA_TIMEOUT_MS 10000
+
+static const struct ty_opt opts[] = {
+	{"bootstrap-file", TY_OPT_STR, NULL, 0, 0,
+	 "file the bootstrap server list is written to (atomically; required); removed on exit"},
+	{"brokers", TY_OPT_INT, "3", 1, 64, "number of brokers in the mock cluster"},
+	{"replication-factor", TY_OPT_INT, "1", 1, 64,
+	 "replication factor of the topics (at most --brokers)"},
+	{"dispatch-partitions", TY_OPT_INT, "64", 1, MAX_PARTITIONS,
+	 "partitions of topic 'trainyard.dispatch'"},
+	{"events-partitions", TY_OPT_INT, "16", 1, MAX_PARTITIONS,
+	 "partitions of topic 'trainyard.events'"},
+	{"nodes-partitions", TY_OPT_INT, "8", 1, MAX_PARTITIONS,
+	 "partitions of topic 'trainyard.nodes'"},
+	{"log-level", TY_OPT_STR, "info", 0, 0, "debug, info, warn or error"},
+	{"log-json", TY_OPT_BOOL, "false", 0, 0, "log JSON lines instead of text"},
+	{"help", TY_OPT_BOOL, "false", 0, 0, "print this help and exit"},
+};
+#define N_OPTS (sizeof(opts) / sizeof(opts[0]))
+
+struct topic {
+	const char *name;
+	const char *opt; /* option holding its partition count */
+	int partitions;
+};
+
+/* Topic names are proto/'s business; the broker only needs to pre-create them. */
+static struct topic topics[] = {
+	{"trainyard.dispatch", "dispatch-partitions", 0},
+	{"trainyard.events", "events-partitions", 0},
+	{"trainyard.nodes", "nodes-partitions", 0},
+};
+#define N_TOPICS (sizeof(topics) / sizeof(topics[0]))
+
+static void usage(FILE *f)
+{
+	fprintf(f, "usage: trainyard-broker --bootstrap-file PATH [options]\n"
+		   "\n"
+		   "Embedded Kafka-protocol broker (librdkafka mock cluster) for the local stack\n"
+		   "and tests. Listens on random 127.0.0.1 ports, writes them to the bootstrap\n"
+		   "file and runs until SIGTERM or SIGINT. Forgets everything when it exits.\n"
+		   "\n");
+	ty_config_usage(f, opts, N_OPTS, ENV_PREFIX);
+}
+
+/* librdkafka logs (syslog levels) go through our logger, from its own threads. */
+static void rdkafka_log(const rd_kafka_t *rk, int level, const char *fac, const char *buf)
+{
+	enum ty_log_level l = level <= 3 ? TY_LOG_ERROR
+			      : level == 4 ? TY_LOG_WARN
+			      : level <= 6 ? TY_LOG_INFO
+					   : TY_LOG_DEBUG;
+
+	ty_log_at(l, 0, "rdkafka %s: %s", fac, buf);
+}
+
+static int conf_set(rd_kafka_conf_t *conf, const char *k, const char *v, struct ty_err *err)
+{
+	char errstr[512];
+
+	if (rd_kafka_conf_set(conf, k, v, errstr, sizeof(errstr)) != RD_KAFKA_CONF_OK)
+		return ty_err_set(err, TY_ECONFIG, "kafka setting '%s': %s", k, errstr);
+	return 0;
+}
+
+/* The handle owns the mock cluster: destroying it stops the brokers. */
+static int cluster_start(rd_kafka_t **out, int brokers, struct ty_err *err)
+{
+	rd_kafka_conf_t *conf = rd_kafka_conf_new();
+	char n[16], errstr[512];
+	int rc;
+
+	*out = NULL;
+	snprintf(n, sizeof(n), "%d", brokers);
+	if ((rc = conf_set(conf, "test.mock.num.brokers", n, err)) ||
+	    (rc = conf_set(conf, "client.id", "trainyard-broker", err))) {
+		rd_kafka_conf_destroy(conf);
+		return rc;
+	}
+	rd_kafka_conf_set_log_cb(conf, rdkafka_log);
+	*out = rd_kafka_new(RD_KAFKA_PRODUCER, conf, errstr, sizeof(errstr));
+	if (!*out) {
+		rd_kafka_conf_destroy(conf);
+		return ty_err_set(err, TY_EKAFKA, "cannot create mock cluster: %s", errstr);
+	}
+	if (!rd_kafka_handle_mock_cluster(*out)) {
+		rd_kafka_destroy(*out);
+		*out = NULL;
+		return ty_err_set(err, TY_EKAFKA, "librdkafka did not create a mock cluster");
+	}
+	return 0;
+}
+
+static int topics_create(rd_kafka_mock_cluster_t *mc, int replication, struct ty_err *err)
+{
+	for (size_t i = 0; i < N_TOPICS; i++) {
+		rd_kafka_resp_err_t e =
+			rd_kafka_mock_topic_create(mc, topics[i].name, topics[i].partitions, replication);
+
+		if (e)
+			return ty_err_set(err, TY_EKAFKA, "cannot create topic '%s': %s",
+					  topics[i].name, rd_kafka_err2str(e));
+		ty_debug("created topic '%s' with %d partitions", topics[i].name,
+			 topics[i].partitions);
+	}
+	return 0;
+}
+
+/*
+ * Ask the cluster over TCP, like any client will, that every topic is there
+ * with its partitions: the bootstrap file then announces a usable broker.
+ */
+static int topics_check(rd_kafka_t *rk, struct ty_err *err)
+{
+	const struct rd_kafka_metadata *md = NULL;
+	rd_kafka_resp_err_t e;
+	int rc = 0;
+
+	e = rd_kafka_metadata(rk, 1, NULL, &md, METADATA_TIMEOUT_MS);
+	if (e)
+		return ty_err_set(err, TY_EKAFKA, "cannot read metadata from the mock cluster: %s",
+				  rd_kafka_err2str(e));
+	for (size_t i = 0; i < N_TOPICS && !rc; i++) {
+		int found = -1;
+
+		for (int t = 0; t < md->topic_cnt; t++)
+			if (strcmp(md->topics[t].topic, topics[i].name) == 0 && !md->topics[t].err)
+				found = md->topics[t].partition_cnt;
+		if (found != topics[i].partitions)
+			rc = ty_err_set(err, TY_EKAFKA,
+					"topic '%s' has %d partitions in the metadata, expected %d",
+					topics[i].name, found, topics[i].partitions);
+	}
+	rd_kafka_metadata_destroy(md);
+	return rc;
+}
+
+static int write_all(int fd, const char *s, size_t n)
+{
+	while (n) {
+		ssize_t w = write(fd, s, n);
+
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w < 0)
+			return -1;
+		s += w;
+		n -= (size_t)w;
+	}
+	return 0;
+}
+
+/* Readers never see a partial file: write a temporary, fsync, rename. */
+static int bootstrap_write(const char *path, const char *list, struct ty_err *err)
+{
+	char tmp[4096];
+	int fd, n;
+
+	n = snprintf(tmp, sizeof(tmp), "%s.tmp.%ld", path, (long)getpid());
+	if (n < 0 || (size_t)n >= sizeof(tmp))
+		return ty_err_set(err, TY_EINVAL, "bootstrap file path '%s' is too long", path);
+	if ((fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644)) < 0)
+		return ty_err_set(err, TY_EIO, "cannot create '%s': %s", tmp, strerror(errno));
+	if (write_all(fd, list, strlen(list)) || write_all(fd, "\n", 1) || fsync(fd)) {
+		int e = errno;
+
+		close(fd);
+		unlink(tmp);
+		return ty_err_set(err, TY_EIO, "cannot write '%s': %s", tmp, strerror(e));
+	}
+	if (close(fd) || rename(tmp, path)) {
+		int e = errno;
+
+		unlink(tmp);
+		return ty_err_set(err, TY_EIO, "cannot install '%s': %s", path, strerror(e));
+	}
+	return 0;
+}
+
+/* Remove the file only while it still names this cluster, not a successor's. */
+static void bootstrap_remove(const char *path, const char *list)
+{
+	char line[4096] = "";
+	FILE *f = fopen(path, "r");
+
+	if (!f)
+		return;
+	if (fgets(line, sizeof(line), f))
+		line[strcspn(line, "\r\n")] = '\0';
+	fclose(f);
+	if (strcmp(line, list) == 0 && unlink(path) != 0)
+		ty_warn_errno("cannot remove '%s'", path);
+}
+
+static int wait_for_signal(rd_kafka_t *rk, const sigset_t *set)
+{
+	const struct timespec tick = {.tv_sec = 1};
+
+	for (;;) {
+		int sig = sigtimedwait(set, NULL, &tick);
+
+		if (sig > 0)
+			return sig;
+		if (errno != EAGAIN && errno != EINTR) {
+			ty_error_errno("cannot wait for signals");
+			return -1;
+		}
+		rd_kafka_poll(rk, 0);
+	}
+}
+
+int main(int argc, char **argv)
+{
+	struct ty_err err = {0};
+	struct ty_config *cfg = NULL;
+	rd_kafka_t *rk = NULL;
+	rd_kafka_mock_cluster_t *mc;
+	const char *path = NULL, *list;
+	char *bootstraps = NULL;
+	sigset_t sigs;
+	int level, brokers, replication, sig, rest, status = 1;
+
+	ty_log_init("trainyard-broker", TY_LOG_INFO, false);
+	if (!(cfg = ty_config_new(opts, N_OPTS, ENV_PREFIX))) {
+		ty_error("out of memory");
+		goto out;
+	}
+	if (ty_config_load(cfg, argc, argv, &rest, &err)) {
+		fprintf(stderr, "trainyard-broker: %s (try --help)\n", err.msg);
+		status = 2;
+		goto out;
+	}
+	if (ty_config_bool(cfg, "help")) {
+		usage(stdout);
+		status = 0;
+		goto out;
+	}
+	if (rest < argc) {
+		fprintf(stderr, "trainyard-broker: unexpected argument '%s' (try --help)\n",
+			argv[rest]);
+		status = 2;
+		goto out;
+	}
+	if ((level = ty_log_level_parse(ty_config_str(cfg, "log-level"))) < 0) {
+		fprintf(stderr, "trainyard-broker: option 'log-level': '%s' is not one of "
+				"debug, info, warn, error\n",
+			ty_config_str(cfg, "log-level"));
+		status = 2;
+		goto out;
+	}
+	ty_log_init("trainyard-broker", (enum ty_log_level)level, ty_config_bool(cfg, "log-json"));
+
+	path = ty_config_str(cfg, "bootstrap-file");
+	if (!path || !*path) {
+		fprintf(stderr, "trainyard-broker: option '--bootstrap-file' is required "
+				"(try --help)\n");
+		status = 2;
+		goto out;
+	}
+	brokers = (int)ty_config_int(cfg, "brokers");
+	replication = (int)ty_config_int(cfg, "replication-factor");
+	if (replication > brokers) {
+		fprintf(stderr,
+			"trainyard-broker: replication factor %d needs at least %d brokers, "
+			"not %d\n",
+			replication, replication, brokers);
+		status = 2;
+		goto out;
+	}
+	for (size_t i = 0; i < N_TOPICS; i++)
+		topics[i].partitions = (int)ty_config_int(cfg, topics[i].opt);
+
+	/* every librdkafka thread inherits this mask, so only sigtimedwait sees them */
+	sigemptyset(&sigs);
+	sigaddset(&sigs, SIGINT);
+	sigaddset(&sigs, SIGTERM);
+	if ((errno = pthread_sigmask(SIG_BLOCK, &sigs, NULL))) {
+		ty_error_errno("cannot block signals");
+		goto out;
+	}
+	signal(SIGPIPE, SIG_IGN);
+
+	if (cluster_start(&rk, brokers, &err))
+		goto fail;
+	mc = rd_kafka_handle_mock_cluster(rk);
+	if (topics_create(mc, replication, &err) || topics_check(rk, &err))
+		goto fail;
+	list = rd_kafka_mock_cluster_bootstraps(mc);
+	if (!(bootstraps = strdup(list))) {
+		ty_error("out of memory");
+		goto out;
+	}
+	if (bootstrap_write(path, bootstraps, &err))
+		goto fail;
+	ty_info("mock cluster of %d broker(s) at '%s' (topics: dispatch %d, events %d, nodes %d "
+		"partitions; replication factor %d), bootstrap list in '%s'",
+		brokers, bootstraps, topics[0].partitions, topics[1].partitions,
+		topics[2].partitions, replication, path);
+
+	if ((sig = wait_for_signal(rk, &sigs)) < 0)
+		goto out;
+	ty_info("received %s, stopping", sig == SIGINT ? "SIGINT" : "SIGTERM");
+	status = 0;
+	goto out;
+fail:
+	ty_error("%s", err.msg);
+out:
+	if (bootstraps)
+		bootstrap_remove(path, bootstraps);
+	if (rk)
+		rd_kafka_destroy(rk);
+	free(bootstraps);
+	ty_config_free(cfg);
+	if (status == 0 && rk)
+		ty_info("stopped");
+	return status;
+}

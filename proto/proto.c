@@ -1,0 +1,261 @@
+/* Envelope and payload (de)serialisation with strict validation. */
+#include "proto.h"
+
+#include <ctype.h>
+#include <stdio.h>
+#include <string.h>
+
+static const char *const names[] = {
+	"none",
+#define PROTO_NAME(name, str, topic) str,
+	PROTO_TYPES(PROTO_NAME)
+#undef PROTO_NAME
+};
+static const char *const topics[] = {
+	"",
+#define PROTO_TOPIC(name, str, topic) topic,
+	PROTO_TYPES(PROTO_TOPIC)
+#undef PROTO_TOPIC
+};
+
+/*
+ * Required data fields per type: "name:t" with t = i (integer), s (string),
+ * a (array), o (object), b (boolean). Job-scoped types also require
+ * job >= 1 and attempt >= 1 in the envelope.
+ */
+struct schema {
+	bool job_scoped;
+	const char *fields[12];
+};
+
+static const struct schema schemas[PROTO_TYPE_COUNT] = {
+	[PROTO_LAUNCH] = {true,
+			  {"node_rank:i", "nnodes:i", "world_size:i", "local_world_size:i",
+			   "first_rank:i", "master_addr:s", "master_port:i", "gpus:a",
+			   "command:a", "env:o", "launch:s", NULL}},
+	[PROTO_KILL] = {true, {"reason:s", "grace_seconds:i", NULL}},
+	[PROTO_CHECKPOINT] = {true, {"signal:s", "grace_seconds:i", NULL}},
+	[PROTO_DRAIN] = {false, {NULL}},
+	[PROTO_RANK_STARTED] = {true, {"rank:i", "local_rank:i", "pid:i", NULL}},
+	[PROTO_RANK_EXITED] = {true, {"rank:i", "exit_code:i", "signal:i", NULL}},
+	[PROTO_ATTEMPT_RUNNING] = {true, {"ranks:i", NULL}},
+	[PROTO_ATTEMPT_EXITED] = {true, {"exit_code:i", "failure_class:s", "message:s", NULL}},
+	[PROTO_PROGRESS] = {true, {NULL}},
+	[PROTO_CHECKPOINT_WRITTEN] = {true, {"path:s", "step:i", NULL}},
+	[PROTO_PREEMPT_NOTICE] = {false, {"deadline:i", NULL}},
+	[PROTO_METRICS] = {true, {"metrics:o", NULL}},
+	[PROTO_REGISTER] = {false,
+			    {"address:s", "gpus:i", "labels:o", "boot_id:s", "log_url:s", NULL}},
+	[PROTO_HEARTBEAT] = {false, {"boot_id:s", "running:a", "finished:a", NULL}},
+	[PROTO_NODE_STATE] = {false, {"state:s", NULL}},
+};
+
+const char *proto_type_name(enum proto_type t)
+{
+	return t > PROTO_NONE && t < PROTO_TYPE_COUNT ? names[t] : "unknown";
+}
+
+const char *proto_type_topic(enum proto_type t)
+{
+	return t > PROTO_NONE && t < PROTO_TYPE_COUNT ? topics[t] : "";
+}
+
+enum proto_type proto_type_parse(const char *name)
+{
+	for (int t = 1; t < PROTO_TYPE_COUNT; t++)
+		if (name && strcmp(names[t], name) == 0)
+			return (enum proto_type)t;
+	return PROTO_NONE;
+}
+
+bool proto_node_id_ok(const char *node)
+{
+	size_t n = node ? strlen(node) : 0;
+
+	if (n == 0 || n > PROTO_NODE_ID_MAX || !isalnum((unsigned char)node[0]))
+		return false;
+	for (; *node; node++)
+		if (!isalnum((unsigned char)*node) && !strchr("._-", *node))
+			return false;
+	return true;
+}
+
+int32_t proto_node_partition(const char *node, int32_t partitions)
+{
+	uint32_t h = 2166136261u;
+
+	for (const unsigned char *p = (const unsigned char *)node; *p; p++) {
+		h ^= *p;
+		h *= 16777619u;
+	}
+	return partitions > 0 ? (int32_t)(h % (uint32_t)partitions) : 0;
+}
+
+static bool type_ok(const json_t *v, char t)
+{
+	switch (t) {
+	case 'i':
+		return json_is_integer(v);
+	case 's':
+		return json_is_string(v);
+	case 'a':
+		return json_is_array(v);
+	case 'o':
+		return json_is_object(v);
+	case 'b':
+		return json_is_boolean(v);
+	}
+	return false;
+}
+
+static const char *type_word(char t)
+{
+	switch (t) {
+	case 'i':
+		return "an integer";
+	case 's':
+		return "a string";
+	case 'a':
+		return "an array";
+	case 'o':
+		return "an object";
+	}
+	return "a boolean";
+}
+
+static int check_data(const json_t *data, enum proto_type t, struct ty_err *err)
+{
+	for (const char *const *f = schemas[t].fields; *f; f++) {
+		const char *colon = strchr(*f, ':');
+		char key[40];
+		const json_t *v;
+
+		snprintf(key, sizeof(key), "%.*s", (int)(colon - *f), *f);
+		v = json_object_get(data, key);
+		if (!v)
+			return ty_err_set(err, TY_EPARSE, "%s message lacks data field '%s'",
+					  names[t], key);
+		if (!type_ok(v, colon[1]))
+			return ty_err_set(err, TY_EPARSE, "%s message: data field '%s' must be %s",
+					  names[t], key, type_word(colon[1]));
+	}
+	return 0;
+}
+
+static int check_envelope(const struct proto_msg *m, struct ty_err *err)
+{
+	if (m->type <= PROTO_NONE || m->type >= PROTO_TYPE_COUNT)
+		return ty_err_set(err, TY_EPARSE, "unknown message type");
+	if (!proto_node_id_ok(m->node))
+		return ty_err_set(err, TY_EPARSE, "%s message: node id '%s' is not valid",
+				  names[m->type], m->node);
+	if (schemas[m->type].job_scoped && (m->job < 1 || m->attempt < 1))
+		return ty_err_set(err, TY_EPARSE, "%s message needs a job and an attempt >= 1",
+				  names[m->type]);
+	if (m->epoch < 0 || m->seq < 0 || m->job < 0 || m->attempt < 0)
+		return ty_err_set(err, TY_EPARSE, "%s message has a negative counter",
+				  names[m->type]);
+	return 0;
+}
+
+int proto_encode(char **out, size_t *len, const struct proto_msg *m, struct ty_err *err)
+{
+	json_t *o = NULL, *data = m->data ? m->data : json_object();
+	int rc;
+
+	*out = NULL;
+	if ((rc = check_envelope(m, err)) || (rc = check_data(data, m->type, err))) {
+		if (!m->data)
+			json_decref(data);
+		return TY_EINVAL; /* err names the fault */
+	}
+	o = json_pack("{s:i, s:s, s:s, s:I, s:I, s:I, s:I, s:I, s:O}", "v", PROTO_VERSION, "type",
+		      names[m->type], "node", m->node, "job", (json_int_t)m->job, "attempt",
+		      (json_int_t)m->attempt, "epoch", (json_int_t)m->epoch, "seq",
+		      (json_int_t)m->seq, "ts", (json_int_t)m->ts, "data", data);
+	if (!m->data)
+		json_decref(data);
+	if (!o || !(*out = json_dumps(o, JSON_COMPACT))) {
+		json_decref(o);
+		return ty_err_set(err, TY_ENOMEM, NULL);
+	}
+	json_decref(o);
+	*len = strlen(*out);
+	return 0;
+}
+
+static int get_int(int64_t *out, const json_t *o, const char *key, struct ty_err *err)
+{
+	const json_t *v = json_object_get(o, key);
+
+	if (!json_is_integer(v))
+		return ty_err_set(err, TY_EPARSE, "envelope field '%s' must be an integer", key);
+	*out = json_integer_value(v);
+	return 0;
+}
+
+int proto_decode(struct proto_msg *m, const void *buf, size_t len, struct ty_err *err)
+{
+	json_error_t jerr;
+	json_t *o;
+	const json_t *v;
+	int64_t ver;
+	int rc;
+
+	memset(m, 0, sizeof(*m));
+	/* depth is bounded by the sender's size limits; reject duplicates */
+	o = json_loadb(buf, len, JSON_REJECT_DUPLICATES, &jerr);
+	if (!o)
+		return ty_err_set(err, TY_EPARSE, "message is not JSON: %s", jerr.text);
+	if (!json_is_object(o)) {
+		rc = ty_err_set(err, TY_EPARSE, "message is not a JSON object");
+		goto fail;
+	}
+	if ((rc = get_int(&ver, o, "v", err)))
+		goto fail;
+	if (ver != PROTO_VERSION) {
+		rc = ty_err_set(err, TY_EINVAL, "message version %lld is not supported (this is %d)",
+				(long long)ver, PROTO_VERSION);
+		goto fail;
+	}
+	v = json_object_get(o, "type");
+	if (!json_is_string(v) || !(m->type = proto_type_parse(json_string_value(v)))) {
+		rc = ty_err_set(err, TY_EPARSE, "unknown message type '%s'",
+				json_is_string(v) ? json_string_value(v) : "");
+		goto fail;
+	}
+	v = json_object_get(o, "node");
+	if (!json_is_string(v) || json_string_length(v) > PROTO_NODE_ID_MAX) {
+		rc = ty_err_set(err, TY_EPARSE, "%s message: 'node' must be a node id",
+				names[m->type]);
+		goto fail;
+	}
+	snprintf(m->node, sizeof(m->node), "%s", json_string_value(v));
+	if ((rc = get_int(&m->job, o, "job", err)) || (rc = get_int(&m->attempt, o, "attempt", err)) ||
+	    (rc = get_int(&m->epoch, o, "epoch", err)) || (rc = get_int(&m->seq, o, "seq", err)) ||
+	    (rc = get_int(&m->ts, o, "ts", err)) || (rc = check_envelope(m, err)))
+		goto fail;
+	v = json_object_get(o, "data");
+	if (!json_is_object(v)) {
+		rc = ty_err_set(err, TY_EPARSE, "%s message: 'data' must be an object",
+				names[m->type]);
+		goto fail;
+	}
+	if ((rc = check_data(v, m->type, err)))
+		goto fail;
+	m->data = json_incref((json_t *)v);
+	json_decref(o);
+	return 0;
+fail:
+	json_decref(o);
+	m->type = PROTO_NONE;
+	return rc;
+}
+
+void proto_msg_clear(struct proto_msg *m)
+{
+	if (!m)
+		return;
+	json_decref(m->data);
+	m->data = NULL;
+}
