@@ -161,6 +161,10 @@ int api_h_jobs_list(struct api_req *r, struct ty_err *err);
 int api_h_jobs_get(struct api_req *r, struct ty_err *err);
 int api_h_jobs_cancel(struct api_req *r, struct ty_err *err);
 int api_h_jobs_events(struct api_req *r, struct ty_err *err);
+int api_h_jobs_attempts(struct api_req *r, struct ty_err *err);
+int api_h_jobs_logs(struct api_req *r, struct ty_err *err);
+int api_h_nodes_list(struct api_req *r, struct ty_err *err);
+int api_h_nodes_get(struct api_req *r, struct ty_err *err);
 
 /* Job spec validation (pure): a normalised spec with defaults, or a problem. */
 json_t *api_validate_job(const json_t *body, struct api_problem *p);

@@ -4,6 +4,7 @@
 #include "ty_config.h"
 #include "ty_log.h"
 
+#include <curl/curl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -157,6 +158,7 @@ int main(int argc, char **argv)
 		ty_config_free(c);
 		return 2;
 	}
+	curl_global_init(CURL_GLOBAL_DEFAULT); /* before threads: it is not thread-safe */
 	if (ty_config_bool(c, "migrate"))
 		rc = migrate(ty_config_str(c, "database-url"), &err);
 	else if (ty_config_str(c, "bootstrap-token"))
@@ -166,6 +168,7 @@ int main(int argc, char **argv)
 		rc = serve(c, &err);
 	if (rc)
 		ty_error("%s", err.msg);
+	curl_global_cleanup();
 	ty_config_free(c);
 	return rc ? 1 : 0;
 }

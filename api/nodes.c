@@ -1,0 +1,204 @@
+/* Node routes and the per-job views that live on nodes: attempts and logs. */
+#include "api.h"
+
+#include <curl/curl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* One node as JSON; GPUs in use are those of unreleased allocations. */
+#define NODE_JSON_SQL                                                                    \
+	"json_build_object('id', n.id, 'address', n.address, 'labels', n.labels,"       \
+	" 'state', n.state, 'simulated', n.simulated, 'gpus_total', n.gpus,"            \
+	" 'gpus_free', n.gpus - coalesce((SELECT sum(cardinality(a.gpus))"              \
+	"   FROM allocations a WHERE a.node_id = n.id AND a.released_at IS NULL), 0),"  \
+	" 'running', coalesce((SELECT json_agg(json_build_object('job', a.job_id,"      \
+	"   'attempt', a.attempt) ORDER BY a.job_id) FROM allocations a"                \
+	"   WHERE a.node_id = n.id AND a.released_at IS NULL), '[]'),"                  \
+	" 'last_heartbeat', ty_ts(n.last_heartbeat), 'registered_at',"                  \
+	" ty_ts(n.registered_at))"
+
+int api_h_nodes_list(struct api_req *r, struct ty_err *err)
+{
+	const char *p[1] = {api_query(r, "state")};
+	PGresult *res = NULL;
+	int rc;
+
+	rc = ty_pg_exec(&res, r->pg,
+			"SELECT json_build_object('items', coalesce(json_agg(" NODE_JSON_SQL
+			" ORDER BY n.id), '[]'))::text FROM nodes n"
+			" WHERE $1::text IS NULL OR n.state = $1",
+			1, p, err);
+	if (rc)
+		return rc;
+	rc = api_reply_text(r, 200, PQgetvalue(res, 0, 0));
+	PQclear(res);
+	return rc;
+}
+
+int api_h_nodes_get(struct api_req *r, struct ty_err *err)
+{
+	const char *p[1] = {r->params[0]};
+	PGresult *res = NULL;
+	int rc;
+
+	rc = ty_pg_exec(&res, r->pg, "SELECT " NODE_JSON_SQL "::text FROM nodes n WHERE n.id = $1",
+			1, p, err);
+	if (rc)
+		return rc;
+	if (PQntuples(res) == 0)
+		rc = api_reply_error(r, 404, "node_not_found", NULL, "no node '%s'", r->params[0]);
+	else
+		rc = api_reply_text(r, 200, PQgetvalue(res, 0, 0));
+	PQclear(res);
+	return rc;
+}
+
+static const char *scope(struct api_req *r)
+{
+	return r->auth.role == API_ROLE_ADMIN
+		       ? NULL
+		       : ty_arena_printf(r->arena, "%lld", (long long)r->auth.team_id);
+}
+
+int api_h_jobs_attempts(struct api_req *r, struct ty_err *err)
+{
+	const char *p[2] = {r->params[0], scope(r)};
+	PGresult *res = NULL;
+	int64_t id;
+	int rc;
+
+	if (!api_parse_id(&id, r->params[0]))
+		return api_reply_error(r, 404, "job_not_found", NULL, "no job '%s'", r->params[0]);
+	rc = ty_pg_exec(&res, r->pg,
+			"SELECT json_build_object('items', coalesce((SELECT json_agg("
+			" json_build_object('attempt', t.attempt, 'state', t.state,"
+			"  'master_addr', t.master_addr, 'master_port', t.master_port,"
+			"  'nnodes', t.nnodes, 'world_size', t.world_size,"
+			"  'exit_code', t.exit_code, 'failure_class', t.failure_class,"
+			"  'message', t.message, 'created_at', ty_ts(t.created_at),"
+			"  'running_at', ty_ts(t.running_at), 'ended_at', ty_ts(t.ended_at),"
+			"  'nodes', (SELECT coalesce(json_agg(json_build_object('node', a.node_id,"
+			"    'node_rank', a.node_rank, 'gpus', a.gpus, 'exit_code', a.exit_code,"
+			"    'failure_class', a.failure_class) ORDER BY a.node_rank), '[]')"
+			"    FROM allocations a WHERE a.job_id = t.job_id AND a.attempt = t.attempt),"
+			"  'ranks', (SELECT coalesce(json_agg(json_build_object('rank', k.rank,"
+			"    'node', k.node_id, 'local_rank', k.local_rank, 'pid', k.pid,"
+			"    'exit_code', k.exit_code, 'signal', k.signal) ORDER BY k.rank), '[]')"
+			"    FROM ranks k WHERE k.job_id = t.job_id AND k.attempt = t.attempt))"
+			" ORDER BY t.attempt) FROM attempts t WHERE t.job_id = j.id), '[]'))::text"
+			" FROM jobs j WHERE j.id = $1 AND ($2::bigint IS NULL OR j.team_id = $2)",
+			2, p, err);
+	if (rc)
+		return rc;
+	if (PQntuples(res) == 0)
+		rc = api_reply_error(r, 404, "job_not_found", NULL, "no job '%s'", r->params[0]);
+	else
+		rc = api_reply_text(r, 200, PQgetvalue(res, 0, 0));
+	PQclear(res);
+	return rc;
+}
+
+static size_t collect(char *ptr, size_t size, size_t nmemb, void *userdata)
+{
+	struct ty_buf *b = userdata;
+	size_t n = size * nmemb;
+
+	if (b->len + n > 16 * 1024 * 1024 || ty_buf_append(b, ptr, n))
+		return 0; /* aborts the transfer */
+	return n;
+}
+
+/*
+ * Logs stay on the node that ran the rank; the executor serves them and this
+ * route relays, so clients need to reach only the API.
+ */
+int api_h_jobs_logs(struct api_req *r, struct ty_err *err)
+{
+	const char *rank_s = api_query(r, "rank"), *attempt_s = api_query(r, "attempt");
+	const char *tail_s = api_query(r, "tail");
+	const char *p[4] = {r->params[0], scope(r), rank_s ? rank_s : "0", attempt_s};
+	struct ty_buf body = TY_BUF_INIT;
+	char url[1024], errbuf[CURL_ERROR_SIZE] = "";
+	PGresult *res = NULL;
+	long long tail = 100, status = 0;
+	int64_t id, v;
+	CURL *c = NULL;
+	CURLcode cc;
+	int rc;
+
+	if (!api_parse_id(&id, r->params[0]))
+		return api_reply_error(r, 404, "job_not_found", NULL, "no job '%s'", r->params[0]);
+	if (rank_s && strcmp(rank_s, "0") != 0 && !api_parse_id(&v, rank_s))
+		return api_reply_error(r, 400, "invalid_parameter", "rank",
+				       "'rank' must be a rank number (0 or more)");
+	if (attempt_s && !api_parse_id(&v, attempt_s))
+		return api_reply_error(r, 400, "invalid_parameter", "attempt",
+				       "'attempt' must be an attempt number (1 or more)");
+	if (tail_s && (!api_parse_id(&v, tail_s) || v > 10000))
+		return api_reply_error(r, 400, "invalid_parameter", "tail",
+				       "'tail' must be an integer from 1 to 10000");
+	if (tail_s)
+		tail = v;
+	rc = ty_pg_exec(&res, r->pg,
+			"SELECT j.id, t.attempt, n.log_url, k.rank IS NOT NULL"
+			" FROM jobs j"
+			" LEFT JOIN attempts t ON t.job_id = j.id"
+			"  AND t.attempt = coalesce($4::int, j.attempt)"
+			" LEFT JOIN ranks k ON k.job_id = j.id AND k.attempt = t.attempt"
+			"  AND k.rank = $3::int"
+			" LEFT JOIN nodes n ON n.id = k.node_id"
+			" WHERE j.id = $1 AND ($2::bigint IS NULL OR j.team_id = $2)",
+			4, p, err);
+	if (rc)
+		return rc;
+	if (PQntuples(res) == 0) {
+		rc = api_reply_error(r, 404, "job_not_found", NULL, "no job '%s'", r->params[0]);
+		goto out;
+	}
+	if (!ty_pg_val(res, 0, 1) || PQgetvalue(res, 0, 3)[0] != 't') {
+		rc = api_reply_error(r, 404, "rank_not_found", "rank",
+				     "job %s has no rank %s in %s attempt", r->params[0], p[2],
+				     attempt_s ? "that" : "its current");
+		goto out;
+	}
+	snprintf(url, sizeof(url), "%s/logs/%s/%s/%s?tail=%lld", PQgetvalue(res, 0, 2),
+		 r->params[0], PQgetvalue(res, 0, 1), p[2], tail);
+	if (!(c = curl_easy_init())) {
+		rc = ty_err_set(err, TY_ENOMEM, NULL);
+		goto out;
+	}
+	curl_easy_setopt(c, CURLOPT_URL, url);
+	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, collect);
+	curl_easy_setopt(c, CURLOPT_WRITEDATA, &body);
+	curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, 5000L);
+	curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, 2000L);
+	curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+	curl_easy_setopt(c, CURLOPT_ERRORBUFFER, errbuf);
+	curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
+	cc = curl_easy_perform(c);
+	if (cc == CURLE_OK)
+		curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
+	if (cc != CURLE_OK || status != 200) {
+		rc = api_reply_error(r, 503, "logs_unavailable", NULL,
+				     "the node holding rank %s's log did not answer: %s", p[2],
+				     cc != CURLE_OK ? errbuf : "unexpected status");
+		goto out;
+	}
+	{
+		char *text = ty_buf_detach(&body);
+
+		free(r->resp);
+		r->resp = text ? text : strdup("");
+		r->resp_len = text ? strlen(text) : 0;
+		r->status = 200;
+		r->content_type = "text/plain; charset=utf-8";
+		rc = 0;
+	}
+out:
+	if (c)
+		curl_easy_cleanup(c);
+	ty_buf_free(&body);
+	PQclear(res);
+	return rc;
+}
