@@ -560,11 +560,12 @@ int api_server_start(struct api_server **out, const struct api_options *o, struc
 	}
 	s->mhd = MHD_start_daemon(
 		MHD_USE_EPOLL_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG, 0,
-		NULL, NULL, on_request, s, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sin,
+		NULL, NULL, on_request, s, MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, s,
+		MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sin,
 		MHD_OPTION_THREAD_POOL_SIZE, (unsigned)o->threads, MHD_OPTION_CONNECTION_TIMEOUT,
 		(unsigned)o->connection_timeout, MHD_OPTION_CONNECTION_LIMIT,
 		(unsigned)o->max_connections, MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
-		MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, s, MHD_OPTION_LISTEN_BACKLOG_SIZE, 1024u,
+		MHD_OPTION_LISTEN_BACKLOG_SIZE, 1024u,
 		MHD_OPTION_END);
 	if (!s->mhd) {
 		rc = ty_err_set(err, TY_EIO, "cannot listen on %s:%d: %s", o->listen_addr, o->port,

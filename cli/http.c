@@ -1,0 +1,420 @@
+/* jobctl's HTTP client: settings resolution, requests over libcurl, problem documents. */
+#include "cli.h"
+#include "ty_config.h"
+#include "ty_json.h"
+
+#include <pwd.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <unistd.h>
+
+#ifndef JOBCTL_VERSION
+#define JOBCTL_VERSION "0.0.0"
+#endif
+
+/* Answers bigger than this are refused rather than buffered without bound. */
+#define MAX_ANSWER_BYTES (256u << 20)
+/* Nesting limit for answers; the server accepts 32 levels, echoes add a few. */
+#define MAX_ANSWER_DEPTH 64
+#define CONNECT_TIMEOUT_MS 10000L
+
+static const struct ty_opt conf_opts[] = {
+	{"server", TY_OPT_STR, "http://127.0.0.1:8080", 0, 0, "base URL of the Trainyard API"},
+	{"token", TY_OPT_STR, NULL, 0, 0, "bearer token"},
+	{"timeout", TY_OPT_INT, "60", 1, 86400, "request timeout in seconds"},
+};
+
+/* $XDG_CONFIG_HOME/jobctl/config, else ~/.config/jobctl/config; "" when unknown. */
+static void default_config_path(char *out, size_t sz)
+{
+	const char *xdg = getenv("XDG_CONFIG_HOME"), *home = getenv("HOME");
+
+	out[0] = '\0';
+	if (xdg && xdg[0] == '/') {
+		snprintf(out, sz, "%s/jobctl/config", xdg);
+		return;
+	}
+	if (!home || !*home) {
+		struct passwd *pw = getpwuid(getuid());
+
+		home = pw ? pw->pw_dir : NULL;
+	}
+	if (home && *home)
+		snprintf(out, sz, "%s/.config/jobctl/config", home);
+}
+
+static bool token_ok(const char *t)
+{
+	if (!*t)
+		return false;
+	for (; *t; t++)
+		if (*t < 0x21 || *t > 0x7e)
+			return false;
+	return true;
+}
+
+static int connect_settings(struct cli *cli, struct ty_err *err)
+{
+	char path[4096], conf_arg[4200];
+	char *argv[10];
+	int argc = 0, rc;
+	const char *server, *token;
+	size_t len;
+
+	if (cli->curl)
+		return 0;
+	cli_disconnect(cli); /* the leftovers of an earlier failed attempt */
+	if (!(cli->config = ty_config_new(conf_opts, sizeof(conf_opts) / sizeof(conf_opts[0]),
+					  "JOBCTL")))
+		return ty_err_set(err, TY_ENOMEM, NULL);
+
+	/* ty_config reads JOBCTL_CONFIG itself; otherwise use the default file if present */
+	argv[argc++] = "jobctl";
+	if (!getenv("JOBCTL_CONFIG")) {
+		default_config_path(path, sizeof(path));
+		if (path[0] && access(path, F_OK) == 0) {
+			snprintf(conf_arg, sizeof(conf_arg), "--config=%s", path);
+			argv[argc++] = conf_arg;
+		}
+	}
+	if (cli->server_flag) {
+		argv[argc++] = "--server";
+		argv[argc++] = (char *)cli->server_flag;
+	}
+	if (cli->token_flag) {
+		argv[argc++] = "--token";
+		argv[argc++] = (char *)cli->token_flag;
+	}
+	if (cli->timeout_flag) {
+		argv[argc++] = "--timeout";
+		argv[argc++] = (char *)cli->timeout_flag;
+	}
+	argv[argc] = NULL;
+	if ((rc = ty_config_load(cli->config, argc, argv, NULL, err)))
+		return rc;
+
+	server = ty_config_str(cli->config, "server");
+	token = ty_config_str(cli->config, "token");
+	cli->timeout_s = (long)ty_config_int(cli->config, "timeout");
+	if (!server || (strncmp(server, "http://", 7) != 0 && strncmp(server, "https://", 8) != 0))
+		return ty_err_set(err, TY_ECONFIG,
+				  "server URL must start with http:// or https://, not '%.200s'",
+				  server ? server : "");
+	if (token && !*token)
+		token = NULL;
+	if (token && !token_ok(token))
+		/* never echo the token itself */
+		return ty_err_set(err, TY_ECONFIG,
+				  "the token (from %s) contains invalid characters",
+				  ty_config_source(cli->config, "token"));
+	cli->token = token;
+	if (!(cli->server = strdup(server)))
+		return ty_err_set(err, TY_ENOMEM, NULL);
+	len = strlen(cli->server);
+	while (len > 0 && cli->server[len - 1] == '/')
+		cli->server[--len] = '\0';
+
+	if (!(cli->curl = curl_easy_init()))
+		return ty_err_set(err, TY_ENOMEM, "cannot initialise libcurl");
+	return 0;
+}
+
+int cli_connect(struct cli *cli, struct ty_err *err)
+{
+	int rc = connect_settings(cli, err);
+
+	if (rc == TY_ECONFIG)
+		cli->settings_failed = true;
+	return rc;
+}
+
+void cli_disconnect(struct cli *cli)
+{
+	if (cli->curl)
+		curl_easy_cleanup(cli->curl);
+	cli->curl = NULL;
+	ty_config_free(cli->config);
+	cli->config = NULL;
+	free(cli->server);
+	cli->server = NULL;
+	cli->token = NULL;
+}
+
+void cli_resp_free(struct cli_resp *r)
+{
+	if (!r)
+		return;
+	json_decref(r->body);
+	r->body = NULL;
+	r->status = 0;
+	r->replayed = false;
+}
+
+bool cli_is_transient(int code)
+{
+	return code == TY_EUNAVAIL || code == TY_ETIMEDOUT;
+}
+
+static size_t on_body(char *p, size_t size, size_t n, void *ud)
+{
+	struct ty_buf *b = ud;
+
+	if (b->len + size * n > MAX_ANSWER_BYTES || ty_buf_append(b, p, size * n))
+		return 0; /* makes curl fail with CURLE_WRITE_ERROR */
+	return size * n;
+}
+
+static size_t on_header(char *p, size_t size, size_t n, void *ud)
+{
+	static const char name[] = "idempotent-replayed:";
+	struct cli_resp *resp = ud;
+	size_t len = size * n, nl = sizeof(name) - 1;
+
+	/* a new status line starts a new response (after 100 Continue) */
+	if (len >= 5 && strncmp(p, "HTTP/", 5) == 0)
+		resp->replayed = false;
+	if (len > nl && strncasecmp(p, name, nl) == 0) {
+		const char *v = p + nl, *end = p + len;
+
+		while (v < end && (*v == ' ' || *v == '\t'))
+			v++;
+		resp->replayed = (size_t)(end - v) >= 4 && strncasecmp(v, "true", 4) == 0;
+	}
+	return len;
+}
+
+static int status_code(long status)
+{
+	switch (status) {
+	case 401:
+		return TY_EAUTH;
+	case 403:
+		return TY_EPERM;
+	case 404:
+		return TY_ENOTFOUND;
+	case 409:
+		return TY_ECONFLICT;
+	case 413:
+		return TY_ETOOBIG;
+	case 429:
+	case 502:
+	case 503:
+	case 504:
+		return TY_EUNAVAIL;
+	}
+	if (status >= 400 && status < 500)
+		return TY_EINVAL;
+	return TY_EIO;
+}
+
+/* Turn a non-2xx answer into err: "<detail> (<code>)". */
+static int problem(struct cli *cli, long status, const struct ty_buf *b, struct ty_err *err)
+{
+	int code = status_code(status);
+	const char *detail = NULL, *pcode = NULL, *field = NULL;
+	struct ty_err perr = {0};
+	json_t *doc = NULL;
+	int rc;
+
+	if (b->len && !ty_json_parse(&doc, b->data, b->len, MAX_ANSWER_DEPTH, &perr) &&
+	    json_is_object(doc)) {
+		detail = cli_json_str(doc, "detail", NULL);
+		if (!detail)
+			detail = cli_json_str(doc, "title", NULL);
+		pcode = cli_json_str(doc, "code", NULL);
+		field = cli_json_str(doc, "field", NULL);
+	}
+	if (!detail && !pcode) {
+		rc = ty_err_set(err, code, "%s answered HTTP %ld", cli->server, status);
+	} else if (field && detail && !strstr(detail, field)) {
+		/* the field leads, as in a compiler message, so "(code)" stays last */
+		rc = ty_err_set(err, code, "%s: %s (%s)", field, detail, pcode ? pcode : "error");
+	} else {
+		rc = ty_err_set(err, code, "%s (%s)", detail ? detail : "request failed",
+				pcode ? pcode : "error");
+	}
+	if (status == 401 && !cli->token && err && err->code == rc)
+		snprintf(err->msg + strlen(err->msg), sizeof(err->msg) - strlen(err->msg),
+			 "; no token is set: use --token, JOBCTL_TOKEN or 'token = ...' in the "
+			 "config file");
+	json_decref(doc);
+	return rc;
+}
+
+/* Append the header "<prefix><value>" to *list. */
+static int header_add(struct curl_slist **list, const char *prefix, const char *value,
+		      struct ty_err *err)
+{
+	struct ty_buf b = TY_BUF_INIT;
+	struct curl_slist *l;
+	int rc = 0;
+
+	if (ty_buf_puts(&b, prefix) || ty_buf_puts(&b, value))
+		rc = ty_err_set(err, TY_ENOMEM, NULL);
+	else if (!(l = curl_slist_append(*list, b.data)))
+		rc = ty_err_set(err, TY_ENOMEM, NULL);
+	else
+		*list = l;
+	if (b.data)
+		memset(b.data, 0, b.len); /* it may hold the token */
+	ty_buf_free(&b);
+	return rc;
+}
+
+static int transport_error(struct cli *cli, CURLcode cc, const char *errbuf, long timeout_s,
+			   struct ty_err *err)
+{
+	const char *why = errbuf[0] ? errbuf : curl_easy_strerror(cc);
+
+	switch (cc) {
+	case CURLE_OPERATION_TIMEDOUT:
+		return ty_err_set(err, TY_ETIMEDOUT, "no answer from %s within %ld s", cli->server,
+				  timeout_s);
+	case CURLE_UNSUPPORTED_PROTOCOL:
+	case CURLE_URL_MALFORMAT:
+		cli->settings_failed = true;
+		return ty_err_set(err, TY_ECONFIG, "bad server URL '%.200s': %s", cli->server, why);
+	case CURLE_WRITE_ERROR:
+		return ty_err_set(err, TY_EIO, "the answer from %s is too large", cli->server);
+	case CURLE_OUT_OF_MEMORY:
+		return ty_err_set(err, TY_ENOMEM, NULL);
+	default:
+		return ty_err_set(err, TY_EUNAVAIL, "cannot reach %s: %s", cli->server, why);
+	}
+}
+
+int cli_request(struct cli_resp *resp, struct cli *cli, const char *method, const char *path,
+		const json_t *body, const char *idem_key, long timeout_s, struct ty_err *err)
+{
+	struct ty_buf url = TY_BUF_INIT, answer = TY_BUF_INIT;
+	struct curl_slist *hdrs = NULL;
+	char errbuf[CURL_ERROR_SIZE] = "";
+	char *payload = NULL;
+	CURLcode cc;
+	CURL *c;
+	long status = 0;
+	int rc;
+
+	memset(resp, 0, sizeof(*resp));
+	if ((rc = cli_connect(cli, err)))
+		return rc;
+	if (timeout_s <= 0)
+		timeout_s = cli->timeout_s;
+	c = cli->curl;
+	/* keeps the connection cache, forgets the previous request's options */
+	curl_easy_reset(c);
+
+	if (ty_buf_puts(&url, cli->server) || ty_buf_puts(&url, path)) {
+		rc = ty_err_set(err, TY_ENOMEM, NULL);
+		goto out;
+	}
+	/* no "Expect: 100-continue" round trip for large bodies */
+	if ((rc = header_add(&hdrs, "Accept: ", "application/json", err)) ||
+	    (rc = header_add(&hdrs, "Expect:", "", err)))
+		goto out;
+	if (cli->token && (rc = header_add(&hdrs, "Authorization: Bearer ", cli->token, err)))
+		goto out;
+	if (idem_key && (rc = header_add(&hdrs, "Idempotency-Key: ", idem_key, err)))
+		goto out;
+	if (body) {
+		if (!(payload = json_dumps(body, JSON_COMPACT))) {
+			rc = ty_err_set(err, TY_ENOMEM, NULL);
+			goto out;
+		}
+		if ((rc = header_add(&hdrs, "Content-Type: ", "application/json", err)))
+			goto out;
+		curl_easy_setopt(c, CURLOPT_POSTFIELDS, payload);
+		curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)strlen(payload));
+	} else if (strcmp(method, "POST") == 0) {
+		/* an empty body, and no form Content-Type for it */
+		curl_easy_setopt(c, CURLOPT_POSTFIELDS, "");
+		curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)0);
+		if ((rc = header_add(&hdrs, "Content-Type:", "", err)))
+			goto out;
+	}
+	if (strcmp(method, "GET") == 0)
+		curl_easy_setopt(c, CURLOPT_HTTPGET, 1L);
+	else if (strcmp(method, "POST") != 0)
+		curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
+
+	curl_easy_setopt(c, CURLOPT_URL, url.data);
+	curl_easy_setopt(c, CURLOPT_HTTPHEADER, hdrs);
+	curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
+	curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+	curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS,
+			 timeout_s * 1000L < CONNECT_TIMEOUT_MS ? timeout_s * 1000L
+								: CONNECT_TIMEOUT_MS);
+	curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, timeout_s * 1000L);
+	curl_easy_setopt(c, CURLOPT_USERAGENT, "jobctl/" JOBCTL_VERSION);
+	curl_easy_setopt(c, CURLOPT_ERRORBUFFER, errbuf);
+	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
+	curl_easy_setopt(c, CURLOPT_WRITEDATA, &answer);
+	curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, on_header);
+	curl_easy_setopt(c, CURLOPT_HEADERDATA, resp);
+
+	if ((cc = curl_easy_perform(c)) != CURLE_OK) {
+		rc = transport_error(cli, cc, errbuf, timeout_s, err);
+		goto out;
+	}
+	curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
+	resp->status = status;
+	if (status < 200 || status > 299) {
+		rc = problem(cli, status, &answer, err);
+		goto out;
+	}
+	if (answer.len) {
+		struct ty_err perr = {0};
+
+		if (ty_json_parse(&resp->body, answer.data, answer.len, MAX_ANSWER_DEPTH, &perr)) {
+			rc = ty_err_set(err, TY_EIO, "%s sent an answer that is not JSON: %s",
+					cli->server, perr.msg);
+			goto out;
+		}
+	}
+	rc = 0;
+out:
+	if (rc)
+		cli_resp_free(resp);
+	/* the handle must not keep pointers into what is freed here */
+	curl_easy_setopt(c, CURLOPT_HTTPHEADER, NULL);
+	curl_easy_setopt(c, CURLOPT_ERRORBUFFER, NULL);
+	curl_slist_free_all(hdrs);
+	free(payload);
+	ty_buf_free(&url);
+	ty_buf_free(&answer);
+	return rc;
+}
+
+static int buf_escape(struct ty_buf *b, const char *s)
+{
+	static const char hex[] = "0123456789ABCDEF";
+	int rc = 0;
+
+	for (const unsigned char *p = (const unsigned char *)s; *p && !rc; p++) {
+		if ((*p >= 'A' && *p <= 'Z') || (*p >= 'a' && *p <= 'z') ||
+		    (*p >= '0' && *p <= '9') || *p == '-' || *p == '.' || *p == '_' || *p == '~') {
+			rc = ty_buf_append(b, p, 1);
+		} else {
+			char esc[3] = {'%', hex[*p >> 4], hex[*p & 15]};
+
+			rc = ty_buf_append(b, esc, 3);
+		}
+	}
+	return rc;
+}
+
+int cli_buf_escape(struct ty_buf *b, const char *s)
+{
+	return buf_escape(b, s);
+}
+
+int cli_buf_query(struct ty_buf *b, const char *key, const char *val)
+{
+	bool first = !b->data || !memchr(b->data, '?', b->len);
+
+	if (ty_buf_puts(b, first ? "?" : "&") || buf_escape(b, key) || ty_buf_puts(b, "=") ||
+	    buf_escape(b, val))
+		return TY_ENOMEM;
+	return 0;
+}

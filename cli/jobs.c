@@ -1,0 +1,777 @@
+/* jobctl job commands: submit, status, list, watch, cancel. */
+#include "cli.h"
+#include "ty_json.h"
+#include "ty_time.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+/* A job file bigger than this is refused before it is sent (the server takes 1 MiB). */
+#define MAX_SPEC_BYTES (16u << 20)
+#define MAX_SPEC_DEPTH 32
+
+static const char submit_help[] =
+	"usage: jobctl submit [FLAGS] -- COMMAND [ARGS...]\n"
+	"       jobctl submit -f job.json [FLAGS] [-- COMMAND [ARGS...]]\n"
+	"\n"
+	"Submit a job and print its id. -f reads a full job spec (JSON, as in\n"
+	"POST /v1/jobs; '-f -' reads stdin); flags given too override its fields,\n"
+	"and a command after '--' replaces its command.\n"
+	"\n"
+	"flags:\n"
+	"  -f, --file FILE            job spec to start from\n"
+	"  --team TEAM                team that owns the job (required)\n"
+	"  --name NAME                job name\n"
+	"  --nodes N                  number of nodes (default 1 when neither the file\n"
+	"                             nor a flag gives resources)\n"
+	"  --gpus-per-node G          GPUs per node (default 0)\n"
+	"  --cpus-per-node C          CPUs per node (default 1)\n"
+	"  --memory-mb M              memory per node in MiB (default 1024)\n"
+	"  --priority-class P         high, normal (default), low or scavenger\n"
+	"  --priority N               -1000..1000, higher first within the team\n"
+	"  --max-runtime SECONDS      limit on the run time (default 86400)\n"
+	"  --label KEY=VALUE          a label (repeatable)\n"
+	"  --env NAME=VALUE           an environment variable (repeatable)\n"
+	"  --launch MODE              per_gpu (default) or per_node\n"
+	"  --idempotency-key KEY      submitting again with the same key and spec\n"
+	"                             returns the job first created\n"
+	"\n"
+	"Prints 'submitted job ID (STATE)'; with -o json the job object.\n";
+
+static const char status_help[] = "usage: jobctl status [-o json] ID\n"
+				  "\n"
+				  "Show a job: state, team, name, resources, command and times.\n";
+
+static const char list_help[] =
+	"usage: jobctl list [--team T] [--state S[,S...]] [--label KEY=VALUE] [--limit N] [--all]\n"
+	"\n"
+	"List jobs, newest first: id, team, name, state, nodes x GPUs per node, age.\n"
+	"\n"
+	"flags:\n"
+	"  --team T              only jobs of team T\n"
+	"  --state S[,S...]      only jobs in these states (pending, scheduled, starting,\n"
+	"                        running, preempting, succeeded, failed, cancelled)\n"
+	"  --label KEY=VALUE     only jobs with this label\n"
+	"  --limit N             jobs per page, 1..500 (default 50)\n"
+	"  --all                 follow the pages to the end\n";
+
+static const char watch_help[] =
+	"usage: jobctl watch [-o json] ID\n"
+	"\n"
+	"Print a job's events (one line each; with -o json one JSON object per line)\n"
+	"until the job ends. Once connected, it rides out a server restart or outage\n"
+	"of up to about 30 seconds.\n"
+	"Exits 0 when the job succeeded, 1 when it failed, 3 when it was cancelled.\n";
+
+static const char cancel_help[] =
+	"usage: jobctl cancel [-o json] ID\n"
+	"\n"
+	"Cancel a job. A pending job is cancelled at once; a running one is stopped\n"
+	"by the scheduler. Cancelling a finished job is an error (exit 6).\n";
+
+static bool is_terminal(const char *state)
+{
+	return state && (strcmp(state, "succeeded") == 0 || strcmp(state, "failed") == 0 ||
+			 strcmp(state, "cancelled") == 0);
+}
+
+static int read_all(struct ty_buf *b, const char *file, struct ty_err *err)
+{
+	bool is_stdin = strcmp(file, "-") == 0;
+	FILE *f = is_stdin ? stdin : fopen(file, "r");
+	char chunk[65536];
+	size_t n;
+	int rc = 0;
+
+	if (!f)
+		return ty_err_set(err, TY_ECONFIG, "cannot open '%.200s': %s", file,
+				  strerror(errno));
+	while ((n = fread(chunk, 1, sizeof(chunk), f)) > 0) {
+		if (b->len + n > MAX_SPEC_BYTES) {
+			rc = ty_err_set(err, TY_ETOOBIG, "'%.200s' is larger than %u bytes", file,
+					MAX_SPEC_BYTES);
+			break;
+		}
+		if (ty_buf_append(b, chunk, n)) {
+			rc = ty_err_set(err, TY_ENOMEM, NULL);
+			break;
+		}
+	}
+	if (!rc && ferror(f))
+		rc = ty_err_set(err, TY_ECONFIG, "cannot read '%.200s'", file);
+	if (!is_stdin)
+		fclose(f);
+	return rc;
+}
+
+static int load_spec(json_t **out, const char *file, struct ty_err *err)
+{
+	struct ty_buf b = TY_BUF_INIT;
+	struct ty_err perr = {0};
+	json_t *spec = NULL;
+	int rc;
+
+	if ((rc = read_all(&b, file, err)))
+		goto out;
+	if (ty_json_parse(&spec, b.data ? b.data : "", b.len, MAX_SPEC_DEPTH, &perr)) {
+		rc = ty_err_set(err, perr.code == TY_ETOOBIG ? TY_ETOOBIG : TY_EPARSE, "%.200s: %s",
+				strcmp(file, "-") == 0 ? "stdin" : file, perr.msg);
+		goto out;
+	}
+	if (!json_is_object(spec)) {
+		rc = ty_err_set(err, TY_EINVAL, "%.200s: a job spec must be a JSON object, not %s",
+				strcmp(file, "-") == 0 ? "stdin" : file, ty_json_type_name(spec));
+		goto out;
+	}
+	*out = spec;
+	spec = NULL;
+out:
+	json_decref(spec);
+	ty_buf_free(&b);
+	return rc;
+}
+
+/* obj[key] as an object, created when absent. */
+static int child_object(json_t **out, json_t *obj, const char *key, struct ty_err *err)
+{
+	json_t *c = json_object_get(obj, key);
+
+	if (!c || json_is_null(c)) {
+		c = json_object();
+		if (!c || json_object_set_new(obj, key, c))
+			return ty_err_set(err, TY_ENOMEM, NULL);
+	} else if (!json_is_object(c)) {
+		return ty_err_set(err, TY_EINVAL,
+				  "'%s' in the job file must be an object, not %s (invalid_field)",
+				  key, ty_json_type_name(c));
+	}
+	*out = c;
+	return 0;
+}
+
+static int set_str(json_t *obj, const char *key, const char *val, struct ty_err *err)
+{
+	if (!val)
+		return 0;
+	if (json_object_set_new(obj, key, json_string(val)))
+		return ty_err_set(err, TY_EINVAL, "'%s' is not valid UTF-8", key);
+	return 0;
+}
+
+static int set_int(json_t *obj, const char *key, const char *val, const char *flag,
+		   struct ty_err *err)
+{
+	long long v;
+	int rc;
+
+	if (!val)
+		return 0;
+	if ((rc = cli_parse_int(&v, val, LLONG_MIN, LLONG_MAX, flag, err)))
+		return rc;
+	if (json_object_set_new(obj, key, json_integer(v)))
+		return ty_err_set(err, TY_ENOMEM, NULL);
+	return 0;
+}
+
+/* Merge "KEY=VALUE" flags into obj[key]. */
+static int set_pairs(json_t *spec, const char *key, const struct cli_strv *pairs,
+		     const char *flag, struct ty_err *err)
+{
+	json_t *obj;
+	int rc;
+
+	if (!pairs->n)
+		return 0;
+	if ((rc = child_object(&obj, spec, key, err)))
+		return rc;
+	for (size_t i = 0; i < pairs->n; i++) {
+		const char *eq = strchr(pairs->v[i], '=');
+		char *k;
+
+		if (!eq)
+			return ty_err_set(err, TY_ECONFIG, "%s must be KEY=VALUE, not '%.100s'",
+					  flag, pairs->v[i]);
+		if (!(k = strndup(pairs->v[i], (size_t)(eq - pairs->v[i]))))
+			return ty_err_set(err, TY_ENOMEM, NULL);
+		rc = json_object_set_new(obj, k, json_string(eq + 1));
+		free(k);
+		if (rc)
+			return ty_err_set(err, TY_EINVAL, "%s '%.100s' is not valid UTF-8", flag,
+					  pairs->v[i]);
+	}
+	return 0;
+}
+
+static bool idem_key_ok(const char *k)
+{
+	size_t n = strlen(k);
+
+	if (n < 1 || n > 255)
+		return false;
+	for (; *k; k++)
+		if (*k < 0x20 || *k > 0x7e)
+			return false;
+	return true;
+}
+
+static long long job_id(const json_t *job)
+{
+	return (long long)json_integer_value(json_object_get(job, "id"));
+}
+
+int cli_cmd_submit(struct cli *cli, int argc, char **argv, struct ty_err *err)
+{
+	const char *file = NULL, *team = NULL, *name = NULL, *nodes = NULL, *gpus = NULL,
+		   *cpus = NULL, *mem = NULL, *pclass = NULL, *prio = NULL, *max_rt = NULL,
+		   *launch = NULL, *idem = NULL;
+	struct cli_strv labels = {0}, envs = {0}, pos = {0}, rest = {0};
+	const struct cli_opt opts[] = {
+		{"file", 'f', CLI_OPT_STR, &file},
+		{"team", 0, CLI_OPT_STR, &team},
+		{"name", 0, CLI_OPT_STR, &name},
+		{"nodes", 0, CLI_OPT_STR, &nodes},
+		{"gpus-per-node", 0, CLI_OPT_STR, &gpus},
+		{"cpus-per-node", 0, CLI_OPT_STR, &cpus},
+		{"memory-mb", 0, CLI_OPT_STR, &mem},
+		{"priority-class", 0, CLI_OPT_STR, &pclass},
+		{"priority", 0, CLI_OPT_STR, &prio},
+		{"max-runtime", 0, CLI_OPT_STR, &max_rt},
+		{"label", 0, CLI_OPT_LIST, &labels},
+		{"env", 0, CLI_OPT_LIST, &envs},
+		{"launch", 0, CLI_OPT_STR, &launch},
+		{"idempotency-key", 0, CLI_OPT_STR, &idem},
+	};
+	struct cli_resp resp = {0};
+	json_t *spec = NULL, *res, *cmd;
+	int rc;
+
+	if ((rc = cli_parse_opts(&pos, &rest, cli, argc, argv, opts, sizeof(opts) / sizeof(opts[0]),
+				 err)))
+		goto out;
+	if (cli->help) {
+		fputs(submit_help, stdout);
+		goto out;
+	}
+	if (pos.n) {
+		rc = ty_err_set(err, TY_ECONFIG,
+				"unexpected argument '%.100s' (the job's command goes after '--')",
+				pos.v[0]);
+		goto out;
+	}
+	if (idem && !idem_key_ok(idem)) {
+		rc = ty_err_set(err, TY_ECONFIG,
+				"--idempotency-key must be 1 to 255 printable ASCII characters");
+		goto out;
+	}
+	if (file)
+		rc = load_spec(&spec, file, err);
+	else if (!(spec = json_object()))
+		rc = ty_err_set(err, TY_ENOMEM, NULL);
+	if (rc)
+		goto out;
+
+	if ((rc = set_str(spec, "team", team, err)) || (rc = set_str(spec, "name", name, err)) ||
+	    (rc = set_str(spec, "priority_class", pclass, err)) ||
+	    (rc = set_int(spec, "priority", prio, "--priority", err)) ||
+	    (rc = set_int(spec, "max_runtime_seconds", max_rt, "--max-runtime", err)) ||
+	    (rc = set_str(spec, "launch", launch, err)) ||
+	    (rc = set_pairs(spec, "labels", &labels, "--label", err)) ||
+	    (rc = set_pairs(spec, "env", &envs, "--env", err)))
+		goto out;
+	/* the API wants resources stated; a bare submit means one node */
+	if (!nodes && !json_object_get(spec, "resources"))
+		nodes = "1";
+	if (nodes || gpus || cpus || mem) {
+		if ((rc = child_object(&res, spec, "resources", err)) ||
+		    (rc = set_int(res, "nodes", nodes, "--nodes", err)) ||
+		    (rc = set_int(res, "gpus_per_node", gpus, "--gpus-per-node", err)) ||
+		    (rc = set_int(res, "cpus_per_node", cpus, "--cpus-per-node", err)) ||
+		    (rc = set_int(res, "memory_mb_per_node", mem, "--memory-mb", err)))
+			goto out;
+	}
+	if (rest.n) {
+		if (!(cmd = json_array()) || json_object_set_new(spec, "command", cmd)) {
+			rc = ty_err_set(err, TY_ENOMEM, NULL);
+			goto out;
+		}
+		for (size_t i = 0; i < rest.n; i++)
+			if (json_array_append_new(cmd, json_string(rest.v[i]))) {
+				rc = ty_err_set(err, TY_EINVAL,
+						"command argument %zu is not valid UTF-8", i + 1);
+				goto out;
+			}
+	}
+
+	if ((rc = cli_request(&resp, cli, "POST", "/v1/jobs", spec, idem, 0, err)))
+		goto out;
+	if (cli->output == CLI_OUT_JSON)
+		cli_print_json(resp.body);
+	else if (resp.replayed)
+		printf("job %lld was already submitted with this idempotency key (%s)\n",
+		       job_id(resp.body), cli_json_str(resp.body, "state", "?"));
+	else
+		printf("submitted job %lld (%s)\n", job_id(resp.body),
+		       cli_json_str(resp.body, "state", "?"));
+out:
+	cli_resp_free(&resp);
+	json_decref(spec);
+	cli_strv_free(&labels);
+	cli_strv_free(&envs);
+	cli_strv_free(&pos);
+	cli_strv_free(&rest);
+	return rc;
+}
+
+/* Parse "COMMAND [opts] ID" with no command flags; *id gets the id. */
+static int parse_id_only(long long *id, struct cli *cli, int argc, char **argv, const char *help,
+			 struct ty_err *err)
+{
+	struct cli_strv pos = {0};
+	int rc;
+
+	*id = 0;
+	if ((rc = cli_parse_opts(&pos, NULL, cli, argc, argv, NULL, 0, err)))
+		goto out;
+	if (cli->help) {
+		fputs(help, stdout);
+		goto out;
+	}
+	if (pos.n != 1)
+		rc = ty_err_set(err, TY_ECONFIG, pos.n ? "expected one job id, got %zu arguments"
+						       : "missing the job id",
+				pos.n);
+	else
+		rc = cli_parse_id(id, pos.v[0], "the job id", err);
+out:
+	cli_strv_free(&pos);
+	return rc;
+}
+
+static int job_path(struct ty_buf *b, long long id, const char *suffix, struct ty_err *err)
+{
+	if (ty_buf_printf(b, "/v1/jobs/%lld%s", id, suffix))
+		return ty_err_set(err, TY_ENOMEM, NULL);
+	return 0;
+}
+
+/* Shell-like rendering of a command array, quoting what needs it. */
+static int format_command(struct ty_buf *b, const json_t *cmd)
+{
+	size_t i;
+	json_t *a;
+	int rc = 0;
+
+	json_array_foreach(cmd, i, a) {
+		const char *s = json_string_value(a);
+
+		if (!s)
+			continue;
+		if (i)
+			rc |= ty_buf_puts(b, " ");
+		if (*s && !s[strcspn(s, " \t\n'\"\\$`!*?&;|<>(){}[]#~")]) {
+			rc |= ty_buf_puts(b, s);
+			continue;
+		}
+		rc |= ty_buf_puts(b, "'");
+		for (; *s; s++)
+			rc |= *s == '\'' ? ty_buf_puts(b, "'\\''") : ty_buf_append(b, s, 1);
+		rc |= ty_buf_puts(b, "'");
+	}
+	return rc ? TY_ENOMEM : 0;
+}
+
+static int format_pairs(struct ty_buf *b, const json_t *obj)
+{
+	const char *k;
+	json_t *v;
+	int rc = 0;
+
+	json_object_foreach((json_t *)obj, k, v) {
+		if (b->len)
+			rc |= ty_buf_puts(b, ", ");
+		rc |= ty_buf_printf(b, "%s=%s", k, json_is_string(v) ? json_string_value(v) : "?");
+	}
+	return rc ? TY_ENOMEM : 0;
+}
+
+static int add_time(struct cli_table *t, const char *label, const json_t *job, const char *key)
+{
+	const char *ts = cli_json_str(job, key, NULL);
+	char age[32];
+
+	if (cli_table_add(t, label))
+		return TY_ENOMEM;
+	if (!ts)
+		return cli_table_add(t, "-");
+	return cli_table_addf(t, "%s (%s ago)", ts, cli_age(age, sizeof(age), ts));
+}
+
+static int print_job(const json_t *job)
+{
+	const json_t *spec = json_object_get(job, "spec"),
+		     *res = json_object_get(spec, "resources");
+	const char *state = cli_json_str(job, "state", "?"), *reason;
+	struct cli_table t = {.ncols = 2};
+	struct ty_buf cmd = TY_BUF_INIT, labels = TY_BUF_INIT, env = TY_BUF_INIT;
+	char n1[32], n2[32], n3[32], n4[32];
+	int rc = 0;
+
+	reason = cli_json_str(job, "pending_reason", NULL);
+	rc |= format_command(&cmd, json_object_get(spec, "command"));
+	rc |= format_pairs(&labels, json_object_get(spec, "labels"));
+	rc |= format_pairs(&env, json_object_get(spec, "env"));
+	rc |= cli_table_add(&t, "id:");
+	rc |= cli_table_addf(&t, "%lld", job_id(job));
+	rc |= cli_table_add(&t, "team:");
+	rc |= cli_table_add(&t, cli_json_str(job, "team", "-"));
+	rc |= cli_table_add(&t, "name:");
+	rc |= cli_table_add(&t, cli_json_str(job, "name", "-"));
+	rc |= cli_table_add(&t, "state:");
+	if (json_is_true(json_object_get(job, "cancel_requested")) && !is_terminal(state))
+		rc |= cli_table_addf(&t, "%s (cancel requested)", state);
+	else
+		rc |= cli_table_add(&t, state);
+	if (reason) {
+		rc |= cli_table_add(&t, "reason:");
+		rc |= cli_table_add(&t, reason);
+	}
+	rc |= cli_table_add(&t, "resources:");
+	rc |= cli_table_addf(&t, "%s node(s) x %s GPU(s), %s CPU(s), %s MiB per node",
+			     cli_json_num(n1, sizeof(n1), res, "nodes"),
+			     cli_json_num(n2, sizeof(n2), res, "gpus_per_node"),
+			     cli_json_num(n3, sizeof(n3), res, "cpus_per_node"),
+			     cli_json_num(n4, sizeof(n4), res, "memory_mb_per_node"));
+	rc |= cli_table_add(&t, "priority:");
+	rc |= cli_table_addf(&t, "%s, %s", cli_json_str(spec, "priority_class", "-"),
+			     cli_json_num(n1, sizeof(n1), spec, "priority"));
+	rc |= cli_table_add(&t, "max runtime:");
+	rc |= cli_table_addf(&t, "%s s", cli_json_num(n1, sizeof(n1), spec, "max_runtime_seconds"));
+	rc |= cli_table_add(&t, "launch:");
+	rc |= cli_table_add(&t, cli_json_str(spec, "launch", "-"));
+	rc |= cli_table_add(&t, "command:");
+	rc |= cli_table_add(&t, cmd.len ? cmd.data : "-");
+	rc |= cli_table_add(&t, "labels:");
+	rc |= cli_table_add(&t, labels.len ? labels.data : "-");
+	rc |= cli_table_add(&t, "env:");
+	rc |= cli_table_add(&t, env.len ? env.data : "-");
+	rc |= add_time(&t, "created:", job, "created_at");
+	rc |= add_time(&t, "updated:", job, "updated_at");
+	rc |= add_time(&t, "finished:", job, "finished_at");
+	if (!rc)
+		cli_table_print(stdout, &t);
+	cli_table_free(&t);
+	ty_buf_free(&cmd);
+	ty_buf_free(&labels);
+	ty_buf_free(&env);
+	return rc ? TY_ENOMEM : 0;
+}
+
+int cli_cmd_status(struct cli *cli, int argc, char **argv, struct ty_err *err)
+{
+	struct ty_buf path = TY_BUF_INIT;
+	struct cli_resp resp = {0};
+	long long id;
+	int rc;
+
+	if ((rc = parse_id_only(&id, cli, argc, argv, status_help, err)) || cli->help)
+		goto out;
+	if ((rc = job_path(&path, id, "", err)) ||
+	    (rc = cli_request(&resp, cli, "GET", path.data, NULL, NULL, 0, err)))
+		goto out;
+	if (cli->output == CLI_OUT_JSON)
+		cli_print_json(resp.body);
+	else if (print_job(resp.body))
+		rc = ty_err_set(err, TY_ENOMEM, NULL);
+out:
+	cli_resp_free(&resp);
+	ty_buf_free(&path);
+	return rc;
+}
+
+int cli_cmd_cancel(struct cli *cli, int argc, char **argv, struct ty_err *err)
+{
+	struct ty_buf path = TY_BUF_INIT;
+	struct cli_resp resp = {0};
+	const char *state;
+	long long id;
+	int rc;
+
+	if ((rc = parse_id_only(&id, cli, argc, argv, cancel_help, err)) || cli->help)
+		goto out;
+	if ((rc = job_path(&path, id, "/cancel", err)) ||
+	    (rc = cli_request(&resp, cli, "POST", path.data, NULL, NULL, 0, err)))
+		goto out;
+	state = cli_json_str(resp.body, "state", "?");
+	if (cli->output == CLI_OUT_JSON)
+		cli_print_json(resp.body);
+	else if (strcmp(state, "cancelled") == 0)
+		printf("cancelled job %lld\n", id);
+	else
+		printf("cancel requested for job %lld (%s)\n", id, state);
+out:
+	cli_resp_free(&resp);
+	ty_buf_free(&path);
+	return rc;
+}
+
+static int add_job_row(struct cli_table *t, const json_t *job)
+{
+	const json_t *res = json_object_get(json_object_get(job, "spec"), "resources");
+	char n1[32], n2[32], age[32];
+	int rc = 0;
+
+	rc |= cli_table_addf(t, "%lld", job_id(job));
+	rc |= cli_table_add(t, cli_json_str(job, "team", "-"));
+	rc |= cli_table_add(t, cli_json_str(job, "name", "-"));
+	rc |= cli_table_add(t, cli_json_str(job, "state", "-"));
+	rc |= cli_table_addf(t, "%sx%s", cli_json_num(n1, sizeof(n1), res, "nodes"),
+			     cli_json_num(n2, sizeof(n2), res, "gpus_per_node"));
+	rc |= cli_table_addf(t, "%s",
+			     cli_age(age, sizeof(age), cli_json_str(job, "created_at", NULL)));
+	return rc ? TY_ENOMEM : 0;
+}
+
+int cli_cmd_list(struct cli *cli, int argc, char **argv, struct ty_err *err)
+{
+	const char *team = NULL, *state = NULL, *label = NULL, *limit = NULL;
+	bool all = false;
+	const struct cli_opt opts[] = {
+		{"team", 0, CLI_OPT_STR, &team},   {"state", 0, CLI_OPT_STR, &state},
+		{"label", 0, CLI_OPT_STR, &label}, {"limit", 0, CLI_OPT_STR, &limit},
+		{"all", 0, CLI_OPT_FLAG, &all},
+	};
+	static const char *const header[] = {"ID", "TEAM", "NAME", "STATE", "NODESxGPUS", "AGE"};
+	struct cli_table t = {.ncols = 6};
+	struct cli_strv pos = {0};
+	struct ty_buf base = TY_BUF_INIT, path = TY_BUF_INIT;
+	struct cli_resp resp = {0};
+	json_t *items = NULL, *out = NULL;
+	char *cursor = NULL;
+	long long n;
+	int rc;
+
+	if ((rc = cli_parse_opts(&pos, NULL, cli, argc, argv, opts, sizeof(opts) / sizeof(opts[0]),
+				 err)))
+		goto out;
+	if (cli->help) {
+		fputs(list_help, stdout);
+		goto out;
+	}
+	if (pos.n) {
+		rc = ty_err_set(err, TY_ECONFIG, "unexpected argument '%.100s'", pos.v[0]);
+		goto out;
+	}
+	if (limit && (rc = cli_parse_int(&n, limit, 1, 500, "--limit", err)))
+		goto out;
+	if (label && !strchr(label, '=')) {
+		rc = ty_err_set(err, TY_ECONFIG, "--label must be KEY=VALUE, not '%.100s'", label);
+		goto out;
+	}
+	if (ty_buf_puts(&base, "/v1/jobs") || (team && cli_buf_query(&base, "team", team)) ||
+	    (state && cli_buf_query(&base, "state", state)) ||
+	    (label && cli_buf_query(&base, "label", label)) ||
+	    (limit && cli_buf_query(&base, "limit", limit)) || !(items = json_array())) {
+		rc = ty_err_set(err, TY_ENOMEM, NULL);
+		goto out;
+	}
+
+	for (;;) {
+		const char *next;
+
+		ty_buf_reset(&path);
+		if (ty_buf_puts(&path, base.data) ||
+		    (cursor && cli_buf_query(&path, "cursor", cursor))) {
+			rc = ty_err_set(err, TY_ENOMEM, NULL);
+			goto out;
+		}
+		cli_resp_free(&resp);
+		if ((rc = cli_request(&resp, cli, "GET", path.data, NULL, NULL, 0, err)))
+			goto out;
+		if (!json_is_array(json_object_get(resp.body, "items"))) {
+			rc = ty_err_set(err, TY_EIO, "the job list from the server has no 'items'");
+			goto out;
+		}
+		if (json_array_extend(items, json_object_get(resp.body, "items"))) {
+			rc = ty_err_set(err, TY_ENOMEM, NULL);
+			goto out;
+		}
+		next = cli_json_str(resp.body, "next_cursor", NULL);
+		if (!all || !next || !*next)
+			break;
+		if (cursor && strcmp(cursor, next) == 0) {
+			rc = ty_err_set(err, TY_EIO, "the server returned the same cursor twice");
+			goto out;
+		}
+		free(cursor);
+		if (!(cursor = strdup(next))) {
+			rc = ty_err_set(err, TY_ENOMEM, NULL);
+			goto out;
+		}
+	}
+
+	if (cli->output == CLI_OUT_JSON) {
+		if (!all) {
+			cli_print_json(resp.body);
+			goto out;
+		}
+		if (!(out = json_pack("{s:O,s:n}", "items", items, "next_cursor"))) {
+			rc = ty_err_set(err, TY_ENOMEM, NULL);
+			goto out;
+		}
+		cli_print_json(out);
+		goto out;
+	}
+	for (size_t i = 0; i < 6; i++)
+		rc |= cli_table_add(&t, header[i]);
+	for (size_t i = 0; i < json_array_size(items); i++)
+		rc |= add_job_row(&t, json_array_get(items, i));
+	if (rc) {
+		rc = ty_err_set(err, TY_ENOMEM, NULL);
+		goto out;
+	}
+	cli_table_print(stdout, &t);
+	if (!all && cli_json_str(resp.body, "next_cursor", NULL))
+		fputs("(more jobs: use --all, or a larger --limit)\n", stderr);
+out:
+	free(cursor);
+	json_decref(out);
+	json_decref(items);
+	cli_resp_free(&resp);
+	cli_table_free(&t);
+	ty_buf_free(&base);
+	ty_buf_free(&path);
+	cli_strv_free(&pos);
+	return rc;
+}
+
+static void sleep_ms(long ms)
+{
+	struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+
+	while (nanosleep(&ts, &ts) && errno == EINTR)
+		;
+}
+
+static void print_event(const struct cli *cli, const json_t *ev)
+{
+	char seq[32];
+
+	if (cli->output == CLI_OUT_JSON) {
+		if (json_dumpf(ev, stdout, JSON_COMPACT) == 0)
+			fputc('\n', stdout);
+	} else {
+		const char *msg = cli_json_str(ev, "message", NULL);
+
+		printf("%s  #%s  %s  %s%s%s\n", cli_json_str(ev, "time", "-"),
+		       cli_json_num(seq, sizeof(seq), ev, "seq"), cli_json_str(ev, "type", "-"),
+		       cli_json_str(ev, "state", "-"), msg && *msg ? "  " : "", msg ? msg : "");
+	}
+	/* a watch is often piped into something that wants each line now */
+	fflush(stdout);
+}
+
+int cli_cmd_watch(struct cli *cli, int argc, char **argv, struct ty_err *err)
+{
+	struct ty_buf path = TY_BUF_INIT;
+	struct cli_resp resp = {0};
+	char *state = NULL;
+	long long id, after = 0;
+	int64_t down_since = -1;
+	long backoff = 250;
+	bool terminal = false, answered = false;
+	int rc;
+
+	if ((rc = parse_id_only(&id, cli, argc, argv, watch_help, err)) || cli->help)
+		goto out;
+	for (;;) {
+		struct ty_err rerr = {0};
+		/* once the job has ended, collect what is left without waiting */
+		int wait = terminal ? 0 : CLI_WATCH_WAIT;
+		const json_t *events, *ev;
+		const char *st;
+		size_t i;
+
+		ty_buf_reset(&path);
+		if (ty_buf_printf(&path, "/v1/jobs/%lld/events?after=%lld&wait=%d", id, after,
+				  wait)) {
+			rc = ty_err_set(err, TY_ENOMEM, NULL);
+			goto out;
+		}
+		cli_resp_free(&resp);
+		rc = cli_request(&resp, cli, "GET", path.data, NULL, NULL,
+				 wait + (cli->timeout_s > 0 ? cli->timeout_s : CLI_DEFAULT_TIMEOUT),
+				 &rerr);
+		if (rc) {
+			int64_t now = ty_mono_ms();
+
+			/* ride out a restart, but fail fast on a server never reached */
+			if (!cli_is_transient(rc) || !answered ||
+			    (down_since >= 0 && now - down_since >= CLI_WATCH_RETRY_MS)) {
+				ty_err_set(err, rc, "%s", rerr.msg);
+				goto out;
+			}
+			if (down_since < 0) {
+				down_since = now;
+				fprintf(stderr, "jobctl: %s; retrying for up to %d s\n", rerr.msg,
+					CLI_WATCH_RETRY_MS / 1000);
+			}
+			sleep_ms(backoff);
+			backoff = backoff * 2 > 4000 ? 4000 : backoff * 2;
+			continue;
+		}
+		answered = true;
+		if (down_since >= 0 && cli->output == CLI_OUT_TEXT)
+			fputs("jobctl: reconnected\n", stderr);
+		down_since = -1;
+		backoff = 250;
+
+		events = json_object_get(resp.body, "events");
+		if (!json_is_array(events)) {
+			rc = ty_err_set(err, TY_EIO,
+					"the event list from the server has no 'events'");
+			goto out;
+		}
+		json_array_foreach(events, i, ev) {
+			json_int_t seq = json_integer_value(json_object_get(ev, "seq"));
+
+			/* an event already shown (a replayed page) is not shown twice */
+			if (seq && seq <= after)
+				continue;
+			print_event(cli, ev);
+			if (seq > after)
+				after = seq;
+		}
+		if (json_is_integer(json_object_get(resp.body, "next_after")) &&
+		    json_integer_value(json_object_get(resp.body, "next_after")) > after)
+			after = json_integer_value(json_object_get(resp.body, "next_after"));
+		st = cli_json_str(resp.body, "state", NULL);
+		if (!st && json_array_size(events))
+			st = cli_json_str(json_array_get(events, json_array_size(events) - 1),
+					  "state", NULL);
+		if (st) {
+			free(state);
+			if (!(state = strdup(st))) {
+				rc = ty_err_set(err, TY_ENOMEM, NULL);
+				goto out;
+			}
+		}
+		if (terminal && !json_array_size(events))
+			break;
+		terminal = is_terminal(state);
+	}
+
+	if (cli->output == CLI_OUT_TEXT)
+		printf("job %lld %s\n", id, state);
+	if (strcmp(state, "failed") == 0)
+		cli->exit_status = CLI_EXIT_JOB_FAILED;
+	else if (strcmp(state, "cancelled") == 0)
+		cli->exit_status = CLI_EXIT_JOB_CANCELLED;
+out:
+	free(state);
+	cli_resp_free(&resp);
+	ty_buf_free(&path);
+	return rc;
+}

@@ -1,0 +1,582 @@
+#!/usr/bin/env bash
+# jobctl end to end: every command against a real trainyard-api on a private
+# database, asserting on output and exit codes.
+#
+# Needs TY_TEST_PG_URL (libpq URL of a superuser connection to the 'postgres'
+# database), TY_API_BIN and TY_JOBCTL_BIN; tests/run sets them up.
+# TY_TEST_KEEP=1 keeps the work directory and the database for a post-mortem.
+set -euo pipefail
+
+for v in TY_TEST_PG_URL TY_API_BIN TY_JOBCTL_BIN; do
+	if [[ -z ${!v:-} ]]; then
+		echo "jobctl_test: $v is not set; run the tests with tests/run" >&2
+		exit 1
+	fi
+done
+PY=/usr/bin/python3
+[[ -x $PY ]] || PY=python3
+
+W=$(mktemp -d "${TMPDIR:-/tmp}/jobctl_test.XXXXXX")
+DB=jobctl_test_$$
+API_PID=
+PASSED=0
+
+cleanup() {
+	local rc=$?
+
+	set +e
+	stop_api
+	if [[ -n ${HANG_PID:-} ]]; then kill "$HANG_PID" 2>/dev/null; wait "$HANG_PID" 2>/dev/null; fi
+	if [[ -z ${TY_TEST_KEEP:-} ]]; then
+		psql "$TY_TEST_PG_URL" -qAt -c "DROP DATABASE IF EXISTS $DB WITH (FORCE)" >/dev/null 2>&1
+		rm -rf "$W"
+	else
+		echo "jobctl_test: kept $W and database $DB" >&2
+	fi
+	if [[ $rc -eq 0 ]]; then
+		echo "jobctl_test: all $PASSED checks passed"
+	elif [[ -f $W/api.log ]]; then
+		echo "--- last lines of the API log" >&2
+		tail -n 30 "$W/api.log" >&2
+	fi
+	exit "$rc"
+}
+trap cleanup EXIT
+
+# ---- helpers ----------------------------------------------------------------
+
+fail() {
+	echo "FAIL: $*" >&2
+	for f in out err; do
+		if [[ -s $W/$f ]]; then
+			echo "--- std$f of the last command" >&2
+			head -c 4000 "$W/$f" >&2
+			echo >&2
+		fi
+	done
+	exit 1
+}
+
+ok() {
+	PASSED=$((PASSED + 1))
+	echo "ok $PASSED - $*"
+}
+
+jc() {
+	"$TY_JOBCTL_BIN" "$@"
+}
+
+# expect RC CMD ARGS...: run it with stdout in $W/out, stderr in $W/err.
+expect() {
+	local want=$1 rc=0
+	shift
+	"$@" >"$W/out" 2>"$W/err" </dev/null || rc=$?
+	[[ $rc -eq $want ]] || fail "expected exit $want, got $rc from: $*"
+}
+
+out_has() { grep -q -- "$1" "$W/out" || fail "stdout lacks '$1'"; }
+err_has() { grep -q -- "$1" "$W/err" || fail "stderr lacks '$1'"; }
+err_lacks() { ! grep -q -- "$1" "$W/err" || fail "stderr shows '$1'"; }
+
+# py EXPR: evaluate a Python expression over d, the JSON document in $W/out.
+py() {
+	"$PY" -c 'import json, sys
+d = json.load(open(sys.argv[1]))
+print(eval(sys.argv[2]))' "$W/out" "$1"
+}
+
+# check EXPR: the Python expression over d must be true.
+check() {
+	[[ $(py "$1") == True ]] || fail "not true over the JSON output: $1"
+}
+
+stop_api() {
+	if [[ -n $API_PID ]]; then
+		kill -TERM "$API_PID" 2>/dev/null || true
+		for _ in $(seq 50); do
+			kill -0 "$API_PID" 2>/dev/null || break
+			sleep 0.1
+		done
+		kill -KILL "$API_PID" 2>/dev/null || true
+		wait "$API_PID" 2>/dev/null || true
+		API_PID=
+	fi
+}
+
+# start_api [PORT]: start the server (port 0: any) and wait until it listens.
+start_api() {
+	rm -f "$W/port"
+	"$TY_API_BIN" --database-url "$DB_URL" --listen-addr 127.0.0.1 --port "${1:-0}" \
+		--port-file "$W/port" >>"$W/api.log" 2>&1 &
+	API_PID=$!
+	for _ in $(seq 300); do
+		if [[ -s $W/port ]] && PORT=$(<"$W/port") && [[ $PORT =~ ^[0-9]+$ ]]; then
+			URL=http://127.0.0.1:$PORT
+			return 0
+		fi
+		kill -0 "$API_PID" 2>/dev/null || fail "trainyard-api exited at start (see $W/api.log)"
+		sleep 0.1
+	done
+	fail "trainyard-api did not write its port file within 30 s"
+}
+
+# submit ARGS...: submit as the current token, print the new job id.
+submit() {
+	expect 0 jc -o json submit "$@"
+	py 'd["id"]'
+}
+
+# ---- set up: database, API, admin token --------------------------------------
+
+DB_URL=$("$PY" -c 'import sys, urllib.parse as u
+p = u.urlsplit(sys.argv[1])
+print(u.urlunsplit(p._replace(path="/" + sys.argv[2])))' "$TY_TEST_PG_URL" "$DB")
+psql "$TY_TEST_PG_URL" -v ON_ERROR_STOP=1 -qAt -c "CREATE DATABASE $DB" >/dev/null
+
+"$TY_API_BIN" --database-url "$DB_URL" --migrate >>"$W/api.log" 2>&1 ||
+	fail "trainyard-api --migrate failed (see $W/api.log)"
+ADMIN=$("$TY_API_BIN" --database-url "$DB_URL" --bootstrap-token test-admin 2>>"$W/api.log")
+[[ -n $ADMIN ]] || fail "--bootstrap-token printed nothing"
+start_api
+
+# nothing from the caller's settings may leak in
+unset JOBCTL_SERVER JOBCTL_TOKEN JOBCTL_CONFIG JOBCTL_TIMEOUT XDG_CONFIG_HOME
+export HOME=$W/home
+mkdir -p "$HOME"
+export JOBCTL_SERVER=$URL JOBCTL_TOKEN=$ADMIN
+
+# ---- help, version, usage errors (no server needed) -----------------------------
+
+expect 0 jc --help
+out_has 'exit status'
+out_has '7  server or connection error'
+for c in submit status list watch cancel teams tokens version; do
+	expect 0 jc "$c" --help
+	out_has "usage: jobctl $c"
+done
+expect 0 jc help watch
+out_has 'usage: jobctl watch'
+ok "help for jobctl and every command"
+
+expect 0 jc version
+out_has '^jobctl [0-9]'
+expect 0 jc -o json version
+check '"version" in d'
+ok "version, text and json"
+
+expect 2 jc
+expect 2 jc frobnicate
+err_has "unknown command 'frobnicate'"
+expect 2 jc submit --bogus x
+err_has "unknown option '--bogus'"
+expect 2 jc submit --team a --nodes many -- true
+err_has '--nodes must be an integer'
+expect 2 jc submit --team a --label novalue -- true
+expect 2 jc submit --team a --idempotency-key '' -- true
+expect 2 jc submit --team a stray -- true
+expect 2 jc submit -f "$W/does-not-exist.json"
+expect 2 jc status
+expect 2 jc status abc
+expect 2 jc status 1 2
+expect 2 jc list --limit 0
+expect 2 jc list --limit x
+expect 2 jc list --team
+err_has "needs a value"
+expect 2 jc -o yaml list
+expect 2 jc teams frob
+expect 2 jc teams create only-name
+expect 2 jc teams update team-x
+expect 2 jc teams create team-x --nominal-gpus lots
+expect 2 jc tokens create --name x
+expect 2 jc tokens revoke 0
+expect 2 jc watch
+expect 2 jc cancel -1
+expect 2 jc --server ftp://example.com list
+ok "bad commands, flags and arguments exit 2"
+
+# ---- teams ---------------------------------------------------------------------
+
+expect 0 jc teams create team-a --nominal-gpus 16 --borrowing-limit 8 --cohort research
+out_has 'created team team-a'
+expect 0 jc -o json teams create team-b --nominal-gpus 8 --weight 2
+check 'd["name"] == "team-b" and d["nominal_gpus"] == 8 and d["weight"] == 2'
+check 'd["borrowing_limit_gpus"] is None and d["cohort"] is None'
+expect 0 jc teams create team-c --nominal-gpus 64
+expect 6 jc teams create team-a --nominal-gpus 1
+err_has '(team_exists)'
+expect 6 jc teams create Bad_Name --nominal-gpus 1
+err_has 'invalid_field'
+expect 6 jc teams create team-d --nominal-gpus -1
+err_has 'nominal_gpus'
+ok "teams create, duplicate and invalid teams"
+
+expect 0 jc teams
+out_has '^NAME'
+out_has '^team-a .*16 .*8 .*research'
+expect 0 jc teams list
+out_has '^team-c'
+expect 0 jc -o json teams list
+check '[t["name"] for t in d["items"]] == ["team-a", "team-b", "team-c"]'
+expect 0 jc teams get team-a
+out_has 'nominal GPUs: *16'
+out_has 'cohort: *research'
+expect 0 jc -o json teams get team-a
+check 'd["borrowing_limit_gpus"] == 8 and d["cohort"] == "research"'
+expect 4 jc teams get no-such-team
+err_has 'team_not_found'
+# global options may come anywhere, even before a subcommand
+expect 0 jc teams -o json --server "$URL" get team-b
+check 'd["name"] == "team-b"'
+expect 0 jc -o json --token "$ADMIN" tokens --server "$URL" list
+ok "teams list and get, text and json"
+
+expect 0 jc teams update team-a --borrowing-limit none --lending-limit 4 --weight 2.5
+out_has 'updated team team-a'
+expect 0 jc -o json teams get team-a
+check 'd["borrowing_limit_gpus"] is None and d["lending_limit_gpus"] == 4 and d["weight"] == 2.5'
+check 'd["nominal_gpus"] == 16 and d["cohort"] == "research"'
+expect 0 jc -o json teams update team-a --cohort none --borrowing-limit 32
+check 'd["cohort"] is None and d["borrowing_limit_gpus"] == 32'
+expect 4 jc teams update no-such-team --nominal-gpus 1
+expect 6 jc teams update team-a --weight 0
+err_has 'weight'
+ok "teams update, 'none' clears a limit"
+
+# ---- tokens --------------------------------------------------------------------
+
+MEMBER_A=$(jc tokens create --name a-member --role member --team team-a 2>"$W/err")
+grep -q 'shown only this once' "$W/err" || fail "tokens create did not say the token is shown once"
+[[ $MEMBER_A =~ ^[[:graph:]]+$ ]] || fail "tokens create printed '$MEMBER_A', not a token"
+VIEWER_A=$(jc tokens create --name a-viewer --role viewer --team team-a 2>/dev/null)
+MEMBER_B=$(jc tokens create --name b-member --role member --team team-b 2>/dev/null)
+expect 0 jc -o json tokens create --name doomed --role member --team team-b
+check 'd["name"] == "doomed" and d["role"] == "member" and d["team"] == "team-b"'
+check 'isinstance(d["id"], int) and len(d["token"]) > 10'
+DOOMED_ID=$(py 'd["id"]')
+DOOMED=$(py 'd["token"]')
+expect 6 jc tokens create --name x --role member --team no-such-team
+err_has 'unknown_team'
+expect 6 jc tokens create --name x --role emperor
+expect 0 jc tokens list
+out_has '^ID  *NAME'
+out_has 'a-viewer  *viewer  *team-a'
+expect 0 jc -o json tokens list
+check 'sorted(t["name"] for t in d["items"]) == ["a-member", "a-viewer", "b-member", "doomed", "test-admin"]'
+check 'all(t["revoked_at"] is None for t in d["items"])'
+check 'all("token" not in t for t in d["items"])'
+expect 0 env JOBCTL_TOKEN="$DOOMED" "$TY_JOBCTL_BIN" teams
+expect 0 jc tokens revoke "$DOOMED_ID"
+out_has "revoked token $DOOMED_ID"
+expect 5 env JOBCTL_TOKEN="$DOOMED" "$TY_JOBCTL_BIN" teams
+err_has 'unauthenticated'
+err_lacks "$DOOMED"
+expect 4 jc tokens revoke 999999
+err_has 'token_not_found'
+expect 0 jc -o json tokens list
+check '[t for t in d["items"] if t["name"] == "doomed"][0]["revoked_at"] is not None'
+ok "tokens create, list and revoke; a revoked token stops working"
+
+# ---- submit --------------------------------------------------------------------
+
+expect 0 jc submit --team team-a --name flags-job --nodes 2 --gpus-per-node 4 \
+	--cpus-per-node 8 --memory-mb 4096 --priority-class high --priority 5 --max-runtime 600 \
+	--label exp=one --label owner=ana --env FOO=bar --env EMPTY= --launch per_node \
+	-- python3 train.py --lr 0.1 'two words'
+out_has '^submitted job [0-9][0-9]* (pending)$'
+J1=$(sed -n 's/^submitted job \([0-9]*\) .*/\1/p' "$W/out")
+expect 0 jc -o json status "$J1"
+check 'd["id"] == '"$J1"' and d["team"] == "team-a" and d["name"] == "flags-job"'
+check 'd["state"] == "pending"'
+check 'd["spec"]["command"] == ["python3", "train.py", "--lr", "0.1", "two words"]'
+check 'd["spec"]["resources"] == {"nodes": 2, "gpus_per_node": 4, "cpus_per_node": 8, "memory_mb_per_node": 4096}'
+check 'd["spec"]["priority_class"] == "high" and d["spec"]["priority"] == 5'
+check 'd["spec"]["max_runtime_seconds"] == 600 and d["spec"]["launch"] == "per_node"'
+check 'd["spec"]["labels"] == {"exp": "one", "owner": "ana"}'
+check 'd["spec"]["env"] == {"FOO": "bar", "EMPTY": ""}'
+ok "submit with flags"
+
+cat >"$W/job.json" <<'EOF'
+{"team": "team-a", "name": "file-job", "command": ["bash", "-c", "echo hi"],
+ "resources": {"nodes": 1, "gpus_per_node": 2}, "labels": {"exp": "two"},
+ "retry": {"system": 1}, "priority": 1}
+EOF
+expect 0 jc -o json submit -f "$W/job.json"
+check 'd["name"] == "file-job" and d["spec"]["command"] == ["bash", "-c", "echo hi"]'
+check 'd["spec"]["retry"]["system"] == 1 and d["spec"]["resources"]["gpus_per_node"] == 2'
+check 'd["spec"]["resources"]["cpus_per_node"] == 1'
+J2=$(py 'd["id"]')
+# flags override the file's fields and add to its labels; '--' replaces the command
+expect 0 jc -o json submit -f "$W/job.json" --name override --gpus-per-node 1 --label more=yes \
+	-- sleep 1
+check 'd["name"] == "override" and d["spec"]["command"] == ["sleep", "1"]'
+check 'd["spec"]["resources"] == {"nodes": 1, "gpus_per_node": 1, "cpus_per_node": 1, "memory_mb_per_node": 1024}'
+check 'd["spec"]["labels"] == {"exp": "two", "more": "yes"} and d["spec"]["priority"] == 1'
+# -f - reads stdin
+rc=0
+jc submit -f - --name from-stdin <"$W/job.json" >"$W/out" 2>"$W/err" || rc=$?
+[[ $rc -eq 0 ]] || fail "submit -f - exited $rc"
+out_has '^submitted job [0-9]* (pending)$'
+J3=$(sed -n 's/^submitted job \([0-9]*\) .*/\1/p' "$W/out")
+expect 0 jc -o json status "$J3"
+check 'd["name"] == "from-stdin" and d["spec"]["command"] == ["bash", "-c", "echo hi"]'
+ok "submit -f FILE and -f -, flags override the file"
+
+expect 0 jc -o json submit --team team-a --idempotency-key key-1 -- echo once
+K1=$(py 'd["id"]')
+expect 0 jc submit --team team-a --idempotency-key key-1 -- echo once
+out_has "^job $K1 was already submitted with this idempotency key"
+expect 0 jc -o json submit --team team-a --idempotency-key key-1 -- echo once
+check 'd["id"] == '"$K1"
+expect 6 jc submit --team team-a --idempotency-key key-1 -- echo twice
+err_has '(idempotency_conflict)'
+# keys are scoped to the team: team-b may use the same key
+expect 0 jc -o json submit --team team-b --idempotency-key key-1 -- echo once
+check 'd["id"] != '"$K1"
+ok "idempotency key: a replay returns the same job, another body conflicts"
+
+expect 6 jc submit --team team-a --nodes 0 -- true
+err_has 'resources.nodes'
+err_has '(invalid_field'
+expect 6 jc submit --team team-a --env RANK=3 -- true
+err_has 'reserved_env'
+expect 6 jc submit --team no-such-team -- true
+err_has 'unknown_team'
+expect 6 jc submit --team team-a --priority-class urgent -- true
+err_has 'priority_class'
+expect 6 jc submit --team team-a
+err_has 'command'
+expect 6 jc submit --team team-a --nodes 3 --gpus-per-node 64 -- true
+err_has 'exceeds_quota'
+echo '{"team": "team-a", "command": ["x"], "colour": "blue"}' >"$W/unknown.json"
+expect 6 jc submit -f "$W/unknown.json"
+err_has 'unknown_field'
+err_has 'colour'
+echo '{"team": "team-a", "command": ["x"],' >"$W/broken.json"
+expect 6 jc submit -f "$W/broken.json"
+err_has 'invalid JSON'
+echo '["not", "an", "object"]' >"$W/array.json"
+expect 6 jc submit -f "$W/array.json"
+ok "invalid specs exit 6 and name the field"
+
+# ---- status --------------------------------------------------------------------
+
+expect 0 jc status "$J1"
+out_has "^id: *$J1\$"
+out_has '^team: *team-a$'
+out_has '^state: *pending$'
+out_has '^resources: *2 node(s) x 4 GPU(s), 8 CPU(s), 4096 MiB per node$'
+out_has "^command: *python3 train.py --lr 0.1 'two words'$"
+out_has '^labels: *exp=one, owner=ana$'
+out_has '^created: *20[0-9-]*T.* ago)$'
+expect 4 jc status 999999
+err_has 'job_not_found'
+ok "status, text and json; unknown job exits 4"
+
+# ---- list ----------------------------------------------------------------------
+
+for i in 1 2 3 4 5 6 7; do
+	lab=()
+	((i <= 3)) && lab=(--label batch=x)
+	C[i]=$(submit --team team-c --name "c$i" --nodes 1 --gpus-per-node 8 "${lab[@]}" -- true)
+done
+expect 0 jc list --team team-c --limit 3
+[[ $(wc -l <"$W/out") -eq 4 ]] || fail "list --limit 3 printed $(wc -l <"$W/out") lines, not 1 + 3"
+out_has '^ID  *TEAM  *NAME  *STATE  *NODESxGPUS  *AGE$'
+out_has "^${C[7]}  *team-c  *c7  *pending  *1x8  *[0-9]*s\$"
+err_has 'more jobs'
+expect 0 jc list --team team-c --limit 3 --all
+[[ $(wc -l <"$W/out") -eq 8 ]] || fail "list --all printed $(wc -l <"$W/out") lines, not 1 + 7"
+expect 0 jc -o json list --team team-c --limit 3 --all
+check 'len(d["items"]) == 7 and d["next_cursor"] is None'
+check '[j["id"] for j in d["items"]] == sorted({j["id"] for j in d["items"]}, reverse=True)'
+check '[j["name"] for j in d["items"]] == ["c7", "c6", "c5", "c4", "c3", "c2", "c1"]'
+expect 0 jc -o json list --team team-c --limit 2
+check 'len(d["items"]) == 2 and isinstance(d["next_cursor"], str)'
+expect 0 jc -o json list --team team-c --label batch=x --all
+check 'sorted(j["name"] for j in d["items"]) == ["c1", "c2", "c3"]'
+expect 0 jc cancel "${C[1]}"
+expect 0 jc cancel "${C[2]}"
+expect 0 jc -o json list --team team-c --state cancelled
+check 'sorted(j["name"] for j in d["items"]) == ["c1", "c2"]'
+expect 0 jc -o json list --team team-c --state pending,cancelled --all
+check 'len(d["items"]) == 7'
+expect 0 jc -o json list --all
+check '{j["team"] for j in d["items"]} == {"team-a", "team-b", "team-c"}'
+expect 6 jc list --state bogus
+err_has 'invalid_parameter'
+ok "list: filters, --limit, --all across pages, json"
+
+# ---- cancel --------------------------------------------------------------------
+
+expect 0 jc cancel "$J2"
+out_has "^cancelled job $J2\$"
+expect 0 jc -o json status "$J2"
+check 'd["state"] == "cancelled" and d["finished_at"] is not None'
+expect 6 jc cancel "$J2"
+err_has '(job_finished)'
+expect 4 jc cancel 999999
+expect 0 jc -o json cancel "$J3"
+check 'd["state"] == "cancelled"'
+ok "cancel; a finished job cannot be cancelled again"
+
+# ---- watch ---------------------------------------------------------------------
+
+expect 3 timeout 60 "$TY_JOBCTL_BIN" watch "$J2"
+out_has ' submitted '
+out_has "^job $J2 cancelled\$"
+expect 3 timeout 60 "$TY_JOBCTL_BIN" -o json watch "$J2"
+"$PY" -c 'import json, sys
+evs = [json.loads(l) for l in open(sys.argv[1])]
+assert evs and evs[0]["seq"] == 1 and evs[-1]["state"] == "cancelled", evs
+assert [e["seq"] for e in evs] == sorted({e["seq"] for e in evs}), evs' "$W/out" ||
+	fail "watch -o json did not print the events as JSON lines"
+expect 4 timeout 60 "$TY_JOBCTL_BIN" watch 999999
+ok "watch of a finished job prints its events and exits 3"
+
+# a watcher in the background, the cancel from another process
+JW=$(submit --team team-a --name watched -- sleep 100)
+timeout 60 "$TY_JOBCTL_BIN" watch "$JW" >"$W/watch.out" 2>"$W/watch.err" &
+WPID=$!
+sleep 1
+kill -0 "$WPID" 2>/dev/null || fail "watch of a pending job ended at once"
+expect 0 jc cancel "$JW"
+wrc=0
+wait "$WPID" || wrc=$?
+cp "$W/watch.out" "$W/out"
+cp "$W/watch.err" "$W/err"
+[[ $wrc -eq 3 ]] || fail "watch of a job cancelled elsewhere exited $wrc, not 3"
+out_has ' submitted '
+out_has "^job $JW cancelled\$"
+ok "watch of a job cancelled by another process exits 3"
+
+# the server restarts while a watch waits: the watch rides it out
+JR=$(submit --team team-a --name restart-watched -- sleep 100)
+timeout 90 "$TY_JOBCTL_BIN" watch "$JR" >"$W/watch.out" 2>"$W/watch.err" &
+WPID=$!
+sleep 1
+OLD_PORT=$PORT
+stop_api
+sleep 2
+start_api "$OLD_PORT"
+sleep 1
+expect 0 jc cancel "$JR"
+wrc=0
+wait "$WPID" || wrc=$?
+cp "$W/watch.out" "$W/out"
+cp "$W/watch.err" "$W/err"
+[[ $wrc -eq 3 ]] || fail "watch across a server restart exited $wrc, not 3"
+err_has 'retrying'
+out_has "^job $JR cancelled\$"
+ok "watch survives a server restart"
+
+# ---- roles and teams -----------------------------------------------------------
+
+JB=$(submit --team team-b --name b-job -- true)
+JA=$(JOBCTL_TOKEN=$MEMBER_A submit --team team-a --name a-job -- true)
+export JOBCTL_TOKEN=$MEMBER_A
+expect 4 jc status "$JB"
+err_has 'job_not_found'
+expect 4 jc cancel "$JB"
+expect 4 jc watch "$JB"
+expect 0 jc -o json list --all
+check 'len(d["items"]) > 0 and {j["team"] for j in d["items"]} == {"team-a"}'
+expect 5 jc submit --team team-b -- true
+expect 5 jc teams create team-z --nominal-gpus 1
+err_has '(forbidden)'
+expect 5 jc tokens list
+expect 0 jc -o json teams
+check '[t["name"] for t in d["items"]] == ["team-a"]'
+expect 4 jc teams get team-b
+export JOBCTL_TOKEN=$VIEWER_A
+expect 5 jc submit --team team-a -- true
+err_has '(forbidden)'
+expect 0 jc status "$JA"
+expect 5 jc cancel "$JA"
+expect 4 jc status "$JB"
+export JOBCTL_TOKEN=$MEMBER_B
+expect 0 jc cancel "$JB"
+expect 4 jc status "$JA"
+export JOBCTL_TOKEN=ty_not_a_real_token_0123456789
+expect 5 jc list
+err_has 'unauthenticated'
+err_lacks 'ty_not_a_real_token_0123456789'
+expect 5 env -u JOBCTL_TOKEN "$TY_JOBCTL_BIN" list
+err_has 'no token is set'
+export JOBCTL_TOKEN=$ADMIN
+ok "member sees only its team (404 for others), viewer cannot submit (5), bad token (5)"
+
+# ---- unreachable and unresponsive servers ----------------------------------------
+
+expect 7 jc --server http://127.0.0.1:1 --token secret-in-flag list
+err_has 'cannot reach http://127.0.0.1:1'
+err_lacks 'secret-in-flag'
+err_lacks "$ADMIN"
+expect 7 jc list --server http://127.0.0.1:1
+expect 7 jc --server http://127.0.0.1:1 watch 1
+# a server that accepts connections but never answers
+"$PY" -c 'import socket, sys, time
+s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen(16)
+open(sys.argv[1], "w").write(str(s.getsockname()[1]))
+time.sleep(120)' "$W/hang.port" &
+HANG_PID=$!
+for _ in $(seq 50); do [[ -s $W/hang.port ]] && break; sleep 0.1; done
+start=$SECONDS
+expect 7 jc --server "http://127.0.0.1:$(<"$W/hang.port")" --timeout 2 list
+((SECONDS - start <= 10)) || fail "a 2 s timeout took $((SECONDS - start)) s"
+err_has 'no answer'
+kill "$HANG_PID" 2>/dev/null || true
+wait "$HANG_PID" 2>/dev/null || true
+HANG_PID=
+ok "unreachable or hung server exits 7, the token never printed"
+
+# ---- settings: flag > environment > config file ----------------------------------
+
+CONF=$HOME/.config/jobctl/config
+mkdir -p "$(dirname "$CONF")"
+printf '# written by jobctl_test\nserver = %s\ntoken = %s\n' "$URL" "$VIEWER_A" >"$CONF"
+unset JOBCTL_SERVER JOBCTL_TOKEN
+expect 0 jc -o json teams
+check '[t["name"] for t in d["items"]] == ["team-a"]'
+expect 5 jc submit --team team-a -- true
+JOBCTL_TOKEN=$ADMIN expect 0 jc -o json teams
+check 'len(d["items"]) == 3'
+JOBCTL_TOKEN=$ADMIN expect 5 jc --token "$VIEWER_A" teams create team-y --nominal-gpus 1
+JOBCTL_SERVER=http://127.0.0.1:1 expect 7 jc teams
+JOBCTL_SERVER=http://127.0.0.1:1 expect 0 jc --server "$URL" teams
+ok "settings: config file, then environment, then flags win"
+
+export XDG_CONFIG_HOME=$W/xdg
+mkdir -p "$XDG_CONFIG_HOME/jobctl"
+printf 'server = http://127.0.0.1:1\n' >"$XDG_CONFIG_HOME/jobctl/config"
+expect 7 jc teams
+printf 'server = %s\ntoken = %s\ntimeout = 5\n' "$URL" "$ADMIN" >"$XDG_CONFIG_HOME/jobctl/config"
+expect 0 jc -o json teams
+check 'len(d["items"]) == 3'
+printf 'server = %s\nbogus = 1\n' "$URL" >"$W/other.conf"
+JOBCTL_CONFIG=$W/other.conf expect 2 jc teams
+err_has 'bogus'
+printf 'server = %s\ntoken = %s\n' "$URL" "$MEMBER_B" >"$W/other.conf"
+JOBCTL_CONFIG=$W/other.conf expect 0 jc -o json teams
+check '[t["name"] for t in d["items"]] == ["team-b"]'
+JOBCTL_CONFIG=$W/missing.conf expect 2 jc teams
+unset XDG_CONFIG_HOME
+ok "settings: XDG_CONFIG_HOME and JOBCTL_CONFIG name the file"
+
+# ---- a server that goes away for good: the watch gives up after about 30 s ----
+
+export JOBCTL_SERVER=$URL JOBCTL_TOKEN=$ADMIN
+JG=$(submit --team team-a --name abandoned -- sleep 100)
+timeout 90 "$TY_JOBCTL_BIN" watch "$JG" >"$W/watch.out" 2>"$W/watch.err" &
+WPID=$!
+sleep 1
+stop_api
+start=$SECONDS
+wrc=0
+wait "$WPID" || wrc=$?
+cp "$W/watch.out" "$W/out"
+cp "$W/watch.err" "$W/err"
+[[ $wrc -eq 7 ]] || fail "watch of a server gone for good exited $wrc, not 7"
+((SECONDS - start >= 20 && SECONDS - start <= 60)) ||
+	fail "watch gave up after $((SECONDS - start)) s, not about 30 s"
+err_has 'retrying'
+ok "watch gives up with exit 7 when the server stays away"
