@@ -21,6 +21,7 @@ enum api_role { API_ROLE_NONE, API_ROLE_VIEWER, API_ROLE_MEMBER, API_ROLE_ADMIN 
 /* Route flags. */
 #define API_AUTH 0x1 /* needs a bearer token */
 #define API_BODY 0x2 /* expects a JSON object body */
+#define API_JOB 0x4 /* the first "{}" is a job id: other teams' jobs are 404, never 403 */
 
 struct api_server;
 struct api_req;

@@ -24,6 +24,9 @@ int api_h_nodes_list(struct api_req *r, struct ty_err *err)
 	PGresult *res = NULL;
 	int rc;
 
+	if (p[0] && strcmp(p[0], "ready") && strcmp(p[0], "draining") && strcmp(p[0], "lost"))
+		return api_reply_error(r, 400, "invalid_parameter", "state",
+				       "'state' must be 'ready', 'draining' or 'lost'");
 	rc = ty_pg_exec(&res, r->pg,
 			"SELECT json_build_object('items', coalesce(json_agg(" NODE_JSON_SQL
 			" ORDER BY n.id), '[]'))::text FROM nodes n"

@@ -309,6 +309,27 @@ static bool content_type_json(const char *ct)
 	       (ct[n] == '\0' || ct[n] == ';' || ct[n] == ' ');
 }
 
+/* Whether the job named by the path exists in the caller's team (or at all, for admins). */
+static bool job_visible(struct api_req *r)
+{
+	const char *p[2] = {r->params[0], NULL};
+	PGresult *res = NULL;
+	int64_t id;
+	bool ok;
+
+	if (!api_parse_id(&id, r->params[0]))
+		return false;
+	if (r->auth.role != API_ROLE_ADMIN)
+		p[1] = ty_arena_printf(r->arena, "%lld", (long long)r->auth.team_id);
+	if (ty_pg_exec(&res, r->pg,
+		       "SELECT 1 FROM jobs WHERE id = $1 AND ($2::bigint IS NULL OR team_id = $2)", 2,
+		       p, NULL))
+		return true; /* cannot tell: the role answer reveals nothing either way */
+	ok = PQntuples(res) > 0;
+	PQclear(res);
+	return ok;
+}
+
 static void dispatch(struct api_req *r)
 {
 	struct ty_err err = {0};
@@ -389,6 +410,11 @@ static void dispatch(struct api_req *r)
 			goto out;
 		}
 		if (r->auth.role < r->route->role) {
+			if (r->route->flags & API_JOB && !job_visible(r)) {
+				api_reply_error(r, 404, "job_not_found", NULL, "no job '%s'",
+						r->params[0]);
+				goto out;
+			}
 			api_reply_error(r, 403, "forbidden", NULL, "%s %s needs the %s role",
 					r->method, r->route->pattern,
 					r->route->role == API_ROLE_ADMIN ? "admin" : "member");

@@ -9,7 +9,7 @@
 #include <stddef.h>
 
 /*
- * Parse buf as one JSON value. Rejects nesting deeper than max_depth (checked
+ * Parse buf as one JSON object or array (a bare scalar is refused). Rejects nesting deeper than max_depth (checked
  * before Jansson sees the text), duplicate object keys, invalid UTF-8 and
  * trailing garbage. On success *out is a new reference.
  * Errors: TY_EPARSE (message says where), TY_ETOOBIG (too deep).

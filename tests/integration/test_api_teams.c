@@ -1,0 +1,286 @@
+/* Teams (docs/api.md "Teams"): create, get, list, patch, validation. */
+#include "ty_stack.h"
+#include "ty_test.h"
+
+#include <string.h>
+
+TY_TEST(create_and_get)
+{
+	const struct ty_stack *s = ty_stack_get();
+	struct ty_resp r = {0};
+
+	ty_http(&r, "POST", "/v1/teams", s->admin,
+		ty_tmpl("{'name':'ml-research','nominal_gpus':64,'borrowing_limit_gpus':32,"
+			"'lending_limit_gpus':16,'cohort':'research','weight':1}",
+			NULL),
+		NULL);
+	REQUIRE_STATUS(&r, 201);
+	CHECK_JSTR(r.json, "name", "ml-research");
+	CHECK_JINT(r.json, "nominal_gpus", 64);
+	CHECK_JINT(r.json, "borrowing_limit_gpus", 32);
+	CHECK_JINT(r.json, "lending_limit_gpus", 16);
+	CHECK_JSTR(r.json, "cohort", "research");
+	CHECK(json_number_value(ty_jpath(r.json, "weight")) == 1.0);
+	CHECK_JTIME(r.json, "created_at");
+	CHECK_JTIME(r.json, "updated_at");
+	CHECK_GOLDEN(r.json, "team");
+
+	ty_http(&r, "GET", "/v1/teams/ml-research", s->admin, NULL, NULL);
+	REQUIRE_STATUS(&r, 200);
+	CHECK_GOLDEN(r.json, "team");
+	ty_resp_free(&r);
+}
+
+TY_TEST(defaults)
+{
+	const struct ty_stack *s = ty_stack_get();
+	const char *name = ty_uniq("plain");
+	struct ty_resp r = {0};
+
+	ty_http(&r, "POST", "/v1/teams", s->admin, ty_tmpl("{'name':'@T','nominal_gpus':0}", name),
+		NULL);
+	REQUIRE_STATUS(&r, 201);
+	CHECK_JINT(r.json, "nominal_gpus", 0);
+	CHECK_JNULL(r.json, "borrowing_limit_gpus");
+	CHECK_JNULL(r.json, "lending_limit_gpus");
+	CHECK_JNULL(r.json, "cohort");
+	CHECK(json_is_number(ty_jpath(r.json, "weight")) &&
+	      json_number_value(ty_jpath(r.json, "weight")) == 1.0);
+	/* explicit nulls mean the same */
+	ty_http(&r, "POST", "/v1/teams", s->admin,
+		ty_tmpl("{'name':'@T-n','nominal_gpus':1,'borrowing_limit_gpus':null,"
+			"'lending_limit_gpus':null,'cohort':null}",
+			name),
+		NULL);
+	REQUIRE_STATUS(&r, 201);
+	CHECK_JNULL(r.json, "borrowing_limit_gpus");
+	CHECK_JNULL(r.json, "cohort");
+	ty_resp_free(&r);
+}
+
+TY_TEST(duplicate_is_409_team_exists)
+{
+	const struct ty_stack *s = ty_stack_get();
+	const char *name = ty_mk_team("dup", 1, -1);
+	struct ty_resp r = {0};
+
+	ty_http(&r, "POST", "/v1/teams", s->admin, ty_tmpl("{'name':'@T','nominal_gpus':5}", name),
+		NULL);
+	CHECK_PROBLEM(&r, 409, "team_exists", TY_FIELD_UNCHECKED);
+	/* the first one is unchanged */
+	ty_http(&r, "GET", ty_test_strf("/v1/teams/%s", name), s->admin, NULL, NULL);
+	CHECK_JINT(r.json, "nominal_gpus", 1);
+	ty_resp_free(&r);
+}
+
+TY_TEST(get_unknown_is_404)
+{
+	const struct ty_stack *s = ty_stack_get();
+	struct ty_resp r = {0};
+
+	ty_http(&r, "GET", "/v1/teams/no-such-team", s->admin, NULL, NULL);
+	CHECK_PROBLEM(&r, 404, "team_not_found", NULL);
+	ty_http(&r, "PATCH", "/v1/teams/no-such-team", s->admin, "{\"nominal_gpus\":1}", NULL);
+	CHECK_PROBLEM(&r, 404, "team_not_found", NULL);
+	ty_resp_free(&r);
+}
+
+TY_TEST(list_is_ordered_by_name)
+{
+	const struct ty_stack *s = ty_stack_get();
+	const char *names[] = {"zz-last", "aa-first", "mm-middle"};
+	struct ty_resp r = {0};
+	json_t *items, *item;
+	const char *prev = "";
+	size_t i;
+	int found = 0;
+
+	for (int k = 0; k < 3; k++) {
+		ty_http(&r, "POST", "/v1/teams", s->admin,
+			ty_tmpl("{'name':'@T','nominal_gpus':1}", names[k]), NULL);
+		CHECK_STATUS(&r, 201);
+	}
+	ty_http(&r, "GET", "/v1/teams", s->admin, NULL, NULL);
+	REQUIRE_STATUS(&r, 200);
+	items = ty_jpath(r.json, "items");
+	REQUIRE(json_is_array(items));
+	json_array_foreach(items, i, item)
+	{
+		const char *name = ty_jstr(item, "name");
+
+		REQUIRE(name != NULL);
+		if (strcmp(prev, name) >= 0)
+			FAIL("'%s' listed after '%s'", name, prev);
+		prev = name;
+		for (int k = 0; k < 3; k++)
+			found += !strcmp(name, names[k]);
+		if (!ty_jpath(item, "nominal_gpus") || !ty_jpath(item, "created_at"))
+			FAIL("item '%s' is not a full team object", name);
+	}
+	CHECK_INT_EQ(found, 3);
+	ty_resp_free(&r);
+}
+
+TY_TEST(patch)
+{
+	const struct ty_stack *s = ty_stack_get();
+	const char *name = ty_uniq("patch");
+	const char *path = ty_test_strf("/v1/teams/%s", name);
+	struct ty_resp r = {0};
+	char created[64], updated[64];
+
+	ty_http(&r, "POST", "/v1/teams", s->admin,
+		ty_tmpl("{'name':'@T','nominal_gpus':8,'borrowing_limit_gpus':4,"
+			"'lending_limit_gpus':2,'cohort':'c1','weight':2}",
+			name),
+		NULL);
+	REQUIRE_STATUS(&r, 201);
+	snprintf(created, sizeof(created), "%s", ty_jstr(r.json, "created_at"));
+	snprintf(updated, sizeof(updated), "%s", ty_jstr(r.json, "updated_at"));
+
+	/* a subset changes only those fields */
+	ty_http(&r, "PATCH", path, s->admin, "{\"nominal_gpus\":16,\"weight\":0.5}", NULL);
+	REQUIRE_STATUS(&r, 200);
+	CHECK_JINT(r.json, "nominal_gpus", 16);
+	CHECK(json_number_value(ty_jpath(r.json, "weight")) == 0.5);
+	CHECK_JINT(r.json, "borrowing_limit_gpus", 4);
+	CHECK_JINT(r.json, "lending_limit_gpus", 2);
+	CHECK_JSTR(r.json, "cohort", "c1");
+	CHECK_JSTR(r.json, "name", name);
+	CHECK_JSTR(r.json, "created_at", created);
+	CHECK(ty_jstr(r.json, "updated_at") && strcmp(ty_jstr(r.json, "updated_at"), updated) >= 0);
+
+	/* null clears a limit and the cohort */
+	ty_http(&r, "PATCH", path, s->admin,
+		"{\"borrowing_limit_gpus\":null,\"lending_limit_gpus\":null,\"cohort\":null}",
+		NULL);
+	REQUIRE_STATUS(&r, 200);
+	CHECK_JNULL(r.json, "borrowing_limit_gpus");
+	CHECK_JNULL(r.json, "lending_limit_gpus");
+	CHECK_JNULL(r.json, "cohort");
+	CHECK_JINT(r.json, "nominal_gpus", 16);
+
+	/* and GET sees it */
+	ty_http(&r, "GET", path, s->admin, NULL, NULL);
+	CHECK_JINT(r.json, "nominal_gpus", 16);
+	CHECK_JNULL(r.json, "borrowing_limit_gpus");
+
+	/* an empty patch changes nothing */
+	ty_http(&r, "PATCH", path, s->admin, "{}", NULL);
+	CHECK_STATUS(&r, 200);
+	CHECK_JINT(r.json, "nominal_gpus", 16);
+	ty_resp_free(&r);
+}
+
+struct bad {
+	const char *what, *body;
+	int status;
+	const char *code, *field;
+};
+
+TY_TEST(create_validation)
+{
+	static const struct bad rows[] = {
+	    {"not JSON", "{", 400, "invalid_json", NULL},
+	    {"array", "[]", 400, "invalid_json", NULL},
+	    {"unknown field", "{'name':'v1','nominal_gpus':1,'quota':2}", 400, "unknown_field",
+	     "quota"},
+	    {"missing name", "{'nominal_gpus':1}", 422, "missing_field", "name"},
+	    {"missing nominal_gpus", "{'name':'v2'}", 422, "missing_field", "nominal_gpus"},
+	    {"empty name", "{'name':'','nominal_gpus':1}", 422, "invalid_field", "name"},
+	    {"name 64 characters", "{'name':'@A64','nominal_gpus':1}", 422, "invalid_field",
+	     "name"},
+	    {"uppercase name", "{'name':'ML','nominal_gpus':1}", 422, "invalid_field", "name"},
+	    {"underscore in name", "{'name':'ml_research','nominal_gpus':1}", 422, "invalid_field",
+	     "name"},
+	    {"name starting with -", "{'name':'-ml','nominal_gpus':1}", 422, "invalid_field",
+	     "name"},
+	    {"name ending with -", "{'name':'ml-','nominal_gpus':1}", 422, "invalid_field", "name"},
+	    {"name a number", "{'name':5,'nominal_gpus':1}", 422, "invalid_field", "name"},
+	    {"nominal_gpus -1", "{'name':'v3','nominal_gpus':-1}", 422, "invalid_field",
+	     "nominal_gpus"},
+	    {"nominal_gpus 1000001", "{'name':'v3','nominal_gpus':1000001}", 422, "invalid_field",
+	     "nominal_gpus"},
+	    {"nominal_gpus a string", "{'name':'v3','nominal_gpus':'8'}", 422, "invalid_field",
+	     "nominal_gpus"},
+	    {"nominal_gpus null", "{'name':'v3','nominal_gpus':null}", 422, "invalid_field",
+	     "nominal_gpus"},
+	    {"borrowing -1", "{'name':'v3','nominal_gpus':1,'borrowing_limit_gpus':-1}", 422,
+	     "invalid_field", "borrowing_limit_gpus"},
+	    {"lending 1000001", "{'name':'v3','nominal_gpus':1,'lending_limit_gpus':1000001}", 422,
+	     "invalid_field", "lending_limit_gpus"},
+	    {"bad cohort", "{'name':'v3','nominal_gpus':1,'cohort':'Research Team'}", 422,
+	     "invalid_field", "cohort"},
+	    {"weight 0", "{'name':'v3','nominal_gpus':1,'weight':0}", 422, "invalid_field",
+	     "weight"},
+	    {"weight -1", "{'name':'v3','nominal_gpus':1,'weight':-1}", 422, "invalid_field",
+	     "weight"},
+	    {"weight 1000001", "{'name':'v3','nominal_gpus':1,'weight':1000001}", 422,
+	     "invalid_field", "weight"},
+	    {"weight a string", "{'name':'v3','nominal_gpus':1,'weight':'1'}", 422, "invalid_field",
+	     "weight"},
+	};
+	const struct ty_stack *s = ty_stack_get();
+	struct ty_resp r = {0};
+
+	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+		ty_test_context("row %zu: %s", i, rows[i].what);
+		ty_http(&r, "POST", "/v1/teams", s->admin, ty_tmpl(rows[i].body, NULL), NULL);
+		CHECK_PROBLEM(&r, rows[i].status, rows[i].code, rows[i].field);
+	}
+	ty_test_context(NULL);
+	/* none of them was created */
+	ty_http(&r, "GET", "/v1/teams/v3", s->admin, NULL, NULL);
+	CHECK_PROBLEM(&r, 404, "team_not_found", NULL);
+	ty_resp_free(&r);
+}
+
+TY_TEST(create_boundaries)
+{
+	static const char *const ok[] = {
+	    "{'name':'a','nominal_gpus':0}",
+	    ("{'name':'@A63','nominal_gpus':1000000,'borrowing_limit_gpus':1000000,"
+	     "'lending_limit_gpus':0}"),
+	    "{'name':'0-9','nominal_gpus':1,'cohort':'a-1','weight':1000000}",
+	    "{'name':'w','nominal_gpus':1,'weight':0.001}",
+	};
+	const struct ty_stack *s = ty_stack_get();
+	struct ty_resp r = {0};
+
+	for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
+		ty_test_context("%s", ok[i]);
+		ty_http(&r, "POST", "/v1/teams", s->admin, ty_tmpl(ok[i], NULL), NULL);
+		CHECK_STATUS(&r, 201);
+	}
+	ty_resp_free(&r);
+}
+
+TY_TEST(patch_validation)
+{
+	static const struct bad rows[] = {
+	    {"not JSON", "nope", 400, "invalid_json", NULL},
+	    {"unknown field", "{'quota':1}", 400, "unknown_field", "quota"},
+	    {"nominal_gpus -1", "{'nominal_gpus':-1}", 422, "invalid_field", "nominal_gpus"},
+	    {"nominal_gpus null", "{'nominal_gpus':null}", 422, "invalid_field", "nominal_gpus"},
+	    {"weight 0", "{'weight':0}", 422, "invalid_field", "weight"},
+	    {"weight null", "{'weight':null}", 422, "invalid_field", "weight"},
+	    {"bad cohort", "{'cohort':'UPPER'}", 422, "invalid_field", "cohort"},
+	    {"borrowing a string", "{'borrowing_limit_gpus':'4'}", 422, "invalid_field",
+	     "borrowing_limit_gpus"},
+	};
+	const struct ty_stack *s = ty_stack_get();
+	const char *name = ty_mk_team("pv", 3, 3);
+	const char *path = ty_test_strf("/v1/teams/%s", name);
+	struct ty_resp r = {0};
+
+	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+		ty_test_context("row %zu: %s", i, rows[i].what);
+		ty_http(&r, "PATCH", path, s->admin, ty_tmpl(rows[i].body, NULL), NULL);
+		CHECK_PROBLEM(&r, rows[i].status, rows[i].code, rows[i].field);
+	}
+	ty_test_context(NULL);
+	ty_http(&r, "GET", path, s->admin, NULL, NULL);
+	CHECK_JINT(r.json, "nominal_gpus", 3);
+	CHECK_JINT(r.json, "borrowing_limit_gpus", 3);
+	ty_resp_free(&r);
+}

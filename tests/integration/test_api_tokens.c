@@ -1,0 +1,225 @@
+/* Tokens (docs/api.md "Tokens") and authentication failures. */
+#include "ty_stack.h"
+#include "ty_test.h"
+
+#include <string.h>
+
+TY_TEST(create_list_revoke)
+{
+	const struct ty_stack *s = ty_stack_get();
+	const char *team = ty_mk_team("tok", 4, -1);
+	struct ty_resp r = {0};
+	const char *secret;
+	long long id;
+	json_t *item = NULL, *items, *it;
+	size_t i;
+
+	ty_http(&r, "POST", "/v1/tokens", s->admin,
+		ty_tmpl("{'name':'ci-bot','role':'member','team':'@T'}", team), NULL);
+	REQUIRE_STATUS(&r, 201);
+	id = ty_jint(r.json, "id");
+	CHECK(id > 0);
+	CHECK_JSTR(r.json, "name", "ci-bot");
+	CHECK_JSTR(r.json, "role", "member");
+	CHECK_JSTR(r.json, "team", team);
+	CHECK_JTIME(r.json, "created_at");
+	secret = ty_jstr(r.json, "token");
+	REQUIRE(secret != NULL);
+	CHECK(!strncmp(secret, "ty_", 3));
+	secret = ty_test_strf("%s", secret);
+
+	/* the secret works */
+	ty_http(&r, "GET", "/v1/jobs", secret, NULL, NULL);
+	CHECK_STATUS(&r, 200);
+
+	/* listed without the secret */
+	ty_http(&r, "GET", "/v1/tokens", s->admin, NULL, NULL);
+	REQUIRE_STATUS(&r, 200);
+	CHECK(strstr(r.body, secret) == NULL);
+	items = ty_jpath(r.json, "items");
+	REQUIRE(json_is_array(items));
+	json_array_foreach(items, i, it)
+	{
+		if (json_object_get(it, "token"))
+			FAIL("GET /v1/tokens item %lld has a 'token' member", ty_jint(it, "id"));
+		if (ty_jint(it, "id") == id)
+			item = it;
+	}
+	REQUIRE(item != NULL);
+	CHECK_JSTR(item, "name", "ci-bot");
+	CHECK_JSTR(item, "role", "member");
+	CHECK_JSTR(item, "team", team);
+	CHECK_JTIME(item, "created_at");
+	CHECK_JNULL(item, "revoked_at");
+
+	/* revoked: 204, stops working at once, listed as revoked */
+	ty_http(&r, "DELETE", ty_test_strf("/v1/tokens/%lld", id), s->admin, NULL, NULL);
+	CHECK_STATUS(&r, 204);
+	CHECK_INT_EQ(r.body_len, 0);
+	ty_http(&r, "GET", "/v1/jobs", secret, NULL, NULL);
+	CHECK_PROBLEM(&r, 401, "unauthenticated", NULL);
+	ty_http(&r, "GET", "/v1/tokens", s->admin, NULL, NULL);
+	item = NULL;
+	json_array_foreach(ty_jpath(r.json, "items"), i, it) if (ty_jint(it, "id") == id) item = it;
+	REQUIRE(item != NULL);
+	CHECK_JTIME(item, "revoked_at");
+	ty_resp_free(&r);
+}
+
+TY_TEST(roles_and_teams)
+{
+	const struct ty_stack *s = ty_stack_get();
+	const char *team = ty_mk_team("roles", 4, -1);
+	struct ty_resp r = {0};
+
+	ty_http(&r, "POST", "/v1/tokens", s->admin,
+		ty_tmpl("{'name':'reader','role':'viewer','team':'@T'}", team), NULL);
+	CHECK_STATUS(&r, 201);
+	CHECK_JSTR(r.json, "role", "viewer");
+	ty_http(&r, "POST", "/v1/tokens", s->admin, ty_tmpl("{'name':'ops','role':'admin'}", NULL),
+		NULL);
+	CHECK_STATUS(&r, 201);
+	CHECK_JNULL(r.json, "team");
+	ty_http(&r, "POST", "/v1/tokens", s->admin,
+		ty_tmpl("{'name':'ops2','role':'admin','team':null}", NULL), NULL);
+	CHECK_STATUS(&r, 201);
+	/* a new admin token can do admin things */
+	ty_http(&r, "GET", "/v1/tokens", ty_mk_token("admin", NULL), NULL, NULL);
+	CHECK_STATUS(&r, 200);
+	ty_resp_free(&r);
+}
+
+TY_TEST(tokens_are_unique)
+{
+	const struct ty_stack *s = ty_stack_get();
+	const char *a = ty_mk_token("admin", NULL), *b = ty_mk_token("admin", NULL);
+
+	(void)s;
+	CHECK(strcmp(a, b) != 0);
+}
+
+TY_TEST(create_validation)
+{
+	static const struct {
+		const char *what, *body;
+		int status;
+		const char *code, *field;
+	} rows[] = {
+	    {"not JSON", "{'name'", 400, "invalid_json", NULL},
+	    {"unknown field", "{'name':'x','role':'admin','scope':'all'}", 400, "unknown_field",
+	     "scope"},
+	    {"missing name", "{'role':'admin'}", 422, "missing_field", "name"},
+	    {"missing role", "{'name':'x'}", 422, "missing_field", "role"},
+	    {"empty name", "{'name':'','role':'admin'}", 422, "invalid_field", "name"},
+	    {"name of 129 characters", "{'name':'@A129','role':'admin'}", 422, "invalid_field",
+	     "name"},
+	    {"bad role", "{'name':'x','role':'root'}", 422, "invalid_field", "role"},
+	    {"role a number", "{'name':'x','role':1}", 422, "invalid_field", "role"},
+	    {"member without team", "{'name':'x','role':'member'}", 422, "missing_field", "team"},
+	    {"viewer without team", "{'name':'x','role':'viewer','team':null}", 422,
+	     "missing_field", "team"},
+	    {"member of an unknown team", "{'name':'x','role':'member','team':'no-such-team'}", 422,
+	     "unknown_team", "team"},
+	    {"admin with a team", "{'name':'x','role':'admin','team':'@T'}", 422, "invalid_field",
+	     "team"},
+	};
+	const struct ty_stack *s = ty_stack_get();
+	const char *team = ty_mk_team("tv", 1, -1);
+	struct ty_resp r = {0};
+	int before;
+
+	ty_http(&r, "GET", "/v1/tokens", s->admin, NULL, NULL);
+	before = (int)json_array_size(ty_jpath(r.json, "items"));
+	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+		ty_test_context("row %zu: %s", i, rows[i].what);
+		ty_http(&r, "POST", "/v1/tokens", s->admin, ty_tmpl(rows[i].body, team), NULL);
+		CHECK_PROBLEM(&r, rows[i].status, rows[i].code, rows[i].field);
+	}
+	ty_test_context(NULL);
+	ty_http(&r, "GET", "/v1/tokens", s->admin, NULL, NULL);
+	CHECK_INT_EQ(json_array_size(ty_jpath(r.json, "items")), before);
+	/* a 128-character name is fine */
+	ty_http(&r, "POST", "/v1/tokens", s->admin,
+		ty_tmpl("{'name':'@A128','role':'viewer','team':'@T'}", team), NULL);
+	CHECK_STATUS(&r, 201);
+	ty_resp_free(&r);
+}
+
+TY_TEST(delete_unknown_is_404)
+{
+	const struct ty_stack *s = ty_stack_get();
+	struct ty_resp r = {0};
+
+	ty_http(&r, "DELETE", "/v1/tokens/987654321", s->admin, NULL, NULL);
+	CHECK_PROBLEM(&r, 404, "token_not_found", NULL);
+	ty_resp_free(&r);
+}
+
+/* No token, a bad one, a malformed header, a revoked one: 401 on every /v1 route. */
+TY_TEST(unauthenticated)
+{
+	static const struct {
+		const char *method, *path;
+	} routes[] = {
+	    {"POST", "/v1/teams"},
+	    {"GET", "/v1/teams"},
+	    {"GET", "/v1/teams/x"},
+	    {"PATCH", "/v1/teams/x"},
+	    {"POST", "/v1/tokens"},
+	    {"GET", "/v1/tokens"},
+	    {"DELETE", "/v1/tokens/1"},
+	    {"POST", "/v1/jobs"},
+	    {"GET", "/v1/jobs"},
+	    {"GET", "/v1/jobs/1"},
+	    {"POST", "/v1/jobs/1/cancel"},
+	    {"GET", "/v1/jobs/1/events"},
+	    {"GET", "/v1/jobs/1/attempts"},
+	    {"GET", "/v1/jobs/1/logs"},
+	    {"GET", "/v1/nodes"},
+	    {"GET", "/v1/nodes/1"},
+	};
+	const struct ty_stack *s = ty_stack_get();
+	const char *revoked = NULL;
+	struct ty_resp r = {0};
+	long long id;
+
+	/* a revoked admin token */
+	ty_http(&r, "POST", "/v1/tokens", s->admin, "{\"name\":\"gone\",\"role\":\"admin\"}", NULL);
+	REQUIRE_STATUS(&r, 201);
+	revoked = ty_test_strf("%s", ty_jstr(r.json, "token"));
+	id = ty_jint(r.json, "id");
+	ty_http(&r, "DELETE", ty_test_strf("/v1/tokens/%lld", id), s->admin, NULL, NULL);
+	REQUIRE_STATUS(&r, 204);
+
+	for (size_t i = 0; i < sizeof(routes) / sizeof(routes[0]); i++) {
+		const char *body =
+		    strcmp(routes[i].method, "GET") && strcmp(routes[i].method, "DELETE") ? "{}"
+											  : NULL;
+		const char *const *hdrs[] = {
+		    NULL,
+		    (const char *const[]){"Authorization: Basic dXNlcjpwYXNz", NULL},
+		    (const char *const[]){"Authorization: Bearer", NULL},
+		    (const char *const[]){"Authorization: Bearer ", NULL},
+		    (const char *const[]){ty_test_strf("Authorization: Token %s", s->admin), NULL},
+		};
+		const char *tokens[] = {"ty_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA", "garbage",
+					revoked, ty_test_strf("%s ", s->admin)};
+		const char *www;
+
+		for (int k = 0; k < 5; k++) {
+			ty_test_context("%s %s header %d", routes[i].method, routes[i].path, k);
+			ty_http(&r, routes[i].method, routes[i].path, NULL, body, hdrs[k]);
+			CHECK_PROBLEM(&r, 401, "unauthenticated", NULL);
+			www = ty_resp_header(&r, "WWW-Authenticate");
+			CHECK(www && !strncmp(www, "Bearer", 6));
+		}
+		for (int k = 0; k < 3; k++) {
+			ty_test_context("%s %s token %d", routes[i].method, routes[i].path, k);
+			ty_http(&r, routes[i].method, routes[i].path, tokens[k], body, NULL);
+			CHECK_PROBLEM(&r, 401, "unauthenticated", NULL);
+			www = ty_resp_header(&r, "WWW-Authenticate");
+			CHECK(www && !strncmp(www, "Bearer", 6));
+		}
+	}
+	ty_resp_free(&r);
+}

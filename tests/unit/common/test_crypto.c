@@ -1,0 +1,123 @@
+/* common/ty_crypto: SHA-256 vectors, tokens, constant-time comparison. */
+#include "ty_crypto.h"
+#include "ty_err.h"
+#include "ty_test.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+TY_TEST(sha256_known_vectors)
+{
+	/* FIPS 180-2 / NIST examples */
+	static const struct {
+		const char *in, *hex;
+	} rows[] = {
+	    {"", "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"},
+	    {"abc", "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"},
+	    {"abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq",
+	     "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1"},
+	    {"The quick brown fox jumps over the lazy dog",
+	     "d7a8fbb307d7809469ca9abcb0082e4f8d5651e46d3cdb762d02d0bf37c9e592"},
+	};
+	char out[TY_SHA256_HEX_LEN + 1];
+
+	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+		ty_test_context("\"%s\"", rows[i].in);
+		memset(out, 'X', sizeof(out));
+		ty_sha256_hex(out, rows[i].in, strlen(rows[i].in));
+		CHECK_STR_EQ(out, rows[i].hex);
+	}
+}
+
+TY_TEST(sha256_million_a_and_binary)
+{
+	size_t n = 1000000;
+	char *a = ty_test_alloc(n);
+	char out[TY_SHA256_HEX_LEN + 1];
+	static const unsigned char zeros[3] = {0, 0, 0};
+
+	memset(a, 'a', n);
+	ty_sha256_hex(out, a, n);
+	CHECK_STR_EQ(out, "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
+	/* NUL bytes are data, not terminators */
+	ty_sha256_hex(out, zeros, 3);
+	CHECK_STR_EQ(out, "709e80c88487a2411e1ee4dfb9f22a861492d20c4765150c0c794abd70f8147c");
+}
+
+static bool b64url(char c)
+{
+	return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
+	       c == '-' || c == '_';
+}
+
+TY_TEST(token_format)
+{
+	char tok[64];
+
+	for (int i = 0; i < 100; i++) {
+		memset(tok, 'X', sizeof(tok));
+		REQUIRE_INT_EQ(ty_token_new(tok, sizeof(tok)), 0);
+		REQUIRE_INT_EQ(strlen(tok), 46);
+		CHECK(strncmp(tok, "ty_", 3) == 0);
+		for (int k = 3; k < 46; k++)
+			if (!b64url(tok[k])) {
+				FAIL("token %s has '%c' at %d", tok, tok[k], k);
+				break;
+			}
+	}
+}
+
+TY_TEST(token_buffer_sizes)
+{
+	char tok[48];
+
+	CHECK_INT_EQ(ty_token_new(tok, 47), TY_EIO);
+	CHECK_INT_EQ(ty_token_new(tok, 48), 0);
+	CHECK_INT_EQ(strlen(tok), 46);
+}
+
+static int cmp(const void *a, const void *b)
+{
+	return strcmp(a, b);
+}
+
+TY_TEST(tokens_are_unique)
+{
+	enum { N = 2000 };
+	char(*toks)[48] = ty_test_alloc(N * sizeof(*toks));
+	int counts[256] = {0};
+
+	for (int i = 0; i < N; i++)
+		REQUIRE_INT_EQ(ty_token_new(toks[i], sizeof(toks[i])), 0);
+	qsort(toks, N, sizeof(toks[0]), cmp);
+	for (int i = 1; i < N; i++)
+		CHECK(strcmp(toks[i - 1], toks[i]) != 0);
+	/* every alphabet character turns up: the randomness reaches every position */
+	for (int i = 0; i < N; i++)
+		for (int k = 3; k < 46; k++)
+			counts[(unsigned char)toks[i][k]]++;
+	for (const char *c = "AZaz09-_"; *c; c++)
+		CHECK(counts[(unsigned char)*c] > 0);
+}
+
+TY_TEST(secure_equal)
+{
+	static const struct {
+		const char *a, *b;
+		bool eq;
+	} rows[] = {
+	    {"", "", true},
+	    {"ty_abc", "ty_abc", true},
+	    {"ty_abc", "ty_abd", false},
+	    {"ty_abc", "xy_abc", false},
+	    {"ty_abc", "ty_ab", false},
+	    {"ty_ab", "ty_abc", false},
+	    {"", "a", false},
+	    {"abc", "ABC", false},
+	};
+
+	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+		ty_test_context("\"%s\" vs \"%s\"", rows[i].a, rows[i].b);
+		CHECK_INT_EQ(ty_secure_equal(rows[i].a, rows[i].b), rows[i].eq);
+	}
+}
