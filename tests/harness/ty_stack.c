@@ -56,8 +56,18 @@ struct owned {
 	struct owned *next;
 };
 
+struct ty_daemon {
+	char *name;
+	char **argv; /* NULL-terminated copy */
+	pid_t pid;   /* 0 when not running */
+	char log_path[PATH_MAX];
+	long log_start, log_mark;
+	struct ty_daemon *next;
+};
+
 static struct owned *owned;
 static struct ty_api *apis;
+static struct ty_daemon *daemons;
 static struct ty_api *_Atomic current;
 static struct db *dbs;
 static PGconn *admin_conn;
@@ -692,6 +702,8 @@ static void on_case_start(void)
 {
 	for (struct ty_api *a = apis; a; a = a->next)
 		a->log_mark = file_size(a->log_path);
+	for (struct ty_daemon *d = daemons; d; d = d->next)
+		d->log_mark = file_size(d->log_path);
 }
 
 static void on_case_failed(void)
@@ -700,6 +712,9 @@ static void on_case_failed(void)
 	for (struct ty_api *a = apis; a; a = a->next)
 		if (file_size(a->log_path) > a->log_mark)
 			print_log("trainyard-api log during this case", a->log_path, a->log_mark);
+	for (struct ty_daemon *d = daemons; d; d = d->next)
+		if (file_size(d->log_path) > d->log_mark)
+			print_log(d->name, d->log_path, d->log_mark);
 }
 
 static void remove_workdir(void)
@@ -721,10 +736,27 @@ static void remove_workdir(void)
 	rmdir(workdir);
 }
 
+static void free_daemons(void)
+{
+	while (daemons) {
+		struct ty_daemon *d = daemons;
+
+		daemons = d->next;
+		ty_test_daemon_stop(d, STOP_GRACE_MS);
+		for (int i = 0; d->argv[i]; i++)
+			free(d->argv[i]);
+		free(d->argv);
+		free(d->name);
+		free(d);
+	}
+}
+
 static void teardown(void)
 {
 	bool keep = getenv("TY_TEST_KEEP") && *getenv("TY_TEST_KEEP");
 
+	/* daemons first: an executor or scheduler may still talk to the API */
+	free_daemons();
 	free_apis();
 	drop_dbs();
 	free_owned();
@@ -737,6 +769,140 @@ static void teardown(void)
 			printf("  # logs kept in %s\n", workdir);
 		else
 			remove_workdir();
+	}
+}
+
+/* ---- other daemons ---- */
+
+const char *ty_test_workdir(void)
+{
+	return work_dir();
+}
+
+static void daemon_spawn(struct ty_daemon *d)
+{
+	int fd = open_log(d->log_path);
+
+	d->log_start = file_size(d->log_path);
+	log_command(fd, d->argv);
+	d->pid = spawn(d->argv, fd, fd);
+	close(fd);
+	if (d->pid < 0) {
+		d->pid = 0;
+		FAIL("fork: %s", strerror(errno));
+		ty_test_abort();
+	}
+}
+
+struct ty_daemon *ty_test_daemon_start(const char *name, const char *const *argv)
+{
+	struct ty_daemon *d = xcalloc(1, sizeof(*d));
+	int n = 0;
+
+	while (argv[n])
+		n++;
+	d->name = xstrdup(name);
+	d->argv = xcalloc((size_t)n + 1, sizeof(char *));
+	for (int i = 0; i < n; i++)
+		d->argv[i] = xstrdup(argv[i]);
+	snprintf(d->log_path, sizeof(d->log_path), "%s/%s.log", work_dir(), name);
+	d->next = daemons;
+	daemons = d;
+	daemon_spawn(d);
+	return d;
+}
+
+static void daemon_reaped(struct ty_daemon *d)
+{
+	char *text = read_from(d->log_path, d->log_start, 1L << 22);
+
+	d->pid = 0;
+	if (strstr(text, "ERROR: AddressSanitizer") || strstr(text, "ERROR: LeakSanitizer") ||
+	    strstr(text, "runtime error:")) {
+		print_log(d->name, d->log_path, d->log_start);
+		FAIL("%s reported a sanitizer error (log %s)", d->name, d->log_path);
+	}
+	free(text);
+}
+
+int ty_test_daemon_stop(struct ty_daemon *d, int grace_ms)
+{
+	int status = 0;
+
+	if (!d || !d->pid)
+		return -1;
+	kill(d->pid, SIGTERM);
+	if (wait_exit(d->pid, grace_ms, &status)) {
+		ty_test_note("%s did not stop within %d ms of SIGTERM: killing it", d->name,
+			     grace_ms);
+		kill(d->pid, SIGKILL);
+		wait_exit(d->pid, STOP_GRACE_MS, &status);
+	}
+	daemon_reaped(d);
+	return status;
+}
+
+void ty_test_daemon_kill(struct ty_daemon *d)
+{
+	int status;
+
+	if (!d || !d->pid)
+		return;
+	kill(d->pid, SIGKILL);
+	wait_exit(d->pid, STOP_GRACE_MS, &status);
+	d->pid = 0; /* no sanitizer report after SIGKILL */
+}
+
+void ty_test_daemon_restart(struct ty_daemon *d)
+{
+	if (d->pid)
+		ty_test_daemon_stop(d, STOP_GRACE_MS);
+	daemon_spawn(d);
+}
+
+void ty_test_daemon_signal(struct ty_daemon *d, int sig)
+{
+	if (d && d->pid)
+		kill(d->pid, sig);
+}
+
+bool ty_test_daemon_running(struct ty_daemon *d)
+{
+	int status;
+
+	if (!d || !d->pid)
+		return false;
+	if (waitpid(d->pid, &status, WNOHANG) == d->pid) {
+		daemon_reaped(d);
+		return false;
+	}
+	return true;
+}
+
+int ty_test_daemon_pid(const struct ty_daemon *d)
+{
+	return d ? (int)d->pid : 0;
+}
+
+const char *ty_test_daemon_log(const struct ty_daemon *d)
+{
+	return d->log_path;
+}
+
+bool ty_test_daemon_wait_log(struct ty_daemon *d, const char *needle, int timeout_ms)
+{
+	long long deadline = now_ms() + timeout_ms;
+
+	for (;;) {
+		char *text = read_from(d->log_path, d->log_start, 1L << 24);
+		bool found = strstr(text, needle) != NULL;
+
+		free(text);
+		if (found)
+			return true;
+		if (now_ms() >= deadline)
+			return false;
+		sleep_ms(20);
 	}
 }
 

@@ -70,6 +70,32 @@ struct ty_stack {
 };
 const struct ty_stack *ty_stack_get(void);
 
+/* ---- other daemons (scheduler, executors, a private broker) ---- */
+
+struct ty_daemon; /* opaque: one long-running child process */
+
+/*
+ * Start argv (argv[0] a path; NULL-terminated; copied) with stdout and
+ * stderr appended to "<workdir>/<name>.log". It runs until stopped; at exit
+ * it is stopped, and its log is printed for any case that fails while it
+ * runs. A sanitizer report in its log fails the case that stops it.
+ */
+struct ty_daemon *ty_test_daemon_start(const char *name, const char *const *argv);
+/* SIGTERM, then SIGKILL after grace_ms; returns the wait status (-1 if not running). */
+int ty_test_daemon_stop(struct ty_daemon *d, int grace_ms);
+/* SIGKILL and reap: a crash, as far as everyone else can tell. */
+void ty_test_daemon_kill(struct ty_daemon *d);
+/* Start it again with the same arguments (after stop or kill). */
+void ty_test_daemon_restart(struct ty_daemon *d);
+void ty_test_daemon_signal(struct ty_daemon *d, int sig);
+bool ty_test_daemon_running(struct ty_daemon *d);
+int ty_test_daemon_pid(const struct ty_daemon *d);
+const char *ty_test_daemon_log(const struct ty_daemon *d);
+/* Wait until the log written since the last start contains needle. */
+bool ty_test_daemon_wait_log(struct ty_daemon *d, const char *needle, int timeout_ms);
+/* The test program's scratch directory (removed at exit unless kept). */
+const char *ty_test_workdir(void);
+
 /* ---- HTTP ---- */
 
 struct ty_header {
