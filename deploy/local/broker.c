@@ -217,13 +217,35 @@ static void bootstrap_remove(const char *path, const char *list)
 		ty_warn_errno("cannot remove '%s'", path);
 }
 
-static int wait_for_signal(rd_kafka_t *rk, const sigset_t *set)
+/*
+ * Outage injection for tests and drills: the mock cluster forgets everything
+ * when its process restarts, so an outage is simulated by taking its
+ * brokers down (SIGUSR1) and up again (SIGUSR2), with their data kept.
+ */
+static void set_brokers(rd_kafka_mock_cluster_t *mc, int brokers, bool up)
+{
+	for (int id = 1; id <= brokers; id++) {
+		rd_kafka_resp_err_t e = up ? rd_kafka_mock_broker_set_up(mc, id)
+					   : rd_kafka_mock_broker_set_down(mc, id);
+
+		if (e)
+			ty_warn("cannot set broker %d %s: %s", id, up ? "up" : "down",
+				rd_kafka_err2str(e));
+	}
+	ty_info("all %d broker(s) %s", brokers, up ? "up" : "down (SIGUSR2 brings them back)");
+}
+
+static int wait_for_signal(rd_kafka_t *rk, const sigset_t *set, int brokers)
 {
 	const struct timespec tick = {.tv_sec = 1};
 
 	for (;;) {
 		int sig = sigtimedwait(set, NULL, &tick);
 
+		if (sig == SIGUSR1 || sig == SIGUSR2) {
+			set_brokers(rd_kafka_handle_mock_cluster(rk), brokers, sig == SIGUSR2);
+			continue;
+		}
 		if (sig > 0)
 			return sig;
 		if (errno != EAGAIN && errno != EINTR) {
@@ -299,6 +321,8 @@ int main(int argc, char **argv)
 	sigemptyset(&sigs);
 	sigaddset(&sigs, SIGINT);
 	sigaddset(&sigs, SIGTERM);
+	sigaddset(&sigs, SIGUSR1);
+	sigaddset(&sigs, SIGUSR2);
 	if ((errno = pthread_sigmask(SIG_BLOCK, &sigs, NULL))) {
 		ty_error_errno("cannot block signals");
 		goto out;
@@ -322,7 +346,7 @@ int main(int argc, char **argv)
 		brokers, bootstraps, topics[0].partitions, topics[1].partitions,
 		topics[2].partitions, replication, path);
 
-	if ((sig = wait_for_signal(rk, &sigs)) < 0)
+	if ((sig = wait_for_signal(rk, &sigs, brokers)) < 0)
 		goto out;
 	ty_info("received %s, stopping", sig == SIGINT ? "SIGINT" : "SIGTERM");
 	status = 0;
