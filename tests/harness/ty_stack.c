@@ -362,6 +362,23 @@ static PGconn *admin(void)
 	return admin_conn;
 }
 
+void ty_test_pg_restart(const char *mode)
+{
+	const char *ctl = need_env("TY_TEST_PG_CTL", "the pg_ctl of the test server");
+	const char *data = need_env("TY_TEST_PG_DATA", "the data directory of the test server");
+	char m[32];
+	char *as_root[] = {"/usr/sbin/runuser", "-u", "postgres", "--", (char *)ctl, "-D",
+			   (char *)data, "-m", m, "-w", "-t", "60", "restart", NULL};
+	char *as_user[] = {(char *)ctl, "-D", (char *)data, "-m", m, "-w", "-t", "60", "restart",
+			   NULL};
+
+	snprintf(m, sizeof(m), "%s", mode);
+	run_tool(geteuid() == 0 ? as_root : as_user,
+		 ty_test_strf("%s/pg_ctl.log", work_dir()), NULL, "pg_ctl restart");
+	if (admin_conn)
+		PQreset(admin_conn);
+}
+
 const char *ty_test_sql(const char *sql)
 {
 	PGconn *c = admin();

@@ -33,6 +33,13 @@ const char *ty_test_db_new(void);
  */
 const char *ty_test_sql(const char *sql);
 
+/*
+ * Restart the TY_TEST_PG_URL server (pg_ctl restart -m MODE, "fast" or
+ * "immediate") from TY_TEST_PG_DATA with TY_TEST_PG_CTL; only for test
+ * programs that run alone (ctest RUN_SERIAL). Ends the case on failure.
+ */
+void ty_test_pg_restart(const char *mode);
+
 /* ---- the API server ---- */
 
 struct ty_api; /* opaque: one trainyard-api process (or none, when stopped) */

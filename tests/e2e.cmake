@@ -1,0 +1,28 @@
+# End-to-end: the whole stack with real processes, a private broker per program.
+set(TY_E2E_ENV ${TY_INTEGRATION_ENV})
+foreach(t trainyard-scheduler trainyard-executor trainyard-broker)
+  if(NOT TARGET ${t})
+    message(STATUS "e2e tests need ${t}: not built yet, e2e suite skipped at configure time")
+    return()
+  endif()
+endforeach()
+list(APPEND TY_E2E_ENV "TY_SCHEDULER_BIN=$<TARGET_FILE:trainyard-scheduler>"
+     "TY_EXECUTOR_BIN=$<TARGET_FILE:trainyard-executor>"
+     "TY_BROKER_BIN=$<TARGET_FILE:trainyard-broker>")
+add_library(ty_e2e STATIC e2e/e2e.c)
+target_link_libraries(ty_e2e PUBLIC ty_test_harness)
+target_include_directories(ty_e2e PUBLIC ${CMAKE_CURRENT_SOURCE_DIR}/e2e)
+file(GLOB TY_E2E_TESTS CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/e2e/test_e2e_*.c)
+foreach(src ${TY_E2E_TESTS})
+  get_filename_component(base ${src} NAME_WE)
+  string(REGEX REPLACE "^test_" "" name ${base})
+  add_executable(test_${name} ${src})
+  target_link_libraries(test_${name} PRIVATE ty_e2e ty_proto)
+  add_dependencies(test_${name} trainyard-api trainyard-scheduler trainyard-executor trainyard-broker)
+  add_test(NAME ${name} COMMAND test_${name})
+  set_tests_properties(${name} PROPERTIES LABELS e2e TIMEOUT 600 ENVIRONMENT "${TY_E2E_ENV}")
+endforeach()
+# it restarts the shared PostgreSQL: nothing else may run meanwhile
+if(TEST e2e_faults)
+  set_tests_properties(e2e_faults PROPERTIES RUN_SERIAL TRUE)
+endif()

@@ -1,0 +1,237 @@
+/* The end-to-end stack: see e2e.h. */
+#include "e2e.h"
+#include "ty_test.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static struct e2e stack;
+static bool up;
+static const char *const addrs[2] = {"127.0.0.2", "127.0.0.3"};
+static const char *const nodes[2] = {"node-a", "node-b"};
+
+static const char *need(const char *var)
+{
+	const char *v = getenv(var);
+
+	if (!v || !*v) {
+		FAIL("%s is not set: run the end-to-end tests through tests/run", var);
+		ty_test_abort();
+	}
+	return v;
+}
+
+void e2e_start_executor(struct e2e *e, int i)
+{
+	if (e->exec[i]) {
+		ty_test_daemon_restart(e->exec[i]);
+		return;
+	}
+	const char *state = ty_test_strf("%s/state-%s", ty_test_workdir(), nodes[i]);
+	const char *argv[] = {need("TY_EXECUTOR_BIN"), "--node-id", nodes[i], "--address",
+			      addrs[i], "--kafka-bootstrap", e->bootstrap, "--fake-gpus", "2",
+			      "--labels", i == 0 ? "rack=r1,block=b1" : "rack=r1,block=b2",
+			      "--state-dir", state, "--heartbeat-ms", "300", "--kill-grace-ms",
+			      "2000", "--log-level", "debug", NULL};
+
+	mkdir(state, 0755);
+	e->exec[i] = ty_test_daemon_start(ty_test_strf("executor-%s", nodes[i]), argv);
+}
+
+void e2e_start_scheduler(struct e2e *e, int i)
+{
+	if (e->sched[i]) {
+		ty_test_daemon_restart(e->sched[i]);
+		return;
+	}
+	const struct ty_stack *s = ty_stack_get();
+	const char *argv[] = {need("TY_SCHEDULER_BIN"), "--database-url", s->db_url,
+			      "--kafka-bootstrap", e->bootstrap, "--id",
+			      i == 0 ? "sched-1" : "sched-2", "--cycle-ms", "200",
+			      "--node-timeout-ms", "5000", "--reconcile-ms", "500", "--resend-ms",
+			      "1500", "--kill-grace-seconds", "2", "--log-level", "debug", NULL};
+
+	e->sched[i] = ty_test_daemon_start(i == 0 ? "scheduler-1" : "scheduler-2", argv);
+}
+
+void e2e_wait_nodes_ready(struct e2e *e)
+{
+	const struct ty_stack *s = ty_stack_get();
+
+	for (int tries = 0; tries < 300; tries++) {
+		struct ty_resp r = {0};
+		int ready = 0;
+
+		ty_http(&r, "GET", "/v1/nodes?state=ready", s->admin, NULL, NULL);
+		if (r.status == 200) {
+			json_t *items = json_object_get(r.json, "items"), *n;
+			size_t i;
+
+			json_array_foreach(items, i, n) {
+				const char *id = json_string_value(json_object_get(n, "id"));
+				if (id && (!strcmp(id, nodes[0]) || !strcmp(id, nodes[1])))
+					ready++;
+			}
+		}
+		ty_resp_free(&r);
+		if (ready == 2)
+			return;
+		usleep(100 * 1000);
+	}
+	FAIL("the two executors did not register as ready nodes within 30 s");
+	ty_test_abort();
+}
+
+struct e2e *e2e_get(void)
+{
+	struct e2e *e = &stack;
+
+	if (!up) {
+		const char *bsfile = ty_test_strf("%s/kafka.bootstrap", ty_test_workdir());
+		const char *argv[] = {need("TY_BROKER_BIN"), "--bootstrap-file", bsfile, NULL};
+
+		ty_stack_get(); /* database, API and admin token */
+		/* a broker of our own: consumer groups and node partitions of other
+		 * test programs running at the same time must not mix with ours */
+		e->broker = ty_test_daemon_start("broker", argv);
+		for (int i = 0; i < 100 && access(bsfile, R_OK) != 0; i++)
+			usleep(50 * 1000);
+		REQUIRE(access(bsfile, R_OK) == 0);
+		/* case scratch strings die with the case: this one must outlive it */
+		e->bootstrap = strdup(ty_test_strf("@%s", bsfile));
+		e2e_start_scheduler(e, 0);
+		e2e_start_executor(e, 0);
+		e2e_start_executor(e, 1);
+		up = true;
+	}
+	e2e_wait_nodes_ready(e);
+	e->team = ty_mk_team("e2e", 64, -1);
+	e->token = ty_mk_token("member", e->team);
+	e->out = ty_test_strf("%s/%s", ty_test_workdir(), ty_uniq("out"));
+	REQUIRE(mkdir(e->out, 0777) == 0);
+	return e;
+}
+
+long long e2e_submit(struct e2e *e, const char *command_json, const char *extra_json)
+{
+	struct ty_resp r = {0};
+	long long id;
+	const char *body = ty_test_strf("{\"team\":\"%s\",\"command\":%s,\"env\":{\"OUTDIR\":\"%s\"}%s%s}",
+					e->team, command_json, e->out,
+					extra_json && *extra_json ? "," : "",
+					extra_json ? extra_json : "");
+
+	ty_http(&r, "POST", "/v1/jobs", e->token, body, NULL);
+	if (r.status != 201) {
+		FAIL("submit failed: HTTP %d %s", r.status, r.body);
+		ty_resp_free(&r);
+		ty_test_abort();
+	}
+	id = ty_jint(r.json, "id");
+	ty_resp_free(&r);
+	return id;
+}
+
+json_t *e2e_wait_state(struct e2e *e, long long job, const char *states, int timeout_ms)
+{
+	const char *last = "?";
+
+	for (int waited = 0; waited <= timeout_ms; waited += 100) {
+		struct ty_resp r = {0};
+
+		ty_http(&r, "GET", ty_test_strf("/v1/jobs/%lld", job), e->token, NULL, NULL);
+		if (r.status == 200) {
+			const char *st = ty_jstr(r.json, "state");
+			char list[256];
+
+			snprintf(list, sizeof(list), ",%s,", states);
+			last = ty_test_strf("%s", st ? st : "?");
+			if (st && strstr(list, ty_test_strf(",%s,", st))) {
+				json_t *j = json_incref(r.json);
+				ty_resp_free(&r);
+				return j;
+			}
+		}
+		ty_resp_free(&r);
+		usleep(100 * 1000);
+	}
+	FAIL("job %lld did not reach '%s' within %d ms (last state '%s')", job, states, timeout_ms,
+	     last);
+	ty_test_abort();
+}
+
+json_t *e2e_attempts(struct e2e *e, long long job)
+{
+	struct ty_resp r = {0};
+	json_t *j;
+
+	ty_http(&r, "GET", ty_test_strf("/v1/jobs/%lld/attempts", job), e->token, NULL, NULL);
+	REQUIRE(r.status == 200);
+	j = json_incref(json_object_get(r.json, "items"));
+	ty_resp_free(&r);
+	return j;
+}
+
+int e2e_count_files(struct e2e *e, const char *prefix)
+{
+	DIR *d = opendir(e->out);
+	struct dirent *de;
+	int n = 0;
+
+	if (!d)
+		return 0;
+	while ((de = readdir(d)))
+		if (!strncmp(de->d_name, prefix, strlen(prefix)))
+			n++;
+	closedir(d);
+	return n;
+}
+
+const char *e2e_read(struct e2e *e, const char *name)
+{
+	FILE *f = fopen(ty_test_strf("%s/%s", e->out, name), "r");
+	char buf[4096];
+	size_t n;
+
+	if (!f)
+		return NULL;
+	n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = '\0';
+	return ty_test_strf("%s", buf);
+}
+
+bool e2e_any_alive(struct e2e *e, const char *prefix)
+{
+	DIR *d = opendir(e->out);
+	struct dirent *de;
+	bool alive = false;
+
+	if (!d)
+		return false;
+	while ((de = readdir(d))) {
+		const char *text;
+
+		if (strncmp(de->d_name, prefix, strlen(prefix)) ||
+		    !(text = e2e_read(e, de->d_name)))
+			continue;
+		for (const char *p = text; *p;) {
+			long pid = strtol(p, (char **)&p, 10);
+
+			if (pid > 1 && (kill((pid_t)pid, 0) == 0 || errno == EPERM)) {
+				ty_test_note("process %ld (%s) is still alive", pid, de->d_name);
+				alive = true;
+			}
+			while (*p && (*p < '0' || *p > '9'))
+				p++;
+		}
+	}
+	closedir(d);
+	return alive;
+}

@@ -1,0 +1,44 @@
+/*
+ * A whole Trainyard on this machine for end-to-end tests: the test's own
+ * broker, the API (ty_stack), a scheduler and two executors ("node-a" on
+ * 127.0.0.2, "node-b" on 127.0.0.3) with two simulated GPUs each.
+ */
+#ifndef TY_E2E_H
+#define TY_E2E_H
+
+#include "ty_stack.h"
+
+#include <stdbool.h>
+
+struct e2e {
+	const char *bootstrap; /* "@<file>" of the test's broker */
+	struct ty_daemon *broker;
+	struct ty_daemon *sched[2]; /* [1] only when started with a standby */
+	struct ty_daemon *exec[2];
+	const char *team;
+	const char *token; /* member of team */
+	const char *out; /* a fresh directory ranks write into ($OUTDIR) */
+};
+
+/* Brings everything up (once per program) and gives each case a fresh team and $OUTDIR. */
+struct e2e *e2e_get(void);
+/* Start (or restart) executor i, or scheduler i. */
+void e2e_start_executor(struct e2e *e, int i);
+void e2e_start_scheduler(struct e2e *e, int i);
+/* Wait until both nodes are registered and ready. */
+void e2e_wait_nodes_ready(struct e2e *e);
+
+/* Submit a job (spec fields after "team" and "command" as JSON text) and return its id. */
+long long e2e_submit(struct e2e *e, const char *command_json, const char *extra_json);
+/* Wait until the job is in one of the comma-separated states; returns the job JSON (new). */
+json_t *e2e_wait_state(struct e2e *e, long long job, const char *states, int timeout_ms);
+/* GET /v1/jobs/{id}/attempts (new reference). */
+json_t *e2e_attempts(struct e2e *e, long long job);
+/* Number of files in e->out whose name starts with prefix. */
+int e2e_count_files(struct e2e *e, const char *prefix);
+/* Contents of e->out/name (scratch string) or NULL. */
+const char *e2e_read(struct e2e *e, const char *name);
+/* Whether any of the pids listed one per line in e->out files starting with prefix is alive. */
+bool e2e_any_alive(struct e2e *e, const char *prefix);
+
+#endif
