@@ -2,6 +2,7 @@
 #include "api.h"
 
 #include <curl/curl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,24 +15,27 @@
 	"   FROM allocations a WHERE a.node_id = n.id AND a.released_at IS NULL), 0),"  \
 	" 'running', coalesce((SELECT json_agg(json_build_object('job', a.job_id,"      \
 	"   'attempt', a.attempt) ORDER BY a.job_id) FROM allocations a"                \
-	"   WHERE a.node_id = n.id AND a.released_at IS NULL), '[]'),"                  \
+	"   JOIN jobs j ON j.id = a.job_id WHERE a.node_id = n.id"                      \
+	"   AND a.released_at IS NULL AND ($1::bigint IS NULL OR j.team_id = $1)), '[]'),"   \
 	" 'last_heartbeat', ty_ts(n.last_heartbeat), 'registered_at',"                  \
 	" ty_ts(n.registered_at))"
 
+static const char *scope(struct api_req *r);
+
 int api_h_nodes_list(struct api_req *r, struct ty_err *err)
 {
-	const char *p[1] = {api_query(r, "state")};
+	const char *p[2] = {scope(r), api_query(r, "state")};
 	PGresult *res = NULL;
 	int rc;
 
-	if (p[0] && strcmp(p[0], "ready") && strcmp(p[0], "draining") && strcmp(p[0], "lost"))
+	if (p[1] && strcmp(p[1], "ready") && strcmp(p[1], "draining") && strcmp(p[1], "lost"))
 		return api_reply_error(r, 400, "invalid_parameter", "state",
 				       "'state' must be 'ready', 'draining' or 'lost'");
 	rc = ty_pg_exec(&res, r->pg,
 			"SELECT json_build_object('items', coalesce(json_agg(" NODE_JSON_SQL
 			" ORDER BY n.id), '[]'))::text FROM nodes n"
-			" WHERE $1::text IS NULL OR n.state = $1",
-			1, p, err);
+			" WHERE $2::text IS NULL OR n.state = $2",
+			2, p, err);
 	if (rc)
 		return rc;
 	rc = api_reply_text(r, 200, PQgetvalue(res, 0, 0));
@@ -41,12 +45,12 @@ int api_h_nodes_list(struct api_req *r, struct ty_err *err)
 
 int api_h_nodes_get(struct api_req *r, struct ty_err *err)
 {
-	const char *p[1] = {r->params[0]};
+	const char *p[2] = {scope(r), r->params[0]};
 	PGresult *res = NULL;
 	int rc;
 
-	rc = ty_pg_exec(&res, r->pg, "SELECT " NODE_JSON_SQL "::text FROM nodes n WHERE n.id = $1",
-			1, p, err);
+	rc = ty_pg_exec(&res, r->pg, "SELECT " NODE_JSON_SQL "::text FROM nodes n WHERE n.id = $2",
+			2, p, err);
 	if (rc)
 		return rc;
 	if (PQntuples(res) == 0)
@@ -120,7 +124,7 @@ int api_h_jobs_logs(struct api_req *r, struct ty_err *err)
 {
 	const char *rank_s = api_query(r, "rank"), *attempt_s = api_query(r, "attempt");
 	const char *tail_s = api_query(r, "tail");
-	const char *p[4] = {r->params[0], scope(r), rank_s ? rank_s : "0", attempt_s};
+	const char *p[4] = {r->params[0], scope(r), "0", NULL};
 	struct ty_buf body = TY_BUF_INIT;
 	char url[1024], errbuf[CURL_ERROR_SIZE] = "";
 	PGresult *res = NULL;
@@ -132,12 +136,16 @@ int api_h_jobs_logs(struct api_req *r, struct ty_err *err)
 
 	if (!api_parse_id(&id, r->params[0]))
 		return api_reply_error(r, 404, "job_not_found", NULL, "no job '%s'", r->params[0]);
-	if (rank_s && strcmp(rank_s, "0") != 0 && !api_parse_id(&v, rank_s))
+	if (rank_s && strcmp(rank_s, "0") != 0 && (!api_parse_id(&v, rank_s) || v > INT_MAX))
 		return api_reply_error(r, 400, "invalid_parameter", "rank",
-				       "'rank' must be a rank number (0 or more)");
-	if (attempt_s && !api_parse_id(&v, attempt_s))
+				       "'rank' must be a rank number from 0 to %d", INT_MAX);
+	if (rank_s && strcmp(rank_s, "0") != 0)
+		p[2] = ty_arena_printf(r->arena, "%lld", (long long)v);
+	if (attempt_s && (!api_parse_id(&v, attempt_s) || v > INT_MAX))
 		return api_reply_error(r, 400, "invalid_parameter", "attempt",
-				       "'attempt' must be an attempt number (1 or more)");
+				       "'attempt' must be an attempt number from 1 to %d", INT_MAX);
+	if (attempt_s)
+		p[3] = ty_arena_printf(r->arena, "%lld", (long long)v);
 	if (tail_s && (!api_parse_id(&v, tail_s) || v > 10000))
 		return api_reply_error(r, 400, "invalid_parameter", "tail",
 				       "'tail' must be an integer from 1 to 10000");
@@ -182,6 +190,12 @@ int api_h_jobs_logs(struct api_req *r, struct ty_err *err)
 	cc = curl_easy_perform(c);
 	if (cc == CURLE_OK)
 		curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
+	if (cc == CURLE_OK && status == 404) {
+		rc = api_reply_error(r, 404, "log_not_found", "rank",
+				     "rank %s of job %s has no log on its node (yet)", p[2],
+				     r->params[0]);
+		goto out;
+	}
 	if (cc != CURLE_OK || status != 200) {
 		rc = api_reply_error(r, 503, "logs_unavailable", NULL,
 				     "the node holding rank %s's log did not answer: %s", p[2],
@@ -189,11 +203,12 @@ int api_h_jobs_logs(struct api_req *r, struct ty_err *err)
 		goto out;
 	}
 	{
+		size_t len = body.len;
 		char *text = ty_buf_detach(&body);
 
 		free(r->resp);
 		r->resp = text ? text : strdup("");
-		r->resp_len = text ? strlen(text) : 0;
+		r->resp_len = text ? len : 0;
 		r->status = 200;
 		r->content_type = "text/plain; charset=utf-8";
 		rc = 0;

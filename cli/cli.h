@@ -129,6 +129,13 @@ void cli_resp_free(struct cli_resp *r);
 int cli_request(struct cli_resp *resp, struct cli *cli, const char *method, const char *path,
 		const json_t *body, const char *idem_key, long timeout_s, struct ty_err *err);
 
+/*
+ * GET path from a route that answers text/plain (logs): the body goes, as
+ * is, into text, which must be empty on entry; the caller owns and frees it
+ * (it is empty again on failure). Errors as for cli_request.
+ */
+int cli_get_text(struct ty_buf *text, struct cli *cli, const char *path, struct ty_err *err);
+
 /* Whether a failed request may succeed when retried (server restarting). */
 bool cli_is_transient(int code);
 
@@ -171,5 +178,8 @@ int cli_cmd_watch(struct cli *cli, int argc, char **argv, struct ty_err *err);
 int cli_cmd_cancel(struct cli *cli, int argc, char **argv, struct ty_err *err);
 int cli_cmd_teams(struct cli *cli, int argc, char **argv, struct ty_err *err);
 int cli_cmd_tokens(struct cli *cli, int argc, char **argv, struct ty_err *err);
+int cli_cmd_nodes(struct cli *cli, int argc, char **argv, struct ty_err *err);
+int cli_cmd_attempts(struct cli *cli, int argc, char **argv, struct ty_err *err);
+int cli_cmd_logs(struct cli *cli, int argc, char **argv, struct ty_err *err);
 
 #endif

@@ -284,10 +284,16 @@ static int transport_error(struct cli *cli, CURLcode cc, const char *errbuf, lon
 	}
 }
 
-int cli_request(struct cli_resp *resp, struct cli *cli, const char *method, const char *path,
-		const json_t *body, const char *idem_key, long timeout_s, struct ty_err *err)
+/*
+ * One exchange: a 2xx answer's status and headers go to resp and its body,
+ * unparsed, to answer (which the caller frees either way); anything else
+ * fails as described at cli_request.
+ */
+static int exchange(struct cli_resp *resp, struct ty_buf *answer, struct cli *cli,
+		    const char *method, const char *path, const char *accept, const json_t *body,
+		    const char *idem_key, long timeout_s, struct ty_err *err)
 {
-	struct ty_buf url = TY_BUF_INIT, answer = TY_BUF_INIT;
+	struct ty_buf url = TY_BUF_INIT;
 	struct curl_slist *hdrs = NULL;
 	char errbuf[CURL_ERROR_SIZE] = "";
 	char *payload = NULL;
@@ -310,7 +316,7 @@ int cli_request(struct cli_resp *resp, struct cli *cli, const char *method, cons
 		goto out;
 	}
 	/* no "Expect: 100-continue" round trip for large bodies */
-	if ((rc = header_add(&hdrs, "Accept: ", "application/json", err)) ||
+	if ((rc = header_add(&hdrs, "Accept: ", accept, err)) ||
 	    (rc = header_add(&hdrs, "Expect:", "", err)))
 		goto out;
 	if (cli->token && (rc = header_add(&hdrs, "Authorization: Bearer ", cli->token, err)))
@@ -349,7 +355,7 @@ int cli_request(struct cli_resp *resp, struct cli *cli, const char *method, cons
 	curl_easy_setopt(c, CURLOPT_USERAGENT, "jobctl/" JOBCTL_VERSION);
 	curl_easy_setopt(c, CURLOPT_ERRORBUFFER, errbuf);
 	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
-	curl_easy_setopt(c, CURLOPT_WRITEDATA, &answer);
+	curl_easy_setopt(c, CURLOPT_WRITEDATA, answer);
 	curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, on_header);
 	curl_easy_setopt(c, CURLOPT_HEADERDATA, resp);
 
@@ -360,17 +366,8 @@ int cli_request(struct cli_resp *resp, struct cli *cli, const char *method, cons
 	curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
 	resp->status = status;
 	if (status < 200 || status > 299) {
-		rc = problem(cli, status, &answer, err);
+		rc = problem(cli, status, answer, err);
 		goto out;
-	}
-	if (answer.len) {
-		struct ty_err perr = {0};
-
-		if (ty_json_parse(&resp->body, answer.data, answer.len, MAX_ANSWER_DEPTH, &perr)) {
-			rc = ty_err_set(err, TY_EIO, "%s sent an answer that is not JSON: %s",
-					cli->server, perr.msg);
-			goto out;
-		}
 	}
 	rc = 0;
 out:
@@ -379,10 +376,42 @@ out:
 	/* the handle must not keep pointers into what is freed here */
 	curl_easy_setopt(c, CURLOPT_HTTPHEADER, NULL);
 	curl_easy_setopt(c, CURLOPT_ERRORBUFFER, NULL);
+	curl_easy_setopt(c, CURLOPT_WRITEDATA, NULL);
 	curl_slist_free_all(hdrs);
 	free(payload);
 	ty_buf_free(&url);
+	return rc;
+}
+
+int cli_request(struct cli_resp *resp, struct cli *cli, const char *method, const char *path,
+		const json_t *body, const char *idem_key, long timeout_s, struct ty_err *err)
+{
+	struct ty_buf answer = TY_BUF_INIT;
+	struct ty_err perr = {0};
+	int rc;
+
+	rc = exchange(resp, &answer, cli, method, path, "application/json", body, idem_key,
+		      timeout_s, err);
+	if (!rc && answer.len &&
+	    ty_json_parse(&resp->body, answer.data, answer.len, MAX_ANSWER_DEPTH, &perr)) {
+		cli_resp_free(resp);
+		rc = ty_err_set(err, TY_EIO, "%s sent an answer that is not JSON: %s", cli->server,
+				perr.msg);
+	}
 	ty_buf_free(&answer);
+	return rc;
+}
+
+int cli_get_text(struct ty_buf *text, struct cli *cli, const char *path, struct ty_err *err)
+{
+	struct cli_resp resp = {0};
+	int rc;
+
+	rc = exchange(&resp, text, cli, "GET", path, "text/plain, application/problem+json", NULL,
+		      NULL, 0, err);
+	if (rc)
+		ty_buf_free(text); /* the problem document, already in err */
+	cli_resp_free(&resp);
 	return rc;
 }
 

@@ -19,6 +19,9 @@ static const char main_help[] =
 	"  list      list jobs, newest first\n"
 	"  watch     print a job's events until it ends\n"
 	"  cancel    cancel a job\n"
+	"  attempts  list a job's attempts: nodes, exit codes, failure classes\n"
+	"  logs      print the end of one rank's log\n"
+	"  nodes     list and show the nodes jobs run on\n"
 	"  teams     list, show, create and update teams\n"
 	"  tokens    create, list and revoke API tokens (admin)\n"
 	"  version   print jobctl's version\n"
@@ -41,10 +44,11 @@ static const char main_help[] =
 	"  1  the watched job failed\n"
 	"  2  usage error: bad command, flag or argument, bad settings\n"
 	"  3  the watched job was cancelled\n"
-	"  4  not found (HTTP 404)\n"
+	"  4  not found (HTTP 404; also another team's job, a rank without a log)\n"
 	"  5  not authenticated or not allowed (HTTP 401, 403)\n"
 	"  6  invalid request (HTTP 400, 409, 413, 415, 422; a job file that is not JSON)\n"
-	"  7  server or connection error (HTTP 5xx, cannot connect, timeout)\n";
+	"  7  server or connection error (HTTP 5xx, cannot connect, timeout; a node\n"
+	"     that does not answer for its logs)\n";
 
 static int cmd_version(struct cli *cli, int argc, char **argv, struct ty_err *err);
 static int cmd_help(struct cli *cli, int argc, char **argv, struct ty_err *err);
@@ -53,9 +57,18 @@ static const struct cmd {
 	const char *name;
 	int (*fn)(struct cli *cli, int argc, char **argv, struct ty_err *err);
 } cmds[] = {
-	{"submit", cli_cmd_submit}, {"status", cli_cmd_status}, {"list", cli_cmd_list},
-	{"watch", cli_cmd_watch},   {"cancel", cli_cmd_cancel}, {"teams", cli_cmd_teams},
-	{"tokens", cli_cmd_tokens}, {"version", cmd_version},   {"help", cmd_help},
+	{"submit", cli_cmd_submit},
+	{"status", cli_cmd_status},
+	{"list", cli_cmd_list},
+	{"watch", cli_cmd_watch},
+	{"cancel", cli_cmd_cancel},
+	{"attempts", cli_cmd_attempts},
+	{"logs", cli_cmd_logs},
+	{"nodes", cli_cmd_nodes},
+	{"teams", cli_cmd_teams},
+	{"tokens", cli_cmd_tokens},
+	{"version", cmd_version},
+	{"help", cmd_help},
 };
 
 static const struct cmd *find_cmd(const char *name)

@@ -41,9 +41,12 @@ static const char submit_help[] =
 	"\n"
 	"Prints 'submitted job ID (STATE)'; with -o json the job object.\n";
 
-static const char status_help[] = "usage: jobctl status [-o json] ID\n"
-				  "\n"
-				  "Show a job: state, team, name, resources, command and times.\n";
+static const char status_help[] =
+	"usage: jobctl status [-o json] ID\n"
+	"\n"
+	"Show a job: state, current attempt and the failure class of the last failed\n"
+	"one, team, name, resources, command and times. 'jobctl attempts ID' lists\n"
+	"the attempts.\n";
 
 static const char list_help[] =
 	"usage: jobctl list [--team T] [--state S[,S...]] [--label KEY=VALUE] [--limit N] [--all]\n"
@@ -438,6 +441,10 @@ static int print_job(const json_t *job)
 		rc |= cli_table_add(&t, "reason:");
 		rc |= cli_table_add(&t, reason);
 	}
+	rc |= cli_table_add(&t, "attempt:");
+	rc |= cli_table_addf(&t, "%s", cli_json_num(n1, sizeof(n1), job, "attempt"));
+	rc |= cli_table_add(&t, "failure class:");
+	rc |= cli_table_add(&t, cli_json_str(job, "failure_class", "-"));
 	rc |= cli_table_add(&t, "resources:");
 	rc |= cli_table_addf(&t, "%s node(s) x %s GPU(s), %s CPU(s), %s MiB per node",
 			     cli_json_num(n1, sizeof(n1), res, "nodes"),

@@ -27,6 +27,7 @@ cleanup() {
 	set +e
 	stop_api
 	if [[ -n ${HANG_PID:-} ]]; then kill "$HANG_PID" 2>/dev/null; wait "$HANG_PID" 2>/dev/null; fi
+	if [[ -n ${LOGSRV_PID:-} ]]; then kill "$LOGSRV_PID" 2>/dev/null; wait "$LOGSRV_PID" 2>/dev/null; fi
 	if [[ -z ${TY_TEST_KEEP:-} ]]; then
 		psql "$TY_TEST_PG_URL" -qAt -c "DROP DATABASE IF EXISTS $DB WITH (FORCE)" >/dev/null 2>&1
 		rm -rf "$W"
@@ -150,12 +151,14 @@ export JOBCTL_SERVER=$URL JOBCTL_TOKEN=$ADMIN
 expect 0 jc --help
 out_has 'exit status'
 out_has '7  server or connection error'
-for c in submit status list watch cancel teams tokens version; do
+for c in submit status list watch cancel attempts logs nodes teams tokens version; do
 	expect 0 jc "$c" --help
 	out_has "usage: jobctl $c"
 done
 expect 0 jc help watch
 out_has 'usage: jobctl watch'
+expect 0 jc --help
+for c in attempts logs nodes; do out_has "^  $c "; done
 ok "help for jobctl and every command"
 
 expect 0 jc version
@@ -192,6 +195,25 @@ expect 2 jc tokens revoke 0
 expect 2 jc watch
 expect 2 jc cancel -1
 expect 2 jc --server ftp://example.com list
+expect 2 jc attempts
+expect 2 jc attempts x
+expect 2 jc attempts 1 2
+expect 2 jc logs
+expect 2 jc logs 0
+expect 2 jc logs 1 --tail 0
+expect 2 jc logs 1 --tail 10001
+err_has '--tail must be from 1 to 10000'
+expect 2 jc logs 1 --rank -1
+expect 2 jc logs 1 --rank x
+expect 2 jc logs 1 --attempt 0
+expect 2 jc logs 1 --bogus
+expect 2 jc nodes frob
+err_has "unknown nodes command 'frob'"
+expect 2 jc nodes get
+expect 2 jc nodes get a b
+expect 2 jc nodes get a --state ready
+expect 2 jc nodes list extra
+expect 2 jc nodes --state
 ok "bad commands, flags and arguments exit 2"
 
 # ---- teams ---------------------------------------------------------------------
@@ -286,7 +308,7 @@ out_has '^submitted job [0-9][0-9]* (pending)$'
 J1=$(sed -n 's/^submitted job \([0-9]*\) .*/\1/p' "$W/out")
 expect 0 jc -o json status "$J1"
 check 'd["id"] == '"$J1"' and d["team"] == "team-a" and d["name"] == "flags-job"'
-check 'd["state"] == "pending"'
+check 'd["state"] == "pending" and d["attempt"] == 0 and d["failure_class"] is None'
 check 'd["spec"]["command"] == ["python3", "train.py", "--lr", "0.1", "two words"]'
 check 'd["spec"]["resources"] == {"nodes": 2, "gpus_per_node": 4, "cpus_per_node": 8, "memory_mb_per_node": 4096}'
 check 'd["spec"]["priority_class"] == "high" and d["spec"]["priority"] == 5'
@@ -364,6 +386,8 @@ expect 0 jc status "$J1"
 out_has "^id: *$J1\$"
 out_has '^team: *team-a$'
 out_has '^state: *pending$'
+out_has '^attempt: *0$'
+out_has '^failure class: *-$'
 out_has '^resources: *2 node(s) x 4 GPU(s), 8 CPU(s), 4096 MiB per node$'
 out_has "^command: *python3 train.py --lr 0.1 'two words'$"
 out_has '^labels: *exp=one, owner=ana$'
@@ -504,6 +528,145 @@ expect 5 env -u JOBCTL_TOKEN "$TY_JOBCTL_BIN" list
 err_has 'no token is set'
 export JOBCTL_TOKEN=$ADMIN
 ok "member sees only its team (404 for others), viewer cannot submit (5), bad token (5)"
+
+# ---- nodes, attempts and logs ----------------------------------------------------
+# No executors here: the rows the scheduler and executors would write are
+# inserted directly, and python's http.server plays node-a's log endpoint
+# (serving logs/<job>/<attempt>/<rank>; it ignores the ?tail= the API adds).
+# node-b's log_url is a closed port.
+
+JL=$(submit --team team-a --name with-attempts -- python3 train.py)
+mkdir -p "$W/logsrv/logs/$JL/1" "$W/logsrv/logs/$JL/2"
+printf 'attempt 1, rank 1\nTraceback (most recent call last):\n  boom\n' >"$W/logsrv/logs/$JL/1/1"
+printf 'attempt 2, rank 0\nstep 1 loss 2.5\nno newline at the end' >"$W/logsrv/logs/$JL/2/0"
+"$PY" -u -m http.server 0 --bind 127.0.0.1 --directory "$W/logsrv" >"$W/logsrv.log" 2>&1 &
+LOGSRV_PID=$!
+LOGSRV_PORT=
+for _ in $(seq 100); do
+	LOGSRV_PORT=$(sed -n 's/^Serving HTTP on .* port \([0-9][0-9]*\) .*/\1/p' "$W/logsrv.log")
+	[[ -n $LOGSRV_PORT ]] && break
+	kill -0 "$LOGSRV_PID" 2>/dev/null || fail "python3 -m http.server exited: $(cat "$W/logsrv.log")"
+	sleep 0.1
+done
+[[ -n $LOGSRV_PORT ]] || fail "python3 -m http.server did not say its port within 10 s"
+
+psql "$DB_URL" -v ON_ERROR_STOP=1 -qAt -v job="$JL" -v up="http://127.0.0.1:$LOGSRV_PORT" \
+	>/dev/null <<'SQL' || fail "seeding nodes and attempts failed"
+INSERT INTO nodes (id, address, gpus, boot_id, log_url, labels) VALUES
+	('node-a', '10.0.0.1', 8, 'boot-a', :'up', '{"rack": "r1"}'),
+	('node-b', '10.0.0.2', 8, 'boot-b', 'http://127.0.0.1:1', '{}'),
+	('node-c', '10.0.0.3', 4, 'boot-c', '', '{}');
+UPDATE nodes SET state = 'lost' WHERE id = 'node-c';
+INSERT INTO attempts (job_id, attempt, state, epoch, master_node, master_addr, master_port,
+		      nnodes, world_size, launch, created_at, running_at, ended_at, exit_code,
+		      failure_class, message)
+	VALUES (:job, 1, 'failed', 1, 'node-a', '10.0.0.1', 29500, 2, 4, '{}',
+		now() - interval '10 minutes', now() - interval '9 minutes',
+		now() - interval '8 minutes', 1, 'user', 'rank 1 exited with 1');
+INSERT INTO attempts (job_id, attempt, state, epoch, master_node, master_addr, master_port,
+		      nnodes, world_size, launch, running_at)
+	VALUES (:job, 2, 'running', 1, 'node-a', '10.0.0.1', 29500, 2, 4, '{}', now());
+INSERT INTO allocations (job_id, attempt, node_id, node_rank, first_rank, local_ranks, gpus,
+			 released_at, exit_code, failure_class) VALUES
+	(:job, 1, 'node-a', 0, 0, 2, '{0,1}', now(), 1, 'user'),
+	(:job, 1, 'node-b', 1, 2, 2, '{0,1}', now(), 143, 'cancelled'),
+	(:job, 2, 'node-a', 0, 0, 2, '{2,3}', NULL, NULL, NULL),
+	(:job, 2, 'node-b', 1, 2, 2, '{2,3}', NULL, NULL, NULL);
+INSERT INTO ranks (job_id, attempt, rank, node_id, local_rank, pid, exit_code, signal) VALUES
+	(:job, 1, 0, 'node-a', 0, 100, 0, 0), (:job, 1, 1, 'node-a', 1, 101, 1, 0),
+	(:job, 1, 2, 'node-b', 0, 200, NULL, 15), (:job, 1, 3, 'node-b', 1, 201, NULL, 15),
+	(:job, 2, 0, 'node-a', 0, 300, NULL, NULL), (:job, 2, 1, 'node-a', 1, 301, NULL, NULL),
+	(:job, 2, 2, 'node-b', 0, 400, NULL, NULL), (:job, 2, 3, 'node-b', 1, 401, NULL, NULL);
+UPDATE jobs SET state = 'running', attempt = 2, failure_class = 'user' WHERE id = :job;
+SQL
+
+expect 0 jc status "$JL"
+out_has '^state: *running$'
+out_has '^attempt: *2$'
+out_has '^failure class: *user$'
+expect 0 jc -o json status "$JL"
+check 'd["attempt"] == 2 and d["failure_class"] == "user"'
+ok "status shows the attempt and the last failure class"
+
+expect 0 jc attempts "$JL"
+[[ $(wc -l <"$W/out") -eq 3 ]] || fail "attempts printed $(wc -l <"$W/out") lines, not 1 + 2"
+out_has '^ATTEMPT  *STATE  *NODES  *WORLD  *EXIT  *CLASS  *STARTED  *ENDED$'
+out_has '^1  *failed  *node-a,node-b  *4  *1  *user  *10m ago  *8m ago$'
+out_has '^2  *running  *node-a,node-b  *4  *-  *-  *[0-9]*s ago  *-$'
+expect 0 jc -o json attempts "$JL"
+check '[a["attempt"] for a in d["items"]] == [1, 2]'
+check '[a["state"] for a in d["items"]] == ["failed", "running"]'
+check 'd["items"][0]["exit_code"] == 1 and d["items"][0]["message"] == "rank 1 exited with 1"'
+check '[n["node"] for n in d["items"][0]["nodes"]] == ["node-a", "node-b"]'
+check 'd["items"][0]["nodes"][1]["failure_class"] == "cancelled"'
+check '[k["rank"] for k in d["items"][1]["ranks"]] == [0, 1, 2, 3]'
+check 'd["items"][0]["ranks"][2]["signal"] == 15 and d["items"][1]["ended_at"] is None'
+expect 0 jc attempts "$J1"
+[[ $(wc -l <"$W/out") -eq 1 ]] || fail "attempts of a pending job printed more than the header"
+expect 0 jc -o json attempts "$J1"
+check 'd["items"] == []'
+expect 4 jc attempts 999999
+err_has 'job_not_found'
+JOBCTL_TOKEN=$MEMBER_B expect 4 jc attempts "$JL"
+err_has 'job_not_found'
+JOBCTL_TOKEN=$VIEWER_A expect 0 jc attempts "$JL"
+ok "attempts: table, json, pending job, another team's job exits 4"
+
+expect 0 jc logs "$JL"
+cmp -s "$W/out" "$W/logsrv/logs/$JL/2/0" || fail "logs did not print rank 0 of attempt 2 as is"
+expect 0 jc logs "$JL" --attempt 1 --rank 1 --tail 5
+cmp -s "$W/out" "$W/logsrv/logs/$JL/1/1" || fail "logs --attempt 1 --rank 1 printed the wrong log"
+expect 0 jc -o json logs --tail 10000 "$JL"
+cmp -s "$W/out" "$W/logsrv/logs/$JL/2/0" || fail "logs -o json did not print the text as is"
+JOBCTL_TOKEN=$VIEWER_A expect 0 jc logs "$JL" --rank 0
+grep -q "GET /logs/$JL/2/0?tail=100 " "$W/logsrv.log" || fail "the node was not asked for /logs/$JL/2/0?tail=100"
+grep -q "GET /logs/$JL/1/1?tail=5 " "$W/logsrv.log" || fail "the node was not asked for /logs/$JL/1/1?tail=5"
+grep -q "GET /logs/$JL/2/0?tail=10000 " "$W/logsrv.log" || fail "the node was not asked with tail=10000"
+expect 4 jc logs "$JL" --rank 9
+err_has 'rank_not_found'
+expect 4 jc logs "$JL" --attempt 5
+err_has 'rank_not_found'
+expect 4 jc logs "$J1"
+err_has 'rank_not_found'
+expect 4 jc logs 999999
+err_has 'job_not_found'
+JOBCTL_TOKEN=$MEMBER_B expect 4 jc logs "$JL"
+err_has 'job_not_found'
+expect 7 jc logs "$JL" --rank 2
+err_has '(logs_unavailable)'
+ok "logs: relayed as is, --rank/--attempt/--tail, 4 for no such rank or job, 7 when the node fails"
+
+expect 0 jc nodes
+[[ $(wc -l <"$W/out") -eq 4 ]] || fail "nodes printed $(wc -l <"$W/out") lines, not 1 + 3"
+out_has '^ID  *STATE  *ADDRESS  *FREE/TOTAL  *JOBS  *HEARTBEAT$'
+out_has "^node-a  *ready  *10.0.0.1  *6/8  *$JL  *[0-9]*s ago\$"
+out_has "^node-b  *ready  *10.0.0.2  *6/8  *$JL  *[0-9]*s ago\$"
+out_has '^node-c  *lost  *10.0.0.3  *4/4  *-  *[0-9]*s ago$'
+expect 0 jc nodes list --state lost
+[[ $(wc -l <"$W/out") -eq 2 ]] || fail "nodes --state lost printed $(wc -l <"$W/out") lines, not 1 + 1"
+out_has '^node-c  *lost'
+expect 0 jc -o json nodes --state ready
+check '[n["id"] for n in d["items"]] == ["node-a", "node-b"]'
+check 'd["items"][0]["gpus_free"] == 6 and d["items"][0]["gpus_total"] == 8'
+check 'd["items"][0]["running"] == [{"job": '"$JL"', "attempt": 2}]'
+expect 6 jc nodes --state sleeping
+err_has 'invalid_parameter'
+expect 0 jc nodes get node-a
+out_has '^id: *node-a$'
+out_has '^GPUs: *6 free of 8$'
+out_has "^running: *job $JL (attempt 2)\$"
+out_has '^labels: *rack=r1$'
+out_has '^last heartbeat: *20[0-9-]*T.* ago)$'
+expect 0 jc -o json nodes get node-c
+check 'd["id"] == "node-c" and d["state"] == "lost" and d["running"] == []'
+expect 4 jc nodes get no-such-node
+err_has 'node_not_found'
+JOBCTL_TOKEN=$VIEWER_A expect 0 jc nodes
+ok "nodes: table, --state, get, json; unknown node exits 4"
+
+kill "$LOGSRV_PID" 2>/dev/null || true
+wait "$LOGSRV_PID" 2>/dev/null || true
+LOGSRV_PID=
 
 # ---- unreachable and unresponsive servers ----------------------------------------
 

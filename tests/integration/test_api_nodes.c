@@ -1,9 +1,403 @@
 /*
- * Attempts, logs and nodes (docs/api.md "Attempts and logs", "Nodes") as far
- * as they go without executors: empty lists, not-found answers, parameters.
+ * Nodes, attempts and logs (docs/api.md "Attempts and logs", "Nodes"). With
+ * no executors here, the rows they and the scheduler would write are seeded
+ * with SQL, and a small HTTP server in a thread plays the executors' log
+ * endpoint.
  */
 #include "ty_stack.h"
 #include "ty_test.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <libpq-fe.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <unistd.h>
+
+/* ---- SQL on the stack's database ---- */
+
+static PGconn *conn;
+
+static void db_close(void)
+{
+	if (conn)
+		PQfinish(conn);
+	conn = NULL;
+}
+
+/*
+ * Run one statement with text parameters (a NULL-terminated list) on the
+ * shared stack's database; returns the first column of the first row
+ * (scratch), "" for none. Ends the case on an error.
+ */
+static const char *db(const char *sql, ...)
+{
+	const char *params[16];
+	const char *v = "";
+	int n = 0;
+	va_list ap;
+	PGresult *r;
+
+	va_start(ap, sql);
+	while (n < 16 && (params[n] = va_arg(ap, const char *)))
+		n++;
+	va_end(ap);
+	if (!conn) {
+		conn = PQconnectdb(ty_stack_get()->db_url);
+		ty_test_on(TY_TEST_TEARDOWN, db_close);
+	}
+	if (PQstatus(conn) != CONNECTION_OK) {
+		FAIL("cannot connect to the test database: %s", PQerrorMessage(conn));
+		ty_test_abort();
+	}
+	r = PQexecParams(conn, sql, n, NULL, params, NULL, NULL, 0);
+	if (PQresultStatus(r) != PGRES_COMMAND_OK && PQresultStatus(r) != PGRES_TUPLES_OK) {
+		FAIL("SQL '%s' failed: %s", sql, PQresultErrorMessage(r));
+		PQclear(r);
+		ty_test_abort();
+	}
+	if (PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) > 0 && PQnfields(r) > 0)
+		v = ty_test_strf("%s", PQgetvalue(r, 0, 0));
+	PQclear(r);
+	return v;
+}
+#define DB(...) db(__VA_ARGS__, (const char *)NULL)
+
+static const char *lld(long long v)
+{
+	return ty_test_strf("%lld", v);
+}
+
+/* A node row as an executor's registration leaves it. */
+static void mk_node(const char *id, const char *address, int gpus, const char *state,
+		    const char *log_url)
+{
+	DB("INSERT INTO nodes (id, address, gpus, state, boot_id, log_url)"
+	   " VALUES ($1, $2, $3::int, $4, 'boot-1', $5)",
+	   id, address, lld(gpus), state, log_url);
+}
+
+/* An attempt row as the scheduler's placement writes it (then updated by the caller). */
+static void mk_attempt(long long job, int attempt, const char *state, const char *master_node,
+		       int master_port)
+{
+	DB("INSERT INTO attempts (job_id, attempt, state, epoch, master_node, master_addr,"
+	   " master_port, nnodes, world_size, launch)"
+	   " VALUES ($1::bigint, $2::int, $3, 1, $4, (SELECT address FROM nodes WHERE id = $4),"
+	   " $5::int, 2, 4, '{}')",
+	   lld(job), lld(attempt), state, master_node, lld(master_port));
+}
+
+static void mk_alloc(long long job, int attempt, const char *node, int node_rank,
+		     const char *gpus, bool released)
+{
+	DB("INSERT INTO allocations (job_id, attempt, node_id, node_rank, first_rank, local_ranks,"
+	   " gpus, released_at)"
+	   " VALUES ($1::bigint, $2::int, $3, $4::int, $4::int * 2, 2, $5::int[],"
+	   " CASE WHEN $6::bool THEN now() END)",
+	   lld(job), lld(attempt), node, lld(node_rank), gpus, released ? "true" : "false");
+}
+
+static void mk_rank(long long job, int attempt, int rank, const char *node)
+{
+	DB("INSERT INTO ranks (job_id, attempt, rank, node_id, local_rank, pid)"
+	   " VALUES ($1::bigint, $2::int, $3::int, $4, $3::int % 2, 1000 + $3::int)",
+	   lld(job), lld(attempt), lld(rank), node);
+}
+
+/* The object's member names, sorted, joined with ','. */
+static const char *keys(const json_t *obj)
+{
+	const char *names[64], *k;
+	size_t n = 0;
+	json_t *v;
+	char *out;
+
+	json_object_foreach((json_t *)obj, k, v) {
+		size_t i = n++;
+
+		if (n > 64)
+			return "(too many)";
+		while (i > 0 && strcmp(names[i - 1], k) > 0) {
+			names[i] = names[i - 1];
+			i--;
+		}
+		names[i] = k;
+	}
+	out = ty_test_strf("%s", "");
+	for (size_t i = 0; i < n; i++)
+		out = ty_test_strf("%s%s%s", out, i ? "," : "", names[i]);
+	return out;
+}
+
+/* The item of list whose "id" is the string id, or NULL. */
+static const json_t *find_node(const json_t *list, const char *id)
+{
+	const json_t *it;
+	size_t i;
+
+	json_array_foreach(json_object_get(list, "items"), i, it) {
+		if (!strcmp(ty_jstr(it, "id") ? ty_jstr(it, "id") : "", id))
+			return it;
+	}
+	return NULL;
+}
+
+static long index_of(const json_t *list, const char *id)
+{
+	const json_t *it;
+	size_t i;
+
+	json_array_foreach(json_object_get(list, "items"), i, it) {
+		if (!strcmp(ty_jstr(it, "id") ? ty_jstr(it, "id") : "", id))
+			return (long)i;
+	}
+	return -1;
+}
+
+/* ---- a stand-in for the executors' log endpoint ---- */
+
+/*
+ * Answers GET <prefix>/logs/<job>/<attempt>/<rank>?tail=N with a body naming
+ * the request, so a test sees exactly what the API asked; any path under
+ * /broken gets 500. One connection at a time, HTTP/1.0, until the program ends.
+ */
+static int log_port;
+static atomic_int log_requests;
+
+static void serve_one(int c)
+{
+	char req[4096], method[16] = "", target[1024] = "", body[1200], head[256];
+	size_t len = 0;
+	ssize_t n;
+	struct timeval tv = {5, 0};
+
+	setsockopt(c, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	/* the whole request head, so closing does not reset an unread request */
+	while (len < sizeof(req) - 1 && (n = read(c, req + len, sizeof(req) - 1 - len)) > 0) {
+		len += (size_t)n;
+		req[len] = '\0';
+		if (strstr(req, "\r\n\r\n"))
+			break;
+	}
+	req[len] = '\0';
+	sscanf(req, "%15s %1023s", method, target);
+	atomic_fetch_add(&log_requests, 1);
+	if (!strncmp(target, "/broken/", 8)) {
+		snprintf(head, sizeof(head),
+			 "HTTP/1.0 500 Internal Server Error\r\nContent-Length: 0\r\n\r\n");
+		body[0] = '\0';
+	} else {
+		snprintf(body, sizeof(body), "%s %s\nsecond line\n", method, target);
+		snprintf(head, sizeof(head),
+			 "HTTP/1.0 200 OK\r\nContent-Type: text/plain\r\nContent-Length: %zu\r\n\r\n",
+			 strlen(body));
+	}
+	if (write(c, head, strlen(head)) < 0 || write(c, body, strlen(body)) < 0)
+		ty_test_note("log server: write: %s", strerror(errno));
+	shutdown(c, SHUT_WR);
+	close(c);
+}
+
+static void *log_server(void *arg)
+{
+	int fd = *(int *)arg;
+
+	for (;;) {
+		int c = accept(fd, NULL, NULL);
+
+		if (c < 0) {
+			if (errno == EINTR || errno == ECONNABORTED)
+				continue;
+			return NULL;
+		}
+		serve_one(c);
+	}
+}
+
+/* Listen on 127.0.0.1:0; 0 on failure (reported). */
+static int listen_any(bool do_listen, int *fd_out)
+{
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	socklen_t alen = sizeof(a);
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+
+	if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof(a)) ||
+	    (do_listen && listen(fd, 16)) || getsockname(fd, (struct sockaddr *)&a, &alen)) {
+		FAIL("log server socket: %s", strerror(errno));
+		if (fd >= 0)
+			close(fd);
+		return 0;
+	}
+	*fd_out = fd;
+	return ntohs(a.sin_port);
+}
+
+/* Base URL of the log server (started at first use). */
+static const char *log_url(void)
+{
+	static int fd = -1;
+	pthread_t t;
+
+	if (!log_port) {
+		REQUIRE((log_port = listen_any(true, &fd)) > 0);
+		REQUIRE(pthread_create(&t, NULL, log_server, &fd) == 0);
+		pthread_detach(t);
+	}
+	return ty_test_strf("http://127.0.0.1:%d", log_port);
+}
+
+/*
+ * A URL where nothing answers: a port bound but not listening refuses
+ * connections, and stays ours so nobody else can take it.
+ */
+static const char *dead_url(void)
+{
+	static int port, fd = -1;
+
+	if (!port)
+		REQUIRE((port = listen_any(false, &fd)) > 0);
+	return ty_test_strf("http://127.0.0.1:%d", port);
+}
+
+/* ---- nodes ---- */
+
+TY_TEST(nodes_list_get_and_state_filter)
+{
+	const struct ty_stack *s = ty_stack_get();
+	const char *team = ty_mk_team("nodes", 16, -1);
+	const char *viewer = ty_mk_token("viewer", team);
+	const char *base = ty_uniq("nd");
+	const char *a = ty_test_strf("%s-a", base), *b = ty_test_strf("%s-b", base),
+		   *c = ty_test_strf("%s-c", base);
+	long long j1 = ty_mk_job(s->admin, team, NULL), j2 = ty_mk_job(s->admin, team, NULL);
+	struct ty_resp r = {0}, one = {0};
+	const json_t *na, *nb, *nc;
+
+	mk_node(a, "10.1.0.1", 8, "ready", "");
+	mk_node(b, "10.1.0.2", 4, "draining", "");
+	mk_node(c, "10.1.0.3", 2, "lost", "");
+	DB("UPDATE nodes SET labels = '{\"rack\":\"r1\",\"zone\":\"z1\"}',"
+	   " last_heartbeat = '2026-01-02 03:04:05.678+00',"
+	   " registered_at = '2026-01-02 01:00:00+00' WHERE id = $1",
+	   a);
+	DB("UPDATE nodes SET simulated = true WHERE id = $1", b);
+	/* a: j1's old attempt released 4 GPUs, its current one holds 3, j2 holds 1 */
+	mk_attempt(j1, 1, "failed", a, 29500);
+	DB("UPDATE attempts SET ended_at = now() WHERE job_id = $1::bigint AND attempt = 1",
+	   lld(j1));
+	mk_alloc(j1, 1, a, 0, "{0,1,2,3}", true);
+	mk_alloc(j1, 1, b, 1, "{0,1}", true);
+	mk_attempt(j1, 2, "running", a, 29500);
+	mk_alloc(j1, 2, a, 0, "{0,1,2}", false);
+	mk_attempt(j2, 1, "running", a, 29501);
+	mk_alloc(j2, 1, a, 0, "{7}", false);
+
+	ty_http(&r, "GET", "/v1/nodes", viewer, NULL, NULL);
+	REQUIRE_STATUS(&r, 200);
+	REQUIRE(json_is_array(ty_jpath(r.json, "items")));
+	CHECK_INT_EQ(json_array_size(ty_jpath(r.json, "items")),
+		     atoi(DB("SELECT count(*) FROM nodes")));
+	na = find_node(r.json, a);
+	nb = find_node(r.json, b);
+	nc = find_node(r.json, c);
+	REQUIRE(na && nb && nc);
+	CHECK(index_of(r.json, a) < index_of(r.json, b));
+	CHECK(index_of(r.json, b) < index_of(r.json, c));
+
+	CHECK_STR_EQ(keys(na), "address,gpus_free,gpus_total,id,labels,last_heartbeat,"
+			       "registered_at,running,simulated,state");
+	CHECK_JSTR(na, "address", "10.1.0.1");
+	CHECK_JSTR(na, "state", "ready");
+	CHECK(json_is_false(ty_jpath(na, "simulated")));
+	CHECK_JSTR(na, "labels.rack", "r1");
+	CHECK_JSTR(na, "labels.zone", "z1");
+	CHECK_JINT(na, "gpus_total", 8);
+	CHECK_JINT(na, "gpus_free", 4); /* released allocations do not count */
+	REQUIRE_INT_EQ(json_array_size(ty_jpath(na, "running")), 2);
+	CHECK_STR_EQ(keys(ty_jpath(na, "running[0]")), "attempt,job");
+	CHECK_JINT(na, "running[0].job", j1);
+	CHECK_JINT(na, "running[0].attempt", 2);
+	CHECK_JINT(na, "running[1].job", j2);
+	CHECK_JINT(na, "running[1].attempt", 1);
+	CHECK_JSTR(na, "last_heartbeat", "2026-01-02T03:04:05.678Z");
+	CHECK_JSTR(na, "registered_at", "2026-01-02T01:00:00.000Z");
+
+	CHECK_JSTR(nb, "state", "draining");
+	CHECK(json_is_true(ty_jpath(nb, "simulated")));
+	CHECK_JINT(nb, "gpus_total", 4);
+	CHECK_JINT(nb, "gpus_free", 4);
+	CHECK(json_is_array(ty_jpath(nb, "running")) && !json_array_size(ty_jpath(nb, "running")));
+	CHECK(json_is_object(ty_jpath(nb, "labels")) && !json_object_size(ty_jpath(nb, "labels")));
+	CHECK_JTIME(nb, "last_heartbeat");
+	CHECK_JTIME(nb, "registered_at");
+	CHECK_JSTR(nc, "state", "lost");
+	CHECK_JINT(nc, "gpus_free", 2);
+
+	/* one node: the same object as in the list */
+	ty_http(&one, "GET", ty_test_strf("/v1/nodes/%s", a), viewer, NULL, NULL);
+	REQUIRE_STATUS(&one, 200);
+	CHECK(json_equal(one.json, (json_t *)na));
+	ty_http(&one, "GET", "/v1/nodes/no-such-node", viewer, NULL, NULL);
+	CHECK_PROBLEM(&one, 404, "node_not_found", NULL);
+	ty_http(&one, "GET", "/v1/nodes", NULL, NULL, NULL);
+	CHECK_PROBLEM(&one, 401, "unauthenticated", NULL);
+	ty_http(&one, "GET", ty_test_strf("/v1/nodes/%s", a), NULL, NULL, NULL);
+	CHECK_PROBLEM(&one, 401, "unauthenticated", NULL);
+
+	/* the state filter */
+	static const struct {
+		const char *state;
+		bool a, b, c;
+	} rows[] = {
+	    {"ready", true, false, false},
+	    {"draining", false, true, false},
+	    {"lost", false, false, true},
+	};
+	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+		const json_t *it;
+		size_t k;
+
+		ty_test_context("?state=%s", rows[i].state);
+		ty_http(&r, "GET", ty_test_strf("/v1/nodes?state=%s", rows[i].state), viewer,
+			NULL, NULL);
+		REQUIRE_STATUS(&r, 200);
+		CHECK(!!find_node(r.json, a) == rows[i].a);
+		CHECK(!!find_node(r.json, b) == rows[i].b);
+		CHECK(!!find_node(r.json, c) == rows[i].c);
+		json_array_foreach(ty_jpath(r.json, "items"), k, it) {
+			CHECK_JSTR(it, "state", rows[i].state);
+		}
+	}
+	ty_resp_free(&r);
+	ty_resp_free(&one);
+}
+
+TY_TEST(nodes_bad_state_and_unknown_node)
+{
+	const struct ty_stack *s = ty_stack_get();
+	struct ty_resp r = {0};
+
+	ty_http(&r, "GET", "/v1/nodes", s->admin, NULL, NULL);
+	REQUIRE_STATUS(&r, 200);
+	CHECK(json_is_array(ty_jpath(r.json, "items")));
+	CHECK_INT_EQ(json_array_size(ty_jpath(r.json, "items")),
+		     atoi(DB("SELECT count(*) FROM nodes")));
+	ty_http(&r, "GET", "/v1/nodes?state=sleeping", s->admin, NULL, NULL);
+	CHECK_PROBLEM(&r, 400, "invalid_parameter", "state");
+	ty_http(&r, "GET", "/v1/nodes/987654321", s->admin, NULL, NULL);
+	CHECK_PROBLEM(&r, 404, "node_not_found", NULL);
+	ty_resp_free(&r);
+}
+
+/* ---- attempts ---- */
 
 TY_TEST(pending_job_has_no_attempts)
 {
@@ -15,12 +409,160 @@ TY_TEST(pending_job_has_no_attempts)
 
 	ty_http(&r, "GET", ty_test_strf("/v1/jobs/%lld/attempts", id), viewer, NULL, NULL);
 	REQUIRE_STATUS(&r, 200);
+	CHECK_STR_EQ(keys(r.json), "items");
 	CHECK(json_is_array(ty_jpath(r.json, "items")));
 	CHECK_INT_EQ(json_array_size(ty_jpath(r.json, "items")), 0);
+	ty_http(&r, "GET", ty_test_strf("/v1/jobs/%lld", id), viewer, NULL, NULL);
+	CHECK_JINT(r.json, "attempt", 0);
+	CHECK_JNULL(r.json, "failure_class");
 	ty_http(&r, "GET", "/v1/jobs/987654321/attempts", s->admin, NULL, NULL);
+	CHECK_PROBLEM(&r, 404, "job_not_found", NULL);
+	ty_http(&r, "GET", "/v1/jobs/abc/attempts", s->admin, NULL, NULL);
 	CHECK_PROBLEM(&r, 404, "job_not_found", NULL);
 	ty_resp_free(&r);
 }
+
+TY_TEST(attempts_content_and_order)
+{
+	const struct ty_stack *s = ty_stack_get();
+	const char *team = ty_mk_team("att", 8, -1), *other = ty_mk_team("att", 8, -1);
+	const char *viewer = ty_mk_token("viewer", team);
+	const char *stranger = ty_mk_token("member", other);
+	const char *base = ty_uniq("an");
+	const char *x = ty_test_strf("%s-x", base), *y = ty_test_strf("%s-y", base);
+	long long j = ty_mk_job(s->admin, team, NULL);
+	const char *js = lld(j);
+	const char *path = ty_test_strf("/v1/jobs/%lld/attempts", j);
+	struct ty_resp r = {0};
+	const json_t *a1, *a2;
+
+	mk_node(x, "10.2.0.1", 8, "ready", "");
+	mk_node(y, "10.2.0.2", 8, "ready", "");
+	/* rows written out of order: the answer orders them */
+	mk_attempt(j, 2, "running", y, 29600);
+	DB("UPDATE attempts SET running_at = now() WHERE job_id = $1::bigint AND attempt = 2", js);
+	mk_attempt(j, 1, "failed", x, 29500);
+	DB("UPDATE attempts SET created_at = '2026-01-01 00:00:00+00',"
+	   " running_at = '2026-01-01 00:01:00+00', ended_at = '2026-01-01 00:02:00.5+00',"
+	   " exit_code = 1, failure_class = 'user', message = 'rank 3 exited with 1'"
+	   " WHERE job_id = $1::bigint AND attempt = 1",
+	   js);
+	mk_alloc(j, 1, y, 1, "{2,3}", true);
+	mk_alloc(j, 1, x, 0, "{0,1}", true);
+	DB("UPDATE allocations SET exit_code = 1, failure_class = 'user'"
+	   " WHERE job_id = $1::bigint AND attempt = 1 AND node_id = $2",
+	   js, y);
+	DB("UPDATE allocations SET exit_code = 0 WHERE job_id = $1::bigint AND attempt = 1"
+	   " AND node_id = $2",
+	   js, x);
+	mk_rank(j, 1, 3, y);
+	mk_rank(j, 1, 1, x);
+	mk_rank(j, 1, 2, y);
+	mk_rank(j, 1, 0, x);
+	DB("UPDATE ranks SET exit_code = 0, signal = 0, ended_at = now()"
+	   " WHERE job_id = $1::bigint AND attempt = 1 AND rank IN (0, 1)",
+	   js);
+	DB("UPDATE ranks SET signal = 15, ended_at = now()"
+	   " WHERE job_id = $1::bigint AND attempt = 1 AND rank = 2",
+	   js);
+	DB("UPDATE ranks SET exit_code = 1, signal = 0, ended_at = now()"
+	   " WHERE job_id = $1::bigint AND attempt = 1 AND rank = 3",
+	   js);
+	mk_alloc(j, 2, y, 0, "{4,5}", false);
+	mk_alloc(j, 2, x, 1, "{6,7}", false);
+	mk_rank(j, 2, 0, y); /* x has not reported its ranks yet */
+	mk_rank(j, 2, 1, y);
+	DB("UPDATE jobs SET state = 'running', attempt = 2, failure_class = 'user'"
+	   " WHERE id = $1::bigint",
+	   js);
+
+	ty_http(&r, "GET", path, viewer, NULL, NULL);
+	REQUIRE_STATUS(&r, 200);
+	REQUIRE_INT_EQ(json_array_size(ty_jpath(r.json, "items")), 2);
+	a1 = ty_jpath(r.json, "items[0]");
+	a2 = ty_jpath(r.json, "items[1]");
+	CHECK_STR_EQ(keys(a1), "attempt,created_at,ended_at,exit_code,failure_class,master_addr,"
+			       "master_port,message,nnodes,nodes,ranks,running_at,state,world_size");
+	CHECK_JINT(a1, "attempt", 1);
+	CHECK_JSTR(a1, "state", "failed");
+	CHECK_JSTR(a1, "master_addr", "10.2.0.1");
+	CHECK_JINT(a1, "master_port", 29500);
+	CHECK_JINT(a1, "nnodes", 2);
+	CHECK_JINT(a1, "world_size", 4);
+	CHECK_JINT(a1, "exit_code", 1);
+	CHECK_JSTR(a1, "failure_class", "user");
+	CHECK_JSTR(a1, "message", "rank 3 exited with 1");
+	CHECK_JSTR(a1, "created_at", "2026-01-01T00:00:00.000Z");
+	CHECK_JSTR(a1, "running_at", "2026-01-01T00:01:00.000Z");
+	CHECK_JSTR(a1, "ended_at", "2026-01-01T00:02:00.500Z");
+	/* nodes in node rank order */
+	REQUIRE_INT_EQ(json_array_size(ty_jpath(a1, "nodes")), 2);
+	CHECK_STR_EQ(keys(ty_jpath(a1, "nodes[0]")), "exit_code,failure_class,gpus,node,node_rank");
+	CHECK_JSTR(a1, "nodes[0].node", x);
+	CHECK_JINT(a1, "nodes[0].node_rank", 0);
+	CHECK_JINT(a1, "nodes[0].gpus[0]", 0);
+	CHECK_JINT(a1, "nodes[0].gpus[1]", 1);
+	CHECK_INT_EQ(json_array_size(ty_jpath(a1, "nodes[0].gpus")), 2);
+	CHECK_JINT(a1, "nodes[0].exit_code", 0);
+	CHECK_JNULL(a1, "nodes[0].failure_class");
+	CHECK_JSTR(a1, "nodes[1].node", y);
+	CHECK_JINT(a1, "nodes[1].node_rank", 1);
+	CHECK_JINT(a1, "nodes[1].gpus[0]", 2);
+	CHECK_JINT(a1, "nodes[1].exit_code", 1);
+	CHECK_JSTR(a1, "nodes[1].failure_class", "user");
+	/* ranks in rank order */
+	REQUIRE_INT_EQ(json_array_size(ty_jpath(a1, "ranks")), 4);
+	CHECK_STR_EQ(keys(ty_jpath(a1, "ranks[0]")), "exit_code,local_rank,node,pid,rank,signal");
+	for (int k = 0; k < 4; k++) {
+		const json_t *rk = ty_jpath(a1, ty_test_strf("ranks[%d]", k));
+
+		ty_test_context("attempt 1 rank %d", k);
+		CHECK_JINT(rk, "rank", k);
+		CHECK_JSTR(rk, "node", k < 2 ? x : y);
+		CHECK_JINT(rk, "local_rank", k % 2);
+		CHECK_JINT(rk, "pid", 1000 + k);
+	}
+	ty_test_context(NULL);
+	CHECK_JINT(a1, "ranks[0].exit_code", 0);
+	CHECK_JINT(a1, "ranks[0].signal", 0);
+	CHECK_JNULL(a1, "ranks[2].exit_code");
+	CHECK_JINT(a1, "ranks[2].signal", 15);
+	CHECK_JINT(a1, "ranks[3].exit_code", 1);
+
+	CHECK_STR_EQ(keys(a2), keys(a1));
+	CHECK_JINT(a2, "attempt", 2);
+	CHECK_JSTR(a2, "state", "running");
+	CHECK_JSTR(a2, "master_addr", "10.2.0.2");
+	CHECK_JNULL(a2, "exit_code");
+	CHECK_JNULL(a2, "failure_class");
+	CHECK_JNULL(a2, "message");
+	CHECK_JTIME(a2, "created_at");
+	CHECK_JTIME(a2, "running_at");
+	CHECK_JNULL(a2, "ended_at");
+	CHECK_JSTR(a2, "nodes[0].node", y);
+	CHECK_JSTR(a2, "nodes[1].node", x);
+	CHECK_JNULL(a2, "nodes[0].exit_code");
+	CHECK_INT_EQ(json_array_size(ty_jpath(a2, "ranks")), 2);
+	CHECK_JNULL(a2, "ranks[1].exit_code");
+	CHECK_JNULL(a2, "ranks[1].signal");
+
+	/* the job object carries the current attempt and the last failure */
+	ty_http(&r, "GET", ty_test_strf("/v1/jobs/%lld", j), viewer, NULL, NULL);
+	CHECK_JINT(r.json, "attempt", 2);
+	CHECK_JSTR(r.json, "failure_class", "user");
+	CHECK_JSTR(r.json, "state", "running");
+
+	/* another team's job does not exist for the caller */
+	ty_http(&r, "GET", path, stranger, NULL, NULL);
+	CHECK_PROBLEM(&r, 404, "job_not_found", NULL);
+	ty_http(&r, "GET", path, s->admin, NULL, NULL);
+	CHECK_STATUS(&r, 200);
+	ty_http(&r, "GET", path, NULL, NULL, NULL);
+	CHECK_PROBLEM(&r, 401, "unauthenticated", NULL);
+	ty_resp_free(&r);
+}
+
+/* ---- logs ---- */
 
 TY_TEST(logs_before_any_attempt)
 {
@@ -45,8 +587,9 @@ TY_TEST(logs_bad_parameters)
 		const char *query, *field;
 	} rows[] = {
 	    {"tail=0", "tail"},	       {"tail=10001", "tail"}, {"tail=x", "tail"},
-	    {"rank=-1", "rank"},       {"rank=x", "rank"},     {"attempt=x", "attempt"},
-	    {"attempt=-1", "attempt"},
+	    {"tail=", "tail"},	       {"tail=-5", "tail"},    {"rank=-1", "rank"},
+	    {"rank=x", "rank"},	       {"rank=", "rank"},      {"rank=1.5", "rank"},
+	    {"attempt=x", "attempt"},  {"attempt=0", "attempt"}, {"attempt=-1", "attempt"},
 	};
 	const struct ty_stack *s = ty_stack_get();
 	const char *team = ty_mk_team("logp", 8, -1);
@@ -62,22 +605,115 @@ TY_TEST(logs_bad_parameters)
 	ty_resp_free(&r);
 }
 
-TY_TEST(nodes_without_executors)
+/*
+ * Numbers too large for a rank or an attempt are malformed parameters like
+ * the others (docs/api.md: 400 invalid_parameter), not a database error.
+ */
+TY_TEST(logs_out_of_range_numbers)
 {
+	static const struct {
+		const char *query, *field;
+	} rows[] = {
+	    {"rank=99999999999", "rank"},
+	    {"attempt=99999999999", "attempt"},
+	    {"tail=99999999999", "tail"},
+	};
 	const struct ty_stack *s = ty_stack_get();
+	const char *team = ty_mk_team("logr", 8, -1);
+	long long id = ty_mk_job(s->admin, team, NULL);
 	struct ty_resp r = {0};
 
-	ty_http(&r, "GET", "/v1/nodes", s->admin, NULL, NULL);
+	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+		ty_test_context("?%s", rows[i].query);
+		ty_http(&r, "GET", ty_test_strf("/v1/jobs/%lld/logs?%s", id, rows[i].query),
+			s->admin, NULL, NULL);
+		CHECK_PROBLEM(&r, 400, "invalid_parameter", rows[i].field);
+	}
+	ty_resp_free(&r);
+}
+
+TY_TEST(logs_relayed_from_the_node)
+{
+	const struct ty_stack *s = ty_stack_get();
+	const char *team = ty_mk_team("logs", 8, -1), *other = ty_mk_team("logs", 8, -1);
+	const char *viewer = ty_mk_token("viewer", team);
+	const char *stranger = ty_mk_token("viewer", other);
+	const char *base = ty_uniq("lg");
+	const char *up = ty_test_strf("%s-up", base), *broken = ty_test_strf("%s-broken", base),
+		   *dead = ty_test_strf("%s-dead", base);
+	long long j = ty_mk_job(s->admin, team, NULL);
+	const char *logs = ty_test_strf("/v1/jobs/%lld/logs", j);
+	struct ty_resp r = {0};
+	const char *ct;
+	int before;
+
+	mk_node(up, "10.3.0.1", 8, "ready", log_url());
+	mk_node(broken, "10.3.0.2", 8, "ready", ty_test_strf("%s/broken", log_url()));
+	mk_node(dead, "10.3.0.3", 8, "ready", dead_url());
+	mk_attempt(j, 1, "failed", up, 29500);
+	DB("UPDATE attempts SET ended_at = now(), exit_code = 1, failure_class = 'user'"
+	   " WHERE job_id = $1::bigint AND attempt = 1",
+	   lld(j));
+	mk_rank(j, 1, 0, up);
+	mk_rank(j, 1, 1, up);
+	mk_rank(j, 1, 2, broken);
+	mk_rank(j, 1, 3, dead);
+	mk_attempt(j, 2, "running", up, 29500);
+	mk_rank(j, 2, 0, up);
+	mk_rank(j, 2, 1, dead);
+	DB("UPDATE jobs SET state = 'running', attempt = 2 WHERE id = $1::bigint", lld(j));
+
+	/* defaults: rank 0 of the current attempt, the last 100 lines */
+	ty_http(&r, "GET", logs, viewer, NULL, NULL);
 	REQUIRE_STATUS(&r, 200);
-	CHECK(json_is_array(ty_jpath(r.json, "items")));
-	CHECK_INT_EQ(json_array_size(ty_jpath(r.json, "items")), 0);
-	ty_http(&r, "GET", "/v1/nodes?state=ready", s->admin, NULL, NULL);
+	ct = ty_resp_header(&r, "Content-Type");
+	CHECK(ct && !strncmp(ct, "text/plain", 10));
+	CHECK_STR_EQ(r.body, ty_test_strf("GET /logs/%lld/2/0?tail=100\nsecond line\n", j));
+
+	static const struct {
+		const char *query, *want; /* want: the executor's path after /logs/<job>/ */
+	} rows[] = {
+	    {"rank=0", "2/0?tail=100"},
+	    {"rank=1&attempt=1&tail=5", "1/1?tail=5"},
+	    {"attempt=1", "1/0?tail=100"},
+	    {"tail=1", "2/0?tail=1"},
+	    {"tail=10000&attempt=2", "2/0?tail=10000"},
+	};
+	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+		ty_test_context("?%s", rows[i].query);
+		ty_http(&r, "GET", ty_test_strf("%s?%s", logs, rows[i].query), viewer, NULL, NULL);
+		CHECK_STATUS(&r, 200);
+		CHECK_STR_EQ(r.body,
+			     ty_test_strf("GET /logs/%lld/%s\nsecond line\n", j, rows[i].want));
+	}
+	ty_test_context(NULL);
+
+	/* a rank the attempt does not have (yet) */
+	ty_http(&r, "GET", ty_test_strf("%s?rank=2", logs), viewer, NULL, NULL);
+	CHECK_PROBLEM(&r, 404, "rank_not_found", TY_FIELD_UNCHECKED);
+	ty_http(&r, "GET", ty_test_strf("%s?rank=4&attempt=1", logs), viewer, NULL, NULL);
+	CHECK_PROBLEM(&r, 404, "rank_not_found", TY_FIELD_UNCHECKED);
+	ty_http(&r, "GET", ty_test_strf("%s?attempt=3", logs), viewer, NULL, NULL);
+	CHECK_PROBLEM(&r, 404, "rank_not_found", TY_FIELD_UNCHECKED);
+
+	/* the node answers with an error, or not at all */
+	ty_http(&r, "GET", ty_test_strf("%s?rank=2&attempt=1", logs), viewer, NULL, NULL);
+	CHECK_PROBLEM(&r, 503, "logs_unavailable", NULL);
+	ty_http(&r, "GET", ty_test_strf("%s?rank=3&attempt=1", logs), viewer, NULL, NULL);
+	CHECK_PROBLEM(&r, 503, "logs_unavailable", NULL);
+	ty_http(&r, "GET", ty_test_strf("%s?rank=1", logs), viewer, NULL, NULL);
+	CHECK_PROBLEM(&r, 503, "logs_unavailable", NULL);
+
+	/* another team's job: not found, and its node is never asked */
+	before = atomic_load(&log_requests);
+	ty_http(&r, "GET", logs, stranger, NULL, NULL);
+	CHECK_PROBLEM(&r, 404, "job_not_found", NULL);
+	ty_http(&r, "GET", ty_test_strf("%s?rank=1&attempt=1", logs), stranger, NULL, NULL);
+	CHECK_PROBLEM(&r, 404, "job_not_found", NULL);
+	CHECK_INT_EQ(atomic_load(&log_requests), before);
+	ty_http(&r, "GET", logs, s->admin, NULL, NULL);
 	CHECK_STATUS(&r, 200);
-	ty_http(&r, "GET", "/v1/nodes?state=draining", s->admin, NULL, NULL);
-	CHECK_STATUS(&r, 200);
-	ty_http(&r, "GET", "/v1/nodes?state=sleeping", s->admin, NULL, NULL);
-	CHECK_PROBLEM(&r, 400, "invalid_parameter", "state");
-	ty_http(&r, "GET", "/v1/nodes/987654321", s->admin, NULL, NULL);
-	CHECK_PROBLEM(&r, 404, "node_not_found", NULL);
+	ty_http(&r, "GET", logs, NULL, NULL, NULL);
+	CHECK_PROBLEM(&r, 401, "unauthenticated", NULL);
 	ty_resp_free(&r);
 }

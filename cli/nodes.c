@@ -1,0 +1,414 @@
+/* jobctl views of where jobs run: nodes, a job's attempts and its ranks' logs. */
+#include "cli.h"
+
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char nodes_help[] =
+	"usage: jobctl nodes [list] [--state S]\n"
+	"       jobctl nodes get NODE\n"
+	"\n"
+	"List the nodes executors registered, ordered by id: id, state, address,\n"
+	"GPUs free/total (free: not held by an unreleased allocation), the jobs\n"
+	"holding GPUs there and the age of the last heartbeat. 'get' shows one node\n"
+	"with its labels and the attempt of each job it runs.\n"
+	"\n"
+	"flags:\n"
+	"  --state S    only nodes in state S (ready, draining, lost)\n";
+
+static const char attempts_help[] =
+	"usage: jobctl attempts [-o json] JOB\n"
+	"\n"
+	"List a job's attempts, oldest first: attempt, state, nodes (in node rank\n"
+	"order), world size, exit code, failure class, and when the attempt started\n"
+	"(was placed) and ended. -o json adds each attempt's rendezvous address,\n"
+	"per-node and per-rank details.\n";
+
+static const char logs_help[] =
+	"usage: jobctl logs [--rank R] [--attempt A] [--tail N] JOB\n"
+	"\n"
+	"Print the last lines of one rank's stdout and stderr, as is (-o has no\n"
+	"effect). The log stays on the node that ran the rank; the API fetches it\n"
+	"from there.\n"
+	"\n"
+	"flags:\n"
+	"  --rank R       the rank, 0 or more (default 0)\n"
+	"  --attempt A    the attempt, 1 or more (default the job's current one)\n"
+	"  --tail N       how many lines, 1..10000 (default 100)\n"
+	"\n"
+	"Exits 4 when the job or the rank does not exist (yet), 7 when the node\n"
+	"holding the log does not answer (logs_unavailable).\n";
+
+/* ---- nodes ---- */
+
+/* "42, 43" from a node's running list; repeated jobs (two attempts) shown once. */
+static int format_jobs(struct ty_buf *b, const json_t *running)
+{
+	json_int_t prev = -1;
+	const json_t *r;
+	size_t i;
+	int rc = 0;
+
+	json_array_foreach(running, i, r) {
+		json_int_t job = json_integer_value(json_object_get(r, "job"));
+
+		if (job == prev)
+			continue;
+		rc |= ty_buf_printf(b, "%s%" JSON_INTEGER_FORMAT, b->len ? "," : "", job);
+		prev = job;
+	}
+	return rc ? TY_ENOMEM : 0;
+}
+
+/* "job 42 (attempt 2), job 43 (attempt 1)" */
+static int format_running(struct ty_buf *b, const json_t *running)
+{
+	const json_t *r;
+	size_t i;
+	int rc = 0;
+
+	json_array_foreach(running, i, r) {
+		char job[32], attempt[32];
+
+		rc |= ty_buf_printf(b, "%sjob %s (attempt %s)", i ? ", " : "",
+				    cli_json_num(job, sizeof(job), r, "job"),
+				    cli_json_num(attempt, sizeof(attempt), r, "attempt"));
+	}
+	return rc ? TY_ENOMEM : 0;
+}
+
+/* "k=v, k2=v2"; values that are not strings as compact JSON. */
+static int format_labels(struct ty_buf *b, const json_t *labels)
+{
+	const char *k;
+	json_t *v;
+	int rc = 0;
+
+	json_object_foreach((json_t *)labels, k, v) {
+		char *dumped = NULL;
+		const char *shown = json_string_value(v);
+
+		if (!shown)
+			shown = (dumped = json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY)) ? dumped : "?";
+		rc |= ty_buf_printf(b, "%s%s=%s", b->len ? ", " : "", k, shown);
+		free(dumped);
+	}
+	return rc ? TY_ENOMEM : 0;
+}
+
+static int add_time_row(struct cli_table *t, const char *label, const json_t *obj, const char *key)
+{
+	const char *ts = cli_json_str(obj, key, NULL);
+	char age[32];
+
+	if (cli_table_add(t, label))
+		return TY_ENOMEM;
+	if (!ts)
+		return cli_table_add(t, "-");
+	return cli_table_addf(t, "%s (%s ago)", ts, cli_age(age, sizeof(age), ts));
+}
+
+static int print_node(const json_t *node)
+{
+	struct cli_table t = {.ncols = 2};
+	struct ty_buf running = TY_BUF_INIT, labels = TY_BUF_INIT;
+	char free_s[32], total_s[32];
+	int rc = 0;
+
+	rc |= format_running(&running, json_object_get(node, "running"));
+	rc |= format_labels(&labels, json_object_get(node, "labels"));
+	rc |= cli_table_add(&t, "id:");
+	rc |= cli_table_add(&t, cli_json_str(node, "id", "-"));
+	rc |= cli_table_add(&t, "state:");
+	rc |= cli_table_add(&t, cli_json_str(node, "state", "-"));
+	rc |= cli_table_add(&t, "address:");
+	rc |= cli_table_add(&t, cli_json_str(node, "address", "-"));
+	rc |= cli_table_add(&t, "simulated:");
+	rc |= cli_table_add(&t, json_is_true(json_object_get(node, "simulated")) ? "yes" : "no");
+	rc |= cli_table_add(&t, "GPUs:");
+	rc |= cli_table_addf(&t, "%s free of %s",
+			     cli_json_num(free_s, sizeof(free_s), node, "gpus_free"),
+			     cli_json_num(total_s, sizeof(total_s), node, "gpus_total"));
+	rc |= cli_table_add(&t, "running:");
+	rc |= cli_table_add(&t, running.len ? running.data : "-");
+	rc |= cli_table_add(&t, "labels:");
+	rc |= cli_table_add(&t, labels.len ? labels.data : "-");
+	rc |= add_time_row(&t, "last heartbeat:", node, "last_heartbeat");
+	rc |= add_time_row(&t, "registered:", node, "registered_at");
+	if (!rc)
+		cli_table_print(stdout, &t);
+	cli_table_free(&t);
+	ty_buf_free(&running);
+	ty_buf_free(&labels);
+	return rc ? TY_ENOMEM : 0;
+}
+
+static int print_nodes(const json_t *items)
+{
+	static const char *const header[] = {"ID",   "STATE", "ADDRESS", "FREE/TOTAL",
+					     "JOBS", "HEARTBEAT"};
+	struct cli_table t = {.ncols = 6};
+	struct ty_buf jobs = TY_BUF_INIT;
+	const json_t *node;
+	size_t i;
+	int rc = 0;
+
+	for (i = 0; i < 6; i++)
+		rc |= cli_table_add(&t, header[i]);
+	json_array_foreach(items, i, node) {
+		char free_s[32], total_s[32], age[32];
+
+		ty_buf_reset(&jobs);
+		rc |= format_jobs(&jobs, json_object_get(node, "running"));
+		rc |= cli_table_add(&t, cli_json_str(node, "id", "-"));
+		rc |= cli_table_add(&t, cli_json_str(node, "state", "-"));
+		rc |= cli_table_add(&t, cli_json_str(node, "address", "-"));
+		rc |= cli_table_addf(&t, "%s/%s",
+				     cli_json_num(free_s, sizeof(free_s), node, "gpus_free"),
+				     cli_json_num(total_s, sizeof(total_s), node, "gpus_total"));
+		rc |= cli_table_addf(&t, "%s", jobs.len ? jobs.data : "-");
+		if (cli_json_str(node, "last_heartbeat", NULL))
+			rc |= cli_table_addf(
+				&t, "%s ago",
+				cli_age(age, sizeof(age), cli_json_str(node, "last_heartbeat", NULL)));
+		else
+			rc |= cli_table_add(&t, "-");
+	}
+	if (!rc)
+		cli_table_print(stdout, &t);
+	cli_table_free(&t);
+	ty_buf_free(&jobs);
+	return rc ? TY_ENOMEM : 0;
+}
+
+int cli_cmd_nodes(struct cli *cli, int argc, char **argv, struct ty_err *err)
+{
+	const char *state = NULL;
+	const struct cli_opt opts[] = {{"state", 0, CLI_OPT_STR, &state}};
+	struct ty_buf path = TY_BUF_INIT;
+	struct cli_strv pos = {0};
+	struct cli_resp resp = {0};
+	const char *sub;
+	bool is_get;
+	int rc;
+
+	/* options first, so "nodes --state ready" is no subcommand "ready" */
+	if ((rc = cli_parse_opts(&pos, NULL, cli, argc, argv, opts, 1, err)))
+		goto out;
+	if (cli->help) {
+		fputs(nodes_help, stdout);
+		goto out;
+	}
+	sub = pos.n ? pos.v[0] : "list";
+	is_get = strcmp(sub, "get") == 0;
+	if (!is_get && strcmp(sub, "list") != 0) {
+		rc = ty_err_set(err, TY_ECONFIG, "unknown nodes command '%.100s' (list, get)", sub);
+		goto out;
+	}
+	if (is_get) {
+		if (pos.n != 2 || !*pos.v[1]) {
+			rc = ty_err_set(err, TY_ECONFIG,
+					pos.n > 2 ? "expected one node id, got %zu arguments"
+						  : "missing the node id",
+					pos.n - 1);
+			goto out;
+		}
+		if (state) {
+			rc = ty_err_set(err, TY_ECONFIG, "--state is for 'nodes list'");
+			goto out;
+		}
+		if (ty_buf_puts(&path, "/v1/nodes/") || cli_buf_escape(&path, pos.v[1])) {
+			rc = ty_err_set(err, TY_ENOMEM, NULL);
+			goto out;
+		}
+	} else {
+		if (pos.n > 1) {
+			rc = ty_err_set(err, TY_ECONFIG, "unexpected argument '%.100s'", pos.v[1]);
+			goto out;
+		}
+		if (ty_buf_puts(&path, "/v1/nodes") ||
+		    (state && cli_buf_query(&path, "state", state))) {
+			rc = ty_err_set(err, TY_ENOMEM, NULL);
+			goto out;
+		}
+	}
+	if ((rc = cli_request(&resp, cli, "GET", path.data, NULL, NULL, 0, err)))
+		goto out;
+	if (cli->output == CLI_OUT_JSON) {
+		cli_print_json(resp.body);
+	} else if (is_get) {
+		if (print_node(resp.body))
+			rc = ty_err_set(err, TY_ENOMEM, NULL);
+	} else if (!json_is_array(json_object_get(resp.body, "items"))) {
+		rc = ty_err_set(err, TY_EIO, "the node list from the server has no 'items'");
+	} else if (print_nodes(json_object_get(resp.body, "items"))) {
+		rc = ty_err_set(err, TY_ENOMEM, NULL);
+	}
+out:
+	cli_resp_free(&resp);
+	cli_strv_free(&pos);
+	ty_buf_free(&path);
+	return rc;
+}
+
+/* ---- attempts ---- */
+
+/* One job id as the only argument; opts may add flags. */
+static int parse_job_arg(long long *id, struct cli *cli, int argc, char **argv,
+			 const struct cli_opt *opts, size_t nopts, const char *help,
+			 struct ty_err *err)
+{
+	struct cli_strv pos = {0};
+	int rc;
+
+	*id = 0;
+	if ((rc = cli_parse_opts(&pos, NULL, cli, argc, argv, opts, nopts, err)))
+		goto out;
+	if (cli->help) {
+		fputs(help, stdout);
+		goto out;
+	}
+	if (pos.n != 1)
+		rc = ty_err_set(err, TY_ECONFIG, pos.n ? "expected one job id, got %zu arguments"
+						       : "missing the job id",
+				pos.n);
+	else
+		rc = cli_parse_id(id, pos.v[0], "the job id", err);
+out:
+	cli_strv_free(&pos);
+	return rc;
+}
+
+/* "node-a,node-b" in node rank order (the API's order). */
+static int format_nodes(struct ty_buf *b, const json_t *nodes)
+{
+	const json_t *n;
+	size_t i;
+	int rc = 0;
+
+	json_array_foreach(nodes, i, n) {
+		rc |= ty_buf_printf(b, "%s%s", i ? "," : "", cli_json_str(n, "node", "?"));
+	}
+	return rc ? TY_ENOMEM : 0;
+}
+
+static int add_age(struct cli_table *t, const json_t *obj, const char *key)
+{
+	const char *ts = cli_json_str(obj, key, NULL);
+	char age[32];
+
+	if (!ts)
+		return cli_table_add(t, "-");
+	return cli_table_addf(t, "%s ago", cli_age(age, sizeof(age), ts));
+}
+
+static int print_attempts(const json_t *items)
+{
+	static const char *const header[] = {"ATTEMPT", "STATE", "NODES",   "WORLD",
+					     "EXIT",    "CLASS", "STARTED", "ENDED"};
+	struct cli_table t = {.ncols = 8};
+	struct ty_buf nodes = TY_BUF_INIT;
+	const json_t *a;
+	size_t i;
+	int rc = 0;
+
+	for (i = 0; i < 8; i++)
+		rc |= cli_table_add(&t, header[i]);
+	json_array_foreach(items, i, a) {
+		char n1[32], n2[32], n3[32];
+
+		ty_buf_reset(&nodes);
+		rc |= format_nodes(&nodes, json_object_get(a, "nodes"));
+		rc |= cli_table_addf(&t, "%s", cli_json_num(n1, sizeof(n1), a, "attempt"));
+		rc |= cli_table_add(&t, cli_json_str(a, "state", "-"));
+		rc |= cli_table_addf(&t, "%s", nodes.len ? nodes.data : "-");
+		rc |= cli_table_addf(&t, "%s", cli_json_num(n2, sizeof(n2), a, "world_size"));
+		rc |= cli_table_addf(&t, "%s", cli_json_num(n3, sizeof(n3), a, "exit_code"));
+		rc |= cli_table_add(&t, cli_json_str(a, "failure_class", "-"));
+		rc |= add_age(&t, a, "created_at");
+		rc |= add_age(&t, a, "ended_at");
+	}
+	if (!rc)
+		cli_table_print(stdout, &t);
+	cli_table_free(&t);
+	ty_buf_free(&nodes);
+	return rc ? TY_ENOMEM : 0;
+}
+
+int cli_cmd_attempts(struct cli *cli, int argc, char **argv, struct ty_err *err)
+{
+	struct ty_buf path = TY_BUF_INIT;
+	struct cli_resp resp = {0};
+	const json_t *items;
+	long long id;
+	int rc;
+
+	if ((rc = parse_job_arg(&id, cli, argc, argv, NULL, 0, attempts_help, err)) || cli->help)
+		goto out;
+	if (ty_buf_printf(&path, "/v1/jobs/%lld/attempts", id)) {
+		rc = ty_err_set(err, TY_ENOMEM, NULL);
+		goto out;
+	}
+	if ((rc = cli_request(&resp, cli, "GET", path.data, NULL, NULL, 0, err)))
+		goto out;
+	items = json_object_get(resp.body, "items");
+	if (cli->output == CLI_OUT_JSON)
+		cli_print_json(resp.body);
+	else if (!json_is_array(items))
+		rc = ty_err_set(err, TY_EIO, "the attempt list from the server has no 'items'");
+	else if (print_attempts(items))
+		rc = ty_err_set(err, TY_ENOMEM, NULL);
+out:
+	cli_resp_free(&resp);
+	ty_buf_free(&path);
+	return rc;
+}
+
+/* ---- logs ---- */
+
+static int query_int(struct ty_buf *b, const char *key, long long v)
+{
+	char num[32];
+
+	snprintf(num, sizeof(num), "%lld", v);
+	return cli_buf_query(b, key, num);
+}
+
+int cli_cmd_logs(struct cli *cli, int argc, char **argv, struct ty_err *err)
+{
+	const char *rank_s = NULL, *attempt_s = NULL, *tail_s = NULL;
+	const struct cli_opt opts[] = {
+		{"rank", 0, CLI_OPT_STR, &rank_s},
+		{"attempt", 0, CLI_OPT_STR, &attempt_s},
+		{"tail", 0, CLI_OPT_STR, &tail_s},
+	};
+	struct ty_buf path = TY_BUF_INIT, text = TY_BUF_INIT;
+	long long id, rank = 0, attempt = 0, tail = 0;
+	int rc;
+
+	if ((rc = parse_job_arg(&id, cli, argc, argv, opts, sizeof(opts) / sizeof(opts[0]),
+				logs_help, err)) ||
+	    cli->help)
+		goto out;
+	if ((rank_s && (rc = cli_parse_int(&rank, rank_s, 0, INT_MAX, "--rank", err))) ||
+	    (attempt_s && (rc = cli_parse_int(&attempt, attempt_s, 1, INT_MAX, "--attempt", err))) ||
+	    (tail_s && (rc = cli_parse_int(&tail, tail_s, 1, 10000, "--tail", err))))
+		goto out;
+	/* only what was given: the server knows the defaults */
+	if (ty_buf_printf(&path, "/v1/jobs/%lld/logs", id) ||
+	    (rank_s && query_int(&path, "rank", rank)) ||
+	    (attempt_s && query_int(&path, "attempt", attempt)) ||
+	    (tail_s && query_int(&path, "tail", tail))) {
+		rc = ty_err_set(err, TY_ENOMEM, NULL);
+		goto out;
+	}
+	if ((rc = cli_get_text(&text, cli, path.data, err)))
+		goto out;
+	if (text.len)
+		fwrite(text.data, 1, text.len, stdout);
+out:
+	ty_buf_free(&text);
+	ty_buf_free(&path);
+	return rc;
+}

@@ -1,0 +1,853 @@
+/*
+ * trainyard-executor against the real broker: this test plays the
+ * scheduler. It produces launch/kill messages to the executor's dispatch
+ * partition, reads trainyard.events and trainyard.nodes with a consumer of
+ * its own, and looks at the files and processes the ranks leave behind.
+ * Needs TY_TEST_KAFKA_BOOTSTRAP and TY_EXECUTOR_BIN (tests/run sets both).
+ */
+#include "proto.h"
+#include "ty_buf.h"
+#include "ty_kafka.h"
+#include "ty_test.h"
+
+#include <ctype.h>
+#include <curl/curl.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <librdkafka/rdkafka.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define WAIT_MS 15000 /* generous upper bound for anything to arrive */
+#define EPOCH 5
+
+struct got {
+	enum proto_type type;
+	int64_t job;
+	int64_t attempt;
+	json_t *data;
+};
+
+static struct {
+	bool ready;
+	char bootstrap[4096];
+	const char *bin;
+	char node[64];
+	char dir[2048]; /* scratch directory of this run */
+	char state[4096];
+	char log[4096];
+	pid_t pid; /* the executor, 0 when not running */
+	char boot_id[64];
+	int log_port;
+	rd_kafka_t *producer;
+	rd_kafka_t *consumer;
+	int32_t partition;
+	int64_t seq;
+	struct got *got;
+	size_t ngot, capgot;
+} T;
+
+static int64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* ---- the executor process ---- */
+
+static void dump_log(void)
+{
+	char line[2048];
+	long lines = 0, skip;
+	FILE *f = fopen(T.log, "r");
+
+	if (!f)
+		return;
+	while (fgets(line, sizeof(line), f))
+		lines++;
+	rewind(f);
+	skip = lines > 120 ? lines - 120 : 0;
+	ty_test_note("last %ld line(s) of the executor log '%s':", lines - skip, T.log);
+	while (fgets(line, sizeof(line), f))
+		if (skip-- <= 0)
+			ty_test_note("| %.*s", (int)strcspn(line, "\n"), line);
+	fclose(f);
+}
+
+/* Wait up to ms for the executor to exit; its wait status, or -1. */
+static int reap(int ms)
+{
+	int64_t end = now_ms() + ms;
+	int status;
+
+	while (T.pid) {
+		pid_t r = waitpid(T.pid, &status, WNOHANG);
+
+		if (r == T.pid) {
+			T.pid = 0;
+			return status;
+		}
+		if (now_ms() > end)
+			return -1;
+		usleep(10000);
+	}
+	return -1;
+}
+
+static void executor_spawn(void)
+{
+	const char *argv[] = {T.bin,
+			      "--node-id",
+			      T.node,
+			      "--state-dir",
+			      T.state,
+			      "--kafka-bootstrap",
+			      T.bootstrap,
+			      "--fake-gpus",
+			      "2",
+			      "--labels",
+			      "zone=z1,rack=r1",
+			      "--heartbeat-ms",
+			      "200",
+			      "--kill-grace-ms",
+			      "3000",
+			      "--log-max-bytes",
+			      "65536",
+			      "--log-level",
+			      "debug",
+			      NULL};
+	pid_t pid;
+
+	fflush(stdout);
+	pid = fork();
+	REQUIRE(pid >= 0);
+	if (pid == 0) {
+		int fd = open(T.log, O_WRONLY | O_CREAT | O_APPEND, 0644);
+		int in = open("/dev/null", O_RDONLY);
+
+		/* never outlive the test, whatever happens to it */
+		prctl(PR_SET_PDEATHSIG, SIGTERM);
+		if (fd < 0 || in < 0 || dup2(in, 0) < 0 || dup2(fd, 1) < 0 || dup2(fd, 2) < 0)
+			_exit(127);
+		execv(T.bin, (char **)argv);
+		_exit(127);
+	}
+	T.pid = pid;
+}
+
+static void stop_executor(int sig)
+{
+	if (!T.pid)
+		return;
+	kill(T.pid, sig);
+	if (reap(10000) == -1) {
+		kill(T.pid, SIGKILL);
+		reap(5000);
+	}
+}
+
+/* ---- kafka: the test's own producer and consumer ---- */
+
+static void collect(int ms)
+{
+	int64_t end = now_ms() + ms;
+
+	do {
+		rd_kafka_message_t *m = rd_kafka_consumer_poll(T.consumer, 20);
+		struct proto_msg pm;
+
+		if (!m)
+			continue;
+		if (!m->err && proto_decode(&pm, m->payload ? m->payload : "", m->len, NULL) == 0) {
+			if (strcmp(pm.node, T.node) == 0) {
+				if (T.ngot == T.capgot) {
+					T.capgot = T.capgot ? T.capgot * 2 : 256;
+					T.got = realloc(T.got, T.capgot * sizeof(*T.got));
+					REQUIRE(T.got != NULL);
+				}
+				T.got[T.ngot++] = (struct got){pm.type, pm.job, pm.attempt,
+							       json_incref(pm.data)};
+			}
+			proto_msg_clear(&pm);
+		}
+		rd_kafka_message_destroy(m);
+	} while (now_ms() < end);
+}
+
+static size_t count_of(enum proto_type t, int64_t job)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; i < T.ngot; i++)
+		n += T.got[i].type == t && T.got[i].job == job;
+	return n;
+}
+
+/* The n-th (1-based) message of type t for job, waiting for it; NULL after WAIT_MS. */
+static const json_t *wait_msg(enum proto_type t, int64_t job, size_t n)
+{
+	int64_t end = now_ms() + WAIT_MS;
+
+	for (;;) {
+		size_t seen = 0;
+
+		for (size_t i = 0; i < T.ngot; i++)
+			if (T.got[i].type == t && T.got[i].job == job && ++seen == n)
+				return T.got[i].data;
+		if (now_ms() > end)
+			return NULL;
+		collect(50);
+	}
+}
+
+static bool in_list(const json_t *list, int64_t job)
+{
+	size_t i;
+	const json_t *v;
+
+	json_array_foreach(list, i, v)
+		if (json_integer_value(json_object_get(v, "job")) == job)
+			return true;
+	return false;
+}
+
+/* The first heartbeat of this boot whose finished list holds job. */
+static const json_t *wait_heartbeat_finished(int64_t job)
+{
+	int64_t end = now_ms() + WAIT_MS;
+
+	for (;;) {
+		for (size_t i = 0; i < T.ngot; i++) {
+			const json_t *d = T.got[i].data;
+
+			const char *boot = json_string_value(json_object_get(d, "boot_id"));
+
+			if (T.got[i].type == PROTO_HEARTBEAT && boot && strcmp(boot, T.boot_id) == 0 &&
+			    in_list(json_object_get(d, "finished"), job))
+				return d;
+		}
+		if (now_ms() > end)
+			return NULL;
+		collect(50);
+	}
+}
+
+static long long counter(const json_t *hb, const char *name)
+{
+	return json_integer_value(json_object_get(json_object_get(hb, "counters"), name));
+}
+
+static void produce_raw(const char *payload, size_t len)
+{
+	rd_kafka_resp_err_t e;
+
+	e = rd_kafka_producev(T.producer, RD_KAFKA_V_TOPIC(PROTO_TOPIC_DISPATCH),
+			      RD_KAFKA_V_PARTITION(T.partition), RD_KAFKA_V_KEY(T.node, strlen(T.node)),
+			      RD_KAFKA_V_VALUE((void *)payload, len),
+			      RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_END);
+	REQUIRE_INT_EQ(e, 0);
+	REQUIRE_INT_EQ(rd_kafka_flush(T.producer, 10000), 0);
+}
+
+/* Send a dispatch message (data is JSON with ' for "); returns its seq. */
+static int64_t send_seq(enum proto_type t, int64_t job, int64_t epoch, int64_t seq,
+			const char *data)
+{
+	struct proto_msg m = {.type = t, .job = job, .attempt = 1, .epoch = epoch, .seq = seq};
+	struct ty_err err = {0};
+	char *buf = NULL;
+	size_t len;
+	json_error_t jerr;
+
+	snprintf(m.node, sizeof(m.node), "%s", T.node);
+	m.data = json_loads(ty_test_jf("%s", data), 0, &jerr);
+	if (!m.data)
+		FAIL("bad test JSON: %s: %s", data, jerr.text);
+	REQUIRE(m.data != NULL);
+	if (proto_encode(&buf, &len, &m, &err))
+		FAIL("cannot encode: %s", err.msg);
+	json_decref(m.data);
+	REQUIRE(buf != NULL);
+	produce_raw(buf, len);
+	free(buf);
+	return seq;
+}
+
+static int64_t send_msg(enum proto_type t, int64_t job, int64_t epoch, const char *data)
+{
+	return send_seq(t, job, epoch, ++T.seq, data);
+}
+
+/* Launch data for a one-node job of n ranks (GPUs n-1..0) running sh -c script. */
+static const char *launch_data(int n, const char *script)
+{
+	json_t *cmd = json_pack("[s, s, s]", "/bin/sh", "-c", script);
+	char *c = json_dumps(cmd, JSON_COMPACT), *gpus = ty_test_strf("[");
+	const char *d;
+
+	for (int i = n - 1; i >= 0; i--)
+		gpus = ty_test_strf("%s%d%s", gpus, i, i ? "," : "]");
+	for (char *p = c; *p; p++)
+		if (*p == '"')
+			*p = '\'';
+	d = ty_test_strf("{'node_rank':0,'nnodes':1,'world_size':%d,'local_world_size':%d,"
+			 "'first_rank':0,'master_addr':'127.0.0.1','master_port':29400,"
+			 "'gpus':%s,'command':%s,'env':{},'launch':'per_gpu'}",
+			 n, n, gpus, c);
+	free(c);
+	json_decref(cmd);
+	return d;
+}
+
+/* Start the executor and wait for its register message with a new boot id. */
+static const json_t *start_executor(void)
+{
+	int64_t end;
+	const char *url;
+	char old[64];
+
+	snprintf(old, sizeof(old), "%s", T.boot_id);
+	executor_spawn();
+	end = now_ms() + WAIT_MS;
+	for (;;) {
+		for (size_t i = 0; i < T.ngot; i++) {
+			const json_t *d = T.got[i].data;
+			const char *boot = json_string_value(json_object_get(d, "boot_id"));
+
+			if (T.got[i].type != PROTO_REGISTER || !boot || strcmp(boot, old) == 0)
+				continue;
+			snprintf(T.boot_id, sizeof(T.boot_id), "%s", boot);
+			url = json_string_value(json_object_get(d, "log_url"));
+			REQUIRE(url != NULL);
+			REQUIRE(sscanf(url, "http://127.0.0.1:%d", &T.log_port) == 1);
+			return d;
+		}
+		if (now_ms() > end || waitpid(T.pid, NULL, WNOHANG) == T.pid) {
+			FAIL("the executor did not register within %d ms", WAIT_MS);
+			dump_log();
+			ty_test_abort();
+		}
+		collect(50);
+	}
+}
+
+static void assign_all(rd_kafka_topic_partition_list_t *l, const char *topic)
+{
+	const struct rd_kafka_metadata *md = NULL;
+	rd_kafka_topic_t *t = rd_kafka_topic_new(T.consumer, topic, NULL);
+	int64_t lo, hi;
+
+	REQUIRE_INT_EQ(rd_kafka_metadata(T.consumer, 0, t, &md, 10000), 0);
+	REQUIRE_INT_EQ(md->topics[0].err, 0);
+	for (int p = 0; p < md->topics[0].partition_cnt; p++) {
+		/* explicit end offsets: nothing the executor sends later is missed */
+		REQUIRE_INT_EQ(rd_kafka_query_watermark_offsets(T.consumer, topic, p, &lo, &hi,
+								 10000),
+			       0);
+		rd_kafka_topic_partition_list_add(l, topic, p)->offset = hi;
+	}
+	rd_kafka_metadata_destroy(md);
+	rd_kafka_topic_destroy(t);
+}
+
+static void teardown(void)
+{
+	char cmd[4200];
+
+	stop_executor(SIGTERM);
+	if (T.consumer)
+		ty_kafka_destroy(T.consumer, 0);
+	if (T.producer)
+		ty_kafka_destroy(T.producer, 5000);
+	for (size_t i = 0; i < T.ngot; i++)
+		json_decref(T.got[i].data);
+	free(T.got);
+	if (T.dir[0] && !(getenv("TY_TEST_KEEP") && *getenv("TY_TEST_KEEP"))) {
+		snprintf(cmd, sizeof(cmd), "rm -rf '%s'", T.dir);
+		if (system(cmd) != 0)
+			fprintf(stderr, "cannot remove '%s'\n", T.dir);
+	}
+	curl_global_cleanup();
+}
+
+static void setup(void)
+{
+	static const char *const cextra[] = {"fetch.wait.max.ms=10", NULL};
+	const struct rd_kafka_metadata *md = NULL;
+	rd_kafka_topic_partition_list_t *l;
+	rd_kafka_topic_t *t;
+	struct ty_err err = {0};
+	const char *bs = getenv("TY_TEST_KAFKA_BOOTSTRAP"), *tmp = getenv("TY_TEST_TMPDIR");
+
+	if (T.ready)
+		return;
+	if (!bs || !*bs || !(T.bin = getenv("TY_EXECUTOR_BIN"))) {
+		FAIL("TY_TEST_KAFKA_BOOTSTRAP and TY_EXECUTOR_BIN are not set: run this test "
+		     "with tests/run");
+		ty_test_abort();
+	}
+	REQUIRE(ty_kafka_bootstrap(T.bootstrap, sizeof(T.bootstrap), bs, &err) == 0);
+	curl_global_init(CURL_GLOBAL_DEFAULT);
+	ty_test_on(TY_TEST_TEARDOWN, teardown);
+	ty_test_on(TY_TEST_CASE_FAILED, dump_log);
+	snprintf(T.node, sizeof(T.node), "exec-it-%d", (int)getpid());
+	snprintf(T.dir, sizeof(T.dir), "%s/ty-executor-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+	REQUIRE(mkdtemp(T.dir) != NULL);
+	snprintf(T.state, sizeof(T.state), "%s/state", T.dir);
+	snprintf(T.log, sizeof(T.log), "%s/executor.log", T.dir);
+	T.seq = 1000;
+
+	REQUIRE(ty_kafka_producer_new(&T.producer, T.bootstrap, NULL, &err) == 0);
+	t = rd_kafka_topic_new(T.producer, PROTO_TOPIC_DISPATCH, NULL);
+	REQUIRE_INT_EQ(rd_kafka_metadata(T.producer, 0, t, &md, 10000), 0);
+	T.partition = proto_node_partition(T.node, md->topics[0].partition_cnt);
+	rd_kafka_metadata_destroy(md);
+	rd_kafka_topic_destroy(t);
+
+	REQUIRE(ty_kafka_consumer_new(&T.consumer, T.bootstrap,
+				      ty_test_strf("ty-test-executor-%d", (int)getpid()), cextra,
+				      &err) == 0);
+	l = rd_kafka_topic_partition_list_new(32);
+	assign_all(l, PROTO_TOPIC_EVENTS);
+	assign_all(l, PROTO_TOPIC_NODES);
+	REQUIRE_INT_EQ(rd_kafka_assign(T.consumer, l), 0);
+	rd_kafka_topic_partition_list_destroy(l);
+	T.ready = true;
+}
+
+/* ---- processes and files ---- */
+
+/* Live (not zombie) processes in process group pgid, read from /proc. */
+static int group_live(pid_t pgid)
+{
+	DIR *d = opendir("/proc");
+	struct dirent *e;
+	int n = 0;
+
+	REQUIRE(d != NULL);
+	while ((e = readdir(d))) {
+		char path[300], buf[1024], state, *p;
+		int pid, ppid, pg, fd;
+		ssize_t r;
+
+		if (!isdigit((unsigned char)e->d_name[0]))
+			continue;
+		snprintf(path, sizeof(path), "/proc/%s/stat", e->d_name);
+		if ((fd = open(path, O_RDONLY)) < 0)
+			continue;
+		r = read(fd, buf, sizeof(buf) - 1);
+		close(fd);
+		if (r <= 0)
+			continue;
+		buf[r] = '\0';
+		pid = atoi(buf);
+		if ((p = strrchr(buf, ')')) && sscanf(p + 1, " %c %d %d", &state, &ppid, &pg) == 3 &&
+		    pg == pgid && state != 'Z' && state != 'X' && pid > 0)
+			n++;
+	}
+	closedir(d);
+	return n;
+}
+
+static char *read_text(const char *path)
+{
+	FILE *f = fopen(path, "r");
+	char *s = ty_test_alloc(4096);
+
+	if (!f)
+		return NULL;
+	s[fread(s, 1, 4095, f)] = '\0';
+	fclose(f);
+	return s;
+}
+
+static pid_t rank_pid(int64_t job, size_t n)
+{
+	const json_t *d = wait_msg(PROTO_RANK_STARTED, job, n);
+
+	return d ? (pid_t)json_integer_value(json_object_get(d, "pid")) : 0;
+}
+
+/* ---- HTTP ---- */
+
+static size_t on_body(char *p, size_t sz, size_t n, void *arg)
+{
+	ty_buf_append(arg, p, sz * n);
+	return sz * n;
+}
+
+/* GET path from the log server; status, and the body as a scratch string. */
+static long http_get(const char *path, char **body)
+{
+	CURL *c = curl_easy_init();
+	struct ty_buf b = TY_BUF_INIT;
+	long status = 0;
+
+	REQUIRE(c != NULL);
+	curl_easy_setopt(c, CURLOPT_URL, ty_test_strf("http://127.0.0.1:%d%s", T.log_port, path));
+	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
+	curl_easy_setopt(c, CURLOPT_WRITEDATA, &b);
+	curl_easy_setopt(c, CURLOPT_TIMEOUT, 10L);
+	curl_easy_setopt(c, CURLOPT_PATH_AS_IS, 1L);
+	if (curl_easy_perform(c) == CURLE_OK)
+		curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
+	curl_easy_cleanup(c);
+	*body = ty_test_strf("%s", b.data ? b.data : "");
+	ty_buf_free(&b);
+	return status;
+}
+
+static int count_lines(const char *s)
+{
+	int n = 0;
+
+	for (; *s; s++)
+		n += *s == '\n';
+	return n;
+}
+
+/* ---- cases, in order: one executor serves them all ---- */
+
+TY_TEST(registers_and_heartbeats)
+{
+	const json_t *reg, *hb;
+
+	setup();
+	reg = start_executor();
+	CHECK_INT_EQ(json_integer_value(json_object_get(reg, "gpus")), 2);
+	CHECK(json_is_true(json_object_get(reg, "simulated")));
+	CHECK_STR_EQ(json_string_value(json_object_get(reg, "address")), "127.0.0.1");
+	CHECK_STR_EQ(json_string_value(json_object_get(json_object_get(reg, "labels"), "zone")),
+		     "z1");
+	CHECK_STR_EQ(json_string_value(json_object_get(json_object_get(reg, "labels"), "rack")),
+		     "r1");
+	CHECK_INT_EQ(json_array_size(json_object_get(json_object_get(reg, "inventory"), "gpus")),
+		     2);
+	CHECK(strlen(T.boot_id) >= 16);
+	REQUIRE((hb = wait_msg(PROTO_HEARTBEAT, 0, 2)) != NULL);
+	CHECK_STR_EQ(json_string_value(json_object_get(hb, "boot_id")), T.boot_id);
+	CHECK(json_is_array(json_object_get(hb, "running")));
+	CHECK(json_is_array(json_object_get(hb, "finished")));
+}
+
+TY_TEST(launch_runs_ranks_with_contract_env)
+{
+	const char *script = "echo \"$RANK $WORLD_SIZE $LOCAL_RANK $MASTER_ADDR $MASTER_PORT "
+			     "$CUDA_VISIBLE_DEVICES\" > out.$RANK; "
+			     "echo \"$TRAINYARD_JOB_ID $TRAINYARD_ATTEMPT $TRAINYARD_NODE_ID $NODE_RANK "
+			     "$NNODES $LOCAL_WORLD_SIZE $FOO\" > env.$RANK";
+	json_t *cmd = json_pack("[s, s, s]", "/bin/sh", "-c", script);
+	char *c = json_dumps(cmd, JSON_COMPACT);
+	const json_t *d;
+	char *text, *dir = ty_test_strf("%s/attempts/1001.1", T.state);
+
+	setup();
+	for (char *p = c; *p; p++)
+		if (*p == '"')
+			*p = '\'';
+	/* node 1 of 2, ranks 2 and 3 of 4, GPUs listed as [1, 0]; the job's RANK loses */
+	send_msg(PROTO_LAUNCH, 1001, EPOCH,
+		 ty_test_strf("{'node_rank':1,'nnodes':2,'world_size':4,'local_world_size':2,"
+			      "'first_rank':2,'master_addr':'10.1.2.3','master_port':29500,"
+			      "'gpus':[1,0],'command':%s,'env':{'FOO':'bar','RANK':'999'},"
+			      "'launch':'per_gpu'}",
+			      c));
+	free(c);
+	json_decref(cmd);
+	d = wait_msg(PROTO_ATTEMPT_EXITED, 1001, 1);
+	REQUIRE(d != NULL);
+	CHECK_INT_EQ(json_integer_value(json_object_get(d, "exit_code")), 0);
+	CHECK_STR_EQ(json_string_value(json_object_get(d, "failure_class")), "");
+	CHECK_INT_EQ(count_of(PROTO_RANK_STARTED, 1001), 2);
+	CHECK_INT_EQ(count_of(PROTO_ATTEMPT_RUNNING, 1001), 1);
+	CHECK_INT_EQ(count_of(PROTO_RANK_EXITED, 1001), 2);
+	d = wait_msg(PROTO_ATTEMPT_RUNNING, 1001, 1);
+	CHECK(d && json_integer_value(json_object_get(d, "ranks")) == 2);
+	for (size_t i = 1; i <= 2; i++) {
+		d = wait_msg(PROTO_RANK_STARTED, 1001, i);
+		REQUIRE(d != NULL);
+		CHECK(json_integer_value(json_object_get(d, "pid")) > 1);
+		CHECK_INT_EQ(json_integer_value(json_object_get(d, "rank")),
+			     2 + json_integer_value(json_object_get(d, "local_rank")));
+		d = wait_msg(PROTO_RANK_EXITED, 1001, i);
+		REQUIRE(d != NULL);
+		CHECK_INT_EQ(json_integer_value(json_object_get(d, "exit_code")), 0);
+		CHECK_INT_EQ(json_integer_value(json_object_get(d, "signal")), 0);
+	}
+	CHECK_STR_EQ(read_text(ty_test_strf("%s/out.2", dir)), "2 4 0 10.1.2.3 29500 1\n");
+	CHECK_STR_EQ(read_text(ty_test_strf("%s/out.3", dir)), "3 4 1 10.1.2.3 29500 0\n");
+	text = ty_test_strf("1001 1 %s 1 2 2 bar\n", T.node);
+	CHECK_STR_EQ(read_text(ty_test_strf("%s/env.2", dir)), text);
+	CHECK_STR_EQ(read_text(ty_test_strf("%s/env.3", dir)), text);
+	CHECK(wait_heartbeat_finished(1001) != NULL);
+}
+
+TY_TEST(duplicate_launch_is_ignored)
+{
+	const char *quick = launch_data(1, "true");
+	const json_t *hb;
+	int64_t seq;
+
+	setup();
+	/* the same attempt again under a new seq: semantic dedupe */
+	send_msg(PROTO_LAUNCH, 1001, EPOCH, launch_data(2, "echo again > again.$RANK"));
+	/* an exact redelivery (same seq) of another message: the dedupe window */
+	seq = send_msg(PROTO_LAUNCH, 1002, EPOCH, quick);
+	send_seq(PROTO_LAUNCH, 1002, EPOCH, seq, quick);
+	REQUIRE(wait_msg(PROTO_ATTEMPT_EXITED, 1002, 1) != NULL);
+	REQUIRE((hb = wait_heartbeat_finished(1002)) != NULL);
+	CHECK(counter(hb, "duplicates") >= 2);
+	CHECK_INT_EQ(count_of(PROTO_RANK_STARTED, 1001), 2);
+	CHECK_INT_EQ(count_of(PROTO_RANK_STARTED, 1002), 1);
+	CHECK_INT_EQ(count_of(PROTO_ATTEMPT_EXITED, 1002), 1);
+	CHECK(access(ty_test_strf("%s/attempts/1001.1/again.0", T.state), F_OK) != 0);
+}
+
+TY_TEST(stale_epoch_is_ignored)
+{
+	const json_t *hb;
+
+	setup();
+	send_msg(PROTO_LAUNCH, 1003, EPOCH - 1, launch_data(1, "touch ran"));
+	send_msg(PROTO_LAUNCH, 1004, EPOCH, launch_data(1, "true"));
+	REQUIRE(wait_msg(PROTO_ATTEMPT_EXITED, 1004, 1) != NULL);
+	REQUIRE((hb = wait_heartbeat_finished(1004)) != NULL);
+	CHECK(counter(hb, "stale") >= 1);
+	CHECK(!in_list(json_object_get(hb, "finished"), 1003));
+	CHECK(!in_list(json_object_get(hb, "running"), 1003));
+	CHECK_INT_EQ(count_of(PROTO_RANK_STARTED, 1003), 0);
+	CHECK(access(ty_test_strf("%s/attempts/1003.1", T.state), F_OK) != 0);
+}
+
+TY_TEST(failing_rank_stops_the_gang)
+{
+	const json_t *d;
+	pid_t p0, p1;
+
+	setup();
+	/* rank 0 fails; rank 1 sleeps in a child of its shell, which must die too */
+	send_msg(PROTO_LAUNCH, 1005, EPOCH,
+		 launch_data(2, "if [ \"$LOCAL_RANK\" = 0 ]; then sleep 0.3; exit 3; fi; "
+				"sleep 60 & wait"));
+	REQUIRE(wait_msg(PROTO_ATTEMPT_RUNNING, 1005, 1) != NULL);
+	p0 = rank_pid(1005, 1);
+	p1 = rank_pid(1005, 2);
+	REQUIRE(p0 > 1 && p1 > 1);
+	REQUIRE((d = wait_msg(PROTO_ATTEMPT_EXITED, 1005, 1)) != NULL);
+	CHECK_STR_EQ(json_string_value(json_object_get(d, "failure_class")), "user");
+	CHECK_INT_EQ(json_integer_value(json_object_get(d, "exit_code")), 3);
+	CHECK_STR_EQ(json_string_value(json_object_get(d, "message")),
+		     "rank 0 exited with code 3");
+	CHECK_INT_EQ(count_of(PROTO_RANK_EXITED, 1005), 2);
+	for (size_t i = 1; i <= 2; i++) {
+		d = wait_msg(PROTO_RANK_EXITED, 1005, i);
+		REQUIRE(d != NULL);
+		if (json_integer_value(json_object_get(d, "rank")) == 0)
+			CHECK_INT_EQ(json_integer_value(json_object_get(d, "exit_code")), 3);
+		else
+			CHECK_INT_EQ(json_integer_value(json_object_get(d, "signal")), SIGTERM);
+	}
+	CHECK_INT_EQ(group_live(p0), 0);
+	CHECK_INT_EQ(group_live(p1), 0);
+}
+
+TY_TEST(kill_cancels_and_escalates)
+{
+	const json_t *d;
+	pid_t p0, p1;
+
+	setup();
+	/* rank 0 (and its child) ignore SIGTERM: only the SIGKILL after 1 s ends them */
+	send_msg(PROTO_LAUNCH, 1006, EPOCH,
+		 launch_data(2, "if [ \"$LOCAL_RANK\" = 0 ]; then trap \"\" TERM; fi; "
+				"sleep 60 & wait; sleep 60"));
+	REQUIRE(wait_msg(PROTO_ATTEMPT_RUNNING, 1006, 1) != NULL);
+	p0 = rank_pid(1006, 1);
+	p1 = rank_pid(1006, 2);
+	REQUIRE(p0 > 1 && p1 > 1);
+	CHECK(group_live(p0) >= 1);
+	send_msg(PROTO_KILL, 1006, EPOCH, "{'reason':'cancel','grace_seconds':1}");
+	REQUIRE((d = wait_msg(PROTO_ATTEMPT_EXITED, 1006, 1)) != NULL);
+	CHECK_STR_EQ(json_string_value(json_object_get(d, "failure_class")), "cancelled");
+	CHECK(json_integer_value(json_object_get(d, "exit_code")) != 0);
+	for (size_t i = 1; i <= 2; i++) {
+		d = wait_msg(PROTO_RANK_EXITED, 1006, i);
+		REQUIRE(d != NULL);
+		CHECK_INT_EQ(json_integer_value(json_object_get(d, "signal")),
+			     json_integer_value(json_object_get(d, "rank")) == 0 ? SIGKILL
+										: SIGTERM);
+	}
+	CHECK_INT_EQ(group_live(p0), 0);
+	CHECK_INT_EQ(group_live(p1), 0);
+	/* a kill for an attempt this node never ran is answered, and blocks a late launch */
+	send_msg(PROTO_KILL, 1014, EPOCH, "{'reason':'over','grace_seconds':0}");
+	REQUIRE((d = wait_msg(PROTO_ATTEMPT_EXITED, 1014, 1)) != NULL);
+	CHECK_STR_EQ(json_string_value(json_object_get(d, "failure_class")), "cancelled");
+	send_msg(PROTO_LAUNCH, 1014, EPOCH, launch_data(1, "true"));
+	send_msg(PROTO_LAUNCH, 1015, EPOCH, launch_data(1, "true"));
+	REQUIRE(wait_msg(PROTO_ATTEMPT_EXITED, 1015, 1) != NULL);
+	CHECK_INT_EQ(count_of(PROTO_RANK_STARTED, 1014), 0);
+}
+
+TY_TEST(malformed_message_is_skipped)
+{
+	setup();
+	const char *bad[] = {
+		"this is not JSON",
+		"[1,2,3]",
+		ty_test_jf("{'v':1,'type':'launch','node':'%s','job':1007,'attempt':1,'epoch':%d,"
+			   "'seq':1,'ts':0,'data':{'nnodes':1}}",
+			   T.node, EPOCH),
+		ty_test_jf("{'v':1,'type':'heartbeat','node':'%s','job':0,'attempt':0,'epoch':0,"
+			   "'seq':1,'ts':0,'data':{'boot_id':'x','running':[],'finished':[]}}",
+			   T.node),
+		"",
+	};
+	const json_t *d, *hb;
+
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		produce_raw(bad[i], strlen(bad[i]));
+	/* well-formed but impossible: 3 per-GPU ranks on one GPU */
+	send_msg(PROTO_LAUNCH, 1012, EPOCH,
+		 "{'node_rank':0,'nnodes':1,'world_size':3,'local_world_size':3,'first_rank':0,"
+		 "'master_addr':'127.0.0.1','master_port':29400,'gpus':[0],'command':['true'],"
+		 "'env':{},'launch':'per_gpu'}");
+	send_msg(PROTO_LAUNCH, 1007, EPOCH, launch_data(1, "echo fine"));
+	REQUIRE((d = wait_msg(PROTO_ATTEMPT_EXITED, 1007, 1)) != NULL);
+	CHECK_INT_EQ(json_integer_value(json_object_get(d, "exit_code")), 0);
+	REQUIRE((d = wait_msg(PROTO_ATTEMPT_EXITED, 1012, 1)) != NULL);
+	CHECK_STR_EQ(json_string_value(json_object_get(d, "failure_class")), "system");
+	CHECK(strstr(json_string_value(json_object_get(d, "message")), "invalid launch") != NULL);
+	CHECK_INT_EQ(count_of(PROTO_RANK_STARTED, 1012), 0);
+	REQUIRE((hb = wait_heartbeat_finished(1007)) != NULL);
+	CHECK(counter(hb, "malformed") >= 4);
+	CHECK(T.pid && waitpid(T.pid, NULL, WNOHANG) == 0);
+}
+
+TY_TEST(logs_over_http)
+{
+	static const struct {
+		const char *path;
+		long status;
+	} bad[] = {
+		{"/logs/1008/1/5", 404},
+		{"/logs/1008/2/0", 404},
+		{"/logs/01008/1/0", 404},
+		{"/logs/1008/1/0/", 404},
+		{"/logs/1008/1/-0", 404},
+		{"/logs/../../etc/passwd", 404},
+		{"/logs/1008/1/0/../../../state.json", 404},
+		{"/logs/1008/1/0%2f..%2f..%2fstate.json", 404},
+		{"/state.json", 404},
+		{"/logs/1008/1/0?tail=0", 400},
+		{"/logs/1008/1/0?tail=10001", 400},
+		{"/logs/1008/1/0?tail=abc", 400},
+	};
+	char *body;
+	const char *last;
+
+	setup();
+	send_msg(PROTO_LAUNCH, 1008, EPOCH,
+		 launch_data(1, "i=1; while [ $i -le 300 ]; do echo \"line $i\"; i=$((i+1)); "
+				"done; echo \"to stderr\" >&2"));
+	REQUIRE(wait_msg(PROTO_ATTEMPT_EXITED, 1008, 1) != NULL);
+	CHECK_INT_EQ(http_get("/logs/1008/1/0?tail=3", &body), 200);
+	CHECK_STR_EQ(body, "line 299\nline 300\nto stderr\n");
+	CHECK_INT_EQ(http_get("/logs/1008/1/0", &body), 200);
+	CHECK_INT_EQ(count_lines(body), 100);
+	CHECK(strncmp(body, "line 202\n", 9) == 0);
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		ty_test_context("GET %s", bad[i].path);
+		CHECK_INT_EQ(http_get(bad[i].path, &body), bad[i].status);
+	}
+	ty_test_context(NULL);
+
+	/* 2000 lines of 62 bytes pass the 64 KiB cap: one rotation, nothing lost yet */
+	send_msg(PROTO_LAUNCH, 1009, EPOCH,
+		 launch_data(1, "i=1; while [ $i -le 2000 ]; do printf \"line %05d "
+				"..................................................\\n\" $i; "
+				"i=$((i+1)); done"));
+	REQUIRE(wait_msg(PROTO_ATTEMPT_EXITED, 1009, 1) != NULL);
+	{
+		struct stat cur, old;
+		const char *base = ty_test_strf("%s/attempts/1009.1/rank-0.log", T.state);
+
+		REQUIRE(stat(base, &cur) == 0);
+		REQUIRE(stat(ty_test_strf("%s.1", base), &old) == 0);
+		CHECK(cur.st_size <= 65536 && old.st_size <= 65536);
+		CHECK_INT_EQ(cur.st_size + old.st_size, 2000 * 62);
+	}
+	CHECK_INT_EQ(http_get("/logs/1009/1/0?tail=2000", &body), 200);
+	CHECK_INT_EQ(count_lines(body), 2000);
+	CHECK(strncmp(body, "line 00001 ", 11) == 0);
+	last = strrchr(body, '\n');
+	while (last && last > body && last[-1] != '\n')
+		last--;
+	CHECK(last && strncmp(last, "line 02000 ", 11) == 0);
+}
+
+TY_TEST(restart_kills_orphans)
+{
+	const json_t *d, *hb;
+	pid_t p0, p1;
+
+	setup();
+	send_msg(PROTO_LAUNCH, 1010, EPOCH, launch_data(2, "sleep 60 & wait"));
+	REQUIRE(wait_msg(PROTO_ATTEMPT_RUNNING, 1010, 1) != NULL);
+	p0 = rank_pid(1010, 1);
+	p1 = rank_pid(1010, 2);
+	REQUIRE(p0 > 1 && p1 > 1);
+	stop_executor(SIGKILL);
+	CHECK(group_live(p0) >= 1 && group_live(p1) >= 1); /* detached: they outlive it */
+
+	start_executor();
+	REQUIRE((d = wait_msg(PROTO_ATTEMPT_EXITED, 1010, 1)) != NULL);
+	CHECK_STR_EQ(json_string_value(json_object_get(d, "failure_class")), "system");
+	CHECK_STR_EQ(json_string_value(json_object_get(d, "message")), "executor restarted");
+	CHECK_INT_EQ(group_live(p0), 0);
+	CHECK_INT_EQ(group_live(p1), 0);
+
+	/* finished attempts survive the restart: a late launch of one is ignored */
+	send_msg(PROTO_LAUNCH, 1001, EPOCH, launch_data(1, "true"));
+	send_msg(PROTO_LAUNCH, 1011, EPOCH, launch_data(1, "true"));
+	REQUIRE(wait_msg(PROTO_ATTEMPT_EXITED, 1011, 1) != NULL);
+	CHECK_INT_EQ(count_of(PROTO_RANK_STARTED, 1001), 2);
+	REQUIRE((hb = wait_heartbeat_finished(1011)) != NULL);
+	CHECK(in_list(json_object_get(hb, "finished"), 1010));
+	CHECK(in_list(json_object_get(hb, "finished"), 1001));
+	/* offsets were committed: the malformed messages were not read again */
+	CHECK_INT_EQ(counter(hb, "malformed"), 0);
+}
+
+TY_TEST(sigterm_stops_cleanly)
+{
+	const json_t *d;
+	int status;
+	pid_t p0;
+
+	setup();
+	REQUIRE(T.pid != 0);
+	send_msg(PROTO_LAUNCH, 1013, EPOCH, launch_data(1, "sleep 60 & wait"));
+	REQUIRE(wait_msg(PROTO_ATTEMPT_RUNNING, 1013, 1) != NULL);
+	p0 = rank_pid(1013, 1);
+	REQUIRE(p0 > 1);
+	kill(T.pid, SIGTERM);
+	status = reap(20000);
+	CHECK(status != -1 && WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	if (status != -1 && !(WIFEXITED(status) && WEXITSTATUS(status) == 0))
+		ty_test_note("executor wait status 0x%x", (unsigned)status);
+	REQUIRE((d = wait_msg(PROTO_ATTEMPT_EXITED, 1013, 1)) != NULL);
+	CHECK_STR_EQ(json_string_value(json_object_get(d, "failure_class")), "system");
+	CHECK_STR_EQ(json_string_value(json_object_get(d, "message")), "executor stopped");
+	CHECK_INT_EQ(group_live(p0), 0);
+}

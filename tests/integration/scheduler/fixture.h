@@ -1,0 +1,115 @@
+/*
+ * The world of one scheduler integration case: a private trainyard-broker,
+ * a fresh migrated database with trainyard-api in front of it, an admin
+ * token and a team, trainyard-scheduler processes, and fake executors
+ * played by the test over rdkafka (register, heartbeat, job events; the
+ * dispatch topic read back and checked).
+ *
+ * Each case gets its own broker and database, so cases and test programs
+ * never see each other's messages or rows. Everything is torn down when the
+ * next case starts or the program ends; a scheduler that fails to stop
+ * cleanly on SIGTERM or reports a sanitizer error fails the case.
+ *
+ * Environment: TY_TEST_PG_URL, TY_API_BIN, TY_SCHEDULER_BIN, TY_BROKER_BIN.
+ * Strings returned are scratch (they live until the end of the case);
+ * setup failures end the case (REQUIRE style).
+ */
+#ifndef TY_SCHED_FIXTURE_H
+#define TY_SCHED_FIXTURE_H
+
+#include "proto.h"
+
+#include <stdbool.h>
+
+struct fx;
+
+/* Broker, database, API, admin token, team. No scheduler yet. */
+struct fx *fx_start(void);
+/* The database URL of the case (for direct connections). */
+const char *fx_db_url(struct fx *f);
+
+/* ---- schedulers ---- */
+
+/*
+ * Start trainyard-scheduler --id ID with fast test timings (cycle 200 ms,
+ * reconcile 300 ms, resend 30 s, node timeout 10 s, kill grace 7 s) and
+ * extra arguments (NULL-terminated, later flags win). Returns its index.
+ */
+int fx_sched_start(struct fx *f, const char *id, const char *const *extra);
+/* SIGTERM; fails the case unless it exits 0 within 10 s, cleanly. */
+void fx_sched_stop(struct fx *f, int i);
+/* SIGKILL, no questions. */
+void fx_sched_kill(struct fx *f, int i);
+/* The scheduler's log so far (scratch). */
+const char *fx_sched_log(struct fx *f, int i);
+
+/* ---- SQL on the case's database ---- */
+
+/*
+ * First column of the first row of a parameterised query (params are a
+ * NULL-terminated list of strings), as scratch; NULL for no row or SQL NULL.
+ */
+const char *fx_q(struct fx *f, const char *sql, ...);
+/* Poll a query until it returns want (NULL: SQL NULL or no row), or fail. */
+bool fx_wait_at(const char *file, int line, struct fx *f, int timeout_ms, const char *want,
+		const char *sql, ...);
+#define FX_WAIT(f, ms, want, ...) fx_wait_at(__FILE__, __LINE__, (f), (ms), (want), __VA_ARGS__, NULL)
+#define FX_Q(f, ...) fx_q((f), __VA_ARGS__, NULL)
+/* Decimal text of a number (scratch), for parameters. */
+const char *fx_n(long long v);
+
+/* ---- jobs through the API ---- */
+
+/* Submit a job to the case's team; extra is ",'k':v..." JSON (' for ") or NULL. */
+long long fx_submit(struct fx *f, const char *extra);
+void fx_cancel(struct fx *f, long long job);
+
+/* ---- fake executors ---- */
+
+/* Register node id with gpus GPUs and keep it heartbeating (every 200 ms). */
+void fx_node(struct fx *f, const char *id, int gpus);
+/* Stop or resume a node's heartbeats. */
+void fx_node_beat(struct fx *f, const char *id, bool on);
+/* Add (on) or remove an attempt from the running list of the node's heartbeats. */
+void fx_node_runs(struct fx *f, const char *id, long long job, long long attempt, bool on);
+/* Add a finished entry to the node's heartbeats (as if attempt_exited were lost). */
+void fx_node_finished(struct fx *f, const char *id, long long job, long long attempt, int code,
+		      const char *cls, const char *message);
+/* Produce one message from node (data JSON with ' for "; NULL for {}). Returns its seq. */
+long long fx_send(struct fx *f, const char *node, const char *type, long long job,
+		  long long attempt, const char *data);
+/* Messages produced so far (a mark for fx_replay). */
+int fx_sent_count(struct fx *f);
+/* Produce again, byte for byte and to the same partitions, messages [from, to). */
+void fx_replay(struct fx *f, int from, int to);
+/*
+ * Wait until the scheduler has applied and committed everything produced so
+ * far (its consumer group's offsets reached the high watermarks).
+ */
+void fx_sync(struct fx *f, int timeout_ms);
+
+/*
+ * The next dispatch message for node of type (and job, when job > 0) not
+ * taken before, waiting up to timeout_ms; NULL on timeout. The message is
+ * owned by the fixture. Checks it came on the node's partition.
+ */
+const struct proto_msg *fx_recv(struct fx *f, const char *node, const char *type, long long job,
+				int timeout_ms);
+/* Poll the dispatch topic for ms milliseconds (to see what else arrives). */
+void fx_poll(struct fx *f, int ms);
+/* How many matching dispatch messages arrived so far, taken or not (attempt 0: any). */
+int fx_count(struct fx *f, const char *node, const char *type, long long job, long long attempt);
+
+/*
+ * Act on a launch like an executor: rank_started for every local rank,
+ * attempt_running, and list the attempt as running in heartbeats.
+ */
+void fx_run(struct fx *f, const char *node, const struct proto_msg *launch);
+/*
+ * End it: rank_exited for every local rank (the last exits with code, the
+ * others 0), attempt_exited (code, cls, message), and drop it from running.
+ */
+void fx_exit(struct fx *f, const char *node, const struct proto_msg *launch, int code,
+	     const char *cls, const char *message);
+
+#endif

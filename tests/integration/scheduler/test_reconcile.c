@@ -1,0 +1,221 @@
+/*
+ * Liveness and reconciliation: lost nodes, launches that never arrived,
+ * exits known only from heartbeats, restarted executors, stray attempts.
+ */
+#include "fixture.h"
+#include "ty_stack.h"
+#include "ty_test.h"
+
+#include <string.h>
+
+#define T 15000
+
+static const char *dstr(const struct proto_msg *m, const char *key)
+{
+	return json_string_value(json_object_get(m->data, key));
+}
+
+TY_TEST(silent_node_is_lost_and_its_gang_requeued)
+{
+	static const char *const fast[] = {"--node-timeout-ms=1500", NULL};
+	struct fx *f = fx_start();
+	const struct proto_msg *l1, *l2, *k, *m1, *m3;
+	long long job;
+
+	fx_node(f, "n1", 4);
+	fx_node(f, "n2", 4);
+	fx_node(f, "n3", 4);
+	fx_sched_start(f, "s1", fast);
+	FX_WAIT(f, T, "3", "SELECT count(*) FROM nodes WHERE state = 'ready'");
+	job = fx_submit(f, ",'resources':{'nodes':2,'gpus_per_node':4}");
+	l1 = fx_recv(f, "n1", "launch", job, T);
+	l2 = fx_recv(f, "n2", "launch", job, T);
+	REQUIRE(l1 != NULL && l2 != NULL);
+	fx_run(f, "n1", l1);
+	fx_run(f, "n2", l2);
+	FX_WAIT(f, T, "running", "SELECT state FROM jobs WHERE id = $1", fx_n(job));
+
+	fx_node_beat(f, "n2", false);
+	FX_WAIT(f, T, "lost", "SELECT state FROM nodes WHERE id = 'n2'");
+	k = fx_recv(f, "n1", "kill", job, T);
+	REQUIRE(k != NULL);
+	CHECK_STR_EQ(dstr(k, "reason"), "node_lost");
+	CHECK_STR_EQ(FX_Q(f, "SELECT state || ' ' || failure_class FROM attempts"
+			     " WHERE job_id = $1 AND attempt = 1",
+			  fx_n(job)),
+		     "failed node_lost");
+	CHECK_STR_EQ(FX_Q(f, "SELECT released_at IS NOT NULL FROM allocations"
+			     " WHERE job_id = $1 AND node_id = 'n2'",
+			  fx_n(job)),
+		     "t");
+	CHECK_STR_EQ(FX_Q(f, "SELECT message FROM job_events WHERE job_id = $1 AND type = 'requeued'",
+			  fx_n(job)),
+		     "attempt 1 failed: node n2 lost: no heartbeat for 1500 ms (node_lost); requeued "
+		     "for attempt 2 (system retry 1 of 3)");
+	/* n1's GPUs are held until it reports: attempt 2 needs n3 and n1 once free */
+	fx_exit(f, "n1", l1, 143, "cancelled", "killed on request");
+	m1 = fx_recv(f, "n1", "launch", job, T);
+	m3 = fx_recv(f, "n3", "launch", job, T);
+	REQUIRE(m1 != NULL && m3 != NULL);
+	CHECK_INT_EQ(m1->attempt, 2);
+	CHECK_INT_EQ(m3->attempt, 2);
+	CHECK_INT_EQ(fx_count(f, "n2", "launch", job, 2), 0);
+
+	/* a lost node that heartbeats again is ready again */
+	fx_node_beat(f, "n2", true);
+	FX_WAIT(f, T, "ready", "SELECT state FROM nodes WHERE id = 'n2'");
+	fx_sched_stop(f, 0);
+}
+
+TY_TEST(unacknowledged_launch_is_resent_once_per_period)
+{
+	static const char *const resend[] = {"--resend-ms=1000", "--reconcile-ms=100", NULL};
+	struct fx *f = fx_start();
+	const struct proto_msg *l1, *prev, *m;
+	long long job, first_ts;
+	int resent = 0, at_ack;
+
+	fx_node(f, "n1", 2);
+	fx_node(f, "n2", 2);
+	fx_sched_start(f, "s1", resend);
+	FX_WAIT(f, T, "2", "SELECT count(*) FROM nodes WHERE state = 'ready'");
+	job = fx_submit(f, ",'resources':{'nodes':2,'gpus_per_node':1}");
+	l1 = fx_recv(f, "n1", "launch", job, T);
+	prev = fx_recv(f, "n2", "launch", job, T);
+	REQUIRE(l1 != NULL && prev != NULL);
+	first_ts = prev->ts;
+	fx_run(f, "n1", l1); /* n1 acknowledges in its heartbeats; n2 never does */
+
+	/* about 3.5 resend periods: every resend at least a period after the last */
+	while ((m = fx_recv(f, "n2", "launch", job, 500)) || prev->ts - first_ts < 3500) {
+		if (!m)
+			continue;
+		CHECK_INT_EQ(m->attempt, 1);
+		CHECK(m->seq > prev->seq);
+		CHECK(json_equal(json_object_get(m->data, "gpus"), json_object_get(prev->data, "gpus")));
+		if (m->ts - prev->ts < 900)
+			FAIL("launch re-sent %lld ms after the previous one (period 1000 ms)",
+			     (long long)(m->ts - prev->ts));
+		prev = m;
+		resent++;
+		if (prev->ts - first_ts >= 3500)
+			break;
+	}
+	CHECK(resent >= 2);
+	CHECK(resent <= 4);
+	CHECK_INT_EQ(fx_count(f, "n1", "launch", job, 0), 1);
+
+	/* once n2 lists the attempt, the resends stop (one may already be on its way) */
+	at_ack = fx_count(f, "n2", "launch", job, 0);
+	fx_run(f, "n2", prev);
+	FX_WAIT(f, T, "running", "SELECT state FROM jobs WHERE id = $1", fx_n(job));
+	fx_poll(f, 2500);
+	CHECK(fx_count(f, "n2", "launch", job, 0) <= at_ack + 1);
+	fx_sched_stop(f, 0);
+}
+
+TY_TEST(exit_known_only_from_heartbeat_is_applied)
+{
+	struct fx *f = fx_start();
+	const struct proto_msg *l1, *l2;
+	long long job;
+
+	fx_node(f, "n1", 2);
+	fx_node(f, "n2", 2);
+	fx_sched_start(f, "s1", NULL);
+	FX_WAIT(f, T, "2", "SELECT count(*) FROM nodes WHERE state = 'ready'");
+	job = fx_submit(f, ",'resources':{'nodes':2,'gpus_per_node':2}");
+	l1 = fx_recv(f, "n1", "launch", job, T);
+	l2 = fx_recv(f, "n2", "launch", job, T);
+	REQUIRE(l1 != NULL && l2 != NULL);
+	fx_run(f, "n1", l1);
+	fx_run(f, "n2", l2);
+	FX_WAIT(f, T, "running", "SELECT state FROM jobs WHERE id = $1", fx_n(job));
+	/* the attempt_exited events are lost: only the heartbeats say so */
+	fx_node_runs(f, "n1", job, 1, false);
+	fx_node_runs(f, "n2", job, 1, false);
+	fx_node_finished(f, "n1", job, 1, 0, "", "");
+	fx_node_finished(f, "n2", job, 1, 0, "", "");
+	FX_WAIT(f, T, "succeeded", "SELECT state FROM jobs WHERE id = $1", fx_n(job));
+	CHECK_STR_EQ(FX_Q(f, "SELECT count(*) FROM allocations WHERE job_id = $1"
+			     " AND released_at IS NOT NULL",
+			  fx_n(job)),
+		     "2");
+	fx_sched_stop(f, 0);
+}
+
+TY_TEST(restarted_executor_fails_its_attempts_as_system)
+{
+	struct fx *f = fx_start();
+	const struct proto_msg *l1, *l2, *k;
+	long long job;
+
+	fx_node(f, "n1", 2);
+	fx_node(f, "n2", 2);
+	fx_sched_start(f, "s1", NULL);
+	FX_WAIT(f, T, "2", "SELECT count(*) FROM nodes WHERE state = 'ready'");
+	job = fx_submit(f, ",'resources':{'nodes':2,'gpus_per_node':2},'retry':{'system':0}");
+	l1 = fx_recv(f, "n1", "launch", job, T);
+	l2 = fx_recv(f, "n2", "launch", job, T);
+	REQUIRE(l1 != NULL && l2 != NULL);
+	fx_run(f, "n1", l1);
+	fx_run(f, "n2", l2);
+	FX_WAIT(f, T, "running", "SELECT state FROM jobs WHERE id = $1", fx_n(job));
+
+	/* n2 comes back with a new boot id (a real executor registers again) */
+	fx_node_beat(f, "n2", false);
+	fx_send(f, "n2", "register",
+		0, 0,
+		"{'address':'10.0.0.2','gpus':2,'labels':{},'boot_id':'second-boot',"
+		"'log_url':'http://10.0.0.2:8081'}");
+	FX_WAIT(f, T, "failed system", "SELECT state || ' ' || failure_class FROM jobs WHERE id = $1",
+		fx_n(job));
+	k = fx_recv(f, "n1", "kill", job, T);
+	REQUIRE(k != NULL);
+	CHECK_STR_EQ(dstr(k, "reason"), "fail_fast");
+	CHECK_STR_EQ(FX_Q(f, "SELECT boot_id FROM nodes WHERE id = 'n2'"), "second-boot");
+	CHECK_STR_EQ(FX_Q(f, "SELECT message FROM attempts WHERE job_id = $1", fx_n(job)),
+		     "node n2 restarted (boot id changed)");
+	fx_sched_stop(f, 0);
+}
+
+TY_TEST(attempt_a_node_runs_but_the_database_calls_over_is_killed)
+{
+	struct fx *f = fx_start();
+	const struct proto_msg *k;
+
+	fx_node(f, "n1", 2);
+	fx_sched_start(f, "s1", NULL);
+	FX_WAIT(f, T, "1", "SELECT count(*) FROM nodes WHERE state = 'ready'");
+	/* job 4242 attempt 3 never existed here */
+	fx_node_runs(f, "n1", 4242, 3, true);
+	k = fx_recv(f, "n1", "kill", 4242, T);
+	REQUIRE(k != NULL);
+	CHECK_INT_EQ(k->attempt, 3);
+	CHECK_STR_EQ(dstr(k, "reason"), "over");
+	fx_node_runs(f, "n1", 4242, 3, false);
+	fx_sched_stop(f, 0);
+}
+
+TY_TEST(malformed_messages_are_skipped)
+{
+	struct fx *f = fx_start();
+	long long job;
+
+	fx_node(f, "n1", 1);
+	fx_sched_start(f, "s1", NULL);
+	FX_WAIT(f, T, "1", "SELECT count(*) FROM nodes WHERE state = 'ready'");
+	/* a rank of another node's range, and a negative GPU count: skipped, not fatal */
+	job = fx_submit(f, ",'resources':{'nodes':1,'gpus_per_node':1}");
+	REQUIRE(fx_recv(f, "n1", "launch", job, T) != NULL);
+	fx_send(f, "n1", "rank_exited", job, 1, "{'rank':7,'exit_code':1,'signal':0}");
+	fx_send(f, "bad-node", "register", 0, 0,
+		"{'address':'x','gpus':-1,'labels':{},'boot_id':'b','log_url':''}");
+	fx_node(f, "n2", 1);
+	FX_WAIT(f, T, "2", "SELECT count(*) FROM nodes WHERE state = 'ready'");
+	fx_sync(f, T);
+	CHECK_STR_EQ(FX_Q(f, "SELECT count(*) FROM ranks"), "0");
+	CHECK_STR_EQ(FX_Q(f, "SELECT count(*) FROM nodes WHERE id = 'bad-node'"), "0");
+	CHECK(strstr(fx_sched_log(f, 0), "skipping rank_exited message") != NULL);
+	fx_sched_stop(f, 0);
+}
