@@ -39,7 +39,7 @@ struct fx_node {
 	int gpus;
 	bool beating;
 	char boot_id[64];
-	json_t *running; /* [{job, attempt}] */
+	json_t *running;  /* [{job, attempt}] */
 	json_t *finished; /* [{job, attempt, exit_code, failure_class, message}] */
 };
 
@@ -283,9 +283,16 @@ static int32_t partitions_of(rd_kafka_t *rk, const char *topic)
 
 static void broker_start(struct fx *f)
 {
-	char *argv[] = {(char *)need("TY_BROKER_BIN"), "--bootstrap-file", f->bs_file,
-			"--dispatch-partitions", "8", "--events-partitions", "4",
-			"--nodes-partitions", "4", NULL};
+	char *argv[] = {(char *)need("TY_BROKER_BIN"),
+			"--bootstrap-file",
+			f->bs_file,
+			"--dispatch-partitions",
+			"8",
+			"--events-partitions",
+			"4",
+			"--nodes-partitions",
+			"4",
+			NULL};
 	const char *log = ty_test_strf("%s/broker.log", f->dir);
 	int64_t deadline = ty_mono_ms() + 15000;
 	FILE *fp;
@@ -329,7 +336,7 @@ static void kafka_start(struct fx *f)
 	l = rd_kafka_topic_partition_list_new(f->parts_dispatch);
 	for (int32_t p = 0; p < f->parts_dispatch; p++)
 		rd_kafka_topic_partition_list_add(l, PROTO_TOPIC_DISPATCH, p)->offset =
-			RD_KAFKA_OFFSET_BEGINNING;
+		    RD_KAFKA_OFFSET_BEGINNING;
 	if (rd_kafka_assign(f->consumer, l)) {
 		FAIL("cannot assign the dispatch partitions");
 		ty_test_abort();
@@ -793,9 +800,9 @@ void fx_node_runs(struct fx *f, const char *id, long long job, long long attempt
 			}
 		}
 		if (on)
-			json_array_append_new(n->running, json_pack("{s:I, s:I}", "job",
-								     (json_int_t)job, "attempt",
-								     (json_int_t)attempt));
+			json_array_append_new(n->running,
+					      json_pack("{s:I, s:I}", "job", (json_int_t)job,
+							"attempt", (json_int_t)attempt));
 	}
 	pthread_mutex_unlock(&f->mu);
 	if (!n)

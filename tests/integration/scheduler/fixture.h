@@ -53,7 +53,8 @@ const char *fx_q(struct fx *f, const char *sql, ...);
 /* Poll a query until it returns want (NULL: SQL NULL or no row), or fail. */
 bool fx_wait_at(const char *file, int line, struct fx *f, int timeout_ms, const char *want,
 		const char *sql, ...);
-#define FX_WAIT(f, ms, want, ...) fx_wait_at(__FILE__, __LINE__, (f), (ms), (want), __VA_ARGS__, NULL)
+#define FX_WAIT(f, ms, want, ...)                                                                  \
+	fx_wait_at(__FILE__, __LINE__, (f), (ms), (want), __VA_ARGS__, NULL)
 #define FX_Q(f, ...) fx_q((f), __VA_ARGS__, NULL)
 /* Decimal text of a number (scratch), for parameters. */
 const char *fx_n(long long v);

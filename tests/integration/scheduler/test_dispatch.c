@@ -36,14 +36,15 @@ static long long two_node_job(struct fx *f, const char *extra)
 	fx_node(f, "n2", 4);
 	fx_sched_start(f, "s1", NULL);
 	FX_WAIT(f, T, "2", "SELECT count(*) FROM nodes WHERE state = 'ready'");
-	return fx_submit(f, ty_test_strf(",'resources':{'nodes':2,'gpus_per_node':2}%s",
-					 extra ? extra : ""));
+	return fx_submit(
+	    f, ty_test_strf(",'resources':{'nodes':2,'gpus_per_node':2}%s", extra ? extra : ""));
 }
 
 static const char *last_event(struct fx *f, long long job)
 {
-	return FX_Q(f, "SELECT type || ' ' || state || ': ' || message FROM job_events"
-		       " WHERE job_id = $1 ORDER BY seq DESC LIMIT 1",
+	return FX_Q(f,
+		    "SELECT type || ' ' || state || ': ' || message FROM job_events"
+		    " WHERE job_id = $1 ORDER BY seq DESC LIMIT 1",
 		    fx_n(job));
 }
 
@@ -73,18 +74,21 @@ TY_TEST(two_node_job_launches_once_per_node_and_succeeds)
 		CHECK_INT_EQ(dint(l, "master_port"), 29500);
 		CHECK_STR_EQ(gpus_of(l), "[0,1]");
 		CHECK_STR_EQ(dstr(l, "launch"), "per_gpu");
-		CHECK_STR_EQ(json_string_value(json_array_get(json_object_get(l->data, "command"), 1)),
-			     "train.py");
-		CHECK_STR_EQ(json_string_value(json_object_get(json_object_get(l->data, "env"), "FOO")),
-			     "bar");
+		CHECK_STR_EQ(
+		    json_string_value(json_array_get(json_object_get(l->data, "command"), 1)),
+		    "train.py");
+		CHECK_STR_EQ(
+		    json_string_value(json_object_get(json_object_get(l->data, "env"), "FOO")),
+		    "bar");
 		CHECK_INT_EQ(dint(l, "max_runtime_seconds"), 86400);
 		CHECK_INT_EQ(dint(l, "kill_grace_seconds"), 7);
 	}
 	ty_test_context(NULL);
 	CHECK_STR_EQ(FX_Q(f, "SELECT state || ' ' || attempt FROM jobs WHERE id = $1", fx_n(job)),
 		     "scheduled 1");
-	CHECK_STR_EQ(FX_Q(f, "SELECT master_node || ':' || master_port || ' ' || world_size"
-			     " FROM attempts WHERE job_id = $1",
+	CHECK_STR_EQ(FX_Q(f,
+			  "SELECT master_node || ':' || master_port || ' ' || world_size"
+			  " FROM attempts WHERE job_id = $1",
 			  fx_n(job)),
 		     "n1:29500 4");
 
@@ -93,8 +97,9 @@ TY_TEST(two_node_job_launches_once_per_node_and_succeeds)
 	fx_run(f, "n2", l2);
 	FX_WAIT(f, T, "running", "SELECT state FROM jobs WHERE id = $1", fx_n(job));
 	CHECK_STR_EQ(FX_Q(f, "SELECT state FROM attempts WHERE job_id = $1", fx_n(job)), "running");
-	CHECK_STR_EQ(FX_Q(f, "SELECT count(*) FROM allocations WHERE job_id = $1"
-			     " AND running_at IS NOT NULL",
+	CHECK_STR_EQ(FX_Q(f,
+			  "SELECT count(*) FROM allocations WHERE job_id = $1"
+			  " AND running_at IS NOT NULL",
 			  fx_n(job)),
 		     "2");
 
@@ -103,19 +108,22 @@ TY_TEST(two_node_job_launches_once_per_node_and_succeeds)
 	FX_WAIT(f, T, "succeeded", "SELECT state FROM jobs WHERE id = $1", fx_n(job));
 	CHECK_STR_EQ(FX_Q(f, "SELECT finished_at IS NOT NULL FROM jobs WHERE id = $1", fx_n(job)),
 		     "t");
-	CHECK_STR_EQ(FX_Q(f, "SELECT state || ' ' || exit_code FROM attempts WHERE job_id = $1",
-			  fx_n(job)),
-		     "succeeded 0");
-	CHECK_STR_EQ(FX_Q(f, "SELECT string_agg(rank || ':' || exit_code || ':' || pid, ','"
-			     " ORDER BY rank) FROM ranks WHERE job_id = $1",
+	CHECK_STR_EQ(
+	    FX_Q(f, "SELECT state || ' ' || exit_code FROM attempts WHERE job_id = $1", fx_n(job)),
+	    "succeeded 0");
+	CHECK_STR_EQ(FX_Q(f,
+			  "SELECT string_agg(rank || ':' || exit_code || ':' || pid, ','"
+			  " ORDER BY rank) FROM ranks WHERE job_id = $1",
 			  fx_n(job)),
 		     "0:0:1000,1:0:1001,2:0:1002,3:0:1003");
-	CHECK_STR_EQ(FX_Q(f, "SELECT count(*) FROM allocations WHERE job_id = $1"
-			     " AND released_at IS NOT NULL AND exit_code = 0",
+	CHECK_STR_EQ(FX_Q(f,
+			  "SELECT count(*) FROM allocations WHERE job_id = $1"
+			  " AND released_at IS NOT NULL AND exit_code = 0",
 			  fx_n(job)),
 		     "2");
-	CHECK_STR_EQ(FX_Q(f, "SELECT string_agg(type || '/' || state, ' ' ORDER BY seq)"
-			     " FROM job_events WHERE job_id = $1",
+	CHECK_STR_EQ(FX_Q(f,
+			  "SELECT string_agg(type || '/' || state, ' ' ORDER BY seq)"
+			  " FROM job_events WHERE job_id = $1",
 			  fx_n(job)),
 		     "submitted/pending scheduled/scheduled starting/starting running/running "
 		     "succeeded/succeeded");
@@ -154,21 +162,23 @@ TY_TEST(user_failure_kills_the_gang_and_fails_the_job)
 		fx_n(job));
 	CHECK_STR_EQ(last_event(f, job),
 		     "failed failed: attempt 1 failed: rank 3 exited with code 3 (user)");
-	CHECK_STR_EQ(FX_Q(f, "SELECT state || ' ' || failure_class || ' ' || exit_code"
-			     " FROM attempts WHERE job_id = $1",
+	CHECK_STR_EQ(FX_Q(f,
+			  "SELECT state || ' ' || failure_class || ' ' || exit_code"
+			  " FROM attempts WHERE job_id = $1",
 			  fx_n(job)),
 		     "failed user 3");
-	CHECK_STR_EQ(FX_Q(f, "SELECT exit_code FROM ranks WHERE job_id = $1 AND rank = 3",
-			  fx_n(job)),
-		     "3");
+	CHECK_STR_EQ(
+	    FX_Q(f, "SELECT exit_code FROM ranks WHERE job_id = $1 AND rank = 3", fx_n(job)), "3");
 	/* n1's GPUs stay held until n1 reports its ranks gone */
-	CHECK_STR_EQ(FX_Q(f, "SELECT released_at IS NULL FROM allocations WHERE job_id = $1"
-			     " AND node_id = 'n1'",
+	CHECK_STR_EQ(FX_Q(f,
+			  "SELECT released_at IS NULL FROM allocations WHERE job_id = $1"
+			  " AND node_id = 'n1'",
 			  fx_n(job)),
 		     "t");
 	fx_exit(f, "n1", l1, 143, "cancelled", "killed on request");
-	FX_WAIT(f, T, "2", "SELECT count(*) FROM allocations WHERE job_id = $1"
-			   " AND released_at IS NOT NULL",
+	FX_WAIT(f, T, "2",
+		"SELECT count(*) FROM allocations WHERE job_id = $1"
+		" AND released_at IS NOT NULL",
 		fx_n(job));
 	CHECK_STR_EQ(FX_Q(f, "SELECT state FROM jobs WHERE id = $1", fx_n(job)), "failed");
 	fx_poll(f, 300);
@@ -177,7 +187,7 @@ TY_TEST(user_failure_kills_the_gang_and_fails_the_job)
 	fx_sched_stop(f, 0);
 }
 
-TY_TEST(system_failure_requeues_as_attempt_2_and_old_events_change_nothing)
+TY_TEST(system_failure_requeues_once_the_gang_is_gone_and_old_events_change_nothing)
 {
 	struct fx *f = fx_start();
 	long long job = two_node_job(f, ",'retry':{'system':1}");
@@ -196,41 +206,46 @@ TY_TEST(system_failure_requeues_as_attempt_2_and_old_events_change_nothing)
 	REQUIRE(k != NULL);
 	CHECK_STR_EQ(dstr(k, "reason"), "fail_fast");
 
-	/* requeued and placed again at once: n1 still has 2 free GPUs */
+	/* requeued, but not placed while attempt 1's ranks may still run on n1 */
+	FX_WAIT(f, T, "pending 1", "SELECT state || ' ' || attempt FROM jobs WHERE id = $1",
+		fx_n(job));
+	CHECK_STR_EQ(FX_Q(f, "SELECT retries::text FROM jobs WHERE id = $1", fx_n(job)),
+		     "{\"system\": 1}");
+	CHECK_STR_EQ(FX_Q(f,
+			  "SELECT message FROM job_events WHERE job_id = $1 AND type = 'requeued'",
+			  fx_n(job)),
+		     "attempt 1 failed: rank 3 was killed by signal 9 (system); requeued for "
+		     "attempt 2 (system retry 1 of 1)");
+	fx_poll(f, 600);
+	CHECK_INT_EQ(fx_count(f, "n1", "launch", job, 2) + fx_count(f, "n2", "launch", job, 2), 0);
+	fx_exit(f, "n1", l1, 143, "cancelled", "killed on request");
 	m1 = fx_recv(f, "n1", "launch", job, T);
 	m2 = fx_recv(f, "n2", "launch", job, T);
 	REQUIRE(m1 != NULL && m2 != NULL);
 	CHECK_INT_EQ(m1->attempt, 2);
 	CHECK_INT_EQ(m2->attempt, 2);
-	CHECK_STR_EQ(gpus_of(m1), "[2,3]"); /* 0 and 1 are still attempt 1's */
+	CHECK_STR_EQ(gpus_of(m1), "[0,1]");
 	CHECK_STR_EQ(gpus_of(m2), "[0,1]");
-	CHECK_INT_EQ(dint(m1, "master_port"), 29501); /* attempt 1's rank 0 may hold 29500 */
-	CHECK_STR_EQ(FX_Q(f, "SELECT state || ' ' || attempt || ' ' || retries::text FROM jobs"
-			     " WHERE id = $1",
-			  fx_n(job)),
-		     "scheduled 2 {\"system\": 1}");
-	CHECK_STR_EQ(FX_Q(f, "SELECT message FROM job_events WHERE job_id = $1 AND type = 'requeued'",
-			  fx_n(job)),
-		     "attempt 1 failed: rank 3 was killed by signal 9 (system); requeued for "
-		     "attempt 2 (system retry 1 of 1)");
+	CHECK_INT_EQ(dint(m1, "master_port"), 29500);
+	CHECK_STR_EQ(FX_Q(f, "SELECT state || ' ' || attempt FROM jobs WHERE id = $1", fx_n(job)),
+		     "scheduled 2");
 
 	/* attempt 1's events again: the job stays with attempt 2 */
 	fx_replay(f, mark, fx_sent_count(f));
 	fx_sync(f, T);
 	CHECK_STR_EQ(FX_Q(f, "SELECT state || ' ' || attempt FROM jobs WHERE id = $1", fx_n(job)),
 		     "scheduled 2");
-	CHECK_STR_EQ(FX_Q(f, "SELECT state FROM attempts WHERE job_id = $1 AND attempt = 1",
-			  fx_n(job)),
-		     "failed");
+	CHECK_STR_EQ(
+	    FX_Q(f, "SELECT state FROM attempts WHERE job_id = $1 AND attempt = 1", fx_n(job)),
+	    "failed");
 
-	/* attempt 1 ends on n1; attempt 2 fails with system again: budget spent */
-	fx_exit(f, "n1", l1, 143, "cancelled", "killed on request");
+	/* attempt 2 fails with system again: budget spent */
 	fx_run(f, "n1", m1);
 	fx_run(f, "n2", m2);
 	FX_WAIT(f, T, "running", "SELECT state FROM jobs WHERE id = $1", fx_n(job));
 	fx_exit(f, "n1", m1, 1, "system", "rank 1 was killed by signal 11");
-	FX_WAIT(f, T, "failed system", "SELECT state || ' ' || failure_class FROM jobs WHERE id = $1",
-		fx_n(job));
+	FX_WAIT(f, T, "failed system",
+		"SELECT state || ' ' || failure_class FROM jobs WHERE id = $1", fx_n(job));
 	k = fx_recv(f, "n2", "kill", job, T);
 	REQUIRE(k != NULL);
 	CHECK_INT_EQ(k->attempt, 2);
@@ -243,17 +258,16 @@ TY_TEST(system_failure_requeues_as_attempt_2_and_old_events_change_nothing)
 static const char *digest(struct fx *f)
 {
 	return FX_Q(
-		f,
-		"SELECT md5(concat_ws('|',"
-		" (SELECT string_agg(concat_ws(',', id, state, attempt, failure_class, retries,"
-		"  finished_at, last_event_seq, updated_at), ';' ORDER BY id) FROM jobs),"
-		" (SELECT string_agg(t::text, ';' ORDER BY job_id, attempt) FROM attempts t),"
-		" (SELECT string_agg(a::text, ';' ORDER BY job_id, attempt, node_id)"
-		"  FROM allocations a),"
-		" (SELECT string_agg(r::text, ';' ORDER BY job_id, attempt, rank) FROM ranks r),"
-		" (SELECT string_agg(e::text, ';' ORDER BY job_id, seq) FROM job_events e),"
-		" (SELECT string_agg(concat_ws(',', id, state, boot_id, gpus, address, labels),"
-		"  ';' ORDER BY id) FROM nodes)))");
+	    f, "SELECT md5(concat_ws('|',"
+	       " (SELECT string_agg(concat_ws(',', id, state, attempt, failure_class, retries,"
+	       "  finished_at, last_event_seq, updated_at), ';' ORDER BY id) FROM jobs),"
+	       " (SELECT string_agg(t::text, ';' ORDER BY job_id, attempt) FROM attempts t),"
+	       " (SELECT string_agg(a::text, ';' ORDER BY job_id, attempt, node_id)"
+	       "  FROM allocations a),"
+	       " (SELECT string_agg(r::text, ';' ORDER BY job_id, attempt, rank) FROM ranks r),"
+	       " (SELECT string_agg(e::text, ';' ORDER BY job_id, seq) FROM job_events e),"
+	       " (SELECT string_agg(concat_ws(',', id, state, boot_id, gpus, address, labels),"
+	       "  ';' ORDER BY id) FROM nodes)))");
 }
 
 TY_TEST(replayed_events_change_nothing)

@@ -5,6 +5,7 @@
 #include "fixture.h"
 #include "ty_stack.h"
 #include "ty_test.h"
+#include "ty_time.h"
 
 #include <string.h>
 
@@ -40,18 +41,21 @@ TY_TEST(silent_node_is_lost_and_its_gang_requeued)
 	k = fx_recv(f, "n1", "kill", job, T);
 	REQUIRE(k != NULL);
 	CHECK_STR_EQ(dstr(k, "reason"), "node_lost");
-	CHECK_STR_EQ(FX_Q(f, "SELECT state || ' ' || failure_class FROM attempts"
-			     " WHERE job_id = $1 AND attempt = 1",
+	CHECK_STR_EQ(FX_Q(f,
+			  "SELECT state || ' ' || failure_class FROM attempts"
+			  " WHERE job_id = $1 AND attempt = 1",
 			  fx_n(job)),
 		     "failed node_lost");
-	CHECK_STR_EQ(FX_Q(f, "SELECT released_at IS NOT NULL FROM allocations"
-			     " WHERE job_id = $1 AND node_id = 'n2'",
+	CHECK_STR_EQ(FX_Q(f,
+			  "SELECT released_at IS NOT NULL FROM allocations"
+			  " WHERE job_id = $1 AND node_id = 'n2'",
 			  fx_n(job)),
 		     "t");
-	CHECK_STR_EQ(FX_Q(f, "SELECT message FROM job_events WHERE job_id = $1 AND type = 'requeued'",
-			  fx_n(job)),
-		     "attempt 1 failed: node n2 lost: no heartbeat for 1500 ms (node_lost); requeued "
-		     "for attempt 2 (system retry 1 of 3)");
+	CHECK_STR_EQ(
+	    FX_Q(f, "SELECT message FROM job_events WHERE job_id = $1 AND type = 'requeued'",
+		 fx_n(job)),
+	    "attempt 1 failed: node n2 lost: no heartbeat for 1500 ms (node_lost); requeued "
+	    "for attempt 2 (system retry 1 of 3)");
 	/* n1's GPUs are held until it reports: attempt 2 needs n3 and n1 once free */
 	fx_exit(f, "n1", l1, 143, "cancelled", "killed on request");
 	m1 = fx_recv(f, "n1", "launch", job, T);
@@ -72,7 +76,7 @@ TY_TEST(unacknowledged_launch_is_resent_once_per_period)
 	static const char *const resend[] = {"--resend-ms=1000", "--reconcile-ms=100", NULL};
 	struct fx *f = fx_start();
 	const struct proto_msg *l1, *prev, *m;
-	long long job, first_ts;
+	long long job, first_ts, deadline;
 	int resent = 0, at_ack;
 
 	fx_node(f, "n1", 2);
@@ -87,12 +91,18 @@ TY_TEST(unacknowledged_launch_is_resent_once_per_period)
 	fx_run(f, "n1", l1); /* n1 acknowledges in its heartbeats; n2 never does */
 
 	/* about 3.5 resend periods: every resend at least a period after the last */
+	deadline = ty_wall_ms() + T;
 	while ((m = fx_recv(f, "n2", "launch", job, 500)) || prev->ts - first_ts < 3500) {
+		if (ty_wall_ms() > deadline) {
+			FAIL("%d resend(s) within %d ms", resent, T);
+			break;
+		}
 		if (!m)
 			continue;
 		CHECK_INT_EQ(m->attempt, 1);
 		CHECK(m->seq > prev->seq);
-		CHECK(json_equal(json_object_get(m->data, "gpus"), json_object_get(prev->data, "gpus")));
+		CHECK(json_equal(json_object_get(m->data, "gpus"),
+				 json_object_get(prev->data, "gpus")));
 		if (m->ts - prev->ts < 900)
 			FAIL("launch re-sent %lld ms after the previous one (period 1000 ms)",
 			     (long long)(m->ts - prev->ts));
@@ -137,8 +147,9 @@ TY_TEST(exit_known_only_from_heartbeat_is_applied)
 	fx_node_finished(f, "n1", job, 1, 0, "", "");
 	fx_node_finished(f, "n2", job, 1, 0, "", "");
 	FX_WAIT(f, T, "succeeded", "SELECT state FROM jobs WHERE id = $1", fx_n(job));
-	CHECK_STR_EQ(FX_Q(f, "SELECT count(*) FROM allocations WHERE job_id = $1"
-			     " AND released_at IS NOT NULL",
+	CHECK_STR_EQ(FX_Q(f,
+			  "SELECT count(*) FROM allocations WHERE job_id = $1"
+			  " AND released_at IS NOT NULL",
 			  fx_n(job)),
 		     "2");
 	fx_sched_stop(f, 0);
@@ -164,12 +175,11 @@ TY_TEST(restarted_executor_fails_its_attempts_as_system)
 
 	/* n2 comes back with a new boot id (a real executor registers again) */
 	fx_node_beat(f, "n2", false);
-	fx_send(f, "n2", "register",
-		0, 0,
+	fx_send(f, "n2", "register", 0, 0,
 		"{'address':'10.0.0.2','gpus':2,'labels':{},'boot_id':'second-boot',"
 		"'log_url':'http://10.0.0.2:8081'}");
-	FX_WAIT(f, T, "failed system", "SELECT state || ' ' || failure_class FROM jobs WHERE id = $1",
-		fx_n(job));
+	FX_WAIT(f, T, "failed system",
+		"SELECT state || ' ' || failure_class FROM jobs WHERE id = $1", fx_n(job));
 	k = fx_recv(f, "n1", "kill", job, T);
 	REQUIRE(k != NULL);
 	CHECK_STR_EQ(dstr(k, "reason"), "fail_fast");

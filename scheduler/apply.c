@@ -1,0 +1,935 @@
+/*
+ * Applying executor events and node messages to PostgreSQL, and the state
+ * transitions they cause. Everything here runs inside a fenced transaction
+ * and is idempotent: every change is guarded by the current state or by a
+ * NULL column, so a redelivered message, or one of an older attempt,
+ * changes nothing it should not.
+ */
+#include "scheduler.h"
+#include "ty_log.h"
+#include "ty_time.h"
+
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define ACTIVE "{scheduled,starting,running}"
+
+/* Failure classes attempts.failure_class accepts. */
+static const char *const classes[] = {"user",	 "oom",	      "system",	   "hardware",
+				      "hang",	 "node_lost", "preempted", "start_timeout",
+				      "timeout", "cancelled", NULL};
+
+static const char *norm_class(const char *cls)
+{
+	for (int i = 0; classes[i]; i++)
+		if (cls && strcmp(cls, classes[i]) == 0)
+			return classes[i];
+	return NULL;
+}
+
+/* The retry budget a class spends: "system", "user", or NULL (never retried). */
+static const char *budget_of(const char *cls)
+{
+	static const char *const system[] = {"system",	      "node_lost", "hardware", "hang",
+					     "start_timeout", "cancelled", NULL};
+
+	if (!strcmp(cls, "user") || !strcmp(cls, "oom"))
+		return "user";
+	for (int i = 0; system[i]; i++)
+		if (!strcmp(cls, system[i]))
+			return "system";
+	return NULL; /* timeout */
+}
+
+static bool is_active(const char *state)
+{
+	return state && (!strcmp(state, "scheduled") || !strcmp(state, "starting") ||
+			 !strcmp(state, "running"));
+}
+
+static int64_t jint(const json_t *o, const char *key, int64_t def)
+{
+	const json_t *v = json_object_get(o, key);
+
+	return json_is_integer(v) ? (int64_t)json_integer_value(v) : def;
+}
+
+static const char *jstr(const json_t *o, const char *key, const char *def)
+{
+	const json_t *v = json_object_get(o, key);
+
+	return json_is_string(v) ? json_string_value(v) : def;
+}
+
+/* ---- writes shared by apply, placement and reconciliation ---- */
+
+int sched_outbox_add(struct sched *s, enum proto_type type, const char *node, int64_t job,
+		     int64_t attempt, json_t *data, struct ty_err *err)
+{
+	struct proto_msg m = {
+	    .type = type,
+	    .job = job,
+	    .attempt = attempt,
+	    .epoch = s->epoch,
+	    .ts = ty_wall_ms(),
+	    .data = data,
+	};
+	PGresult *res = NULL;
+	char *payload = NULL;
+	char idb[24], eb[24];
+	size_t len;
+	int rc;
+
+	snprintf(m.node, sizeof(m.node), "%s", node);
+	if ((rc = ty_pg_exec(&res, s->pg,
+			     "SELECT nextval(pg_get_serial_sequence('dispatch_outbox', 'id'))", 0,
+			     NULL, err)))
+		goto out;
+	m.seq = sched_col_i64(res, 0, 0);
+	if ((rc = proto_encode(&payload, &len, &m, err)))
+		goto out;
+	const char *p[] = {sched_i64(idb, m.seq), node, sched_i64(eb, s->epoch), payload};
+	if ((rc = ty_pg_exec(NULL, s->pg,
+			     "INSERT INTO dispatch_outbox (id, node_id, epoch, payload)"
+			     " VALUES ($1, $2, $3, $4)",
+			     4, p, err)))
+		goto out;
+	s->outbox_dirty = true;
+out:
+	PQclear(res);
+	free(payload);
+	return rc;
+}
+
+int sched_job_event(struct sched *s, int64_t job, const char *type, const char *state,
+		    const char *message, const json_t *data, struct ty_err *err)
+{
+	char jb[24], *d = data ? json_dumps(data, JSON_COMPACT) : NULL;
+	const char *p[] = {sched_i64(jb, job), type, state, message, d};
+	int rc;
+
+	if (data && !d)
+		return ty_err_set(err, TY_ENOMEM, NULL);
+	rc = ty_pg_exec(NULL, s->pg, "SELECT ty_job_event($1, $2, $3, $4, $5::jsonb)", 5, p, err);
+	free(d);
+	if (!rc)
+		ty_info("job %lld: %s", (long long)job, message);
+	return rc;
+}
+
+/*
+ * Move the job from a state in `from` (an array literal) to `to`, when its
+ * current attempt is `attempt`. *moved tells whether it did.
+ */
+static int job_move(bool *moved, struct sched *s, int64_t job, int64_t attempt, const char *from,
+		    const char *to, bool finish, const char *cls, struct ty_err *err)
+{
+	char jb[24], ab[24];
+	const char *p[] = {
+	    sched_i64(jb, job), sched_i64(ab, attempt), from, to, finish ? "t" : "f", cls};
+	PGresult *res = NULL;
+	int rc;
+
+	*moved = false;
+	rc = ty_pg_exec(&res, s->pg,
+			"UPDATE jobs SET state = $4,"
+			" finished_at = CASE WHEN $5::boolean THEN now() ELSE finished_at END,"
+			" failure_class = coalesce($6, failure_class)"
+			" WHERE id = $1 AND attempt = $2 AND state = ANY ($3::text[]) RETURNING 1",
+			6, p, err);
+	if (!rc)
+		*moved = PQntuples(res) > 0;
+	PQclear(res);
+	return rc;
+}
+
+int sched_kill_nodes(int *count, struct sched *s, int64_t job, int64_t attempt, const char *reason,
+		     const char *except, struct ty_err *err)
+{
+	char jb[24], ab[24];
+	const char *p[] = {sched_i64(jb, job), sched_i64(ab, attempt), except};
+	PGresult *res = NULL;
+	json_t *data = NULL;
+	int rc;
+
+	if (count)
+		*count = 0;
+	if ((rc = ty_pg_exec(&res, s->pg,
+			     "UPDATE allocations a SET killed_at = now() FROM nodes n"
+			     " WHERE a.job_id = $1 AND a.attempt = $2 AND a.exited_at IS NULL"
+			     " AND n.id = a.node_id AND n.state <> 'lost'"
+			     " AND a.node_id IS DISTINCT FROM $3"
+			     " RETURNING a.node_id",
+			     3, p, err)))
+		goto out;
+	data = json_pack("{s:s, s:i}", "reason", reason, "grace_seconds", s->o.kill_grace_seconds);
+	if (!data) {
+		rc = ty_err_set(err, TY_ENOMEM, NULL);
+		goto out;
+	}
+	for (int i = 0; i < PQntuples(res); i++)
+		if ((rc = sched_outbox_add(s, PROTO_KILL, PQgetvalue(res, i, 0), job, attempt, data,
+					   err)))
+			goto out;
+	if (count)
+		*count = PQntuples(res);
+out:
+	json_decref(data);
+	PQclear(res);
+	return rc;
+}
+
+/* Tries of the budget's classes already used, from jobs.retries. */
+static int used_of(const json_t *retries, const char *budget)
+{
+	const char *cls;
+	json_t *v;
+	int used = 0;
+
+	json_object_foreach((json_t *)retries, cls, v)
+	{
+		const char *b = norm_class(cls) ? budget_of(cls) : NULL;
+
+		if (b && !strcmp(b, budget) && json_is_integer(v))
+			used += (int)json_integer_value(v);
+	}
+	return used;
+}
+
+int sched_fail_attempt(struct sched *s, int64_t job, int64_t attempt, const char *node,
+		       const char *cls, const int *exit_code, const char *why, struct ty_err *err)
+{
+	char jb[24], ab[24], eb[24], text[1024], *retries_text = NULL;
+	const char *budget, *state;
+	PGresult *res = NULL;
+	json_t *spec_retry = NULL, *retries = NULL, *data = NULL;
+	int rc, limit = 0, used = 0;
+	bool moved;
+
+	if (!norm_class(cls))
+		cls = "system";
+	{
+		const char *p[] = {sched_i64(jb, job), sched_i64(ab, attempt),
+				   exit_code ? sched_i64(eb, *exit_code) : NULL, cls, why};
+
+		if ((rc = ty_pg_exec(&res, s->pg,
+				     "UPDATE attempts SET state = 'failed', ended_at = now(),"
+				     " exit_code = $3, failure_class = $4, message = $5"
+				     " WHERE job_id = $1 AND attempt = $2 AND state = ANY ('" ACTIVE
+				     "') RETURNING 1",
+				     5, p, err)))
+			goto out;
+		if (PQntuples(res) == 0)
+			goto out; /* already over: nothing to do */
+		PQclear(res);
+		res = NULL;
+	}
+	/* fail fast: the rest of the gang stops at once */
+	if ((rc = sched_kill_nodes(NULL, s, job, attempt,
+				   !strcmp(cls, "node_lost") ? "node_lost" : "fail_fast", node,
+				   err)))
+		goto out;
+
+	{
+		const char *p[] = {sched_i64(jb, job)};
+
+		if ((rc = ty_pg_exec(&res, s->pg,
+				     "SELECT state, attempt, cancel_requested, spec->'retry',"
+				     " retries FROM jobs WHERE id = $1 FOR UPDATE",
+				     1, p, err)))
+			goto out;
+	}
+	if (PQntuples(res) != 1 || sched_col_i64(res, 0, 1) != attempt ||
+	    !is_active(ty_pg_val(res, 0, 0)))
+		goto out; /* the job has moved on */
+	spec_retry = json_loads(ty_pg_val(res, 0, 3) ? ty_pg_val(res, 0, 3) : "{}", 0, NULL);
+	retries = json_loads(ty_pg_val(res, 0, 4) ? ty_pg_val(res, 0, 4) : "{}", 0, NULL);
+	if (!json_is_object(retries)) {
+		json_decref(retries);
+		retries = json_object();
+	}
+	budget = strcmp(cls, "preempted") ? budget_of(cls) : NULL;
+	if (budget) {
+		limit = (int)jint(spec_retry, budget, !strcmp(budget, "system") ? 3 : 0);
+		used = used_of(retries, budget);
+	}
+	data = json_pack("{s:I, s:s, s:s?}", "attempt", (json_int_t)attempt, "failure_class", cls,
+			 "node", node);
+	if (!data || !retries) {
+		rc = ty_err_set(err, TY_ENOMEM, NULL);
+		goto out;
+	}
+	if (exit_code)
+		json_object_set_new(data, "exit_code", json_integer(*exit_code));
+
+	if (!strcmp(ty_pg_val(res, 0, 2), "t")) {
+		snprintf(text, sizeof(text), "attempt %lld failed: %s (%s); cancelled as requested",
+			 (long long)attempt, why, cls);
+		state = "cancelled";
+		if ((rc = job_move(&moved, s, job, attempt, ACTIVE, state, true, cls, err)))
+			goto out;
+	} else if (!strcmp(cls, "preempted") || (budget && used < limit)) {
+		json_object_set_new(retries, cls, json_integer(jint(retries, cls, 0) + 1));
+		if (budget)
+			snprintf(
+			    text, sizeof(text),
+			    "attempt %lld failed: %s (%s); requeued for attempt %lld (%s retry "
+			    "%d of %d)",
+			    (long long)attempt, why, cls, (long long)attempt + 1, budget, used + 1,
+			    limit);
+		else
+			snprintf(text, sizeof(text), "attempt %lld %s; requeued for attempt %lld",
+				 (long long)attempt, why, (long long)attempt + 1);
+		state = "pending";
+		if (!(retries_text = json_dumps(retries, JSON_COMPACT))) {
+			rc = ty_err_set(err, TY_ENOMEM, NULL);
+			goto out;
+		}
+		const char *p[] = {sched_i64(jb, job), retries_text};
+		if ((rc = ty_pg_exec(NULL, s->pg,
+				     "UPDATE jobs SET retries = $2::jsonb WHERE id = $1", 2, p,
+				     err)))
+			goto out;
+		if ((rc = job_move(&moved, s, job, attempt, ACTIVE, state, false, cls, err)))
+			goto out;
+		s->capacity_freed = true;
+	} else {
+		snprintf(text, sizeof(text), "attempt %lld failed: %s (%s)", (long long)attempt,
+			 why, cls);
+		state = "failed";
+		if ((rc = job_move(&moved, s, job, attempt, ACTIVE, state, true, cls, err)))
+			goto out;
+	}
+	if (moved)
+		rc = sched_job_event(s, job, !strcmp(state, "pending") ? "requeued" : state, state,
+				     text, data, err);
+out:
+	PQclear(res);
+	json_decref(spec_retry);
+	json_decref(retries);
+	json_decref(data);
+	free(retries_text);
+	return rc;
+}
+
+int sched_settle_attempt(struct sched *s, int64_t job, int64_t attempt, struct ty_err *err)
+{
+	char jb[24], ab[24], text[256];
+	const char *p[] = {sched_i64(jb, job), sched_i64(ab, attempt)};
+	PGresult *res = NULL;
+	const char *state;
+	int64_t live, bad, total;
+	json_t *data = NULL;
+	bool moved;
+	int rc;
+
+	if ((rc = ty_pg_exec(&res, s->pg,
+			     "SELECT t.state, count(*) FILTER (WHERE a.exited_at IS NULL),"
+			     " count(*) FILTER (WHERE a.exit_code IS DISTINCT FROM 0), count(*)"
+			     " FROM attempts t JOIN allocations a USING (job_id, attempt)"
+			     " WHERE t.job_id = $1 AND t.attempt = $2 GROUP BY t.state",
+			     2, p, err)))
+		goto out;
+	if (PQntuples(res) != 1)
+		goto out;
+	state = ty_pg_val(res, 0, 0);
+	live = sched_col_i64(res, 0, 1);
+	bad = sched_col_i64(res, 0, 2);
+	total = sched_col_i64(res, 0, 3);
+	if (live > 0)
+		goto out;
+	if (!(data = json_pack("{s:I}", "attempt", (json_int_t)attempt))) {
+		rc = ty_err_set(err, TY_ENOMEM, NULL);
+		goto out;
+	}
+	if (is_active(state) && bad == 0) {
+		if ((rc = ty_pg_exec(NULL, s->pg,
+				     "UPDATE attempts SET state = 'succeeded', ended_at = now(),"
+				     " exit_code = 0 WHERE job_id = $1 AND attempt = $2",
+				     2, p, err)) ||
+		    (rc = job_move(&moved, s, job, attempt, "{scheduled,starting,running}",
+				   "succeeded", true, NULL, err)))
+			goto out;
+		snprintf(text, sizeof(text),
+			 "attempt %lld succeeded: every rank on %lld node%s exited 0",
+			 (long long)attempt, (long long)total, total == 1 ? "" : "s");
+		if (moved)
+			rc = sched_job_event(s, job, "succeeded", "succeeded", text, data, err);
+	} else if (state && !strcmp(state, "stopping")) {
+		if ((rc = ty_pg_exec(
+			 NULL, s->pg,
+			 "UPDATE attempts SET state = 'cancelled', ended_at = now(),"
+			 " failure_class = 'cancelled', message = 'cancelled as requested'"
+			 " WHERE job_id = $1 AND attempt = $2",
+			 2, p, err)) ||
+		    (rc = job_move(&moved, s, job, attempt,
+				   "{scheduled,starting,running,preempting}", "cancelled", true,
+				   NULL, err)))
+			goto out;
+		snprintf(text, sizeof(text), "cancelled: attempt %lld stopped on every node",
+			 (long long)attempt);
+		if (moved)
+			rc = sched_job_event(s, job, "cancelled", "cancelled", text, data, err);
+	}
+out:
+	json_decref(data);
+	PQclear(res);
+	return rc;
+}
+
+/* A node's part of an attempt ended: record it, release its GPUs, judge the gang. */
+static int alloc_exit(struct sched *s, const char *node, int64_t job, int64_t attempt,
+		      int exit_code, const char *cls, const char *message, struct ty_err *err)
+{
+	char jb[24], ab[24], eb[24], why[768];
+	const char *p[] = {sched_i64(jb, job), sched_i64(ab, attempt), node,
+			   sched_i64(eb, exit_code), cls && *cls ? cls : NULL};
+	PGresult *res = NULL;
+	int rc;
+
+	if ((rc = ty_pg_exec(&res, s->pg,
+			     "UPDATE allocations SET exited_at = now(), exit_code = $4,"
+			     " failure_class = $5, released_at = coalesce(released_at, now())"
+			     " WHERE job_id = $1 AND attempt = $2 AND node_id = $3"
+			     " AND exited_at IS NULL RETURNING 1",
+			     5, p, err)))
+		goto out;
+	if (PQntuples(res) == 0)
+		goto out; /* reported before, or never ours */
+	PQclear(res);
+	res = NULL;
+	s->capacity_freed = true;
+	if ((rc = ty_pg_exec(&res, s->pg,
+			     "SELECT state FROM attempts WHERE job_id = $1 AND attempt = $2", 2, p,
+			     err)))
+		goto out;
+	if (PQntuples(res) != 1)
+		goto out;
+	if (is_active(ty_pg_val(res, 0, 0)) && exit_code != 0) {
+		if (message && *message)
+			snprintf(why, sizeof(why), "%s", message);
+		else
+			snprintf(why, sizeof(why), "node %s exited with code %d", node, exit_code);
+		rc = sched_fail_attempt(s, job, attempt, node,
+					norm_class(cls) ? cls : (cls && *cls ? "system" : "user"),
+					&exit_code, why, err);
+	} else {
+		rc = sched_settle_attempt(s, job, attempt, err);
+	}
+out:
+	PQclear(res);
+	return rc;
+}
+
+int sched_node_gone(struct sched *s, const char *node, const char *cls, const char *why,
+		    struct ty_err *err)
+{
+	const char *p[] = {node, cls};
+	PGresult *res = NULL, *st = NULL;
+	int rc;
+
+	if ((rc = ty_pg_exec(&res, s->pg,
+			     "UPDATE allocations SET exited_at = coalesce(exited_at, now()),"
+			     " failure_class = coalesce(failure_class, $2), released_at = now()"
+			     " WHERE node_id = $1 AND released_at IS NULL"
+			     " RETURNING job_id, attempt",
+			     2, p, err)))
+		return rc;
+	for (int i = 0; i < PQntuples(res) && !rc; i++) {
+		int64_t job = sched_col_i64(res, i, 0), attempt = sched_col_i64(res, i, 1);
+		char jb[24], ab[24];
+		const char *q[] = {sched_i64(jb, job), sched_i64(ab, attempt)};
+
+		s->capacity_freed = true;
+		if ((rc =
+			 ty_pg_exec(&st, s->pg,
+				    "SELECT state FROM attempts WHERE job_id = $1 AND attempt = $2",
+				    2, q, err)))
+			break;
+		if (is_active(ty_pg_val(st, 0, 0)))
+			rc = sched_fail_attempt(s, job, attempt, node, cls, NULL, why, err);
+		else
+			rc = sched_settle_attempt(s, job, attempt, err);
+		PQclear(st);
+		st = NULL;
+	}
+	PQclear(st);
+	PQclear(res);
+	return rc;
+}
+
+/* ---- node messages ---- */
+
+struct node_row {
+	bool exists;
+	bool lost;
+	int64_t last_seq;
+	int gpus;
+	char boot_id[256];
+};
+
+static int node_get(struct node_row *n, struct sched *s, const char *node, struct ty_err *err)
+{
+	const char *p[] = {node};
+	PGresult *res = NULL;
+	int rc;
+
+	memset(n, 0, sizeof(*n));
+	if ((rc = ty_pg_exec(&res, s->pg,
+			     "SELECT boot_id, state, last_seq, gpus FROM nodes WHERE id = $1"
+			     " FOR UPDATE",
+			     1, p, err)))
+		return rc;
+	if (PQntuples(res) == 1) {
+		n->exists = true;
+		snprintf(n->boot_id, sizeof(n->boot_id), "%s", PQgetvalue(res, 0, 0));
+		n->lost = !strcmp(PQgetvalue(res, 0, 1), "lost");
+		n->last_seq = sched_col_i64(res, 0, 2);
+		n->gpus = (int)sched_col_i64(res, 0, 3);
+	}
+	PQclear(res);
+	return 0;
+}
+
+static int boot_changed(struct sched *s, const char *node, const struct node_row *n,
+			const char *boot_id, struct ty_err *err)
+{
+	char why[256];
+
+	if (!n->exists || !strcmp(n->boot_id, boot_id))
+		return 0;
+	ty_warn("node '%s' restarted (boot id '%s' -> '%s')", node, n->boot_id, boot_id);
+	snprintf(why, sizeof(why), "node %s restarted (boot id changed)", node);
+	return sched_node_gone(s, node, "system", why, err);
+}
+
+static int on_register(struct sched *s, const struct proto_msg *m, struct ty_err *err)
+{
+	const json_t *d = m->data;
+	const json_t *inv = json_object_get(d, "inventory");
+	const json_t *sim = json_object_get(d, "simulated");
+	const char *boot_id = jstr(d, "boot_id", "");
+	char *labels = NULL, *inventory = NULL, gb[24], sb[24];
+	struct node_row n;
+	int64_t gpus = jint(d, "gpus", 0);
+	int rc;
+
+	if ((rc = node_get(&n, s, m->node, err)))
+		return rc;
+	if (n.exists && m->seq <= n.last_seq)
+		return 0; /* redelivered or replayed */
+	if ((rc = boot_changed(s, m->node, &n, boot_id, err)))
+		return rc;
+	labels = json_dumps(json_object_get(d, "labels"), JSON_COMPACT);
+	inventory = json_is_object(inv) ? json_dumps(inv, JSON_COMPACT) : strdup("{}");
+	if (!labels || !inventory) {
+		rc = ty_err_set(err, TY_ENOMEM, NULL);
+		goto out;
+	}
+	const char *p[] = {m->node,
+			   jstr(d, "address", ""),
+			   labels,
+			   sched_i64(gb, gpus),
+			   json_is_true(sim) ? "t" : "f",
+			   boot_id,
+			   jstr(d, "log_url", ""),
+			   inventory,
+			   sched_i64(sb, m->seq)};
+	if ((rc = ty_pg_exec(
+		 NULL, s->pg,
+		 "INSERT INTO nodes (id, address, labels, gpus, simulated, boot_id,"
+		 " log_url, inventory, last_seq)"
+		 " VALUES ($1, $2, $3::jsonb, $4, $5, $6, $7, $8::jsonb, $9)"
+		 " ON CONFLICT (id) DO UPDATE SET address = EXCLUDED.address,"
+		 " labels = EXCLUDED.labels, gpus = EXCLUDED.gpus,"
+		 " simulated = EXCLUDED.simulated, boot_id = EXCLUDED.boot_id,"
+		 " log_url = EXCLUDED.log_url, inventory = EXCLUDED.inventory,"
+		 " last_seq = EXCLUDED.last_seq, last_heartbeat = now(),"
+		 " state = CASE WHEN nodes.state = 'lost' THEN 'ready' ELSE nodes.state END",
+		 9, p, err)))
+		goto out;
+	if (!n.exists)
+		ty_info("node '%s' registered: %lld GPUs at %s", m->node, (long long)gpus,
+			jstr(d, "address", ""));
+	else if (n.lost)
+		ty_info("node '%s' is back", m->node);
+	if (!n.exists || n.lost || n.gpus != gpus)
+		s->capacity_freed = true;
+out:
+	free(labels);
+	free(inventory);
+	return rc;
+}
+
+/*
+ * A heartbeat repeats the node's last finished attempts every time: one
+ * query picks the few whose exit is not recorded yet. They are remembered,
+ * not applied: the attempt_exited event (with the rank_exited events before
+ * it) normally follows on the events topic, and reconciliation applies only
+ * what is still missing a period later (docs/dispatch.md, duty 5).
+ */
+static int note_finished(struct sched *s, const char *node, const json_t *finished,
+			 struct ty_err *err)
+{
+	json_t *clean = json_array(), *e;
+	PGresult *res = NULL;
+	char *text = NULL;
+	size_t i;
+	int rc = 0;
+
+	if (!clean)
+		return ty_err_set(err, TY_ENOMEM, NULL);
+	json_array_foreach(finished, i, e)
+	{
+		int64_t job = jint(e, "job", 0), attempt = jint(e, "attempt", 0);
+		const json_t *code = json_object_get(e, "exit_code");
+
+		if (job >= 1 && attempt >= 1 && attempt <= INT_MAX && json_is_integer(code) &&
+		    json_integer_value(code) >= INT_MIN && json_integer_value(code) <= INT_MAX)
+			json_array_append_new(
+			    clean, json_pack("{s:I, s:I, s:I, s:s, s:s}", "job", (json_int_t)job,
+					     "attempt", (json_int_t)attempt, "exit_code",
+					     json_integer_value(code), "failure_class",
+					     jstr(e, "failure_class", ""), "message",
+					     jstr(e, "message", "")));
+	}
+	if (json_array_size(clean) == 0)
+		goto out;
+	if (!(text = json_dumps(clean, JSON_COMPACT))) {
+		rc = ty_err_set(err, TY_ENOMEM, NULL);
+		goto out;
+	}
+	const char *p[] = {node, text};
+	if ((rc = ty_pg_exec(&res, s->pg,
+			     "SELECT f.job, f.attempt, f.exit_code, f.failure_class, f.message"
+			     " FROM jsonb_to_recordset($2::jsonb) AS f(job bigint, attempt integer,"
+			     "  exit_code integer, failure_class text, message text)"
+			     " JOIN allocations a ON a.job_id = f.job AND a.attempt = f.attempt"
+			     "  AND a.node_id = $1"
+			     " WHERE a.exited_at IS NULL",
+			     2, p, err)))
+		goto out;
+	for (int r = 0; r < PQntuples(res); r++) {
+		int64_t job = sched_col_i64(res, r, 0), attempt = sched_col_i64(res, r, 1);
+		struct sched_late_exit *x;
+		int k;
+
+		for (k = 0; k < s->nlate; k++)
+			if (s->late[k].job == job && s->late[k].attempt == attempt &&
+			    !strcmp(s->late[k].node, node))
+				break;
+		if (k < s->nlate)
+			continue;
+		if (s->nlate == s->caplate) {
+			int cap = s->caplate ? s->caplate * 2 : 16;
+			struct sched_late_exit *v = realloc(s->late, (size_t)cap * sizeof(*v));
+
+			if (!v) {
+				rc = ty_err_set(err, TY_ENOMEM, NULL);
+				goto out;
+			}
+			s->late = v;
+			s->caplate = cap;
+		}
+		x = &s->late[s->nlate];
+		memset(x, 0, sizeof(*x));
+		snprintf(x->node, sizeof(x->node), "%s", node);
+		x->job = job;
+		x->attempt = attempt;
+		x->exit_code = (int)sched_col_i64(res, r, 2);
+		snprintf(x->failure_class, sizeof(x->failure_class), "%s", PQgetvalue(res, r, 3));
+		if (!(x->message = strdup(PQgetvalue(res, r, 4)))) {
+			rc = ty_err_set(err, TY_ENOMEM, NULL);
+			goto out;
+		}
+		x->seen_ms = ty_mono_ms();
+		s->nlate++;
+	}
+out:
+	PQclear(res);
+	json_decref(clean);
+	free(text);
+	return rc;
+}
+
+void sched_late_exits_clear(struct sched *s)
+{
+	for (int i = 0; i < s->nlate; i++)
+		free(s->late[i].message);
+	free(s->late);
+	s->late = NULL;
+	s->nlate = s->caplate = 0;
+}
+
+int sched_apply_late_exits(struct sched *s, int64_t min_age_ms, struct ty_err *err)
+{
+	int64_t now = ty_mono_ms();
+	int rc = 0, keep = 0;
+
+	for (int i = 0; i < s->nlate; i++) {
+		struct sched_late_exit *x = &s->late[i];
+
+		if (rc || now - x->seen_ms < min_age_ms) {
+			s->late[keep++] = *x;
+			continue;
+		}
+		ty_info(
+		    "job %lld: attempt %lld's exit on node '%s' known only from its heartbeats: "
+		    "applying it",
+		    (long long)x->job, (long long)x->attempt, x->node);
+		/* a no-op when the event came meanwhile */
+		rc = alloc_exit(s, x->node, x->job, x->attempt, x->exit_code, x->failure_class,
+				x->message, err);
+		free(x->message);
+	}
+	s->nlate = keep;
+	return rc;
+}
+
+static int on_heartbeat(struct sched *s, const struct proto_msg *m, struct ty_err *err)
+{
+	const json_t *d = m->data, *e;
+	const char *boot_id = jstr(d, "boot_id", "");
+	json_t *running = json_array();
+	char *rtext = NULL, sb[24];
+	struct node_row n;
+	size_t i;
+	int rc;
+
+	if (!running)
+		return ty_err_set(err, TY_ENOMEM, NULL);
+	if ((rc = node_get(&n, s, m->node, err)))
+		goto out;
+	if (!n.exists) {
+		ty_debug("heartbeat from unregistered node '%s' ignored", m->node);
+		goto out;
+	}
+	if (m->seq <= n.last_seq)
+		goto out;
+	if ((rc = boot_changed(s, m->node, &n, boot_id, err)))
+		goto out;
+	/* keep only well-formed entries: reconciliation reads them back as records */
+	json_array_foreach(json_object_get(d, "running"), i, e)
+	{
+		int64_t job = jint(e, "job", 0), attempt = jint(e, "attempt", 0);
+
+		if (job >= 1 && attempt >= 1 && attempt <= INT_MAX)
+			json_array_append_new(running,
+					      json_pack("{s:I, s:I}", "job", (json_int_t)job,
+							"attempt", (json_int_t)attempt));
+	}
+	if (!(rtext = json_dumps(running, JSON_COMPACT))) {
+		rc = ty_err_set(err, TY_ENOMEM, NULL);
+		goto out;
+	}
+	const char *p[] = {m->node, sched_i64(sb, m->seq), rtext, boot_id};
+	if ((rc = ty_pg_exec(NULL, s->pg,
+			     "UPDATE nodes SET last_heartbeat = now(), last_seq = $2,"
+			     " running = $3::jsonb, boot_id = $4,"
+			     " state = CASE WHEN state = 'lost' THEN 'ready' ELSE state END"
+			     " WHERE id = $1",
+			     4, p, err)))
+		goto out;
+	if (n.lost) {
+		ty_info("node '%s' is back", m->node);
+		s->capacity_freed = true;
+	}
+	/* attempts the node finished whose attempt_exited may never have come */
+	rc = note_finished(s, m->node, json_object_get(d, "finished"), err);
+out:
+	json_decref(running);
+	free(rtext);
+	return rc;
+}
+
+/* ---- job events ---- */
+
+struct alloc_row {
+	int first_rank;
+	int local_ranks;
+};
+
+/* The node's allocation of the attempt; TY_ENOTFOUND when there is none. */
+static int alloc_get(struct alloc_row *a, struct sched *s, const struct proto_msg *m,
+		     struct ty_err *err)
+{
+	char jb[24], ab[24];
+	const char *p[] = {sched_i64(jb, m->job), sched_i64(ab, m->attempt), m->node};
+	PGresult *res = NULL;
+	int rc;
+
+	if ((rc = ty_pg_exec(&res, s->pg,
+			     "SELECT first_rank, local_ranks FROM allocations"
+			     " WHERE job_id = $1 AND attempt = $2 AND node_id = $3",
+			     3, p, err)))
+		return rc;
+	if (PQntuples(res) != 1) {
+		PQclear(res);
+		return TY_ENOTFOUND;
+	}
+	a->first_rank = (int)sched_col_i64(res, 0, 0);
+	a->local_ranks = (int)sched_col_i64(res, 0, 1);
+	PQclear(res);
+	return 0;
+}
+
+static int on_rank_started(struct sched *s, const struct proto_msg *m, struct ty_err *err)
+{
+	char jb[24], ab[24], rb[24], lb[24], pb[24], text[256];
+	const char *p[] = {sched_i64(jb, m->job),
+			   sched_i64(ab, m->attempt),
+			   sched_i64(rb, jint(m->data, "rank", 0)),
+			   m->node,
+			   sched_i64(lb, jint(m->data, "local_rank", 0)),
+			   sched_i64(pb, jint(m->data, "pid", 0))};
+	PGresult *res = NULL;
+	json_t *data = NULL;
+	bool moved;
+	int rc;
+
+	if ((rc = ty_pg_exec(NULL, s->pg,
+			     "INSERT INTO ranks (job_id, attempt, rank, node_id, local_rank, pid)"
+			     " VALUES ($1, $2, $3, $4, $5, $6)"
+			     " ON CONFLICT (job_id, attempt, rank)"
+			     " DO UPDATE SET pid = coalesce(ranks.pid, EXCLUDED.pid)",
+			     6, p, err)))
+		return rc;
+	if ((rc = ty_pg_exec(&res, s->pg,
+			     "UPDATE attempts SET state = 'starting' WHERE job_id = $1"
+			     " AND attempt = $2 AND state = 'scheduled' RETURNING 1",
+			     2, p, err)))
+		return rc;
+	PQclear(res);
+	if ((rc = job_move(&moved, s, m->job, m->attempt, "{scheduled}", "starting", false, NULL,
+			   err)) ||
+	    !moved)
+		return rc;
+	snprintf(text, sizeof(text), "attempt %lld starting: rank %lld started on node %s",
+		 (long long)m->attempt, (long long)jint(m->data, "rank", 0), m->node);
+	data = json_pack("{s:I, s:s}", "attempt", (json_int_t)m->attempt, "node", m->node);
+	rc = sched_job_event(s, m->job, "starting", "starting", text, data, err);
+	json_decref(data);
+	return rc;
+}
+
+static int on_attempt_running(struct sched *s, const struct proto_msg *m, struct ty_err *err)
+{
+	char jb[24], ab[24], text[256];
+	const char *p[] = {sched_i64(jb, m->job), sched_i64(ab, m->attempt), m->node};
+	PGresult *res = NULL;
+	json_t *data = NULL;
+	int64_t waiting, nodes, world;
+	bool moved;
+	int rc;
+
+	if ((rc = ty_pg_exec(&res, s->pg,
+			     "UPDATE allocations SET running_at = now() WHERE job_id = $1"
+			     " AND attempt = $2 AND node_id = $3 AND running_at IS NULL"
+			     " AND exited_at IS NULL RETURNING 1",
+			     3, p, err)))
+		goto out;
+	if (PQntuples(res) == 0)
+		goto out;
+	PQclear(res);
+	if ((rc = ty_pg_exec(&res, s->pg,
+			     "SELECT count(*) FILTER (WHERE a.running_at IS NULL), count(*),"
+			     " min(t.world_size) FROM allocations a JOIN attempts t"
+			     " USING (job_id, attempt) WHERE a.job_id = $1 AND a.attempt = $2",
+			     2, p, err)))
+		goto out;
+	waiting = sched_col_i64(res, 0, 0);
+	nodes = sched_col_i64(res, 0, 1);
+	world = sched_col_i64(res, 0, 2);
+	PQclear(res);
+	res = NULL;
+	if (waiting > 0)
+		goto out;
+	if ((rc = ty_pg_exec(&res, s->pg,
+			     "UPDATE attempts SET state = 'running', running_at = now()"
+			     " WHERE job_id = $1 AND attempt = $2"
+			     " AND state IN ('scheduled', 'starting') RETURNING 1",
+			     2, p, err)))
+		goto out;
+	if ((rc = job_move(&moved, s, m->job, m->attempt, "{scheduled,starting}", "running", false,
+			   NULL, err)) ||
+	    !moved)
+		goto out;
+	snprintf(text, sizeof(text), "attempt %lld running: %lld rank%s on %lld node%s",
+		 (long long)m->attempt, (long long)world, world == 1 ? "" : "s", (long long)nodes,
+		 nodes == 1 ? "" : "s");
+	data = json_pack("{s:I}", "attempt", (json_int_t)m->attempt);
+	rc = sched_job_event(s, m->job, "running", "running", text, data, err);
+out:
+	json_decref(data);
+	PQclear(res);
+	return rc;
+}
+
+static int on_rank_exited(struct sched *s, const struct proto_msg *m, const struct alloc_row *a,
+			  struct ty_err *err)
+{
+	int64_t rank = jint(m->data, "rank", -1);
+	char jb[24], ab[24], rb[24], lb[24], xb[24], sb[24];
+	const char *p[] = {sched_i64(jb, m->job),
+			   sched_i64(ab, m->attempt),
+			   sched_i64(rb, rank),
+			   m->node,
+			   sched_i64(lb, rank - a->first_rank),
+			   sched_i64(xb, jint(m->data, "exit_code", 0)),
+			   sched_i64(sb, jint(m->data, "signal", 0))};
+
+	if (rank < a->first_rank || rank >= a->first_rank + a->local_ranks)
+		return ty_err_set(err, TY_EINVAL, "rank %lld is not one of node %s's ranks %d-%d",
+				  (long long)rank, m->node, a->first_rank,
+				  a->first_rank + a->local_ranks - 1);
+	return ty_pg_exec(NULL, s->pg,
+			  "INSERT INTO ranks (job_id, attempt, rank, node_id, local_rank,"
+			  " exit_code, signal, ended_at) VALUES ($1, $2, $3, $4, $5, $6, $7, now())"
+			  " ON CONFLICT (job_id, attempt, rank) DO UPDATE"
+			  " SET exit_code = EXCLUDED.exit_code, signal = EXCLUDED.signal,"
+			  " ended_at = EXCLUDED.ended_at WHERE ranks.ended_at IS NULL",
+			  7, p, err);
+}
+
+int sched_apply(struct sched *s, const struct proto_msg *m, struct ty_err *err)
+{
+	struct alloc_row a;
+	int rc;
+
+	switch (m->type) {
+	case PROTO_REGISTER:
+		return on_register(s, m, err);
+	case PROTO_HEARTBEAT:
+		return on_heartbeat(s, m, err);
+	case PROTO_RANK_STARTED:
+	case PROTO_RANK_EXITED:
+	case PROTO_ATTEMPT_RUNNING:
+	case PROTO_ATTEMPT_EXITED:
+		break;
+	default:
+		ty_debug("ignoring %s message from node '%s'", proto_type_name(m->type), m->node);
+		return 0;
+	}
+	if ((rc = alloc_get(&a, s, m, err)) == TY_ENOTFOUND) {
+		ty_debug("ignoring %s of job %lld attempt %lld: node '%s' has no part in it",
+			 proto_type_name(m->type), (long long)m->job, (long long)m->attempt,
+			 m->node);
+		return 0;
+	}
+	if (rc)
+		return rc;
+	switch (m->type) {
+	case PROTO_RANK_STARTED:
+		return on_rank_started(s, m, err);
+	case PROTO_RANK_EXITED:
+		return on_rank_exited(s, m, &a, err);
+	case PROTO_ATTEMPT_RUNNING:
+		return on_attempt_running(s, m, err);
+	default:
+		return alloc_exit(
+		    s, m->node, m->job, m->attempt, (int)jint(m->data, "exit_code", 0),
+		    jstr(m->data, "failure_class", NULL), jstr(m->data, "message", NULL), err);
+	}
+}

@@ -1,0 +1,361 @@
+/*
+ * The leader's Kafka clients: a consumer of trainyard.events and
+ * trainyard.nodes, and the idempotent dispatch producer.
+ *
+ * The consumer assigns itself every partition of both topics under group
+ * "trainyard-scheduler" (offsets only, never subscribe()): leadership is
+ * decided by PostgreSQL, so a group rebalance would add nothing but delay -
+ * a new leader would wait for a killed leader's session to time out before
+ * it got the partitions.
+ */
+#include "scheduler.h"
+#include "ty_kafka.h"
+#include "ty_log.h"
+#include "ty_time.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define BATCH_MAX 500
+#define METADATA_TIMEOUT_MS 1000
+#define PROBE_TIMEOUT_MS 1000
+#define RECONNECT_MAX_MS "1000"
+
+static const char *const consumed[] = {PROTO_TOPIC_EVENTS, PROTO_TOPIC_NODES};
+
+static void kafka_log(const rd_kafka_t *rk, int level, const char *fac, const char *buf)
+{
+	enum ty_log_level l = level <= 3   ? TY_LOG_ERROR
+			      : level == 4 ? TY_LOG_WARN
+			      : level <= 6 ? TY_LOG_INFO
+					   : TY_LOG_DEBUG;
+
+	ty_log_at(l, 0, "rdkafka %s: %s", fac, buf);
+}
+
+static int conf_set(rd_kafka_conf_t *conf, const char *k, const char *v, struct ty_err *err)
+{
+	char errstr[512];
+
+	if (rd_kafka_conf_set(conf, k, v, errstr, sizeof(errstr)) != RD_KAFKA_CONF_OK)
+		return ty_err_set(err, TY_ECONFIG, "kafka setting '%s': %s", k, errstr);
+	return 0;
+}
+
+/*
+ * ty_kafka_producer_new's settings plus a delivery-report callback, which
+ * that function cannot install.
+ */
+static int producer_new(rd_kafka_t **out, struct sched *s, struct ty_err *err)
+{
+	rd_kafka_conf_t *conf = rd_kafka_conf_new();
+	char errstr[512];
+	int rc;
+
+	*out = NULL;
+	if ((rc = conf_set(conf, "bootstrap.servers", s->o.bootstrap, err)) ||
+	    (rc = conf_set(conf, "client.id", "trainyard-scheduler", err)) ||
+	    (rc = conf_set(conf, "enable.idempotence", "true", err)) ||
+	    (rc = conf_set(conf, "acks", "all", err)) ||
+	    (rc = conf_set(conf, "linger.ms", "1", err)) ||
+	    (rc = conf_set(conf, "message.timeout.ms", "30000", err)) ||
+	    (rc = conf_set(conf, "reconnect.backoff.max.ms", RECONNECT_MAX_MS, err))) {
+		rd_kafka_conf_destroy(conf);
+		return rc;
+	}
+	rd_kafka_conf_set_dr_msg_cb(conf, sched_relay_dr);
+	rd_kafka_conf_set_log_cb(conf, kafka_log);
+	rd_kafka_conf_set_opaque(conf, s);
+	if (!(*out = rd_kafka_new(RD_KAFKA_PRODUCER, conf, errstr, sizeof(errstr)))) {
+		rd_kafka_conf_destroy(conf);
+		return ty_err_set(err, TY_EKAFKA, "cannot create the dispatch producer: %s",
+				  errstr);
+	}
+	return 0;
+}
+
+/* Partition count of topic (0 when it does not exist). */
+static int partitions(int32_t *out, rd_kafka_t *rk, const char *topic, struct ty_err *err)
+{
+	const struct rd_kafka_metadata *md = NULL;
+	rd_kafka_topic_t *rkt = rd_kafka_topic_new(rk, topic, NULL);
+	rd_kafka_resp_err_t e;
+
+	*out = 0;
+	if (!rkt)
+		return ty_err_set(err, TY_EKAFKA, "cannot make a handle for topic '%s'", topic);
+	e = rd_kafka_metadata(rk, 0, rkt, &md, METADATA_TIMEOUT_MS);
+	rd_kafka_topic_destroy(rkt);
+	if (e)
+		return ty_err_set(err, TY_EKAFKA, "cannot read metadata of topic '%s': %s", topic,
+				  rd_kafka_err2str(e));
+	if (md->topic_cnt == 1 && !md->topics[0].err)
+		*out = md->topics[0].partition_cnt;
+	rd_kafka_metadata_destroy(md);
+	return 0;
+}
+
+int sched_kafka_refresh(struct sched *s, struct ty_err *err)
+{
+	rd_kafka_topic_partition_list_t *now = NULL, *add = NULL;
+	rd_kafka_error_t *e;
+	int32_t n;
+	int rc = 0, total = 0;
+
+	if ((rc = partitions(&n, s->producer, PROTO_TOPIC_DISPATCH, err)))
+		return rc;
+	if (n != s->dispatch_partitions) {
+		if (n > 0)
+			ty_info("topic '%s' has %d partitions", PROTO_TOPIC_DISPATCH, (int)n);
+		else
+			ty_warn("topic '%s' does not exist: dispatch waits for it",
+				PROTO_TOPIC_DISPATCH);
+		s->dispatch_partitions = n;
+	}
+
+	if (rd_kafka_assignment(s->consumer, &now))
+		return ty_err_set(err, TY_EKAFKA, "cannot read the consumer's assignment");
+	add = rd_kafka_topic_partition_list_new(8);
+	for (size_t t = 0; t < sizeof(consumed) / sizeof(consumed[0]); t++) {
+		if ((rc = partitions(&n, s->consumer, consumed[t], err)))
+			goto out;
+		if (n == 0)
+			ty_warn("topic '%s' does not exist: nothing to consume from it yet",
+				consumed[t]);
+		for (int32_t p = 0; p < n; p++) {
+			total++;
+			if (!rd_kafka_topic_partition_list_find(now, consumed[t], p))
+				/* the committed offset of the group, else the earliest */
+				rd_kafka_topic_partition_list_add(add, consumed[t], p)->offset =
+				    RD_KAFKA_OFFSET_STORED;
+		}
+	}
+	if (add->cnt > 0) {
+		if ((e = rd_kafka_incremental_assign(s->consumer, add))) {
+			rc = ty_err_set(err, TY_EKAFKA, "cannot assign partitions: %s",
+					rd_kafka_error_string(e));
+			rd_kafka_error_destroy(e);
+			goto out;
+		}
+		ty_info("consuming %d partition(s) of '%s' and '%s'", total, consumed[0],
+			consumed[1]);
+	}
+	s->assigned_partitions = total;
+out:
+	rd_kafka_topic_partition_list_destroy(now);
+	rd_kafka_topic_partition_list_destroy(add);
+	return rc;
+}
+
+int sched_kafka_producer_check(struct sched *s, struct ty_err *err)
+{
+	char why[512];
+	rd_kafka_resp_err_t e;
+
+	if (!s->producer || !(e = rd_kafka_fatal_error(s->producer, why, sizeof(why))))
+		return 0;
+	/* an idempotent producer that lost its guarantees is replaced */
+	ty_error("dispatch producer failed (%s): %s; starting a new one", rd_kafka_err2name(e),
+		 why);
+	rd_kafka_purge(s->producer, RD_KAFKA_PURGE_F_QUEUE | RD_KAFKA_PURGE_F_INFLIGHT);
+	rd_kafka_poll(s->producer, 0);
+	rd_kafka_destroy(s->producer);
+	s->producer = NULL;
+	/* what it delivered is deleted below (delivered ⊆ inflight, so it fits), the rest is
+	 * produced again */
+	s->inflight.n = 0;
+	for (int i = 0; i < s->delivered.n; i++)
+		s->inflight.v[s->inflight.n++] = s->delivered.v[i];
+	s->outbox_dirty = true;
+	return producer_new(&s->producer, s, err);
+}
+
+int sched_kafka_start(struct sched *s, struct ty_err *err)
+{
+	static const char *const extra[] = {
+	    "client.id=trainyard-scheduler",
+	    /* a long-poll fetch is not always woken by new data: keep it short */
+	    "fetch.wait.max.ms=10",
+	    /* back within a second of the broker: heartbeats are judged by the clock */
+	    "reconnect.backoff.max.ms=" RECONNECT_MAX_MS,
+	    NULL,
+	};
+	int rc;
+
+	if ((rc = ty_kafka_consumer_new(&s->consumer, s->o.bootstrap, SCHED_CONSUMER_GROUP, extra,
+					err)) ||
+	    (rc = producer_new(&s->producer, s, err)) || (rc = sched_kafka_refresh(s, err))) {
+		sched_kafka_stop(s, 0);
+		return rc;
+	}
+	return 0;
+}
+
+bool sched_kafka_reachable(struct sched *s)
+{
+	int64_t lo, hi;
+
+	return s->consumer && s->assigned_partitions > 0 &&
+	       rd_kafka_query_watermark_offsets(s->consumer, PROTO_TOPIC_NODES, 0, &lo, &hi,
+						PROBE_TIMEOUT_MS) == RD_KAFKA_RESP_ERR_NO_ERROR;
+}
+
+static void batch_drop(struct sched *s)
+{
+	for (int i = 0; i < s->nbatch; i++)
+		rd_kafka_message_destroy(s->batch[i]);
+	s->nbatch = 0;
+}
+
+void sched_kafka_stop(struct sched *s, int flush_ms)
+{
+	batch_drop(s);
+	free(s->batch);
+	s->batch = NULL;
+	if (s->producer) {
+		if (flush_ms > 0) {
+			/* delivery reports arrive during the flush */
+			rd_kafka_flush(s->producer, flush_ms);
+		} else {
+			rd_kafka_purge(s->producer,
+				       RD_KAFKA_PURGE_F_QUEUE | RD_KAFKA_PURGE_F_INFLIGHT);
+			rd_kafka_poll(s->producer, 0);
+		}
+		rd_kafka_destroy(s->producer);
+		s->producer = NULL;
+	}
+	if (s->consumer) {
+		rd_kafka_consumer_close(s->consumer);
+		rd_kafka_destroy(s->consumer);
+		s->consumer = NULL;
+	}
+	s->inflight.n = 0;
+	s->delivered.n = 0;
+	sched_late_exits_clear(s);
+	s->dispatch_partitions = 0;
+	s->assigned_partitions = 0;
+}
+
+void sched_consume(struct sched *s, int wait_ms)
+{
+	if (s->nbatch > 0) /* a batch that failed to apply is retried first */
+		return;
+	if (!s->batch && !(s->batch = calloc(BATCH_MAX, sizeof(*s->batch))))
+		return;
+	while (s->nbatch < BATCH_MAX) {
+		rd_kafka_message_t *km =
+		    rd_kafka_consumer_poll(s->consumer, s->nbatch == 0 ? wait_ms : 0);
+
+		if (!km)
+			break;
+		if (km->err) {
+			if (km->err != RD_KAFKA_RESP_ERR__PARTITION_EOF)
+				ty_warn("kafka consumer: %s", rd_kafka_message_errstr(km));
+			rd_kafka_message_destroy(km);
+			continue;
+		}
+		s->batch[s->nbatch++] = km;
+	}
+	s->lagging = s->nbatch == BATCH_MAX;
+}
+
+/* The next offset of every partition the batch touched. */
+static rd_kafka_topic_partition_list_t *batch_offsets(struct sched *s)
+{
+	rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(8);
+
+	for (int i = 0; i < s->nbatch; i++) {
+		const rd_kafka_message_t *km = s->batch[i];
+		const char *topic = rd_kafka_topic_name(km->rkt);
+		rd_kafka_topic_partition_t *tp =
+		    rd_kafka_topic_partition_list_find(l, topic, km->partition);
+
+		if (!tp)
+			tp = rd_kafka_topic_partition_list_add(l, topic, km->partition);
+		if (km->offset + 1 > tp->offset)
+			tp->offset = km->offset + 1;
+	}
+	return l;
+}
+
+/*
+ * Whether a failed apply may succeed when retried (the batch is kept) rather
+ * than being the message's fault (the message is skipped): lost connection,
+ * fencing, memory, and SQLSTATE classes 40 (deadlock, serialization),
+ * 53 (resources), 55 (lock not available), 57 (shutdown), 08 (connection).
+ */
+static bool transient(int rc, const char *sqlstate)
+{
+	static const char *const classes[] = {"40", "53", "55", "57", "08", NULL};
+
+	if (rc == TY_EUNAVAIL || rc == TY_ENOMEM || rc == TY_EFENCED)
+		return true;
+	for (int i = 0; classes[i]; i++)
+		if (!strncmp(sqlstate, classes[i], 2))
+			return true;
+	return false;
+}
+
+/* Apply one message under a savepoint: a bad one is skipped, not fatal. */
+static int apply_one(struct sched *s, const rd_kafka_message_t *km, struct ty_err *err)
+{
+	struct proto_msg m;
+	struct ty_err merr = {0};
+	int rc;
+
+	if (proto_decode(&m, km->payload, km->len, &merr)) {
+		s->malformed++;
+		ty_warn("skipping malformed message at %s [%d] offset %lld: %s",
+			rd_kafka_topic_name(km->rkt), (int)km->partition, (long long)km->offset,
+			merr.msg);
+		return 0;
+	}
+	if ((rc = ty_pg_exec(NULL, s->pg, "SAVEPOINT msg", 0, NULL, err)))
+		goto out;
+	if ((rc = sched_apply(s, &m, &merr))) {
+		if (transient(rc, ty_pg_sqlstate(s->pg))) {
+			ty_err_set(err, rc, "%s", merr.msg);
+			goto out;
+		}
+		s->malformed++;
+		ty_warn("skipping %s message from node '%s' (job %lld attempt %lld): %s",
+			proto_type_name(m.type), m.node, (long long)m.job, (long long)m.attempt,
+			merr.msg);
+		rc = ty_pg_exec(NULL, s->pg, "ROLLBACK TO SAVEPOINT msg", 0, NULL, err);
+		goto out;
+	}
+	rc = ty_pg_exec(NULL, s->pg, "RELEASE SAVEPOINT msg", 0, NULL, err);
+out:
+	proto_msg_clear(&m);
+	return rc;
+}
+
+int sched_consume_apply(struct sched *s, struct ty_err *err)
+{
+	rd_kafka_topic_partition_list_t *offsets = NULL;
+	rd_kafka_resp_err_t e;
+	int rc;
+
+	if (s->nbatch == 0)
+		return 0;
+	if ((rc = sched_tx_begin(s->pg, s->epoch, err)))
+		return rc;
+	for (int i = 0; i < s->nbatch; i++)
+		if ((rc = apply_one(s, s->batch[i], err))) {
+			ty_pg_rollback(s->pg);
+			return rc; /* the batch is kept and applied again */
+		}
+	if ((rc = ty_pg_commit(s->pg, err)))
+		return rc;
+	/* only now may Kafka forget these messages */
+	offsets = batch_offsets(s);
+	/* asynchronous: a broker outage must not stall the loop (and its liveness clock) */
+	if ((e = rd_kafka_commit(s->consumer, offsets, 1)))
+		ty_warn("cannot commit consumer offsets (the events will be applied again, "
+			"harmlessly): %s",
+			rd_kafka_err2str(e));
+	rd_kafka_topic_partition_list_destroy(offsets);
+	ty_debug("applied %d message(s)", s->nbatch);
+	batch_drop(s);
+	return 0;
+}

@@ -1,0 +1,204 @@
+/* Leadership: the advisory lock, the epoch of each term, fenced transactions. */
+#include "scheduler.h"
+#include "ty_log.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+int sched_tx_begin(struct ty_pg *pg, int64_t epoch, struct ty_err *err)
+{
+	PGresult *res = NULL;
+	int64_t current;
+	int rc;
+
+	if ((rc = ty_pg_begin(pg, err)))
+		return rc;
+	if ((rc = ty_pg_exec(&res, pg, "SELECT epoch FROM leader WHERE id = 1 FOR SHARE", 0, NULL,
+			     err)))
+		goto fail;
+	if (PQntuples(res) != 1) {
+		rc =
+		    ty_err_set(err, TY_EDB, "table 'leader' has no row 1: is the schema migrated?");
+		goto fail;
+	}
+	current = sched_col_i64(res, 0, 0);
+	if (current != epoch) {
+		rc = ty_err_set(err, TY_EFENCED, "leader epoch is %lld, this term's is %lld",
+				(long long)current, (long long)epoch);
+		goto fail;
+	}
+	PQclear(res);
+	return 0;
+fail:
+	PQclear(res);
+	ty_pg_rollback(pg);
+	return rc;
+}
+
+int sched_epoch_bump(int64_t *epoch, struct ty_pg *pg, const char *holder, struct ty_err *err)
+{
+	PGresult *res = NULL;
+	const char *p[] = {holder};
+	int rc;
+
+	*epoch = 0;
+	if ((rc = ty_pg_begin(pg, err)))
+		return rc;
+	if ((rc = ty_pg_exec(&res, pg,
+			     "UPDATE leader SET epoch = epoch + 1, holder = $1, updated_at = now()"
+			     " WHERE id = 1 RETURNING epoch",
+			     1, p, err)))
+		goto fail;
+	if (PQntuples(res) != 1) {
+		rc =
+		    ty_err_set(err, TY_EDB, "table 'leader' has no row 1: is the schema migrated?");
+		goto fail;
+	}
+	*epoch = sched_col_i64(res, 0, 0);
+	PQclear(res);
+	res = NULL;
+	if ((rc = ty_pg_commit(pg, err)))
+		goto fail;
+	return 0;
+fail:
+	PQclear(res);
+	ty_pg_rollback(pg);
+	*epoch = 0;
+	return rc;
+}
+
+static void unlock(struct sched *s)
+{
+	struct ty_err err = {0};
+	PGresult *res = NULL;
+
+	if (ty_pg_exec(&res, s->lock_pg, "SELECT pg_advisory_unlock(" SCHED_LOCK_KEY ")", 0, NULL,
+		       &err))
+		ty_warn("cannot release the leader lock: %s", err.msg);
+	PQclear(res);
+}
+
+bool sched_lock_held(struct sched *s)
+{
+	struct ty_err err = {0};
+	PGresult *res = NULL;
+	bool held;
+
+	/* a lost connection took the session lock with it: no reconnect here */
+	if (PQstatus(ty_pg_conn(s->lock_pg)) != CONNECTION_OK)
+		return false;
+	if (ty_pg_exec(&res, s->lock_pg,
+		       "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'"
+		       " AND pid = pg_backend_pid() AND granted"
+		       " AND ((classid::bigint << 32) | objid::bigint) = " SCHED_LOCK_KEY,
+		       0, NULL, &err)) {
+		ty_warn("cannot check the leader lock: %s", err.msg);
+		PQclear(res);
+		return false;
+	}
+	held = sched_col_i64(res, 0, 0) > 0;
+	PQclear(res);
+	return held;
+}
+
+/* The tables this build writes exist: a clear message instead of SQL errors. */
+static int schema_check(struct sched *s, struct ty_err *err)
+{
+	PGresult *res = NULL;
+	int64_t have;
+	int rc;
+
+	if ((rc = ty_pg_exec(&res, s->pg, "SELECT coalesce(max(version), 0) FROM schema_migrations",
+			     0, NULL, err))) {
+		if (!strcmp(ty_pg_sqlstate(s->pg), "42P01")) {
+			ty_err_clear(err);
+			rc = ty_err_set(err, TY_ESTATE,
+					"the database has no schema: run "
+					"'trainyard-api --migrate'");
+		}
+		PQclear(res);
+		return rc;
+	}
+	have = sched_col_i64(res, 0, 0);
+	PQclear(res);
+	if (have < SCHED_SCHEMA_VERSION)
+		return ty_err_set(
+		    err, TY_ESTATE,
+		    "the database schema is at migration %04lld, this scheduler needs "
+		    "%04d: run 'trainyard-api --migrate'",
+		    (long long)have, SCHED_SCHEMA_VERSION);
+	return 0;
+}
+
+int sched_lead_try(bool *won, struct sched *s, struct ty_err *err)
+{
+	PGresult *res = NULL;
+	const char *got;
+	int rc;
+
+	*won = false;
+	if ((rc = ty_pg_exec(&res, s->lock_pg, "SELECT pg_try_advisory_lock(" SCHED_LOCK_KEY ")", 0,
+			     NULL, err)))
+		return rc;
+	got = ty_pg_val(res, 0, 0);
+	if (!got || strcmp(got, "t") != 0) {
+		PQclear(res);
+		return 0;
+	}
+	PQclear(res);
+	if ((rc = schema_check(s, err)) ||
+	    (rc = sched_epoch_bump(&s->epoch, s->pg, s->o.id, err))) {
+		unlock(s);
+		return rc;
+	}
+	ty_info("leading as '%s' with epoch %lld", s->o.id, (long long)s->epoch);
+	if ((rc = sched_kafka_start(s, err))) {
+		unlock(s);
+		s->epoch = 0;
+		return rc;
+	}
+	s->leading = true;
+	s->kafka_down = false;
+	s->kafka_back = 0;
+	s->kafka_ok = 0;
+	s->capacity_freed = true;
+	s->outbox_dirty = true;
+	s->next_cycle = s->next_reconcile = s->next_liveness = s->next_relay = 0;
+	*won = true;
+	return 0;
+}
+
+void sched_step_down(struct sched *s, const char *why)
+{
+	if (!s->leading)
+		return;
+	ty_warn("no longer leading (epoch %lld): %s", (long long)s->epoch, why);
+	/* rows in flight stay in the outbox: the next leader produces them again */
+	sched_kafka_stop(s, 0);
+	if (ty_pg_in_tx(s->pg))
+		ty_pg_rollback(s->pg);
+	unlock(s);
+	s->leading = false;
+	s->epoch = 0;
+}
+
+void sched_resign(struct sched *s, int flush_ms)
+{
+	struct ty_err err = {0};
+
+	if (!s->leading)
+		return;
+	if (s->producer)
+		rd_kafka_flush(s->producer, flush_ms);
+	if (sched_relay_settle(s, &err))
+		ty_warn(
+		    "cannot delete delivered outbox rows (the next leader sends them again): %s",
+		    err.msg);
+	sched_kafka_stop(s, 0);
+	if (ty_pg_in_tx(s->pg))
+		ty_pg_rollback(s->pg);
+	unlock(s);
+	ty_info("resigned the lead (epoch %lld)", (long long)s->epoch);
+	s->leading = false;
+	s->epoch = 0;
+}

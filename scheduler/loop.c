@@ -1,0 +1,157 @@
+/*
+ * The scheduler's one loop: stand by until the lock is ours, then per turn
+ * consume and apply events, settle deliveries, and run the timers (liveness,
+ * placement cycle, reconciliation, relay). A fenced write ends the term.
+ */
+#include "scheduler.h"
+#include "ty_log.h"
+#include "ty_time.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+
+#define STANDBY_TRY_MS 500
+#define TURN_WAIT_MAX_MS 100
+#define RELAY_EVERY_MS 1000
+#define ERROR_BACKOFF_MS 200
+#define SHUTDOWN_FLUSH_MS 5000
+
+const char *sched_i64(char *buf, int64_t v)
+{
+	snprintf(buf, 24, "%lld", (long long)v);
+	return buf;
+}
+
+int64_t sched_col_i64(const PGresult *res, int row, int col)
+{
+	const char *v = ty_pg_val(res, row, col);
+
+	return v ? strtoll(v, NULL, 10) : 0;
+}
+
+/* Sleeps up to ms; a signal ends it early. */
+static void nap(int ms)
+{
+	struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+
+	nanosleep(&ts, NULL);
+}
+
+static int64_t min64(int64_t a, int64_t b)
+{
+	return a < b ? a : b;
+}
+
+static int lead_turn(struct sched *s, struct ty_err *err)
+{
+	int64_t now = ty_mono_ms(), next;
+	int wait, rc;
+
+	next =
+	    min64(min64(s->next_cycle, s->next_reconcile), min64(s->next_liveness, s->next_relay));
+	wait = (int)(next > now ? min64(next - now, TURN_WAIT_MAX_MS) : 0);
+	if (s->capacity_freed || s->outbox_dirty || s->delivered.n > 0)
+		wait = 0;
+	sched_consume(s, wait);
+	if ((rc = sched_consume_apply(s, err)) || (rc = sched_relay_settle(s, err)))
+		return rc;
+
+	now = ty_mono_ms();
+	/* a lagging consumer has heartbeats still unread: judge no one by them */
+	if (now >= s->next_liveness && !s->lagging) {
+		s->next_liveness = now + min64(500, s->o.node_timeout_ms / 4);
+		if ((rc = sched_liveness(s, err)))
+			return rc;
+	}
+	if (s->capacity_freed || now >= s->next_cycle) {
+		s->capacity_freed = false;
+		s->next_cycle = now + s->o.cycle_ms;
+		if ((rc = sched_cycle(s, err)))
+			return rc;
+	}
+	if (now >= s->next_reconcile) {
+		s->next_reconcile = now + s->o.reconcile_ms;
+		if (!sched_lock_held(s))
+			return ty_err_set(err, TY_EFENCED, "the leader lock was lost");
+		struct ty_err kerr = {0};
+
+		/* new partitions can wait for the next pass; the database cannot */
+		if (sched_kafka_refresh(s, &kerr))
+			ty_warn("%s", kerr.msg);
+		if ((rc = sched_reconcile(s, err)))
+			return rc;
+	}
+	if (s->outbox_dirty || now >= s->next_relay) {
+		s->outbox_dirty = false;
+		s->next_relay = now + RELAY_EVERY_MS;
+		if ((rc = sched_relay(s, err)))
+			return rc;
+	}
+	return 0;
+}
+
+static int connect_all(struct sched *s, volatile sig_atomic_t *stop)
+{
+	bool warned = false;
+
+	while (!*stop) {
+		struct ty_err err = {0};
+
+		if ((s->pg || !ty_pg_connect(&s->pg, s->o.database_url, &err)) &&
+		    (s->lock_pg || !ty_pg_connect(&s->lock_pg, s->o.database_url, &err)))
+			return 0;
+		if (!warned)
+			ty_warn("%s (retrying)", err.msg);
+		warned = true;
+		nap(1000);
+	}
+	return TY_EUNAVAIL;
+}
+
+int sched_run(struct sched *s, volatile sig_atomic_t *stop, struct ty_err *err)
+{
+	int64_t last_warn = 0;
+
+	if (connect_all(s, stop))
+		goto out;
+	ty_info("standing by as '%s'", s->o.id);
+	while (!*stop) {
+		struct ty_err e = {0};
+		int rc;
+
+		if (!s->leading) {
+			bool won = false;
+
+			if (sched_lead_try(&won, s, &e) && ty_mono_ms() - last_warn > 10000) {
+				ty_warn("cannot take the lead: %s", e.msg);
+				last_warn = ty_mono_ms();
+			}
+			if (!won)
+				nap(STANDBY_TRY_MS);
+			continue;
+		}
+		rc = lead_turn(s, &e);
+		if (rc == TY_EFENCED) {
+			sched_step_down(s, e.msg);
+		} else if (rc) {
+			if (ty_mono_ms() - last_warn > 1000) {
+				ty_warn("%s", e.msg);
+				last_warn = ty_mono_ms();
+			}
+			nap(ERROR_BACKOFF_MS);
+		}
+	}
+	ty_info("stopping");
+	sched_resign(s, SHUTDOWN_FLUSH_MS);
+out:
+	sched_kafka_stop(s, 0);
+	sched_ids_free(&s->inflight);
+	sched_ids_free(&s->delivered);
+	ty_pg_close(s->pg);
+	ty_pg_close(s->lock_pg);
+	s->pg = s->lock_pg = NULL;
+	(void)err;
+	return 0;
+}

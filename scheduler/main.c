@@ -1,0 +1,166 @@
+/* trainyard-scheduler: options, signals and the run loop. */
+#include "scheduler.h"
+#include "ty_config.h"
+#include "ty_kafka.h"
+#include "ty_log.h"
+
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define ENV_PREFIX "TRAINYARD_SCHEDULER"
+
+static const struct ty_opt options[] = {
+    {"database-url", TY_OPT_STR, NULL, 0, 0,
+     "libpq connection URL of the PostgreSQL database (required)"},
+    {"kafka-bootstrap", TY_OPT_STR, NULL, 0, 0,
+     "Kafka bootstrap servers 'host:port,...', or '@FILE' naming a file whose first line "
+     "is that list (required)"},
+    {"id", TY_OPT_STR, NULL, 0, 0,
+     "name of this scheduler in the leader table (default "
+     "hostname:pid)"},
+    {"cycle-ms", TY_OPT_INT, "1000", 10, 3600000,
+     "longest time between scheduling cycles; one also runs right after capacity is freed"},
+    {"node-timeout-ms", TY_OPT_INT, "10000", 100, 86400000,
+     "a node without a heartbeat for this long is lost and its attempts fail (node_lost)"},
+    {"reconcile-ms", TY_OPT_INT, "3000", 10, 3600000,
+     "how often heartbeats are reconciled against the database"},
+    {"resend-ms", TY_OPT_INT, "5000", 10, 3600000,
+     "a launch a node has not acknowledged is sent again after this long, and at most "
+     "once per period (kills alike)"},
+    {"kill-grace-seconds", TY_OPT_INT, "10", 0, 3600,
+     "seconds a killed rank gets between SIGTERM and SIGKILL"},
+    {"port-range", TY_OPT_STR, "29500-29999", 0, 0,
+     "rendezvous ports (MASTER_PORT) handed out on rank-0 nodes, 'LOW-HIGH'"},
+    {"log-level", TY_OPT_STR, "info", 0, 0, "debug, info, warn or error"},
+    {"log-json", TY_OPT_BOOL, "false", 0, 0, "log JSON lines instead of text"},
+    {"help", TY_OPT_BOOL, "false", 0, 0, "print this help, then exit"},
+};
+#define NOPTS (sizeof(options) / sizeof(options[0]))
+
+static volatile sig_atomic_t stop_signal;
+
+static void on_signal(int sig)
+{
+	stop_signal = sig;
+}
+
+static void usage(FILE *f)
+{
+	fprintf(f, "usage: trainyard-scheduler --database-url URL --kafka-bootstrap LIST|@FILE "
+		   "[options]\n"
+		   "\n"
+		   "Places pending jobs on nodes and dispatches them over Kafka. Any number may\n"
+		   "run: one leads (PostgreSQL advisory lock, fenced by an epoch), the others\n"
+		   "stand by and take over when it goes away.\n"
+		   "\n");
+	ty_config_usage(f, options, NOPTS, ENV_PREFIX);
+}
+
+static int port_range(int *lo, int *hi, const char *spec)
+{
+	char *end;
+	long a, b;
+
+	a = strtol(spec, &end, 10);
+	if (end == spec || *end != '-')
+		return -1;
+	spec = end + 1;
+	b = strtol(spec, &end, 10);
+	if (end == spec || *end || a < 1 || b > 65535 || a > b)
+		return -1;
+	*lo = (int)a;
+	*hi = (int)b;
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	struct ty_config *c = ty_config_new(options, NOPTS, ENV_PREFIX);
+	struct sched s = {0};
+	struct ty_err err = {0};
+	struct sigaction sa = {.sa_handler = on_signal};
+	char bootstrap[4096], id[256];
+	int rc, rest, level, status = 2;
+
+	if (!c) {
+		fprintf(stderr, "trainyard-scheduler: out of memory\n");
+		return 1;
+	}
+	if (ty_config_load(c, argc, argv, &rest, &err)) {
+		fprintf(stderr, "trainyard-scheduler: %s (try --help)\n", err.msg);
+		goto out;
+	}
+	if (ty_config_bool(c, "help")) {
+		usage(stdout);
+		status = 0;
+		goto out;
+	}
+	if (rest < argc) {
+		fprintf(stderr, "trainyard-scheduler: unexpected argument '%s' (try --help)\n",
+			argv[rest]);
+		goto out;
+	}
+	if ((level = ty_log_level_parse(ty_config_str(c, "log-level"))) < 0) {
+		fprintf(stderr,
+			"trainyard-scheduler: option 'log-level': '%s' is not debug, info, warn or "
+			"error\n",
+			ty_config_str(c, "log-level"));
+		goto out;
+	}
+	ty_log_init("trainyard-scheduler", (enum ty_log_level)level, ty_config_bool(c, "log-json"));
+	if (!ty_config_str(c, "database-url") || !*ty_config_str(c, "database-url")) {
+		fprintf(stderr, "trainyard-scheduler: option '--database-url' is required (try "
+				"--help)\n");
+		goto out;
+	}
+	if (!ty_config_str(c, "kafka-bootstrap")) {
+		fprintf(stderr, "trainyard-scheduler: option '--kafka-bootstrap' is required (try "
+				"--help)\n");
+		goto out;
+	}
+	if (ty_kafka_bootstrap(bootstrap, sizeof(bootstrap), ty_config_str(c, "kafka-bootstrap"),
+			       &err)) {
+		fprintf(stderr, "trainyard-scheduler: %s\n", err.msg);
+		goto out;
+	}
+	if (port_range(&s.o.port_lo, &s.o.port_hi, ty_config_str(c, "port-range"))) {
+		fprintf(stderr,
+			"trainyard-scheduler: option 'port-range': '%s' is not LOW-HIGH within "
+			"1-65535\n",
+			ty_config_str(c, "port-range"));
+		goto out;
+	}
+	if (ty_config_str(c, "id") && *ty_config_str(c, "id")) {
+		snprintf(id, sizeof(id), "%s", ty_config_str(c, "id"));
+	} else {
+		char host[200] = "localhost";
+
+		gethostname(host, sizeof(host) - 1);
+		snprintf(id, sizeof(id), "%s:%ld", host, (long)getpid());
+	}
+	s.o.database_url = ty_config_str(c, "database-url");
+	s.o.bootstrap = bootstrap;
+	s.o.id = id;
+	s.o.cycle_ms = (int)ty_config_int(c, "cycle-ms");
+	s.o.node_timeout_ms = (int)ty_config_int(c, "node-timeout-ms");
+	s.o.reconcile_ms = (int)ty_config_int(c, "reconcile-ms");
+	s.o.resend_ms = (int)ty_config_int(c, "resend-ms");
+	s.o.kill_grace_seconds = (int)ty_config_int(c, "kill-grace-seconds");
+
+	/* no SA_RESTART: a signal cuts the standby nap short */
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGINT, &sa, NULL);
+	signal(SIGPIPE, SIG_IGN);
+
+	rc = sched_run(&s, &stop_signal, &err);
+	status = rc ? 1 : 0;
+	if (rc)
+		ty_error("%s", err.msg);
+out:
+	ty_config_free(c);
+	return status;
+}

@@ -1,0 +1,189 @@
+/*
+ * The outbox relay: every dispatch_outbox row is produced to its node's
+ * partition of trainyard.dispatch, at most once at a time per process, and
+ * deleted only after Kafka acknowledged it. A failed delivery leaves the row
+ * to be produced again on the next pass.
+ */
+#include "scheduler.h"
+#include "ty_buf.h"
+#include "ty_log.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define RELAY_MAX_STR "1000" /* rows per pass */
+
+_Static_assert(sizeof(void *) >= sizeof(int64_t), "outbox ids travel as message opaques");
+
+void sched_ids_free(struct sched_ids *ids)
+{
+	free(ids->v);
+	memset(ids, 0, sizeof(*ids));
+}
+
+static int ids_find(const struct sched_ids *ids, int64_t id)
+{
+	int lo = 0, hi = ids->n;
+
+	while (lo < hi) {
+		int mid = lo + (hi - lo) / 2;
+
+		if (ids->v[mid] < id)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+static int ids_add(struct sched_ids *ids, int64_t id)
+{
+	int at = ids_find(ids, id);
+
+	if (at < ids->n && ids->v[at] == id)
+		return 0;
+	if (ids->n == ids->cap) {
+		int cap = ids->cap ? ids->cap * 2 : 256;
+		int64_t *v = realloc(ids->v, (size_t)cap * sizeof(*v));
+
+		if (!v)
+			return TY_ENOMEM;
+		ids->v = v;
+		ids->cap = cap;
+	}
+	memmove(ids->v + at + 1, ids->v + at, (size_t)(ids->n - at) * sizeof(*ids->v));
+	ids->v[at] = id;
+	ids->n++;
+	return 0;
+}
+
+static void ids_del(struct sched_ids *ids, int64_t id)
+{
+	int at = ids_find(ids, id);
+
+	if (at >= ids->n || ids->v[at] != id)
+		return;
+	memmove(ids->v + at, ids->v + at + 1, (size_t)(ids->n - at - 1) * sizeof(*ids->v));
+	ids->n--;
+}
+
+/* PostgreSQL array literal "{1,2,3}" of ids (new string, NULL on ENOMEM). */
+static char *ids_array(const struct sched_ids *ids)
+{
+	struct ty_buf b = TY_BUF_INIT;
+
+	ty_buf_puts(&b, "{");
+	for (int i = 0; i < ids->n; i++)
+		ty_buf_printf(&b, "%s%lld", i ? "," : "", (long long)ids->v[i]);
+	ty_buf_puts(&b, "}");
+	if (b.oom) {
+		ty_buf_free(&b);
+		return NULL;
+	}
+	return ty_buf_detach(&b);
+}
+
+void sched_relay_dr(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque)
+{
+	struct sched *s = opaque;
+	int64_t id = (int64_t)(intptr_t)m->_private;
+
+	if (m->err) {
+		/* produced again on the next pass */
+		ids_del(&s->inflight, id);
+		if (m->err != RD_KAFKA_RESP_ERR__PURGE_QUEUE &&
+		    m->err != RD_KAFKA_RESP_ERR__PURGE_INFLIGHT)
+			ty_warn("delivery of outbox row %lld failed: %s", (long long)id,
+				rd_kafka_err2str(m->err));
+		return;
+	}
+	if (ids_add(&s->delivered, id))
+		ids_del(&s->inflight, id); /* out of memory: produce again rather than lose it */
+}
+
+int sched_relay(struct sched *s, struct ty_err *err)
+{
+	PGresult *res = NULL;
+	char *skip = NULL;
+	int rc = 0, sent = 0;
+
+	if (!s->producer || s->dispatch_partitions <= 0)
+		return 0;
+	if (!(skip = ids_array(&s->inflight)))
+		return ty_err_set(err, TY_ENOMEM, NULL);
+	const char *p[] = {skip};
+
+	if ((rc = ty_pg_exec(&res, s->pg,
+			     "SELECT id, node_id, payload FROM dispatch_outbox"
+			     " WHERE id <> ALL ($1::bigint[]) ORDER BY id LIMIT " RELAY_MAX_STR,
+			     1, p, err)))
+		goto out;
+	for (int i = 0; i < PQntuples(res); i++) {
+		int64_t id = sched_col_i64(res, i, 0);
+		const char *node = PQgetvalue(res, i, 1);
+		const char *payload = PQgetvalue(res, i, 2);
+		rd_kafka_resp_err_t e;
+
+		e = rd_kafka_producev(
+		    s->producer, RD_KAFKA_V_TOPIC(PROTO_TOPIC_DISPATCH),
+		    RD_KAFKA_V_PARTITION(proto_node_partition(node, s->dispatch_partitions)),
+		    RD_KAFKA_V_KEY(node, strlen(node)),
+		    RD_KAFKA_V_VALUE((void *)payload, (size_t)PQgetlength(res, i, 2)),
+		    RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
+		    RD_KAFKA_V_OPAQUE((void *)(intptr_t)id), RD_KAFKA_V_END);
+		if (e == RD_KAFKA_RESP_ERR__QUEUE_FULL)
+			break;
+		if (e) {
+			ty_warn("cannot produce outbox row %lld for node '%s': %s", (long long)id,
+				node, rd_kafka_err2str(e));
+			continue;
+		}
+		if (ids_add(&s->inflight, id)) {
+			rc = ty_err_set(err, TY_ENOMEM, NULL);
+			break;
+		}
+		sent++;
+	}
+	if (sent)
+		ty_debug("relayed %d dispatch message(s)", sent);
+out:
+	PQclear(res);
+	free(skip);
+	return rc;
+}
+
+int sched_relay_settle(struct sched *s, struct ty_err *err)
+{
+	char *ids = NULL;
+	int rc;
+
+	if (!s->producer)
+		return 0;
+	rd_kafka_poll(s->producer, 0);
+	if ((rc = sched_kafka_producer_check(s, err)))
+		return rc;
+	if (s->delivered.n == 0)
+		return 0;
+	if (!(ids = ids_array(&s->delivered)))
+		return ty_err_set(err, TY_ENOMEM, NULL);
+	if ((rc = sched_tx_begin(s->pg, s->epoch, err)))
+		goto out;
+	{
+		const char *p[] = {ids};
+
+		if ((rc = ty_pg_exec(NULL, s->pg,
+				     "DELETE FROM dispatch_outbox WHERE id = ANY ($1::bigint[])", 1,
+				     p, err))) {
+			ty_pg_rollback(s->pg);
+			goto out;
+		}
+	}
+	if ((rc = ty_pg_commit(s->pg, err)))
+		goto out;
+	for (int i = 0; i < s->delivered.n; i++)
+		ids_del(&s->inflight, s->delivered.v[i]);
+	s->delivered.n = 0;
+out:
+	free(ids);
+	return rc;
+}

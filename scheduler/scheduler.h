@@ -1,0 +1,204 @@
+/*
+ * trainyard-scheduler internals: leadership and fencing, event apply,
+ * placement, liveness and reconciliation, the outbox relay and the loop
+ * that drives them. docs/dispatch.md is the contract.
+ *
+ * One thread does everything. While leading it owns a work connection, a
+ * consumer and a producer; every write transaction goes through
+ * sched_tx_begin(), so a deposed leader can never commit.
+ */
+#ifndef TY_SCHEDULER_H
+#define TY_SCHEDULER_H
+
+#include "proto.h"
+#include "ty_err.h"
+#include "ty_pg.h"
+
+#include <jansson.h>
+#include <librdkafka/rdkafka.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+/* pg_advisory_lock key of the leader (docs/dispatch.md). */
+#define SCHED_LOCK_KEY "7371102"
+#define SCHED_CONSUMER_GROUP "trainyard-scheduler"
+/* The newest migration the scheduler's statements need (0003_scheduler). */
+#define SCHED_SCHEMA_VERSION 3
+
+struct sched_opts {
+	const char *database_url; /* borrowed */
+	const char *bootstrap;	  /* resolved "host:port,..." (borrowed) */
+	const char *id;		  /* holder name (borrowed) */
+	int cycle_ms;
+	int node_timeout_ms;
+	int reconcile_ms;
+	int resend_ms;
+	int kill_grace_seconds;
+	int port_lo, port_hi;
+};
+
+/* Outbox ids produced and not yet deleted, ascending. */
+struct sched_ids {
+	int64_t *v;
+	int n, cap;
+};
+
+/* An exit a heartbeat reported that no attempt_exited has confirmed yet. */
+struct sched_late_exit {
+	char node[PROTO_NODE_ID_MAX + 1];
+	int64_t job, attempt;
+	int exit_code;
+	char failure_class[32];
+	char *message;	 /* owned */
+	int64_t seen_ms; /* monotonic, first seen */
+};
+
+struct sched {
+	struct sched_opts o;
+	struct ty_pg *lock_pg; /* holds the advisory lock while leading */
+	struct ty_pg *pg;      /* every other statement */
+	bool leading;
+	int64_t epoch;	      /* of the current term */
+	rd_kafka_t *consumer; /* events + nodes, manual assignment, while leading */
+	rd_kafka_t *producer; /* dispatch, idempotent, while leading */
+	int32_t dispatch_partitions;
+	int assigned_partitions;    /* of events + nodes */
+	struct sched_ids inflight;  /* produced, delivery not reported (or not deleted) */
+	struct sched_ids delivered; /* acknowledged, row not deleted yet */
+	rd_kafka_message_t **batch; /* consumed and not yet applied (kept on failure) */
+	int nbatch;
+	struct sched_late_exit *late; /* applied by reconciliation when still missing */
+	int nlate, caplate;
+	bool capacity_freed; /* run a placement cycle now */
+	bool outbox_dirty;   /* relay now */
+	bool lagging;	     /* the last poll filled a whole batch */
+	bool kafka_down;     /* the broker did not answer the last liveness probe */
+	int64_t kafka_back;  /* monotonic ms when it answered again (0: never lost) */
+	int64_t kafka_ok;    /* monotonic ms of the last probe it answered */
+	int64_t next_cycle, next_reconcile, next_liveness, next_relay; /* monotonic ms */
+	int64_t last_error_log;
+	long long malformed; /* messages skipped as malformed or inapplicable */
+};
+
+/* ---- leader.c ---- */
+
+/*
+ * Begin a write transaction on pg fenced by epoch:
+ * `SELECT epoch FROM leader WHERE id = 1 FOR SHARE` must return epoch, else
+ * the transaction is rolled back and TY_EFENCED returned. The row lock
+ * makes a new leader's epoch bump wait for this transaction to end.
+ */
+int sched_tx_begin(struct ty_pg *pg, int64_t epoch, struct ty_err *err);
+
+/* Start a new term: increment leader.epoch (new value in *epoch), record holder. */
+int sched_epoch_bump(int64_t *epoch, struct ty_pg *pg, const char *holder, struct ty_err *err);
+
+/*
+ * Try once to become leader: take the advisory lock on s->lock_pg, bump the
+ * epoch, create the Kafka clients. *won tells whether it did; on any
+ * failure after the lock was taken, the lock is released again.
+ */
+int sched_lead_try(bool *won, struct sched *s, struct ty_err *err);
+/* Stop leading: drop the Kafka clients and in-memory state, release the lock. */
+void sched_step_down(struct sched *s, const char *why);
+/*
+ * Clean end of a term (shutdown): let the producer deliver what it holds
+ * (up to flush_ms), delete what was acknowledged, close the clients and
+ * release the lock so a standby takes over at once.
+ */
+void sched_resign(struct sched *s, int flush_ms);
+/* Whether the lock connection still holds the advisory lock. */
+bool sched_lock_held(struct sched *s);
+
+/* ---- kafka.c ---- */
+
+int sched_kafka_start(struct sched *s, struct ty_err *err);
+/* flush_ms: how long the producer may deliver what it holds. */
+void sched_kafka_stop(struct sched *s, int flush_ms);
+/* Replace the producer after a fatal (idempotence) error. */
+int sched_kafka_producer_check(struct sched *s, struct ty_err *err);
+/* Assign newly appeared partitions of the consumed topics; refresh dispatch's count. */
+int sched_kafka_refresh(struct sched *s, struct ty_err *err);
+/* Whether the broker answers the consumer now (a watermark query). */
+bool sched_kafka_reachable(struct sched *s);
+/* Poll up to a batch of messages into s->batch (waiting up to wait_ms for the first). */
+void sched_consume(struct sched *s, int wait_ms);
+/* Apply s->batch in one fenced transaction, then commit its offsets. */
+int sched_consume_apply(struct sched *s, struct ty_err *err);
+
+/* ---- relay.c ---- */
+
+/* Produce every outbox row not in flight. */
+int sched_relay(struct sched *s, struct ty_err *err);
+/* Serve delivery reports and delete the rows Kafka acknowledged. */
+int sched_relay_settle(struct sched *s, struct ty_err *err);
+void sched_ids_free(struct sched_ids *ids);
+/* Delivery report callback (the producer's opaque is s). */
+void sched_relay_dr(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque);
+
+/* ---- apply.c: inside a fenced transaction ---- */
+
+/* Apply one decoded message (idempotent). Inapplicable messages are ignored. */
+int sched_apply(struct sched *s, const struct proto_msg *m, struct ty_err *err);
+
+/* Write one dispatch message to the outbox (seq = row id, epoch = s->epoch). */
+int sched_outbox_add(struct sched *s, enum proto_type type, const char *node, int64_t job,
+		     int64_t attempt, json_t *data, struct ty_err *err);
+/* Append a job event through ty_job_event(); data may be NULL. */
+int sched_job_event(struct sched *s, int64_t job, const char *type, const char *state,
+		    const char *message, const json_t *data, struct ty_err *err);
+/*
+ * `kill` to every node of the attempt that has not reported an exit and is
+ * not lost (except `except`, may be NULL); sets killed_at. *count (may be
+ * NULL) gets the number of kills written.
+ */
+int sched_kill_nodes(int *count, struct sched *s, int64_t job, int64_t attempt, const char *reason,
+		     const char *except, struct ty_err *err);
+/*
+ * An active attempt failed with class cls: mark it, kill the rest of the
+ * gang, and requeue the job if its retry budget allows, else fail it (or
+ * cancel it when cancel was requested). exit_code may be NULL.
+ */
+int sched_fail_attempt(struct sched *s, int64_t job, int64_t attempt, const char *node,
+		       const char *cls, const int *exit_code, const char *why, struct ty_err *err);
+/* After an allocation ended: succeed a finished attempt, or cancel a stopped one. */
+int sched_settle_attempt(struct sched *s, int64_t job, int64_t attempt, struct ty_err *err);
+/*
+ * Apply the exits heartbeats reported at least min_age_ms ago whose
+ * attempt_exited never came, and forget them.
+ */
+int sched_apply_late_exits(struct sched *s, int64_t min_age_ms, struct ty_err *err);
+/* Forget every remembered late exit (end of a term). */
+void sched_late_exits_clear(struct sched *s);
+/* Release every live allocation on node (lost, or restarted) and fail their attempts. */
+int sched_node_gone(struct sched *s, const char *node, const char *cls, const char *why,
+		    struct ty_err *err);
+
+/* ---- place.c ---- */
+
+/* Cancel pass, then one first-fit placement pass over the pending jobs. */
+int sched_cycle(struct sched *s, struct ty_err *err);
+/* The launch message data for one node (new reference, NULL on ENOMEM). */
+json_t *sched_launch_data(const json_t *common, int node_rank, int first_rank, const json_t *gpus);
+
+/* ---- reconcile.c ---- */
+
+/* Nodes without a heartbeat for --node-timeout-ms become lost. */
+int sched_liveness(struct sched *s, struct ty_err *err);
+/* Re-send unacknowledged launches, kill what is over, release what never ran. */
+int sched_reconcile(struct sched *s, struct ty_err *err);
+
+/* ---- loop.c ---- */
+
+/* Run until *stop is set: standby, lead, clean shutdown. */
+int sched_run(struct sched *s, volatile sig_atomic_t *stop, struct ty_err *err);
+
+/* ---- small helpers (loop.c) ---- */
+
+/* Decimal text of v in buf (which must hold 24 bytes); returns buf. */
+const char *sched_i64(char *buf, int64_t v);
+/* Parse a decimal integer column; 0 when NULL. */
+int64_t sched_col_i64(const PGresult *res, int row, int col);
+
+#endif

@@ -1,0 +1,27 @@
+# Scheduler tests (included by tests/CMakeLists.txt).
+#   unit: the pure placement core (scheduler/core).
+#   integration: trainyard-scheduler against PostgreSQL, the API and a
+#   private trainyard-broker per case, the test playing the executors.
+if(NOT TARGET trainyard-scheduler)
+  return()
+endif()
+
+ty_add_test(sched_core unit/scheduler/test_core.c unit)
+target_link_libraries(test_sched_core PRIVATE ty_sched_core)
+
+file(GLOB TY_SCHED_TESTS CONFIGURE_DEPENDS
+     ${CMAKE_CURRENT_SOURCE_DIR}/integration/scheduler/test_*.c)
+foreach(src ${TY_SCHED_TESTS})
+  get_filename_component(base ${src} NAME_WE)
+  string(REGEX REPLACE "^test_" "sched_" name ${base})
+  ty_add_test(${name} ${src} integration)
+  target_sources(test_${name} PRIVATE ${CMAKE_CURRENT_SOURCE_DIR}/integration/scheduler/fixture.c)
+  target_include_directories(test_${name} PRIVATE
+                             ${CMAKE_CURRENT_SOURCE_DIR}/integration/scheduler)
+  target_link_libraries(test_${name} PRIVATE ty_sched)
+  # each case runs its own broker, so suites running in parallel never share topics
+  set_property(TEST ${name} APPEND PROPERTY ENVIRONMENT
+               "TY_SCHEDULER_BIN=$<TARGET_FILE:trainyard-scheduler>"
+               "TY_BROKER_BIN=$<TARGET_FILE:trainyard-broker>")
+  add_dependencies(test_${name} trainyard-scheduler trainyard-broker)
+endforeach()
