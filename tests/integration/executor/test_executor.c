@@ -175,8 +175,8 @@ static void collect(int ms)
 					T.got = realloc(T.got, T.capgot * sizeof(*T.got));
 					REQUIRE(T.got != NULL);
 				}
-				T.got[T.ngot++] = (struct got){pm.type, pm.job, pm.attempt,
-							       json_incref(pm.data)};
+				T.got[T.ngot++] =
+				    (struct got){pm.type, pm.job, pm.attempt, json_incref(pm.data)};
 			}
 			proto_msg_clear(&pm);
 		}
@@ -215,9 +215,8 @@ static bool in_list(const json_t *list, int64_t job)
 	size_t i;
 	const json_t *v;
 
-	json_array_foreach(list, i, v)
-		if (json_integer_value(json_object_get(v, "job")) == job)
-			return true;
+	json_array_foreach(list, i,
+			   v) if (json_integer_value(json_object_get(v, "job")) == job) return true;
 	return false;
 }
 
@@ -232,7 +231,8 @@ static const json_t *wait_heartbeat_finished(int64_t job)
 
 			const char *boot = json_string_value(json_object_get(d, "boot_id"));
 
-			if (T.got[i].type == PROTO_HEARTBEAT && boot && strcmp(boot, T.boot_id) == 0 &&
+			if (T.got[i].type == PROTO_HEARTBEAT && boot &&
+			    strcmp(boot, T.boot_id) == 0 &&
 			    in_list(json_object_get(d, "finished"), job))
 				return d;
 		}
@@ -251,10 +251,10 @@ static void produce_raw(const char *payload, size_t len)
 {
 	rd_kafka_resp_err_t e;
 
-	e = rd_kafka_producev(T.producer, RD_KAFKA_V_TOPIC(PROTO_TOPIC_DISPATCH),
-			      RD_KAFKA_V_PARTITION(T.partition), RD_KAFKA_V_KEY(T.node, strlen(T.node)),
-			      RD_KAFKA_V_VALUE((void *)payload, len),
-			      RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_END);
+	e = rd_kafka_producev(
+	    T.producer, RD_KAFKA_V_TOPIC(PROTO_TOPIC_DISPATCH), RD_KAFKA_V_PARTITION(T.partition),
+	    RD_KAFKA_V_KEY(T.node, strlen(T.node)), RD_KAFKA_V_VALUE((void *)payload, len),
+	    RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_END);
 	REQUIRE_INT_EQ(e, 0);
 	REQUIRE_INT_EQ(rd_kafka_flush(T.producer, 10000), 0);
 }
@@ -351,9 +351,8 @@ static void assign_all(rd_kafka_topic_partition_list_t *l, const char *topic)
 	REQUIRE_INT_EQ(md->topics[0].err, 0);
 	for (int p = 0; p < md->topics[0].partition_cnt; p++) {
 		/* explicit end offsets: nothing the executor sends later is missed */
-		REQUIRE_INT_EQ(rd_kafka_query_watermark_offsets(T.consumer, topic, p, &lo, &hi,
-								 10000),
-			       0);
+		REQUIRE_INT_EQ(
+		    rd_kafka_query_watermark_offsets(T.consumer, topic, p, &lo, &hi, 10000), 0);
 		rd_kafka_topic_partition_list_add(l, topic, p)->offset = hi;
 	}
 	rd_kafka_metadata_destroy(md);
@@ -451,8 +450,9 @@ static int group_live(pid_t pgid)
 			continue;
 		buf[r] = '\0';
 		pid = atoi(buf);
-		if ((p = strrchr(buf, ')')) && sscanf(p + 1, " %c %d %d", &state, &ppid, &pg) == 3 &&
-		    pg == pgid && state != 'Z' && state != 'X' && pid > 0)
+		if ((p = strrchr(buf, ')')) &&
+		    sscanf(p + 1, " %c %d %d", &state, &ppid, &pg) == 3 && pg == pgid &&
+		    state != 'Z' && state != 'X' && pid > 0)
 			n++;
 	}
 	closedir(d);
@@ -542,16 +542,19 @@ TY_TEST(registers_and_heartbeats)
 
 TY_TEST(launch_runs_ranks_with_contract_env)
 {
-	const char *script = "echo \"$RANK $WORLD_SIZE $LOCAL_RANK $MASTER_ADDR $MASTER_PORT "
-			     "$CUDA_VISIBLE_DEVICES\" > out.$RANK; "
-			     "echo \"$TRAINYARD_JOB_ID $TRAINYARD_ATTEMPT $TRAINYARD_NODE_ID $NODE_RANK "
-			     "$NNODES $LOCAL_WORLD_SIZE $FOO\" > env.$RANK";
-	json_t *cmd = json_pack("[s, s, s]", "/bin/sh", "-c", script);
-	char *c = json_dumps(cmd, JSON_COMPACT);
+	const char *script =
+	    "echo \"$RANK $WORLD_SIZE $LOCAL_RANK $MASTER_ADDR $MASTER_PORT "
+	    "$CUDA_VISIBLE_DEVICES\" > out.$RANK; "
+	    "echo \"$TRAINYARD_JOB_ID $TRAINYARD_ATTEMPT $TRAINYARD_NODE_ID $NODE_RANK "
+	    "$NNODES $LOCAL_WORLD_SIZE $FOO\" > env.$RANK";
+	json_t *cmd;
 	const json_t *d;
-	char *text, *dir = ty_test_strf("%s/attempts/1001.1", T.state);
+	char *c, *text, *dir;
 
 	setup();
+	dir = ty_test_strf("%s/attempts/1001.1", T.state);
+	cmd = json_pack("[s, s, s]", "/bin/sh", "-c", script);
+	c = json_dumps(cmd, JSON_COMPACT);
 	for (char *p = c; *p; p++)
 		if (*p == '"')
 			*p = '\'';
@@ -604,8 +607,10 @@ TY_TEST(duplicate_launch_is_ignored)
 	/* an exact redelivery (same seq) of another message: the dedupe window */
 	seq = send_msg(PROTO_LAUNCH, 1002, EPOCH, quick);
 	send_seq(PROTO_LAUNCH, 1002, EPOCH, seq, quick);
-	REQUIRE(wait_msg(PROTO_ATTEMPT_EXITED, 1002, 1) != NULL);
-	REQUIRE((hb = wait_heartbeat_finished(1002)) != NULL);
+	/* the partition is ordered: once 1017 is done, so is everything before it */
+	send_msg(PROTO_LAUNCH, 1017, EPOCH, quick);
+	REQUIRE(wait_msg(PROTO_ATTEMPT_EXITED, 1017, 1) != NULL);
+	REQUIRE((hb = wait_heartbeat_finished(1017)) != NULL);
 	CHECK(counter(hb, "duplicates") >= 2);
 	CHECK_INT_EQ(count_of(PROTO_RANK_STARTED, 1001), 2);
 	CHECK_INT_EQ(count_of(PROTO_RANK_STARTED, 1002), 1);
@@ -646,8 +651,7 @@ TY_TEST(failing_rank_stops_the_gang)
 	REQUIRE((d = wait_msg(PROTO_ATTEMPT_EXITED, 1005, 1)) != NULL);
 	CHECK_STR_EQ(json_string_value(json_object_get(d, "failure_class")), "user");
 	CHECK_INT_EQ(json_integer_value(json_object_get(d, "exit_code")), 3);
-	CHECK_STR_EQ(json_string_value(json_object_get(d, "message")),
-		     "rank 0 exited with code 3");
+	CHECK_STR_EQ(json_string_value(json_object_get(d, "message")), "rank 0 exited with code 3");
 	CHECK_INT_EQ(count_of(PROTO_RANK_EXITED, 1005), 2);
 	for (size_t i = 1; i <= 2; i++) {
 		d = wait_msg(PROTO_RANK_EXITED, 1005, i);
@@ -685,7 +689,7 @@ TY_TEST(kill_cancels_and_escalates)
 		REQUIRE(d != NULL);
 		CHECK_INT_EQ(json_integer_value(json_object_get(d, "signal")),
 			     json_integer_value(json_object_get(d, "rank")) == 0 ? SIGKILL
-										: SIGTERM);
+										 : SIGTERM);
 	}
 	CHECK_INT_EQ(group_live(p0), 0);
 	CHECK_INT_EQ(group_live(p1), 0);
@@ -703,15 +707,15 @@ TY_TEST(malformed_message_is_skipped)
 {
 	setup();
 	const char *bad[] = {
-		"this is not JSON",
-		"[1,2,3]",
-		ty_test_jf("{'v':1,'type':'launch','node':'%s','job':1007,'attempt':1,'epoch':%d,"
-			   "'seq':1,'ts':0,'data':{'nnodes':1}}",
-			   T.node, EPOCH),
-		ty_test_jf("{'v':1,'type':'heartbeat','node':'%s','job':0,'attempt':0,'epoch':0,"
-			   "'seq':1,'ts':0,'data':{'boot_id':'x','running':[],'finished':[]}}",
-			   T.node),
-		"",
+	    "this is not JSON",
+	    "[1,2,3]",
+	    ty_test_jf("{'v':1,'type':'launch','node':'%s','job':1007,'attempt':1,'epoch':%d,"
+		       "'seq':1,'ts':0,'data':{'nnodes':1}}",
+		       T.node, EPOCH),
+	    ty_test_jf("{'v':1,'type':'heartbeat','node':'%s','job':0,'attempt':0,'epoch':0,"
+		       "'seq':1,'ts':0,'data':{'boot_id':'x','running':[],'finished':[]}}",
+		       T.node),
+	    "",
 	};
 	const json_t *d, *hb;
 
@@ -722,6 +726,11 @@ TY_TEST(malformed_message_is_skipped)
 		 "{'node_rank':0,'nnodes':1,'world_size':3,'local_world_size':3,'first_rank':0,"
 		 "'master_addr':'127.0.0.1','master_port':29400,'gpus':[0],'command':['true'],"
 		 "'env':{},'launch':'per_gpu'}");
+	/* a program that is not there: the attempt fails as system, nothing is left */
+	send_msg(PROTO_LAUNCH, 1016, EPOCH,
+		 "{'node_rank':0,'nnodes':1,'world_size':1,'local_world_size':1,'first_rank':0,"
+		 "'master_addr':'127.0.0.1','master_port':29400,'gpus':[],"
+		 "'command':['/nonexistent/trainyard-test'],'env':{},'launch':'per_gpu'}");
 	send_msg(PROTO_LAUNCH, 1007, EPOCH, launch_data(1, "echo fine"));
 	REQUIRE((d = wait_msg(PROTO_ATTEMPT_EXITED, 1007, 1)) != NULL);
 	CHECK_INT_EQ(json_integer_value(json_object_get(d, "exit_code")), 0);
@@ -729,6 +738,11 @@ TY_TEST(malformed_message_is_skipped)
 	CHECK_STR_EQ(json_string_value(json_object_get(d, "failure_class")), "system");
 	CHECK(strstr(json_string_value(json_object_get(d, "message")), "invalid launch") != NULL);
 	CHECK_INT_EQ(count_of(PROTO_RANK_STARTED, 1012), 0);
+	REQUIRE((d = wait_msg(PROTO_ATTEMPT_EXITED, 1016, 1)) != NULL);
+	CHECK_STR_EQ(json_string_value(json_object_get(d, "failure_class")), "system");
+	CHECK(strstr(json_string_value(json_object_get(d, "message")), "could not be started") !=
+	      NULL);
+	CHECK_INT_EQ(count_of(PROTO_RANK_STARTED, 1016), 0);
 	REQUIRE((hb = wait_heartbeat_finished(1007)) != NULL);
 	CHECK(counter(hb, "malformed") >= 4);
 	CHECK(T.pid && waitpid(T.pid, NULL, WNOHANG) == 0);
@@ -740,18 +754,18 @@ TY_TEST(logs_over_http)
 		const char *path;
 		long status;
 	} bad[] = {
-		{"/logs/1008/1/5", 404},
-		{"/logs/1008/2/0", 404},
-		{"/logs/01008/1/0", 404},
-		{"/logs/1008/1/0/", 404},
-		{"/logs/1008/1/-0", 404},
-		{"/logs/../../etc/passwd", 404},
-		{"/logs/1008/1/0/../../../state.json", 404},
-		{"/logs/1008/1/0%2f..%2f..%2fstate.json", 404},
-		{"/state.json", 404},
-		{"/logs/1008/1/0?tail=0", 400},
-		{"/logs/1008/1/0?tail=10001", 400},
-		{"/logs/1008/1/0?tail=abc", 400},
+	    {"/logs/1008/1/5", 404},
+	    {"/logs/1008/2/0", 404},
+	    {"/logs/01008/1/0", 404},
+	    {"/logs/1008/1/0/", 404},
+	    {"/logs/1008/1/-0", 404},
+	    {"/logs/../../etc/passwd", 404},
+	    {"/logs/1008/1/0/../../../state.json", 404},
+	    {"/logs/1008/1/0%2f..%2f..%2fstate.json", 404},
+	    {"/state.json", 404},
+	    {"/logs/1008/1/0?tail=0", 400},
+	    {"/logs/1008/1/0?tail=10001", 400},
+	    {"/logs/1008/1/0?tail=abc", 400},
 	};
 	char *body;
 	const char *last;

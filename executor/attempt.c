@@ -1,0 +1,495 @@
+/*
+ * One attempt on this node: its ranks as detached process groups, their
+ * logs, fail-fast and the stop sequence (SIGTERM, SIGKILL after a grace
+ * period), reaping every process of its groups, and the events on the way.
+ */
+#include "exec.h"
+#include "ty_log.h"
+#include "ty_time.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define REAP_TICK_MS 20
+/* how long after the last rank exit its groups and pipes may take to go */
+#define REAP_GRACE_MS 3000
+
+static void check_done(struct exec_attempt *a);
+
+static void attempt_free(struct exec_attempt *a)
+{
+	free(a->ranks);
+	free(a);
+}
+
+static void handle_closed(struct exec_attempt *a)
+{
+	if (--a->handles == 0 && a->state == EXEC_DONE)
+		attempt_free(a);
+}
+
+static void timer_closed(uv_handle_t *h)
+{
+	handle_closed(h->data);
+}
+
+static void rank_handle_closed(uv_handle_t *h)
+{
+	struct exec_rank *r = h->data;
+
+	handle_closed(r->a);
+}
+
+static const char *signal_name(int sig)
+{
+	const char *s = sigabbrev_np(sig);
+
+	return s ? s : "?";
+}
+
+static void set_outcome(struct exec_attempt *a, const char *failure_class, int exit_code,
+			const char *fmt, va_list ap)
+{
+	if (a->have_outcome)
+		return;
+	a->have_outcome = true;
+	a->outcome.job = a->job;
+	a->outcome.attempt = a->attempt;
+	a->outcome.exit_code = exit_code;
+	snprintf(a->outcome.failure_class, sizeof(a->outcome.failure_class), "%s", failure_class);
+	vsnprintf(a->outcome.message, sizeof(a->outcome.message), fmt, ap);
+}
+
+static void outcome(struct exec_attempt *a, const char *failure_class, int exit_code,
+		    const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+static void outcome(struct exec_attempt *a, const char *failure_class, int exit_code,
+		    const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	set_outcome(a, failure_class, exit_code, fmt, ap);
+	va_end(ap);
+}
+
+/*
+ * Signal the process group of a rank. While the rank has not been reaped
+ * its pid pins the group id; afterwards the id could belong to someone
+ * else, so the group is signalled only when a member still carries this
+ * attempt's environment.
+ */
+static void signal_group(struct exec_attempt *a, struct exec_rank *r, int sig)
+{
+	if (!r->spawned)
+		return;
+	if (r->exited && !exec_pgid_is_attempt(r->pid, a->job, a->attempt))
+		return;
+	if (kill(-r->pid, sig) == 0)
+		return;
+	if (errno == ESRCH && !r->exited)
+		kill(r->pid, sig); /* the rank left its group (setpgid): signal it alone */
+	else if (errno != ESRCH)
+		ty_warn_errno("cannot signal process group %d of job %lld attempt %lld",
+			      (int)r->pid, (long long)a->job, (long long)a->attempt);
+}
+
+static void log_rotate(struct exec_rank *r)
+{
+	char rotated[sizeof(r->log_path) + 2];
+
+	snprintf(rotated, sizeof(rotated), "%s.1", r->log_path);
+	close(r->log_fd);
+	if (rename(r->log_path, rotated))
+		ty_warn_errno("cannot rotate '%s'", r->log_path);
+	r->log_fd = open(r->log_path, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0644);
+	r->log_size = 0;
+	if (r->log_fd < 0)
+		ty_warn_errno("cannot open '%s'", r->log_path);
+}
+
+static void log_append(struct exec_rank *r, const char *p, size_t n)
+{
+	while (n && r->log_fd >= 0) {
+		ssize_t w = write(r->log_fd, p, n);
+
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0) {
+			/* a full disk must not stop the job: drop output, say so once */
+			ty_warn_errno("cannot write '%s', dropping the rest of its output",
+				      r->log_path);
+			close(r->log_fd);
+			r->log_fd = -1;
+			return;
+		}
+		p += w;
+		n -= (size_t)w;
+		r->log_size += w;
+	}
+}
+
+/*
+ * Log output is appended up to the cap, then the file is rotated once to
+ * .1. The cut is made after the last whole line that fits, so both files
+ * hold whole lines and together keep at least the last cap bytes.
+ */
+static void log_write(struct exec_rank *r, const char *p, size_t n)
+{
+	int64_t cap = exec__opts(r->a->x)->log_max_bytes;
+
+	while (n && r->log_fd >= 0) {
+		size_t room = r->log_size < cap ? (size_t)(cap - r->log_size) : 0, take = n;
+
+		if (n > room) {
+			const char *nl = room ? memrchr(p, '\n', room) : NULL;
+
+			/* a line longer than the whole cap is split at the cap */
+			take = nl ? (size_t)(nl - p) + 1 : r->log_size == 0 ? room : 0;
+		}
+		log_append(r, p, take);
+		p += take;
+		n -= take;
+		if (n && r->log_fd >= 0)
+			log_rotate(r);
+	}
+}
+
+static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
+{
+	struct exec_rank *r = h->data;
+
+	*buf = uv_buf_init(r->rbuf, sizeof(r->rbuf));
+}
+
+static void close_output(struct exec_rank *r)
+{
+	if (!r->out_open)
+		return;
+	r->out_open = false;
+	uv_read_stop((uv_stream_t *)&r->out);
+	uv_close((uv_handle_t *)&r->out, rank_handle_closed);
+	if (r->log_fd >= 0) {
+		close(r->log_fd);
+		r->log_fd = -1;
+	}
+}
+
+static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
+{
+	struct exec_rank *r = s->data;
+
+	if (nread > 0)
+		log_write(r, buf->base, (size_t)nread);
+	else if (nread < 0)
+		close_output(r); /* EOF: every writer of the pipe is gone */
+}
+
+static void on_rank_exit(uv_process_t *p, int64_t status, int term_signal)
+{
+	struct exec_rank *r = p->data;
+	struct exec_attempt *a = r->a;
+	int code = term_signal ? 128 + term_signal : (int)status;
+
+	r->exited = true;
+	r->exit_code = code;
+	r->signal = term_signal;
+	uv_close((uv_handle_t *)p, rank_handle_closed);
+	exec__emit(a->x, PROTO_RANK_EXITED, a->job, a->attempt,
+		   json_pack("{s:i, s:i, s:i}", "rank", r->rank, "exit_code", code, "signal",
+			     term_signal));
+	if (term_signal)
+		ty_info("job %lld attempt %lld rank %d was killed by signal %d (%s)",
+			(long long)a->job, (long long)a->attempt, r->rank, term_signal,
+			signal_name(term_signal));
+	else
+		ty_info("job %lld attempt %lld rank %d exited with code %d", (long long)a->job,
+			(long long)a->attempt, r->rank, code);
+	/* while running, Trainyard has sent no signal: any death is foreign */
+	if (a->state == EXEC_RUNNING && term_signal)
+		exec__attempt_stop(a, a->default_grace_ms, EXEC_CLASS_SYSTEM, code,
+				   "rank %d was killed by signal %d (%s)", r->rank, term_signal,
+				   signal_name(term_signal));
+	else if (a->state == EXEC_RUNNING && code != 0)
+		exec__attempt_stop(a, a->default_grace_ms, EXEC_CLASS_USER, code,
+				   "rank %d exited with code %d", r->rank, code);
+	check_done(a);
+}
+
+static void finish(struct exec_attempt *a)
+{
+	struct exec_finished *o = &a->outcome;
+
+	a->state = EXEC_DONE;
+	uv_timer_stop(&a->stop_timer);
+	uv_timer_stop(&a->runtime_timer);
+	for (int i = 0; i < a->nranks; i++)
+		close_output(&a->ranks[i]);
+	exec__emit(a->x, PROTO_ATTEMPT_EXITED, a->job, a->attempt,
+		   json_pack("{s:i, s:s, s:s}", "exit_code", o->exit_code, "failure_class",
+			     o->failure_class, "message", o->message));
+	if (o->failure_class[0])
+		ty_info("job %lld attempt %lld ended: %s (%s)", (long long)a->job,
+			(long long)a->attempt, o->message, o->failure_class);
+	else
+		ty_info("job %lld attempt %lld succeeded", (long long)a->job,
+			(long long)a->attempt);
+	exec__attempt_done(a->x, a);
+}
+
+/* Orphans of a group became our children (we are a subreaper): reap them. */
+static void reap_group(struct exec_attempt *a, pid_t pgid)
+{
+	if (exec__pid_running(a->x, pgid))
+		return; /* the id is a live rank's again: never steal libuv's child */
+	while (waitpid(-pgid, NULL, WNOHANG) > 0)
+		;
+}
+
+static void on_reap_tick(uv_timer_t *t)
+{
+	struct exec_attempt *a = t->data;
+	bool alive = false, pipes = false;
+
+	for (int i = 0; i < a->nranks; i++) {
+		struct exec_rank *r = &a->ranks[i];
+
+		if (!r->spawned)
+			continue;
+		reap_group(a, r->pid);
+		if (exec_pgid_is_attempt(r->pid, a->job, a->attempt)) {
+			alive = true;
+			kill(-r->pid, SIGKILL);
+		}
+		pipes = pipes || r->out_open;
+	}
+	if ((alive || pipes) && ty_mono_ms() < a->reap_deadline)
+		return;
+	if (alive)
+		ty_warn(
+		    "job %lld attempt %lld still has processes after SIGKILL, giving up on them",
+		    (long long)a->job, (long long)a->attempt);
+	if (pipes)
+		ty_warn("job %lld attempt %lld: a process outside its groups holds its output open",
+			(long long)a->job, (long long)a->attempt);
+	finish(a);
+}
+
+/* Every rank has exited: sweep what they left in their groups, then report. */
+static void check_done(struct exec_attempt *a)
+{
+	if (a->state == EXEC_REAPING || a->state == EXEC_DONE)
+		return;
+	for (int i = 0; i < a->nranks; i++)
+		if (a->ranks[i].spawned && !a->ranks[i].exited)
+			return;
+	if (!a->have_outcome)
+		outcome(a, "", 0, "all %d local rank(s) exited with code 0", a->nranks);
+	a->state = EXEC_REAPING;
+	uv_timer_stop(&a->runtime_timer);
+	for (int i = 0; i < a->nranks; i++)
+		signal_group(a, &a->ranks[i], SIGKILL);
+	a->reap_deadline = ty_mono_ms() + REAP_GRACE_MS;
+	/* always from a timer, so an attempt never ends inside its own start */
+	uv_timer_start(&a->stop_timer, on_reap_tick, 0, REAP_TICK_MS);
+}
+
+static void on_grace_over(uv_timer_t *t)
+{
+	struct exec_attempt *a = t->data;
+
+	if (a->state != EXEC_STOPPING)
+		return;
+	ty_info("job %lld attempt %lld: grace period over, sending SIGKILL", (long long)a->job,
+		(long long)a->attempt);
+	for (int i = 0; i < a->nranks; i++)
+		signal_group(a, &a->ranks[i], SIGKILL);
+}
+
+void exec__attempt_stop(struct exec_attempt *a, int64_t grace_ms, const char *failure_class,
+			int exit_code, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	set_outcome(a, failure_class, exit_code, fmt, ap);
+	va_end(ap);
+	if (a->state != EXEC_RUNNING)
+		return;
+	a->state = EXEC_STOPPING;
+	uv_timer_stop(&a->runtime_timer);
+	ty_info("stopping job %lld attempt %lld: %s (SIGKILL in %lld ms)", (long long)a->job,
+		(long long)a->attempt, a->outcome.message, (long long)grace_ms);
+	for (int i = 0; i < a->nranks; i++)
+		signal_group(a, &a->ranks[i], SIGTERM);
+	uv_timer_start(&a->stop_timer, on_grace_over, (uint64_t)(grace_ms > 0 ? grace_ms : 0), 0);
+	check_done(a);
+}
+
+static void on_runtime_over(uv_timer_t *t)
+{
+	struct exec_attempt *a = t->data;
+
+	exec__attempt_stop(a, a->default_grace_ms, EXEC_CLASS_TIMEOUT, EXEC_EXIT_NONE,
+			   "max runtime exceeded");
+}
+
+/* Spawn one rank; on failure err says why and nothing of it is running. */
+static int spawn_rank(struct exec_attempt *a, struct exec_rank *r, const struct exec_launch *l,
+		      struct ty_err *err)
+{
+	uv_loop_t *loop = exec__loop(a->x);
+	uv_process_options_t po = {0};
+	uv_stdio_container_t stdio[3];
+	char **env = NULL;
+	int fds[2] = {-1, -1}, rc, urc;
+	struct stat st;
+
+	if ((rc = exec_env_build(&env, l, r->local, exec__opts(a->x)->node_id, exec__inherit(a->x),
+				 err)))
+		goto out;
+	if ((size_t)snprintf(r->log_path, sizeof(r->log_path), "%s/rank-%d.log", a->dir, r->rank) >=
+	    sizeof(r->log_path)) {
+		rc = ty_err_set(err, TY_EINVAL, "log path in '%s' is too long", a->dir);
+		goto out;
+	}
+	r->log_fd = open(r->log_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+	if (r->log_fd < 0 || fstat(r->log_fd, &st)) {
+		rc = ty_err_set(err, TY_EIO, "cannot open '%s': %s", r->log_path, strerror(errno));
+		goto out;
+	}
+	r->log_size = st.st_size;
+	/* one pipe for stdout and stderr keeps their lines in order */
+	if ((urc = uv_pipe(fds, UV_NONBLOCK_PIPE, 0))) {
+		rc = ty_err_set(err, TY_EIO, "cannot create a pipe: %s", uv_strerror(urc));
+		goto out;
+	}
+	stdio[0].flags = UV_IGNORE;
+	stdio[1].flags = UV_INHERIT_FD;
+	stdio[1].data.fd = fds[1];
+	stdio[2].flags = UV_INHERIT_FD;
+	stdio[2].data.fd = fds[1];
+	po.exit_cb = on_rank_exit;
+	po.file = l->command[0];
+	po.args = l->command;
+	po.env = env;
+	po.cwd = a->dir;
+	po.flags = UV_PROCESS_DETACHED; /* setsid: its own session and process group */
+	po.stdio = stdio;
+	po.stdio_count = 3;
+	r->proc.data = r;
+	urc = uv_spawn(loop, &r->proc, &po);
+	a->handles++; /* initialised even when the spawn fails */
+	close(fds[1]);
+	fds[1] = -1;
+	if (urc) {
+		uv_close((uv_handle_t *)&r->proc, rank_handle_closed);
+		rc =
+		    ty_err_set(err, TY_EIO, "cannot run '%s': %s", l->command[0], uv_strerror(urc));
+		goto out;
+	}
+	r->spawned = true;
+	r->pid = r->proc.pid;
+	r->out.data = r;
+	if ((urc = uv_pipe_init(loop, &r->out, 0)) == 0) {
+		a->handles++;
+		r->out_open = true;
+		if ((urc = uv_pipe_open(&r->out, fds[0])) == 0) {
+			fds[0] = -1;
+			urc = uv_read_start((uv_stream_t *)&r->out, on_alloc, on_read);
+		}
+		if (urc) {
+			/* the rank runs; only its output is lost */
+			ty_warn("cannot read the output of job %lld rank %d: %s", (long long)a->job,
+				r->rank, uv_strerror(urc));
+			close_output(r);
+		}
+	}
+	rc = 0;
+out:
+	if (fds[0] >= 0)
+		close(fds[0]);
+	if (fds[1] >= 0)
+		close(fds[1]);
+	if (!r->spawned && r->log_fd >= 0) {
+		close(r->log_fd);
+		r->log_fd = -1;
+	}
+	exec_env_free(env);
+	return rc;
+}
+
+int exec__attempt_start(struct exec_attempt **out, struct exec *x, const struct exec_launch *l)
+{
+	const struct exec_opts *o = exec__opts(x);
+	struct exec_attempt *a;
+	struct ty_err err = {0};
+	int started = 0;
+
+	*out = NULL;
+	if (!(a = calloc(1, sizeof(*a))) ||
+	    !(a->ranks = calloc((size_t)l->local_world_size, sizeof(*a->ranks)))) {
+		free(a);
+		return TY_ENOMEM;
+	}
+	a->x = x;
+	a->job = l->job;
+	a->attempt = l->attempt;
+	a->state = EXEC_RUNNING;
+	a->nranks = l->local_world_size;
+	a->default_grace_ms = l->kill_grace_ms >= 0 ? l->kill_grace_ms : o->kill_grace_ms;
+	snprintf(a->dir, sizeof(a->dir), "%s/attempts/%lld.%lld", o->state_dir, (long long)a->job,
+		 (long long)a->attempt);
+	uv_timer_init(exec__loop(x), &a->stop_timer);
+	uv_timer_init(exec__loop(x), &a->runtime_timer);
+	a->stop_timer.data = a->runtime_timer.data = a;
+	a->handles = 2;
+	for (int i = 0; i < a->nranks; i++) {
+		a->ranks[i].a = a;
+		a->ranks[i].local = i;
+		a->ranks[i].rank = l->first_rank + i;
+		a->ranks[i].log_fd = -1;
+	}
+	*out = a;
+
+	if (exec_mkdirs(a->dir, &err)) {
+		exec__attempt_stop(a, 0, EXEC_CLASS_SYSTEM, EXEC_EXIT_NONE, "%s", err.msg);
+		return 0;
+	}
+	for (int i = 0; i < a->nranks; i++) {
+		struct exec_rank *r = &a->ranks[i];
+
+		ty_err_clear(&err);
+		if (spawn_rank(a, r, l, &err)) {
+			ty_warn("cannot start job %lld rank %d: %s", (long long)a->job, r->rank,
+				err.msg);
+			exec__attempt_stop(a, a->default_grace_ms, EXEC_CLASS_SYSTEM,
+					   EXEC_EXIT_NONE, "rank %d could not be started: %s",
+					   r->rank, err.msg);
+			return 0;
+		}
+		started++;
+		exec__emit(x, PROTO_RANK_STARTED, a->job, a->attempt,
+			   json_pack("{s:i, s:i, s:i}", "rank", r->rank, "local_rank", r->local,
+				     "pid", (int)r->pid));
+	}
+	exec__emit(x, PROTO_ATTEMPT_RUNNING, a->job, a->attempt,
+		   json_pack("{s:i}", "ranks", started));
+	if (l->max_runtime_ms > 0)
+		uv_timer_start(&a->runtime_timer, on_runtime_over, (uint64_t)l->max_runtime_ms, 0);
+	return 0;
+}
+
+void exec__attempt_close(struct exec_attempt *a)
+{
+	a->state = EXEC_DONE;
+	uv_close((uv_handle_t *)&a->stop_timer, timer_closed);
+	uv_close((uv_handle_t *)&a->runtime_timer, timer_closed);
+}

@@ -1,0 +1,318 @@
+/*
+ * trainyard-executor: the node daemon that turns dispatch messages into
+ * supervised rank processes and reports their fate.
+ *
+ * The first half of this header is pure (no loop, no broker) and unit
+ * tested: launch checks, the environment contract, labels, the dedupe
+ * window, finished attempts, the state file, log tails and process groups.
+ * The second half is the daemon's cross-file internals (exec__*).
+ *
+ * Ownership: "new" results are the caller's to free with the named
+ * function; "borrowed" arguments are only read during the call.
+ */
+#ifndef TY_EXEC_H
+#define TY_EXEC_H
+
+#include "proto.h"
+#include "ty_buf.h"
+#include "ty_err.h"
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <uv.h>
+
+#define EXEC_MAX_LOCAL_RANKS 1024
+#define EXEC_MAX_GPU_INDEX 1023
+#define EXEC_MAX_ARGS 4096
+#define EXEC_MAX_ENV 1024
+#define EXEC_FINISHED_MAX 256	/* finished attempts kept and heartbeated */
+#define EXEC_DEDUPE_WINDOW 4096 /* dispatch keys remembered */
+#define EXEC_TAIL_DEFAULT 100
+#define EXEC_TAIL_MAX 10000
+#define EXEC_TAIL_MAX_BYTES (8u << 20) /* bytes one tail reply may hold */
+#define EXEC_CLASS_MAX 16
+#define EXEC_MESSAGE_MAX 256
+
+/* Failure classes this executor reports (docs/dispatch.md). */
+#define EXEC_CLASS_USER "user"
+#define EXEC_CLASS_SYSTEM "system"
+#define EXEC_CLASS_CANCELLED "cancelled"
+#define EXEC_CLASS_TIMEOUT "timeout"
+/* exit_code of an attempt that Trainyard ended rather than one of its ranks */
+#define EXEC_EXIT_NONE (-1)
+
+/* ---- launch messages and the environment contract (launch.c) ---- */
+
+enum exec_mode { EXEC_PER_GPU, EXEC_PER_NODE };
+
+struct exec_launch {
+	int64_t job;
+	int64_t attempt;
+	int node_rank;
+	int nnodes;
+	int world_size;
+	int local_world_size;
+	int first_rank;
+	char *master_addr; /* owned */
+	int master_port;
+	int *gpus; /* owned; ngpus device indices */
+	int ngpus;
+	char **command; /* owned; NULL-terminated argv */
+	json_t *env;	/* owned reference: object of string values */
+	enum exec_mode mode;
+	int64_t max_runtime_ms; /* 0: no limit */
+	int64_t kill_grace_ms;	/* < 0: the executor's --kill-grace-ms */
+};
+
+/*
+ * Check a launch message that proto_decode accepted against what a launch
+ * needs beyond JSON types (ranges, rank arithmetic, the GPU list against
+ * the launch mode, environment names) and copy it into l. l is zeroed
+ * first; free it with exec_launch_clear, after a failure too.
+ * TY_EINVAL with a message naming the fault.
+ */
+int exec_launch_parse(struct exec_launch *l, const struct proto_msg *m, struct ty_err *err);
+void exec_launch_clear(struct exec_launch *l);
+
+/*
+ * CUDA_VISIBLE_DEVICES of a local rank into out: per_gpu the one GPU of
+ * that local rank, per_node every GPU comma-separated, "" without GPUs.
+ */
+void exec_cuda_devices(char *out, size_t outsz, const struct exec_launch *l, int local_rank);
+
+/*
+ * The environment of one local rank as a new NULL-terminated array of new
+ * "NAME=value" strings (free with exec_env_free). Lowest to highest
+ * precedence: PATH, HOME and LANG from inherit (an environ-style array,
+ * borrowed, may be NULL), the job's env, then the contract (MASTER_ADDR,
+ * MASTER_PORT, WORLD_SIZE, RANK, LOCAL_RANK, LOCAL_WORLD_SIZE, NODE_RANK,
+ * NNODES, CUDA_VISIBLE_DEVICES, TRAINYARD_JOB_ID, TRAINYARD_ATTEMPT,
+ * TRAINYARD_NODE_ID). Every name appears once.
+ */
+int exec_env_build(char ***out, const struct exec_launch *l, int local_rank, const char *node_id,
+		   char *const *inherit, struct ty_err *err);
+void exec_env_free(char **env);
+/* Value of name in env (borrowed from env), or NULL. */
+const char *exec_env_get(char *const *env, const char *name);
+
+/* ---- labels (labels.c) ---- */
+
+/*
+ * "k=v,k=v" into a new JSON object in *out. "" gives {}. Keys are 1–63 of
+ * [A-Za-z0-9._/-] starting alphanumeric, values 0–63 of [A-Za-z0-9._-];
+ * a key given twice is an error. TY_EINVAL names the fault.
+ */
+int exec_labels_parse(json_t **out, const char *spec, struct ty_err *err);
+
+/* ---- dispatch dedupe window (dedupe.c) ---- */
+
+struct exec_dedupe_key {
+	int64_t job;
+	int64_t attempt;
+	int64_t seq;
+	int type;
+};
+
+/* Zero-initialise. The last EXEC_DEDUPE_WINDOW keys, oldest overwritten. */
+struct exec_dedupe {
+	struct exec_dedupe_key keys[EXEC_DEDUPE_WINDOW];
+	size_t n;
+	size_t next;
+};
+
+/* True when (job, attempt, type, seq) is in the window; else remembers it. */
+bool exec_dedupe_seen(struct exec_dedupe *d, int64_t job, int64_t attempt, int type, int64_t seq);
+
+/* ---- finished attempts and the state file (state.c) ---- */
+
+struct exec_finished {
+	int64_t job;
+	int64_t attempt;
+	int exit_code;
+	char failure_class[EXEC_CLASS_MAX]; /* "" for success */
+	char message[EXEC_MESSAGE_MAX];
+};
+
+/* Zero-initialise. The last EXEC_FINISHED_MAX finished attempts. */
+struct exec_finished_ring {
+	struct exec_finished items[EXEC_FINISHED_MAX];
+	size_t n;
+	size_t head; /* index of the oldest */
+};
+
+/* Copies f in, dropping the oldest entry when full. */
+void exec_finished_add(struct exec_finished_ring *r, const struct exec_finished *f);
+/* Entry i (0 = oldest, borrowed), NULL past the end. */
+const struct exec_finished *exec_finished_at(const struct exec_finished_ring *r, size_t i);
+/* The entry of (job, attempt) (borrowed), or NULL. */
+const struct exec_finished *exec_finished_find(const struct exec_finished_ring *r, int64_t job,
+					       int64_t attempt);
+/* A new JSON array of the entries, oldest first; NULL on ENOMEM. */
+json_t *exec_finished_json(const struct exec_finished_ring *r);
+
+struct exec_running {
+	int64_t job;
+	int64_t attempt;
+	int npgids;
+	pid_t *pgids; /* owned */
+};
+
+/* What state.json holds. Zero-initialise; exec_state_clear frees. */
+struct exec_state {
+	int64_t epoch;		      /* newest dispatch epoch seen */
+	struct exec_running *running; /* owned; attempts started by that boot */
+	size_t nrunning;
+	struct exec_finished_ring finished;
+};
+
+/*
+ * Write state atomically (path.tmp, fsync, rename): epoch, the running
+ * attempts (borrowed, nrunning of them) and the finished ring.
+ */
+int exec_state_write(const char *path, const char *node_id, int64_t epoch,
+		     const struct exec_running *running, size_t nrunning,
+		     const struct exec_finished_ring *finished, struct ty_err *err);
+/*
+ * Read path into s (cleared first). TY_ENOTFOUND when there is no file,
+ * TY_EPARSE when it is not a state file (the message says what is wrong).
+ */
+int exec_state_read(struct exec_state *s, const char *path, struct ty_err *err);
+void exec_state_clear(struct exec_state *s);
+/* mkdir -p path (mode 0755); TY_EIO names the directory that failed. */
+int exec_mkdirs(const char *path, struct ty_err *err);
+
+/* ---- rank logs (tail.c) ---- */
+
+/*
+ * Append the last `lines` lines of the log at path to out, reading path.1
+ * (the rotated part) first when path alone has fewer lines. A last line
+ * without a newline counts. At most max_bytes are returned: a longer tail
+ * is cut at the first line boundary inside the last max_bytes.
+ * TY_ENOTFOUND when neither file exists, TY_EIO on read errors.
+ */
+int exec_log_tail(struct ty_buf *out, const char *path, long lines, size_t max_bytes,
+		  struct ty_err *err);
+
+/*
+ * Parse "/logs/<job>/<attempt>/<rank>" (decimal, no signs or leading
+ * zeros, job and attempt >= 1) and a tail value (NULL: the default;
+ * 1..EXEC_TAIL_MAX). Returns 0, TY_ENOTFOUND for a path that names no log,
+ * TY_EINVAL for a bad tail.
+ */
+int exec_log_request_parse(int64_t *job, int64_t *attempt, int *rank, long *tail, const char *url,
+			   const char *tail_arg);
+
+/* ---- process groups (proc.c) ---- */
+
+/* Number of live (not zombie) processes in process group pgid, from /proc. */
+int exec_pgid_live(pid_t pgid);
+/*
+ * Whether a live member of pgid was started for (job, attempt): its initial
+ * environment has TRAINYARD_JOB_ID and TRAINYARD_ATTEMPT with those values.
+ * Guards against killing a recycled process group after a restart.
+ */
+bool exec_pgid_is_attempt(pid_t pgid, int64_t job, int64_t attempt);
+
+/* ---- the daemon (daemon.c) ---- */
+
+struct exec_opts {
+	const char *node_id;
+	const char *address;   /* IPv4; register.address and the log server */
+	const char *bootstrap; /* host:port list */
+	int fake_gpus;	       /* < 0: no simulated inventory */
+	const json_t *labels;  /* borrowed object */
+	const char *state_dir;
+	int64_t heartbeat_ms;
+	int64_t register_ms;
+	int64_t kill_grace_ms;
+	int log_port; /* 0: any free port */
+	int64_t log_max_bytes;
+};
+
+/*
+ * Run until SIGTERM or SIGINT, then stop every attempt, flush and return 0.
+ * Fails early (before serving) on a bad state file, log server or broker
+ * client setup.
+ */
+int exec_run(const struct exec_opts *o, struct ty_err *err);
+
+/* ---- daemon internals ---- */
+
+struct exec;
+struct exec_attempt;
+
+struct exec_rank {
+	struct exec_attempt *a;
+	int local;
+	int rank;
+	uv_process_t proc;
+	uv_pipe_t out; /* the rank's stdout and stderr */
+	bool spawned;
+	bool exited;
+	bool out_open;
+	pid_t pid; /* == its process group */
+	int exit_code;
+	int signal;
+	int log_fd;
+	int64_t log_size;
+	char log_path[4096];
+	char rbuf[65536];
+};
+
+enum exec_attempt_state {
+	EXEC_RUNNING,  /* ranks live, none failed */
+	EXEC_STOPPING, /* SIGTERM sent, SIGKILL at the grace deadline */
+	EXEC_REAPING,  /* every rank exited; waiting for its groups and pipes */
+	EXEC_DONE,     /* reported; closing handles */
+};
+
+struct exec_attempt {
+	struct exec *x;
+	struct exec_attempt *next;
+	int64_t job;
+	int64_t attempt;
+	enum exec_attempt_state state;
+	int nranks;
+	struct exec_rank *ranks; /* owned */
+	char dir[4096];
+	int64_t default_grace_ms;
+	uv_timer_t stop_timer;	      /* SIGKILL escalation, then reaping ticks */
+	uv_timer_t runtime_timer;     /* max_runtime_seconds */
+	int handles;		      /* open uv handles; freed when 0 after EXEC_DONE */
+	int64_t reap_deadline;	      /* monotonic ms */
+	struct exec_finished outcome; /* set by the first cause of the end */
+	bool have_outcome;
+};
+
+/* Daemon services the attempts use (daemon.c). */
+uv_loop_t *exec__loop(struct exec *x);
+const struct exec_opts *exec__opts(struct exec *x);
+char *const *exec__inherit(struct exec *x);
+/* Produce one event for (job, attempt); takes data. */
+void exec__emit(struct exec *x, enum proto_type t, int64_t job, int64_t attempt, json_t *data);
+/* An attempt reported attempt_exited: record it (copied) and unlink it. */
+void exec__attempt_done(struct exec *x, struct exec_attempt *a);
+/* Whether pid is a rank of any attempt that libuv has not reaped yet. */
+bool exec__pid_running(struct exec *x, pid_t pid);
+
+/* Attempts (attempt.c). */
+/* Start ranks for l (borrowed); on a failure to start, the attempt ends as
+ * system and is still reported. *out is linked by the caller. */
+int exec__attempt_start(struct exec_attempt **out, struct exec *x, const struct exec_launch *l);
+/* Begin the stop sequence (SIGTERM, SIGKILL after grace_ms) with this outcome
+ * unless the attempt already has one. */
+void exec__attempt_stop(struct exec_attempt *a, int64_t grace_ms, const char *failure_class,
+			int exit_code, const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+/* Close the handles of an attempt that reported; frees it afterwards. */
+void exec__attempt_close(struct exec_attempt *a);
+
+/* Log server (logsrv.c), a libmicrohttpd thread reading rank logs. */
+struct exec_logsrv;
+int exec__logsrv_start(struct exec_logsrv **out, int *port, const char *address, int port_req,
+		       const char *state_dir, struct ty_err *err);
+void exec__logsrv_stop(struct exec_logsrv *s);
+
+#endif

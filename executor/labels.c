@@ -1,0 +1,88 @@
+/* Node labels from "k=v,k=v" (pure). */
+#include "exec.h"
+
+#include <ctype.h>
+#include <stdio.h>
+#include <string.h>
+
+#define LABEL_MAX 63
+
+static bool key_char(char c)
+{
+	return isalnum((unsigned char)c) || c == '.' || c == '_' || c == '-' || c == '/';
+}
+
+static bool value_char(char c)
+{
+	return isalnum((unsigned char)c) || c == '.' || c == '_' || c == '-';
+}
+
+/* One "k=v" of length n at s into obj. */
+static int parse_one(json_t *obj, const char *s, size_t n, struct ty_err *err)
+{
+	const char *eq = memchr(s, '=', n);
+	char key[LABEL_MAX + 1], val[LABEL_MAX + 1];
+	size_t kl, vl;
+
+	if (!eq)
+		return ty_err_set(err, TY_EINVAL, "label '%.*s' is not key=value", (int)n, s);
+	kl = (size_t)(eq - s);
+	vl = n - kl - 1;
+	if (kl == 0 || kl > LABEL_MAX || !isalnum((unsigned char)s[0]))
+		return ty_err_set(err, TY_EINVAL,
+				  "label key '%.*s' must be 1-%d characters starting alphanumeric",
+				  (int)kl, s, LABEL_MAX);
+	if (vl > LABEL_MAX)
+		return ty_err_set(err, TY_EINVAL, "label '%.*s' has a value over %d characters",
+				  (int)kl, s, LABEL_MAX);
+	for (size_t i = 0; i < kl; i++)
+		if (!key_char(s[i]))
+			return ty_err_set(err, TY_EINVAL,
+					  "label key '%.*s' may only hold [A-Za-z0-9._/-]", (int)kl,
+					  s);
+	for (size_t i = 0; i < vl; i++)
+		if (!value_char(eq[1 + i]))
+			return ty_err_set(err, TY_EINVAL,
+					  "label '%.*s' value may only hold [A-Za-z0-9._-]",
+					  (int)kl, s);
+	memcpy(key, s, kl);
+	key[kl] = '\0';
+	memcpy(val, eq + 1, vl);
+	val[vl] = '\0';
+	if (json_object_get(obj, key))
+		return ty_err_set(err, TY_EINVAL, "label '%s' is given twice", key);
+	if (json_object_set_new(obj, key, json_string(val)))
+		return ty_err_set(err, TY_ENOMEM, NULL);
+	return 0;
+}
+
+int exec_labels_parse(json_t **out, const char *spec, struct ty_err *err)
+{
+	json_t *obj = json_object();
+	const char *s = spec ? spec : "";
+	int rc = 0;
+
+	*out = NULL;
+	if (!obj)
+		return ty_err_set(err, TY_ENOMEM, NULL);
+	while (*s) {
+		size_t n = strcspn(s, ",");
+
+		if (n == 0) {
+			rc = ty_err_set(err, TY_EINVAL, "empty label in '%s'", spec);
+			goto out;
+		}
+		if ((rc = parse_one(obj, s, n, err)))
+			goto out;
+		s += n;
+		if (*s == ',' && !*++s) {
+			rc = ty_err_set(err, TY_EINVAL, "empty label in '%s'", spec);
+			goto out;
+		}
+	}
+	*out = obj;
+	obj = NULL;
+out:
+	json_decref(obj);
+	return rc;
+}

@@ -1,0 +1,139 @@
+/*
+ * The read-only log server: GET /logs/<job>/<attempt>/<rank>?tail=N on a
+ * libmicrohttpd thread of its own. It shares nothing with the loop but the
+ * state directory name: paths are built from parsed integers only.
+ */
+#include "exec.h"
+#include "ty_log.h"
+
+#include <arpa/inet.h>
+#include <microhttpd.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define LOGSRV_CONNECTIONS 64
+#define LOGSRV_TIMEOUT_S 10
+
+struct exec_logsrv {
+	struct MHD_Daemon *d;
+	char *state_dir; /* owned */
+};
+
+static void mhd_log(void *cls, const char *fmt, va_list ap)
+{
+	char msg[512];
+	size_t n;
+
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	n = strlen(msg);
+	while (n && (msg[n - 1] == '\n' || msg[n - 1] == '.'))
+		msg[--n] = '\0';
+	ty_warn("log server: %s", msg);
+}
+
+static enum MHD_Result reply(struct MHD_Connection *c, unsigned status, char *body, size_t len,
+			     bool owned)
+{
+	struct MHD_Response *r;
+	enum MHD_Result ret;
+
+	r = MHD_create_response_from_buffer(len, body ? body : (char *)"",
+					    owned ? MHD_RESPMEM_MUST_FREE : MHD_RESPMEM_PERSISTENT);
+	if (!r) {
+		if (owned)
+			free(body);
+		return MHD_NO;
+	}
+	MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "text/plain; charset=utf-8");
+	MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
+	if (status == MHD_HTTP_METHOD_NOT_ALLOWED)
+		MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW, "GET, HEAD");
+	ret = MHD_queue_response(c, status, r);
+	MHD_destroy_response(r);
+	return ret;
+}
+
+static enum MHD_Result text(struct MHD_Connection *c, unsigned status, const char *msg)
+{
+	return reply(c, status, (char *)msg, strlen(msg), false);
+}
+
+static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *url,
+			      const char *method, const char *version, const char *upload_data,
+			      size_t *upload_data_size, void **con_cls)
+{
+	const struct exec_logsrv *s = cls;
+	struct ty_buf out = TY_BUF_INIT;
+	struct ty_err err = {0};
+	char path[4096];
+	int64_t job, attempt;
+	long tail;
+	int rank, rc;
+	size_t len;
+
+	if (strcmp(method, "GET") != 0 && strcmp(method, "HEAD") != 0)
+		return text(c, MHD_HTTP_METHOD_NOT_ALLOWED, "method not allowed\n");
+	rc = exec_log_request_parse(&job, &attempt, &rank, &tail, url,
+				    MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "tail"));
+	if (rc == TY_EINVAL)
+		return text(c, MHD_HTTP_BAD_REQUEST, "tail must be an integer in 1..10000\n");
+	if (rc)
+		return text(c, MHD_HTTP_NOT_FOUND, "not found\n");
+	snprintf(path, sizeof(path), "%s/attempts/%lld.%lld/rank-%d.log", s->state_dir,
+		 (long long)job, (long long)attempt, rank);
+	rc = exec_log_tail(&out, path, tail, EXEC_TAIL_MAX_BYTES, &err);
+	if (rc == TY_ENOTFOUND)
+		return text(c, MHD_HTTP_NOT_FOUND, "not found\n");
+	if (rc) {
+		ty_warn("cannot serve log '%s': %s", path, err.msg);
+		ty_buf_free(&out);
+		return text(c, MHD_HTTP_INTERNAL_SERVER_ERROR, "cannot read the log\n");
+	}
+	len = out.len;
+	return reply(c, MHD_HTTP_OK, ty_buf_detach(&out), len, true);
+}
+
+int exec__logsrv_start(struct exec_logsrv **out, int *port, const char *address, int port_req,
+		       const char *state_dir, struct ty_err *err)
+{
+	struct exec_logsrv *s = NULL;
+	struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port_req)};
+	const union MHD_DaemonInfo *info;
+	int rc = 0;
+
+	*out = NULL;
+	if (inet_pton(AF_INET, address, &sa.sin_addr) != 1)
+		return ty_err_set(err, TY_ECONFIG, "address '%s' is not an IPv4 address", address);
+	if (!(s = calloc(1, sizeof(*s))) || !(s->state_dir = strdup(state_dir))) {
+		rc = ty_err_set(err, TY_ENOMEM, NULL);
+		goto out;
+	}
+	s->d = MHD_start_daemon(
+	    MHD_USE_AUTO_INTERNAL_THREAD | MHD_USE_ERROR_LOG, 0, NULL, NULL, handle, s,
+	    MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa,
+	    MHD_OPTION_CONNECTION_LIMIT, (unsigned)LOGSRV_CONNECTIONS,
+	    MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)LOGSRV_TIMEOUT_S, MHD_OPTION_END);
+	if (!s->d) {
+		rc = ty_err_set(err, TY_EIO, "cannot serve logs on %s:%d", address, port_req);
+		goto out;
+	}
+	info = MHD_get_daemon_info(s->d, MHD_DAEMON_INFO_BIND_PORT);
+	*port = info ? info->port : port_req;
+	*out = s;
+	s = NULL;
+out:
+	exec__logsrv_stop(s);
+	return rc;
+}
+
+void exec__logsrv_stop(struct exec_logsrv *s)
+{
+	if (!s)
+		return;
+	if (s->d)
+		MHD_stop_daemon(s->d);
+	free(s->state_dir);
+	free(s);
+}

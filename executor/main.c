@@ -1,0 +1,134 @@
+/* trainyard-executor: options, then the daemon's life (daemon.c). */
+#include "exec.h"
+#include "ty_config.h"
+#include "ty_kafka.h"
+#include "ty_log.h"
+
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define PROG "trainyard-executor"
+#define ENV_PREFIX "TRAINYARD_EXECUTOR"
+
+static const struct ty_opt options[] = {
+    {"node-id", TY_OPT_STR, NULL, 0, 0,
+     "this node's id: 1-63 of [A-Za-z0-9._-], starting alphanumeric (default: the hostname)"},
+    {"address", TY_OPT_STR, "127.0.0.1", 0, 0,
+     "IPv4 address of this node: ranks use it as MASTER_ADDR and the log server binds it"},
+    {"kafka-bootstrap", TY_OPT_STR, NULL, 0, 0,
+     "Kafka bootstrap servers 'host:port,...' or '@FILE' holding that list (required)"},
+    {"fake-gpus", TY_OPT_INT, NULL, 0, 1024,
+     "simulated inventory of N GPUs (registered with simulated: true)"},
+    {"labels", TY_OPT_STR, "", 0, 0, "node labels 'key=value,key=value' (zone, rack, block)"},
+    {"state-dir", TY_OPT_STR, NULL, 0, 0,
+     "directory for state.json and attempts/<job>.<attempt>/ (required)"},
+    {"heartbeat-ms", TY_OPT_INT, "2000", 50, 600000, "heartbeat interval"},
+    {"register-ms", TY_OPT_INT, "60000", 1000, 86400000, "re-register interval"},
+    {"kill-grace-ms", TY_OPT_INT, "5000", 0, 3600000,
+     "SIGTERM to SIGKILL grace when ranks are stopped (a launch or kill may set its own)"},
+    {"log-port", TY_OPT_INT, "0", 0, 65535, "TCP port of the log server; 0 picks a free one"},
+    {"log-max-bytes", TY_OPT_INT, "67108864", 65536, 1099511627776LL,
+     "size at which a rank log is rotated to .1 (one rotation kept)"},
+    {"log-level", TY_OPT_STR, "info", 0, 0, "debug, info, warn or error"},
+    {"log-json", TY_OPT_BOOL, "false", 0, 0, "log JSON lines instead of text"},
+    {"help", TY_OPT_BOOL, "false", 0, 0, "print this help, then exit"},
+};
+#define NOPTS (sizeof(options) / sizeof(options[0]))
+
+static void usage(FILE *f)
+{
+	fprintf(f, "usage: " PROG " --state-dir DIR --kafka-bootstrap SERVERS [options]\n"
+		   "\n"
+		   "The Trainyard node executor: registers this node, consumes its dispatch\n"
+		   "partition, runs and supervises ranks, reports events, serves rank logs.\n"
+		   "\n");
+	ty_config_usage(f, options, NOPTS, ENV_PREFIX);
+}
+
+static int fail(const char *fmt, const char *arg)
+{
+	fprintf(stderr, PROG ": ");
+	fprintf(stderr, fmt, arg);
+	fprintf(stderr, "\n");
+	return 2;
+}
+
+int main(int argc, char **argv)
+{
+	struct ty_config *c = ty_config_new(options, NOPTS, ENV_PREFIX);
+	struct exec_opts o = {0};
+	struct ty_err err = {0};
+	json_t *labels = NULL;
+	char host[256] = "", bootstrap[4096];
+	int rc = 2, level;
+
+	if (!c)
+		return 1;
+	if (ty_config_load(c, argc, argv, NULL, &err)) {
+		fail("%s", err.msg);
+		fprintf(stderr, "try '" PROG " --help'\n");
+		goto out;
+	}
+	if (ty_config_bool(c, "help")) {
+		usage(stdout);
+		rc = 0;
+		goto out;
+	}
+	level = ty_log_level_parse(ty_config_str(c, "log-level"));
+	if (level < 0) {
+		fail("log level '%s' is not debug, info, warn or error",
+		     ty_config_str(c, "log-level"));
+		goto out;
+	}
+	ty_log_init(PROG, (enum ty_log_level)level, ty_config_bool(c, "log-json"));
+
+	o.node_id = ty_config_str(c, "node-id");
+	if (!o.node_id) {
+		if (gethostname(host, sizeof(host) - 1)) {
+			fail("%s", "cannot read the hostname: set --node-id");
+			goto out;
+		}
+		o.node_id = host;
+	}
+	if (!proto_node_id_ok(o.node_id)) {
+		fail("node id '%s' is not 1-63 of [A-Za-z0-9._-] starting alphanumeric: set "
+		     "--node-id",
+		     o.node_id);
+		goto out;
+	}
+	if (!(o.state_dir = ty_config_str(c, "state-dir")) || !*o.state_dir) {
+		fail("%s", "no state directory: set --state-dir or TRAINYARD_EXECUTOR_STATE_DIR");
+		goto out;
+	}
+	if (ty_kafka_bootstrap(bootstrap, sizeof(bootstrap), ty_config_str(c, "kafka-bootstrap"),
+			       &err)) {
+		fail("%s (set --kafka-bootstrap or TRAINYARD_EXECUTOR_KAFKA_BOOTSTRAP)", err.msg);
+		goto out;
+	}
+	if (exec_labels_parse(&labels, ty_config_str(c, "labels"), &err)) {
+		fail("--labels: %s", err.msg);
+		goto out;
+	}
+	o.address = ty_config_str(c, "address");
+	o.bootstrap = bootstrap;
+	o.fake_gpus = ty_config_str(c, "fake-gpus") ? (int)ty_config_int(c, "fake-gpus") : -1;
+	o.labels = labels;
+	o.heartbeat_ms = ty_config_int(c, "heartbeat-ms");
+	o.register_ms = ty_config_int(c, "register-ms");
+	o.kill_grace_ms = ty_config_int(c, "kill-grace-ms");
+	o.log_port = (int)ty_config_int(c, "log-port");
+	o.log_max_bytes = ty_config_int(c, "log-max-bytes");
+
+	/* the log server may write to a closed socket; ranks get SIG_DFL back (libuv) */
+	signal(SIGPIPE, SIG_IGN);
+	rc = exec_run(&o, &err) ? 1 : 0;
+	if (rc)
+		ty_error("%s", err.msg);
+out:
+	json_decref(labels);
+	ty_config_free(c);
+	return rc;
+}

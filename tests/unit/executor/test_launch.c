@@ -1,0 +1,304 @@
+/* executor/launch.c: launch checks and the rank environment contract. */
+#include "exec.h"
+#include "ty_test.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* A launch of job 7 attempt 2: node 1 of 2, ranks 4..7 of 8 on GPUs 4..7. */
+#define BASE                                                                                       \
+	"'node_rank':1,'nnodes':2,'world_size':8,'local_world_size':4,'first_rank':4,"             \
+	"'master_addr':'10.0.0.1','master_port':29500,'command':['python','train.py']"
+#define GPUS "'gpus':[4,5,6,7]"
+
+static int parse(struct exec_launch *l, struct ty_err *err, const char *data)
+{
+	struct proto_msg m = {.type = PROTO_LAUNCH, .job = 7, .attempt = 2};
+	json_error_t jerr;
+	int rc;
+
+	m.data = json_loads(ty_test_jf("%s", data), 0, &jerr);
+	if (!m.data)
+		FAIL("test JSON does not parse: %s: %s", data, jerr.text);
+	REQUIRE(m.data != NULL);
+	ty_err_clear(err);
+	rc = exec_launch_parse(l, &m, err);
+	json_decref(m.data);
+	return rc;
+}
+
+TY_TEST(launch_checks)
+{
+	static const struct {
+		const char *name;
+		const char *data;
+		const char *err; /* NULL: valid; else a substring of the message */
+	} rows[] = {
+	    {"valid", "{" BASE "," GPUS ",'env':{'A':'1'},'launch':'per_gpu'}", NULL},
+	    {"no GPUs", "{" BASE ",'gpus':[],'env':{},'launch':'per_gpu'}", NULL},
+	    {"per_node", "{" BASE ",'gpus':[0,1],'env':{},'launch':'per_node'}", NULL},
+	    {"optional fields",
+	     "{" BASE "," GPUS ",'env':{},'launch':'per_gpu',"
+	     "'max_runtime_seconds':60,'kill_grace_seconds':2}",
+	     NULL},
+	    {"node_rank = nnodes",
+	     "{'node_rank':2,'nnodes':2,'world_size':8,'local_world_size':4,"
+	     "'first_rank':4,'master_addr':'a','master_port':1,"
+	     "'command':['x']," GPUS ",'env':{},'launch':'per_gpu'}",
+	     "'node_rank' is 2"},
+	    {"ranks past world",
+	     "{'node_rank':1,'nnodes':2,'world_size':8,'local_world_size':4,"
+	     "'first_rank':5,'master_addr':'a','master_port':1,"
+	     "'command':['x']," GPUS ",'env':{},'launch':'per_gpu'}",
+	     "'first_rank' is 5"},
+	    {"no local ranks",
+	     "{'node_rank':0,'nnodes':1,'world_size':8,'local_world_size':0,"
+	     "'first_rank':0,'master_addr':'a','master_port':1,"
+	     "'command':['x'],'gpus':[],'env':{},'launch':'per_gpu'}",
+	     "'local_world_size' is 0"},
+	    {"port 0",
+	     "{'node_rank':0,'nnodes':1,'world_size':1,'local_world_size':1,"
+	     "'first_rank':0,'master_addr':'a','master_port':0,"
+	     "'command':['x'],'gpus':[],'env':{},'launch':'per_gpu'}",
+	     "'master_port' is 0"},
+	    {"port 70000",
+	     "{'node_rank':0,'nnodes':1,'world_size':1,'local_world_size':1,"
+	     "'first_rank':0,'master_addr':'a','master_port':70000,"
+	     "'command':['x'],'gpus':[],'env':{},'launch':'per_gpu'}",
+	     "'master_port' is 70000"},
+	    {"empty master_addr",
+	     "{'node_rank':0,'nnodes':1,'world_size':1,'local_world_size':1,"
+	     "'first_rank':0,'master_addr':'','master_port':1,"
+	     "'command':['x'],'gpus':[],'env':{},'launch':'per_gpu'}",
+	     "master_addr"},
+	    {"bad mode", "{" BASE "," GPUS ",'env':{},'launch':'per_rank'}", "per_rank"},
+	    {"GPU twice", "{" BASE ",'gpus':[4,5,5,7],'env':{},'launch':'per_gpu'}", "twice"},
+	    {"negative GPU", "{" BASE ",'gpus':[4,5,-6,7],'env':{},'launch':'per_gpu'}", "GPU 2"},
+	    {"GPU as string", "{" BASE ",'gpus':['4',5,6,7],'env':{},'launch':'per_gpu'}", "GPU 0"},
+	    {"per_gpu GPU count", "{" BASE ",'gpus':[4,5],'env':{},'launch':'per_gpu'}",
+	     "lists 2 GPUs"},
+	    {"empty command",
+	     "{'node_rank':0,'nnodes':1,'world_size':1,'local_world_size':1,"
+	     "'first_rank':0,'master_addr':'a','master_port':1,"
+	     "'command':[],'gpus':[],'env':{},'launch':'per_gpu'}",
+	     "command"},
+	    {"empty program",
+	     "{'node_rank':0,'nnodes':1,'world_size':1,'local_world_size':1,"
+	     "'first_rank':0,'master_addr':'a','master_port':1,"
+	     "'command':['','x'],'gpus':[],'env':{},'launch':'per_gpu'}",
+	     "program is empty"},
+	    {"argument not a string",
+	     "{'node_rank':0,'nnodes':1,'world_size':1,"
+	     "'local_world_size':1,'first_rank':0,'master_addr':'a',"
+	     "'master_port':1,'command':['x',1],'gpus':[],'env':{},"
+	     "'launch':'per_gpu'}",
+	     "argument 1"},
+	    {"env name digit", "{" BASE "," GPUS ",'env':{'1A':'x'},'launch':'per_gpu'}", "'1A'"},
+	    {"env name dash", "{" BASE "," GPUS ",'env':{'A-B':'x'},'launch':'per_gpu'}", "'A-B'"},
+	    {"env name empty", "{" BASE "," GPUS ",'env':{'':'x'},'launch':'per_gpu'}", "env name"},
+	    {"env value number", "{" BASE "," GPUS ",'env':{'A':1},'launch':'per_gpu'}",
+	     "'A' must be a string"},
+	    {"negative runtime",
+	     "{" BASE "," GPUS ",'env':{},'launch':'per_gpu',"
+	     "'max_runtime_seconds':-1}",
+	     "max_runtime_seconds"},
+	    {"grace too long",
+	     "{" BASE "," GPUS ",'env':{},'launch':'per_gpu',"
+	     "'kill_grace_seconds':3601}",
+	     "kill_grace_seconds"},
+	};
+
+	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+		struct exec_launch l;
+		struct ty_err err = {0};
+		int rc;
+
+		ty_test_context("%s", rows[i].name);
+		rc = parse(&l, &err, rows[i].data);
+		if (!rows[i].err) {
+			CHECK_INT_EQ(rc, 0);
+			if (rc)
+				ty_test_note("%s", err.msg);
+		} else {
+			CHECK_INT_EQ(rc, TY_EINVAL);
+			if (!strstr(err.msg, rows[i].err))
+				FAIL("message '%s' lacks '%s'", err.msg, rows[i].err);
+		}
+		exec_launch_clear(&l);
+	}
+}
+
+TY_TEST(launch_copies_fields)
+{
+	struct exec_launch l;
+	struct ty_err err = {0};
+
+	REQUIRE_INT_EQ(parse(&l, &err,
+			     "{" BASE "," GPUS ",'env':{'A':'1'},'launch':'per_node',"
+			     "'max_runtime_seconds':60,'kill_grace_seconds':2}"),
+		       0);
+	CHECK_INT_EQ(l.job, 7);
+	CHECK_INT_EQ(l.attempt, 2);
+	CHECK_INT_EQ(l.node_rank, 1);
+	CHECK_INT_EQ(l.nnodes, 2);
+	CHECK_INT_EQ(l.world_size, 8);
+	CHECK_INT_EQ(l.local_world_size, 4);
+	CHECK_INT_EQ(l.first_rank, 4);
+	CHECK_STR_EQ(l.master_addr, "10.0.0.1");
+	CHECK_INT_EQ(l.master_port, 29500);
+	CHECK_INT_EQ(l.ngpus, 4);
+	CHECK_INT_EQ(l.gpus[3], 7);
+	CHECK_STR_EQ(l.command[0], "python");
+	CHECK_STR_EQ(l.command[1], "train.py");
+	CHECK(l.command[2] == NULL);
+	CHECK_INT_EQ(l.mode, EXEC_PER_NODE);
+	CHECK_INT_EQ(l.max_runtime_ms, 60000);
+	CHECK_INT_EQ(l.kill_grace_ms, 2000);
+	exec_launch_clear(&l);
+	REQUIRE_INT_EQ(parse(&l, &err, "{" BASE "," GPUS ",'env':{},'launch':'per_gpu'}"), 0);
+	CHECK_INT_EQ(l.max_runtime_ms, 0);
+	CHECK_INT_EQ(l.kill_grace_ms, -1);
+	exec_launch_clear(&l);
+}
+
+struct kv {
+	const char *name;
+	const char *value; /* NULL: must be absent */
+};
+
+TY_TEST(env_contract)
+{
+	static char *const parent[] = {"PATH=/usr/bin:/bin", "HOME=/home/ty",	    "LANG=C.UTF-8",
+				       "SECRET=hunter2",     "LD_PRELOAD=/evil.so", NULL};
+	static const struct {
+		const char *name;
+		const char *data;
+		int local_rank;
+		char *const *inherit;
+		struct kv want[20]; /* ends at the first empty entry */
+	} rows[] = {
+	    {"per_gpu local rank 0",
+	     "{" BASE "," GPUS ",'env':{'A':'1'},'launch':'per_gpu'}",
+	     0,
+	     parent,
+	     {{"MASTER_ADDR", "10.0.0.1"},
+	      {"MASTER_PORT", "29500"},
+	      {"WORLD_SIZE", "8"},
+	      {"RANK", "4"},
+	      {"LOCAL_RANK", "0"},
+	      {"LOCAL_WORLD_SIZE", "4"},
+	      {"NODE_RANK", "1"},
+	      {"NNODES", "2"},
+	      {"CUDA_VISIBLE_DEVICES", "4"},
+	      {"TRAINYARD_JOB_ID", "7"},
+	      {"TRAINYARD_ATTEMPT", "2"},
+	      {"TRAINYARD_NODE_ID", "node-1"},
+	      {"A", "1"},
+	      {"PATH", "/usr/bin:/bin"},
+	      {"SECRET", NULL},
+	      {"LD_PRELOAD", NULL}}},
+	    {"per_gpu local rank 3",
+	     "{" BASE ",'gpus':[7,6,5,4],'env':{},'launch':'per_gpu'}",
+	     3,
+	     parent,
+	     {{"RANK", "7"},
+	      {"LOCAL_RANK", "3"},
+	      {"CUDA_VISIBLE_DEVICES", "4"},
+	      {"HOME", "/home/ty"},
+	      {"LANG", "C.UTF-8"}}},
+	    {"per_node sees every GPU",
+	     "{" BASE ",'gpus':[0,1,2,3],'env':{},'launch':'per_node'}",
+	     2,
+	     parent,
+	     {{"CUDA_VISIBLE_DEVICES", "0,1,2,3"}, {"RANK", "6"}}},
+	    {"no GPUs",
+	     "{" BASE ",'gpus':[],'env':{},'launch':'per_gpu'}",
+	     1,
+	     parent,
+	     {{"CUDA_VISIBLE_DEVICES", ""}}},
+	    {"the job's env beats the inherited one",
+	     "{" BASE "," GPUS ",'env':{'PATH':'/opt/conda/bin','HOME':'/w'},'launch':'per_gpu'}",
+	     0,
+	     parent,
+	     {{"PATH", "/opt/conda/bin"}, {"HOME", "/w"}, {"LANG", "C.UTF-8"}}},
+	    {"the contract beats the job's env",
+	     "{" BASE "," GPUS ",'env':{'RANK':'99','CUDA_VISIBLE_DEVICES':'0,1',"
+	     "'TRAINYARD_JOB_ID':'1','MASTER_PORT':'1'},'launch':'per_gpu'}",
+	     1,
+	     parent,
+	     {{"RANK", "5"},
+	      {"CUDA_VISIBLE_DEVICES", "5"},
+	      {"TRAINYARD_JOB_ID", "7"},
+	      {"MASTER_PORT", "29500"}}},
+	    {"nothing inherited",
+	     "{" BASE "," GPUS ",'env':{},'launch':'per_gpu'}",
+	     0,
+	     NULL,
+	     {{"PATH", NULL}, {"HOME", NULL}, {"RANK", "4"}}},
+	    {"values with '=' and spaces",
+	     "{" BASE "," GPUS ",'env':{'OPTS':'a=b c','EMPTY':''},'launch':'per_gpu'}",
+	     0,
+	     parent,
+	     {{"OPTS", "a=b c"}, {"EMPTY", ""}}},
+	};
+
+	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+		struct exec_launch l;
+		struct ty_err err = {0};
+		char **env = NULL;
+
+		ty_test_context("%s", rows[i].name);
+		REQUIRE_INT_EQ(parse(&l, &err, rows[i].data), 0);
+		REQUIRE_INT_EQ(
+		    exec_env_build(&env, &l, rows[i].local_rank, "node-1", rows[i].inherit, &err),
+		    0);
+		for (const struct kv *w = rows[i].want; w->name; w++) {
+			ty_test_context("%s: %s", rows[i].name, w->name);
+			CHECK_STR_EQ(exec_env_get(env, w->name), w->value);
+		}
+		/* every name once, every entry NAME=value */
+		for (char **e = env; *e; e++) {
+			size_t nl = strcspn(*e, "=");
+
+			ty_test_context("%s: entry '%s'", rows[i].name, *e);
+			CHECK((*e)[nl] == '=');
+			for (char **f = e + 1; *f; f++)
+				CHECK(!(strncmp(*e, *f, nl + 1) == 0));
+		}
+		exec_env_free(env);
+		exec_launch_clear(&l);
+	}
+}
+
+TY_TEST(env_rejects_local_rank_out_of_range)
+{
+	struct exec_launch l;
+	struct ty_err err = {0};
+	char **env = (char **)1;
+
+	REQUIRE_INT_EQ(parse(&l, &err, "{" BASE "," GPUS ",'env':{},'launch':'per_gpu'}"), 0);
+	CHECK_INT_EQ(exec_env_build(&env, &l, 4, "n", NULL, &err), TY_EINVAL);
+	CHECK(env == NULL);
+	CHECK_INT_EQ(exec_env_build(&env, &l, -1, "n", NULL, &err), TY_EINVAL);
+	exec_launch_clear(&l);
+}
+
+TY_TEST(cuda_devices)
+{
+	struct exec_launch l = {.mode = EXEC_PER_NODE, .local_world_size = 1};
+	int gpus[] = {3, 1, 2};
+	char out[16];
+
+	l.gpus = gpus;
+	l.ngpus = 3;
+	exec_cuda_devices(out, sizeof(out), &l, 0);
+	CHECK_STR_EQ(out, "3,1,2");
+	exec_cuda_devices(out, 5, &l, 0); /* never a cut-off list */
+	CHECK_STR_EQ(out, "3,1");
+	l.mode = EXEC_PER_GPU;
+	exec_cuda_devices(out, sizeof(out), &l, 1);
+	CHECK_STR_EQ(out, "1");
+	l.ngpus = 0;
+	exec_cuda_devices(out, sizeof(out), &l, 0);
+	CHECK_STR_EQ(out, "");
+}
