@@ -199,7 +199,7 @@ int proto_decode(struct proto_msg *m, const void *buf, size_t len, struct ty_err
 	json_error_t jerr;
 	json_t *o;
 	const json_t *v;
-	int64_t ver;
+	int64_t ver = 0;
 	int rc;
 
 	memset(m, 0, sizeof(*m));

@@ -28,7 +28,9 @@ TY_API_URL=http://127.0.0.1:$TY_API_PORT
 
 # Daemons in start order; down stops them in reverse. A new one (scheduler,
 # executors) is a name here and a start_daemon line in up.
-TY_DAEMONS=(broker api)
+TY_DAEMONS=(broker api scheduler executor-a executor-b)
+# the two local "nodes": id and the loopback address their ranks rendezvous on
+TY_NODES=(a:127.0.0.2 b:127.0.0.3)
 
 TY_PACKAGES=(build-essential cmake pkg-config libmicrohttpd-dev libjansson-dev libpq-dev
 	librdkafka-dev libuv1-dev libcurl4-openssl-dev libssl-dev postgresql postgresql-client
@@ -340,6 +342,12 @@ daemon_addr() { # NAME
 	local url
 	case $1 in
 	broker) head -n 1 "$TY_BOOTSTRAP_FILE" 2>/dev/null || echo "-" ;;
+	executor-*)
+		local n
+		for n in "${TY_NODES[@]}"; do
+			[[ executor-${n%%:*} != "$1" ]] || echo "node-${n%%:*} on ${n#*:}"
+		done
+		;;
 	api)
 		url=$(env_get JOBCTL_SERVER)
 		echo "${url:-$TY_API_URL}"

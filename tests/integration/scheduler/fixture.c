@@ -384,7 +384,7 @@ struct fx *fx_start(void)
 		ty_test_abort();
 	}
 	snprintf(f->dir, sizeof(f->dir), "%s", tmpl);
-	snprintf(f->bs_file, sizeof(f->bs_file), "%s/kafka.bootstrap", f->dir);
+	snprintf(f->bs_file, sizeof(f->bs_file), "%.255s/kafka.bootstrap", f->dir);
 
 	broker_start(f);
 	f->db_url = ty_test_db_new();
