@@ -31,13 +31,24 @@ int ty_kafka_bootstrap(char *out, size_t outsz, const char *spec, struct ty_err 
 	return 0;
 }
 
-static int conf_set(rd_kafka_conf_t *conf, const char *k, const char *v, struct ty_err *err)
+int ty_kafka_conf_set(rd_kafka_conf_t *conf, const char *k, const char *v, struct ty_err *err)
 {
 	char errstr[512];
 
 	if (rd_kafka_conf_set(conf, k, v, errstr, sizeof(errstr)) != RD_KAFKA_CONF_OK)
 		return ty_err_set(err, TY_ECONFIG, "kafka setting '%s': %s", k, errstr);
 	return 0;
+}
+
+void ty_kafka_log(const rd_kafka_t *rk, int level, const char *fac, const char *buf)
+{
+	/* syslog levels */
+	enum ty_log_level l = level <= 3   ? TY_LOG_ERROR
+			      : level == 4 ? TY_LOG_WARN
+			      : level <= 6 ? TY_LOG_INFO
+					   : TY_LOG_DEBUG;
+
+	ty_log_at(l, 0, "rdkafka %s: %s", fac, buf);
 }
 
 static int conf_extra(rd_kafka_conf_t *conf, const char *const *extra, struct ty_err *err)
@@ -50,7 +61,7 @@ static int conf_extra(rd_kafka_conf_t *conf, const char *const *extra, struct ty
 			return ty_err_set(err, TY_ECONFIG, "kafka setting '%s' is not key=value",
 					  *extra);
 		snprintf(key, sizeof(key), "%.*s", (int)(eq - *extra), *extra);
-		if (conf_set(conf, key, eq + 1, err))
+		if (ty_kafka_conf_set(conf, key, eq + 1, err))
 			return err ? err->code : TY_ECONFIG;
 	}
 	return 0;
@@ -61,6 +72,7 @@ static int make(rd_kafka_t **out, rd_kafka_type_t type, rd_kafka_conf_t *conf,
 {
 	char errstr[512];
 
+	rd_kafka_conf_set_log_cb(conf, ty_kafka_log);
 	*out = rd_kafka_new(type, conf, errstr, sizeof(errstr));
 	if (!*out) {
 		rd_kafka_conf_destroy(conf);
@@ -76,10 +88,10 @@ int ty_kafka_producer_new(rd_kafka_t **out, const char *bootstrap, const char *c
 	int rc;
 
 	*out = NULL;
-	if ((rc = conf_set(conf, "bootstrap.servers", bootstrap, err)) ||
-	    (rc = conf_set(conf, "enable.idempotence", "true", err)) ||
-	    (rc = conf_set(conf, "acks", "all", err)) ||
-	    (rc = conf_set(conf, "linger.ms", "1", err)) || (rc = conf_extra(conf, extra, err))) {
+	if ((rc = ty_kafka_conf_set(conf, "bootstrap.servers", bootstrap, err)) ||
+	    (rc = ty_kafka_conf_set(conf, "enable.idempotence", "true", err)) ||
+	    (rc = ty_kafka_conf_set(conf, "acks", "all", err)) ||
+	    (rc = ty_kafka_conf_set(conf, "linger.ms", "1", err)) || (rc = conf_extra(conf, extra, err))) {
 		rd_kafka_conf_destroy(conf);
 		return rc;
 	}
@@ -93,10 +105,10 @@ int ty_kafka_consumer_new(rd_kafka_t **out, const char *bootstrap, const char *g
 	int rc;
 
 	*out = NULL;
-	if ((rc = conf_set(conf, "bootstrap.servers", bootstrap, err)) ||
-	    (rc = conf_set(conf, "group.id", group, err)) ||
-	    (rc = conf_set(conf, "enable.auto.commit", "false", err)) ||
-	    (rc = conf_set(conf, "auto.offset.reset", "earliest", err)) ||
+	if ((rc = ty_kafka_conf_set(conf, "bootstrap.servers", bootstrap, err)) ||
+	    (rc = ty_kafka_conf_set(conf, "group.id", group, err)) ||
+	    (rc = ty_kafka_conf_set(conf, "enable.auto.commit", "false", err)) ||
+	    (rc = ty_kafka_conf_set(conf, "auto.offset.reset", "earliest", err)) ||
 	    (rc = conf_extra(conf, extra, err))) {
 		rd_kafka_conf_destroy(conf);
 		return rc;

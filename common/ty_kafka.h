@@ -31,6 +31,17 @@ int ty_kafka_producer_new(rd_kafka_t **out, const char *bootstrap, const char *c
 int ty_kafka_consumer_new(rd_kafka_t **out, const char *bootstrap, const char *group,
 			  const char *const *extra, struct ty_err *err);
 
+/* Set one librdkafka property; TY_ECONFIG names the key and says why. */
+int ty_kafka_conf_set(rd_kafka_conf_t *conf, const char *key, const char *value,
+		      struct ty_err *err);
+
+/*
+ * librdkafka log callback (rd_kafka_conf_set_log_cb) that writes through
+ * ty_log at the matching level; safe from librdkafka's threads. The
+ * handles made by ty_kafka_producer_new/consumer_new already use it.
+ */
+void ty_kafka_log(const rd_kafka_t *rk, int level, const char *fac, const char *buf);
+
 /* Destroy a handle after flushing (producers) or closing (consumers). */
 void ty_kafka_destroy(rd_kafka_t *rk, int flush_ms);
 

@@ -5,6 +5,7 @@
  */
 #include "ty_config.h"
 #include "ty_err.h"
+#include "ty_kafka.h"
 #include "ty_log.h"
 
 #include <librdkafka/rdkafka.h>
@@ -68,27 +69,6 @@ static void usage(FILE *f)
 	ty_config_usage(f, opts, N_OPTS, ENV_PREFIX);
 }
 
-/* librdkafka logs (syslog levels) go through our logger, from its own threads. */
-static void rdkafka_log(const rd_kafka_t *rk, int level, const char *fac, const char *buf)
-{
-	enum ty_log_level l = level <= 3 ? TY_LOG_ERROR
-			      : level == 4 ? TY_LOG_WARN
-			      : level <= 6 ? TY_LOG_INFO
-					   : TY_LOG_DEBUG;
-
-	ty_log_at(l, 0, "rdkafka %s: %s", fac, buf);
-}
-
-static int conf_set(rd_kafka_conf_t *conf, const char *k, const char *v, struct ty_err *err)
-{
-	char errstr[512];
-
-	if (rd_kafka_conf_set(conf, k, v, errstr, sizeof(errstr)) != RD_KAFKA_CONF_OK)
-		return ty_err_set(err, TY_ECONFIG, "kafka setting '%s': %s", k, errstr);
-	return 0;
-}
-
-/* The handle owns the mock cluster: destroying it stops the brokers. */
 static int cluster_start(rd_kafka_t **out, int brokers, struct ty_err *err)
 {
 	rd_kafka_conf_t *conf = rd_kafka_conf_new();
@@ -97,12 +77,12 @@ static int cluster_start(rd_kafka_t **out, int brokers, struct ty_err *err)
 
 	*out = NULL;
 	snprintf(n, sizeof(n), "%d", brokers);
-	if ((rc = conf_set(conf, "test.mock.num.brokers", n, err)) ||
-	    (rc = conf_set(conf, "client.id", "trainyard-broker", err))) {
+	if ((rc = ty_kafka_conf_set(conf, "test.mock.num.brokers", n, err)) ||
+	    (rc = ty_kafka_conf_set(conf, "client.id", "trainyard-broker", err))) {
 		rd_kafka_conf_destroy(conf);
 		return rc;
 	}
-	rd_kafka_conf_set_log_cb(conf, rdkafka_log);
+	rd_kafka_conf_set_log_cb(conf, ty_kafka_log);
 	*out = rd_kafka_new(RD_KAFKA_PRODUCER, conf, errstr, sizeof(errstr));
 	if (!*out) {
 		rd_kafka_conf_destroy(conf);
