@@ -207,6 +207,27 @@ const char *e2e_read(struct e2e *e, const char *name)
 	return ty_test_strf("%s", buf);
 }
 
+/* Alive and not a zombie: a dead rank waits a moment for PID 1 to reap it. */
+static bool running(long pid)
+{
+	char path[64], buf[512];
+	FILE *f;
+	const char *close_paren;
+	size_t n;
+
+	if (kill((pid_t)pid, 0) != 0 && errno != EPERM)
+		return false;
+	snprintf(path, sizeof(path), "/proc/%ld/stat", pid);
+	if (!(f = fopen(path, "r")))
+		return false;
+	n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = '\0';
+	/* "pid (comm) S ...": the state follows the last ')' */
+	close_paren = strrchr(buf, ')');
+	return !(close_paren && close_paren[1] == ' ' && close_paren[2] == 'Z');
+}
+
 bool e2e_any_alive(struct e2e *e, const char *prefix)
 {
 	DIR *d = opendir(e->out);
@@ -224,7 +245,7 @@ bool e2e_any_alive(struct e2e *e, const char *prefix)
 		for (const char *p = text; *p;) {
 			long pid = strtol(p, (char **)&p, 10);
 
-			if (pid > 1 && (kill((pid_t)pid, 0) == 0 || errno == EPERM)) {
+			if (pid > 1 && running(pid)) {
 				ty_test_note("process %ld (%s) is still alive", pid, de->d_name);
 				alive = true;
 			}
