@@ -164,6 +164,7 @@ int api_h_jobs_cancel(struct api_req *r, struct ty_err *err);
 int api_h_jobs_events(struct api_req *r, struct ty_err *err);
 int api_h_jobs_attempts(struct api_req *r, struct ty_err *err);
 int api_h_jobs_logs(struct api_req *r, struct ty_err *err);
+int api_h_queue_list(struct api_req *r, struct ty_err *err);
 int api_h_nodes_list(struct api_req *r, struct ty_err *err);
 int api_h_nodes_get(struct api_req *r, struct ty_err *err);
 
@@ -172,6 +173,8 @@ json_t *api_validate_job(const json_t *body, struct api_problem *p);
 /* Team bodies; `create` requires name and nominal_gpus, a patch forbids name. */
 int api_validate_team(const json_t *body, bool create, struct api_problem *p);
 
+/* Whether s is a valid team (or cohort) name: 1-63 of [a-z0-9-], no '-' at either end. */
+bool api_team_name_ok(const char *s);
 /* Parse a decimal id ("42"); false if not a positive int64. */
 bool api_parse_id(int64_t *out, const char *s);
 /* Write the issuing of a new token (secret into out) for bootstrap and API. */

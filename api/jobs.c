@@ -41,14 +41,14 @@ static bool idempotency_key_ok(const char *k)
 static int replay(struct api_req *r, const char *team_id, const char *key, const char *hash,
 		  struct ty_err *err)
 {
-	const char *p[2] = {team_id, key};
+	const char *p[3] = {team_id, key, scope(r)};
 	PGresult *res = NULL;
 	int rc;
 
 	rc = ty_pg_exec(&res, r->pg,
-			"SELECT request_sha256, ty_job_json(j)::text FROM jobs j"
+			"SELECT request_sha256, ty_job_json_for(j, $3::bigint)::text FROM jobs j"
 			" WHERE team_id = $1 AND idempotency_key = $2",
-			2, p, err);
+			3, p, err);
 	if (rc)
 		return rc;
 	if (PQntuples(res) == 0) {
@@ -146,7 +146,7 @@ int api_h_jobs_submit(struct api_req *r, struct ty_err *err)
 			"WITH j AS (INSERT INTO jobs (team_id, name, spec, priority_class, priority,"
 			"  labels, idempotency_key, request_sha256, last_event_seq)"
 			"  VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 1)"
-			"  RETURNING id, ty_job_json(jobs)::text AS doc),"
+			"  RETURNING id, ty_job_json(jobs)::text AS doc)," /* nothing to hide yet */
 			" e AS (INSERT INTO job_events (job_id, seq, type, state, message)"
 			"  SELECT id, 1, 'submitted', 'pending', $9 FROM j)"
 			" SELECT doc FROM j",
@@ -179,7 +179,7 @@ int api_h_jobs_get(struct api_req *r, struct ty_err *err)
 	if (!api_parse_id(&id, r->params[0]))
 		return job_not_found(r);
 	rc = ty_pg_exec(&res, r->pg,
-			"SELECT ty_job_json(j)::text FROM jobs j"
+			"SELECT ty_job_json_for(j, $2::bigint)::text FROM jobs j"
 			" WHERE j.id = $1 AND ($2::bigint IS NULL OR j.team_id = $2)",
 			2, p, err);
 	if (rc)
@@ -268,7 +268,8 @@ int api_h_jobs_list(struct api_req *r, struct ty_err *err)
 			"  AND ($5::bigint IS NULL OR j.id < $5)"
 			"  ORDER BY j.id DESC LIMIT $6::int + 1),"
 			" shown AS (SELECT * FROM page ORDER BY id DESC LIMIT $6::int)"
-			" SELECT coalesce((SELECT json_agg(ty_job_json(s) ORDER BY s.id DESC)"
+			" SELECT coalesce((SELECT json_agg(ty_job_json_for(s, $1::bigint)"
+			"  ORDER BY s.id DESC)"
 			"  FROM shown s), '[]')::text,"
 			" CASE WHEN (SELECT count(*) FROM page) > $6::int"
 			"  THEN (SELECT min(id) FROM shown)::text END",
@@ -399,7 +400,9 @@ int api_h_jobs_events(struct api_req *r, struct ty_err *err)
 		rc = ty_pg_exec(&res, r->pg,
 				"SELECT j.state, e.doc::text, e.last FROM jobs j,"
 				" LATERAL (SELECT coalesce(json_agg(json_build_object('seq', seq,"
-				"  'type', type, 'state', state, 'message', message, 'data', data,"
+				"  'type', type, 'state', state,"
+				"  'message', ty_redact_jobs(message, $2::bigint),"
+				"  'data', ty_redact_event_data(data, $2::bigint),"
 				"  'time', ty_ts(created_at)) ORDER BY seq), '[]') AS doc,"
 				"  max(seq) AS last FROM (SELECT * FROM job_events"
 				"  WHERE job_id = j.id AND seq > $3::int ORDER BY seq LIMIT $4::int) x) e"

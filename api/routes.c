@@ -20,6 +20,7 @@ const struct api_route api_routes[] = {
 	{"GET", "/v1/jobs/{}/events", api_h_jobs_events, API_ROLE_VIEWER, API_AUTH | API_JOB},
 	{"GET", "/v1/jobs/{}/attempts", api_h_jobs_attempts, API_ROLE_VIEWER, API_AUTH | API_JOB},
 	{"GET", "/v1/jobs/{}/logs", api_h_jobs_logs, API_ROLE_VIEWER, API_AUTH | API_JOB},
+	{"GET", "/v1/queue", api_h_queue_list, API_ROLE_VIEWER, API_AUTH},
 	{"GET", "/v1/nodes", api_h_nodes_list, API_ROLE_VIEWER, API_AUTH},
 	{"GET", "/v1/nodes/{}", api_h_nodes_get, API_ROLE_VIEWER, API_AUTH},
 };

@@ -395,7 +395,7 @@ fail:
 	return NULL;
 }
 
-static bool team_name_ok(const char *s)
+bool api_team_name_ok(const char *s)
 {
 	size_t n = strlen(s);
 
@@ -434,7 +434,7 @@ int api_validate_team(const json_t *body, bool create, struct api_problem *p)
 	if (create) {
 		if (!v)
 			return api_problem_set(p, 422, "missing_field", "name", "'name' is required");
-		if (!json_is_string(v) || !team_name_ok(json_string_value(v)))
+		if (!json_is_string(v) || !api_team_name_ok(json_string_value(v)))
 			return api_problem_set(p, 422, "invalid_field", "name",
 					       "'name' must be 1 to 63 characters of a-z, 0-9 and "
 					       "'-', starting and ending with a letter or digit");
@@ -450,7 +450,8 @@ int api_validate_team(const json_t *body, bool create, struct api_problem *p)
 	    (rc = check_limit(body, "lending_limit_gpus", true, p)))
 		return rc;
 	v = json_object_get(body, "cohort");
-	if (v && !json_is_null(v) && (!json_is_string(v) || !team_name_ok(json_string_value(v))))
+	if (v && !json_is_null(v) &&
+	    (!json_is_string(v) || !api_team_name_ok(json_string_value(v))))
 		return api_problem_set(p, 422, "invalid_field", "cohort",
 				       "'cohort' must be a name like a team's (a-z, 0-9, '-') or "
 				       "null");

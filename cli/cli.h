@@ -136,6 +136,20 @@ int cli_request(struct cli_resp *resp, struct cli *cli, const char *method, cons
  */
 int cli_get_text(struct ty_buf *text, struct cli *cli, const char *path, struct ty_err *err);
 
+/*
+ * GET base, a list route with cursor pagination ({"items", "next_cursor"}),
+ * and, when all, every page after it. *items gets a new array of the items
+ * of every page fetched (the caller json_decref()s it); last holds the last
+ * page's answer (cli_resp_free). what names the list in errors ("job list").
+ */
+int cli_get_pages(json_t **items, struct cli_resp *last, struct cli *cli, const char *base,
+		  bool all, const char *what, struct ty_err *err);
+/*
+ * -o json of a paged list: the page as the API sent it or, with all, every
+ * item in one {"items": [...], "next_cursor": null}. 0 or TY_ENOMEM.
+ */
+int cli_print_pages(const struct cli_resp *last, const json_t *items, bool all);
+
 /* Whether a failed request may succeed when retried (server restarting). */
 bool cli_is_transient(int code);
 
@@ -181,5 +195,7 @@ int cli_cmd_tokens(struct cli *cli, int argc, char **argv, struct ty_err *err);
 int cli_cmd_nodes(struct cli *cli, int argc, char **argv, struct ty_err *err);
 int cli_cmd_attempts(struct cli *cli, int argc, char **argv, struct ty_err *err);
 int cli_cmd_logs(struct cli *cli, int argc, char **argv, struct ty_err *err);
+int cli_cmd_queue(struct cli *cli, int argc, char **argv, struct ty_err *err);
+int cli_cmd_quota(struct cli *cli, int argc, char **argv, struct ty_err *err);
 
 #endif

@@ -415,6 +415,74 @@ int cli_get_text(struct ty_buf *text, struct cli *cli, const char *path, struct 
 	return rc;
 }
 
+int cli_get_pages(json_t **items, struct cli_resp *last, struct cli *cli, const char *base,
+		  bool all, const char *what, struct ty_err *err)
+{
+	struct ty_buf path = TY_BUF_INIT;
+	json_t *acc = json_array();
+	char *cursor = NULL;
+	int rc = 0;
+
+	*items = NULL;
+	if (!acc)
+		return ty_err_set(err, TY_ENOMEM, NULL);
+	for (;;) {
+		const char *next;
+
+		ty_buf_reset(&path);
+		if (ty_buf_puts(&path, base) || (cursor && cli_buf_query(&path, "cursor", cursor))) {
+			rc = ty_err_set(err, TY_ENOMEM, NULL);
+			break;
+		}
+		cli_resp_free(last);
+		if ((rc = cli_request(last, cli, "GET", path.data, NULL, NULL, 0, err)))
+			break;
+		if (!json_is_array(json_object_get(last->body, "items"))) {
+			rc = ty_err_set(err, TY_EIO, "the %s from the server has no 'items'", what);
+			break;
+		}
+		if (json_array_extend(acc, json_object_get(last->body, "items"))) {
+			rc = ty_err_set(err, TY_ENOMEM, NULL);
+			break;
+		}
+		next = cli_json_str(last->body, "next_cursor", NULL);
+		if (!all || !next || !*next)
+			break;
+		if (cursor && strcmp(cursor, next) == 0) {
+			rc = ty_err_set(err, TY_EIO, "the server returned the same cursor twice");
+			break;
+		}
+		free(cursor);
+		if (!(cursor = strdup(next))) {
+			rc = ty_err_set(err, TY_ENOMEM, NULL);
+			break;
+		}
+	}
+	free(cursor);
+	ty_buf_free(&path);
+	if (rc) {
+		json_decref(acc);
+		return rc;
+	}
+	*items = acc;
+	return 0;
+}
+
+int cli_print_pages(const struct cli_resp *last, const json_t *items, bool all)
+{
+	json_t *out;
+
+	if (!all) {
+		cli_print_json(last->body);
+		return 0;
+	}
+	if (!(out = json_pack("{s:O,s:n}", "items", items, "next_cursor")))
+		return TY_ENOMEM;
+	cli_print_json(out);
+	json_decref(out);
+	return 0;
+}
+
 static int buf_escape(struct ty_buf *b, const char *s)
 {
 	static const char hex[] = "0123456789ABCDEF";

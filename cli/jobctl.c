@@ -17,12 +17,14 @@ static const char main_help[] =
 	"  submit    submit a job (flags, or -f job.json; the command after '--')\n"
 	"  status    show one job\n"
 	"  list      list jobs, newest first\n"
+	"  queue     list the pending jobs in queue order and why they wait\n"
 	"  watch     print a job's events until it ends\n"
 	"  cancel    cancel a job\n"
 	"  attempts  list a job's attempts: nodes, exit codes, failure classes\n"
 	"  logs      print the end of one rank's log\n"
 	"  nodes     list and show the nodes jobs run on\n"
 	"  teams     list, show, create and update teams\n"
+	"  quota     show teams' quotas, GPUs in use, borrowed and lent, fair share\n"
 	"  tokens    create, list and revoke API tokens (admin)\n"
 	"  version   print jobctl's version\n"
 	"  help      show the help of a command (or 'jobctl COMMAND --help')\n"
@@ -60,12 +62,14 @@ static const struct cmd {
 	{"submit", cli_cmd_submit},
 	{"status", cli_cmd_status},
 	{"list", cli_cmd_list},
+	{"queue", cli_cmd_queue},
 	{"watch", cli_cmd_watch},
 	{"cancel", cli_cmd_cancel},
 	{"attempts", cli_cmd_attempts},
 	{"logs", cli_cmd_logs},
 	{"nodes", cli_cmd_nodes},
 	{"teams", cli_cmd_teams},
+	{"quota", cli_cmd_quota},
 	{"tokens", cli_cmd_tokens},
 	{"version", cmd_version},
 	{"help", cmd_help},

@@ -45,8 +45,9 @@ static const char status_help[] =
 	"usage: jobctl status [-o json] ID\n"
 	"\n"
 	"Show a job: state, current attempt and the failure class of the last failed\n"
-	"one, team, name, resources, command and times. 'jobctl attempts ID' lists\n"
-	"the attempts.\n";
+	"one, team, name, resources, command and times. A pending job also shows why\n"
+	"it waits and its place in the queue ('jobctl queue' shows the whole queue).\n"
+	"'jobctl attempts ID' lists the attempts.\n";
 
 static const char list_help[] =
 	"usage: jobctl list [--team T] [--state S[,S...]] [--label KEY=VALUE] [--limit N] [--all]\n"
@@ -441,6 +442,22 @@ static int print_job(const json_t *job)
 		rc |= cli_table_add(&t, "reason:");
 		rc |= cli_table_add(&t, reason);
 	}
+	if (strcmp(state, "pending") == 0) {
+		rc |= cli_table_add(&t, "queue position:");
+		if (json_is_integer(json_object_get(job, "queue_position")))
+			rc |= cli_table_addf(&t, "%s",
+					     cli_json_num(n1, sizeof(n1), job, "queue_position"));
+		else
+			rc |= cli_table_add(&t, "- (not placed yet)");
+		if (cli_json_str(job, "reserved_until", NULL)) {
+			rc |= cli_table_add(&t, "reserved from:");
+			rc |= cli_table_add(&t, cli_json_str(job, "reserved_until", NULL));
+		}
+	}
+	if (json_integer_value(json_object_get(job, "preemptions")) > 0) {
+		rc |= cli_table_add(&t, "preemptions:");
+		rc |= cli_table_addf(&t, "%s", cli_json_num(n1, sizeof(n1), job, "preemptions"));
+	}
 	rc |= cli_table_add(&t, "attempt:");
 	rc |= cli_table_addf(&t, "%s", cli_json_num(n1, sizeof(n1), job, "attempt"));
 	rc |= cli_table_add(&t, "failure class:");
@@ -553,10 +570,9 @@ int cli_cmd_list(struct cli *cli, int argc, char **argv, struct ty_err *err)
 	static const char *const header[] = {"ID", "TEAM", "NAME", "STATE", "NODESxGPUS", "AGE"};
 	struct cli_table t = {.ncols = 6};
 	struct cli_strv pos = {0};
-	struct ty_buf base = TY_BUF_INIT, path = TY_BUF_INIT;
+	struct ty_buf base = TY_BUF_INIT;
 	struct cli_resp resp = {0};
-	json_t *items = NULL, *out = NULL;
-	char *cursor = NULL;
+	json_t *items = NULL;
 	long long n;
 	int rc;
 
@@ -580,55 +596,15 @@ int cli_cmd_list(struct cli *cli, int argc, char **argv, struct ty_err *err)
 	if (ty_buf_puts(&base, "/v1/jobs") || (team && cli_buf_query(&base, "team", team)) ||
 	    (state && cli_buf_query(&base, "state", state)) ||
 	    (label && cli_buf_query(&base, "label", label)) ||
-	    (limit && cli_buf_query(&base, "limit", limit)) || !(items = json_array())) {
+	    (limit && cli_buf_query(&base, "limit", limit))) {
 		rc = ty_err_set(err, TY_ENOMEM, NULL);
 		goto out;
 	}
-
-	for (;;) {
-		const char *next;
-
-		ty_buf_reset(&path);
-		if (ty_buf_puts(&path, base.data) ||
-		    (cursor && cli_buf_query(&path, "cursor", cursor))) {
-			rc = ty_err_set(err, TY_ENOMEM, NULL);
-			goto out;
-		}
-		cli_resp_free(&resp);
-		if ((rc = cli_request(&resp, cli, "GET", path.data, NULL, NULL, 0, err)))
-			goto out;
-		if (!json_is_array(json_object_get(resp.body, "items"))) {
-			rc = ty_err_set(err, TY_EIO, "the job list from the server has no 'items'");
-			goto out;
-		}
-		if (json_array_extend(items, json_object_get(resp.body, "items"))) {
-			rc = ty_err_set(err, TY_ENOMEM, NULL);
-			goto out;
-		}
-		next = cli_json_str(resp.body, "next_cursor", NULL);
-		if (!all || !next || !*next)
-			break;
-		if (cursor && strcmp(cursor, next) == 0) {
-			rc = ty_err_set(err, TY_EIO, "the server returned the same cursor twice");
-			goto out;
-		}
-		free(cursor);
-		if (!(cursor = strdup(next))) {
-			rc = ty_err_set(err, TY_ENOMEM, NULL);
-			goto out;
-		}
-	}
-
+	if ((rc = cli_get_pages(&items, &resp, cli, base.data, all, "job list", err)))
+		goto out;
 	if (cli->output == CLI_OUT_JSON) {
-		if (!all) {
-			cli_print_json(resp.body);
-			goto out;
-		}
-		if (!(out = json_pack("{s:O,s:n}", "items", items, "next_cursor"))) {
+		if (cli_print_pages(&resp, items, all))
 			rc = ty_err_set(err, TY_ENOMEM, NULL);
-			goto out;
-		}
-		cli_print_json(out);
 		goto out;
 	}
 	for (size_t i = 0; i < 6; i++)
@@ -643,13 +619,10 @@ int cli_cmd_list(struct cli *cli, int argc, char **argv, struct ty_err *err)
 	if (!all && cli_json_str(resp.body, "next_cursor", NULL))
 		fputs("(more jobs: use --all, or a larger --limit)\n", stderr);
 out:
-	free(cursor);
-	json_decref(out);
 	json_decref(items);
 	cli_resp_free(&resp);
 	cli_table_free(&t);
 	ty_buf_free(&base);
-	ty_buf_free(&path);
 	cli_strv_free(&pos);
 	return rc;
 }

@@ -151,14 +151,14 @@ export JOBCTL_SERVER=$URL JOBCTL_TOKEN=$ADMIN
 expect 0 jc --help
 out_has 'exit status'
 out_has '7  server or connection error'
-for c in submit status list watch cancel attempts logs nodes teams tokens version; do
+for c in submit status list queue watch cancel attempts logs nodes teams quota tokens version; do
 	expect 0 jc "$c" --help
 	out_has "usage: jobctl $c"
 done
 expect 0 jc help watch
 out_has 'usage: jobctl watch'
 expect 0 jc --help
-for c in attempts logs nodes; do out_has "^  $c "; done
+for c in attempts logs nodes queue quota; do out_has "^  $c "; done
 ok "help for jobctl and every command"
 
 expect 0 jc version
@@ -214,6 +214,14 @@ expect 2 jc nodes get a b
 expect 2 jc nodes get a --state ready
 expect 2 jc nodes list extra
 expect 2 jc nodes --state
+expect 2 jc queue extra
+expect 2 jc queue --limit 0
+expect 2 jc queue --limit 501
+err_has '--limit must be from 1 to 500'
+expect 2 jc queue --state pending
+err_has "unknown option '--state'"
+expect 2 jc quota a b
+expect 2 jc quota --team a
 ok "bad commands, flags and arguments exit 2"
 
 # ---- teams ---------------------------------------------------------------------
@@ -667,6 +675,130 @@ ok "nodes: table, --state, get, json; unknown node exits 4"
 kill "$LOGSRV_PID" 2>/dev/null || true
 wait "$LOGSRV_PID" 2>/dev/null || true
 LOGSRV_PID=
+
+# ---- queue, quota and a pending job's place ---------------------------------------
+# No scheduler here either: what it publishes each cycle (the jobs' queue
+# columns, team_usage) is written with psql. The queue starts empty.
+
+psql "$DB_URL" -v ON_ERROR_STOP=1 -qAt -c \
+	"UPDATE jobs SET state = 'cancelled', finished_at = now() WHERE state = 'pending'" \
+	>/dev/null || fail "emptying the queue failed"
+QA1=$(submit --team team-a --name qa-one --nodes 2 --gpus-per-node 4 --priority-class high -- true)
+QB1=$(submit --team team-b --name qb-secret --gpus-per-node 2 -- true)
+QA2=$(submit --team team-a --name qa-two -- true)
+psql "$DB_URL" -v ON_ERROR_STOP=1 -qAt -v a1="$QA1" -v b1="$QB1" >/dev/null <<'SQL' ||
+UPDATE jobs SET queue_position = 1, pending_reason = 'preempting job 4242 of team-a'
+	WHERE id = :b1;
+UPDATE jobs SET queue_position = 2, pending_reason = 'waiting for 2 x 4 GPUs in one block',
+	reserved_until = now() + interval '1 hour' WHERE id = :a1;
+INSERT INTO team_usage (team_id, fair_share, decayed_gpu_seconds, gpus_in_use, gpus_borrowed,
+			gpus_lent, pending_jobs)
+	SELECT id, 0.71, 5400, 8, 2, 0, 2 FROM teams WHERE name = 'team-a';
+INSERT INTO team_usage (team_id, fair_share, decayed_gpu_seconds, gpus_in_use, gpus_borrowed,
+			gpus_lent, pending_jobs)
+	SELECT id, 0.25, 90000, 0, 0, 3, 1 FROM teams WHERE name = 'team-b';
+SQL
+	fail "seeding the queue failed"
+
+expect 0 jc queue
+[[ $(wc -l <"$W/out") -eq 4 ]] || fail "queue printed $(wc -l <"$W/out") lines, not 1 + 3"
+out_has '^POS  *JOB  *TEAM  *CLASS  *GPUS  *AGE  *FAIR-SHARE  *REASON$'
+out_has "^1  *$QB1  *team-b  *normal  *2 (1x2)  *[0-9]*[smhd]  *0.25  *preempting job 4242 of team-a\$"
+out_has "^2  *$QA1  *team-a  *high  *8 (2x4)  *[0-9]*[smhd]  *0.71  *waiting for 2 x 4 GPUs in one block\$"
+out_has "^-  *$QA2  *team-a  *normal  *0 (1x0)  *[0-9]*[smhd]  *0.71  *not yet considered by the scheduler\$"
+expect 0 jc -o json queue
+check '[e["job"] for e in d["items"]] == ['"$QB1, $QA1, $QA2"'] and d["next_cursor"] is None'
+check '[e["position"] for e in d["items"]] == [1, 2, None]'
+check 'd["items"][1]["name"] == "qa-one" and d["items"][1]["gpus"] == 8 and d["items"][1]["reserved_until"] is not None'
+expect 0 jc -o json queue --limit 1
+check 'len(d["items"]) == 1 and isinstance(d["next_cursor"], str)'
+expect 0 jc queue --limit 2
+[[ $(wc -l <"$W/out") -eq 3 ]] || fail "queue --limit 2 printed $(wc -l <"$W/out") lines, not 1 + 2"
+err_has 'more entries'
+expect 0 jc -o json queue --limit 1 --all
+check '[e["job"] for e in d["items"]] == ['"$QB1, $QA1, $QA2"'] and d["next_cursor"] is None'
+expect 0 jc -o json queue --team team-a
+check '[(e["position"], e["job"]) for e in d["items"]] == [(2, '"$QA1"'), (None, '"$QA2"')]'
+expect 0 jc -o json queue --team no-such-team
+check 'd["items"] == []'
+ok "queue: order, table, --limit, --all, --team, json"
+
+for tok in "$MEMBER_A" "$VIEWER_A"; do
+	JOBCTL_TOKEN=$tok expect 0 jc queue
+	out_has '^1  *-  *team-b  *normal  *2 (1x2)  *[0-9]*[smhd]  *0.25  *-$'
+	out_has "^2  *$QA1  *team-a  *high .*waiting for 2 x 4 GPUs in one block\$"
+	grep -q 'qb-secret\|4242' "$W/out" && fail "a team-a token sees what team-b's job is"
+	JOBCTL_TOKEN=$tok expect 0 jc -o json queue --all
+	check 'd["items"][0]["job"] is None and d["items"][0]["name"] is None and d["items"][0]["reason"] is None'
+	check 'd["items"][1]["job"] == '"$QA1"' and d["items"][1]["name"] == "qa-one"'
+	grep -q 'qb-secret\|4242' "$W/out" && fail "a team-a token sees what team-b's job is"
+done
+JOBCTL_TOKEN=$MEMBER_B expect 0 jc -o json queue
+check 'd["items"][0]["job"] == '"$QB1"' and d["items"][1]["job"] is None'
+ok "queue: other teams' jobs without id, name or reason"
+
+expect 0 jc status "$QA1"
+out_has '^state: *pending$'
+out_has '^reason: *waiting for 2 x 4 GPUs in one block$'
+out_has '^queue position: *2$'
+out_has '^reserved from: *20[0-9-]*T[0-9:.]*Z$'
+expect 0 jc status "$QA2"
+out_has '^reason: *not yet considered by the scheduler$'
+out_has '^queue position: *- (not placed yet)$'
+grep -q '^reserved from:' "$W/out" && fail "status shows a reservation the job does not have"
+expect 0 jc -o json status "$QA1"
+check 'd["queue_position"] == 2 and d["pending_reason"] == "waiting for 2 x 4 GPUs in one block"'
+check 'd["reserved_until"] is not None and d["preemptions"] == 0'
+expect 0 jc status "$JL"
+grep -q '^queue position:\|^reason:' "$W/out" && fail "status of a running job shows queue fields"
+psql "$DB_URL" -v ON_ERROR_STOP=1 -qAt -c "UPDATE jobs SET preemptions = 2 WHERE id = $QA1" \
+	>/dev/null || fail "setting preemptions failed"
+expect 0 jc status "$QA1"
+out_has '^preemptions: *2$'
+ok "status of a pending job: reason, queue position, reservation, preemptions"
+
+expect 0 jc quota team-a
+out_has '^team: *team-a$'
+out_has '^nominal GPUs: *16$'
+out_has '^borrowing limit: *32$'
+out_has '^lending limit: *4$'
+out_has '^cohort: *none$'
+out_has '^weight: *2.5$'
+out_has '^GPUs in use: *8$'
+out_has '^borrowed: *2$'
+out_has '^lent: *0$'
+out_has '^pending jobs: *2$'
+out_has '^fair share: *0.71$'
+out_has '^decayed GPU-hours: *1.5$'
+out_has '^as of: *20[0-9-]*T.* ago)$'
+expect 0 jc quota team-c
+out_has '^borrowing limit: *none$'
+out_has '^fair share: *1$'
+out_has '^decayed GPU-hours: *0.0$'
+out_has '^as of: *- (the scheduler has not published it yet)$'
+expect 0 jc quota
+[[ $(wc -l <"$W/out") -eq 4 ]] || fail "quota printed $(wc -l <"$W/out") lines, not 1 + 3"
+out_has '^TEAM  *NOMINAL  *BORROW-LIMIT  *LEND-LIMIT  *COHORT  *WEIGHT  *IN-USE  *BORROWED  *LENT  *PENDING  *FAIR-SHARE  *GPU-HOURS$'
+out_has '^team-a  *16  *32  *4  *none  *2.5  *8  *2  *0  *2  *0.71  *1.5$'
+out_has '^team-b  *8  *none  *none  *none  *2  *0  *0  *3  *1  *0.25  *25.0$'
+out_has '^team-c  *64  *none  *none  *none  *1  *0  *0  *0  *0  *1  *0.0$'
+expect 0 jc -o json quota
+check '[t["name"] for t in d["items"]] == ["team-a", "team-b", "team-c"]'
+check 'd["items"][1]["usage"] == {"gpus_in_use": 0, "gpus_borrowed": 0, "gpus_lent": 3, "pending_jobs": 1, "decayed_gpu_hours": 25, "fair_share": 0.25, "updated_at": d["items"][1]["usage"]["updated_at"]}'
+check 'd["items"][2]["usage"]["updated_at"] is None and d["items"][2]["usage"]["fair_share"] == 1'
+expect 0 jc -o json quota team-b
+check 'd["name"] == "team-b" and d["usage"]["fair_share"] == 0.25'
+expect 0 jc -o json teams get team-a
+check 'd["usage"]["gpus_in_use"] == 8 and d["usage"]["decayed_gpu_hours"] == 1.5'
+JOBCTL_TOKEN=$MEMBER_A expect 0 jc -o json quota
+check '[t["name"] for t in d["items"]] == ["team-a"]'
+JOBCTL_TOKEN=$VIEWER_A expect 0 jc quota team-a
+out_has '^fair share: *0.71$'
+JOBCTL_TOKEN=$MEMBER_A expect 4 jc quota team-b
+err_has 'team_not_found'
+expect 4 jc quota no-such-team
+err_has 'team_not_found'
+ok "quota: one team, every team, json; others' teams exit 4"
 
 # ---- unreachable and unresponsive servers ----------------------------------------
 
