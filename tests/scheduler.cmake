@@ -1,5 +1,5 @@
 # Scheduler tests (included by tests/CMakeLists.txt).
-#   unit: the pure placement core (scheduler/core).
+#   unit: the pure placement core and the policy core (scheduler/core).
 #   integration: trainyard-scheduler against PostgreSQL, the API and a
 #   private trainyard-broker per case, the test playing the executors.
 if(NOT TARGET trainyard-scheduler)
@@ -8,6 +8,11 @@ endif()
 
 ty_add_test(sched_core unit/scheduler/test_core.c unit)
 target_link_libraries(test_sched_core PRIVATE ty_sched_core)
+# the policy core: one scenario per rule, and properties over seeded random snapshots
+ty_add_test(sched_policy unit/scheduler/test_policy.c unit)
+target_link_libraries(test_sched_policy PRIVATE ty_sched_core)
+ty_add_test(sched_policy_props unit/scheduler/test_policy_props.c unit)
+target_link_libraries(test_sched_policy_props PRIVATE ty_sched_core)
 
 file(GLOB TY_SCHED_TESTS CONFIGURE_DEPENDS
      ${CMAKE_CURRENT_SOURCE_DIR}/integration/scheduler/test_*.c)

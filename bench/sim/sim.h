@@ -1,0 +1,154 @@
+/*
+ * The scheduler simulation: a generated workload replayed through the pure
+ * scheduler core in simulated time (no I/O, no threads, no wall clock), and
+ * the report it produces. Shared by trainyard-sim and tests/sim/test_sim.c.
+ * Deterministic from cfg->seed.
+ *
+ * Ownership: sim_workload_generate and sim_run return new objects, freed
+ * with sim_workload_free and sim_report_free; everything else borrows.
+ */
+#ifndef TY_SIM_H
+#define TY_SIM_H
+
+#include "ty_err.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+/* Priority classes, most urgent first (DESIGN §6). */
+enum sim_class { SIM_HIGH, SIM_NORMAL, SIM_LOW, SIM_SCAVENGER, SIM_NCLASS };
+
+struct sim_config {
+	uint64_t seed;
+	int teams;	     /* 1..64 */
+	int cohorts;	     /* teams are dealt round-robin into this many cohorts */
+	int nodes;	     /* cluster size */
+	int gpus_per_node;   /* every node has this many */
+	int block_nodes;     /* nodes per NVLink/IB-leaf block */
+	int blocks_per_rack; /* racks group blocks; zones group racks */
+	int racks_per_zone;
+	double load;	   /* offered GPU-seconds / capacity (> 1 = sustained contention) */
+	int64_t horizon;   /* simulated seconds of arrivals */
+	int64_t drain;	   /* further simulated seconds without arrivals */
+	int64_t warmup;	   /* shares are measured from here to horizon */
+	int64_t tick;	   /* seconds between scheduling cycles */
+	int64_t half_life; /* usage decay half-life in seconds */
+	int64_t ckpt_min, ckpt_max; /* checkpoint interval range, seconds */
+	int64_t min_runtime;	    /* preemption protection, seconds */
+	int max_gang_nodes;	    /* 1..8 */
+	double burst_fraction;	    /* share of jobs that arrive in sweeps */
+	int light_teams;	    /* the last this many teams offer only light_load */
+	double light_load;	    /* of their share (< 1: they lend idle nominal) */
+	int64_t stop_delay;	    /* seconds a preempted gang takes to stop */
+	int max_jobs;		    /* stop generating past this many jobs, 0 = no cap */
+};
+
+/* Sensible defaults for a test-sized run (every field set). */
+void sim_config_default(struct sim_config *cfg);
+
+struct sim_team {
+	char name[24];
+	int cohort;
+	char cohort_name[16];
+	int weight;
+	int nominal;	  /* GPUs */
+	int borrow_limit; /* GPUs, -1 = unlimited */
+	int lend_limit;	  /* GPUs, -1 = unlimited */
+	double offered;	  /* share of the cluster it asks for, before × load */
+};
+
+struct sim_job {
+	int64_t id; /* 1-based, in submit order */
+	int team;
+	enum sim_class cls;
+	int prio; /* priority inside the team, 0..9, higher first */
+	int nodes, gpus_per_node;
+	int64_t submit;	     /* seconds */
+	int64_t duration;    /* work to do, seconds */
+	int64_t max_runtime; /* limit the user gave, >= duration */
+	int64_t ckpt_every;  /* seconds between checkpoints */
+	bool preemptible;
+	bool need_block; /* topology: {required: "block"} */
+};
+
+struct sim_workload {
+	struct sim_config cfg;
+	struct sim_team *teams;
+	int nteams;
+	struct sim_job *jobs; /* ascending submit */
+	int njobs;
+};
+
+/* A new workload drawn from cfg; NULL-safe free. TY_EINVAL, TY_ENOMEM. */
+int sim_workload_generate(struct sim_workload **out, const struct sim_config *cfg,
+			  struct ty_err *err);
+void sim_workload_free(struct sim_workload *w);
+
+struct sim_delay {
+	int64_t n;
+	double p50, p90, p99, max; /* seconds */
+};
+
+struct sim_team_report {
+	char name[24];
+	int weight, nominal, borrow_limit;
+	double gpu_seconds; /* delivered in [warmup, horizon) */
+	double achieved;    /* share of all delivered GPU-seconds, 0..1 */
+	double target;	    /* water-filled weight share bounded by quotas, 0..1 */
+	double backlogged;  /* fraction of window ticks with pending work */
+	int64_t started, completed, preempted;
+	struct sim_delay delay;
+};
+
+struct sim_report {
+	struct sim_config cfg;
+	int nteams;
+	struct sim_team_report *teams;
+	int64_t jobs, started, completed, unfinished;
+	int64_t starts, backfill_starts, preemptions, lost_gpu_seconds;
+	int64_t preempt_reclaim, preempt_class;
+	int64_t reclaim_cross_cohort;  /* reclaims whose victim borrows in another cohort */
+	int64_t restarted_before_for;  /* victims started again while the job they were
+					  preempted for still waited */
+	int64_t reclaim_not_borrowing; /* reclaim victims whose team's running gangs were
+					  within its nominal quota */
+	/* ... of which the job they were preempted for still fitted its quota, by reason */
+	int64_t restarted_reclaim_fits, restarted_class_fits;
+	char first_anomaly[320];
+	int64_t overcounted; /* decisions where a team's reported use exceeded what it holds
+				plus what its holds still need (double counting) */
+	char first_overcount[200];
+	double window_capacity_gs; /* GPU-seconds of the whole run (cluster × simulated time) */
+	int64_t cycles;
+	double utilization;	/* used / capacity over [warmup, horizon) */
+	double max_share_error; /* |achieved - target|, over backlogged teams */
+	struct sim_delay delay; /* submit to first start, all jobs that started */
+	struct sim_delay delay_by_class[SIM_NCLASS];
+	/* the reservation rule */
+	int64_t reserved_heads;	    /* jobs that were ever head with a reservation */
+	int64_t reserved_on_time;   /* ... and started no later than it (+1 tick) */
+	int64_t reserved_late;	    /* ... and started later */
+	int64_t reserved_displaced; /* ... started after its promise was voided */
+	int64_t reserved_unstarted; /* ... still pending at the end */
+	int64_t promise_void_ahead; /* promises voided by a more urgent job */
+	int64_t promise_void_quota; /* promises voided because the job then waited for quota */
+	int64_t promise_renewed;    /* a more urgent job served while the head kept waiting */
+	double worst_lateness;	    /* seconds past the reservation, 0 if none late */
+	int64_t worst_late_job;
+	int64_t reservation_slips; /* cycles where a head's reservation moved later */
+	/* core behaviour the simulation checks on every decision */
+	int64_t violations;
+	char first_violation[256];
+	int64_t reason_counts[16]; /* pending-job cycles by enum sched_reason */
+	int64_t fit_attempts, fast_rejects, preemption_plans, reservation_probes;
+	int64_t max_pending;
+};
+
+/* Replay w through the scheduler core. TY_ENOMEM, or a core failure. */
+int sim_run(struct sim_report **out, const struct sim_workload *w, struct ty_err *err);
+void sim_report_free(struct sim_report *r);
+/* Human-readable report (Markdown), the same text trainyard-sim prints. */
+void sim_report_print(FILE *f, const struct sim_report *r);
+
+#endif

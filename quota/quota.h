@@ -1,0 +1,88 @@
+/*
+ * Pure quota and fair-share arithmetic: usage decay, the fair-share factor
+ * and what a team may hold given its cohort. No I/O, no clock: every time
+ * is an argument. Used by scheduler/core and by the daemon that keeps the
+ * decayed usage.
+ *
+ * GPU quantities are int64_t; a limit of -1 means "no limit".
+ * Nothing here allocates; every function only reads its arguments.
+ */
+#ifndef TY_QUOTA_H
+#define TY_QUOTA_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#define QUOTA_NO_LIMIT (-1)
+#define QUOTA_DEFAULT_HALF_LIFE_S (7 * 24 * 3600)
+
+/*
+ * Usage decayed over elapsed_ms with the given half-life:
+ * usage × 2^(−elapsed / half_life). elapsed <= 0 returns usage unchanged;
+ * half_life_s <= 0 means no decay. Decay then add the new GPU-seconds:
+ * u = quota_usage_decay(u, now - last, hl) + gpu_seconds.
+ */
+double quota_usage_decay(double usage, int64_t elapsed_ms, int64_t half_life_s);
+
+/*
+ * Fair-share factor, Slurm's classic form F = 2^(−u/s) with
+ * u = usage / total_usage (0 when total_usage <= 0) and
+ * s = weight / total_weight. In (0, 1]: 1 for a team that used nothing,
+ * 0.5 for a team that used exactly its share. A weight <= 0 is taken as a
+ * share of 0, which gives F = 0 unless u = 0 (then 1).
+ */
+double quota_fairshare(double usage, double total_usage, double weight, double total_weight);
+
+/* One team's quota and current use. */
+struct quota_team {
+	int64_t nominal;	 /* >= 0 */
+	int64_t borrowing_limit; /* -1 = no limit */
+	int64_t lending_limit;	 /* -1 = no limit */
+	int64_t used;		 /* GPUs in use (running + placed) */
+	bool in_cohort;		 /* false: neither borrows nor lends */
+};
+
+/* GPUs in use above nominal: max(0, used − nominal). */
+int64_t quota_borrowed(const struct quota_team *t);
+/*
+ * Idle nominal the team lends out now: min(lending limit, max(0, nominal −
+ * used)); 0 outside a cohort.
+ */
+int64_t quota_lendable(const struct quota_team *t);
+
+/* Sums over the members of one cohort, kept current as use changes. */
+struct quota_cohort {
+	int64_t lendable; /* Σ quota_lendable */
+	int64_t borrowed; /* Σ quota_borrowed */
+};
+
+/* Add (sign = +1) or remove (sign = −1) t's current contribution to c. */
+void quota_cohort_account(struct quota_cohort *c, const struct quota_team *t, int sign);
+
+/*
+ * GPUs the cohort can lend t now: the peers' lendable idle nominal minus
+ * what the peers already borrow, never below 0:
+ * max(0, (c.lendable − lendable(t)) − (c.borrowed − borrowed(t))).
+ * c is t's cohort with t accounted in it; NULL or !t->in_cohort gives 0.
+ */
+int64_t quota_cohort_available(const struct quota_team *t, const struct quota_cohort *c);
+
+/*
+ * GPUs t may hold now: nominal + min(borrowing limit, cohort available).
+ * c as for quota_cohort_available().
+ */
+int64_t quota_admissible(const struct quota_team *t, const struct quota_cohort *c);
+
+/* Why `gpus` more GPUs are not admissible for t now. */
+enum quota_verdict {
+	QUOTA_OK = 0,
+	QUOTA_OVER_NOMINAL,	 /* no cohort: would exceed nominal */
+	QUOTA_OVER_BORROW_LIMIT, /* would borrow more than its borrowing limit */
+	QUOTA_OVER_COHORT /* the cohort cannot lend enough now (idle nominal, lending limits) */
+};
+
+/* Whether t may take `gpus` more GPUs now, and if not which limit stops it. */
+enum quota_verdict quota_check(const struct quota_team *t, const struct quota_cohort *c,
+			       int64_t gpus);
+
+#endif

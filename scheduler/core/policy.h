@@ -1,0 +1,328 @@
+/*
+ * The policy core: one call turns a snapshot of the cluster (nodes, teams,
+ * running gangs, pending jobs, the time and the configuration) into
+ * decisions (placements, preemptions, reservations and, for every pending
+ * job, its place in the order, its team's fair-share factor and why it
+ * waits). Pure: no I/O, no clock, no randomness, no hash order; identical
+ * input gives identical output. docs/scheduling.md explains the policy.
+ *
+ * Ownership: the core borrows everything in struct sched_input for the
+ * duration of sched_decide() and keeps no pointer into it afterwards.
+ * sched_decide() returns one new struct sched_decisions that owns all its
+ * arrays; free it with sched_decisions_free(). Nothing is shared between
+ * calls, so concurrent calls on different inputs are safe.
+ *
+ * Compatibility: this header only grows (new fields at the end of structs,
+ * new enum values before the *_COUNT markers, new functions). Zero-filled
+ * new fields keep today's behaviour, so initialise inputs with `= {0}` or
+ * memset and sched_config_default().
+ */
+#ifndef TY_SCHED_POLICY_H
+#define TY_SCHED_POLICY_H
+
+#include "core.h" /* struct sched_placement, sched_placement_clear() */
+#include "ty_err.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* A node's GPUs are bits of a uint64_t: GPUs past the 64th are never used. */
+#define SCHED_MAX_GPUS 64
+
+/* Priority classes, highest first (the numeric value is the rank). */
+enum sched_class {
+	SCHED_CLASS_HIGH = 0,
+	SCHED_CLASS_NORMAL = 1,
+	SCHED_CLASS_LOW = 2,
+	SCHED_CLASS_SCAVENGER = 3,
+	SCHED_CLASS_COUNT
+};
+
+/* A topology level; SCHED_TOPO_NONE (0) = no requirement. */
+enum sched_topo {
+	SCHED_TOPO_NONE = 0,
+	SCHED_TOPO_BLOCK = 1, /* NVLink/NVSwitch or IB-leaf domain */
+	SCHED_TOPO_RACK = 2,
+	SCHED_TOPO_ZONE = 3,
+	SCHED_TOPO_COUNT
+};
+
+/* "high" … "scavenger", "block" … "zone" ("none" for SCHED_TOPO_NONE); borrowed static strings. */
+const char *sched_class_name(enum sched_class c);
+const char *sched_topo_name(enum sched_topo t);
+/* The enum value of a name, or -1 for an unknown name (NULL → -1 / SCHED_TOPO_NONE). */
+int sched_class_parse(const char *name);
+int sched_topo_parse(const char *name);
+
+/* ---- input (all borrowed by the core) --------------------------------------------------- */
+
+struct sched_node_in {
+	const char *id; /* for messages only */
+	int gpus;	/* 0..64 (more are treated as 64) */
+	/*
+	 * GPUs held by anything (bit g = GPU g). The GPUs of the running gangs
+	 * below are added by the core, so either way of filling it is right.
+	 */
+	uint64_t busy;
+	bool schedulable; /* false: draining, lost, cordoned: no new work, running work stays */
+	/*
+	 * Topology labels, NULL or "" = unlabelled. A domain is identified by
+	 * its path: the block of a node is (zone, rack, block), its rack
+	 * (zone, rack), its zone (zone), so equal block names in two racks are
+	 * two blocks. A node unlabelled at a level shares that level with no
+	 * other node; a block counts as inside a rack (for a required rack)
+	 * only when its nodes carry the rack label, likewise for zones.
+	 */
+	const char *zone, *rack, *block;
+	const int *ports; /* rendezvous ports held on this node, any order */
+	int nports;
+};
+
+struct sched_team_in {
+	const char *name;	 /* for pending reasons */
+	int64_t nominal_gpus;	 /* >= 0 */
+	int64_t borrowing_limit; /* GPUs above nominal it may borrow; -1 = no limit */
+	int64_t lending_limit;	 /* GPUs of its idle nominal it may lend; -1 = no limit */
+	const char *cohort;	 /* NULL or "" = no cohort (cannot borrow or lend) */
+	double weight;		 /* fair-share weight, > 0 (<= 0 is taken as 1) */
+	double usage;		 /* decayed GPU-seconds at now (quota_usage_decay), >= 0 */
+};
+
+struct sched_running_in {
+	int64_t job;
+	int team; /* index into sched_input.teams */
+	enum sched_class cls;
+	int priority;
+	int64_t start_ms;
+	int64_t checkpoint_ms; /* newest verified checkpoint; <= start_ms = none (work lost from
+				  start) */
+	int64_t min_runtime_s; /* the job's own; the class minimum applies too, the larger wins */
+	int64_t end_by_ms;     /* start + max_runtime: when it will have ended at the latest */
+	bool preemptible;
+	/*
+	 * Already told to stop (a preemption decided earlier, a cancel): its
+	 * GPUs are still held but will be free soon. Never chosen as a victim
+	 * again; its GPUs may be counted on by the job it was preempted for
+	 * (see preempted_for) or, failing that, by any job needing them.
+	 */
+	bool preempting;
+	int64_t preempted_for; /* job id it is being preempted for, 0 = none/unknown */
+	int nnodes;
+	const int *node;      /* nnodes indices into sched_input.nodes */
+	const uint64_t *gpus; /* nnodes GPU masks, gpus[r] on node[r] */
+};
+
+struct sched_pending_in {
+	int64_t job;
+	int team; /* index into sched_input.teams */
+	enum sched_class cls;
+	int priority; /* higher first within a class and fair-share tie */
+	int64_t submit_ms;
+	int nodes;	   /* >= 1 */
+	int gpus_per_node; /* 0..64 */
+	bool per_node;	   /* launch per_node: one process per node, else one per GPU */
+	enum sched_topo required;
+	int64_t min_runtime_s; /* carried into the job's protection once it runs */
+	int64_t max_runtime_s; /* > 0; a placed job ends by now + this */
+	const int *exclude;    /* node indices this job must not use (e.g. a suspect node) */
+	int nexclude;
+};
+
+struct sched_config {
+	/*
+	 * Usage half-life. The core does not decay: the caller passes usage
+	 * already decayed to now with quota_usage_decay(); kept here so one
+	 * struct carries the policy (default 7 days).
+	 */
+	int64_t half_life_s;
+	/*
+	 * Minimum runtime before a job of each class may be preempted
+	 * (default high 600 s, normal 600 s, low 300 s, scavenger 0 s).
+	 */
+	int64_t class_min_runtime_s[SCHED_CLASS_COUNT];
+	int port_lo, port_hi; /* rendezvous port range (default 29500-29999) */
+	bool backfill;	      /* false: nothing behind the head job starts (default true) */
+	/*
+	 * Bound on backfill work: jobs behind the head job that are tried
+	 * against the nodes (those rejected in O(1) by quota or by a shape
+	 * already known not to fit are not counted). Jobs past it wait with
+	 * SCHED_WAIT_SCAN_LIMIT. 0 = default (10,000); < 0 = unlimited.
+	 */
+	int backfill_max_scan;
+	/*
+	 * Bound on preemption planning: pending jobs per cycle for which
+	 * victims are searched. 0 = default (1,000); < 0 = unlimited.
+	 */
+	int max_preemption_plans;
+	/* Whether reclaim and class preemption run at all (default true). */
+	bool preemption;
+	/*
+	 * Seconds a gang told to stop (preempting, or chosen as a victim in
+	 * this decision) is assumed to still hold its GPUs: the head job's
+	 * reservation counts on them only from now + this. Set it to the
+	 * checkpoint grace period plus the stop time. 0 = free now (the
+	 * reservation may then be early by up to the real stop time).
+	 */
+	int64_t stop_allowance_s;
+};
+
+/* Fill c with the defaults above. */
+void sched_config_default(struct sched_config *c);
+
+struct sched_input {
+	int64_t now_ms;
+	struct sched_config cfg;
+	const struct sched_node_in *nodes;
+	int nnodes;
+	const struct sched_team_in *teams;
+	int nteams;
+	const struct sched_running_in *running;
+	int nrunning;
+	const struct sched_pending_in *pending;
+	int npending;
+};
+
+/* ---- output (owned by struct sched_decisions) ------------------------------------------- */
+
+enum sched_preempt_why {
+	SCHED_PREEMPT_RECLAIM = 1, /* its team borrows (running gangs above nominal in the input)
+				      from the cohort of a team below nominal that reclaims */
+	SCHED_PREEMPT_CLASS = 2	   /* a higher priority class of its own team needs the GPUs */
+};
+
+struct sched_preemption {
+	int64_t victim;	 /* job id of the running gang to stop (the whole gang) */
+	int running;	 /* its index in sched_input.running */
+	int64_t for_job; /* the pending job it makes room for */
+	int pending;	 /* that job's index in sched_input.pending */
+	enum sched_preempt_why why;
+};
+
+enum sched_resv_kind {
+	/* The head job: capacity the running jobs' limits free by start_ms. */
+	SCHED_RESV_HEAD = 1,
+	/* A job whose victims are being preempted: start_ms = now, capacity held meanwhile. */
+	SCHED_RESV_PREEMPTION = 2
+};
+
+struct sched_reservation {
+	int64_t job;
+	int pending; /* index in sched_input.pending */
+	enum sched_resv_kind kind;
+	int64_t start_ms;
+	int nnodes;
+	int gpus_per_node;
+	int *node; /* nnodes node indices (ascending) the reservation holds gpus_per_node GPUs on */
+};
+
+/*
+ * Why a pending job did not start. Fields of struct sched_pending_out used
+ * by each (others 0); sched_reason_format() turns them into text.
+ */
+enum sched_reason {
+	SCHED_PLACED = 0,    /* not pending: placed in this decision */
+	SCHED_WAIT_NODES,    /* no fitting nodes now: count = nodes with >= gpus_per_node
+				free GPUs (within one `level` domain if level != NONE) */
+	SCHED_WAIT_TOPOLOGY, /* enough nodes, but not within one `level` domain */
+	SCHED_NEVER_FITS,    /* the schedulable nodes could not hold it even if idle */
+	/* quota reasons: team, count = the job's GPUs (nodes × gpus_per_node) */
+	SCHED_WAIT_BORROW_LIMIT, /* used = borrowed GPUs in use, limit = its borrowing limit */
+	SCHED_WAIT_COHORT,	 /* used = GPUs in use, limit = admissible GPUs now
+				    (nominal + what the cohort can lend) */
+	SCHED_WAIT_NOMINAL,	 /* team without a cohort: used = GPUs in use, limit = nominal */
+	SCHED_WAIT_PREEMPTION,	 /* other_job = a victim being preempted for it, count = victims */
+	SCHED_WAIT_RESERVED,	 /* would delay the head's reservation (its nodes or the quota it
+				    needs): other_job = head, at_ms = reservation time */
+	SCHED_WAIT_HEAD,	 /* the head job itself: count and level as SCHED_WAIT_NODES,
+				    at_ms = its reservation time */
+	SCHED_WAIT_BEHIND,	 /* backfill off: queued behind head job other_job */
+	SCHED_WAIT_SCAN_LIMIT,	 /* not tried: backfill scan limit (count) reached */
+	SCHED_WAIT_PORT,	 /* nodes fit but no rendezvous port is free on any of them */
+	SCHED_INVALID, /* impossible request (nodes < 1, gpus_per_node out of range, bad team) */
+	SCHED_REASON_COUNT
+};
+
+struct sched_pending_out {
+	int position;	  /* 0-based place in the order (0 = next to be considered) */
+	double fairshare; /* its team's F = 2^(-u/s), in (0, 1] */
+	enum sched_reason reason;
+	enum sched_topo level; /* the domain level the reason is about, if any */
+	int team;	       /* team index (copy of the input) */
+	int count;
+	int64_t other_job;
+	int64_t at_ms;
+	int64_t used, limit;
+	/*
+	 * In the first tier of the order: its team's GPUs in use plus this
+	 * job and the team's earlier first-tier jobs fit within its nominal
+	 * quota (docs/scheduling.md §1). Only such jobs reclaim.
+	 */
+	bool within_nominal;
+};
+
+struct sched_team_out {
+	double fairshare; /* F = 2^(-u/s) */
+	double u, s;	  /* normalised usage and share that F came from */
+	/*
+	 * After this decision: running gangs (those stopping included: they
+	 * still hold their GPUs) + placed + held for its jobs waiting for
+	 * victims, a hold counting only the GPUs its team's own victims do
+	 * not already give it (a hold never counts the same GPUs twice).
+	 */
+	int64_t used;	    /* GPUs in use */
+	int64_t borrowed;   /* used above nominal */
+	int64_t lent;	    /* own idle nominal in use by cohort peers (attributed in team order) */
+	int64_t admissible; /* GPUs it could hold now: nominal + what it may borrow */
+	int pending;	    /* pending jobs */
+};
+
+struct sched_stats {
+	int64_t fit_attempts;	    /* node searches that were run */
+	int64_t fast_rejects;	    /* jobs rejected without a node search */
+	int64_t preemption_plans;   /* victim searches */
+	int64_t reservation_probes; /* fit checks made to find the reservation time */
+};
+
+struct sched_decisions {
+	/* New placements, in decision order; placement_pending[i] = index in input.pending. */
+	struct sched_placement *placements;
+	int *placement_pending;
+	int nplacements;
+	struct sched_preemption *preemptions; /* new victims only (not ones already preempting) */
+	int npreemptions;
+	struct sched_reservation *reservations;
+	int nreservations;
+	struct sched_pending_out *pending; /* parallel to input.pending (npending entries) */
+	int npending;
+	struct sched_team_out *teams; /* parallel to input.teams */
+	int nteams;
+	int head;   /* input.pending index of the head job, -1 = none */
+	int *order; /* npending input.pending indices, in order (order[position]) */
+	struct sched_stats stats;
+};
+
+/*
+ * One scheduling decision over a snapshot. Returns 0 with *out a new
+ * struct sched_decisions (free with sched_decisions_free), TY_EINVAL when
+ * the input is malformed as a whole (negative counts, a running gang
+ * naming a node or team out of range — err says which), TY_ENOMEM.
+ * A single bad pending job is not an error: it gets SCHED_INVALID.
+ */
+int sched_decide(struct sched_decisions **out, const struct sched_input *in, struct ty_err *err);
+void sched_decisions_free(struct sched_decisions *d);
+
+/*
+ * The pending reason of input.pending[i] as one lowercase line, e.g.
+ * "waiting for 2 × 8 GPUs in one block", "team ml-research at borrowing
+ * limit (24 of 24 borrowed GPUs in use)", "reserved for job 812 until
+ * 14:02", "waiting for job 40 to be preempted". `when` is the caller's
+ * rendering of the reason's at_ms (e.g. "14:02"); NULL renders it relative
+ * to in->now_ms ("in 12m30s"). Writes at most n bytes (NUL-terminated);
+ * returns the length it wanted, like snprintf. `in` must be the input d
+ * was decided from (team names come from it).
+ */
+int sched_reason_format(char *buf, size_t n, const struct sched_input *in,
+			const struct sched_decisions *d, int i, const char *when);
+
+#endif

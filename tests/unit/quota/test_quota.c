@@ -1,0 +1,103 @@
+/* quota/: usage decay, the fair-share factor, cohort arithmetic. */
+#include "quota.h"
+#include "ty_test.h"
+
+#include <math.h>
+
+#define NEAR(a, b) (fabs((a) - (b)) < 1e-9)
+
+TY_TEST(usage_decays_by_half_each_half_life)
+{
+	int64_t hl = QUOTA_DEFAULT_HALF_LIFE_S;
+
+	CHECK(NEAR(quota_usage_decay(1000, hl * 1000, hl), 500));
+	CHECK(NEAR(quota_usage_decay(1000, 2 * hl * 1000, hl), 250));
+	CHECK(NEAR(quota_usage_decay(1000, 0, hl), 1000));
+	CHECK(NEAR(quota_usage_decay(1000, -5, hl), 1000));
+	CHECK(NEAR(quota_usage_decay(1000, 3600 * 1000, 0), 1000)); /* no half-life: no decay */
+	/* decaying in two steps is decaying once */
+	CHECK(NEAR(quota_usage_decay(quota_usage_decay(800, 1000 * 1000, hl), 2000 * 1000, hl),
+		   quota_usage_decay(800, 3000 * 1000, hl)));
+}
+
+TY_TEST(fairshare_factor)
+{
+	static const struct {
+		double usage, total, weight, total_weight, want;
+	} rows[] = {
+	    {0, 0, 1, 2, 1},		    /* nobody used anything */
+	    {0, 100, 1, 2, 1},		    /* this team used nothing */
+	    {50, 100, 1, 2, 0.5},	    /* used exactly its share */
+	    {100, 100, 1, 2, 0.25},	    /* used twice its share */
+	    {25, 100, 1, 2, 0.70710678118}, /* half its share */
+	    {75, 100, 3, 4, 0.5},	    /* weight 3 of 4: share .75 */
+	    {10, 100, 0, 4, 0},		    /* no share at all */
+	};
+
+	for (size_t k = 0; k < sizeof(rows) / sizeof(rows[0]); k++) {
+		double f = quota_fairshare(rows[k].usage, rows[k].total, rows[k].weight,
+					   rows[k].total_weight);
+
+		ty_test_context("row %zu", k);
+		if (!(fabs(f - rows[k].want) < 1e-9))
+			FAIL("F = %.12f, want %.12f", f, rows[k].want);
+	}
+}
+
+TY_TEST(cohort_arithmetic)
+{
+	/* lender L: nominal 16, lending limit 6, uses 4; borrower B: nominal 8, limit 10, uses 8 */
+	struct quota_team l = {16, -1, 6, 4, true}, b = {8, 10, -1, 8, true},
+			  solo = {8, 4, -1, 8, false};
+	struct quota_cohort c = {0};
+
+	quota_cohort_account(&c, &l, +1);
+	quota_cohort_account(&c, &b, +1);
+	CHECK_INT_EQ(quota_lendable(&l), 6); /* idle 12, lending limit 6 */
+	CHECK_INT_EQ(quota_lendable(&b), 0);
+	CHECK_INT_EQ(quota_borrowed(&b), 0);
+	CHECK_INT_EQ(quota_cohort_available(&b, &c), 6);
+	CHECK_INT_EQ(quota_admissible(&b, &c), 14);
+	CHECK_INT_EQ(quota_check(&b, &c, 6), QUOTA_OK);
+	CHECK_INT_EQ(quota_check(&b, &c, 7), QUOTA_OVER_COHORT);
+	/* the lender itself may use all its nominal, the idle part of b is 0 */
+	CHECK_INT_EQ(quota_check(&l, &c, 12), QUOTA_OK);
+	CHECK_INT_EQ(quota_check(&l, &c, 13), QUOTA_OVER_COHORT);
+
+	/* b borrows 6: nothing left for anyone else to borrow */
+	quota_cohort_account(&c, &b, -1);
+	b.used = 14;
+	quota_cohort_account(&c, &b, +1);
+	CHECK_INT_EQ(quota_borrowed(&b), 6);
+	CHECK_INT_EQ(quota_cohort_available(&b, &c), 6); /* its own borrowing is what it has */
+	CHECK_INT_EQ(quota_check(&b, &c, 1), QUOTA_OVER_COHORT);
+
+	/* borrowing limit below what the cohort offers */
+	b.borrowing_limit = 2;
+	CHECK_INT_EQ(quota_admissible(&b, &c), 10);
+	CHECK_INT_EQ(quota_check(&b, &c, 1), QUOTA_OVER_BORROW_LIMIT);
+
+	/* no cohort: nominal is all */
+	CHECK_INT_EQ(quota_admissible(&solo, NULL), 8);
+	CHECK_INT_EQ(quota_check(&solo, NULL, 1), QUOTA_OVER_NOMINAL);
+	CHECK_INT_EQ(quota_check(&solo, NULL, 0), QUOTA_OK);
+	CHECK_INT_EQ(quota_lendable(&solo), 0);
+}
+
+TY_TEST(lender_using_its_nominal_shrinks_the_pool)
+{
+	struct quota_team l = {16, -1, -1, 0, true}, b = {0, -1, -1, 8, true};
+	struct quota_cohort c = {0};
+
+	quota_cohort_account(&c, &l, +1);
+	quota_cohort_account(&c, &b, +1);
+	CHECK_INT_EQ(quota_admissible(&b, &c), 16);
+	/* the lender starts 12: 4 idle left, b already borrows 8 */
+	quota_cohort_account(&c, &l, -1);
+	l.used = 12;
+	quota_cohort_account(&c, &l, +1);
+	CHECK_INT_EQ(quota_cohort_available(&b, &c), 4);
+	CHECK_INT_EQ(quota_check(&b, &c, 1), QUOTA_OVER_COHORT); /* 9 > 4: b must give back */
+	/* the lender may still use its nominal: others' borrowing does not count against it */
+	CHECK_INT_EQ(quota_check(&l, &c, 4), QUOTA_OK);
+}
