@@ -212,8 +212,17 @@ static void on_rank_exit(uv_process_t *p, int64_t status, int term_signal)
 	else
 		ty_info("job %lld attempt %lld rank %d exited with code %d", (long long)a->job,
 			(long long)a->attempt, r->rank, code);
+	/*
+	 * After a checkpoint signal the scheduler is preempting the attempt: a
+	 * rank that ends now (having checkpointed, or killed by that very
+	 * signal) ends it as preempted, not as a failure of its own.
+	 */
+	if (a->state == EXEC_RUNNING && a->checkpoint_signal && (term_signal || code != 0))
+		exec__attempt_stop(a, a->default_grace_ms, EXEC_CLASS_PREEMPTED, EXEC_EXIT_NONE,
+				   "preempted: rank %d ended after the checkpoint signal (%s)",
+				   r->rank, signal_name(a->checkpoint_signal));
 	/* while running, Trainyard has sent no signal: any death is foreign */
-	if (a->state == EXEC_RUNNING && term_signal)
+	else if (a->state == EXEC_RUNNING && term_signal)
 		exec__attempt_stop(a, a->default_grace_ms, EXEC_CLASS_SYSTEM, code,
 				   "rank %d was killed by signal %d (%s)", r->rank, term_signal,
 				   signal_name(term_signal));
@@ -331,6 +340,18 @@ void exec__attempt_stop(struct exec_attempt *a, int64_t grace_ms, const char *fa
 		signal_group(a, &a->ranks[i], SIGTERM);
 	uv_timer_start(&a->stop_timer, on_grace_over, (uint64_t)(grace_ms > 0 ? grace_ms : 0), 0);
 	check_done(a);
+}
+
+bool exec__attempt_checkpoint(struct exec_attempt *a, int sig)
+{
+	if (a->state != EXEC_RUNNING || a->checkpoint_signal)
+		return false;
+	a->checkpoint_signal = sig;
+	ty_info("job %lld attempt %lld: sending the checkpoint signal %s to %d rank(s)",
+		(long long)a->job, (long long)a->attempt, signal_name(sig), a->nranks);
+	for (int i = 0; i < a->nranks; i++)
+		signal_group(a, &a->ranks[i], sig);
+	return true;
 }
 
 static void on_runtime_over(uv_timer_t *t)

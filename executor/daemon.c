@@ -384,6 +384,11 @@ static void on_kill(struct exec *x, const struct proto_msg *m)
 
 	if (grace < 0 || grace > 3600)
 		grace = grace < 0 ? 0 : 3600;
+	if (a && reason && !strcmp(reason, "preempted")) {
+		exec__attempt_stop(a, (int64_t)grace * 1000, EXEC_CLASS_PREEMPTED, EXEC_EXIT_NONE,
+				   "preempted by the scheduler");
+		return;
+	}
 	if (a) {
 		exec__attempt_stop(a, (int64_t)grace * 1000, EXEC_CLASS_CANCELLED, EXEC_EXIT_NONE,
 				   "killed by the scheduler (reason '%.64s')", reason);
@@ -398,6 +403,35 @@ static void on_kill(struct exec *x, const struct proto_msg *m)
 	/* report it, so the scheduler hears from this node and a late launch is ignored */
 	snprintf(msg, sizeof(msg), "killed before it ran here (reason '%.64s')", reason);
 	finish_now(x, m->job, m->attempt, EXEC_CLASS_CANCELLED, msg);
+}
+
+/*
+ * Preemption's first step: the checkpoint signal to every rank of the
+ * attempt, once. Nothing is reported: the `kill` (reason `preempted`) that
+ * follows after the grace period ends the attempt.
+ */
+static void on_checkpoint(struct exec *x, const struct proto_msg *m)
+{
+	struct exec_attempt *a = find_attempt(x, m->job, m->attempt);
+	const char *name = json_string_value(json_object_get(m->data, "signal"));
+	int sig = exec_signal_parse(name);
+
+	if (sig < 0) {
+		x->counters.malformed++;
+		ty_warn("ignoring checkpoint of job %lld attempt %lld: '%.64s' is not a checkpoint "
+			"signal",
+			(long long)m->job, (long long)m->attempt, name ? name : "");
+		return;
+	}
+	if (!a) {
+		ty_info("ignoring checkpoint of job %lld attempt %lld: it does not run here",
+			(long long)m->job, (long long)m->attempt);
+		return;
+	}
+	if (!exec__attempt_checkpoint(a, sig))
+		ty_info("ignoring checkpoint of job %lld attempt %lld: %s", (long long)m->job,
+			(long long)m->attempt,
+			a->checkpoint_signal ? "already signalled" : "it is stopping");
 }
 
 static void dispatch(struct exec *x, const void *buf, size_t len, int64_t offset)
@@ -446,6 +480,9 @@ static void dispatch(struct exec *x, const void *buf, size_t len, int64_t offset
 		break;
 	case PROTO_KILL:
 		on_kill(x, &m);
+		break;
+	case PROTO_CHECKPOINT:
+		on_checkpoint(x, &m);
 		break;
 	default:
 		x->counters.unsupported++;

@@ -41,6 +41,7 @@
 #define EXEC_CLASS_SYSTEM "system"
 #define EXEC_CLASS_CANCELLED "cancelled"
 #define EXEC_CLASS_TIMEOUT "timeout"
+#define EXEC_CLASS_PREEMPTED "preempted"
 /* exit_code of an attempt that Trainyard ended rather than one of its ranks */
 #define EXEC_EXIT_NONE (-1)
 
@@ -97,6 +98,13 @@ int exec_env_build(char ***out, const struct exec_launch *l, int local_rank, con
 void exec_env_free(char **env);
 /* Value of name in env (borrowed from env), or NULL. */
 const char *exec_env_get(char *const *env, const char *name);
+
+/*
+ * The number of a checkpoint signal named by a `checkpoint` message:
+ * "SIGUSR1", "SIGUSR2", "SIGINT", "SIGTERM", "SIGHUP" (the "SIG" prefix is
+ * optional), or -1 for anything else.
+ */
+int exec_signal_parse(const char *name);
 
 /* ---- labels (labels.c) ---- */
 
@@ -285,6 +293,7 @@ struct exec_attempt {
 	int64_t reap_deadline;	      /* monotonic ms */
 	struct exec_finished outcome; /* set by the first cause of the end */
 	bool have_outcome;
+	int checkpoint_signal; /* sent on a `checkpoint` (preemption); 0: none yet */
 };
 
 /* Daemon services the attempts use (daemon.c). */
@@ -306,6 +315,13 @@ int exec__attempt_start(struct exec_attempt **out, struct exec *x, const struct 
  * unless the attempt already has one. */
 void exec__attempt_stop(struct exec_attempt *a, int64_t grace_ms, const char *failure_class,
 			int exit_code, const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+/*
+ * The scheduler preempts the attempt: send sig to every rank's process
+ * group, once (a repeated request changes nothing). From then on a rank
+ * that ends by a signal or non-zero stops the attempt as `preempted`.
+ * Returns whether the signal was sent now.
+ */
+bool exec__attempt_checkpoint(struct exec_attempt *a, int sig);
 /* Close the handles of an attempt that reported; frees it afterwards. */
 void exec__attempt_close(struct exec_attempt *a);
 

@@ -1,6 +1,10 @@
-/* Launch messages: semantic checks and the rank environment contract (pure). */
+/*
+ * Launch messages: semantic checks and the rank environment contract, and
+ * the checkpoint signals a `checkpoint` message may name (pure).
+ */
 #include "exec.h"
 
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -270,6 +274,28 @@ const char *exec_env_get(char *const *env, const char *name)
 		if (strncmp(*env, name, nl) == 0 && (*env)[nl] == '=')
 			return *env + nl + 1;
 	return NULL;
+}
+
+int exec_signal_parse(const char *name)
+{
+	/* the signals a job spec may choose (docs/api.md, checkpoint.signal) */
+	static const struct {
+		const char *name;
+		int sig;
+	} sigs[] = {{"USR1", SIGUSR1},
+		    {"USR2", SIGUSR2},
+		    {"INT", SIGINT},
+		    {"TERM", SIGTERM},
+		    {"HUP", SIGHUP}};
+
+	if (!name)
+		return -1;
+	if (!strncmp(name, "SIG", 3))
+		name += 3;
+	for (size_t i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++)
+		if (!strcmp(name, sigs[i].name))
+			return sigs[i].sig;
+	return -1;
 }
 
 int exec_env_build(char ***out, const struct exec_launch *l, int local_rank, const char *node_id,

@@ -114,6 +114,8 @@ int sched_job_event(struct sched *s, int64_t job, const char *type, const char *
 		return ty_err_set(err, TY_ENOMEM, NULL);
 	rc = ty_pg_exec(NULL, s->pg, "SELECT ty_job_event($1, $2, $3, $4, $5::jsonb)", 5, p, err);
 	free(d);
+	/* every change of a job's state comes with an event: the queue mirror reads it again */
+	sched_touch(s, job);
 	if (!rc)
 		ty_info("job %lld: %s", (long long)job, message);
 	return rc;
@@ -327,9 +329,12 @@ int sched_settle_attempt(struct sched *s, int64_t job, int64_t attempt, struct t
 
 	if ((rc = ty_pg_exec(&res, s->pg,
 			     "SELECT t.state, count(*) FILTER (WHERE a.exited_at IS NULL),"
-			     " count(*) FILTER (WHERE a.exit_code IS DISTINCT FROM 0), count(*)"
+			     " count(*) FILTER (WHERE a.exit_code IS DISTINCT FROM 0), count(*),"
+			     " coalesce(t.state = 'stopping' AND t.failure_class = 'preempted',"
+			     " false)"
 			     " FROM attempts t JOIN allocations a USING (job_id, attempt)"
-			     " WHERE t.job_id = $1 AND t.attempt = $2 GROUP BY t.state",
+			     " WHERE t.job_id = $1 AND t.attempt = $2"
+			     " GROUP BY t.state, t.failure_class",
 			     2, p, err)))
 		goto out;
 	if (PQntuples(res) != 1)
@@ -340,6 +345,11 @@ int sched_settle_attempt(struct sched *s, int64_t job, int64_t attempt, struct t
 	total = sched_col_i64(res, 0, 3);
 	if (live > 0)
 		goto out;
+	if (!strcmp(ty_pg_val(res, 0, 4), "t")) {
+		/* however its ranks ended, a preempted attempt requeues (or cancels) */
+		rc = sched_preempt_settle(s, job, attempt, err);
+		goto out;
+	}
 	if (!(data = json_pack("{s:I}", "attempt", (json_int_t)attempt))) {
 		rc = ty_err_set(err, TY_ENOMEM, NULL);
 		goto out;
@@ -401,6 +411,7 @@ static int alloc_exit(struct sched *s, const char *node, int64_t job, int64_t at
 	PQclear(res);
 	res = NULL;
 	s->capacity_freed = true;
+	sched_touch(s, job); /* a requeued job may start once its last GPUs are released */
 	if ((rc = ty_pg_exec(&res, s->pg,
 			     "SELECT state FROM attempts WHERE job_id = $1 AND attempt = $2", 2, p,
 			     err)))
@@ -443,6 +454,7 @@ int sched_node_gone(struct sched *s, const char *node, const char *cls, const ch
 		const char *q[] = {sched_i64(jb, job), sched_i64(ab, attempt)};
 
 		s->capacity_freed = true;
+		sched_touch(s, job);
 		if ((rc =
 			 ty_pg_exec(&st, s->pg,
 				    "SELECT state FROM attempts WHERE job_id = $1 AND attempt = $2",

@@ -67,6 +67,20 @@ fail:
 	return rc;
 }
 
+/* A standby reads nothing from its work connection: it must not collect notifications. */
+static void unlisten(struct sched *s)
+{
+	struct ty_err err = {0};
+
+	if (s->listen_pid && !ty_pg_in_tx(s->pg) &&
+	    ty_pg_exec(NULL, s->pg, "UNLISTEN *", 0, NULL, &err))
+		ty_debug("cannot stop listening: %s", err.msg);
+	s->listen_pid = 0;
+	s->jobs_changed = false;
+	s->queued.n = 0;
+	sched_queue_clear(s);
+}
+
 static void unlock(struct sched *s)
 {
 	struct ty_err err = {0};
@@ -163,6 +177,7 @@ int sched_lead_try(bool *won, struct sched *s, struct ty_err *err)
 	s->kafka_ok = 0;
 	s->capacity_freed = true;
 	s->outbox_dirty = true;
+	s->queue_stale = true; /* the mirror is read whole at the first cycle */
 	s->next_cycle = s->next_reconcile = s->next_liveness = s->next_relay = 0;
 	*won = true;
 	return 0;
@@ -177,6 +192,7 @@ void sched_step_down(struct sched *s, const char *why)
 	sched_kafka_stop(s, 0);
 	if (ty_pg_in_tx(s->pg))
 		ty_pg_rollback(s->pg);
+	unlisten(s);
 	unlock(s);
 	s->leading = false;
 	s->epoch = 0;
@@ -197,6 +213,7 @@ void sched_resign(struct sched *s, int flush_ms)
 	sched_kafka_stop(s, 0);
 	if (ty_pg_in_tx(s->pg))
 		ty_pg_rollback(s->pg);
+	unlisten(s);
 	unlock(s);
 	ty_info("resigned the lead (epoch %lld)", (long long)s->epoch);
 	s->leading = false;

@@ -17,6 +17,7 @@
 #define RELAY_EVERY_MS 1000
 #define ERROR_BACKOFF_MS 200
 #define SHUTDOWN_FLUSH_MS 5000
+#define CYCLE_GAP_MS 50 /* least time between cycles a change triggers */
 
 const char *sched_i64(char *buf, int64_t v)
 {
@@ -44,6 +45,46 @@ static int64_t min64(int64_t a, int64_t b)
 	return a < b ? a : b;
 }
 
+void sched_notice_jobs(struct sched *s)
+{
+	PGconn *conn = ty_pg_conn(s->pg);
+	struct ty_err err = {0};
+	PGnotify *n;
+	int pid;
+
+	if (!conn || PQstatus(conn) != CONNECTION_OK || ty_pg_in_tx(s->pg))
+		return;
+	pid = PQbackendPID(conn);
+	if (pid != s->listen_pid) {
+		/* a new session (first turn, or ty_pg reconnected): listen again, and since
+		 * notifications may have been missed meanwhile, look once now */
+		if (ty_pg_exec(NULL, s->pg, "LISTEN trainyard_job_events", 0, NULL, &err)) {
+			ty_warn("cannot listen for job events (cycles run every %d ms): %s",
+				s->o.cycle_ms, err.msg);
+			return;
+		}
+		s->listen_pid = PQbackendPID(ty_pg_conn(s->pg));
+		s->jobs_changed = true;
+		s->queue_stale = true;
+		conn = ty_pg_conn(s->pg);
+	}
+	PQconsumeInput(conn);
+	while ((n = PQnotifies(conn))) {
+		/* our own events touched their jobs when written (sched_job_event) */
+		if (n->be_pid != s->listen_pid) {
+			char *end;
+			long long job = strtoll(n->extra, &end, 10);
+
+			s->jobs_changed = true;
+			if (end != n->extra && !*end && job > 0)
+				sched_touch(s, job);
+			else
+				s->queue_stale = true; /* a payload we do not understand */
+		}
+		PQfreemem(n);
+	}
+}
+
 static int lead_turn(struct sched *s, struct ty_err *err)
 {
 	int64_t now = ty_mono_ms(), next;
@@ -52,7 +93,10 @@ static int lead_turn(struct sched *s, struct ty_err *err)
 	next =
 	    min64(min64(s->next_cycle, s->next_reconcile), min64(s->next_liveness, s->next_relay));
 	wait = (int)(next > now ? min64(next - now, TURN_WAIT_MAX_MS) : 0);
-	if (s->capacity_freed || s->outbox_dirty || s->delivered.n > 0)
+	if ((s->capacity_freed || s->jobs_changed) && wait > s->last_cycle + CYCLE_GAP_MS - now)
+		wait = (int)(s->last_cycle + CYCLE_GAP_MS > now ? s->last_cycle + CYCLE_GAP_MS - now
+								: 0);
+	if (s->outbox_dirty || s->delivered.n > 0)
 		wait = 0;
 	sched_consume(s, wait);
 	if ((rc = sched_consume_apply(s, err)) || (rc = sched_relay_settle(s, err)))
@@ -65,8 +109,12 @@ static int lead_turn(struct sched *s, struct ty_err *err)
 		if ((rc = sched_liveness(s, err)))
 			return rc;
 	}
-	if (s->capacity_freed || now >= s->next_cycle) {
-		s->capacity_freed = false;
+	sched_notice_jobs(s);
+	/* on change, but at most every CYCLE_GAP_MS: a burst of submissions is one cycle */
+	if (((s->capacity_freed || s->jobs_changed) && now >= s->last_cycle + CYCLE_GAP_MS) ||
+	    now >= s->next_cycle) {
+		s->capacity_freed = s->jobs_changed = false;
+		s->last_cycle = now;
 		s->next_cycle = now + s->o.cycle_ms;
 		if ((rc = sched_cycle(s, err)))
 			return rc;
@@ -149,6 +197,8 @@ out:
 	sched_kafka_stop(s, 0);
 	sched_ids_free(&s->inflight);
 	sched_ids_free(&s->delivered);
+	sched_ids_free(&s->queued);
+	sched_queue_clear(s);
 	ty_pg_close(s->pg);
 	ty_pg_close(s->lock_pg);
 	s->pg = s->lock_pg = NULL;

@@ -32,8 +32,16 @@ static const struct ty_opt options[] = {
      "once per period (kills alike)"},
     {"kill-grace-seconds", TY_OPT_INT, "10", 0, 3600,
      "seconds a killed rank gets between SIGTERM and SIGKILL"},
+    {"preemption-stop-seconds", TY_OPT_INT, "130", 0, 86400,
+     "how long a preempted gang is expected to take to stop (checkpoint grace plus kill "
+     "grace); reservations that wait for its GPUs are planned that far ahead"},
     {"port-range", TY_OPT_STR, "29500-29999", 0, 0,
      "rendezvous ports (MASTER_PORT) handed out on rank-0 nodes, 'LOW-HIGH'"},
+    {"usage-half-life-hours", TY_OPT_INT, "168", 0, 87600,
+     "half-life of the GPU usage behind each team's fair share (0: usage never decays)"},
+    {"min-runtime-seconds", TY_OPT_STR, "high=600,normal=600,low=300,scavenger=0", 0, 0,
+     "per priority class, how long a job runs before it may be preempted (a job's own "
+     "min_runtime_seconds may ask for more); classes left out keep their default"},
     {"log-level", TY_OPT_STR, "info", 0, 0, "debug, info, warn or error"},
     {"log-json", TY_OPT_BOOL, "false", 0, 0, "log JSON lines instead of text"},
     {"help", TY_OPT_BOOL, "false", 0, 0, "print this help, then exit"},
@@ -73,6 +81,32 @@ static int port_range(int *lo, int *hi, const char *spec)
 		return -1;
 	*lo = (int)a;
 	*hi = (int)b;
+	return 0;
+}
+
+/* "high=600,low=300": minimum runtimes by class over the defaults in out. */
+static int min_runtimes(int64_t *out, const char *spec)
+{
+	static const char *const names[SCHED_NCLASSES] = {"high", "normal", "low", "scavenger"};
+
+	while (*spec) {
+		size_t len = strcspn(spec, "=");
+		char *end;
+		long long v;
+		int c;
+
+		for (c = 0; c < SCHED_NCLASSES; c++)
+			if (strlen(names[c]) == len && !strncmp(spec, names[c], len))
+				break;
+		if (c == SCHED_NCLASSES || spec[len] != '=')
+			return -1;
+		spec += len + 1;
+		v = strtoll(spec, &end, 10);
+		if (end == spec || v < 0 || v > 31536000 || (*end && *end != ','))
+			return -1;
+		out[c] = v;
+		spec = *end ? end + 1 : end;
+	}
 	return 0;
 }
 
@@ -133,6 +167,16 @@ int main(int argc, char **argv)
 			ty_config_str(c, "port-range"));
 		goto out;
 	}
+	s.o.min_runtime_s[0] = s.o.min_runtime_s[1] = 600;
+	s.o.min_runtime_s[2] = 300;
+	if (min_runtimes(s.o.min_runtime_s, ty_config_str(c, "min-runtime-seconds"))) {
+		fprintf(stderr,
+			"trainyard-scheduler: option 'min-runtime-seconds': '%s' is not "
+			"CLASS=SECONDS,... with classes high, normal, low, scavenger and seconds "
+			"in 0-31536000\n",
+			ty_config_str(c, "min-runtime-seconds"));
+		goto out;
+	}
 	if (ty_config_str(c, "id") && *ty_config_str(c, "id")) {
 		snprintf(id, sizeof(id), "%s", ty_config_str(c, "id"));
 	} else {
@@ -149,6 +193,8 @@ int main(int argc, char **argv)
 	s.o.reconcile_ms = (int)ty_config_int(c, "reconcile-ms");
 	s.o.resend_ms = (int)ty_config_int(c, "resend-ms");
 	s.o.kill_grace_seconds = (int)ty_config_int(c, "kill-grace-seconds");
+	s.o.preemption_stop_seconds = (int)ty_config_int(c, "preemption-stop-seconds");
+	s.o.usage_half_life_s = ty_config_int(c, "usage-half-life-hours") * 3600;
 
 	/* no SA_RESTART: a signal cuts the standby nap short */
 	sigemptyset(&sa.sa_mask);

@@ -1,133 +1,452 @@
 /*
- * A scheduling cycle: cancel what was asked to stop, then place pending
- * jobs. The decisions come from the pure core (core/core.h); this file
- * builds its snapshot from PostgreSQL and commits each placement - attempt,
- * allocations, job state, event and launch outbox rows - in one fenced
- * transaction.
+ * A scheduling cycle: cancel what was asked to stop, send the kills of
+ * preemptions whose grace is over, then read a snapshot of the cluster from
+ * PostgreSQL, let the policy core (core/policy.h) decide, and apply its
+ * decisions in one fenced transaction: placements (attempt, allocations,
+ * job, event, launch outbox rows), preemptions (preempt.c), pending reasons
+ * and queue positions of the jobs whose values changed, and team usage.
  */
-#include "core/core.h"
+#include "core/policy.h"
 #include "scheduler.h"
+#include "ty_arena.h"
 #include "ty_buf.h"
 #include "ty_log.h"
+#include "ty_time.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
-#define PENDING_MAX "10000" /* jobs considered per cycle */
+/* decayed usage is written back at least this often even when nothing else changed */
+#define USAGE_PERSIST_MS 10000
+/* fair-share changes smaller than this are not worth a write */
+#define FAIRSHARE_EPSILON 1e-4
+#define REASON_MAX 512
+#define SLOW_CYCLE_MS                                                                              \
+	250 /* a cycle this long is logged at info level, with where the time went                 \
+	     */
+
+_Static_assert(SCHED_NCLASSES == SCHED_CLASS_COUNT,
+	       "--min-runtime-seconds has one value per class");
+
+/* What team_usage holds for a team now, to write only what changed. */
+struct team_row {
+	int64_t id;
+	bool have_row;
+	int64_t since_ms; /* updated_at (or the team's creation) */
+	double fair_share;
+	int64_t used, borrowed, lent, pending;
+};
+
+/* What jobs holds for a pending job now. */
+struct pend_row {
+	int q; /* index in s->queue */
+	int64_t attempt;
+	const char *reason;  /* NULL when none */
+	int position;	     /* 1-based, 0 when NULL */
+	int64_t reserved_ms; /* -1 when NULL */
+};
 
 struct snap {
-	struct sched_snapshot *s;
-	char **addr; /* registered address per snapshot index */
-	int n;
+	struct ty_arena *arena;
+	struct sched_input in;
+	struct sched_node_in *nodes;
+	const char **addr; /* registered address per node */
+	struct sched_team_in *teams;
+	struct team_row *trow;
+	struct sched_usage *usage;
+	struct sched_running_in *running;
+	int64_t *running_attempt;
+	struct sched_pending_in *pending;
+	struct pend_row *prow;
+	/* pending jobs the core does not see: an earlier attempt still holds GPUs */
+	int64_t *held;
+	int *held_team;
+	struct pend_row *hrow;
+	int nheld;
 };
+
+/* Zeroed memory for n items of size from the snapshot's arena. */
+static void *snap_alloc(struct snap *sn, size_t n, size_t size)
+{
+	void *p = ty_arena_alloc(sn->arena, n * size + 1);
+
+	if (p)
+		memset(p, 0, n * size + 1);
+	return p;
+}
+
+/* A column as an arena string; NULL for SQL NULL. */
+static const char *snap_str(struct snap *sn, const PGresult *res, int row, int col, bool *oom)
+{
+	const char *v = ty_pg_val(res, row, col);
+	char *c;
+
+	if (!v)
+		return NULL;
+	if (!(c = ty_arena_strdup(sn->arena, v)))
+		*oom = true;
+	return c;
+}
+
+static int node_index(const struct snap *sn, const char *id)
+{
+	int lo = 0, hi = sn->in.nnodes;
+
+	while (lo < hi) {
+		int mid = lo + (hi - lo) / 2;
+		int c = strcmp(sn->nodes[mid].id, id);
+
+		if (c == 0)
+			return mid;
+		if (c < 0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return -1;
+}
+
+static int team_index(const struct snap *sn, int64_t id)
+{
+	int lo = 0, hi = sn->in.nteams;
+
+	while (lo < hi) {
+		int mid = lo + (hi - lo) / 2;
+
+		if (sn->trow[mid].id < id)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo < sn->in.nteams && sn->trow[lo].id == id ? lo : -1;
+}
+
+static enum sched_class class_of(const char *name)
+{
+	int c = sched_class_parse(name);
+
+	return c < 0 ? SCHED_CLASS_NORMAL : (enum sched_class)c;
+}
 
 static void snap_free(struct snap *sn)
 {
-	for (int i = 0; i < sn->n; i++)
-		free(sn->addr[i]);
-	free(sn->addr);
-	sched_snapshot_free(sn->s);
+	ty_arena_free(sn->arena);
 	memset(sn, 0, sizeof(*sn));
 }
 
-static int snap_load(struct snap *sn, struct sched *s, struct ty_err *err)
+static int load_teams(struct snap *sn, struct sched *s, struct ty_err *err)
 {
 	PGresult *res = NULL;
+	bool oom = false;
 	int rc, n;
 
-	memset(sn, 0, sizeof(*sn));
-	if (!(sn->s = sched_snapshot_new(s->o.port_lo, s->o.port_hi)))
-		return ty_err_set(err, TY_ENOMEM, NULL);
-	if ((rc =
-		 ty_pg_exec(&res, s->pg,
-			    "SELECT id, address, gpus FROM nodes WHERE state = 'ready' ORDER BY id",
-			    0, NULL, err)))
-		goto out;
+	if ((rc = ty_pg_exec(
+		 &res, s->pg,
+		 "SELECT t.id, t.name, t.nominal_gpus,"
+		 " coalesce(t.borrowing_limit_gpus, -1),"
+		 " coalesce(t.lending_limit_gpus, -1), t.cohort, t.weight,"
+		 " u.team_id IS NOT NULL, coalesce(u.decayed_gpu_seconds, 0),"
+		 " (extract(epoch FROM coalesce(u.updated_at, t.created_at)) * 1000)"
+		 "::bigint,"
+		 " coalesce(u.fair_share, 1), coalesce(u.gpus_in_use, 0),"
+		 " coalesce(u.gpus_borrowed, 0), coalesce(u.gpus_lent, 0),"
+		 " coalesce(u.pending_jobs, 0)"
+		 " FROM teams t LEFT JOIN team_usage u ON u.team_id = t.id ORDER BY t.id",
+		 0, NULL, err)))
+		return rc;
 	n = PQntuples(res);
-	if (n && !(sn->addr = calloc((size_t)n, sizeof(*sn->addr)))) {
-		rc = ty_err_set(err, TY_ENOMEM, NULL);
-		goto out;
+	sn->teams = snap_alloc(sn, (size_t)n, sizeof(*sn->teams));
+	sn->trow = snap_alloc(sn, (size_t)n, sizeof(*sn->trow));
+	sn->usage = snap_alloc(sn, (size_t)n, sizeof(*sn->usage));
+	if (!sn->teams || !sn->trow || !sn->usage) {
+		PQclear(res);
+		return ty_err_set(err, TY_ENOMEM, NULL);
 	}
 	for (int i = 0; i < n; i++) {
-		if ((rc = sched_snapshot_add_node(sn->s, PQgetvalue(res, i, 0),
-						  (int)sched_col_i64(res, i, 2), err)) < 0)
-			goto out;
-		if (!(sn->addr[sn->n++] = strdup(PQgetvalue(res, i, 1)))) {
-			rc = ty_err_set(err, TY_ENOMEM, NULL);
-			goto out;
-		}
-	}
-	rc = 0;
-	PQclear(res);
-	/* GPUs held by allocations whose processes may still run */
-	if ((rc = ty_pg_exec(&res, s->pg,
-			     "SELECT a.node_id, g FROM allocations a"
-			     " CROSS JOIN LATERAL unnest(a.gpus) AS g WHERE a.released_at IS NULL",
-			     0, NULL, err)))
-		goto out;
-	for (int i = 0; i < PQntuples(res); i++) {
-		int at = sched_snapshot_find(sn->s, PQgetvalue(res, i, 0));
+		struct sched_team_in *t = &sn->teams[i];
+		struct team_row *r = &sn->trow[i];
 
-		if (at >= 0)
-			sched_snapshot_use_gpu(sn->s, at, (int)sched_col_i64(res, i, 1));
+		r->id = sched_col_i64(res, i, 0);
+		t->name = snap_str(sn, res, i, 1, &oom);
+		t->nominal_gpus = sched_col_i64(res, i, 2);
+		t->borrowing_limit = sched_col_i64(res, i, 3);
+		t->lending_limit = sched_col_i64(res, i, 4);
+		t->cohort = snap_str(sn, res, i, 5, &oom);
+		t->weight = strtod(PQgetvalue(res, i, 6), NULL);
+		r->have_row = !strcmp(PQgetvalue(res, i, 7), "t");
+		sn->usage[i].team = r->id;
+		sn->usage[i].decayed = strtod(PQgetvalue(res, i, 8), NULL);
+		sn->usage[i].since_ms = r->since_ms = sched_col_i64(res, i, 9);
+		r->fair_share = strtod(PQgetvalue(res, i, 10), NULL);
+		r->used = sched_col_i64(res, i, 11);
+		r->borrowed = sched_col_i64(res, i, 12);
+		r->lent = sched_col_i64(res, i, 13);
+		r->pending = sched_col_i64(res, i, 14);
 	}
 	PQclear(res);
+	sn->in.teams = sn->teams;
+	sn->in.nteams = n;
+	if (oom)
+		return ty_err_set(err, TY_ENOMEM, NULL);
+	if ((rc = sched_usage_advance(sn->usage, n, s, sn->in.now_ms, err)))
+		return rc;
+	for (int i = 0; i < n; i++)
+		sn->teams[i].usage = sn->usage[i].decayed;
+	return 0;
+}
+
+static int load_nodes(struct snap *sn, struct sched *s, struct ty_err *err)
+{
+	PGresult *res = NULL;
+	bool oom = false;
+	int *ports = NULL;
+	int rc, n;
+
+	/* C collation: node_index() searches with strcmp */
+	if ((rc = ty_pg_exec(&res, s->pg,
+			     "SELECT id, address, gpus, state = 'ready', labels->>'zone',"
+			     " labels->>'rack', labels->>'block'"
+			     " FROM nodes WHERE state <> 'lost' ORDER BY id COLLATE \"C\"",
+			     0, NULL, err)))
+		return rc;
+	n = PQntuples(res);
+	sn->nodes = snap_alloc(sn, (size_t)n, sizeof(*sn->nodes));
+	sn->addr = snap_alloc(sn, (size_t)n, sizeof(*sn->addr));
+	if (!sn->nodes || !sn->addr) {
+		PQclear(res);
+		return ty_err_set(err, TY_ENOMEM, NULL);
+	}
+	for (int i = 0; i < n; i++) {
+		struct sched_node_in *nd = &sn->nodes[i];
+
+		nd->id = snap_str(sn, res, i, 0, &oom);
+		sn->addr[i] = snap_str(sn, res, i, 1, &oom);
+		nd->gpus = (int)sched_col_i64(res, i, 2);
+		nd->schedulable = !strcmp(PQgetvalue(res, i, 3), "t");
+		nd->zone = snap_str(sn, res, i, 4, &oom);
+		nd->rack = snap_str(sn, res, i, 5, &oom);
+		nd->block = snap_str(sn, res, i, 6, &oom);
+	}
+	PQclear(res);
+	res = NULL;
+	sn->in.nodes = sn->nodes;
+	sn->in.nnodes = n;
+	if (oom)
+		return ty_err_set(err, TY_ENOMEM, NULL);
 	/* ports of live attempts, and of ended ones whose rank 0 may still hold it */
 	if ((rc = ty_pg_exec(&res, s->pg,
 			     "SELECT t.master_node, t.master_port FROM attempts t"
 			     " WHERE t.ended_at IS NULL OR EXISTS (SELECT 1 FROM allocations a"
 			     " WHERE a.job_id = t.job_id AND a.attempt = t.attempt"
-			     " AND a.node_id = t.master_node AND a.released_at IS NULL)",
+			     " AND a.node_id = t.master_node AND a.released_at IS NULL)"
+			     " ORDER BY t.master_node COLLATE \"C\"",
 			     0, NULL, err)))
-		goto out;
-	for (int i = 0; i < PQntuples(res); i++) {
-		int at = sched_snapshot_find(sn->s, PQgetvalue(res, i, 0));
-
-		if (at >= 0 &&
-		    (rc = sched_snapshot_use_port(sn->s, at, (int)sched_col_i64(res, i, 1), err)))
-			goto out;
+		return rc;
+	if (!(ports = snap_alloc(sn, (size_t)PQntuples(res), sizeof(*ports)))) {
+		PQclear(res);
+		return ty_err_set(err, TY_ENOMEM, NULL);
 	}
+	for (int i = 0; i < PQntuples(res); i++) {
+		int at = node_index(sn, PQgetvalue(res, i, 0));
+
+		ports[i] = (int)sched_col_i64(res, i, 1);
+		if (at < 0)
+			continue;
+		if (!sn->nodes[at].ports)
+			sn->nodes[at].ports = &ports[i];
+		sn->nodes[at].nports++;
+	}
+	PQclear(res);
+	return 0;
+}
+
+/* "0,2,3" into a GPU mask. */
+static uint64_t gpu_mask(const char *list)
+{
+	uint64_t m = 0;
+
+	while (list && *list) {
+		char *end;
+		long g = strtol(list, &end, 10);
+
+		if (end == list)
+			break;
+		if (g >= 0 && g < SCHED_MAX_GPUS)
+			m |= (uint64_t)1 << g;
+		list = *end == ',' ? end + 1 : end;
+	}
+	return m;
+}
+
+static int load_running(struct snap *sn, struct sched *s, struct ty_err *err)
+{
+	PGresult *res = NULL;
+	int *node = NULL, rc, n, g = -1;
+	uint64_t *gpus = NULL;
+
+	if ((rc = ty_pg_exec(&res, s->pg,
+			     "SELECT a.job_id, a.attempt, a.node_id, array_to_string(a.gpus, ','),"
+			     " j.team_id, j.priority_class, j.priority,"
+			     " (extract(epoch FROM t.created_at) * 1000)::bigint,"
+			     " coalesce((j.spec->>'min_runtime_seconds')::bigint, 0),"
+			     " coalesce((j.spec->>'max_runtime_seconds')::bigint, 86400),"
+			     " coalesce((j.spec->>'preemptible')::boolean, true),"
+			     /* anything but a live, unstopped attempt is already on its way out */
+			     " NOT (t.state IN ('scheduled', 'starting', 'running')"
+			     "  AND j.attempt = t.attempt AND NOT j.cancel_requested"
+			     "  AND j.state IN ('scheduled', 'starting', 'running')),"
+			     " coalesce(t.preempted_for, 0)"
+			     " FROM allocations a JOIN attempts t USING (job_id, attempt)"
+			     " JOIN jobs j ON j.id = a.job_id WHERE a.released_at IS NULL"
+			     " ORDER BY a.job_id, a.attempt, a.node_rank",
+			     0, NULL, err)))
+		return rc;
+	n = PQntuples(res);
+	sn->running = snap_alloc(sn, (size_t)n, sizeof(*sn->running));
+	sn->running_attempt = snap_alloc(sn, (size_t)n, sizeof(*sn->running_attempt));
+	node = snap_alloc(sn, (size_t)n, sizeof(*node));
+	gpus = snap_alloc(sn, (size_t)n, sizeof(*gpus));
+	if (!sn->running || !sn->running_attempt || !node || !gpus) {
+		PQclear(res);
+		return ty_err_set(err, TY_ENOMEM, NULL);
+	}
+	for (int i = 0; i < n; i++) {
+		int64_t job = sched_col_i64(res, i, 0), attempt = sched_col_i64(res, i, 1);
+		int at = node_index(sn, PQgetvalue(res, i, 2));
+		struct sched_running_in *r;
+		size_t k;
+
+		if (g < 0 || sn->running[g].job != job || sn->running_attempt[g] != attempt) {
+			int team = team_index(sn, sched_col_i64(res, i, 4));
+
+			if (team < 0)
+				continue; /* a team newer than this snapshot's */
+			r = &sn->running[++g];
+			sn->running_attempt[g] = attempt;
+			r->job = job;
+			r->team = team;
+			r->cls = class_of(PQgetvalue(res, i, 5));
+			r->priority = (int)sched_col_i64(res, i, 6);
+			r->start_ms = sched_col_i64(res, i, 7);
+			/* checkpoints come later: all work since the start is at stake */
+			r->checkpoint_ms = r->start_ms;
+			r->min_runtime_s = sched_col_i64(res, i, 8);
+			r->end_by_ms = r->start_ms + sched_col_i64(res, i, 9) * 1000;
+			r->preemptible = !strcmp(PQgetvalue(res, i, 10), "t");
+			r->preempting = !strcmp(PQgetvalue(res, i, 11), "t");
+			r->preempted_for = sched_col_i64(res, i, 12);
+			r->node = &node[i];
+			r->gpus = &gpus[i];
+		}
+		r = &sn->running[g];
+		if (at < 0)
+			continue; /* a lost node's: its GPUs are nobody's to place */
+		/* rows of one gang are contiguous: its slice starts at its first row, k <= i */
+		k = (size_t)(r->node - node) + (size_t)r->nnodes;
+		node[k] = at;
+		gpus[k] = gpu_mask(PQgetvalue(res, i, 3));
+		sn->nodes[at].busy |= gpus[k];
+		r->nnodes++;
+	}
+	PQclear(res);
+	sn->in.running = sn->running;
+	/* a gang whose every node is gone holds nothing the core could use */
+	n = 0;
+	for (int i = 0; i <= g; i++)
+		if (sn->running[i].nnodes > 0) {
+			sn->running_attempt[n] = sn->running_attempt[i];
+			sn->running[n++] = sn->running[i];
+		}
+	sn->in.nrunning = n;
+	return 0;
+}
+
+/* Pending jobs from the mirror (queue.c), refreshed first. */
+static int load_pending(struct snap *sn, struct sched *s, struct ty_err *err)
+{
+	int rc, n, np = 0;
+
+	if ((rc = sched_queue_refresh(s, err)))
+		return rc;
+	n = s->queue.n;
+	sn->pending = snap_alloc(sn, (size_t)n, sizeof(*sn->pending));
+	sn->prow = snap_alloc(sn, (size_t)n, sizeof(*sn->prow));
+	sn->held = snap_alloc(sn, (size_t)n, sizeof(*sn->held));
+	sn->held_team = snap_alloc(sn, (size_t)n, sizeof(*sn->held_team));
+	sn->hrow = snap_alloc(sn, (size_t)n, sizeof(*sn->hrow));
+	if (!sn->pending || !sn->prow || !sn->held || !sn->held_team || !sn->hrow)
+		return ty_err_set(err, TY_ENOMEM, NULL);
+	for (int i = 0; i < n; i++) {
+		const struct sched_qjob *q = &s->queue.v[i];
+		int team = team_index(sn, q->team_id);
+		struct pend_row *row;
+
+		if (team < 0)
+			continue; /* a team newer than this snapshot's */
+		if (q->held) {
+			sn->held[sn->nheld] = q->id;
+			sn->held_team[sn->nheld] = team;
+			row = &sn->hrow[sn->nheld++];
+		} else {
+			struct sched_pending_in *p = &sn->pending[np];
+			int topo = sched_topo_parse(q->required[0] ? q->required : NULL);
+
+			p->job = q->id;
+			p->team = team;
+			p->cls = class_of(q->cls);
+			p->priority = q->priority;
+			p->submit_ms = q->submit_ms;
+			p->nodes = q->nodes;
+			p->gpus_per_node = q->gpus_per_node;
+			p->per_node = q->per_node;
+			p->required = topo < 0 ? SCHED_TOPO_NONE : (enum sched_topo)topo;
+			p->min_runtime_s = q->min_runtime_s;
+			p->max_runtime_s = q->max_runtime_s;
+			row = &sn->prow[np++];
+		}
+		/* borrowed from the mirror, which changes only after the cycle's commit */
+		row->q = i;
+		row->reason = q->reason;
+		row->position = q->position;
+		row->reserved_ms = q->reserved_ms;
+		row->attempt = q->attempt;
+	}
+	sn->in.pending = sn->pending;
+	sn->in.npending = np;
+	return 0;
+}
+
+static int snap_load(struct snap *sn, struct sched *s, struct ty_err *err)
+{
+	PGresult *res = NULL;
+	int rc;
+
+	memset(sn, 0, sizeof(*sn));
+	if (!(sn->arena = ty_arena_new()))
+		return ty_err_set(err, TY_ENOMEM, NULL);
+	/* one clock for the whole cycle: the database's */
+	if ((rc = ty_pg_exec(&res, s->pg, "SELECT (extract(epoch FROM now()) * 1000)::bigint", 0,
+			     NULL, err)))
+		goto out;
+	sn->in.now_ms = sched_col_i64(res, 0, 0);
+	sched_config_default(&sn->in.cfg);
+	sn->in.cfg.half_life_s = s->o.usage_half_life_s;
+	for (int c = 0; c < SCHED_NCLASSES; c++)
+		sn->in.cfg.class_min_runtime_s[c] = s->o.min_runtime_s[c];
+	sn->in.cfg.port_lo = s->o.port_lo;
+	sn->in.cfg.port_hi = s->o.port_hi;
+	sn->in.cfg.stop_allowance_s = s->o.preemption_stop_seconds;
+	if ((rc = load_teams(sn, s, err)) || (rc = load_nodes(sn, s, err)) ||
+	    (rc = load_running(sn, s, err)) || (rc = load_pending(sn, s, err)))
+		goto out;
 out:
 	PQclear(res);
 	if (rc)
 		snap_free(sn);
 	return rc;
-}
-
-static int gangs_load(struct sched_gang **out, int *n, struct sched *s, struct ty_err *err)
-{
-	struct sched_gang *g = NULL;
-	PGresult *res = NULL;
-	int rc;
-
-	*out = NULL;
-	*n = 0;
-	if ((rc = ty_pg_exec(&res, s->pg,
-			     "SELECT id, coalesce((spec->'resources'->>'nodes')::integer, 1),"
-			     " coalesce((spec->'resources'->>'gpus_per_node')::integer, 0),"
-			     " coalesce(spec->>'launch', 'per_gpu') = 'per_node'"
-			     " FROM jobs j WHERE state = 'pending' AND NOT cancel_requested"
-			     /* a retry starts once the last attempt's ranks are all gone */
-			     " AND NOT EXISTS (SELECT 1 FROM allocations a WHERE a.job_id = j.id"
-			     "  AND a.released_at IS NULL)"
-			     " ORDER BY id LIMIT " PENDING_MAX,
-			     0, NULL, err)))
-		return rc;
-	if (PQntuples(res) > 0 && !(g = calloc((size_t)PQntuples(res), sizeof(*g)))) {
-		PQclear(res);
-		return ty_err_set(err, TY_ENOMEM, NULL);
-	}
-	for (int i = 0; i < PQntuples(res); i++) {
-		g[i].job = sched_col_i64(res, i, 0);
-		g[i].nodes = (int)sched_col_i64(res, i, 1);
-		g[i].gpus_per_node = (int)sched_col_i64(res, i, 2);
-		g[i].per_node = !strcmp(PQgetvalue(res, i, 3), "t");
-	}
-	*n = PQntuples(res);
-	*out = g;
-	PQclear(res);
-	return 0;
 }
 
 json_t *sched_launch_data(const json_t *common, int node_rank, int first_rank, const json_t *gpus)
@@ -159,14 +478,14 @@ static int gpu_lists(struct ty_buf *b, json_t **arr, const int *gpus, int n)
 }
 
 /*
- * Commit one placement. *placed is false when the job is no longer
- * placeable (cancelled, placed meanwhile) or a rendezvous port raced.
+ * Write one placement inside the cycle's transaction. *placed is false when
+ * the job is no longer placeable (cancelled, placed meanwhile).
  */
-static int commit(bool *placed, struct sched *s, const struct snap *sn,
-		  const struct sched_placement *pl, struct ty_err *err)
+static int place(bool *placed, struct sched *s, const struct snap *sn,
+		 const struct sched_placement *pl, struct ty_err *err)
 {
 	char jb[24], ab[24], eb[24], pb[24], nb[24], wb[24], rb[24], fb[24], lb[24], text[512];
-	const char *master = sched_snapshot_node_id(sn->s, pl->node[0]);
+	const char *master = sn->nodes[pl->node[0]].id;
 	struct ty_buf gb = TY_BUF_INIT, names = TY_BUF_INIT;
 	json_t *spec = NULL, *common = NULL, *gpus = NULL, *data = NULL, *edata = NULL;
 	char *common_text = NULL;
@@ -175,8 +494,6 @@ static int commit(bool *placed, struct sched *s, const struct snap *sn,
 	int rc;
 
 	*placed = false;
-	if ((rc = sched_tx_begin(s->pg, s->epoch, err)))
-		return rc;
 	{
 		const char *p[] = {sched_i64(jb, pl->job)};
 
@@ -185,17 +502,17 @@ static int commit(bool *placed, struct sched *s, const struct snap *sn,
 			 "SELECT attempt, spec FROM jobs WHERE id = $1 AND state = 'pending'"
 			 " AND NOT cancel_requested FOR UPDATE",
 			 1, p, err)))
-			goto fail;
+			goto out;
 	}
 	if (PQntuples(res) != 1)
-		goto fail; /* rc 0: nothing to do */
+		goto out; /* rc 0: nothing to do */
 	attempt = sched_col_i64(res, 0, 0) + 1;
 	spec = json_loads(PQgetvalue(res, 0, 1), 0, NULL);
 	PQclear(res);
 	res = NULL;
 	if (!json_is_object(spec)) {
 		rc = ty_err_set(err, TY_EPARSE, "job %lld has no valid spec", (long long)pl->job);
-		goto fail;
+		goto out;
 	}
 	const json_t *command = json_object_get(spec, "command");
 	const json_t *env = json_object_get(spec, "env");
@@ -203,7 +520,7 @@ static int commit(bool *placed, struct sched *s, const struct snap *sn,
 
 	if (!json_is_array(command)) {
 		rc = ty_err_set(err, TY_EPARSE, "job %lld has no command", (long long)pl->job);
-		goto fail;
+		goto out;
 	}
 	common = json_pack(
 	    "{s:i, s:i, s:i, s:s, s:i, s:O, s:o, s:s, s:I, s:i}", "nnodes", pl->nnodes,
@@ -215,7 +532,7 @@ static int commit(bool *placed, struct sched *s, const struct snap *sn,
 	    "kill_grace_seconds", s->o.kill_grace_seconds);
 	if (!common || !(common_text = json_dumps(common, JSON_COMPACT))) {
 		rc = ty_err_set(err, TY_ENOMEM, NULL);
-		goto fail;
+		goto out;
 	}
 	{
 		const char *p[] = {sched_i64(jb, pl->job),
@@ -233,16 +550,16 @@ static int commit(bool *placed, struct sched *s, const struct snap *sn,
 				     " master_addr, master_port, nnodes, world_size, launch)"
 				     " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9::jsonb)",
 				     9, p, err)))
-			goto fail;
+			goto out;
 	}
 	for (int r = 0; r < pl->nnodes; r++) {
-		const char *node = sched_snapshot_node_id(sn->s, pl->node[r]);
+		const char *node = sn->nodes[pl->node[r]].id;
 		int first = r * pl->local_ranks;
 
 		if (gpu_lists(&gb, &gpus, pl->gpus + (size_t)r * (size_t)pl->gpus_per_node,
 			      pl->gpus_per_node)) {
 			rc = ty_err_set(err, TY_ENOMEM, NULL);
-			goto fail;
+			goto out;
 		}
 		const char *p[] = {sched_i64(jb, pl->job),
 				   sched_i64(ab, attempt),
@@ -256,13 +573,13 @@ static int commit(bool *placed, struct sched *s, const struct snap *sn,
 				     " first_rank, local_ranks, gpus)"
 				     " VALUES ($1, $2, $3, $4, $5, $6, $7::integer[])",
 				     7, p, err)))
-			goto fail;
+			goto out;
 		if (!(data = sched_launch_data(common, r, first, gpus))) {
 			rc = ty_err_set(err, TY_ENOMEM, NULL);
-			goto fail;
+			goto out;
 		}
 		if ((rc = sched_outbox_add(s, PROTO_LAUNCH, node, pl->job, attempt, data, err)))
-			goto fail;
+			goto out;
 		json_decref(data);
 		json_decref(gpus);
 		data = gpus = NULL;
@@ -271,11 +588,12 @@ static int commit(bool *placed, struct sched *s, const struct snap *sn,
 	{
 		const char *p[] = {sched_i64(jb, pl->job), sched_i64(ab, attempt)};
 
-		if ((rc = ty_pg_exec(
-			 NULL, s->pg,
-			 "UPDATE jobs SET state = 'scheduled', attempt = $2 WHERE id = $1", 2, p,
-			 err)))
-			goto fail;
+		if ((rc = ty_pg_exec(NULL, s->pg,
+				     "UPDATE jobs SET state = 'scheduled', attempt = $2,"
+				     " pending_reason = NULL, queue_position = NULL,"
+				     " reserved_until = NULL WHERE id = $1",
+				     2, p, err)))
+			goto out;
 	}
 	snprintf(text, sizeof(text), "attempt %lld scheduled on %s: %d rank%s, master %s:%d",
 		 (long long)attempt, names.data ? names.data : "", pl->world_size,
@@ -283,13 +601,8 @@ static int commit(bool *placed, struct sched *s, const struct snap *sn,
 	edata = json_pack("{s:I, s:i, s:s, s:i}", "attempt", (json_int_t)attempt, "world_size",
 			  pl->world_size, "master_node", master, "master_port", pl->master_port);
 	if ((rc = sched_job_event(s, pl->job, "scheduled", "scheduled", text, edata, err)))
-		goto fail;
-	if ((rc = ty_pg_commit(s->pg, err)))
 		goto out;
 	*placed = true;
-	goto out;
-fail:
-	ty_pg_rollback(s->pg);
 out:
 	PQclear(res);
 	json_decref(spec);
@@ -330,7 +643,9 @@ static int cancel_pass(struct sched *s, struct ty_err *err)
 			break;
 		if (!strcmp(state, "pending")) {
 			rc = ty_pg_exec(&up, s->pg,
-					"UPDATE jobs SET state = 'cancelled', finished_at = now()"
+					"UPDATE jobs SET state = 'cancelled', finished_at = now(),"
+					" pending_reason = NULL, queue_position = NULL,"
+					" reserved_until = NULL"
 					" WHERE id = $1 AND state = 'pending' RETURNING 1",
 					1, p, err);
 			if (!rc && PQntuples(up) > 0)
@@ -371,43 +686,363 @@ static int cancel_pass(struct sched *s, struct ty_err *err)
 	return rc;
 }
 
-int sched_cycle(struct sched *s, struct ty_err *err)
-{
-	struct sched_placement *pl = NULL;
-	struct sched_gang *gangs = NULL;
-	struct snap sn = {0};
-	int rc, ngangs = 0, npl = 0, placed = 0;
+/* ---- applying the decisions ---- */
 
-	if ((rc = cancel_pass(s, err)))
-		return rc;
-	if ((rc = gangs_load(&gangs, &ngangs, s, err)))
-		return rc;
-	if (ngangs == 0)
-		goto out;
-	if ((rc = snap_load(&sn, s, err)))
-		goto out;
-	if ((rc = sched_core_cycle(&pl, &npl, sn.s, gangs, ngangs, err)))
-		goto out;
-	for (int i = 0; i < npl; i++) {
-		struct ty_err perr = {0};
+static bool fatal(int rc)
+{
+	return rc == TY_EFENCED || rc == TY_EUNAVAIL || rc == TY_ENOMEM;
+}
+
+/*
+ * Run one decision under a savepoint: one job's trouble (a raced port, a
+ * spec that does not parse) must not undo the others.
+ */
+static int savepoint(struct sched *s, const char *what, int64_t job, int rc,
+		     const struct ty_err *derr, struct ty_err *err)
+{
+	if (rc && fatal(rc))
+		return ty_err_set(err, rc, "%s", derr->msg);
+	if (rc) {
+		ty_warn("cannot %s job %lld: %s", what, (long long)job, derr->msg);
+		return ty_pg_exec(NULL, s->pg, "ROLLBACK TO SAVEPOINT decision", 0, NULL, err);
+	}
+	return ty_pg_exec(NULL, s->pg, "RELEASE SAVEPOINT decision", 0, NULL, err);
+}
+
+static int apply_placements(int *placed, struct sched *s, const struct snap *sn,
+			    const struct sched_decisions *d, struct ty_err *err)
+{
+	int rc = 0;
+
+	*placed = 0;
+	for (int i = 0; i < d->nplacements && !rc; i++) {
+		struct ty_err derr = {0};
 		bool ok = false;
 
-		if ((rc = commit(&ok, s, &sn, &pl[i], &perr))) {
-			if (rc == TY_EFENCED || rc == TY_EUNAVAIL) {
-				ty_err_set(err, rc, "%s", perr.msg);
-				goto out;
-			}
-			/* one job's trouble must not block the others */
-			ty_warn("cannot place job %lld: %s", (long long)pl[i].job, perr.msg);
-			rc = 0;
-		}
-		placed += ok;
+		if ((rc = ty_pg_exec(NULL, s->pg, "SAVEPOINT decision", 0, NULL, err)))
+			break;
+		rc = savepoint(s, "place", d->placements[i].job,
+			       place(&ok, s, sn, &d->placements[i], &derr), &derr, err);
+		*placed += ok;
 	}
-	if (placed)
-		ty_debug("placed %d of %d pending job(s)", placed, ngangs);
+	return rc;
+}
+
+static int apply_preemptions(struct sched *s, const struct snap *sn,
+			     const struct sched_decisions *d, struct ty_err *err)
+{
+	int rc = 0;
+
+	for (int i = 0; i < d->npreemptions && !rc; i++) {
+		const struct sched_preemption *p = &d->preemptions[i];
+		const struct sched_pending_in *for_job = &sn->pending[p->pending];
+		const char *team = sn->teams[for_job->team].name;
+		int64_t attempt = sn->running_attempt[p->running];
+		struct ty_err derr = {0};
+		char why[REASON_MAX];
+		bool started = false;
+
+		if (p->why == SCHED_PREEMPT_CLASS)
+			snprintf(why, sizeof(why),
+				 "attempt %lld preempted to place job %lld (a %s priority job of "
+				 "team %s)",
+				 (long long)attempt, (long long)p->for_job,
+				 sched_class_name(for_job->cls), team);
+		else
+			snprintf(why, sizeof(why),
+				 "attempt %lld preempted to place job %lld (team %s reclaiming its "
+				 "nominal quota)",
+				 (long long)attempt, (long long)p->for_job, team);
+		if ((rc = ty_pg_exec(NULL, s->pg, "SAVEPOINT decision", 0, NULL, err)))
+			break;
+		rc = savepoint(
+		    s, "preempt", p->victim,
+		    sched_preempt(&started, s, p->victim, attempt, p->for_job, why, &derr), &derr,
+		    err);
+	}
+	return rc;
+}
+
+/* A reservation time as people read it: "14:02 UTC", or with the date when not today. */
+static void when_text(char *buf, size_t n, int64_t at_ms, int64_t now_ms)
+{
+	time_t at = (time_t)(at_ms / 1000), now = (time_t)(now_ms / 1000);
+	struct tm a, b;
+
+	gmtime_r(&at, &a);
+	gmtime_r(&now, &b);
+	if (a.tm_year == b.tm_year && a.tm_yday == b.tm_yday)
+		strftime(buf, n, "%H:%M UTC", &a);
+	else
+		strftime(buf, n, "%Y-%m-%d %H:%M UTC", &a);
+}
+
+/* A queue row written this cycle, to be recorded in the mirror once committed. */
+struct qchange {
+	int q;
+	const char *reason; /* the snapshot's arena */
+	int position;
+	int64_t reserved_ms;
+};
+
+struct qchanges {
+	struct qchange *v;
+	int n;
+};
+
+static int queue_row(json_t *rows, struct qchanges *ch, struct snap *sn, int64_t job,
+		     const struct pend_row *was, const char *reason, int position,
+		     int64_t reserved_ms)
+{
+	struct qchange *c = &ch->v[ch->n];
+
+	if (was->reason && !strcmp(was->reason, reason) && was->position == position &&
+	    was->reserved_ms == reserved_ms)
+		return 0; /* unchanged: no write */
+	if (!(c->reason = ty_arena_strdup(sn->arena, reason)))
+		return -1;
+	c->q = was->q;
+	c->position = position;
+	c->reserved_ms = reserved_ms;
+	ch->n++;
+	return json_array_append_new(
+	    rows, json_pack("{s:I, s:s, s:o, s:o}", "id", (json_int_t)job, "reason", reason, "pos",
+			    position > 0 ? json_integer(position) : json_null(), "resv",
+			    reserved_ms >= 0 ? json_integer(reserved_ms) : json_null()));
+}
+
+static int cmp_i64(const void *a, const void *b)
+{
+	int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+
+	return (x > y) - (x < y);
+}
+
+/*
+ * Pending reasons, queue positions (1-based) and the head job's
+ * reservation, written only for jobs whose values changed; jobs that left
+ * the queue since the last cycle (cancelled through the API) are cleared.
+ * *now_queued gets the sorted ids of every job in the queue now.
+ */
+static int publish_queue(struct sched_ids *now_queued, struct qchanges *ch, struct sched *s,
+			 struct snap *sn, const struct sched_decisions *d, struct ty_err *err)
+{
+	const struct sched_input *in = &sn->in;
+	json_t *rows = json_array(), *gone = json_array();
+	char *text = NULL, reason[REASON_MAX], when[64];
+	int rc = 0, n = 0;
+
+	memset(now_queued, 0, sizeof(*now_queued));
+	ch->n = 0;
+	if (!rows || !gone ||
+	    !(ch->v = snap_alloc(sn, (size_t)(in->npending + sn->nheld), sizeof(*ch->v))))
+		goto oom;
+	if (in->npending + sn->nheld > 0 &&
+	    !(now_queued->v = calloc((size_t)(in->npending + sn->nheld), sizeof(int64_t))))
+		goto oom;
+	now_queued->cap = in->npending + sn->nheld;
+	for (int i = 0; i < in->npending; i++) {
+		const struct sched_pending_out *o = &d->pending[i];
+		int64_t resv = -1;
+
+		if (o->reason == SCHED_PLACED)
+			continue; /* its placement clears the queue fields */
+		now_queued->v[n++] = in->pending[i].job;
+		for (int r = 0; r < d->nreservations; r++)
+			if (d->reservations[r].pending == i &&
+			    d->reservations[r].kind == SCHED_RESV_HEAD)
+				resv = d->reservations[r].start_ms;
+		when_text(when, sizeof(when), o->at_ms, in->now_ms);
+		sched_reason_format(reason, sizeof(reason), in, d, i, when);
+		if (queue_row(rows, ch, sn, in->pending[i].job, &sn->prow[i], reason,
+			      o->position + 1, resv))
+			goto oom;
+	}
+	for (int i = 0; i < sn->nheld; i++) {
+		snprintf(reason, sizeof(reason), "waiting for attempt %lld to stop on every node",
+			 (long long)sn->hrow[i].attempt);
+		now_queued->v[n++] = sn->held[i];
+		if (queue_row(rows, ch, sn, sn->held[i], &sn->hrow[i], reason, 0, -1))
+			goto oom;
+	}
+	now_queued->n = n;
+	if (n > 0)
+		qsort(now_queued->v, (size_t)n, sizeof(int64_t), cmp_i64);
+	for (int i = 0; i < s->queued.n; i++)
+		if ((n == 0 || !bsearch(&s->queued.v[i], now_queued->v, (size_t)n, sizeof(int64_t),
+					cmp_i64)) &&
+		    json_array_append_new(gone, json_integer(s->queued.v[i])))
+			goto oom;
+	if (json_array_size(rows) > 0) {
+		if (!(text = json_dumps(rows, JSON_COMPACT)))
+			goto oom;
+		const char *p[] = {text};
+		if ((rc = ty_pg_exec(
+			 NULL, s->pg,
+			 "UPDATE jobs j SET pending_reason = u.reason, queue_position = u.pos,"
+			 " reserved_until = to_timestamp(u.resv / 1000.0)"
+			 " FROM jsonb_to_recordset($1::jsonb)"
+			 "  AS u(id bigint, reason text, pos integer, resv bigint)"
+			 " WHERE j.id = u.id AND j.state = 'pending'",
+			 1, p, err)))
+			goto out;
+		free(text);
+		text = NULL;
+	}
+	if (json_array_size(gone) > 0) {
+		if (!(text = json_dumps(gone, JSON_COMPACT)))
+			goto oom;
+		const char *p[] = {text};
+		if ((rc = ty_pg_exec(
+			 NULL, s->pg,
+			 "UPDATE jobs SET pending_reason = NULL, queue_position = NULL,"
+			 " reserved_until = NULL"
+			 " WHERE id IN (SELECT jsonb_array_elements_text($1::jsonb)::bigint)"
+			 " AND state <> 'pending'",
+			 1, p, err)))
+			goto out;
+	}
+	if (json_array_size(rows) + json_array_size(gone) > 0)
+		ty_debug("queue: %zu job(s) with a new position or reason, %zu left the queue",
+			 json_array_size(rows), json_array_size(gone));
+	goto out;
+oom:
+	rc = ty_err_set(err, TY_ENOMEM, NULL);
 out:
-	sched_placements_free(pl, npl);
+	if (rc)
+		sched_ids_free(now_queued);
+	json_decref(rows);
+	json_decref(gone);
+	free(text);
+	return rc;
+}
+
+/*
+ * team_usage: written for a team when what the API shows of it changed, or
+ * when its decayed usage was last written USAGE_PERSIST_MS ago; the decayed
+ * value is always written with the time it is as of.
+ */
+static int publish_teams(struct sched *s, const struct snap *sn, const struct sched_decisions *d,
+			 struct ty_err *err)
+{
+	const struct sched_input *in = &sn->in;
+	json_t *rows = json_array();
+	char *text = NULL;
+	int rc = 0;
+
+	if (!rows)
+		return ty_err_set(err, TY_ENOMEM, NULL);
+	for (int i = 0; i < in->nteams && i < d->nteams; i++) {
+		const struct sched_team_out *t = &d->teams[i];
+		const struct team_row *was = &sn->trow[i];
+		int64_t pending = t->pending;
+
+		for (int h = 0; h < sn->nheld; h++)
+			pending += sn->held_team[h] == i;
+		if (was->have_row && was->used == t->used && was->borrowed == t->borrowed &&
+		    was->lent == t->lent && was->pending == pending &&
+		    fabs(was->fair_share - t->fairshare) < FAIRSHARE_EPSILON &&
+		    in->now_ms - was->since_ms < USAGE_PERSIST_MS)
+			continue;
+		if (json_array_append_new(
+			rows, json_pack("{s:I, s:f, s:f, s:I, s:I, s:I, s:I}", "team",
+					(json_int_t)was->id, "decayed", sn->usage[i].decayed, "fs",
+					t->fairshare, "used", (json_int_t)t->used, "borrowed",
+					(json_int_t)t->borrowed, "lent", (json_int_t)t->lent,
+					"pending", (json_int_t)pending))) {
+			rc = ty_err_set(err, TY_ENOMEM, NULL);
+			goto out;
+		}
+	}
+	if (json_array_size(rows) == 0)
+		goto out;
+	char nb[24];
+	if (!(text = json_dumps(rows, JSON_COMPACT))) {
+		rc = ty_err_set(err, TY_ENOMEM, NULL);
+		goto out;
+	}
+	const char *p[] = {text, sched_i64(nb, in->now_ms)};
+	rc = ty_pg_exec(
+	    NULL, s->pg,
+	    "INSERT INTO team_usage (team_id, decayed_gpu_seconds, fair_share, gpus_in_use,"
+	    " gpus_borrowed, gpus_lent, pending_jobs, updated_at)"
+	    " SELECT u.team, u.decayed, u.fs, u.used, u.borrowed, u.lent, u.pending,"
+	    " to_timestamp($2::bigint / 1000.0)"
+	    " FROM jsonb_to_recordset($1::jsonb) AS u(team bigint, decayed float8, fs float8,"
+	    "  used integer, borrowed integer, lent integer, pending integer)"
+	    " JOIN teams t ON t.id = u.team"
+	    " ON CONFLICT (team_id) DO UPDATE SET"
+	    " decayed_gpu_seconds = EXCLUDED.decayed_gpu_seconds,"
+	    " fair_share = EXCLUDED.fair_share, gpus_in_use = EXCLUDED.gpus_in_use,"
+	    " gpus_borrowed = EXCLUDED.gpus_borrowed, gpus_lent = EXCLUDED.gpus_lent,"
+	    " pending_jobs = EXCLUDED.pending_jobs, updated_at = EXCLUDED.updated_at",
+	    2, p, err);
+out:
+	json_decref(rows);
+	free(text);
+	return rc;
+}
+
+/* Every decision of the cycle in one fenced transaction. */
+static int apply(struct sched *s, struct snap *sn, const struct sched_decisions *d,
+		 struct ty_err *err)
+{
+	struct sched_ids queued = {0};
+	struct qchanges ch = {0};
+	int rc, placed = 0;
+
+	if ((rc = sched_tx_begin(s->pg, s->epoch, err)))
+		return rc;
+	if ((rc = apply_placements(&placed, s, sn, d, err)) ||
+	    (rc = apply_preemptions(s, sn, d, err)) ||
+	    (rc = publish_queue(&queued, &ch, s, sn, d, err)) ||
+	    (rc = publish_teams(s, sn, d, err))) {
+		ty_pg_rollback(s->pg);
+		goto out;
+	}
+	if ((rc = ty_pg_commit(s->pg, err)))
+		goto out;
+	sched_ids_free(&s->queued);
+	s->queued = queued;
+	memset(&queued, 0, sizeof(queued));
+	/* the mirror holds what jobs holds now */
+	for (int i = 0; i < ch.n; i++)
+		if (sched_queue_set_reason(s, ch.v[i].q, ch.v[i].reason, ch.v[i].position,
+					   ch.v[i].reserved_ms))
+			s->queue_stale = true; /* out of memory: read it all again */
+	if (placed || d->npreemptions)
+		ty_debug("cycle: placed %d of %d pending job(s), %d preemption(s)", placed,
+			 sn->in.npending, d->npreemptions);
+out:
+	sched_ids_free(&queued);
+	return rc;
+}
+
+int sched_cycle(struct sched *s, struct ty_err *err)
+{
+	struct sched_decisions *d = NULL;
+	struct snap sn = {0};
+	int64_t t0 = ty_mono_ms(), t1, t2;
+	int rc;
+
+	if ((rc = cancel_pass(s, err)) || (rc = sched_preempt_kills(s, err)))
+		return rc;
+	if ((rc = snap_load(&sn, s, err)))
+		return rc;
+	t1 = ty_mono_ms();
+	if ((rc = sched_decide(&d, &sn.in, err)))
+		goto out;
+	t2 = ty_mono_ms();
+	rc = apply(s, &sn, d, err);
+	/* the cost of a cycle, for operators sizing --cycle-ms (the snapshot is reloaded each time)
+	 */
+	ty_log_at(ty_mono_ms() - t0 >= SLOW_CYCLE_MS ? TY_LOG_INFO : TY_LOG_DEBUG, 0,
+		  "cycle: %lld ms (read %lld, decide %lld, write %lld) for %d node(s), %d "
+		  "running gang(s), %d pending job(s)",
+		  (long long)(ty_mono_ms() - t0), (long long)(t1 - t0), (long long)(t2 - t1),
+		  (long long)(ty_mono_ms() - t2), sn.in.nnodes, sn.in.nrunning, sn.in.npending);
+out:
+	sched_decisions_free(d);
 	snap_free(&sn);
-	free(gangs);
 	return rc;
 }

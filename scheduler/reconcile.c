@@ -140,12 +140,13 @@ static int resend_launches(struct sched *s, const char *const *p, struct ty_err 
 static int resend_kills(struct sched *s, const char *const *p, struct ty_err *err)
 {
 	PGresult *res = NULL;
-	json_t *data = NULL;
+	json_t *data = NULL, *pdata = NULL;
 	int rc;
 
 	if ((rc = ty_pg_exec(
 		 &res, s->pg,
-		 "SELECT n.id, r.job, r.attempt, a.job_id IS NOT NULL"
+		 "SELECT n.id, r.job, r.attempt, a.job_id IS NOT NULL,"
+		 " coalesce(t.state = 'stopping' AND t.failure_class = 'preempted', false)"
 		 " FROM nodes n CROSS JOIN LATERAL"
 		 "  jsonb_to_recordset(n.running) AS r(job bigint, attempt integer)"
 		 " LEFT JOIN attempts t ON t.job_id = r.job AND t.attempt = r.attempt"
@@ -154,13 +155,21 @@ static int resend_kills(struct sched *s, const char *const *p, struct ty_err *er
 		 " WHERE n.state <> 'lost' AND (a.job_id IS NULL"
 		 "  OR (t.state NOT IN ('scheduled', 'starting', 'running')"
 		 "   AND a.exit_code IS NULL"
-		 "   AND (a.killed_at IS NULL OR (n.last_heartbeat > a.killed_at"
+		 /* a preempted attempt runs through its checkpoint grace period, and the
+		  * first kill of its live parts is sched_preempt_kills()'s to send */
+		 "   AND (a.killed_at IS NULL AND NOT (t.state = 'stopping'"
+		 "     AND t.kill_at IS NOT NULL AND a.exited_at IS NULL)"
+		 "    OR (n.last_heartbeat > a.killed_at"
 		 "    AND a.killed_at < now() - $1::integer * interval '1 millisecond'))))"
 		 " ORDER BY n.id, r.job, r.attempt",
 		 1, p, err)))
 		return rc;
-	if (PQntuples(res) > 0 && !(data = json_pack("{s:s, s:i}", "reason", "over",
-						     "grace_seconds", s->o.kill_grace_seconds))) {
+	if (PQntuples(res) > 0 &&
+	    (!(data = json_pack("{s:s, s:i}", "reason", "over", "grace_seconds",
+				s->o.kill_grace_seconds)) ||
+	     !(pdata = json_pack("{s:s, s:i}", "reason", "preempted", "grace_seconds",
+				 s->o.kill_grace_seconds)))) {
+		json_decref(data);
 		PQclear(res);
 		return ty_err_set(err, TY_ENOMEM, NULL);
 	}
@@ -168,10 +177,13 @@ static int resend_kills(struct sched *s, const char *const *p, struct ty_err *er
 		const char *q[] = {PQgetvalue(res, i, 1), PQgetvalue(res, i, 2),
 				   PQgetvalue(res, i, 0)};
 		int64_t job = sched_col_i64(res, i, 1), attempt = sched_col_i64(res, i, 2);
+		bool preempted = !strcmp(PQgetvalue(res, i, 4), "t");
 
-		ty_info("job %lld: node '%s' runs attempt %lld, which is over: killing it",
-			(long long)job, q[2], (long long)attempt);
-		if ((rc = sched_outbox_add(s, PROTO_KILL, q[2], job, attempt, data, err)))
+		ty_info("job %lld: node '%s' runs attempt %lld, which is %s: killing it",
+			(long long)job, q[2], (long long)attempt,
+			preempted ? "being preempted" : "over");
+		if ((rc = sched_outbox_add(s, PROTO_KILL, q[2], job, attempt,
+					   preempted ? pdata : data, err)))
 			break;
 		if (!strcmp(PQgetvalue(res, i, 3), "t"))
 			rc = ty_pg_exec(NULL, s->pg,
@@ -180,6 +192,7 @@ static int resend_kills(struct sched *s, const char *const *p, struct ty_err *er
 					3, q, err);
 	}
 	json_decref(data);
+	json_decref(pdata);
 	PQclear(res);
 	return rc;
 }
@@ -212,6 +225,7 @@ static int release_unstarted(struct sched *s, const char *const *p, struct ty_er
 		ty_info("job %s: node '%s' never ran attempt %s: its GPUs are free",
 			PQgetvalue(res, i, 0), PQgetvalue(res, i, 2), PQgetvalue(res, i, 1));
 		s->capacity_freed = true;
+		sched_touch(s, sched_col_i64(res, i, 0));
 		rc = sched_settle_attempt(s, sched_col_i64(res, i, 0), sched_col_i64(res, i, 1),
 					  err);
 	}

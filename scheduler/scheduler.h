@@ -23,8 +23,10 @@
 /* pg_advisory_lock key of the leader (docs/dispatch.md). */
 #define SCHED_LOCK_KEY "7371102"
 #define SCHED_CONSUMER_GROUP "trainyard-scheduler"
-/* The newest migration the scheduler's statements need (0003_scheduler). */
-#define SCHED_SCHEMA_VERSION 3
+/* The newest migration the scheduler's statements need (0005_preemption). */
+#define SCHED_SCHEMA_VERSION 5
+/* Number of priority classes (high, normal, low, scavenger: core/policy.h). */
+#define SCHED_NCLASSES 4
 
 struct sched_opts {
 	const char *database_url; /* borrowed */
@@ -35,12 +37,39 @@ struct sched_opts {
 	int reconcile_ms;
 	int resend_ms;
 	int kill_grace_seconds;
+	int preemption_stop_seconds; /* the core's stop allowance for reservations */
 	int port_lo, port_hi;
+	int64_t usage_half_life_s;	       /* --usage-half-life-hours */
+	int64_t min_runtime_s[SCHED_NCLASSES]; /* --min-runtime-seconds, by class */
 };
 
 /* Outbox ids produced and not yet deleted, ascending. */
 struct sched_ids {
 	int64_t *v;
+	int n, cap;
+};
+
+/* A pending job in the mirror (queue.c): its scheduling inputs and what was published. */
+struct sched_qjob {
+	int64_t id, team_id, attempt;
+	char cls[16];	   /* priority class name */
+	char required[16]; /* topology.required, "" for none */
+	int priority;
+	int64_t submit_ms;
+	int nodes, gpus_per_node;
+	bool per_node;
+	int64_t min_runtime_s, max_runtime_s;
+	bool held; /* an earlier attempt still holds GPUs: not to be placed yet */
+	bool gone; /* (transient) no longer pending */
+	/* as in jobs now */
+	char *reason;	     /* owned, NULL when none */
+	int position;	     /* 1-based, 0 when none */
+	int64_t reserved_ms; /* -1 when none */
+};
+
+/* Every pending job, sorted by id. */
+struct sched_queue {
+	struct sched_qjob *v;
 	int n, cap;
 };
 
@@ -71,11 +100,19 @@ struct sched {
 	struct sched_late_exit *late; /* applied by reconciliation when still missing */
 	int nlate, caplate;
 	bool capacity_freed; /* run a placement cycle now */
-	bool outbox_dirty;   /* relay now */
-	bool lagging;	     /* the last poll filled a whole batch */
-	bool kafka_down;     /* the broker did not answer the last liveness probe */
-	int64_t kafka_back;  /* monotonic ms when it answered again (0: never lost) */
-	int64_t kafka_ok;    /* monotonic ms of the last probe it answered */
+	bool jobs_changed;   /* another session wrote a job event (a submission, a cancel) */
+	int listen_pid;	     /* backend pid of s->pg when LISTEN was issued on it (0: not yet) */
+	int64_t last_cycle;  /* monotonic ms of the last cycle's start */
+	struct sched_ids queued;  /* jobs given a queue position or reason by the last cycle */
+	struct sched_queue queue; /* the pending-job mirror (queue.c) */
+	struct sched_ids touched; /* jobs whose rows changed since the mirror was refreshed */
+	bool queue_stale;	  /* reload the whole mirror at the next cycle */
+	int64_t queue_loaded;	  /* monotonic ms of the last whole reload */
+	bool outbox_dirty;	  /* relay now */
+	bool lagging;		  /* the last poll filled a whole batch */
+	bool kafka_down;	  /* the broker did not answer the last liveness probe */
+	int64_t kafka_back;	  /* monotonic ms when it answered again (0: never lost) */
+	int64_t kafka_ok;	  /* monotonic ms of the last probe it answered */
 	int64_t next_cycle, next_reconcile, next_liveness, next_relay; /* monotonic ms */
 	int64_t last_error_log;
 	long long malformed; /* messages skipped as malformed or inapplicable */
@@ -177,10 +214,80 @@ int sched_node_gone(struct sched *s, const char *node, const char *cls, const ch
 
 /* ---- place.c ---- */
 
-/* Cancel pass, then one first-fit placement pass over the pending jobs. */
+/*
+ * One scheduling cycle: cancel pass, due preemption kills, then the policy
+ * core over a snapshot read from PostgreSQL, and its decisions (placements,
+ * preemptions, pending reasons, queue positions, team usage) applied in one
+ * fenced transaction.
+ */
 int sched_cycle(struct sched *s, struct ty_err *err);
 /* The launch message data for one node (new reference, NULL on ENOMEM). */
 json_t *sched_launch_data(const json_t *common, int node_rank, int first_rank, const json_t *gpus);
+
+/* ---- preempt.c: the preemption protocol (docs/dispatch.md, "Preemption") ---- */
+
+/*
+ * Inside a fenced transaction: start preempting the victim's attempt for
+ * for_job — attempt `stopping` (class preempted, kill_at = now + the job's
+ * checkpoint grace), job `preempting`, a `checkpoint` row to every node of
+ * the gang, the event (message why). *started tells whether it did (the
+ * attempt may have ended meanwhile).
+ */
+int sched_preempt(bool *started, struct sched *s, int64_t job, int64_t attempt, int64_t for_job,
+		  const char *why, struct ty_err *err);
+/* In its own fenced transaction: `kill` (reason preempted) for attempts whose grace is over. */
+int sched_preempt_kills(struct sched *s, struct ty_err *err);
+/*
+ * Inside a fenced transaction, once every node of a preempted attempt has
+ * reported or been lost: the attempt ends (failed, class preempted) and the
+ * job goes back to pending (preemptions + 1, retry budget untouched), or to
+ * cancelled when that was requested meanwhile.
+ */
+int sched_preempt_settle(struct sched *s, int64_t job, int64_t attempt, struct ty_err *err);
+
+/* ---- usage.c: decayed GPU-seconds per team ---- */
+
+/* One team's usage as persisted in team_usage (or its creation when there is no row). */
+struct sched_usage {
+	int64_t team;
+	double decayed; /* GPU-seconds, decayed to since_ms */
+	int64_t since_ms;
+};
+
+/*
+ * Bring each team's decayed usage forward to now_ms:
+ * u(now) = u(since) · 2^(−(now − since)/half-life) + GPU-seconds its
+ * allocations held the GPUs in (since, now]. teams (n of them, sorted by
+ * team id) are updated in place.
+ */
+int sched_usage_advance(struct sched_usage *teams, int n, struct sched *s, int64_t now_ms,
+			struct ty_err *err);
+
+/* ---- queue.c: the pending-job mirror ---- */
+
+/* Note that job's row changed (its next refresh reads it again). */
+void sched_touch(struct sched *s, int64_t job);
+/*
+ * Bring s->queue up to date: a whole reload when stale (new term, lost
+ * notifications) or every minute, else the touched jobs only.
+ */
+int sched_queue_refresh(struct sched *s, struct ty_err *err);
+/* Index of job in s->queue, or -1. */
+int sched_queue_find(const struct sched *s, int64_t job);
+/* Record what was published for s->queue.v[i] (reason copied). TY_ENOMEM. */
+int sched_queue_set_reason(struct sched *s, int i, const char *reason, int position,
+			   int64_t reserved_ms);
+/* Forget the mirror (end of a term); the next refresh reloads it. */
+void sched_queue_clear(struct sched *s);
+
+/* ---- loop.c: cycle triggers ---- */
+
+/*
+ * LISTEN on s->pg for job events (re-issued after a reconnect, which marks
+ * the queue mirror stale) and note, in s->jobs_changed and the touched
+ * jobs, events written by any other session.
+ */
+void sched_notice_jobs(struct sched *s);
 
 /* ---- reconcile.c ---- */
 

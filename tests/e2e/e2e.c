@@ -55,7 +55,10 @@ void e2e_start_scheduler(struct e2e *e, int i)
 			      "--kafka-bootstrap", e->bootstrap, "--id",
 			      i == 0 ? "sched-1" : "sched-2", "--cycle-ms", "200",
 			      "--node-timeout-ms", "5000", "--reconcile-ms", "500", "--resend-ms",
-			      "1500", "--kill-grace-seconds", "2", "--log-level", "debug", NULL};
+			      "1500", "--kill-grace-seconds", "2",
+			      /* preemption tests must not wait out the default minimum runtimes */
+			      "--min-runtime-seconds", "high=0,normal=0,low=0,scavenger=0",
+			      "--log-level", "debug", NULL};
 
 	e->sched[i] = ty_test_daemon_start(i == 0 ? "scheduler-1" : "scheduler-2", argv);
 }

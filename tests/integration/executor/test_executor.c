@@ -703,6 +703,97 @@ TY_TEST(kill_cancels_and_escalates)
 	CHECK_INT_EQ(count_of(PROTO_RANK_STARTED, 1014), 0);
 }
 
+/* Lines of a file (0 when it does not exist). */
+static int file_lines(const char *path)
+{
+	char *text = read_text(path);
+
+	return text ? count_lines(text) : 0;
+}
+
+/* Wait up to WAIT_MS for path to have at least n lines. */
+static bool wait_lines(const char *path, int n)
+{
+	int64_t end = now_ms() + WAIT_MS;
+
+	while (file_lines(path) < n) {
+		if (now_ms() > end)
+			return false;
+		collect(50);
+	}
+	return true;
+}
+
+TY_TEST(checkpoint_signals_every_rank_once_then_kill_preempts)
+{
+	const char *dir = ty_test_strf("%s/attempts/1030.1", T.state);
+	const json_t *d;
+	pid_t p0, p1;
+
+	setup();
+	/* both ranks note the checkpoint signal and keep running, as training does */
+	send_msg(PROTO_LAUNCH, 1030, EPOCH,
+		 launch_data(2, "trap \"echo $$ >> ckpt-$RANK\" USR1; "
+				"while :; do sleep 0.1; done"));
+	REQUIRE(wait_msg(PROTO_ATTEMPT_RUNNING, 1030, 1) != NULL);
+	p0 = rank_pid(1030, 1);
+	p1 = rank_pid(1030, 2);
+	REQUIRE(p0 > 1 && p1 > 1);
+	/* for an attempt that does not run here, and with a signal no job may choose */
+	send_msg(PROTO_CHECKPOINT, 1031, EPOCH, "{'signal':'SIGUSR1','grace_seconds':5}");
+	send_msg(PROTO_CHECKPOINT, 1030, EPOCH, "{'signal':'SIGKILL','grace_seconds':5}");
+	send_msg(PROTO_CHECKPOINT, 1030, EPOCH, "{'signal':'SIGUSR1','grace_seconds':5}");
+	CHECK(wait_lines(ty_test_strf("%s/ckpt-0", dir), 1));
+	CHECK(wait_lines(ty_test_strf("%s/ckpt-1", dir), 1));
+	/* a repeated request (another seq) changes nothing; nothing is reported */
+	send_msg(PROTO_CHECKPOINT, 1030, EPOCH, "{'signal':'SIGUSR1','grace_seconds':5}");
+	collect(800);
+	CHECK_INT_EQ(file_lines(ty_test_strf("%s/ckpt-0", dir)), 1);
+	CHECK_INT_EQ(file_lines(ty_test_strf("%s/ckpt-1", dir)), 1);
+	CHECK_INT_EQ(count_of(PROTO_RANK_EXITED, 1030), 0);
+	CHECK_INT_EQ(count_of(PROTO_ATTEMPT_EXITED, 1030), 0);
+	CHECK_INT_EQ(count_of(PROTO_ATTEMPT_EXITED, 1031), 0);
+	CHECK(group_live(p0) >= 1);
+	CHECK(group_live(p1) >= 1);
+	/* after the grace period the scheduler kills it: the same stop, class preempted */
+	send_msg(PROTO_KILL, 1030, EPOCH, "{'reason':'preempted','grace_seconds':1}");
+	REQUIRE((d = wait_msg(PROTO_ATTEMPT_EXITED, 1030, 1)) != NULL);
+	CHECK_STR_EQ(json_string_value(json_object_get(d, "failure_class")), "preempted");
+	CHECK_INT_EQ(json_integer_value(json_object_get(d, "exit_code")), -1);
+	CHECK_INT_EQ(count_of(PROTO_RANK_EXITED, 1030), 2);
+	for (size_t i = 1; i <= 2; i++) {
+		d = wait_msg(PROTO_RANK_EXITED, 1030, i);
+		REQUIRE(d != NULL);
+		CHECK_INT_EQ(json_integer_value(json_object_get(d, "signal")), SIGTERM);
+	}
+	CHECK_INT_EQ(group_live(p0), 0);
+	CHECK_INT_EQ(group_live(p1), 0);
+	REQUIRE((d = wait_heartbeat_finished(1030)) != NULL);
+	CHECK(counter(d, "malformed") >= 1);
+	/* a checkpoint after the end is ignored */
+	send_msg(PROTO_CHECKPOINT, 1030, EPOCH, "{'signal':'SIGUSR1','grace_seconds':5}");
+	collect(300);
+	CHECK_INT_EQ(count_of(PROTO_ATTEMPT_EXITED, 1030), 1);
+}
+
+TY_TEST(rank_ending_on_the_checkpoint_signal_is_preempted)
+{
+	const json_t *d;
+
+	setup();
+	/* rank 1 takes the default action of SIGUSR2 (it dies); rank 0 checkpoints */
+	send_msg(PROTO_LAUNCH, 1032, EPOCH,
+		 launch_data(2, "if [ \"$LOCAL_RANK\" = 0 ]; then trap \"echo $$ >> ckpt\" USR2; "
+				"fi; while :; do sleep 0.1; done"));
+	REQUIRE(wait_msg(PROTO_ATTEMPT_RUNNING, 1032, 1) != NULL);
+	send_msg(PROTO_CHECKPOINT, 1032, EPOCH, "{'signal':'USR2','grace_seconds':30}");
+	REQUIRE((d = wait_msg(PROTO_ATTEMPT_EXITED, 1032, 1)) != NULL);
+	CHECK_STR_EQ(json_string_value(json_object_get(d, "failure_class")), "preempted");
+	CHECK(strstr(json_string_value(json_object_get(d, "message")), "checkpoint signal") !=
+	      NULL);
+	CHECK_INT_EQ(count_of(PROTO_RANK_EXITED, 1032), 2);
+}
+
 TY_TEST(malformed_message_is_skipped)
 {
 	setup();

@@ -557,10 +557,35 @@ bool fx_wait_at(const char *file, int line, struct fx *f, int timeout_ms, const 
 
 /* ---- jobs ---- */
 
-long long fx_submit(struct fx *f, const char *extra)
+const char *fx_team(struct fx *f, const char *prefix, int nominal, int borrowing_limit,
+		    const char *cohort)
 {
 	struct ty_resp r = {0};
-	const char *body = ty_test_jf("{'team':'%s','command':['python','train.py']%s}", f->team,
+	const char *name = ty_uniq(prefix);
+	const char *body =
+	    ty_test_jf("{'name':'%s','nominal_gpus':%d,'borrowing_limit_gpus':%s,'cohort':%s}",
+		       name, nominal, borrowing_limit < 0 ? "null" : fx_n(borrowing_limit),
+		       cohort ? ty_test_strf("'%s'", cohort) : "null");
+
+	ty_test_api_use(f->api);
+	if (ty_http(&r, "POST", "/v1/teams", f->admin, body, NULL) != 201) {
+		FAIL("cannot create team %s: HTTP %d %s", name, r.status, r.body ? r.body : "");
+		ty_resp_free(&r);
+		ty_test_abort();
+	}
+	ty_resp_free(&r);
+	return name;
+}
+
+long long fx_submit(struct fx *f, const char *extra)
+{
+	return fx_submit_to(f, f->team, extra);
+}
+
+long long fx_submit_to(struct fx *f, const char *team, const char *extra)
+{
+	struct ty_resp r = {0};
+	const char *body = ty_test_jf("{'team':'%s','command':['python','train.py']%s}", team,
 				      extra ? ty_test_jf("%s", extra) : "");
 	long long id;
 

@@ -63,6 +63,14 @@ const char *fx_n(long long v);
 
 /* Submit a job to the case's team; extra is ",'k':v..." JSON (' for ") or NULL. */
 long long fx_submit(struct fx *f, const char *extra);
+/*
+ * Create a team (a unique name from prefix) with nominal GPUs, a borrowing
+ * limit (-1: none) and a cohort (NULL: none); returns its name.
+ */
+const char *fx_team(struct fx *f, const char *prefix, int nominal, int borrowing_limit,
+		    const char *cohort);
+/* Submit a job to team, as fx_submit. */
+long long fx_submit_to(struct fx *f, const char *team, const char *extra);
 void fx_cancel(struct fx *f, long long job);
 
 /* ---- fake executors ---- */

@@ -5,6 +5,7 @@
 #include "fixture.h"
 #include "ty_stack.h"
 #include "ty_test.h"
+#include "ty_time.h"
 
 #include <string.h>
 
@@ -368,5 +369,33 @@ TY_TEST(unplaceable_jobs_stay_pending_and_zero_gpu_jobs_run)
 	CHECK_STR_EQ(FX_Q(f, "SELECT state || ' ' || attempt FROM jobs WHERE id = $1", fx_n(big)),
 		     "pending 0");
 	CHECK_INT_EQ(fx_count(f, "n1", "launch", big, 0) + fx_count(f, "n2", "launch", big, 0), 0);
+	fx_sched_stop(f, 0);
+}
+
+TY_TEST(submission_and_cancel_start_a_cycle_without_waiting_for_cycle_ms)
+{
+	/* with cycles an hour apart, only changes can start them */
+	static const char *const slow[] = {"--cycle-ms=3600000", NULL};
+	struct fx *f = fx_start();
+	const struct proto_msg *l, *k;
+	int64_t t0;
+	long long job;
+
+	fx_node(f, "n1", 4);
+	fx_sched_start(f, "s1", slow);
+	FX_WAIT(f, T, "1", "SELECT count(*) FROM nodes WHERE state = 'ready'");
+	fx_poll(f, 300); /* the cycle the node's register started is over */
+	t0 = ty_mono_ms();
+	job = fx_submit(f, ",'resources':{'nodes':1,'gpus_per_node':2}");
+	l = fx_recv(f, "n1", "launch", job, T);
+	REQUIRE(l != NULL);
+	ty_test_note("launch %lld ms after the submission", (long long)(ty_mono_ms() - t0));
+	fx_run(f, "n1", l);
+	FX_WAIT(f, T, "running", "SELECT state FROM jobs WHERE id = $1", fx_n(job));
+	fx_cancel(f, job);
+	k = fx_recv(f, "n1", "kill", job, T);
+	REQUIRE(k != NULL);
+	CHECK_STR_EQ(dstr(k, "reason"), "cancel");
+	CHECK(ty_mono_ms() - t0 < T);
 	fx_sched_stop(f, 0);
 }

@@ -1,0 +1,305 @@
+/*
+ * The pending-job mirror: every pending job's scheduling inputs and what
+ * was last published for it, kept in memory across cycles. It is loaded
+ * whole at the start of a term (and every QUEUE_RELOAD_MS as a safety
+ * net); in between only jobs known to have changed are read again: those
+ * another session wrote a job event for (NOTIFY trainyard_job_events,
+ * whose payload is the job id, delivered only after the commit) and those
+ * this scheduler touched itself (every job event it writes, every
+ * allocation it releases). A job's inputs (spec, team, class, priority,
+ * submit time) never change while it is pending; what does — its state,
+ * cancel_requested, whether an earlier attempt still holds GPUs — always
+ * comes with one of those.
+ */
+#include "scheduler.h"
+#include "ty_buf.h"
+#include "ty_log.h"
+#include "ty_time.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define QUEUE_RELOAD_MS 60000 /* full reload, in case a change slipped by */
+#define TOUCHED_MAX 20000     /* beyond this many changed jobs a full reload is cheaper */
+
+/* The one statement both reloads use; $1 restricts it to some ids (NULL: all pending). */
+#define QUEUE_SELECT                                                                               \
+	"SELECT j.id, j.team_id, j.priority_class, j.priority,"                                    \
+	" (extract(epoch FROM j.created_at) * 1000)::bigint,"                                      \
+	" coalesce((j.spec->'resources'->>'nodes')::integer, 1),"                                  \
+	" coalesce((j.spec->'resources'->>'gpus_per_node')::integer, 0),"                          \
+	" coalesce(j.spec->>'launch', 'per_gpu') = 'per_node',"                                    \
+	" j.spec->'topology'->>'required',"                                                        \
+	" coalesce((j.spec->>'min_runtime_seconds')::bigint, 0),"                                  \
+	" coalesce((j.spec->>'max_runtime_seconds')::bigint, 86400),"                              \
+	" j.pending_reason, coalesce(j.queue_position, 0),"                                        \
+	" coalesce((extract(epoch FROM j.reserved_until) * 1000)::bigint, -1)," /* a retry starts  \
+										   once the last   \
+										   attempt's ranks \
+										   are all gone */ \
+	" EXISTS (SELECT 1 FROM allocations a WHERE a.job_id = j.id"                               \
+	"  AND a.released_at IS NULL), j.attempt,"                                                 \
+	" j.state = 'pending' AND NOT j.cancel_requested"                                          \
+	" FROM jobs j"
+
+void sched_touch(struct sched *s, int64_t job)
+{
+	struct sched_ids *t = &s->touched;
+
+	if (s->queue_stale)
+		return;
+	if (t->n == TOUCHED_MAX) {
+		s->queue_stale = true;
+		t->n = 0;
+		return;
+	}
+	if (t->n == t->cap) {
+		int cap = t->cap ? t->cap * 2 : 256;
+		int64_t *v = realloc(t->v, (size_t)cap * sizeof(*v));
+
+		if (!v) {
+			s->queue_stale = true; /* read everything again rather than miss one */
+			t->n = 0;
+			return;
+		}
+		t->v = v;
+		t->cap = cap;
+	}
+	t->v[t->n++] = job;
+}
+
+static void qjob_clear(struct sched_qjob *j)
+{
+	free(j->reason);
+	j->reason = NULL;
+}
+
+void sched_queue_clear(struct sched *s)
+{
+	for (int i = 0; i < s->queue.n; i++)
+		qjob_clear(&s->queue.v[i]);
+	free(s->queue.v);
+	memset(&s->queue, 0, sizeof(s->queue));
+	sched_ids_free(&s->touched);
+	s->queue_stale = true;
+}
+
+static int find(const struct sched_qjob *v, int n, int64_t job)
+{
+	int lo = 0, hi = n;
+
+	while (lo < hi) {
+		int mid = lo + (hi - lo) / 2;
+
+		if (v[mid].id < job)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo < n && v[lo].id == job ? lo : -1;
+}
+
+int sched_queue_find(const struct sched *s, int64_t job)
+{
+	return find(s->queue.v, s->queue.n, job);
+}
+
+int sched_queue_set_reason(struct sched *s, int i, const char *reason, int position,
+			   int64_t reserved_ms)
+{
+	struct sched_qjob *j = &s->queue.v[i];
+	char *r = reason ? strdup(reason) : NULL;
+
+	if (reason && !r)
+		return TY_ENOMEM;
+	free(j->reason);
+	j->reason = r;
+	j->position = position;
+	j->reserved_ms = reserved_ms;
+	return 0;
+}
+
+/* Row r of a QUEUE_SELECT result into j (cleared first). */
+static int qjob_read(struct sched_qjob *j, const PGresult *res, int r)
+{
+	const char *reason = ty_pg_val(res, r, 11);
+
+	memset(j, 0, sizeof(*j));
+	j->id = sched_col_i64(res, r, 0);
+	j->team_id = sched_col_i64(res, r, 1);
+	snprintf(j->cls, sizeof(j->cls), "%s", PQgetvalue(res, r, 2));
+	j->priority = (int)sched_col_i64(res, r, 3);
+	j->submit_ms = sched_col_i64(res, r, 4);
+	j->nodes = (int)sched_col_i64(res, r, 5);
+	j->gpus_per_node = (int)sched_col_i64(res, r, 6);
+	j->per_node = !strcmp(PQgetvalue(res, r, 7), "t");
+	snprintf(j->required, sizeof(j->required), "%s",
+		 ty_pg_val(res, r, 8) ? PQgetvalue(res, r, 8) : "");
+	j->min_runtime_s = sched_col_i64(res, r, 9);
+	j->max_runtime_s = sched_col_i64(res, r, 10);
+	j->position = (int)sched_col_i64(res, r, 12);
+	j->reserved_ms = sched_col_i64(res, r, 13);
+	j->held = !strcmp(PQgetvalue(res, r, 14), "t");
+	j->attempt = sched_col_i64(res, r, 15);
+	if (reason && !(j->reason = strdup(reason)))
+		return TY_ENOMEM;
+	return 0;
+}
+
+static int cmp_qjob(const void *a, const void *b)
+{
+	int64_t x = ((const struct sched_qjob *)a)->id, y = ((const struct sched_qjob *)b)->id;
+
+	return (x > y) - (x < y);
+}
+
+static int cmp_i64(const void *a, const void *b)
+{
+	int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+
+	return (x > y) - (x < y);
+}
+
+static int reserve(struct sched_queue *q, int n)
+{
+	struct sched_qjob *v;
+	int cap = q->cap ? q->cap : 256;
+
+	if (n <= q->cap)
+		return 0;
+	while (cap < n)
+		cap *= 2;
+	if (!(v = realloc(q->v, (size_t)cap * sizeof(*v))))
+		return TY_ENOMEM;
+	q->v = v;
+	q->cap = cap;
+	return 0;
+}
+
+static int reload_all(struct sched *s, struct ty_err *err)
+{
+	struct sched_queue q = {0};
+	PGresult *res = NULL;
+	int rc;
+
+	if ((rc = ty_pg_exec(&res, s->pg,
+			     QUEUE_SELECT " WHERE j.state = 'pending' AND NOT j.cancel_requested"
+					  " ORDER BY j.id",
+			     0, NULL, err)))
+		return rc;
+	if (reserve(&q, PQntuples(res))) {
+		PQclear(res);
+		return ty_err_set(err, TY_ENOMEM, NULL);
+	}
+	for (int r = 0; r < PQntuples(res); r++) {
+		if (qjob_read(&q.v[q.n], res, r)) {
+			q.n++;
+			rc = ty_err_set(err, TY_ENOMEM, NULL);
+			break;
+		}
+		q.n++;
+	}
+	PQclear(res);
+	if (rc) {
+		for (int i = 0; i < q.n; i++)
+			qjob_clear(&q.v[i]);
+		free(q.v);
+		return rc;
+	}
+	for (int i = 0; i < s->queue.n; i++)
+		qjob_clear(&s->queue.v[i]);
+	free(s->queue.v);
+	s->queue = q;
+	return 0;
+}
+
+/* Read the touched jobs again: update, add or drop each. */
+static int reload_touched(struct sched *s, struct ty_err *err)
+{
+	struct sched_ids *t = &s->touched;
+	struct ty_buf ids = TY_BUF_INIT;
+	PGresult *res = NULL;
+	bool drop = false, unsorted = false;
+	int rc, k = 0, n0;
+
+	qsort(t->v, (size_t)t->n, sizeof(int64_t), cmp_i64);
+	ty_buf_puts(&ids, "{");
+	for (int i = 0; i < t->n; i++)
+		if (i == 0 || t->v[i] != t->v[i - 1])
+			ty_buf_printf(&ids, "%s%lld", k++ ? "," : "", (long long)t->v[i]);
+	ty_buf_puts(&ids, "}");
+	if (ids.oom) {
+		ty_buf_free(&ids);
+		return ty_err_set(err, TY_ENOMEM, NULL);
+	}
+	const char *p[] = {ids.data};
+	rc = ty_pg_exec(&res, s->pg, QUEUE_SELECT " WHERE j.id = ANY ($1::bigint[])", 1, p, err);
+	ty_buf_free(&ids);
+	if (rc)
+		return rc;
+	if (reserve(&s->queue, s->queue.n + PQntuples(res))) {
+		PQclear(res);
+		return ty_err_set(err, TY_ENOMEM, NULL);
+	}
+	n0 = s->queue.n; /* the sorted part: rows appended below are not searched */
+	for (int r = 0; r < PQntuples(res) && !rc; r++) {
+		int64_t id = sched_col_i64(res, r, 0);
+		bool queued = !strcmp(PQgetvalue(res, r, 16), "t");
+		int at = find(s->queue.v, n0, id);
+
+		if (at >= 0 && !queued) {
+			s->queue.v[at].gone = true; /* compacted below */
+			drop = true;
+		} else if (at >= 0) {
+			qjob_clear(&s->queue.v[at]);
+			if (qjob_read(&s->queue.v[at], res, r))
+				rc = ty_err_set(err, TY_ENOMEM, NULL);
+		} else if (queued) {
+			if (qjob_read(&s->queue.v[s->queue.n++], res, r))
+				rc = ty_err_set(err, TY_ENOMEM, NULL);
+			unsorted = true;
+		}
+	}
+	PQclear(res);
+	if (drop) {
+		int n = 0;
+
+		for (int i = 0; i < s->queue.n; i++) {
+			if (s->queue.v[i].gone)
+				qjob_clear(&s->queue.v[i]);
+			else
+				s->queue.v[n++] = s->queue.v[i];
+		}
+		s->queue.n = n;
+	}
+	if (unsorted)
+		qsort(s->queue.v, (size_t)s->queue.n, sizeof(*s->queue.v), cmp_qjob);
+	return rc;
+}
+
+int sched_queue_refresh(struct sched *s, struct ty_err *err)
+{
+	int64_t now = ty_mono_ms();
+	int rc;
+
+	if (s->queue_stale || now >= s->queue_loaded + QUEUE_RELOAD_MS) {
+		/* what is touched from here on is read again next time */
+		s->touched.n = 0;
+		if ((rc = reload_all(s, err)))
+			return rc;
+		s->queue_stale = false;
+		s->queue_loaded = now;
+		ty_debug("queue: %d pending job(s) loaded", s->queue.n);
+		return 0;
+	}
+	if (s->touched.n == 0)
+		return 0;
+	if ((rc = reload_touched(s, err))) {
+		s->queue_stale = true;
+		s->touched.n = 0;
+		return rc;
+	}
+	s->touched.n = 0;
+	return 0;
+}

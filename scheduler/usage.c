@@ -1,0 +1,82 @@
+/*
+ * Decayed GPU usage per team, brought forward incrementally: each team's
+ * value is persisted in team_usage as of a time, and only allocations that
+ * held GPUs since then are read, never the whole history.
+ */
+#include "quota.h"
+#include "scheduler.h"
+
+#include <stdlib.h>
+
+static int team_at(const struct sched_usage *t, int n, int64_t id)
+{
+	int lo = 0, hi = n;
+
+	while (lo < hi) {
+		int mid = lo + (hi - lo) / 2;
+
+		if (t[mid].team < id)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo < n && t[lo].team == id ? lo : -1;
+}
+
+int sched_usage_advance(struct sched_usage *teams, int n, struct sched *s, int64_t now_ms,
+			struct ty_err *err)
+{
+	double *add = NULL;
+	PGresult *res = NULL;
+	int64_t from = now_ms;
+	char fb[24];
+	int rc;
+
+	if (n == 0)
+		return 0;
+	for (int i = 0; i < n; i++)
+		if (teams[i].since_ms < from)
+			from = teams[i].since_ms;
+	if (!(add = calloc((size_t)n, sizeof(*add))))
+		return ty_err_set(err, TY_ENOMEM, NULL);
+	/*
+	 * Held from the attempt's creation until released: what a team holds
+	 * is what others cannot use, whether its ranks run yet or not.
+	 */
+	const char *p[] = {sched_i64(fb, from)};
+	if ((rc = ty_pg_exec(&res, s->pg,
+			     "SELECT j.team_id, cardinality(a.gpus),"
+			     " (extract(epoch FROM t.created_at) * 1000)::bigint,"
+			     " (extract(epoch FROM a.released_at) * 1000)::bigint"
+			     " FROM allocations a JOIN attempts t USING (job_id, attempt)"
+			     " JOIN jobs j ON j.id = a.job_id"
+			     " WHERE a.released_at IS NULL"
+			     " OR a.released_at > to_timestamp($1::bigint / 1000.0)",
+			     1, p, err)))
+		goto out;
+	for (int r = 0; r < PQntuples(res); r++) {
+		int i = team_at(teams, n, sched_col_i64(res, r, 0));
+		int64_t gpus = sched_col_i64(res, r, 1), lo = sched_col_i64(res, r, 2), hi = now_ms;
+
+		if (i < 0 || gpus <= 0)
+			continue;
+		if (ty_pg_val(res, r, 3) && sched_col_i64(res, r, 3) < hi)
+			hi = sched_col_i64(res, r, 3);
+		if (lo < teams[i].since_ms)
+			lo = teams[i].since_ms;
+		if (hi > lo)
+			add[i] += (double)gpus * (double)(hi - lo) / 1000.0;
+	}
+	for (int i = 0; i < n; i++) {
+		if (now_ms <= teams[i].since_ms)
+			continue;
+		teams[i].decayed = quota_usage_decay(teams[i].decayed, now_ms - teams[i].since_ms,
+						     s->o.usage_half_life_s) +
+				   add[i];
+		teams[i].since_ms = now_ms;
+	}
+out:
+	PQclear(res);
+	free(add);
+	return rc;
+}

@@ -1,0 +1,378 @@
+/*
+ * Reclaim preemption through the daemon, the test playing the executors:
+ * checkpoint rows, kill rows after the grace period, requeue without the
+ * retry budget, the preemptions counter; and what each cycle publishes
+ * (pending reasons, queue positions, team usage).
+ */
+#include "fixture.h"
+#include "ty_stack.h"
+#include "ty_test.h"
+#include "ty_time.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define T 15000
+
+static const char *const no_min_runtime[] = {
+    "--min-runtime-seconds=high=0,normal=0,low=0,scavenger=0", NULL};
+
+static long long dint(const struct proto_msg *m, const char *key)
+{
+	return (long long)json_integer_value(json_object_get(m->data, key));
+}
+
+static const char *dstr(const struct proto_msg *m, const char *key)
+{
+	return json_string_value(json_object_get(m->data, key));
+}
+
+/* The first message of type for any job on either node, waiting up to ms. */
+static const struct proto_msg *recv_either(struct fx *f, const char *type, int ms,
+					   const char **node)
+{
+	int64_t end = ty_mono_ms() + ms;
+
+	do {
+		static const char *const nodes[] = {"n1", "n2"};
+
+		for (int i = 0; i < 2; i++) {
+			const struct proto_msg *m = fx_recv(f, nodes[i], type, 0, 0);
+
+			if (m) {
+				*node = nodes[i];
+				return m;
+			}
+		}
+		fx_poll(f, 20);
+	} while (ty_mono_ms() < end);
+	return NULL;
+}
+
+struct world {
+	struct fx *f;
+	const char *a, *b; /* teams of one cohort, 2 nominal GPUs each */
+	long long a1, a2;
+	const struct proto_msg *l1, *l2; /* their launches */
+	const char *n1, *n2;		 /* their nodes */
+};
+
+/* Two 2-GPU nodes; team a fills both by borrowing b's idle nominal GPUs. */
+static void borrowed_cluster(struct world *w, const char *const *sched_args, const char *spec)
+{
+	struct fx *f = w->f = fx_start();
+
+	w->a = fx_team(f, "a", 2, -1, "c1");
+	w->b = fx_team(f, "b", 2, -1, "c1");
+	fx_node(f, "n1", 2);
+	fx_node(f, "n2", 2);
+	fx_sched_start(f, "s1", sched_args);
+	FX_WAIT(f, T, "2", "SELECT count(*) FROM nodes WHERE state = 'ready'");
+	w->a1 = fx_submit_to(f, w->a,
+			     ty_test_strf(",'resources':{'nodes':1,'gpus_per_node':2}%s", spec));
+	w->l1 = recv_either(f, "launch", T, &w->n1);
+	REQUIRE(w->l1 != NULL && w->l1->job == w->a1);
+	fx_run(f, w->n1, w->l1);
+	w->a2 = fx_submit_to(f, w->a,
+			     ty_test_strf(",'resources':{'nodes':1,'gpus_per_node':2}%s", spec));
+	w->l2 = recv_either(f, "launch", T, &w->n2);
+	REQUIRE(w->l2 != NULL && w->l2->job == w->a2);
+	REQUIRE(strcmp(w->n1, w->n2) != 0);
+	fx_run(f, w->n2, w->l2);
+	FX_WAIT(f, T, "running running",
+		"SELECT string_agg(state, ' ') FROM jobs WHERE id IN ($1, $2)", fx_n(w->a1),
+		fx_n(w->a2));
+	FX_WAIT(f, T, "4 2 0",
+		"SELECT gpus_in_use || ' ' || gpus_borrowed || ' ' || gpus_lent"
+		" FROM team_usage u JOIN teams t ON t.id = u.team_id WHERE t.name = $1",
+		w->a);
+	FX_WAIT(f, T, "0 0 2",
+		"SELECT gpus_in_use || ' ' || gpus_borrowed || ' ' || gpus_lent"
+		" FROM team_usage u JOIN teams t ON t.id = u.team_id WHERE t.name = $1",
+		w->b);
+}
+
+TY_TEST(reclaim_checkpoints_kills_after_grace_and_requeues)
+{
+	struct world w;
+	struct fx *f;
+	const struct proto_msg *c, *k, *lb, *again, *launch;
+	const char *cnode, *vnode;
+	long long b1, victim, other, t0, waited;
+
+	borrowed_cluster(
+	    &w, no_min_runtime,
+	    ",'checkpoint':{'signal':'SIGUSR2','grace_seconds':2},'retry':{'system':1}");
+	f = w.f;
+	t0 = ty_mono_ms();
+	b1 = fx_submit_to(f, w.b, ",'resources':{'nodes':1,'gpus_per_node':2}");
+
+	/* one of a's gangs (the one with the least progress: a2) gets the checkpoint signal */
+	c = recv_either(f, "checkpoint", T, &cnode);
+	REQUIRE(c != NULL);
+	victim = c->job;
+	REQUIRE(victim == w.a1 || victim == w.a2);
+	other = victim == w.a1 ? w.a2 : w.a1;
+	vnode = victim == w.a1 ? w.n1 : w.n2;
+	launch = victim == w.a1 ? w.l1 : w.l2;
+	CHECK_INT_EQ(victim, w.a2);
+	CHECK_STR_EQ(cnode, vnode);
+	CHECK_INT_EQ(c->attempt, 1);
+	CHECK_STR_EQ(dstr(c, "signal"), "SIGUSR2");
+	CHECK_INT_EQ(dint(c, "grace_seconds"), 2);
+	FX_WAIT(f, T, "preempting", "SELECT state FROM jobs WHERE id = $1", fx_n(victim));
+	CHECK_STR_EQ(FX_Q(f,
+			  "SELECT state || ' ' || failure_class || ' ' || preempted_for"
+			  " FROM attempts WHERE job_id = $1 AND attempt = 1",
+			  fx_n(victim)),
+		     ty_test_strf("stopping preempted %lld", b1));
+	CHECK_STR_EQ(FX_Q(f,
+			  "SELECT type || ' ' || state || ': ' || message FROM job_events"
+			  " WHERE job_id = $1 AND type = 'preempting'",
+			  fx_n(victim)),
+		     ty_test_strf("preempting preempting: attempt 1 preempted to place job %lld "
+				  "(team %s reclaiming its nominal quota); SIGUSR2 sent to 1 node, "
+				  "killed in 2 s",
+				  b1, w.b));
+	/* the other gang and the preempting job's queue entry */
+	CHECK_STR_EQ(FX_Q(f, "SELECT state FROM jobs WHERE id = $1", fx_n(other)), "running");
+	FX_WAIT(f, T, "pending 1", "SELECT state || ' ' || queue_position FROM jobs WHERE id = $1",
+		fx_n(b1));
+	CHECK(FX_Q(f, "SELECT pending_reason FROM jobs WHERE id = $1", fx_n(b1)) != NULL);
+
+	/* nothing more during the grace period: no kill, no second checkpoint */
+	fx_poll(f, 1000);
+	CHECK_INT_EQ(fx_count(f, vnode, "kill", victim, 0), 0);
+	CHECK_INT_EQ(fx_count(f, vnode, "checkpoint", victim, 0), 1);
+	CHECK_INT_EQ(fx_count(f, "n1", "launch", b1, 0) + fx_count(f, "n2", "launch", b1, 0), 0);
+
+	/* then the kill, reason preempted, once the grace period is over */
+	k = fx_recv(f, vnode, "kill", victim, T);
+	waited = ty_mono_ms() - t0;
+	REQUIRE(k != NULL);
+	CHECK_STR_EQ(dstr(k, "reason"), "preempted");
+	CHECK_INT_EQ(k->attempt, 1);
+	CHECK(waited >= 2000);
+	CHECK_INT_EQ(fx_count(f, "n1", "kill", other, 0) + fx_count(f, "n2", "kill", other, 0), 0);
+
+	/* the node reports: the job is requeued, its GPUs go to b1 */
+	fx_exit(f, vnode, launch, -1, "preempted", "preempted by the scheduler");
+	lb = fx_recv(f, vnode, "launch", b1, T);
+	REQUIRE(lb != NULL);
+	CHECK_STR_EQ(FX_Q(f,
+			  "SELECT state || ' ' || attempt || ' ' || failure_class || ' ' ||"
+			  " preemptions || ' ' || retries::text FROM jobs WHERE id = $1",
+			  fx_n(victim)),
+		     "pending 1 preempted 1 {}");
+	CHECK_STR_EQ(FX_Q(f,
+			  "SELECT state || ' ' || failure_class || ' ' || (ended_at IS NOT NULL)"
+			  " FROM attempts WHERE job_id = $1 AND attempt = 1",
+			  fx_n(victim)),
+		     "failed preempted true");
+	CHECK_STR_EQ(FX_Q(f,
+			  "SELECT message FROM job_events WHERE job_id = $1 AND type = 'requeued'",
+			  fx_n(victim)),
+		     "attempt 1 preempted: stopped on every node; requeued for attempt 2 "
+		     "(preemption 1, retry budget untouched)");
+	CHECK_STR_EQ(FX_Q(f,
+			  "SELECT string_agg(type || '/' || state, ' ' ORDER BY seq)"
+			  " FROM job_events WHERE job_id = $1",
+			  fx_n(victim)),
+		     "submitted/pending scheduled/scheduled starting/starting running/running "
+		     "preempting/preempting stopping/preempting requeued/pending");
+	/* it waits in the queue while b1 runs: a is back at its nominal share */
+	FX_WAIT(f, T, "1", "SELECT queue_position FROM jobs WHERE id = $1", fx_n(victim));
+	CHECK(FX_Q(f, "SELECT pending_reason FROM jobs WHERE id = $1", fx_n(victim)) != NULL);
+	fx_run(f, vnode, lb);
+	FX_WAIT(f, T, "2 0 0",
+		"SELECT gpus_in_use || ' ' || gpus_borrowed || ' ' || gpus_lent"
+		" FROM team_usage u JOIN teams t ON t.id = u.team_id WHERE t.name = $1",
+		w.a);
+	FX_WAIT(f, T, "2 0 0",
+		"SELECT gpus_in_use || ' ' || gpus_borrowed || ' ' || gpus_lent"
+		" FROM team_usage u JOIN teams t ON t.id = u.team_id WHERE t.name = $1",
+		w.b);
+	FX_WAIT(f, T, "1",
+		"SELECT pending_jobs FROM team_usage u JOIN teams t ON t.id = u.team_id"
+		" WHERE t.name = $1",
+		w.a);
+
+	/* b1 ends: the requeued job runs again as attempt 2 */
+	fx_exit(f, vnode, lb, 0, "", "");
+	again = fx_recv(f, vnode, "launch", victim, T);
+	REQUIRE(again != NULL);
+	CHECK_INT_EQ(again->attempt, 2);
+	FX_WAIT(f, T, "scheduled 2", "SELECT state || ' ' || attempt FROM jobs WHERE id = $1",
+		fx_n(victim));
+	CHECK_STR_EQ(FX_Q(f,
+			  "SELECT coalesce(pending_reason, '-') || ' ' ||"
+			  " coalesce(queue_position::text, '-') FROM jobs WHERE id = $1",
+			  fx_n(victim)),
+		     "- -");
+	fx_sched_stop(f, 0);
+}
+
+TY_TEST(a_gang_that_exits_during_the_grace_period_is_requeued_without_a_kill)
+{
+	struct world w;
+	struct fx *f;
+	const struct proto_msg *c;
+	const char *cnode;
+	long long b1;
+
+	borrowed_cluster(&w, no_min_runtime, ",'checkpoint':{'grace_seconds':30}");
+	f = w.f;
+	b1 = fx_submit_to(f, w.b, ",'resources':{'nodes':1,'gpus_per_node':2}");
+	c = recv_either(f, "checkpoint", T, &cnode);
+	REQUIRE(c != NULL);
+	CHECK_STR_EQ(dstr(c, "signal"), "SIGUSR1"); /* the spec's default */
+	CHECK_INT_EQ(dint(c, "grace_seconds"), 30);
+	/* the job checkpointed and exited on its own (code 0): preempted all the same */
+	fx_exit(f, cnode, c->job == w.a1 ? w.l1 : w.l2, 0, "", "");
+	REQUIRE(fx_recv(f, cnode, "launch", b1, T) != NULL);
+	CHECK_STR_EQ(
+	    FX_Q(f, "SELECT state || ' ' || preemptions FROM jobs WHERE id = $1", fx_n(c->job)),
+	    "pending 1");
+	CHECK_INT_EQ(fx_count(f, cnode, "kill", c->job, 0), 0);
+	fx_sched_stop(f, 0);
+}
+
+TY_TEST(cancel_while_preempting_cancels)
+{
+	struct world w;
+	struct fx *f;
+	const struct proto_msg *c, *k;
+	const char *cnode;
+
+	borrowed_cluster(&w, no_min_runtime, ",'checkpoint':{'grace_seconds':1}");
+	f = w.f;
+	fx_submit_to(f, w.b, ",'resources':{'nodes':1,'gpus_per_node':2}");
+	c = recv_either(f, "checkpoint", T, &cnode);
+	REQUIRE(c != NULL);
+	fx_cancel(f, c->job);
+	k = fx_recv(f, cnode, "kill", c->job, T);
+	REQUIRE(k != NULL);
+	fx_exit(f, cnode, c->job == w.a1 ? w.l1 : w.l2, -1, "preempted", "preempted");
+	FX_WAIT(f, T, "cancelled 0", "SELECT state || ' ' || preemptions FROM jobs WHERE id = $1",
+		fx_n(c->job));
+	fx_sched_stop(f, 0);
+}
+
+TY_TEST(a_lost_node_completes_a_preemption)
+{
+	static const char *const args[] = {"--min-runtime-seconds=normal=0",
+					   "--node-timeout-ms=1500", NULL};
+	struct world w;
+	struct fx *f;
+	const struct proto_msg *c;
+	const char *cnode;
+	long long b1;
+
+	borrowed_cluster(&w, args, ",'checkpoint':{'grace_seconds':60}");
+	f = w.f;
+	b1 = fx_submit_to(f, w.b, ",'resources':{'nodes':1,'gpus_per_node':2}");
+	c = recv_either(f, "checkpoint", T, &cnode);
+	REQUIRE(c != NULL);
+	fx_node_beat(f, cnode, false);
+	FX_WAIT(f, T, "pending 1", "SELECT state || ' ' || preemptions FROM jobs WHERE id = $1",
+		fx_n(c->job));
+	CHECK_STR_EQ(FX_Q(f, "SELECT state FROM jobs WHERE id = $1", fx_n(b1)), "pending");
+	fx_sched_stop(f, 0);
+}
+
+TY_TEST(min_runtime_protects_a_young_gang)
+{
+	struct world w;
+	struct fx *f;
+	const char *cnode;
+	long long b1;
+
+	/* the default: normal jobs run 600 s before they may be preempted */
+	borrowed_cluster(&w, NULL, "");
+	f = w.f;
+	b1 = fx_submit_to(f, w.b, ",'resources':{'nodes':1,'gpus_per_node':2}");
+	FX_WAIT(f, T, "1", "SELECT queue_position FROM jobs WHERE id = $1", fx_n(b1));
+	CHECK(FX_Q(f, "SELECT pending_reason FROM jobs WHERE id = $1", fx_n(b1)) != NULL);
+	CHECK(recv_either(f, "checkpoint", 1500, &cnode) == NULL);
+	CHECK_STR_EQ(FX_Q(f, "SELECT string_agg(state, ' ') FROM jobs WHERE id IN ($1, $2)",
+			  fx_n(w.a1), fx_n(w.a2)),
+		     "running running");
+	fx_sched_stop(f, 0);
+}
+
+TY_TEST(queue_positions_and_reasons_are_written_only_when_they_change)
+{
+	struct fx *f = fx_start();
+	const char *x1, *x2, *x3, *reason;
+	long long j1, j2, j3, blocker;
+
+	fx_node(f, "n1", 2);
+	fx_sched_start(f, "s1", NULL);
+	FX_WAIT(f, T, "1", "SELECT count(*) FROM nodes WHERE state = 'ready'");
+	blocker = fx_submit(f, ",'resources':{'nodes':1,'gpus_per_node':2}");
+	REQUIRE(fx_recv(f, "n1", "launch", blocker, T) != NULL);
+	j1 = fx_submit(f, ",'resources':{'nodes':1,'gpus_per_node':2}");
+	j2 = fx_submit(f, ",'resources':{'nodes':1,'gpus_per_node':1}");
+	j3 = fx_submit(f, ",'resources':{'nodes':2,'gpus_per_node':1}");
+	FX_WAIT(f, T, "1 2 3",
+		"SELECT string_agg(queue_position::text, ' ' ORDER BY id) FROM jobs"
+		" WHERE id IN ($1, $2, $3)",
+		fx_n(j1), fx_n(j2), fx_n(j3));
+	reason = FX_Q(f, "SELECT pending_reason FROM jobs WHERE id = $1", fx_n(j3));
+	REQUIRE(reason != NULL);
+	ty_test_note("job %lld waits: %s", j3, reason);
+	CHECK(FX_Q(f, "SELECT reserved_until FROM jobs WHERE id = $1", fx_n(j1)) != NULL);
+	/* several cycles later, the rows were not written again (same row versions) */
+	x1 = FX_Q(f, "SELECT xmin::text FROM jobs WHERE id = $1", fx_n(j1));
+	x2 = FX_Q(f, "SELECT xmin::text FROM jobs WHERE id = $1", fx_n(j2));
+	x3 = FX_Q(f, "SELECT xmin::text FROM jobs WHERE id = $1", fx_n(j3));
+	fx_poll(f, 1200);
+	CHECK_STR_EQ(FX_Q(f, "SELECT xmin::text FROM jobs WHERE id = $1", fx_n(j1)), x1);
+	CHECK_STR_EQ(FX_Q(f, "SELECT xmin::text FROM jobs WHERE id = $1", fx_n(j2)), x2);
+	CHECK_STR_EQ(FX_Q(f, "SELECT xmin::text FROM jobs WHERE id = $1", fx_n(j3)), x3);
+	/* a job cancelled through the API leaves the queue: the others move up */
+	fx_cancel(f, j1);
+	FX_WAIT(f, T, "1 2",
+		"SELECT string_agg(queue_position::text, ' ' ORDER BY id) FROM jobs"
+		" WHERE id IN ($1, $2)",
+		fx_n(j2), fx_n(j3));
+	FX_WAIT(f, T, "- -",
+		"SELECT coalesce(queue_position::text, '-') || ' ' || coalesce(pending_reason, '-')"
+		" FROM jobs WHERE id = $1",
+		fx_n(j1));
+	fx_sched_stop(f, 0);
+}
+
+TY_TEST(usage_decays_by_the_half_life_and_grows_with_use)
+{
+	static const char *const args[] = {"--usage-half-life-hours=1", NULL};
+	struct fx *f = fx_start();
+	const struct proto_msg *l;
+	double u;
+	long long job;
+
+	fx_node(f, "n1", 2);
+	/* as if the team had used 1000 GPU-seconds, one half-life ago */
+	FX_Q(f, "INSERT INTO team_usage (team_id, decayed_gpu_seconds, updated_at)"
+		" SELECT id, 1000, now() - interval '1 hour' FROM teams");
+	fx_sched_start(f, "s1", args);
+	FX_WAIT(f, T, "1", "SELECT count(*) FROM nodes WHERE state = 'ready'");
+	FX_WAIT(f, T, "t", "SELECT updated_at > now() - interval '1 minute' FROM team_usage");
+	u = strtod(FX_Q(f, "SELECT decayed_gpu_seconds FROM team_usage"), NULL);
+	ty_test_note("decayed usage after one half-life: %.3f", u);
+	CHECK(u > 499 && u < 501);
+	CHECK(strtod(FX_Q(f, "SELECT fair_share FROM team_usage"), NULL) == 0.5);
+	/* a 2-GPU job held for 2 s or more adds at least 4 GPU-seconds */
+	job = fx_submit(f, ",'resources':{'nodes':1,'gpus_per_node':2}");
+	l = fx_recv(f, "n1", "launch", job, T);
+	REQUIRE(l != NULL);
+	fx_run(f, "n1", l);
+	fx_poll(f, 2000);
+	fx_exit(f, "n1", l, 0, "", "");
+	FX_WAIT(f, T, "succeeded", "SELECT state FROM jobs WHERE id = $1", fx_n(job));
+	FX_WAIT(f, T, "0", "SELECT gpus_in_use FROM team_usage");
+	u = strtod(FX_Q(f, "SELECT decayed_gpu_seconds FROM team_usage"), NULL);
+	ty_test_note("decayed usage after a 2-GPU job: %.3f", u);
+	CHECK(u > 502 && u < 520);
+	fx_sched_stop(f, 0);
+}
