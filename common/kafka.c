@@ -81,8 +81,9 @@ static int make(rd_kafka_t **out, rd_kafka_type_t type, rd_kafka_conf_t *conf,
 	return 0;
 }
 
-int ty_kafka_producer_new(rd_kafka_t **out, const char *bootstrap, const char *const *extra,
-			  struct ty_err *err)
+int ty_kafka_producer_new_dr(rd_kafka_t **out, const char *bootstrap, const char *const *extra,
+			     void (*dr)(rd_kafka_t *, const rd_kafka_message_t *, void *),
+			     void *opaque, struct ty_err *err)
 {
 	rd_kafka_conf_t *conf = rd_kafka_conf_new();
 	int rc;
@@ -91,11 +92,21 @@ int ty_kafka_producer_new(rd_kafka_t **out, const char *bootstrap, const char *c
 	if ((rc = ty_kafka_conf_set(conf, "bootstrap.servers", bootstrap, err)) ||
 	    (rc = ty_kafka_conf_set(conf, "enable.idempotence", "true", err)) ||
 	    (rc = ty_kafka_conf_set(conf, "acks", "all", err)) ||
-	    (rc = ty_kafka_conf_set(conf, "linger.ms", "1", err)) || (rc = conf_extra(conf, extra, err))) {
+	    (rc = ty_kafka_conf_set(conf, "linger.ms", "1", err)) ||
+	    (rc = conf_extra(conf, extra, err))) {
 		rd_kafka_conf_destroy(conf);
 		return rc;
 	}
+	if (dr)
+		rd_kafka_conf_set_dr_msg_cb(conf, dr);
+	rd_kafka_conf_set_opaque(conf, opaque);
 	return make(out, RD_KAFKA_PRODUCER, conf, err);
+}
+
+int ty_kafka_producer_new(rd_kafka_t **out, const char *bootstrap, const char *const *extra,
+			  struct ty_err *err)
+{
+	return ty_kafka_producer_new_dr(out, bootstrap, extra, NULL, NULL, err);
 }
 
 int ty_kafka_consumer_new(rd_kafka_t **out, const char *bootstrap, const char *group,

@@ -25,6 +25,14 @@ int ty_kafka_producer_new(rd_kafka_t **out, const char *bootstrap, const char *c
 			  struct ty_err *err);
 
 /*
+ * The same, with a delivery-report callback (rd_kafka_conf_set_dr_msg_cb)
+ * and the opaque it receives (rd_kafka_opaque()); dr may be NULL.
+ */
+int ty_kafka_producer_new_dr(rd_kafka_t **out, const char *bootstrap, const char *const *extra,
+			     void (*dr)(rd_kafka_t *, const rd_kafka_message_t *, void *),
+			     void *opaque, struct ty_err *err);
+
+/*
  * New consumer in *out in consumer group `group`, auto-commit off (callers
  * commit after their own durable write), with extra settings as above.
  */
