@@ -562,6 +562,7 @@ static int on_register(struct sched *s, const struct proto_msg *m, struct ty_err
 		 " state = CASE WHEN nodes.state = 'lost' THEN 'ready' ELSE nodes.state END",
 		 9, p, err)))
 		goto out;
+	sched_mirror_touch_node(s, m->node); /* address, labels, GPUs or state may be new */
 	if (!n.exists)
 		ty_info("node '%s' registered: %lld GPUs at %s", m->node, (long long)gpus,
 			jstr(d, "address", ""));
@@ -745,6 +746,7 @@ static int on_heartbeat(struct sched *s, const struct proto_msg *m, struct ty_er
 			     4, p, err)))
 		goto out;
 	if (n.lost) {
+		sched_mirror_touch_node(s, m->node);
 		ty_info("node '%s' is back", m->node);
 		s->capacity_freed = true;
 	}

@@ -23,55 +23,13 @@
 
 static const char *const consumed[] = {PROTO_TOPIC_EVENTS, PROTO_TOPIC_NODES};
 
-static void kafka_log(const rd_kafka_t *rk, int level, const char *fac, const char *buf)
-{
-	enum ty_log_level l = level <= 3   ? TY_LOG_ERROR
-			      : level == 4 ? TY_LOG_WARN
-			      : level <= 6 ? TY_LOG_INFO
-					   : TY_LOG_DEBUG;
-
-	ty_log_at(l, 0, "rdkafka %s: %s", fac, buf);
-}
-
-static int conf_set(rd_kafka_conf_t *conf, const char *k, const char *v, struct ty_err *err)
-{
-	char errstr[512];
-
-	if (rd_kafka_conf_set(conf, k, v, errstr, sizeof(errstr)) != RD_KAFKA_CONF_OK)
-		return ty_err_set(err, TY_ECONFIG, "kafka setting '%s': %s", k, errstr);
-	return 0;
-}
-
-/*
- * ty_kafka_producer_new's settings plus a delivery-report callback, which
- * that function cannot install.
- */
+/* The dispatch producer: idempotent, with the relay's delivery reports. */
 static int producer_new(rd_kafka_t **out, struct sched *s, struct ty_err *err)
 {
-	rd_kafka_conf_t *conf = rd_kafka_conf_new();
-	char errstr[512];
-	int rc;
+	const char *const extra[] = {"client.id=trainyard-scheduler", "message.timeout.ms=30000",
+				     "reconnect.backoff.max.ms=" RECONNECT_MAX_MS, NULL};
 
-	*out = NULL;
-	if ((rc = conf_set(conf, "bootstrap.servers", s->o.bootstrap, err)) ||
-	    (rc = conf_set(conf, "client.id", "trainyard-scheduler", err)) ||
-	    (rc = conf_set(conf, "enable.idempotence", "true", err)) ||
-	    (rc = conf_set(conf, "acks", "all", err)) ||
-	    (rc = conf_set(conf, "linger.ms", "1", err)) ||
-	    (rc = conf_set(conf, "message.timeout.ms", "30000", err)) ||
-	    (rc = conf_set(conf, "reconnect.backoff.max.ms", RECONNECT_MAX_MS, err))) {
-		rd_kafka_conf_destroy(conf);
-		return rc;
-	}
-	rd_kafka_conf_set_dr_msg_cb(conf, sched_relay_dr);
-	rd_kafka_conf_set_log_cb(conf, kafka_log);
-	rd_kafka_conf_set_opaque(conf, s);
-	if (!(*out = rd_kafka_new(RD_KAFKA_PRODUCER, conf, errstr, sizeof(errstr)))) {
-		rd_kafka_conf_destroy(conf);
-		return ty_err_set(err, TY_EKAFKA, "cannot create the dispatch producer: %s",
-				  errstr);
-	}
-	return 0;
+	return ty_kafka_producer_new_dr(out, s->o.bootstrap, extra, sched_relay_dr, s, err);
 }
 
 /* Partition count of topic (0 when it does not exist). */
@@ -343,10 +301,13 @@ int sched_consume_apply(struct sched *s, struct ty_err *err)
 	for (int i = 0; i < s->nbatch; i++)
 		if ((rc = apply_one(s, s->batch[i], err))) {
 			ty_pg_rollback(s->pg);
+			sched_mirror_stale(s, "event batch rolled back");
 			return rc; /* the batch is kept and applied again */
 		}
-	if ((rc = ty_pg_commit(s->pg, err)))
+	if ((rc = ty_pg_commit(s->pg, err))) {
+		sched_mirror_stale(s, "event batch commit failed");
 		return rc;
+	}
 	/* only now may Kafka forget these messages */
 	offsets = batch_offsets(s);
 	/* asynchronous: a broker outage must not stall the loop (and its liveness clock) */

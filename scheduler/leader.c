@@ -178,6 +178,7 @@ int sched_lead_try(bool *won, struct sched *s, struct ty_err *err)
 	s->capacity_freed = true;
 	s->outbox_dirty = true;
 	s->queue_stale = true; /* the mirror is read whole at the first cycle */
+	sched_mirror_stale(s, "new term");
 	s->next_cycle = s->next_reconcile = s->next_liveness = s->next_relay = 0;
 	*won = true;
 	return 0;

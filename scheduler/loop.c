@@ -66,6 +66,7 @@ void sched_notice_jobs(struct sched *s)
 		s->listen_pid = PQbackendPID(ty_pg_conn(s->pg));
 		s->jobs_changed = true;
 		s->queue_stale = true;
+		sched_mirror_stale(s, "new session");
 		conn = ty_pg_conn(s->pg);
 	}
 	PQconsumeInput(conn);
@@ -78,8 +79,10 @@ void sched_notice_jobs(struct sched *s)
 			s->jobs_changed = true;
 			if (end != n->extra && !*end && job > 0)
 				sched_touch(s, job);
-			else
+			else {
 				s->queue_stale = true; /* a payload we do not understand */
+				sched_mirror_stale(s, "notification not understood");
+			}
 		}
 		PQfreemem(n);
 	}
@@ -181,6 +184,8 @@ int sched_run(struct sched *s, volatile sig_atomic_t *stop, struct ty_err *err)
 			continue;
 		}
 		rc = lead_turn(s, &e);
+		if (rc)
+			sched_mirror_stale(s, "a turn failed"); /* whatever it was: read it all again */
 		if (rc == TY_EFENCED) {
 			sched_step_down(s, e.msg);
 		} else if (rc) {

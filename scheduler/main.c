@@ -42,6 +42,9 @@ static const struct ty_opt options[] = {
     {"min-runtime-seconds", TY_OPT_STR, "high=600,normal=600,low=300,scavenger=0", 0, 0,
      "per priority class, how long a job runs before it may be preempted (a job's own "
      "min_runtime_seconds may ask for more); classes left out keep their default"},
+    {"check-mirror", TY_OPT_BOOL, "false", 0, 0,
+     "compare the in-memory mirror with a fresh load every cycle and log a divergence "
+     "(tests, debugging; costs a full read per cycle)"},
     {"log-level", TY_OPT_STR, "info", 0, 0, "debug, info, warn or error"},
     {"log-json", TY_OPT_BOOL, "false", 0, 0, "log JSON lines instead of text"},
     {"help", TY_OPT_BOOL, "false", 0, 0, "print this help, then exit"},
@@ -195,6 +198,7 @@ int main(int argc, char **argv)
 	s.o.kill_grace_seconds = (int)ty_config_int(c, "kill-grace-seconds");
 	s.o.preemption_stop_seconds = (int)ty_config_int(c, "preemption-stop-seconds");
 	s.o.usage_half_life_s = ty_config_int(c, "usage-half-life-hours") * 3600;
+	s.o.check_mirror = ty_config_bool(c, "check-mirror");
 
 	/* no SA_RESTART: a signal cuts the standby nap short */
 	sigemptyset(&sa.sa_mask);

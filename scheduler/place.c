@@ -1,7 +1,8 @@
 /*
  * A scheduling cycle: cancel what was asked to stop, send the kills of
- * preemptions whose grace is over, then read a snapshot of the cluster from
- * PostgreSQL, let the policy core (core/policy.h) decide, and apply its
+ * preemptions whose grace is over, then build a snapshot of the cluster from
+ * the mirrors (mirror.c, queue.c; brought up to date from PostgreSQL with
+ * only what changed), let the policy core (core/policy.h) decide, and apply its
  * decisions in one fenced transaction: placements (attempt, allocations,
  * job, event, launch outbox rows), preemptions (preempt.c), pending reasons
  * and queue positions of the jobs whose values changed, and team usage.
@@ -78,19 +79,6 @@ static void *snap_alloc(struct snap *sn, size_t n, size_t size)
 	return p;
 }
 
-/* A column as an arena string; NULL for SQL NULL. */
-static const char *snap_str(struct snap *sn, const PGresult *res, int row, int col, bool *oom)
-{
-	const char *v = ty_pg_val(res, row, col);
-	char *c;
-
-	if (!v)
-		return NULL;
-	if (!(c = ty_arena_strdup(sn->arena, v)))
-		*oom = true;
-	return c;
-}
-
 static int node_index(const struct snap *sn, const char *id)
 {
 	int lo = 0, hi = sn->in.nnodes;
@@ -137,60 +125,42 @@ static void snap_free(struct snap *sn)
 	memset(sn, 0, sizeof(*sn));
 }
 
+/* Teams from the mirror (mirror.c), usage brought forward to now. */
 static int load_teams(struct snap *sn, struct sched *s, struct ty_err *err)
 {
-	PGresult *res = NULL;
-	bool oom = false;
-	int rc, n;
+	const struct sched_mirror *m = &s->mirror;
+	int rc, n = m->nteams;
 
-	if ((rc = ty_pg_exec(
-		 &res, s->pg,
-		 "SELECT t.id, t.name, t.nominal_gpus,"
-		 " coalesce(t.borrowing_limit_gpus, -1),"
-		 " coalesce(t.lending_limit_gpus, -1), t.cohort, t.weight,"
-		 " u.team_id IS NOT NULL, coalesce(u.decayed_gpu_seconds, 0),"
-		 " (extract(epoch FROM coalesce(u.updated_at, t.created_at)) * 1000)"
-		 "::bigint,"
-		 " coalesce(u.fair_share, 1), coalesce(u.gpus_in_use, 0),"
-		 " coalesce(u.gpus_borrowed, 0), coalesce(u.gpus_lent, 0),"
-		 " coalesce(u.pending_jobs, 0)"
-		 " FROM teams t LEFT JOIN team_usage u ON u.team_id = t.id ORDER BY t.id",
-		 0, NULL, err)))
-		return rc;
-	n = PQntuples(res);
 	sn->teams = snap_alloc(sn, (size_t)n, sizeof(*sn->teams));
 	sn->trow = snap_alloc(sn, (size_t)n, sizeof(*sn->trow));
 	sn->usage = snap_alloc(sn, (size_t)n, sizeof(*sn->usage));
-	if (!sn->teams || !sn->trow || !sn->usage) {
-		PQclear(res);
+	if (!sn->teams || !sn->trow || !sn->usage)
 		return ty_err_set(err, TY_ENOMEM, NULL);
-	}
+	/* strings are borrowed from the mirror, which changes only between cycles */
 	for (int i = 0; i < n; i++) {
+		const struct sched_mteam *mt = &m->teams[i];
 		struct sched_team_in *t = &sn->teams[i];
 		struct team_row *r = &sn->trow[i];
 
-		r->id = sched_col_i64(res, i, 0);
-		t->name = snap_str(sn, res, i, 1, &oom);
-		t->nominal_gpus = sched_col_i64(res, i, 2);
-		t->borrowing_limit = sched_col_i64(res, i, 3);
-		t->lending_limit = sched_col_i64(res, i, 4);
-		t->cohort = snap_str(sn, res, i, 5, &oom);
-		t->weight = strtod(PQgetvalue(res, i, 6), NULL);
-		r->have_row = !strcmp(PQgetvalue(res, i, 7), "t");
+		r->id = mt->id;
+		t->name = mt->name;
+		t->nominal_gpus = mt->nominal;
+		t->borrowing_limit = mt->borrowing_limit;
+		t->lending_limit = mt->lending_limit;
+		t->cohort = mt->cohort;
+		t->weight = mt->weight;
+		r->have_row = mt->have_row;
 		sn->usage[i].team = r->id;
-		sn->usage[i].decayed = strtod(PQgetvalue(res, i, 8), NULL);
-		sn->usage[i].since_ms = r->since_ms = sched_col_i64(res, i, 9);
-		r->fair_share = strtod(PQgetvalue(res, i, 10), NULL);
-		r->used = sched_col_i64(res, i, 11);
-		r->borrowed = sched_col_i64(res, i, 12);
-		r->lent = sched_col_i64(res, i, 13);
-		r->pending = sched_col_i64(res, i, 14);
+		sn->usage[i].decayed = mt->decayed;
+		sn->usage[i].since_ms = r->since_ms = mt->since_ms;
+		r->fair_share = mt->fair_share;
+		r->used = mt->used;
+		r->borrowed = mt->borrowed;
+		r->lent = mt->lent;
+		r->pending = mt->pending;
 	}
-	PQclear(res);
 	sn->in.teams = sn->teams;
 	sn->in.nteams = n;
-	if (oom)
-		return ty_err_set(err, TY_ENOMEM, NULL);
 	if ((rc = sched_usage_advance(sn->usage, n, s, sn->in.now_ms, err)))
 		return rc;
 	for (int i = 0; i < n; i++)
@@ -198,146 +168,86 @@ static int load_teams(struct snap *sn, struct sched *s, struct ty_err *err)
 	return 0;
 }
 
+/* Nodes not lost and the ports held on them, from the mirror. */
 static int load_nodes(struct snap *sn, struct sched *s, struct ty_err *err)
 {
-	PGresult *res = NULL;
-	bool oom = false;
+	const struct sched_mirror *m = &s->mirror;
 	int *ports = NULL;
-	int rc, n;
+	int n = m->nnodes;
 
-	/* C collation: node_index() searches with strcmp */
-	if ((rc = ty_pg_exec(&res, s->pg,
-			     "SELECT id, address, gpus, state = 'ready', labels->>'zone',"
-			     " labels->>'rack', labels->>'block'"
-			     " FROM nodes WHERE state <> 'lost' ORDER BY id COLLATE \"C\"",
-			     0, NULL, err)))
-		return rc;
-	n = PQntuples(res);
 	sn->nodes = snap_alloc(sn, (size_t)n, sizeof(*sn->nodes));
 	sn->addr = snap_alloc(sn, (size_t)n, sizeof(*sn->addr));
-	if (!sn->nodes || !sn->addr) {
-		PQclear(res);
+	if (!sn->nodes || !sn->addr)
 		return ty_err_set(err, TY_ENOMEM, NULL);
-	}
+	/* sorted by id with strcmp, as node_index() searches */
 	for (int i = 0; i < n; i++) {
+		const struct sched_mnode *mn = &m->nodes[i];
 		struct sched_node_in *nd = &sn->nodes[i];
 
-		nd->id = snap_str(sn, res, i, 0, &oom);
-		sn->addr[i] = snap_str(sn, res, i, 1, &oom);
-		nd->gpus = (int)sched_col_i64(res, i, 2);
-		nd->schedulable = !strcmp(PQgetvalue(res, i, 3), "t");
-		nd->zone = snap_str(sn, res, i, 4, &oom);
-		nd->rack = snap_str(sn, res, i, 5, &oom);
-		nd->block = snap_str(sn, res, i, 6, &oom);
+		nd->id = mn->id;
+		sn->addr[i] = mn->addr;
+		nd->gpus = mn->gpus;
+		nd->schedulable = mn->ready;
+		nd->zone = mn->zone;
+		nd->rack = mn->rack;
+		nd->block = mn->block;
 	}
-	PQclear(res);
-	res = NULL;
 	sn->in.nodes = sn->nodes;
 	sn->in.nnodes = n;
-	if (oom)
+	/* the mirror's ports are sorted by node: each node's are contiguous */
+	if (!(ports = snap_alloc(sn, (size_t)m->nports, sizeof(*ports))))
 		return ty_err_set(err, TY_ENOMEM, NULL);
-	/* ports of live attempts, and of ended ones whose rank 0 may still hold it */
-	if ((rc = ty_pg_exec(&res, s->pg,
-			     "SELECT t.master_node, t.master_port FROM attempts t"
-			     " WHERE t.ended_at IS NULL OR EXISTS (SELECT 1 FROM allocations a"
-			     " WHERE a.job_id = t.job_id AND a.attempt = t.attempt"
-			     " AND a.node_id = t.master_node AND a.released_at IS NULL)"
-			     " ORDER BY t.master_node COLLATE \"C\"",
-			     0, NULL, err)))
-		return rc;
-	if (!(ports = snap_alloc(sn, (size_t)PQntuples(res), sizeof(*ports)))) {
-		PQclear(res);
-		return ty_err_set(err, TY_ENOMEM, NULL);
-	}
-	for (int i = 0; i < PQntuples(res); i++) {
-		int at = node_index(sn, PQgetvalue(res, i, 0));
+	for (int i = 0; i < m->nports; i++) {
+		int at = node_index(sn, m->ports[i].node);
 
-		ports[i] = (int)sched_col_i64(res, i, 1);
+		ports[i] = m->ports[i].port;
 		if (at < 0)
 			continue;
 		if (!sn->nodes[at].ports)
 			sn->nodes[at].ports = &ports[i];
 		sn->nodes[at].nports++;
 	}
-	PQclear(res);
 	return 0;
 }
 
-/* "0,2,3" into a GPU mask. */
-static uint64_t gpu_mask(const char *list)
-{
-	uint64_t m = 0;
-
-	while (list && *list) {
-		char *end;
-		long g = strtol(list, &end, 10);
-
-		if (end == list)
-			break;
-		if (g >= 0 && g < SCHED_MAX_GPUS)
-			m |= (uint64_t)1 << g;
-		list = *end == ',' ? end + 1 : end;
-	}
-	return m;
-}
-
+/* Gangs holding GPUs, from the mirror's live allocations. */
 static int load_running(struct snap *sn, struct sched *s, struct ty_err *err)
 {
-	PGresult *res = NULL;
-	int *node = NULL, rc, n, g = -1;
+	const struct sched_mirror *m = &s->mirror;
+	int *node = NULL, n = m->nallocs, g = -1;
 	uint64_t *gpus = NULL;
 
-	if ((rc = ty_pg_exec(&res, s->pg,
-			     "SELECT a.job_id, a.attempt, a.node_id, array_to_string(a.gpus, ','),"
-			     " j.team_id, j.priority_class, j.priority,"
-			     " (extract(epoch FROM t.created_at) * 1000)::bigint,"
-			     " coalesce((j.spec->>'min_runtime_seconds')::bigint, 0),"
-			     " coalesce((j.spec->>'max_runtime_seconds')::bigint, 86400),"
-			     " coalesce((j.spec->>'preemptible')::boolean, true),"
-			     /* anything but a live, unstopped attempt is already on its way out */
-			     " NOT (t.state IN ('scheduled', 'starting', 'running')"
-			     "  AND j.attempt = t.attempt AND NOT j.cancel_requested"
-			     "  AND j.state IN ('scheduled', 'starting', 'running')),"
-			     " coalesce(t.preempted_for, 0)"
-			     " FROM allocations a JOIN attempts t USING (job_id, attempt)"
-			     " JOIN jobs j ON j.id = a.job_id WHERE a.released_at IS NULL"
-			     " ORDER BY a.job_id, a.attempt, a.node_rank",
-			     0, NULL, err)))
-		return rc;
-	n = PQntuples(res);
 	sn->running = snap_alloc(sn, (size_t)n, sizeof(*sn->running));
 	sn->running_attempt = snap_alloc(sn, (size_t)n, sizeof(*sn->running_attempt));
 	node = snap_alloc(sn, (size_t)n, sizeof(*node));
 	gpus = snap_alloc(sn, (size_t)n, sizeof(*gpus));
-	if (!sn->running || !sn->running_attempt || !node || !gpus) {
-		PQclear(res);
+	if (!sn->running || !sn->running_attempt || !node || !gpus)
 		return ty_err_set(err, TY_ENOMEM, NULL);
-	}
 	for (int i = 0; i < n; i++) {
-		int64_t job = sched_col_i64(res, i, 0), attempt = sched_col_i64(res, i, 1);
-		int at = node_index(sn, PQgetvalue(res, i, 2));
+		const struct sched_malloc *a = &m->allocs[i];
+		int at = node_index(sn, a->node);
 		struct sched_running_in *r;
 		size_t k;
 
-		if (g < 0 || sn->running[g].job != job || sn->running_attempt[g] != attempt) {
-			int team = team_index(sn, sched_col_i64(res, i, 4));
+		if (g < 0 || sn->running[g].job != a->job || sn->running_attempt[g] != a->attempt) {
+			int team = team_index(sn, a->team_id);
 
 			if (team < 0)
 				continue; /* a team newer than this snapshot's */
 			r = &sn->running[++g];
-			sn->running_attempt[g] = attempt;
-			r->job = job;
+			sn->running_attempt[g] = a->attempt;
+			r->job = a->job;
 			r->team = team;
-			r->cls = class_of(PQgetvalue(res, i, 5));
-			r->priority = (int)sched_col_i64(res, i, 6);
-			r->start_ms = sched_col_i64(res, i, 7);
+			r->cls = class_of(a->cls);
+			r->priority = a->priority;
+			r->start_ms = a->start_ms;
 			/* checkpoints come later: all work since the start is at stake */
 			r->checkpoint_ms = r->start_ms;
-			r->min_runtime_s = sched_col_i64(res, i, 8);
-			r->end_by_ms = r->start_ms + sched_col_i64(res, i, 9) * 1000;
-			r->preemptible = !strcmp(PQgetvalue(res, i, 10), "t");
-			r->preempting = !strcmp(PQgetvalue(res, i, 11), "t");
-			r->preempted_for = sched_col_i64(res, i, 12);
+			r->min_runtime_s = a->min_runtime_s;
+			r->end_by_ms = r->start_ms + a->max_runtime_s * 1000;
+			r->preemptible = a->preemptible;
+			r->preempting = a->preempting;
+			r->preempted_for = a->preempted_for;
 			r->node = &node[i];
 			r->gpus = &gpus[i];
 		}
@@ -347,11 +257,10 @@ static int load_running(struct snap *sn, struct sched *s, struct ty_err *err)
 		/* rows of one gang are contiguous: its slice starts at its first row, k <= i */
 		k = (size_t)(r->node - node) + (size_t)r->nnodes;
 		node[k] = at;
-		gpus[k] = gpu_mask(PQgetvalue(res, i, 3));
+		gpus[k] = a->mask;
 		sn->nodes[at].busy |= gpus[k];
 		r->nnodes++;
 	}
-	PQclear(res);
 	sn->in.running = sn->running;
 	/* a gang whose every node is gone holds nothing the core could use */
 	n = 0;
@@ -439,7 +348,7 @@ static int snap_load(struct snap *sn, struct sched *s, struct ty_err *err)
 	sn->in.cfg.port_lo = s->o.port_lo;
 	sn->in.cfg.port_hi = s->o.port_hi;
 	sn->in.cfg.stop_allowance_s = s->o.preemption_stop_seconds;
-	if ((rc = load_teams(sn, s, err)) || (rc = load_nodes(sn, s, err)) ||
+	if ((rc = sched_mirror_refresh(s, err)) || (rc = load_teams(sn, s, err)) || (rc = load_nodes(sn, s, err)) ||
 	    (rc = load_running(sn, s, err)) || (rc = load_pending(sn, s, err)))
 		goto out;
 out:
@@ -922,8 +831,8 @@ out:
  * when its decayed usage was last written USAGE_PERSIST_MS ago; the decayed
  * value is always written with the time it is as of.
  */
-static int publish_teams(struct sched *s, const struct snap *sn, const struct sched_decisions *d,
-			 struct ty_err *err)
+static int publish_teams(json_t **written, struct sched *s, const struct snap *sn,
+			 const struct sched_decisions *d, struct ty_err *err)
 {
 	const struct sched_input *in = &sn->in;
 	json_t *rows = json_array();
@@ -978,6 +887,10 @@ static int publish_teams(struct sched *s, const struct snap *sn, const struct sc
 	    " pending_jobs = EXCLUDED.pending_jobs, updated_at = EXCLUDED.updated_at",
 	    2, p, err);
 out:
+	if (!rc) {
+		*written = rows; /* recorded in the mirror once committed */
+		rows = NULL;
+	}
 	json_decref(rows);
 	free(text);
 	return rc;
@@ -989,19 +902,38 @@ static int apply(struct sched *s, struct snap *sn, const struct sched_decisions 
 {
 	struct sched_ids queued = {0};
 	struct qchanges ch = {0};
+	json_t *usage = NULL, *u;
+	size_t k;
 	int rc, placed = 0;
 
-	if ((rc = sched_tx_begin(s->pg, s->epoch, err)))
+	if ((rc = sched_tx_begin(s->pg, s->epoch, err))) {
+		sched_mirror_stale(s, "cycle not begun");
 		return rc;
+	}
 	if ((rc = apply_placements(&placed, s, sn, d, err)) ||
 	    (rc = apply_preemptions(s, sn, d, err)) ||
 	    (rc = publish_queue(&queued, &ch, s, sn, d, err)) ||
-	    (rc = publish_teams(s, sn, d, err))) {
+	    (rc = publish_teams(&usage, s, sn, d, err))) {
 		ty_pg_rollback(s->pg);
+		sched_mirror_stale(s, "cycle rolled back");
 		goto out;
 	}
-	if ((rc = ty_pg_commit(s->pg, err)))
+	if ((rc = ty_pg_commit(s->pg, err))) {
+		sched_mirror_stale(s, "cycle commit failed");
 		goto out;
+	}
+	/* committed: the team_usage rows it wrote are what the mirror holds now */
+	json_array_foreach(usage, k, u)
+	{
+		sched_mirror_team_usage(
+		    s, json_integer_value(json_object_get(u, "team")),
+		    json_number_value(json_object_get(u, "decayed")),
+		    json_number_value(json_object_get(u, "fs")),
+		    json_integer_value(json_object_get(u, "used")),
+		    json_integer_value(json_object_get(u, "borrowed")),
+		    json_integer_value(json_object_get(u, "lent")),
+		    json_integer_value(json_object_get(u, "pending")), sn->in.now_ms);
+	}
 	sched_ids_free(&s->queued);
 	s->queued = queued;
 	memset(&queued, 0, sizeof(queued));
@@ -1014,6 +946,7 @@ static int apply(struct sched *s, struct snap *sn, const struct sched_decisions 
 		ty_debug("cycle: placed %d of %d pending job(s), %d preemption(s)", placed,
 			 sn->in.npending, d->npreemptions);
 out:
+	json_decref(usage);
 	sched_ids_free(&queued);
 	return rc;
 }
@@ -1034,8 +967,7 @@ int sched_cycle(struct sched *s, struct ty_err *err)
 		goto out;
 	t2 = ty_mono_ms();
 	rc = apply(s, &sn, d, err);
-	/* the cost of a cycle, for operators sizing --cycle-ms (the snapshot is reloaded each time)
-	 */
+	/* the cost of a cycle, for operators sizing --cycle-ms (read = mirror refresh + usage) */
 	ty_log_at(ty_mono_ms() - t0 >= SLOW_CYCLE_MS ? TY_LOG_INFO : TY_LOG_DEBUG, 0,
 		  "cycle: %lld ms (read %lld, decide %lld, write %lld) for %d node(s), %d "
 		  "running gang(s), %d pending job(s)",

@@ -47,6 +47,7 @@ void sched_touch(struct sched *s, int64_t job)
 {
 	struct sched_ids *t = &s->touched;
 
+	sched_mirror_touch_job(s, job); /* its allocations and attempts too */
 	if (s->queue_stale)
 		return;
 	if (t->n == TOUCHED_MAX) {
@@ -83,6 +84,7 @@ void sched_queue_clear(struct sched *s)
 	memset(&s->queue, 0, sizeof(s->queue));
 	sched_ids_free(&s->touched);
 	s->queue_stale = true;
+	sched_mirror_clear(s);
 }
 
 static int find(const struct sched_qjob *v, int n, int64_t job)

@@ -65,6 +65,7 @@ int sched_liveness(struct sched *s, struct ty_err *err)
 	for (int i = 0; i < PQntuples(res); i++) {
 		const char *node = PQgetvalue(res, i, 0);
 
+		sched_mirror_touch_node(s, node);
 		ty_warn("node '%s' lost: no heartbeat for %d ms", node, s->o.node_timeout_ms);
 		snprintf(why, sizeof(why), "node %s lost: no heartbeat for %d ms", node,
 			 s->o.node_timeout_ms);

@@ -41,6 +41,7 @@ struct sched_opts {
 	int port_lo, port_hi;
 	int64_t usage_half_life_s;	       /* --usage-half-life-hours */
 	int64_t min_runtime_s[SCHED_NCLASSES]; /* --min-runtime-seconds, by class */
+	bool check_mirror; /* --check-mirror: compare the mirror with a fresh load every cycle */
 };
 
 /* Outbox ids produced and not yet deleted, ascending. */
@@ -71,6 +72,63 @@ struct sched_qjob {
 struct sched_queue {
 	struct sched_qjob *v;
 	int n, cap;
+};
+
+/* The cluster mirror (mirror.c). A node that is not lost. */
+struct sched_mnode {
+	char *id, *addr, *zone, *rack, *block; /* owned; labels NULL when absent */
+	int gpus;
+	bool ready;
+};
+
+/* One live (unreleased) allocation with its attempt's and job's scheduling fields. */
+struct sched_malloc {
+	int64_t job, attempt, team_id;
+	int node_rank;
+	char node[PROTO_NODE_ID_MAX + 1];
+	uint64_t mask; /* GPUs */
+	char cls[16];
+	int priority;
+	int64_t start_ms, min_runtime_s, max_runtime_s;
+	bool preemptible, preempting;
+	int64_t preempted_for;
+};
+
+/* A rendezvous port held (attempts.master_node/master_port). */
+struct sched_mport {
+	int64_t job, attempt;
+	char node[PROTO_NODE_ID_MAX + 1];
+	int port;
+};
+
+/* A team and its team_usage row. */
+struct sched_mteam {
+	int64_t id;
+	char *name, *cohort; /* owned */
+	int64_t nominal, borrowing_limit, lending_limit;
+	double weight;
+	bool have_row;
+	double decayed;
+	int64_t since_ms; /* team_usage.updated_at, or the team's creation */
+	double fair_share;
+	int64_t used, borrowed, lent, pending;
+};
+
+struct sched_mirror {
+	struct sched_mnode *nodes; /* sorted by id (strcmp) */
+	int nnodes;
+	struct sched_malloc *allocs; /* sorted by job, attempt, node_rank */
+	int nallocs, capallocs;
+	struct sched_mport *ports; /* sorted by node, job, attempt */
+	int nports, capports;
+	struct sched_mteam *teams; /* sorted by id */
+	int nteams;
+	struct sched_ids tjobs; /* jobs to read again */
+	char **tnodes;		/* nodes to read again (owned) */
+	int ntnodes, captnodes;
+	bool stale;	     /* read everything at the next refresh */
+	int64_t loaded;	     /* monotonic ms of the last whole load */
+	char team_mark[96]; /* fingerprint of teams when last read (mirror.c) */
 };
 
 /* An exit a heartbeat reported that no attempt_exited has confirmed yet. */
@@ -107,6 +165,7 @@ struct sched {
 	struct sched_queue queue; /* the pending-job mirror (queue.c) */
 	struct sched_ids touched; /* jobs whose rows changed since the mirror was refreshed */
 	bool queue_stale;	  /* reload the whole mirror at the next cycle */
+	struct sched_mirror mirror; /* nodes, live allocations, ports, teams (mirror.c) */
 	int64_t queue_loaded;	  /* monotonic ms of the last whole reload */
 	bool outbox_dirty;	  /* relay now */
 	bool lagging;		  /* the last poll filled a whole batch */
@@ -262,6 +321,33 @@ struct sched_usage {
  */
 int sched_usage_advance(struct sched_usage *teams, int n, struct sched *s, int64_t now_ms,
 			struct ty_err *err);
+
+/* ---- mirror.c: nodes, live allocations, ports and teams ---- */
+
+/* A job's allocations, attempts or state may have changed: read them again. */
+void sched_mirror_touch_job(struct sched *s, int64_t job);
+/* A node registered, came back or was lost: read it again. */
+void sched_mirror_touch_node(struct sched *s, const char *node);
+/* What a committed cycle wrote to team_usage for team. */
+void sched_mirror_team_usage(struct sched *s, int64_t team, double decayed, double fair_share,
+			     int64_t used, int64_t borrowed, int64_t lent, int64_t pending,
+			     int64_t since_ms);
+/* Read everything again at the next refresh (why: for the debug log, may be NULL). */
+void sched_mirror_stale(struct sched *s, const char *why);
+/*
+ * Bring s->mirror up to date (outside any transaction): whole when stale or
+ * every minute, else the touched jobs and nodes, and the teams when their
+ * count or max(updated_at) changed. With --check-mirror, then compares it
+ * with a fresh load (sched_mirror_check).
+ */
+int sched_mirror_refresh(struct sched *s, struct ty_err *err);
+/*
+ * Compare s->mirror with a fresh load; 0 when equal, else logs "mirror
+ * diverges from PostgreSQL: ..." and returns TY_EINVAL.
+ */
+int sched_mirror_check(struct sched *s, struct ty_err *err);
+/* Free the mirror; it is read whole at the next refresh. */
+void sched_mirror_clear(struct sched *s);
 
 /* ---- queue.c: the pending-job mirror ---- */
 

@@ -58,7 +58,8 @@ void e2e_start_scheduler(struct e2e *e, int i)
 			      "1500", "--kill-grace-seconds", "2",
 			      /* preemption tests must not wait out the default minimum runtimes */
 			      "--min-runtime-seconds", "high=0,normal=0,low=0,scavenger=0",
-			      "--log-level", "debug", NULL};
+			      /* every cycle compares the in-memory mirror with PostgreSQL */
+			      "--check-mirror", "--log-level", "debug", NULL};
 
 	e->sched[i] = ty_test_daemon_start(i == 0 ? "scheduler-1" : "scheduler-2", argv);
 }

@@ -445,6 +445,8 @@ int fx_sched_start(struct fx *f, const char *id, const char *const *extra)
 	argv[argc++] = "--node-timeout-ms=10000";
 	argv[argc++] = "--kill-grace-seconds=7";
 	argv[argc++] = "--log-level=debug";
+	/* every cycle compares the in-memory mirror with a fresh load (teardown checks the log) */
+	argv[argc++] = "--check-mirror";
 	for (int i = 0; extra && extra[i] && argc < 62; i++)
 		argv[argc++] = (char *)extra[i];
 	argv[argc] = NULL;
@@ -459,6 +461,9 @@ static void sanitizer_check(struct fx_sched *s)
 	if (strstr(text, "ERROR: AddressSanitizer") || strstr(text, "ERROR: LeakSanitizer") ||
 	    strstr(text, "runtime error:"))
 		FAIL("trainyard-scheduler '%s' reported a sanitizer error (log %s)", s->id, s->log);
+	if (strstr(text, "mirror diverges from PostgreSQL"))
+		FAIL("trainyard-scheduler '%s': its mirror diverged from PostgreSQL (log %s)", s->id,
+		     s->log);
 }
 
 void fx_sched_stop(struct fx *f, int i)

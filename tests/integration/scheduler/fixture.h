@@ -32,8 +32,8 @@ const char *fx_db_url(struct fx *f);
 
 /*
  * Start trainyard-scheduler --id ID with fast test timings (cycle 200 ms,
- * reconcile 300 ms, resend 30 s, node timeout 10 s, kill grace 7 s) and
- * extra arguments (NULL-terminated, later flags win). Returns its index.
+ * reconcile 300 ms, resend 30 s, node timeout 10 s, kill grace 7 s,
+ * --check-mirror: a divergence of its mirror fails the case) and extra arguments (NULL-terminated, later flags win). Returns its index.
  */
 int fx_sched_start(struct fx *f, const char *id, const char *const *extra);
 /* SIGTERM; fails the case unless it exits 0 within 10 s, cleanly. */
