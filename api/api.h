@@ -105,6 +105,9 @@ int api_reply_problem(struct api_req *r, const struct api_problem *p);
 int api_reply_error(struct api_req *r, unsigned status, const char *code, const char *field,
 		    const char *fmt, ...) __attribute__((format(printf, 5, 6)));
 int api_reply_header(struct api_req *r, const char *name, const char *value);
+/* 200 {"items": <items_json>, "next_cursor": <cursor or null>} (cursor may be NULL). */
+int api_reply_page(struct api_req *r, const char *items_json, const char *cursor,
+		   struct ty_err *err);
 /* Map a ty code (and message) to a problem reply: the one translation point. */
 int api_reply_from_err(struct api_req *r, int code, const struct ty_err *err);
 

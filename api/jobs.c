@@ -276,18 +276,7 @@ int api_h_jobs_list(struct api_req *r, struct ty_err *err)
 			6, p, err);
 	if (rc)
 		return rc;
-	{
-		struct ty_buf b = TY_BUF_INIT;
-
-		ty_buf_printf(&b, "{\"items\":%s,\"next_cursor\":", PQgetvalue(res, 0, 0));
-		if (ty_pg_val(res, 0, 1))
-			ty_buf_json_str(&b, PQgetvalue(res, 0, 1));
-		else
-			ty_buf_puts(&b, "null");
-		ty_buf_puts(&b, "}");
-		rc = b.oom ? ty_err_set(err, TY_ENOMEM, NULL) : api_reply_text(r, 200, b.data);
-		ty_buf_free(&b);
-	}
+	rc = api_reply_page(r, PQgetvalue(res, 0, 0), ty_pg_val(res, 0, 1), err);
 	PQclear(res);
 	return rc;
 }

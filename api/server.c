@@ -60,6 +60,23 @@ int api_reply_json(struct api_req *r, unsigned status, json_t *body)
 	return 0;
 }
 
+int api_reply_page(struct api_req *r, const char *items_json, const char *cursor,
+		   struct ty_err *err)
+{
+	struct ty_buf b = TY_BUF_INIT;
+	int rc;
+
+	ty_buf_printf(&b, "{\"items\":%s,\"next_cursor\":", items_json);
+	if (cursor)
+		ty_buf_json_str(&b, cursor);
+	else
+		ty_buf_puts(&b, "null");
+	ty_buf_puts(&b, "}");
+	rc = b.oom ? ty_err_set(err, TY_ENOMEM, NULL) : api_reply_text(r, 200, b.data);
+	ty_buf_free(&b);
+	return rc;
+}
+
 int api_reply_header(struct api_req *r, const char *name, const char *value)
 {
 	if (r->nhdr >= 4)

@@ -150,6 +150,16 @@ int cli_get_pages(json_t **items, struct cli_resp *last, struct cli *cli, const 
  */
 int cli_print_pages(const struct cli_resp *last, const json_t *items, bool all);
 
+struct cli_table;
+/*
+ * A paged list command's whole output: fetch base (every page with all),
+ * then -o json, or a table of the ncols header cells with one row(t, item)
+ * per item, and "(more <noun>: ...)" on stderr when more pages exist.
+ */
+int cli_list_print(struct cli *cli, const char *base, bool all, const char *what, const char *noun,
+		   const char *const *header, size_t ncols,
+		   int (*row)(struct cli_table *t, const json_t *item), struct ty_err *err);
+
 /* Whether a failed request may succeed when retried (server restarting). */
 bool cli_is_transient(int code);
 

@@ -515,3 +515,37 @@ int cli_buf_query(struct ty_buf *b, const char *key, const char *val)
 		return TY_ENOMEM;
 	return 0;
 }
+
+int cli_list_print(struct cli *cli, const char *base, bool all, const char *what, const char *noun,
+		   const char *const *header, size_t ncols,
+		   int (*row)(struct cli_table *t, const json_t *item), struct ty_err *err)
+{
+	struct cli_table t = {.ncols = ncols};
+	struct cli_resp resp = {0};
+	json_t *items = NULL;
+	int rc;
+
+	if ((rc = cli_get_pages(&items, &resp, cli, base, all, what, err)))
+		goto out;
+	if (cli->output == CLI_OUT_JSON) {
+		if (cli_print_pages(&resp, items, all))
+			rc = ty_err_set(err, TY_ENOMEM, NULL);
+		goto out;
+	}
+	for (size_t i = 0; i < ncols; i++)
+		rc |= cli_table_add(&t, header[i]);
+	for (size_t i = 0; i < json_array_size(items); i++)
+		rc |= row(&t, json_array_get(items, i));
+	if (rc) {
+		rc = ty_err_set(err, TY_ENOMEM, NULL);
+		goto out;
+	}
+	cli_table_print(stdout, &t);
+	if (!all && cli_json_str(resp.body, "next_cursor", NULL))
+		fprintf(stderr, "(more %s: use --all, or a larger --limit)\n", noun);
+out:
+	json_decref(items);
+	cli_resp_free(&resp);
+	cli_table_free(&t);
+	return rc;
+}

@@ -568,11 +568,8 @@ int cli_cmd_list(struct cli *cli, int argc, char **argv, struct ty_err *err)
 		{"all", 0, CLI_OPT_FLAG, &all},
 	};
 	static const char *const header[] = {"ID", "TEAM", "NAME", "STATE", "NODESxGPUS", "AGE"};
-	struct cli_table t = {.ncols = 6};
 	struct cli_strv pos = {0};
 	struct ty_buf base = TY_BUF_INIT;
-	struct cli_resp resp = {0};
-	json_t *items = NULL;
 	long long n;
 	int rc;
 
@@ -600,28 +597,8 @@ int cli_cmd_list(struct cli *cli, int argc, char **argv, struct ty_err *err)
 		rc = ty_err_set(err, TY_ENOMEM, NULL);
 		goto out;
 	}
-	if ((rc = cli_get_pages(&items, &resp, cli, base.data, all, "job list", err)))
-		goto out;
-	if (cli->output == CLI_OUT_JSON) {
-		if (cli_print_pages(&resp, items, all))
-			rc = ty_err_set(err, TY_ENOMEM, NULL);
-		goto out;
-	}
-	for (size_t i = 0; i < 6; i++)
-		rc |= cli_table_add(&t, header[i]);
-	for (size_t i = 0; i < json_array_size(items); i++)
-		rc |= add_job_row(&t, json_array_get(items, i));
-	if (rc) {
-		rc = ty_err_set(err, TY_ENOMEM, NULL);
-		goto out;
-	}
-	cli_table_print(stdout, &t);
-	if (!all && cli_json_str(resp.body, "next_cursor", NULL))
-		fputs("(more jobs: use --all, or a larger --limit)\n", stderr);
+	rc = cli_list_print(cli, base.data, all, "job list", "jobs", header, 6, add_job_row, err);
 out:
-	json_decref(items);
-	cli_resp_free(&resp);
-	cli_table_free(&t);
 	ty_buf_free(&base);
 	cli_strv_free(&pos);
 	return rc;

@@ -81,11 +81,8 @@ int cli_cmd_queue(struct cli *cli, int argc, char **argv, struct ty_err *err)
 	};
 	static const char *const header[] = {"POS", "JOB", "TEAM",       "CLASS",
 					     "GPUS", "AGE", "FAIR-SHARE", "REASON"};
-	struct cli_table t = {.ncols = 8};
 	struct cli_strv pos = {0};
 	struct ty_buf base = TY_BUF_INIT;
-	struct cli_resp resp = {0};
-	json_t *items = NULL;
 	long long n;
 	int rc;
 
@@ -107,28 +104,8 @@ int cli_cmd_queue(struct cli *cli, int argc, char **argv, struct ty_err *err)
 		rc = ty_err_set(err, TY_ENOMEM, NULL);
 		goto out;
 	}
-	if ((rc = cli_get_pages(&items, &resp, cli, base.data, all, "queue", err)))
-		goto out;
-	if (cli->output == CLI_OUT_JSON) {
-		if (cli_print_pages(&resp, items, all))
-			rc = ty_err_set(err, TY_ENOMEM, NULL);
-		goto out;
-	}
-	for (size_t i = 0; i < 8; i++)
-		rc |= cli_table_add(&t, header[i]);
-	for (size_t i = 0; i < json_array_size(items); i++)
-		rc |= add_entry_row(&t, json_array_get(items, i));
-	if (rc) {
-		rc = ty_err_set(err, TY_ENOMEM, NULL);
-		goto out;
-	}
-	cli_table_print(stdout, &t);
-	if (!all && cli_json_str(resp.body, "next_cursor", NULL))
-		fputs("(more entries: use --all, or a larger --limit)\n", stderr);
+	rc = cli_list_print(cli, base.data, all, "queue", "entries", header, 8, add_entry_row, err);
 out:
-	json_decref(items);
-	cli_resp_free(&resp);
-	cli_table_free(&t);
 	ty_buf_free(&base);
 	cli_strv_free(&pos);
 	return rc;
