@@ -1,8 +1,5 @@
 # executor/: unit tests of its pure parts, and one integration test that runs
 # a real trainyard-executor against the broker (TY_TEST_KAFKA_BOOTSTRAP).
-if(NOT TARGET trainyard-executor)
-  return()
-endif()
 
 foreach(m launch labels dedupe state tail proc)
   ty_add_test(executor_${m} unit/executor/test_${m}.c unit)

@@ -1,7 +1,4 @@
 # Quota tests (included by tests/CMakeLists.txt): unit, the pure arithmetic in quota/.
-if(NOT TARGET ty_quota)
-  return()
-endif()
 
 ty_add_test(quota unit/quota/test_quota.c unit)
 target_link_libraries(test_quota PRIVATE ty_quota)

@@ -2,9 +2,6 @@
 #   unit: the pure placement core and the policy core (scheduler/core).
 #   integration: trainyard-scheduler against PostgreSQL, the API and a
 #   private trainyard-broker per case, the test playing the executors.
-if(NOT TARGET trainyard-scheduler)
-  return()
-endif()
 
 ty_add_test(sched_core unit/scheduler/test_core.c unit)
 target_link_libraries(test_sched_core PRIVATE ty_sched_core)

@@ -1,9 +1,6 @@
 # The scheduler simulation (included by tests/CMakeLists.txt): a generated
 # workload replayed through the policy core (bench/sim, library ty_sim) —
 # shares against targets, the reservation rule, the core's invariants.
-if(NOT TARGET ty_sim)
-  return()
-endif()
 
 ty_add_test(sim sim/test_sim.c unit)
 target_link_libraries(test_sim PRIVATE ty_sim)
