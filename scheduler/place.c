@@ -738,7 +738,7 @@ static int publish_queue(struct sched_ids *now_queued, struct qchanges *ch, stru
 {
 	const struct sched_input *in = &sn->in;
 	json_t *rows = json_array(), *gone = json_array();
-	char *text = NULL, reason[REASON_MAX], when[64];
+	char *text = NULL, reason[REASON_MAX], when[64], pwhen[64];
 	int rc = 0, n = 0;
 
 	memset(now_queued, 0, sizeof(*now_queued));
@@ -762,7 +762,8 @@ static int publish_queue(struct sched_ids *now_queued, struct qchanges *ch, stru
 			    d->reservations[r].kind == SCHED_RESV_HEAD)
 				resv = d->reservations[r].start_ms;
 		when_text(when, sizeof(when), o->at_ms, in->now_ms);
-		sched_reason_format(reason, sizeof(reason), in, d, i, when);
+		when_text(pwhen, sizeof(pwhen), o->protected_until_ms, in->now_ms);
+		sched_reason_format_at(reason, sizeof(reason), in, d, i, when, pwhen);
 		if (queue_row(rows, ch, sn, in->pending[i].job, &sn->prow[i], reason,
 			      o->position + 1, resv))
 			goto oom;
@@ -951,6 +952,79 @@ out:
 	return rc;
 }
 
+/* Tell each pending job the nodes the last cycle held for it (held_nodes). */
+static int holds_load(struct snap *sn, const struct sched *s, struct ty_err *err)
+{
+	const struct sched_holds *h = &s->holds;
+
+	for (int i = 0; i < sn->in.npending && h->n > 0; i++) {
+		struct sched_pending_in *p = &sn->pending[i];
+		int lo = 0, hi = h->n, k, m = 0, *nodes;
+
+		while (lo < hi) {
+			int mid = lo + (hi - lo) / 2;
+
+			if (h->v[mid].job < p->job)
+				lo = mid + 1;
+			else
+				hi = mid;
+		}
+		for (k = lo; k < h->n && h->v[k].job == p->job; k++)
+			;
+		if (k == lo || k - lo != p->nodes)
+			continue;
+		if (!(nodes = snap_alloc(sn, (size_t)(k - lo), sizeof(*nodes))))
+			return ty_err_set(err, TY_ENOMEM, NULL);
+		for (int x = lo; x < k; x++) {
+			int at = node_index(sn, h->v[x].node);
+
+			if (at < 0)
+				break; /* a node gone: no hold */
+			nodes[m++] = at;
+		}
+		if (m == k - lo) {
+			p->held_nodes = nodes;
+			p->nheld = m;
+		}
+	}
+	return 0;
+}
+
+static int cmp_hold(const void *a, const void *b)
+{
+	const struct sched_hold *x = a, *y = b;
+
+	if (x->job != y->job)
+		return x->job < y->job ? -1 : 1;
+	return strcmp(x->node, y->node);
+}
+
+/* Keep what this committed decision held for jobs waiting for their victims. */
+static void holds_keep(struct sched *s, const struct snap *sn, const struct sched_decisions *d)
+{
+	struct sched_holds *h = &s->holds;
+	int cap = (int)(sizeof(h->v) / sizeof(h->v[0]));
+
+	h->n = 0;
+	h->epoch = s->epoch;
+	for (int r = 0; r < d->nreservations; r++) {
+		const struct sched_reservation *rv = &d->reservations[r];
+		bool fits = rv->kind == SCHED_RESV_PREEMPTION && h->n + rv->nnodes <= cap;
+
+		for (int x = 0; x < rv->nnodes && fits; x++)
+			fits = strlen(sn->nodes[rv->node[x]].id) < sizeof(h->v[0].node);
+		if (!fits)
+			continue;
+		for (int x = 0; x < rv->nnodes; x++) {
+			h->v[h->n].job = rv->job;
+			snprintf(h->v[h->n].node, sizeof(h->v[0].node), "%s",
+				 sn->nodes[rv->node[x]].id);
+			h->n++;
+		}
+	}
+	qsort(h->v, (size_t)h->n, sizeof(h->v[0]), cmp_hold);
+}
+
 int sched_cycle(struct sched *s, struct ty_err *err)
 {
 	struct sched_decisions *d = NULL;
@@ -960,13 +1034,22 @@ int sched_cycle(struct sched *s, struct ty_err *err)
 
 	if ((rc = cancel_pass(s, err)) || (rc = sched_preempt_kills(s, err)))
 		return rc;
+	/* holds of another term, or from before a whole reload, are not trusted */
+	if (s->queue_stale || s->holds.epoch != s->epoch)
+		s->holds.n = 0;
 	if ((rc = snap_load(&sn, s, err)))
 		return rc;
+	if ((rc = holds_load(&sn, s, err)))
+		goto out;
 	t1 = ty_mono_ms();
 	if ((rc = sched_decide(&d, &sn.in, err)))
 		goto out;
 	t2 = ty_mono_ms();
 	rc = apply(s, &sn, d, err);
+	if (rc)
+		s->holds.n = 0;
+	else
+		holds_keep(s, &sn, d);
 	/* the cost of a cycle, for operators sizing --cycle-ms (read = mirror refresh + usage) */
 	ty_log_at(ty_mono_ms() - t0 >= SLOW_CYCLE_MS ? TY_LOG_INFO : TY_LOG_DEBUG, 0,
 		  "cycle: %lld ms (read %lld, decide %lld, write %lld) for %d node(s), %d "

@@ -175,6 +175,22 @@ struct sched {
 	int64_t next_cycle, next_reconcile, next_liveness, next_relay; /* monotonic ms */
 	int64_t last_error_log;
 	long long malformed; /* messages skipped as malformed or inapplicable */
+	/*
+	 * The nodes the last committed cycle held for jobs waiting for their
+	 * victims (its SCHED_RESV_PREEMPTION reservations), passed to the next
+	 * decision as sched_pending_in.held_nodes (place.c). Sorted by job; fixed
+	 * size, no heap: what does not fit is not kept (the job then starts where
+	 * it fits best). Forgotten on a new term and when the queue mirror is
+	 * stale (read again whole).
+	 */
+	struct sched_holds {
+		int64_t epoch; /* the term they were decided in */
+		int n;
+		struct sched_hold {
+			int64_t job;
+			char node[96]; /* node id; longer ids are not kept */
+		} v[512];
+	} holds;
 };
 
 /* ---- leader.c ---- */

@@ -173,6 +173,14 @@ struct ctx {
 	int32_t *plan_memo;
 	int64_t *plan_gen;
 	int scan_left, plans_left;
+	/*
+	 * try_preempt() modes: stopping_only = no new victims (a job keeping
+	 * the nodes held for it); dry = find out whether protected borrowing
+	 * gangs alone stand in the way of reclaim, commit nothing (dry_left
+	 * bounds these searches).
+	 */
+	bool stopping_only, dry;
+	int dry_left;
 
 	int cap_pl, cap_plp, cap_pre, cap_res;
 	int resv_attempts; /* reservation searches left */
@@ -884,7 +892,8 @@ static bool plan_feasible(const struct plan *pl)
 	return pl->sat > 0 && pl->own_freed >= pl->deficit;
 }
 
-static bool protected_run(const struct ctx *c, const struct sched_running_in *ru)
+/* When running gang ru may be preempted at the earliest (its minimum runtime ends). */
+static int64_t protected_until(const struct ctx *c, const struct sched_running_in *ru)
 {
 	int64_t min_s = ru->min_runtime_s, cls_s = 0;
 
@@ -892,7 +901,12 @@ static bool protected_run(const struct ctx *c, const struct sched_running_in *ru
 		cls_s = c->in->cfg.class_min_runtime_s[ru->cls];
 	if (cls_s > min_s)
 		min_s = cls_s;
-	return c->now - ru->start_ms < min_s * 1000;
+	return ru->start_ms + min_s * 1000;
+}
+
+static bool protected_run(const struct ctx *c, const struct sched_running_in *ru)
+{
+	return c->now < protected_until(c, ru);
 }
 
 /* Reclaim stays in the cohort: only a cohort peer can borrow a team's nominal. */
@@ -911,10 +925,12 @@ static bool victim_ok(const struct ctx *c, int r, int t, int cls, bool reclaim)
 		return false;
 	if (ru->preempting)
 		return true;
-	if (!ru->preemptible || protected_run(c, ru))
+	if (!ru->preemptible)
 		return false;
 	if (u == t)
-		return (int)ru->cls > cls;
+		return (int)ru->cls > cls && !protected_run(c, ru);
+	if (protected_run(c, ru) && !c->dry)
+		return false;
 	if (!reclaim || !same_cohort(c, u, t))
 		return false;
 	/* only while its team still borrows (before this one goes) */
@@ -1009,6 +1025,54 @@ static int add_reservation(struct ctx *c, int i, enum sched_resv_kind kind, int6
 }
 
 /*
+ * Whether the nodes the previous decision held for pending job p are a
+ * valid gang for it in view v: nheld == nodes, distinct, usable, in one
+ * domain of its required level, each with >= gpus_per_node free counting
+ * extra[] (a preemption plan's victims; NULL = none). Copies them,
+ * ascending, to c->pick.
+ */
+static bool held_fits(struct ctx *c, const struct sched_pending_in *p, const struct view *v,
+		      const int16_t *extra, bool lng_plan)
+{
+	int N = p->nodes, G = p->gpus_per_node,
+	    lvl = N > 1 && p->required ? (int)p->required - 1 : -1;
+
+	if (!p->held_nodes || p->nheld != N || N > c->nn)
+		return false;
+	for (int k = 0; k < N; k++) {
+		int n = p->held_nodes[k], f;
+
+		if (n < 0 || n >= c->nn)
+			return false;
+		for (int x = 0; x < k; x++)
+			if (p->held_nodes[x] == n)
+				return false;
+		if ((f = v->free[n]) < 0)
+			return false;
+		if (lng_plan && c->have_resv && c->spare[n] != NOSPARE)
+			return false;
+		if (f + (extra ? extra[n] : 0) < G)
+			return false;
+		if (lvl >= 0 && (c->ndom[(size_t)n * NLEV + lvl] < 0 ||
+				 c->ndom[(size_t)n * NLEV + lvl] !=
+				     c->ndom[(size_t)p->held_nodes[0] * NLEV + lvl]))
+			return false;
+	}
+	memcpy(c->pick, p->held_nodes, (size_t)N * sizeof(*c->pick));
+	qsort(c->pick, (size_t)N, sizeof(*c->pick), cmp_int);
+	return true;
+}
+
+/* Whether a gang is still stopping for pending job i. */
+static bool victims_stopping(const struct ctx *c, int i)
+{
+	for (int k = 0; k < c->npreempting; k++)
+		if (c->owner[c->preempting[k]] == i)
+			return true;
+	return false;
+}
+
+/*
  * Find the fewest running gangs whose GPUs, added to what is free, let
  * pending job i fit (nodes and, for own-team victims, quota) and commit
  * them: preemptions out, the job's nodes held. *done = whether it did.
@@ -1027,7 +1091,7 @@ static int try_preempt(struct ctx *c, int i, bool lng, struct view *v, int64_t d
 	int64_t own = 0; /* GPUs of its own team's victims: the hold takes their place */
 
 	*done = false;
-	if (!c->in->cfg.preemption || c->plans_left == 0)
+	if (!c->in->cfg.preemption || (c->dry ? c->dry_left == 0 : c->plans_left == 0))
 		return 0;
 	/* a failed plan stays failed for bigger jobs of the same key until something is placed */
 	mk = ((((size_t)t * SCHED_CLASS_COUNT + (size_t)p->cls) * SCHED_TOPO_COUNT + (size_t)req) *
@@ -1035,8 +1099,8 @@ static int try_preempt(struct ctx *c, int i, bool lng, struct view *v, int64_t d
 	      (lng ? 1 : 0)) *
 		 NG +
 	     (size_t)p->gpus_per_node;
-	if (c->plan_gen[mk] == c->gen && c->plan_memo[mk] && c->plan_memo[mk] <= p->nodes &&
-	    !p->nexclude)
+	if (!c->dry && c->plan_gen[mk] == c->gen && c->plan_memo[mk] &&
+	    c->plan_memo[mk] <= p->nodes && !p->nexclude)
 		return 0;
 	if (!reclaim && !c->npreempting && !c->lower[(size_t)t * SCHED_CLASS_COUNT + p->cls])
 		return 0;
@@ -1061,8 +1125,12 @@ static int try_preempt(struct ctx *c, int i, bool lng, struct view *v, int64_t d
 	}
 	if (ncand == 0)
 		return 0;
-	c->plans_left--;
-	c->d->stats.preemption_plans++;
+	if (c->dry) {
+		c->dry_left--;
+	} else {
+		c->plans_left--;
+		c->d->stats.preemption_plans++;
+	}
 	qsort_r(c->cand, (size_t)ncand, sizeof(*c->cand), cmp_victim, c);
 
 	pl.N = p->nodes;
@@ -1089,7 +1157,8 @@ static int try_preempt(struct ctx *c, int i, bool lng, struct view *v, int64_t d
 	for (int k = 0; !ok && k < ncand; k++) {
 		int r = c->cand[k];
 
-		if (c->in->running[r].preempting || !victim_ok(c, r, t, p->cls, reclaim))
+		if (c->stopping_only || c->in->running[r].preempting ||
+		    !victim_ok(c, r, t, p->cls, reclaim))
 			continue;
 		plan_apply(c, &pl, r, +1);
 		if (plan_feasible(&pl)) {
@@ -1103,7 +1172,8 @@ static int try_preempt(struct ctx *c, int i, bool lng, struct view *v, int64_t d
 	for (int k = 0; !ok && k < ncand; k++) {
 		int r = c->cand[k];
 
-		if (c->in->running[r].preempting || !victim_ok(c, r, t, p->cls, reclaim))
+		if (c->stopping_only || c->in->running[r].preempting ||
+		    !victim_ok(c, r, t, p->cls, reclaim))
 			continue;
 		plan_apply(c, &pl, r, +1);
 		c->vict[pl.nv++] = r;
@@ -1111,8 +1181,11 @@ static int try_preempt(struct ctx *c, int i, bool lng, struct view *v, int64_t d
 	}
 	if (!ok)
 		goto fail;
-	/* drop victims that are not needed, the least preferred first */
-	for (int k = pl.nv - 1; k >= 0; k--) {
+	/*
+	 * drop victims that are not needed, the least preferred first (not when
+	 * keeping held nodes: the nodes decide which stopping gangs are needed)
+	 */
+	for (int k = pl.nv - 1; k >= 0 && !c->stopping_only; k--) {
 		int r = c->vict[k];
 
 		plan_apply(c, &pl, r, -1);
@@ -1139,7 +1212,12 @@ static int try_preempt(struct ctx *c, int i, bool lng, struct view *v, int64_t d
 				bestc = c->dcount[dd];
 			}
 		}
-		if (best < 0) {
+		if (held_fits(c, p, v, c->extra, lng)) {
+			/* the nodes the previous decision held for it */
+			k = pl.N;
+		} else if (c->stopping_only) {
+			goto fail; /* only to keep waiting for those */
+		} else if (best < 0) {
 			/* nodes fit without victims (the victims are for quota) */
 			if (!fit(c, v, pl.N, pl.G, req))
 				goto fail;
@@ -1186,6 +1264,29 @@ static int try_preempt(struct ctx *c, int i, bool lng, struct view *v, int64_t d
 	}
 	if (pl.nv == 0)
 		goto fail;
+	if (c->dry) {
+		struct sched_pending_out *o = &c->d->pending[i];
+		int64_t until = 0;
+
+		for (int k = 0; k < pl.nv; k++) {
+			const struct sched_running_in *ru = &c->in->running[c->vict[k]];
+			int64_t u;
+
+			if (ru->preempting || !protected_run(c, ru))
+				continue;
+			u = protected_until(c, ru);
+			o->protected_count++;
+			if (!o->protected_job || u > until ||
+			    (u == until && ru->job < o->protected_job)) {
+				o->protected_job = ru->job;
+				until = u;
+			}
+		}
+		o->protected_until_ms = until;
+		*done = o->protected_count > 0;
+		plan_reset(c, &pl);
+		return 0;
+	}
 
 	/* commit: new preemptions, victims claimed, the job's nodes held */
 	for (int k = 0; k < pl.nv; k++) {
@@ -1240,7 +1341,7 @@ static int try_preempt(struct ctx *c, int i, bool lng, struct view *v, int64_t d
 	return 0;
 fail:
 	plan_reset(c, &pl);
-	if (!rc && !p->nexclude) {
+	if (!rc && !p->nexclude && !c->dry && !c->stopping_only) {
 		c->plan_gen[mk] = c->gen;
 		if (!c->plan_memo[mk] || p->nodes < c->plan_memo[mk])
 			c->plan_memo[mk] = p->nodes;
@@ -1613,7 +1714,20 @@ static int decide_one(struct ctx *c, int i)
 		o->other_job = c->in->pending[c->d->head].job;
 		goto out;
 	}
-	if (fits_quickly_no(v, N, G, p->required) && !p->nexclude) {
+	if (p->nheld == N && held_fits(c, p, v, NULL, false)) {
+		/* its victims are gone: it starts on the nodes held for it */
+		fitted = true;
+	} else if (p->nheld == N && victims_stopping(c, i)) {
+		/* keep waiting for the held nodes rather than start elsewhere */
+		c->stopping_only = true;
+		rc = try_preempt(c, i, lng, v, 0, &done);
+		c->stopping_only = false;
+		if (rc || done)
+			goto out;
+	}
+	if (fitted) {
+		/* placed below */
+	} else if (fits_quickly_no(v, N, G, p->required) && !p->nexclude) {
 		c->d->stats.fast_rejects++;
 	} else {
 		if (c->d->head >= 0) {
@@ -1642,6 +1756,16 @@ static int decide_one(struct ctx *c, int i)
 	}
 	if ((rc = try_preempt(c, i, lng, v, 0, &done)) || done)
 		goto out;
+	/* reclaim would make room but for protected borrowing gangs: say so */
+	if (c->tier0[i] && c->qt[t].used + need <= c->qt[t].nominal) {
+		bool blocked = false;
+
+		c->dry = true;
+		rc = try_preempt(c, i, lng, v, 0, &blocked);
+		c->dry = false;
+		if (rc)
+			goto out;
+	}
 	if (c->d->head < 0 && c->resv_attempts > 0) {
 		bool found = false;
 
@@ -1667,6 +1791,9 @@ static int decide_one(struct ctx *c, int i)
 	if (lng && !fits_quickly_no(&c->main, N, G, p->required) &&
 	    fit(c, &c->main, N, G, p->required)) {
 		/* it would fit but for the reservation */
+		o->protected_job = 0;
+		o->protected_count = 0;
+		o->protected_until_ms = 0;
 		o->reason = SCHED_WAIT_RESERVED;
 		o->other_job = c->in->pending[c->d->head].job;
 		o->at_ms = c->resv_ms;
@@ -1817,6 +1944,7 @@ int sched_decide(struct sched_decisions **out, const struct sched_input *in, str
 	c.plans_left = in->cfg.max_preemption_plans == 0  ? DEFAULT_PLANS
 		       : in->cfg.max_preemption_plans < 0 ? -1
 							  : in->cfg.max_preemption_plans;
+	c.dry_left = c.plans_left;
 	rc = TY_ENOMEM;
 	if (!(d = calloc(1, sizeof(*d))))
 		goto out;
@@ -2161,17 +2289,45 @@ static const char *plural(long long n)
 int sched_reason_format(char *buf, size_t n, const struct sched_input *in,
 			const struct sched_decisions *d, int i, const char *when)
 {
+	return sched_reason_format_at(buf, n, in, d, i, when, NULL);
+}
+
+int sched_reason_format_at(char *buf, size_t n, const struct sched_input *in,
+			   const struct sched_decisions *d, int i, const char *when,
+			   const char *protected_when)
+{
 	const struct sched_pending_out *o = &d->pending[i];
 	const struct sched_pending_in *p = &in->pending[i];
 	const char *team = o->team >= 0 && o->team < in->nteams && in->teams[o->team].name
 			       ? in->teams[o->team].name
 			       : "?";
-	char tb[48], shape[96];
+	char tb[48], pb[64], shape[96], prot[200] = "";
 	int N = p->nodes, G = p->gpus_per_node;
 
 	if (!when) {
 		rel_time(tb, sizeof(tb), o->at_ms - in->now_ms);
 		when = tb;
+	}
+	if (o->protected_job && o->protected_count > 0) {
+		if (!protected_when) {
+			char rb[40];
+
+			rel_time(rb, sizeof(rb), o->protected_until_ms - in->now_ms);
+			/* "in 9m00s" → "9m00s from now" */
+			snprintf(pb, sizeof(pb), "%s from now",
+				 strncmp(rb, "in ", 3) ? rb : rb + 3);
+			protected_when = pb;
+		}
+		if (o->protected_count == 1)
+			snprintf(prot, sizeof(prot),
+				 ": the borrowing job that holds them is protected until %s "
+				 "(minimum runtime)",
+				 protected_when);
+		else
+			snprintf(prot, sizeof(prot),
+				 ": the %d borrowing jobs that hold them are protected until %s "
+				 "(minimum runtime)",
+				 o->protected_count, protected_when);
 	}
 	if (N == 1)
 		snprintf(shape, sizeof(shape), "a node with %d free GPU%s", G, plural(G));
@@ -2186,14 +2342,15 @@ int sched_reason_format(char *buf, size_t n, const struct sched_input *in,
 		return snprintf(buf, n, "placed");
 	case SCHED_WAIT_NODES:
 		if (N == 1)
-			return snprintf(buf, n, "no node has %d free GPU%s", G, plural(G));
+			return snprintf(buf, n, "no node has %d free GPU%s%s", G, plural(G), prot);
 		if (o->level)
-			return snprintf(buf, n, "waiting for %s", shape);
-		return snprintf(buf, n, "waiting for %s (%d node%s ha%s %d free)", shape, o->count,
-				plural(o->count), o->count == 1 ? "s" : "ve", G);
+			return snprintf(buf, n, "waiting for %s%s", shape, prot);
+		return snprintf(buf, n, "waiting for %s (%d node%s ha%s %d free)%s", shape,
+				o->count, plural(o->count), o->count == 1 ? "s" : "ve", G, prot);
 	case SCHED_WAIT_TOPOLOGY:
-		return snprintf(buf, n, "waiting for %s (%d nodes have %d free, but no %s has %d)",
-				shape, o->count, G, sched_topo_name(o->level), N);
+		return snprintf(buf, n,
+				"waiting for %s (%d nodes have %d free, but no %s has %d)%s", shape,
+				o->count, G, sched_topo_name(o->level), N, prot);
 	case SCHED_NEVER_FITS:
 		if (N == 1)
 			return snprintf(buf, n, "no schedulable node has %d GPU%s", G, plural(G));
@@ -2233,8 +2390,8 @@ int sched_reason_format(char *buf, size_t n, const struct sched_input *in,
 		return snprintf(buf, n, "reserved for job %lld until %s", (long long)o->other_job,
 				when);
 	case SCHED_WAIT_HEAD:
-		return snprintf(buf, n, "waiting for %s; next in line, nodes reserved from %s",
-				shape, when);
+		return snprintf(buf, n, "waiting for %s%s; next in line, nodes reserved from %s",
+				shape, prot, when);
 	case SCHED_WAIT_BEHIND:
 		return snprintf(buf, n, "queued behind job %lld (backfill is off)",
 				(long long)o->other_job);

@@ -127,6 +127,17 @@ struct sched_pending_in {
 	int64_t max_runtime_s; /* > 0; a placed job ends by now + this */
 	const int *exclude;    /* node indices this job must not use (e.g. a suspect node) */
 	int nexclude;
+	/*
+	 * The nodes the previous decision held for this job while its victims
+	 * stop (that decision's SCHED_RESV_PREEMPTION reservation), node
+	 * indices in any order; NULL/0 = none. Used only when nheld == nodes:
+	 * once they fit the job it starts there rather than wherever fits best,
+	 * and while a gang stopping for it (preempted_for) still holds GPUs it
+	 * keeps waiting for them (new victims are not chosen for it then), so
+	 * the head job's reservation, computed with that hold, stays valid.
+	 */
+	const int *held_nodes;
+	int nheld;
 };
 
 struct sched_config {
@@ -259,6 +270,16 @@ struct sched_pending_out {
 	 * quota (docs/scheduling.md §1). Only such jobs reclaim.
 	 */
 	bool within_nominal;
+	/*
+	 * SCHED_WAIT_NODES, SCHED_WAIT_TOPOLOGY, SCHED_WAIT_HEAD of a first-tier
+	 * job that reclaim would make room for but for borrowing gangs younger
+	 * than their minimum runtime: protected_count such gangs would be needed,
+	 * protected_job is the one protected longest, protected_until_ms when the
+	 * last of them may be preempted. 0 = not the case.
+	 */
+	int64_t protected_job;
+	int protected_count;
+	int64_t protected_until_ms;
 };
 
 struct sched_team_out {
@@ -324,5 +345,15 @@ void sched_decisions_free(struct sched_decisions *d);
  */
 int sched_reason_format(char *buf, size_t n, const struct sched_input *in,
 			const struct sched_decisions *d, int i, const char *when);
+/*
+ * The same with protected_when, the caller's rendering of the reason's
+ * protected_until_ms (NULL renders it relative to in->now_ms), e.g.
+ * "waiting for a node with 2 free GPUs: the borrowing job that holds them is
+ * protected until 14:35 (minimum runtime); next in line, nodes reserved from
+ * 18:00". sched_reason_format() is this with protected_when NULL.
+ */
+int sched_reason_format_at(char *buf, size_t n, const struct sched_input *in,
+			   const struct sched_decisions *d, int i, const char *when,
+			   const char *protected_when);
 
 #endif

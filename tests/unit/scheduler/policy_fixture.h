@@ -223,6 +223,17 @@ static inline const char *fx_reason_when(struct fx *f, int64_t job, const char *
 	return ty_test_strf("%s", f->buf);
 }
 
+/* The same with `pwhen` for the protection time (sched_reason_format_at). */
+static inline const char *fx_reason_at(struct fx *f, int64_t job, const char *when,
+				       const char *pwhen)
+{
+	int i = fx_pidx(f, job);
+
+	REQUIRE(i >= 0);
+	sched_reason_format_at(f->buf, sizeof(f->buf), &f->in, f->d, i, when, pwhen);
+	return ty_test_strf("%s", f->buf);
+}
+
 static inline const char *fx_reason(struct fx *f, int64_t job)
 {
 	return fx_reason_when(f, job, NULL);

@@ -1074,3 +1074,112 @@ TY_TEST(head_reservation_waits_for_stopping_gangs)
 	}
 	ty_test_context(NULL);
 }
+
+/*
+ * A first-tier job that reclaim would make room for, but the borrowing gang
+ * holding the GPUs is younger than its minimum runtime: the reason says so.
+ */
+TY_TEST(reason_names_the_protected_borrower)
+{
+	struct fx f;
+	int demo, research;
+	int64_t at = 0;
+
+	fx_init(&f);
+	fx_node(&f, "n1", 2, NULL, NULL, NULL);
+	fx_node(&f, "n2", 2, NULL, NULL, NULL);
+	demo = fx_team(&f, "demo", 4, -1, -1, "lab");
+	research = fx_team(&f, "research", 2, 2, -1, "lab");
+	/* borrowing 2, started 60 s ago: protected for 540 s more (normal: 600 s) */
+	fx_run(&f, 30, research, "n1:0-1|n2:0-1", 60, 86400);
+	fx_pend(&f, 100, demo, 1, 2, 0);
+	fx_decide(&f);
+	CHECK_STR_EQ(fx_victims(&f), "");
+	CHECK_INT_EQ(f.d->head, fx_pidx(&f, 100));
+	CHECK(fx_resv(&f, 100, SCHED_RESV_HEAD, &at) != NULL);
+	CHECK_INT_EQ(at, NOW_MS + S(86400));
+	CHECK_INT_EQ(f.d->pending[0].protected_job, 30);
+	CHECK_INT_EQ(f.d->pending[0].protected_count, 1);
+	CHECK_INT_EQ(f.d->pending[0].protected_until_ms, NOW_MS + S(540));
+	CHECK_STR_EQ(fx_reason_at(&f, 100, "tomorrow 01:46", "14:35"),
+		     "waiting for a node with 2 free GPUs: the borrowing job that holds them is "
+		     "protected until 14:35 (minimum runtime); next in line, nodes reserved "
+		     "from tomorrow 01:46");
+	CHECK_STR_EQ(fx_reason(&f, 100),
+		     "waiting for a node with 2 free GPUs: the borrowing job that holds them is "
+		     "protected until 9m00s from now (minimum runtime); next in line, nodes "
+		     "reserved from in 24h00m");
+
+	/* once the protection ends, reclaim takes it */
+	f.in.now_ms = NOW_MS + S(540);
+	fx_decide(&f);
+	CHECK_STR_EQ(fx_victims(&f), "30");
+	CHECK_STR_EQ(fx_reason(&f, 100), "waiting for job 30 to be preempted");
+
+	/* not preemptible at all: no reclaim will ever happen, nothing to name */
+	f.in.now_ms = NOW_MS;
+	f.run[0].preemptible = false;
+	fx_decide(&f);
+	CHECK_INT_EQ(f.d->pending[0].protected_job, 0);
+	CHECK_STR_EQ(
+	    fx_reason_when(&f, 100, "18:00"),
+	    "waiting for a node with 2 free GPUs; next in line, nodes reserved from 18:00");
+	fx_done(&f);
+}
+
+/*
+ * A job whose victims were preempted starts on the nodes held for it
+ * (sched_pending_in.held_nodes), not wherever fits best; while they still
+ * stop it keeps waiting for those nodes rather than starting elsewhere.
+ */
+TY_TEST(held_nodes_are_kept_across_decisions)
+{
+	struct fx f;
+	int a;
+	int held[1];
+
+	fx_init(&f);
+	fx_node(&f, "n1", 8, NULL, NULL, NULL);
+	fx_node(&f, "n2", 8, NULL, NULL, NULL);
+	a = fx_team(&f, "a", 32, -1, -1, NULL);
+	held[0] = fx_find_node(&f, "n1");
+	fx_run(&f, 11, a, "n2:0-3", 3600, 3600);
+	fx_pend(&f, 20, a, 1, 4, 0)->cls = SCHED_CLASS_HIGH;
+
+	/* victims gone: without a hold it goes where it fits best (n2) */
+	fx_decide(&f);
+	CHECK_STR_EQ(fx_placed(&f, 20), "n2");
+	/* with one, on the held node */
+	f.pend[0].held_nodes = held;
+	f.pend[0].nheld = 1;
+	fx_decide(&f);
+	CHECK_STR_EQ(fx_placed(&f, 20), "n1");
+
+	/* its victim still stops on n1: it waits for n1 and preempts nothing new */
+	{
+		struct sched_running_in *r = fx_run(&f, 10, a, "n1:0-7", 3600, 3600);
+
+		r->cls = SCHED_CLASS_LOW;
+		r->preempting = true;
+		r->preempted_for = 20;
+	}
+	fx_decide(&f);
+	CHECK_STR_EQ(fx_placed(&f, 20), NULL);
+	CHECK_STR_EQ(fx_victims(&f), "");
+	CHECK_STR_EQ(fx_reason(&f, 20), "waiting for job 10 to be preempted");
+	CHECK_STR_EQ(fx_resv(&f, 20, SCHED_RESV_PREEMPTION, NULL), "n1");
+	/* without the hold it would start on n2 at once */
+	f.pend[0].held_nodes = NULL;
+	f.pend[0].nheld = 0;
+	fx_decide(&f);
+	CHECK_STR_EQ(fx_placed(&f, 20), "n2");
+
+	/* a held node that no longer fits the job (drained) is ignored */
+	f.in.nrunning = 1;
+	f.pend[0].held_nodes = held;
+	f.pend[0].nheld = 1;
+	f.nodes[held[0]].schedulable = false;
+	fx_decide(&f);
+	CHECK_STR_EQ(fx_placed(&f, 20), "n2");
+	fx_done(&f);
+}
