@@ -36,6 +36,7 @@ static const char submit_help[] =
 	"  --label KEY=VALUE          a label (repeatable)\n"
 	"  --env NAME=VALUE           an environment variable (repeatable)\n"
 	"  --launch MODE              per_gpu (default) or per_node\n"
+	"  --topology LEVEL           the whole gang in one block, rack or zone\n"
 	"  --idempotency-key KEY      submitting again with the same key and spec\n"
 	"                             returns the job first created\n"
 	"\n"
@@ -230,7 +231,7 @@ int cli_cmd_submit(struct cli *cli, int argc, char **argv, struct ty_err *err)
 {
 	const char *file = NULL, *team = NULL, *name = NULL, *nodes = NULL, *gpus = NULL,
 		   *cpus = NULL, *mem = NULL, *pclass = NULL, *prio = NULL, *max_rt = NULL,
-		   *launch = NULL, *idem = NULL;
+		   *launch = NULL, *idem = NULL, *topo = NULL;
 	struct cli_strv labels = {0}, envs = {0}, pos = {0}, rest = {0};
 	const struct cli_opt opts[] = {
 		{"file", 'f', CLI_OPT_STR, &file},
@@ -246,6 +247,7 @@ int cli_cmd_submit(struct cli *cli, int argc, char **argv, struct ty_err *err)
 		{"label", 0, CLI_OPT_LIST, &labels},
 		{"env", 0, CLI_OPT_LIST, &envs},
 		{"launch", 0, CLI_OPT_STR, &launch},
+		{"topology", 0, CLI_OPT_STR, &topo},
 		{"idempotency-key", 0, CLI_OPT_STR, &idem},
 	};
 	struct cli_resp resp = {0};
@@ -284,6 +286,9 @@ int cli_cmd_submit(struct cli *cli, int argc, char **argv, struct ty_err *err)
 	    (rc = set_str(spec, "launch", launch, err)) ||
 	    (rc = set_pairs(spec, "labels", &labels, "--label", err)) ||
 	    (rc = set_pairs(spec, "env", &envs, "--env", err)))
+		goto out;
+	if (topo && ((rc = child_object(&res, spec, "topology", err)) ||
+		     (rc = set_str(res, "required", topo, err))))
 		goto out;
 	/* the API wants resources stated; a bare submit means one node */
 	if (!nodes && !json_object_get(spec, "resources"))

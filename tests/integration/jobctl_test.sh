@@ -311,7 +311,7 @@ ok "tokens create, list and revoke; a revoked token stops working"
 expect 0 jc submit --team team-a --name flags-job --nodes 2 --gpus-per-node 4 \
 	--cpus-per-node 8 --memory-mb 4096 --priority-class high --priority 5 --max-runtime 600 \
 	--label exp=one --label owner=ana --env FOO=bar --env EMPTY= --launch per_node \
-	-- python3 train.py --lr 0.1 'two words'
+	--topology block -- python3 train.py --lr 0.1 'two words'
 out_has '^submitted job [0-9][0-9]* (pending)$'
 J1=$(sed -n 's/^submitted job \([0-9]*\) .*/\1/p' "$W/out")
 expect 0 jc -o json status "$J1"
@@ -323,6 +323,9 @@ check 'd["spec"]["priority_class"] == "high" and d["spec"]["priority"] == 5'
 check 'd["spec"]["max_runtime_seconds"] == 600 and d["spec"]["launch"] == "per_node"'
 check 'd["spec"]["labels"] == {"exp": "one", "owner": "ana"}'
 check 'd["spec"]["env"] == {"FOO": "bar", "EMPTY": ""}'
+check 'd["spec"]["topology"] == {"required": "block"}'
+expect 6 jc submit --team team-a --topology galaxy -- true
+err_has 'topology.required'
 ok "submit with flags"
 
 cat >"$W/job.json" <<'EOF'
