@@ -191,6 +191,9 @@ struct cli_table {
 int cli_table_add(struct cli_table *t, const char *cell);
 /* Like cli_table_add, but formats a copy the table owns. */
 int cli_table_addf(struct cli_table *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Two cells: label, then obj's RFC 3339 time at key with its age ("-" when absent). */
+int cli_table_add_time(struct cli_table *t, const char *label, const json_t *obj,
+		       const char *key);
 void cli_table_print(FILE *f, const struct cli_table *t);
 void cli_table_free(struct cli_table *t);
 

@@ -406,18 +406,6 @@ static int format_pairs(struct ty_buf *b, const json_t *obj)
 	return rc ? TY_ENOMEM : 0;
 }
 
-static int add_time(struct cli_table *t, const char *label, const json_t *job, const char *key)
-{
-	const char *ts = cli_json_str(job, key, NULL);
-	char age[32];
-
-	if (cli_table_add(t, label))
-		return TY_ENOMEM;
-	if (!ts)
-		return cli_table_add(t, "-");
-	return cli_table_addf(t, "%s (%s ago)", ts, cli_age(age, sizeof(age), ts));
-}
-
 static int print_job(const json_t *job)
 {
 	const json_t *spec = json_object_get(job, "spec"),
@@ -486,9 +474,9 @@ static int print_job(const json_t *job)
 	rc |= cli_table_add(&t, labels.len ? labels.data : "-");
 	rc |= cli_table_add(&t, "env:");
 	rc |= cli_table_add(&t, env.len ? env.data : "-");
-	rc |= add_time(&t, "created:", job, "created_at");
-	rc |= add_time(&t, "updated:", job, "updated_at");
-	rc |= add_time(&t, "finished:", job, "finished_at");
+	rc |= cli_table_add_time(&t, "created:", job, "created_at");
+	rc |= cli_table_add_time(&t, "updated:", job, "updated_at");
+	rc |= cli_table_add_time(&t, "finished:", job, "finished_at");
 	if (!rc)
 		cli_table_print(stdout, &t);
 	cli_table_free(&t);

@@ -97,18 +97,6 @@ static int format_labels(struct ty_buf *b, const json_t *labels)
 	return rc ? TY_ENOMEM : 0;
 }
 
-static int add_time_row(struct cli_table *t, const char *label, const json_t *obj, const char *key)
-{
-	const char *ts = cli_json_str(obj, key, NULL);
-	char age[32];
-
-	if (cli_table_add(t, label))
-		return TY_ENOMEM;
-	if (!ts)
-		return cli_table_add(t, "-");
-	return cli_table_addf(t, "%s (%s ago)", ts, cli_age(age, sizeof(age), ts));
-}
-
 static int print_node(const json_t *node)
 {
 	struct cli_table t = {.ncols = 2};
@@ -134,8 +122,8 @@ static int print_node(const json_t *node)
 	rc |= cli_table_add(&t, running.len ? running.data : "-");
 	rc |= cli_table_add(&t, "labels:");
 	rc |= cli_table_add(&t, labels.len ? labels.data : "-");
-	rc |= add_time_row(&t, "last heartbeat:", node, "last_heartbeat");
-	rc |= add_time_row(&t, "registered:", node, "registered_at");
+	rc |= cli_table_add_time(&t, "last heartbeat:", node, "last_heartbeat");
+	rc |= cli_table_add_time(&t, "registered:", node, "registered_at");
 	if (!rc)
 		cli_table_print(stdout, &t);
 	cli_table_free(&t);

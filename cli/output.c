@@ -142,3 +142,16 @@ void cli_table_free(struct cli_table *t)
 	cli_strv_free(&t->owned);
 	cli_strv_free(&t->cells);
 }
+
+int cli_table_add_time(struct cli_table *t, const char *label, const json_t *obj,
+		       const char *key)
+{
+	const char *ts = cli_json_str(obj, key, NULL);
+	char age[32];
+
+	if (cli_table_add(t, label))
+		return TY_ENOMEM;
+	if (!ts)
+		return cli_table_add(t, "-");
+	return cli_table_addf(t, "%s (%s ago)", ts, cli_age(age, sizeof(age), ts));
+}

@@ -8,6 +8,7 @@
 #include <curl/curl.h>
 #include <dirent.h>
 #include <errno.h>
+#include <stdarg.h>
 #include <fcntl.h>
 #include <libpq-fe.h>
 #include <limits.h>
@@ -787,6 +788,49 @@ static void teardown(void)
 		else
 			remove_workdir();
 	}
+}
+
+/* ---- SQL on the shared stack's database ---- */
+
+static PGconn *stack_conn;
+
+static void stack_conn_close(void)
+{
+	if (stack_conn)
+		PQfinish(stack_conn);
+	stack_conn = NULL;
+}
+
+const char *ty_stack_sql(const char *sql, ...)
+{
+	const char *params[16];
+	const char *v = "";
+	int n = 0;
+	va_list ap;
+	PGresult *r;
+
+	va_start(ap, sql);
+	while (n < 16 && (params[n] = va_arg(ap, const char *)))
+		n++;
+	va_end(ap);
+	if (!stack_conn) {
+		stack_conn = PQconnectdb(ty_stack_get()->db_url);
+		ty_test_on(TY_TEST_TEARDOWN, stack_conn_close);
+	}
+	if (PQstatus(stack_conn) != CONNECTION_OK) {
+		FAIL("cannot connect to the test database: %s", PQerrorMessage(stack_conn));
+		ty_test_abort();
+	}
+	r = PQexecParams(stack_conn, sql, n, NULL, params, NULL, NULL, 0);
+	if (PQresultStatus(r) != PGRES_COMMAND_OK && PQresultStatus(r) != PGRES_TUPLES_OK) {
+		FAIL("SQL '%s' failed: %s", sql, PQresultErrorMessage(r));
+		PQclear(r);
+		ty_test_abort();
+	}
+	if (PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) > 0 && PQnfields(r) > 0)
+		v = ty_test_strf("%s", PQgetvalue(r, 0, 0));
+	PQclear(r);
+	return v;
 }
 
 /* ---- other daemons ---- */

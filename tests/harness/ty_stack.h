@@ -77,6 +77,14 @@ struct ty_stack {
 };
 const struct ty_stack *ty_stack_get(void);
 
+/*
+ * One statement with text parameters (a NULL-terminated list) on the shared
+ * stack's database; returns the first column of the first row (scratch),
+ * "" for none. Ends the case on an error. TY_STACK_SQL adds the NULL.
+ */
+const char *ty_stack_sql(const char *sql, ...);
+#define TY_STACK_SQL(...) ty_stack_sql(__VA_ARGS__, (const char *)NULL)
+
 /* ---- other daemons (scheduler, executors, a private broker) ---- */
 
 struct ty_daemon; /* opaque: one long-running child process */

@@ -12,7 +12,6 @@
 #include <libpq-fe.h>
 #include <netinet/in.h>
 #include <pthread.h>
-#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,52 +22,7 @@
 
 /* ---- SQL on the stack's database ---- */
 
-static PGconn *conn;
-
-static void db_close(void)
-{
-	if (conn)
-		PQfinish(conn);
-	conn = NULL;
-}
-
-/*
- * Run one statement with text parameters (a NULL-terminated list) on the
- * shared stack's database; returns the first column of the first row
- * (scratch), "" for none. Ends the case on an error.
- */
-static const char *db(const char *sql, ...)
-{
-	const char *params[16];
-	const char *v = "";
-	int n = 0;
-	va_list ap;
-	PGresult *r;
-
-	va_start(ap, sql);
-	while (n < 16 && (params[n] = va_arg(ap, const char *)))
-		n++;
-	va_end(ap);
-	if (!conn) {
-		conn = PQconnectdb(ty_stack_get()->db_url);
-		ty_test_on(TY_TEST_TEARDOWN, db_close);
-	}
-	if (PQstatus(conn) != CONNECTION_OK) {
-		FAIL("cannot connect to the test database: %s", PQerrorMessage(conn));
-		ty_test_abort();
-	}
-	r = PQexecParams(conn, sql, n, NULL, params, NULL, NULL, 0);
-	if (PQresultStatus(r) != PGRES_COMMAND_OK && PQresultStatus(r) != PGRES_TUPLES_OK) {
-		FAIL("SQL '%s' failed: %s", sql, PQresultErrorMessage(r));
-		PQclear(r);
-		ty_test_abort();
-	}
-	if (PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) > 0 && PQnfields(r) > 0)
-		v = ty_test_strf("%s", PQgetvalue(r, 0, 0));
-	PQclear(r);
-	return v;
-}
-#define DB(...) db(__VA_ARGS__, (const char *)NULL)
+#define DB(...) TY_STACK_SQL(__VA_ARGS__)
 
 static const char *lld(long long v)
 {
