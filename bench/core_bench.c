@@ -523,11 +523,12 @@ static void print_results(const struct result *res, int n, const struct sim_conf
 		const struct result *r = &res[i];
 
 		printf("- %s: %lld node searches, %lld fast rejects, %lld preemption plans "
-		       "(%d victims: %d reclaim, %d class), %lld reservation probes, %d "
-		       "reservations; reasons:",
+		       "(%d victims: %d reclaim, %d class; exact search: %lld sets improved, "
+		       "%lld cut off), %lld reservation probes, %d reservations; reasons:",
 		       r->name, (long long)r->stats.fit_attempts, (long long)r->stats.fast_rejects,
 		       (long long)r->stats.preemption_plans, r->preemptions, r->reclaims,
-		       r->preemptions - r->reclaims, (long long)r->stats.reservation_probes,
+		       r->preemptions - r->reclaims, (long long)r->stats.victim_sets_improved,
+		       (long long)r->stats.victim_search_cutoffs, (long long)r->stats.reservation_probes,
 		       r->reservations);
 		for (int k = 0; k < SCHED_REASON_COUNT; k++)
 			if (r->reasons[k])

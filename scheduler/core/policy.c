@@ -163,6 +163,8 @@ struct ctx {
 	int32_t *dcount; /* [ndoms + 1], the cluster last */
 	int64_t *team_freed;
 	int *cand, *vict;
+	int *vict_keep, *vict_use; /* fewest_victims(): the greedy set, the useful candidates */
+	int64_t exact_left;	    /* victim sets the exact search may still try */
 	int16_t *f;
 	struct evt *evts;
 	int nevts, cap_evts;
@@ -1073,6 +1075,117 @@ static bool victims_stopping(const struct ctx *c, int i)
 }
 
 /*
+ * The exact part of the victim search: whether some `left` more of the
+ * useful candidates cand[from..nc), taken in preference order, make the
+ * plan feasible. Depth first, so the first set found is the most
+ * preferred of its size; on success the set stays applied and is appended
+ * to c->vict. *budget counts the sets tried; 0 ends the search (as not
+ * found).
+ */
+struct exact {
+	const int *cand;
+	int nc, t, cls;
+	bool reclaim;
+	int64_t budget;
+};
+
+static bool exact_dfs(struct ctx *c, struct plan *pl, struct exact *x, int from, int left)
+{
+	if (left == 0)
+		return plan_feasible(pl);
+	for (int k = from; k <= x->nc - left; k++) {
+		int r = x->cand[k];
+
+		if (x->budget <= 0)
+			return false;
+		x->budget--;
+		if (!victim_ok(c, r, x->t, x->cls, x->reclaim))
+			continue;
+		plan_apply(c, pl, r, +1);
+		c->vict[pl->nv++] = r;
+		if (exact_dfs(c, pl, x, k + 1, left - 1))
+			return true;
+		pl->nv--;
+		plan_apply(c, pl, r, -1);
+	}
+	return false;
+}
+
+/*
+ * Whether running gang r can help pending job i: GPUs on a usable node
+ * that does not already fit the gang's per-node share, or quota its own
+ * team needs back.
+ */
+static bool victim_useful(const struct ctx *c, const struct plan *pl, int r)
+{
+	const struct sched_running_in *ru = &c->in->running[r];
+
+	if (ru->team == pl->deficit_team && pl->deficit > 0)
+		return true;
+	for (int k = 0; k < ru->nnodes; k++) {
+		int n = ru->node[k];
+
+		if (node_usable_for_victims(c, pl, n) && pl->v->free[n] < pl->G &&
+		    popc(ru->gpus[k] & c->full[n]))
+			return true;
+	}
+	return false;
+}
+
+/*
+ * Greedy-then-pruned victims (pl->vict, the already-stopping ones first)
+ * are minimal; look for a smaller set, smallest first. Sets of one were
+ * tried exactly before the greedy pass, so only a greedy result of three
+ * or more new victims can improve. Bounded by SCHED_VICTIM_BUDGET sets
+ * per job and, for the whole decision, by c->exact_left.
+ */
+static void fewest_victims(struct ctx *c, struct plan *pl, int ncand, int t, int cls,
+			   bool reclaim)
+{
+	int nstop = 0, greedy = 0, nuse = 0;
+	struct exact x = {.t = t, .cls = cls, .reclaim = reclaim};
+
+	for (int k = 0; k < pl->nv; k++)
+		nstop += c->in->running[c->vict[k]].preempting;
+	greedy = pl->nv - nstop;
+	if (greedy < 3 || c->exact_left <= 0)
+		return;
+	/* the greedy victims out (stopping ones stay), keeping their order */
+	for (int k = nstop; k < pl->nv; k++) {
+		plan_apply(c, pl, c->vict[k], -1);
+		c->vict_keep[k - nstop] = c->vict[k];
+	}
+	pl->nv = nstop;
+	for (int k = 0; k < ncand; k++) {
+		int r = c->cand[k];
+
+		if (!c->in->running[r].preempting && victim_useful(c, pl, r))
+			c->vict_use[nuse++] = r;
+	}
+	x.cand = c->vict_use;
+	x.nc = nuse;
+	x.budget = c->exact_left < SCHED_VICTIM_BUDGET ? c->exact_left : SCHED_VICTIM_BUDGET;
+	for (int size = 2; size < greedy; size++) {
+		int64_t before = x.budget;
+		bool found = exact_dfs(c, pl, &x, 0, size);
+
+		c->exact_left -= before - x.budget;
+		if (found) {
+			c->d->stats.victim_sets_improved++;
+			return;
+		}
+		if (x.budget <= 0) {
+			c->d->stats.victim_search_cutoffs++;
+			break;
+		}
+	}
+	for (int k = 0; k < greedy; k++) {
+		plan_apply(c, pl, c->vict_keep[k], +1);
+		c->vict[pl->nv++] = c->vict_keep[k];
+	}
+}
+
+/*
  * Find the fewest running gangs whose GPUs, added to what is free, let
  * pending job i fit (nodes and, for own-team victims, quota) and commit
  * them: preemptions out, the job's nodes held. *done = whether it did.
@@ -1197,6 +1310,9 @@ static int try_preempt(struct ctx *c, int i, bool lng, struct view *v, int64_t d
 			plan_apply(c, &pl, r, +1);
 		}
 	}
+
+	if (!c->stopping_only && !c->dry)
+		fewest_victims(c, &pl, ncand, t, p->cls, reclaim);
 
 	/* the nodes: a satisfied domain (most nodes made by victims), victim-made nodes first */
 	{
@@ -1872,6 +1988,8 @@ static void ctx_free(struct ctx *c)
 	free(c->team_freed);
 	free(c->cand);
 	free(c->vict);
+	free(c->vict_keep);
+	free(c->vict_use);
 	free(c->preempting);
 	free(c->owner);
 	free(c->lower);
@@ -1945,6 +2063,7 @@ int sched_decide(struct sched_decisions **out, const struct sched_input *in, str
 		       : in->cfg.max_preemption_plans < 0 ? -1
 							  : in->cfg.max_preemption_plans;
 	c.dry_left = c.plans_left;
+	c.exact_left = SCHED_VICTIM_BUDGET_CYCLE;
 	rc = TY_ENOMEM;
 	if (!(d = calloc(1, sizeof(*d))))
 		goto out;
@@ -1968,6 +2087,8 @@ int sched_decide(struct sched_decisions **out, const struct sched_input *in, str
 	c.runs = calloc((size_t)in->nrunning + 1, sizeof(*c.runs));
 	c.cand = calloc((size_t)in->nrunning + 1, sizeof(*c.cand));
 	c.vict = calloc((size_t)in->nrunning + 1, sizeof(*c.vict));
+	c.vict_keep = calloc((size_t)in->nrunning + 1, sizeof(*c.vict_keep));
+	c.vict_use = calloc((size_t)in->nrunning + 1, sizeof(*c.vict_use));
 	c.preempting = calloc((size_t)in->nrunning + 1, sizeof(*c.preempting));
 	c.owner = calloc((size_t)in->nrunning + 1, sizeof(*c.owner));
 	c.lower = calloc((size_t)in->nteams * SCHED_CLASS_COUNT + 1, sizeof(*c.lower));
@@ -1980,7 +2101,7 @@ int sched_decide(struct sched_decisions **out, const struct sched_input *in, str
 	frank = calloc((size_t)in->nteams + 1, sizeof(*frank));
 	if (!d->pending || !d->order || !d->teams || !c.full || !c.busy || !c.spare || !c.ports ||
 	    !c.pick || !c.extra || !c.touched || !c.f || !c.run_gpus || !c.claimed || !c.runs ||
-	    !c.cand || !c.vict || !c.preempting || !c.owner || !c.lower || !c.tmark || !c.tier0 || !keys ||
+	    !c.cand || !c.vict || !c.vict_keep || !c.vict_use || !c.preempting || !c.owner || !c.lower || !c.tmark || !c.tier0 || !keys ||
 	    !ktmp || !fs || !frank)
 		goto out;
 	if ((rc = setup_teams(&c, in)))

@@ -29,6 +29,13 @@
 
 /* A node's GPUs are bits of a uint64_t: GPUs past the 64th are never used. */
 #define SCHED_MAX_GPUS 64
+/*
+ * The exact fewest-victims search (above the greedy one) tries at most this
+ * many victim sets per pending job, and this many in one decision; past
+ * them the greedy, minimal set is kept (stats.victim_search_cutoffs).
+ */
+#define SCHED_VICTIM_BUDGET 8192
+#define SCHED_VICTIM_BUDGET_CYCLE 65536
 
 /* Priority classes, highest first (the numeric value is the rank). */
 enum sched_class {
@@ -303,6 +310,8 @@ struct sched_stats {
 	int64_t fast_rejects;	    /* jobs rejected without a node search */
 	int64_t preemption_plans;   /* victim searches */
 	int64_t reservation_probes; /* fit checks made to find the reservation time */
+	int64_t victim_sets_improved;  /* exact search found fewer victims than greedy */
+	int64_t victim_search_cutoffs; /* exact search stopped by its budget (greedy kept) */
 };
 
 struct sched_decisions {
