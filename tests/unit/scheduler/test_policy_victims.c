@@ -112,6 +112,7 @@ static void build(struct fx *f, const struct world *w, unsigned removed, bool pr
 {
 	int a, b;
 
+	fx_done(f); /* a previous decision of f */
 	fx_init(f);
 	for (int n = 0; n < w->nnodes; n++)
 		fx_node(f, node_ids[n], 8, "z1", w->rack[n], NULL);
