@@ -374,6 +374,7 @@ static int spawn_rank(struct exec_attempt *a, struct exec_rank *r, const struct 
 	struct stat st;
 
 	if ((rc = exec_env_build(&env, l, r->local, exec__opts(a->x)->node_id, exec__inherit(a->x),
+				 &(struct exec_env_extra){.fabric = exec__opts(a->x)->fabric_env},
 				 err)))
 		goto out;
 	if ((size_t)snprintf(r->log_path, sizeof(r->log_path), "%s/rank-%d.log", a->dir, r->rank) >=

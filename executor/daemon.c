@@ -268,19 +268,17 @@ static void report_orphans(struct exec *x)
 static void send_register(struct exec *x)
 {
 	const struct exec_opts *o = x->o;
-	int ngpus = o->fake_gpus > 0 ? o->fake_gpus : 0;
-	json_t *gpus = json_array();
+	const struct hw_inventory none = {0}, *inv = o->inventory ? o->inventory : &none;
+	json_t *inventory = hw_inventory_json(inv);
 
-	for (int i = 0; gpus && i < ngpus; i++)
-		json_array_append_new(gpus, json_pack("{s:i, s:s, s:i}", "index", i, "name",
-						      "simulated GPU", "memory_mb", 81920));
-	if (!gpus)
+	if (!inventory) {
+		ty_error("cannot build a register message: out of memory");
 		return;
+	}
 	emit(x, PROTO_REGISTER, 0, 0,
-	     json_pack("{s:s, s:i, s:O, s:s, s:s, s:b, s:{s:o, s:[]}}", "address", o->address,
-		       "gpus", ngpus, "labels", o->labels, "boot_id", x->boot_id, "log_url",
-		       x->log_url, "simulated", o->fake_gpus >= 0, "inventory", "gpus", gpus,
-		       "hcas"),
+	     json_pack("{s:s, s:I, s:O, s:s, s:s, s:b, s:o}", "address", o->address, "gpus",
+		       (json_int_t)inv->ngpus, "labels", o->labels, "boot_id", x->boot_id,
+		       "log_url", x->log_url, "simulated", inv->simulated, "inventory", inventory),
 	     &x->register_acked);
 }
 

@@ -13,6 +13,7 @@
 #ifndef TY_EXEC_H
 #define TY_EXEC_H
 
+#include "hw.h"
 #include "proto.h"
 #include "ty_buf.h"
 #include "ty_err.h"
@@ -85,16 +86,31 @@ void exec_launch_clear(struct exec_launch *l);
 void exec_cuda_devices(char *out, size_t outsz, const struct exec_launch *l, int local_rank);
 
 /*
+ * What a rank's environment carries besides the launch: the NCCL variables
+ * of the node's fabric (hw_nccl_env) and the contract's checkpoint and
+ * progress paths, which other parts of the executor compute.
+ */
+struct exec_env_extra {
+	char *const *fabric;	    /* "NAME=value" array, borrowed; NULL: none */
+	const char *checkpoint_dir; /* TRAINYARD_CHECKPOINT_DIR; NULL: not set */
+	const char *resume_from;    /* TRAINYARD_RESUME_FROM; NULL: not set */
+	const char *progress_file;  /* TRAINYARD_PROGRESS_FILE; NULL: not set */
+};
+
+/*
  * The environment of one local rank as a new NULL-terminated array of new
  * "NAME=value" strings (free with exec_env_free). Lowest to highest
  * precedence: PATH, HOME and LANG from inherit (an environ-style array,
- * borrowed, may be NULL), the job's env, then the contract (MASTER_ADDR,
- * MASTER_PORT, WORLD_SIZE, RANK, LOCAL_RANK, LOCAL_WORLD_SIZE, NODE_RANK,
- * NNODES, CUDA_VISIBLE_DEVICES, TRAINYARD_JOB_ID, TRAINYARD_ATTEMPT,
- * TRAINYARD_NODE_ID). Every name appears once.
+ * borrowed, may be NULL), extra->fabric (the NCCL variables), the job's
+ * env (so a user may override NCCL settings), then the contract
+ * (MASTER_ADDR, MASTER_PORT, WORLD_SIZE, RANK, LOCAL_RANK,
+ * LOCAL_WORLD_SIZE, NODE_RANK, NNODES, CUDA_VISIBLE_DEVICES,
+ * TRAINYARD_JOB_ID, TRAINYARD_ATTEMPT, TRAINYARD_NODE_ID, and those of
+ * extra's paths that are not NULL). extra (borrowed) may be NULL. Every
+ * name appears once; a fabric entry without '=' is TY_EINVAL.
  */
 int exec_env_build(char ***out, const struct exec_launch *l, int local_rank, const char *node_id,
-		   char *const *inherit, struct ty_err *err);
+		   char *const *inherit, const struct exec_env_extra *extra, struct ty_err *err);
 void exec_env_free(char **env);
 /* Value of name in env (borrowed from env), or NULL. */
 const char *exec_env_get(char *const *env, const char *name);
@@ -111,7 +127,8 @@ int exec_signal_parse(const char *name);
 /*
  * "k=v,k=v" into a new JSON object in *out. "" gives {}. Keys are 1–63 of
  * [A-Za-z0-9._/-] starting alphanumeric, values 0–63 of [A-Za-z0-9._-];
- * a key given twice is an error. TY_EINVAL names the fault.
+ * a key given twice is an error, and so is a `pool` other than "spot" or
+ * "on-demand". TY_EINVAL names the fault.
  */
 int exec_labels_parse(json_t **out, const char *spec, struct ty_err *err);
 
@@ -231,7 +248,10 @@ struct exec_opts {
 	const char *address;   /* IPv4; register.address and the log server */
 	const char *bootstrap; /* host:port list */
 	int fake_gpus;	       /* < 0: no simulated inventory */
-	const json_t *labels;  /* borrowed object */
+	/* what register reports (hw.h), borrowed; NULL: no GPU, no HCA */
+	const struct hw_inventory *inventory;
+	char *const *fabric_env; /* NCCL variables for every rank (hw_nccl_env); may be NULL */
+	const json_t *labels;	 /* borrowed object */
 	const char *state_dir;
 	int64_t heartbeat_ms;
 	int64_t register_ms;

@@ -60,6 +60,7 @@ int exec_labels_parse(json_t **out, const char *spec, struct ty_err *err)
 {
 	json_t *obj = json_object();
 	const char *s = spec ? spec : "";
+	const json_t *v;
 	int rc = 0;
 
 	*out = NULL;
@@ -79,6 +80,13 @@ int exec_labels_parse(json_t **out, const char *spec, struct ty_err *err)
 			rc = ty_err_set(err, TY_EINVAL, "empty label in '%s'", spec);
 			goto out;
 		}
+	}
+	/* the scheduler's spot logic reads pool: a typo must not pass as on-demand */
+	if ((v = json_object_get(obj, "pool")) && strcmp(json_string_value(v), "spot") &&
+	    strcmp(json_string_value(v), "on-demand")) {
+		rc = ty_err_set(err, TY_EINVAL, "label pool '%s' is not spot or on-demand",
+				json_string_value(v));
+		goto out;
 	}
 	*out = obj;
 	obj = NULL;

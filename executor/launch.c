@@ -299,7 +299,7 @@ int exec_signal_parse(const char *name)
 }
 
 int exec_env_build(char ***out, const struct exec_launch *l, int local_rank, const char *node_id,
-		   char *const *inherit, struct ty_err *err)
+		   char *const *inherit, const struct exec_env_extra *extra, struct ty_err *err)
 {
 	static const char *const inherited[] = {"PATH", "HOME", "LANG"};
 	struct envb e = {0};
@@ -318,6 +318,20 @@ int exec_env_build(char ***out, const struct exec_launch *l, int local_rank, con
 		if ((v = exec_env_get(inherit, inherited[i])) &&
 		    (rc = envb_set(&e, inherited[i], v, err)))
 			goto out;
+	for (char *const *f = extra ? extra->fabric : NULL; f && *f; f++) {
+		const char *eq = strchr(*f, '=');
+		char name[256];
+
+		if (!eq || eq == *f || (size_t)(eq - *f) >= sizeof(name)) {
+			rc = ty_err_set(err, TY_EINVAL, "fabric variable '%.64s' is not NAME=value",
+					*f);
+			goto out;
+		}
+		memcpy(name, *f, (size_t)(eq - *f));
+		name[eq - *f] = '\0';
+		if ((rc = envb_set(&e, name, eq + 1, err)))
+			goto out;
+	}
 	json_object_foreach((json_t *)l->env, k,
 			    jv) if ((rc = envb_set(&e, k, json_string_value(jv), err))) goto out;
 	exec_cuda_devices(cuda, sizeof(cuda), l, local_rank);
@@ -333,6 +347,15 @@ int exec_env_build(char ***out, const struct exec_launch *l, int local_rank, con
 	    (rc = envb_setf(&e, "TRAINYARD_JOB_ID", l->job, err)) ||
 	    (rc = envb_setf(&e, "TRAINYARD_ATTEMPT", l->attempt, err)) ||
 	    (rc = envb_set(&e, "TRAINYARD_NODE_ID", node_id, err)))
+		goto out;
+	if (extra && extra->checkpoint_dir &&
+	    (rc = envb_set(&e, "TRAINYARD_CHECKPOINT_DIR", extra->checkpoint_dir, err)))
+		goto out;
+	if (extra && extra->resume_from &&
+	    (rc = envb_set(&e, "TRAINYARD_RESUME_FROM", extra->resume_from, err)))
+		goto out;
+	if (extra && extra->progress_file &&
+	    (rc = envb_set(&e, "TRAINYARD_PROGRESS_FILE", extra->progress_file, err)))
 		goto out;
 	*out = e.v;
 	e.v = NULL;

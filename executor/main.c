@@ -21,8 +21,16 @@ static const struct ty_opt options[] = {
     {"kafka-bootstrap", TY_OPT_STR, NULL, 0, 0,
      "Kafka bootstrap servers 'host:port,...' or '@FILE' holding that list (required)"},
     {"fake-gpus", TY_OPT_INT, NULL, 0, 1024,
-     "simulated inventory of N GPUs (registered with simulated: true)"},
-    {"labels", TY_OPT_STR, "", 0, 0, "node labels 'key=value,key=value' (zone, rack, block)"},
+     "simulated inventory of N GPUs and no HCA (registered with simulated: true)"},
+    {"inventory-file", TY_OPT_STR, NULL, 0, 0,
+     "simulated inventory from a JSON file {\"gpus\":[...],\"hcas\":[...]} as register "
+     "reports it (simulated: true; not with --fake-gpus)"},
+    {"cudart", TY_OPT_STR, NULL, 0, 0,
+     "CUDA runtime to dlopen for the GPU probe (default: libcudart.so, libcudart.so.13, "
+     "libcudart.so.12)"},
+    {"labels", TY_OPT_STR, "", 0, 0,
+     "node labels 'key=value,...': zone, rack and block place gangs by topology, "
+     "pool is spot or on-demand"},
     {"state-dir", TY_OPT_STR, NULL, 0, 0,
      "directory for state.json and attempts/<job>.<attempt>/ (required)"},
     {"heartbeat-ms", TY_OPT_INT, "2000", 50, 600000, "heartbeat interval"},
@@ -61,9 +69,10 @@ int main(int argc, char **argv)
 	struct ty_config *c = ty_config_new(options, NOPTS, ENV_PREFIX);
 	struct exec_opts o = {0};
 	struct ty_err err = {0};
+	struct hw_inventory inv = {0};
 	json_t *labels = NULL;
-	char host[256] = "", bootstrap[4096];
-	int rc = 2, level;
+	char host[256] = "", bootstrap[4096], iface[64] = "", **fabric = NULL;
+	int rc = 2, rc2, level;
 
 	if (!c)
 		return 1;
@@ -113,6 +122,33 @@ int main(int argc, char **argv)
 		goto out;
 	}
 	o.address = ty_config_str(c, "address");
+	if (ty_config_str(c, "fake-gpus") && ty_config_str(c, "inventory-file")) {
+		fail("%s", "--fake-gpus and --inventory-file are alternatives: give one");
+		goto out;
+	}
+	if (ty_config_str(c, "fake-gpus"))
+		rc2 = hw_inventory_fake(&inv, (int)ty_config_int(c, "fake-gpus"), &err);
+	else if (ty_config_str(c, "inventory-file"))
+		rc2 = hw_inventory_load(&inv, ty_config_str(c, "inventory-file"), &err);
+	else
+		rc2 = hw_probe(&inv, ty_config_str(c, "cudart"), &err);
+	if (rc2) {
+		fail("%s", err.msg);
+		goto out;
+	}
+	if (hw_iface_of(iface, sizeof(iface), o.address, &err)) {
+		ty_warn("NCCL_SOCKET_IFNAME not set: %s", err.msg);
+		ty_err_clear(&err);
+	}
+	if (hw_nccl_env(&fabric, &inv, iface, &err)) {
+		fail("%s", err.msg);
+		goto out;
+	}
+	ty_info("inventory%s: %zu GPUs, %zu HCAs; ranks get %s, NCCL_SOCKET_IFNAME=%s%s",
+		inv.simulated ? " (simulated)" : "", inv.ngpus, inv.nhcas, fabric[0],
+		*iface ? "=" : "(unset)", iface);
+	o.inventory = &inv;
+	o.fabric_env = fabric;
 	o.bootstrap = bootstrap;
 	o.fake_gpus = ty_config_str(c, "fake-gpus") ? (int)ty_config_int(c, "fake-gpus") : -1;
 	o.labels = labels;
@@ -129,6 +165,8 @@ int main(int argc, char **argv)
 		ty_error("%s", err.msg);
 out:
 	json_decref(labels);
+	hw_names_free(fabric);
+	hw_inventory_clear(&inv);
 	ty_config_free(c);
 	return rc;
 }

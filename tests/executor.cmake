@@ -1,9 +1,21 @@
 # executor/: unit tests of its pure parts, and one integration test that runs
 # a real trainyard-executor against the broker (TY_TEST_KAFKA_BOOTSTRAP).
 
-foreach(m launch labels dedupe state tail proc)
+foreach(m launch labels dedupe state tail proc hw_gpu hw_hca hw_nccl hw_json)
   ty_add_test(executor_${m} unit/executor/test_${m}.c unit)
   target_link_libraries(test_executor_${m} PRIVATE ty_exec)
+endforeach()
+
+# a fake CUDA runtime the GPU probe loads by path (tests/unit/executor/fake_cudart.c)
+add_library(fake_cudart SHARED unit/executor/fake_cudart.c)
+add_library(fake_cudart_v1 SHARED unit/executor/fake_cudart.c)
+target_compile_definitions(fake_cudart_v1 PRIVATE FAKE_CUDART_V1)
+add_library(fake_cudart_no_busid SHARED unit/executor/fake_cudart.c)
+target_compile_definitions(fake_cudart_no_busid PRIVATE FAKE_CUDART_NO_BUSID)
+foreach(t hw_gpu hw_hca)
+  add_dependencies(test_executor_${t} fake_cudart fake_cudart_v1 fake_cudart_no_busid)
+  set_tests_properties(executor_${t} PROPERTIES ENVIRONMENT
+    "TY_FAKE_CUDART=$<TARGET_FILE:fake_cudart>;TY_FAKE_CUDART_V1=$<TARGET_FILE:fake_cudart_v1>;TY_FAKE_CUDART_NO_BUSID=$<TARGET_FILE:fake_cudart_no_busid>")
 endforeach()
 
 ty_add_test(executor integration/executor/test_executor.c integration)

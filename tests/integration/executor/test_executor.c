@@ -533,6 +533,12 @@ TY_TEST(registers_and_heartbeats)
 		     "r1");
 	CHECK_INT_EQ(json_array_size(json_object_get(json_object_get(reg, "inventory"), "gpus")),
 		     2);
+	CHECK_STR_EQ(
+	    json_string_value(json_object_get(
+		json_array_get(json_object_get(json_object_get(reg, "inventory"), "gpus"), 1),
+		"uuid")),
+	    "GPU-00000000-0000-0000-0000-000000000001");
+	CHECK(json_is_array(json_object_get(json_object_get(reg, "inventory"), "hcas")));
 	CHECK(strlen(T.boot_id) >= 16);
 	REQUIRE((hb = wait_msg(PROTO_HEARTBEAT, 0, 2)) != NULL);
 	CHECK_STR_EQ(json_string_value(json_object_get(hb, "boot_id")), T.boot_id);
@@ -546,7 +552,9 @@ TY_TEST(launch_runs_ranks_with_contract_env)
 	    "echo \"$RANK $WORLD_SIZE $LOCAL_RANK $MASTER_ADDR $MASTER_PORT "
 	    "$CUDA_VISIBLE_DEVICES\" > out.$RANK; "
 	    "echo \"$TRAINYARD_JOB_ID $TRAINYARD_ATTEMPT $TRAINYARD_NODE_ID $NODE_RANK "
-	    "$NNODES $LOCAL_WORLD_SIZE $FOO\" > env.$RANK";
+	    "$NNODES $LOCAL_WORLD_SIZE $FOO\" > env.$RANK; "
+	    "echo \"$NCCL_IB_DISABLE $NCCL_SOCKET_IFNAME $NCCL_DEBUG "
+	    "$TORCH_NCCL_ASYNC_ERROR_HANDLING\" > nccl.$RANK";
 	json_t *cmd;
 	const json_t *d;
 	char *c, *text, *dir;
@@ -562,7 +570,8 @@ TY_TEST(launch_runs_ranks_with_contract_env)
 	send_msg(PROTO_LAUNCH, 1001, EPOCH,
 		 ty_test_strf("{'node_rank':1,'nnodes':2,'world_size':4,'local_world_size':2,"
 			      "'first_rank':2,'master_addr':'10.1.2.3','master_port':29500,"
-			      "'gpus':[1,0],'command':%s,'env':{'FOO':'bar','RANK':'999'},"
+			      "'gpus':[1,0],'command':%s,'env':{'FOO':'bar','RANK':'999',"
+			      "'NCCL_DEBUG':'INFO'},"
 			      "'launch':'per_gpu'}",
 			      c));
 	free(c);
@@ -592,6 +601,9 @@ TY_TEST(launch_runs_ranks_with_contract_env)
 	text = ty_test_strf("1001 1 %s 1 2 2 bar\n", T.node);
 	CHECK_STR_EQ(read_text(ty_test_strf("%s/env.2", dir)), text);
 	CHECK_STR_EQ(read_text(ty_test_strf("%s/env.3", dir)), text);
+	/* the fabric of a node without HCAs, on 127.0.0.1; the job's NCCL_DEBUG wins */
+	CHECK_STR_EQ(read_text(ty_test_strf("%s/nccl.2", dir)), "1 =lo INFO 1\n");
+	CHECK_STR_EQ(read_text(ty_test_strf("%s/nccl.3", dir)), "1 =lo INFO 1\n");
 	CHECK(wait_heartbeat_finished(1001) != NULL);
 }
 

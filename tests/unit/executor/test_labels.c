@@ -30,6 +30,12 @@ TY_TEST(labels_parse)
 	    {"kkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkk=a", NULL,
 	     "1-63 characters"},
 	    {"k=vvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvv", NULL, "over 63"},
+	    {"zone=a,pool=spot", "{'pool':'spot','zone':'a'}", NULL},
+	    {"pool=on-demand,rack=r2,block=b1",
+	     "{'block':'b1','pool':'on-demand','rack':'r2'}", NULL},
+	    {"pool=Spot", NULL, "label pool 'Spot' is not spot or on-demand"},
+	    {"pool=", NULL, "label pool '' is not spot or on-demand"},
+	    {"pool=reserved", NULL, "label pool 'reserved' is not spot or on-demand"},
 	};
 
 	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {

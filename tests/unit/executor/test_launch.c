@@ -166,6 +166,19 @@ struct kv {
 	const char *value; /* NULL: must be absent */
 };
 
+static char *const fabric[] = {"NCCL_IB_HCA==mlx5_0:1", "NCCL_SOCKET_IFNAME==eth0",
+			       "NCCL_DEBUG=WARN", "TORCH_NCCL_ASYNC_ERROR_HANDLING=1", NULL};
+/* a fabric that tries to set what others own */
+static char *const fabric_greedy[] = {"PATH=/fabric/bin", "RANK=99", "TRAINYARD_CHECKPOINT_DIR=/f",
+				      "NCCL_DEBUG=WARN", NULL};
+static const struct exec_env_extra with_fabric = {.fabric = fabric};
+static const struct exec_env_extra with_greedy = {.fabric = fabric_greedy};
+static const struct exec_env_extra with_paths = {.fabric = fabric,
+						 .checkpoint_dir = "/ckpt/7",
+						 .resume_from = "/ckpt/7/step-100",
+						 .progress_file = "/state/attempts/7.2/progress"};
+static const struct exec_env_extra with_nothing = {0};
+
 TY_TEST(env_contract)
 {
 	static char *const parent[] = {"PATH=/usr/bin:/bin", "HOME=/home/ty",	    "LANG=C.UTF-8",
@@ -176,6 +189,7 @@ TY_TEST(env_contract)
 		int local_rank;
 		char *const *inherit;
 		struct kv want[20]; /* ends at the first empty entry */
+		const struct exec_env_extra *extra;
 	} rows[] = {
 	    {"per_gpu local rank 0",
 	     "{" BASE "," GPUS ",'env':{'A':'1'},'launch':'per_gpu'}",
@@ -196,7 +210,8 @@ TY_TEST(env_contract)
 	      {"A", "1"},
 	      {"PATH", "/usr/bin:/bin"},
 	      {"SECRET", NULL},
-	      {"LD_PRELOAD", NULL}}},
+	      {"LD_PRELOAD", NULL}},
+	     NULL},
 	    {"per_gpu local rank 3",
 	     "{" BASE ",'gpus':[7,6,5,4],'env':{},'launch':'per_gpu'}",
 	     3,
@@ -205,22 +220,26 @@ TY_TEST(env_contract)
 	      {"LOCAL_RANK", "3"},
 	      {"CUDA_VISIBLE_DEVICES", "4"},
 	      {"HOME", "/home/ty"},
-	      {"LANG", "C.UTF-8"}}},
+	      {"LANG", "C.UTF-8"}},
+	     NULL},
 	    {"per_node sees every GPU",
 	     "{" BASE ",'gpus':[0,1,2,3],'env':{},'launch':'per_node'}",
 	     2,
 	     parent,
-	     {{"CUDA_VISIBLE_DEVICES", "0,1,2,3"}, {"RANK", "6"}}},
+	     {{"CUDA_VISIBLE_DEVICES", "0,1,2,3"}, {"RANK", "6"}},
+	     NULL},
 	    {"no GPUs",
 	     "{" BASE ",'gpus':[],'env':{},'launch':'per_gpu'}",
 	     1,
 	     parent,
-	     {{"CUDA_VISIBLE_DEVICES", ""}}},
+	     {{"CUDA_VISIBLE_DEVICES", ""}},
+	     NULL},
 	    {"the job's env beats the inherited one",
 	     "{" BASE "," GPUS ",'env':{'PATH':'/opt/conda/bin','HOME':'/w'},'launch':'per_gpu'}",
 	     0,
 	     parent,
-	     {{"PATH", "/opt/conda/bin"}, {"HOME", "/w"}, {"LANG", "C.UTF-8"}}},
+	     {{"PATH", "/opt/conda/bin"}, {"HOME", "/w"}, {"LANG", "C.UTF-8"}},
+	     NULL},
 	    {"the contract beats the job's env",
 	     "{" BASE "," GPUS ",'env':{'RANK':'99','CUDA_VISIBLE_DEVICES':'0,1',"
 	     "'TRAINYARD_JOB_ID':'1','MASTER_PORT':'1'},'launch':'per_gpu'}",
@@ -229,17 +248,68 @@ TY_TEST(env_contract)
 	     {{"RANK", "5"},
 	      {"CUDA_VISIBLE_DEVICES", "5"},
 	      {"TRAINYARD_JOB_ID", "7"},
-	      {"MASTER_PORT", "29500"}}},
+	      {"MASTER_PORT", "29500"}},
+	     NULL},
 	    {"nothing inherited",
 	     "{" BASE "," GPUS ",'env':{},'launch':'per_gpu'}",
 	     0,
 	     NULL,
-	     {{"PATH", NULL}, {"HOME", NULL}, {"RANK", "4"}}},
+	     {{"PATH", NULL}, {"HOME", NULL}, {"RANK", "4"}},
+	     NULL},
+	    {"fabric variables reach the rank",
+	     "{" BASE "," GPUS ",'env':{},'launch':'per_gpu'}",
+	     0,
+	     parent,
+	     {{"NCCL_IB_HCA", "=mlx5_0:1"},
+	      {"NCCL_SOCKET_IFNAME", "=eth0"},
+	      {"NCCL_DEBUG", "WARN"},
+	      {"TORCH_NCCL_ASYNC_ERROR_HANDLING", "1"},
+	      {"PATH", "/usr/bin:/bin"},
+	      {"TRAINYARD_CHECKPOINT_DIR", NULL},
+	      {"TRAINYARD_RESUME_FROM", NULL},
+	      {"TRAINYARD_PROGRESS_FILE", NULL}},
+	     &with_fabric},
+	    {"the job's env beats the fabric",
+	     "{" BASE "," GPUS ",'env':{'NCCL_DEBUG':'INFO','NCCL_IB_HCA':'=mlx5_1'},"
+	     "'launch':'per_gpu'}",
+	     0,
+	     parent,
+	     {{"NCCL_DEBUG", "INFO"},
+	      {"NCCL_IB_HCA", "=mlx5_1"},
+	      {"NCCL_SOCKET_IFNAME", "=eth0"},
+	      {"TORCH_NCCL_ASYNC_ERROR_HANDLING", "1"}},
+	     &with_fabric},
+	    {"the fabric beats the inherited env, the contract beats the fabric",
+	     "{" BASE "," GPUS ",'env':{},'launch':'per_gpu'}",
+	     1,
+	     parent,
+	     {{"PATH", "/fabric/bin"}, {"RANK", "5"}, {"TRAINYARD_CHECKPOINT_DIR", "/f"}},
+	     &with_greedy},
+	    {"contract paths are set and beat the job's env",
+	     "{" BASE "," GPUS ",'env':{'TRAINYARD_CHECKPOINT_DIR':'/mine',"
+	     "'TRAINYARD_PROGRESS_FILE':'/p'},'launch':'per_gpu'}",
+	     0,
+	     parent,
+	     {{"TRAINYARD_CHECKPOINT_DIR", "/ckpt/7"},
+	      {"TRAINYARD_RESUME_FROM", "/ckpt/7/step-100"},
+	      {"TRAINYARD_PROGRESS_FILE", "/state/attempts/7.2/progress"},
+	      {"NCCL_DEBUG", "WARN"}},
+	     &with_paths},
+	    {"unset contract paths leave the job's own",
+	     "{" BASE "," GPUS ",'env':{'TRAINYARD_RESUME_FROM':'/r'},'launch':'per_gpu'}",
+	     0,
+	     parent,
+	     {{"TRAINYARD_RESUME_FROM", "/r"},
+	      {"TRAINYARD_CHECKPOINT_DIR", NULL},
+	      {"NCCL_DEBUG", NULL},
+	      {"RANK", "4"}},
+	     &with_nothing},
 	    {"values with '=' and spaces",
 	     "{" BASE "," GPUS ",'env':{'OPTS':'a=b c','EMPTY':''},'launch':'per_gpu'}",
 	     0,
 	     parent,
-	     {{"OPTS", "a=b c"}, {"EMPTY", ""}}},
+	     {{"OPTS", "a=b c"}, {"EMPTY", ""}},
+	     NULL},
 	};
 
 	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
@@ -249,9 +319,9 @@ TY_TEST(env_contract)
 
 		ty_test_context("%s", rows[i].name);
 		REQUIRE_INT_EQ(parse(&l, &err, rows[i].data), 0);
-		REQUIRE_INT_EQ(
-		    exec_env_build(&env, &l, rows[i].local_rank, "node-1", rows[i].inherit, &err),
-		    0);
+		REQUIRE_INT_EQ(exec_env_build(&env, &l, rows[i].local_rank, "node-1",
+					      rows[i].inherit, rows[i].extra, &err),
+			       0);
 		for (const struct kv *w = rows[i].want; w->name; w++) {
 			ty_test_context("%s: %s", rows[i].name, w->name);
 			CHECK_STR_EQ(exec_env_get(env, w->name), w->value);
@@ -277,10 +347,38 @@ TY_TEST(env_rejects_local_rank_out_of_range)
 	char **env = (char **)1;
 
 	REQUIRE_INT_EQ(parse(&l, &err, "{" BASE "," GPUS ",'env':{},'launch':'per_gpu'}"), 0);
-	CHECK_INT_EQ(exec_env_build(&env, &l, 4, "n", NULL, &err), TY_EINVAL);
+	CHECK_INT_EQ(exec_env_build(&env, &l, 4, "n", NULL, NULL, &err), TY_EINVAL);
 	CHECK(env == NULL);
-	CHECK_INT_EQ(exec_env_build(&env, &l, -1, "n", NULL, &err), TY_EINVAL);
+	CHECK_INT_EQ(exec_env_build(&env, &l, -1, "n", NULL, NULL, &err), TY_EINVAL);
 	exec_launch_clear(&l);
+}
+
+TY_TEST(env_rejects_bad_fabric_entries)
+{
+	static char *const no_eq[] = {"NCCL_DEBUG=WARN", "GARBAGE", NULL};
+	static char *const no_name[] = {"=x", NULL};
+	static const struct {
+		const struct exec_env_extra extra;
+		const char *msg;
+	} rows[] = {
+	    {{.fabric = no_eq}, "fabric variable 'GARBAGE' is not NAME=value"},
+	    {{.fabric = no_name}, "fabric variable '=x' is not NAME=value"},
+	};
+
+	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+		struct exec_launch l;
+		struct ty_err err = {0};
+		char **env = (char **)1;
+
+		ty_test_context("%s", rows[i].msg);
+		REQUIRE_INT_EQ(parse(&l, &err, "{" BASE "," GPUS ",'env':{},'launch':'per_gpu'}"),
+			       0);
+		CHECK_INT_EQ(exec_env_build(&env, &l, 0, "n", NULL, &rows[i].extra, &err),
+			     TY_EINVAL);
+		CHECK_STR_EQ(err.msg, rows[i].msg);
+		CHECK(env == NULL);
+		exec_launch_clear(&l);
+	}
 }
 
 TY_TEST(cuda_devices)

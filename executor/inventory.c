@@ -1,0 +1,764 @@
+/*
+ * Hardware inventory: GPUs through a dlopened CUDA runtime, HCAs through
+ * libibverbs' device list and sysfs port attributes, and the inventory as
+ * JSON (register message, --inventory-file).
+ */
+#include "hw.h"
+#include "ty_json.h"
+#include "ty_log.h"
+
+#include <ctype.h>
+#include <dirent.h>
+#include <dlfcn.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+void hw_inventory_clear(struct hw_inventory *inv)
+{
+	free(inv->gpus);
+	free(inv->hcas);
+	memset(inv, 0, sizeof(*inv));
+}
+
+/* in cut to outsz - 1 bytes (sysfs lines can be longer than our fields) */
+static void copy_str(char *out, size_t outsz, const char *in)
+{
+	size_t n = strnlen(in, outsz - 1);
+
+	memcpy(out, in, n);
+	out[n] = '\0';
+}
+
+void hw_names_free(char **names)
+{
+	if (!names)
+		return;
+	for (char **p = names; *p; p++)
+		free(*p);
+	free(names);
+}
+
+/* ---- GPUs ---- */
+
+const char *const hw_cudart_default[] = {"libcudart.so", "libcudart.so.13", "libcudart.so.12",
+					 NULL};
+
+/*
+ * The leading fields of struct cudaDeviceProp (driver_types.h), unchanged
+ * since CUDA 10 and across the _v2 ABI of CUDA 12: we read only these and
+ * hand the runtime a buffer larger than any version's whole struct (1008
+ * bytes in CUDA 13), so the executor needs no CUDA header to build.
+ */
+struct cuda_prop_head {
+	char name[256];
+	unsigned char uuid[16];
+	char luid[8];
+	unsigned int luid_node_mask;
+	size_t total_global_mem;
+};
+#define CUDA_PROP_BUFSZ 8192
+
+#define CUDA_SUCCESS 0
+#define CUDA_ERROR_NO_DEVICE 100
+
+typedef int (*cuda_count_fn)(int *count);
+typedef int (*cuda_props_fn)(void *prop, int device);
+typedef int (*cuda_busid_fn)(char *id, int len, int device);
+typedef const char *(*cuda_errstr_fn)(int error);
+
+struct cudart {
+	const char *lib;
+	cuda_count_fn count;
+	cuda_props_fn props;
+	cuda_busid_fn busid;
+	cuda_errstr_fn errstr;
+};
+
+static int cuda_fail(struct ty_err *err, const struct cudart *c, const char *call, int device,
+		     int code)
+{
+	const char *s = c->errstr(code);
+	char dev[24] = "";
+
+	if (device >= 0)
+		snprintf(dev, sizeof(dev), " of GPU %d", device);
+	if (code == CUDA_ERROR_NO_DEVICE)
+		return ty_err_set(err, TY_ENOTFOUND, "CUDA runtime '%s': %s%s: %s (error %d)",
+				  c->lib, call, dev, s ? s : "unknown error", code);
+	return ty_err_set(err, TY_EIO, "CUDA runtime '%s': %s%s: %s (error %d)", c->lib, call, dev,
+			  s ? s : "unknown error", code);
+}
+
+/* Load the first of libs that opens; its handle is kept for the process. */
+static int cudart_load(struct cudart *c, const char *const *libs, struct ty_err *err)
+{
+	char tried[1024] = "", last[512] = "";
+	void *h = NULL;
+	size_t o = 0;
+
+	for (const char *const *l = libs; l && *l && !h; l++) {
+		const char *e;
+
+		if ((h = dlopen(*l, RTLD_NOW | RTLD_LOCAL))) {
+			c->lib = *l;
+			break;
+		}
+		e = dlerror();
+		snprintf(last, sizeof(last), "%s", e ? e : "unknown dlopen error");
+		o += (size_t)snprintf(tried + o, o < sizeof(tried) ? sizeof(tried) - o : 0, "%s%s",
+				      o ? ", " : "", *l);
+		if (o >= sizeof(tried))
+			o = sizeof(tried) - 1;
+	}
+	if (!h)
+		return ty_err_set(err, TY_EUNAVAIL, "no CUDA runtime: cannot load %s (last: %s)",
+				  *tried ? tried : "(no library given)", last);
+	/* *(void **) keeps ISO C quiet about object to function pointer casts */
+	*(void **)&c->count = dlsym(h, "cudaGetDeviceCount");
+	*(void **)&c->props = dlsym(h, "cudaGetDeviceProperties_v2");
+	if (!c->props)
+		*(void **)&c->props = dlsym(h, "cudaGetDeviceProperties");
+	*(void **)&c->busid = dlsym(h, "cudaDeviceGetPCIBusId");
+	*(void **)&c->errstr = dlsym(h, "cudaGetErrorString");
+	if (!c->count || !c->props || !c->busid || !c->errstr)
+		return ty_err_set(err, TY_EUNAVAIL, "CUDA runtime '%s' lacks %s", c->lib,
+				  !c->count   ? "cudaGetDeviceCount"
+				  : !c->props ? "cudaGetDeviceProperties"
+				  : !c->busid ? "cudaDeviceGetPCIBusId"
+					      : "cudaGetErrorString");
+	return 0;
+}
+
+static void uuid_format(char *out, size_t outsz, const unsigned char u[16])
+{
+	snprintf(out, outsz,
+		 "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", u[0],
+		 u[1], u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11], u[12], u[13],
+		 u[14], u[15]);
+}
+
+/* A name the runtime filled: NUL-terminated within n, printable. */
+static void copy_name(char *out, size_t outsz, const char *in, size_t n)
+{
+	size_t i;
+
+	for (i = 0; i < n && i + 1 < outsz && in[i]; i++)
+		out[i] = isprint((unsigned char)in[i]) ? in[i] : '?';
+	out[i] = '\0';
+}
+
+int hw_gpus_probe(struct hw_inventory *inv, const char *const *libs, struct ty_err *err)
+{
+	struct cudart c = {0};
+	struct hw_gpu *gpus = NULL;
+	unsigned char *buf = NULL;
+	int n = 0, code, rc;
+
+	free(inv->gpus);
+	inv->gpus = NULL;
+	inv->ngpus = 0;
+	if ((rc = cudart_load(&c, libs, err)))
+		return rc;
+	if ((code = c.count(&n)) != CUDA_SUCCESS)
+		return cuda_fail(err, &c, "cudaGetDeviceCount", -1, code);
+	if (n <= 0)
+		return ty_err_set(err, TY_ENOTFOUND, "CUDA runtime '%s' reports no device", c.lib);
+	if (n > HW_MAX_GPUS)
+		return ty_err_set(err, TY_EIO, "CUDA runtime '%s' reports %d devices (over %d)",
+				  c.lib, n, HW_MAX_GPUS);
+	if (!(gpus = calloc((size_t)n, sizeof(*gpus))) || !(buf = malloc(CUDA_PROP_BUFSZ))) {
+		rc = ty_err_set(err, TY_ENOMEM, NULL);
+		goto out;
+	}
+	for (int i = 0; i < n; i++) {
+		struct cuda_prop_head head;
+		char busid[HW_PCI_MAX] = "";
+
+		memset(buf, 0, CUDA_PROP_BUFSZ);
+		if ((code = c.props(buf, i)) != CUDA_SUCCESS) {
+			rc = cuda_fail(err, &c, "cudaGetDeviceProperties", i, code);
+			goto out;
+		}
+		if ((code = c.busid(busid, (int)sizeof(busid), i)) != CUDA_SUCCESS) {
+			rc = cuda_fail(err, &c, "cudaDeviceGetPCIBusId", i, code);
+			goto out;
+		}
+		memcpy(&head, buf, sizeof(head));
+		gpus[i].index = i;
+		copy_name(gpus[i].name, sizeof(gpus[i].name), head.name, sizeof(head.name));
+		gpus[i].memory_mb = (int64_t)(head.total_global_mem >> 20);
+		uuid_format(gpus[i].uuid, sizeof(gpus[i].uuid), head.uuid);
+		copy_name(gpus[i].pci_bus_id, sizeof(gpus[i].pci_bus_id), busid, sizeof(busid));
+	}
+	inv->gpus = gpus;
+	inv->ngpus = (size_t)n;
+	gpus = NULL;
+out:
+	free(gpus);
+	free(buf);
+	return rc;
+}
+
+/* ---- HCAs ---- */
+
+typedef void **(*ibv_list_fn)(int *n);
+typedef void (*ibv_free_fn)(void **list);
+typedef const char *(*ibv_name_fn)(void *dev);
+
+char **hw_ib_list_verbs(void *ctx, struct ty_err *err)
+{
+	const char *lib = ctx ? (const char *)ctx : "libibverbs.so.1";
+	ibv_list_fn list;
+	ibv_free_fn lfree;
+	ibv_name_fn name;
+	void *h = dlopen(lib, RTLD_NOW | RTLD_LOCAL), **devs = NULL;
+	char **names = NULL;
+	int n = 0, i;
+
+	if (!h) {
+		const char *e = dlerror();
+
+		ty_err_set(err, TY_EUNAVAIL, "no libibverbs: cannot load '%s': %s", lib,
+			   e ? e : "unknown dlopen error");
+		return NULL;
+	}
+	*(void **)&list = dlsym(h, "ibv_get_device_list");
+	*(void **)&lfree = dlsym(h, "ibv_free_device_list");
+	*(void **)&name = dlsym(h, "ibv_get_device_name");
+	if (!list || !lfree || !name) {
+		ty_err_set(err, TY_EUNAVAIL, "libibverbs '%s' lacks %s", lib,
+			   !list    ? "ibv_get_device_list"
+			   : !lfree ? "ibv_free_device_list"
+				    : "ibv_get_device_name");
+		goto out;
+	}
+	/* NULL (ENOSYS: no kernel support) is the same as no device to us */
+	devs = list(&n);
+	if (!devs || n < 0)
+		n = 0;
+	if (!(names = calloc((size_t)n + 1, sizeof(char *)))) {
+		ty_err_set(err, TY_ENOMEM, NULL);
+		goto out;
+	}
+	for (i = 0; i < n; i++) {
+		const char *s = name(devs[i]);
+
+		if (!(names[i] = strdup(s ? s : "?"))) {
+			hw_names_free(names);
+			names = NULL;
+			ty_err_set(err, TY_ENOMEM, NULL);
+			goto out;
+		}
+	}
+out:
+	if (devs)
+		lfree(devs);
+	dlclose(h);
+	return names;
+}
+
+/* The first line of a sysfs file into out, without the newline; false if unreadable. */
+static bool read_line(char *out, size_t outsz, const char *path)
+{
+	FILE *f = fopen(path, "re");
+	bool ok;
+
+	out[0] = '\0';
+	if (!f)
+		return false;
+	ok = fgets(out, (int)outsz, f) != NULL;
+	fclose(f);
+	out[strcspn(out, "\n")] = '\0';
+	return ok;
+}
+
+/* "0000:0000:0000:0000:0000:ffff:0a00:0001" holds a usable IPv4 address. */
+static bool gid_ipv4(const char *s)
+{
+	unsigned int w[8];
+	int n = 0;
+
+	if (sscanf(s, "%4x:%4x:%4x:%4x:%4x:%4x:%4x:%4x%n", &w[0], &w[1], &w[2], &w[3], &w[4], &w[5],
+		   &w[6], &w[7], &n) != 8 ||
+	    s[n])
+		return false;
+	for (int i = 0; i < 5; i++)
+		if (w[i])
+			return false;
+	return w[5] == 0xffff && (w[6] || w[7]);
+}
+
+static int roce_version(const char *type)
+{
+	if (!strncmp(type, "RoCE v2", 7))
+		return 2;
+	if (!strncmp(type, "IB/RoCE v1", 10) || !strncmp(type, "RoCE v1", 7))
+		return 1;
+	return 0;
+}
+
+static bool all_digits(const char *s)
+{
+	if (!*s)
+		return false;
+	for (; *s; s++)
+		if (!isdigit((unsigned char)*s))
+			return false;
+	return true;
+}
+
+int hw_roce_gid_index(const char *port_dir)
+{
+	char path[4096], line[128];
+	int best_v2 = -1, best_v1 = -1;
+	struct dirent *d;
+	DIR *dir;
+
+	snprintf(path, sizeof(path), "%s/gids", port_dir);
+	if (!(dir = opendir(path)))
+		return -1;
+	while ((d = readdir(dir))) {
+		long i;
+		int v;
+
+		if (!all_digits(d->d_name) || (i = strtol(d->d_name, NULL, 10)) >= HW_MAX_GIDS)
+			continue;
+		snprintf(path, sizeof(path), "%s/gids/%ld", port_dir, i);
+		if (!read_line(line, sizeof(line), path) || !gid_ipv4(line))
+			continue;
+		snprintf(path, sizeof(path), "%s/gid_attrs/types/%ld", port_dir, i);
+		if (!read_line(line, sizeof(line), path))
+			continue;
+		v = roce_version(line);
+		if (v == 2 && (best_v2 < 0 || i < best_v2))
+			best_v2 = (int)i;
+		else if (v == 1 && (best_v1 < 0 || i < best_v1))
+			best_v1 = (int)i;
+	}
+	closedir(dir);
+	return best_v2 >= 0 ? best_v2 : best_v1;
+}
+
+/* "100 Gb/sec (4X EDR)" -> 100; 0 when unknown. */
+static double parse_rate(const char *s)
+{
+	char *end;
+	double r = strtod(s, &end);
+
+	return end != s && r > 0 && r < 1e6 ? r : 0;
+}
+
+static int port_cmp(const void *a, const void *b)
+{
+	return ((const struct hw_port *)a)->port - ((const struct hw_port *)b)->port;
+}
+
+static void read_ports(struct hw_hca *h, const char *root)
+{
+	char dir[4096], path[4200], line[128];
+	struct dirent *d;
+	DIR *pd;
+
+	snprintf(dir, sizeof(dir), "%s/class/infiniband/%s/ports", root, h->name);
+	if (!(pd = opendir(dir)))
+		return;
+	while ((d = readdir(pd)) && h->nports < HW_MAX_PORTS) {
+		struct hw_port *p = &h->ports[h->nports];
+		const char *st;
+		long n;
+
+		if (!all_digits(d->d_name) || (n = strtol(d->d_name, NULL, 10)) < 1 || n > 255)
+			continue;
+		memset(p, 0, sizeof(*p));
+		p->port = (int)n;
+		p->gid_index = -1;
+		snprintf(path, sizeof(path), "%s/%ld/state", dir, n);
+		/* "4: ACTIVE" */
+		if (read_line(line, sizeof(line), path)) {
+			st = strchr(line, ':');
+			st = st ? st + 1 : line;
+			while (*st == ' ')
+				st++;
+			copy_str(p->state, sizeof(p->state), st);
+		} else
+			snprintf(p->state, sizeof(p->state), "UNKNOWN");
+		snprintf(path, sizeof(path), "%s/%ld/link_layer", dir, n);
+		if (!read_line(line, sizeof(line), path))
+			snprintf(line, sizeof(line), "InfiniBand"); /* older kernels: IB only */
+		copy_str(p->link_layer, sizeof(p->link_layer), line);
+		snprintf(path, sizeof(path), "%s/%ld/rate", dir, n);
+		if (read_line(line, sizeof(line), path))
+			p->rate_gbps = parse_rate(line);
+		if (!strcmp(p->link_layer, "Ethernet")) {
+			snprintf(path, sizeof(path), "%s/%ld", dir, n);
+			p->gid_index = hw_roce_gid_index(path);
+		}
+		h->nports++;
+	}
+	closedir(pd);
+	qsort(h->ports, (size_t)h->nports, sizeof(h->ports[0]), port_cmp);
+}
+
+static int name_cmp(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+int hw_hcas_probe(struct hw_inventory *inv, const struct hw_ib_ops *ops, const char *sysfs_root,
+		  struct ty_err *err)
+{
+	const char *root = sysfs_root ? sysfs_root : "/sys";
+	char **names;
+	size_t n = 0;
+	int rc = 0;
+
+	free(inv->hcas);
+	inv->hcas = NULL;
+	inv->nhcas = 0;
+	if (!(names = ops->list(ops->ctx, err)))
+		return err->code ? err->code : ty_err_set(err, TY_EUNAVAIL, "no RDMA device list");
+	while (names[n])
+		n++;
+	if (n == 0) {
+		rc = ty_err_set(err, TY_ENOTFOUND, "no RDMA device");
+		goto out;
+	}
+	if (n > HW_MAX_HCAS)
+		n = HW_MAX_HCAS;
+	qsort(names, n, sizeof(char *), name_cmp);
+	if (!(inv->hcas = calloc(n, sizeof(*inv->hcas)))) {
+		rc = ty_err_set(err, TY_ENOMEM, NULL);
+		goto out;
+	}
+	for (size_t i = 0; i < n; i++) {
+		struct hw_hca *h = &inv->hcas[inv->nhcas];
+
+		/* a name that cannot be a sysfs directory entry is not a device */
+		if (!*names[i] || strchr(names[i], '/') || strlen(names[i]) >= sizeof(h->name) ||
+		    !strcmp(names[i], ".") || !strcmp(names[i], ".."))
+			continue;
+		copy_str(h->name, sizeof(h->name), names[i]);
+		read_ports(h, root);
+		inv->nhcas++;
+	}
+	if (!inv->nhcas)
+		rc = ty_err_set(err, TY_ENOTFOUND, "no RDMA device with a valid name");
+out:
+	if (rc) {
+		free(inv->hcas);
+		inv->hcas = NULL;
+		inv->nhcas = 0;
+	}
+	hw_names_free(names);
+	return rc;
+}
+
+/* ---- JSON ---- */
+
+static json_t *rate_json(double r)
+{
+	return r == (double)(json_int_t)r ? json_integer((json_int_t)r) : json_real(r);
+}
+
+json_t *hw_inventory_json(const struct hw_inventory *inv)
+{
+	json_t *j = json_pack("{s:[], s:[]}", "gpus", "hcas");
+	json_t *gpus = json_object_get(j, "gpus"), *hcas = json_object_get(j, "hcas");
+
+	if (!j)
+		return NULL;
+	for (size_t i = 0; i < inv->ngpus; i++) {
+		const struct hw_gpu *g = &inv->gpus[i];
+
+		if (json_array_append_new(gpus, json_pack("{s:i, s:s, s:I, s:s, s:s}", "index",
+							  g->index, "name", g->name, "memory_mb",
+							  (json_int_t)g->memory_mb, "uuid", g->uuid,
+							  "pci_bus_id", g->pci_bus_id)))
+			goto fail;
+	}
+	for (size_t i = 0; i < inv->nhcas; i++) {
+		const struct hw_hca *h = &inv->hcas[i];
+		json_t *ports = json_array();
+
+		if (json_array_append_new(hcas,
+					  json_pack("{s:s, s:o}", "name", h->name, "ports", ports)))
+			goto fail;
+		for (int k = 0; k < h->nports; k++) {
+			const struct hw_port *p = &h->ports[k];
+
+			if (json_array_append_new(
+				ports, json_pack("{s:i, s:s, s:s, s:o, s:o}", "port", p->port,
+						 "state", p->state, "link_layer", p->link_layer,
+						 "rate_gbps", rate_json(p->rate_gbps), "gid_index",
+						 p->gid_index >= 0 ? json_integer(p->gid_index)
+								   : json_null())))
+				goto fail;
+		}
+	}
+	return j;
+fail:
+	json_decref(j);
+	return NULL;
+}
+
+/* A string member into out (1..outsz-1 characters unless empty_ok). */
+static int get_str(char *out, size_t outsz, const json_t *o, const char *key, bool required,
+		   const char *what, struct ty_err *err)
+{
+	const json_t *v = json_object_get(o, key);
+	const char *s;
+
+	out[0] = '\0';
+	if (!v && !required)
+		return 0;
+	if (!json_is_string(v))
+		return ty_err_set(err, TY_EINVAL, "%s: '%s' must be a string", what, key);
+	s = json_string_value(v);
+	if ((required && !*s) || strlen(s) >= outsz || strlen(s) != json_string_length(v))
+		return ty_err_set(err, TY_EINVAL, "%s: '%s' must be 1-%zu characters", what, key,
+				  outsz - 1);
+	memcpy(out, s, strlen(s) + 1);
+	return 0;
+}
+
+static int get_int(long long *out, const json_t *o, const char *key, long long lo, long long hi,
+		   const char *what, struct ty_err *err)
+{
+	const json_t *v = json_object_get(o, key);
+
+	if (!json_is_integer(v) || json_integer_value(v) < lo || json_integer_value(v) > hi)
+		return ty_err_set(err, TY_EINVAL, "%s: '%s' must be an integer in %lld..%lld", what,
+				  key, lo, hi);
+	*out = json_integer_value(v);
+	return 0;
+}
+
+static int gpu_from_json(struct hw_gpu *g, const json_t *o, size_t i, struct ty_err *err)
+{
+	static const char *const keys[] = {"index", "name",	  "memory_mb",
+					   "uuid",  "pci_bus_id", NULL};
+	char what[32];
+	const char *bad;
+	long long v;
+	int rc;
+
+	snprintf(what, sizeof(what), "gpus[%zu]", i);
+	if (!json_is_object(o))
+		return ty_err_set(err, TY_EINVAL, "%s must be an object", what);
+	if ((bad = ty_json_unknown_key(o, keys)))
+		return ty_err_set(err, TY_EINVAL, "%s: unknown key '%s'", what, bad);
+	if ((rc = get_int(&v, o, "index", 0, HW_MAX_GPUS - 1, what, err)))
+		return rc;
+	g->index = (int)v;
+	if ((rc = get_int(&v, o, "memory_mb", 0, 1LL << 40, what, err)))
+		return rc;
+	g->memory_mb = v;
+	if ((rc = get_str(g->name, sizeof(g->name), o, "name", true, what, err)) ||
+	    (rc = get_str(g->uuid, sizeof(g->uuid), o, "uuid", false, what, err)) ||
+	    (rc = get_str(g->pci_bus_id, sizeof(g->pci_bus_id), o, "pci_bus_id", false, what, err)))
+		return rc;
+	return 0;
+}
+
+static int port_from_json(struct hw_port *p, const json_t *o, const char *what, struct ty_err *err)
+{
+	static const char *const keys[] = {"port",	"state",     "link_layer",
+					   "rate_gbps", "gid_index", NULL};
+	const json_t *v;
+	const char *bad;
+	long long n;
+	int rc;
+
+	if (!json_is_object(o))
+		return ty_err_set(err, TY_EINVAL, "%s must be an object", what);
+	if ((bad = ty_json_unknown_key(o, keys)))
+		return ty_err_set(err, TY_EINVAL, "%s: unknown key '%s'", what, bad);
+	if ((rc = get_int(&n, o, "port", 1, 255, what, err)))
+		return rc;
+	p->port = (int)n;
+	if ((rc = get_str(p->state, sizeof(p->state), o, "state", true, what, err)) ||
+	    (rc = get_str(p->link_layer, sizeof(p->link_layer), o, "link_layer", true, what, err)))
+		return rc;
+	if (strcmp(p->link_layer, "InfiniBand") && strcmp(p->link_layer, "Ethernet"))
+		return ty_err_set(err, TY_EINVAL, "%s: link_layer must be InfiniBand or Ethernet",
+				  what);
+	v = json_object_get(o, "rate_gbps");
+	if (v && (!json_is_number(v) || json_number_value(v) < 0 || json_number_value(v) >= 1e6))
+		return ty_err_set(err, TY_EINVAL, "%s: 'rate_gbps' must be a number in 0..999999",
+				  what);
+	p->rate_gbps = v ? json_number_value(v) : 0;
+	p->gid_index = -1;
+	v = json_object_get(o, "gid_index");
+	if (v && !json_is_null(v)) {
+		if ((rc = get_int(&n, o, "gid_index", 0, HW_MAX_GIDS - 1, what, err)))
+			return rc;
+		p->gid_index = (int)n;
+	}
+	return 0;
+}
+
+static int hca_from_json(struct hw_hca *h, const json_t *o, size_t i, struct ty_err *err)
+{
+	static const char *const keys[] = {"name", "ports", NULL};
+	const json_t *ports = json_object_get(o, "ports"), *p;
+	char what[48];
+	const char *bad;
+	size_t k;
+	int rc;
+
+	snprintf(what, sizeof(what), "hcas[%zu]", i);
+	if (!json_is_object(o))
+		return ty_err_set(err, TY_EINVAL, "%s must be an object", what);
+	if ((bad = ty_json_unknown_key(o, keys)))
+		return ty_err_set(err, TY_EINVAL, "%s: unknown key '%s'", what, bad);
+	if ((rc = get_str(h->name, sizeof(h->name), o, "name", true, what, err)))
+		return rc;
+	if (strchr(h->name, ',') || strchr(h->name, ':') || strchr(h->name, '/'))
+		return ty_err_set(err, TY_EINVAL, "%s: name '%s' may not hold ',', ':' or '/'",
+				  what, h->name);
+	if (!json_is_array(ports) || json_array_size(ports) > HW_MAX_PORTS)
+		return ty_err_set(err, TY_EINVAL, "%s: 'ports' must be an array of at most %d",
+				  what, HW_MAX_PORTS);
+	json_array_foreach(ports, k, p)
+	{
+		snprintf(what, sizeof(what), "hcas[%zu].ports[%zu]", i, k);
+		if ((rc = port_from_json(&h->ports[k], p, what, err)))
+			return rc;
+		for (size_t m = 0; m < k; m++)
+			if (h->ports[m].port == h->ports[k].port)
+				return ty_err_set(err, TY_EINVAL, "%s: port %d is given twice",
+						  what, h->ports[k].port);
+		h->nports++;
+	}
+	return 0;
+}
+
+int hw_inventory_from_json(struct hw_inventory *inv, const json_t *j, struct ty_err *err)
+{
+	static const char *const keys[] = {"gpus", "hcas", NULL};
+	const json_t *gpus = json_object_get(j, "gpus"), *hcas = json_object_get(j, "hcas"), *v;
+	const char *bad;
+	size_t i;
+	int rc = 0;
+
+	hw_inventory_clear(inv);
+	if (!json_is_object(j))
+		return ty_err_set(err, TY_EINVAL, "inventory must be an object");
+	if ((bad = ty_json_unknown_key(j, keys)))
+		return ty_err_set(err, TY_EINVAL, "inventory: unknown key '%s'", bad);
+	if (!json_is_array(gpus) || json_array_size(gpus) > HW_MAX_GPUS)
+		return ty_err_set(err, TY_EINVAL,
+				  "inventory: 'gpus' must be an array of at most %d", HW_MAX_GPUS);
+	if (!json_is_array(hcas) || json_array_size(hcas) > HW_MAX_HCAS)
+		return ty_err_set(err, TY_EINVAL,
+				  "inventory: 'hcas' must be an array of at most %d", HW_MAX_HCAS);
+	if ((json_array_size(gpus) &&
+	     !(inv->gpus = calloc(json_array_size(gpus), sizeof(*inv->gpus)))) ||
+	    (json_array_size(hcas) &&
+	     !(inv->hcas = calloc(json_array_size(hcas), sizeof(*inv->hcas))))) {
+		rc = ty_err_set(err, TY_ENOMEM, NULL);
+		goto out;
+	}
+	json_array_foreach(gpus, i, v)
+	{
+		if ((rc = gpu_from_json(&inv->gpus[i], v, i, err)))
+			goto out;
+		for (size_t m = 0; m < i; m++)
+			if (inv->gpus[m].index == inv->gpus[i].index) {
+				rc =
+				    ty_err_set(err, TY_EINVAL, "gpus[%zu]: index %d is given twice",
+					       i, inv->gpus[i].index);
+				goto out;
+			}
+		inv->ngpus++;
+	}
+	json_array_foreach(hcas, i, v)
+	{
+		if ((rc = hca_from_json(&inv->hcas[i], v, i, err)))
+			goto out;
+		for (size_t m = 0; m < i; m++)
+			if (!strcmp(inv->hcas[m].name, inv->hcas[i].name)) {
+				rc = ty_err_set(err, TY_EINVAL, "hcas[%zu]: '%s' is given twice", i,
+						inv->hcas[i].name);
+				goto out;
+			}
+		inv->nhcas++;
+	}
+	inv->simulated = true;
+out:
+	if (rc)
+		hw_inventory_clear(inv);
+	return rc;
+}
+
+int hw_inventory_load(struct hw_inventory *inv, const char *path, struct ty_err *err)
+{
+	json_error_t je;
+	json_t *j;
+	int rc;
+
+	hw_inventory_clear(inv);
+	if (!(j = json_load_file(path, JSON_REJECT_DUPLICATES, &je))) {
+		if (je.line < 0 || json_error_code(&je) == json_error_cannot_open_file)
+			return ty_err_set(err, TY_EIO, "cannot read inventory file '%s': %s", path,
+					  je.text);
+		return ty_err_set(err, TY_EPARSE, "inventory file '%s' line %d: %s", path, je.line,
+				  je.text);
+	}
+	rc = hw_inventory_from_json(inv, j, err);
+	json_decref(j);
+	if (rc) {
+		/* name the file in front of what is wrong inside it */
+		char msg[sizeof(err->msg)];
+
+		snprintf(msg, sizeof(msg), "inventory file '%.200s': %.280s", path, err->msg);
+		snprintf(err->msg, sizeof(err->msg), "%s", msg);
+	}
+	return rc;
+}
+
+int hw_inventory_fake(struct hw_inventory *inv, int n, struct ty_err *err)
+{
+	hw_inventory_clear(inv);
+	if (n < 0 || n > HW_MAX_GPUS)
+		return ty_err_set(err, TY_EINVAL, "simulated GPUs must be 0..%d", HW_MAX_GPUS);
+	if (n && !(inv->gpus = calloc((size_t)n, sizeof(*inv->gpus))))
+		return ty_err_set(err, TY_ENOMEM, NULL);
+	for (int i = 0; i < n; i++) {
+		struct hw_gpu *g = &inv->gpus[i];
+
+		g->index = i;
+		snprintf(g->name, sizeof(g->name), "simulated GPU");
+		g->memory_mb = 81920;
+		snprintf(g->uuid, sizeof(g->uuid), "GPU-00000000-0000-0000-0000-%012x", i);
+		snprintf(g->pci_bus_id, sizeof(g->pci_bus_id), "0000:%02X:00.0",
+			 (unsigned)i & 0xff);
+	}
+	inv->ngpus = (size_t)n;
+	inv->simulated = true;
+	return 0;
+}
+
+/* ---- the node's probe ---- */
+
+int hw_probe(struct hw_inventory *inv, const char *cudart, struct ty_err *err)
+{
+	const char *const one[] = {cudart, NULL};
+	const struct hw_ib_ops verbs = {hw_ib_list_verbs, NULL};
+	struct ty_err why = {0};
+	int rc;
+
+	hw_inventory_clear(inv);
+	if ((rc = hw_gpus_probe(inv, cudart ? one : hw_cudart_default, &why)) == TY_ENOMEM)
+		return ty_err_set(err, TY_ENOMEM, NULL);
+	if (rc)
+		ty_warn("no GPU: %s", why.msg);
+	ty_err_clear(&why);
+	if ((rc = hw_hcas_probe(inv, &verbs, NULL, &why)) == TY_ENOMEM)
+		return ty_err_set(err, TY_ENOMEM, NULL);
+	if (rc)
+		ty_info("no HCA: %s", why.msg);
+	return 0;
+}
