@@ -5,6 +5,9 @@ foreach(m launch labels dedupe state tail proc ckpt)
   ty_add_test(executor_${m} unit/executor/test_${m}.c unit)
   target_link_libraries(test_executor_${m} PRIVATE ty_exec)
 endforeach()
+# checkpoints written by the Python helper of worker/examples must verify
+target_compile_definitions(test_executor_ckpt PRIVATE
+  TY_WORKER_EXAMPLES_DIR="${TY_SOURCE_DIR}/worker/examples")
 
 ty_add_test(executor integration/executor/test_executor.c integration)
 target_link_libraries(test_executor PRIVATE ty_proto PkgConfig::CURL PkgConfig::RDKAFKA)

@@ -247,3 +247,53 @@ TY_TEST(newest_without_a_directory)
 		FAIL("message '%s'", err.msg);
 	REQUIRE(system(ty_test_strf("rm -rf '%s'", dir)) == 0);
 }
+
+/*
+ * Checkpoints written by worker/examples/trainyard_ckpt.py (what training
+ * code uses) verify here, and a corrupt newest one is passed over.
+ */
+TY_TEST(python_helper_checkpoints)
+{
+	const char *dir = scratch_dir();
+	struct ty_err err = {0};
+	json_t *report = NULL, *sk;
+	char *path = NULL;
+	int rc;
+
+	rc = system(ty_test_strf(
+	    "PYTHONDONTWRITEBYTECODE=1 PYTHONPATH='%s' python3 -c '"
+	    "import trainyard_ckpt as ck\n"
+	    "for s in (100, 200, 300):\n"
+	    "    ck.save(s, {\"model.pt\": bytes(range(256)) * s, "
+	    "\"sub/opt.bin\": lambda f: f.write(b\"x\" * 7)}, \"%s\")\n'",
+	    TY_WORKER_EXAMPLES_DIR, dir));
+	REQUIRE_INT_EQ(rc, 0);
+	for (int s = 100; s <= 300; s += 100) {
+		ty_test_context("step %d", s);
+		CHECK_INT_EQ(exec_ckpt_verify(ty_test_strf("%s/step-%d", dir, s), s, &err), 0);
+		CHECK_STR_EQ(err.msg, "");
+	}
+	ty_test_context(NULL);
+	/* flip one byte of the newest model: same size, different hash */
+	REQUIRE(system(ty_test_strf("printf 'Z' | dd of='%s/step-300/model.pt' bs=1 seek=9 "
+				    "conv=notrunc status=none",
+				    dir)) == 0);
+	REQUIRE_INT_EQ(exec_ckpt_newest(&path, &report, dir, &err), 0);
+	CHECK_STR_EQ(path, ty_test_strf("%s/step-200", dir));
+	sk = json_object_get(report, "skipped");
+	REQUIRE_INT_EQ(json_array_size(sk), 1);
+	CHECK_STR_EQ(json_string_value(json_object_get(json_array_get(sk, 0), "status")),
+		     "corrupt");
+	if (!strstr(json_string_value(json_object_get(json_array_get(sk, 0), "reason")),
+		    "'model.pt' has SHA-256"))
+		FAIL("reason: %s",
+		     json_string_value(json_object_get(json_array_get(sk, 0), "reason")));
+	/* and the helper's own reader agrees */
+	rc = system(ty_test_strf("PYTHONDONTWRITEBYTECODE=1 python3 '%s/trainyard_ckpt.py' newest "
+				 "'%s' 2>/dev/null | grep -q '\"step\": 200'",
+				 TY_WORKER_EXAMPLES_DIR, dir));
+	CHECK_INT_EQ(rc, 0);
+	free(path);
+	json_decref(report);
+	REQUIRE(system(ty_test_strf("rm -rf '%s'", dir)) == 0);
+}
