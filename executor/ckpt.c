@@ -91,8 +91,7 @@ static bool is_hex64(const char *s)
 }
 
 /* One manifest entry: inside root (resolved as rroot), regular, size, hash. */
-static int verify_file(const char *ckpt, const char *rroot, json_t *f, size_t i,
-		       struct ty_err *err)
+static int verify_file(const char *ckpt, const char *rroot, json_t *f, size_t i, struct ty_err *err)
 {
 	json_t *jp = json_object_get(f, "path"), *js = json_object_get(f, "size"),
 	       *jh = json_object_get(f, "sha256");
@@ -110,9 +109,9 @@ static int verify_file(const char *ckpt, const char *rroot, json_t *f, size_t i,
 				  i);
 	p = json_string_value(jp);
 	if (strlen(p) != json_string_length(jp) || !exec_ckpt_path_ok(p))
-		return ty_err_set(err, TY_EINVAL,
-				  "files[%zu] path '%s' is not a relative path inside the checkpoint",
-				  i, p);
+		return ty_err_set(
+		    err, TY_EINVAL,
+		    "files[%zu] path '%s' is not a relative path inside the checkpoint", i, p);
 	if (json_integer_value(js) < 0)
 		return ty_err_set(err, TY_EPARSE, "files[%zu] '%s' has a negative size", i, p);
 	if (!is_hex64(json_string_value(jh)))
@@ -287,11 +286,11 @@ int exec_ckpt_newest(char **path_out, json_t **report_out, const char *dir, stru
 			rc = ty_err_set(err, vrc, "%s", verr.msg);
 			goto out;
 		}
-		if (json_array_append_new(
-			skipped, json_pack("{s:s, s:I, s:s, s:s}", "path", full, "step",
-					   (json_int_t)c[i].step, "status",
-					   vrc == TY_ENOTFOUND ? "torn" : "corrupt", "reason",
-					   verr.msg))) {
+		if (json_array_append_new(skipped,
+					  json_pack("{s:s, s:I, s:s, s:s}", "path", full, "step",
+						    (json_int_t)c[i].step, "status",
+						    vrc == TY_ENOTFOUND ? "torn" : "corrupt",
+						    "reason", verr.msg))) {
 			rc = ty_err_set(err, TY_ENOMEM, "out of memory");
 			goto out;
 		}

@@ -93,30 +93,30 @@ static double now_s(void)
 
 static void usage(FILE *f)
 {
-	fprintf(f,
-		"Usage: " PROG " [options]\n"
-		"Sum a buffer across every rank of a job and check the result.\n"
-		"Reads RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT\n"
-		"(and CUDA_VISIBLE_DEVICES for NCCL) like torchrun; prints one JSON line per rank.\n"
-		"\n"
-		"Options:\n"
-		"  --backend auto|tcp|nccl  transport (default auto: nccl when a GPU is visible)\n"
-		"  --bytes N                buffer size in bytes, suffix K, M or G (default 64M)\n"
-		"  --dtype float|double     element type (default float)\n"
-		"  --iters N                timed iterations (default 5)\n"
-		"  --warmup N               untimed iterations first (default 1)\n"
-		"  --timeout SECONDS        limit on connecting, rendezvous and any stalled\n"
-		"                           transfer (default 60)\n"
-		"  --listen-addr ADDR       address this rank binds and advertises for the ring\n"
-		"                           (default: any, advertised as rank 0 sees it)\n"
-		"  --nccl-module PATH       NCCL backend module (default " AR_NCCL_MODULE "\n"
-		"                           next to the program)\n"
-		"  --poison-index I         add 1 to element I of this rank's contribution\n"
-		"                           (tests that the check catches a wrong sum)\n"
-		"  -h, --help               this text\n"
-		"\n"
-		"Exit status: 0 ok, 2 bad option, environment or unavailable backend,\n"
-		"3 rendezvous or transfer failed (timeout, peer closed), 4 wrong result.\n");
+	fprintf(
+	    f, "Usage: " PROG " [options]\n"
+	       "Sum a buffer across every rank of a job and check the result.\n"
+	       "Reads RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT\n"
+	       "(and CUDA_VISIBLE_DEVICES for NCCL) like torchrun; prints one JSON line per rank.\n"
+	       "\n"
+	       "Options:\n"
+	       "  --backend auto|tcp|nccl  transport (default auto: nccl when a GPU is visible)\n"
+	       "  --bytes N                buffer size in bytes, suffix K, M or G (default 64M)\n"
+	       "  --dtype float|double     element type (default float)\n"
+	       "  --iters N                timed iterations (default 5)\n"
+	       "  --warmup N               untimed iterations first (default 1)\n"
+	       "  --timeout SECONDS        limit on connecting, rendezvous and any stalled\n"
+	       "                           transfer (default 60)\n"
+	       "  --listen-addr ADDR       address this rank binds and advertises for the ring\n"
+	       "                           (default: any, advertised as rank 0 sees it)\n"
+	       "  --nccl-module PATH       NCCL backend module (default " AR_NCCL_MODULE "\n"
+	       "                           next to the program)\n"
+	       "  --poison-index I         add 1 to element I of this rank's contribution\n"
+	       "                           (tests that the check catches a wrong sum)\n"
+	       "  -h, --help               this text\n"
+	       "\n"
+	       "Exit status: 0 ok, 2 bad option, environment or unavailable backend,\n"
+	       "3 rendezvous or transfer failed (timeout, peer closed), 4 wrong result.\n");
 }
 
 /* Parse a decimal integer in [lo, hi]; false on anything else. */
@@ -165,23 +165,28 @@ static bool parse_bytes(unsigned long long *out, const char *s)
 static void parse_opts(struct opts *o, int argc, char **argv)
 {
 	static const struct option longopts[] = {
-		{"backend", required_argument, NULL, 'b'},
-		{"bytes", required_argument, NULL, 'n'},
-		{"dtype", required_argument, NULL, 'd'},
-		{"iters", required_argument, NULL, 'i'},
-		{"warmup", required_argument, NULL, 'w'},
-		{"timeout", required_argument, NULL, 't'},
-		{"listen-addr", required_argument, NULL, 'l'},
-		{"nccl-module", required_argument, NULL, 'm'},
-		{"poison-index", required_argument, NULL, 'p'},
-		{"help", no_argument, NULL, 'h'},
-		{NULL, 0, NULL, 0},
+	    {"backend", required_argument, NULL, 'b'},
+	    {"bytes", required_argument, NULL, 'n'},
+	    {"dtype", required_argument, NULL, 'd'},
+	    {"iters", required_argument, NULL, 'i'},
+	    {"warmup", required_argument, NULL, 'w'},
+	    {"timeout", required_argument, NULL, 't'},
+	    {"listen-addr", required_argument, NULL, 'l'},
+	    {"nccl-module", required_argument, NULL, 'm'},
+	    {"poison-index", required_argument, NULL, 'p'},
+	    {"help", no_argument, NULL, 'h'},
+	    {NULL, 0, NULL, 0},
 	};
 	long long v;
 	int c;
 
-	*o = (struct opts){.backend = BK_AUTO, .dtype = AR_FLOAT, .bytes = 64ull << 20,
-			   .iters = 5, .warmup = 1, .timeout = 60, .poison = -1};
+	*o = (struct opts){.backend = BK_AUTO,
+			   .dtype = AR_FLOAT,
+			   .bytes = 64ull << 20,
+			   .iters = 5,
+			   .warmup = 1,
+			   .timeout = 60,
+			   .poison = -1};
 	while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
 		switch (c) {
 		case 'b':
@@ -192,11 +197,13 @@ static void parse_opts(struct opts *o, int argc, char **argv)
 			else if (!strcmp(optarg, "nccl"))
 				o->backend = BK_NCCL;
 			else
-				die(EXIT_USAGE, "--backend '%s': expected auto, tcp or nccl", optarg);
+				die(EXIT_USAGE, "--backend '%s': expected auto, tcp or nccl",
+				    optarg);
 			break;
 		case 'n':
 			if (!parse_bytes(&o->bytes, optarg) || o->bytes == 0)
-				die(EXIT_USAGE, "--bytes '%s': expected a positive size like 4096, 64M or 1G",
+				die(EXIT_USAGE,
+				    "--bytes '%s': expected a positive size like 4096, 64M or 1G",
 				    optarg);
 			break;
 		case 'd':
@@ -214,7 +221,8 @@ static void parse_opts(struct opts *o, int argc, char **argv)
 			break;
 		case 'w':
 			if (!parse_ll(&v, optarg, 0, 1000000))
-				die(EXIT_USAGE, "--warmup '%s': expected an integer from 0", optarg);
+				die(EXIT_USAGE, "--warmup '%s': expected an integer from 0",
+				    optarg);
 			o->warmup = (int)v;
 			break;
 		case 't': {
@@ -222,7 +230,8 @@ static void parse_opts(struct opts *o, int argc, char **argv)
 
 			o->timeout = strtod(optarg, &end);
 			if (*end || !(o->timeout > 0) || o->timeout > 86400)
-				die(EXIT_USAGE, "--timeout '%s': expected seconds in (0, 86400]", optarg);
+				die(EXIT_USAGE, "--timeout '%s': expected seconds in (0, 86400]",
+				    optarg);
 			break;
 		}
 		case 'l':
@@ -233,7 +242,8 @@ static void parse_opts(struct opts *o, int argc, char **argv)
 			break;
 		case 'p':
 			if (!parse_ll(&v, optarg, 0, LLONG_MAX))
-				die(EXIT_USAGE, "--poison-index '%s': expected an element index", optarg);
+				die(EXIT_USAGE, "--poison-index '%s': expected an element index",
+				    optarg);
 			o->poison = v;
 			break;
 		case 'h':
@@ -287,9 +297,11 @@ static void read_env(struct rankenv *e)
 	if (e->world == 1)
 		return; /* nobody to meet */
 	if (!e->master_addr || !*e->master_addr)
-		die(EXIT_USAGE, "MASTER_ADDR is not set (run under torchrun or trainyard-executor)");
+		die(EXIT_USAGE,
+		    "MASTER_ADDR is not set (run under torchrun or trainyard-executor)");
 	if (!port)
-		die(EXIT_USAGE, "MASTER_PORT is not set (run under torchrun or trainyard-executor)");
+		die(EXIT_USAGE,
+		    "MASTER_PORT is not set (run under torchrun or trainyard-executor)");
 	if (!parse_ll(&v, port, 1, 65535))
 		die(EXIT_USAGE, "MASTER_PORT='%s' is not a port number (1-65535)", port);
 	e->master_port = (int)v;
@@ -317,8 +329,8 @@ static void tune(int fd)
 static void addr_str(char out[INET6_ADDRSTRLEN], const struct sockaddr *sa)
 {
 	const void *p = sa->sa_family == AF_INET6
-				? (const void *)&((const struct sockaddr_in6 *)sa)->sin6_addr
-				: (const void *)&((const struct sockaddr_in *)sa)->sin_addr;
+			    ? (const void *)&((const struct sockaddr_in6 *)sa)->sin6_addr
+			    : (const void *)&((const struct sockaddr_in *)sa)->sin_addr;
 
 	if (!inet_ntop(sa->sa_family, p, out, INET6_ADDRSTRLEN))
 		snprintf(out, INET6_ADDRSTRLEN, "?");
@@ -410,9 +422,11 @@ static int connect_to(const char *host, int port, const char *src, double deadli
 					      .ai_flags = AI_NUMERICHOST};
 			struct addrinfo *sa = NULL;
 
-			if (getaddrinfo(src, NULL, &sh, &sa) || bind(fd, sa->ai_addr, sa->ai_addrlen))
-				die(EXIT_USAGE, "cannot bind to --listen-addr '%s' to reach the %s: %s",
-				    src, what, sa ? strerror(errno) : "not an address of its family");
+			if (getaddrinfo(src, NULL, &sh, &sa) ||
+			    bind(fd, sa->ai_addr, sa->ai_addrlen))
+				die(EXIT_USAGE,
+				    "cannot bind to --listen-addr '%s' to reach the %s: %s", src,
+				    what, sa ? strerror(errno) : "not an address of its family");
 			freeaddrinfo(sa);
 		}
 		set_nonblock(fd);
@@ -440,7 +454,7 @@ static int connect_to(const char *host, int port, const char *src, double deadli
 		if (errno != ECONNREFUSED && errno != ETIMEDOUT && errno != EHOSTUNREACH &&
 		    errno != ENETUNREACH && errno != ECONNRESET)
 			break;
-retry:
+	retry:
 		if (now_s() + 0.1 >= deadline)
 			break;
 		usleep(100000);
@@ -556,7 +570,7 @@ static bool hex_decode(unsigned char *out, const char *s, size_t n)
 }
 
 static void rdv_fail_all(int *fds, int world, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4), noreturn));
+    __attribute__((format(printf, 3, 4), noreturn));
 static void rdv_fail_all(int *fds, int world, const char *fmt, ...)
 {
 	char msg[MSG_MAX], line[MSG_MAX + 8];
@@ -572,8 +586,8 @@ static void rdv_fail_all(int *fds, int world, const char *fmt, ...)
 	die(EXIT_COMM, "%s", msg);
 }
 
-static void rdv_master(struct rdv *r, const struct rankenv *e, const struct opts *o,
-		       const char *bk, int ring_port, const unsigned char *id)
+static void rdv_master(struct rdv *r, const struct rankenv *e, const struct opts *o, const char *bk,
+		       int ring_port, const unsigned char *id)
 {
 	int *fds = calloc((size_t)e->world, sizeof *fds);
 	double deadline = now_s() + o->timeout;
@@ -628,7 +642,8 @@ static void rdv_master(struct rdv *r, const struct rankenv *e, const struct opts
 		}
 		if (rank <= 0 || rank >= e->world || fds[rank] >= 0) {
 			fds[0] = fd;
-			rdv_fail_all(fds, e->world, "rank %d joined twice or is out of range", rank);
+			rdv_fail_all(fds, e->world, "rank %d joined twice or is out of range",
+				     rank);
 		}
 		fds[rank] = fd;
 		r->peers[rank].port = rport;
@@ -698,8 +713,10 @@ static void rdv_join(struct rdv *r, const struct rankenv *e, const struct opts *
 	if (!strncmp(line, "ERR ", 4))
 		die(EXIT_COMM, "the master ended the rendezvous: %s", line + 4);
 	if (strcmp(line, "OK"))
-		die(EXIT_COMM, "the master at %s:%d answered '%.80s', not a trainyard-allreduce "
-			       "rendezvous", e->master_addr, e->master_port, line);
+		die(EXIT_COMM,
+		    "the master at %s:%d answered '%.80s', not a trainyard-allreduce "
+		    "rendezvous",
+		    e->master_addr, e->master_port, line);
 	for (int i = 0; i < e->world; i++) {
 		int idx, port;
 		char addr[INET6_ADDRSTRLEN];
@@ -778,7 +795,8 @@ static void ring_step(struct ring *g, const char *sbuf, size_t sbytes, char *rbu
 
 		if (left <= 0) {
 			if (rbytes)
-				die(EXIT_COMM, "timed out after %g s waiting for data from rank %d (%s)",
+				die(EXIT_COMM,
+				    "timed out after %g s waiting for data from rank %d (%s)",
 				    g->timeout, prv, g->peers[prv].addr);
 			die(EXIT_COMM, "timed out after %g s sending to rank %d (%s)", g->timeout,
 			    nxt, g->peers[nxt].addr);
@@ -869,8 +887,7 @@ static const struct ar_nccl_ops *nccl_load(const struct opts *o, char *msg, size
 		}
 		path[n] = 0;
 		slash = strrchr(path, '/');
-		snprintf(slash + 1, sizeof path - (size_t)(slash + 1 - path), "%s",
-			 AR_NCCL_MODULE);
+		snprintf(slash + 1, sizeof path - (size_t)(slash + 1 - path), "%s", AR_NCCL_MODULE);
 	}
 	h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
 	if (!h) {
@@ -893,8 +910,8 @@ static const struct ar_nccl_ops *nccl_load(const struct opts *o, char *msg, size
 
 /* ---- main ---- */
 
-static void report(const struct rankenv *e, const struct opts *o, const char *bk,
-		   size_t count, double seconds, const char *error)
+static void report(const struct rankenv *e, const struct opts *o, const char *bk, size_t count,
+		   double seconds, const char *error)
 {
 	double t = seconds / o->iters, bytes = (double)(count * ar_dtype_size(o->dtype));
 	double alg = t > 0 ? bytes / t / 1e9 : 0;
@@ -927,9 +944,14 @@ static int mismatch(const struct rankenv *e, const struct opts *o, const char *b
 static int run_nccl(const struct ar_nccl_ops *ops, const struct rankenv *e, const struct opts *o,
 		    size_t count)
 {
-	struct ar_nccl_job job = {.rank = e->rank, .world = e->world, .local_rank = e->local_rank,
-				  .dtype = o->dtype, .count = count, .iters = o->iters,
-				  .warmup = o->warmup, .poison = o->poison};
+	struct ar_nccl_job job = {.rank = e->rank,
+				  .world = e->world,
+				  .local_rank = e->local_rank,
+				  .dtype = o->dtype,
+				  .count = count,
+				  .iters = o->iters,
+				  .warmup = o->warmup,
+				  .poison = o->poison};
 	struct ar_nccl_result res = {0};
 	struct rdv r = {0};
 	unsigned char id[AR_NCCL_ID_BYTES];
@@ -959,18 +981,15 @@ static int run_nccl(const struct ar_nccl_ops *ops, const struct rankenv *e, cons
 
 static int run_tcp(const struct rankenv *e, const struct opts *o, size_t count)
 {
-	size_t es = ar_dtype_size(o->dtype), maxchunk = (count + (size_t)e->world - 1) /
-							     (size_t)e->world;
-	struct ring g = {.rank = e->rank, .world = e->world, .timeout = o->timeout,
-			 .next = -1, .prev = -1};
+	size_t es = ar_dtype_size(o->dtype),
+	       maxchunk = (count + (size_t)e->world - 1) / (size_t)e->world;
+	struct ring g = {
+	    .rank = e->rank, .world = e->world, .timeout = o->timeout, .next = -1, .prev = -1};
 	struct rdv r = {0};
 	char *buf, *tmp;
 	double seconds = 0;
 	int lfd = -1, port = 0, rc = EXIT_OK;
 
-	if ((unsigned long long)o->poison >= count && o->poison >= 0)
-		die(EXIT_USAGE, "--poison-index %lld is past the last element %zu", o->poison,
-		    count - 1);
 	buf = malloc(count * es);
 	tmp = malloc((maxchunk ? maxchunk : 1) * es);
 	r.peers = calloc((size_t)e->world, sizeof *r.peers);
@@ -1025,15 +1044,19 @@ int main(int argc, char **argv)
 	parse_opts(&o, argc, argv);
 	read_env(&e);
 	count = (size_t)(o.bytes / ar_dtype_size(o.dtype));
+	if (o.poison >= 0 && (unsigned long long)o.poison >= count)
+		die(EXIT_USAGE, "--poison-index %lld is past the last element %zu", o.poison,
+		    count - 1);
 	if (o.backend != BK_TCP) {
 		ops = nccl_load(&o, msg, sizeof msg);
 		if (ops) {
 			int n = ops->device_count(msg, sizeof msg);
 
 			if (n == 0)
-				snprintf(msg, sizeof msg, "no GPU is visible (CUDA_VISIBLE_DEVICES=%s)",
-					 getenv("CUDA_VISIBLE_DEVICES") ? getenv("CUDA_VISIBLE_DEVICES")
-									: "unset");
+				snprintf(
+				    msg, sizeof msg, "no GPU is visible (CUDA_VISIBLE_DEVICES=%s)",
+				    getenv("CUDA_VISIBLE_DEVICES") ? getenv("CUDA_VISIBLE_DEVICES")
+								   : "unset");
 			if (n <= 0)
 				ops = NULL;
 		}

@@ -50,10 +50,10 @@ struct ar_nccl_job {
 };
 
 struct ar_nccl_result {
-	int device;	 /* CUDA device used */
-	double seconds;	 /* sum over the timed iterations */
-	long long bad;	 /* first wrong index or -1 */
-	double got;	 /* its value */
+	int device;	/* CUDA device used */
+	double seconds; /* sum over the timed iterations */
+	long long bad;	/* first wrong index or -1 */
+	double got;	/* its value */
 };
 
 /* Every function writes a one-line reason into msg (msgsz bytes) on failure. */

@@ -121,10 +121,10 @@ out:
 }
 
 static const struct ar_nccl_ops ops = {
-	.abi = AR_NCCL_ABI,
-	.device_count = device_count,
-	.unique_id = unique_id,
-	.run = run,
+    .abi = AR_NCCL_ABI,
+    .device_count = device_count,
+    .unique_id = unique_id,
+    .run = run,
 };
 
 const struct ar_nccl_ops *trainyard_allreduce_nccl(void)

@@ -61,10 +61,17 @@ TY_TEST(step_names)
 		const char *name;
 		long long want;
 	} rows[] = {
-	    {"step-0", 0},	       {"step-1200", 1200}, {"step-007", 7},
-	    {"step-", -1},	       {"step--1", -1},	    {"step-1a", -1},
-	    {"step-+3", -1},	       {"Step-3", -1},	    {"step3", -1},
-	    {"step-1.tmp", -1},	       {"MANIFEST.json", -1},
+	    {"step-0", 0},
+	    {"step-1200", 1200},
+	    {"step-007", 7},
+	    {"step-", -1},
+	    {"step--1", -1},
+	    {"step-1a", -1},
+	    {"step-+3", -1},
+	    {"Step-3", -1},
+	    {"step3", -1},
+	    {"step-1.tmp", -1},
+	    {"MANIFEST.json", -1},
 	    {"step-9223372036854775807", 9223372036854775807LL},
 	    {"step-9223372036854775808", -1},
 	};
@@ -81,10 +88,9 @@ TY_TEST(manifest_paths)
 		const char *path;
 		bool ok;
 	} rows[] = {
-	    {"model.pt", true},	  {"a/b/c.bin", true},	  {"./model.pt", true},
-	    {"a..b", true},	  {"..a/b", true},	  {"", false},
-	    {"/etc/passwd", false}, {"..", false},	  {"../x", false},
-	    {"a/../../x", false}, {"a/..", false},	  {"a/../b", false},
+	    {"model.pt", true}, {"a/b/c.bin", true},  {"./model.pt", true},   {"a..b", true},
+	    {"..a/b", true},	{"", false},	      {"/etc/passwd", false}, {"..", false},
+	    {"../x", false},	{"a/../../x", false}, {"a/..", false},	      {"a/../b", false},
 	};
 
 	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
@@ -98,13 +104,14 @@ TY_TEST(verify_table)
 {
 	static const struct {
 		const char *name;
-		const char *shell; /* run in the checkpoint directory; NULL: none */
+		const char *shell;    /* run in the checkpoint directory; NULL: none */
 		const char *manifest; /* replaces MANIFEST.json (' for "); NULL: keep */
 		int code;
 		const char *reason; /* substring of the message */
 	} rows[] = {
 	    {"valid", NULL, NULL, 0, ""},
-	    {"torn: no manifest", "rm MANIFEST.json", NULL, TY_ENOTFOUND, "no MANIFEST.json (torn)"},
+	    {"torn: no manifest", "rm MANIFEST.json", NULL, TY_ENOTFOUND,
+	     "no MANIFEST.json (torn)"},
 	    {"manifest being written", "mv MANIFEST.json MANIFEST.json.tmp", NULL, TY_ENOTFOUND,
 	     "torn"},
 	    {"corrupt sha", "printf 'model weights, not REALLY' > model.pt", NULL, TY_ECONFLICT,
@@ -155,7 +162,8 @@ TY_TEST(verify_table)
 		if (rows[i].shell)
 			REQUIRE(system(ty_test_strf("cd '%s' && %s", c, rows[i].shell)) == 0);
 		if (rows[i].manifest)
-			put(ty_test_strf("%s/MANIFEST.json", c), ty_test_jf("%s", rows[i].manifest));
+			put(ty_test_strf("%s/MANIFEST.json", c),
+			    ty_test_jf("%s", rows[i].manifest));
 		rc = exec_ckpt_verify(c, 3, &err);
 		CHECK_INT_EQ(rc, rows[i].code);
 		if (!strstr(err.msg, rows[i].reason))
@@ -169,8 +177,8 @@ TY_TEST(newest_table)
 {
 	static const struct {
 		const char *name;
-		const char *setup; /* shell in the job's checkpoint dir, after step-1..3 */
-		long want;	   /* step chosen, -1: none */
+		const char *setup;   /* shell in the job's checkpoint dir, after step-1..3 */
+		long want;	     /* step chosen, -1: none */
 		const char *skipped; /* "step:status,..." newest first */
 	} rows[] = {
 	    {"newest valid", "true", 3, ""},
@@ -179,8 +187,10 @@ TY_TEST(newest_table)
 	    {"two bad ones", "rm step-3/MANIFEST.json; rm step-2/opt/state.bin", 1,
 	     "3:torn,2:corrupt"},
 	    {"none valid", "rm step-*/MANIFEST.json", -1, "3:torn,2:torn,1:torn"},
-	    {"numeric not lexical order", "mv step-1 step-10; sed -i 's/\"step\": *1,/\"step\":10,/' "
-	     "step-10/MANIFEST.json", 10, ""},
+	    {"numeric not lexical order",
+	     "mv step-1 step-10; sed -i 's/\"step\": *1,/\"step\":10,/' "
+	     "step-10/MANIFEST.json",
+	     10, ""},
 	    {"non-checkpoint entries ignored",
 	     "mkdir step-99.tmp other; touch step-50; echo '{}' > other/MANIFEST.json", 3, ""},
 	};
@@ -214,9 +224,10 @@ TY_TEST(newest_table)
 			json_t *e = json_array_get(sk, k);
 			const char *reason = json_string_value(json_object_get(e, "reason"));
 
-			at += (size_t)snprintf(got + at, sizeof got - at, "%s%lld:%s", k ? "," : "",
-					       (long long)json_integer_value(json_object_get(e, "step")),
-					       json_string_value(json_object_get(e, "status")));
+			at += (size_t)snprintf(
+			    got + at, sizeof got - at, "%s%lld:%s", k ? "," : "",
+			    (long long)json_integer_value(json_object_get(e, "step")),
+			    json_string_value(json_object_get(e, "status")));
 			CHECK(reason != NULL && reason[0] != 0);
 			CHECK(strncmp(json_string_value(json_object_get(e, "path")), dir,
 				      strlen(dir)) == 0);
@@ -260,13 +271,12 @@ TY_TEST(python_helper_checkpoints)
 	char *path = NULL;
 	int rc;
 
-	rc = system(ty_test_strf(
-	    "PYTHONDONTWRITEBYTECODE=1 PYTHONPATH='%s' python3 -c '"
-	    "import trainyard_ckpt as ck\n"
-	    "for s in (100, 200, 300):\n"
-	    "    ck.save(s, {\"model.pt\": bytes(range(256)) * s, "
-	    "\"sub/opt.bin\": lambda f: f.write(b\"x\" * 7)}, \"%s\")\n'",
-	    TY_WORKER_EXAMPLES_DIR, dir));
+	rc = system(ty_test_strf("PYTHONDONTWRITEBYTECODE=1 PYTHONPATH='%s' python3 -c '"
+				 "import trainyard_ckpt as ck\n"
+				 "for s in (100, 200, 300):\n"
+				 "    ck.save(s, {\"model.pt\": bytes(range(256)) * s, "
+				 "\"sub/opt.bin\": lambda f: f.write(b\"x\" * 7)}, \"%s\")\n'",
+				 TY_WORKER_EXAMPLES_DIR, dir));
 	REQUIRE_INT_EQ(rc, 0);
 	for (int s = 100; s <= 300; s += 100) {
 		ty_test_context("step %d", s);
