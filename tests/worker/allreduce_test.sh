@@ -125,6 +125,10 @@ check_ok 4 8 float
 gang auto_without_gpu 2 1 "0 1" -- --backend auto --bytes 64K --timeout 30
 check_ok 2 $((64 << 10)) float
 
+# a node without the NCCL module (or without CUDA libraries) still runs over TCP
+gang auto_without_module 2 1 "0 1" -- --nccl-module /nonexistent/module.so --bytes 64K
+check_ok 2 $((64 << 10)) float
+
 # ---- a wrong sum is caught ---------------------------------------------------
 
 gang wrong_sum 2 1 "0 1" -- --bytes 4K --poison-index 5 --timeout 30
