@@ -351,4 +351,42 @@ int exec__logsrv_start(struct exec_logsrv **out, int *port, const char *address,
 		       const char *state_dir, struct ty_err *err);
 void exec__logsrv_stop(struct exec_logsrv *s);
 
+/* ---- checkpoints (ckpt.c) ---- */
+
+/*
+ * The checkpoint protocol of DESIGN.md §7: a checkpoint is a directory
+ * "step-<N>" under the job's checkpoint directory, complete once its
+ * MANIFEST.json ({"step": N, "files": [{"path", "size", "sha256"}]}) exists.
+ */
+#define EXEC_CKPT_MANIFEST "MANIFEST.json"
+#define EXEC_CKPT_MANIFEST_MAX (16u << 20) /* bytes a manifest may have */
+
+/* N of a directory name "step-<N>" (decimal, no sign, fits int64), or -1. */
+int64_t exec_ckpt_step_of(const char *name);
+/*
+ * Whether a manifest path stays inside its checkpoint: non-empty, relative,
+ * no ".." component, no NUL. (Symbolic links are checked on disk.)
+ */
+bool exec_ckpt_path_ok(const char *path);
+/*
+ * Verify the checkpoint directory ckpt: MANIFEST.json parses, its step
+ * equals want_step (< 0: any), and every listed file lies inside ckpt (also
+ * after resolving links), is a regular file of the listed size and has the
+ * listed SHA-256. 0 when it verifies; TY_ENOTFOUND when there is no
+ * manifest (torn); TY_EPARSE (bad manifest), TY_EINVAL (a path escapes),
+ * TY_EIO (a file is missing or unreadable) or TY_ECONFLICT (size or hash
+ * differ) when it is corrupt. The message names the file and the fault.
+ */
+int exec_ckpt_verify(const char *ckpt, int64_t want_step, struct ty_err *err);
+/*
+ * The newest checkpoint under dir that verifies, trying step-* directories
+ * from the highest step down. *path_out: a new string "dir/step-<N>", or
+ * NULL when none verifies (or dir does not exist). *report_out (may be
+ * NULL): a new JSON object {"path": string|null, "step": N|null,
+ * "skipped": [{"path", "step", "status": "torn"|"corrupt", "reason"}]}
+ * listing every newer checkpoint passed over. Returns 0, or TY_EIO when dir
+ * exists but cannot be read, TY_ENOMEM.
+ */
+int exec_ckpt_newest(char **path_out, json_t **report_out, const char *dir, struct ty_err *err);
+
 #endif

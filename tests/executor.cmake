@@ -1,10 +1,13 @@
 # executor/: unit tests of its pure parts, and one integration test that runs
 # a real trainyard-executor against the broker (TY_TEST_KAFKA_BOOTSTRAP).
 
-foreach(m launch labels dedupe state tail proc hw_gpu hw_hca hw_nccl hw_json)
+foreach(m launch labels dedupe state tail proc ckpt hw_gpu hw_hca hw_nccl hw_json)
   ty_add_test(executor_${m} unit/executor/test_${m}.c unit)
   target_link_libraries(test_executor_${m} PRIVATE ty_exec)
 endforeach()
+# checkpoints written by the Python helper of worker/examples must verify
+target_compile_definitions(test_executor_ckpt PRIVATE
+  TY_WORKER_EXAMPLES_DIR="${TY_SOURCE_DIR}/worker/examples")
 
 # a fake CUDA runtime the GPU probe loads by path (tests/unit/executor/fake_cudart.c)
 add_library(fake_cudart SHARED unit/executor/fake_cudart.c)

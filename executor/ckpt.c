@@ -1,0 +1,320 @@
+/* Checkpoint manifests (DESIGN.md §7): verify them and pick the newest good one. */
+#include "exec.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <openssl/evp.h>
+
+int64_t exec_ckpt_step_of(const char *name)
+{
+	int64_t v = 0;
+	const char *p;
+
+	if (strncmp(name, "step-", 5) || !name[5])
+		return -1;
+	for (p = name + 5; *p; p++) {
+		if (*p < '0' || *p > '9' || v > (INT64_MAX - (*p - '0')) / 10)
+			return -1;
+		v = v * 10 + (*p - '0');
+	}
+	return v;
+}
+
+bool exec_ckpt_path_ok(const char *path)
+{
+	const char *p = path;
+
+	if (!*path || *path == '/')
+		return false;
+	while (*p) {
+		size_t n = strcspn(p, "/");
+
+		if (n == 2 && p[0] == '.' && p[1] == '.')
+			return false;
+		p += n;
+		if (*p == '/')
+			p++;
+	}
+	return true;
+}
+
+/* Lowercase hex SHA-256 of the file open on fd, read to the end. */
+static int sha256_fd(char out[65], int fd, const char *name, struct ty_err *err)
+{
+	EVP_MD_CTX *ctx = EVP_MD_CTX_new();
+	unsigned char md[EVP_MAX_MD_SIZE], buf[1 << 16];
+	unsigned mdlen = 0;
+	int rc = 0;
+
+	if (!ctx)
+		return ty_err_set(err, TY_ENOMEM, "out of memory hashing '%s'", name);
+	if (!EVP_DigestInit_ex(ctx, EVP_sha256(), NULL)) {
+		rc = ty_err_set(err, TY_EIO, "cannot start SHA-256 of '%s'", name);
+		goto out;
+	}
+	for (;;) {
+		ssize_t k = read(fd, buf, sizeof buf);
+
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k < 0) {
+			rc = ty_err_set(err, TY_EIO, "cannot read '%s': %s", name, strerror(errno));
+			goto out;
+		}
+		if (k == 0)
+			break;
+		EVP_DigestUpdate(ctx, buf, (size_t)k);
+	}
+	EVP_DigestFinal_ex(ctx, md, &mdlen);
+	for (unsigned i = 0; i < mdlen && i < 32; i++)
+		sprintf(out + 2 * i, "%02x", md[i]);
+	out[64] = 0;
+out:
+	EVP_MD_CTX_free(ctx);
+	return rc;
+}
+
+static bool is_hex64(const char *s)
+{
+	size_t n = strspn(s, "0123456789abcdefABCDEF");
+
+	return n == 64 && !s[64];
+}
+
+/* One manifest entry: inside root (resolved as rroot), regular, size, hash. */
+static int verify_file(const char *ckpt, const char *rroot, json_t *f, size_t i, struct ty_err *err)
+{
+	json_t *jp = json_object_get(f, "path"), *js = json_object_get(f, "size"),
+	       *jh = json_object_get(f, "sha256");
+	char path[PATH_MAX], real[PATH_MAX], hex[65];
+	const char *p;
+	struct stat st;
+	size_t rl = strlen(rroot);
+	int fd, rc;
+
+	if (!json_is_object(f) || !json_is_string(jp) || !json_is_integer(js) ||
+	    !json_is_string(jh))
+		return ty_err_set(err, TY_EPARSE,
+				  "files[%zu] needs a string path, an integer size and a "
+				  "string sha256",
+				  i);
+	p = json_string_value(jp);
+	if (strlen(p) != json_string_length(jp) || !exec_ckpt_path_ok(p))
+		return ty_err_set(
+		    err, TY_EINVAL,
+		    "files[%zu] path '%s' is not a relative path inside the checkpoint", i, p);
+	if (json_integer_value(js) < 0)
+		return ty_err_set(err, TY_EPARSE, "files[%zu] '%s' has a negative size", i, p);
+	if (!is_hex64(json_string_value(jh)))
+		return ty_err_set(err, TY_EPARSE, "files[%zu] '%s' sha256 is not 64 hex digits", i,
+				  p);
+	if ((size_t)snprintf(path, sizeof path, "%s/%s", ckpt, p) >= sizeof path)
+		return ty_err_set(err, TY_EINVAL, "files[%zu] path '%s' is too long", i, p);
+	if (!realpath(path, real))
+		return ty_err_set(err, TY_EIO, "'%s' is missing: %s", p, strerror(errno));
+	if (strncmp(real, rroot, rl) || real[rl] != '/')
+		return ty_err_set(err, TY_EINVAL, "'%s' leads outside the checkpoint (to '%s')", p,
+				  real);
+	fd = open(real, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return ty_err_set(err, TY_EIO, "cannot open '%s': %s", p, strerror(errno));
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+		close(fd);
+		return ty_err_set(err, TY_EIO, "'%s' is not a regular file", p);
+	}
+	if ((json_int_t)st.st_size != json_integer_value(js)) {
+		close(fd);
+		return ty_err_set(err, TY_ECONFLICT, "'%s' has %lld bytes, the manifest says %lld",
+				  p, (long long)st.st_size, (long long)json_integer_value(js));
+	}
+	rc = sha256_fd(hex, fd, p, err);
+	close(fd);
+	if (rc)
+		return rc;
+	if (strcasecmp(hex, json_string_value(jh)))
+		return ty_err_set(err, TY_ECONFLICT, "'%s' has SHA-256 %s, the manifest says %s", p,
+				  hex, json_string_value(jh));
+	return 0;
+}
+
+int exec_ckpt_verify(const char *ckpt, int64_t want_step, struct ty_err *err)
+{
+	char mpath[PATH_MAX], rroot[PATH_MAX];
+	json_t *m = NULL, *files, *step;
+	json_error_t je;
+	struct stat st;
+	int rc = 0;
+
+	if ((size_t)snprintf(mpath, sizeof mpath, "%s/" EXEC_CKPT_MANIFEST, ckpt) >= sizeof mpath)
+		return ty_err_set(err, TY_EINVAL, "checkpoint path '%s' is too long", ckpt);
+	if (stat(mpath, &st) < 0) {
+		if (errno == ENOENT)
+			return ty_err_set(err, TY_ENOTFOUND, "no " EXEC_CKPT_MANIFEST " (torn)");
+		return ty_err_set(err, TY_EIO, "cannot read " EXEC_CKPT_MANIFEST ": %s",
+				  strerror(errno));
+	}
+	if (!S_ISREG(st.st_mode) || st.st_size > (off_t)EXEC_CKPT_MANIFEST_MAX)
+		return ty_err_set(err, TY_EPARSE,
+				  EXEC_CKPT_MANIFEST " is not a regular file of at most %u bytes",
+				  EXEC_CKPT_MANIFEST_MAX);
+	if (!realpath(ckpt, rroot))
+		return ty_err_set(err, TY_EIO, "cannot resolve '%s': %s", ckpt, strerror(errno));
+	m = json_load_file(mpath, JSON_REJECT_DUPLICATES, &je);
+	if (!m)
+		return ty_err_set(err, TY_EPARSE, EXEC_CKPT_MANIFEST " line %d: %s", je.line,
+				  je.text);
+	step = json_object_get(m, "step");
+	files = json_object_get(m, "files");
+	if (!json_is_object(m) || !json_is_integer(step) || json_integer_value(step) < 0 ||
+	    !json_is_array(files)) {
+		rc = ty_err_set(err, TY_EPARSE,
+				EXEC_CKPT_MANIFEST " needs a non-negative integer step and a "
+						   "files array");
+		goto out;
+	}
+	if (want_step >= 0 && json_integer_value(step) != want_step) {
+		rc = ty_err_set(err, TY_EPARSE,
+				EXEC_CKPT_MANIFEST " says step %lld, the directory step %lld",
+				(long long)json_integer_value(step), (long long)want_step);
+		goto out;
+	}
+	for (size_t i = 0; i < json_array_size(files) && !rc; i++)
+		rc = verify_file(ckpt, rroot, json_array_get(files, i), i, err);
+out:
+	json_decref(m);
+	return rc;
+}
+
+struct cand {
+	int64_t step;
+	char *name;
+};
+
+static int cand_cmp(const void *a, const void *b)
+{
+	const struct cand *x = a, *y = b;
+
+	return x->step < y->step ? 1 : x->step > y->step ? -1 : strcmp(x->name, y->name);
+}
+
+int exec_ckpt_newest(char **path_out, json_t **report_out, const char *dir, struct ty_err *err)
+{
+	struct cand *c = NULL;
+	size_t n = 0, cap = 0;
+	json_t *report = NULL, *skipped = NULL;
+	char *found = NULL;
+	int64_t found_step = -1;
+	DIR *d = NULL;
+	struct dirent *de;
+	int rc = 0;
+
+	*path_out = NULL;
+	if (report_out)
+		*report_out = NULL;
+	report = json_object();
+	skipped = json_array();
+	if (!report || !skipped || json_object_set(report, "skipped", skipped)) {
+		rc = ty_err_set(err, TY_ENOMEM, "out of memory");
+		goto out;
+	}
+	d = opendir(dir);
+	if (!d && errno != ENOENT) {
+		rc = ty_err_set(err, TY_EIO, "cannot read checkpoint directory '%s': %s", dir,
+				strerror(errno));
+		goto out;
+	}
+	while (d && (errno = 0, de = readdir(d))) {
+		int64_t s = exec_ckpt_step_of(de->d_name);
+		char full[PATH_MAX];
+		struct stat st;
+
+		if (s < 0)
+			continue;
+		snprintf(full, sizeof full, "%s/%s", dir, de->d_name);
+		if (stat(full, &st) < 0 || !S_ISDIR(st.st_mode))
+			continue;
+		if (n == cap) {
+			size_t ncap = cap ? 2 * cap : 16;
+			struct cand *nc = realloc(c, ncap * sizeof *c);
+
+			if (!nc) {
+				rc = ty_err_set(err, TY_ENOMEM, "out of memory");
+				goto out;
+			}
+			c = nc;
+			cap = ncap;
+		}
+		c[n].step = s;
+		if (!(c[n].name = strdup(de->d_name))) {
+			rc = ty_err_set(err, TY_ENOMEM, "out of memory");
+			goto out;
+		}
+		n++;
+	}
+	if (d && errno) {
+		rc = ty_err_set(err, TY_EIO, "cannot read checkpoint directory '%s': %s", dir,
+				strerror(errno));
+		goto out;
+	}
+	if (n)
+		qsort(c, n, sizeof *c, cand_cmp);
+	for (size_t i = 0; i < n; i++) {
+		struct ty_err verr = {0};
+		char full[PATH_MAX];
+		int vrc;
+
+		snprintf(full, sizeof full, "%s/%s", dir, c[i].name);
+		vrc = exec_ckpt_verify(full, c[i].step, &verr);
+		if (vrc == 0) {
+			if (!(found = strdup(full))) {
+				rc = ty_err_set(err, TY_ENOMEM, "out of memory");
+				goto out;
+			}
+			found_step = c[i].step;
+			break;
+		}
+		if (vrc == TY_ENOMEM) {
+			rc = ty_err_set(err, vrc, "%s", verr.msg);
+			goto out;
+		}
+		if (json_array_append_new(skipped,
+					  json_pack("{s:s, s:I, s:s, s:s}", "path", full, "step",
+						    (json_int_t)c[i].step, "status",
+						    vrc == TY_ENOTFOUND ? "torn" : "corrupt",
+						    "reason", verr.msg))) {
+			rc = ty_err_set(err, TY_ENOMEM, "out of memory");
+			goto out;
+		}
+	}
+	if (json_object_set_new(report, "path", found ? json_string(found) : json_null()) ||
+	    json_object_set_new(report, "step",
+				found ? json_integer((json_int_t)found_step) : json_null())) {
+		rc = ty_err_set(err, TY_ENOMEM, "out of memory");
+		goto out;
+	}
+	*path_out = found;
+	found = NULL;
+	if (report_out) {
+		*report_out = report;
+		report = NULL;
+	}
+out:
+	if (d)
+		closedir(d);
+	for (size_t i = 0; i < n; i++)
+		free(c[i].name);
+	free(c);
+	free(found);
+	json_decref(skipped);
+	json_decref(report);
+	return rc;
+}

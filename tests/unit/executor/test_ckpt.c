@@ -1,0 +1,309 @@
+/* executor/ckpt.c: checkpoint manifests verified on real directories. */
+#include "exec.h"
+#include "ty_crypto.h"
+#include "ty_test.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define DATA "model weights, not really"
+#define DATA2 "optimizer state"
+#define TY_TEST_ZERO_SHA "0000000000000000000000000000000000000000000000000000000000000000"
+
+static const char *scratch_dir(void)
+{
+	char *dir = ty_test_strf("/tmp/ty-test-exec-ckpt-XXXXXX");
+
+	REQUIRE(mkdtemp(dir) != NULL);
+	return dir;
+}
+
+static void put(const char *path, const char *text)
+{
+	FILE *f;
+
+	REQUIRE((f = fopen(path, "w")) != NULL);
+	fputs(text, f);
+	fclose(f);
+}
+
+static const char *sha(const char *text)
+{
+	char *hex = ty_test_alloc(TY_SHA256_HEX_LEN + 1);
+
+	ty_sha256_hex(hex, text, strlen(text));
+	return hex;
+}
+
+/* A complete checkpoint dir/step-<step> with model.pt and opt/state.bin. */
+static const char *make_good(const char *dir, long step)
+{
+	const char *c = ty_test_strf("%s/step-%ld", dir, step);
+
+	REQUIRE(mkdir(c, 0755) == 0);
+	REQUIRE(mkdir(ty_test_strf("%s/opt", c), 0755) == 0);
+	put(ty_test_strf("%s/model.pt", c), DATA);
+	put(ty_test_strf("%s/opt/state.bin", c), DATA2);
+	put(ty_test_strf("%s/MANIFEST.json", c),
+	    ty_test_jf("{'step':%ld,'files':[{'path':'model.pt','size':%zu,'sha256':'%s'},"
+		       "{'path':'opt/state.bin','size':%zu,'sha256':'%s','extra':1}],"
+		       "'note':'extra fields are allowed'}",
+		       step, strlen(DATA), sha(DATA), strlen(DATA2), sha(DATA2)));
+	return c;
+}
+
+TY_TEST(step_names)
+{
+	static const struct {
+		const char *name;
+		long long want;
+	} rows[] = {
+	    {"step-0", 0},
+	    {"step-1200", 1200},
+	    {"step-007", 7},
+	    {"step-", -1},
+	    {"step--1", -1},
+	    {"step-1a", -1},
+	    {"step-+3", -1},
+	    {"Step-3", -1},
+	    {"step3", -1},
+	    {"step-1.tmp", -1},
+	    {"MANIFEST.json", -1},
+	    {"step-9223372036854775807", 9223372036854775807LL},
+	    {"step-9223372036854775808", -1},
+	};
+
+	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+		ty_test_context("%s", rows[i].name);
+		CHECK_INT_EQ(exec_ckpt_step_of(rows[i].name), rows[i].want);
+	}
+}
+
+TY_TEST(manifest_paths)
+{
+	static const struct {
+		const char *path;
+		bool ok;
+	} rows[] = {
+	    {"model.pt", true}, {"a/b/c.bin", true},  {"./model.pt", true},   {"a..b", true},
+	    {"..a/b", true},	{"", false},	      {"/etc/passwd", false}, {"..", false},
+	    {"../x", false},	{"a/../../x", false}, {"a/..", false},	      {"a/../b", false},
+	};
+
+	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+		ty_test_context("'%s'", rows[i].path);
+		CHECK_INT_EQ(exec_ckpt_path_ok(rows[i].path), rows[i].ok);
+	}
+}
+
+/* Each row damages a good checkpoint one way; verify must name the fault. */
+TY_TEST(verify_table)
+{
+	static const struct {
+		const char *name;
+		const char *shell;    /* run in the checkpoint directory; NULL: none */
+		const char *manifest; /* replaces MANIFEST.json (' for "); NULL: keep */
+		int code;
+		const char *reason; /* substring of the message */
+	} rows[] = {
+	    {"valid", NULL, NULL, 0, ""},
+	    {"torn: no manifest", "rm MANIFEST.json", NULL, TY_ENOTFOUND,
+	     "no MANIFEST.json (torn)"},
+	    {"manifest being written", "mv MANIFEST.json MANIFEST.json.tmp", NULL, TY_ENOTFOUND,
+	     "torn"},
+	    {"corrupt sha", "printf 'model weights, not REALLY' > model.pt", NULL, TY_ECONFLICT,
+	     "'model.pt' has SHA-256"},
+	    {"truncated file", "truncate -s 5 opt/state.bin", NULL, TY_ECONFLICT,
+	     "'opt/state.bin' has 5 bytes, the manifest says 15"},
+	    {"missing file", "rm model.pt", NULL, TY_EIO, "'model.pt' is missing"},
+	    {"directory instead of a file", "rm model.pt && mkdir model.pt", NULL, TY_EIO,
+	     "'model.pt' is not a regular file"},
+	    {"bad JSON", NULL, "{'step':3,'files':[", TY_EPARSE, "MANIFEST.json line 1"},
+	    {"duplicate key", NULL, "{'step':3,'step':3,'files':[]}", TY_EPARSE, "duplicate"},
+	    {"not an object", NULL, "[1,2]", TY_EPARSE, "needs a non-negative integer step"},
+	    {"step missing", NULL, "{'files':[]}", TY_EPARSE, "integer step"},
+	    {"negative step", NULL, "{'step':-1,'files':[]}", TY_EPARSE, "integer step"},
+	    {"step differs from the directory", NULL, "{'step':4,'files':[]}", TY_EPARSE,
+	     "says step 4, the directory step 3"},
+	    {"files missing", NULL, "{'step':3}", TY_EPARSE, "files array"},
+	    {"entry without size", NULL,
+	     "{'step':3,'files':[{'path':'model.pt','sha256':'" TY_TEST_ZERO_SHA "'}]}", TY_EPARSE,
+	     "files[0] needs"},
+	    {"negative size", NULL,
+	     "{'step':3,'files':[{'path':'model.pt','size':-1,'sha256':'" TY_TEST_ZERO_SHA "'}]}",
+	     TY_EPARSE, "negative size"},
+	    {"short sha", NULL, "{'step':3,'files':[{'path':'model.pt','size':25,'sha256':'abc'}]}",
+	     TY_EPARSE, "not 64 hex digits"},
+	    {"path with ..", NULL,
+	     "{'step':3,'files':[{'path':'../step-1/model.pt','size':25,'sha256':'" TY_TEST_ZERO_SHA
+	     "'}]}",
+	     TY_EINVAL, "'../step-1/model.pt' is not a relative path inside"},
+	    {"absolute path", NULL,
+	     "{'step':3,'files':[{'path':'/etc/hostname','size':25,'sha256':'" TY_TEST_ZERO_SHA
+	     "'}]}",
+	     TY_EINVAL, "'/etc/hostname' is not a relative path inside"},
+	    {"symlink leading out", "ln -s ../outside.bin link.bin",
+	     "{'step':3,'files':[{'path':'link.bin','size':25,'sha256':'" TY_TEST_ZERO_SHA "'}]}",
+	     TY_EINVAL, "'link.bin' leads outside the checkpoint"},
+	    {"no files is valid", NULL, "{'step':3,'files':[]}", 0, ""},
+	};
+
+	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+		const char *dir = scratch_dir(), *c;
+		struct ty_err err = {0};
+		int rc;
+
+		ty_test_context("%s", rows[i].name);
+		put(ty_test_strf("%s/outside.bin", dir), DATA);
+		c = make_good(dir, 3);
+		if (rows[i].shell)
+			REQUIRE(system(ty_test_strf("cd '%s' && %s", c, rows[i].shell)) == 0);
+		if (rows[i].manifest)
+			put(ty_test_strf("%s/MANIFEST.json", c),
+			    ty_test_jf("%s", rows[i].manifest));
+		rc = exec_ckpt_verify(c, 3, &err);
+		CHECK_INT_EQ(rc, rows[i].code);
+		if (!strstr(err.msg, rows[i].reason))
+			FAIL("message '%s' lacks '%s'", err.msg, rows[i].reason);
+		REQUIRE(system(ty_test_strf("rm -rf '%s'", dir)) == 0);
+	}
+}
+
+/* What exec_ckpt_newest picks among several checkpoints, and what it reports. */
+TY_TEST(newest_table)
+{
+	static const struct {
+		const char *name;
+		const char *setup;   /* shell in the job's checkpoint dir, after step-1..3 */
+		long want;	     /* step chosen, -1: none */
+		const char *skipped; /* "step:status,..." newest first */
+	} rows[] = {
+	    {"newest valid", "true", 3, ""},
+	    {"torn newest falls back", "rm step-3/MANIFEST.json", 2, "3:torn"},
+	    {"corrupt newest falls back", "echo x >> step-3/model.pt", 2, "3:corrupt"},
+	    {"two bad ones", "rm step-3/MANIFEST.json; rm step-2/opt/state.bin", 1,
+	     "3:torn,2:corrupt"},
+	    {"none valid", "rm step-*/MANIFEST.json", -1, "3:torn,2:torn,1:torn"},
+	    {"numeric not lexical order",
+	     "mv step-1 step-10; sed -i 's/\"step\": *1,/\"step\":10,/' "
+	     "step-10/MANIFEST.json",
+	     10, ""},
+	    {"non-checkpoint entries ignored",
+	     "mkdir step-99.tmp other; touch step-50; echo '{}' > other/MANIFEST.json", 3, ""},
+	};
+
+	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+		const char *dir = scratch_dir();
+		struct ty_err err = {0};
+		json_t *report = NULL, *sk;
+		char *path = NULL, got[256] = "";
+		size_t at = 0;
+
+		ty_test_context("%s", rows[i].name);
+		for (long s = 1; s <= 3; s++)
+			make_good(dir, s);
+		REQUIRE(system(ty_test_strf("cd '%s' && %s", dir, rows[i].setup)) == 0);
+		REQUIRE_INT_EQ(exec_ckpt_newest(&path, &report, dir, &err), 0);
+		REQUIRE(report != NULL);
+		if (rows[i].want < 0) {
+			CHECK(path == NULL);
+			CHECK(json_is_null(json_object_get(report, "path")));
+			CHECK(json_is_null(json_object_get(report, "step")));
+		} else {
+			CHECK_STR_EQ(path, ty_test_strf("%s/step-%ld", dir, rows[i].want));
+			CHECK_STR_EQ(json_string_value(json_object_get(report, "path")), path);
+			CHECK_INT_EQ(json_integer_value(json_object_get(report, "step")),
+				     rows[i].want);
+		}
+		sk = json_object_get(report, "skipped");
+		REQUIRE(json_is_array(sk));
+		for (size_t k = 0; k < json_array_size(sk); k++) {
+			json_t *e = json_array_get(sk, k);
+			const char *reason = json_string_value(json_object_get(e, "reason"));
+
+			at += (size_t)snprintf(
+			    got + at, sizeof got - at, "%s%lld:%s", k ? "," : "",
+			    (long long)json_integer_value(json_object_get(e, "step")),
+			    json_string_value(json_object_get(e, "status")));
+			CHECK(reason != NULL && reason[0] != 0);
+			CHECK(strncmp(json_string_value(json_object_get(e, "path")), dir,
+				      strlen(dir)) == 0);
+		}
+		CHECK_STR_EQ(got, rows[i].skipped);
+		free(path);
+		json_decref(report);
+		REQUIRE(system(ty_test_strf("rm -rf '%s'", dir)) == 0);
+	}
+}
+
+TY_TEST(newest_without_a_directory)
+{
+	const char *dir = scratch_dir();
+	struct ty_err err = {0};
+	json_t *report = NULL;
+	char *path = (char *)"sentinel";
+
+	CHECK_INT_EQ(exec_ckpt_newest(&path, &report, ty_test_strf("%s/none", dir), &err), 0);
+	CHECK(path == NULL);
+	CHECK(json_is_null(json_object_get(report, "path")));
+	CHECK_INT_EQ(json_array_size(json_object_get(report, "skipped")), 0);
+	json_decref(report);
+	/* an existing file where the directory should be cannot be read */
+	put(ty_test_strf("%s/file", dir), "x");
+	CHECK_INT_EQ(exec_ckpt_newest(&path, NULL, ty_test_strf("%s/file", dir), &err), TY_EIO);
+	if (!strstr(err.msg, "cannot read checkpoint directory"))
+		FAIL("message '%s'", err.msg);
+	REQUIRE(system(ty_test_strf("rm -rf '%s'", dir)) == 0);
+}
+
+/*
+ * Checkpoints written by worker/examples/trainyard_ckpt.py (what training
+ * code uses) verify here, and a corrupt newest one is passed over.
+ */
+TY_TEST(python_helper_checkpoints)
+{
+	const char *dir = scratch_dir();
+	struct ty_err err = {0};
+	json_t *report = NULL, *sk;
+	char *path = NULL;
+	int rc;
+
+	rc = system(ty_test_strf("PYTHONDONTWRITEBYTECODE=1 PYTHONPATH='%s' python3 -c '"
+				 "import trainyard_ckpt as ck\n"
+				 "for s in (100, 200, 300):\n"
+				 "    ck.save(s, {\"model.pt\": bytes(range(256)) * s, "
+				 "\"sub/opt.bin\": lambda f: f.write(b\"x\" * 7)}, \"%s\")\n'",
+				 TY_WORKER_EXAMPLES_DIR, dir));
+	REQUIRE_INT_EQ(rc, 0);
+	for (int s = 100; s <= 300; s += 100) {
+		ty_test_context("step %d", s);
+		CHECK_INT_EQ(exec_ckpt_verify(ty_test_strf("%s/step-%d", dir, s), s, &err), 0);
+		CHECK_STR_EQ(err.msg, "");
+	}
+	ty_test_context(NULL);
+	/* flip one byte of the newest model: same size, different hash */
+	REQUIRE(system(ty_test_strf("printf 'Z' | dd of='%s/step-300/model.pt' bs=1 seek=9 "
+				    "conv=notrunc status=none",
+				    dir)) == 0);
+	REQUIRE_INT_EQ(exec_ckpt_newest(&path, &report, dir, &err), 0);
+	CHECK_STR_EQ(path, ty_test_strf("%s/step-200", dir));
+	sk = json_object_get(report, "skipped");
+	REQUIRE_INT_EQ(json_array_size(sk), 1);
+	CHECK_STR_EQ(json_string_value(json_object_get(json_array_get(sk, 0), "status")),
+		     "corrupt");
+	if (!strstr(json_string_value(json_object_get(json_array_get(sk, 0), "reason")),
+		    "'model.pt' has SHA-256"))
+		FAIL("reason: %s",
+		     json_string_value(json_object_get(json_array_get(sk, 0), "reason")));
+	/* and the helper's own reader agrees */
+	rc = system(ty_test_strf("PYTHONDONTWRITEBYTECODE=1 python3 '%s/trainyard_ckpt.py' newest "
+				 "'%s' 2>/dev/null | grep -q '\"step\": 200'",
+				 TY_WORKER_EXAMPLES_DIR, dir));
+	CHECK_INT_EQ(rc, 0);
+	free(path);
+	json_decref(report);
+	REQUIRE(system(ty_test_strf("rm -rf '%s'", dir)) == 0);
+}

@@ -1,0 +1,1069 @@
+/*
+ * trainyard-allreduce: the reference distributed worker. Reads the
+ * torchrun-style rank environment, rendezvouses at MASTER_ADDR:MASTER_PORT,
+ * runs a timed all-reduce (TCP ring, or NCCL through a module loaded at run
+ * time), checks every element and prints one JSON line per rank.
+ */
+#include "allreduce.h"
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <limits.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <arpa/inet.h>
+#include <unistd.h>
+
+#define PROG "trainyard-allreduce"
+#define MSG_MAX 512
+#define LINE_MAX_LEN 512
+
+/* Exit codes (worker/README.md). */
+enum {
+	EXIT_OK = 0,
+	EXIT_USAGE = 2,	   /* bad option or environment, backend unavailable */
+	EXIT_COMM = 3,	   /* rendezvous or ring failed: timeout, peer closed, unreachable */
+	EXIT_MISMATCH = 4, /* the all-reduce finished with a wrong element */
+};
+
+enum backend { BK_AUTO, BK_TCP, BK_NCCL };
+
+struct opts {
+	enum backend backend;
+	enum ar_dtype dtype;
+	unsigned long long bytes;
+	int iters;
+	int warmup;
+	double timeout;
+	const char *listen_addr; /* NULL: any, advertised as seen by rank 0 */
+	const char *nccl_module; /* NULL: next to the program */
+	long long poison;
+};
+
+struct rankenv {
+	int rank, world, local_rank, local_world;
+	const char *master_addr;
+	int master_port;
+};
+
+struct peer {
+	char addr[INET6_ADDRSTRLEN];
+	int port;
+};
+
+static int g_rank = -1;
+
+static void die(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3), noreturn));
+static void die(int code, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (g_rank >= 0)
+		fprintf(stderr, PROG ": rank %d: ", g_rank);
+	else
+		fprintf(stderr, PROG ": ");
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+	exit(code);
+}
+
+static double now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* ---- options and environment ---- */
+
+static void usage(FILE *f)
+{
+	fprintf(
+	    f, "Usage: " PROG " [options]\n"
+	       "Sum a buffer across every rank of a job and check the result.\n"
+	       "Reads RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT\n"
+	       "(and CUDA_VISIBLE_DEVICES for NCCL) like torchrun; prints one JSON line per rank.\n"
+	       "\n"
+	       "Options:\n"
+	       "  --backend auto|tcp|nccl  transport (default auto: nccl when a GPU is visible)\n"
+	       "  --bytes N                buffer size in bytes, suffix K, M or G (default 64M)\n"
+	       "  --dtype float|double     element type (default float)\n"
+	       "  --iters N                timed iterations (default 5)\n"
+	       "  --warmup N               untimed iterations first (default 1)\n"
+	       "  --timeout SECONDS        limit on connecting, rendezvous and any stalled\n"
+	       "                           transfer (default 60)\n"
+	       "  --listen-addr ADDR       address this rank binds and advertises for the ring\n"
+	       "                           (default: any, advertised as rank 0 sees it)\n"
+	       "  --nccl-module PATH       NCCL backend module (default " AR_NCCL_MODULE "\n"
+	       "                           next to the program)\n"
+	       "  --poison-index I         add 1 to element I of this rank's contribution\n"
+	       "                           (tests that the check catches a wrong sum)\n"
+	       "  -h, --help               this text\n"
+	       "\n"
+	       "Exit status: 0 ok, 2 bad option, environment or unavailable backend,\n"
+	       "3 rendezvous or transfer failed (timeout, peer closed), 4 wrong result.\n");
+}
+
+/* Parse a decimal integer in [lo, hi]; false on anything else. */
+static bool parse_ll(long long *out, const char *s, long long lo, long long hi)
+{
+	char *end;
+	long long v;
+
+	if (!s || !*s)
+		return false;
+	errno = 0;
+	v = strtoll(s, &end, 10);
+	if (errno || *end || v < lo || v > hi)
+		return false;
+	*out = v;
+	return true;
+}
+
+static bool parse_bytes(unsigned long long *out, const char *s)
+{
+	char *end;
+	unsigned long long v, mul = 1;
+
+	if (!s || *s < '0' || *s > '9')
+		return false;
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (errno)
+		return false;
+	if (*end == 'K' || *end == 'k')
+		mul = 1ull << 10;
+	else if (*end == 'M' || *end == 'm')
+		mul = 1ull << 20;
+	else if (*end == 'G' || *end == 'g')
+		mul = 1ull << 30;
+	else if (*end)
+		return false;
+	if (mul > 1 && end[1])
+		return false;
+	if (v > (1ull << 40) / mul)
+		return false;
+	*out = v * mul;
+	return true;
+}
+
+static void parse_opts(struct opts *o, int argc, char **argv)
+{
+	static const struct option longopts[] = {
+	    {"backend", required_argument, NULL, 'b'},
+	    {"bytes", required_argument, NULL, 'n'},
+	    {"dtype", required_argument, NULL, 'd'},
+	    {"iters", required_argument, NULL, 'i'},
+	    {"warmup", required_argument, NULL, 'w'},
+	    {"timeout", required_argument, NULL, 't'},
+	    {"listen-addr", required_argument, NULL, 'l'},
+	    {"nccl-module", required_argument, NULL, 'm'},
+	    {"poison-index", required_argument, NULL, 'p'},
+	    {"help", no_argument, NULL, 'h'},
+	    {NULL, 0, NULL, 0},
+	};
+	long long v;
+	int c;
+
+	*o = (struct opts){.backend = BK_AUTO,
+			   .dtype = AR_FLOAT,
+			   .bytes = 64ull << 20,
+			   .iters = 5,
+			   .warmup = 1,
+			   .timeout = 60,
+			   .poison = -1};
+	while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+		switch (c) {
+		case 'b':
+			if (!strcmp(optarg, "auto"))
+				o->backend = BK_AUTO;
+			else if (!strcmp(optarg, "tcp"))
+				o->backend = BK_TCP;
+			else if (!strcmp(optarg, "nccl"))
+				o->backend = BK_NCCL;
+			else
+				die(EXIT_USAGE, "--backend '%s': expected auto, tcp or nccl",
+				    optarg);
+			break;
+		case 'n':
+			if (!parse_bytes(&o->bytes, optarg) || o->bytes == 0)
+				die(EXIT_USAGE,
+				    "--bytes '%s': expected a positive size like 4096, 64M or 1G",
+				    optarg);
+			break;
+		case 'd':
+			if (!strcmp(optarg, "float"))
+				o->dtype = AR_FLOAT;
+			else if (!strcmp(optarg, "double"))
+				o->dtype = AR_DOUBLE;
+			else
+				die(EXIT_USAGE, "--dtype '%s': expected float or double", optarg);
+			break;
+		case 'i':
+			if (!parse_ll(&v, optarg, 1, 1000000))
+				die(EXIT_USAGE, "--iters '%s': expected an integer from 1", optarg);
+			o->iters = (int)v;
+			break;
+		case 'w':
+			if (!parse_ll(&v, optarg, 0, 1000000))
+				die(EXIT_USAGE, "--warmup '%s': expected an integer from 0",
+				    optarg);
+			o->warmup = (int)v;
+			break;
+		case 't': {
+			char *end;
+
+			o->timeout = strtod(optarg, &end);
+			if (*end || !(o->timeout > 0) || o->timeout > 86400)
+				die(EXIT_USAGE, "--timeout '%s': expected seconds in (0, 86400]",
+				    optarg);
+			break;
+		}
+		case 'l':
+			o->listen_addr = optarg;
+			break;
+		case 'm':
+			o->nccl_module = optarg;
+			break;
+		case 'p':
+			if (!parse_ll(&v, optarg, 0, LLONG_MAX))
+				die(EXIT_USAGE, "--poison-index '%s': expected an element index",
+				    optarg);
+			o->poison = v;
+			break;
+		case 'h':
+			usage(stdout);
+			exit(EXIT_OK);
+		default:
+			usage(stderr);
+			exit(EXIT_USAGE);
+		}
+	}
+	if (optind < argc)
+		die(EXIT_USAGE, "unexpected argument '%s'", argv[optind]);
+	if (o->bytes % ar_dtype_size(o->dtype))
+		die(EXIT_USAGE, "--bytes %llu is not a multiple of the %zu-byte %s", o->bytes,
+		    ar_dtype_size(o->dtype), ar_dtype_name(o->dtype));
+}
+
+static int env_int(const char *name, const char *dflt, long long lo, long long hi)
+{
+	const char *s = getenv(name);
+	long long v;
+
+	if (!s) {
+		if (!dflt)
+			die(EXIT_USAGE, "%s is not set (run under torchrun or trainyard-executor)",
+			    name);
+		s = dflt;
+	}
+	if (!parse_ll(&v, s, lo, hi))
+		die(EXIT_USAGE, "%s='%s' is not an integer in [%lld, %lld]", name, s, lo, hi);
+	return (int)v;
+}
+
+static void read_env(struct rankenv *e)
+{
+	const char *port;
+	long long v;
+
+	e->world = env_int("WORLD_SIZE", NULL, 1, 1 << 20);
+	e->rank = env_int("RANK", NULL, 0, INT_MAX);
+	if (e->rank >= e->world)
+		die(EXIT_USAGE, "RANK=%d is not below WORLD_SIZE=%d", e->rank, e->world);
+	g_rank = e->rank;
+	e->local_world = env_int("LOCAL_WORLD_SIZE", "1", 1, e->world);
+	e->local_rank = env_int("LOCAL_RANK", "0", 0, INT_MAX);
+	if (e->local_rank >= e->local_world)
+		die(EXIT_USAGE, "LOCAL_RANK=%d is not below LOCAL_WORLD_SIZE=%d", e->local_rank,
+		    e->local_world);
+	e->master_addr = getenv("MASTER_ADDR");
+	port = getenv("MASTER_PORT");
+	if (e->world == 1)
+		return; /* nobody to meet */
+	if (!e->master_addr || !*e->master_addr)
+		die(EXIT_USAGE,
+		    "MASTER_ADDR is not set (run under torchrun or trainyard-executor)");
+	if (!port)
+		die(EXIT_USAGE,
+		    "MASTER_PORT is not set (run under torchrun or trainyard-executor)");
+	if (!parse_ll(&v, port, 1, 65535))
+		die(EXIT_USAGE, "MASTER_PORT='%s' is not a port number (1-65535)", port);
+	e->master_port = (int)v;
+}
+
+/* ---- sockets ---- */
+
+static void set_nonblock(int fd)
+{
+	int fl = fcntl(fd, F_GETFL);
+
+	if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0)
+		die(EXIT_COMM, "fcntl: %s", strerror(errno));
+}
+
+static void tune(int fd)
+{
+	int one = 1, buf = 4 << 20;
+
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+	setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &buf, sizeof buf);
+	setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &buf, sizeof buf);
+}
+
+static void addr_str(char out[INET6_ADDRSTRLEN], const struct sockaddr *sa)
+{
+	const void *p = sa->sa_family == AF_INET6
+			    ? (const void *)&((const struct sockaddr_in6 *)sa)->sin6_addr
+			    : (const void *)&((const struct sockaddr_in *)sa)->sin_addr;
+
+	if (!inet_ntop(sa->sa_family, p, out, INET6_ADDRSTRLEN))
+		snprintf(out, INET6_ADDRSTRLEN, "?");
+}
+
+static int sa_port(const struct sockaddr *sa)
+{
+	return ntohs(sa->sa_family == AF_INET6 ? ((const struct sockaddr_in6 *)sa)->sin6_port
+					       : ((const struct sockaddr_in *)sa)->sin_port);
+}
+
+/* A listening socket on host (NULL: any address of family) and port (0: any). */
+static int listen_on(int *port_out, const char *host, int family, int port, const char *what)
+{
+	struct addrinfo hints = {.ai_family = host ? AF_UNSPEC : family,
+				 .ai_socktype = SOCK_STREAM,
+				 .ai_flags = AI_PASSIVE | AI_NUMERICSERV};
+	struct addrinfo *ai = NULL;
+	struct sockaddr_storage ss;
+	socklen_t sl = sizeof ss;
+	char ps[16];
+	int fd, one = 1, rc;
+
+	snprintf(ps, sizeof ps, "%d", port);
+	rc = getaddrinfo(host, ps, &hints, &ai);
+	if (rc)
+		die(EXIT_USAGE, "%s address '%s': %s", what, host ? host : "*", gai_strerror(rc));
+	fd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		die(EXIT_COMM, "socket: %s", strerror(errno));
+	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+	if (bind(fd, ai->ai_addr, ai->ai_addrlen) < 0 || listen(fd, 1024) < 0)
+		die(EXIT_COMM, "cannot listen for the %s on %s port %d: %s", what,
+		    host ? host : "*", port, strerror(errno));
+	freeaddrinfo(ai);
+	if (getsockname(fd, (struct sockaddr *)&ss, &sl) < 0)
+		die(EXIT_COMM, "getsockname: %s", strerror(errno));
+	*port_out = sa_port((struct sockaddr *)&ss);
+	set_nonblock(fd);
+	return fd;
+}
+
+/* Wait until fd is ready for events or the deadline passes (false). */
+static bool wait_fd(int fd, short events, double deadline)
+{
+	for (;;) {
+		struct pollfd p = {.fd = fd, .events = events};
+		double left = deadline - now_s();
+		int rc;
+
+		if (left <= 0)
+			return false;
+		rc = poll(&p, 1, (int)(left * 1000) + 1);
+		if (rc > 0)
+			return true;
+		if (rc < 0 && errno != EINTR)
+			die(EXIT_COMM, "poll: %s", strerror(errno));
+	}
+}
+
+/*
+ * Connect to host:port, retrying refused connections until the deadline
+ * (the peer may not be listening yet). src, when set, is the local address.
+ */
+static int connect_to(const char *host, int port, const char *src, double deadline,
+		      const char *what)
+{
+	struct addrinfo hints = {.ai_socktype = SOCK_STREAM, .ai_flags = AI_NUMERICSERV};
+	char ps[16], last[MSG_MAX] = "no attempt";
+
+	snprintf(ps, sizeof ps, "%d", port);
+	for (;;) {
+		struct addrinfo *ai = NULL;
+		int fd, rc = getaddrinfo(host, ps, &hints, &ai);
+
+		if (rc) {
+			snprintf(last, sizeof last, "%s", gai_strerror(rc));
+			if (rc != EAI_AGAIN)
+				die(EXIT_COMM, "cannot resolve the %s address '%s': %s", what, host,
+				    last);
+			goto retry;
+		}
+		fd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		if (fd < 0)
+			die(EXIT_COMM, "socket: %s", strerror(errno));
+		if (src) {
+			struct addrinfo sh = {.ai_family = ai->ai_family,
+					      .ai_socktype = SOCK_STREAM,
+					      .ai_flags = AI_NUMERICHOST};
+			struct addrinfo *sa = NULL;
+
+			if (getaddrinfo(src, NULL, &sh, &sa) ||
+			    bind(fd, sa->ai_addr, sa->ai_addrlen))
+				die(EXIT_USAGE,
+				    "cannot bind to --listen-addr '%s' to reach the %s: %s", src,
+				    what, sa ? strerror(errno) : "not an address of its family");
+			freeaddrinfo(sa);
+		}
+		set_nonblock(fd);
+		rc = connect(fd, ai->ai_addr, ai->ai_addrlen);
+		freeaddrinfo(ai);
+		if (rc < 0 && errno == EINPROGRESS) {
+			int e = 0;
+			socklen_t el = sizeof e;
+
+			if (!wait_fd(fd, POLLOUT, deadline)) {
+				close(fd);
+				snprintf(last, sizeof last, "no answer");
+				break;
+			}
+			getsockopt(fd, SOL_SOCKET, SO_ERROR, &e, &el);
+			rc = e ? -1 : 0;
+			errno = e;
+		}
+		if (rc == 0) {
+			tune(fd);
+			return fd;
+		}
+		snprintf(last, sizeof last, "%s", strerror(errno));
+		close(fd);
+		if (errno != ECONNREFUSED && errno != ETIMEDOUT && errno != EHOSTUNREACH &&
+		    errno != ENETUNREACH && errno != ECONNRESET)
+			break;
+	retry:
+		if (now_s() + 0.1 >= deadline)
+			break;
+		usleep(100000);
+	}
+	die(EXIT_COMM, "cannot reach the %s at %s:%d: %s", what, host, port, last);
+}
+
+/* Accept one connection before the deadline; -1 when it passes. */
+static int accept_by(int lfd, double deadline, struct sockaddr_storage *ss)
+{
+	for (;;) {
+		socklen_t sl = sizeof *ss;
+		int fd;
+
+		if (!wait_fd(lfd, POLLIN, deadline))
+			return -1;
+		fd = accept4(lfd, (struct sockaddr *)ss, &sl, SOCK_CLOEXEC | SOCK_NONBLOCK);
+		if (fd >= 0) {
+			tune(fd);
+			return fd;
+		}
+		if (errno != EAGAIN && errno != EINTR && errno != ECONNABORTED)
+			die(EXIT_COMM, "accept: %s", strerror(errno));
+	}
+}
+
+/*
+ * Move exactly n bytes (send when out, else receive) before the deadline.
+ * Returns 0, -1 on timeout, -2 when the peer closed or reset.
+ */
+static int xfer(int fd, void *buf, size_t n, bool out, double deadline)
+{
+	char *p = buf;
+
+	while (n) {
+		ssize_t k = out ? send(fd, p, n, MSG_NOSIGNAL) : recv(fd, p, n, 0);
+
+		if (k > 0) {
+			p += k;
+			n -= (size_t)k;
+			continue;
+		}
+		if (k == 0)
+			return -2;
+		if (errno == EINTR)
+			continue;
+		if (errno != EAGAIN && errno != EWOULDBLOCK)
+			return -2;
+		if (!wait_fd(fd, out ? POLLOUT : POLLIN, deadline))
+			return -1;
+	}
+	return 0;
+}
+
+/* Read one line (without the newline) into line; same returns as xfer. */
+static int read_line(int fd, char *line, size_t sz, double deadline)
+{
+	size_t n = 0;
+
+	for (;;) {
+		int rc = xfer(fd, line + n, 1, false, deadline);
+
+		if (rc)
+			return rc;
+		if (line[n] == '\n') {
+			line[n] = 0;
+			return 0;
+		}
+		if (++n == sz - 1)
+			return -2;
+	}
+}
+
+static void send_str(int fd, const char *s, double deadline, const char *what)
+{
+	if (xfer(fd, (void *)s, strlen(s), true, deadline))
+		die(EXIT_COMM, "sending to %s failed: the connection closed or timed out", what);
+}
+
+/* ---- rendezvous ---- */
+
+/*
+ * Protocol (one line each, text):
+ *   rank k -> rank 0:  "TYAR1 <rank> <world> <backend> <ring port>"
+ *   rank 0 -> rank k:  "OK" then world lines "<rank> <addr> <port>" and, for
+ *                      NCCL, "ID <hex of the unique id>"; or "ERR <reason>".
+ * rank 0 advertises --listen-addr or MASTER_ADDR; the others --listen-addr
+ * or the address rank 0 sees their connection come from.
+ */
+struct rdv {
+	struct peer *peers; /* world entries */
+	unsigned char id[AR_NCCL_ID_BYTES];
+};
+
+static void hex_encode(char *out, const unsigned char *p, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		sprintf(out + 2 * i, "%02x", p[i]);
+}
+
+static bool hex_decode(unsigned char *out, const char *s, size_t n)
+{
+	if (strlen(s) != 2 * n)
+		return false;
+	for (size_t i = 0; i < n; i++) {
+		unsigned v;
+
+		if (sscanf(s + 2 * i, "%2x", &v) != 1)
+			return false;
+		out[i] = (unsigned char)v;
+	}
+	return true;
+}
+
+static void rdv_fail_all(int *fds, int world, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4), noreturn));
+static void rdv_fail_all(int *fds, int world, const char *fmt, ...)
+{
+	char msg[MSG_MAX], line[MSG_MAX + 8];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof msg, fmt, ap);
+	va_end(ap);
+	snprintf(line, sizeof line, "ERR %s\n", msg);
+	for (int i = 0; i < world; i++) /* fds[0]: a rank not yet recorded */
+		if (fds[i] >= 0)
+			(void)xfer(fds[i], line, strlen(line), true, now_s() + 1);
+	die(EXIT_COMM, "%s", msg);
+}
+
+static void rdv_master(struct rdv *r, const struct rankenv *e, const struct opts *o, const char *bk,
+		       int ring_port, const unsigned char *id)
+{
+	int *fds = calloc((size_t)e->world, sizeof *fds);
+	double deadline = now_s() + o->timeout;
+	int port, lfd, joined = 1;
+	char line[LINE_MAX_LEN];
+
+	if (!fds)
+		die(EXIT_COMM, "out of memory");
+	for (int i = 0; i < e->world; i++)
+		fds[i] = -1;
+	lfd = listen_on(&port, NULL, AF_INET, e->master_port, "rendezvous");
+	snprintf(r->peers[0].addr, sizeof r->peers[0].addr, "%s",
+		 o->listen_addr ? o->listen_addr : e->master_addr);
+	r->peers[0].port = ring_port;
+	while (joined < e->world) {
+		struct sockaddr_storage ss;
+		int fd = accept_by(lfd, deadline, &ss), rank, world, rport, rc, nf;
+		char bkname[16], addr[INET6_ADDRSTRLEN];
+
+		if (fd < 0) {
+			char missing[256] = "";
+			size_t m = 0;
+
+			for (int i = 1; i < e->world && m < sizeof missing - 16; i++)
+				if (fds[i] < 0)
+					m += (size_t)snprintf(missing + m, sizeof missing - m,
+							      "%s%d", m ? ", " : "", i);
+			rdv_fail_all(fds, e->world,
+				     "rendezvous timed out after %g s: %d of %d ranks joined, "
+				     "missing rank(s) %s",
+				     o->timeout, joined, e->world, missing);
+		}
+		rc = read_line(fd, line, sizeof line, deadline);
+		nf = rc ? 0
+			: sscanf(line, "TYAR1 %d %d %15s %d %45s", &rank, &world, bkname, &rport,
+				 addr);
+		if (nf < 4) {
+			/* a stray or dead connection: not one of ours */
+			close(fd);
+			continue;
+		}
+		if (world != e->world) {
+			fds[0] = fd; /* tell it too */
+			rdv_fail_all(fds, e->world,
+				     "rank %d has WORLD_SIZE=%d but rank 0 has WORLD_SIZE=%d", rank,
+				     world, e->world);
+		}
+		if (strcmp(bkname, bk)) {
+			fds[0] = fd;
+			rdv_fail_all(fds, e->world, "rank %d uses backend %s but rank 0 uses %s",
+				     rank, bkname, bk);
+		}
+		if (rank <= 0 || rank >= e->world || fds[rank] >= 0) {
+			fds[0] = fd;
+			rdv_fail_all(fds, e->world, "rank %d joined twice or is out of range",
+				     rank);
+		}
+		fds[rank] = fd;
+		r->peers[rank].port = rport;
+		joined++;
+		if (nf == 5) {
+			snprintf(r->peers[rank].addr, sizeof r->peers[rank].addr, "%s", addr);
+		} else {
+			/* the address its connection comes from is the one it can be reached on */
+			struct sockaddr_storage ps;
+			socklen_t pl = sizeof ps;
+
+			if (getpeername(fd, (struct sockaddr *)&ps, &pl) < 0)
+				die(EXIT_COMM, "getpeername: %s", strerror(errno));
+			addr_str(r->peers[rank].addr, (struct sockaddr *)&ps);
+		}
+	}
+	close(lfd);
+	for (int k = 1; k < e->world; k++) {
+		size_t cap = (size_t)e->world * (INET6_ADDRSTRLEN + 32) + 2 * AR_NCCL_ID_BYTES + 16;
+		char *msg = malloc(cap);
+		size_t m = 0;
+
+		if (!msg)
+			die(EXIT_COMM, "out of memory");
+		m += (size_t)snprintf(msg + m, cap - m, "OK\n");
+		for (int i = 0; i < e->world; i++)
+			m += (size_t)snprintf(msg + m, cap - m, "%d %s %d\n", i, r->peers[i].addr,
+					      r->peers[i].port);
+		if (id) {
+			m += (size_t)snprintf(msg + m, cap - m, "ID ");
+			hex_encode(msg + m, id, AR_NCCL_ID_BYTES);
+			m += 2 * AR_NCCL_ID_BYTES;
+			m += (size_t)snprintf(msg + m, cap - m, "\n");
+		}
+		send_str(fds[k], msg, now_s() + o->timeout, "a rank during the rendezvous");
+		free(msg);
+		close(fds[k]);
+	}
+	if (id)
+		memcpy(r->id, id, AR_NCCL_ID_BYTES);
+	free(fds);
+}
+
+static void rdv_join(struct rdv *r, const struct rankenv *e, const struct opts *o, const char *bk,
+		     int ring_port, bool want_id)
+{
+	double deadline = now_s() + o->timeout;
+	int fd = connect_to(e->master_addr, e->master_port, o->listen_addr, deadline, "master");
+	char line[LINE_MAX_LEN];
+	int rc;
+
+	if (o->listen_addr)
+		snprintf(line, sizeof line, "TYAR1 %d %d %s %d %s\n", e->rank, e->world, bk,
+			 ring_port, o->listen_addr);
+	else
+		snprintf(line, sizeof line, "TYAR1 %d %d %s %d\n", e->rank, e->world, bk,
+			 ring_port);
+	send_str(fd, line, deadline, "the master");
+	rc = read_line(fd, line, sizeof line, deadline);
+	if (rc == -1)
+		die(EXIT_COMM,
+		    "rendezvous timed out after %g s waiting for the other ranks at %s:%d",
+		    o->timeout, e->master_addr, e->master_port);
+	if (rc)
+		die(EXIT_COMM, "the master at %s:%d closed the rendezvous connection",
+		    e->master_addr, e->master_port);
+	if (!strncmp(line, "ERR ", 4))
+		die(EXIT_COMM, "the master ended the rendezvous: %s", line + 4);
+	if (strcmp(line, "OK"))
+		die(EXIT_COMM,
+		    "the master at %s:%d answered '%.80s', not a trainyard-allreduce "
+		    "rendezvous",
+		    e->master_addr, e->master_port, line);
+	for (int i = 0; i < e->world; i++) {
+		int idx, port;
+		char addr[INET6_ADDRSTRLEN];
+
+		if (read_line(fd, line, sizeof line, deadline) ||
+		    sscanf(line, "%d %45s %d", &idx, addr, &port) != 3 || idx != i)
+			die(EXIT_COMM, "the master sent a broken ring layout");
+		snprintf(r->peers[i].addr, sizeof r->peers[i].addr, "%s", addr);
+		r->peers[i].port = port;
+	}
+	if (want_id && (read_line(fd, line, sizeof line, deadline) || strncmp(line, "ID ", 3) ||
+			!hex_decode(r->id, line + 3, AR_NCCL_ID_BYTES)))
+		die(EXIT_COMM, "the master sent no NCCL unique id");
+	close(fd);
+}
+
+/* ---- the TCP ring ---- */
+
+struct ring {
+	int next, prev; /* sockets to rank+1 and from rank-1 */
+	int rank, world;
+	double timeout;
+	const struct peer *peers;
+};
+
+static void ring_connect(struct ring *g, int lfd, const struct opts *o)
+{
+	int n = g->world, nxt = (g->rank + 1) % n, prv = (g->rank + n - 1) % n;
+	double deadline = now_s() + o->timeout;
+	int32_t me = g->rank, who = -1;
+	char what[64];
+
+	snprintf(what, sizeof what, "ring peer rank %d", nxt);
+	g->next = connect_to(g->peers[nxt].addr, g->peers[nxt].port, NULL, deadline, what);
+	if (xfer(g->next, &me, sizeof me, true, deadline))
+		die(EXIT_COMM, "rank %d (%s:%d) closed the ring connection", nxt,
+		    g->peers[nxt].addr, g->peers[nxt].port);
+	for (;;) {
+		struct sockaddr_storage ss;
+		int fd = accept_by(lfd, deadline, &ss);
+
+		if (fd < 0)
+			die(EXIT_COMM, "timed out after %g s waiting for rank %d (%s) to connect",
+			    o->timeout, prv, g->peers[prv].addr);
+		if (xfer(fd, &who, sizeof who, false, deadline) == 0 && who == prv) {
+			g->prev = fd;
+			return;
+		}
+		close(fd); /* not our neighbour */
+	}
+}
+
+/* Element range [*off, *off + *len) of chunk c of count elements over n chunks. */
+static void chunk(size_t *off, size_t *len, size_t count, int n, int c)
+{
+	size_t base = count / (size_t)n, rem = count % (size_t)n, uc = (size_t)c;
+
+	*off = uc * base + (uc < rem ? uc : rem);
+	*len = base + (uc < rem ? 1 : 0);
+}
+
+/*
+ * Send sbytes from sbuf to the next rank while receiving rbytes into rbuf
+ * from the previous one, so neither direction waits on the other.
+ */
+static void ring_step(struct ring *g, const char *sbuf, size_t sbytes, char *rbuf, size_t rbytes)
+{
+	int n = g->world, nxt = (g->rank + 1) % n, prv = (g->rank + n - 1) % n;
+	double deadline = now_s() + g->timeout;
+
+	while (sbytes || rbytes) {
+		struct pollfd p[2] = {{.fd = g->next, .events = sbytes ? POLLOUT : 0},
+				      {.fd = g->prev, .events = rbytes ? POLLIN : 0}};
+		double left = deadline - now_s();
+		int rc;
+
+		if (left <= 0) {
+			if (rbytes)
+				die(EXIT_COMM,
+				    "timed out after %g s waiting for data from rank %d (%s)",
+				    g->timeout, prv, g->peers[prv].addr);
+			die(EXIT_COMM, "timed out after %g s sending to rank %d (%s)", g->timeout,
+			    nxt, g->peers[nxt].addr);
+		}
+		rc = poll(p, 2, (int)(left * 1000) + 1);
+		if (rc < 0 && errno != EINTR)
+			die(EXIT_COMM, "poll: %s", strerror(errno));
+		if (rc <= 0)
+			continue;
+		if (sbytes && (p[0].revents & (POLLOUT | POLLERR | POLLHUP))) {
+			ssize_t k = send(g->next, sbuf, sbytes, MSG_NOSIGNAL);
+
+			if (k > 0) {
+				sbuf += k;
+				sbytes -= (size_t)k;
+				deadline = now_s() + g->timeout;
+			} else if (k < 0 && errno != EAGAIN && errno != EINTR) {
+				die(EXIT_COMM, "rank %d (%s) closed the ring connection: %s", nxt,
+				    g->peers[nxt].addr, strerror(errno));
+			}
+		}
+		if (rbytes && (p[1].revents & (POLLIN | POLLERR | POLLHUP))) {
+			ssize_t k = recv(g->prev, rbuf, rbytes, 0);
+
+			if (k > 0) {
+				rbuf += k;
+				rbytes -= (size_t)k;
+				deadline = now_s() + g->timeout;
+			} else if (k == 0 || (errno != EAGAIN && errno != EINTR)) {
+				die(EXIT_COMM, "rank %d (%s) closed the ring connection", prv,
+				    g->peers[prv].addr);
+			}
+		}
+	}
+}
+
+static void add_into(void *dst, const void *src, size_t n, enum ar_dtype t)
+{
+	if (t == AR_DOUBLE)
+		for (size_t i = 0; i < n; i++)
+			((double *)dst)[i] += ((const double *)src)[i];
+	else
+		for (size_t i = 0; i < n; i++)
+			((float *)dst)[i] += ((const float *)src)[i];
+}
+
+/*
+ * Ring all-reduce in place: n-1 reduce-scatter steps leave rank r with the
+ * full sum of chunk r+1, then n-1 all-gather steps pass the sums around.
+ */
+static void ring_allreduce(struct ring *g, char *buf, char *tmp, size_t count, enum ar_dtype t)
+{
+	int n = g->world, r = g->rank;
+	size_t es = ar_dtype_size(t), so, sl, ro, rl;
+
+	for (int s = 0; s < n - 1; s++) {
+		chunk(&so, &sl, count, n, ((r - s) % n + n) % n);
+		chunk(&ro, &rl, count, n, ((r - s - 1) % n + n) % n);
+		ring_step(g, buf + so * es, sl * es, tmp, rl * es);
+		add_into(buf + ro * es, tmp, rl, t);
+	}
+	for (int s = 0; s < n - 1; s++) {
+		chunk(&so, &sl, count, n, ((r + 1 - s) % n + n) % n);
+		chunk(&ro, &rl, count, n, ((r - s) % n + n) % n);
+		ring_step(g, buf + so * es, sl * es, buf + ro * es, rl * es);
+	}
+}
+
+/* ---- NCCL module ---- */
+
+static const struct ar_nccl_ops *nccl_load(const struct opts *o, char *msg, size_t msgsz)
+{
+	char path[PATH_MAX];
+	const struct ar_nccl_ops *(*sym)(void);
+	const struct ar_nccl_ops *ops;
+	void *h;
+
+	if (o->nccl_module) {
+		snprintf(path, sizeof path, "%s", o->nccl_module);
+	} else {
+		ssize_t n = readlink("/proc/self/exe", path, sizeof path - 1);
+		char *slash;
+
+		if (n < 0) {
+			snprintf(msg, msgsz, "cannot find the program's directory: %s",
+				 strerror(errno));
+			return NULL;
+		}
+		path[n] = 0;
+		slash = strrchr(path, '/');
+		snprintf(slash + 1, sizeof path - (size_t)(slash + 1 - path), "%s", AR_NCCL_MODULE);
+	}
+	h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+	if (!h) {
+		snprintf(msg, msgsz, "cannot load the NCCL backend: %s", dlerror());
+		return NULL;
+	}
+	*(void **)&sym = dlsym(h, AR_NCCL_SYMBOL);
+	if (!sym) {
+		snprintf(msg, msgsz, "%s has no symbol %s", path, AR_NCCL_SYMBOL);
+		return NULL;
+	}
+	ops = sym();
+	if (!ops || ops->abi != AR_NCCL_ABI) {
+		snprintf(msg, msgsz, "%s has ABI %d, expected %d", path, ops ? ops->abi : -1,
+			 AR_NCCL_ABI);
+		return NULL;
+	}
+	return ops; /* the module stays loaded until exit */
+}
+
+/* ---- main ---- */
+
+static void report(const struct rankenv *e, const struct opts *o, const char *bk, size_t count,
+		   double seconds, const char *error)
+{
+	double t = seconds / o->iters, bytes = (double)(count * ar_dtype_size(o->dtype));
+	double alg = t > 0 ? bytes / t / 1e9 : 0;
+	double bus = alg * 2.0 * (e->world - 1) / e->world;
+
+	printf("{\"rank\":%d,\"world_size\":%d,\"local_rank\":%d,\"backend\":\"%s\","
+	       "\"dtype\":\"%s\",\"bytes\":%zu,\"iters\":%d,\"time_s\":%.6f,"
+	       "\"algbw_gbps\":%.4f,\"busbw_gbps\":%.4f,\"ok\":%s",
+	       e->rank, e->world, e->local_rank, bk, ar_dtype_name(o->dtype),
+	       count * ar_dtype_size(o->dtype), o->iters, t, alg, bus, error ? "false" : "true");
+	if (error)
+		printf(",\"error\":\"%s\"", error); /* our own text: no quotes to escape */
+	printf("}\n");
+	fflush(stdout);
+}
+
+static int mismatch(const struct rankenv *e, const struct opts *o, const char *bk, size_t count,
+		    double seconds, long long bad, double got, int iter)
+{
+	char msg[MSG_MAX];
+
+	snprintf(msg, sizeof msg,
+		 "element %lld is %.17g after the all-reduce, expected %.17g (iteration %d)", bad,
+		 got, ar_expected((size_t)bad, e->world), iter);
+	report(e, o, bk, count, seconds, msg);
+	fprintf(stderr, PROG ": rank %d: %s\n", e->rank, msg);
+	return EXIT_MISMATCH;
+}
+
+static int run_nccl(const struct ar_nccl_ops *ops, const struct rankenv *e, const struct opts *o,
+		    size_t count)
+{
+	struct ar_nccl_job job = {.rank = e->rank,
+				  .world = e->world,
+				  .local_rank = e->local_rank,
+				  .dtype = o->dtype,
+				  .count = count,
+				  .iters = o->iters,
+				  .warmup = o->warmup,
+				  .poison = o->poison};
+	struct ar_nccl_result res = {0};
+	struct rdv r = {0};
+	unsigned char id[AR_NCCL_ID_BYTES];
+	char msg[MSG_MAX] = "";
+
+	r.peers = calloc((size_t)e->world, sizeof *r.peers);
+	if (!r.peers)
+		die(EXIT_COMM, "out of memory");
+	if (e->rank == 0) {
+		if (ops->unique_id(id, msg, sizeof msg))
+			die(EXIT_USAGE, "nccl: %s", msg);
+		if (e->world > 1)
+			rdv_master(&r, e, o, "nccl", 0, id);
+		else
+			memcpy(r.id, id, sizeof id);
+	} else {
+		rdv_join(&r, e, o, "nccl", 0, true);
+	}
+	free(r.peers);
+	if (ops->run(&res, &job, r.id, msg, sizeof msg))
+		die(EXIT_COMM, "nccl: %s", msg);
+	if (res.bad >= 0)
+		return mismatch(e, o, "nccl", count, res.seconds, res.bad, res.got, o->iters);
+	report(e, o, "nccl", count, res.seconds, NULL);
+	return EXIT_OK;
+}
+
+static int run_tcp(const struct rankenv *e, const struct opts *o, size_t count)
+{
+	size_t es = ar_dtype_size(o->dtype),
+	       maxchunk = (count + (size_t)e->world - 1) / (size_t)e->world;
+	struct ring g = {
+	    .rank = e->rank, .world = e->world, .timeout = o->timeout, .next = -1, .prev = -1};
+	struct rdv r = {0};
+	char *buf, *tmp;
+	double seconds = 0;
+	int lfd = -1, port = 0, rc = EXIT_OK;
+
+	buf = malloc(count * es);
+	tmp = malloc((maxchunk ? maxchunk : 1) * es);
+	r.peers = calloc((size_t)e->world, sizeof *r.peers);
+	if (!buf || !tmp || !r.peers)
+		die(EXIT_COMM, "cannot allocate %zu bytes for the buffer", count * es);
+	if (e->world > 1) {
+		/* listen first, so the ring port exists before anyone learns it */
+		lfd = listen_on(&port, o->listen_addr, AF_INET, 0, "ring");
+		if (e->rank == 0)
+			rdv_master(&r, e, o, "tcp", port, NULL);
+		else
+			rdv_join(&r, e, o, "tcp", port, false);
+		g.peers = r.peers;
+		ring_connect(&g, lfd, o);
+		close(lfd);
+	}
+	for (int it = 0; it < o->warmup + o->iters && rc == EXIT_OK; it++) {
+		long long bad;
+		double t0, got;
+
+		ar_fill(buf, o->dtype, count, e->rank, o->poison);
+		t0 = now_s();
+		if (e->world > 1)
+			ring_allreduce(&g, buf, tmp, count, o->dtype);
+		if (it >= o->warmup)
+			seconds += now_s() - t0;
+		bad = ar_check(buf, o->dtype, count, e->world, &got);
+		if (bad >= 0)
+			rc = mismatch(e, o, "tcp", count, seconds, bad, got, it);
+	}
+	if (rc == EXIT_OK)
+		report(e, o, "tcp", count, seconds, NULL);
+	if (g.next >= 0)
+		close(g.next);
+	if (g.prev >= 0)
+		close(g.prev);
+	free(buf);
+	free(tmp);
+	free(r.peers);
+	return rc;
+}
+
+int main(int argc, char **argv)
+{
+	const struct ar_nccl_ops *ops = NULL;
+	struct rankenv e;
+	struct opts o;
+	char msg[MSG_MAX] = "";
+	size_t count;
+
+	signal(SIGPIPE, SIG_IGN);
+	parse_opts(&o, argc, argv);
+	read_env(&e);
+	count = (size_t)(o.bytes / ar_dtype_size(o.dtype));
+	if (o.poison >= 0 && (unsigned long long)o.poison >= count)
+		die(EXIT_USAGE, "--poison-index %lld is past the last element %zu", o.poison,
+		    count - 1);
+	if (o.backend != BK_TCP) {
+		ops = nccl_load(&o, msg, sizeof msg);
+		if (ops) {
+			int n = ops->device_count(msg, sizeof msg);
+
+			if (n == 0)
+				snprintf(
+				    msg, sizeof msg, "no GPU is visible (CUDA_VISIBLE_DEVICES=%s)",
+				    getenv("CUDA_VISIBLE_DEVICES") ? getenv("CUDA_VISIBLE_DEVICES")
+								   : "unset");
+			if (n <= 0)
+				ops = NULL;
+		}
+		if (!ops && o.backend == BK_NCCL)
+			die(EXIT_USAGE, "backend nccl unavailable: %s", msg);
+	}
+	if (ops)
+		return run_nccl(ops, &e, &o, count);
+	return run_tcp(&e, &o, count);
+}
