@@ -896,12 +896,12 @@ static const struct ar_nccl_ops *nccl_load(const struct opts *o, char *msg, size
 	}
 	*(void **)&sym = dlsym(h, AR_NCCL_SYMBOL);
 	if (!sym) {
-		snprintf(msg, msgsz, "%s has no symbol %s", path, AR_NCCL_SYMBOL);
+		snprintf(msg, msgsz, "%.400s has no symbol %s", path, AR_NCCL_SYMBOL);
 		return NULL;
 	}
 	ops = sym();
 	if (!ops || ops->abi != AR_NCCL_ABI) {
-		snprintf(msg, msgsz, "%s has ABI %d, expected %d", path, ops ? ops->abi : -1,
+		snprintf(msg, msgsz, "%.400s has ABI %d, expected %d", path, ops ? ops->abi : -1,
 			 AR_NCCL_ABI);
 		return NULL;
 	}
