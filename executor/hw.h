@@ -175,6 +175,7 @@ bool hw_port_usable(const struct hw_port *p);
  *   NCCL_IB_GID_INDEX=<n>         when every usable port is RoCE and they
  *                                 agree on the index
  *   NCCL_SOCKET_IFNAME=<=iface>   when iface (borrowed) is not NULL or ""
+ *   GLOO_SOCKET_IFNAME=<iface>    the same, for PyTorch's gloo backend
  *   NCCL_DEBUG=WARN
  *   TORCH_NCCL_ASYNC_ERROR_HANDLING=1
  * TY_ENOMEM only.

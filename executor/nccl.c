@@ -94,7 +94,9 @@ int hw_nccl_env(char ***out, const struct hw_inventory *inv, const char *iface, 
 		char v[IF_NAMESIZE + 2];
 
 		snprintf(v, sizeof(v), "=%s", iface);
-		if ((rc = add(&e, err, "NCCL_SOCKET_IFNAME", v)))
+		/* PyTorch's gloo backend (CPU collectives) picks its interface the same way */
+		if ((rc = add(&e, err, "NCCL_SOCKET_IFNAME", v)) ||
+		    (rc = add(&e, err, "GLOO_SOCKET_IFNAME", iface)))
 			goto out;
 	}
 	if ((rc = add(&e, err, "NCCL_DEBUG", "WARN")) ||
