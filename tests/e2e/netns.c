@@ -140,7 +140,7 @@ const char *netns_preflight(unsigned euid, const char *ip_path)
 
 static struct netns_plan plan;
 static bool is_up;
-static pid_t owner;			/* the process that set up (children must not tear down) */
+static pid_t owner; /* the process that set up (children must not tear down) */
 static char ip_path[256];
 static pid_t relay_pid;
 /* the teardown as one shell script, built once so a signal handler can run it */
@@ -204,9 +204,8 @@ static int run_sh(const char *script)
  */
 static const char *ns_del(char *buf, size_t n, const char *ns)
 {
-	snprintf(buf, n,
-		 "for p in $(%s netns pids %s); do kill -9 $p; done; %s netns del %s; ", ip_path,
-		 ns, ip_path, ns);
+	snprintf(buf, n, "for p in $(%s netns pids %s); do kill -9 $p; done; %s netns del %s; ",
+		 ip_path, ns, ip_path, ns);
 	return buf;
 }
 
@@ -368,8 +367,8 @@ void netns_sweep_dead(void)
 			if (pid && !alive(pid) && (i->if_name[2] == 'v') == (pass == 0)) {
 				ty_test_note("removing interface %s left by dead process %ld",
 					     i->if_name, pid);
-				run_quiet((char *const[]){ip_path, "link", "del", i->if_name,
-							  NULL});
+				run_quiet(
+				    (char *const[]){ip_path, "link", "del", i->if_name, NULL});
 			}
 		}
 	if (ifs)
@@ -380,7 +379,8 @@ void netns_sweep_dead(void)
 		if (pid && !alive(pid)) {
 			char buf[512];
 
-			ty_test_note("removing namespace %s left by dead process %ld", e->d_name, pid);
+			ty_test_note("removing namespace %s left by dead process %ld", e->d_name,
+				     pid);
 			run_sh(ns_del(buf, sizeof(buf), e->d_name));
 		}
 	}
@@ -400,8 +400,8 @@ static void down_script_make(void)
 	for (int i = 0; i < plan.n; i++)
 		len += (size_t)snprintf(down_script + len, sizeof(down_script) - len,
 					"%s link del %s; ", ip_path, plan.veth[i]);
-	len += (size_t)snprintf(down_script + len, sizeof(down_script) - len,
-				"%s link del %s; ", ip_path, plan.bridge);
+	len += (size_t)snprintf(down_script + len, sizeof(down_script) - len, "%s link del %s; ",
+				ip_path, plan.bridge);
 	for (int i = 0; i < plan.n; i++)
 		len += (size_t)snprintf(down_script + len, sizeof(down_script) - len, "%s",
 					ns_del(buf, sizeof(buf), plan.ns[i]));
@@ -584,7 +584,8 @@ static void pair_close(struct pair *p)
 
 static void relay_accept(struct relay *r, int fd, int port)
 {
-	struct sockaddr_in to = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+	struct sockaddr_in to = {.sin_family = AF_INET,
+				 .sin_port = htons((uint16_t)port),
 				 .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
 	int in = accept4(fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC), out;
 	struct pair *p = NULL;
@@ -713,8 +714,9 @@ static const char *relay_listen(struct relay *r, const int *ports, int nports, c
 
 			if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) ||
 			    bind(fd, (struct sockaddr *)&a, sizeof(a)) || listen(fd, 64))
-				return snprintf(err, errsz, "cannot listen on 127.0.0.1:%d in %s: %s",
-						ports[k], plan.ns[i], strerror(errno)),
+				return snprintf(err, errsz,
+						"cannot listen on 127.0.0.1:%d in %s: %s", ports[k],
+						plan.ns[i], strerror(errno)),
 				       err;
 			r->listen_fd[r->nlisten] = fd;
 			r->listen_port[r->nlisten++] = ports[k];

@@ -29,11 +29,11 @@
 
 struct netns_plan {
 	int n;
-	char bridge[16];		/* "tyb<pid>" */
-	char gateway[16];		/* "10.x.y.1": the bridge's address (root namespace) */
-	char veth[NETNS_MAX][16];	/* "tyv<pid>h<i>": the root-namespace end */
-	char ns[NETNS_MAX][32];		/* "ty<pid>n<i>" */
-	char addr[NETNS_MAX][16];	/* "10.x.y.(i+2)" */
+	char bridge[16];	  /* "tyb<pid>" */
+	char gateway[16];	  /* "10.x.y.1": the bridge's address (root namespace) */
+	char veth[NETNS_MAX][16]; /* "tyv<pid>h<i>": the root-namespace end */
+	char ns[NETNS_MAX][32];	  /* "ty<pid>n<i>" */
+	char addr[NETNS_MAX][16]; /* "10.x.y.(i+2)" */
 };
 
 /* ---- pure ---- */

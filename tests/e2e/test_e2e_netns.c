@@ -35,54 +35,55 @@
  * 60) exits 3.
  */
 static const char probe_py[] =
-	"import os, socket, sys, time\n"
-	"mode = sys.argv[1]\n"
-	"rank, world = int(os.environ['RANK']), int(os.environ['WORLD_SIZE'])\n"
-	"addr, port = os.environ['MASTER_ADDR'], int(os.environ['MASTER_PORT'])\n"
-	"deadline = time.monotonic() + float(sys.argv[2] if len(sys.argv) > 2 else 60)\n"
-	"out = os.path.join(os.environ['OUTDIR'], 'rendezvous-%s-%s' % (\n"
-	"    os.environ['TRAINYARD_JOB_ID'], os.environ['TRAINYARD_ATTEMPT']))\n"
-	"if rank == 0:\n"
-	"    if mode == 'silent':\n"
-	"        time.sleep(600)\n"
-	"        sys.exit(0)\n"
-	"    s = socket.socket()\n"
-	"    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n"
-	"    s.bind(('0.0.0.0' if mode == 'loopback' else addr, port))\n"
-	"    s.listen(world)\n"
-	"    print('rank 0 listening on %s:%d' % s.getsockname(), flush=True)\n"
-	"    heard = {}\n"
-	"    while len(heard) < world - 1:\n"
-	"        c, (ip, _) = s.accept()\n"
-	"        c.settimeout(10)\n"
-	"        r, claimed = c.makefile().readline().split()\n"
-	"        if claimed != ip:\n"
-	"            print('rank %s claims %s but came from %s' % (r, claimed, ip), flush=True)\n"
-	"            sys.exit(4)\n"
-	"        heard[int(r)] = ip\n"
-	"        with open(out, 'a') as f:\n"
-	"            f.write('%s %s\\n' % (r, ip))\n"
-	"        c.sendall(b'ok\\n')\n"
-	"        c.close()\n"
-	"    ok = set(heard) == set(range(1, world)) and any(ip != addr for ip in heard.values())\n"
-	"    print('rank 0 heard', sorted(heard.items()), flush=True)\n"
-	"    sys.exit(0 if ok else 5)\n"
-	"dial = '127.0.0.1' if mode == 'loopback' else addr\n"
-	"while True:\n"
-	"    try:\n"
-	"        c = socket.create_connection((dial, port), timeout=5)\n"
-	"        break\n"
-	"    except OSError as e:\n"
-	"        if time.monotonic() > deadline:\n"
-	"            print('rank %d: no rendezvous at %s:%d: %s' % (rank, dial, port, e), flush=True)\n"
-	"            sys.exit(3)\n"
-	"        time.sleep(0.1)\n"
-	"me = c.getsockname()[0]\n"
-	"c.sendall(('%d %s\\n' % (rank, me)).encode())\n"
-	"c.settimeout(30)\n"
-	"reply = c.makefile().readline()\n"
-	"print('rank %d joined %s:%d from %s: %s' % (rank, dial, port, me, reply.strip()), flush=True)\n"
-	"sys.exit(0 if reply == 'ok\\n' else 5)\n";
+    "import os, socket, sys, time\n"
+    "mode = sys.argv[1]\n"
+    "rank, world = int(os.environ['RANK']), int(os.environ['WORLD_SIZE'])\n"
+    "addr, port = os.environ['MASTER_ADDR'], int(os.environ['MASTER_PORT'])\n"
+    "deadline = time.monotonic() + float(sys.argv[2] if len(sys.argv) > 2 else 60)\n"
+    "out = os.path.join(os.environ['OUTDIR'], 'rendezvous-%s-%s' % (\n"
+    "    os.environ['TRAINYARD_JOB_ID'], os.environ['TRAINYARD_ATTEMPT']))\n"
+    "if rank == 0:\n"
+    "    if mode == 'silent':\n"
+    "        time.sleep(600)\n"
+    "        sys.exit(0)\n"
+    "    s = socket.socket()\n"
+    "    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n"
+    "    s.bind(('0.0.0.0' if mode == 'loopback' else addr, port))\n"
+    "    s.listen(world)\n"
+    "    print('rank 0 listening on %s:%d' % s.getsockname(), flush=True)\n"
+    "    heard = {}\n"
+    "    while len(heard) < world - 1:\n"
+    "        c, (ip, _) = s.accept()\n"
+    "        c.settimeout(10)\n"
+    "        r, claimed = c.makefile().readline().split()\n"
+    "        if claimed != ip:\n"
+    "            print('rank %s claims %s but came from %s' % (r, claimed, ip), flush=True)\n"
+    "            sys.exit(4)\n"
+    "        heard[int(r)] = ip\n"
+    "        with open(out, 'a') as f:\n"
+    "            f.write('%s %s\\n' % (r, ip))\n"
+    "        c.sendall(b'ok\\n')\n"
+    "        c.close()\n"
+    "    ok = set(heard) == set(range(1, world)) and any(ip != addr for ip in heard.values())\n"
+    "    print('rank 0 heard', sorted(heard.items()), flush=True)\n"
+    "    sys.exit(0 if ok else 5)\n"
+    "dial = '127.0.0.1' if mode == 'loopback' else addr\n"
+    "while True:\n"
+    "    try:\n"
+    "        c = socket.create_connection((dial, port), timeout=5)\n"
+    "        break\n"
+    "    except OSError as e:\n"
+    "        if time.monotonic() > deadline:\n"
+    "            print('rank %d: no rendezvous at %s:%d: %s' % (rank, dial, port, e), flush=True)\n"
+    "            sys.exit(3)\n"
+    "        time.sleep(0.1)\n"
+    "me = c.getsockname()[0]\n"
+    "c.sendall(('%d %s\\n' % (rank, me)).encode())\n"
+    "c.settimeout(30)\n"
+    "reply = c.makefile().readline()\n"
+    "print('rank %d joined %s:%d from %s: %s' % (rank, dial, port, me, reply.strip()), "
+    "flush=True)\n"
+    "sys.exit(0 if reply == 'ok\\n' else 5)\n";
 
 static const struct netns_plan *net;
 
@@ -150,8 +151,8 @@ static const char *rank_log(struct e2e *e, long long id, int rank)
 	struct ty_resp r = {0};
 	const char *body;
 
-	ty_http(&r, "GET", ty_test_strf("/v1/jobs/%lld/logs?rank=%d&attempt=1", id, rank),
-		e->token, NULL, NULL);
+	ty_http(&r, "GET", ty_test_strf("/v1/jobs/%lld/logs?rank=%d&attempt=1", id, rank), e->token,
+		NULL, NULL);
 	CHECK_STATUS(&r, 200);
 	body = ty_test_strf("%s", r.status == 200 ? r.body : "");
 	ty_resp_free(&r);
@@ -165,39 +166,52 @@ TY_TEST(names_addresses_and_lists)
 		const char *name;
 		long owner;
 	} owners[] = {
-		{"tyb4242", 4242},   {"tyv4242h0", 4242}, {"ty4242n1", 4242}, {"ty4242n12", 4242},
-		{"tyb", 0},	     {"tyb0", 0},	  {"tyb042", 0},      {"tyb12x", 0},
-		{"tyv42", 0},	     {"tyv42h", 0},	  {"tyv42n0", 0},     {"ty42h0", 0},
-		{"ty42n", 0},	     {"ty42n0x", 0},	  {"eth0", 0},	      {"tyx42n0", 0},
-		{"ty12345678901n0", 0}, {"", 0},
+	    {"tyb4242", 4242},
+	    {"tyv4242h0", 4242},
+	    {"ty4242n1", 4242},
+	    {"ty4242n12", 4242},
+	    {"tyb", 0},
+	    {"tyb0", 0},
+	    {"tyb042", 0},
+	    {"tyb12x", 0},
+	    {"tyv42", 0},
+	    {"tyv42h", 0},
+	    {"tyv42n0", 0},
+	    {"ty42h0", 0},
+	    {"ty42n", 0},
+	    {"ty42n0x", 0},
+	    {"eth0", 0},
+	    {"tyx42n0", 0},
+	    {"ty12345678901n0", 0},
+	    {"", 0},
 	};
 	static const struct netns_prefix used[] = {
-		{0, 0},			      /* default route: ignored */
-		{0x0a640000, 0xffff0000},     /* 10.100.0.0/16 */
-		{0x0ac80700, 0xffffff00},     /* 10.200.7.0/24 */
-		{0x0ad20304, 0xffffffff},     /* 10.210.3.4/32 */
-		{0xc0000200, 0xffffff00},     /* 192.0.2.0/24 */
+	    {0, 0},		      /* default route: ignored */
+	    {0x0a640000, 0xffff0000}, /* 10.100.0.0/16 */
+	    {0x0ac80700, 0xffffff00}, /* 10.200.7.0/24 */
+	    {0x0ad20304, 0xffffffff}, /* 10.210.3.4/32 */
+	    {0xc0000200, 0xffffff00}, /* 192.0.2.0/24 */
 	};
 	static const struct {
 		unsigned x, y;
 		bool free;
 	} subnets[] = {
-		{100, 0, false}, {100, 255, false}, {200, 7, false}, {200, 8, true},
-		{210, 3, false}, {210, 4, true},    {101, 0, true},
+	    {100, 0, false}, {100, 255, false}, {200, 7, false}, {200, 8, true},
+	    {210, 3, false}, {210, 4, true},	{101, 0, true},
 	};
 	static const struct {
 		const char *list;
 		int n, first, last;
 	} lists[] = {
-		{"127.0.0.1:9092", 1, 9092, 9092},
-		{"127.0.0.1:1,127.0.0.1:65535,127.0.0.1:40000", 3, 1, 40000},
-		{"localhost:9092", -1, 0, 0},
-		{"127.0.0.2:9092", -1, 0, 0},
-		{"127.0.0.1:0", -1, 0, 0},
-		{"127.0.0.1:65536", -1, 0, 0},
-		{"127.0.0.1:9092,", -1, 0, 0},
-		{"127.0.0.1:9092 ", -1, 0, 0},
-		{"", -1, 0, 0},
+	    {"127.0.0.1:9092", 1, 9092, 9092},
+	    {"127.0.0.1:1,127.0.0.1:65535,127.0.0.1:40000", 3, 1, 40000},
+	    {"localhost:9092", -1, 0, 0},
+	    {"127.0.0.2:9092", -1, 0, 0},
+	    {"127.0.0.1:0", -1, 0, 0},
+	    {"127.0.0.1:65536", -1, 0, 0},
+	    {"127.0.0.1:9092,", -1, 0, 0},
+	    {"127.0.0.1:9092 ", -1, 0, 0},
+	    {"", -1, 0, 0},
 	};
 	int ports[4];
 
@@ -268,7 +282,8 @@ TY_TEST(each_executor_runs_in_its_own_namespace)
 		json_t *n;
 		size_t k;
 
-		json_array_foreach(json_object_get(r.json, "items"), k, n) {
+		json_array_foreach(json_object_get(r.json, "items"), k, n)
+		{
 			if (!strcmp(ty_jstr(n, "id"), e->node[i]))
 				CHECK_JSTR(n, "address", net->addr[i]);
 		}
@@ -332,7 +347,7 @@ static void probe_check(struct e2e *e, long long id, const char *master, const c
 }
 
 static const struct workload workloads[] = {
-	{"tcp_probe", probe_master, "\"max_runtime_seconds\":120", probe_check},
+    {"tcp_probe", probe_master, "\"max_runtime_seconds\":120", probe_check},
 };
 
 TY_TEST(a_two_node_job_rendezvouses_across_namespaces)
@@ -365,10 +380,10 @@ TY_TEST(a_two_node_job_rendezvouses_across_namespaces)
 		for (int rank = 0; rank < 4; rank++) {
 			CHECK_INT_EQ(ty_jint(a0, ty_test_strf("ranks[%d].exit_code", rank)), 0);
 			/* ranks 0, 1 on rank 0's node; 2, 3 on the other */
-			CHECK_STR_EQ(ty_jstr(a0, ty_test_strf("ranks[%d].node", rank)),
-				     rank < 2 ? rank0_node
-					      : (!strcmp(rank0_node, e->node[0]) ? e->node[1]
-										 : e->node[0]));
+			CHECK_STR_EQ(
+			    ty_jstr(a0, ty_test_strf("ranks[%d].node", rank)),
+			    rank < 2 ? rank0_node
+				     : (!strcmp(rank0_node, e->node[0]) ? e->node[1] : e->node[0]));
 		}
 		if (wl->check && master)
 			wl->check(e, id, master, other);
@@ -386,20 +401,21 @@ TY_TEST(a_rendezvous_that_cannot_happen_fails_the_job)
 {
 	static const struct {
 		const char *mode;
-		const char *heard; /* what rank 0 wrote (%s: rank 0's address) or NULL */
+		const char *heard;   /* what rank 0 wrote (%s: rank 0's address) or NULL */
 		const char *dialled; /* failing ranks' log: where they dialled */
-		int first_failing; /* the lowest rank that gives up */
+		int first_failing;   /* the lowest rank that gives up */
 	} cases[] = {
-		/* rank 0 never listens: nobody connects */
-		{"silent", NULL, "MASTER", 1},
-		/* 127.0.0.1 is each node's own: rank 1 (same node as rank 0) gets
-		 * through, ranks 2 and 3 in the other namespace find nobody */
-		{"loopback", "1 127.0.0.1\n", "127.0.0.1", 2},
+	    /* rank 0 never listens: nobody connects */
+	    {"silent", NULL, "MASTER", 1},
+	    /* 127.0.0.1 is each node's own: rank 1 (same node as rank 0) gets
+	     * through, ranks 2 and 3 in the other namespace find nobody */
+	    {"loopback", "1 127.0.0.1\n", "127.0.0.1", 2},
 	};
 	struct e2e *e = stack();
 
 	for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
-		const char *cmd = argv_json((const char *[]){PYTHON, probe_path(), cases[c].mode, "5", NULL});
+		const char *cmd =
+		    argv_json((const char *[]){PYTHON, probe_path(), cases[c].mode, "5", NULL});
 		long long id;
 		json_t *job, *att, *a0;
 		const char *master, *heard, *dialled;
@@ -450,13 +466,14 @@ TY_TEST(leftovers_of_a_dead_program_are_removed)
 		_exit(0);
 	REQUIRE(dead > 0);
 	REQUIRE(waitpid(dead, &status, 0) == dead);
-	REQUIRE_INT_EQ(system(ty_test_strf("%s link add tyb%d type bridge && "
-					   "%s netns add ty%dn0 && "
-					   "%s link add tyv%dh0 type veth peer name eth0 netns ty%dn0 && "
-					   "%s link set tyv%dh0 master tyb%d",
-					   ip, (int)dead, ip, (int)dead, ip, (int)dead, (int)dead, ip,
-					   (int)dead, (int)dead)),
-		       0);
+	REQUIRE_INT_EQ(
+	    system(ty_test_strf("%s link add tyb%d type bridge && "
+				"%s netns add ty%dn0 && "
+				"%s link add tyv%dh0 type veth peer name eth0 netns ty%dn0 && "
+				"%s link set tyv%dh0 master tyb%d",
+				ip, (int)dead, ip, (int)dead, ip, (int)dead, (int)dead, ip,
+				(int)dead, (int)dead)),
+	    0);
 	/* a process left running in the namespace (an orphaned rank) */
 	sleeper = fork();
 	if (sleeper == 0) {
@@ -467,12 +484,13 @@ TY_TEST(leftovers_of_a_dead_program_are_removed)
 	REQUIRE(sleeper > 0);
 	for (int i = 0; i < 100 && !*netns_leftovers(dead); i++)
 		usleep(10 * 1000);
-	CHECK_STR_EQ(netns_leftovers(dead), ty_test_strf("tyb%d tyv%dh0 ty%dn0", (int)dead,
-							 (int)dead, (int)dead));
+	CHECK_STR_EQ(netns_leftovers(dead),
+		     ty_test_strf("tyb%d tyv%dh0 ty%dn0", (int)dead, (int)dead, (int)dead));
 	/* wait until ip has entered the namespace and become sleep */
 	for (int i = 0; i < 1000; i++) {
 		char exe[256] = "";
-		ssize_t n = readlink(ty_test_strf("/proc/%d/exe", (int)sleeper), exe, sizeof(exe) - 1);
+		ssize_t n =
+		    readlink(ty_test_strf("/proc/%d/exe", (int)sleeper), exe, sizeof(exe) - 1);
 
 		if (n > 0 && (exe[n] = '\0', strstr(exe, "sleep")))
 			break;
