@@ -109,16 +109,21 @@ static struct e2e *stack(void)
 	return e2e_get();
 }
 
-/* The probe written to the program's scratch directory (ranks of both nodes see it). */
-static const char *probe_path(void)
+/* text written to NAME in the program's scratch directory (ranks of both nodes see it) */
+static const char *script(const char *name, const char *text)
 {
-	const char *path = ty_test_strf("%s/rendezvous.py", ty_test_workdir());
+	const char *path = ty_test_strf("%s/%s", ty_test_workdir(), name);
 	FILE *f = fopen(path, "w");
 
 	REQUIRE(f != NULL);
-	REQUIRE(fputs(probe_py, f) >= 0);
+	REQUIRE(fputs(text, f) >= 0);
 	REQUIRE(fclose(f) == 0);
 	return path;
+}
+
+static const char *probe_path(void)
+{
+	return script("rendezvous.py", probe_py);
 }
 
 /* A JSON array of strings (scratch), escaped by Jansson. */
@@ -346,8 +351,45 @@ static void probe_check(struct e2e *e, long long id, const char *master, const c
 	CHECK(strstr(rank_log(e, id, 2), ty_test_strf("from %s: ok", other)) != NULL);
 }
 
+/*
+ * torch.distributed over gloo: every rank adds rank + 1 with all_reduce and
+ * checks the sum. Gloo picks its address from the hostname, which here
+ * resolves to 127.0.0.1 (/etc/hosts), private to each namespace: without
+ * GLOO_SOCKET_IFNAME the cross-node pairs fail with "connect
+ * [127.0.0.1]:PORT: Connection refused". The node's interface is eth0.
+ */
+static const char gloo_py[] =
+    "import datetime, sys, torch, torch.distributed as dist\n"
+    "dist.init_process_group('gloo', timeout=datetime.timedelta(seconds=60))\n"
+    "rank, world = dist.get_rank(), dist.get_world_size()\n"
+    "t = torch.tensor([float(rank + 1)])\n"
+    "dist.all_reduce(t)\n"
+    "want = world * (world + 1) / 2\n"
+    "print('rank %d of %d: all_reduce sum %g (want %g)' % (rank, world, t.item(), want), "
+    "flush=True)\n"
+    "sys.exit(0 if t.item() == want else 5)\n";
+
+static const char *gloo_command(void)
+{
+	return argv_json((const char *[]){"/usr/bin/env", "GLOO_SOCKET_IFNAME=" NETNS_IFNAME,
+					  PYTHON, script("gloo_allreduce.py", gloo_py), NULL});
+}
+
+static void gloo_check(struct e2e *e, long long id, const char *master, const char *other)
+{
+	(void)master;
+	(void)other;
+	for (int rank = 0; rank < 4; rank++) {
+		ty_test_context("gloo_allreduce rank %d", rank);
+		CHECK(strstr(rank_log(e, id, rank),
+			     ty_test_strf("rank %d of 4: all_reduce sum 10 (want 10)", rank)) !=
+		      NULL);
+	}
+}
+
 static const struct workload workloads[] = {
     {"tcp_probe", probe_master, "\"max_runtime_seconds\":120", probe_check},
+    {"gloo_allreduce", gloo_command, "\"max_runtime_seconds\":300", gloo_check},
 };
 
 TY_TEST(a_two_node_job_rendezvouses_across_namespaces)
