@@ -2,8 +2,10 @@
 set(TY_E2E_ENV ${TY_INTEGRATION_ENV})
 list(APPEND TY_E2E_ENV "TY_SCHEDULER_BIN=$<TARGET_FILE:trainyard-scheduler>"
      "TY_EXECUTOR_BIN=$<TARGET_FILE:trainyard-executor>"
-     "TY_BROKER_BIN=$<TARGET_FILE:trainyard-broker>")
-add_library(ty_e2e STATIC e2e/e2e.c)
+     "TY_BROKER_BIN=$<TARGET_FILE:trainyard-broker>"
+     # workloads (workers, examples) that jobs run: e2e_bin_path, e2e_source_path
+     "TY_BIN_DIR=$<TARGET_FILE_DIR:trainyard-executor>" "TY_SOURCE_DIR=${PROJECT_SOURCE_DIR}")
+add_library(ty_e2e STATIC e2e/e2e.c e2e/netns.c)
 target_link_libraries(ty_e2e PUBLIC ty_test_harness)
 target_include_directories(ty_e2e PUBLIC ${CMAKE_CURRENT_SOURCE_DIR}/e2e)
 file(GLOB TY_E2E_TESTS CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/e2e/test_e2e_*.c)
@@ -16,6 +18,10 @@ foreach(src ${TY_E2E_TESTS})
   add_test(NAME ${name} COMMAND test_${name})
   set_tests_properties(${name} PROPERTIES LABELS e2e TIMEOUT 600 ENVIRONMENT "${TY_E2E_ENV}")
 endforeach()
+# jobs of e2e_netns may run the reference worker
+if(TARGET test_e2e_netns AND TARGET trainyard-allreduce)
+  add_dependencies(test_e2e_netns trainyard-allreduce)
+endif()
 # it restarts the shared PostgreSQL: nothing else may run meanwhile
 if(TEST e2e_faults)
   set_tests_properties(e2e_faults PROPERTIES RUN_SERIAL TRUE)

@@ -13,8 +13,10 @@
 
 static struct e2e stack;
 static bool up;
-static const char *const addrs[2] = {"127.0.0.2", "127.0.0.3"};
+static const char *addrs[2] = {"127.0.0.2", "127.0.0.3"};
 static const char *const nodes[2] = {"node-a", "node-b"};
+static char **prefixes[2];
+static void (*broker_up)(struct e2e *e);
 
 static const char *need(const char *var)
 {
@@ -27,6 +29,40 @@ static const char *need(const char *var)
 	return v;
 }
 
+static void *xmalloc(size_t n)
+{
+	void *p = calloc(1, n);
+
+	if (!p) {
+		FAIL("out of memory");
+		ty_test_abort();
+	}
+	return p;
+}
+
+void e2e_set_layout(const struct e2e_layout *layout)
+{
+	if (up) {
+		FAIL("e2e_set_layout after the stack is up: call it before the first e2e_get");
+		ty_test_abort();
+	}
+	for (int i = 0; i < 2; i++) {
+		const char *const *p = layout->prefix[i];
+		int n = 0;
+
+		if (layout->address[i])
+			addrs[i] = strdup(layout->address[i]);
+		if (!p)
+			continue;
+		while (p[n])
+			n++;
+		prefixes[i] = xmalloc(((size_t)n + 1) * sizeof(char *));
+		for (int k = 0; k < n; k++)
+			prefixes[i][k] = strdup(p[k]);
+	}
+	broker_up = layout->broker_up;
+}
+
 void e2e_start_executor(struct e2e *e, int i)
 {
 	if (e->exec[i]) {
@@ -34,12 +70,18 @@ void e2e_start_executor(struct e2e *e, int i)
 		return;
 	}
 	const char *state = ty_test_strf("%s/state-%s", ty_test_workdir(), nodes[i]);
-	const char *argv[] = {need("TY_EXECUTOR_BIN"), "--node-id", nodes[i], "--address",
+	const char *args[] = {need("TY_EXECUTOR_BIN"), "--node-id", nodes[i], "--address",
 			      addrs[i], "--kafka-bootstrap", e->bootstrap, "--fake-gpus", "2",
 			      "--labels", i == 0 ? "rack=r1,block=b1" : "rack=r1,block=b2",
 			      "--state-dir", state, "--heartbeat-ms", "300", "--kill-grace-ms",
 			      "2000", "--log-level", "debug", NULL};
+	const char *argv[64];
+	size_t n = 0;
 
+	for (char **p = prefixes[i]; p && *p && n < 32; p++)
+		argv[n++] = *p;
+	for (size_t k = 0; k < sizeof(args) / sizeof(args[0]); k++)
+		argv[n++] = args[k];
 	mkdir(state, 0755);
 	e->exec[i] = ty_test_daemon_start(ty_test_strf("executor-%s", nodes[i]), argv);
 }
@@ -109,6 +151,12 @@ struct e2e *e2e_get(void)
 		REQUIRE(access(bsfile, R_OK) == 0);
 		/* case scratch strings die with the case: this one must outlive it */
 		e->bootstrap = strdup(ty_test_strf("@%s", bsfile));
+		for (int i = 0; i < 2; i++) {
+			e->node[i] = nodes[i];
+			e->address[i] = addrs[i];
+		}
+		if (broker_up)
+			broker_up(e);
 		e2e_start_scheduler(e, 0);
 		e2e_start_executor(e, 0);
 		e2e_start_executor(e, 1);
@@ -259,4 +307,25 @@ bool e2e_any_alive(struct e2e *e, const char *prefix)
 	}
 	closedir(d);
 	return alive;
+}
+
+static const char *existing(const char *var, const char *name)
+{
+	const char *path = ty_test_strf("%s/%s", need(var), name);
+
+	if (access(path, R_OK) != 0) {
+		FAIL("'%s' ($%s/%s) does not exist: %s", path, var, name, strerror(errno));
+		ty_test_abort();
+	}
+	return path;
+}
+
+const char *e2e_source_path(const char *rel)
+{
+	return existing("TY_SOURCE_DIR", rel);
+}
+
+const char *e2e_bin_path(const char *name)
+{
+	return existing("TY_BIN_DIR", name);
 }

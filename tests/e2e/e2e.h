@@ -1,7 +1,8 @@
 /*
  * A whole Trainyard on this machine for end-to-end tests: the test's own
  * broker, the API (ty_stack), a scheduler and two executors ("node-a" on
- * 127.0.0.2, "node-b" on 127.0.0.3) with two simulated GPUs each.
+ * 127.0.0.2, "node-b" on 127.0.0.3 unless e2e_set_layout says otherwise)
+ * with two simulated GPUs each.
  */
 #ifndef TY_E2E_H
 #define TY_E2E_H
@@ -15,10 +16,27 @@ struct e2e {
 	struct ty_daemon *broker;
 	struct ty_daemon *sched[2]; /* [1] only when started with a standby */
 	struct ty_daemon *exec[2];
+	const char *node[2];	/* "node-a", "node-b" */
+	const char *address[2]; /* their --address */
 	const char *team;
 	const char *token; /* member of team */
 	const char *out; /* a fresh directory ranks write into ($OUTDIR) */
 };
+
+/*
+ * Where the executors run; set it before the first e2e_get (copied).
+ * address[i]: executor i's --address (NULL: 127.0.0.2 / 127.0.0.3);
+ * prefix[i]: a NULL-terminated argv run in front of executor i, e.g.
+ * {"/usr/sbin/ip", "netns", "exec", "ns0", NULL} (NULL: none); broker_up:
+ * called once the broker has written its bootstrap file, before any
+ * executor starts (NULL: nothing).
+ */
+struct e2e_layout {
+	const char *address[2];
+	const char *const *prefix[2];
+	void (*broker_up)(struct e2e *e);
+};
+void e2e_set_layout(const struct e2e_layout *layout);
 
 /* Brings everything up (once per program) and gives each case a fresh team and $OUTDIR. */
 struct e2e *e2e_get(void);
@@ -40,5 +58,14 @@ int e2e_count_files(struct e2e *e, const char *prefix);
 const char *e2e_read(struct e2e *e, const char *name);
 /* Whether any of the pids listed one per line in e->out files starting with prefix is alive. */
 bool e2e_any_alive(struct e2e *e, const char *prefix);
+
+/*
+ * Paths of things the tests run that are not daemons, checked to exist
+ * (else the case fails and ends): the repository's rel (e.g.
+ * "worker/examples/ddp_train.py", from $TY_SOURCE_DIR) and the built
+ * program name (e.g. "trainyard-allreduce", from $TY_BIN_DIR).
+ */
+const char *e2e_source_path(const char *rel);
+const char *e2e_bin_path(const char *name);
 
 #endif
