@@ -310,17 +310,11 @@ TY_TEST(each_executor_runs_in_its_own_namespace)
 }
 
 /*
- * Workloads that must rendezvous across the two namespaces and succeed. To
- * run the reference workers here instead of (or besides) the probe, add
- * rows whose command builds their argv, e.g.
- *   {"ddp_train", ddp_command, "..."} with ddp_command returning
- *     argv_json((const char *[]){PYTHON,
- *               e2e_source_path("worker/examples/ddp_train.py"),
- *               "--target-loss", "0.1", NULL})
- *   {"allreduce_tcp", allreduce_command, "..."} with allreduce_command returning
- *     argv_json((const char *[]){e2e_bin_path("trainyard-allreduce"), NULL})
- * (check NULL: the job succeeding with MASTER_ADDR on rank 0's node and
- * every rank exiting 0 is the verdict; the workers check their own results).
+ * Workloads that must rendezvous across the two namespaces and succeed: a
+ * standard-library probe, torch.distributed over gloo, the reference
+ * all-reduce worker and the DDP example of worker/. A row's check adds
+ * evidence; NULL = the job succeeding with MASTER_ADDR on rank 0's node
+ * and every rank exiting 0 is the verdict.
  */
 struct workload {
 	const char *name;
@@ -353,13 +347,16 @@ static void probe_check(struct e2e *e, long long id, const char *master, const c
 
 /*
  * torch.distributed over gloo: every rank adds rank + 1 with all_reduce and
- * checks the sum. Gloo picks its address from the hostname, which here
- * resolves to 127.0.0.1 (/etc/hosts), private to each namespace: without
- * GLOO_SOCKET_IFNAME the cross-node pairs fail with "connect
- * [127.0.0.1]:PORT: Connection refused". The node's interface is eth0.
+ * checks the sum. Gloo picks its address from GLOO_SOCKET_IFNAME, which the
+ * executor sets to the interface of the node's address (eth0 here);
+ * without it gloo would take the hostname's address, 127.0.0.1 from
+ * /etc/hosts, private to each namespace, and the cross-node pairs would fail
+ * with "connect [127.0.0.1]:PORT: Connection refused".
  */
 static const char gloo_py[] =
-    "import datetime, sys, torch, torch.distributed as dist\n"
+    "import datetime, os, sys, torch, torch.distributed as dist\n"
+    "print('ifnames %s %s' % (os.environ.get('NCCL_SOCKET_IFNAME'), "
+    "os.environ.get('GLOO_SOCKET_IFNAME')), flush=True)\n"
     "dist.init_process_group('gloo', timeout=datetime.timedelta(seconds=60))\n"
     "rank, world = dist.get_rank(), dist.get_world_size()\n"
     "t = torch.tensor([float(rank + 1)])\n"
@@ -371,8 +368,7 @@ static const char gloo_py[] =
 
 static const char *gloo_command(void)
 {
-	return argv_json((const char *[]){"/usr/bin/env", "GLOO_SOCKET_IFNAME=" NETNS_IFNAME,
-					  PYTHON, script("gloo_allreduce.py", gloo_py), NULL});
+	return argv_json((const char *[]){PYTHON, script("gloo_allreduce.py", gloo_py), NULL});
 }
 
 static void gloo_check(struct e2e *e, long long id, const char *master, const char *other)
@@ -380,16 +376,60 @@ static void gloo_check(struct e2e *e, long long id, const char *master, const ch
 	(void)master;
 	(void)other;
 	for (int rank = 0; rank < 4; rank++) {
+		const char *log = rank_log(e, id, rank);
+
 		ty_test_context("gloo_allreduce rank %d", rank);
-		CHECK(strstr(rank_log(e, id, rank),
-			     ty_test_strf("rank %d of 4: all_reduce sum 10 (want 10)", rank)) !=
-		      NULL);
+		/* the fabric environment the executor derived from the node's address */
+		CHECK(strstr(log, "ifnames =" NETNS_IFNAME " " NETNS_IFNAME "\n") != NULL);
+		CHECK(strstr(log, ty_test_strf("rank %d of 4: all_reduce sum 10 (want 10)",
+					       rank)) != NULL);
 	}
+}
+
+/* trainyard-allreduce over its TCP ring: each rank checks every element itself */
+static const char *allreduce_command(void)
+{
+	return argv_json((const char *[]){e2e_bin_path("trainyard-allreduce"), "--bytes", "4M",
+					  "--timeout", "60", NULL});
+}
+
+static void allreduce_check(struct e2e *e, long long id, const char *master, const char *other)
+{
+	(void)master;
+	(void)other;
+	for (int rank = 0; rank < 4; rank++) {
+		const char *log = rank_log(e, id, rank);
+
+		ty_test_context("allreduce rank %d", rank);
+		CHECK(strstr(log, ty_test_strf("{\"rank\":%d,\"world_size\":4,", rank)) != NULL);
+		CHECK(strstr(log, "\"backend\":\"tcp\"") != NULL);
+		CHECK(strstr(log, "\"ok\":true}") != NULL);
+	}
+}
+
+/* the DDP example (gloo on CPU) trained to its target loss across the namespaces */
+static const char *ddp_command(void)
+{
+	return argv_json((const char *[]){PYTHON, e2e_source_path("worker/examples/ddp_train.py"),
+					  "--steps", "150", "--target-loss", "0.01", NULL});
+}
+
+static void ddp_check(struct e2e *e, long long id, const char *master, const char *other)
+{
+	const char *log = rank_log(e, id, 0);
+
+	(void)master;
+	(void)other;
+	CHECK(strstr(log, "\"event\": \"done\", \"rank\": 0, \"world_size\": 4, "
+			  "\"backend\": \"gloo\"") != NULL);
+	CHECK(strstr(log, "\"ok\": true}") != NULL);
 }
 
 static const struct workload workloads[] = {
     {"tcp_probe", probe_master, "\"max_runtime_seconds\":120", probe_check},
     {"gloo_allreduce", gloo_command, "\"max_runtime_seconds\":300", gloo_check},
+    {"allreduce_tcp", allreduce_command, "\"max_runtime_seconds\":300", allreduce_check},
+    {"ddp_train", ddp_command, "\"max_runtime_seconds\":300", ddp_check},
 };
 
 TY_TEST(a_two_node_job_rendezvouses_across_namespaces)
