@@ -238,6 +238,11 @@ struct exec_opts {
 	int64_t kill_grace_ms;
 	int log_port; /* 0: any free port */
 	int64_t log_max_bytes;
+	/* spot notices (spot.c); spot_provider EXEC_SPOT_NONE: no poller */
+	int spot_provider;    /* enum exec_spot_provider */
+	const char *spot_url; /* metadata base URL */
+	int64_t spot_poll_ms;
+	int64_t spot_timeout_ms;
 };
 
 /*
@@ -344,16 +349,16 @@ enum exec_spot_provider { EXEC_SPOT_NONE, EXEC_SPOT_AWS, EXEC_SPOT_GCP, EXEC_SPO
 
 #define EXEC_SPOT_ACTION_MAX 32
 #define EXEC_SPOT_DETAIL_MAX 256
-#define EXEC_SPOT_BODY_MAX 65536	/* longer metadata answers are an error */
-#define EXEC_SPOT_GCP_NOTICE_MS 30000	/* GCP's preemption notice: about 30 s */
-#define EXEC_SPOT_POLL_MS 5000		/* default poll interval */
-#define EXEC_SPOT_TIMEOUT_MS 2000	/* per request, connect included */
-#define EXEC_SPOT_TOKEN_TTL_S 21600	/* IMDSv2 token TTL asked for (6 h, the maximum) */
+#define EXEC_SPOT_BODY_MAX 65536      /* longer metadata answers are an error */
+#define EXEC_SPOT_GCP_NOTICE_MS 30000 /* GCP's preemption notice: about 30 s */
+#define EXEC_SPOT_POLL_MS 5000	      /* default poll interval */
+#define EXEC_SPOT_TIMEOUT_MS 2000     /* per request, connect included */
+#define EXEC_SPOT_TOKEN_TTL_S 21600   /* IMDSv2 token TTL asked for (6 h, the maximum) */
 
 struct exec_spot_notice {
 	bool notice;
 	int64_t deadline_ms;		   /* wall-clock epoch ms; with notice only */
-	char action[EXEC_SPOT_ACTION_MAX]; /* aws terminate|stop|hibernate, gcp preempt, azure Preempt */
+	char action[EXEC_SPOT_ACTION_MAX]; /* terminate, stop, hibernate; preempt; Preempt */
 	char detail[EXEC_SPOT_DETAIL_MAX]; /* what the endpoint said, for people */
 	/* the same notice polled again has the same id: aws "<action> <time>",
 	 * gcp "preempted", azure the EventId (or "Preempt" without one) */

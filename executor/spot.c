@@ -72,8 +72,8 @@ static bool civil_ms(int64_t *ms, int y, int mo, int d, int h, int mi, int s, in
 	if (y < 1970 || y > 9999 || mo < 1 || mo > 12 || d < 1 ||
 	    d > mdays[mo - 1] + (mo == 2 && leap(y)) || h > 23 || mi > 59 || s > 60)
 		return false;
-	*ms = ((days_from_civil(y, mo, d) * 24 + h) * 60 + mi) * 60000 + (int64_t)s * 1000 +
-	      frac_ms;
+	*ms =
+	    ((days_from_civil(y, mo, d) * 24 + h) * 60 + mi) * 60000 + (int64_t)s * 1000 + frac_ms;
 	return true;
 }
 
@@ -185,9 +185,9 @@ static int parse_aws(struct exec_spot_notice *out, long status, const char *body
 	when = json_string_value(json_object_get(v, "time"));
 	if (!action || (strcmp(action, "terminate") && strcmp(action, "stop") &&
 			strcmp(action, "hibernate"))) {
-		rc = ty_err_set(err, TY_EPARSE,
-				"%s: 'action' is not \"terminate\", \"stop\" or \"hibernate\"",
-				who);
+		rc =
+		    ty_err_set(err, TY_EPARSE,
+			       "%s: 'action' is not \"terminate\", \"stop\" or \"hibernate\"", who);
 		goto out;
 	}
 	if (!when || !rfc3339_ms(&out->deadline_ms, when)) {
@@ -342,9 +342,9 @@ struct exec_spot {
 	struct curl_slist *hdrs;
 	struct ty_buf body;
 	bool too_big;
-	char token[512]; /* IMDSv2 session token, "" when none */
-	int64_t token_until; /* monotonic ms: refreshed from then on */
-	bool retried_auth;   /* one immediate token refresh per 401 streak */
+	char token[512];		    /* IMDSv2 session token, "" when none */
+	int64_t token_until;		    /* monotonic ms: refreshed from then on */
+	bool retried_auth;		    /* one immediate token refresh per 401 streak */
 	char failing[EXEC_SPOT_DETAIL_MAX]; /* the last failure logged as a warning */
 	struct exec_spot_notice last;	    /* the last notice reported */
 };
@@ -515,8 +515,8 @@ static void notice_done(struct exec_spot *s, long status)
 {
 	struct exec_spot_notice n;
 	struct ty_err err = {0};
-	int rc = exec_spot_parse(&n, s->provider, status, s->body.data, s->body.len, ty_wall_ms(),
-				 &err);
+	int rc =
+	    exec_spot_parse(&n, s->provider, status, s->body.data, s->body.len, ty_wall_ms(), &err);
 
 	if (rc == TY_EAUTH && s->provider == EXEC_SPOT_AWS) {
 		s->token[0] = '\0';
@@ -614,7 +614,8 @@ static int start_request(struct exec_spot *s, enum req r)
 		return 0;
 	switch (s->provider) {
 	case EXEC_SPOT_AWS:
-		path = r == REQ_TOKEN ? "/latest/api/token" : "/latest/meta-data/spot/instance-action";
+		path =
+		    r == REQ_TOKEN ? "/latest/api/token" : "/latest/meta-data/spot/instance-action";
 		break;
 	case EXEC_SPOT_GCP:
 		path = "/computeMetadata/v1/instance/preempted";
@@ -692,7 +693,8 @@ int exec_spot_start(struct exec_spot **out, uv_loop_t *loop, const struct exec_s
 				  "2048 characters",
 				  o->base_url ? o->base_url : "");
 	if (o->poll_ms < 1 || o->timeout_ms < 1)
-		return ty_err_set(err, TY_EINVAL, "spot poll interval and timeout must be positive");
+		return ty_err_set(err, TY_EINVAL,
+				  "spot poll interval and timeout must be positive");
 	if (!(s = calloc(1, sizeof(*s))) || !(s->base = strdup(o->base_url))) {
 		free(s);
 		return ty_err_set(err, TY_ENOMEM, NULL);

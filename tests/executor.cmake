@@ -11,3 +11,8 @@ target_link_libraries(test_executor PRIVATE ty_proto PkgConfig::CURL PkgConfig::
 add_dependencies(test_executor trainyard-executor)
 set(TY_EXECUTOR_TEST_ENV ${TY_INTEGRATION_ENV} "TY_EXECUTOR_BIN=$<TARGET_FILE:trainyard-executor>")
 set_tests_properties(executor PROPERTIES ENVIRONMENT "${TY_EXECUTOR_TEST_ENV}" TIMEOUT 180)
+
+ty_add_test(executor_spot_poller integration/executor/test_spot.c integration)
+target_link_libraries(test_executor_spot_poller PRIVATE ty_proto PkgConfig::RDKAFKA PkgConfig::MHD)
+add_dependencies(test_executor_spot_poller trainyard-executor)
+set_tests_properties(executor_spot_poller PROPERTIES ENVIRONMENT "${TY_EXECUTOR_TEST_ENV}" TIMEOUT 180)

@@ -29,7 +29,8 @@ TY_TEST(spot_parse)
 	     "<?xml version='1.0' encoding='iso-8859-1'?>\n<html><title>404 - Not Found</title>"
 	     "</html>",
 	     0, false, 0, "", ""},
-	    {EXEC_SPOT_AWS, 401, "", TY_EAUTH, false, 0, "", "aws spot/instance-action: the IMDSv2"},
+	    {EXEC_SPOT_AWS, 401, "", TY_EAUTH, false, 0, "",
+	     "aws spot/instance-action: the IMDSv2"},
 	    {EXEC_SPOT_AWS, 503, "", TY_EUNAVAIL, false, 0, "", "unexpected HTTP status 503"},
 	    {EXEC_SPOT_AWS, 200, "{'action':'terminate','time':", TY_EPARSE, false, 0, "",
 	     "aws spot/instance-action: the answer is not JSON"},
@@ -102,8 +103,9 @@ TY_TEST(spot_parse)
 	     "event 0 has no 'EventType'"},
 	    {EXEC_SPOT_AZURE, 200, "{'Events':[", TY_EPARSE, false, 0, "",
 	     "azure scheduledevents: the answer is not JSON"},
-	    {EXEC_SPOT_AZURE, 400, "{'error':'Bad request. Required metadata header not specified'}",
-	     TY_EUNAVAIL, false, 0, "", "azure scheduledevents: unexpected HTTP status 400"},
+	    {EXEC_SPOT_AZURE, 400,
+	     "{'error':'Bad request. Required metadata header not specified'}", TY_EUNAVAIL, false,
+	     0, "", "azure scheduledevents: unexpected HTTP status 400"},
 	};
 
 	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
