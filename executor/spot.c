@@ -421,7 +421,8 @@ static int on_curl_socket(CURL *e, curl_socket_t fd, int what, void *userp, void
 	if (what == CURL_POLL_REMOVE) {
 		if (k) {
 			/* before libcurl closes fd: uv_close stops polling it now */
-			curl_multi_assign(s->multi, fd, NULL);
+			if (!s->closing)
+				curl_multi_assign(s->multi, fd, NULL);
 			uv_close((uv_handle_t *)&k->poll, on_sock_closed);
 		}
 		return 0;
@@ -703,6 +704,10 @@ int exec_spot_start(struct exec_spot **out, uv_loop_t *loop, const struct exec_s
 		spot_free(s);
 		return ty_err_set(err, TY_EIO, "cannot initialise libcurl");
 	}
+	/* a blocking resolver would stall the loop on every poll of a name */
+	if (!(curl_version_info(CURLVERSION_NOW)->features & CURL_VERSION_ASYNCHDNS))
+		ty_warn("spot poller: this libcurl resolves names synchronously: a slow DNS "
+			"answer for the metadata host blocks the executor's loop");
 	n = strlen(s->base);
 	while (n && s->base[n - 1] == '/')
 		s->base[--n] = '\0';

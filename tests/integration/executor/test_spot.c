@@ -64,6 +64,7 @@ static struct {
 	pthread_mutex_t mu;
 	enum provider p;
 	int notice;	   /* 0: none, 1: the notice */
+	int garbage;	   /* gcp: 1 a word that is not TRUE/FALSE, 2 an answer over 64 KiB */
 	char time_str[64]; /* aws time / azure NotBefore of the notice */
 	int token_gen;	   /* aws: the valid token is "token-<gen>" */
 	int tokens;	   /* aws: tokens handed out */
@@ -151,7 +152,17 @@ static enum MHD_Result serve(void *cls, struct MHD_Connection *c, const char *ur
 			break;
 		}
 		S.polls++;
-		ret = answer(c, 200, "application/text", S.notice ? "TRUE" : "FALSE");
+		if (S.garbage == 1) {
+			ret = answer(c, 200, "application/text", "MAYBE");
+		} else if (S.garbage == 2) {
+			char *big = calloc(70000, 1);
+
+			memset(big, 'F', 69999);
+			ret = answer(c, 200, "application/text", big);
+			free(big);
+		} else {
+			ret = answer(c, 200, "application/text", S.notice ? "TRUE" : "FALSE");
+		}
 		break;
 	default:
 		v = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "api-version");
@@ -191,7 +202,7 @@ static void server_start(enum provider p)
 
 	pthread_mutex_lock(&S.mu);
 	S.p = p;
-	S.notice = 0;
+	S.notice = S.garbage = 0;
 	S.tokens = S.unauthorized = S.polls = S.bad_headers = 0;
 	S.token_gen = 1;
 	S.time_str[0] = S.last_ttl[0] = '\0';
@@ -850,5 +861,36 @@ TY_TEST(refused_endpoint_is_a_warning)
 	CHECK(wait_log("warn: spot poller (aws): aws IMDSv2 token: Couldn't connect"));
 	check_node_works(2041);
 	CHECK(kill(T.pid, 0) == 0);
+	check_clean_exit();
+}
+
+TY_TEST(unreadable_answers_are_warnings_not_notices)
+{
+	const json_t *d;
+
+	setup();
+	server_start(GCP);
+	pthread_mutex_lock(&S.mu);
+	S.garbage = 1;
+	pthread_mutex_unlock(&S.mu);
+	start_executor("garbage", (const char *[]){"--spot-provider", "gcp", "--spot-metadata-url",
+						   spot_url(), "--spot-poll-ms", "200", NULL});
+	CHECK(wait_log("warn: spot poller (gcp): gcp instance/preempted: the answer is not "
+		       "\"TRUE\" or \"FALSE\""));
+	pthread_mutex_lock(&S.mu);
+	S.garbage = 2;
+	pthread_mutex_unlock(&S.mu);
+	CHECK(wait_log("warn: spot poller (gcp): notice request: an answer over 65536 bytes"));
+	CHECK(wait_polls(server_get(&S.polls) + 2));
+	collect(100);
+	CHECK_INT_EQ(count_of(PROTO_PREEMPT_NOTICE, 0), 0);
+	/* the endpoint recovers; its notice is heard */
+	pthread_mutex_lock(&S.mu);
+	S.garbage = 0;
+	S.notice = 1;
+	pthread_mutex_unlock(&S.mu);
+	REQUIRE((d = wait_msg(PROTO_PREEMPT_NOTICE, 0, 1)) != NULL);
+	CHECK_STR_EQ(json_string_value(json_object_get(d, "provider")), "gcp");
+	CHECK(log_has("spot poller (gcp): the metadata endpoint answers again"));
 	check_clean_exit();
 }
