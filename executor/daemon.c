@@ -287,9 +287,18 @@ static void send_register(struct exec *x)
 	     &x->register_acked);
 }
 
+/* The data of a preempt_notice for the newest spot notice (new). */
+static json_t *notice_json(struct exec *x)
+{
+	return json_pack("{s:I, s:s, s:s, s:s}", "deadline", (json_int_t)x->notice.deadline_ms,
+			 "provider",
+			 exec_spot_provider_name((enum exec_spot_provider)x->o->spot_provider),
+			 "action", x->notice.action, "detail", x->notice.detail);
+}
+
 static void send_heartbeat(struct exec *x)
 {
-	json_t *running = json_array(), *finished = exec_finished_json(&x->finished);
+	json_t *running = json_array(), *finished = exec_finished_json(&x->finished), *hb;
 
 	for (struct exec_attempt *a = x->attempts; running && a; a = a->next)
 		json_array_append_new(running, json_pack("{s:I, s:I}", "job", (json_int_t)a->job,
@@ -305,14 +314,16 @@ static void send_heartbeat(struct exec *x)
 		ty_error("cannot build a heartbeat: out of memory");
 		return;
 	}
-	exec__emit(x, PROTO_HEARTBEAT, 0, 0,
-		   json_pack("{s:s, s:o, s:o, s:{s:I, s:I, s:I, s:I, s:I}}", "boot_id", x->boot_id,
-			     "running", running, "finished", finished, "counters", "malformed",
-			     (json_int_t)x->counters.malformed, "stale",
-			     (json_int_t)x->counters.stale, "duplicates",
-			     (json_int_t)x->counters.duplicates, "other_node",
-			     (json_int_t)x->counters.other_node, "unsupported",
-			     (json_int_t)x->counters.unsupported));
+	hb = json_pack("{s:s, s:o, s:o, s:{s:I, s:I, s:I, s:I, s:I}}", "boot_id", x->boot_id,
+		       "running", running, "finished", finished, "counters", "malformed",
+		       (json_int_t)x->counters.malformed, "stale", (json_int_t)x->counters.stale,
+		       "duplicates", (json_int_t)x->counters.duplicates, "other_node",
+		       (json_int_t)x->counters.other_node, "unsupported",
+		       (json_int_t)x->counters.unsupported);
+	/* repeated while it lasts: a lost preempt_notice costs one heartbeat */
+	if (hb && x->preempting)
+		json_object_set_new(hb, "preempt_notice", notice_json(x));
+	exec__emit(x, PROTO_HEARTBEAT, 0, 0, hb);
 }
 
 /* ---- attempts ---- */
@@ -463,9 +474,7 @@ static void on_spot_notice(void *arg, const struct exec_spot_notice *n)
 	x->notice = *n;
 	ty_warn("spot notice from %s: %s; deadline in %lld ms: no new work, checkpointing",
 		provider, n->detail, (long long)(n->deadline_ms - ty_wall_ms()));
-	exec__emit(x, PROTO_PREEMPT_NOTICE, 0, 0,
-		   json_pack("{s:I, s:s, s:s, s:s}", "deadline", (json_int_t)n->deadline_ms,
-			     "provider", provider, "action", n->action, "detail", n->detail));
+	exec__emit(x, PROTO_PREEMPT_NOTICE, 0, 0, notice_json(x));
 	for (struct exec_attempt *a = x->attempts; a; a = a->next)
 		signalled += exec__attempt_checkpoint(a, SIGUSR1);
 	ty_info("spot notice: sent the checkpoint signal to %d attempt(s)", signalled);

@@ -589,6 +589,27 @@ static bool wait_log(const char *text)
 	return true;
 }
 
+/*
+ * The preempt_notice of the first heartbeat carrying one (heartbeats and
+ * events are on different topics: an older heartbeat may arrive later).
+ */
+static const json_t *heartbeat_notice(void)
+{
+	int64_t end = now_ms() + WAIT_MS;
+
+	for (;;) {
+		for (size_t i = 0; i < T.ngot; i++) {
+			const json_t *n = json_object_get(T.got[i].data, "preempt_notice");
+
+			if (T.got[i].type == PROTO_HEARTBEAT && n)
+				return n;
+		}
+		if (now_ms() > end)
+			return NULL;
+		collect(50);
+	}
+}
+
 /* A rank that notes the checkpoint signal and trains on. */
 #define TRAINING "trap \"echo $$ >> ckpt\" USR1; while :; do sleep 0.1; done"
 
@@ -621,6 +642,8 @@ static const json_t *notice_story(const char *provider, int64_t job, void (*anno
 	REQUIRE((d = wait_msg(PROTO_PREEMPT_NOTICE, 0, 1)) != NULL);
 	CHECK_STR_EQ(json_string_value(json_object_get(d, "provider")), provider);
 	CHECK(wait_lines(ty_test_strf("%s/ckpt", dir), 1));
+	/* every later heartbeat repeats it, in case the event is lost */
+	CHECK(json_equal(heartbeat_notice(), (json_t *)d));
 	/* polled again, the same notice is not reported again, nor signalled */
 	polls = server_get(&S.polls);
 	REQUIRE(wait_polls(polls + 3));
@@ -822,6 +845,7 @@ static void check_node_works(int64_t job)
 	hb = heartbeats();
 	REQUIRE(wait_msg(PROTO_HEARTBEAT, 0, hb + 5) != NULL);
 	CHECK_INT_EQ(count_of(PROTO_PREEMPT_NOTICE, 0), 0);
+	CHECK(json_object_get(wait_msg(PROTO_HEARTBEAT, 0, hb + 5), "preempt_notice") == NULL);
 }
 
 TY_TEST(stalled_endpoint_never_blocks_the_loop)
