@@ -83,6 +83,9 @@ struct exec {
 	int64_t save_warned; /* when a failed save was last logged */
 	bool stopping;
 	struct counters counters;
+	struct exec_spot *spot;		/* NULL without --spot-provider */
+	bool preempting;		/* a spot notice came: no new work */
+	struct exec_spot_notice notice; /* the newest one */
 };
 
 uv_loop_t *exec__loop(struct exec *x)
@@ -282,9 +285,18 @@ static void send_register(struct exec *x)
 	     &x->register_acked);
 }
 
+/* The data of a preempt_notice for the newest spot notice (new). */
+static json_t *notice_json(struct exec *x)
+{
+	return json_pack("{s:I, s:s, s:s, s:s}", "deadline", (json_int_t)x->notice.deadline_ms,
+			 "provider",
+			 exec_spot_provider_name((enum exec_spot_provider)x->o->spot_provider),
+			 "action", x->notice.action, "detail", x->notice.detail);
+}
+
 static void send_heartbeat(struct exec *x)
 {
-	json_t *running = json_array(), *finished = exec_finished_json(&x->finished);
+	json_t *running = json_array(), *finished = exec_finished_json(&x->finished), *hb;
 
 	for (struct exec_attempt *a = x->attempts; running && a; a = a->next)
 		json_array_append_new(running, json_pack("{s:I, s:I}", "job", (json_int_t)a->job,
@@ -300,14 +312,16 @@ static void send_heartbeat(struct exec *x)
 		ty_error("cannot build a heartbeat: out of memory");
 		return;
 	}
-	exec__emit(x, PROTO_HEARTBEAT, 0, 0,
-		   json_pack("{s:s, s:o, s:o, s:{s:I, s:I, s:I, s:I, s:I}}", "boot_id", x->boot_id,
-			     "running", running, "finished", finished, "counters", "malformed",
-			     (json_int_t)x->counters.malformed, "stale",
-			     (json_int_t)x->counters.stale, "duplicates",
-			     (json_int_t)x->counters.duplicates, "other_node",
-			     (json_int_t)x->counters.other_node, "unsupported",
-			     (json_int_t)x->counters.unsupported));
+	hb = json_pack("{s:s, s:o, s:o, s:{s:I, s:I, s:I, s:I, s:I}}", "boot_id", x->boot_id,
+		       "running", running, "finished", finished, "counters", "malformed",
+		       (json_int_t)x->counters.malformed, "stale", (json_int_t)x->counters.stale,
+		       "duplicates", (json_int_t)x->counters.duplicates, "other_node",
+		       (json_int_t)x->counters.other_node, "unsupported",
+		       (json_int_t)x->counters.unsupported);
+	/* repeated while it lasts: a lost preempt_notice costs one heartbeat */
+	if (hb && x->preempting)
+		json_object_set_new(hb, "preempt_notice", notice_json(x));
+	exec__emit(x, PROTO_HEARTBEAT, 0, 0, hb);
 }
 
 /* ---- attempts ---- */
@@ -351,6 +365,15 @@ static void on_launch(struct exec *x, const struct proto_msg *m)
 		ty_info("ignoring launch of job %lld attempt %lld: it already ran here",
 			(long long)m->job, (long long)m->attempt);
 		return;
+	}
+	if (x->preempting) {
+		/* preempted, not system: the scheduler requeues it without spending a retry */
+		ty_info("refusing launch of job %lld attempt %lld: this node is being preempted",
+			(long long)m->job, (long long)m->attempt);
+		memset(&l, 0, sizeof(l));
+		finish_now(x, m->job, m->attempt, EXEC_CLASS_PREEMPTED,
+			   "not started: this node is being preempted (spot notice)");
+		goto out;
 	}
 	if (exec_launch_parse(&l, m, &err)) {
 		ty_warn("rejecting launch of job %lld attempt %lld: %s", (long long)m->job,
@@ -430,6 +453,29 @@ static void on_checkpoint(struct exec *x, const struct proto_msg *m)
 		ty_info("ignoring checkpoint of job %lld attempt %lld: %s", (long long)m->job,
 			(long long)m->attempt,
 			a->checkpoint_signal ? "already signalled" : "it is stopping");
+}
+
+/*
+ * A spot interruption notice (spot.c), once per notice: no new work from
+ * now on, a node-level preempt_notice (job 0) for the scheduler, and the
+ * checkpoint signal to every local attempt at once — the notice's deadline
+ * may be shorter than a round trip through the scheduler.
+ */
+static void on_spot_notice(void *arg, const struct exec_spot_notice *n)
+{
+	struct exec *x = arg;
+	const char *provider =
+	    exec_spot_provider_name((enum exec_spot_provider)x->o->spot_provider);
+	int signalled = 0;
+
+	x->preempting = true;
+	x->notice = *n;
+	ty_warn("spot notice from %s: %s; deadline in %lld ms: no new work, checkpointing",
+		provider, n->detail, (long long)(n->deadline_ms - ty_wall_ms()));
+	exec__emit(x, PROTO_PREEMPT_NOTICE, 0, 0, notice_json(x));
+	for (struct exec_attempt *a = x->attempts; a; a = a->next)
+		signalled += exec__attempt_checkpoint(a, SIGUSR1);
+	ty_info("spot notice: sent the checkpoint signal to %d attempt(s)", signalled);
 }
 
 static void dispatch(struct exec *x, const void *buf, size_t len, int64_t offset)
@@ -821,6 +867,8 @@ static void close_handles(struct exec *x)
 	uv_close((uv_handle_t *)&x->flush, NULL);
 	uv_close((uv_handle_t *)&x->sigterm, NULL);
 	uv_close((uv_handle_t *)&x->sigint, NULL);
+	exec_spot_close(x->spot);
+	x->spot = NULL;
 }
 
 static void maybe_close(struct exec *x)
@@ -1007,6 +1055,13 @@ int exec_run(const struct exec_opts *o, struct ty_err *err)
 	if ((rc = kafka_open(x, err)))
 		goto out;
 	loop_start(x);
+	if (o->spot_provider != EXEC_SPOT_NONE) {
+		struct exec_spot_opts so = {(enum exec_spot_provider)o->spot_provider, o->spot_url,
+					    o->spot_poll_ms, o->spot_timeout_ms};
+
+		if ((rc = exec_spot_start(&x->spot, &x->loop, &so, on_spot_notice, x, err)))
+			goto out;
+	}
 	ty_info("node '%s' boot %s: logs at %s/logs/, state in '%s', epoch %lld", o->node_id,
 		x->boot_id, x->log_url, o->state_dir, (long long)x->epoch);
 	kill_orphans(x, &st);

@@ -258,6 +258,11 @@ struct exec_opts {
 	int64_t kill_grace_ms;
 	int log_port; /* 0: any free port */
 	int64_t log_max_bytes;
+	/* spot notices (spot.c); spot_provider EXEC_SPOT_NONE: no poller */
+	int spot_provider;    /* enum exec_spot_provider */
+	const char *spot_url; /* metadata base URL */
+	int64_t spot_poll_ms;
+	int64_t spot_timeout_ms;
 };
 
 /*
@@ -388,5 +393,83 @@ int exec_ckpt_verify(const char *ckpt, int64_t want_step, struct ty_err *err);
  * exists but cannot be read, TY_ENOMEM.
  */
 int exec_ckpt_newest(char **path_out, json_t **report_out, const char *dir, struct ty_err *err);
+
+/* ---- spot notices (spot.c) ---- */
+
+/*
+ * A spot node's interruption notice, read from the cloud's metadata
+ * endpoint. The parsers are pure: (HTTP status, body, now) in, a notice,
+ * "no notice" or an error naming the provider and the fault out. The
+ * poller runs one request at a time on the daemon's loop through libcurl's
+ * multi_socket API, so a slow or dead endpoint never blocks the loop.
+ */
+enum exec_spot_provider { EXEC_SPOT_NONE, EXEC_SPOT_AWS, EXEC_SPOT_GCP, EXEC_SPOT_AZURE };
+
+#define EXEC_SPOT_ACTION_MAX 32
+#define EXEC_SPOT_DETAIL_MAX 256
+#define EXEC_SPOT_BODY_MAX 65536      /* longer metadata answers are an error */
+#define EXEC_SPOT_GCP_NOTICE_MS 30000 /* GCP's preemption notice: about 30 s */
+#define EXEC_SPOT_POLL_MS 5000	      /* default poll interval */
+#define EXEC_SPOT_TIMEOUT_MS 2000     /* per request, connect included */
+#define EXEC_SPOT_TOKEN_TTL_S 21600   /* IMDSv2 token TTL asked for (6 h, the maximum) */
+
+struct exec_spot_notice {
+	bool notice;
+	int64_t deadline_ms;		   /* wall-clock epoch ms; with notice only */
+	char action[EXEC_SPOT_ACTION_MAX]; /* terminate, stop, hibernate; preempt; Preempt */
+	char detail[EXEC_SPOT_DETAIL_MAX]; /* what the endpoint said, for people */
+	/* the same notice polled again has the same id: aws "<action> <time>",
+	 * gcp "preempted", azure the EventId (or "Preempt" without one) */
+	char id[EXEC_SPOT_DETAIL_MAX];
+};
+
+/* "none", "aws", "gcp", "azure" → the provider, or -1. */
+int exec_spot_provider_parse(const char *name);
+/* The name of p ("none" for anything unknown); a static string. */
+const char *exec_spot_provider_name(enum exec_spot_provider p);
+/* The provider's real metadata base URL (static), "" for none. */
+const char *exec_spot_default_base(enum exec_spot_provider p);
+
+/*
+ * Parse one answer of p's notice endpoint (AWS spot/instance-action, GCP
+ * instance/preempted, Azure scheduledevents); body is borrowed, len bytes,
+ * not necessarily NUL-terminated; now_ms is wall-clock epoch ms. *out is
+ * zeroed first. Returns 0 with out->notice telling whether there is one
+ * ("no notice" answers: AWS 404, GCP "FALSE", Azure without a Scheduled or
+ * Started Preempt event). Errors, never a notice: TY_EAUTH for AWS 401
+ * (the token expired), TY_EUNAVAIL for another HTTP status, TY_EPARSE for
+ * a malformed answer; the message names the provider and the fault.
+ * AWS time is RFC 3339 UTC, Azure NotBefore RFC 1123 ("" = started: the
+ * deadline is now); GCP has no time: now + EXEC_SPOT_GCP_NOTICE_MS. Of
+ * several Azure Preempt events the earliest deadline wins.
+ */
+int exec_spot_parse(struct exec_spot_notice *out, enum exec_spot_provider p, long status,
+		    const char *body, size_t len, int64_t now_ms, struct ty_err *err);
+
+struct exec_spot_opts {
+	enum exec_spot_provider provider;
+	const char *base_url; /* copied; no trailing slash needed */
+	int64_t poll_ms;
+	int64_t timeout_ms;
+};
+
+/* Called on the loop for every new notice (a notice seen before is not repeated). */
+typedef void exec_spot_cb(void *arg, const struct exec_spot_notice *n);
+
+struct exec_spot;
+
+/*
+ * Start polling on loop (first request at once, then every poll_ms); cb
+ * gets arg. Request failures are logged (warn once per streak), never
+ * fatal. TY_EINVAL for a bad option, TY_ENOMEM, TY_EIO when libcurl or
+ * libuv refuse.
+ */
+int exec_spot_start(struct exec_spot **out, uv_loop_t *loop, const struct exec_spot_opts *o,
+		    exec_spot_cb *cb, void *arg, struct ty_err *err);
+/*
+ * Abort the request in flight and close every handle; s is freed from the
+ * last close callback, so the loop must run on. NULL-safe, once.
+ */
+void exec_spot_close(struct exec_spot *s);
 
 #endif

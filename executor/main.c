@@ -40,6 +40,14 @@ static const struct ty_opt options[] = {
     {"log-port", TY_OPT_INT, "0", 0, 65535, "TCP port of the log server; 0 picks a free one"},
     {"log-max-bytes", TY_OPT_INT, "67108864", 65536, 1099511627776LL,
      "size at which a rank log is rotated to .1 (one rotation kept)"},
+    {"spot-provider", TY_OPT_STR, "none", 0, 0,
+     "spot interruption notices to poll: none, aws (IMDSv2), gcp or azure (Scheduled Events)"},
+    {"spot-metadata-url", TY_OPT_STR, NULL, 0, 0,
+     "metadata base URL (default: http://169.254.169.254 for aws and azure, "
+     "http://metadata.google.internal for gcp)"},
+    {"spot-poll-ms", TY_OPT_INT, "5000", 100, 3600000, "spot notice poll interval"},
+    {"spot-timeout-ms", TY_OPT_INT, "2000", 50, 60000,
+     "timeout of one metadata request, connecting included (at most the poll interval)"},
     {"log-level", TY_OPT_STR, "info", 0, 0, "debug, info, warn or error"},
     {"log-json", TY_OPT_BOOL, "false", 0, 0, "log JSON lines instead of text"},
     {"help", TY_OPT_BOOL, "false", 0, 0, "print this help, then exit"},
@@ -157,6 +165,20 @@ int main(int argc, char **argv)
 	o.kill_grace_ms = ty_config_int(c, "kill-grace-ms");
 	o.log_port = (int)ty_config_int(c, "log-port");
 	o.log_max_bytes = ty_config_int(c, "log-max-bytes");
+	if ((o.spot_provider = exec_spot_provider_parse(ty_config_str(c, "spot-provider"))) < 0) {
+		fail("--spot-provider '%s' is not none, aws, gcp or azure",
+		     ty_config_str(c, "spot-provider"));
+		goto out;
+	}
+	o.spot_url = ty_config_str(c, "spot-metadata-url");
+	if (!o.spot_url || !*o.spot_url)
+		o.spot_url = exec_spot_default_base((enum exec_spot_provider)o.spot_provider);
+	else if (strncmp(o.spot_url, "http://", 7) && strncmp(o.spot_url, "https://", 8)) {
+		fail("--spot-metadata-url '%s' is not an http:// or https:// URL", o.spot_url);
+		goto out;
+	}
+	o.spot_poll_ms = ty_config_int(c, "spot-poll-ms");
+	o.spot_timeout_ms = ty_config_int(c, "spot-timeout-ms");
 
 	/* the log server may write to a closed socket; ranks get SIG_DFL back (libuv) */
 	signal(SIGPIPE, SIG_IGN);

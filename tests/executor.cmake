@@ -1,7 +1,7 @@
 # executor/: unit tests of its pure parts, and one integration test that runs
 # a real trainyard-executor against the broker (TY_TEST_KAFKA_BOOTSTRAP).
 
-foreach(m launch labels dedupe state tail proc ckpt hw_gpu hw_hca hw_nccl hw_json)
+foreach(m launch labels dedupe state tail proc ckpt spot hw_gpu hw_hca hw_nccl hw_json)
   ty_add_test(executor_${m} unit/executor/test_${m}.c unit)
   target_link_libraries(test_executor_${m} PRIVATE ty_exec)
 endforeach()
@@ -26,3 +26,8 @@ target_link_libraries(test_executor PRIVATE ty_proto PkgConfig::CURL PkgConfig::
 add_dependencies(test_executor trainyard-executor)
 set(TY_EXECUTOR_TEST_ENV ${TY_INTEGRATION_ENV} "TY_EXECUTOR_BIN=$<TARGET_FILE:trainyard-executor>")
 set_tests_properties(executor PROPERTIES ENVIRONMENT "${TY_EXECUTOR_TEST_ENV}" TIMEOUT 180)
+
+ty_add_test(executor_spot_poller integration/executor/test_spot.c integration)
+target_link_libraries(test_executor_spot_poller PRIVATE ty_proto PkgConfig::RDKAFKA PkgConfig::MHD)
+add_dependencies(test_executor_spot_poller trainyard-executor)
+set_tests_properties(executor_spot_poller PROPERTIES ENVIRONMENT "${TY_EXECUTOR_TEST_ENV}" TIMEOUT 180)
