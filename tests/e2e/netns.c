@@ -204,8 +204,9 @@ static int run_sh(const char *script)
  */
 static const char *ns_del(char *buf, size_t n, const char *ns)
 {
-	snprintf(buf, n, "for p in $(%s netns pids %s); do kill -9 $p; done; %s netns del %s; ",
-		 ip_path, ns, ip_path, ns);
+	if (snprintf(buf, n, "for p in $(%s netns pids %s); do kill -9 $p; done; %s netns del %s; ",
+		     ip_path, ns, ip_path, ns) >= (int)n)
+		buf[0] = '\0'; /* cannot happen: names are short */
 	return buf;
 }
 
