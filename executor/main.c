@@ -32,6 +32,9 @@ static const struct ty_opt options[] = {
     {"log-port", TY_OPT_INT, "0", 0, 65535, "TCP port of the log server; 0 picks a free one"},
     {"log-max-bytes", TY_OPT_INT, "67108864", 65536, 1099511627776LL,
      "size at which a rank log is rotated to .1 (one rotation kept)"},
+    {"classify-file", TY_OPT_STR, NULL, 0, 0,
+     "failure classification rules 'class<TAB>regex' checked before the built-in ones "
+     "(executor/classify.conf)"},
     {"log-level", TY_OPT_STR, "info", 0, 0, "debug, info, warn or error"},
     {"log-json", TY_OPT_BOOL, "false", 0, 0, "log JSON lines instead of text"},
     {"help", TY_OPT_BOOL, "false", 0, 0, "print this help, then exit"},
@@ -60,6 +63,7 @@ int main(int argc, char **argv)
 {
 	struct ty_config *c = ty_config_new(options, NOPTS, ENV_PREFIX);
 	struct exec_opts o = {0};
+	struct exec_classifier *classifier = NULL;
 	struct ty_err err = {0};
 	json_t *labels = NULL;
 	char host[256] = "", bootstrap[4096];
@@ -112,6 +116,16 @@ int main(int argc, char **argv)
 		fail("--labels: %s", err.msg);
 		goto out;
 	}
+	/* operators' rules first: within a class the first matching rule wins */
+	if (exec_classifier_new(&classifier, &err) ||
+	    (ty_config_str(c, "classify-file") &&
+	     exec_classifier_add_file(classifier, ty_config_str(c, "classify-file"), &err)) ||
+	    exec_classifier_add(classifier, exec_classify_defaults, "classify.conf (built in)",
+				&err)) {
+		fail("--classify-file: %s", err.msg);
+		goto out;
+	}
+	o.classifier = classifier;
 	o.address = ty_config_str(c, "address");
 	o.bootstrap = bootstrap;
 	o.fake_gpus = ty_config_str(c, "fake-gpus") ? (int)ty_config_int(c, "fake-gpus") : -1;
@@ -129,6 +143,7 @@ int main(int argc, char **argv)
 		ty_error("%s", err.msg);
 out:
 	json_decref(labels);
+	exec_classifier_free(classifier);
 	ty_config_free(c);
 	return rc;
 }
