@@ -209,18 +209,17 @@ static bool read_small(char *out, size_t outsz, const char *path)
 	return true;
 }
 
-/* Remember the rank's memory cgroup and its oom_kill count (cgroup v2). */
+/* Remember the rank's memory cgroup and its oom_kill count (cgroup v1 or v2). */
 static void cgroup_note(struct exec_rank *r)
 {
-	char text[4096], cg[400];
+	char text[4096];
 
 	r->oom_kills = -1;
 	r->memory_events[0] = '\0';
 	snprintf(text, sizeof(text), "/proc/%d/cgroup", (int)r->pid);
-	if (!read_small(text, sizeof(text), text) || !exec_cgroup_v2_path(cg, sizeof(cg), text))
+	if (!read_small(text, sizeof(text), text) ||
+	    !exec_cgroup_oom_file(r->memory_events, sizeof(r->memory_events), text))
 		return;
-	snprintf(r->memory_events, sizeof(r->memory_events), "/sys/fs/cgroup%s%smemory.events", cg,
-		 strcmp(cg, "/") ? "/" : "");
 	if (read_small(text, sizeof(text), r->memory_events))
 		r->oom_kills = exec_memory_events_oom_kill(text);
 }

@@ -297,22 +297,49 @@ void exec_evidence_tails(char *out, const char *head, const struct exec_rank_log
 	}
 }
 
-bool exec_cgroup_v2_path(char *out, size_t outsz, const char *proc_cgroup)
+static bool put_path(char *out, size_t outsz, const char *pre, const char *p, size_t n,
+		     const char *file)
 {
+	int k = snprintf(out, outsz, "%s%.*s%s%s", pre, (int)n, p, n > 1 ? "/" : "", file);
+
+	return k > 0 && (size_t)k < outsz;
+}
+
+bool exec_cgroup_oom_file(char *out, size_t outsz, const char *proc_cgroup)
+{
+	const char *v2 = NULL;
+	size_t v2len = 0;
+
 	for (const char *p = proc_cgroup; p && *p;) {
-		const char *nl = strchr(p, '\n');
+		const char *nl = strchr(p, '\n'), *c1, *c2;
 		size_t len = nl ? (size_t)(nl - p) : strlen(p);
 
-		if (len > 3 && strncmp(p, "0::", 3) == 0 && p[3] == '/') {
-			if (len - 3 >= outsz)
-				return false;
-			memcpy(out, p + 3, len - 3);
-			out[len - 3] = '\0';
-			return true;
+		c1 = memchr(p, ':', len);
+		c2 = c1 ? memchr(c1 + 1, ':', len - (size_t)(c1 + 1 - p)) : NULL;
+		if (c2 && c2 + 1 < p + len && c2[1] == '/') {
+			const char *path = c2 + 1;
+			size_t plen = len - (size_t)(path - p);
+			const char *ctl = c1 + 1;
+			size_t clen = (size_t)(c2 - ctl);
+
+			if (c1 - p == 1 && *p == '0' && clen == 0) {
+				v2 = path;
+				v2len = plen;
+			}
+			/* the controller list is comma-separated: "memory" alone or with others */
+			for (const char *q = ctl; q < c2;) {
+				const char *comma = memchr(q, ',', (size_t)(c2 - q));
+				size_t qlen = comma ? (size_t)(comma - q) : (size_t)(c2 - q);
+
+				if (qlen == 6 && strncmp(q, "memory", 6) == 0)
+					return put_path(out, outsz, "/sys/fs/cgroup/memory", path,
+							plen, "memory.oom_control");
+				q += qlen + 1;
+			}
 		}
 		p += len + (nl ? 1 : 0);
 	}
-	return false;
+	return v2 && put_path(out, outsz, "/sys/fs/cgroup", v2, v2len, "memory.events");
 }
 
 long long exec_memory_events_oom_kill(const char *text)

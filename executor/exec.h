@@ -208,9 +208,15 @@ void exec_classify(struct exec_verdict *v, const struct exec_classifier *c,
 void exec_evidence_tails(char *out, const char *head, const struct exec_rank_log *logs,
 			 size_t nlogs);
 
-/* The cgroup v2 path ("/a/b") in the text of /proc/<pid>/cgroup; false if none. */
-bool exec_cgroup_v2_path(char *out, size_t outsz, const char *proc_cgroup);
-/* The oom_kill count in the text of a memory.events file, or -1. */
+/*
+ * The file that counts OOM kills of a process's memory cgroup, from the
+ * text of /proc/<pid>/cgroup: cgroup v1 "N:memory:/p" (also on a hybrid
+ * host) gives /sys/fs/cgroup/memory/p/memory.oom_control, else v2 "0::/p"
+ * /sys/fs/cgroup/p/memory.events. False when there is neither or it does
+ * not fit outsz.
+ */
+bool exec_cgroup_oom_file(char *out, size_t outsz, const char *proc_cgroup);
+/* The oom_kill count in the text of memory.events or memory.oom_control, or -1. */
 long long exec_memory_events_oom_kill(const char *text);
 
 /* ---- labels (labels.c) ---- */
@@ -378,7 +384,7 @@ struct exec_rank {
 	int64_t last_alive_ms;	   /* monotonic: last output or progress-file change; 0: none */
 	struct timespec progress_mtime; /* of its progress file when last looked at */
 	long long oom_kills;	   /* its memory cgroup's oom_kill count at spawn; -1: unknown */
-	char memory_events[512];   /* that cgroup's memory.events, "" if unknown */
+	char memory_events[512];   /* the file with that count, "" if unknown */
 	bool cgroup_oom;	   /* the count rose by the time it died */
 	char log_path[4096];
 	char rbuf[65536];

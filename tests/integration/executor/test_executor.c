@@ -919,7 +919,7 @@ TY_TEST(start_timeout_kills_a_gang_with_a_silent_rank)
 	CHECK(strstr(str_of(d, "message"), "could not be started") != NULL);
 }
 
-TY_TEST(nccl_error_in_the_log_is_system)
+TY_TEST(log_lines_and_exits_decide_the_class)
 {
 	const json_t *d;
 
@@ -942,6 +942,18 @@ TY_TEST(nccl_error_in_the_log_is_system)
 	REQUIRE((d = wait_msg(PROTO_ATTEMPT_EXITED, 1107, 1)) != NULL);
 	CHECK_STR_EQ(str_of(d, "failure_class"), "hardware");
 	CHECK_STR_EQ(str_of(d, "evidence"), "rank 0: TEST-GPU-3 BROKE");
+	/* a SIGKILL nobody here sent: OOM only with evidence */
+	send_msg(PROTO_LAUNCH, 1108, EPOCH, launch_data(1, "echo step 1; kill -9 $$"));
+	send_msg(PROTO_LAUNCH, 1109, EPOCH,
+		 launch_data(1, "echo step 1; echo \"sh: line 1: 4242 Killed  python t.py\"; "
+				"kill -9 $$"));
+	REQUIRE((d = wait_msg(PROTO_ATTEMPT_EXITED, 1108, 1)) != NULL);
+	CHECK_STR_EQ(str_of(d, "failure_class"), "system");
+	CHECK_INT_EQ(json_integer_value(json_object_get(d, "exit_code")), 137);
+	CHECK_STR_EQ(str_of(d, "evidence"), "rank 0: killed by signal 9 (SIGKILL), no OOM evidence");
+	REQUIRE((d = wait_msg(PROTO_ATTEMPT_EXITED, 1109, 1)) != NULL);
+	CHECK_STR_EQ(str_of(d, "failure_class"), "oom");
+	CHECK_STR_EQ(str_of(d, "evidence"), "rank 0: sh: line 1: 4242 Killed  python t.py");
 }
 
 TY_TEST(malformed_message_is_skipped)

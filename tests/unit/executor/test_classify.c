@@ -285,27 +285,34 @@ TY_TEST(cgroup_files)
 		const char *text;
 		const char *path; /* NULL: none */
 	} cg[] = {
-	    {"0::/system.slice/trainyard.service\n", "/system.slice/trainyard.service"},
-	    {"12:memory:/x\n0::/\n", "/"},
-	    {"12:memory:/x\n4:cpu:/y\n", NULL},
+	    {"0::/system.slice/trainyard.service\n",
+	     "/sys/fs/cgroup/system.slice/trainyard.service/memory.events"},
+	    {"0::/\n", "/sys/fs/cgroup/memory.events"},
+	    {"4:memory:/process_api/ab12\n3:cpuset:/\n0::/\n",
+	     "/sys/fs/cgroup/memory/process_api/ab12/memory.oom_control"},
+	    {"0::/x\n7:cpu,memory:/\n", "/sys/fs/cgroup/memory/memory.oom_control"},
+	    {"12:memoryx:/x\n4:cpu:/y\n", NULL},
+	    {"9:name=systemd:/\n", NULL},
 	    {"", NULL},
 	    {"0::\n", NULL},
+	    {"garbage\n", NULL},
 	};
 	static const struct {
 		const char *text;
 		long long want;
 	} ev[] = {
 	    {"low 0\nhigh 0\nmax 0\noom 2\noom_kill 1\noom_group_kill 0\n", 1},
+	    {"oom_kill_disable 0\nunder_oom 0\noom_kill 7\n", 7},
 	    {"oom_kill 0", 0},
 	    {"oom 4\n", -1},
 	    {"oom_kill x\n", -1},
-	    {"oom_kill_group 3\n", -1},
+	    {"oom_kill_disable 3\n", -1},
 	    {"", -1},
 	};
-	char out[64];
+	char out[128];
 
 	for (size_t i = 0; i < sizeof(cg) / sizeof(cg[0]); i++) {
-		bool ok = exec_cgroup_v2_path(out, sizeof(out), cg[i].text);
+		bool ok = exec_cgroup_oom_file(out, sizeof(out), cg[i].text);
 
 		ty_test_context("cgroup %zu", i);
 		CHECK_INT_EQ(ok, cg[i].path != NULL);
@@ -313,10 +320,10 @@ TY_TEST(cgroup_files)
 			CHECK_STR_EQ(out, cg[i].path);
 	}
 	for (size_t i = 0; i < sizeof(ev) / sizeof(ev[0]); i++) {
-		ty_test_context("memory.events %zu", i);
+		ty_test_context("oom counts %zu", i);
 		CHECK_INT_EQ(exec_memory_events_oom_kill(ev[i].text), ev[i].want);
 	}
-	CHECK(!exec_cgroup_v2_path(out, 4, "0::/too/long\n"));
+	CHECK(!exec_cgroup_oom_file(out, 16, "0::/too/long/for/this\n"));
 }
 
 TY_TEST(progress_path)
