@@ -1,7 +1,8 @@
 /*
  * One attempt on this node: its ranks as detached process groups, their
  * logs, fail-fast and the stop sequence (SIGTERM, SIGKILL after a grace
- * period), reaping every process of its groups, and the events on the way.
+ * period), reaping every process of its groups, liveness (hang and start
+ * timeouts), the failure class of a failed attempt, and the events on the way.
  */
 #include "exec.h"
 #include "ty_log.h"
@@ -189,9 +190,9 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
 	if (nread > 0) {
 		r->last_alive_ms = ty_mono_ms();
 		log_write(r, buf->base, (size_t)nread);
-	}
-	else if (nread < 0)
+	} else if (nread < 0) {
 		close_output(r); /* EOF: every writer of the pipe is gone */
+	}
 }
 
 static bool read_small(char *out, size_t outsz, const char *path)
@@ -710,13 +711,11 @@ int exec__attempt_start(struct exec_attempt **out, struct exec *x, const struct 
 	if (l->max_runtime_ms > 0)
 		uv_timer_start(&a->runtime_timer, on_runtime_over, (uint64_t)l->max_runtime_ms, 0);
 	if (a->hang_timeout_ms || a->start_timeout_ms) {
-		int64_t shortest = a->hang_timeout_ms && a->start_timeout_ms
-				       ? (a->hang_timeout_ms < a->start_timeout_ms
-					      ? a->hang_timeout_ms
-					      : a->start_timeout_ms)
-				       : a->hang_timeout_ms + a->start_timeout_ms;
-		int64_t tick = shortest / 4;
+		int64_t shortest = a->hang_timeout_ms, tick;
 
+		if (!shortest || (a->start_timeout_ms && a->start_timeout_ms < shortest))
+			shortest = a->start_timeout_ms;
+		tick = shortest / 4;
 		tick = tick < 100 ? 100 : tick > 1000 ? 1000 : tick;
 		uv_timer_start(&a->live_timer, on_live_tick, (uint64_t)tick, (uint64_t)tick);
 	}

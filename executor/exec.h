@@ -3,8 +3,9 @@
  * supervised rank processes and reports their fate.
  *
  * The first half of this header is pure (no loop, no broker) and unit
- * tested: launch checks, the environment contract, labels, the dedupe
- * window, finished attempts, the state file, log tails and process groups.
+ * tested: launch checks, the environment contract, failure classification,
+ * labels, the dedupe window, finished attempts, the state file, log tails and
+ * process groups.
  * The second half is the daemon's cross-file internals (exec__*).
  *
  * Ownership: "new" results are the caller's to free with the named
@@ -164,9 +165,9 @@ void exec_classifier_free(struct exec_classifier *c);
 /* How the rank that ended an attempt ended. */
 struct exec_rank_end {
 	int rank;
-	int exit_code;	  /* exit status, or 128 + signal */
-	int signal;	  /* 0: it exited */
-	bool cgroup_oom;  /* its memory cgroup's oom_kill count rose while it ran */
+	int exit_code;	 /* exit status, or 128 + signal */
+	int signal;	 /* 0: it exited */
+	bool cgroup_oom; /* its memory cgroup's oom_kill count rose while it ran */
 };
 
 /* The log tail of one local rank (text borrowed, may be NULL). */
