@@ -956,6 +956,61 @@ TY_TEST(log_lines_and_exits_decide_the_class)
 	CHECK_STR_EQ(str_of(d, "evidence"), "rank 0: sh: line 1: 4242 Killed  python t.py");
 }
 
+/* Run the executor with a rules file; its exit status, stderr in *out. */
+static int run_with_rules(char **out, const char *rules)
+{
+	const char *path = ty_test_strf("%s/bad-rules.conf", T.dir);
+	const char *argv[] = {T.bin,   "--state-dir",	      T.state, "--kafka-bootstrap",
+			      "127.0.0.1:9", "--classify-file", path,    NULL};
+	int fds[2], status = 0;
+	FILE *f = fopen(path, "w");
+	pid_t pid;
+	ssize_t n;
+
+	REQUIRE(f != NULL);
+	fputs(rules, f);
+	fclose(f);
+	REQUIRE(pipe(fds) == 0);
+	fflush(stdout);
+	REQUIRE((pid = fork()) >= 0);
+	if (pid == 0) {
+		dup2(fds[1], 2);
+		close(fds[0]);
+		execv(T.bin, (char **)argv);
+		_exit(127);
+	}
+	close(fds[1]);
+	*out = ty_test_alloc(4096);
+	for (size_t got = 0; got < 4095; got += (size_t)n) {
+		n = read(fds[0], *out + got, 4095 - got);
+		if (n <= 0 && !(n < 0 && errno == EINTR)) {
+			(*out)[got] = '\0';
+			break;
+		}
+		if (n < 0)
+			n = 0;
+		(*out)[got + (size_t)n] = '\0';
+	}
+	close(fds[0]);
+	REQUIRE(waitpid(pid, &status, 0) == pid);
+	return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+TY_TEST(bad_rules_file_stops_the_executor)
+{
+	char *err;
+
+	setup();
+	CHECK_INT_EQ(run_with_rules(&err, "# ok\nsystem\tfine\nuser\t[unclosed\n"), 2);
+	CHECK(strstr(err, ty_test_strf("--classify-file: %s/bad-rules.conf:3: bad regular "
+				       "expression '[unclosed': ",
+				       T.dir)) != NULL);
+	CHECK_INT_EQ(run_with_rules(&err, "fatal\tx\n"), 2);
+	CHECK(strstr(err, ty_test_strf("--classify-file: %s/bad-rules.conf:1: unknown class "
+				       "'fatal' (hardware, oom, system, user or oom_kill)",
+				       T.dir)) != NULL);
+}
+
 TY_TEST(malformed_message_is_skipped)
 {
 	setup();
