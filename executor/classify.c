@@ -196,10 +196,54 @@ static bool match_class(char *line, size_t linesz, const struct exec_classifier 
 	return false;
 }
 
+/* Length of the valid UTF-8 sequence at p (1..4), or 0. */
+static size_t utf8_seq(const unsigned char *p)
+{
+	size_t n;
+	unsigned cp;
+
+	if (p[0] < 0x80)
+		return 1;
+	if (p[0] >= 0xc2 && p[0] <= 0xdf)
+		n = 2, cp = p[0] & 0x1fu;
+	else if (p[0] >= 0xe0 && p[0] <= 0xef)
+		n = 3, cp = p[0] & 0x0fu;
+	else if (p[0] >= 0xf0 && p[0] <= 0xf4)
+		n = 4, cp = p[0] & 0x07u;
+	else
+		return 0;
+	for (size_t i = 1; i < n; i++) {
+		if ((p[i] & 0xc0) != 0x80)
+			return 0;
+		cp = cp << 6 | (p[i] & 0x3fu);
+	}
+	if ((n == 3 && cp < 0x800) || (n == 4 && (cp < 0x10000 || cp > 0x10ffff)) ||
+	    (cp >= 0xd800 && cp <= 0xdfff))
+		return 0;
+	return n;
+}
+
+void exec_text_clean(char *s)
+{
+	unsigned char *p = (unsigned char *)s;
+
+	while (*p) {
+		size_t n = utf8_seq(p);
+
+		if (n == 0)
+			*p++ = '?';
+		else if (n == 1 && (*p < 0x20 || *p == 0x7f))
+			*p++ = ' ';
+		else
+			p += n;
+	}
+}
+
 static void set_verdict(struct exec_verdict *v, const char *cls, int rank, const char *what)
 {
 	snprintf(v->failure_class, sizeof(v->failure_class), "%s", cls);
 	snprintf(v->evidence, sizeof(v->evidence), "rank %d: %s", rank, what);
+	exec_text_clean(v->evidence);
 }
 
 
@@ -292,9 +336,10 @@ void exec_evidence_tails(char *out, const char *head, const struct exec_rank_log
 		/* the newest output fits best: keep the end of the tail */
 		start = len > room ? len - room : 0;
 		for (k = start; k < len; k++)
-			out[o++] = t[k] == '\n' ? '|' : (t[k] == '\r' || t[k] == '\t') ? ' ' : t[k];
+			out[o++] = t[k] == '\n' ? '|' : t[k];
 		out[o] = '\0';
 	}
+	exec_text_clean(out);
 }
 
 static bool put_path(char *out, size_t outsz, const char *pre, const char *p, size_t n,

@@ -194,11 +194,19 @@ struct exec_verdict {
  * 5. a signal or exit 137: system; another non-zero exit: user.
  * Within a class the first rule (in rule order) matching some line wins,
  * and its first matching line (rank order, oldest line first) is the
- * evidence as "rank R: <line>"; without a line the evidence describes the
- * exit, e.g. "rank 0: exit code 137 (SIGKILL), memory cgroup oom_kill".
+ * evidence as "rank R: <line>" (cut to EXEC_EVIDENCE_MAX, exec_text_clean);
+ * without a line the evidence describes the exit, e.g.
+ * "rank 0: exit code 137 (SIGKILL), memory cgroup oom_kill".
  */
 void exec_classify(struct exec_verdict *v, const struct exec_classifier *c,
 		   const struct exec_rank_end *end, const struct exec_rank_log *logs, size_t nlogs);
+
+/*
+ * Make s (in place) printable, valid UTF-8 that JSON can carry: control
+ * characters become ' ', bytes outside a valid sequence (a sequence cut at
+ * the end included) '?'.
+ */
+void exec_text_clean(char *s);
 
 /*
  * Evidence of a hang or start timeout: head (e.g. "no output or progress

@@ -51,11 +51,9 @@ json_t *exec_finished_json(const struct exec_finished_ring *r)
 				      "attempt", (json_int_t)f->attempt, "exit_code", f->exit_code,
 				      "failure_class", f->failure_class, "message", f->message);
 
-		if (e && f->evidence[0] &&
-		    json_object_set_new(e, "evidence", json_string(f->evidence))) {
-			json_decref(e);
-			e = NULL;
-		}
+		/* evidence is cleaned text; should it not be, the entry goes without it */
+		if (e && f->evidence[0])
+			json_object_set_new(e, "evidence", json_string(f->evidence));
 		if (!e || json_array_append_new(a, e)) {
 			json_decref(a);
 			return NULL;

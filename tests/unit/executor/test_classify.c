@@ -115,6 +115,10 @@ TY_TEST(classify_table)
 	     "rank 0: RuntimeError: CUDA error: device-side assert triggered"},
 	    {"CRLF line ends", 1, 0, false, "ncclInternalError\r\n", NULL, "system",
 	     "rank 0: ncclInternalError"},
+	    {"invalid UTF-8 and controls", 1, 0, false, "ncclRemoteError \xff\xc3 \x1b[0m\tend\n",
+	     NULL, "system", "rank 0: ncclRemoteError ??  [0m end"},
+	    {"valid UTF-8 kept", 1, 0, false, "ncclRemoteError: r\xc3\xa9seau \xe2\x82\xac\n", NULL,
+	     "system", "rank 0: ncclRemoteError: r\xc3\xa9seau \xe2\x82\xac"},
 	};
 	struct exec_classifier *c = defaults();
 
@@ -131,6 +135,37 @@ TY_TEST(classify_table)
 		CHECK_STR_EQ(v.failure_class, rows[i].cls);
 		CHECK_STR_EQ(v.evidence, rows[i].evidence);
 	}
+	exec_classifier_free(c);
+}
+
+TY_TEST(classify_evidence_is_capped_valid_text)
+{
+	struct exec_classifier *c = defaults();
+	struct exec_rank_end end = {.rank = 0, .exit_code = 1};
+	char *line = malloc(4000);
+	struct exec_rank_log logs[1] = {{0, line}};
+	struct exec_verdict v;
+	size_t o;
+
+	REQUIRE(line != NULL);
+	o = (size_t)sprintf(line, "NCCL WARN ");
+	while (o < 3990) { /* two-byte characters, so the cap may fall inside one */
+		line[o++] = '\xc3';
+		line[o++] = '\xa9';
+	}
+	line[o] = '\0';
+	for (size_t shift = 0; shift < 2; shift++) {
+		ty_test_context("shift %zu", shift);
+		if (shift)
+			memmove(line + 1, line, strlen(line) + 1), line[0] = 'x';
+		exec_classify(&v, c, &end, logs, 1);
+		CHECK_STR_EQ(v.failure_class, "system");
+		CHECK_INT_EQ(strlen(v.evidence), EXEC_EVIDENCE_MAX);
+		/* only a cut sequence may have become '?', and only at the very end */
+		CHECK(strchr(v.evidence, '?') == NULL ||
+		      strchr(v.evidence, '?') == v.evidence + EXEC_EVIDENCE_MAX - 1);
+	}
+	free(line);
 	exec_classifier_free(c);
 }
 
@@ -254,6 +289,7 @@ TY_TEST(evidence_tails)
 	     "no progress; rank 4: one|two; rank 5: x"},
 	    {"silent rank", "", NULL, "no progress; rank 4: (no output); rank 5: (no output)"},
 	    {"tabs and CR", "a\tb\r\n", "c", "no progress; rank 4: a b; rank 5: c"},
+	    {"binary output", "\xff\x01ok\n", "\xe2\x82", "no progress; rank 4: ? ok; rank 5: ??"},
 	};
 	char out[EXEC_EVIDENCE_MAX + 1];
 	char big[3000];
