@@ -1,7 +1,8 @@
 /*
  * One attempt on this node: its ranks as detached process groups, their
  * logs, fail-fast and the stop sequence (SIGTERM, SIGKILL after a grace
- * period), reaping every process of its groups, and the events on the way.
+ * period), reaping every process of its groups, liveness (hang and start
+ * timeouts), the failure class of a failed attempt, and the events on the way.
  */
 #include "exec.h"
 #include "ty_log.h"
@@ -186,10 +187,54 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
 {
 	struct exec_rank *r = s->data;
 
-	if (nread > 0)
+	if (nread > 0) {
+		r->last_alive_ms = ty_mono_ms();
 		log_write(r, buf->base, (size_t)nread);
-	else if (nread < 0)
+	} else if (nread < 0) {
 		close_output(r); /* EOF: every writer of the pipe is gone */
+	}
+}
+
+static bool read_small(char *out, size_t outsz, const char *path)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	ssize_t n;
+
+	if (fd < 0)
+		return false;
+	n = read(fd, out, outsz - 1);
+	close(fd);
+	if (n < 0)
+		return false;
+	out[n] = '\0';
+	return true;
+}
+
+/* Remember the rank's memory cgroup and its oom_kill count (cgroup v1 or v2). */
+static void cgroup_note(struct exec_rank *r)
+{
+	char text[4096];
+
+	r->oom_kills = -1;
+	r->memory_events[0] = '\0';
+	snprintf(text, sizeof(text), "/proc/%d/cgroup", (int)r->pid);
+	if (!read_small(text, sizeof(text), text) ||
+	    !exec_cgroup_oom_file(r->memory_events, sizeof(r->memory_events), text))
+		return;
+	if (read_small(text, sizeof(text), r->memory_events))
+		r->oom_kills = exec_memory_events_oom_kill(text);
+}
+
+/* Whether the rank's cgroup counted an OOM kill since its spawn. */
+static bool cgroup_oom_rose(const struct exec_rank *r)
+{
+	char text[4096];
+	long long now;
+
+	if (r->oom_kills < 0 || !read_small(text, sizeof(text), r->memory_events))
+		return false;
+	now = exec_memory_events_oom_kill(text);
+	return now > r->oom_kills;
 }
 
 static void on_rank_exit(uv_process_t *p, int64_t status, int term_signal)
@@ -221,32 +266,107 @@ static void on_rank_exit(uv_process_t *p, int64_t status, int term_signal)
 		exec__attempt_stop(a, a->default_grace_ms, EXEC_CLASS_PREEMPTED, EXEC_EXIT_NONE,
 				   "preempted: rank %d ended after the checkpoint signal (%s)",
 				   r->rank, signal_name(a->checkpoint_signal));
-	/* while running, Trainyard has sent no signal: any death is foreign */
-	else if (a->state == EXEC_RUNNING && term_signal)
-		exec__attempt_stop(a, a->default_grace_ms, EXEC_CLASS_SYSTEM, code,
-				   "rank %d was killed by signal %d (%s)", r->rank, term_signal,
-				   signal_name(term_signal));
-	else if (a->state == EXEC_RUNNING && code != 0)
-		exec__attempt_stop(a, a->default_grace_ms, EXEC_CLASS_USER, code,
-				   "rank %d exited with code %d", r->rank, code);
+	/*
+	 * While running, Trainyard has sent no signal: any death is foreign.
+	 * The class given here is provisional; finish() classifies it from
+	 * the exit and every rank's log once all output is in.
+	 */
+	else if (a->state == EXEC_RUNNING && (term_signal || code != 0)) {
+		if (!a->have_outcome) {
+			a->classify_rank = r->local;
+			r->cgroup_oom = cgroup_oom_rose(r);
+		}
+		if (term_signal)
+			exec__attempt_stop(a, a->default_grace_ms, EXEC_CLASS_SYSTEM, code,
+					   "rank %d was killed by signal %d (%s)", r->rank,
+					   term_signal, signal_name(term_signal));
+		else
+			exec__attempt_stop(a, a->default_grace_ms, EXEC_CLASS_USER, code,
+					   "rank %d exited with code %d", r->rank, code);
+	} else if (code == 0 && !r->last_alive_ms)
+		r->last_alive_ms = ty_mono_ms(); /* it ran: that counts as started */
 	check_done(a);
+}
+
+/*
+ * The last lines of every local rank's log into logs[] (texts in bufs, the
+ * caller frees them); n lines each. Returns how many logs there are.
+ */
+static size_t read_tails(struct exec_rank_log *logs, struct ty_buf *bufs, struct exec_attempt *a,
+			 long n)
+{
+	size_t k = 0;
+
+	for (int i = 0; i < a->nranks; i++) {
+		struct exec_rank *r = &a->ranks[i];
+		struct ty_err err = {0};
+
+		if (!r->log_path[0])
+			continue;
+		bufs[k] = (struct ty_buf)TY_BUF_INIT;
+		if (exec_log_tail(&bufs[k], r->log_path, n, 64 * 1024, &err) &&
+		    err.code != TY_ENOTFOUND)
+			ty_warn("cannot read the log of job %lld rank %d: %s", (long long)a->job,
+				r->rank, err.msg);
+		logs[k].rank = r->rank;
+		logs[k].text = bufs[k].data ? bufs[k].data : "";
+		k++;
+	}
+	return k;
+}
+
+static void free_tails(struct ty_buf *bufs, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		ty_buf_free(&bufs[i]);
+}
+
+/* The rank failure that ended the attempt, classified now that all output is in. */
+static void classify(struct exec_attempt *a)
+{
+	struct exec_rank *r = &a->ranks[a->classify_rank];
+	struct exec_rank_log *logs = calloc((size_t)a->nranks, sizeof(*logs));
+	struct ty_buf *bufs = calloc((size_t)a->nranks, sizeof(*bufs));
+	struct exec_rank_end end = {.rank = r->rank,
+				    .exit_code = r->exit_code,
+				    .signal = r->signal,
+				    .cgroup_oom = r->cgroup_oom};
+	struct exec_verdict v;
+	size_t n = 0;
+
+	if (logs && bufs)
+		n = read_tails(logs, bufs, a, EXEC_CLASSIFY_TAIL_LINES);
+	exec_classify(&v, exec__opts(a->x)->classifier, &end, logs, n);
+	snprintf(a->outcome.failure_class, sizeof(a->outcome.failure_class), "%s",
+		 v.failure_class);
+	snprintf(a->outcome.evidence, sizeof(a->outcome.evidence), "%s", v.evidence);
+	free_tails(bufs, n);
+	free(bufs);
+	free(logs);
 }
 
 static void finish(struct exec_attempt *a)
 {
 	struct exec_finished *o = &a->outcome;
+	json_t *data;
 
 	a->state = EXEC_DONE;
 	uv_timer_stop(&a->stop_timer);
 	uv_timer_stop(&a->runtime_timer);
+	uv_timer_stop(&a->live_timer);
 	for (int i = 0; i < a->nranks; i++)
 		close_output(&a->ranks[i]);
-	exec__emit(a->x, PROTO_ATTEMPT_EXITED, a->job, a->attempt,
-		   json_pack("{s:i, s:s, s:s}", "exit_code", o->exit_code, "failure_class",
-			     o->failure_class, "message", o->message));
+	if (a->classify_rank >= 0)
+		classify(a);
+	data = json_pack("{s:i, s:s, s:s}", "exit_code", o->exit_code, "failure_class",
+			 o->failure_class, "message", o->message);
+	if (data && o->evidence[0])
+		json_object_set_new(data, "evidence", json_string(o->evidence));
+	exec__emit(a->x, PROTO_ATTEMPT_EXITED, a->job, a->attempt, data);
 	if (o->failure_class[0])
-		ty_info("job %lld attempt %lld ended: %s (%s)", (long long)a->job,
-			(long long)a->attempt, o->message, o->failure_class);
+		ty_info("job %lld attempt %lld ended: %s (%s%s%s)", (long long)a->job,
+			(long long)a->attempt, o->message, o->failure_class,
+			o->evidence[0] ? ": " : "", o->evidence);
 	else
 		ty_info("job %lld attempt %lld succeeded", (long long)a->job,
 			(long long)a->attempt);
@@ -303,6 +423,7 @@ static void check_done(struct exec_attempt *a)
 		outcome(a, "", 0, "all %d local rank(s) exited with code 0", a->nranks);
 	a->state = EXEC_REAPING;
 	uv_timer_stop(&a->runtime_timer);
+	uv_timer_stop(&a->live_timer);
 	for (int i = 0; i < a->nranks; i++)
 		signal_group(a, &a->ranks[i], SIGKILL);
 	a->reap_deadline = ty_mono_ms() + REAP_GRACE_MS;
@@ -334,6 +455,7 @@ void exec__attempt_stop(struct exec_attempt *a, int64_t grace_ms, const char *fa
 		return;
 	a->state = EXEC_STOPPING;
 	uv_timer_stop(&a->runtime_timer);
+	uv_timer_stop(&a->live_timer);
 	ty_info("stopping job %lld attempt %lld: %s (SIGKILL in %lld ms)", (long long)a->job,
 		(long long)a->attempt, a->outcome.message, (long long)grace_ms);
 	for (int i = 0; i < a->nranks; i++)
@@ -360,6 +482,83 @@ static void on_runtime_over(uv_timer_t *t)
 
 	exec__attempt_stop(a, a->default_grace_ms, EXEC_CLASS_TIMEOUT, EXEC_EXIT_NONE,
 			   "max runtime exceeded");
+}
+
+/* A change of the rank's progress file since the last look counts as life. */
+static void check_progress(struct exec_attempt *a, struct exec_rank *r, int64_t now)
+{
+	char path[sizeof(a->dir) + 32];
+	struct stat st;
+
+	if (!exec_progress_path(path, sizeof(path), a->dir, r->rank) || stat(path, &st))
+		return;
+	if (st.st_mtim.tv_sec != r->progress_mtime.tv_sec ||
+	    st.st_mtim.tv_nsec != r->progress_mtime.tv_nsec) {
+		r->progress_mtime = st.st_mtim;
+		r->last_alive_ms = now;
+	}
+}
+
+/* Stop the attempt as cls with the last lines of every rank's log as evidence. */
+static void stop_with_tails(struct exec_attempt *a, const char *cls, const char *head)
+{
+	struct exec_rank_log *logs = calloc((size_t)a->nranks, sizeof(*logs));
+	struct ty_buf *bufs = calloc((size_t)a->nranks, sizeof(*bufs));
+	size_t n = 0;
+
+	if (logs && bufs)
+		n = read_tails(logs, bufs, a, 5);
+	for (size_t i = 0; i < n; i++)
+		ty_warn("job %lld attempt %lld rank %d, last lines before the %s:\n%s",
+			(long long)a->job, (long long)a->attempt, logs[i].rank, cls, logs[i].text);
+	exec__attempt_stop(a, a->default_grace_ms, cls, EXEC_EXIT_NONE, "%s", head);
+	if (strcmp(a->outcome.failure_class, cls) == 0)
+		exec_evidence_tails(a->outcome.evidence, head, logs, n);
+	free_tails(bufs, n);
+	free(bufs);
+	free(logs);
+}
+
+/*
+ * Liveness: output on a rank's pipe or a change of its progress file.
+ * Start timeout: every rank must show life (or exit 0) within it.
+ * Hang: no rank has shown life for the hang timeout.
+ */
+static void on_live_tick(uv_timer_t *t)
+{
+	struct exec_attempt *a = t->data;
+	int64_t now = ty_mono_ms(), latest = a->started_ms;
+	int silent = -1;
+	char head[160];
+
+	if (a->state != EXEC_RUNNING)
+		return;
+	for (int i = 0; i < a->nranks; i++) {
+		struct exec_rank *r = &a->ranks[i];
+
+		check_progress(a, r, now);
+		if (r->last_alive_ms > latest)
+			latest = r->last_alive_ms;
+		if (!r->last_alive_ms && silent < 0)
+			silent = i;
+	}
+	if (!a->started && silent < 0) {
+		a->started = true;
+		ty_info("job %lld attempt %lld: every rank has started", (long long)a->job,
+			(long long)a->attempt);
+	}
+	if (!a->started && a->start_timeout_ms && now - a->started_ms >= a->start_timeout_ms) {
+		snprintf(head, sizeof(head),
+			 "rank %d showed no output or progress within the start timeout of %lld s",
+			 a->ranks[silent].rank, (long long)(a->start_timeout_ms / 1000));
+		stop_with_tails(a, EXEC_CLASS_START_TIMEOUT, head);
+		return;
+	}
+	if (a->hang_timeout_ms && now - latest >= a->hang_timeout_ms) {
+		snprintf(head, sizeof(head), "no rank showed output or progress for %lld s",
+			 (long long)(a->hang_timeout_ms / 1000));
+		stop_with_tails(a, EXEC_CLASS_HANG, head);
+	}
 }
 
 /* Spawn one rank; on failure err says why and nothing of it is running. */
@@ -419,6 +618,7 @@ static int spawn_rank(struct exec_attempt *a, struct exec_rank *r, const struct 
 	}
 	r->spawned = true;
 	r->pid = r->proc.pid;
+	cgroup_note(r);
 	r->out.data = r;
 	if ((urc = uv_pipe_init(loop, &r->out, 0)) == 0) {
 		a->handles++;
@@ -471,8 +671,13 @@ int exec__attempt_start(struct exec_attempt **out, struct exec *x, const struct 
 		 (long long)a->attempt);
 	uv_timer_init(exec__loop(x), &a->stop_timer);
 	uv_timer_init(exec__loop(x), &a->runtime_timer);
-	a->stop_timer.data = a->runtime_timer.data = a;
-	a->handles = 2;
+	uv_timer_init(exec__loop(x), &a->live_timer);
+	a->stop_timer.data = a->runtime_timer.data = a->live_timer.data = a;
+	a->handles = 3;
+	a->classify_rank = -1;
+	a->started_ms = ty_mono_ms();
+	a->hang_timeout_ms = l->hang_timeout_ms;
+	a->start_timeout_ms = l->start_timeout_ms;
 	for (int i = 0; i < a->nranks; i++) {
 		a->ranks[i].a = a;
 		a->ranks[i].local = i;
@@ -506,6 +711,15 @@ int exec__attempt_start(struct exec_attempt **out, struct exec *x, const struct 
 		   json_pack("{s:i}", "ranks", started));
 	if (l->max_runtime_ms > 0)
 		uv_timer_start(&a->runtime_timer, on_runtime_over, (uint64_t)l->max_runtime_ms, 0);
+	if (a->hang_timeout_ms || a->start_timeout_ms) {
+		int64_t shortest = a->hang_timeout_ms, tick;
+
+		if (!shortest || (a->start_timeout_ms && a->start_timeout_ms < shortest))
+			shortest = a->start_timeout_ms;
+		tick = shortest / 4;
+		tick = tick < 100 ? 100 : tick > 1000 ? 1000 : tick;
+		uv_timer_start(&a->live_timer, on_live_tick, (uint64_t)tick, (uint64_t)tick);
+	}
 	return 0;
 }
 
@@ -514,4 +728,5 @@ void exec__attempt_close(struct exec_attempt *a)
 	a->state = EXEC_DONE;
 	uv_close((uv_handle_t *)&a->stop_timer, timer_closed);
 	uv_close((uv_handle_t *)&a->runtime_timer, timer_closed);
+	uv_close((uv_handle_t *)&a->live_timer, timer_closed);
 }

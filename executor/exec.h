@@ -3,8 +3,9 @@
  * supervised rank processes and reports their fate.
  *
  * The first half of this header is pure (no loop, no broker) and unit
- * tested: launch checks, the environment contract, labels, the dedupe
- * window, finished attempts, the state file, log tails and process groups.
+ * tested: launch checks, the environment contract, failure classification,
+ * labels, the dedupe window, finished attempts, the state file, log tails and
+ * process groups.
  * The second half is the daemon's cross-file internals (exec__*).
  *
  * Ownership: "new" results are the caller's to free with the named
@@ -23,6 +24,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
+#include <time.h>
 #include <uv.h>
 
 #define EXEC_MAX_LOCAL_RANKS 1024
@@ -43,6 +45,11 @@
 #define EXEC_CLASS_CANCELLED "cancelled"
 #define EXEC_CLASS_TIMEOUT "timeout"
 #define EXEC_CLASS_PREEMPTED "preempted"
+#define EXEC_CLASS_OOM "oom"
+#define EXEC_CLASS_HARDWARE "hardware"
+#define EXEC_CLASS_HANG "hang"
+#define EXEC_CLASS_START_TIMEOUT "start_timeout"
+#define EXEC_EVIDENCE_MAX 1024 /* bytes of attempt_exited.evidence */
 /* exit_code of an attempt that Trainyard ended rather than one of its ranks */
 #define EXEC_EXIT_NONE (-1)
 
@@ -67,6 +74,8 @@ struct exec_launch {
 	enum exec_mode mode;
 	int64_t max_runtime_ms; /* 0: no limit */
 	int64_t kill_grace_ms;	/* < 0: the executor's --kill-grace-ms */
+	int64_t hang_timeout_ms;  /* 0: no hang detection */
+	int64_t start_timeout_ms; /* 0: no start timeout */
 };
 
 /*
@@ -122,6 +131,119 @@ const char *exec_env_get(char *const *env, const char *name);
  */
 int exec_signal_parse(const char *name);
 
+/*
+ * The progress file of a rank, "<dir>/progress-<rank>" (dir: the attempt
+ * directory), exported as TRAINYARD_PROGRESS_FILE; its mtime counts as the
+ * rank's liveness. False when it does not fit outsz.
+ */
+bool exec_progress_path(char *out, size_t outsz, const char *dir, int rank);
+
+/* ---- failure classification (classify.c) ---- */
+
+/*
+ * Rules map log lines to failure classes: "class<TAB>regex" lines (POSIX
+ * ERE, case-sensitive; blank lines and lines starting with # ignored).
+ * Rule classes, in precedence order: hardware, oom, system, user, and
+ * oom_kill (evidence that the kernel killed a rank for memory; it counts
+ * only for a rank killed by a SIGKILL the executor did not send, or exit
+ * code 137). executor/classify.conf holds the defaults, built into the
+ * binary; operators' rules (--classify-file) are added before them.
+ */
+enum exec_rule_class {
+	EXEC_RULE_HARDWARE,
+	EXEC_RULE_OOM,
+	EXEC_RULE_SYSTEM,
+	EXEC_RULE_USER,
+	EXEC_RULE_OOM_KILL,
+	EXEC_RULE_CLASSES
+};
+#define EXEC_CLASSIFY_TAIL_LINES 50 /* log lines per rank the classifier reads */
+
+struct exec_classifier;
+
+/* The default rules text (classify.conf, embedded at build time). */
+extern const char exec_classify_defaults[];
+
+/* A new classifier without rules in *out (free with exec_classifier_free). */
+int exec_classifier_new(struct exec_classifier **out, struct ty_err *err);
+/*
+ * Compile the rules in text (borrowed; `name` names it in errors) and
+ * append them. TY_EINVAL "name:line: ..." for an unknown class, a missing
+ * regex or a regex regcomp rejects (with its error); nothing is added then.
+ */
+int exec_classifier_add(struct exec_classifier *c, const char *text, const char *name,
+			struct ty_err *err);
+/* exec_classifier_add of a file's contents; TY_EIO when it cannot be read. */
+int exec_classifier_add_file(struct exec_classifier *c, const char *path, struct ty_err *err);
+size_t exec_classifier_count(const struct exec_classifier *c);
+void exec_classifier_free(struct exec_classifier *c);
+
+/* How the rank that ended an attempt ended. */
+struct exec_rank_end {
+	int rank;
+	int exit_code;	 /* exit status, or 128 + signal */
+	int signal;	 /* 0: it exited */
+	bool cgroup_oom; /* its memory cgroup's oom_kill count rose while it ran */
+};
+
+/* The log tail of one local rank (text borrowed, may be NULL). */
+struct exec_rank_log {
+	int rank;
+	const char *text;
+};
+
+struct exec_verdict {
+	char failure_class[EXEC_CLASS_MAX];
+	char evidence[EXEC_EVIDENCE_MAX + 1];
+};
+
+/*
+ * Classify a failed attempt from the rank that ended it (a non-zero exit
+ * or a signal the executor did not send) and the log tails of every local
+ * rank. In order, the first that applies decides:
+ * 1. a hardware rule matching any rank's log;
+ * 2. an oom, system, then user rule matching the ending rank's log (user
+ *    rules are skipped when it was SIGKILLed or exited 137: something
+ *    outside killed it);
+ * 3. SIGKILL / exit 137 with cgroup_oom or an oom_kill rule matching its log: oom;
+ * 4. an oom, system, then user rule matching another rank's log (same skip);
+ * 5. a signal or exit 137: system; another non-zero exit: user.
+ * Within a class the first rule (in rule order) matching some line wins,
+ * and its first matching line (rank order, oldest line first) is the
+ * evidence as "rank R: <line>" (cut to EXEC_EVIDENCE_MAX, exec_text_clean);
+ * without a line the evidence describes the exit, e.g.
+ * "rank 0: exit code 137 (SIGKILL), memory cgroup oom_kill".
+ */
+void exec_classify(struct exec_verdict *v, const struct exec_classifier *c,
+		   const struct exec_rank_end *end, const struct exec_rank_log *logs, size_t nlogs);
+
+/*
+ * Make s (in place) printable, valid UTF-8 that JSON can carry: control
+ * characters become ' ', bytes outside a valid sequence (a sequence cut at
+ * the end included) '?'.
+ */
+void exec_text_clean(char *s);
+
+/*
+ * Evidence of a hang or start timeout: head (e.g. "no output or progress
+ * for 30 s") followed by the last lines of every rank's log, each rank's
+ * share of EXEC_EVIDENCE_MAX kept, as "head; rank R: a | b". Into out
+ * (EXEC_EVIDENCE_MAX + 1 bytes).
+ */
+void exec_evidence_tails(char *out, const char *head, const struct exec_rank_log *logs,
+			 size_t nlogs);
+
+/*
+ * The file that counts OOM kills of a process's memory cgroup, from the
+ * text of /proc/<pid>/cgroup: cgroup v1 "N:memory:/p" (also on a hybrid
+ * host) gives /sys/fs/cgroup/memory/p/memory.oom_control, else v2 "0::/p"
+ * /sys/fs/cgroup/p/memory.events. False when there is neither or it does
+ * not fit outsz.
+ */
+bool exec_cgroup_oom_file(char *out, size_t outsz, const char *proc_cgroup);
+/* The oom_kill count in the text of memory.events or memory.oom_control, or -1. */
+long long exec_memory_events_oom_kill(const char *text);
+
 /* ---- labels (labels.c) ---- */
 
 /*
@@ -159,6 +281,7 @@ struct exec_finished {
 	int exit_code;
 	char failure_class[EXEC_CLASS_MAX]; /* "" for success */
 	char message[EXEC_MESSAGE_MAX];
+	char evidence[EXEC_EVIDENCE_MAX + 1]; /* "" when there is none */
 };
 
 /* Zero-initialise. The last EXEC_FINISHED_MAX finished attempts. */
@@ -263,6 +386,7 @@ struct exec_opts {
 	const char *spot_url; /* metadata base URL */
 	int64_t spot_poll_ms;
 	int64_t spot_timeout_ms;
+	const struct exec_classifier *classifier; /* borrowed; failure classes */
 };
 
 /*
@@ -291,6 +415,11 @@ struct exec_rank {
 	int signal;
 	int log_fd;
 	int64_t log_size;
+	int64_t last_alive_ms;	   /* monotonic: last output or progress-file change; 0: none */
+	struct timespec progress_mtime; /* of its progress file when last looked at */
+	long long oom_kills;	   /* its memory cgroup's oom_kill count at spawn; -1: unknown */
+	char memory_events[512];   /* the file with that count, "" if unknown */
+	bool cgroup_oom;	   /* the count rose by the time it died */
 	char log_path[4096];
 	char rbuf[65536];
 };
@@ -314,6 +443,12 @@ struct exec_attempt {
 	int64_t default_grace_ms;
 	uv_timer_t stop_timer;	      /* SIGKILL escalation, then reaping ticks */
 	uv_timer_t runtime_timer;     /* max_runtime_seconds */
+	uv_timer_t live_timer;	      /* hang and start timeouts */
+	int64_t started_ms;	      /* monotonic, at launch */
+	int64_t hang_timeout_ms;      /* 0: off */
+	int64_t start_timeout_ms;     /* 0: off */
+	bool started;		      /* every rank showed a sign of life (or exited 0) */
+	int classify_rank;	      /* index of the rank whose failure ended it; -1: none */
 	int handles;		      /* open uv handles; freed when 0 after EXEC_DONE */
 	int64_t reap_deadline;	      /* monotonic ms */
 	struct exec_finished outcome; /* set by the first cause of the end */

@@ -180,7 +180,11 @@ int exec_launch_parse(struct exec_launch *l, const struct proto_msg *m, struct t
 	l->env = json_incref((json_t *)v);
 	if ((rc = opt_seconds(&l->max_runtime_ms, d, "max_runtime_seconds", 10LL * 366 * 86400,
 			      err)) ||
-	    (rc = opt_seconds(&l->kill_grace_ms, d, "kill_grace_seconds", 3600, err)))
+	    (rc = opt_seconds(&l->kill_grace_ms, d, "kill_grace_seconds", 3600, err)) ||
+	    (rc = opt_seconds(&l->hang_timeout_ms, d, "hang_timeout_seconds", 10LL * 366 * 86400,
+			      err)) ||
+	    (rc = opt_seconds(&l->start_timeout_ms, d, "start_timeout_seconds",
+			      10LL * 366 * 86400, err)))
 		return rc;
 	return 0;
 }

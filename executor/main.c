@@ -48,6 +48,9 @@ static const struct ty_opt options[] = {
     {"spot-poll-ms", TY_OPT_INT, "5000", 100, 3600000, "spot notice poll interval"},
     {"spot-timeout-ms", TY_OPT_INT, "2000", 50, 60000,
      "timeout of one metadata request, connecting included (at most the poll interval)"},
+    {"classify-file", TY_OPT_STR, NULL, 0, 0,
+     "failure classification rules 'class<TAB>regex' checked before the built-in ones "
+     "(executor/classify.conf)"},
     {"log-level", TY_OPT_STR, "info", 0, 0, "debug, info, warn or error"},
     {"log-json", TY_OPT_BOOL, "false", 0, 0, "log JSON lines instead of text"},
     {"help", TY_OPT_BOOL, "false", 0, 0, "print this help, then exit"},
@@ -76,6 +79,7 @@ int main(int argc, char **argv)
 {
 	struct ty_config *c = ty_config_new(options, NOPTS, ENV_PREFIX);
 	struct exec_opts o = {0};
+	struct exec_classifier *classifier = NULL;
 	struct ty_err err = {0};
 	struct hw_inventory inv = {0};
 	json_t *labels = NULL;
@@ -129,6 +133,16 @@ int main(int argc, char **argv)
 		fail("--labels: %s", err.msg);
 		goto out;
 	}
+	/* operators' rules first: within a class the first matching rule wins */
+	if (exec_classifier_new(&classifier, &err) ||
+	    (ty_config_str(c, "classify-file") &&
+	     exec_classifier_add_file(classifier, ty_config_str(c, "classify-file"), &err)) ||
+	    exec_classifier_add(classifier, exec_classify_defaults, "classify.conf (built in)",
+				&err)) {
+		fail("--classify-file: %s", err.msg);
+		goto out;
+	}
+	o.classifier = classifier;
 	o.address = ty_config_str(c, "address");
 	if (ty_config_str(c, "fake-gpus") && ty_config_str(c, "inventory-file")) {
 		fail("%s", "--fake-gpus and --inventory-file are alternatives: give one");
@@ -189,6 +203,7 @@ out:
 	json_decref(labels);
 	hw_names_free(fabric);
 	hw_inventory_clear(&inv);
+	exec_classifier_free(classifier);
 	ty_config_free(c);
 	return rc;
 }

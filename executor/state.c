@@ -47,10 +47,14 @@ json_t *exec_finished_json(const struct exec_finished_ring *r)
 	for (size_t i = 0; a && i < r->n; i++) {
 		const struct exec_finished *f = exec_finished_at(r, i);
 
-		if (json_array_append_new(
-			a, json_pack("{s:I, s:I, s:i, s:s, s:s}", "job", (json_int_t)f->job,
-				     "attempt", (json_int_t)f->attempt, "exit_code", f->exit_code,
-				     "failure_class", f->failure_class, "message", f->message))) {
+		json_t *e = json_pack("{s:I, s:I, s:i, s:s, s:s}", "job", (json_int_t)f->job,
+				      "attempt", (json_int_t)f->attempt, "exit_code", f->exit_code,
+				      "failure_class", f->failure_class, "message", f->message);
+
+		/* evidence is cleaned text; should it not be, the entry goes without it */
+		if (e && f->evidence[0])
+			json_object_set_new(e, "evidence", json_string(f->evidence));
+		if (!e || json_array_append_new(a, e)) {
 			json_decref(a);
 			return NULL;
 		}
@@ -220,11 +224,11 @@ static int read_finished(struct exec_state *s, const json_t *a, const char *path
 		struct exec_finished f = {0};
 		json_int_t job = 0, attempt = 0;
 		int code = 0;
-		const char *cls = NULL, *msg = NULL;
+		const char *cls = NULL, *msg = NULL, *evidence = "";
 
-		if (json_unpack((json_t *)json_array_get(a, i), "{s:I, s:I, s:i, s:s, s:s}", "job",
-				&job, "attempt", &attempt, "exit_code", &code, "failure_class",
-				&cls, "message", &msg))
+		if (json_unpack((json_t *)json_array_get(a, i), "{s:I, s:I, s:i, s:s, s:s, s?s}",
+				"job", &job, "attempt", &attempt, "exit_code", &code,
+				"failure_class", &cls, "message", &msg, "evidence", &evidence))
 			return ty_err_set(err, TY_EPARSE,
 					  "state file '%s': finished entry %zu is "
 					  "not {job, attempt, exit_code, "
@@ -235,6 +239,7 @@ static int read_finished(struct exec_state *s, const json_t *a, const char *path
 		f.exit_code = code;
 		snprintf(f.failure_class, sizeof(f.failure_class), "%s", cls);
 		snprintf(f.message, sizeof(f.message), "%s", msg);
+		snprintf(f.evidence, sizeof(f.evidence), "%s", evidence);
 		exec_finished_add(&s->finished, &f);
 	}
 	return 0;

@@ -44,6 +44,7 @@ static struct {
 	char dir[2048]; /* scratch directory of this run */
 	char state[4096];
 	char log[4096];
+	char rules[4096]; /* the --classify-file */
 	pid_t pid; /* the executor, 0 when not running */
 	char boot_id[64];
 	int log_port;
@@ -125,6 +126,8 @@ static void executor_spawn(void)
 			      "65536",
 			      "--log-level",
 			      "debug",
+			      "--classify-file",
+			      T.rules,
 			      NULL};
 	pid_t pid;
 
@@ -309,6 +312,14 @@ static const char *launch_data(int n, const char *script)
 	return d;
 }
 
+/* launch_data with more fields, extra being e.g. "'hang_timeout_seconds':1". */
+static const char *launch_extra(int n, const char *script, const char *extra)
+{
+	const char *d = launch_data(n, script);
+
+	return ty_test_strf("%.*s,%s}", (int)strlen(d) - 1, d, extra);
+}
+
 /* Start the executor and wait for its register message with a new boot id. */
 static const json_t *start_executor(void)
 {
@@ -404,6 +415,16 @@ static void setup(void)
 	REQUIRE(mkdtemp(T.dir) != NULL);
 	snprintf(T.state, sizeof(T.state), "%s/state", T.dir);
 	snprintf(T.log, sizeof(T.log), "%s/executor.log", T.dir);
+	snprintf(T.rules, sizeof(T.rules), "%s/rules.conf", T.dir);
+	{
+		FILE *f = fopen(T.rules, "w");
+
+		REQUIRE(f != NULL);
+		fputs("# an operator's rule, checked before the built-in ones\n"
+		      "hardware\tTEST-GPU-[0-9]+ BROKE\n",
+		      f);
+		fclose(f);
+	}
 	T.seq = 1000;
 
 	REQUIRE(ty_kafka_producer_new(&T.producer, T.bootstrap, NULL, &err) == 0);
@@ -664,6 +685,7 @@ TY_TEST(failing_rank_stops_the_gang)
 	CHECK_STR_EQ(json_string_value(json_object_get(d, "failure_class")), "user");
 	CHECK_INT_EQ(json_integer_value(json_object_get(d, "exit_code")), 3);
 	CHECK_STR_EQ(json_string_value(json_object_get(d, "message")), "rank 0 exited with code 3");
+	CHECK_STR_EQ(json_string_value(json_object_get(d, "evidence")), "rank 0: exit code 3");
 	CHECK_INT_EQ(count_of(PROTO_RANK_EXITED, 1005), 2);
 	for (size_t i = 1; i <= 2; i++) {
 		d = wait_msg(PROTO_RANK_EXITED, 1005, i);
@@ -804,6 +826,201 @@ TY_TEST(rank_ending_on_the_checkpoint_signal_is_preempted)
 	CHECK(strstr(json_string_value(json_object_get(d, "message")), "checkpoint signal") !=
 	      NULL);
 	CHECK_INT_EQ(count_of(PROTO_RANK_EXITED, 1032), 2);
+}
+
+static const char *str_of(const json_t *d, const char *key)
+{
+	return json_string_value(json_object_get(d, key));
+}
+
+TY_TEST(hang_is_detected_and_the_gang_killed)
+{
+	const json_t *d;
+	const char *ev;
+	pid_t p0, p1;
+
+	setup();
+	/* both ranks say one line, then sleep silently (in a child of the shell) */
+	send_msg(PROTO_LAUNCH, 1100, EPOCH,
+		 launch_extra(2, "echo \"rank $RANK up\"; sleep 60 & wait",
+			      "'hang_timeout_seconds':1"));
+	REQUIRE(wait_msg(PROTO_ATTEMPT_RUNNING, 1100, 1) != NULL);
+	p0 = rank_pid(1100, 1);
+	p1 = rank_pid(1100, 2);
+	REQUIRE(p0 > 1 && p1 > 1);
+	REQUIRE((d = wait_msg(PROTO_ATTEMPT_EXITED, 1100, 1)) != NULL);
+	CHECK_STR_EQ(str_of(d, "failure_class"), "hang");
+	CHECK_INT_EQ(json_integer_value(json_object_get(d, "exit_code")), -1);
+	CHECK_STR_EQ(str_of(d, "message"), "no rank showed output or progress for 1 s");
+	ev = str_of(d, "evidence");
+	CHECK_STR_EQ(ev, "no rank showed output or progress for 1 s; rank 0: rank 0 up; "
+			 "rank 1: rank 1 up");
+	for (size_t i = 1; i <= 2; i++) {
+		REQUIRE((d = wait_msg(PROTO_RANK_EXITED, 1100, i)) != NULL);
+		CHECK_INT_EQ(json_integer_value(json_object_get(d, "signal")), SIGTERM);
+	}
+	CHECK_INT_EQ(group_live(p0), 0);
+	CHECK_INT_EQ(group_live(p1), 0);
+	/* the evidence is kept with the finished attempt */
+	REQUIRE((d = wait_heartbeat_finished(1100)) != NULL);
+	d = json_object_get(d, "finished");
+	for (size_t i = 0; i < json_array_size(d); i++)
+		if (json_integer_value(json_object_get(json_array_get(d, i), "job")) == 1100)
+			CHECK_STR_EQ(str_of(json_array_get(d, i), "evidence"), ev);
+}
+
+TY_TEST(output_or_progress_keeps_a_rank_alive)
+{
+	const json_t *d;
+
+	setup();
+	/* output only; progress file only (no output at all): 3 s under a 1 s timeout */
+	send_msg(PROTO_LAUNCH, 1101, EPOCH,
+		 launch_extra(1, "i=0; while [ $i -lt 15 ]; do echo step $i; sleep 0.2; "
+				 "i=$((i+1)); done",
+			      "'hang_timeout_seconds':1,'start_timeout_seconds':1"));
+	send_msg(PROTO_LAUNCH, 1102, EPOCH,
+		 launch_extra(1, "i=0; while [ $i -lt 15 ]; do touch progress-$RANK; sleep 0.2; "
+				 "i=$((i+1)); done",
+			      "'hang_timeout_seconds':1,'start_timeout_seconds':1"));
+	/* two ranks, only one of them busy: the gang is alive */
+	send_msg(PROTO_LAUNCH, 1103, EPOCH,
+		 launch_extra(2, "if [ \"$RANK\" = 0 ]; then sleep 2; exit 0; fi; "
+				 "i=0; while [ $i -lt 15 ]; do echo tick; sleep 0.2; i=$((i+1)); done",
+			      "'hang_timeout_seconds':1"));
+	for (int64_t job = 1101; job <= 1103; job++) {
+		ty_test_context("job %lld", (long long)job);
+		REQUIRE((d = wait_msg(PROTO_ATTEMPT_EXITED, job, 1)) != NULL);
+		CHECK_STR_EQ(str_of(d, "failure_class"), "");
+		CHECK_INT_EQ(json_integer_value(json_object_get(d, "exit_code")), 0);
+		CHECK(json_object_get(d, "evidence") == NULL);
+	}
+}
+
+TY_TEST(start_timeout_kills_a_gang_with_a_silent_rank)
+{
+	const json_t *d;
+	pid_t p0, p1;
+
+	setup();
+	send_msg(PROTO_LAUNCH, 1104, EPOCH,
+		 launch_extra(2, "if [ \"$RANK\" = 0 ]; then echo ready; fi; sleep 60 & wait",
+			      "'start_timeout_seconds':1"));
+	REQUIRE(wait_msg(PROTO_ATTEMPT_RUNNING, 1104, 1) != NULL);
+	p0 = rank_pid(1104, 1);
+	p1 = rank_pid(1104, 2);
+	REQUIRE(p0 > 1 && p1 > 1);
+	REQUIRE((d = wait_msg(PROTO_ATTEMPT_EXITED, 1104, 1)) != NULL);
+	CHECK_STR_EQ(str_of(d, "failure_class"), "start_timeout");
+	CHECK_INT_EQ(json_integer_value(json_object_get(d, "exit_code")), -1);
+	CHECK_STR_EQ(str_of(d, "message"),
+		     "rank 1 showed no output or progress within the start timeout of 1 s");
+	CHECK_STR_EQ(str_of(d, "evidence"),
+		     "rank 1 showed no output or progress within the start timeout of 1 s; "
+		     "rank 0: ready; rank 1: (no output)");
+	CHECK_INT_EQ(group_live(p0), 0);
+	CHECK_INT_EQ(group_live(p1), 0);
+	/* a program that cannot be run is a system failure at once, not a timeout */
+	send_msg(PROTO_LAUNCH, 1105, EPOCH,
+		 ty_test_strf("{'node_rank':0,'nnodes':1,'world_size':1,'local_world_size':1,"
+			      "'first_rank':0,'master_addr':'127.0.0.1','master_port':29400,"
+			      "'gpus':[],'command':['/nonexistent/trainer'],'env':{},"
+			      "'launch':'per_gpu','start_timeout_seconds':1}"));
+	REQUIRE((d = wait_msg(PROTO_ATTEMPT_EXITED, 1105, 1)) != NULL);
+	CHECK_STR_EQ(str_of(d, "failure_class"), "system");
+	CHECK(strstr(str_of(d, "message"), "could not be started") != NULL);
+}
+
+TY_TEST(log_lines_and_exits_decide_the_class)
+{
+	const json_t *d;
+
+	setup();
+	send_msg(PROTO_LAUNCH, 1106, EPOCH,
+		 launch_extra(2, "if [ \"$RANK\" = 1 ]; then echo step 1; "
+				 "echo \"host:12:34 [1] NCCL WARN NET/Socket : peer closed\"; "
+				 "echo \"ncclRemoteError: remote process exited\" >&2; exit 1; fi; "
+				 "echo step 1; sleep 60 & wait",
+			      "'hang_timeout_seconds':600"));
+	REQUIRE((d = wait_msg(PROTO_ATTEMPT_EXITED, 1106, 1)) != NULL);
+	CHECK_STR_EQ(str_of(d, "failure_class"), "system");
+	CHECK_INT_EQ(json_integer_value(json_object_get(d, "exit_code")), 1);
+	CHECK_STR_EQ(str_of(d, "message"), "rank 1 exited with code 1");
+	CHECK_STR_EQ(str_of(d, "evidence"), "rank 1: ncclRemoteError: remote process exited");
+	/* an operator's rule from --classify-file */
+	send_msg(PROTO_LAUNCH, 1107, EPOCH,
+		 launch_data(1, "echo \"Traceback (most recent call last):\"; "
+				"echo \"TEST-GPU-3 BROKE\"; exit 2"));
+	REQUIRE((d = wait_msg(PROTO_ATTEMPT_EXITED, 1107, 1)) != NULL);
+	CHECK_STR_EQ(str_of(d, "failure_class"), "hardware");
+	CHECK_STR_EQ(str_of(d, "evidence"), "rank 0: TEST-GPU-3 BROKE");
+	/* a SIGKILL nobody here sent: OOM only with evidence */
+	send_msg(PROTO_LAUNCH, 1108, EPOCH, launch_data(1, "echo step 1; kill -9 $$"));
+	send_msg(PROTO_LAUNCH, 1109, EPOCH,
+		 launch_data(1, "echo step 1; echo \"sh: line 1: 4242 Killed  python t.py\"; "
+				"kill -9 $$"));
+	REQUIRE((d = wait_msg(PROTO_ATTEMPT_EXITED, 1108, 1)) != NULL);
+	CHECK_STR_EQ(str_of(d, "failure_class"), "system");
+	CHECK_INT_EQ(json_integer_value(json_object_get(d, "exit_code")), 137);
+	CHECK_STR_EQ(str_of(d, "evidence"), "rank 0: killed by signal 9 (SIGKILL), no OOM evidence");
+	REQUIRE((d = wait_msg(PROTO_ATTEMPT_EXITED, 1109, 1)) != NULL);
+	CHECK_STR_EQ(str_of(d, "failure_class"), "oom");
+	CHECK_STR_EQ(str_of(d, "evidence"), "rank 0: sh: line 1: 4242 Killed  python t.py");
+}
+
+/* Run the executor with a rules file; its exit status, stderr in *out. */
+static int run_with_rules(char **out, const char *rules)
+{
+	const char *path = ty_test_strf("%s/bad-rules.conf", T.dir);
+	const char *argv[] = {T.bin,   "--state-dir",	      T.state, "--kafka-bootstrap",
+			      "127.0.0.1:9", "--classify-file", path,    NULL};
+	int fds[2], status = 0;
+	FILE *f = fopen(path, "w");
+	pid_t pid;
+	ssize_t n;
+
+	REQUIRE(f != NULL);
+	fputs(rules, f);
+	fclose(f);
+	REQUIRE(pipe(fds) == 0);
+	fflush(stdout);
+	REQUIRE((pid = fork()) >= 0);
+	if (pid == 0) {
+		dup2(fds[1], 2);
+		close(fds[0]);
+		execv(T.bin, (char **)argv);
+		_exit(127);
+	}
+	close(fds[1]);
+	*out = ty_test_alloc(4096);
+	for (size_t got = 0; got < 4095; got += (size_t)n) {
+		n = read(fds[0], *out + got, 4095 - got);
+		if (n <= 0 && !(n < 0 && errno == EINTR)) {
+			(*out)[got] = '\0';
+			break;
+		}
+		if (n < 0)
+			n = 0;
+		(*out)[got + (size_t)n] = '\0';
+	}
+	close(fds[0]);
+	REQUIRE(waitpid(pid, &status, 0) == pid);
+	return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+TY_TEST(bad_rules_file_stops_the_executor)
+{
+	char *err;
+
+	setup();
+	CHECK_INT_EQ(run_with_rules(&err, "# ok\nsystem\tfine\nuser\t[unclosed\n"), 2);
+	CHECK(strstr(err, ty_test_strf("--classify-file: %s/bad-rules.conf:3: bad regular "
+				       "expression '[unclosed': ",
+				       T.dir)) != NULL);
+	CHECK_INT_EQ(run_with_rules(&err, "fatal\tx\n"), 2);
+	CHECK(strstr(err, ty_test_strf("--classify-file: %s/bad-rules.conf:1: unknown class "
+				       "'fatal' (hardware, oom, system, user or oom_kill)",
+				       T.dir)) != NULL);
 }
 
 TY_TEST(malformed_message_is_skipped)

@@ -106,6 +106,17 @@ TY_TEST(launch_checks)
 	     "{" BASE "," GPUS ",'env':{},'launch':'per_gpu',"
 	     "'kill_grace_seconds':3601}",
 	     "kill_grace_seconds"},
+	    {"negative hang timeout",
+	     "{" BASE "," GPUS ",'env':{},'launch':'per_gpu','hang_timeout_seconds':-5}",
+	     "launch field 'hang_timeout_seconds' must be an integer in 0.."},
+	    {"hang timeout a string",
+	     "{" BASE "," GPUS ",'env':{},'launch':'per_gpu','hang_timeout_seconds':'60'}",
+	     "launch field 'hang_timeout_seconds' must be an integer in 0.."},
+	    {"start timeout a float",
+	     "{" BASE "," GPUS ",'env':{},'launch':'per_gpu','start_timeout_seconds':1.5}",
+	     "launch field 'start_timeout_seconds' must be an integer in 0.."},
+	    {"timeouts null", "{" BASE "," GPUS ",'env':{},'launch':'per_gpu',"
+	     "'hang_timeout_seconds':null,'start_timeout_seconds':null}", NULL},
 	};
 
 	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
@@ -135,7 +146,8 @@ TY_TEST(launch_copies_fields)
 
 	REQUIRE_INT_EQ(parse(&l, &err,
 			     "{" BASE "," GPUS ",'env':{'A':'1'},'launch':'per_node',"
-			     "'max_runtime_seconds':60,'kill_grace_seconds':2}"),
+			     "'max_runtime_seconds':60,'kill_grace_seconds':2,"
+			     "'hang_timeout_seconds':900,'start_timeout_seconds':300}"),
 		       0);
 	CHECK_INT_EQ(l.job, 7);
 	CHECK_INT_EQ(l.attempt, 2);
@@ -154,10 +166,14 @@ TY_TEST(launch_copies_fields)
 	CHECK_INT_EQ(l.mode, EXEC_PER_NODE);
 	CHECK_INT_EQ(l.max_runtime_ms, 60000);
 	CHECK_INT_EQ(l.kill_grace_ms, 2000);
+	CHECK_INT_EQ(l.hang_timeout_ms, 900000);
+	CHECK_INT_EQ(l.start_timeout_ms, 300000);
 	exec_launch_clear(&l);
 	REQUIRE_INT_EQ(parse(&l, &err, "{" BASE "," GPUS ",'env':{},'launch':'per_gpu'}"), 0);
 	CHECK_INT_EQ(l.max_runtime_ms, 0);
 	CHECK_INT_EQ(l.kill_grace_ms, -1);
+	CHECK_INT_EQ(l.hang_timeout_ms, 0);
+	CHECK_INT_EQ(l.start_timeout_ms, 0);
 	exec_launch_clear(&l);
 }
 

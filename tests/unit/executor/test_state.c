@@ -24,6 +24,17 @@ static void write_file(const char *path, const char *text)
 	fclose(f);
 }
 
+static const char *read_file_text(const char *path)
+{
+	FILE *f = fopen(path, "r");
+	char *s = ty_test_alloc(65536);
+
+	REQUIRE(f != NULL);
+	s[fread(s, 1, 65535, f)] = '\0';
+	fclose(f);
+	return s;
+}
+
 static void cleanup(const char *dir)
 {
 	char *cmd = ty_test_strf("rm -rf '%s'", dir);
@@ -81,6 +92,7 @@ TY_TEST(state_round_trip)
 	struct ty_err err = {0};
 
 	REQUIRE(r && s);
+	snprintf(b.evidence, sizeof(b.evidence), "rank 1: Traceback (most recent call last):");
 	exec_finished_add(r, &a);
 	exec_finished_add(r, &b);
 	REQUIRE_INT_EQ(exec_state_write(path, "node-1", 9, run, 2, r, &err), 0);
@@ -99,6 +111,9 @@ TY_TEST(state_round_trip)
 	CHECK_STR_EQ(exec_finished_at(&s->finished, 1)->failure_class, "user");
 	CHECK_INT_EQ(exec_finished_at(&s->finished, 1)->exit_code, 3);
 	CHECK_STR_EQ(exec_finished_at(&s->finished, 0)->failure_class, "");
+	CHECK_STR_EQ(exec_finished_at(&s->finished, 1)->evidence, b.evidence);
+	CHECK_STR_EQ(exec_finished_at(&s->finished, 0)->evidence, ""); /* absent in the file */
+	CHECK(strstr(read_file_text(path), "\"evidence\"") != NULL);
 
 	/* an empty state writes and reads too */
 	REQUIRE_INT_EQ(exec_state_write(path, "node-1", 0, NULL, 0, &s->finished, &err), 0);
