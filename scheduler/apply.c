@@ -305,7 +305,7 @@ static int used_of(const json_t *retries, const char *budget)
 
 int sched_fail_attempt(struct sched *s, int64_t job, int64_t attempt, const char *node,
 		       const char *cls, const int *exit_code, const char *why,
-		       const char *evidence, struct ty_err *err)
+		       const char *evidence, bool blame, struct ty_err *err)
 {
 	char jb[24], ab[24], eb[24], bb[24], text[1024], *retries_text = NULL;
 	const char *blamed;
@@ -320,7 +320,7 @@ int sched_fail_attempt(struct sched *s, int64_t job, int64_t attempt, const char
 	if (evidence && !*evidence)
 		evidence = NULL;
 	/* blame: the node whose report failed the attempt first (docs/dispatch.md) */
-	blamed = node && sched_class_blames(cls) ? node : NULL;
+	blamed = blame && node && sched_class_blames(cls) ? node : NULL;
 	{
 		const char *p[] = {sched_i64(jb, job),
 				   sched_i64(ab, attempt),
@@ -394,18 +394,21 @@ int sched_fail_attempt(struct sched *s, int64_t job, int64_t attempt, const char
 		    budget ? sched_backoff_s(s->o.retry_backoff_s, s->o.retry_backoff_max_s,
 					     used + 1)
 			   : 0;
-		char excl[160] = "";
+		char excl[160] = "", backoff_text[48] = "";
 
 		json_object_set_new(retries, cls, json_integer(jint(retries, cls, 0) + 1));
 		if (blamed)
 			snprintf(excl, sizeof(excl), ", node %s excluded", blamed);
+		if (backoff > 0)
+			snprintf(backoff_text, sizeof(backoff_text), ", backoff %llds",
+				 (long long)backoff);
 		if (budget)
 			snprintf(
 			    text, sizeof(text),
 			    "attempt %lld failed: %s (%s); requeued for attempt %lld (%s retry "
-			    "%d of %d, backoff %llds%s)",
+			    "%d of %d%s%s)",
 			    (long long)attempt, why, cls, (long long)attempt + 1, budget, used + 1,
-			    limit, (long long)backoff, excl);
+			    limit, backoff_text, excl);
 		else
 			snprintf(text, sizeof(text), "attempt %lld %s; requeued for attempt %lld",
 				 (long long)attempt, why, (long long)attempt + 1);
@@ -576,7 +579,7 @@ static int alloc_exit(struct sched *s, const char *node, int64_t job, int64_t at
 			snprintf(why, sizeof(why), "node %s exited with code %d", node, exit_code);
 		rc = sched_fail_attempt(s, job, attempt, node,
 					norm_class(cls) ? cls : (cls && *cls ? "system" : "user"),
-					&exit_code, why, evidence, err);
+					&exit_code, why, evidence, true, err);
 	} else {
 		/*
 		 * A later report of a gang that already failed: its node is blamed
@@ -601,7 +604,7 @@ out:
 }
 
 int sched_node_gone(struct sched *s, const char *node, const char *cls, const char *why,
-		    struct ty_err *err)
+		    bool blame, struct ty_err *err)
 {
 	const char *p[] = {node, cls};
 	PGresult *res = NULL, *st = NULL;
@@ -627,7 +630,8 @@ int sched_node_gone(struct sched *s, const char *node, const char *cls, const ch
 				    2, q, err)))
 			break;
 		if (is_active(ty_pg_val(st, 0, 0)))
-			rc = sched_fail_attempt(s, job, attempt, node, cls, NULL, why, NULL, err);
+			rc = sched_fail_attempt(s, job, attempt, node, cls, NULL, why, NULL, blame,
+						err);
 		else
 			rc = sched_settle_attempt(s, job, attempt, err);
 		PQclear(st);
@@ -680,7 +684,9 @@ static int boot_changed(struct sched *s, const char *node, const struct node_row
 		return 0;
 	ty_warn("node '%s' restarted (boot id '%s' -> '%s')", node, n->boot_id, boot_id);
 	snprintf(why, sizeof(why), "node %s restarted (boot id changed)", node);
-	return sched_node_gone(s, node, "system", why, err);
+	/* the executor restarted: its host is not blamed (the process may simply have been
+	 * upgraded or restarted by hand) */
+	return sched_node_gone(s, node, "system", why, false, err);
 }
 
 static int on_register(struct sched *s, const struct proto_msg *m, struct ty_err *err)

@@ -113,7 +113,7 @@ int sched_liveness(struct sched *s, struct ty_err *err)
 		ty_warn("node '%s' lost: no heartbeat for %d ms", node, s->o.node_timeout_ms);
 		snprintf(why, sizeof(why), "node %s lost: no heartbeat for %d ms", node,
 			 s->o.node_timeout_ms);
-		if ((rc = sched_node_gone(s, node, "node_lost", why, err)))
+		if ((rc = sched_node_gone(s, node, "node_lost", why, true, err)))
 			goto fail;
 	}
 	PQclear(res);

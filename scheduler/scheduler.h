@@ -279,14 +279,14 @@ int sched_kill_nodes(int *count, struct sched *s, int64_t job, int64_t attempt, 
  * An active attempt failed with class cls, reported by node: mark it, kill
  * the rest of the gang, and requeue the job if its retry budget allows
  * (with backoff, jobs.not_before), else fail it (or cancel it when cancel
- * was requested). A class that blames the node (sched_class_blames) records
+ * was requested). With blame, a class that blames the node (sched_class_blames) records
  * the failure against it (node_failures, maybe suspect/drained) and
  * excludes it from the job's later attempts. exit_code and evidence (the
  * classifier's matching line) may be NULL.
  */
 int sched_fail_attempt(struct sched *s, int64_t job, int64_t attempt, const char *node,
 		       const char *cls, const int *exit_code, const char *why,
-		       const char *evidence, struct ty_err *err);
+		       const char *evidence, bool blame, struct ty_err *err);
 /* Whether a failure of class cls is blamed on the node that reported it. */
 bool sched_class_blames(const char *cls);
 /*
@@ -308,9 +308,12 @@ int sched_settle_attempt(struct sched *s, int64_t job, int64_t attempt, struct t
 int sched_apply_late_exits(struct sched *s, int64_t min_age_ms, struct ty_err *err);
 /* Forget every remembered late exit (end of a term). */
 void sched_late_exits_clear(struct sched *s);
-/* Release every live allocation on node (lost, or restarted) and fail their attempts. */
+/*
+ * Release every live allocation on node (lost, or restarted) and fail their
+ * attempts; blame: hold the node responsible (sched_fail_attempt).
+ */
 int sched_node_gone(struct sched *s, const char *node, const char *cls, const char *why,
-		    struct ty_err *err);
+		    bool blame, struct ty_err *err);
 
 /* ---- place.c ---- */
 
