@@ -48,12 +48,12 @@ static const struct ty_opt options[] = {
     {"retry-backoff-max-seconds", TY_OPT_INT, "600", 0, 86400,
      "the longest retry backoff"},
     {"suspect-after-jobs", TY_OPT_INT, "2", 1, 1000,
-     "a node blamed for system-class failures of this many different jobs within "
-     "--failure-window-seconds becomes suspect (takes no new work); a hardware failure "
-     "counts twice"},
+     "a node blamed for system or hardware failures of this many different jobs within "
+     "--failure-window-seconds becomes suspect (takes no new work); a job with a hardware "
+     "failure there counts twice"},
     {"drain-after-jobs", TY_OPT_INT, "3", 1, 1000,
      "a node blamed for failures of this many different jobs within the window is "
-     "drained (takes no new work until an admin undrains it)"},
+     "drained (draining while work runs; no new work until an admin undrains it)"},
     {"failure-window-seconds", TY_OPT_INT, "3600", 1, 31536000,
      "how far back node failures count; a suspect node whose count falls below "
      "--suspect-after-jobs is ready again"},
