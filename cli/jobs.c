@@ -527,8 +527,8 @@ static int print_attempt_lines(const json_t *items)
 			      json_number_value(json_object_get(a, "duration_seconds")));
 		rc |= cli_table_addf(&t, "  %s", cli_json_num(num, sizeof(num), a, "attempt"));
 		rc |= cli_table_add(&t, cli_json_str(a, "state", "-"));
-		rc |= cli_table_add(&t, nodes.len ? nodes.data : "-");
-		rc |= cli_table_add(&t, dur);
+		rc |= cli_table_addf(&t, "%s", nodes.len ? nodes.data : "-");
+		rc |= cli_table_addf(&t, "%s", dur);
 		if (cli_json_str(a, "blamed_node", NULL))
 			rc |= cli_table_addf(&t, "%s on %s", cli_json_str(a, "failure_class", "-"),
 					     cli_json_str(a, "blamed_node", "-"));

@@ -154,7 +154,8 @@ static int format_labels_short(struct ty_buf *b, const json_t *labels)
 static int print_node(const json_t *node)
 {
 	struct cli_table t = {.ncols = 2};
-	struct ty_buf running = TY_BUF_INIT, labels = TY_BUF_INIT;
+	struct ty_buf running = TY_BUF_INIT, labels = TY_BUF_INIT, hcas = TY_BUF_INIT,
+		      failures = TY_BUF_INIT;
 	char free_s[32], total_s[32];
 	int rc = 0;
 
@@ -176,14 +177,12 @@ static int print_node(const json_t *node)
 	rc |= cli_table_add(&t, running.len ? running.data : "-");
 	rc |= cli_table_add(&t, "labels:");
 	rc |= cli_table_add(&t, labels.len ? labels.data : "-");
-	ty_buf_reset(&running);
-	rc |= format_hcas(&running, json_object_get(node, "hcas"));
+	rc |= format_hcas(&hcas, json_object_get(node, "hcas"));
 	rc |= cli_table_add(&t, "HCAs:");
-	rc |= cli_table_add(&t, running.len ? running.data : "-");
-	ty_buf_reset(&running);
-	rc |= format_failures(&running, json_object_get(node, "failures"));
+	rc |= cli_table_add(&t, hcas.len ? hcas.data : "-");
+	rc |= format_failures(&failures, json_object_get(node, "failures"));
 	rc |= cli_table_add(&t, "failures:");
-	rc |= cli_table_add(&t, running.data ? running.data : "0");
+	rc |= cli_table_add(&t, failures.len ? failures.data : "0");
 	if (cli_json_str(node, "drain_reason", NULL)) {
 		rc |= cli_table_add(&t, "drain reason:");
 		rc |= cli_table_add(&t, cli_json_str(node, "drain_reason", NULL));
@@ -195,6 +194,8 @@ static int print_node(const json_t *node)
 	cli_table_free(&t);
 	ty_buf_free(&running);
 	ty_buf_free(&labels);
+	ty_buf_free(&hcas);
+	ty_buf_free(&failures);
 	return rc ? TY_ENOMEM : 0;
 }
 
