@@ -185,8 +185,8 @@ out:
 
 bool sched_class_blames(const char *cls)
 {
-	static const char *const blamed[] = {"system", "hardware", "hang", "node_lost",
-					     "start_timeout", NULL};
+	static const char *const blamed[] = {"system",	  "hardware",	   "hang",
+					     "node_lost", "start_timeout", NULL};
 
 	for (int i = 0; cls && blamed[i]; i++)
 		if (!strcmp(cls, blamed[i]))
@@ -218,16 +218,17 @@ int sched_blame_node(struct sched *s, const char *node, int64_t job, int64_t att
 	int rc;
 
 	{
-		const char *p[] = {node, sched_i64(jb, job), sched_i64(ab, attempt), cls, evidence,
-				   why};
+		const char *p[] = {node, sched_i64(jb, job), sched_i64(ab, attempt),
+				   cls,	 evidence,	     why};
 
-		if ((rc = ty_pg_exec(&res, s->pg,
-				     "INSERT INTO node_failures (node_id, job_id, attempt,"
-				     " failure_class, evidence, message)"
-				     " SELECT $1, $2, $3, $4, $5, $6 WHERE EXISTS"
-				     " (SELECT 1 FROM nodes WHERE id = $1)"
-				     " ON CONFLICT (job_id, attempt, node_id) DO NOTHING RETURNING 1",
-				     6, p, err)))
+		if ((rc = ty_pg_exec(
+			 &res, s->pg,
+			 "INSERT INTO node_failures (node_id, job_id, attempt,"
+			 " failure_class, evidence, message)"
+			 " SELECT $1, $2, $3, $4, $5, $6 WHERE EXISTS"
+			 " (SELECT 1 FROM nodes WHERE id = $1)"
+			 " ON CONFLICT (job_id, attempt, node_id) DO NOTHING RETURNING 1",
+			 6, p, err)))
 			goto out;
 		if (PQntuples(res) == 0)
 			goto out; /* recorded before */
@@ -304,8 +305,8 @@ static int used_of(const json_t *retries, const char *budget)
 }
 
 int sched_fail_attempt(struct sched *s, int64_t job, int64_t attempt, const char *node,
-		       const char *cls, const int *exit_code, const char *why,
-		       const char *evidence, bool blame, struct ty_err *err)
+		       const char *cls, const int *exit_code, const char *why, const char *evidence,
+		       bool blame, struct ty_err *err)
 {
 	char jb[24], ab[24], eb[24], bb[24], text[1024], *retries_text = NULL;
 	const char *blamed;
@@ -374,8 +375,8 @@ int sched_fail_attempt(struct sched *s, int64_t job, int64_t attempt, const char
 		limit = (int)jint(spec_retry, budget, !strcmp(budget, "system") ? 3 : 0);
 		used = used_of(retries, budget);
 	}
-	data = json_pack("{s:I, s:s, s:s?, s:s?}", "attempt", (json_int_t)attempt,
-			 "failure_class", cls, "node", node, "evidence", evidence);
+	data = json_pack("{s:I, s:s, s:s?, s:s?}", "attempt", (json_int_t)attempt, "failure_class",
+			 cls, "node", node, "evidence", evidence);
 	if (!data || !retries) {
 		rc = ty_err_set(err, TY_ENOMEM, NULL);
 		goto out;
@@ -390,10 +391,9 @@ int sched_fail_attempt(struct sched *s, int64_t job, int64_t attempt, const char
 		if ((rc = job_move(&moved, s, job, attempt, ACTIVE, state, true, cls, err)))
 			goto out;
 	} else if (!strcmp(cls, "preempted") || (budget && used < limit)) {
-		int64_t backoff =
-		    budget ? sched_backoff_s(s->o.retry_backoff_s, s->o.retry_backoff_max_s,
-					     used + 1)
-			   : 0;
+		int64_t backoff = budget ? sched_backoff_s(s->o.retry_backoff_s,
+							   s->o.retry_backoff_max_s, used + 1)
+					 : 0;
 		char excl[160] = "", backoff_text[48] = "";
 
 		json_object_set_new(retries, cls, json_integer(jint(retries, cls, 0) + 1));
@@ -603,8 +603,8 @@ out:
 	return rc;
 }
 
-int sched_node_gone(struct sched *s, const char *node, const char *cls, const char *why,
-		    bool blame, struct ty_err *err)
+int sched_node_gone(struct sched *s, const char *node, const char *cls, const char *why, bool blame,
+		    struct ty_err *err)
 {
 	const char *p[] = {node, cls};
 	PGresult *res = NULL, *st = NULL;
@@ -721,19 +721,18 @@ static int on_register(struct sched *s, const struct proto_msg *m, struct ty_err
 			   jstr(d, "log_url", ""),
 			   inventory,
 			   sched_i64(sb, m->seq)};
-	if ((rc = ty_pg_exec(
-		 NULL, s->pg,
-		 "INSERT INTO nodes (id, address, labels, gpus, simulated, boot_id,"
-		 " log_url, inventory, last_seq)"
-		 " VALUES ($1, $2, $3::jsonb, $4, $5, $6, $7, $8::jsonb, $9)"
-		 " ON CONFLICT (id) DO UPDATE SET address = EXCLUDED.address,"
-		 " labels = EXCLUDED.labels, gpus = EXCLUDED.gpus,"
-		 " simulated = EXCLUDED.simulated, boot_id = EXCLUDED.boot_id,"
-		 " log_url = EXCLUDED.log_url, inventory = EXCLUDED.inventory,"
-		 " last_seq = EXCLUDED.last_seq, last_heartbeat = now(),"
-		 " state = CASE WHEN nodes.state <> 'lost' THEN nodes.state"
-		 "  WHEN nodes.drain_reason IS NULL THEN 'ready' ELSE 'drained' END",
-		 9, p, err)))
+	if ((rc = ty_pg_exec(NULL, s->pg,
+			     "INSERT INTO nodes (id, address, labels, gpus, simulated, boot_id,"
+			     " log_url, inventory, last_seq)"
+			     " VALUES ($1, $2, $3::jsonb, $4, $5, $6, $7, $8::jsonb, $9)"
+			     " ON CONFLICT (id) DO UPDATE SET address = EXCLUDED.address,"
+			     " labels = EXCLUDED.labels, gpus = EXCLUDED.gpus,"
+			     " simulated = EXCLUDED.simulated, boot_id = EXCLUDED.boot_id,"
+			     " log_url = EXCLUDED.log_url, inventory = EXCLUDED.inventory,"
+			     " last_seq = EXCLUDED.last_seq, last_heartbeat = now(),"
+			     " state = CASE WHEN nodes.state <> 'lost' THEN nodes.state"
+			     "  WHEN nodes.drain_reason IS NULL THEN 'ready' ELSE 'drained' END",
+			     9, p, err)))
 		goto out;
 	sched_mirror_touch_node(s, m->node); /* address, labels, GPUs or state may be new */
 	if (!n.exists)

@@ -45,8 +45,7 @@ static const struct ty_opt options[] = {
     {"retry-backoff-seconds", TY_OPT_INT, "10", 0, 86400,
      "a job requeued after a failed attempt waits this long before its next attempt, "
      "doubled for each further retry (0: no backoff)"},
-    {"retry-backoff-max-seconds", TY_OPT_INT, "600", 0, 86400,
-     "the longest retry backoff"},
+    {"retry-backoff-max-seconds", TY_OPT_INT, "600", 0, 86400, "the longest retry backoff"},
     {"suspect-after-jobs", TY_OPT_INT, "2", 1, 1000,
      "a node blamed for system or hardware failures of this many different jobs within "
      "--failure-window-seconds becomes suspect (takes no new work); a job with a hardware "

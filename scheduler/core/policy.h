@@ -260,7 +260,7 @@ enum sched_reason {
 	SCHED_WAIT_SCAN_LIMIT,	 /* not tried: backfill scan limit (count) reached */
 	SCHED_WAIT_PORT,	 /* nodes fit but no rendezvous port is free on any of them */
 	SCHED_INVALID, /* impossible request (nodes < 1, gpus_per_node out of range, bad team) */
-	SCHED_WAIT_BACKOFF, /* retry backoff: at_ms = its not_before_ms */
+	SCHED_WAIT_BACKOFF,	   /* retry backoff: at_ms = its not_before_ms */
 	SCHED_NEVER_FITS_EXCLUDED, /* it would fit the schedulable nodes, but not without the
 				      nodes it excludes: count = excluded schedulable nodes */
 	SCHED_REASON_COUNT

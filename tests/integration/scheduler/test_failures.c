@@ -7,6 +7,7 @@
  * then draining/drained, and gets no new work until it is undrained.
  */
 #include "fixture.h"
+#include "scheduler.h"
 #include "ty_stack.h"
 #include "ty_test.h"
 
@@ -65,6 +66,43 @@ static const char *jstr_of(const char *text, const char *path)
 static const char *other(const char *node)
 {
 	return strcmp(node, "n1") ? "n1" : "n2";
+}
+
+/* The backoff before retry number `tries`: base × 2^(tries−1), capped. Pure. */
+TY_TEST(backoff_doubles_per_retry_up_to_the_cap)
+{
+	static const struct {
+		int base, max, tries;
+		long long want;
+	} rows[] = {
+	    {10, 600, 1, 10},  {10, 600, 2, 20},    {10, 600, 3, 40},	       {10, 600, 6, 320},
+	    {10, 600, 7, 600}, {10, 600, 100, 600}, {10, 15, 2, 15},	       {0, 600, 3, 0},
+	    {10, 600, 0, 0},   {600, 60, 1, 60},    {86400, 86400, 50, 86400}, {1, 1, 1, 1},
+	};
+
+	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+		ty_test_context("base %d, max %d, tries %d", rows[i].base, rows[i].max,
+				rows[i].tries);
+		CHECK_INT_EQ(sched_backoff_s(rows[i].base, rows[i].max, rows[i].tries),
+			     rows[i].want);
+	}
+}
+
+TY_TEST(only_node_classes_are_blamed)
+{
+	static const struct {
+		const char *cls;
+		bool blamed;
+	} rows[] = {
+	    {"system", true},	     {"hardware", true},   {"hang", true}, {"node_lost", true},
+	    {"start_timeout", true}, {"user", false},	   {"oom", false}, {"timeout", false},
+	    {"cancelled", false},    {"preempted", false}, {"", false},	   {NULL, false},
+	};
+
+	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+		ty_test_context("class %s", rows[i].cls ? rows[i].cls : "NULL");
+		CHECK(sched_class_blames(rows[i].cls) == rows[i].blamed);
+	}
 }
 
 TY_TEST(system_failure_is_retried_on_another_node_after_its_backoff)
@@ -130,11 +168,12 @@ TY_TEST(system_failure_is_retried_on_another_node_after_its_backoff)
 	 * The scheduler publishes the backoff as the reason, unless the retry
 	 * was placed first (then the check below that it waited still holds).
 	 */
-	FX_WAIT(f, T, "t",
-		"SELECT state <> 'pending' OR pending_reason ~ ('^retrying after a system failure on '"
-		" || $2 || ': backoff until [0-9]{2}:[0-9]{2}:[0-9]{2} UTC$')"
-		" FROM jobs WHERE id = $1",
-		fx_n(job), x);
+	FX_WAIT(
+	    f, T, "t",
+	    "SELECT state <> 'pending' OR pending_reason ~ ('^retrying after a system failure on '"
+	    " || $2 || ': backoff until [0-9]{2}:[0-9]{2}:[0-9]{2} UTC$')"
+	    " FROM jobs WHERE id = $1",
+	    fx_n(job), x);
 
 	l2 = fx_recv(f, y, "launch", job, T);
 	REQUIRE(l2 != NULL);
@@ -198,8 +237,9 @@ TY_TEST(user_failure_is_not_retried_and_blames_no_node)
 			  fx_n(job)),
 		     "{}|true");
 	CHECK_STR_EQ(FX_Q(f, "SELECT count(*) FROM node_failures"), "0");
-	CHECK_STR_EQ(FX_Q(f, "SELECT count(*) FROM job_events WHERE job_id = $1"
-			     " AND type = 'requeued'",
+	CHECK_STR_EQ(FX_Q(f,
+			  "SELECT count(*) FROM job_events WHERE job_id = $1"
+			  " AND type = 'requeued'",
 			  fx_n(job)),
 		     "0");
 	CHECK_STR_EQ(FX_Q(f, "SELECT state FROM nodes WHERE id = 'n1'"), "ready");
@@ -224,7 +264,8 @@ TY_TEST(spent_system_budget_fails_the_job_and_records_each_blamed_node)
 	l1 = fx_recv(f, x, "launch", job, T);
 	REQUIRE(l1 != NULL);
 	fx_run(f, x, l1);
-	exit_with(f, x, l1, 1, "system", "rank 0: CUDA error", "CUDA error: an illegal memory access");
+	exit_with(f, x, l1, 1, "system", "rank 0: CUDA error",
+		  "CUDA error: an illegal memory access");
 	y = node_of(f, job, 2);
 	CHECK(strcmp(x, y) != 0);
 	CHECK_STR_EQ(FX_Q(f, "SELECT not_before IS NULL FROM jobs WHERE id = $1", fx_n(job)), "t");
@@ -324,8 +365,7 @@ TY_TEST(node_blamed_by_different_jobs_becomes_suspect_then_drained_until_undrain
 	CHECK_INT_EQ(jint_of(body, "failures.jobs"), 0);
 	m = fx_recv(f, "n1", "launch", spare, T);
 	REQUIRE(m != NULL);
-	CHECK_STR_EQ(FX_Q(f, "SELECT coalesce(drain_reason, '-') FROM nodes WHERE id = 'n1'"),
-		     "-");
+	CHECK_STR_EQ(FX_Q(f, "SELECT coalesce(drain_reason, '-') FROM nodes WHERE id = 'n1'"), "-");
 	CHECK_STR_EQ(FX_Q(f, "SELECT action FROM audit_log WHERE object = 'n1'"), "node.undrain");
 	fx_sched_stop(f, 0);
 }
@@ -370,5 +410,38 @@ TY_TEST(admin_drain_stops_new_work_and_a_hardware_failure_counts_twice)
 	fx_run(f, "n1", m);
 	exit_with(f, "n1", m, 1, "hardware", "Xid 79", "NVRM: Xid (PCI:0000:3b:00): 79");
 	FX_WAIT(f, T, "suspect", "SELECT state FROM nodes WHERE id = 'n1'");
+	fx_sched_stop(f, 0);
+}
+
+TY_TEST(suspect_node_is_ready_again_once_its_failures_leave_the_window)
+{
+	static const char *const args[] = {"--suspect-after-jobs=1", "--drain-after-jobs=3",
+					   "--failure-window-seconds=2", NULL};
+	struct fx *f = fx_start();
+	const struct proto_msg *l, *m;
+	long long job, next;
+
+	fx_node(f, "n1", 4);
+	fx_sched_start(f, "s1", args);
+	FX_WAIT(f, T, "1", "SELECT count(*) FROM nodes WHERE state = 'ready'");
+	job = fx_submit(f, ",'resources':{'nodes':1,'gpus_per_node':2},'retry':{'system':0}");
+	l = fx_recv(f, "n1", "launch", job, T);
+	REQUIRE(l != NULL);
+	fx_run(f, "n1", l);
+	next = fx_submit(f, ",'resources':{'nodes':1,'gpus_per_node':4}");
+	exit_with(f, "n1", l, 1, "system", "NCCL error", NULL);
+	FX_WAIT(f, T, "suspect", "SELECT state FROM nodes WHERE id = 'n1'");
+	CHECK_STR_EQ(FX_Q(f, "SELECT coalesce(evidence, '-') FROM node_failures WHERE job_id = $1",
+			  fx_n(job)),
+		     "-");
+	/* the failure leaves the 2 s window: ready again, and the waiting job starts */
+	FX_WAIT(f, T, "ready", "SELECT state FROM nodes WHERE id = 'n1'");
+	m = fx_recv(f, "n1", "launch", next, T);
+	REQUIRE(m != NULL);
+	CHECK_STR_EQ(FX_Q(f,
+			  "SELECT t.created_at >= f.created_at + interval '2 seconds'"
+			  " FROM attempts t, node_failures f WHERE t.job_id = $1 AND f.job_id = $2",
+			  fx_n(next), fx_n(job)),
+		     "t");
 	fx_sched_stop(f, 0);
 }
