@@ -170,6 +170,8 @@ int api_h_jobs_logs(struct api_req *r, struct ty_err *err);
 int api_h_queue_list(struct api_req *r, struct ty_err *err);
 int api_h_nodes_list(struct api_req *r, struct ty_err *err);
 int api_h_nodes_get(struct api_req *r, struct ty_err *err);
+int api_h_nodes_drain(struct api_req *r, struct ty_err *err);
+int api_h_nodes_undrain(struct api_req *r, struct ty_err *err);
 
 /* Job spec validation (pure): a normalised spec with defaults, or a problem. */
 json_t *api_validate_job(const json_t *body, struct api_problem *p);

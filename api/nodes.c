@@ -17,6 +17,14 @@
 	"   'attempt', a.attempt) ORDER BY a.job_id) FROM allocations a"                \
 	"   JOIN jobs j ON j.id = a.job_id WHERE a.node_id = n.id"                      \
 	"   AND a.released_at IS NULL AND ($1::bigint IS NULL OR j.team_id = $1)), '[]'),"   \
+	" 'drain_reason', n.drain_reason,"                                              \
+	" 'hcas', coalesce(n.inventory->'hcas', '[]'),"                                 \
+	" 'failures', (SELECT json_build_object('count', count(*),"                     \
+	"   'jobs', count(DISTINCT f.job_id),"                                          \
+	"   'hardware', count(*) FILTER (WHERE f.failure_class = 'hardware'),"          \
+	"   'last_at', ty_ts(max(f.created_at)))"                                       \
+	"   FROM node_failures f WHERE f.node_id = n.id"                                \
+	"   AND f.created_at > n.failures_since),"                                      \
 	" 'last_heartbeat', ty_ts(n.last_heartbeat), 'registered_at',"                  \
 	" ty_ts(n.registered_at))"
 
@@ -28,9 +36,11 @@ int api_h_nodes_list(struct api_req *r, struct ty_err *err)
 	PGresult *res = NULL;
 	int rc;
 
-	if (p[1] && strcmp(p[1], "ready") && strcmp(p[1], "draining") && strcmp(p[1], "lost"))
-		return api_reply_error(r, 400, "invalid_parameter", "state",
-				       "'state' must be 'ready', 'draining' or 'lost'");
+	if (p[1] && strcmp(p[1], "ready") && strcmp(p[1], "suspect") && strcmp(p[1], "draining") &&
+	    strcmp(p[1], "drained") && strcmp(p[1], "lost"))
+		return api_reply_error(
+		    r, 400, "invalid_parameter", "state",
+		    "'state' must be 'ready', 'suspect', 'draining', 'drained' or 'lost'");
 	rc = ty_pg_exec(&res, r->pg,
 			"SELECT json_build_object('items', coalesce(json_agg(" NODE_JSON_SQL
 			" ORDER BY n.id), '[]'))::text FROM nodes n"
@@ -61,6 +71,70 @@ int api_h_nodes_get(struct api_req *r, struct ty_err *err)
 	return rc;
 }
 
+/*
+ * Drain and undrain (admin): one UPDATE, its audit row and a notification
+ * that wakes the scheduler ("node:ID" on trainyard_job_events), in one
+ * transaction. Both are idempotent. A lost node keeps its state; draining
+ * it still records the drain, so it comes back drained.
+ */
+static int node_admin(struct api_req *r, const char *action, const char *set, struct ty_err *err)
+{
+	const char *p[2] = {NULL, r->params[0]};
+	char tid[24];
+	const char *a[3] = {tid, action, r->params[0]};
+	PGresult *res = NULL;
+	int rc;
+
+	snprintf(tid, sizeof(tid), "%lld", (long long)r->auth.token_id);
+	if ((rc = ty_pg_begin(r->pg, err)))
+		return rc;
+	rc = ty_pg_exec(&res, r->pg,
+			ty_arena_printf(r->arena,
+					"WITH u AS (UPDATE nodes n SET %s WHERE n.id = $2"
+					" RETURNING n.*) SELECT " NODE_JSON_SQL "::text FROM u n",
+					set),
+			2, p, err);
+	if (!rc && PQntuples(res) == 0) {
+		PQclear(res);
+		ty_pg_rollback(r->pg);
+		return api_reply_error(r, 404, "node_not_found", NULL, "no node '%s'",
+				       r->params[0]);
+	}
+	if (rc ||
+	    (rc = ty_pg_exec(NULL, r->pg,
+			     "INSERT INTO audit_log (token_id, action, object) VALUES ($1, $2, $3)",
+			     3, a, err)) ||
+	    (rc = ty_pg_exec(NULL, r->pg,
+			     "SELECT pg_notify('trainyard_job_events', 'node:' || $1)", 1, p + 1,
+			     err)) ||
+	    (rc = ty_pg_commit(r->pg, err))) {
+		PQclear(res);
+		ty_pg_rollback(r->pg);
+		return rc;
+	}
+	rc = api_reply_text(r, 200, PQgetvalue(res, 0, 0));
+	PQclear(res);
+	return rc;
+}
+
+int api_h_nodes_drain(struct api_req *r, struct ty_err *err)
+{
+	return node_admin(r, "node.drain",
+			  "state = CASE WHEN n.state = 'lost' THEN 'lost'"
+			  " WHEN EXISTS (SELECT 1 FROM allocations a WHERE a.node_id = n.id"
+			  "  AND a.released_at IS NULL) THEN 'draining' ELSE 'drained' END,"
+			  " drain_reason = coalesce(n.drain_reason, 'drained by an admin')",
+			  err);
+}
+
+int api_h_nodes_undrain(struct api_req *r, struct ty_err *err)
+{
+	return node_admin(r, "node.undrain",
+			  "state = CASE WHEN n.state = 'lost' THEN 'lost' ELSE 'ready' END,"
+			  " drain_reason = NULL, failures_since = now()",
+			  err);
+}
+
 static const char *scope(struct api_req *r)
 {
 	return r->auth.role == API_ROLE_ADMIN
@@ -84,6 +158,9 @@ int api_h_jobs_attempts(struct api_req *r, struct ty_err *err)
 			"  'nnodes', t.nnodes, 'world_size', t.world_size,"
 			"  'exit_code', t.exit_code, 'failure_class', t.failure_class,"
 			"  'message', ty_redact_jobs(t.message, $2::bigint),"
+			"  'evidence', t.evidence, 'blamed_node', t.blamed_node,"
+			"  'duration_seconds', round(extract(epoch FROM"
+			"   coalesce(t.ended_at, now()) - t.created_at)::numeric, 3)::float8,"
 			"  'created_at', ty_ts(t.created_at),"
 			"  'running_at', ty_ts(t.running_at), 'ended_at', ty_ts(t.ended_at),"
 			"  'nodes', (SELECT coalesce(json_agg(json_build_object('node', a.node_id,"

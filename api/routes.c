@@ -23,5 +23,7 @@ const struct api_route api_routes[] = {
 	{"GET", "/v1/queue", api_h_queue_list, API_ROLE_VIEWER, API_AUTH},
 	{"GET", "/v1/nodes", api_h_nodes_list, API_ROLE_VIEWER, API_AUTH},
 	{"GET", "/v1/nodes/{}", api_h_nodes_get, API_ROLE_VIEWER, API_AUTH},
+	{"POST", "/v1/nodes/{}/drain", api_h_nodes_drain, API_ROLE_ADMIN, API_AUTH},
+	{"POST", "/v1/nodes/{}/undrain", api_h_nodes_undrain, API_ROLE_ADMIN, API_AUTH},
 };
 const int api_routes_count = sizeof(api_routes) / sizeof(api_routes[0]);

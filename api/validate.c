@@ -50,13 +50,16 @@ static const struct fspec job_fields[] = {
 	{"topology", "required", F_ENUM, 0, 0, domains, 0, NULL, true},
 	{NULL, "launch", F_ENUM, 0, 0, launches, 0, "per_gpu", false},
 	{NULL, "hang_timeout_seconds", F_INT, 0, 604800, NULL, 1800, NULL, false},
+	{NULL, "start_timeout_seconds", F_INT, 0, 86400, NULL, 600, NULL, false},
+	{NULL, "preflight", F_BOOL, 0, 0, NULL, 0, NULL, false},
 };
 #define NFIELDS (sizeof(job_fields) / sizeof(job_fields[0]))
 
 static const char *const job_top_keys[] = {
 	"team", "name", "command", "env", "resources", "priority_class", "priority",
 	"max_runtime_seconds", "min_runtime_seconds", "preemptible", "spot", "retry",
-	"checkpoint", "topology", "launch", "hang_timeout_seconds", "labels", NULL};
+	"checkpoint", "topology", "launch", "hang_timeout_seconds", "start_timeout_seconds",
+	"preflight", "labels", NULL};
 static const char *const sub_objects[] = {"resources", "spot", "retry", "checkpoint", "topology",
 					  NULL};
 
@@ -384,6 +387,17 @@ json_t *api_validate_job(const json_t *body, struct api_problem *p)
 					"'hang_timeout_seconds' must be 0 (off) or from 60 to "
 					"604800, got %lld",
 					h);
+			goto fail;
+		}
+	}
+	{
+		long long t = json_integer_value(json_object_get(out, "start_timeout_seconds"));
+
+		if (t != 0 && t < 10) {
+			api_problem_set(p, 422, "invalid_field", "start_timeout_seconds",
+					"'start_timeout_seconds' must be 0 (off) or from 10 to "
+					"86400, got %lld",
+					t);
 			goto fail;
 		}
 	}

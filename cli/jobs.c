@@ -48,7 +48,9 @@ static const char status_help[] =
 	"Show a job: state, current attempt and the failure class of the last failed\n"
 	"one, team, name, resources, command and times. A pending job also shows why\n"
 	"it waits and its place in the queue ('jobctl queue' shows the whole queue).\n"
-	"'jobctl attempts ID' lists the attempts.\n";
+	"Then one line per attempt: number, state, nodes, duration, failure class,\n"
+	"the node it was blamed on and the classifier's evidence.\n"
+	"'jobctl attempts ID' lists the attempts with more columns.\n";
 
 static const char list_help[] =
 	"usage: jobctl list [--team T] [--state S[,S...]] [--label KEY=VALUE] [--limit N] [--all]\n"
@@ -486,10 +488,67 @@ static int print_job(const json_t *job)
 	return rc ? TY_ENOMEM : 0;
 }
 
+/* "2m05s", "1h02m", "40s" from seconds. */
+static void duration_text(char *buf, size_t n, double secs)
+{
+	long long s = secs < 0 ? 0 : (long long)(secs + 0.5);
+
+	if (s < 60)
+		snprintf(buf, n, "%llds", s);
+	else if (s < 3600)
+		snprintf(buf, n, "%lldm%02llds", s / 60, s % 60);
+	else
+		snprintf(buf, n, "%lldh%02lldm", s / 3600, s % 3600 / 60);
+}
+
+/*
+ * "attempts:" and one line per attempt: "1  failed  node-a,node-b  2m00s
+ * system on node-b: <evidence>".
+ */
+static int print_attempt_lines(const json_t *items)
+{
+	struct cli_table t = {.ncols = 6};
+	struct ty_buf nodes = TY_BUF_INIT;
+	const json_t *a;
+	size_t i;
+	int rc = 0;
+
+	if (!json_array_size(items))
+		return 0;
+	json_array_foreach(items, i, a) {
+		const json_t *n;
+		size_t k;
+		char num[32], dur[32];
+
+		ty_buf_reset(&nodes);
+		json_array_foreach(json_object_get(a, "nodes"), k, n)
+			rc |= ty_buf_printf(&nodes, "%s%s", k ? "," : "", cli_json_str(n, "node", "?"));
+		duration_text(dur, sizeof(dur),
+			      json_number_value(json_object_get(a, "duration_seconds")));
+		rc |= cli_table_addf(&t, "  %s", cli_json_num(num, sizeof(num), a, "attempt"));
+		rc |= cli_table_add(&t, cli_json_str(a, "state", "-"));
+		rc |= cli_table_addf(&t, "%s", nodes.len ? nodes.data : "-");
+		rc |= cli_table_addf(&t, "%s", dur);
+		if (cli_json_str(a, "blamed_node", NULL))
+			rc |= cli_table_addf(&t, "%s on %s", cli_json_str(a, "failure_class", "-"),
+					     cli_json_str(a, "blamed_node", "-"));
+		else
+			rc |= cli_table_add(&t, cli_json_str(a, "failure_class", "-"));
+		rc |= cli_table_add(&t, cli_json_str(a, "evidence", "-"));
+	}
+	if (!rc) {
+		printf("attempts:\n");
+		cli_table_print(stdout, &t);
+	}
+	cli_table_free(&t);
+	ty_buf_free(&nodes);
+	return rc ? TY_ENOMEM : 0;
+}
+
 int cli_cmd_status(struct cli *cli, int argc, char **argv, struct ty_err *err)
 {
 	struct ty_buf path = TY_BUF_INIT;
-	struct cli_resp resp = {0};
+	struct cli_resp resp = {0}, att = {0};
 	long long id;
 	int rc;
 
@@ -498,11 +557,22 @@ int cli_cmd_status(struct cli *cli, int argc, char **argv, struct ty_err *err)
 	if ((rc = job_path(&path, id, "", err)) ||
 	    (rc = cli_request(&resp, cli, "GET", path.data, NULL, NULL, 0, err)))
 		goto out;
-	if (cli->output == CLI_OUT_JSON)
+	if (cli->output == CLI_OUT_JSON) {
 		cli_print_json(resp.body);
-	else if (print_job(resp.body))
+		goto out;
+	}
+	if (print_job(resp.body)) {
+		rc = ty_err_set(err, TY_ENOMEM, NULL);
+		goto out;
+	}
+	ty_buf_reset(&path);
+	if ((rc = job_path(&path, id, "/attempts", err)) ||
+	    (rc = cli_request(&att, cli, "GET", path.data, NULL, NULL, 0, err)))
+		goto out;
+	if (print_attempt_lines(json_object_get(att.body, "items")))
 		rc = ty_err_set(err, TY_ENOMEM, NULL);
 out:
+	cli_resp_free(&att);
 	cli_resp_free(&resp);
 	ty_buf_free(&path);
 	return rc;

@@ -8,14 +8,22 @@
 static const char nodes_help[] =
 	"usage: jobctl nodes [list] [--state S]\n"
 	"       jobctl nodes get NODE\n"
+	"       jobctl nodes drain NODE\n"
+	"       jobctl nodes undrain NODE\n"
 	"\n"
 	"List the nodes executors registered, ordered by id: id, state, address,\n"
-	"GPUs free/total (free: not held by an unreleased allocation), the jobs\n"
-	"holding GPUs there and the age of the last heartbeat. 'get' shows one node\n"
-	"with its labels and the attempt of each job it runs.\n"
+	"GPUs free/total (free: not held by an unreleased allocation), HCAs (name:\n"
+	"active/all ports), labels, failures blamed on the node since its last\n"
+	"undrain (count and distinct jobs), the jobs holding GPUs there and the age\n"
+	"of the last heartbeat. 'get' shows one node with the attempt of each job it\n"
+	"runs and why it is drained.\n"
+	"\n"
+	"'drain' (admin) stops new work on the node: 'draining' while work still\n"
+	"runs there, then 'drained'. 'undrain' (admin) makes it 'ready' again and\n"
+	"forgets its failures. Both are idempotent.\n"
 	"\n"
 	"flags:\n"
-	"  --state S    only nodes in state S (ready, draining, lost)\n";
+	"  --state S    only nodes in state S (ready, suspect, draining, drained, lost)\n";
 
 static const char attempts_help[] =
 	"usage: jobctl attempts [-o json] JOB\n"
@@ -97,10 +105,57 @@ static int format_labels(struct ty_buf *b, const json_t *labels)
 	return rc ? TY_ENOMEM : 0;
 }
 
+/* "mlx5_0:1/1,mlx5_1:0/2": per HCA, ports in state ACTIVE / all ports. */
+static int format_hcas(struct ty_buf *b, const json_t *hcas)
+{
+	const json_t *h, *p;
+	size_t i, k;
+	int rc = 0;
+
+	json_array_foreach(hcas, i, h) {
+		size_t active = 0;
+
+		json_array_foreach(json_object_get(h, "ports"), k, p)
+			active += strcmp(cli_json_str(p, "state", ""), "ACTIVE") == 0;
+		rc |= ty_buf_printf(b, "%s%s:%zu/%zu", i ? "," : "", cli_json_str(h, "name", "?"),
+				    active, json_array_size(json_object_get(h, "ports")));
+	}
+	return rc ? TY_ENOMEM : 0;
+}
+
+/* "3 (2 jobs)", or "0". */
+static int format_failures(struct ty_buf *b, const json_t *failures)
+{
+	json_int_t count = json_integer_value(json_object_get(failures, "count"));
+	json_int_t jobs = json_integer_value(json_object_get(failures, "jobs"));
+
+	if (!count)
+		return ty_buf_puts(b, "0") ? TY_ENOMEM : 0;
+	return ty_buf_printf(b, "%" JSON_INTEGER_FORMAT " (%" JSON_INTEGER_FORMAT " job%s)", count,
+			     jobs, jobs == 1 ? "" : "s")
+		       ? TY_ENOMEM
+		       : 0;
+}
+
+/* "k=v,k2=v2" for a table cell. */
+static int format_labels_short(struct ty_buf *b, const json_t *labels)
+{
+	const char *k;
+	json_t *v;
+	int rc = 0;
+
+	json_object_foreach((json_t *)labels, k, v) {
+		rc |= ty_buf_printf(b, "%s%s=%s", b->len ? "," : "", k,
+				    json_is_string(v) ? json_string_value(v) : "?");
+	}
+	return rc ? TY_ENOMEM : 0;
+}
+
 static int print_node(const json_t *node)
 {
 	struct cli_table t = {.ncols = 2};
-	struct ty_buf running = TY_BUF_INIT, labels = TY_BUF_INIT;
+	struct ty_buf running = TY_BUF_INIT, labels = TY_BUF_INIT, hcas = TY_BUF_INIT,
+		      failures = TY_BUF_INIT;
 	char free_s[32], total_s[32];
 	int rc = 0;
 
@@ -122,6 +177,16 @@ static int print_node(const json_t *node)
 	rc |= cli_table_add(&t, running.len ? running.data : "-");
 	rc |= cli_table_add(&t, "labels:");
 	rc |= cli_table_add(&t, labels.len ? labels.data : "-");
+	rc |= format_hcas(&hcas, json_object_get(node, "hcas"));
+	rc |= cli_table_add(&t, "HCAs:");
+	rc |= cli_table_add(&t, hcas.len ? hcas.data : "-");
+	rc |= format_failures(&failures, json_object_get(node, "failures"));
+	rc |= cli_table_add(&t, "failures:");
+	rc |= cli_table_add(&t, failures.len ? failures.data : "0");
+	if (cli_json_str(node, "drain_reason", NULL)) {
+		rc |= cli_table_add(&t, "drain reason:");
+		rc |= cli_table_add(&t, cli_json_str(node, "drain_reason", NULL));
+	}
 	rc |= cli_table_add_time(&t, "last heartbeat:", node, "last_heartbeat");
 	rc |= cli_table_add_time(&t, "registered:", node, "registered_at");
 	if (!rc)
@@ -129,32 +194,43 @@ static int print_node(const json_t *node)
 	cli_table_free(&t);
 	ty_buf_free(&running);
 	ty_buf_free(&labels);
+	ty_buf_free(&hcas);
+	ty_buf_free(&failures);
 	return rc ? TY_ENOMEM : 0;
 }
 
 static int print_nodes(const json_t *items)
 {
-	static const char *const header[] = {"ID",   "STATE", "ADDRESS", "FREE/TOTAL",
-					     "JOBS", "HEARTBEAT"};
-	struct cli_table t = {.ncols = 6};
+	static const char *const header[] = {"ID",     "STATE",	   "ADDRESS", "FREE/TOTAL", "HCAS",
+					     "LABELS", "FAILURES", "JOBS",    "HEARTBEAT"};
+	struct cli_table t = {.ncols = 9};
 	struct ty_buf jobs = TY_BUF_INIT;
 	const json_t *node;
 	size_t i;
 	int rc = 0;
 
-	for (i = 0; i < 6; i++)
+	for (i = 0; i < 9; i++)
 		rc |= cli_table_add(&t, header[i]);
 	json_array_foreach(items, i, node) {
 		char free_s[32], total_s[32], age[32];
 
-		ty_buf_reset(&jobs);
-		rc |= format_jobs(&jobs, json_object_get(node, "running"));
 		rc |= cli_table_add(&t, cli_json_str(node, "id", "-"));
 		rc |= cli_table_add(&t, cli_json_str(node, "state", "-"));
 		rc |= cli_table_add(&t, cli_json_str(node, "address", "-"));
 		rc |= cli_table_addf(&t, "%s/%s",
 				     cli_json_num(free_s, sizeof(free_s), node, "gpus_free"),
 				     cli_json_num(total_s, sizeof(total_s), node, "gpus_total"));
+		ty_buf_reset(&jobs);
+		rc |= format_hcas(&jobs, json_object_get(node, "hcas"));
+		rc |= cli_table_addf(&t, "%s", jobs.len ? jobs.data : "-");
+		ty_buf_reset(&jobs);
+		rc |= format_labels_short(&jobs, json_object_get(node, "labels"));
+		rc |= cli_table_addf(&t, "%s", jobs.len ? jobs.data : "-");
+		ty_buf_reset(&jobs);
+		rc |= format_failures(&jobs, json_object_get(node, "failures"));
+		rc |= cli_table_addf(&t, "%s", jobs.len ? jobs.data : "0");
+		ty_buf_reset(&jobs);
+		rc |= format_jobs(&jobs, json_object_get(node, "running"));
 		rc |= cli_table_addf(&t, "%s", jobs.len ? jobs.data : "-");
 		if (cli_json_str(node, "last_heartbeat", NULL))
 			rc |= cli_table_addf(
@@ -178,7 +254,7 @@ int cli_cmd_nodes(struct cli *cli, int argc, char **argv, struct ty_err *err)
 	struct cli_strv pos = {0};
 	struct cli_resp resp = {0};
 	const char *sub;
-	bool is_get;
+	bool is_get, is_admin;
 	int rc;
 
 	/* options first, so "nodes --state ready" is no subcommand "ready" */
@@ -190,11 +266,13 @@ int cli_cmd_nodes(struct cli *cli, int argc, char **argv, struct ty_err *err)
 	}
 	sub = pos.n ? pos.v[0] : "list";
 	is_get = strcmp(sub, "get") == 0;
-	if (!is_get && strcmp(sub, "list") != 0) {
-		rc = ty_err_set(err, TY_ECONFIG, "unknown nodes command '%.100s' (list, get)", sub);
+	is_admin = strcmp(sub, "drain") == 0 || strcmp(sub, "undrain") == 0;
+	if (!is_get && !is_admin && strcmp(sub, "list") != 0) {
+		rc = ty_err_set(err, TY_ECONFIG,
+				"unknown nodes command '%.100s' (list, get, drain, undrain)", sub);
 		goto out;
 	}
-	if (is_get) {
+	if (is_get || is_admin) {
 		if (pos.n != 2 || !*pos.v[1]) {
 			rc = ty_err_set(err, TY_ECONFIG,
 					pos.n > 2 ? "expected one node id, got %zu arguments"
@@ -206,7 +284,8 @@ int cli_cmd_nodes(struct cli *cli, int argc, char **argv, struct ty_err *err)
 			rc = ty_err_set(err, TY_ECONFIG, "--state is for 'nodes list'");
 			goto out;
 		}
-		if (ty_buf_puts(&path, "/v1/nodes/") || cli_buf_escape(&path, pos.v[1])) {
+		if (ty_buf_puts(&path, "/v1/nodes/") || cli_buf_escape(&path, pos.v[1]) ||
+		    (is_admin && ty_buf_printf(&path, "/%s", sub))) {
 			rc = ty_err_set(err, TY_ENOMEM, NULL);
 			goto out;
 		}
@@ -221,10 +300,20 @@ int cli_cmd_nodes(struct cli *cli, int argc, char **argv, struct ty_err *err)
 			goto out;
 		}
 	}
-	if ((rc = cli_request(&resp, cli, "GET", path.data, NULL, NULL, 0, err)))
+	if ((rc = cli_request(&resp, cli, is_admin ? "POST" : "GET", path.data, NULL, NULL, 0,
+			      err)))
 		goto out;
 	if (cli->output == CLI_OUT_JSON) {
 		cli_print_json(resp.body);
+	} else if (is_admin) {
+		const char *st = cli_json_str(resp.body, "state", "?");
+
+		printf("node %s: %s%s\n", pos.v[1], st,
+		       !strcmp(st, "draining") ? " (takes no new work; drained once its work ends)"
+		       : !strcmp(st, "lost") && !strcmp(sub, "drain")
+			   ? " (not heard from; drained when it returns)"
+		       : !strcmp(st, "lost") ? " (not heard from; ready when it returns)"
+					     : "");
 	} else if (is_get) {
 		if (print_node(resp.body))
 			rc = ty_err_set(err, TY_ENOMEM, NULL);

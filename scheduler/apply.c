@@ -183,6 +183,110 @@ out:
 	return rc;
 }
 
+bool sched_class_blames(const char *cls)
+{
+	static const char *const blamed[] = {"system",	  "hardware",	   "hang",
+					     "node_lost", "start_timeout", NULL};
+
+	for (int i = 0; cls && blamed[i]; i++)
+		if (!strcmp(cls, blamed[i]))
+			return true;
+	return false;
+}
+
+int64_t sched_backoff_s(int base_s, int max_s, int tries)
+{
+	int64_t b = base_s;
+
+	if (base_s <= 0 || tries < 1)
+		return 0;
+	for (int i = 1; i < tries && b < max_s; i++)
+		b *= 2;
+	return b > max_s ? max_s : b;
+}
+
+/* The failure classes that count towards a node's suspect/drained thresholds. */
+#define COUNTED_CLASSES "{system,hardware}"
+
+int sched_blame_node(struct sched *s, const char *node, int64_t job, int64_t attempt,
+		     const char *cls, const char *evidence, const char *why, struct ty_err *err)
+{
+	char jb[24], ab[24], wb[24], reason[512];
+	PGresult *res = NULL;
+	int64_t score;
+	const char *state, *to = NULL;
+	int rc;
+
+	{
+		const char *p[] = {node, sched_i64(jb, job), sched_i64(ab, attempt),
+				   cls,	 evidence,	     why};
+
+		if ((rc = ty_pg_exec(
+			 &res, s->pg,
+			 "INSERT INTO node_failures (node_id, job_id, attempt,"
+			 " failure_class, evidence, message)"
+			 " SELECT $1, $2, $3, $4, $5, $6 WHERE EXISTS"
+			 " (SELECT 1 FROM nodes WHERE id = $1)"
+			 " ON CONFLICT (job_id, attempt, node_id) DO NOTHING RETURNING 1",
+			 6, p, err)))
+			goto out;
+		if (PQntuples(res) == 0)
+			goto out; /* recorded before */
+		PQclear(res);
+		res = NULL;
+	}
+	{
+		/* distinct jobs within the window since the last undrain; hardware counts 2 */
+		const char *p[] = {node, sched_i64(wb, s->o.failure_window_s)};
+
+		if ((rc = ty_pg_exec(
+			 &res, s->pg,
+			 "SELECT n.state, coalesce((SELECT sum(w) FROM (SELECT max(CASE WHEN"
+			 "  f.failure_class = 'hardware' THEN 2 ELSE 1 END) AS w"
+			 "  FROM node_failures f WHERE f.node_id = n.id"
+			 "  AND f.failure_class = ANY ('" COUNTED_CLASSES "')"
+			 "  AND f.created_at > n.failures_since"
+			 "  AND f.created_at > now() - make_interval(secs => $2::int)"
+			 "  GROUP BY f.job_id) x), 0),"
+			 " EXISTS (SELECT 1 FROM allocations a WHERE a.node_id = n.id"
+			 "  AND a.released_at IS NULL)"
+			 " FROM nodes n WHERE n.id = $1 FOR UPDATE",
+			 2, p, err)))
+			goto out;
+	}
+	if (PQntuples(res) != 1)
+		goto out;
+	state = PQgetvalue(res, 0, 0);
+	score = sched_col_i64(res, 0, 1);
+	if (score >= s->o.drain_after && (!strcmp(state, "ready") || !strcmp(state, "suspect")))
+		to = !strcmp(PQgetvalue(res, 0, 2), "t") ? "draining" : "drained";
+	else if (score >= s->o.suspect_after && !strcmp(state, "ready"))
+		to = "suspect";
+	if (!to)
+		goto out;
+	snprintf(reason, sizeof(reason),
+		 "blamed for failures of different jobs: %lld points within %d s (threshold %d; "
+		 "last: job %lld attempt %lld, %s)",
+		 (long long)score, s->o.failure_window_s,
+		 !strcmp(to, "suspect") ? s->o.suspect_after : s->o.drain_after, (long long)job,
+		 (long long)attempt, cls);
+	PQclear(res);
+	res = NULL;
+	{
+		const char *p[] = {node, to, !strcmp(to, "suspect") ? NULL : reason};
+
+		if ((rc = ty_pg_exec(NULL, s->pg,
+				     "UPDATE nodes SET state = $2, drain_reason = $3 WHERE id = $1",
+				     3, p, err)))
+			goto out;
+	}
+	sched_mirror_touch_node(s, node);
+	ty_warn("node '%s' is %s: %s", node, to, reason);
+out:
+	PQclear(res);
+	return rc;
+}
+
 /* Tries of the budget's classes already used, from jobs.retries. */
 static int used_of(const json_t *retries, const char *budget)
 {
@@ -201,9 +305,11 @@ static int used_of(const json_t *retries, const char *budget)
 }
 
 int sched_fail_attempt(struct sched *s, int64_t job, int64_t attempt, const char *node,
-		       const char *cls, const int *exit_code, const char *why, struct ty_err *err)
+		       const char *cls, const int *exit_code, const char *why, const char *evidence,
+		       bool blame, struct ty_err *err)
 {
-	char jb[24], ab[24], eb[24], text[1024], *retries_text = NULL;
+	char jb[24], ab[24], eb[24], bb[24], text[1024], *retries_text = NULL;
+	const char *blamed;
 	const char *budget, *state;
 	PGresult *res = NULL;
 	json_t *spec_retry = NULL, *retries = NULL, *data = NULL;
@@ -212,22 +318,34 @@ int sched_fail_attempt(struct sched *s, int64_t job, int64_t attempt, const char
 
 	if (!norm_class(cls))
 		cls = "system";
+	if (evidence && !*evidence)
+		evidence = NULL;
+	/* blame: the node whose report failed the attempt first (docs/dispatch.md) */
+	blamed = blame && node && sched_class_blames(cls) ? node : NULL;
 	{
-		const char *p[] = {sched_i64(jb, job), sched_i64(ab, attempt),
-				   exit_code ? sched_i64(eb, *exit_code) : NULL, cls, why};
+		const char *p[] = {sched_i64(jb, job),
+				   sched_i64(ab, attempt),
+				   exit_code ? sched_i64(eb, *exit_code) : NULL,
+				   cls,
+				   why,
+				   evidence,
+				   blamed};
 
 		if ((rc = ty_pg_exec(&res, s->pg,
 				     "UPDATE attempts SET state = 'failed', ended_at = now(),"
-				     " exit_code = $3, failure_class = $4, message = $5"
+				     " exit_code = $3, failure_class = $4, message = $5,"
+				     " evidence = $6, blamed_node = $7"
 				     " WHERE job_id = $1 AND attempt = $2 AND state = ANY ('" ACTIVE
 				     "') RETURNING 1",
-				     5, p, err)))
+				     7, p, err)))
 			goto out;
 		if (PQntuples(res) == 0)
 			goto out; /* already over: nothing to do */
 		PQclear(res);
 		res = NULL;
 	}
+	if (blamed && (rc = sched_blame_node(s, blamed, job, attempt, cls, evidence, why, err)))
+		goto out;
 	/* fail fast: the rest of the gang stops at once */
 	if ((rc = sched_kill_nodes(NULL, s, job, attempt,
 				   !strcmp(cls, "node_lost") ? "node_lost" : "fail_fast", node,
@@ -257,8 +375,8 @@ int sched_fail_attempt(struct sched *s, int64_t job, int64_t attempt, const char
 		limit = (int)jint(spec_retry, budget, !strcmp(budget, "system") ? 3 : 0);
 		used = used_of(retries, budget);
 	}
-	data = json_pack("{s:I, s:s, s:s?}", "attempt", (json_int_t)attempt, "failure_class", cls,
-			 "node", node);
+	data = json_pack("{s:I, s:s, s:s?, s:s?}", "attempt", (json_int_t)attempt, "failure_class",
+			 cls, "node", node, "evidence", evidence);
 	if (!data || !retries) {
 		rc = ty_err_set(err, TY_ENOMEM, NULL);
 		goto out;
@@ -273,14 +391,24 @@ int sched_fail_attempt(struct sched *s, int64_t job, int64_t attempt, const char
 		if ((rc = job_move(&moved, s, job, attempt, ACTIVE, state, true, cls, err)))
 			goto out;
 	} else if (!strcmp(cls, "preempted") || (budget && used < limit)) {
+		int64_t backoff = budget ? sched_backoff_s(s->o.retry_backoff_s,
+							   s->o.retry_backoff_max_s, used + 1)
+					 : 0;
+		char excl[160] = "", backoff_text[48] = "";
+
 		json_object_set_new(retries, cls, json_integer(jint(retries, cls, 0) + 1));
+		if (blamed)
+			snprintf(excl, sizeof(excl), ", node %s excluded", blamed);
+		if (backoff > 0)
+			snprintf(backoff_text, sizeof(backoff_text), ", backoff %llds",
+				 (long long)backoff);
 		if (budget)
 			snprintf(
 			    text, sizeof(text),
 			    "attempt %lld failed: %s (%s); requeued for attempt %lld (%s retry "
-			    "%d of %d)",
+			    "%d of %d%s%s)",
 			    (long long)attempt, why, cls, (long long)attempt + 1, budget, used + 1,
-			    limit);
+			    limit, backoff_text, excl);
 		else
 			snprintf(text, sizeof(text), "attempt %lld %s; requeued for attempt %lld",
 				 (long long)attempt, why, (long long)attempt + 1);
@@ -289,10 +417,19 @@ int sched_fail_attempt(struct sched *s, int64_t job, int64_t attempt, const char
 			rc = ty_err_set(err, TY_ENOMEM, NULL);
 			goto out;
 		}
-		const char *p[] = {sched_i64(jb, job), retries_text};
+		if (backoff > 0)
+			json_object_set_new(data, "backoff_seconds", json_integer(backoff));
+		const char *p[] = {sched_i64(jb, job), retries_text, sched_i64(bb, backoff),
+				   blamed};
 		if ((rc = ty_pg_exec(NULL, s->pg,
-				     "UPDATE jobs SET retries = $2::jsonb WHERE id = $1", 2, p,
-				     err)))
+				     "UPDATE jobs SET retries = $2::jsonb,"
+				     " not_before = CASE WHEN $3::int > 0"
+				     "  THEN now() + make_interval(secs => $3::int) END,"
+				     " excluded_nodes = CASE WHEN $4::text IS NULL"
+				     "  OR $4 = ANY (excluded_nodes) THEN excluded_nodes"
+				     "  ELSE excluded_nodes || $4::text END"
+				     " WHERE id = $1",
+				     4, p, err)))
 			goto out;
 		if ((rc = job_move(&moved, s, job, attempt, ACTIVE, state, false, cls, err)))
 			goto out;
@@ -389,9 +526,26 @@ out:
 	return rc;
 }
 
+/* Exclude node from job's later attempts, while attempt is still its latest. */
+static int exclude_node(struct sched *s, int64_t job, int64_t attempt, const char *node,
+			struct ty_err *err)
+{
+	char jb[24], ab[24];
+	const char *p[] = {sched_i64(jb, job), sched_i64(ab, attempt), node};
+	int rc;
+
+	rc = ty_pg_exec(NULL, s->pg,
+			"UPDATE jobs SET excluded_nodes = excluded_nodes || $3::text"
+			" WHERE id = $1 AND attempt = $2 AND NOT ($3 = ANY (excluded_nodes))",
+			3, p, err);
+	sched_touch(s, job);
+	return rc;
+}
+
 /* A node's part of an attempt ended: record it, release its GPUs, judge the gang. */
 static int alloc_exit(struct sched *s, const char *node, int64_t job, int64_t attempt,
-		      int exit_code, const char *cls, const char *message, struct ty_err *err)
+		      int exit_code, const char *cls, const char *message, const char *evidence,
+		      struct ty_err *err)
 {
 	char jb[24], ab[24], eb[24], why[768];
 	const char *p[] = {sched_i64(jb, job), sched_i64(ab, attempt), node,
@@ -425,8 +579,23 @@ static int alloc_exit(struct sched *s, const char *node, int64_t job, int64_t at
 			snprintf(why, sizeof(why), "node %s exited with code %d", node, exit_code);
 		rc = sched_fail_attempt(s, job, attempt, node,
 					norm_class(cls) ? cls : (cls && *cls ? "system" : "user"),
-					&exit_code, why, err);
+					&exit_code, why, evidence, true, err);
 	} else {
+		/*
+		 * A later report of a gang that already failed: its node is blamed
+		 * too only when it reports hardware (node-local by nature); the
+		 * rest of the gang was killed because of the first failure.
+		 */
+		if (exit_code != 0 && cls && !strcmp(cls, "hardware") &&
+		    !strcmp(ty_pg_val(res, 0, 0), "failed")) {
+			snprintf(why, sizeof(why), "%s",
+				 message && *message ? message : "hardware failure");
+			if ((rc = sched_blame_node(s, node, job, attempt, cls,
+						   evidence && *evidence ? evidence : NULL, why,
+						   err)) ||
+			    (rc = exclude_node(s, job, attempt, node, err)))
+				goto out;
+		}
 		rc = sched_settle_attempt(s, job, attempt, err);
 	}
 out:
@@ -434,7 +603,7 @@ out:
 	return rc;
 }
 
-int sched_node_gone(struct sched *s, const char *node, const char *cls, const char *why,
+int sched_node_gone(struct sched *s, const char *node, const char *cls, const char *why, bool blame,
 		    struct ty_err *err)
 {
 	const char *p[] = {node, cls};
@@ -461,7 +630,8 @@ int sched_node_gone(struct sched *s, const char *node, const char *cls, const ch
 				    2, q, err)))
 			break;
 		if (is_active(ty_pg_val(st, 0, 0)))
-			rc = sched_fail_attempt(s, job, attempt, node, cls, NULL, why, err);
+			rc = sched_fail_attempt(s, job, attempt, node, cls, NULL, why, NULL, blame,
+						err);
 		else
 			rc = sched_settle_attempt(s, job, attempt, err);
 		PQclear(st);
@@ -514,7 +684,9 @@ static int boot_changed(struct sched *s, const char *node, const struct node_row
 		return 0;
 	ty_warn("node '%s' restarted (boot id '%s' -> '%s')", node, n->boot_id, boot_id);
 	snprintf(why, sizeof(why), "node %s restarted (boot id changed)", node);
-	return sched_node_gone(s, node, "system", why, err);
+	/* the executor restarted: its host is not blamed (the process may simply have been
+	 * upgraded or restarted by hand) */
+	return sched_node_gone(s, node, "system", why, false, err);
 }
 
 static int on_register(struct sched *s, const struct proto_msg *m, struct ty_err *err)
@@ -549,18 +721,18 @@ static int on_register(struct sched *s, const struct proto_msg *m, struct ty_err
 			   jstr(d, "log_url", ""),
 			   inventory,
 			   sched_i64(sb, m->seq)};
-	if ((rc = ty_pg_exec(
-		 NULL, s->pg,
-		 "INSERT INTO nodes (id, address, labels, gpus, simulated, boot_id,"
-		 " log_url, inventory, last_seq)"
-		 " VALUES ($1, $2, $3::jsonb, $4, $5, $6, $7, $8::jsonb, $9)"
-		 " ON CONFLICT (id) DO UPDATE SET address = EXCLUDED.address,"
-		 " labels = EXCLUDED.labels, gpus = EXCLUDED.gpus,"
-		 " simulated = EXCLUDED.simulated, boot_id = EXCLUDED.boot_id,"
-		 " log_url = EXCLUDED.log_url, inventory = EXCLUDED.inventory,"
-		 " last_seq = EXCLUDED.last_seq, last_heartbeat = now(),"
-		 " state = CASE WHEN nodes.state = 'lost' THEN 'ready' ELSE nodes.state END",
-		 9, p, err)))
+	if ((rc = ty_pg_exec(NULL, s->pg,
+			     "INSERT INTO nodes (id, address, labels, gpus, simulated, boot_id,"
+			     " log_url, inventory, last_seq)"
+			     " VALUES ($1, $2, $3::jsonb, $4, $5, $6, $7, $8::jsonb, $9)"
+			     " ON CONFLICT (id) DO UPDATE SET address = EXCLUDED.address,"
+			     " labels = EXCLUDED.labels, gpus = EXCLUDED.gpus,"
+			     " simulated = EXCLUDED.simulated, boot_id = EXCLUDED.boot_id,"
+			     " log_url = EXCLUDED.log_url, inventory = EXCLUDED.inventory,"
+			     " last_seq = EXCLUDED.last_seq, last_heartbeat = now(),"
+			     " state = CASE WHEN nodes.state <> 'lost' THEN nodes.state"
+			     "  WHEN nodes.drain_reason IS NULL THEN 'ready' ELSE 'drained' END",
+			     9, p, err)))
 		goto out;
 	sched_mirror_touch_node(s, m->node); /* address, labels, GPUs or state may be new */
 	if (!n.exists)
@@ -694,7 +866,7 @@ int sched_apply_late_exits(struct sched *s, int64_t min_age_ms, struct ty_err *e
 		    (long long)x->job, (long long)x->attempt, x->node);
 		/* a no-op when the event came meanwhile */
 		rc = alloc_exit(s, x->node, x->job, x->attempt, x->exit_code, x->failure_class,
-				x->message, err);
+				x->message, NULL, err);
 		free(x->message);
 	}
 	s->nlate = keep;
@@ -741,7 +913,8 @@ static int on_heartbeat(struct sched *s, const struct proto_msg *m, struct ty_er
 	if ((rc = ty_pg_exec(NULL, s->pg,
 			     "UPDATE nodes SET last_heartbeat = now(), last_seq = $2,"
 			     " running = $3::jsonb, boot_id = $4,"
-			     " state = CASE WHEN state = 'lost' THEN 'ready' ELSE state END"
+			     " state = CASE WHEN state <> 'lost' THEN state"
+			     "  WHEN drain_reason IS NULL THEN 'ready' ELSE 'drained' END"
 			     " WHERE id = $1",
 			     4, p, err)))
 		goto out;
@@ -944,6 +1117,7 @@ int sched_apply(struct sched *s, const struct proto_msg *m, struct ty_err *err)
 	default:
 		return alloc_exit(
 		    s, m->node, m->job, m->attempt, (int)jint(m->data, "exit_code", 0),
-		    jstr(m->data, "failure_class", NULL), jstr(m->data, "message", NULL), err);
+		    jstr(m->data, "failure_class", NULL), jstr(m->data, "message", NULL),
+		    jstr(m->data, "evidence", NULL), err);
 	}
 }

@@ -8,6 +8,7 @@
 #include "ty_time.h"
 
 #include <errno.h>
+#include <string.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
@@ -79,7 +80,11 @@ void sched_notice_jobs(struct sched *s)
 			s->jobs_changed = true;
 			if (end != n->extra && !*end && job > 0)
 				sched_touch(s, job);
-			else {
+			else if (!strncmp(n->extra, "node:", 5) && n->extra[5]) {
+				/* the API drained or undrained a node */
+				sched_mirror_touch_node(s, n->extra + 5);
+				s->capacity_freed = true;
+			} else {
 				s->queue_stale = true; /* a payload we do not understand */
 				sched_mirror_stale(s, "notification not understood");
 			}

@@ -42,6 +42,20 @@ static const struct ty_opt options[] = {
     {"min-runtime-seconds", TY_OPT_STR, "high=600,normal=600,low=300,scavenger=0", 0, 0,
      "per priority class, how long a job runs before it may be preempted (a job's own "
      "min_runtime_seconds may ask for more); classes left out keep their default"},
+    {"retry-backoff-seconds", TY_OPT_INT, "10", 0, 86400,
+     "a job requeued after a failed attempt waits this long before its next attempt, "
+     "doubled for each further retry (0: no backoff)"},
+    {"retry-backoff-max-seconds", TY_OPT_INT, "600", 0, 86400, "the longest retry backoff"},
+    {"suspect-after-jobs", TY_OPT_INT, "2", 1, 1000,
+     "a node blamed for system or hardware failures of this many different jobs within "
+     "--failure-window-seconds becomes suspect (takes no new work); a job with a hardware "
+     "failure there counts twice"},
+    {"drain-after-jobs", TY_OPT_INT, "3", 1, 1000,
+     "a node blamed for failures of this many different jobs within the window is "
+     "drained (draining while work runs; no new work until an admin undrains it)"},
+    {"failure-window-seconds", TY_OPT_INT, "3600", 1, 31536000,
+     "how far back node failures count; a suspect node whose count falls below "
+     "--suspect-after-jobs is ready again"},
     {"check-mirror", TY_OPT_BOOL, "false", 0, 0,
      "compare the in-memory mirror with a fresh load every cycle and log a divergence "
      "(tests, debugging; costs a full read per cycle)"},
@@ -199,6 +213,11 @@ int main(int argc, char **argv)
 	s.o.preemption_stop_seconds = (int)ty_config_int(c, "preemption-stop-seconds");
 	s.o.usage_half_life_s = ty_config_int(c, "usage-half-life-hours") * 3600;
 	s.o.check_mirror = ty_config_bool(c, "check-mirror");
+	s.o.retry_backoff_s = (int)ty_config_int(c, "retry-backoff-seconds");
+	s.o.retry_backoff_max_s = (int)ty_config_int(c, "retry-backoff-max-seconds");
+	s.o.suspect_after = (int)ty_config_int(c, "suspect-after-jobs");
+	s.o.drain_after = (int)ty_config_int(c, "drain-after-jobs");
+	s.o.failure_window_s = (int)ty_config_int(c, "failure-window-seconds");
 
 	/* no SA_RESTART: a signal cuts the standby nap short */
 	sigemptyset(&sa.sa_mask);

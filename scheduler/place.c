@@ -273,6 +273,35 @@ static int load_running(struct snap *sn, struct sched *s, struct ty_err *err)
 	return 0;
 }
 
+/* The indices of the snapshot's nodes among "a,b,c" (nodes not in it are left out). */
+static int excluded_nodes(struct sched_pending_in *p, struct snap *sn, const char *list)
+{
+	int n = 1, k = 0;
+	int *v;
+
+	for (const char *c = list; *c; c++)
+		n += *c == ',';
+	if (!(v = snap_alloc(sn, (size_t)n, sizeof(*v))))
+		return TY_ENOMEM;
+	for (const char *c = list; *c;) {
+		const char *end = strchr(c, ',');
+		size_t len = end ? (size_t)(end - c) : strlen(c);
+		char id[PROTO_NODE_ID_MAX + 1];
+		int at;
+
+		if (len < sizeof(id)) {
+			memcpy(id, c, len);
+			id[len] = '\0';
+			if ((at = node_index(sn, id)) >= 0)
+				v[k++] = at;
+		}
+		c += len + (end != NULL);
+	}
+	p->exclude = v;
+	p->nexclude = k;
+	return 0;
+}
+
 /* Pending jobs from the mirror (queue.c), refreshed first. */
 static int load_pending(struct snap *sn, struct sched *s, struct ty_err *err)
 {
@@ -314,6 +343,10 @@ static int load_pending(struct snap *sn, struct sched *s, struct ty_err *err)
 			p->required = topo < 0 ? SCHED_TOPO_NONE : (enum sched_topo)topo;
 			p->min_runtime_s = q->min_runtime_s;
 			p->max_runtime_s = q->max_runtime_s;
+			p->not_before_ms = q->not_before_ms;
+			p->last_failure = q->last_failure;
+			if (q->excluded && (rc = excluded_nodes(p, sn, q->excluded)))
+				return ty_err_set(err, rc, NULL);
 			row = &sn->prow[np++];
 		}
 		/* borrowed from the mirror, which changes only after the cycle's commit */
@@ -386,6 +419,14 @@ static int gpu_lists(struct ty_buf *b, json_t **arr, const int *gpus, int n)
 	return !*arr || b->oom ? TY_ENOMEM : 0;
 }
 
+/* An integer field of a job spec; def when absent (specs stored before it existed). */
+static int64_t spec_int(const json_t *spec, const char *key, int64_t def)
+{
+	const json_t *v = json_object_get(spec, key);
+
+	return json_is_integer(v) ? (int64_t)json_integer_value(v) : def;
+}
+
 /*
  * Write one placement inside the cycle's transaction. *placed is false when
  * the job is no longer placeable (cancelled, placed meanwhile).
@@ -432,13 +473,15 @@ static int place(bool *placed, struct sched *s, const struct snap *sn,
 		goto out;
 	}
 	common = json_pack(
-	    "{s:i, s:i, s:i, s:s, s:i, s:O, s:o, s:s, s:I, s:i}", "nnodes", pl->nnodes,
+	    "{s:i, s:i, s:i, s:s, s:i, s:O, s:o, s:s, s:I, s:i, s:I, s:I}", "nnodes", pl->nnodes,
 	    "world_size", pl->world_size, "local_world_size", pl->local_ranks, "master_addr",
 	    sn->addr[pl->node[0]], "master_port", pl->master_port, "command", command, "env",
 	    json_is_object(env) ? json_deep_copy(env) : json_object(), "launch",
 	    json_is_string(launch) ? json_string_value(launch) : "per_gpu", "max_runtime_seconds",
 	    (json_int_t)json_integer_value(json_object_get(spec, "max_runtime_seconds")),
-	    "kill_grace_seconds", s->o.kill_grace_seconds);
+	    "kill_grace_seconds", s->o.kill_grace_seconds, "hang_timeout_seconds",
+	    (json_int_t)spec_int(spec, "hang_timeout_seconds", 1800), "start_timeout_seconds",
+	    (json_int_t)spec_int(spec, "start_timeout_seconds", 600));
 	if (!common || !(common_text = json_dumps(common, JSON_COMPACT))) {
 		rc = ty_err_set(err, TY_ENOMEM, NULL);
 		goto out;
@@ -672,18 +715,21 @@ static int apply_preemptions(struct sched *s, const struct snap *sn,
 	return rc;
 }
 
-/* A reservation time as people read it: "14:02 UTC", or with the date when not today. */
-static void when_text(char *buf, size_t n, int64_t at_ms, int64_t now_ms)
+/*
+ * A reservation time as people read it: "14:02 UTC", or with the date when
+ * not today; with seconds ("14:02:10 UTC") for short waits such as a backoff.
+ */
+static void when_text(char *buf, size_t n, int64_t at_ms, int64_t now_ms, bool seconds)
 {
-	time_t at = (time_t)(at_ms / 1000), now = (time_t)(now_ms / 1000);
+	time_t at = (time_t)((at_ms + (seconds ? 999 : 0)) / 1000), now = (time_t)(now_ms / 1000);
 	struct tm a, b;
 
 	gmtime_r(&at, &a);
 	gmtime_r(&now, &b);
 	if (a.tm_year == b.tm_year && a.tm_yday == b.tm_yday)
-		strftime(buf, n, "%H:%M UTC", &a);
+		strftime(buf, n, seconds ? "%H:%M:%S UTC" : "%H:%M UTC", &a);
 	else
-		strftime(buf, n, "%Y-%m-%d %H:%M UTC", &a);
+		strftime(buf, n, seconds ? "%Y-%m-%d %H:%M:%S UTC" : "%Y-%m-%d %H:%M UTC", &a);
 }
 
 /* A queue row written this cycle, to be recorded in the mirror once committed. */
@@ -761,8 +807,9 @@ static int publish_queue(struct sched_ids *now_queued, struct qchanges *ch, stru
 			if (d->reservations[r].pending == i &&
 			    d->reservations[r].kind == SCHED_RESV_HEAD)
 				resv = d->reservations[r].start_ms;
-		when_text(when, sizeof(when), o->at_ms, in->now_ms);
-		when_text(pwhen, sizeof(pwhen), o->protected_until_ms, in->now_ms);
+		when_text(when, sizeof(when), o->at_ms, in->now_ms,
+			  o->reason == SCHED_WAIT_BACKOFF);
+		when_text(pwhen, sizeof(pwhen), o->protected_until_ms, in->now_ms, false);
 		sched_reason_format_at(reason, sizeof(reason), in, d, i, when, pwhen);
 		if (queue_row(rows, ch, sn, in->pending[i].job, &sn->prow[i], reason,
 			      o->position + 1, resv))

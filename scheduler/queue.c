@@ -40,7 +40,11 @@
 										   are all gone */ \
 	" EXISTS (SELECT 1 FROM allocations a WHERE a.job_id = j.id"                               \
 	"  AND a.released_at IS NULL), j.attempt,"                                                 \
-	" j.state = 'pending' AND NOT j.cancel_requested"                                          \
+	" j.state = 'pending' AND NOT j.cancel_requested,"                                         \
+	" coalesce((extract(epoch FROM j.not_before) * 1000)::bigint, 0),"                         \
+	" array_to_string(j.excluded_nodes, ','),"                                                 \
+	" (SELECT t.failure_class || ' failure' || coalesce(' on ' || t.blamed_node, '')"          \
+	"  FROM attempts t WHERE t.job_id = j.id AND t.attempt = j.attempt)"                       \
 	" FROM jobs j"
 
 void sched_touch(struct sched *s, int64_t job)
@@ -73,7 +77,9 @@ void sched_touch(struct sched *s, int64_t job)
 static void qjob_clear(struct sched_qjob *j)
 {
 	free(j->reason);
-	j->reason = NULL;
+	free(j->excluded);
+	free(j->last_failure);
+	j->reason = j->excluded = j->last_failure = NULL;
 }
 
 void sched_queue_clear(struct sched *s)
@@ -144,7 +150,13 @@ static int qjob_read(struct sched_qjob *j, const PGresult *res, int r)
 	j->reserved_ms = sched_col_i64(res, r, 13);
 	j->held = !strcmp(PQgetvalue(res, r, 14), "t");
 	j->attempt = sched_col_i64(res, r, 15);
+	j->not_before_ms = sched_col_i64(res, r, 17);
 	if (reason && !(j->reason = strdup(reason)))
+		return TY_ENOMEM;
+	if (ty_pg_val(res, r, 18) && *PQgetvalue(res, r, 18) &&
+	    !(j->excluded = strdup(PQgetvalue(res, r, 18))))
+		return TY_ENOMEM;
+	if (ty_pg_val(res, r, 19) && !(j->last_failure = strdup(PQgetvalue(res, r, 19))))
 		return TY_ENOMEM;
 	return 0;
 }

@@ -18,6 +18,50 @@ static int64_t blind_ms(const struct sched *s)
 	return s->o.node_timeout_ms / 2 > 2000 ? s->o.node_timeout_ms / 2 : 2000;
 }
 
+/*
+ * The timed node transitions (docs/dispatch.md, "Node states"): a draining
+ * node whose last allocation is released is drained; a suspect node whose
+ * failures within the window fell below --suspect-after-jobs is ready.
+ */
+static int node_states(struct sched *s, struct ty_err *err)
+{
+	char wb[24], tb[24];
+	const char *p[] = {sched_i64(wb, s->o.failure_window_s), sched_i64(tb, s->o.suspect_after)};
+	PGresult *res = NULL;
+	int rc;
+
+	if ((rc = ty_pg_exec(&res, s->pg,
+			     "UPDATE nodes n SET state = 'drained' WHERE n.state = 'draining'"
+			     " AND NOT EXISTS (SELECT 1 FROM allocations a WHERE a.node_id = n.id"
+			     "  AND a.released_at IS NULL) RETURNING n.id",
+			     0, NULL, err)))
+		return rc;
+	for (int i = 0; i < PQntuples(res); i++) {
+		sched_mirror_touch_node(s, PQgetvalue(res, i, 0));
+		ty_info("node '%s' drained: no work left on it", PQgetvalue(res, i, 0));
+	}
+	PQclear(res);
+	if ((rc = ty_pg_exec(&res, s->pg,
+			     "UPDATE nodes n SET state = 'ready' WHERE n.state = 'suspect'"
+			     " AND coalesce((SELECT sum(w) FROM (SELECT max(CASE WHEN"
+			     "  f.failure_class = 'hardware' THEN 2 ELSE 1 END) AS w"
+			     "  FROM node_failures f WHERE f.node_id = n.id"
+			     "  AND f.failure_class IN ('system', 'hardware')"
+			     "  AND f.created_at > n.failures_since"
+			     "  AND f.created_at > now() - make_interval(secs => $1::int)"
+			     "  GROUP BY f.job_id) x), 0) < $2::int RETURNING n.id",
+			     2, p, err)))
+		return rc;
+	for (int i = 0; i < PQntuples(res); i++) {
+		sched_mirror_touch_node(s, PQgetvalue(res, i, 0));
+		s->capacity_freed = true;
+		ty_info("node '%s' is ready again: its failures left the window",
+			PQgetvalue(res, i, 0));
+	}
+	PQclear(res);
+	return 0;
+}
+
 int sched_liveness(struct sched *s, struct ty_err *err)
 {
 	char tb[24], bb[24], why[256];
@@ -69,10 +113,13 @@ int sched_liveness(struct sched *s, struct ty_err *err)
 		ty_warn("node '%s' lost: no heartbeat for %d ms", node, s->o.node_timeout_ms);
 		snprintf(why, sizeof(why), "node %s lost: no heartbeat for %d ms", node,
 			 s->o.node_timeout_ms);
-		if ((rc = sched_node_gone(s, node, "node_lost", why, err)))
+		if ((rc = sched_node_gone(s, node, "node_lost", why, true, err)))
 			goto fail;
 	}
 	PQclear(res);
+	res = NULL;
+	if ((rc = node_states(s, err)))
+		goto fail;
 	return ty_pg_commit(s->pg, err);
 fail:
 	PQclear(res);

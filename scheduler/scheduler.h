@@ -23,8 +23,8 @@
 /* pg_advisory_lock key of the leader (docs/dispatch.md). */
 #define SCHED_LOCK_KEY "7371102"
 #define SCHED_CONSUMER_GROUP "trainyard-scheduler"
-/* The newest migration the scheduler's statements need (0005_preemption). */
-#define SCHED_SCHEMA_VERSION 5
+/* The newest migration the scheduler's statements need (0007_failures). */
+#define SCHED_SCHEMA_VERSION 7
 /* Number of priority classes (high, normal, low, scavenger: core/policy.h). */
 #define SCHED_NCLASSES 4
 
@@ -42,6 +42,11 @@ struct sched_opts {
 	int64_t usage_half_life_s;	       /* --usage-half-life-hours */
 	int64_t min_runtime_s[SCHED_NCLASSES]; /* --min-runtime-seconds, by class */
 	bool check_mirror; /* --check-mirror: compare the mirror with a fresh load every cycle */
+	int retry_backoff_s;	 /* --retry-backoff-seconds: first retry's wait, doubled per retry */
+	int retry_backoff_max_s; /* --retry-backoff-max-seconds */
+	int suspect_after;	 /* --suspect-after-jobs: distinct failed jobs → suspect */
+	int drain_after;	 /* --drain-after-jobs: distinct failed jobs → drained */
+	int failure_window_s;	 /* --failure-window-seconds */
 };
 
 /* Outbox ids produced and not yet deleted, ascending. */
@@ -61,6 +66,9 @@ struct sched_qjob {
 	bool per_node;
 	int64_t min_runtime_s, max_runtime_s;
 	bool held; /* an earlier attempt still holds GPUs: not to be placed yet */
+	int64_t not_before_ms; /* jobs.not_before (retry backoff), 0 when none */
+	char *excluded;	       /* owned: jobs.excluded_nodes joined by ',', NULL when none */
+	char *last_failure;    /* owned: "system failure on node-b" of the last attempt, or NULL */
 	bool gone; /* (transient) no longer pending */
 	/* as in jobs now */
 	char *reason;	     /* owned, NULL when none */
@@ -268,12 +276,29 @@ int sched_job_event(struct sched *s, int64_t job, const char *type, const char *
 int sched_kill_nodes(int *count, struct sched *s, int64_t job, int64_t attempt, const char *reason,
 		     const char *except, struct ty_err *err);
 /*
- * An active attempt failed with class cls: mark it, kill the rest of the
- * gang, and requeue the job if its retry budget allows, else fail it (or
- * cancel it when cancel was requested). exit_code may be NULL.
+ * An active attempt failed with class cls, reported by node: mark it, kill
+ * the rest of the gang, and requeue the job if its retry budget allows
+ * (with backoff, jobs.not_before), else fail it (or cancel it when cancel
+ * was requested). With blame, a class that blames the node (sched_class_blames) records
+ * the failure against it (node_failures, maybe suspect/drained) and
+ * excludes it from the job's later attempts. exit_code and evidence (the
+ * classifier's matching line) may be NULL.
  */
 int sched_fail_attempt(struct sched *s, int64_t job, int64_t attempt, const char *node,
-		       const char *cls, const int *exit_code, const char *why, struct ty_err *err);
+		       const char *cls, const int *exit_code, const char *why,
+		       const char *evidence, bool blame, struct ty_err *err);
+/* Whether a failure of class cls is blamed on the node that reported it. */
+bool sched_class_blames(const char *cls);
+/*
+ * Record a failure of (job, attempt) of class cls against node, and move
+ * the node to suspect or draining/drained when its failures across
+ * different jobs within --failure-window-seconds reach the thresholds.
+ * Idempotent per (job, attempt, node).
+ */
+int sched_blame_node(struct sched *s, const char *node, int64_t job, int64_t attempt,
+		     const char *cls, const char *evidence, const char *why, struct ty_err *err);
+/* Pure: the backoff before retry number `tries` (1-based), in seconds. */
+int64_t sched_backoff_s(int base_s, int max_s, int tries);
 /* After an allocation ended: succeed a finished attempt, or cancel a stopped one. */
 int sched_settle_attempt(struct sched *s, int64_t job, int64_t attempt, struct ty_err *err);
 /*
@@ -283,9 +308,12 @@ int sched_settle_attempt(struct sched *s, int64_t job, int64_t attempt, struct t
 int sched_apply_late_exits(struct sched *s, int64_t min_age_ms, struct ty_err *err);
 /* Forget every remembered late exit (end of a term). */
 void sched_late_exits_clear(struct sched *s);
-/* Release every live allocation on node (lost, or restarted) and fail their attempts. */
+/*
+ * Release every live allocation on node (lost, or restarted) and fail their
+ * attempts; blame: hold the node responsible (sched_fail_attempt).
+ */
 int sched_node_gone(struct sched *s, const char *node, const char *cls, const char *why,
-		    struct ty_err *err);
+		    bool blame, struct ty_err *err);
 
 /* ---- place.c ---- */
 

@@ -80,7 +80,8 @@ static const char *const class_name[SIM_NCLASS] = {"high", "normal", "low", "sca
 
 static const char *const reason_name[] = {
     "placed",	  "nodes",    "topology", "never_fits", "borrow_limit", "cohort", "nominal",
-    "preemption", "reserved", "head",	  "behind",	"scan_limit",	"port",	  "invalid"};
+    "preemption", "reserved", "head",	  "behind",	"scan_limit",	"port",	  "invalid",
+    "backoff",	  "excluded"};
 _Static_assert(sizeof(reason_name) / sizeof(reason_name[0]) == SCHED_REASON_COUNT,
 	       "a name for every enum sched_reason");
 

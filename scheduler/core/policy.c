@@ -702,6 +702,36 @@ static bool could_fit(struct ctx *c, int N, int G, int req)
 	return ok;
 }
 
+/*
+ * Whether the gang could ever fit on the schedulable nodes but those it
+ * excludes, all idle (after could_fit() built the capacity view). Returns
+ * the number of distinct schedulable nodes it excludes in *nx.
+ */
+static bool could_fit_excluding(struct ctx *c, const struct sched_pending_in *p, int *nx)
+{
+	bool ok, learn = c->nolearn;
+
+	*nx = 0;
+	for (int k = 0; k < p->nexclude; k++) {
+		int n = p->exclude[k];
+
+		if (n >= 0 && n < c->nn && c->cap.free[n] >= 0) {
+			view_set(c, &c->cap, n, -1);
+			(*nx)++;
+		}
+	}
+	c->nolearn = true; /* the shape memos are the whole capacity's */
+	ok = fit(c, &c->cap, p->nodes, p->gpus_per_node, p->required);
+	c->nolearn = learn;
+	for (int k = 0; k < p->nexclude; k++) {
+		int n = p->exclude[k];
+
+		if (n >= 0 && n < c->nn && c->in->nodes[n].schedulable)
+			view_set(c, &c->cap, n, popc(c->full[n]));
+	}
+	return ok;
+}
+
 static bool fits_quickly_no(const struct view *v, int N, int G, int req)
 {
 	int r = N == 1 ? SCHED_TOPO_NONE : req;
@@ -1772,11 +1802,27 @@ static int decide_one(struct ctx *c, int i)
 	lng = c->have_resv && c->now + p->max_runtime_s * 1000 > c->resv_ms;
 	v = lng ? &c->lng : &c->main;
 	qv = quota_check(&c->qt[t], cohort_of(c, t), need);
+	if (p->not_before_ms > c->now) {
+		/* retry backoff: not tried, takes nothing (docs/scheduling.md) */
+		o->reason = SCHED_WAIT_BACKOFF;
+		o->at_ms = p->not_before_ms;
+		return 0;
+	}
 	if (qv == QUOTA_OK && !could_fit(c, N, G, p->required)) {
 		o->reason = SCHED_NEVER_FITS;
 		o->count = N;
 		o->level = N > 1 ? p->required : SCHED_TOPO_NONE;
 		return 0;
+	}
+	if (qv == QUOTA_OK && p->nexclude) {
+		int nx;
+
+		if (!could_fit_excluding(c, p, &nx)) {
+			o->reason = SCHED_NEVER_FITS_EXCLUDED;
+			o->count = nx;
+			o->level = N > 1 ? p->required : SCHED_TOPO_NONE;
+			return 0;
+		}
 	}
 	if (p->nexclude) {
 		set_excluded(c, p, true);
@@ -2522,6 +2568,24 @@ int sched_reason_format_at(char *buf, size_t n, const struct sched_input *in,
 	case SCHED_WAIT_PORT:
 		return snprintf(buf, n, "no free rendezvous port in %d-%d on the fitting nodes",
 				in->cfg.port_lo, in->cfg.port_hi);
+	case SCHED_WAIT_BACKOFF:
+		if (!p->last_failure || !*p->last_failure)
+			return snprintf(buf, n, "retrying after a failure: backoff until %s", when);
+		return snprintf(buf, n, "retrying after a%s %s: backoff until %s",
+				strchr("aeiou", p->last_failure[0]) ? "n" : "", p->last_failure,
+				when);
+	case SCHED_NEVER_FITS_EXCLUDED:
+		if (N == 1)
+			return snprintf(buf, n,
+					"no schedulable node has %d GPU%s but the %d node%s "
+					"excluded after this job's failures",
+					G, plural(G), o->count, plural(o->count));
+		return snprintf(buf, n,
+				"the cluster has no %d schedulable nodes with %d GPU%s%s%s once "
+				"the %d node%s excluded after this job's failures are left out",
+				N, G, plural(G), o->level ? " in one " : "",
+				o->level ? sched_topo_name(o->level) : "", o->count,
+				plural(o->count));
 	case SCHED_INVALID:
 		if (p->team < 0 || p->team >= in->nteams)
 			return snprintf(buf, n, "invalid request: unknown team");

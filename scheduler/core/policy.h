@@ -145,6 +145,15 @@ struct sched_pending_in {
 	 */
 	const int *held_nodes;
 	int nheld;
+	/*
+	 * Retry backoff: not eligible before this time (<= now_ms: eligible).
+	 * Such a job keeps its place in the order but is not tried, takes no
+	 * quota and reserves nothing: SCHED_WAIT_BACKOFF, at_ms = this.
+	 * last_failure (NULL = "a failure") names why, for the reason text,
+	 * e.g. "system failure on node-b".
+	 */
+	int64_t not_before_ms;
+	const char *last_failure;
 };
 
 struct sched_config {
@@ -258,6 +267,9 @@ enum sched_reason {
 	SCHED_WAIT_SCAN_LIMIT,	 /* not tried: backfill scan limit (count) reached */
 	SCHED_WAIT_PORT,	 /* nodes fit but no rendezvous port is free on any of them */
 	SCHED_INVALID, /* impossible request (nodes < 1, gpus_per_node out of range, bad team) */
+	SCHED_WAIT_BACKOFF,	   /* retry backoff: at_ms = its not_before_ms */
+	SCHED_NEVER_FITS_EXCLUDED, /* it would fit the schedulable nodes, but not without the
+				      nodes it excludes: count = excluded schedulable nodes */
 	SCHED_REASON_COUNT
 };
 

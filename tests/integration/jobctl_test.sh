@@ -76,6 +76,7 @@ expect() {
 }
 
 out_has() { grep -q -- "$1" "$W/out" || fail "stdout lacks '$1'"; }
+out_lacks() { ! grep -q -- "$1" "$W/out" || fail "stdout shows '$1'"; }
 err_has() { grep -q -- "$1" "$W/err" || fail "stderr lacks '$1'"; }
 err_lacks() { ! grep -q -- "$1" "$W/err" || fail "stderr shows '$1'"; }
 
@@ -589,15 +590,28 @@ INSERT INTO ranks (job_id, attempt, rank, node_id, local_rank, pid, exit_code, s
 	(:job, 2, 0, 'node-a', 0, 300, NULL, NULL), (:job, 2, 1, 'node-a', 1, 301, NULL, NULL),
 	(:job, 2, 2, 'node-b', 0, 400, NULL, NULL), (:job, 2, 3, 'node-b', 1, 401, NULL, NULL);
 UPDATE jobs SET state = 'running', attempt = 2, failure_class = 'user' WHERE id = :job;
+UPDATE attempts SET evidence = 'ZeroDivisionError: division by zero'
+	WHERE job_id = :job AND attempt = 1;
+UPDATE nodes SET inventory = '{"gpus": [], "hcas": [
+	{"name": "mlx5_0", "ports": [{"port": 1, "state": "ACTIVE"}]},
+	{"name": "mlx5_1", "ports": [{"port": 1, "state": "DOWN"}, {"port": 2, "state": "ACTIVE"}]}]}'
+	WHERE id = 'node-a';
+INSERT INTO node_failures (node_id, job_id, attempt, failure_class, evidence) VALUES
+	('node-b', :job, 1, 'system', 'NCCL WARN'), ('node-b', :job, 0, 'hardware', 'Xid 79');
 SQL
 
 expect 0 jc status "$JL"
 out_has '^state: *running$'
 out_has '^attempt: *2$'
 out_has '^failure class: *user$'
+out_has '^attempts:$'
+out_has '^  1  *failed  *node-a,node-b  *2m00s  *user  *ZeroDivisionError: division by zero$'
+out_has '^  2  *running  *node-a,node-b  *[0-9]*s  *-  *-$'
 expect 0 jc -o json status "$JL"
 check 'd["attempt"] == 2 and d["failure_class"] == "user"'
-ok "status shows the attempt and the last failure class"
+expect 0 jc status "$J1"
+out_lacks '^attempts:'
+ok "status shows the attempts (nodes, duration, class, evidence) and the last failure class"
 
 expect 0 jc attempts "$JL"
 [[ $(wc -l <"$W/out") -eq 3 ]] || fail "attempts printed $(wc -l <"$W/out") lines, not 1 + 2"
@@ -649,10 +663,10 @@ ok "logs: relayed as is, --rank/--attempt/--tail, 4 for no such rank or job, 7 w
 
 expect 0 jc nodes
 [[ $(wc -l <"$W/out") -eq 4 ]] || fail "nodes printed $(wc -l <"$W/out") lines, not 1 + 3"
-out_has '^ID  *STATE  *ADDRESS  *FREE/TOTAL  *JOBS  *HEARTBEAT$'
-out_has "^node-a  *ready  *10.0.0.1  *6/8  *$JL  *[0-9]*s ago\$"
-out_has "^node-b  *ready  *10.0.0.2  *6/8  *$JL  *[0-9]*s ago\$"
-out_has '^node-c  *lost  *10.0.0.3  *4/4  *-  *[0-9]*s ago$'
+out_has '^ID  *STATE  *ADDRESS  *FREE/TOTAL  *HCAS  *LABELS  *FAILURES  *JOBS  *HEARTBEAT$'
+out_has "^node-a  *ready  *10.0.0.1  *6/8  *mlx5_0:1/1,mlx5_1:1/2  *rack=r1  *0  *$JL  *[0-9]*s ago\$"
+out_has "^node-b  *ready  *10.0.0.2  *6/8  *-  *-  *2 (1 job)  *$JL  *[0-9]*s ago\$"
+out_has '^node-c  *lost  *10.0.0.3  *4/4  *-  *-  *0  *-  *[0-9]*s ago$'
 expect 0 jc nodes list --state lost
 [[ $(wc -l <"$W/out") -eq 2 ]] || fail "nodes --state lost printed $(wc -l <"$W/out") lines, not 1 + 1"
 out_has '^node-c  *lost'
@@ -673,7 +687,46 @@ check 'd["id"] == "node-c" and d["state"] == "lost" and d["running"] == []'
 expect 4 jc nodes get no-such-node
 err_has 'node_not_found'
 JOBCTL_TOKEN=$VIEWER_A expect 0 jc nodes
+expect 0 jc nodes get node-b
+out_has '^HCAs: *-$'
+out_has '^failures: *2 (1 job)$'
+out_lacks '^drain reason:'
 ok "nodes: table, --state, get, json; unknown node exits 4"
+
+# drain and undrain: admin only; node-b holds JL's attempt 2, node-c is lost
+expect 0 jc nodes drain node-b
+out_has '^node node-b: draining (takes no new work; drained once its work ends)$'
+expect 0 jc nodes drain node-b
+out_has '^node node-b: draining'
+expect 0 jc nodes get node-b
+out_has '^state: *draining$'
+out_has '^drain reason: *drained by an admin$'
+expect 0 jc nodes list --state draining
+[[ $(wc -l <"$W/out") -eq 2 ]] || fail "nodes --state draining printed $(wc -l <"$W/out") lines, not 1 + 1"
+expect 0 jc nodes drain node-c
+out_has '^node node-c: lost (not heard from; drained when it returns)$'
+expect 0 jc -o json nodes drain node-c
+check 'd["state"] == "lost" and d["drain_reason"] == "drained by an admin"'
+JOBCTL_TOKEN=$MEMBER_A expect 5 jc nodes drain node-a
+err_has 'forbidden'
+JOBCTL_TOKEN=$VIEWER_A expect 5 jc nodes undrain node-b
+err_has 'forbidden'
+expect 4 jc nodes drain no-such-node
+err_has 'node_not_found'
+expect 2 jc nodes drain
+expect 2 jc nodes undrain a b
+expect 2 jc nodes drain node-a --state ready
+expect 0 jc nodes undrain node-b
+out_has '^node node-b: ready$'
+expect 0 jc nodes get node-b
+out_has '^failures: *0$'
+out_lacks '^drain reason:'
+expect 0 jc nodes undrain node-c
+out_has '^node node-c: lost (not heard from; ready when it returns)$'
+[[ $(psql "$DB_URL" -qAt -c "SELECT string_agg(action || ' ' || object, ',' ORDER BY id) FROM audit_log WHERE action LIKE 'node.%'") == \
+	"node.drain node-b,node.drain node-b,node.drain node-c,node.drain node-c,node.undrain node-b,node.undrain node-c" ]] ||
+	fail "drain/undrain audit rows are not the expected ones"
+ok "nodes drain/undrain: states, reasons, idempotent, admin only (5), unknown node (4), audited"
 
 kill "$LOGSRV_PID" 2>/dev/null || true
 wait "$LOGSRV_PID" 2>/dev/null || true

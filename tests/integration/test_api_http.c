@@ -31,6 +31,8 @@ static const struct {
     {"GET", "/v1/jobs/{id}/logs"},
     {"GET", "/v1/nodes"},
     {"GET", "/v1/nodes/{id}"},
+    {"POST", "/v1/nodes/{id}/drain"},
+    {"POST", "/v1/nodes/{id}/undrain"},
 };
 #define NROUTES (sizeof(routes) / sizeof(routes[0]))
 

@@ -83,6 +83,7 @@ TY_TEST(defaults_filled_in_the_spec)
 	    {"spec.checkpoint.keep", 3, NULL},
 	    {"spec.launch", 0, "per_gpu"},
 	    {"spec.hang_timeout_seconds", 1800, NULL},
+	    {"spec.start_timeout_seconds", 600, NULL},
 	};
 	const struct ty_stack *s = ty_stack_get();
 	const char *team = ty_mk_team("defaults", 8, -1);
@@ -146,6 +147,7 @@ TY_TEST(full_spec_round_trips)
 	    "'retry':{'system':10,'user':1},"
 	    "'checkpoint':{'signal':'SIGUSR2','grace_seconds':300,'keep':5},"
 	    "'topology':{'required':'block'},'launch':'per_node','hang_timeout_seconds':600,"
+	    "'start_timeout_seconds':120,'preflight':true,"
 	    "'labels':{'project':'llama','example.com/owner':'ml-infra'}}",
 	    team);
 	json_t *sent = json_loads(body, 0, NULL);
@@ -325,6 +327,11 @@ TY_TEST(validation_table)
 	    BAD_FIELD("min_runtime -1", "'min_runtime_seconds':-1", "min_runtime_seconds"),
 	    BAD_FIELD("hang_timeout 30", "'hang_timeout_seconds':30", "hang_timeout_seconds"),
 	    BAD_FIELD("hang_timeout 59", "'hang_timeout_seconds':59", "hang_timeout_seconds"),
+	    BAD_FIELD("start_timeout 9", "'start_timeout_seconds':9", "start_timeout_seconds"),
+	    BAD_FIELD("start_timeout -1", "'start_timeout_seconds':-1", "start_timeout_seconds"),
+	    BAD_FIELD("start_timeout 86401", "'start_timeout_seconds':86401",
+		      "start_timeout_seconds"),
+	    BAD_FIELD("preflight string", "'preflight':'yes'", "preflight"),
 	    BAD_FIELD("hang_timeout over a week", "'hang_timeout_seconds':604801",
 		      "hang_timeout_seconds"),
 	    BAD_FIELD("preemptible as a string", "'preemptible':'yes'", "preemptible"),

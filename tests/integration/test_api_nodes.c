@@ -266,8 +266,13 @@ TY_TEST(nodes_list_get_and_state_filter)
 	CHECK(index_of(r.json, a) < index_of(r.json, b));
 	CHECK(index_of(r.json, b) < index_of(r.json, c));
 
-	CHECK_STR_EQ(keys(na), "address,gpus_free,gpus_total,id,labels,last_heartbeat,"
-			       "registered_at,running,simulated,state");
+	CHECK_STR_EQ(keys(na), "address,drain_reason,failures,gpus_free,gpus_total,hcas,id,labels,"
+			       "last_heartbeat,registered_at,running,simulated,state");
+	CHECK_JNULL(na, "drain_reason");
+	CHECK(json_is_array(ty_jpath(na, "hcas")) && !json_array_size(ty_jpath(na, "hcas")));
+	CHECK_STR_EQ(keys(ty_jpath(na, "failures")), "count,hardware,jobs,last_at");
+	CHECK_JINT(na, "failures.count", 0);
+	CHECK_JNULL(na, "failures.last_at");
 	CHECK_JSTR(na, "address", "10.1.0.1");
 	CHECK_JSTR(na, "state", "ready");
 	CHECK(json_is_false(ty_jpath(na, "simulated")));
@@ -314,6 +319,8 @@ TY_TEST(nodes_list_get_and_state_filter)
 	    {"ready", true, false, false},
 	    {"draining", false, true, false},
 	    {"lost", false, false, true},
+	    {"suspect", false, false, false},
+	    {"drained", false, false, false},
 	};
 	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
 		const json_t *it;
@@ -348,6 +355,115 @@ TY_TEST(nodes_bad_state_and_unknown_node)
 	CHECK_PROBLEM(&r, 400, "invalid_parameter", "state");
 	ty_http(&r, "GET", "/v1/nodes/987654321", s->admin, NULL, NULL);
 	CHECK_PROBLEM(&r, 404, "node_not_found", NULL);
+	ty_resp_free(&r);
+}
+
+/* ---- drain and undrain ---- */
+
+TY_TEST(drain_and_undrain_states_audit_and_idempotence)
+{
+	const struct ty_stack *s = ty_stack_get();
+	const char *team = ty_mk_team("drain", 16, -1);
+	const char *base = ty_uniq("dr");
+	const char *busy = ty_test_strf("%s-busy", base), *idle = ty_test_strf("%s-idle", base),
+		   *gone = ty_test_strf("%s-gone", base), *sus = ty_test_strf("%s-sus", base);
+	long long j = ty_mk_job(s->admin, team, NULL);
+	struct ty_resp r = {0};
+	/* node, action, state after, drain_reason after (NULL: null) */
+	static const struct {
+		int node; /* 0 busy, 1 idle, 2 gone, 3 sus */
+		const char *action, *state, *reason;
+	} steps[] = {
+	    {0, "drain", "draining", "drained by an admin"},
+	    {0, "drain", "draining", "drained by an admin"}, /* idempotent */
+	    {1, "drain", "drained", "drained by an admin"},
+	    {1, "drain", "drained", "drained by an admin"},
+	    {2, "drain", "lost", "drained by an admin"}, /* comes back drained */
+	    {3, "drain", "drained", "drained by an admin"},
+	    {0, "undrain", "ready", NULL},
+	    {0, "undrain", "ready", NULL},
+	    {1, "undrain", "ready", NULL},
+	    {2, "undrain", "lost", NULL}, /* comes back ready */
+	};
+	const char *ids[4];
+
+	ids[0] = busy;
+	ids[1] = idle;
+	ids[2] = gone;
+	ids[3] = sus;
+	mk_node(busy, "10.3.0.1", 8, "ready", "");
+	mk_node(idle, "10.3.0.2", 8, "ready", "");
+	mk_node(gone, "10.3.0.3", 8, "lost", "");
+	mk_node(sus, "10.3.0.4", 8, "suspect", "");
+	mk_attempt(j, 1, "running", busy, 29500);
+	mk_alloc(j, 1, busy, 0, "{0,1}", false);
+	DB("INSERT INTO node_failures (node_id, job_id, attempt, failure_class, evidence,"
+	   " created_at) VALUES ($1, $2::bigint, 1, 'hardware', 'Xid 79', '2026-01-01 00:00:00+00')",
+	   busy, lld(j));
+
+	for (size_t i = 0; i < sizeof(steps) / sizeof(steps[0]); i++) {
+		const char *id = ids[steps[i].node];
+
+		ty_test_context("step %zu: %s %s", i, steps[i].action, id);
+		ty_http(&r, "POST", ty_test_strf("/v1/nodes/%s/%s", id, steps[i].action), s->admin,
+			NULL, NULL);
+		REQUIRE_STATUS(&r, 200);
+		CHECK_JSTR(r.json, "id", id);
+		CHECK_JSTR(r.json, "state", steps[i].state);
+		if (steps[i].reason)
+			CHECK_JSTR(r.json, "drain_reason", steps[i].reason);
+		else
+			CHECK_JNULL(r.json, "drain_reason");
+		CHECK_STR_EQ(DB("SELECT state FROM nodes WHERE id = $1", id), steps[i].state);
+		if (steps[i].node == 0 && !strcmp(steps[i].action, "drain"))
+			CHECK_JINT(r.json, "failures.hardware", 1); /* a drain keeps the count */
+		if (!strcmp(steps[i].action, "undrain"))
+			CHECK_JINT(r.json, "failures.count", 0); /* an undrain forgets it */
+	}
+	ty_test_context(NULL);
+	/* each call is audited, with the admin's token */
+	CHECK_STR_EQ(DB("SELECT string_agg(action, ',' ORDER BY id) FROM audit_log WHERE object = $1",
+			busy),
+		     "node.drain,node.drain,node.undrain,node.undrain");
+	CHECK_STR_EQ(DB("SELECT count(*) FROM audit_log a JOIN api_tokens t ON t.id = a.token_id"
+			" WHERE a.object = $1 AND t.role = 'admin'",
+			idle),
+		     "3");
+	/* the failure rows stay; only the count restarts */
+	CHECK_STR_EQ(DB("SELECT count(*) FROM node_failures WHERE node_id = $1", busy), "1");
+	ty_resp_free(&r);
+}
+
+TY_TEST(drain_and_undrain_auth_and_unknown_node)
+{
+	const struct ty_stack *s = ty_stack_get();
+	const char *team = ty_mk_team("drauth", 8, -1);
+	const char *member = ty_mk_token("member", team), *viewer = ty_mk_token("viewer", team);
+	const char *node = ty_uniq("dra");
+	static const char *const actions[] = {"drain", "undrain"};
+	struct ty_resp r = {0};
+
+	mk_node(node, "10.4.0.1", 8, "ready", "");
+	for (int a = 0; a < 2; a++) {
+		const char *path = ty_test_strf("/v1/nodes/%s/%s", node, actions[a]);
+
+		ty_test_context("%s", actions[a]);
+		ty_http(&r, "POST", path, NULL, NULL, NULL);
+		CHECK_PROBLEM(&r, 401, "unauthenticated", NULL);
+		ty_http(&r, "POST", path, viewer, NULL, NULL);
+		CHECK_PROBLEM(&r, 403, "forbidden", NULL);
+		ty_http(&r, "POST", path, member, NULL, NULL);
+		CHECK_PROBLEM(&r, 403, "forbidden", NULL);
+		CHECK_STR_EQ(DB("SELECT state FROM nodes WHERE id = $1", node), "ready");
+		ty_http(&r, "POST", ty_test_strf("/v1/nodes/no-such-node/%s", actions[a]), s->admin,
+			NULL, NULL);
+		CHECK_PROBLEM(&r, 404, "node_not_found", NULL);
+		ty_http(&r, "GET", path, s->admin, NULL, NULL);
+		CHECK_STATUS(&r, 405);
+	}
+	ty_test_context(NULL);
+	CHECK_STR_EQ(DB("SELECT count(*) FROM audit_log WHERE object IN ($1, 'no-such-node')", node),
+		     "0");
 	ty_resp_free(&r);
 }
 
@@ -435,8 +551,14 @@ TY_TEST(attempts_content_and_order)
 	REQUIRE_INT_EQ(json_array_size(ty_jpath(r.json, "items")), 2);
 	a1 = ty_jpath(r.json, "items[0]");
 	a2 = ty_jpath(r.json, "items[1]");
-	CHECK_STR_EQ(keys(a1), "attempt,created_at,ended_at,exit_code,failure_class,master_addr,"
-			       "master_port,message,nnodes,nodes,ranks,running_at,state,world_size");
+	CHECK_STR_EQ(keys(a1), "attempt,blamed_node,created_at,duration_seconds,ended_at,evidence,"
+			       "exit_code,failure_class,master_addr,master_port,message,nnodes,"
+			       "nodes,ranks,running_at,state,world_size");
+	CHECK_JNULL(a1, "evidence");
+	CHECK_JNULL(a1, "blamed_node");
+	/* ended − created: 2 min 0.5 s */
+	CHECK(json_is_number(ty_jpath(a1, "duration_seconds")) &&
+	      json_number_value(ty_jpath(a1, "duration_seconds")) == 120.5);
 	CHECK_JINT(a1, "attempt", 1);
 	CHECK_JSTR(a1, "state", "failed");
 	CHECK_JSTR(a1, "master_addr", "10.2.0.1");

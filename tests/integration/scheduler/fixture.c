@@ -619,6 +619,23 @@ void fx_cancel(struct fx *f, long long job)
 	ty_resp_free(&r);
 }
 
+const char *fx_api(struct fx *f, const char *method, const char *path, int want)
+{
+	struct ty_resp r = {0};
+	const char *out;
+
+	ty_test_api_use(f->api);
+	if (ty_http(&r, method, path, f->admin, NULL, NULL) != want) {
+		FAIL("%s %s: HTTP %d, not %d: %s", method, path, r.status, want,
+		     r.body ? r.body : "");
+		ty_resp_free(&r);
+		ty_test_abort();
+	}
+	out = ty_test_strf("%s", r.body ? r.body : "");
+	ty_resp_free(&r);
+	return out;
+}
+
 /* ---- producing ---- */
 
 static void produce(struct fx *f, const char *topic, int32_t partition, const char *key,

@@ -72,6 +72,8 @@ const char *fx_team(struct fx *f, const char *prefix, int nominal, int borrowing
 /* Submit a job to team, as fx_submit. */
 long long fx_submit_to(struct fx *f, const char *team, const char *extra);
 void fx_cancel(struct fx *f, long long job);
+/* An admin request without a body that must answer with status want; its body (scratch). */
+const char *fx_api(struct fx *f, const char *method, const char *path, int want);
 
 /* ---- fake executors ---- */
 

@@ -190,14 +190,23 @@ TY_TEST(user_failure_kills_the_gang_and_fails_the_job)
 
 TY_TEST(system_failure_requeues_once_the_gang_is_gone_and_old_events_change_nothing)
 {
+	static const char *const no_backoff[] = {"--retry-backoff-seconds=0", NULL};
 	struct fx *f = fx_start();
-	long long job = two_node_job(f, ",'retry':{'system':1}");
-	const struct proto_msg *l1 = fx_recv(f, "n1", "launch", job, T);
-	const struct proto_msg *l2 = fx_recv(f, "n2", "launch", job, T);
-	const struct proto_msg *k, *m1, *m2;
+	const struct proto_msg *l1, *l2, *k, *m1, *m2;
+	long long job;
 	int mark;
 
+	/* n3 joins after the first placement: the retry, which excludes n2, uses it */
+	fx_node(f, "n1", 4);
+	fx_node(f, "n2", 4);
+	fx_sched_start(f, "s1", no_backoff);
+	FX_WAIT(f, T, "2", "SELECT count(*) FROM nodes WHERE state = 'ready'");
+	job = fx_submit(f, ",'resources':{'nodes':2,'gpus_per_node':2},'retry':{'system':1}");
+	l1 = fx_recv(f, "n1", "launch", job, T);
+	l2 = fx_recv(f, "n2", "launch", job, T);
 	REQUIRE(l1 != NULL && l2 != NULL);
+	fx_node(f, "n3", 4);
+	FX_WAIT(f, T, "3", "SELECT count(*) FROM nodes WHERE state = 'ready'");
 	mark = fx_sent_count(f);
 	fx_run(f, "n1", l1);
 	fx_run(f, "n2", l2);
@@ -216,12 +225,12 @@ TY_TEST(system_failure_requeues_once_the_gang_is_gone_and_old_events_change_noth
 			  "SELECT message FROM job_events WHERE job_id = $1 AND type = 'requeued'",
 			  fx_n(job)),
 		     "attempt 1 failed: rank 3 was killed by signal 9 (system); requeued for "
-		     "attempt 2 (system retry 1 of 1)");
+		     "attempt 2 (system retry 1 of 1, node n2 excluded)");
 	fx_poll(f, 600);
-	CHECK_INT_EQ(fx_count(f, "n1", "launch", job, 2) + fx_count(f, "n2", "launch", job, 2), 0);
+	CHECK_INT_EQ(fx_count(f, "n1", "launch", job, 2) + fx_count(f, "n3", "launch", job, 2), 0);
 	fx_exit(f, "n1", l1, 143, "cancelled", "killed on request");
 	m1 = fx_recv(f, "n1", "launch", job, T);
-	m2 = fx_recv(f, "n2", "launch", job, T);
+	m2 = fx_recv(f, "n3", "launch", job, T);
 	REQUIRE(m1 != NULL && m2 != NULL);
 	CHECK_INT_EQ(m1->attempt, 2);
 	CHECK_INT_EQ(m2->attempt, 2);
@@ -242,14 +251,15 @@ TY_TEST(system_failure_requeues_once_the_gang_is_gone_and_old_events_change_noth
 
 	/* attempt 2 fails with system again: budget spent */
 	fx_run(f, "n1", m1);
-	fx_run(f, "n2", m2);
+	fx_run(f, "n3", m2);
 	FX_WAIT(f, T, "running", "SELECT state FROM jobs WHERE id = $1", fx_n(job));
 	fx_exit(f, "n1", m1, 1, "system", "rank 1 was killed by signal 11");
 	FX_WAIT(f, T, "failed system",
 		"SELECT state || ' ' || failure_class FROM jobs WHERE id = $1", fx_n(job));
-	k = fx_recv(f, "n2", "kill", job, T);
+	k = fx_recv(f, "n3", "kill", job, T);
 	REQUIRE(k != NULL);
 	CHECK_INT_EQ(k->attempt, 2);
+	CHECK_INT_EQ(fx_count(f, "n2", "launch", job, 2), 0);
 	CHECK_STR_EQ(last_event(f, job),
 		     "failed failed: attempt 2 failed: rank 1 was killed by signal 11 (system)");
 	fx_sched_stop(f, 0);

@@ -18,7 +18,8 @@ static const char *dstr(const struct proto_msg *m, const char *key)
 
 TY_TEST(silent_node_is_lost_and_its_gang_requeued)
 {
-	static const char *const fast[] = {"--node-timeout-ms=1500", NULL};
+	static const char *const fast[] = {"--node-timeout-ms=1500", "--retry-backoff-seconds=0",
+					   NULL};
 	struct fx *f = fx_start();
 	const struct proto_msg *l1, *l2, *k, *m1, *m3;
 	long long job;
@@ -55,7 +56,9 @@ TY_TEST(silent_node_is_lost_and_its_gang_requeued)
 	    FX_Q(f, "SELECT message FROM job_events WHERE job_id = $1 AND type = 'requeued'",
 		 fx_n(job)),
 	    "attempt 1 failed: node n2 lost: no heartbeat for 1500 ms (node_lost); requeued "
-	    "for attempt 2 (system retry 1 of 3)");
+	    "for attempt 2 (system retry 1 of 3, node n2 excluded)");
+	CHECK_STR_EQ(FX_Q(f, "SELECT excluded_nodes::text FROM jobs WHERE id = $1", fx_n(job)),
+		     "{n2}");
 	/* n1's GPUs are held until it reports: attempt 2 needs n3 and n1 once free */
 	fx_exit(f, "n1", l1, 143, "cancelled", "killed on request");
 	m1 = fx_recv(f, "n1", "launch", job, T);

@@ -765,6 +765,114 @@ TY_TEST(excluded_nodes_are_not_used)
 	fx_done(&f);
 }
 
+/*
+ * Retry eligibility: a job in backoff (not_before_ms) and a job excluding
+ * nodes after its failures. Two nodes n1, n2 with 8 GPUs, n3 with 4 GPUs
+ * that is not schedulable; job 100 is the case, job 101 (1 × 8, behind it)
+ * shows what the case left free.
+ */
+struct retry_case {
+	const char *name;
+	int nodes, gpn;		/* job 100's shape */
+	bool backoff;		/* not_before_ms = now + not_before_s */
+	int64_t not_before_s;
+	const char *last_failure;
+	int exclude[3];		/* node indices, -1 ends */
+	const char *placed;	/* where 100 starts, "-" = it waits */
+	const char *reason;	/* its reason when it waits (`when` rendered as "T") */
+	const char *placed_101; /* where 101 starts, "-" = it waits */
+};
+
+static const struct retry_case retry_cases[] = {
+    {"backoff in the future waits", 1, 8, true, 30, "system failure on n1", {-1}, "-",
+     "retrying after a system failure on n1: backoff until T", "n1"},
+    {"backoff over starts", 1, 8, true, -1, "system failure on n1", {-1}, "n1", NULL, "n2"},
+    {"backoff ending exactly now is over", 1, 8, true, 0, NULL, {-1}, "n1", NULL, "n2"},
+    {"backoff without a named failure", 1, 8, true, 5, NULL, {-1}, "-",
+     "retrying after a failure: backoff until T", "n1"},
+    {"a class starting with a vowel", 1, 8, true, 5, "oom failure", {-1}, "-",
+     "retrying after an oom failure: backoff until T", "n1"},
+    {"a gang in backoff holds nothing", 2, 8, true, 5, "system failure on n2", {-1}, "-",
+     "retrying after a system failure on n2: backoff until T", "n1"},
+    {"excluded node is never used", 1, 8, false, 0, NULL, {0, -1}, "n2", NULL, "n1"},
+    {"excluded node and backoff over", 1, 8, true, -10, "hardware failure on n1", {0, -1},
+     "n2", NULL, "n1"},
+    {"excluding both 8-GPU nodes leaves nothing that fits", 1, 8, false, 0, NULL, {0, 1, -1},
+     "-", "no schedulable node has 8 GPUs but the 2 nodes excluded after this job's failures",
+     "n1"},
+    {"a gang that needs the excluded node", 2, 8, false, 0, NULL, {1, -1}, "-",
+     "the cluster has no 2 schedulable nodes with 8 GPUs once the 1 node excluded after "
+     "this job's failures are left out",
+     "n1"},
+    {"an unschedulable excluded node does not count", 2, 8, false, 0, NULL, {2, 1, -1}, "-",
+     "the cluster has no 2 schedulable nodes with 8 GPUs once the 1 node excluded after "
+     "this job's failures are left out",
+     "n1"},
+    {"excluding the unschedulable node changes nothing", 2, 4, false, 0, NULL, {2, -1},
+     "n1,n2", NULL, "-"},
+    {"excluded, a smaller job still fits elsewhere", 1, 4, false, 0, NULL, {0, -1}, "n2",
+     NULL, "n1"},
+};
+
+static const char *tagged(const char *name, const char *v)
+{
+	return ty_test_strf("%s: %s", name, v ? v : "-");
+}
+
+TY_TEST(retry_backoff_and_excluded_nodes)
+{
+	for (size_t c = 0; c < sizeof(retry_cases) / sizeof(retry_cases[0]); c++) {
+		const struct retry_case *rc = &retry_cases[c];
+		struct sched_pending_in *p;
+		struct fx f;
+		int a, nx = 0, i;
+
+		fx_init(&f);
+		fx_node(&f, "n1", 8, NULL, NULL, NULL);
+		fx_node(&f, "n2", 8, NULL, NULL, NULL);
+		fx_node(&f, "n3", 4, NULL, NULL, NULL);
+		f.nodes[2].schedulable = false;
+		a = fx_team(&f, "a", 64, -1, -1, NULL);
+		p = fx_pend(&f, 100, a, rc->nodes, rc->gpn, 0);
+		if (rc->backoff)
+			p->not_before_ms = NOW_MS + S(rc->not_before_s);
+		p->last_failure = rc->last_failure;
+		while (nx < 3 && rc->exclude[nx] >= 0)
+			nx++;
+		p->exclude = rc->exclude;
+		p->nexclude = nx;
+		fx_pend(&f, 101, a, 1, 8, 1);
+		fx_decide(&f);
+		i = fx_pidx(&f, 100);
+		CHECK_STR_EQ(tagged(rc->name, fx_placed(&f, 100)), tagged(rc->name, rc->placed));
+		if (rc->reason)
+			CHECK_STR_EQ(tagged(rc->name, fx_reason_when(&f, 100, "T")),
+				     tagged(rc->name, rc->reason));
+		CHECK_STR_EQ(tagged(rc->name, fx_placed(&f, 101)), tagged(rc->name, rc->placed_101));
+		if (rc->backoff && rc->not_before_s > 0) {
+			CHECK_INT_EQ(f.d->pending[i].reason, SCHED_WAIT_BACKOFF);
+			CHECK_INT_EQ(f.d->pending[i].at_ms, NOW_MS + S(rc->not_before_s));
+			CHECK(f.d->head != i); /* a job in backoff reserves nothing */
+		}
+		fx_done(&f);
+	}
+}
+
+TY_TEST(backoff_reason_relative_when)
+{
+	struct fx f;
+	int a;
+
+	fx_init(&f);
+	fx_node(&f, "n1", 8, NULL, NULL, NULL);
+	a = fx_team(&f, "a", 64, -1, -1, NULL);
+	fx_pend(&f, 100, a, 1, 8, 0)->not_before_ms = NOW_MS + S(80);
+	f.pend[0].last_failure = "hang failure on n1";
+	fx_decide(&f);
+	CHECK_STR_EQ(fx_reason(&f, 100), "retrying after a hang failure on n1: backoff until in 1m20s");
+	fx_done(&f);
+}
+
 static char *serialize(const struct sched_decisions *d)
 {
 	char *out = NULL;
