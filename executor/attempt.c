@@ -27,6 +27,7 @@ static void check_done(struct exec_attempt *a);
 
 static void attempt_free(struct exec_attempt *a)
 {
+	free(a->resume_from);
 	free(a->ranks);
 	free(a);
 }
@@ -561,6 +562,37 @@ static void on_live_tick(uv_timer_t *t)
 	}
 }
 
+/*
+ * The job's checkpoint directory (created) and the newest checkpoint in it
+ * that verifies, for TRAINYARD_CHECKPOINT_DIR and TRAINYARD_RESUME_FROM.
+ * *report: exec_ckpt_newest's report (new), which attempt_running carries;
+ * checkpoints passed over are logged.
+ */
+static int find_resume(struct exec_attempt *a, json_t **report, struct ty_err *err)
+{
+	const struct exec_opts *o = exec__opts(a->x);
+	const json_t *sk;
+	size_t i;
+	int rc;
+
+	if ((size_t)snprintf(a->ckpt_dir, sizeof(a->ckpt_dir), "%s/job-%lld", o->checkpoint_root,
+			     (long long)a->job) >= sizeof(a->ckpt_dir))
+		return ty_err_set(err, TY_EINVAL, "checkpoint root '%s' is too long",
+				  o->checkpoint_root);
+	if ((rc = exec_mkdirs(a->ckpt_dir, err)) ||
+	    (rc = exec_ckpt_newest(&a->resume_from, report, a->ckpt_dir, err)))
+		return rc;
+	json_array_foreach(json_object_get(*report, "skipped"), i, sk)
+		ty_warn("job %lld attempt %lld: checkpoint %s skipped (%s): %s", (long long)a->job,
+			(long long)a->attempt, json_string_value(json_object_get(sk, "path")),
+			json_string_value(json_object_get(sk, "status")),
+			json_string_value(json_object_get(sk, "reason")));
+	if (a->resume_from)
+		ty_info("job %lld attempt %lld resumes from %s", (long long)a->job,
+			(long long)a->attempt, a->resume_from);
+	return 0;
+}
+
 /* Spawn one rank; on failure err says why and nothing of it is running. */
 static int spawn_rank(struct exec_attempt *a, struct exec_rank *r, const struct exec_launch *l,
 		      struct ty_err *err)
@@ -571,9 +603,17 @@ static int spawn_rank(struct exec_attempt *a, struct exec_rank *r, const struct 
 	char **env = NULL;
 	int fds[2] = {-1, -1}, rc, urc;
 	struct stat st;
+	char progress[sizeof(a->dir) + 32];
 
+	if (!exec_progress_path(progress, sizeof(progress), a->dir, r->rank)) {
+		rc = ty_err_set(err, TY_EINVAL, "progress path in '%s' is too long", a->dir);
+		goto out;
+	}
 	if ((rc = exec_env_build(&env, l, r->local, exec__opts(a->x)->node_id, exec__inherit(a->x),
-				 &(struct exec_env_extra){.fabric = exec__opts(a->x)->fabric_env},
+				 &(struct exec_env_extra){.fabric = exec__opts(a->x)->fabric_env,
+							  .checkpoint_dir = a->ckpt_dir,
+							  .resume_from = a->resume_from,
+							  .progress_file = progress},
 				 err)))
 		goto out;
 	if ((size_t)snprintf(r->log_path, sizeof(r->log_path), "%s/rank-%d.log", a->dir, r->rank) >=
@@ -652,6 +692,7 @@ int exec__attempt_start(struct exec_attempt **out, struct exec *x, const struct 
 {
 	const struct exec_opts *o = exec__opts(x);
 	struct exec_attempt *a;
+	json_t *resume = NULL; /* exec_ckpt_newest's report, for attempt_running */
 	struct ty_err err = {0};
 	int started = 0;
 
@@ -690,6 +731,11 @@ int exec__attempt_start(struct exec_attempt **out, struct exec *x, const struct 
 		exec__attempt_stop(a, 0, EXEC_CLASS_SYSTEM, EXEC_EXIT_NONE, "%s", err.msg);
 		return 0;
 	}
+	if (find_resume(a, &resume, &err)) {
+		exec__attempt_stop(a, 0, EXEC_CLASS_SYSTEM, EXEC_EXIT_NONE, "checkpoints: %s",
+				   err.msg);
+		return 0;
+	}
 	for (int i = 0; i < a->nranks; i++) {
 		struct exec_rank *r = &a->ranks[i];
 
@@ -700,6 +746,7 @@ int exec__attempt_start(struct exec_attempt **out, struct exec *x, const struct 
 			exec__attempt_stop(a, a->default_grace_ms, EXEC_CLASS_SYSTEM,
 					   EXEC_EXIT_NONE, "rank %d could not be started: %s",
 					   r->rank, err.msg);
+			json_decref(resume);
 			return 0;
 		}
 		started++;
@@ -708,7 +755,8 @@ int exec__attempt_start(struct exec_attempt **out, struct exec *x, const struct 
 				     "pid", (int)r->pid));
 	}
 	exec__emit(x, PROTO_ATTEMPT_RUNNING, a->job, a->attempt,
-		   json_pack("{s:i}", "ranks", started));
+		   json_pack("{s:i, s:o?}", "ranks", started, "resume", resume));
+	resume = NULL;
 	if (l->max_runtime_ms > 0)
 		uv_timer_start(&a->runtime_timer, on_runtime_over, (uint64_t)l->max_runtime_ms, 0);
 	if (a->hang_timeout_ms || a->start_timeout_ms) {

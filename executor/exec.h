@@ -376,6 +376,11 @@ struct exec_opts {
 	char *const *fabric_env; /* NCCL variables for every rank (hw_nccl_env); may be NULL */
 	const json_t *labels;	 /* borrowed object */
 	const char *state_dir;
+	/*
+	 * Jobs' checkpoint directories are <checkpoint_root>/job-<id>: shared
+	 * storage in a real cluster, so that a retry on another node resumes.
+	 */
+	const char *checkpoint_root;
 	int64_t heartbeat_ms;
 	int64_t register_ms;
 	int64_t kill_grace_ms;
@@ -454,6 +459,8 @@ struct exec_attempt {
 	struct exec_finished outcome; /* set by the first cause of the end */
 	bool have_outcome;
 	int checkpoint_signal; /* sent on a `checkpoint` (preemption); 0: none yet */
+	char ckpt_dir[4096];   /* the job's TRAINYARD_CHECKPOINT_DIR */
+	char *resume_from;     /* owned; the newest checkpoint that verified, NULL = none */
 };
 
 /* Daemon services the attempts use (daemon.c). */

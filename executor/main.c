@@ -33,6 +33,9 @@ static const struct ty_opt options[] = {
      "pool is spot or on-demand"},
     {"state-dir", TY_OPT_STR, NULL, 0, 0,
      "directory for state.json and attempts/<job>.<attempt>/ (required)"},
+    {"checkpoint-root", TY_OPT_STR, NULL, 0, 0,
+     "jobs' checkpoint directories are <DIR>/job-<id> (TRAINYARD_CHECKPOINT_DIR); shared "
+     "storage, so a retry on another node resumes (default: <state-dir>/checkpoints)"},
     {"heartbeat-ms", TY_OPT_INT, "2000", 50, 600000, "heartbeat interval"},
     {"register-ms", TY_OPT_INT, "60000", 1000, 86400000, "re-register interval"},
     {"kill-grace-ms", TY_OPT_INT, "5000", 0, 3600000,
@@ -83,7 +86,7 @@ int main(int argc, char **argv)
 	struct ty_err err = {0};
 	struct hw_inventory inv = {0};
 	json_t *labels = NULL;
-	char host[256] = "", bootstrap[4096], iface[64] = "", **fabric = NULL;
+	char host[256] = "", bootstrap[4096], iface[64] = "", **fabric = NULL, ckroot[4096];
 	int rc = 2, rc2, level;
 
 	if (!c)
@@ -123,6 +126,15 @@ int main(int argc, char **argv)
 	if (!(o.state_dir = ty_config_str(c, "state-dir")) || !*o.state_dir) {
 		fail("%s", "no state directory: set --state-dir or TRAINYARD_EXECUTOR_STATE_DIR");
 		goto out;
+	}
+	o.checkpoint_root = ty_config_str(c, "checkpoint-root");
+	if (!o.checkpoint_root || !*o.checkpoint_root) {
+		if ((size_t)snprintf(ckroot, sizeof(ckroot), "%s/checkpoints", o.state_dir) >=
+		    sizeof(ckroot)) {
+			fail("state directory '%s' is too long", o.state_dir);
+			goto out;
+		}
+		o.checkpoint_root = ckroot;
 	}
 	if (ty_kafka_bootstrap(bootstrap, sizeof(bootstrap), ty_config_str(c, "kafka-bootstrap"),
 			       &err)) {

@@ -628,6 +628,61 @@ TY_TEST(launch_runs_ranks_with_contract_env)
 	CHECK(wait_heartbeat_finished(1001) != NULL);
 }
 
+/* A checkpoint step-N under dir holding one file "w" = text; bad_sha: a wrong hash. */
+static void write_ckpt(const char *dir, int step, const char *text, bool bad_sha)
+{
+	const char *d = ty_test_strf("%s/step-%d", dir, step);
+	const char *cmd = ty_test_strf(
+	    "mkdir -p '%s' && printf %%s '%s' > '%s/w' && "
+	    "sum=$(sha256sum '%s/w' | cut -d' ' -f1) && %s"
+	    "printf '{\"step\": %d, \"files\": [{\"path\": \"w\", \"size\": %zu, "
+	    "\"sha256\": \"%%s\"}]}' \"$sum\" > '%s/MANIFEST.json.tmp' && "
+	    "mv '%s/MANIFEST.json.tmp' '%s/MANIFEST.json'",
+	    d, text, d, d, bad_sha ? "sum=$(echo $sum | tr 0-9a-f 1-9a-f0) && " : "", step,
+	    strlen(text), d, d, d);
+
+	REQUIRE_INT_EQ(system(cmd), 0);
+}
+
+TY_TEST(checkpoint_dir_resume_and_progress_env)
+{
+	const char *ck = ty_test_strf("%s/checkpoints/job-1077", T.state);
+	const char *dir = ty_test_strf("%s/attempts/1077.1", T.state);
+	const json_t *d, *resume;
+
+	setup();
+	/* step 2 is newer but corrupt: the rank resumes from step 1, and is told so */
+	write_ckpt(ck, 1, "one", false);
+	write_ckpt(ck, 2, "two", true);
+	send_msg(PROTO_LAUNCH, 1077, EPOCH,
+		 launch_data(1, "echo \"$TRAINYARD_CHECKPOINT_DIR $TRAINYARD_RESUME_FROM "
+				"$TRAINYARD_PROGRESS_FILE\" > ck.$RANK"));
+	REQUIRE((d = wait_msg(PROTO_ATTEMPT_EXITED, 1077, 1)) != NULL);
+	CHECK_INT_EQ(json_integer_value(json_object_get(d, "exit_code")), 0);
+	CHECK_STR_EQ(read_text(ty_test_strf("%s/ck.0", dir)),
+		     ty_test_strf("%s %s/step-1 %s/progress-0\n", ck, ck, dir));
+	REQUIRE((d = wait_msg(PROTO_ATTEMPT_RUNNING, 1077, 1)) != NULL);
+	resume = json_object_get(d, "resume");
+	CHECK_INT_EQ(json_integer_value(json_object_get(resume, "step")), 1);
+	CHECK_STR_EQ(json_string_value(json_object_get(resume, "path")),
+		     ty_test_strf("%s/step-1", ck));
+	CHECK_INT_EQ(json_array_size(json_object_get(resume, "skipped")), 1);
+	CHECK_STR_EQ(json_string_value(json_object_get(
+			 json_array_get(json_object_get(resume, "skipped"), 0), "status")),
+		     "corrupt");
+
+	/* no checkpoint at all: the directory exists, nothing to resume from */
+	send_msg(PROTO_LAUNCH, 1078, EPOCH,
+		 launch_data(1, "echo \"$TRAINYARD_CHECKPOINT_DIR [$TRAINYARD_RESUME_FROM]\" > "
+				"ck.$RANK; test -d \"$TRAINYARD_CHECKPOINT_DIR\""));
+	REQUIRE((d = wait_msg(PROTO_ATTEMPT_EXITED, 1078, 1)) != NULL);
+	CHECK_INT_EQ(json_integer_value(json_object_get(d, "exit_code")), 0);
+	CHECK_STR_EQ(read_text(ty_test_strf("%s/attempts/1078.1/ck.0", T.state)),
+		     ty_test_strf("%s/checkpoints/job-1078 []\n", T.state));
+	REQUIRE((d = wait_msg(PROTO_ATTEMPT_RUNNING, 1078, 1)) != NULL);
+	CHECK(json_is_null(json_object_get(json_object_get(d, "resume"), "path")));
+}
+
 TY_TEST(duplicate_launch_is_ignored)
 {
 	const char *quick = launch_data(1, "true");
