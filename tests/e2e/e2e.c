@@ -98,6 +98,8 @@ void e2e_start_scheduler(struct e2e *e, int i)
 			      i == 0 ? "sched-1" : "sched-2", "--cycle-ms", "200",
 			      "--node-timeout-ms", "5000", "--reconcile-ms", "500", "--resend-ms",
 			      "1500", "--kill-grace-seconds", "2",
+			      /* a retried failure waits 1 s, 2 s, ... rather than 10 s, 20 s */
+			      "--retry-backoff-seconds", "1",
 			      /* preemption tests must not wait out the default minimum runtimes */
 			      "--min-runtime-seconds", "high=0,normal=0,low=0,scavenger=0",
 			      /* every cycle compares the in-memory mirror with PostgreSQL */
