@@ -280,7 +280,8 @@ static void parse_opts(struct opts *o, int argc, char **argv)
 			break;
 		case 'N':
 			if (!parse_ll(&v, optarg, 1, 100))
-				die(EXIT_USAGE, "--node-check-rounds '%s': expected 1 to 100", optarg);
+				die(EXIT_USAGE, "--node-check-rounds '%s': expected 1 to 100",
+				    optarg);
 			o->nc_rounds = (int)v;
 			break;
 		case 'R': {
@@ -475,8 +476,9 @@ static int try_connect(int *fd_out, const char *host, int port, const char *src,
 			if (getaddrinfo(src, NULL, &sh, &sa) ||
 			    bind(fd, sa->ai_addr, sa->ai_addrlen)) {
 				snprintf(msg, msgsz,
-					 "cannot bind to --listen-addr '%s' to reach the %s: %s", src,
-					 what, sa ? strerror(errno) : "not an address of its family");
+					 "cannot bind to --listen-addr '%s' to reach the %s: %s",
+					 src, what,
+					 sa ? strerror(errno) : "not an address of its family");
 				if (sa)
 					freeaddrinfo(sa);
 				freeaddrinfo(ai);
@@ -617,8 +619,8 @@ static void send_str(int fd, const char *s, double deadline, const char *what)
 struct rdv {
 	struct peer *peers; /* world entries */
 	unsigned char id[AR_NCCL_ID_BYTES];
-	bool keep; /* set by the caller: keep the connections for the node check */
-	int *ctl;  /* kept, rank 0: world entries, ctl[k] to rank k (ctl[0] = -1) */
+	bool keep;  /* set by the caller: keep the connections for the node check */
+	int *ctl;   /* kept, rank 0: world entries, ctl[k] to rank k (ctl[0] = -1) */
 	int ctl_fd; /* kept, other ranks: to rank 0 */
 };
 
@@ -1041,7 +1043,8 @@ static void read_nc_env(struct nc_env *ne, const struct rankenv *e)
 
 static void sleep_s(double s)
 {
-	struct timespec ts = {.tv_sec = (time_t)s, .tv_nsec = (long)((s - (double)(time_t)s) * 1e9)};
+	struct timespec ts = {.tv_sec = (time_t)s,
+			      .tv_nsec = (long)((s - (double)(time_t)s) * 1e9)};
 
 	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
 		;
@@ -1083,9 +1086,10 @@ static int nc_xfer(int fd, char *buf, size_t n, bool out, double deadline, doubl
  * each round the connecting side sends first, then the accepting side.
  * A sender starts only when its own receive is done and sends one marker
  * byte before the data; the receiver's clock starts when the marker
- * arrives, so it never counts the time the peer was still busy. Returns this side's fastest receive time in seconds (the first
- * round pays for TCP's slow start, a later one may be hit by a scheduling
- * hiccup), or -1 with why.
+ * arrives, so it never counts the time the peer was still busy. Returns
+ * this side's fastest receive time in seconds (the first round pays for
+ * TCP's slow start, a later one may be hit by a scheduling hiccup), or -1
+ * with why.
  */
 static double nc_pair_side(const struct nc_ctx *c, int peer, bool connector, char *why,
 			   size_t whysz)
@@ -1112,9 +1116,10 @@ static double nc_pair_side(const struct nc_ctx *c, int peer, bool connector, cha
 
 			fd = accept_by(c->lfd, deadline, &ss);
 			if (fd < 0) {
-				snprintf(why, whysz,
-					 "rank %d (%s) did not connect for the node check within %g s",
-					 peer, c->peers[peer].addr, c->timeout);
+				snprintf(
+				    why, whysz,
+				    "rank %d (%s) did not connect for the node check within %g s",
+				    peer, c->peers[peer].addr, c->timeout);
 				return -1;
 			}
 			if (xfer(fd, &who, sizeof who, false, deadline) == 0 && who == peer)
@@ -1201,7 +1206,8 @@ static int nc_member(const struct nc_ctx *c, const struct rankenv *e, const stru
 		if (rc == -1)
 			die(EXIT_COMM, "timed out waiting for rank 0's node check verdict");
 		if (rc)
-			die(EXIT_COMM, "rank 0 closed the connection before the node check verdict");
+			die(EXIT_COMM,
+			    "rank 0 closed the connection before the node check verdict");
 		if (!strncmp(line, "ERR ", 4))
 			die(EXIT_COMM, "rank 0 ended the node check: %s", line + 4);
 		if (!strncmp(line, "PAIR ", 5) && e->local_rank == 0) {
@@ -1252,12 +1258,12 @@ static int nc_master(const struct nc_ctx *c, const struct rankenv *e, const stru
 						       : "closed its connection");
 			if (sscanf(line, "NC1 %d %d %d %d %64s", &rank, &nr, &nn, &lr, name) != 5 ||
 			    rank != r || !ar_nc_name_ok(name))
-				rdv_fail_all(ctl, e->world, "rank %d sent a broken node check report",
-					     r);
+				rdv_fail_all(ctl, e->world,
+					     "rank %d sent a broken node check report", r);
 		}
 		if (nn != n)
-			rdv_fail_all(ctl, e->world, "rank %d has NNODES=%d but rank 0 has NNODES=%d",
-				     r, nn, n);
+			rdv_fail_all(ctl, e->world,
+				     "rank %d has NNODES=%d but rank 0 has NNODES=%d", r, nn, n);
 		if (nr < 0 || nr >= n)
 			rdv_fail_all(ctl, e->world, "rank %d has NODE_RANK=%d, not below NNODES=%d",
 				     r, nr, n);
@@ -1268,7 +1274,8 @@ static int nc_master(const struct nc_ctx *c, const struct rankenv *e, const stru
 				     "ranks %d and %d both have LOCAL_RANK 0 on NODE_RANK %d",
 				     leader[nr], r, nr);
 		leader[nr] = r;
-		snprintf(nodes[nr].name, sizeof nodes[nr].name, "%.63s", name); /* checked: at most 63 */
+		snprintf(nodes[nr].name, sizeof nodes[nr].name, "%.63s",
+			 name); /* checked: at most 63 */
 	}
 	for (int k = 0; k < n; k++) {
 		if (leader[k] < 0)
@@ -1305,10 +1312,10 @@ static int nc_master(const struct nc_ctx *c, const struct rankenv *e, const stru
 			got = read_line(ctl[side[s]], line, sizeof line,
 					now_s() + (2.0 * o->nc_rounds + 1) * o->timeout + 5);
 			if (got)
-				rdv_fail_all(ctl, e->world,
-					     "rank %d (node %s) %s during the node check", side[s],
-					     nodes[s ? pairs[i].b : pairs[i].a].name,
-					     got == -1 ? "stopped answering" : "closed its connection");
+				rdv_fail_all(
+				    ctl, e->world, "rank %d (node %s) %s during the node check",
+				    side[s], nodes[s ? pairs[i].b : pairs[i].a].name,
+				    got == -1 ? "stopped answering" : "closed its connection");
 			if (sscanf(line, "RESULT %lf", &t[s]) != 1)
 				rdv_fail_all(ctl, e->world, "rank %d sent a broken result '%.80s'",
 					     side[s], line);
@@ -1322,8 +1329,9 @@ static int nc_master(const struct nc_ctx *c, const struct rankenv *e, const stru
 		for (int s = 0; s < 2; s++)
 			if (t[s] < 0)
 				fprintf(stderr,
-					PROG ": rank 0: node check %s-%s: rank %d: %s (counted as 0 "
-					     "GB/s)\n",
+					PROG
+					": rank 0: node check %s-%s: rank %d: %s (counted as 0 "
+					"GB/s)\n",
 					nodes[pairs[i].a].name, nodes[pairs[i].b].name, side[s],
 					why[s]);
 	}

@@ -87,10 +87,10 @@ struct ar_nc_node {
 };
 
 struct ar_nc_verdict {
-	int n;			 /* nodes */
+	int n;			  /* nodes */
 	struct ar_nc_node *nodes; /* n entries, by node rank (borrowed) */
-	double median;		 /* median score, < 0 when there is none */
-	double ratio;		 /* slow when score < ratio x median */
+	double median;		  /* median score, < 0 when there is none */
+	double ratio;		  /* slow when score < ratio x median */
 	int nslow;
 	char note[160];
 };

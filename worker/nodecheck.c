@@ -109,8 +109,8 @@ void ar_nc_judge(struct ar_nc_verdict *v, const struct ar_pair *pairs, const dou
 			v->nslow++;
 		}
 	snprintf(v->note, sizeof v->note,
-		 "%d nodes, %d pairs measured one at a time; a node's score is its best pair",
-		 v->n, npairs);
+		 "%d nodes, %d pairs measured one at a time; a node's score is its best pair", v->n,
+		 npairs);
 }
 
 /* A growing string; on allocation failure it stays failed and append does nothing. */
@@ -209,8 +209,8 @@ void ar_nc_message(char *buf, size_t bufsz, const struct ar_nc_verdict *v)
 	m += (size_t)snprintf(buf, bufsz, "slow node(s):");
 	for (int k = 0; k < v->n && m < bufsz; k++)
 		if (v->nodes[k].slow)
-			m += (size_t)snprintf(buf + m, bufsz - m, " %s %.3g GB/s,", v->nodes[k].name,
-					      v->nodes[k].gbps);
+			m += (size_t)snprintf(buf + m, bufsz - m, " %s %.3g GB/s,",
+					      v->nodes[k].name, v->nodes[k].gbps);
 	if (m < bufsz)
 		snprintf(buf + m, bufsz - m, " gang median %.3g GB/s (< %g x median)", v->median,
 			 v->ratio);
