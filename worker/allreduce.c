@@ -1096,7 +1096,7 @@ static double nc_pair_side(const struct nc_ctx *c, int peer, bool connector, cha
 {
 	double deadline = now_s() + c->timeout, t = -1;
 	int32_t me = c->rank, who = -1;
-	char what[64], go = 'm'; /* the marker */
+	char what[64], marker = 'm';
 	int fd = -1;
 
 	snprintf(what, sizeof what, "node check peer rank %d", peer);
@@ -1133,14 +1133,14 @@ static double nc_pair_side(const struct nc_ctx *c, int peer, bool connector, cha
 		int rc;
 
 		if (receive) {
-			rc = xfer(fd, &go, 1, false, dl);
+			rc = xfer(fd, &marker, 1, false, dl);
 			t0 = now_s();
 			if (!rc)
 				rc = nc_xfer(fd, c->buf, c->bytes, false, dl, c->bps);
 			if (!rc && (t < 0 || now_s() - t0 < t))
 				t = now_s() - t0;
 		} else {
-			rc = xfer(fd, &go, 1, true, dl);
+			rc = xfer(fd, &marker, 1, true, dl);
 			if (!rc)
 				rc = nc_xfer(fd, c->buf, c->bytes, true, dl, c->bps);
 		}
@@ -1324,8 +1324,11 @@ static int nc_master(const struct nc_ctx *c, const struct rankenv *e, const stru
 					 strlen(line) > 10 ? line + 10 : "failed");
 		}
 		gbps[i] = 0;
-		if (t[0] >= 0 && t[1] >= 0)
-			gbps[i] = (double)c->bytes / (t[0] > t[1] ? t[0] : t[1]) / 1e9;
+		if (t[0] >= 0 && t[1] >= 0) {
+			double slower = t[0] > t[1] ? t[0] : t[1];
+
+			gbps[i] = (double)c->bytes / (slower > 1e-9 ? slower : 1e-9) / 1e9;
+		}
 		for (int s = 0; s < 2; s++)
 			if (t[s] < 0)
 				fprintf(stderr,
