@@ -36,6 +36,7 @@ enum {
 	EXIT_USAGE = 2,	   /* bad option or environment, backend unavailable */
 	EXIT_COMM = 3,	   /* rendezvous or ring failed: timeout, peer closed, unreachable */
 	EXIT_MISMATCH = 4, /* the all-reduce finished with a wrong element */
+	EXIT_SLOW = 5,	   /* --node-check: some node is far below the gang's median */
 };
 
 enum backend { BK_AUTO, BK_TCP, BK_NCCL };
@@ -50,6 +51,11 @@ struct opts {
 	const char *listen_addr; /* NULL: any, advertised as seen by rank 0 */
 	const char *nccl_module; /* NULL: next to the program */
 	long long poison;
+	bool node_check;
+	unsigned long long nc_bytes; /* bytes each way per measured pair and round */
+	int nc_rounds;
+	double slow_ratio;
+	double throttle_bps; /* TY_ALLREDUCE_THROTTLE_BPS, the node check's test seam */
 };
 
 struct rankenv {
@@ -113,10 +119,19 @@ static void usage(FILE *f)
 	       "                           next to the program)\n"
 	       "  --poison-index I         add 1 to element I of this rank's contribution\n"
 	       "                           (tests that the check catches a wrong sum)\n"
+	       "  --node-check             after the all-reduce, measure the bandwidth between\n"
+	       "                           the nodes' LOCAL_RANK 0 ranks pair by pair and name\n"
+	       "                           the slow nodes (needs NODE_RANK, NNODES; names from\n"
+	       "                           TRAINYARD_NODE_ID, default node-<NODE_RANK>)\n"
+	       "  --node-check-bytes N     bytes sent each way per pair and round (default 8M)\n"
+	       "  --node-check-rounds N    rounds per pair; a direction counts its fastest\n"
+	       "                           (default 3)\n"
+	       "  --slow-ratio R           a node is slow below R x the median node (default 0.5)\n"
 	       "  -h, --help               this text\n"
 	       "\n"
 	       "Exit status: 0 ok, 2 bad option, environment or unavailable backend,\n"
-	       "3 rendezvous or transfer failed (timeout, peer closed), 4 wrong result.\n");
+	       "3 rendezvous or transfer failed (timeout, peer closed), 4 wrong result,\n"
+	       "5 --node-check found a slow node.\n");
 }
 
 /* Parse a decimal integer in [lo, hi]; false on anything else. */
@@ -174,6 +189,10 @@ static void parse_opts(struct opts *o, int argc, char **argv)
 	    {"listen-addr", required_argument, NULL, 'l'},
 	    {"nccl-module", required_argument, NULL, 'm'},
 	    {"poison-index", required_argument, NULL, 'p'},
+	    {"node-check", no_argument, NULL, 'C'},
+	    {"node-check-bytes", required_argument, NULL, 'B'},
+	    {"slow-ratio", required_argument, NULL, 'R'},
+	    {"node-check-rounds", required_argument, NULL, 'N'},
 	    {"help", no_argument, NULL, 'h'},
 	    {NULL, 0, NULL, 0},
 	};
@@ -186,7 +205,10 @@ static void parse_opts(struct opts *o, int argc, char **argv)
 			   .iters = 5,
 			   .warmup = 1,
 			   .timeout = 60,
-			   .poison = -1};
+			   .poison = -1,
+			   .nc_bytes = 8ull << 20,
+			   .nc_rounds = 3,
+			   .slow_ratio = 0.5};
 	while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
 		switch (c) {
 		case 'b':
@@ -246,6 +268,31 @@ static void parse_opts(struct opts *o, int argc, char **argv)
 				    optarg);
 			o->poison = v;
 			break;
+		case 'C':
+			o->node_check = true;
+			break;
+		case 'B':
+			if (!parse_bytes(&o->nc_bytes, optarg) || o->nc_bytes == 0 ||
+			    o->nc_bytes > (1ull << 30))
+				die(EXIT_USAGE,
+				    "--node-check-bytes '%s': expected a size from 1 to 1G like 8M",
+				    optarg);
+			break;
+		case 'N':
+			if (!parse_ll(&v, optarg, 1, 100))
+				die(EXIT_USAGE, "--node-check-rounds '%s': expected 1 to 100",
+				    optarg);
+			o->nc_rounds = (int)v;
+			break;
+		case 'R': {
+			char *end;
+
+			o->slow_ratio = strtod(optarg, &end);
+			if (*end || !(o->slow_ratio > 0) || !(o->slow_ratio < 1))
+				die(EXIT_USAGE, "--slow-ratio '%s': expected a number in (0, 1)",
+				    optarg);
+			break;
+		}
 		case 'h':
 			usage(stdout);
 			exit(EXIT_OK);
@@ -394,9 +441,11 @@ static bool wait_fd(int fd, short events, double deadline)
 /*
  * Connect to host:port, retrying refused connections until the deadline
  * (the peer may not be listening yet). src, when set, is the local address.
+ * Returns 0 with *fd_out, or the exit code (EXIT_USAGE, EXIT_COMM) with the
+ * reason in msg.
  */
-static int connect_to(const char *host, int port, const char *src, double deadline,
-		      const char *what)
+static int try_connect(int *fd_out, const char *host, int port, const char *src, double deadline,
+		       const char *what, char *msg, size_t msgsz)
 {
 	struct addrinfo hints = {.ai_socktype = SOCK_STREAM, .ai_flags = AI_NUMERICSERV};
 	char ps[16], last[MSG_MAX] = "no attempt";
@@ -408,9 +457,11 @@ static int connect_to(const char *host, int port, const char *src, double deadli
 
 		if (rc) {
 			snprintf(last, sizeof last, "%s", gai_strerror(rc));
-			if (rc != EAI_AGAIN)
-				die(EXIT_COMM, "cannot resolve the %s address '%s': %s", what, host,
-				    last);
+			if (rc != EAI_AGAIN) {
+				snprintf(msg, msgsz, "cannot resolve the %s address '%s': %s", what,
+					 host, last);
+				return EXIT_COMM;
+			}
 			goto retry;
 		}
 		fd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -423,10 +474,17 @@ static int connect_to(const char *host, int port, const char *src, double deadli
 			struct addrinfo *sa = NULL;
 
 			if (getaddrinfo(src, NULL, &sh, &sa) ||
-			    bind(fd, sa->ai_addr, sa->ai_addrlen))
-				die(EXIT_USAGE,
-				    "cannot bind to --listen-addr '%s' to reach the %s: %s", src,
-				    what, sa ? strerror(errno) : "not an address of its family");
+			    bind(fd, sa->ai_addr, sa->ai_addrlen)) {
+				snprintf(msg, msgsz,
+					 "cannot bind to --listen-addr '%s' to reach the %s: %s",
+					 src, what,
+					 sa ? strerror(errno) : "not an address of its family");
+				if (sa)
+					freeaddrinfo(sa);
+				freeaddrinfo(ai);
+				close(fd);
+				return EXIT_USAGE;
+			}
 			freeaddrinfo(sa);
 		}
 		set_nonblock(fd);
@@ -447,7 +505,8 @@ static int connect_to(const char *host, int port, const char *src, double deadli
 		}
 		if (rc == 0) {
 			tune(fd);
-			return fd;
+			*fd_out = fd;
+			return 0;
 		}
 		snprintf(last, sizeof last, "%s", strerror(errno));
 		close(fd);
@@ -459,7 +518,20 @@ static int connect_to(const char *host, int port, const char *src, double deadli
 			break;
 		usleep(100000);
 	}
-	die(EXIT_COMM, "cannot reach the %s at %s:%d: %s", what, host, port, last);
+	snprintf(msg, msgsz, "cannot reach the %s at %s:%d: %.300s", what, host, port, last);
+	return EXIT_COMM;
+}
+
+/* try_connect, ending the program on failure. */
+static int connect_to(const char *host, int port, const char *src, double deadline,
+		      const char *what)
+{
+	char msg[MSG_MAX + 64];
+	int fd = -1, rc = try_connect(&fd, host, port, src, deadline, what, msg, sizeof msg);
+
+	if (rc)
+		die(rc, "%s", msg);
+	return fd;
 }
 
 /* Accept one connection before the deadline; -1 when it passes. */
@@ -547,6 +619,9 @@ static void send_str(int fd, const char *s, double deadline, const char *what)
 struct rdv {
 	struct peer *peers; /* world entries */
 	unsigned char id[AR_NCCL_ID_BYTES];
+	bool keep;  /* set by the caller: keep the connections for the node check */
+	int *ctl;   /* kept, rank 0: world entries, ctl[k] to rank k (ctl[0] = -1) */
+	int ctl_fd; /* kept, other ranks: to rank 0 */
 };
 
 static void hex_encode(char *out, const unsigned char *p, size_t n)
@@ -580,7 +655,7 @@ static void rdv_fail_all(int *fds, int world, const char *fmt, ...)
 	vsnprintf(msg, sizeof msg, fmt, ap);
 	va_end(ap);
 	snprintf(line, sizeof line, "ERR %s\n", msg);
-	for (int i = 0; i < world; i++) /* fds[0]: a rank not yet recorded */
+	for (int i = 0; fds && i < world; i++) /* fds[0]: a rank not yet recorded */
 		if (fds[i] >= 0)
 			(void)xfer(fds[i], line, strlen(line), true, now_s() + 1);
 	die(EXIT_COMM, "%s", msg);
@@ -680,11 +755,17 @@ static void rdv_master(struct rdv *r, const struct rankenv *e, const struct opts
 		}
 		send_str(fds[k], msg, now_s() + o->timeout, "a rank during the rendezvous");
 		free(msg);
-		close(fds[k]);
+		if (!r->keep) {
+			close(fds[k]);
+			fds[k] = -1;
+		}
 	}
 	if (id)
 		memcpy(r->id, id, AR_NCCL_ID_BYTES);
-	free(fds);
+	if (r->keep)
+		r->ctl = fds;
+	else
+		free(fds);
 }
 
 static void rdv_join(struct rdv *r, const struct rankenv *e, const struct opts *o, const char *bk,
@@ -730,7 +811,10 @@ static void rdv_join(struct rdv *r, const struct rankenv *e, const struct opts *
 	if (want_id && (read_line(fd, line, sizeof line, deadline) || strncmp(line, "ID ", 3) ||
 			!hex_decode(r->id, line + 3, AR_NCCL_ID_BYTES)))
 		die(EXIT_COMM, "the master sent no NCCL unique id");
-	close(fd);
+	if (r->keep)
+		r->ctl_fd = fd;
+	else
+		close(fd);
 }
 
 /* ---- the TCP ring ---- */
@@ -908,6 +992,407 @@ static const struct ar_nccl_ops *nccl_load(const struct opts *o, char *msg, size
 	return ops; /* the module stays loaded until exit */
 }
 
+/* ---- the node check (worker/README.md) ---- */
+
+/*
+ * Protocol over the rendezvous connections, kept open (one line each):
+ *   rank k -> rank 0:  "NC1 <rank> <node rank> <nnodes> <local rank> <node name>"
+ *   rank 0 -> leader:  "PAIR <peer rank> CONNECT|ACCEPT", one pair at a time
+ *   leader -> rank 0:  "RESULT <seconds to receive the peer's bytes>" or
+ *                      "RESULT -1 <reason>"
+ *   rank 0 -> rank k:  "VERDICT OK", "VERDICT SLOW <message>" or "ERR <reason>"
+ * A leader is the rank with LOCAL_RANK 0 of its node; pairs connect to the
+ * accepting leader's advertised (ring) port and send their rank first.
+ */
+struct nc_env {
+	int node_rank, nnodes;
+	char name[AR_NC_NAME_MAX + 1];
+};
+
+struct nc_ctx {
+	const struct peer *peers;
+	int lfd; /* the port advertised at the rendezvous */
+	int rank;
+	const char *src; /* --listen-addr */
+	size_t bytes;
+	int rounds;
+	double timeout;
+	double bps; /* TY_ALLREDUCE_THROTTLE_BPS, 0: none */
+	char *buf;  /* bytes, leaders only */
+};
+
+static void read_nc_env(struct nc_env *ne, const struct rankenv *e)
+{
+	const char *id = getenv("TRAINYARD_NODE_ID");
+	bool alone = e->world == 1;
+
+	ne->nnodes = env_int("NNODES", alone ? "1" : NULL, 1, e->world);
+	ne->node_rank = env_int("NODE_RANK", alone ? "0" : NULL, 0, INT_MAX);
+	if (ne->node_rank >= ne->nnodes)
+		die(EXIT_USAGE, "NODE_RANK=%d is not below NNODES=%d", ne->node_rank, ne->nnodes);
+	if (id && !ar_nc_name_ok(id))
+		die(EXIT_USAGE,
+		    "TRAINYARD_NODE_ID='%.80s' is not a node name (1-63 characters of "
+		    "A-Za-z0-9._-, alphanumeric first)",
+		    id);
+	if (id)
+		snprintf(ne->name, sizeof ne->name, "%s", id);
+	else
+		snprintf(ne->name, sizeof ne->name, "node-%d", ne->node_rank);
+}
+
+static void sleep_s(double s)
+{
+	struct timespec ts = {.tv_sec = (time_t)s,
+			      .tv_nsec = (long)((s - (double)(time_t)s) * 1e9)};
+
+	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+		;
+}
+
+/*
+ * xfer in 64 KiB steps, at most bps bytes per second when bps > 0: the
+ * test seam for a slow NIC, applied to everything a leader sends and
+ * receives in the node check. Same returns as xfer.
+ */
+static int nc_xfer(int fd, char *buf, size_t n, bool out, double deadline, double bps)
+{
+	double t0 = now_s();
+	size_t done = 0;
+
+	while (done < n) {
+		size_t k = n - done < 65536 ? n - done : 65536;
+		int rc = xfer(fd, buf + done, k, out, deadline);
+
+		if (rc)
+			return rc;
+		done += k;
+		if (bps > 0) {
+			double due = t0 + (double)done / bps;
+
+			if (due > deadline) {
+				sleep_s(deadline - now_s() > 0 ? deadline - now_s() : 0);
+				return -1;
+			}
+			if (due > now_s())
+				sleep_s(due - now_s());
+		}
+	}
+	return 0;
+}
+
+/*
+ * One side of the measurement of the pair (this leader, leader peer): in
+ * each round the connecting side sends first, then the accepting side.
+ * A sender starts only when its own receive is done and sends one marker
+ * byte before the data; the receiver's clock starts when the marker
+ * arrives, so it never counts the time the peer was still busy. Returns
+ * this side's fastest receive time in seconds (the first round pays for
+ * TCP's slow start, a later one may be hit by a scheduling hiccup), or -1
+ * with why.
+ */
+static double nc_pair_side(const struct nc_ctx *c, int peer, bool connector, char *why,
+			   size_t whysz)
+{
+	double deadline = now_s() + c->timeout, t = -1;
+	int32_t me = c->rank, who = -1;
+	char what[64], marker = 'm';
+	int fd = -1;
+
+	snprintf(what, sizeof what, "node check peer rank %d", peer);
+	if (connector) {
+		if (try_connect(&fd, c->peers[peer].addr, c->peers[peer].port, c->src, deadline,
+				what, why, whysz))
+			return -1;
+		if (xfer(fd, &me, sizeof me, true, deadline)) {
+			snprintf(why, whysz, "rank %d (%s) closed the node check connection", peer,
+				 c->peers[peer].addr);
+			close(fd);
+			return -1;
+		}
+	} else {
+		for (;;) {
+			struct sockaddr_storage ss;
+
+			fd = accept_by(c->lfd, deadline, &ss);
+			if (fd < 0) {
+				snprintf(
+				    why, whysz,
+				    "rank %d (%s) did not connect for the node check within %g s",
+				    peer, c->peers[peer].addr, c->timeout);
+				return -1;
+			}
+			if (xfer(fd, &who, sizeof who, false, deadline) == 0 && who == peer)
+				break;
+			close(fd); /* not our peer */
+		}
+	}
+	for (int step = 0; step < 2 * c->rounds; step++) {
+		bool receive = (step % 2 == 0) != connector;
+		double t0, dl = now_s() + c->timeout;
+		int rc;
+
+		if (receive) {
+			rc = xfer(fd, &marker, 1, false, dl);
+			t0 = now_s();
+			if (!rc)
+				rc = nc_xfer(fd, c->buf, c->bytes, false, dl, c->bps);
+			if (!rc && (t < 0 || now_s() - t0 < t))
+				t = now_s() - t0;
+		} else {
+			rc = xfer(fd, &marker, 1, true, dl);
+			if (!rc)
+				rc = nc_xfer(fd, c->buf, c->bytes, true, dl, c->bps);
+		}
+		if (rc) {
+			snprintf(why, whysz, "%s %zu bytes %s rank %d (%s) %s",
+				 receive ? "receiving" : "sending", c->bytes,
+				 receive ? "from" : "to", peer, c->peers[peer].addr,
+				 rc == -1 ? "timed out" : "failed: the connection closed");
+			close(fd);
+			return -1;
+		}
+	}
+	close(fd);
+	return t;
+}
+
+/* A leader's side of "PAIR <peer> CONNECT|ACCEPT", answered with RESULT. */
+static void nc_answer_pair(const struct nc_ctx *c, int fd, const char *line, double deadline)
+{
+	char how[16], why[MSG_MAX], out[MSG_MAX + 32];
+	int peer;
+	double t;
+
+	if (sscanf(line, "PAIR %d %15s", &peer, how) != 2 || peer < 0 || peer == c->rank ||
+	    (strcmp(how, "CONNECT") && strcmp(how, "ACCEPT")))
+		die(EXIT_COMM, "rank 0 sent a broken node check command '%.80s'", line);
+	t = nc_pair_side(c, peer, !strcmp(how, "CONNECT"), why, sizeof why);
+	if (t >= 0)
+		snprintf(out, sizeof out, "RESULT %.9f\n", t);
+	else
+		snprintf(out, sizeof out, "RESULT -1 %s\n", why);
+	send_str(fd, out, deadline, "rank 0 during the node check");
+}
+
+/* Pairs measured for n nodes (ar_nc_pairs), for the time limits of the others. */
+static int nc_npairs(int n)
+{
+	return n >= 3 ? 2 * n : n == 2;
+}
+
+/*
+ * How long a rank waits for rank 0 in the node check: every pair may take
+ * a connection and two transfers per round of up to --timeout each.
+ */
+static double nc_wait_limit(double timeout, int rounds, int nnodes)
+{
+	return ((2.0 * rounds + 1) * nc_npairs(nnodes) + 3) * timeout;
+}
+
+/* Every rank but 0: report, do what rank 0 asks, exit with its verdict. */
+static int nc_member(const struct nc_ctx *c, const struct rankenv *e, const struct nc_env *ne,
+		     int fd)
+{
+	double deadline = now_s() + nc_wait_limit(c->timeout, c->rounds, ne->nnodes);
+	char line[LINE_MAX_LEN];
+
+	snprintf(line, sizeof line, "NC1 %d %d %d %d %s\n", e->rank, ne->node_rank, ne->nnodes,
+		 e->local_rank, ne->name);
+	send_str(fd, line, deadline, "rank 0 during the node check");
+	for (;;) {
+		int rc = read_line(fd, line, sizeof line, deadline);
+
+		if (rc == -1)
+			die(EXIT_COMM, "timed out waiting for rank 0's node check verdict");
+		if (rc)
+			die(EXIT_COMM,
+			    "rank 0 closed the connection before the node check verdict");
+		if (!strncmp(line, "ERR ", 4))
+			die(EXIT_COMM, "rank 0 ended the node check: %s", line + 4);
+		if (!strncmp(line, "PAIR ", 5) && e->local_rank == 0) {
+			nc_answer_pair(c, fd, line, deadline);
+			continue;
+		}
+		if (!strcmp(line, "VERDICT OK"))
+			break;
+		if (!strncmp(line, "VERDICT SLOW ", 13)) {
+			fprintf(stderr, PROG ": rank %d: %s\n", e->rank, line + 13);
+			close(fd);
+			return EXIT_SLOW;
+		}
+		die(EXIT_COMM, "rank 0 sent '%.80s' during the node check", line);
+	}
+	close(fd);
+	return EXIT_OK;
+}
+
+/* Rank 0: collect who leads which node, measure pair by pair, judge, tell everyone. */
+static int nc_master(const struct nc_ctx *c, const struct rankenv *e, const struct opts *o,
+		     const struct nc_env *ne, int *ctl)
+{
+	int n = ne->nnodes, npairs, nslow, rc = EXIT_OK;
+	int *leader = malloc((size_t)n * sizeof *leader);
+	struct ar_nc_node *nodes = calloc((size_t)n, sizeof *nodes);
+	struct ar_pair *pairs = malloc((size_t)(2 * n) * sizeof *pairs);
+	double *gbps = malloc((size_t)(2 * n) * sizeof *gbps);
+	struct ar_nc_verdict v = {.n = n, .ratio = o->slow_ratio};
+	char line[LINE_MAX_LEN], msg[LINE_MAX_LEN - 16], *json;
+
+	if (!leader || !nodes || !pairs || !gbps)
+		die(EXIT_COMM, "out of memory");
+	v.nodes = nodes;
+	for (int k = 0; k < n; k++)
+		leader[k] = -1;
+	for (int r = 0; r < e->world; r++) {
+		int rank = 0, nr = ne->node_rank, nn = ne->nnodes, lr = e->local_rank;
+		char name[AR_NC_NAME_MAX + 2];
+
+		snprintf(name, sizeof name, "%s", ne->name);
+		if (r > 0) {
+			int got = read_line(ctl[r], line, sizeof line, now_s() + o->timeout);
+
+			if (got)
+				rdv_fail_all(ctl, e->world, "rank %d %s before the node check", r,
+					     got == -1 ? "did not report within the timeout"
+						       : "closed its connection");
+			if (sscanf(line, "NC1 %d %d %d %d %64s", &rank, &nr, &nn, &lr, name) != 5 ||
+			    rank != r || !ar_nc_name_ok(name))
+				rdv_fail_all(ctl, e->world,
+					     "rank %d sent a broken node check report", r);
+		}
+		if (nn != n)
+			rdv_fail_all(ctl, e->world,
+				     "rank %d has NNODES=%d but rank 0 has NNODES=%d", r, nn, n);
+		if (nr < 0 || nr >= n)
+			rdv_fail_all(ctl, e->world, "rank %d has NODE_RANK=%d, not below NNODES=%d",
+				     r, nr, n);
+		if (lr != 0)
+			continue;
+		if (leader[nr] >= 0)
+			rdv_fail_all(ctl, e->world,
+				     "ranks %d and %d both have LOCAL_RANK 0 on NODE_RANK %d",
+				     leader[nr], r, nr);
+		leader[nr] = r;
+		snprintf(nodes[nr].name, sizeof nodes[nr].name, "%.63s",
+			 name); /* checked: at most 63 */
+	}
+	for (int k = 0; k < n; k++) {
+		if (leader[k] < 0)
+			rdv_fail_all(ctl, e->world, "NODE_RANK %d has no rank with LOCAL_RANK 0",
+				     k);
+		for (int j = 0; j < k; j++)
+			if (!strcmp(nodes[j].name, nodes[k].name))
+				rdv_fail_all(ctl, e->world,
+					     "NODE_RANK %d and %d are both named '%s'", j, k,
+					     nodes[k].name);
+	}
+	npairs = ar_nc_pairs(pairs, n);
+	for (int i = 0; i < npairs; i++) {
+		int side[2] = {leader[pairs[i].a], leader[pairs[i].b]};
+		double t[2] = {-1, -1};
+		char why[2][MSG_MAX];
+
+		for (int s = 0; s < 2; s++) {
+			if (side[s] == 0)
+				continue;
+			snprintf(line, sizeof line, "PAIR %d %s\n", side[!s],
+				 s ? "ACCEPT" : "CONNECT");
+			send_str(ctl[side[s]], line, now_s() + o->timeout,
+				 "a leader during the node check");
+		}
+		for (int s = 0; s < 2; s++)
+			if (side[s] == 0)
+				t[s] = nc_pair_side(c, side[!s], !s, why[s], sizeof why[s]);
+		for (int s = 0; s < 2; s++) {
+			int got;
+
+			if (side[s] == 0)
+				continue;
+			got = read_line(ctl[side[s]], line, sizeof line,
+					now_s() + (2.0 * o->nc_rounds + 1) * o->timeout + 5);
+			if (got)
+				rdv_fail_all(
+				    ctl, e->world, "rank %d (node %s) %s during the node check",
+				    side[s], nodes[s ? pairs[i].b : pairs[i].a].name,
+				    got == -1 ? "stopped answering" : "closed its connection");
+			if (sscanf(line, "RESULT %lf", &t[s]) != 1)
+				rdv_fail_all(ctl, e->world, "rank %d sent a broken result '%.80s'",
+					     side[s], line);
+			if (t[s] < 0)
+				snprintf(why[s], sizeof why[s], "%s",
+					 strlen(line) > 10 ? line + 10 : "failed");
+		}
+		gbps[i] = 0;
+		if (t[0] >= 0 && t[1] >= 0) {
+			double slower = t[0] > t[1] ? t[0] : t[1];
+
+			gbps[i] = (double)c->bytes / (slower > 1e-9 ? slower : 1e-9) / 1e9;
+		}
+		for (int s = 0; s < 2; s++)
+			if (t[s] < 0)
+				fprintf(stderr,
+					PROG
+					": rank 0: node check %s-%s: rank %d: %s (counted as 0 "
+					"GB/s)\n",
+					nodes[pairs[i].a].name, nodes[pairs[i].b].name, side[s],
+					why[s]);
+	}
+	ar_nc_judge(&v, pairs, gbps, npairs);
+	json = ar_nc_json(&v, pairs, gbps, npairs, c->bytes);
+	if (!json)
+		rdv_fail_all(ctl, e->world, "out of memory");
+	ar_nc_message(msg, sizeof msg, &v);
+	nslow = v.nslow;
+	snprintf(line, sizeof line, nslow ? "VERDICT SLOW %s\n" : "VERDICT OK\n", msg);
+	for (int r = 1; r < e->world; r++) {
+		send_str(ctl[r], line, now_s() + o->timeout, "a rank during the node check");
+		close(ctl[r]);
+	}
+	printf("%s\n", json);
+	fflush(stdout);
+	if (nslow) {
+		fprintf(stderr, PROG ": rank 0: %s\n", msg);
+		rc = EXIT_SLOW;
+	}
+	free(json);
+	free(leader);
+	free(nodes);
+	free(pairs);
+	free(gbps);
+	return rc;
+}
+
+/*
+ * The node check after a good all-reduce: lfd is the port this rank
+ * advertised, r the rendezvous with its connections kept.
+ */
+static int node_check(const struct rankenv *e, const struct opts *o, const struct nc_env *ne,
+		      const struct rdv *r, int lfd)
+{
+	struct nc_ctx c = {.peers = r->peers,
+			   .lfd = lfd,
+			   .rank = e->rank,
+			   .src = o->listen_addr,
+			   .bytes = (size_t)o->nc_bytes,
+			   .rounds = o->nc_rounds,
+			   .timeout = o->timeout,
+			   .bps = o->throttle_bps};
+	int rc;
+
+	if (e->local_rank == 0) {
+		c.buf = calloc(1, c.bytes);
+		if (!c.buf)
+			die(EXIT_COMM, "cannot allocate %zu bytes for the node check", c.bytes);
+	}
+	if (e->rank == 0)
+		rc = nc_master(&c, e, o, ne, r->ctl);
+	else
+		rc = nc_member(&c, e, ne, r->ctl_fd);
+	free(c.buf);
+	return rc;
+}
+
 /* ---- main ---- */
 
 static void report(const struct rankenv *e, const struct opts *o, const char *bk, size_t count,
@@ -942,7 +1427,7 @@ static int mismatch(const struct rankenv *e, const struct opts *o, const char *b
 }
 
 static int run_nccl(const struct ar_nccl_ops *ops, const struct rankenv *e, const struct opts *o,
-		    size_t count)
+		    const struct nc_env *ne, size_t count)
 {
 	struct ar_nccl_job job = {.rank = e->rank,
 				  .world = e->world,
@@ -956,30 +1441,41 @@ static int run_nccl(const struct ar_nccl_ops *ops, const struct rankenv *e, cons
 	struct rdv r = {0};
 	unsigned char id[AR_NCCL_ID_BYTES];
 	char msg[MSG_MAX] = "";
+	int lfd = -1, port = 0, rc = EXIT_OK;
 
+	r.keep = ne != NULL;
 	r.peers = calloc((size_t)e->world, sizeof *r.peers);
 	if (!r.peers)
 		die(EXIT_COMM, "out of memory");
+	if (ne && e->world > 1) /* the node check's pairs connect here */
+		lfd = listen_on(&port, o->listen_addr, AF_INET, 0, "node check");
 	if (e->rank == 0) {
 		if (ops->unique_id(id, msg, sizeof msg))
 			die(EXIT_USAGE, "nccl: %s", msg);
 		if (e->world > 1)
-			rdv_master(&r, e, o, "nccl", 0, id);
+			rdv_master(&r, e, o, "nccl", port, id);
 		else
 			memcpy(r.id, id, sizeof id);
 	} else {
-		rdv_join(&r, e, o, "nccl", 0, true);
+		rdv_join(&r, e, o, "nccl", port, true);
 	}
-	free(r.peers);
 	if (ops->run(&res, &job, r.id, msg, sizeof msg))
 		die(EXIT_COMM, "nccl: %s", msg);
 	if (res.bad >= 0)
-		return mismatch(e, o, "nccl", count, res.seconds, res.bad, res.got, o->iters);
-	report(e, o, "nccl", count, res.seconds, NULL);
-	return EXIT_OK;
+		rc = mismatch(e, o, "nccl", count, res.seconds, res.bad, res.got, o->iters);
+	else
+		report(e, o, "nccl", count, res.seconds, NULL);
+	if (rc == EXIT_OK && ne)
+		rc = node_check(e, o, ne, &r, lfd);
+	if (lfd >= 0)
+		close(lfd);
+	free(r.ctl);
+	free(r.peers);
+	return rc;
 }
 
-static int run_tcp(const struct rankenv *e, const struct opts *o, size_t count)
+static int run_tcp(const struct rankenv *e, const struct opts *o, const struct nc_env *ne,
+		   size_t count)
 {
 	size_t es = ar_dtype_size(o->dtype),
 	       maxchunk = (count + (size_t)e->world - 1) / (size_t)e->world;
@@ -990,6 +1486,7 @@ static int run_tcp(const struct rankenv *e, const struct opts *o, size_t count)
 	double seconds = 0;
 	int lfd = -1, port = 0, rc = EXIT_OK;
 
+	r.keep = ne != NULL;
 	buf = malloc(count * es);
 	tmp = malloc((maxchunk ? maxchunk : 1) * es);
 	r.peers = calloc((size_t)e->world, sizeof *r.peers);
@@ -1004,7 +1501,10 @@ static int run_tcp(const struct rankenv *e, const struct opts *o, size_t count)
 			rdv_join(&r, e, o, "tcp", port, false);
 		g.peers = r.peers;
 		ring_connect(&g, lfd, o);
-		close(lfd);
+		if (!ne) {
+			close(lfd);
+			lfd = -1;
+		}
 	}
 	for (int it = 0; it < o->warmup + o->iters && rc == EXIT_OK; it++) {
 		long long bad;
@@ -1022,12 +1522,17 @@ static int run_tcp(const struct rankenv *e, const struct opts *o, size_t count)
 	}
 	if (rc == EXIT_OK)
 		report(e, o, "tcp", count, seconds, NULL);
+	if (rc == EXIT_OK && ne)
+		rc = node_check(e, o, ne, &r, lfd); /* pairs connect to the ring port */
+	if (lfd >= 0)
+		close(lfd);
 	if (g.next >= 0)
 		close(g.next);
 	if (g.prev >= 0)
 		close(g.prev);
 	free(buf);
 	free(tmp);
+	free(r.ctl);
 	free(r.peers);
 	return rc;
 }
@@ -1035,6 +1540,7 @@ static int run_tcp(const struct rankenv *e, const struct opts *o, size_t count)
 int main(int argc, char **argv)
 {
 	const struct ar_nccl_ops *ops = NULL;
+	struct nc_env ne;
 	struct rankenv e;
 	struct opts o;
 	char msg[MSG_MAX] = "";
@@ -1047,6 +1553,16 @@ int main(int argc, char **argv)
 	if (o.poison >= 0 && (unsigned long long)o.poison >= count)
 		die(EXIT_USAGE, "--poison-index %lld is past the last element %zu", o.poison,
 		    count - 1);
+	if (o.node_check) {
+		const char *t = getenv("TY_ALLREDUCE_THROTTLE_BPS");
+		unsigned long long bps = 0;
+
+		read_nc_env(&ne, &e);
+		if (t && (!parse_bytes(&bps, t) || bps == 0))
+			die(EXIT_USAGE,
+			    "TY_ALLREDUCE_THROTTLE_BPS='%s': expected bytes per second like 1M", t);
+		o.throttle_bps = (double)bps;
+	}
 	if (o.backend != BK_TCP) {
 		ops = nccl_load(&o, msg, sizeof msg);
 		if (ops) {
@@ -1064,6 +1580,6 @@ int main(int argc, char **argv)
 			die(EXIT_USAGE, "backend nccl unavailable: %s", msg);
 	}
 	if (ops)
-		return run_nccl(ops, &e, &o, count);
-	return run_tcp(&e, &o, count);
+		return run_nccl(ops, &e, &o, o.node_check ? &ne : NULL, count);
+	return run_tcp(&e, &o, o.node_check ? &ne : NULL, count);
 }

@@ -71,4 +71,64 @@ struct ar_nccl_ops {
 /* The module's one exported symbol (AR_NCCL_SYMBOL). */
 const struct ar_nccl_ops *trainyard_allreduce_nccl(void);
 
+/* ---- the node check's pure parts (nodecheck.c) ---- */
+
+#define AR_NC_NAME_MAX 63 /* a node name: like an executor node id */
+
+/* A pair of nodes (node ranks a < b) whose link the node check measures. */
+struct ar_pair {
+	int a, b;
+};
+
+struct ar_nc_node {
+	char name[AR_NC_NAME_MAX + 1];
+	double gbps; /* score: the best pair it is in, GB/s; < 0 when not measured */
+	bool slow;
+};
+
+struct ar_nc_verdict {
+	int n;			  /* nodes */
+	struct ar_nc_node *nodes; /* n entries, by node rank (borrowed) */
+	double median;		  /* median score, < 0 when there is none */
+	double ratio;		  /* slow when score < ratio x median */
+	int nslow;
+	char note[160];
+};
+
+/* Whether s is a usable node name: 1-63 of [A-Za-z0-9._-], alphanumeric first. */
+bool ar_nc_name_ok(const char *s);
+
+/*
+ * The pairs to measure among n nodes, in order: for n >= 3 each distinct
+ * unordered pair among {k, k+1 mod n} and {k, k+2 mod n}; for n = 2 the
+ * one pair; none for n <= 1. out needs room for 2n entries. Returns the count.
+ */
+int ar_nc_pairs(struct ar_pair *out, int n);
+
+/*
+ * Judge v->n nodes from the measured pairs (pair_gbps[i] for pairs[i], 0
+ * when the pair could not move its bytes): each node's score is its best
+ * pair; with n >= 3 a node is slow when its score < v->ratio x the median
+ * score. Fills v->nodes[].gbps and .slow, v->median, v->nslow and v->note.
+ */
+void ar_nc_judge(struct ar_nc_verdict *v, const struct ar_pair *pairs, const double *pair_gbps,
+		 int npairs);
+
+/* Median of n values (mean of the middle two when n is even); -1 when n is 0. */
+double ar_nc_median(const double *v, int n);
+
+/*
+ * The JSON line rank 0 prints (without the newline): {"node_check": {...}}
+ * with the nodes, the pairs and bytes measured, the median, the slow names,
+ * the ratio and the note. Returns a new string (free), NULL when out of memory.
+ */
+char *ar_nc_json(const struct ar_nc_verdict *v, const struct ar_pair *pairs,
+		 const double *pair_gbps, int npairs, unsigned long long bytes);
+
+/*
+ * "slow node(s): node-b 0.00105 GB/s, gang median 1.2 GB/s (< 0.5 x median)"
+ * into buf (bufsz bytes, truncated); "" when no node is slow.
+ */
+void ar_nc_message(char *buf, size_t bufsz, const struct ar_nc_verdict *v);
+
 #endif
