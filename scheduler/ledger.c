@@ -138,6 +138,7 @@ int sched_rates_load(struct sched_rates *out, const char *path, struct ty_err *e
 		char why[sizeof(err->msg)];
 
 		snprintf(why, sizeof(why), "%s", err->msg);
+		ty_err_clear(err);
 		ty_err_set(err, rc, "rates file '%s': %s", path, why);
 	}
 out:
@@ -196,7 +197,8 @@ int sched_ledger_attempt_end(struct sched *s, int64_t job, int64_t attempt, stru
 		 " (extract(epoch FROM t.last_checkpoint_at) * 1000)::bigint,"
 		 " t.state, t.failure_class, j.team_id"
 		 " FROM attempts t JOIN jobs j ON j.id = t.job_id"
-		 " JOIN allocations a USING (job_id, attempt) JOIN nodes n ON n.id = a.node_id"
+		 " JOIN allocations a ON a.job_id = t.job_id AND a.attempt = t.attempt"
+		 " JOIN nodes n ON n.id = a.node_id"
 		 " WHERE t.job_id = $1 AND t.attempt = $2"
 		 " AND t.state IN ('succeeded', 'failed', 'cancelled')"
 		 " AND NOT EXISTS (SELECT 1 FROM allocations x WHERE x.job_id = $1"
