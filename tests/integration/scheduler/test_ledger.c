@@ -251,6 +251,78 @@ TY_TEST(cancelled_attempt_loses_nothing_and_is_written_once)
 	fx_sched_stop(f, 0);
 }
 
+/* The launch of job on either node (its node in *node), waiting up to T. */
+static const struct proto_msg *launch_of(struct fx *f, long long job, const char **node)
+{
+	for (int i = 0; i < T / 100; i++) {
+		static const char *const nodes[] = {"n1", "n2"};
+
+		for (int k = 0; k < 2; k++) {
+			const struct proto_msg *m = fx_recv(f, nodes[k], "launch", job, 0);
+
+			if (m) {
+				*node = nodes[k];
+				return m;
+			}
+		}
+		fx_poll(f, 100);
+	}
+	return NULL;
+}
+
+TY_TEST(preempted_attempt_loses_the_work_since_the_checkpoint_it_wrote_in_its_grace)
+{
+	static const char *const no_min_runtime[] = {
+	    "--min-runtime-seconds=high=0,normal=0,low=0,scavenger=0", NULL};
+	struct fx *f = fx_start();
+	const char *a = fx_team(f, "a", 2, -1, "c1"), *b = fx_team(f, "b", 2, -1, "c1");
+	const struct proto_msg *l1, *l2, *c;
+	const char *n1, *n2;
+	long long a1, a2, victim;
+
+	/* team a borrows b's idle nominal GPUs with two 2-GPU gangs; b then reclaims */
+	fx_node(f, "n1", 2);
+	fx_node(f, "n2", 2);
+	fx_sched_start(f, "s1", no_min_runtime);
+	FX_WAIT(f, T, "2", "SELECT count(*) FROM nodes WHERE state = 'ready'");
+	a1 = fx_submit_to(f, a, ",'resources':{'nodes':1,'gpus_per_node':2},"
+				"'checkpoint':{'grace_seconds':60}");
+	REQUIRE((l1 = launch_of(f, a1, &n1)) != NULL);
+	fx_run(f, n1, l1);
+	a2 = fx_submit_to(f, a, ",'resources':{'nodes':1,'gpus_per_node':2},"
+				"'checkpoint':{'grace_seconds':60}");
+	REQUIRE((l2 = launch_of(f, a2, &n2)) != NULL);
+	fx_run(f, n2, l2);
+	FX_WAIT(f, T, "running running",
+		"SELECT string_agg(state, ' ') FROM jobs WHERE id IN ($1, $2)", fx_n(a1),
+		fx_n(a2));
+	fx_submit_to(f, b, ",'resources':{'nodes':1,'gpus_per_node':2}");
+	for (int i = 0; i < T / 100 && !(c = fx_recv(f, n1, "checkpoint", 0, 0)) &&
+			!(c = fx_recv(f, n2, "checkpoint", 0, 0));
+	     i++)
+		fx_poll(f, 100);
+	REQUIRE(c != NULL);
+	victim = c->job;
+	/* the gang writes a verified checkpoint within its grace, then exits */
+	fx_send(f, victim == a1 ? n1 : n2, "checkpoint_written", victim, 1,
+		"{'path':'/c/step-7','step':7,'valid':true}");
+	fx_sync(f, T);
+	fx_exit(f, victim == a1 ? n1 : n2, victim == a1 ? l1 : l2, 0, "", "");
+	FX_WAIT(f, T, "pending 1", "SELECT state || ' ' || preemptions FROM jobs WHERE id = $1",
+		fx_n(victim));
+	CHECK_INT_EQ(check_rows(f, victim, 1, "checkpoint"), 1);
+	CHECK_STR_EQ(FX_Q(f,
+			  "SELECT outcome || ' ' || failure_class || ' ' || pool || ' ' || gpus"
+			  " FROM usage_ledger WHERE job_id = $1",
+			  fx_n(victim)),
+		     "failed preempted on-demand 2");
+	/* the other gang still runs: not in the ledger, and fair share counts it all the same */
+	CHECK_STR_EQ(FX_Q(f, "SELECT count(*) FROM usage_ledger WHERE job_id = $1",
+			  fx_n(victim == a1 ? a2 : a1)),
+		     "0");
+	fx_sched_stop(f, 0);
+}
+
 TY_TEST(bad_rates_file_stops_the_scheduler_naming_it)
 {
 	static const struct {
