@@ -47,8 +47,8 @@ bool api_parse_rfc3339(int64_t *ms, const char *s)
 	int y, mo, d, h, mi, sec, frac_ms = 0, off = 0;
 	const char *p;
 
-	if (!s || strlen(s) < 20 || s[4] != '-' || s[7] != '-' ||
-	    (s[10] != 'T' && s[10] != 't') || s[13] != ':' || s[16] != ':')
+	if (!s || strlen(s) < 20 || s[4] != '-' || s[7] != '-' || (s[10] != 'T' && s[10] != 't') ||
+	    s[13] != ':' || s[16] != ':')
 		return false;
 	y = digits(s, 4);
 	mo = digits(s + 5, 2);

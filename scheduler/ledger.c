@@ -53,8 +53,9 @@ int sched_rates_parse(struct sched_rates *out, const char *json_text, struct ty_
 	json_object_foreach(root, pool, models)
 	{
 		if (!*pool || strlen(pool) >= sizeof(r.v->pool)) {
-			rc = ty_err_set(err, TY_EINVAL, "rates: pool name '%.80s' must be 1-%zu bytes",
-					pool, sizeof(r.v->pool) - 1);
+			rc = ty_err_set(err, TY_EINVAL,
+					"rates: pool name '%.80s' must be 1-%zu bytes", pool,
+					sizeof(r.v->pool) - 1);
 			goto out;
 		}
 		if (!json_is_object(models)) {
@@ -68,20 +69,23 @@ int sched_rates_parse(struct sched_rates *out, const char *json_text, struct ty_
 			struct sched_rate *e;
 
 			if (!*model || strlen(model) >= sizeof(r.v->model)) {
-				rc = ty_err_set(err, TY_EINVAL,
-						"rates: '%s': GPU model name '%.80s' must be 1-%zu bytes",
-						pool, model, sizeof(r.v->model) - 1);
+				rc = ty_err_set(
+				    err, TY_EINVAL,
+				    "rates: '%s': GPU model name '%.80s' must be 1-%zu bytes", pool,
+				    model, sizeof(r.v->model) - 1);
 				goto out;
 			}
 			if (!json_is_number(v) || !isfinite(json_number_value(v)) ||
 			    json_number_value(v) < 0) {
-				rc = ty_err_set(err, TY_EINVAL,
-						"rates: '%s'.'%s' must be a number >= 0 (per GPU-hour)",
-						pool, model);
+				rc = ty_err_set(
+				    err, TY_EINVAL,
+				    "rates: '%s'.'%s' must be a number >= 0 (per GPU-hour)", pool,
+				    model);
 				goto out;
 			}
 			if (r.n >= RATES_MAX) {
-				rc = ty_err_set(err, TY_EINVAL, "rates: more than %d rates", RATES_MAX);
+				rc = ty_err_set(err, TY_EINVAL, "rates: more than %d rates",
+						RATES_MAX);
 				goto out;
 			}
 			if (!(e = realloc(r.v, (size_t)(r.n + 1) * sizeof(*e)))) {
@@ -215,8 +219,8 @@ int sched_ledger_attempt_end(struct sched *s, int64_t job, int64_t attempt, stru
 		    .end_ms = sched_col_i64(res, i, 5),
 		    .checkpoint_ms = sched_col_i64(res, i, 6),
 		    .outcome = PQgetvalue(res, i, 7),
-		    .rate = sched_rate_of(&s->o.rates, PQgetvalue(res, i, 1),
-					  PQgetvalue(res, i, 2)),
+		    .rate =
+			sched_rate_of(&s->o.rates, PQgetvalue(res, i, 1), PQgetvalue(res, i, 2)),
 		};
 		struct sched_ledger_row row;
 		char tb[24], gb[24], sb[24], eb[24], cb[24], gs[40], ls[40], rb[40], costb[40];

@@ -20,8 +20,8 @@
 		const json_t *v_ = ty_jpath((root), (path));                                       \
 		CHECK(json_is_number(v_));                                                         \
 		if (json_is_number(v_) && fabs(json_number_value(v_) - (want)) > 1e-6) {           \
-			ty_test_fail_at(__FILE__, __LINE__, "%s: got %.9g, want %.9g", (path),        \
-				     json_number_value(v_), (double)(want));                       \
+			ty_test_fail_at(__FILE__, __LINE__, "%s: got %.9g, want %.9g", (path),     \
+					json_number_value(v_), (double)(want));                    \
 		}                                                                                  \
 	} while (0)
 
@@ -58,8 +58,8 @@ static void seed(const char **a, const char **b, long long base)
 	    "2025-01-01T01:00:00Z", 3600, 2.5, "failed");
 	row(*a, base + 1, 2, "n2", "on-demand", "A100", 4, "2025-01-01T23:00:00Z",
 	    "2025-01-02T01:00:00Z", 0, 4, "succeeded");
-	row(*a, base + 2, 1, "n1", "spot", "", 1, "2025-01-02T12:00:00Z", "2025-01-02T12:30:00Z",
-	    0, 1.2, "cancelled");
+	row(*a, base + 2, 1, "n1", "spot", "", 1, "2025-01-02T12:00:00Z", "2025-01-02T12:30:00Z", 0,
+	    1.2, "cancelled");
 	row(*b, base + 3, 1, "n3", "spot", "H100", 8, "2025-01-01T00:00:00Z",
 	    "2025-01-01T01:00:00Z", 0, 1, "succeeded");
 }
@@ -166,9 +166,9 @@ TY_TEST(range_clips_rows_and_their_lost_work)
 
 	seed(&a, &b, 3000);
 	/* 00:30-23:30 on Jan 1, the start written with an offset */
-	j = get(&r, st->admin,
-		ty_test_strf("team=%s&from=2025-01-01T01:30:00%%2B01:00&to=2025-01-01T23:30:00Z",
-			     a));
+	j = get(
+	    &r, st->admin,
+	    ty_test_strf("team=%s&from=2025-01-01T01:30:00%%2B01:00&to=2025-01-01T23:30:00Z", a));
 	REQUIRE_STATUS(&r, 200);
 	CHECK_JSTR(j, "from", "2025-01-01T00:30:00.000Z");
 	/* attempt 1: 2 GPUs × 30 min, all of it lost; attempt 2: 4 GPUs × 30 min */
@@ -209,8 +209,8 @@ TY_TEST(members_see_their_team_only_and_admins_all)
 
 	j = get(&r, member, RANGE "&group_by=job");
 	REQUIRE_STATUS(&r, 200);
-	json_array_foreach(ty_jpath(j, "items"), i, e) CHECK_STR_EQ(
-	    json_string_value(json_object_get(e, "team")), a);
+	json_array_foreach(ty_jpath(j, "items"), i, e)
+	    CHECK_STR_EQ(json_string_value(json_object_get(e, "team")), a);
 	CHECK_NUM(j, "totals.gpu_seconds", 37800);
 
 	j = get(&r, viewer, ty_test_strf(RANGE "&team=%s", a));

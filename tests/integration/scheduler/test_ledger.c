@@ -163,12 +163,14 @@ TY_TEST(failed_attempt_loses_the_work_since_its_last_valid_checkpoint)
 	REQUIRE(l != NULL);
 	fx_run(f, node, l);
 	FX_WAIT(f, T, "running", "SELECT state FROM jobs WHERE id = $1", fx_n(job));
-	/* a verified checkpoint at step 100; a torn one at 200 and a replayed older one count not */
+	/* a verified checkpoint at step 100; a torn one at 200 and a replayed older one count not
+	 */
 	fx_send(f, node, "checkpoint_written", job, 1,
 		"{'path':'/ckpt/step-100','step':100,'valid':true}");
 	fx_send(f, node, "checkpoint_written", job, 1,
 		"{'path':'/ckpt/step-200','step':200,'valid':false,'reason':'sha256 mismatch'}");
-	fx_send(f, node, "checkpoint_written", job, 1, "{'path':'/ckpt/step-50','step':50,'valid':true}");
+	fx_send(f, node, "checkpoint_written", job, 1,
+		"{'path':'/ckpt/step-50','step':50,'valid':true}");
 	fx_send(f, node, "checkpoint_written", job, 1, "{'path':'/ckpt/step-300','step':300}");
 	fx_sync(f, T);
 	CHECK_STR_EQ(FX_Q(f,
@@ -179,11 +181,12 @@ TY_TEST(failed_attempt_loses_the_work_since_its_last_valid_checkpoint)
 	fx_exit(f, node, l, 1, "user", "Traceback: ValueError");
 	FX_WAIT(f, T, "failed", "SELECT state FROM jobs WHERE id = $1", fx_n(job));
 	CHECK_INT_EQ(check_rows(f, job, 1, "checkpoint"), 1);
-	CHECK_STR_EQ(FX_Q(f,
-			  "SELECT outcome || ' ' || failure_class || ' ' || (lost_gpu_seconds > 0"
-			  " AND lost_gpu_seconds < gpu_seconds) FROM usage_ledger WHERE job_id = $1",
-			  fx_n(job)),
-		     "failed user true");
+	CHECK_STR_EQ(
+	    FX_Q(f,
+		 "SELECT outcome || ' ' || failure_class || ' ' || (lost_gpu_seconds > 0"
+		 " AND lost_gpu_seconds < gpu_seconds) FROM usage_ledger WHERE job_id = $1",
+		 fx_n(job)),
+	    "failed user true");
 	fx_sched_stop(f, 0);
 }
 
@@ -211,11 +214,12 @@ TY_TEST(failed_gang_is_written_when_its_last_node_releases_and_loses_everything)
 	FX_WAIT(f, T, "2", "SELECT count(*) FROM usage_ledger WHERE job_id = $1", fx_n(job));
 	/* no checkpoint: all of it is lost, on both nodes */
 	CHECK_INT_EQ(check_rows(f, job, 1, "start"), 2);
-	CHECK_STR_EQ(FX_Q(f,
-			  "SELECT string_agg(outcome || ' ' || failure_class, ',') FROM usage_ledger"
-			  " WHERE job_id = $1",
-			  fx_n(job)),
-		     "failed system,failed system");
+	CHECK_STR_EQ(
+	    FX_Q(f,
+		 "SELECT string_agg(outcome || ' ' || failure_class, ',') FROM usage_ledger"
+		 " WHERE job_id = $1",
+		 fx_n(job)),
+	    "failed system,failed system");
 	fx_sched_stop(f, 0);
 }
 
@@ -234,7 +238,8 @@ TY_TEST(cancelled_attempt_loses_nothing_and_is_written_once)
 	fx_run(f, "n1", l1);
 	fx_run(f, "n2", l2);
 	FX_WAIT(f, T, "running", "SELECT state FROM jobs WHERE id = $1", fx_n(job));
-	fx_send(f, "n1", "checkpoint_written", job, 1, "{'path':'/c/step-1','step':1,'valid':true}");
+	fx_send(f, "n1", "checkpoint_written", job, 1,
+		"{'path':'/c/step-1','step':1,'valid':true}");
 	fx_cancel(f, job);
 	REQUIRE(fx_recv(f, "n1", "kill", job, T) != NULL);
 	REQUIRE(fx_recv(f, "n2", "kill", job, T) != NULL);
@@ -285,17 +290,18 @@ TY_TEST(preempted_attempt_loses_the_work_since_the_checkpoint_it_wrote_in_its_gr
 	fx_node(f, "n2", 2);
 	fx_sched_start(f, "s1", no_min_runtime);
 	FX_WAIT(f, T, "2", "SELECT count(*) FROM nodes WHERE state = 'ready'");
-	a1 = fx_submit_to(f, a, ",'resources':{'nodes':1,'gpus_per_node':2},"
-				"'checkpoint':{'grace_seconds':60}");
+	a1 = fx_submit_to(f, a,
+			  ",'resources':{'nodes':1,'gpus_per_node':2},"
+			  "'checkpoint':{'grace_seconds':60}");
 	REQUIRE((l1 = launch_of(f, a1, &n1)) != NULL);
 	fx_run(f, n1, l1);
-	a2 = fx_submit_to(f, a, ",'resources':{'nodes':1,'gpus_per_node':2},"
-				"'checkpoint':{'grace_seconds':60}");
+	a2 = fx_submit_to(f, a,
+			  ",'resources':{'nodes':1,'gpus_per_node':2},"
+			  "'checkpoint':{'grace_seconds':60}");
 	REQUIRE((l2 = launch_of(f, a2, &n2)) != NULL);
 	fx_run(f, n2, l2);
 	FX_WAIT(f, T, "running running",
-		"SELECT string_agg(state, ' ') FROM jobs WHERE id IN ($1, $2)", fx_n(a1),
-		fx_n(a2));
+		"SELECT string_agg(state, ' ') FROM jobs WHERE id IN ($1, $2)", fx_n(a1), fx_n(a2));
 	fx_submit_to(f, b, ",'resources':{'nodes':1,'gpus_per_node':2}");
 	for (int i = 0; i < T / 100 && !(c = fx_recv(f, n1, "checkpoint", 0, 0)) &&
 			!(c = fx_recv(f, n2, "checkpoint", 0, 0));
