@@ -26,7 +26,8 @@ enum cli_exit {
 	CLI_EXIT_SERVER = 7,
 };
 
-enum cli_output { CLI_OUT_TEXT, CLI_OUT_JSON };
+/* CSV: `usage` only; every other command prints its table. */
+enum cli_output { CLI_OUT_TEXT, CLI_OUT_JSON, CLI_OUT_CSV };
 
 /* Default request timeout in seconds (--timeout, JOBCTL_TIMEOUT). */
 #define CLI_DEFAULT_TIMEOUT 60
@@ -210,5 +211,6 @@ int cli_cmd_attempts(struct cli *cli, int argc, char **argv, struct ty_err *err)
 int cli_cmd_logs(struct cli *cli, int argc, char **argv, struct ty_err *err);
 int cli_cmd_queue(struct cli *cli, int argc, char **argv, struct ty_err *err);
 int cli_cmd_quota(struct cli *cli, int argc, char **argv, struct ty_err *err);
+int cli_cmd_usage(struct cli *cli, int argc, char **argv, struct ty_err *err);
 
 #endif

@@ -25,6 +25,7 @@ static const char main_help[] =
 	"  nodes     list, show, drain and undrain the nodes jobs run on\n"
 	"  teams     list, show, create and update teams\n"
 	"  quota     show teams' quotas, GPUs in use, borrowed and lent, fair share\n"
+	"  usage     GPU-hours, cost and lost work per team, job, pool or day\n"
 	"  tokens    create, list and revoke API tokens (admin)\n"
 	"  version   print jobctl's version\n"
 	"  help      show the help of a command (or 'jobctl COMMAND --help')\n"
@@ -33,7 +34,8 @@ static const char main_help[] =
 	"  --server URL      API base URL, default http://127.0.0.1:8080\n"
 	"  --token TOKEN     bearer token\n"
 	"  --timeout SECS    request timeout in seconds, default 60\n"
-	"  -o, --output FMT  'text' (default, for people) or 'json' (for scripts)\n"
+	"  -o, --output FMT  'text' (default, for people), 'json' (for scripts) or 'csv'\n"
+	"                    (usage only; other commands print their table)\n"
 	"  -h, --help        show help\n"
 	"\n"
 	"Settings come from the flags, else the environment (JOBCTL_SERVER,\n"
@@ -70,6 +72,7 @@ static const struct cmd {
 	{"nodes", cli_cmd_nodes},
 	{"teams", cli_cmd_teams},
 	{"quota", cli_cmd_quota},
+	{"usage", cli_cmd_usage},
 	{"tokens", cli_cmd_tokens},
 	{"version", cmd_version},
 	{"help", cmd_help},

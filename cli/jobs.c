@@ -743,7 +743,7 @@ int cli_cmd_watch(struct cli *cli, int argc, char **argv, struct ty_err *err)
 			continue;
 		}
 		answered = true;
-		if (down_since >= 0 && cli->output == CLI_OUT_TEXT)
+		if (down_since >= 0 && cli->output != CLI_OUT_JSON)
 			fputs("jobctl: reconnected\n", stderr);
 		down_since = -1;
 		backoff = 250;
@@ -783,7 +783,7 @@ int cli_cmd_watch(struct cli *cli, int argc, char **argv, struct ty_err *err)
 		terminal = is_terminal(state);
 	}
 
-	if (cli->output == CLI_OUT_TEXT)
+	if (cli->output != CLI_OUT_JSON)
 		printf("job %lld %s\n", id, state);
 	if (strcmp(state, "failed") == 0)
 		cli->exit_status = CLI_EXIT_JOB_FAILED;

@@ -140,9 +140,11 @@ int cli_parse_opts(struct cli_strv *pos, struct cli_strv *rest, struct cli *cli,
 			cli->output = CLI_OUT_JSON;
 		else if (strcmp(output, "text") == 0 || strcmp(output, "table") == 0)
 			cli->output = CLI_OUT_TEXT;
+		else if (strcmp(output, "csv") == 0)
+			cli->output = CLI_OUT_CSV;
 		else
 			return ty_err_set(err, TY_ECONFIG,
-					  "output format must be 'json' or 'text', not '%.40s'",
+					  "output format must be 'json', 'text' or 'csv', not '%.40s'",
 					  output);
 	}
 	return 0;

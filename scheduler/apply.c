@@ -344,6 +344,9 @@ int sched_fail_attempt(struct sched *s, int64_t job, int64_t attempt, const char
 		PQclear(res);
 		res = NULL;
 	}
+	/* written now when every node has released its GPUs, else at the last release */
+	if ((rc = sched_ledger_attempt_end(s, job, attempt, err)))
+		goto out;
 	if (blamed && (rc = sched_blame_node(s, blamed, job, attempt, cls, evidence, why, err)))
 		goto out;
 	/* fail fast: the rest of the gang stops at once */
@@ -520,6 +523,9 @@ int sched_settle_attempt(struct sched *s, int64_t job, int64_t attempt, struct t
 		if (moved)
 			rc = sched_job_event(s, job, "cancelled", "cancelled", text, data, err);
 	}
+	/* succeeded, cancelled, or the last node of a failed gang released */
+	if (!rc)
+		rc = sched_ledger_attempt_end(s, job, attempt, err);
 out:
 	json_decref(data);
 	PQclear(res);
@@ -1080,6 +1086,27 @@ static int on_rank_exited(struct sched *s, const struct proto_msg *m, const stru
 			  7, p, err);
 }
 
+/*
+ * A verified checkpoint (valid: true) of a live or stopping attempt: the
+ * start of the work lost should it be preempted or fail (the ledger). Only
+ * a newer step moves it, so a redelivered event changes nothing.
+ */
+static int on_checkpoint_written(struct sched *s, const struct proto_msg *m, struct ty_err *err)
+{
+	char jb[24], ab[24], sb[24];
+	const char *p[] = {sched_i64(jb, m->job), sched_i64(ab, m->attempt),
+			   sched_i64(sb, jint(m->data, "step", 0))};
+
+	if (!json_is_true(json_object_get(m->data, "valid")))
+		return 0; /* torn, corrupt or unverified: resume and loss go by the older one */
+	return ty_pg_exec(NULL, s->pg,
+			  "UPDATE attempts SET last_checkpoint_at = now(), last_checkpoint_step = $3"
+			  " WHERE job_id = $1 AND attempt = $2"
+			  " AND state IN ('scheduled', 'starting', 'running', 'stopping')"
+			  " AND (last_checkpoint_step IS NULL OR last_checkpoint_step < $3)",
+			  3, p, err);
+}
+
 int sched_apply(struct sched *s, const struct proto_msg *m, struct ty_err *err)
 {
 	struct alloc_row a;
@@ -1094,6 +1121,7 @@ int sched_apply(struct sched *s, const struct proto_msg *m, struct ty_err *err)
 	case PROTO_RANK_EXITED:
 	case PROTO_ATTEMPT_RUNNING:
 	case PROTO_ATTEMPT_EXITED:
+	case PROTO_CHECKPOINT_WRITTEN:
 		break;
 	default:
 		ty_debug("ignoring %s message from node '%s'", proto_type_name(m->type), m->node);
@@ -1114,6 +1142,8 @@ int sched_apply(struct sched *s, const struct proto_msg *m, struct ty_err *err)
 		return on_rank_exited(s, m, &a, err);
 	case PROTO_ATTEMPT_RUNNING:
 		return on_attempt_running(s, m, err);
+	case PROTO_CHECKPOINT_WRITTEN:
+		return on_checkpoint_written(s, m, err);
 	default:
 		return alloc_exit(
 		    s, m->node, m->job, m->attempt, (int)jint(m->data, "exit_code", 0),

@@ -161,7 +161,8 @@ int sched_lead_try(bool *won, struct sched *s, struct ty_err *err)
 	}
 	PQclear(res);
 	if ((rc = schema_check(s, err)) ||
-	    (rc = sched_epoch_bump(&s->epoch, s->pg, s->o.id, err))) {
+	    (rc = sched_epoch_bump(&s->epoch, s->pg, s->o.id, err)) ||
+	    (rc = sched_rates_publish(s, err))) {
 		unlock(s);
 		return rc;
 	}

@@ -39,6 +39,10 @@ static const struct ty_opt options[] = {
      "rendezvous ports (MASTER_PORT) handed out on rank-0 nodes, 'LOW-HIGH'"},
     {"usage-half-life-hours", TY_OPT_INT, "168", 0, 87600,
      "half-life of the GPU usage behind each team's fair share (0: usage never decays)"},
+    {"rates-file", TY_OPT_STR, NULL, 0, 0,
+     "JSON rate table for the usage ledger's cost, per GPU-hour by node pool and GPU model: "
+     "{\"spot\": {\"default\": 1.2, \"H100\": 2.5}, \"on-demand\": {...}}; a model without "
+     "a rate costs its pool's default, a pool without one 0 (default: no file, every rate 0)"},
     {"min-runtime-seconds", TY_OPT_STR, "high=600,normal=600,low=300,scavenger=0", 0, 0,
      "per priority class, how long a job runs before it may be preempted (a job's own "
      "min_runtime_seconds may ask for more); classes left out keep their default"},
@@ -218,6 +222,11 @@ int main(int argc, char **argv)
 	s.o.suspect_after = (int)ty_config_int(c, "suspect-after-jobs");
 	s.o.drain_after = (int)ty_config_int(c, "drain-after-jobs");
 	s.o.failure_window_s = (int)ty_config_int(c, "failure-window-seconds");
+	if (ty_config_str(c, "rates-file") && *ty_config_str(c, "rates-file") &&
+	    sched_rates_load(&s.o.rates, ty_config_str(c, "rates-file"), &err)) {
+		fprintf(stderr, "trainyard-scheduler: option 'rates-file': %s\n", err.msg);
+		goto out;
+	}
 
 	/* no SA_RESTART: a signal cuts the standby nap short */
 	sigemptyset(&sa.sa_mask);
@@ -230,6 +239,7 @@ int main(int argc, char **argv)
 	if (rc)
 		ty_error("%s", err.msg);
 out:
+	sched_rates_free(&s.o.rates);
 	ty_config_free(c);
 	return status;
 }

@@ -169,6 +169,8 @@ int sched_preempt_settle(struct sched *s, int64_t job, int64_t attempt, struct t
 		goto out;
 	if (PQntuples(res) != 1)
 		goto out; /* settled before */
+	if ((rc = sched_ledger_attempt_end(s, job, attempt, err)))
+		goto out;
 	if (!(data = json_pack("{s:I, s:s}", "attempt", (json_int_t)attempt, "failure_class",
 			       "preempted"))) {
 		rc = ty_err_set(err, TY_ENOMEM, NULL);

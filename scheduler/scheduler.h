@@ -23,10 +23,23 @@
 /* pg_advisory_lock key of the leader (docs/dispatch.md). */
 #define SCHED_LOCK_KEY "7371102"
 #define SCHED_CONSUMER_GROUP "trainyard-scheduler"
-/* The newest migration the scheduler's statements need (0007_failures). */
-#define SCHED_SCHEMA_VERSION 7
+/* The newest migration the scheduler's statements need (0009_ledger). */
+#define SCHED_SCHEMA_VERSION 9
 /* Number of priority classes (high, normal, low, scavenger: core/policy.h). */
 #define SCHED_NCLASSES 4
+
+/* One rate of the rate table (--rates-file): per GPU-hour, currency-free. */
+struct sched_rate {
+	char pool[64];
+	char model[128]; /* "" = the pool's default */
+	double per_gpu_hour;
+};
+
+/* The rate table, sorted by pool, then model. */
+struct sched_rates {
+	struct sched_rate *v; /* owned */
+	int n;
+};
 
 struct sched_opts {
 	const char *database_url; /* borrowed */
@@ -47,6 +60,7 @@ struct sched_opts {
 	int suspect_after;	 /* --suspect-after-jobs: distinct failed jobs → suspect */
 	int drain_after;	 /* --drain-after-jobs: distinct failed jobs → drained */
 	int failure_window_s;	 /* --failure-window-seconds */
+	struct sched_rates rates; /* --rates-file (owned by main) */
 };
 
 /* Outbox ids produced and not yet deleted, ascending. */
@@ -359,12 +373,56 @@ struct sched_usage {
 
 /*
  * Bring each team's decayed usage forward to now_ms:
- * u(now) = u(since) · 2^(−(now − since)/half-life) + GPU-seconds its
- * allocations held the GPUs in (since, now]. teams (n of them, sorted by
- * team id) are updated in place.
+ * u(now) = u(since) · 2^(−(now − since)/half-life) + GPU-seconds in
+ * (since, now] of its usage ledger rows and, for attempts not in the ledger
+ * yet, of its allocations (held until released, or now). teams (n of them,
+ * sorted by team id) are updated in place.
  */
 int sched_usage_advance(struct sched_usage *teams, int n, struct sched *s, int64_t now_ms,
 			struct ty_err *err);
+
+/* ---- ledger.c: the usage ledger (docs/scheduling.md, "Accounting") ---- */
+
+/*
+ * Pure: parse a rate table, {"POOL": {"default": R, "MODEL": R, ...}, ...}
+ * (R a number >= 0, per GPU-hour), into *out (sorted; free with
+ * sched_rates_free). TY_EINVAL naming the offending member.
+ */
+int sched_rates_parse(struct sched_rates *out, const char *json_text, struct ty_err *err);
+/* Read and parse the rate table in file path (sched_rates_parse). */
+int sched_rates_load(struct sched_rates *out, const char *path, struct ty_err *err);
+void sched_rates_free(struct sched_rates *r);
+/* Pure: the rate of model in pool: its own, else the pool's "default", else 0. */
+double sched_rate_of(const struct sched_rates *r, const char *pool, const char *model);
+
+/* What one ledger row is computed from: one node's part of an ended attempt. */
+struct sched_ledger_in {
+	int gpus;
+	int64_t start_ms, end_ms; /* the attempt's creation, the node's release */
+	int64_t checkpoint_ms;	  /* the attempt's last valid checkpoint, 0 when none */
+	const char *outcome;	  /* "succeeded", "failed" (preemptions too) or "cancelled" */
+	double rate;		  /* per GPU-hour */
+};
+
+struct sched_ledger_row {
+	double gpu_seconds;	 /* gpus × (end − start) */
+	double lost_gpu_seconds; /* failed: gpus × (end − last checkpoint, or start); else 0 */
+	double cost;		 /* gpu_seconds / 3600 × rate */
+};
+
+/* Pure: the ledger arithmetic. A negative span counts as 0. */
+void sched_ledger_compute(struct sched_ledger_row *out, const struct sched_ledger_in *in);
+
+/*
+ * Inside a fenced transaction, from every path that ends an attempt (or
+ * releases a node of an ended one): once the attempt has ended and every
+ * node of it released its GPUs, write its ledger rows (one per node).
+ * Idempotent: an attempt already in the ledger, still active or still
+ * holding GPUs is left alone.
+ */
+int sched_ledger_attempt_end(struct sched *s, int64_t job, int64_t attempt, struct ty_err *err);
+/* Inside a fenced transaction: replace usage_rates with s->o.rates (for the API). */
+int sched_rates_publish(struct sched *s, struct ty_err *err);
 
 /* ---- mirror.c: nodes, live allocations, ports and teams ---- */
 

@@ -1,7 +1,9 @@
 /*
- * Decayed GPU usage per team, brought forward incrementally: each team's
- * value is persisted in team_usage as of a time, and only allocations that
- * held GPUs since then are read, never the whole history.
+ * Decayed GPU usage per team, derived from the usage ledger and brought
+ * forward incrementally: each team's value is persisted in team_usage as of
+ * a time, and only ledger rows that ended since then, plus the attempts not
+ * in the ledger yet (running, or ended with a node still holding GPUs),
+ * accruing up to now, are read — never the whole history.
  */
 #include "quota.h"
 #include "scheduler.h"
@@ -40,18 +42,28 @@ int sched_usage_advance(struct sched_usage *teams, int n, struct sched *s, int64
 	if (!(add = calloc((size_t)n, sizeof(*add))))
 		return ty_err_set(err, TY_ENOMEM, NULL);
 	/*
-	 * Held from the attempt's creation until released: what a team holds
-	 * is what others cannot use, whether its ranks run yet or not.
+	 * Held from the attempt's creation until released, as the ledger
+	 * counts: what a team holds is what others cannot use, whether its
+	 * ranks run yet or not. An attempt is either in the ledger (all of its
+	 * rows, written at once) or accrues from its allocations, never both.
 	 */
 	const char *p[] = {sched_i64(fb, from)};
 	if ((rc = ty_pg_exec(&res, s->pg,
-			     "SELECT j.team_id, cardinality(a.gpus),"
+			     "SELECT l.team_id, l.gpus,"
+			     " (extract(epoch FROM l.started_at) * 1000)::bigint,"
+			     " (extract(epoch FROM l.ended_at) * 1000)::bigint"
+			     " FROM usage_ledger l"
+			     " WHERE l.ended_at > to_timestamp($1::bigint / 1000.0)"
+			     " UNION ALL"
+			     " SELECT j.team_id, cardinality(a.gpus),"
 			     " (extract(epoch FROM t.created_at) * 1000)::bigint,"
 			     " (extract(epoch FROM a.released_at) * 1000)::bigint"
 			     " FROM allocations a JOIN attempts t USING (job_id, attempt)"
 			     " JOIN jobs j ON j.id = a.job_id"
-			     " WHERE a.released_at IS NULL"
-			     " OR a.released_at > to_timestamp($1::bigint / 1000.0)",
+			     " WHERE (a.released_at IS NULL"
+			     "  OR a.released_at > to_timestamp($1::bigint / 1000.0))"
+			     " AND NOT EXISTS (SELECT 1 FROM usage_ledger l"
+			     "  WHERE l.job_id = a.job_id AND l.attempt = a.attempt)",
 			     1, p, err)))
 		goto out;
 	for (int r = 0; r < PQntuples(res); r++) {

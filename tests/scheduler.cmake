@@ -12,6 +12,9 @@ ty_add_test(sched_policy_props unit/scheduler/test_policy_props.c unit)
 target_link_libraries(test_sched_policy_props PRIVATE ty_sched_core)
 ty_add_test(sched_policy_victims unit/scheduler/test_policy_victims.c unit)
 target_link_libraries(test_sched_policy_victims PRIVATE ty_sched_core)
+# the usage ledger's rate table and arithmetic (scheduler/ledger.c)
+ty_add_test(sched_ledger_math unit/scheduler/test_ledger_math.c unit)
+target_link_libraries(test_sched_ledger_math PRIVATE ty_sched)
 
 file(GLOB TY_SCHED_TESTS CONFIGURE_DEPENDS
      ${CMAKE_CURRENT_SOURCE_DIR}/integration/scheduler/test_*.c)

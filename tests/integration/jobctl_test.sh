@@ -152,14 +152,14 @@ export JOBCTL_SERVER=$URL JOBCTL_TOKEN=$ADMIN
 expect 0 jc --help
 out_has 'exit status'
 out_has '7  server or connection error'
-for c in submit status list queue watch cancel attempts logs nodes teams quota tokens version; do
+for c in submit status list queue watch cancel attempts logs nodes teams quota usage tokens version; do
 	expect 0 jc "$c" --help
 	out_has "usage: jobctl $c"
 done
 expect 0 jc help watch
 out_has 'usage: jobctl watch'
 expect 0 jc --help
-for c in attempts logs nodes queue quota; do out_has "^  $c "; done
+for c in attempts logs nodes queue quota usage; do out_has "^  $c "; done
 ok "help for jobctl and every command"
 
 expect 0 jc version
@@ -855,6 +855,75 @@ err_has 'team_not_found'
 expect 4 jc quota no-such-team
 err_has 'team_not_found'
 ok "quota: one team, every team, json; others' teams exit 4"
+
+# ---- usage: the ledger per team, job, pool and day ---------------------------------
+# No scheduler: ledger rows are written with psql. team-a: 2 spot GPUs for an
+# hour on 2025-01-01 (failed, the last half hour lost, 2.5 per GPU-hour) and
+# 4 on-demand GPUs over midnight (succeeded, 4 per GPU-hour); team-b: 8 GPUs
+# for an hour.
+
+psql "$DB_URL" -v ON_ERROR_STOP=1 -qAt >/dev/null <<'SQL' ||
+INSERT INTO usage_ledger (team_id, job_id, attempt, node_id, pool, gpu_model, gpus, started_at,
+			  ended_at, outcome, gpu_seconds, lost_gpu_seconds, rate_per_gpu_hour, cost)
+SELECT t.id, v.job, v.attempt, v.node, v.pool, 'H100', v.gpus, v.s, v.e, v.outcome,
+	v.gpus * extract(epoch FROM v.e - v.s), v.lost, v.rate,
+	v.gpus * extract(epoch FROM v.e - v.s) / 3600 * v.rate
+FROM (VALUES
+	('team-a', 9001, 1, 'n1', 'spot', 2, timestamptz '2025-01-01T00:00:00Z',
+	 timestamptz '2025-01-01T01:00:00Z', 'failed', 3600.0, 2.5),
+	('team-a', 9001, 2, 'n2', 'on-demand, reserved', 4, '2025-01-01T23:00:00Z',
+	 '2025-01-02T01:00:00Z', 'succeeded', 0, 4),
+	('team-b', 9002, 1, 'n3', 'spot', 8, '2025-01-01T00:00:00Z', '2025-01-01T01:00:00Z',
+	 'succeeded', 0, 1))
+	AS v(team, job, attempt, node, pool, gpus, s, e, outcome, lost, rate)
+JOIN teams t ON t.name = v.team;
+SQL
+	fail "seeding the ledger failed"
+R=(--from 2025-01-01T00:00:00Z --to 2025-01-03T00:00:00Z)
+
+expect 0 jc usage "${R[@]}"
+out_has '^2025-01-01T00:00:00.000Z .. 2025-01-03T00:00:00.000Z$'
+out_has '^TEAM  *GPU-HOURS  *COST  *LOST-GPU-HOURS  *ATTEMPTS  *RUNNING'
+out_has '^team-a  *10.00  *37.00  *1.00  *2  *0$'
+out_has '^team-b  *8.00  *8.00  *0.00  *1  *0$'
+out_has '^TOTAL  *18.00  *45.00  *1.00  *3  *0$'
+expect 0 jc usage "${R[@]}" --team team-a --group-by day
+out_has '^DAY '
+out_has '^2025-01-01  *6.00  *21.00  *1.00  *2  *0$'
+out_has '^2025-01-02  *4.00  *16.00  *0.00  *1  *0$'
+expect 0 jc usage "${R[@]}" --group-by job --team team-a
+out_has '^JOB  *TEAM  *GPU-HOURS'
+out_has '^9001  *team-a  *10.00  *37.00  *1.00  *2  *0$'
+expect 0 jc -o json usage "${R[@]}" --group-by pool
+check 'd["group_by"] == "pool" and [i["pool"] for i in d["items"]] == ["on-demand, reserved", "spot"]'
+check 'd["items"][1]["gpu_seconds"] == 36000 and d["items"][1]["lost_gpu_seconds"] == 3600'
+check 'd["totals"]["cost"] == 45 and d["totals"]["attempts"] == 3'
+expect 0 jc -o csv usage "${R[@]}" --group-by pool
+[[ $(head -n 1 "$W/out") == "pool,gpu_seconds,gpu_hours,cost,lost_gpu_seconds,attempts,running_attempts" ]] ||
+	fail "csv header is '$(head -n 1 "$W/out")'"
+out_has '^"on-demand, reserved",28800.000000,8.000000,32.000000,0.000000,1,0$'
+out_has '^spot,36000.000000,10.000000,13.000000,3600.000000,2,0$'
+[[ $(wc -l <"$W/out") -eq 3 ]] || fail "csv printed $(wc -l <"$W/out") lines, not 1 + 2"
+ok "usage: per team, day, job and pool; table, json and csv"
+
+JOBCTL_TOKEN=$MEMBER_A expect 0 jc -o json usage "${R[@]}"
+check '[i["team"] for i in d["items"]] == ["team-a"]'
+JOBCTL_TOKEN=$VIEWER_A expect 0 jc -o json usage "${R[@]}" --team team-a
+check 'd["totals"]["gpu_hours"] == 10'
+JOBCTL_TOKEN=$MEMBER_A expect 5 jc usage --team team-b
+err_has 'forbidden'
+expect 4 jc usage --team no-such-team
+err_has 'team_not_found'
+expect 6 jc usage --from yesterday
+err_has "'from' must be an RFC 3339 time"
+expect 6 jc usage --from 2025-01-02T00:00:00Z --to 2025-01-01T00:00:00Z
+err_has 'invalid_parameter'
+expect 2 jc usage --group-by week
+err_has 'group-by must be team, job, pool or day'
+expect 2 jc usage extra
+expect 2 jc -o yaml usage
+err_has "'json', 'text' or 'csv'"
+ok "usage: members see their team only; bad teams, times and groups"
 
 # ---- unreachable and unresponsive servers ----------------------------------------
 

@@ -1,0 +1,135 @@
+/*
+ * The usage ledger's pure parts (scheduler/ledger.c): the rate table
+ * (--rates-file) and a row's arithmetic — GPU-seconds, cost by pool and
+ * model with the pool's default, and the work lost since the last valid
+ * checkpoint.
+ */
+#include "scheduler.h"
+#include "ty_test.h"
+
+#include <math.h>
+#include <string.h>
+
+#define RATES                                                                                      \
+	"{\"spot\": {\"default\": 1.2, \"H100\": 2.5}, \"on-demand\": {\"H100\": 6, "              \
+	"\"default\": 3}, \"reserved\": {\"A100\": 0.5}}"
+
+static bool near(double a, double b)
+{
+	return fabs(a - b) < 1e-9;
+}
+
+TY_TEST(rate_of_a_model_then_its_pools_default_then_zero)
+{
+	static const struct {
+		const char *pool, *model;
+		double want;
+	} cases[] = {
+	    {"spot", "H100", 2.5},     {"spot", "A100", 1.2},	 {"spot", "", 1.2},
+	    {"spot", NULL, 1.2},       {"on-demand", "H100", 6}, {"on-demand", "L4", 3},
+	    {"reserved", "A100", 0.5}, {"reserved", "H100", 0},	 {"nowhere", "H100", 0},
+	    {"SPOT", "H100", 0},       {"spot", "h100", 1.2},
+	};
+	struct sched_rates r = {0};
+	struct ty_err err = {0};
+
+	REQUIRE_INT_EQ(sched_rates_parse(&r, RATES, &err), 0);
+	CHECK_INT_EQ(r.n, 5);
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		double got = sched_rate_of(&r, cases[i].pool, cases[i].model);
+
+		ty_test_context("%s/%s", cases[i].pool, cases[i].model ? cases[i].model : "(null)");
+		if (!near(got, cases[i].want))
+			FAIL("rate %g, want %g", got, cases[i].want);
+	}
+	sched_rates_free(&r);
+	CHECK_INT_EQ(r.n, 0);
+	/* no table at all: everything is free */
+	CHECK(near(sched_rate_of(&r, "spot", "H100"), 0));
+}
+
+TY_TEST(bad_rate_tables_are_refused_naming_the_fault)
+{
+	static const struct {
+		const char *json, *says;
+	} cases[] = {
+	    {"[]", "expected an object of pools"},
+	    {"{\"spot\": 1.2}", "'spot' must be an object of GPU models"},
+	    {"{\"spot\": {\"H100\": -1}}", "'spot'.'H100' must be a number >= 0"},
+	    {"{\"spot\": {\"H100\": \"2\"}}", "'spot'.'H100' must be a number >= 0"},
+	    {"{\"spot\": {\"H100\": null}}", "'spot'.'H100' must be a number >= 0"},
+	    {"{\"\": {\"H100\": 1}}", "pool name '' must be"},
+	    {"{\"spot\": {\"\": 1}}", "GPU model name '' must be"},
+	    {"{\"spot\": {\"H100\": 1, \"H100\": 2}}", "duplicate"},
+	    {"{\"spot\": {", ""},
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct sched_rates r = {0};
+		struct ty_err err = {0};
+
+		ty_test_context("%s", cases[i].json);
+		CHECK(sched_rates_parse(&r, cases[i].json, &err) < 0);
+		CHECK(r.v == NULL && r.n == 0);
+		if (!strstr(err.msg, cases[i].says))
+			FAIL("message '%s' does not say '%s'", err.msg, cases[i].says);
+	}
+}
+
+TY_TEST(ledger_arithmetic_table)
+{
+	static const struct {
+		const char *name;
+		struct sched_ledger_in in;
+		double gpu_seconds, lost, cost;
+	} cases[] = {
+	    /* 8 GPUs for an hour at 2.5 per GPU-hour */
+	    {"succeeded: nothing lost", {8, 0, 3600000, 0, "succeeded", 2.5}, 28800, 0, 20},
+	    {"succeeded after a checkpoint: nothing lost",
+	     {8, 0, 3600000, 1800000, "succeeded", 2.5},
+	     28800,
+	     0,
+	     20},
+	    {"failed without a checkpoint: all of it",
+	     {8, 0, 3600000, 0, "failed", 2.5},
+	     28800,
+	     28800,
+	     20},
+	    {"preempted 15 min after its checkpoint",
+	     {4, 1000, 3601000, 2701000, "failed", 1.2},
+	     14400,
+	     3600,
+	     4.8},
+	    {"checkpoint at the very end", {2, 0, 60000, 60000, "failed", 1}, 120, 0, 120.0 / 3600},
+	    {"checkpoint before the start (clamped)",
+	     {2, 10000, 70000, 5000, "failed", 1},
+	     120,
+	     120,
+	     120.0 / 3600},
+	    {"checkpoint after the end (nothing lost)",
+	     {2, 0, 60000, 90000, "failed", 1},
+	     120,
+	     0,
+	     120.0 / 3600},
+	    {"cancelled: nothing lost", {1, 0, 1800000, 0, "cancelled", 3}, 1800, 0, 1.5},
+	    {"no rate: free", {16, 0, 7200000, 0, "failed", 0}, 115200, 115200, 0},
+	    {"a negative rate counts as 0", {1, 0, 3600000, 0, "succeeded", -5}, 3600, 0, 0},
+	    {"no GPUs: nothing", {0, 0, 3600000, 0, "failed", 9}, 0, 0, 0},
+	    {"ended before it started: nothing", {4, 5000, 1000, 0, "failed", 1}, 0, 0, 0},
+	    {"milliseconds count", {3, 0, 1500, 0, "failed", 3600}, 4.5, 4.5, 4.5},
+	};
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct sched_ledger_row row;
+
+		ty_test_context("%s", cases[i].name);
+		memset(&row, 0xff, sizeof(row));
+		sched_ledger_compute(&row, &cases[i].in);
+		if (!near(row.gpu_seconds, cases[i].gpu_seconds))
+			FAIL("gpu_seconds %.9g, want %.9g", row.gpu_seconds, cases[i].gpu_seconds);
+		if (!near(row.lost_gpu_seconds, cases[i].lost))
+			FAIL("lost_gpu_seconds %.9g, want %.9g", row.lost_gpu_seconds,
+			     cases[i].lost);
+		if (!near(row.cost, cases[i].cost))
+			FAIL("cost %.9g, want %.9g", row.cost, cases[i].cost);
+	}
+}
