@@ -479,7 +479,8 @@ static void on_reap_tick(uv_timer_t *t)
 		}
 		pipes = pipes || r->out_open;
 	}
-	if ((alive || pipes) && ty_mono_ms() < a->reap_deadline)
+	/* a checkpoint being verified is reported before the attempt's end */
+	if ((alive || pipes || a->ckpt_busy) && ty_mono_ms() < a->reap_deadline)
 		return;
 	if (alive)
 		ty_warn(
@@ -926,7 +927,7 @@ static void scan_done(uv_work_t *req, int status)
 {
 	struct scan *w = req->data;
 	struct exec_attempt *a = w->a;
-	const json_t *r, *d;
+	json_t *r;
 	size_t i;
 
 	a->ckpt_busy = false;
@@ -954,10 +955,8 @@ static void scan_done(uv_work_t *req, int status)
 				json_string_value(json_object_get(r, "path")),
 				json_string_value(json_object_get(r, "status")),
 				json_string_value(json_object_get(r, "reason")));
-		d = json_deep_copy(r);
-		if (d)
-			json_object_set_new((json_t *)d, "after_signal", json_boolean(answer));
-		exec__emit(a->x, PROTO_CHECKPOINT_WRITTEN, a->job, a->attempt, (json_t *)d);
+		json_object_set_new(r, "after_signal", json_boolean(answer));
+		exec__emit(a->x, PROTO_CHECKPOINT_WRITTEN, a->job, a->attempt, json_incref(r));
 	}
 	for (i = 0; i < w->nvalid; i++)
 		note_valid(a, w->valid[i]);
