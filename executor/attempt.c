@@ -866,18 +866,19 @@ static void scan_work(uv_work_t *req)
 			continue;
 		if (e[i].step <= w->examined)
 			break;
-		if ((size_t)snprintf(full, sizeof(full), "%s/%s", w->dir, e[i].name) >= sizeof(full))
+		if ((size_t)snprintf(full, sizeof(full), "%s/%s", w->dir, e[i].name) >=
+		    sizeof(full))
 			continue;
 		vrc = exec_ckpt_verify_stats(full, e[i].step, &files, &bytes, &verr);
-		json_array_append_new(
-		    w->reports,
-		    json_pack("{s:s, s:I, s:b, s:s, s:s?, s:I, s:I}", "path", full, "step",
-			      (json_int_t)e[i].step, "valid", vrc == 0, "status",
-			      vrc == 0			? "valid"
-			      : vrc == TY_ENOTFOUND ? "torn"
-						    : "corrupt",
-			      "reason", vrc ? verr.msg : NULL, "files", (json_int_t)files, "bytes",
-			      (json_int_t)bytes));
+		json_array_append_new(w->reports,
+				      json_pack("{s:s, s:I, s:b, s:s, s:s?, s:I, s:I}", "path",
+						full, "step", (json_int_t)e[i].step, "valid",
+						vrc == 0, "status",
+						vrc == 0	      ? "valid"
+						: vrc == TY_ENOTFOUND ? "torn"
+								      : "corrupt",
+						"reason", vrc ? verr.msg : NULL, "files",
+						(json_int_t)files, "bytes", (json_int_t)bytes));
 		if (vrc == 0) {
 			w->newest_valid = e[i].step;
 			break;
@@ -945,8 +946,8 @@ static void scan_done(uv_work_t *req, int status)
 		bool answer = a->checkpoint_signal && step > a->ckpt_signal_step;
 
 		if (valid)
-			ty_info("job %lld attempt %lld: checkpoint %s verified%s", (long long)a->job,
-				(long long)a->attempt,
+			ty_info("job %lld attempt %lld: checkpoint %s verified%s",
+				(long long)a->job, (long long)a->attempt,
 				json_string_value(json_object_get(r, "path")),
 				answer ? " (after the checkpoint signal)" : "");
 		else
@@ -961,8 +962,10 @@ static void scan_done(uv_work_t *req, int status)
 	for (i = 0; i < w->nvalid; i++)
 		note_valid(a, w->valid[i]);
 	json_array_foreach(w->deleted, i, r)
+	{
 		ty_info("job %lld: deleted checkpoint %s (keeping the newest %d valid)",
 			(long long)a->job, json_string_value(r), a->launch.checkpoint_keep);
+	}
 	/* the handshake: the ranks answered the signal with a good checkpoint */
 	if (a->state == EXEC_RUNNING && a->checkpoint_signal && w->newest_valid >= 0 &&
 	    w->newest_valid > a->ckpt_signal_step)

@@ -204,7 +204,9 @@ int exec_ckpt_verify_stats(const char *ckpt, int64_t want_step, int64_t *files_o
 
 		*bytes_out = 0;
 		json_array_foreach(files, i, f)
+		{
 			*bytes_out += (int64_t)json_integer_value(json_object_get(f, "size"));
+		}
 	}
 out:
 	json_decref(m);
@@ -343,8 +345,7 @@ static int entry_cmp(const void *a, const void *b)
 	return x->step < y->step ? 1 : x->step > y->step ? -1 : strcmp(x->name, y->name);
 }
 
-int exec_ckpt_list(struct exec_ckpt_entry **out, size_t *nout, const char *dir,
-		   struct ty_err *err)
+int exec_ckpt_list(struct exec_ckpt_entry **out, size_t *nout, const char *dir, struct ty_err *err)
 {
 	struct exec_ckpt_entry *e = NULL;
 	size_t n = 0, cap = 0;
@@ -415,8 +416,8 @@ void exec_ckpt_retain_plan(struct exec_ckpt_entry *e, size_t n, int keep)
 		if (!e[i].protect) {
 			if (valid >= keep)
 				e[i].del = true;
-			else if (valid > 0 && (e[i].state == EXEC_CKPT_TORN ||
-					       e[i].state == EXEC_CKPT_CORRUPT))
+			else if (valid > 0 &&
+				 (e[i].state == EXEC_CKPT_TORN || e[i].state == EXEC_CKPT_CORRUPT))
 				e[i].del = true;
 		}
 		valid += e[i].state == EXEC_CKPT_VALID;
@@ -445,9 +446,9 @@ static bool step_known(const int64_t *known, size_t nknown, int64_t step)
 	return false;
 }
 
-int exec_ckpt_retain(json_t **deleted_out, int64_t **valid_out, size_t *nvalid_out,
-		     const char *dir, int keep, const char *protect, const int64_t *known,
-		     size_t nknown, struct ty_err *err)
+int exec_ckpt_retain(json_t **deleted_out, int64_t **valid_out, size_t *nvalid_out, const char *dir,
+		     int keep, const char *protect, const int64_t *known, size_t nknown,
+		     struct ty_err *err)
 {
 	struct exec_ckpt_entry *e = NULL;
 	json_t *deleted = json_array();

@@ -504,8 +504,8 @@ static void on_spot_notice(void *arg, const struct exec_spot_notice *n)
 		provider, n->detail, (long long)(n->deadline_ms - ty_wall_ms()));
 	exec__emit(x, PROTO_PREEMPT_NOTICE, 0, 0, notice_json(x));
 	for (struct exec_attempt *a = x->attempts; a; a = a->next) {
-		int64_t left = n->deadline_ms - ty_wall_ms() - a->default_grace_ms -
-			       CKPT_DEADLINE_MARGIN_MS;
+		int64_t left =
+		    n->deadline_ms - ty_wall_ms() - a->default_grace_ms - CKPT_DEADLINE_MARGIN_MS;
 
 		signalled += exec__attempt_checkpoint(a, SIGUSR1, left < 0 ? 0 : left);
 	}

@@ -490,18 +490,18 @@ struct exec_attempt {
 	json_t *resume;	       /* owned; exec_ckpt_newest's report, for attempt_running */
 	struct exec_launch launch; /* owned; moved in from the launch message */
 	enum exec_phase phase;
-	int64_t phase_ms;	 /* monotonic: when the current phase began */
+	int64_t phase_ms; /* monotonic: when the current phase began */
 	/* the checkpoint watch (handshake, checkpoint_written, retention) */
 	uv_timer_t ckpt_timer;
-	bool ckpt_busy;		 /* a scan runs on the thread pool */
-	bool rank0;		 /* this node runs rank 0: periodic reports and retention */
-	int64_t ckpt_examined;	 /* newest step looked at (or reported at start); -1: none */
+	bool ckpt_busy;		  /* a scan runs on the thread pool */
+	bool rank0;		  /* this node runs rank 0: periodic reports and retention */
+	int64_t ckpt_examined;	  /* newest step looked at (or reported at start); -1: none */
 	int64_t ckpt_signal_step; /* newest complete step when the signal was sent; -1: none */
-	int64_t ckpt_stop_at;	 /* monotonic: stop by then after the signal; 0: no limit */
-	int64_t ckpt_wait_ms;	 /* that wait, for the message */
-	int64_t *ckpt_valid;	 /* owned; steps known to verify (retention needs no rehash) */
+	int64_t ckpt_stop_at;	  /* monotonic: stop by then after the signal; 0: no limit */
+	int64_t ckpt_wait_ms;	  /* that wait, for the message */
+	int64_t *ckpt_valid;	  /* owned; steps known to verify (retention needs no rehash) */
 	size_t nckpt_valid;
-	uv_work_t *work;	 /* the thread-pool request in flight, NULL: none */
+	uv_work_t *work; /* the thread-pool request in flight, NULL: none */
 	/* preflight */
 	struct exec_rank *pre;	  /* owned; the preflight processes once the job's ranks run */
 	int pre_failed;		  /* local index of the preflight rank that failed; -1: none */
@@ -593,11 +593,11 @@ enum exec_ckpt_state { EXEC_CKPT_UNKNOWN, EXEC_CKPT_VALID, EXEC_CKPT_TORN, EXEC_
 /* One step-* directory of a job's checkpoint directory. */
 struct exec_ckpt_entry {
 	int64_t step;
-	char name[64];	       /* "step-<N>" as on disk (leading zeros kept) */
-	bool manifest;	       /* MANIFEST.json exists (it is written last) */
+	char name[64];		    /* "step-<N>" as on disk (leading zeros kept) */
+	bool manifest;		    /* MANIFEST.json exists (it is written last) */
 	enum exec_ckpt_state state; /* for exec_ckpt_retain_plan */
-	bool protect;	       /* never delete (a running attempt resumes from it) */
-	bool del;	       /* out: exec_ckpt_retain_plan deletes it */
+	bool protect;		    /* never delete (a running attempt resumes from it) */
+	bool del;		    /* out: exec_ckpt_retain_plan deletes it */
 };
 
 /*
@@ -605,8 +605,7 @@ struct exec_ckpt_entry {
  * step first, as a new array (free()); state UNKNOWN. A missing dir is 0
  * entries; TY_EIO when it cannot be read, TY_ENOMEM.
  */
-int exec_ckpt_list(struct exec_ckpt_entry **out, size_t *n, const char *dir,
-		   struct ty_err *err);
+int exec_ckpt_list(struct exec_ckpt_entry **out, size_t *n, const char *dir, struct ty_err *err);
 /*
  * Retention (pure): e holds n entries newest first with their state known
  * at least until keep of them are VALID (UNKNOWN beyond). Sets del on
@@ -627,9 +626,9 @@ int exec_ckpt_remove(const char *path, struct ty_err *err);
  * *valid_out (new, free()) the *nvalid_out steps found valid. TY_EIO when
  * something cannot be read or deleted, TY_ENOMEM.
  */
-int exec_ckpt_retain(json_t **deleted_out, int64_t **valid_out, size_t *nvalid_out,
-		     const char *dir, int keep, const char *protect, const int64_t *known,
-		     size_t nknown, struct ty_err *err);
+int exec_ckpt_retain(json_t **deleted_out, int64_t **valid_out, size_t *nvalid_out, const char *dir,
+		     int keep, const char *protect, const int64_t *known, size_t nknown,
+		     struct ty_err *err);
 /*
  * The newest checkpoint under dir that verifies, trying step-* directories
  * from the highest step down. *path_out: a new string "dir/step-<N>", or

@@ -435,8 +435,9 @@ int exec_argv_parse(char ***out, const char *text, struct ty_err *err)
 		const json_t *s = json_array_get(a, i);
 
 		if (!plain_string(s) || (i == 0 && !*json_string_value(s))) {
-			rc = ty_err_set(err, TY_EINVAL, "argument %zu of '%.200s' is not a %sstring",
-					i, text, i == 0 ? "non-empty " : "");
+			rc =
+			    ty_err_set(err, TY_EINVAL, "argument %zu of '%.200s' is not a %sstring",
+				       i, text, i == 0 ? "non-empty " : "");
 			goto out;
 		}
 		if (!(v[i] = strdup(json_string_value(s)))) {

@@ -46,7 +46,7 @@ static struct {
 	char state[4096];
 	char log[4096];
 	char rules[4096]; /* the --classify-file */
-	char ckpt_sh[4096];  /* writes a checkpoint: ckpt.sh STEP [corrupt] */
+	char ckpt_sh[4096];   /* writes a checkpoint: ckpt.sh STEP [corrupt] */
 	char preflight[4096]; /* the --preflight-command script */
 	pid_t pid; /* the executor, 0 when not running */
 	char boot_id[64];
@@ -110,7 +110,8 @@ static int reap(int ms)
 
 static void executor_spawn(void)
 {
-	const char *preflight = ty_test_strf("[\"/bin/sh\", \"%s\", \"--node-check\"]", T.preflight);
+	const char *preflight =
+	    ty_test_strf("[\"/bin/sh\", \"%s\", \"--node-check\"]", T.preflight);
 	const char *argv[] = {T.bin,
 			      "--node-id",
 			      T.node,
@@ -184,8 +185,8 @@ static void collect(int ms)
 					T.got = realloc(T.got, T.capgot * sizeof(*T.got));
 					REQUIRE(T.got != NULL);
 				}
-				T.got[T.ngot++] =
-				    (struct got){pm.type, pm.job, pm.attempt, pm.ts, json_incref(pm.data)};
+				T.got[T.ngot++] = (struct got){pm.type, pm.job, pm.attempt, pm.ts,
+							       json_incref(pm.data)};
 			}
 			proto_msg_clear(&pm);
 		}
@@ -965,11 +966,12 @@ TY_TEST(checkpoint_handshake_stops_the_gang_at_once)
 
 	setup();
 	/* rank 0 answers the signal with a checkpoint; rank 1 only notes it; both go on */
-	send_msg(PROTO_LAUNCH, 1040, EPOCH,
-		 launch_data(2, ty_test_strf("if [ \"$LOCAL_RANK\" = 0 ]; then trap \"sh %s 7\" USR1; "
-					     "else trap \"echo sig >> sig-$RANK\" USR1; fi; "
-					     "while :; do sleep 0.1; done",
-					     T.ckpt_sh)));
+	send_msg(
+	    PROTO_LAUNCH, 1040, EPOCH,
+	    launch_data(2, ty_test_strf("if [ \"$LOCAL_RANK\" = 0 ]; then trap \"sh %s 7\" USR1; "
+					"else trap \"echo sig >> sig-$RANK\" USR1; fi; "
+					"while :; do sleep 0.1; done",
+					T.ckpt_sh)));
 	REQUIRE(wait_msg(PROTO_ATTEMPT_RUNNING, 1040, 1) != NULL);
 	/* a grace far longer than the wait here: only the handshake can end it this soon */
 	send_msg(PROTO_CHECKPOINT, 1040, EPOCH, "{'signal':'SIGUSR1','grace_seconds':600}");
@@ -1228,9 +1230,9 @@ TY_TEST(preflight_failure_ends_the_attempt_as_system)
 	const json_t *d, *pf;
 
 	setup();
-	send_msg(PROTO_LAUNCH, 1048, EPOCH,
-		 with_env(launch_extra(2, "touch ran.$RANK", "'preflight':true"),
-			  "'PREFLIGHT':'fail'"));
+	send_msg(
+	    PROTO_LAUNCH, 1048, EPOCH,
+	    with_env(launch_extra(2, "touch ran.$RANK", "'preflight':true"), "'PREFLIGHT':'fail'"));
 	REQUIRE((d = wait_msg(PROTO_ATTEMPT_EXITED, 1048, 1)) != NULL);
 	CHECK_STR_EQ(str_of(d, "failure_class"), "system");
 	CHECK_STR_EQ(str_of(d, "message"), "preflight failed");
@@ -1259,7 +1261,6 @@ TY_TEST(preflight_failure_ends_the_attempt_as_system)
 	CHECK(json_is_null(json_object_get(d, "preflight")));
 	CHECK_INT_EQ(count_of(PROTO_RANK_STARTED, 1049), 0);
 }
-
 
 TY_TEST(hang_is_detected_and_the_gang_killed)
 {

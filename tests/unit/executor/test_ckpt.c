@@ -396,9 +396,8 @@ TY_TEST(list_and_verify_stats)
 	CHECK(!e[1].manifest);
 	CHECK_INT_EQ(e[2].step, 2);
 	free(e);
-	CHECK_INT_EQ(exec_ckpt_verify_stats(ty_test_strf("%s/step-10", dir), 10, &files, &bytes,
-					    &err),
-		     0);
+	CHECK_INT_EQ(
+	    exec_ckpt_verify_stats(ty_test_strf("%s/step-10", dir), 10, &files, &bytes, &err), 0);
 	CHECK_INT_EQ(files, 2);
 	CHECK_INT_EQ(bytes, (int64_t)(strlen(DATA) + strlen(DATA2)));
 	CHECK_INT_EQ(exec_ckpt_list(&e, &n, ty_test_strf("%s/none", dir), &err), 0);
@@ -421,10 +420,11 @@ TY_TEST(retain_on_disk)
 		const char *valid;   /* steps found valid, newest first */
 	} rows[] = {
 	    {"keep 3", "true", 3, NULL, "", "step-3 step-4 step-5", "5 4 3"},
-	    {"keep 2 protects the resume", "true", 2, "step-1", "", "step-1 step-4 step-5",
-	     "5 4"},
-	    {"corrupt and torn below the newest valid", "echo x >> step-4/model.pt; rm "
-	     "step-3/MANIFEST.json", 2, NULL, "", "step-2 step-5", "5 2"},
+	    {"keep 2 protects the resume", "true", 2, "step-1", "", "step-1 step-4 step-5", "5 4"},
+	    {"corrupt and torn below the newest valid",
+	     "echo x >> step-4/model.pt; rm "
+	     "step-3/MANIFEST.json",
+	     2, NULL, "", "step-2 step-5", "5 2"},
 	    {"newer torn kept", "mkdir step-9", 1, NULL, "", "step-5 step-9", "5"},
 	    {"known steps are not verified again", "echo x >> step-5/model.pt", 1, NULL, "5",
 	     "step-5", "5"},
@@ -461,9 +461,8 @@ TY_TEST(retain_on_disk)
 			got[strlen(got) - 1] = 0;
 		CHECK_STR_EQ(got, rows[i].left);
 		/* step-1..5, and step-9 where the setup made it */
-		CHECK_INT_EQ(json_array_size(deleted),
-			     (strstr(rows[i].setup, "step-9") ? 6 : 5) -
-				 (size_t)count_words(rows[i].left));
+		CHECK_INT_EQ(json_array_size(deleted), (strstr(rows[i].setup, "step-9") ? 6 : 5) -
+							   (size_t)count_words(rows[i].left));
 		for (size_t k = 0; k < nvalid; k++)
 			at += (size_t)snprintf(got + at, sizeof(got) - at, "%s%lld", k ? " " : "",
 					       (long long)valid[k]);

@@ -115,15 +115,22 @@ TY_TEST(launch_checks)
 	    {"start timeout a float",
 	     "{" BASE "," GPUS ",'env':{},'launch':'per_gpu','start_timeout_seconds':1.5}",
 	     "launch field 'start_timeout_seconds' must be an integer in 0.."},
-	    {"timeouts null", "{" BASE "," GPUS ",'env':{},'launch':'per_gpu',"
-	     "'hang_timeout_seconds':null,'start_timeout_seconds':null}", NULL},
-	    {"keep and preflight", "{" BASE "," GPUS ",'env':{},'launch':'per_gpu',"
-	     "'checkpoint_keep':0,'preflight':false}", NULL},
-	    {"keep negative", "{" BASE "," GPUS ",'env':{},'launch':'per_gpu','checkpoint_keep':-1}",
+	    {"timeouts null",
+	     "{" BASE "," GPUS ",'env':{},'launch':'per_gpu',"
+	     "'hang_timeout_seconds':null,'start_timeout_seconds':null}",
+	     NULL},
+	    {"keep and preflight",
+	     "{" BASE "," GPUS ",'env':{},'launch':'per_gpu',"
+	     "'checkpoint_keep':0,'preflight':false}",
+	     NULL},
+	    {"keep negative",
+	     "{" BASE "," GPUS ",'env':{},'launch':'per_gpu','checkpoint_keep':-1}",
 	     "launch field 'checkpoint_keep' is -1, not in 0..1000"},
-	    {"keep a string", "{" BASE "," GPUS ",'env':{},'launch':'per_gpu','checkpoint_keep':'3'}",
+	    {"keep a string",
+	     "{" BASE "," GPUS ",'env':{},'launch':'per_gpu','checkpoint_keep':'3'}",
 	     "launch field 'checkpoint_keep' must be an integer"},
-	    {"preflight a string", "{" BASE "," GPUS ",'env':{},'launch':'per_gpu','preflight':'yes'}",
+	    {"preflight a string",
+	     "{" BASE "," GPUS ",'env':{},'launch':'per_gpu','preflight':'yes'}",
 	     "launch field 'preflight' must be a boolean"},
 	};
 
@@ -467,15 +474,13 @@ TY_TEST(preflight_node_check)
 	     "warming up\n{\"node_check\": {\"slow\": [\"n2\"], \"nodes\": [\"n1\", \"n2\"], "
 	     "\"median_gbps\": 9.5}}\nbye\n",
 	     "{\"slow\":[\"n2\"],\"nodes\":[\"n1\",\"n2\"],\"median_gbps\":9.5}"},
-	    {"last line without newline", "x\n  {\"node_check\": {\"slow\": []}}",
-	     "{\"slow\":[]}"},
+	    {"last line without newline", "x\n  {\"node_check\": {\"slow\": []}}", "{\"slow\":[]}"},
 	    {"first of two", "{\"node_check\": {\"a\": 1}}\n{\"node_check\": {\"a\": 2}}\n",
 	     "{\"a\":1}"},
 	    {"not an object", "{\"node_check\": [1]}\n{\"node_check\": 3}\n", NULL},
 	    {"broken JSON", "{\"node_check\": {\"slow\": [}\n", NULL},
 	    {"other key", "{\"other\": {\"slow\": []}}\n", NULL},
-	    {"other keys too", "{\"rank\": 1, \"node_check\": {\"slow\": []}}\n",
-	     "{\"slow\":[]}"},
+	    {"other keys too", "{\"rank\": 1, \"node_check\": {\"slow\": []}}\n", "{\"slow\":[]}"},
 	};
 
 	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
