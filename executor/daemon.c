@@ -33,6 +33,8 @@ extern char **environ;
 #define ORPHAN_REPORT_MS 10000	/* orphans are reported by then, whatever is left */
 /* a preempted gang gets SIGTERM this long plus its kill grace before a deadline */
 #define CKPT_DEADLINE_MARGIN_MS 1000
+/* after a checkpoint's grace period the scheduler's kill is waited for this long */
+#define CKPT_GRACE_SLACK_MS 2000
 
 struct counters {
 	uint64_t malformed;   /* not a message, or not a dispatch type */
@@ -435,15 +437,21 @@ static void on_kill(struct exec *x, const struct proto_msg *m)
 
 /*
  * How long the ranks have to answer the checkpoint signal here:
- * grace_seconds, and when the message has a `deadline` (epoch ms: the
- * node goes then) at most until the deadline less the kill grace and a
- * second, so that SIGKILL still comes before it.
+ * grace_seconds and CKPT_GRACE_SLACK_MS (the scheduler's kill at the end
+ * of the grace period normally comes first; this is the backstop when it
+ * is lost), and when the message has a `deadline` (epoch ms: the node goes
+ * then) at most until the deadline less the kill grace and a second, so
+ * that SIGKILL still comes before it.
  */
 static int64_t checkpoint_wait_ms(const struct exec_attempt *a, const json_t *data)
 {
 	json_int_t grace = json_integer_value(json_object_get(data, "grace_seconds"));
 	const json_t *deadline = json_object_get(data, "deadline");
-	int64_t wait = (int64_t)(grace < 0 ? 0 : grace > 86400 ? 86400 : grace) * 1000;
+	int64_t wait = (int64_t)(grace < 0	 ? 0
+				 : grace > 86400 ? 86400
+						 : grace) *
+			   1000 +
+		       CKPT_GRACE_SLACK_MS;
 
 	if (a && json_is_integer(deadline)) {
 		int64_t left = (int64_t)json_integer_value(deadline) - ty_wall_ms() -
