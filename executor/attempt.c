@@ -17,18 +17,31 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <limits.h>
 #include <unistd.h>
 
 #define REAP_TICK_MS 20
 /* how long after the last rank exit its groups and pipes may take to go */
 #define REAP_GRACE_MS 3000
+/* how often the job's checkpoint directory is looked at: while running (on
+ * the node of rank 0), and after the checkpoint signal (every node) */
+#define CKPT_SCAN_MS 1000
+#define CKPT_HANDSHAKE_MS 150
+/* lines of each preflight log searched for the node check */
+#define PREFLIGHT_TAIL_LINES 200
 
 static void check_done(struct exec_attempt *a);
+static void run_phase(struct exec_attempt *a);
 
 static void attempt_free(struct exec_attempt *a)
 {
 	free(a->resume_from);
+	json_decref(a->resume);
+	json_decref(a->preflight_result);
+	exec_launch_clear(&a->launch);
+	free(a->ckpt_valid);
 	free(a->ranks);
+	free(a->pre);
 	free(a);
 }
 
@@ -248,6 +261,20 @@ static void on_rank_exit(uv_process_t *p, int64_t status, int term_signal)
 	r->exit_code = code;
 	r->signal = term_signal;
 	uv_close((uv_handle_t *)p, rank_handle_closed);
+	if (a->phase == EXEC_PHASE_PREFLIGHT) {
+		ty_info("job %lld attempt %lld: preflight of rank %d %s %d", (long long)a->job,
+			(long long)a->attempt, r->rank,
+			term_signal ? "was killed by signal" : "exited with code",
+			term_signal ? term_signal : code);
+		if (code != 0 && a->state == EXEC_RUNNING) {
+			a->pre_failed = r->local;
+			exec__attempt_stop(a, a->default_grace_ms, EXEC_CLASS_SYSTEM,
+					   EXEC_EXIT_NONE, "preflight failed");
+		} else if (code == 0 && !r->last_alive_ms)
+			r->last_alive_ms = ty_mono_ms();
+		check_done(a);
+		return;
+	}
 	exec__emit(a->x, PROTO_RANK_EXITED, a->job, a->attempt,
 		   json_pack("{s:i, s:i, s:i}", "rank", r->rank, "exit_code", code, "signal",
 			     term_signal));
@@ -346,6 +373,49 @@ static void classify(struct exec_attempt *a)
 	free(logs);
 }
 
+/*
+ * The node check of the preflight logs (the ranks' logs while a->ranks are
+ * the preflight processes) into a->preflight_result.
+ */
+static void preflight_note(struct exec_attempt *a)
+{
+	struct exec_rank_log *logs = calloc((size_t)a->nranks, sizeof(*logs));
+	struct ty_buf *bufs = calloc((size_t)a->nranks, sizeof(*bufs));
+	size_t n = 0;
+
+	if (logs && bufs)
+		n = read_tails(logs, bufs, a, PREFLIGHT_TAIL_LINES);
+	for (size_t i = 0; i < n && !a->preflight_result; i++)
+		a->preflight_result = exec_preflight_node_check(logs[i].text);
+	free_tails(bufs, n);
+	free(bufs);
+	free(logs);
+}
+
+/* A failed preflight: its node check and the last lines of every preflight log. */
+static void preflight_evidence(struct exec_attempt *a)
+{
+	struct exec_rank *r = &a->ranks[a->pre_failed];
+	struct exec_rank_log *logs = calloc((size_t)a->nranks, sizeof(*logs));
+	struct ty_buf *bufs = calloc((size_t)a->nranks, sizeof(*bufs));
+	char head[128];
+	size_t n = 0;
+
+	preflight_note(a);
+	if (r->signal)
+		snprintf(head, sizeof(head), "preflight of rank %d killed by signal %d (%s)",
+			 r->rank, r->signal, signal_name(r->signal));
+	else
+		snprintf(head, sizeof(head), "preflight of rank %d exited with code %d", r->rank,
+			 r->exit_code);
+	if (logs && bufs)
+		n = read_tails(logs, bufs, a, 5);
+	exec_evidence_tails(a->outcome.evidence, head, logs, n);
+	free_tails(bufs, n);
+	free(bufs);
+	free(logs);
+}
+
 static void finish(struct exec_attempt *a)
 {
 	struct exec_finished *o = &a->outcome;
@@ -355,14 +425,23 @@ static void finish(struct exec_attempt *a)
 	uv_timer_stop(&a->stop_timer);
 	uv_timer_stop(&a->runtime_timer);
 	uv_timer_stop(&a->live_timer);
+	uv_timer_stop(&a->ckpt_timer);
 	for (int i = 0; i < a->nranks; i++)
 		close_output(&a->ranks[i]);
+	for (int i = 0; a->pre && i < a->nranks; i++)
+		close_output(&a->pre[i]);
 	if (a->classify_rank >= 0)
 		classify(a);
+	if (a->phase == EXEC_PHASE_PREFLIGHT && a->pre_failed >= 0 &&
+	    strcmp(o->failure_class, EXEC_CLASS_SYSTEM) == 0)
+		preflight_evidence(a);
 	data = json_pack("{s:i, s:s, s:s}", "exit_code", o->exit_code, "failure_class",
 			 o->failure_class, "message", o->message);
 	if (data && o->evidence[0])
 		json_object_set_new(data, "evidence", json_string(o->evidence));
+	if (data && a->launch.preflight)
+		json_object_set(data, "preflight",
+				a->preflight_result ? a->preflight_result : json_null());
 	exec__emit(a->x, PROTO_ATTEMPT_EXITED, a->job, a->attempt, data);
 	if (o->failure_class[0])
 		ty_info("job %lld attempt %lld ended: %s (%s%s%s)", (long long)a->job,
@@ -400,7 +479,8 @@ static void on_reap_tick(uv_timer_t *t)
 		}
 		pipes = pipes || r->out_open;
 	}
-	if ((alive || pipes) && ty_mono_ms() < a->reap_deadline)
+	/* a checkpoint being verified is reported before the attempt's end */
+	if ((alive || pipes || a->ckpt_busy) && ty_mono_ms() < a->reap_deadline)
 		return;
 	if (alive)
 		ty_warn(
@@ -420,11 +500,16 @@ static void check_done(struct exec_attempt *a)
 	for (int i = 0; i < a->nranks; i++)
 		if (a->ranks[i].spawned && !a->ranks[i].exited)
 			return;
+	if (a->phase == EXEC_PHASE_PREFLIGHT && a->state == EXEC_RUNNING && !a->have_outcome) {
+		run_phase(a); /* every preflight exited 0 */
+		return;
+	}
 	if (!a->have_outcome)
 		outcome(a, "", 0, "all %d local rank(s) exited with code 0", a->nranks);
 	a->state = EXEC_REAPING;
 	uv_timer_stop(&a->runtime_timer);
 	uv_timer_stop(&a->live_timer);
+	uv_timer_stop(&a->ckpt_timer);
 	for (int i = 0; i < a->nranks; i++)
 		signal_group(a, &a->ranks[i], SIGKILL);
 	a->reap_deadline = ty_mono_ms() + REAP_GRACE_MS;
@@ -457,6 +542,8 @@ void exec__attempt_stop(struct exec_attempt *a, int64_t grace_ms, const char *fa
 	a->state = EXEC_STOPPING;
 	uv_timer_stop(&a->runtime_timer);
 	uv_timer_stop(&a->live_timer);
+	if (a->phase == EXEC_PHASE_VERIFY && a->work)
+		uv_cancel((uv_req_t *)a->work); /* only if it has not begun */
 	ty_info("stopping job %lld attempt %lld: %s (SIGKILL in %lld ms)", (long long)a->job,
 		(long long)a->attempt, a->outcome.message, (long long)grace_ms);
 	for (int i = 0; i < a->nranks; i++)
@@ -465,16 +552,60 @@ void exec__attempt_stop(struct exec_attempt *a, int64_t grace_ms, const char *fa
 	check_done(a);
 }
 
-bool exec__attempt_checkpoint(struct exec_attempt *a, int sig)
+static void on_ckpt_tick(uv_timer_t *t);
+
+/* The newest step whose manifest exists now (cheap: no hashing), or -1. */
+static int64_t newest_complete(struct exec_attempt *a)
+{
+	struct exec_ckpt_entry *e = NULL;
+	struct ty_err err = {0};
+	int64_t step = -1;
+	size_t n = 0;
+
+	if (exec_ckpt_list(&e, &n, a->ckpt_dir, &err))
+		ty_warn("job %lld attempt %lld: %s", (long long)a->job, (long long)a->attempt,
+			err.msg);
+	for (size_t i = 0; i < n && step < 0; i++)
+		if (e[i].manifest)
+			step = e[i].step;
+	free(e);
+	return step;
+}
+
+bool exec__attempt_checkpoint(struct exec_attempt *a, int sig, int64_t wait_ms)
 {
 	if (a->state != EXEC_RUNNING || a->checkpoint_signal)
 		return false;
 	a->checkpoint_signal = sig;
-	ty_info("job %lld attempt %lld: sending the checkpoint signal %s to %d rank(s)",
-		(long long)a->job, (long long)a->attempt, signal_name(sig), a->nranks);
+	if (a->phase != EXEC_PHASE_RUN) {
+		/* nothing of the job ran: nothing to checkpoint */
+		exec__attempt_stop(a, a->default_grace_ms, EXEC_CLASS_PREEMPTED, EXEC_EXIT_NONE,
+				   "preempted before the job's ranks started");
+		return true;
+	}
+	/* only a manifest newer than every complete one now answers the signal */
+	a->ckpt_signal_step = newest_complete(a);
+	a->ckpt_wait_ms = wait_ms;
+	a->ckpt_stop_at = wait_ms >= 0 ? ty_mono_ms() + wait_ms : 0;
+	ty_info("job %lld attempt %lld: sending the checkpoint signal %s to %d rank(s); waiting "
+		"%lld ms for a checkpoint newer than step %lld",
+		(long long)a->job, (long long)a->attempt, signal_name(sig), a->nranks,
+		(long long)wait_ms, (long long)a->ckpt_signal_step);
 	for (int i = 0; i < a->nranks; i++)
 		signal_group(a, &a->ranks[i], sig);
+	uv_timer_start(&a->ckpt_timer, on_ckpt_tick, CKPT_HANDSHAKE_MS, CKPT_HANDSHAKE_MS);
 	return true;
+}
+
+bool exec__attempt_has_pid(const struct exec_attempt *a, pid_t pid)
+{
+	for (int i = 0; i < a->nranks; i++)
+		if (a->ranks[i].spawned && !a->ranks[i].exited && a->ranks[i].pid == pid)
+			return true;
+	for (int i = 0; a->pre && i < a->nranks; i++)
+		if (a->pre[i].spawned && !a->pre[i].exited && a->pre[i].pid == pid)
+			return true;
+	return false;
 }
 
 static void on_runtime_over(uv_timer_t *t)
@@ -528,7 +659,7 @@ static void stop_with_tails(struct exec_attempt *a, const char *cls, const char 
 static void on_live_tick(uv_timer_t *t)
 {
 	struct exec_attempt *a = t->data;
-	int64_t now = ty_mono_ms(), latest = a->started_ms;
+	int64_t now = ty_mono_ms(), latest = a->phase_ms;
 	int silent = -1;
 	char head[160];
 
@@ -543,15 +674,23 @@ static void on_live_tick(uv_timer_t *t)
 		if (!r->last_alive_ms && silent < 0)
 			silent = i;
 	}
-	if (!a->started && silent < 0) {
+	if (!a->started && silent < 0 && a->phase == EXEC_PHASE_RUN) {
 		a->started = true;
 		ty_info("job %lld attempt %lld: every rank has started", (long long)a->job,
 			(long long)a->attempt);
 	}
 	if (!a->started && a->start_timeout_ms && now - a->started_ms >= a->start_timeout_ms) {
-		snprintf(head, sizeof(head),
-			 "rank %d showed no output or progress within the start timeout of %lld s",
-			 a->ranks[silent].rank, (long long)(a->start_timeout_ms / 1000));
+		if (silent < 0)
+			snprintf(head, sizeof(head),
+				 "the preflight did not end within the start timeout of %lld s",
+				 (long long)(a->start_timeout_ms / 1000));
+		else
+			snprintf(head, sizeof(head),
+				 "rank %d%s showed no output or progress within the start timeout "
+				 "of %lld s",
+				 a->ranks[silent].rank,
+				 a->phase == EXEC_PHASE_PREFLIGHT ? " (preflight)" : "",
+				 (long long)(a->start_timeout_ms / 1000));
 		stop_with_tails(a, EXEC_CLASS_START_TIMEOUT, head);
 		return;
 	}
@@ -563,40 +702,14 @@ static void on_live_tick(uv_timer_t *t)
 }
 
 /*
- * The job's checkpoint directory (created) and the newest checkpoint in it
- * that verifies, for TRAINYARD_CHECKPOINT_DIR and TRAINYARD_RESUME_FROM.
- * *report: exec_ckpt_newest's report (new), which attempt_running carries;
- * checkpoints passed over are logged.
+ * Spawn one rank running argv (the job's command, or the preflight with
+ * its log in rank-<R>.preflight.log); on failure err says why and nothing
+ * of it is running.
  */
-static int find_resume(struct exec_attempt *a, json_t **report, struct ty_err *err)
+static int spawn_rank(struct exec_attempt *a, struct exec_rank *r, char *const *argv,
+		      bool preflight, struct ty_err *err)
 {
-	const struct exec_opts *o = exec__opts(a->x);
-	const json_t *sk;
-	size_t i;
-	int rc;
-
-	if ((size_t)snprintf(a->ckpt_dir, sizeof(a->ckpt_dir), "%s/job-%lld", o->checkpoint_root,
-			     (long long)a->job) >= sizeof(a->ckpt_dir))
-		return ty_err_set(err, TY_EINVAL, "checkpoint root '%s' is too long",
-				  o->checkpoint_root);
-	if ((rc = exec_mkdirs(a->ckpt_dir, err)) ||
-	    (rc = exec_ckpt_newest(&a->resume_from, report, a->ckpt_dir, err)))
-		return rc;
-	json_array_foreach(json_object_get(*report, "skipped"), i, sk)
-		ty_warn("job %lld attempt %lld: checkpoint %s skipped (%s): %s", (long long)a->job,
-			(long long)a->attempt, json_string_value(json_object_get(sk, "path")),
-			json_string_value(json_object_get(sk, "status")),
-			json_string_value(json_object_get(sk, "reason")));
-	if (a->resume_from)
-		ty_info("job %lld attempt %lld resumes from %s", (long long)a->job,
-			(long long)a->attempt, a->resume_from);
-	return 0;
-}
-
-/* Spawn one rank; on failure err says why and nothing of it is running. */
-static int spawn_rank(struct exec_attempt *a, struct exec_rank *r, const struct exec_launch *l,
-		      struct ty_err *err)
-{
+	const struct exec_launch *l = &a->launch;
 	uv_loop_t *loop = exec__loop(a->x);
 	uv_process_options_t po = {0};
 	uv_stdio_container_t stdio[3];
@@ -616,8 +729,8 @@ static int spawn_rank(struct exec_attempt *a, struct exec_rank *r, const struct 
 							  .progress_file = progress},
 				 err)))
 		goto out;
-	if ((size_t)snprintf(r->log_path, sizeof(r->log_path), "%s/rank-%d.log", a->dir, r->rank) >=
-	    sizeof(r->log_path)) {
+	if ((size_t)snprintf(r->log_path, sizeof(r->log_path), "%s/rank-%d%s.log", a->dir, r->rank,
+			     preflight ? ".preflight" : "") >= sizeof(r->log_path)) {
 		rc = ty_err_set(err, TY_EINVAL, "log path in '%s' is too long", a->dir);
 		goto out;
 	}
@@ -638,8 +751,8 @@ static int spawn_rank(struct exec_attempt *a, struct exec_rank *r, const struct 
 	stdio[2].flags = UV_INHERIT_FD;
 	stdio[2].data.fd = fds[1];
 	po.exit_cb = on_rank_exit;
-	po.file = l->command[0];
-	po.args = l->command;
+	po.file = argv[0];
+	po.args = (char **)argv;
 	po.env = env;
 	po.cwd = a->dir;
 	po.flags = UV_PROCESS_DETACHED; /* setsid: its own session and process group */
@@ -652,8 +765,7 @@ static int spawn_rank(struct exec_attempt *a, struct exec_rank *r, const struct 
 	fds[1] = -1;
 	if (urc) {
 		uv_close((uv_handle_t *)&r->proc, rank_handle_closed);
-		rc =
-		    ty_err_set(err, TY_EIO, "cannot run '%s': %s", l->command[0], uv_strerror(urc));
+		rc = ty_err_set(err, TY_EIO, "cannot run '%s': %s", argv[0], uv_strerror(urc));
 		goto out;
 	}
 	r->spawned = true;
@@ -688,77 +800,367 @@ out:
 	return rc;
 }
 
-int exec__attempt_start(struct exec_attempt **out, struct exec *x, const struct exec_launch *l)
-{
-	const struct exec_opts *o = exec__opts(x);
+/* ---- the checkpoint watch ---- */
+
+/* One look at the checkpoint directory on the thread pool. */
+struct scan {
+	uv_work_t req;
 	struct exec_attempt *a;
-	json_t *resume = NULL; /* exec_ckpt_newest's report, for attempt_running */
+	/* in, copied: the loop may change the attempt meanwhile */
+	char dir[4096];
+	int64_t examined;
+	int keep; /* 0: no retention here (not rank 0's node) */
+	char *protect;
+	int64_t *known;
+	size_t nknown;
+	/* out */
+	int64_t newest;	      /* newest step with a manifest, or examined */
+	int64_t newest_valid; /* -1: none */
+	json_t *reports;      /* checkpoint_written data, newest first */
+	json_t *deleted;
+	int64_t *valid;
+	size_t nvalid;
+	char error[TY_ERR_MSG_MAX];
+};
+
+static void scan_free(struct scan *w)
+{
+	free(w->protect);
+	free(w->known);
+	free(w->valid);
+	json_decref(w->reports);
+	json_decref(w->deleted);
+	free(w);
+}
+
+/*
+ * The step-* directories newer than examined up to the newest complete
+ * one, newest first, until one verifies: each reported (valid, torn or
+ * corrupt). Then, when one verified and this node keeps them, retention.
+ */
+static void scan_work(uv_work_t *req)
+{
+	struct scan *w = req->data;
+	struct exec_ckpt_entry *e = NULL;
 	struct ty_err err = {0};
-	int started = 0;
+	size_t n = 0;
 
-	*out = NULL;
-	if (!(a = calloc(1, sizeof(*a))) ||
-	    !(a->ranks = calloc((size_t)l->local_world_size, sizeof(*a->ranks)))) {
-		free(a);
-		return TY_ENOMEM;
+	w->newest = w->examined;
+	w->newest_valid = -1;
+	if (exec_ckpt_list(&e, &n, w->dir, &err)) {
+		snprintf(w->error, sizeof(w->error), "%s", err.msg);
+		return;
 	}
-	a->x = x;
-	a->job = l->job;
-	a->attempt = l->attempt;
-	a->state = EXEC_RUNNING;
-	a->nranks = l->local_world_size;
-	a->default_grace_ms = l->kill_grace_ms >= 0 ? l->kill_grace_ms : o->kill_grace_ms;
-	snprintf(a->dir, sizeof(a->dir), "%s/attempts/%lld.%lld", o->state_dir, (long long)a->job,
-		 (long long)a->attempt);
-	uv_timer_init(exec__loop(x), &a->stop_timer);
-	uv_timer_init(exec__loop(x), &a->runtime_timer);
-	uv_timer_init(exec__loop(x), &a->live_timer);
-	a->stop_timer.data = a->runtime_timer.data = a->live_timer.data = a;
-	a->handles = 3;
-	a->classify_rank = -1;
-	a->started_ms = ty_mono_ms();
-	a->hang_timeout_ms = l->hang_timeout_ms;
-	a->start_timeout_ms = l->start_timeout_ms;
-	for (int i = 0; i < a->nranks; i++) {
-		a->ranks[i].a = a;
-		a->ranks[i].local = i;
-		a->ranks[i].rank = l->first_rank + i;
-		a->ranks[i].log_fd = -1;
-	}
-	*out = a;
+	for (size_t i = 0; i < n && w->newest == w->examined; i++)
+		if (e[i].manifest && e[i].step > w->examined)
+			w->newest = e[i].step;
+	if (w->newest > w->examined && !(w->reports = json_array()))
+		goto out;
+	for (size_t i = 0; i < n && w->newest > w->examined; i++) {
+		struct ty_err verr = {0};
+		int64_t files = 0, bytes = 0;
+		char full[PATH_MAX];
+		int vrc;
 
-	if (exec_mkdirs(a->dir, &err)) {
-		exec__attempt_stop(a, 0, EXEC_CLASS_SYSTEM, EXEC_EXIT_NONE, "%s", err.msg);
-		return 0;
+		if (e[i].step > w->newest)
+			continue;
+		if (e[i].step <= w->examined)
+			break;
+		if ((size_t)snprintf(full, sizeof(full), "%s/%s", w->dir, e[i].name) >=
+		    sizeof(full))
+			continue;
+		vrc = exec_ckpt_verify_stats(full, e[i].step, &files, &bytes, &verr);
+		json_array_append_new(w->reports,
+				      json_pack("{s:s, s:I, s:b, s:s, s:s?, s:I, s:I}", "path",
+						full, "step", (json_int_t)e[i].step, "valid",
+						vrc == 0, "status",
+						vrc == 0	      ? "valid"
+						: vrc == TY_ENOTFOUND ? "torn"
+								      : "corrupt",
+						"reason", vrc ? verr.msg : NULL, "files",
+						(json_int_t)files, "bytes", (json_int_t)bytes));
+		if (vrc == 0) {
+			w->newest_valid = e[i].step;
+			break;
+		}
 	}
-	if (find_resume(a, &resume, &err)) {
-		exec__attempt_stop(a, 0, EXEC_CLASS_SYSTEM, EXEC_EXIT_NONE, "checkpoints: %s",
-				   err.msg);
-		return 0;
+	if (w->newest_valid >= 0 && w->keep > 0) {
+		int64_t *known = realloc(w->known, (w->nknown + 1) * sizeof(*known));
+
+		if (!known)
+			goto out;
+		w->known = known;
+		w->known[w->nknown++] = w->newest_valid;
+		ty_err_clear(&err);
+		if (exec_ckpt_retain(&w->deleted, &w->valid, &w->nvalid, w->dir, w->keep,
+				     w->protect, w->known, w->nknown, &err))
+			snprintf(w->error, sizeof(w->error), "retention: %.400s", err.msg);
 	}
+out:
+	free(e);
+}
+
+/* Remember step as verified (newest kept; bounded). */
+static void note_valid(struct exec_attempt *a, int64_t step)
+{
+	int64_t *v;
+
+	for (size_t i = 0; i < a->nckpt_valid; i++)
+		if (a->ckpt_valid[i] == step)
+			return;
+	if (a->nckpt_valid >= 64) {
+		/* forget the oldest */
+		size_t lo = 0;
+
+		for (size_t i = 1; i < a->nckpt_valid; i++)
+			if (a->ckpt_valid[i] < a->ckpt_valid[lo])
+				lo = i;
+		a->ckpt_valid[lo] = step;
+		return;
+	}
+	if (!(v = realloc(a->ckpt_valid, (a->nckpt_valid + 1) * sizeof(*v))))
+		return;
+	a->ckpt_valid = v;
+	a->ckpt_valid[a->nckpt_valid++] = step;
+}
+
+static void scan_done(uv_work_t *req, int status)
+{
+	struct scan *w = req->data;
+	struct exec_attempt *a = w->a;
+	json_t *r;
+	size_t i;
+
+	a->ckpt_busy = false;
+	if (status || a->state == EXEC_DONE)
+		goto out;
+	if (w->error[0])
+		ty_warn("job %lld attempt %lld: checkpoints: %s", (long long)a->job,
+			(long long)a->attempt, w->error);
+	if (w->newest > a->ckpt_examined)
+		a->ckpt_examined = w->newest;
+	json_array_foreach(w->reports, i, r)
+	{
+		bool valid = json_is_true(json_object_get(r, "valid"));
+		int64_t step = json_integer_value(json_object_get(r, "step"));
+		bool answer = a->checkpoint_signal && step > a->ckpt_signal_step;
+
+		if (valid)
+			ty_info("job %lld attempt %lld: checkpoint %s verified%s",
+				(long long)a->job, (long long)a->attempt,
+				json_string_value(json_object_get(r, "path")),
+				answer ? " (after the checkpoint signal)" : "");
+		else
+			ty_warn("job %lld attempt %lld: checkpoint %s is %s: %s", (long long)a->job,
+				(long long)a->attempt,
+				json_string_value(json_object_get(r, "path")),
+				json_string_value(json_object_get(r, "status")),
+				json_string_value(json_object_get(r, "reason")));
+		json_object_set_new(r, "after_signal", json_boolean(answer));
+		exec__emit(a->x, PROTO_CHECKPOINT_WRITTEN, a->job, a->attempt, json_incref(r));
+	}
+	for (i = 0; i < w->nvalid; i++)
+		note_valid(a, w->valid[i]);
+	json_array_foreach(w->deleted, i, r)
+	{
+		ty_info("job %lld: deleted checkpoint %s (keeping the newest %d valid)",
+			(long long)a->job, json_string_value(r), a->launch.checkpoint_keep);
+	}
+	/* the handshake: the ranks answered the signal with a good checkpoint */
+	if (a->state == EXEC_RUNNING && a->checkpoint_signal && w->newest_valid >= 0 &&
+	    w->newest_valid > a->ckpt_signal_step)
+		exec__attempt_stop(a, a->default_grace_ms, EXEC_CLASS_PREEMPTED, EXEC_EXIT_NONE,
+				   "preempted: checkpoint step %lld verified after the checkpoint "
+				   "signal",
+				   (long long)w->newest_valid);
+out:
+	if (a->work == &w->req)
+		a->work = NULL;
+	scan_free(w);
+	handle_closed(a);
+}
+
+static void scan_start(struct exec_attempt *a)
+{
+	struct scan *w = calloc(1, sizeof(*w));
+	int urc;
+
+	if (!w)
+		return;
+	w->a = a;
+	w->req.data = w;
+	snprintf(w->dir, sizeof(w->dir), "%s", a->ckpt_dir);
+	w->examined = a->ckpt_examined;
+	w->keep = a->rank0 ? a->launch.checkpoint_keep : 0;
+	if ((a->resume_from && !(w->protect = strdup(a->resume_from))) ||
+	    (a->nckpt_valid && !(w->known = malloc(a->nckpt_valid * sizeof(int64_t))))) {
+		scan_free(w);
+		return;
+	}
+	if (a->nckpt_valid)
+		memcpy(w->known, a->ckpt_valid, a->nckpt_valid * sizeof(int64_t));
+	w->nknown = a->nckpt_valid;
+	if ((urc = uv_queue_work(exec__loop(a->x), &w->req, scan_work, scan_done))) {
+		ty_warn("job %lld attempt %lld: cannot look at the checkpoints: %s",
+			(long long)a->job, (long long)a->attempt, uv_strerror(urc));
+		scan_free(w);
+		return;
+	}
+	a->ckpt_busy = true;
+	a->handles++; /* the attempt outlives the request */
+}
+
+static void on_ckpt_tick(uv_timer_t *t)
+{
+	struct exec_attempt *a = t->data;
+
+	if (a->state != EXEC_RUNNING && a->state != EXEC_STOPPING)
+		return;
+	if (a->state == EXEC_RUNNING && a->ckpt_stop_at && ty_mono_ms() >= a->ckpt_stop_at) {
+		exec__attempt_stop(a, a->default_grace_ms, EXEC_CLASS_PREEMPTED, EXEC_EXIT_NONE,
+				   "preempted: no newer checkpoint within %lld ms of the "
+				   "checkpoint signal",
+				   (long long)a->ckpt_wait_ms);
+		return;
+	}
+	if (!a->ckpt_busy)
+		scan_start(a);
+}
+
+/* ---- starting: verification, preflight, the job's ranks ---- */
+
+/* Spawn every local rank with argv; false (the attempt stopping) when one fails. */
+static bool spawn_all(struct exec_attempt *a, char *const *argv, bool preflight)
+{
+	struct ty_err err = {0};
+
 	for (int i = 0; i < a->nranks; i++) {
 		struct exec_rank *r = &a->ranks[i];
 
 		ty_err_clear(&err);
-		if (spawn_rank(a, r, l, &err)) {
-			ty_warn("cannot start job %lld rank %d: %s", (long long)a->job, r->rank,
-				err.msg);
+		if (spawn_rank(a, r, argv, preflight, &err)) {
+			ty_warn("cannot start job %lld rank %d%s: %s", (long long)a->job, r->rank,
+				preflight ? " (preflight)" : "", err.msg);
 			exec__attempt_stop(a, a->default_grace_ms, EXEC_CLASS_SYSTEM,
-					   EXEC_EXIT_NONE, "rank %d could not be started: %s",
-					   r->rank, err.msg);
-			json_decref(resume);
-			return 0;
+					   EXEC_EXIT_NONE, "rank %d could not be started%s: %s",
+					   r->rank, preflight ? " (preflight)" : "", err.msg);
+			return false;
 		}
-		started++;
-		exec__emit(x, PROTO_RANK_STARTED, a->job, a->attempt,
-			   json_pack("{s:i, s:i, s:i}", "rank", r->rank, "local_rank", r->local,
-				     "pid", (int)r->pid));
+		/* state.json lists its group (killed after an executor restart) */
+		exec__state_changed(a->x);
+		if (!preflight)
+			exec__emit(a->x, PROTO_RANK_STARTED, a->job, a->attempt,
+				   json_pack("{s:i, s:i, s:i}", "rank", r->rank, "local_rank",
+					     r->local, "pid", (int)r->pid));
 	}
-	exec__emit(x, PROTO_ATTEMPT_RUNNING, a->job, a->attempt,
-		   json_pack("{s:i, s:o?}", "ranks", started, "resume", resume));
-	resume = NULL;
-	if (l->max_runtime_ms > 0)
-		uv_timer_start(&a->runtime_timer, on_runtime_over, (uint64_t)l->max_runtime_ms, 0);
+	return true;
+}
+
+static void init_ranks(struct exec_attempt *a, struct exec_rank *ranks)
+{
+	for (int i = 0; i < a->nranks; i++) {
+		ranks[i].a = a;
+		ranks[i].local = i;
+		ranks[i].rank = a->launch.first_rank + i;
+		ranks[i].log_fd = -1;
+	}
+}
+
+/* The job's ranks: after the verification, or once every preflight exited 0. */
+static void run_phase(struct exec_attempt *a)
+{
+	struct exec_rank *ranks;
+	int64_t runtime_ms = a->launch.max_runtime_ms;
+
+	if (a->phase == EXEC_PHASE_PREFLIGHT) {
+		preflight_note(a);
+		ty_info("job %lld attempt %lld: preflight passed on %d rank(s)", (long long)a->job,
+			(long long)a->attempt, a->nranks);
+		if (!(ranks = calloc((size_t)a->nranks, sizeof(*ranks)))) {
+			exec__attempt_stop(a, 0, EXEC_CLASS_SYSTEM, EXEC_EXIT_NONE,
+					   "cannot start the ranks: out of memory");
+			return;
+		}
+		/* what the preflight left behind must not meet the job */
+		for (int i = 0; i < a->nranks; i++)
+			signal_group(a, &a->ranks[i], SIGKILL);
+		init_ranks(a, ranks);
+		a->pre = a->ranks;
+		a->ranks = ranks;
+		a->started = false;
+	}
+	a->phase = EXEC_PHASE_RUN;
+	a->phase_ms = ty_mono_ms();
+	if (!spawn_all(a, a->launch.command, false))
+		return;
+	exec__emit(a->x, PROTO_ATTEMPT_RUNNING, a->job, a->attempt,
+		   json_pack("{s:i, s:O?}", "ranks", a->nranks, "resume", a->resume));
+	if (runtime_ms > 0)
+		uv_timer_start(&a->runtime_timer, on_runtime_over, (uint64_t)runtime_ms, 0);
+	if (a->rank0)
+		uv_timer_start(&a->ckpt_timer, on_ckpt_tick, CKPT_SCAN_MS, CKPT_SCAN_MS);
+}
+
+/* The verification of the resume checkpoint, on the thread pool. */
+struct resume {
+	uv_work_t req;
+	struct exec_attempt *a;
+	char dir[4096];
+	char *path;
+	json_t *report;
+	int rc;
+	char error[TY_ERR_MSG_MAX];
+};
+
+static void resume_work(uv_work_t *req)
+{
+	struct resume *w = req->data;
+	struct ty_err err = {0};
+
+	if ((w->rc = exec_ckpt_newest(&w->path, &w->report, w->dir, &err)))
+		snprintf(w->error, sizeof(w->error), "%s", err.msg);
+}
+
+static void resume_done(uv_work_t *req, int status)
+{
+	struct resume *w = req->data;
+	struct exec_attempt *a = w->a;
+	const json_t *sk;
+	size_t i;
+
+	a->work = NULL;
+	if (status || a->state != EXEC_RUNNING)
+		goto out; /* stopped (kill, shutdown) while it ran */
+	if (w->rc) {
+		exec__attempt_stop(a, 0, EXEC_CLASS_SYSTEM, EXEC_EXIT_NONE, "checkpoints: %s",
+				   w->error);
+		goto out;
+	}
+	a->resume_from = w->path;
+	w->path = NULL;
+	a->resume = w->report;
+	w->report = NULL;
+	a->ckpt_examined = json_integer_value(json_object_get(a->resume, "step"));
+	if (!a->resume_from)
+		a->ckpt_examined = -1;
+	else
+		note_valid(a, a->ckpt_examined);
+	json_array_foreach(json_object_get(a->resume, "skipped"), i, sk)
+	{
+		int64_t step = json_integer_value(json_object_get(sk, "step"));
+
+		if (step > a->ckpt_examined)
+			a->ckpt_examined = step; /* reported in attempt_running */
+		ty_warn("job %lld attempt %lld: checkpoint %s skipped (%s): %s", (long long)a->job,
+			(long long)a->attempt, json_string_value(json_object_get(sk, "path")),
+			json_string_value(json_object_get(sk, "status")),
+			json_string_value(json_object_get(sk, "reason")));
+	}
+	if (a->resume_from)
+		ty_info("job %lld attempt %lld resumes from %s", (long long)a->job,
+			(long long)a->attempt, a->resume_from);
+	/* the start timeout counts from here: hashing a large checkpoint is not a hang */
+	a->started_ms = a->phase_ms = ty_mono_ms();
 	if (a->hang_timeout_ms || a->start_timeout_ms) {
 		int64_t shortest = a->hang_timeout_ms, tick;
 
@@ -768,6 +1170,91 @@ int exec__attempt_start(struct exec_attempt **out, struct exec *x, const struct 
 		tick = tick < 100 ? 100 : tick > 1000 ? 1000 : tick;
 		uv_timer_start(&a->live_timer, on_live_tick, (uint64_t)tick, (uint64_t)tick);
 	}
+	if (a->launch.preflight) {
+		a->phase = EXEC_PHASE_PREFLIGHT;
+		ty_info("job %lld attempt %lld: running the preflight on %d rank(s)",
+			(long long)a->job, (long long)a->attempt, a->nranks);
+		spawn_all(a, exec__opts(a->x)->preflight_command, true);
+	} else {
+		run_phase(a);
+	}
+out:
+	free(w->path);
+	json_decref(w->report);
+	free(w);
+	handle_closed(a);
+}
+
+int exec__attempt_start(struct exec_attempt **out, struct exec *x, struct exec_launch *l)
+{
+	const struct exec_opts *o = exec__opts(x);
+	struct exec_attempt *a;
+	struct resume *w;
+	struct ty_err err = {0};
+	int urc;
+
+	*out = NULL;
+	if (!(a = calloc(1, sizeof(*a))) ||
+	    !(a->ranks = calloc((size_t)l->local_world_size, sizeof(*a->ranks))) ||
+	    !(w = calloc(1, sizeof(*w)))) {
+		if (a)
+			free(a->ranks);
+		free(a);
+		return TY_ENOMEM;
+	}
+	a->launch = *l;
+	memset(l, 0, sizeof(*l)); /* moved */
+	l = &a->launch;
+	a->x = x;
+	a->job = l->job;
+	a->attempt = l->attempt;
+	a->state = EXEC_RUNNING;
+	a->phase = EXEC_PHASE_VERIFY;
+	a->nranks = l->local_world_size;
+	a->rank0 = l->first_rank == 0;
+	a->ckpt_examined = a->ckpt_signal_step = -1;
+	a->pre_failed = -1;
+	a->default_grace_ms = l->kill_grace_ms >= 0 ? l->kill_grace_ms : o->kill_grace_ms;
+	snprintf(a->dir, sizeof(a->dir), "%s/attempts/%lld.%lld", o->state_dir, (long long)a->job,
+		 (long long)a->attempt);
+	uv_timer_init(exec__loop(x), &a->stop_timer);
+	uv_timer_init(exec__loop(x), &a->runtime_timer);
+	uv_timer_init(exec__loop(x), &a->live_timer);
+	uv_timer_init(exec__loop(x), &a->ckpt_timer);
+	a->stop_timer.data = a->runtime_timer.data = a->live_timer.data = a->ckpt_timer.data = a;
+	a->handles = 4;
+	a->classify_rank = -1;
+	a->started_ms = a->phase_ms = ty_mono_ms();
+	a->hang_timeout_ms = l->hang_timeout_ms;
+	a->start_timeout_ms = l->start_timeout_ms;
+	init_ranks(a, a->ranks);
+	*out = a;
+
+	if (exec_mkdirs(a->dir, &err)) {
+		free(w);
+		exec__attempt_stop(a, 0, EXEC_CLASS_SYSTEM, EXEC_EXIT_NONE, "%s", err.msg);
+		return 0;
+	}
+	if ((size_t)snprintf(a->ckpt_dir, sizeof(a->ckpt_dir), "%s/job-%lld", o->checkpoint_root,
+			     (long long)a->job) >= sizeof(a->ckpt_dir) ||
+	    exec_mkdirs(a->ckpt_dir, &err)) {
+		free(w);
+		exec__attempt_stop(a, 0, EXEC_CLASS_SYSTEM, EXEC_EXIT_NONE, "checkpoints: %s",
+				   err.msg[0] ? err.msg : "checkpoint root is too long");
+		return 0;
+	}
+	/* hashing a multi-gigabyte checkpoint must not stop heartbeats: off the loop */
+	w->a = a;
+	w->req.data = w;
+	snprintf(w->dir, sizeof(w->dir), "%s", a->ckpt_dir);
+	if ((urc = uv_queue_work(exec__loop(x), &w->req, resume_work, resume_done))) {
+		free(w);
+		exec__attempt_stop(a, 0, EXEC_CLASS_SYSTEM, EXEC_EXIT_NONE,
+				   "checkpoints: cannot verify them: %s", uv_strerror(urc));
+		return 0;
+	}
+	a->work = &w->req;
+	a->handles++; /* the attempt outlives the request */
 	return 0;
 }
 
@@ -777,4 +1264,5 @@ void exec__attempt_close(struct exec_attempt *a)
 	uv_close((uv_handle_t *)&a->stop_timer, timer_closed);
 	uv_close((uv_handle_t *)&a->runtime_timer, timer_closed);
 	uv_close((uv_handle_t *)&a->live_timer, timer_closed);
+	uv_close((uv_handle_t *)&a->ckpt_timer, timer_closed);
 }

@@ -4,6 +4,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <ftw.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -148,6 +149,12 @@ static int verify_file(const char *ckpt, const char *rroot, json_t *f, size_t i,
 
 int exec_ckpt_verify(const char *ckpt, int64_t want_step, struct ty_err *err)
 {
+	return exec_ckpt_verify_stats(ckpt, want_step, NULL, NULL, err);
+}
+
+int exec_ckpt_verify_stats(const char *ckpt, int64_t want_step, int64_t *files_out,
+			   int64_t *bytes_out, struct ty_err *err)
+{
 	char mpath[PATH_MAX], rroot[PATH_MAX];
 	json_t *m = NULL, *files, *step;
 	json_error_t je;
@@ -189,6 +196,18 @@ int exec_ckpt_verify(const char *ckpt, int64_t want_step, struct ty_err *err)
 	}
 	for (size_t i = 0; i < json_array_size(files) && !rc; i++)
 		rc = verify_file(ckpt, rroot, json_array_get(files, i), i, err);
+	if (!rc && files_out)
+		*files_out = (int64_t)json_array_size(files);
+	if (!rc && bytes_out) {
+		json_t *f;
+		size_t i;
+
+		*bytes_out = 0;
+		json_array_foreach(files, i, f)
+		{
+			*bytes_out += (int64_t)json_integer_value(json_object_get(f, "size"));
+		}
+	}
 out:
 	json_decref(m);
 	return rc;
@@ -316,5 +335,185 @@ out:
 	free(found);
 	json_decref(skipped);
 	json_decref(report);
+	return rc;
+}
+
+static int entry_cmp(const void *a, const void *b)
+{
+	const struct exec_ckpt_entry *x = a, *y = b;
+
+	return x->step < y->step ? 1 : x->step > y->step ? -1 : strcmp(x->name, y->name);
+}
+
+int exec_ckpt_list(struct exec_ckpt_entry **out, size_t *nout, const char *dir, struct ty_err *err)
+{
+	struct exec_ckpt_entry *e = NULL;
+	size_t n = 0, cap = 0;
+	struct dirent *de;
+	DIR *d;
+	int rc = 0;
+
+	*out = NULL;
+	*nout = 0;
+	if (!(d = opendir(dir))) {
+		if (errno == ENOENT)
+			return 0;
+		return ty_err_set(err, TY_EIO, "cannot read checkpoint directory '%s': %s", dir,
+				  strerror(errno));
+	}
+	while ((errno = 0, de = readdir(d))) {
+		int64_t s = exec_ckpt_step_of(de->d_name);
+		char full[PATH_MAX];
+		struct stat st;
+
+		if (s < 0 || strlen(de->d_name) >= sizeof(e->name))
+			continue;
+		snprintf(full, sizeof full, "%s/%s", dir, de->d_name);
+		if (stat(full, &st) < 0 || !S_ISDIR(st.st_mode))
+			continue;
+		if (n == cap) {
+			size_t ncap = cap ? 2 * cap : 16;
+			struct exec_ckpt_entry *ne = realloc(e, ncap * sizeof *e);
+
+			if (!ne) {
+				rc = ty_err_set(err, TY_ENOMEM, "out of memory");
+				goto out;
+			}
+			e = ne;
+			cap = ncap;
+		}
+		memset(&e[n], 0, sizeof e[n]);
+		e[n].step = s;
+		memcpy(e[n].name, de->d_name, strlen(de->d_name) + 1); /* fits: checked above */
+		snprintf(full, sizeof full, "%s/%s/" EXEC_CKPT_MANIFEST, dir, de->d_name);
+		e[n].manifest = stat(full, &st) == 0;
+		n++;
+	}
+	if (errno) {
+		rc = ty_err_set(err, TY_EIO, "cannot read checkpoint directory '%s': %s", dir,
+				strerror(errno));
+		goto out;
+	}
+	if (n)
+		qsort(e, n, sizeof *e, entry_cmp);
+	*out = e;
+	*nout = n;
+	e = NULL;
+out:
+	closedir(d);
+	free(e);
+	return rc;
+}
+
+void exec_ckpt_retain_plan(struct exec_ckpt_entry *e, size_t n, int keep)
+{
+	int valid = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		e[i].del = false;
+		if (keep <= 0)
+			continue;
+		if (!e[i].protect) {
+			if (valid >= keep)
+				e[i].del = true;
+			else if (valid > 0 &&
+				 (e[i].state == EXEC_CKPT_TORN || e[i].state == EXEC_CKPT_CORRUPT))
+				e[i].del = true;
+		}
+		valid += e[i].state == EXEC_CKPT_VALID;
+	}
+}
+
+static int rm_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+	(void)st;
+	(void)ftw;
+	return (flag == FTW_DP ? rmdir(path) : unlink(path)) && errno != ENOENT ? -1 : 0;
+}
+
+int exec_ckpt_remove(const char *path, struct ty_err *err)
+{
+	if (nftw(path, rm_one, 16, FTW_DEPTH | FTW_PHYS) && errno != ENOENT)
+		return ty_err_set(err, TY_EIO, "cannot remove '%s': %s", path, strerror(errno));
+	return 0;
+}
+
+static bool step_known(const int64_t *known, size_t nknown, int64_t step)
+{
+	for (size_t i = 0; i < nknown; i++)
+		if (known[i] == step)
+			return true;
+	return false;
+}
+
+int exec_ckpt_retain(json_t **deleted_out, int64_t **valid_out, size_t *nvalid_out, const char *dir,
+		     int keep, const char *protect, const int64_t *known, size_t nknown,
+		     struct ty_err *err)
+{
+	struct exec_ckpt_entry *e = NULL;
+	json_t *deleted = json_array();
+	int64_t *valid = NULL;
+	size_t n = 0, nvalid = 0;
+	int rc, found = 0;
+
+	*deleted_out = NULL;
+	*valid_out = NULL;
+	*nvalid_out = 0;
+	if (!deleted)
+		return ty_err_set(err, TY_ENOMEM, "out of memory");
+	if ((rc = exec_ckpt_list(&e, &n, dir, err)))
+		goto out;
+	if (n && !(valid = calloc(n, sizeof *valid))) {
+		rc = ty_err_set(err, TY_ENOMEM, "out of memory");
+		goto out;
+	}
+	/* the state of the newest ones, until keep of them are valid */
+	for (size_t i = 0; i < n && found < keep; i++) {
+		char full[PATH_MAX];
+		struct ty_err verr = {0};
+
+		snprintf(full, sizeof full, "%s/%s", dir, e[i].name);
+		if (step_known(known, nknown, e[i].step))
+			e[i].state = EXEC_CKPT_VALID;
+		else if (!e[i].manifest)
+			e[i].state = EXEC_CKPT_TORN;
+		else if (exec_ckpt_verify(full, e[i].step, &verr) == 0)
+			e[i].state = EXEC_CKPT_VALID;
+		else
+			e[i].state = EXEC_CKPT_CORRUPT;
+		if (e[i].state == EXEC_CKPT_VALID) {
+			found++;
+			valid[nvalid++] = e[i].step;
+		}
+	}
+	for (size_t i = 0; i < n; i++) {
+		char full[PATH_MAX];
+
+		snprintf(full, sizeof full, "%s/%s", dir, e[i].name);
+		e[i].protect = protect && strcmp(protect, full) == 0;
+	}
+	exec_ckpt_retain_plan(e, n, keep);
+	for (size_t i = 0; i < n; i++) {
+		char full[PATH_MAX];
+
+		if (!e[i].del)
+			continue;
+		snprintf(full, sizeof full, "%s/%s", dir, e[i].name);
+		if ((rc = exec_ckpt_remove(full, err)))
+			goto out;
+		if (json_array_append_new(deleted, json_string(full))) {
+			rc = ty_err_set(err, TY_ENOMEM, "out of memory");
+			goto out;
+		}
+	}
+	*deleted_out = deleted;
+	deleted = NULL;
+	*valid_out = valid;
+	*nvalid_out = nvalid;
+	valid = NULL;
+out:
+	free(e);
+	free(valid);
+	json_decref(deleted);
 	return rc;
 }

@@ -31,6 +31,10 @@ extern char **environ;
 #define FLUSH_TIMEOUT_MS 5000
 #define ORPHAN_REGISTER_MS 3000 /* register by then, even if orphans linger */
 #define ORPHAN_REPORT_MS 10000	/* orphans are reported by then, whatever is left */
+/* a preempted gang gets SIGTERM this long plus its kill grace before a deadline */
+#define CKPT_DEADLINE_MARGIN_MS 1000
+/* after a checkpoint's grace period the scheduler's kill is waited for this long */
+#define CKPT_GRACE_SLACK_MS 2000
 
 struct counters {
 	uint64_t malformed;   /* not a message, or not a dispatch type */
@@ -98,6 +102,11 @@ const struct exec_opts *exec__opts(struct exec *x)
 	return x->o;
 }
 
+void exec__state_changed(struct exec *x)
+{
+	x->dirty = true;
+}
+
 char *const *exec__inherit(struct exec *x)
 {
 	return environ;
@@ -106,9 +115,8 @@ char *const *exec__inherit(struct exec *x)
 bool exec__pid_running(struct exec *x, pid_t pid)
 {
 	for (struct exec_attempt *a = x->attempts; a; a = a->next)
-		for (int i = 0; i < a->nranks; i++)
-			if (a->ranks[i].spawned && !a->ranks[i].exited && a->ranks[i].pid == pid)
-				return true;
+		if (exec__attempt_has_pid(a, pid))
+			return true;
 	return false;
 }
 
@@ -390,8 +398,9 @@ static void on_launch(struct exec *x, const struct proto_msg *m)
 	a->next = x->attempts;
 	x->attempts = a;
 	x->dirty = true;
-	ty_info("launched job %lld attempt %lld: %d rank(s) from rank %d in '%s'", (long long)l.job,
-		(long long)l.attempt, l.local_world_size, l.first_rank, a->dir);
+	ty_info("launched job %lld attempt %lld: %d rank(s) from rank %d in '%s'%s",
+		(long long)a->job, (long long)a->attempt, a->nranks, a->launch.first_rank, a->dir,
+		a->launch.preflight ? ", preflight first" : "");
 out:
 	exec_launch_clear(&l);
 }
@@ -427,9 +436,38 @@ static void on_kill(struct exec *x, const struct proto_msg *m)
 }
 
 /*
+ * How long the ranks have to answer the checkpoint signal here:
+ * grace_seconds and CKPT_GRACE_SLACK_MS (the scheduler's kill at the end
+ * of the grace period normally comes first; this is the backstop when it
+ * is lost), and when the message has a `deadline` (epoch ms: the node goes
+ * then) at most until the deadline less the kill grace and a second, so
+ * that SIGKILL still comes before it.
+ */
+static int64_t checkpoint_wait_ms(const struct exec_attempt *a, const json_t *data)
+{
+	json_int_t grace = json_integer_value(json_object_get(data, "grace_seconds"));
+	const json_t *deadline = json_object_get(data, "deadline");
+	int64_t wait = (int64_t)(grace < 0	 ? 0
+				 : grace > 86400 ? 86400
+						 : grace) *
+			   1000 +
+		       CKPT_GRACE_SLACK_MS;
+
+	if (a && json_is_integer(deadline)) {
+		int64_t left = (int64_t)json_integer_value(deadline) - ty_wall_ms() -
+			       a->default_grace_ms - CKPT_DEADLINE_MARGIN_MS;
+
+		if (left < wait)
+			wait = left < 0 ? 0 : left;
+	}
+	return wait;
+}
+
+/*
  * Preemption's first step: the checkpoint signal to every rank of the
- * attempt, once. Nothing is reported: the `kill` (reason `preempted`) that
- * follows after the grace period ends the attempt.
+ * attempt, once, and the handshake (attempt.c): the gang is stopped as
+ * preempted once a newer checkpoint verifies, or when the wait is over;
+ * the scheduler's `kill` (reason `preempted`) ends it otherwise.
  */
 static void on_checkpoint(struct exec *x, const struct proto_msg *m)
 {
@@ -449,7 +487,7 @@ static void on_checkpoint(struct exec *x, const struct proto_msg *m)
 			(long long)m->job, (long long)m->attempt);
 		return;
 	}
-	if (!exec__attempt_checkpoint(a, sig))
+	if (!exec__attempt_checkpoint(a, sig, checkpoint_wait_ms(a, m->data)))
 		ty_info("ignoring checkpoint of job %lld attempt %lld: %s", (long long)m->job,
 			(long long)m->attempt,
 			a->checkpoint_signal ? "already signalled" : "it is stopping");
@@ -473,8 +511,12 @@ static void on_spot_notice(void *arg, const struct exec_spot_notice *n)
 	ty_warn("spot notice from %s: %s; deadline in %lld ms: no new work, checkpointing",
 		provider, n->detail, (long long)(n->deadline_ms - ty_wall_ms()));
 	exec__emit(x, PROTO_PREEMPT_NOTICE, 0, 0, notice_json(x));
-	for (struct exec_attempt *a = x->attempts; a; a = a->next)
-		signalled += exec__attempt_checkpoint(a, SIGUSR1);
+	for (struct exec_attempt *a = x->attempts; a; a = a->next) {
+		int64_t left =
+		    n->deadline_ms - ty_wall_ms() - a->default_grace_ms - CKPT_DEADLINE_MARGIN_MS;
+
+		signalled += exec__attempt_checkpoint(a, SIGUSR1, left < 0 ? 0 : left);
+	}
 	ty_info("spot notice: sent the checkpoint signal to %d attempt(s)", signalled);
 }
 

@@ -76,7 +76,11 @@ struct exec_launch {
 	int64_t kill_grace_ms;	/* < 0: the executor's --kill-grace-ms */
 	int64_t hang_timeout_ms;  /* 0: no hang detection */
 	int64_t start_timeout_ms; /* 0: no start timeout */
+	int checkpoint_keep;	  /* valid checkpoints retention keeps; default 3 */
+	bool preflight;		  /* run the preflight command before the job's */
 };
+
+#define EXEC_CKPT_KEEP_DEFAULT 3
 
 /*
  * Check a launch message that proto_decode accepted against what a launch
@@ -130,6 +134,20 @@ const char *exec_env_get(char *const *env, const char *name);
  * optional), or -1 for anything else.
  */
 int exec_signal_parse(const char *name);
+
+/*
+ * A command line given as a JSON array of strings (the first non-empty)
+ * into a new NULL-terminated argv (free with exec_env_free). TY_EINVAL
+ * names the fault.
+ */
+int exec_argv_parse(char ***out, const char *text, struct ty_err *err);
+
+/*
+ * The node check a preflight printed: the object of the first line of
+ * text (a log) that parses as {"node_check": {...}}, as a new reference,
+ * or NULL when there is none.
+ */
+json_t *exec_preflight_node_check(const char *text);
 
 /*
  * The progress file of a rank, "<dir>/progress-<rank>" (dir: the attempt
@@ -392,6 +410,8 @@ struct exec_opts {
 	int64_t spot_poll_ms;
 	int64_t spot_timeout_ms;
 	const struct exec_classifier *classifier; /* borrowed; failure classes */
+	/* argv of the preflight run as every local rank (launch `preflight`) */
+	char *const *preflight_command;
 };
 
 /*
@@ -429,6 +449,12 @@ struct exec_rank {
 	char rbuf[65536];
 };
 
+enum exec_phase {
+	EXEC_PHASE_VERIFY,    /* the resume checkpoint is verified on the thread pool */
+	EXEC_PHASE_PREFLIGHT, /* ranks are the preflight command */
+	EXEC_PHASE_RUN,	      /* ranks are the job's command */
+};
+
 enum exec_attempt_state {
 	EXEC_RUNNING,  /* ranks live, none failed */
 	EXEC_STOPPING, /* SIGTERM sent, SIGKILL at the grace deadline */
@@ -461,6 +487,25 @@ struct exec_attempt {
 	int checkpoint_signal; /* sent on a `checkpoint` (preemption); 0: none yet */
 	char ckpt_dir[4096];   /* the job's TRAINYARD_CHECKPOINT_DIR */
 	char *resume_from;     /* owned; the newest checkpoint that verified, NULL = none */
+	json_t *resume;	       /* owned; exec_ckpt_newest's report, for attempt_running */
+	struct exec_launch launch; /* owned; moved in from the launch message */
+	enum exec_phase phase;
+	int64_t phase_ms; /* monotonic: when the current phase began */
+	/* the checkpoint watch (handshake, checkpoint_written, retention) */
+	uv_timer_t ckpt_timer;
+	bool ckpt_busy;		  /* a scan runs on the thread pool */
+	bool rank0;		  /* this node runs rank 0: periodic reports and retention */
+	int64_t ckpt_examined;	  /* newest step looked at (or reported at start); -1: none */
+	int64_t ckpt_signal_step; /* newest complete step when the signal was sent; -1: none */
+	int64_t ckpt_stop_at;	  /* monotonic: stop by then after the signal; 0: no limit */
+	int64_t ckpt_wait_ms;	  /* that wait, for the message */
+	int64_t *ckpt_valid;	  /* owned; steps known to verify (retention needs no rehash) */
+	size_t nckpt_valid;
+	uv_work_t *work; /* the thread-pool request in flight, NULL: none */
+	/* preflight */
+	struct exec_rank *pre;	  /* owned; the preflight processes once the job's ranks run */
+	int pre_failed;		  /* local index of the preflight rank that failed; -1: none */
+	json_t *preflight_result; /* owned; the node_check a preflight printed, NULL: none */
 };
 
 /* Daemon services the attempts use (daemon.c). */
@@ -471,24 +516,37 @@ char *const *exec__inherit(struct exec *x);
 void exec__emit(struct exec *x, enum proto_type t, int64_t job, int64_t attempt, json_t *data);
 /* An attempt reported attempt_exited: record it (copied) and unlink it. */
 void exec__attempt_done(struct exec *x, struct exec_attempt *a);
+/* state.json must be written again (e.g. new process groups to kill after a restart). */
+void exec__state_changed(struct exec *x);
 /* Whether pid is a rank of any attempt that libuv has not reaped yet. */
 bool exec__pid_running(struct exec *x, pid_t pid);
 
 /* Attempts (attempt.c). */
-/* Start ranks for l (borrowed); on a failure to start, the attempt ends as
- * system and is still reported. *out is linked by the caller. */
-int exec__attempt_start(struct exec_attempt **out, struct exec *x, const struct exec_launch *l);
+/*
+ * Start an attempt for l, whose contents move into the attempt (l is
+ * zeroed). The resume checkpoint is verified on the thread pool, then the
+ * preflight (if asked for) and the job's ranks are spawned; on a failure to
+ * start, the attempt ends as system and is still reported. *out is linked
+ * by the caller. Only TY_ENOMEM fails.
+ */
+int exec__attempt_start(struct exec_attempt **out, struct exec *x, struct exec_launch *l);
 /* Begin the stop sequence (SIGTERM, SIGKILL after grace_ms) with this outcome
  * unless the attempt already has one. */
 void exec__attempt_stop(struct exec_attempt *a, int64_t grace_ms, const char *failure_class,
 			int exit_code, const char *fmt, ...) __attribute__((format(printf, 5, 6)));
 /*
- * The scheduler preempts the attempt: send sig to every rank's process
- * group, once (a repeated request changes nothing). From then on a rank
- * that ends by a signal or non-zero stops the attempt as `preempted`.
- * Returns whether the signal was sent now.
+ * The scheduler (or a spot notice) preempts the attempt: send sig to every
+ * rank's process group, once (a repeated request changes nothing), and
+ * watch the checkpoint directory for a newer manifest: once one verifies,
+ * or after wait_ms (< 0: no local limit), the gang is stopped as
+ * `preempted`. From then on a rank that ends by a signal or non-zero stops
+ * the attempt as `preempted` too. Before the job's ranks run (verification,
+ * preflight) it is stopped as `preempted` at once. Returns whether the
+ * request was acted on now.
  */
-bool exec__attempt_checkpoint(struct exec_attempt *a, int sig);
+bool exec__attempt_checkpoint(struct exec_attempt *a, int sig, int64_t wait_ms);
+/* Whether pid is a live (unreaped) process spawned by this attempt. */
+bool exec__attempt_has_pid(const struct exec_attempt *a, pid_t pid);
 /* Close the handles of an attempt that reported; frees it afterwards. */
 void exec__attempt_close(struct exec_attempt *a);
 
@@ -525,6 +583,52 @@ bool exec_ckpt_path_ok(const char *path);
  * differ) when it is corrupt. The message names the file and the fault.
  */
 int exec_ckpt_verify(const char *ckpt, int64_t want_step, struct ty_err *err);
+/* exec_ckpt_verify that also gives, when it verifies, the number of files and
+ * their total size from the manifest (either pointer may be NULL). */
+int exec_ckpt_verify_stats(const char *ckpt, int64_t want_step, int64_t *files_out,
+			   int64_t *bytes_out, struct ty_err *err);
+
+enum exec_ckpt_state { EXEC_CKPT_UNKNOWN, EXEC_CKPT_VALID, EXEC_CKPT_TORN, EXEC_CKPT_CORRUPT };
+
+/* One step-* directory of a job's checkpoint directory. */
+struct exec_ckpt_entry {
+	int64_t step;
+	char name[64];		    /* "step-<N>" as on disk (leading zeros kept) */
+	bool manifest;		    /* MANIFEST.json exists (it is written last) */
+	enum exec_ckpt_state state; /* for exec_ckpt_retain_plan */
+	bool protect;		    /* never delete (a running attempt resumes from it) */
+	bool del;		    /* out: exec_ckpt_retain_plan deletes it */
+};
+
+/*
+ * The step-* directories under dir (names up to 63 characters), newest
+ * step first, as a new array (free()); state UNKNOWN. A missing dir is 0
+ * entries; TY_EIO when it cannot be read, TY_ENOMEM.
+ */
+int exec_ckpt_list(struct exec_ckpt_entry **out, size_t *n, const char *dir, struct ty_err *err);
+/*
+ * Retention (pure): e holds n entries newest first with their state known
+ * at least until keep of them are VALID (UNKNOWN beyond). Sets del on
+ * every entry older than the keep-th valid one, and on torn or corrupt
+ * ones older than the newest valid one; never on a protected entry, on
+ * anything newer than the newest valid one, or anything at all when
+ * keep <= 0. UNKNOWN entries before the keep-th valid one are kept.
+ */
+void exec_ckpt_retain_plan(struct exec_ckpt_entry *e, size_t n, int keep);
+/* rm -rf path (no symbolic link is followed); TY_EIO names it. */
+int exec_ckpt_remove(const char *path, struct ty_err *err);
+/*
+ * Keep the newest keep valid checkpoints under dir and delete what
+ * exec_ckpt_retain_plan says. Newest first, until keep are valid, each is
+ * VALID when its step is in known[] (verified before), TORN without a
+ * manifest, else verified now. protect (may be NULL) is a "dir/<name>"
+ * path never deleted. *deleted_out: a new array of the deleted paths;
+ * *valid_out (new, free()) the *nvalid_out steps found valid. TY_EIO when
+ * something cannot be read or deleted, TY_ENOMEM.
+ */
+int exec_ckpt_retain(json_t **deleted_out, int64_t **valid_out, size_t *nvalid_out, const char *dir,
+		     int keep, const char *protect, const int64_t *known, size_t nknown,
+		     struct ty_err *err);
 /*
  * The newest checkpoint under dir that verifies, trying step-* directories
  * from the highest step down. *path_out: a new string "dir/step-<N>", or

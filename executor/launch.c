@@ -135,6 +135,7 @@ int exec_launch_parse(struct exec_launch *l, const struct proto_msg *m, struct t
 
 	memset(l, 0, sizeof(*l));
 	l->kill_grace_ms = -1;
+	l->checkpoint_keep = EXEC_CKPT_KEEP_DEFAULT;
 	l->job = m->job;
 	l->attempt = m->attempt;
 	if (m->type != PROTO_LAUNCH || !json_is_object(d))
@@ -186,7 +187,42 @@ int exec_launch_parse(struct exec_launch *l, const struct proto_msg *m, struct t
 	    (rc = opt_seconds(&l->start_timeout_ms, d, "start_timeout_seconds",
 			      10LL * 366 * 86400, err)))
 		return rc;
+	v = json_object_get(d, "checkpoint_keep");
+	if (v && !json_is_null(v) &&
+	    (rc = int_field(&l->checkpoint_keep, d, "checkpoint_keep", 0, 1000, err)))
+		return rc;
+	v = json_object_get(d, "preflight");
+	if (v && !json_is_null(v) && !json_is_boolean(v))
+		return ty_err_set(err, TY_EINVAL, "launch field 'preflight' must be a boolean");
+	l->preflight = json_is_true(v);
 	return 0;
+}
+
+json_t *exec_preflight_node_check(const char *text)
+{
+	const char *p = text;
+
+	while (p && *p) {
+		const char *end = strchr(p, '\n');
+		size_t n = end ? (size_t)(end - p) : strlen(p);
+		json_t *line, *nc;
+
+		while (n && (*p == ' ' || *p == '\t')) {
+			p++;
+			n--;
+		}
+		if (n && *p == '{' && (line = json_loadb(p, n, 0, NULL))) {
+			nc = json_object_get(line, "node_check");
+			if (json_is_object(nc)) {
+				json_incref(nc);
+				json_decref(line);
+				return nc;
+			}
+			json_decref(line);
+		}
+		p = end ? end + 1 : NULL;
+	}
+	return NULL;
 }
 
 void exec_launch_clear(struct exec_launch *l)
@@ -375,4 +411,44 @@ void exec_env_free(char **env)
 	for (char **p = env; *p; p++)
 		free(*p);
 	free(env);
+}
+
+int exec_argv_parse(char ***out, const char *text, struct ty_err *err)
+{
+	json_error_t je;
+	json_t *a = json_loads(text, JSON_REJECT_DUPLICATES, &je);
+	size_t n = json_array_size(a);
+	char **v = NULL;
+	int rc = 0;
+
+	*out = NULL;
+	if (!json_is_array(a) || n == 0 || n > EXEC_MAX_ARGS) {
+		rc = ty_err_set(err, TY_EINVAL, "'%.200s' is not a JSON array of 1..%d strings",
+				text, EXEC_MAX_ARGS);
+		goto out;
+	}
+	if (!(v = calloc(n + 1, sizeof(*v)))) {
+		rc = ty_err_set(err, TY_ENOMEM, NULL);
+		goto out;
+	}
+	for (size_t i = 0; i < n; i++) {
+		const json_t *s = json_array_get(a, i);
+
+		if (!plain_string(s) || (i == 0 && !*json_string_value(s))) {
+			rc =
+			    ty_err_set(err, TY_EINVAL, "argument %zu of '%.200s' is not a %sstring",
+				       i, text, i == 0 ? "non-empty " : "");
+			goto out;
+		}
+		if (!(v[i] = strdup(json_string_value(s)))) {
+			rc = ty_err_set(err, TY_ENOMEM, NULL);
+			goto out;
+		}
+	}
+	*out = v;
+	v = NULL;
+out:
+	exec_env_free(v);
+	json_decref(a);
+	return rc;
 }

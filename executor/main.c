@@ -4,6 +4,7 @@
 #include "ty_kafka.h"
 #include "ty_log.h"
 
+#include <errno.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -51,6 +52,11 @@ static const struct ty_opt options[] = {
     {"spot-poll-ms", TY_OPT_INT, "5000", 100, 3600000, "spot notice poll interval"},
     {"spot-timeout-ms", TY_OPT_INT, "2000", 50, 60000,
      "timeout of one metadata request, connecting included (at most the poll interval)"},
+    {"preflight-command", TY_OPT_STR, NULL, 0, 0,
+     "JSON array: the program and arguments run as every local rank, with the rank's "
+     "environment, before a job that asks for a preflight; all exit 0 or the attempt fails "
+     "as system (default: [\"<the executor's directory>/trainyard-allreduce\", "
+     "\"--node-check\", \"--bytes\", \"8M\", \"--timeout\", \"60\"])"},
     {"classify-file", TY_OPT_STR, NULL, 0, 0,
      "failure classification rules 'class<TAB>regex' checked before the built-in ones "
      "(executor/classify.conf)"},
@@ -78,6 +84,34 @@ static int fail(const char *fmt, const char *arg)
 	return 2;
 }
 
+/* trainyard-allreduce --node-check next to this executor's binary. */
+static int preflight_default(char ***out, struct ty_err *err)
+{
+	static const char *const args[] = {"--node-check", "--bytes", "8M", "--timeout", "60"};
+	char self[4096], *slash;
+	ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+	char **v;
+
+	*out = NULL;
+	if (n <= 0)
+		return ty_err_set(err, TY_EIO, "cannot find the executor's binary: %s",
+				  strerror(errno));
+	self[n] = '\0';
+	if ((slash = strrchr(self, '/')))
+		*slash = '\0';
+	if (!(v = calloc(sizeof(args) / sizeof(args[0]) + 2, sizeof(*v))))
+		return ty_err_set(err, TY_ENOMEM, NULL);
+	*out = v;
+	if (asprintf(&v[0], "%s/trainyard-allreduce", self) < 0) {
+		v[0] = NULL;
+		return ty_err_set(err, TY_ENOMEM, NULL);
+	}
+	for (size_t i = 0; i < sizeof(args) / sizeof(args[0]); i++)
+		if (!(v[i + 1] = strdup(args[i])))
+			return ty_err_set(err, TY_ENOMEM, NULL);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	struct ty_config *c = ty_config_new(options, NOPTS, ENV_PREFIX);
@@ -87,6 +121,7 @@ int main(int argc, char **argv)
 	struct hw_inventory inv = {0};
 	json_t *labels = NULL;
 	char host[256] = "", bootstrap[4096], iface[64] = "", **fabric = NULL, ckroot[4096];
+	char **preflight = NULL;
 	int rc = 2, rc2, level;
 
 	if (!c)
@@ -203,6 +238,15 @@ int main(int argc, char **argv)
 		fail("--spot-metadata-url '%s' is not an http:// or https:// URL", o.spot_url);
 		goto out;
 	}
+	if (ty_config_str(c, "preflight-command"))
+		rc2 = exec_argv_parse(&preflight, ty_config_str(c, "preflight-command"), &err);
+	else
+		rc2 = preflight_default(&preflight, &err);
+	if (rc2) {
+		fail("--preflight-command: %s", err.msg);
+		goto out;
+	}
+	o.preflight_command = preflight;
 	o.spot_poll_ms = ty_config_int(c, "spot-poll-ms");
 	o.spot_timeout_ms = ty_config_int(c, "spot-timeout-ms");
 
@@ -216,6 +260,7 @@ out:
 	hw_names_free(fabric);
 	hw_inventory_clear(&inv);
 	exec_classifier_free(classifier);
+	exec_env_free(preflight);
 	ty_config_free(c);
 	return rc;
 }

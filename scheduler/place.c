@@ -473,7 +473,8 @@ static int place(bool *placed, struct sched *s, const struct snap *sn,
 		goto out;
 	}
 	common = json_pack(
-	    "{s:i, s:i, s:i, s:s, s:i, s:O, s:o, s:s, s:I, s:i, s:I, s:I}", "nnodes", pl->nnodes,
+	    "{s:i, s:i, s:i, s:s, s:i, s:O, s:o, s:s, s:I, s:i, s:I, s:I, s:I, s:b}", "nnodes",
+	    pl->nnodes,
 	    "world_size", pl->world_size, "local_world_size", pl->local_ranks, "master_addr",
 	    sn->addr[pl->node[0]], "master_port", pl->master_port, "command", command, "env",
 	    json_is_object(env) ? json_deep_copy(env) : json_object(), "launch",
@@ -481,7 +482,9 @@ static int place(bool *placed, struct sched *s, const struct snap *sn,
 	    (json_int_t)json_integer_value(json_object_get(spec, "max_runtime_seconds")),
 	    "kill_grace_seconds", s->o.kill_grace_seconds, "hang_timeout_seconds",
 	    (json_int_t)spec_int(spec, "hang_timeout_seconds", 1800), "start_timeout_seconds",
-	    (json_int_t)spec_int(spec, "start_timeout_seconds", 600));
+	    (json_int_t)spec_int(spec, "start_timeout_seconds", 600),
+	    "checkpoint_keep", (json_int_t)spec_int(json_object_get(spec, "checkpoint"), "keep", 3),
+	    "preflight", json_is_true(json_object_get(spec, "preflight")));
 	if (!common || !(common_text = json_dumps(common, JSON_COMPACT))) {
 		rc = ty_err_set(err, TY_ENOMEM, NULL);
 		goto out;

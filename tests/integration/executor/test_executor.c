@@ -33,6 +33,7 @@ struct got {
 	enum proto_type type;
 	int64_t job;
 	int64_t attempt;
+	int64_t ts; /* the executor's wall clock when it sent it */
 	json_t *data;
 };
 
@@ -45,6 +46,8 @@ static struct {
 	char state[4096];
 	char log[4096];
 	char rules[4096]; /* the --classify-file */
+	char ckpt_sh[4096];   /* writes a checkpoint: ckpt.sh STEP [corrupt] */
+	char preflight[4096]; /* the --preflight-command script */
 	pid_t pid; /* the executor, 0 when not running */
 	char boot_id[64];
 	int log_port;
@@ -107,6 +110,8 @@ static int reap(int ms)
 
 static void executor_spawn(void)
 {
+	const char *preflight =
+	    ty_test_strf("[\"/bin/sh\", \"%s\", \"--node-check\"]", T.preflight);
 	const char *argv[] = {T.bin,
 			      "--node-id",
 			      T.node,
@@ -128,6 +133,8 @@ static void executor_spawn(void)
 			      "debug",
 			      "--classify-file",
 			      T.rules,
+			      "--preflight-command",
+			      preflight,
 			      NULL};
 	pid_t pid;
 
@@ -178,8 +185,8 @@ static void collect(int ms)
 					T.got = realloc(T.got, T.capgot * sizeof(*T.got));
 					REQUIRE(T.got != NULL);
 				}
-				T.got[T.ngot++] =
-				    (struct got){pm.type, pm.job, pm.attempt, json_incref(pm.data)};
+				T.got[T.ngot++] = (struct got){pm.type, pm.job, pm.attempt, pm.ts,
+							       json_incref(pm.data)};
 			}
 			proto_msg_clear(&pm);
 		}
@@ -426,6 +433,42 @@ static void setup(void)
 		fclose(f);
 	}
 	T.seq = 1000;
+	snprintf(T.ckpt_sh, sizeof(T.ckpt_sh), "%s/ckpt.sh", T.dir);
+	{
+		FILE *f = fopen(T.ckpt_sh, "w");
+
+		REQUIRE(f != NULL);
+		/* the checkpoint protocol as training code follows it: files, then the manifest */
+		fputs("d=\"$TRAINYARD_CHECKPOINT_DIR/step-$1\"\n"
+		      "mkdir -p \"$d\"\n"
+		      "printf 'weights %s' \"$1\" > \"$d/w\"\n"
+		      "sum=$(sha256sum \"$d/w\" | cut -d' ' -f1)\n"
+		      "[ \"$2\" = corrupt ] && sum=$(echo $sum | tr 0-9a-f 1-9a-f0)\n"
+		      "size=$(wc -c < \"$d/w\")\n"
+		      "printf '{\"step\": %s, \"files\": [{\"path\": \"w\", \"size\": %s, "
+		      "\"sha256\": \"%s\"}]}' \"$1\" $size \"$sum\" > \"$d/MANIFEST.json.tmp\"\n"
+		      "mv \"$d/MANIFEST.json.tmp\" \"$d/MANIFEST.json\"\n",
+		      f);
+		fclose(f);
+	}
+	snprintf(T.preflight, sizeof(T.preflight), "%s/preflight.sh", T.dir);
+	{
+		FILE *f = fopen(T.preflight, "w");
+
+		REQUIRE(f != NULL);
+		/* a stand-in for trainyard-allreduce --node-check, steered by the job's env */
+		fputs("echo \"preflight $1 rank $RANK of $WORLD_SIZE job $TRAINYARD_JOB_ID\"\n"
+		      "case \"$PREFLIGHT\" in\n"
+		      "pass) [ \"$RANK\" = 0 ] && echo '{\"node_check\": {\"slow\": [], "
+		      "\"nodes\": [\"n1\"], \"median_gbps\": 20}}'; exit 0 ;;\n"
+		      "fail) if [ \"$RANK\" = 1 ]; then echo 'slow link'; echo '{\"node_check\": "
+		      "{\"slow\": [\"n2\"], \"nodes\": [\"n1\", \"n2\"], \"median_gbps\": "
+		      "9.5}}'; exit 5; fi; sleep 60 & wait ;;\n"
+		      "hang) sleep 60 & wait ;;\n"
+		      "esac\n",
+		      f);
+		fclose(f);
+	}
 
 	REQUIRE(ty_kafka_producer_new(&T.producer, T.bootstrap, NULL, &err) == 0);
 	t = rd_kafka_topic_new(T.producer, PROTO_TOPIC_DISPATCH, NULL);
@@ -888,6 +931,338 @@ static const char *str_of(const json_t *d, const char *key)
 	return json_string_value(json_object_get(d, key));
 }
 
+/* launch data with the job env given, e.g. "'A':'1'" */
+static const char *with_env(const char *launch, const char *env)
+{
+	const char *at = strstr(launch, "'env':{}");
+
+	REQUIRE(at != NULL);
+	return ty_test_strf("%.*s'env':{%s}%s", (int)(at - launch), launch, env, at + 8);
+}
+
+static int64_t wall_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Index in T.got of the n-th message of type t for job (waiting for it), or -1. */
+static long index_of(enum proto_type t, int64_t job, size_t n)
+{
+	const json_t *d = wait_msg(t, job, n);
+
+	for (size_t i = 0; d && i < T.ngot; i++)
+		if (T.got[i].data == d)
+			return (long)i;
+	return -1;
+}
+
+TY_TEST(checkpoint_handshake_stops_the_gang_at_once)
+{
+	const char *ck = ty_test_strf("%s/checkpoints/job-1040", T.state);
+	const json_t *d;
+
+	setup();
+	/* rank 0 answers the signal with a checkpoint; rank 1 only notes it; both go on */
+	send_msg(
+	    PROTO_LAUNCH, 1040, EPOCH,
+	    launch_data(2, ty_test_strf("if [ \"$LOCAL_RANK\" = 0 ]; then trap \"sh %s 7\" USR1; "
+					"else trap \"echo sig >> sig-$RANK\" USR1; fi; "
+					"while :; do sleep 0.1; done",
+					T.ckpt_sh)));
+	REQUIRE(wait_msg(PROTO_ATTEMPT_RUNNING, 1040, 1) != NULL);
+	/* a grace far longer than the wait here: only the handshake can end it this soon */
+	send_msg(PROTO_CHECKPOINT, 1040, EPOCH, "{'signal':'SIGUSR1','grace_seconds':600}");
+	REQUIRE((d = wait_msg(PROTO_CHECKPOINT_WRITTEN, 1040, 1)) != NULL);
+	CHECK_STR_EQ(str_of(d, "path"), ty_test_strf("%s/step-7", ck));
+	CHECK_INT_EQ(json_integer_value(json_object_get(d, "step")), 7);
+	CHECK(json_is_true(json_object_get(d, "valid")));
+	CHECK_STR_EQ(str_of(d, "status"), "valid");
+	CHECK(json_is_null(json_object_get(d, "reason")));
+	CHECK_INT_EQ(json_integer_value(json_object_get(d, "files")), 1);
+	CHECK_INT_EQ(json_integer_value(json_object_get(d, "bytes")), 9); /* "weights 7" */
+	CHECK(json_is_true(json_object_get(d, "after_signal")));
+	REQUIRE((d = wait_msg(PROTO_ATTEMPT_EXITED, 1040, 1)) != NULL);
+	CHECK_STR_EQ(str_of(d, "failure_class"), "preempted");
+	CHECK_STR_EQ(str_of(d, "message"),
+		     "preempted: checkpoint step 7 verified after the checkpoint signal");
+	CHECK_INT_EQ(json_integer_value(json_object_get(d, "exit_code")), -1);
+	CHECK(json_object_get(d, "preflight") == NULL); /* no preflight asked for */
+	CHECK(index_of(PROTO_CHECKPOINT_WRITTEN, 1040, 1) <
+	      index_of(PROTO_ATTEMPT_EXITED, 1040, 1));
+	CHECK_INT_EQ(count_of(PROTO_CHECKPOINT_WRITTEN, 1040), 1);
+	for (size_t i = 1; i <= 2; i++) {
+		REQUIRE((d = wait_msg(PROTO_RANK_EXITED, 1040, i)) != NULL);
+		CHECK_INT_EQ(json_integer_value(json_object_get(d, "signal")), SIGTERM);
+	}
+}
+
+TY_TEST(corrupt_checkpoint_is_reported_and_does_not_stop_the_gang)
+{
+	const json_t *d;
+
+	setup();
+	send_msg(PROTO_LAUNCH, 1041, EPOCH,
+		 launch_data(1, ty_test_strf("trap \"sh %s 3 corrupt\" USR1; "
+					     "while :; do sleep 0.1; done",
+					     T.ckpt_sh)));
+	REQUIRE(wait_msg(PROTO_ATTEMPT_RUNNING, 1041, 1) != NULL);
+	send_msg(PROTO_CHECKPOINT, 1041, EPOCH, "{'signal':'SIGUSR1','grace_seconds':600}");
+	REQUIRE((d = wait_msg(PROTO_CHECKPOINT_WRITTEN, 1041, 1)) != NULL);
+	CHECK_INT_EQ(json_integer_value(json_object_get(d, "step")), 3);
+	CHECK(json_is_false(json_object_get(d, "valid")));
+	CHECK_STR_EQ(str_of(d, "status"), "corrupt");
+	CHECK(str_of(d, "reason") && strstr(str_of(d, "reason"), "'w' has SHA-256"));
+	CHECK(json_is_true(json_object_get(d, "after_signal")));
+	/* it keeps running: the scheduler's kill ends it */
+	collect(1000);
+	CHECK_INT_EQ(count_of(PROTO_ATTEMPT_EXITED, 1041), 0);
+	CHECK_INT_EQ(count_of(PROTO_CHECKPOINT_WRITTEN, 1041), 1);
+	send_msg(PROTO_KILL, 1041, EPOCH, "{'reason':'preempted','grace_seconds':1}");
+	REQUIRE((d = wait_msg(PROTO_ATTEMPT_EXITED, 1041, 1)) != NULL);
+	CHECK_STR_EQ(str_of(d, "failure_class"), "preempted");
+	CHECK_STR_EQ(str_of(d, "message"), "preempted by the scheduler");
+}
+
+TY_TEST(checkpoint_wait_ends_at_the_grace_or_the_deadline)
+{
+	const char *loop = "trap \"echo sig >> sig\" USR1; while :; do sleep 0.1; done";
+	const json_t *d;
+
+	setup();
+	send_msg(PROTO_LAUNCH, 1042, EPOCH, launch_data(1, loop));
+	send_msg(PROTO_LAUNCH, 1043, EPOCH, launch_data(1, loop));
+	REQUIRE(wait_msg(PROTO_ATTEMPT_RUNNING, 1042, 1) != NULL);
+	REQUIRE(wait_msg(PROTO_ATTEMPT_RUNNING, 1043, 1) != NULL);
+	/* the scheduler's kill is lost: the grace and 2 s later the node stops it itself */
+	send_msg(PROTO_CHECKPOINT, 1042, EPOCH, "{'signal':'SIGUSR1','grace_seconds':1}");
+	/* the node goes now: no time is left to wait (the kill grace comes first) */
+	send_msg(PROTO_CHECKPOINT, 1043, EPOCH,
+		 ty_test_strf("{'signal':'SIGUSR1','grace_seconds':600,'deadline':%lld}",
+			      (long long)wall_ms()));
+	REQUIRE((d = wait_msg(PROTO_ATTEMPT_EXITED, 1042, 1)) != NULL);
+	CHECK_STR_EQ(str_of(d, "failure_class"), "preempted");
+	CHECK_STR_EQ(str_of(d, "message"),
+		     "preempted: no newer checkpoint within 3000 ms of the checkpoint signal");
+	REQUIRE((d = wait_msg(PROTO_ATTEMPT_EXITED, 1043, 1)) != NULL);
+	CHECK_STR_EQ(str_of(d, "failure_class"), "preempted");
+	CHECK_STR_EQ(str_of(d, "message"),
+		     "preempted: no newer checkpoint within 0 ms of the checkpoint signal");
+	CHECK_INT_EQ(count_of(PROTO_CHECKPOINT_WRITTEN, 1042), 0);
+}
+
+TY_TEST(periodic_checkpoints_are_reported_and_the_newest_k_kept)
+{
+	static const struct {
+		int step;
+		const char *status;
+	} want[] = {{1, "valid"}, {2, "valid"}, {4, "valid"}, {5, "corrupt"}, {6, "valid"}};
+	const char *ck = ty_test_strf("%s/checkpoints/job-1044", T.state);
+	const char *dir = ty_test_strf("%s/attempts/1044.1", T.state);
+	const json_t *d;
+
+	setup();
+	/* the attempt resumes from step 0: never deleted while it runs */
+	write_ckpt(ck, 0, "zero", false);
+	/* step 3 is left torn, step 5 corrupt; each waits until the test saw the last */
+	send_msg(PROTO_LAUNCH, 1044, EPOCH,
+		 launch_extra(1,
+			      ty_test_strf("for s in 1 2 3 4 5 6; do case $s in "
+					   "3) mkdir -p \"$TRAINYARD_CHECKPOINT_DIR/step-3\"; "
+					   "continue ;; 5) sh %s 5 corrupt ;; *) sh %s $s ;; esac; "
+					   "while [ ! -e seen-$s ]; do sleep 0.05; done; done",
+					   T.ckpt_sh, T.ckpt_sh),
+			      "'checkpoint_keep':2"));
+	REQUIRE((d = wait_msg(PROTO_ATTEMPT_RUNNING, 1044, 1)) != NULL);
+	CHECK_INT_EQ(json_integer_value(json_object_get(json_object_get(d, "resume"), "step")), 0);
+	for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++) {
+		ty_test_context("step %d", want[i].step);
+		REQUIRE((d = wait_msg(PROTO_CHECKPOINT_WRITTEN, 1044, i + 1)) != NULL);
+		CHECK_INT_EQ(json_integer_value(json_object_get(d, "step")), want[i].step);
+		CHECK_STR_EQ(str_of(d, "status"), want[i].status);
+		CHECK(json_is_false(json_object_get(d, "after_signal")));
+		if (want[i].step == 2)
+			/* keep 2: step 1 and 2 stay, and the resume step 0 (protected) */
+			CHECK_INT_EQ(system(ty_test_strf("test -d '%s/step-0' && test -d "
+							 "'%s/step-1' && test -d '%s/step-2'",
+							 ck, ck, ck)),
+				     0);
+		REQUIRE(system(ty_test_strf("touch '%s/seen-%d'", dir, want[i].step)) == 0);
+	}
+	ty_test_context("end");
+	REQUIRE((d = wait_msg(PROTO_ATTEMPT_EXITED, 1044, 1)) != NULL);
+	CHECK_INT_EQ(json_integer_value(json_object_get(d, "exit_code")), 0);
+	CHECK_INT_EQ(count_of(PROTO_CHECKPOINT_WRITTEN, 1044), 5);
+	/* the newest two valid ones, and the one the attempt resumed from */
+	REQUIRE(system(ty_test_strf("ls '%s' | tr '\\n' ' ' > '%s/ls'", ck, T.dir)) == 0);
+	CHECK_STR_EQ(read_text(ty_test_strf("%s/ls", T.dir)), "step-0 step-4 step-6 ");
+}
+
+/* Open the write end of a FIFO the executor's verification is blocked on. */
+static void unblock_fifo(const char *path)
+{
+	int64_t end = now_ms() + WAIT_MS;
+	int fd;
+
+	/* ENXIO until the reader has it open */
+	while ((fd = open(path, O_WRONLY | O_NONBLOCK)) < 0 && errno == ENXIO && now_ms() < end)
+		usleep(20000);
+	CHECK(fd >= 0);
+	if (fd >= 0)
+		close(fd);
+}
+
+/* A checkpoint step-1 of job whose file is a FIFO: verifying it blocks in open(). */
+static const char *blocking_ckpt(int64_t job)
+{
+	const char *d = ty_test_strf("%s/checkpoints/job-%lld/step-1", T.state, (long long)job);
+
+	REQUIRE(system(ty_test_strf("mkdir -p '%s' && mkfifo '%s/w' && printf '{\"step\": 1, "
+				    "\"files\": [{\"path\": \"w\", \"size\": 0, \"sha256\": "
+				    "\"%064d\"}]}' > '%s/MANIFEST.json'",
+				    d, d, 0, d)) == 0);
+	return ty_test_strf("%s/w", d);
+}
+
+/* Heartbeats of this boot listing job as running (the launch was taken). */
+static size_t heartbeats_running(int64_t job)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; i < T.ngot; i++) {
+		const char *boot = json_string_value(json_object_get(T.got[i].data, "boot_id"));
+
+		n += T.got[i].type == PROTO_HEARTBEAT && boot && strcmp(boot, T.boot_id) == 0 &&
+		     in_list(json_object_get(T.got[i].data, "running"), job);
+	}
+	return n;
+}
+
+static bool wait_heartbeats_running(int64_t job, size_t n)
+{
+	int64_t end = now_ms() + WAIT_MS;
+
+	while (heartbeats_running(job) < n) {
+		if (now_ms() > end)
+			return false;
+		collect(50);
+	}
+	return true;
+}
+
+TY_TEST(resume_verification_does_not_stop_heartbeats)
+{
+	const char *fifo;
+	const json_t *d, *sk;
+
+	setup();
+	fifo = blocking_ckpt(1045);
+	send_msg(PROTO_LAUNCH, 1045, EPOCH,
+		 launch_data(1, "echo \"[$TRAINYARD_RESUME_FROM]\" > ck.$RANK"));
+	/* hashing never ends until the FIFO gets a writer; the loop heartbeats meanwhile */
+	CHECK(wait_heartbeats_running(1045, 3));
+	CHECK_INT_EQ(count_of(PROTO_RANK_STARTED, 1045), 0);
+	CHECK_INT_EQ(count_of(PROTO_ATTEMPT_RUNNING, 1045), 0);
+	unblock_fifo(fifo);
+	REQUIRE((d = wait_msg(PROTO_ATTEMPT_EXITED, 1045, 1)) != NULL);
+	CHECK_INT_EQ(json_integer_value(json_object_get(d, "exit_code")), 0);
+	CHECK_STR_EQ(read_text(ty_test_strf("%s/attempts/1045.1/ck.0", T.state)), "[]\n");
+	REQUIRE((d = wait_msg(PROTO_ATTEMPT_RUNNING, 1045, 1)) != NULL);
+	sk = json_array_get(json_object_get(json_object_get(d, "resume"), "skipped"), 0);
+	CHECK_STR_EQ(str_of(sk, "status"), "corrupt");
+	CHECK(str_of(sk, "reason") && strstr(str_of(sk, "reason"), "not a regular file"));
+}
+
+TY_TEST(kill_while_the_resume_is_verified)
+{
+	const char *fifo;
+	const json_t *d;
+
+	setup();
+	fifo = blocking_ckpt(1046);
+	send_msg(PROTO_LAUNCH, 1046, EPOCH, launch_data(1, "touch ran"));
+	CHECK(wait_heartbeats_running(1046, 1));
+	send_msg(PROTO_KILL, 1046, EPOCH, "{'reason':'cancel','grace_seconds':0}");
+	/* answered while the verification is still blocked */
+	REQUIRE((d = wait_msg(PROTO_ATTEMPT_EXITED, 1046, 1)) != NULL);
+	CHECK_STR_EQ(str_of(d, "failure_class"), "cancelled");
+	unblock_fifo(fifo);
+	/* the verification's end starts nothing */
+	send_msg(PROTO_LAUNCH, 1051, EPOCH, launch_data(1, "true"));
+	REQUIRE(wait_msg(PROTO_ATTEMPT_EXITED, 1051, 1) != NULL);
+	collect(300);
+	CHECK_INT_EQ(count_of(PROTO_RANK_STARTED, 1046), 0);
+	CHECK_INT_EQ(count_of(PROTO_ATTEMPT_RUNNING, 1046), 0);
+	CHECK_INT_EQ(count_of(PROTO_ATTEMPT_EXITED, 1046), 1);
+	CHECK(access(ty_test_strf("%s/attempts/1046.1/ran", T.state), F_OK) != 0);
+}
+
+TY_TEST(preflight_passes_then_the_job_runs)
+{
+	const char *dir = ty_test_strf("%s/attempts/1047.1", T.state);
+	const json_t *d, *pf;
+
+	setup();
+	send_msg(PROTO_LAUNCH, 1047, EPOCH,
+		 with_env(launch_extra(2, "echo ran > ran.$RANK", "'preflight':true"),
+			  "'PREFLIGHT':'pass'"));
+	REQUIRE((d = wait_msg(PROTO_ATTEMPT_EXITED, 1047, 1)) != NULL);
+	CHECK_INT_EQ(json_integer_value(json_object_get(d, "exit_code")), 0);
+	pf = json_object_get(d, "preflight");
+	CHECK(json_is_object(pf));
+	CHECK(json_number_value(json_object_get(pf, "median_gbps")) == 20);
+	CHECK_INT_EQ(json_array_size(json_object_get(pf, "slow")), 0);
+	CHECK_STR_EQ(read_text(ty_test_strf("%s/rank-0.preflight.log", dir)),
+		     "preflight --node-check rank 0 of 2 job 1047\n{\"node_check\": {\"slow\": [], "
+		     "\"nodes\": [\"n1\"], \"median_gbps\": 20}}\n");
+	CHECK_STR_EQ(read_text(ty_test_strf("%s/rank-1.preflight.log", dir)),
+		     "preflight --node-check rank 1 of 2 job 1047\n");
+	CHECK_STR_EQ(read_text(ty_test_strf("%s/ran.0", dir)), "ran\n");
+	CHECK_STR_EQ(read_text(ty_test_strf("%s/ran.1", dir)), "ran\n");
+	CHECK_INT_EQ(count_of(PROTO_RANK_STARTED, 1047), 2); /* the job's ranks only */
+	CHECK_INT_EQ(count_of(PROTO_RANK_EXITED, 1047), 2);
+}
+
+TY_TEST(preflight_failure_ends_the_attempt_as_system)
+{
+	const char *dir = ty_test_strf("%s/attempts/1048.1", T.state);
+	const json_t *d, *pf;
+
+	setup();
+	send_msg(
+	    PROTO_LAUNCH, 1048, EPOCH,
+	    with_env(launch_extra(2, "touch ran.$RANK", "'preflight':true"), "'PREFLIGHT':'fail'"));
+	REQUIRE((d = wait_msg(PROTO_ATTEMPT_EXITED, 1048, 1)) != NULL);
+	CHECK_STR_EQ(str_of(d, "failure_class"), "system");
+	CHECK_STR_EQ(str_of(d, "message"), "preflight failed");
+	CHECK_INT_EQ(json_integer_value(json_object_get(d, "exit_code")), -1);
+	CHECK(str_of(d, "evidence") &&
+	      strncmp(str_of(d, "evidence"), "preflight of rank 1 exited with code 5; ", 40) == 0);
+	CHECK(str_of(d, "evidence") && strstr(str_of(d, "evidence"), "slow link"));
+	pf = json_object_get(d, "preflight");
+	CHECK(json_is_object(pf));
+	CHECK_STR_EQ(json_string_value(json_array_get(json_object_get(pf, "slow"), 0)), "n2");
+	CHECK(json_number_value(json_object_get(pf, "median_gbps")) == 9.5);
+	CHECK_INT_EQ(count_of(PROTO_RANK_STARTED, 1048), 0);
+	CHECK_INT_EQ(count_of(PROTO_ATTEMPT_RUNNING, 1048), 0);
+	CHECK(access(ty_test_strf("%s/ran.0", dir), F_OK) != 0);
+	CHECK(access(ty_test_strf("%s/ran.1", dir), F_OK) != 0);
+
+	/* a preflight that never ends is a start timeout, and carries no node check */
+	send_msg(PROTO_LAUNCH, 1049, EPOCH,
+		 with_env(launch_extra(1, "touch ran.$RANK",
+				       "'preflight':true,'start_timeout_seconds':1"),
+			  "'PREFLIGHT':'hang'"));
+	REQUIRE((d = wait_msg(PROTO_ATTEMPT_EXITED, 1049, 1)) != NULL);
+	CHECK_STR_EQ(str_of(d, "failure_class"), "start_timeout");
+	CHECK_STR_EQ(str_of(d, "message"),
+		     "the preflight did not end within the start timeout of 1 s");
+	CHECK(json_is_null(json_object_get(d, "preflight")));
+	CHECK_INT_EQ(count_of(PROTO_RANK_STARTED, 1049), 0);
+}
+
 TY_TEST(hang_is_detected_and_the_gang_killed)
 {
 	const json_t *d;
@@ -1220,6 +1595,7 @@ TY_TEST(restart_kills_orphans)
 
 TY_TEST(sigterm_stops_cleanly)
 {
+	const char *fifo;
 	const json_t *d;
 	int status;
 	pid_t p0;
@@ -1230,7 +1606,15 @@ TY_TEST(sigterm_stops_cleanly)
 	REQUIRE(wait_msg(PROTO_ATTEMPT_RUNNING, 1013, 1) != NULL);
 	p0 = rank_pid(1013, 1);
 	REQUIRE(p0 > 1);
+	/* and one whose resume checkpoint is being verified (blocked on a FIFO) */
+	fifo = blocking_ckpt(1050);
+	send_msg(PROTO_LAUNCH, 1050, EPOCH, launch_data(1, "touch ran"));
+	CHECK(wait_heartbeats_running(1050, 1));
 	kill(T.pid, SIGTERM);
+	/* reported at once; the executor exits once the verification lets go */
+	REQUIRE((d = wait_msg(PROTO_ATTEMPT_EXITED, 1050, 1)) != NULL);
+	CHECK_STR_EQ(json_string_value(json_object_get(d, "message")), "executor stopped");
+	unblock_fifo(fifo);
 	status = reap(20000);
 	CHECK(status != -1 && WIFEXITED(status) && WEXITSTATUS(status) == 0);
 	if (status != -1 && !(WIFEXITED(status) && WEXITSTATUS(status) == 0))

@@ -788,6 +788,46 @@ TY_TEST(azure_preempt_event_notice)
 	check_clean_exit();
 }
 
+/*
+ * The handshake on a notice: the rank answers SIGUSR1 with a checkpoint,
+ * which verifies, and the gang is stopped as preempted at once — without
+ * it the node would wait until shortly before the notice's deadline (GCP:
+ * 30 s), or for the scheduler's kill.
+ */
+TY_TEST(notice_checkpoint_handshake_stops_at_once)
+{
+	const char *sh;
+	const json_t *d;
+	FILE *f;
+
+	setup();
+	sh = ty_test_strf("%s/ckpt.sh", T.dir);
+	REQUIRE((f = fopen(sh, "w")) != NULL);
+	fputs("d=\"$TRAINYARD_CHECKPOINT_DIR/step-9\"\n"
+	      "mkdir -p \"$d\" && printf nine > \"$d/w\"\n"
+	      "sum=$(sha256sum \"$d/w\" | cut -d' ' -f1)\n"
+	      "printf '{\"step\": 9, \"files\": [{\"path\": \"w\", \"size\": 4, \"sha256\": "
+	      "\"%s\"}]}' \"$sum\" > \"$d/m.tmp\" && mv \"$d/m.tmp\" \"$d/MANIFEST.json\"\n",
+	      f);
+	fclose(f);
+	server_start(GCP);
+	start_executor("gcpck", (const char *[]){"--spot-provider", "gcp", "--spot-metadata-url",
+						 spot_url(), "--spot-poll-ms", "200", NULL});
+	send_msg(PROTO_LAUNCH, 2031,
+		 launch_data(ty_test_strf("trap \"sh %s\" USR1; while :; do sleep 0.1; done", sh)));
+	REQUIRE(wait_msg(PROTO_ATTEMPT_RUNNING, 2031, 1) != NULL);
+	gcp_announce();
+	REQUIRE((d = wait_msg(PROTO_CHECKPOINT_WRITTEN, 2031, 1)) != NULL);
+	CHECK_INT_EQ(json_integer_value(json_object_get(d, "step")), 9);
+	CHECK(json_is_true(json_object_get(d, "valid")));
+	CHECK(json_is_true(json_object_get(d, "after_signal")));
+	REQUIRE((d = wait_msg(PROTO_ATTEMPT_EXITED, 2031, 1)) != NULL);
+	CHECK_STR_EQ(json_string_value(json_object_get(d, "failure_class")), "preempted");
+	CHECK_STR_EQ(json_string_value(json_object_get(d, "message")),
+		     "preempted: checkpoint step 9 verified after the checkpoint signal");
+	check_clean_exit();
+}
+
 /* Accepts connections and never answers them. */
 static struct {
 	int fd;

@@ -55,6 +55,18 @@ static const char *make_good(const char *dir, long step)
 	return c;
 }
 
+static int count_words(const char *s)
+{
+	int n = 0;
+
+	for (bool in = false; *s; s++) {
+		if (*s != ' ' && !in)
+			n++;
+		in = *s != ' ';
+	}
+	return n;
+}
+
 TY_TEST(step_names)
 {
 	static const struct {
@@ -306,4 +318,158 @@ TY_TEST(python_helper_checkpoints)
 	free(path);
 	json_decref(report);
 	REQUIRE(system(ty_test_strf("rm -rf '%s'", dir)) == 0);
+}
+
+/* Retention decisions: "step:state" newest first, V valid, T torn, C corrupt, ? unknown,
+ * a trailing * protects it; the result is the steps deleted. */
+TY_TEST(retain_plan_table)
+{
+	static const struct {
+		const char *name;
+		const char *entries;
+		int keep;
+		const char *deleted;
+	} rows[] = {
+	    {"nothing", "", 3, ""},
+	    {"fewer than keep", "3V 2V 1V", 3, ""},
+	    {"older than the keep-th valid", "5V 4V 3V 2? 1?", 3, "2 1"},
+	    {"keep 1", "5V 4V 3V", 1, "4 3"},
+	    {"keep 0 keeps everything", "5V 4T 3C 2V", 0, ""},
+	    {"torn and corrupt below the newest valid", "5V 4T 3C 2V", 3, "4 3"},
+	    {"newer than any valid is kept (being written)", "7T 6C 5V 4V", 2, ""},
+	    {"bad ones counted out", "9T 8V 7C 6T 5V 4V 3?", 2, "7 6 4 3"},
+	    {"protected resume is never deleted", "5V 4V 3V*", 1, "4"},
+	    {"protected torn kept", "5V 4T* 3V", 3, ""},
+	    {"unknown before the keep-th valid is kept", "5V 4? 3V", 2, ""},
+	    {"no valid at all", "5T 4C 3T", 2, ""},
+	};
+
+	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+		struct exec_ckpt_entry e[16];
+		char got[128] = "", *save = NULL, *tok;
+		char *text = ty_test_strf("%s", rows[i].entries);
+		size_t n = 0, at = 0;
+
+		ty_test_context("%s", rows[i].name);
+		memset(e, 0, sizeof(e));
+		for (tok = strtok_r(text, " ", &save); tok; tok = strtok_r(NULL, " ", &save)) {
+			char *p;
+
+			REQUIRE(n < 16);
+			e[n].step = strtoll(tok, &p, 10);
+			e[n].state = *p == 'V'	 ? EXEC_CKPT_VALID
+				     : *p == 'T' ? EXEC_CKPT_TORN
+				     : *p == 'C' ? EXEC_CKPT_CORRUPT
+						 : EXEC_CKPT_UNKNOWN;
+			e[n].protect = p[1] == '*';
+			e[n].del = true; /* the plan sets every entry */
+			n++;
+		}
+		exec_ckpt_retain_plan(e, n, rows[i].keep);
+		for (size_t k = 0; k < n; k++)
+			if (e[k].del)
+				at += (size_t)snprintf(got + at, sizeof(got) - at, "%s%lld",
+						       at ? " " : "", (long long)e[k].step);
+		CHECK_STR_EQ(got, rows[i].deleted);
+	}
+}
+
+TY_TEST(list_and_verify_stats)
+{
+	const char *dir = scratch_dir();
+	struct exec_ckpt_entry *e = NULL;
+	struct ty_err err = {0};
+	int64_t files = -1, bytes = -1;
+	size_t n = 0;
+
+	make_good(dir, 2);
+	make_good(dir, 10);
+	REQUIRE(mkdir(ty_test_strf("%s/step-7", dir), 0755) == 0); /* being written */
+	REQUIRE(mkdir(ty_test_strf("%s/other", dir), 0755) == 0);
+	put(ty_test_strf("%s/step-8", dir), "a file, not a checkpoint");
+	REQUIRE_INT_EQ(exec_ckpt_list(&e, &n, dir, &err), 0);
+	REQUIRE_INT_EQ(n, 3);
+	CHECK_INT_EQ(e[0].step, 10);
+	CHECK(e[0].manifest);
+	CHECK_INT_EQ(e[1].step, 7);
+	CHECK_STR_EQ(e[1].name, "step-7");
+	CHECK(!e[1].manifest);
+	CHECK_INT_EQ(e[2].step, 2);
+	free(e);
+	CHECK_INT_EQ(
+	    exec_ckpt_verify_stats(ty_test_strf("%s/step-10", dir), 10, &files, &bytes, &err), 0);
+	CHECK_INT_EQ(files, 2);
+	CHECK_INT_EQ(bytes, (int64_t)(strlen(DATA) + strlen(DATA2)));
+	CHECK_INT_EQ(exec_ckpt_list(&e, &n, ty_test_strf("%s/none", dir), &err), 0);
+	CHECK_INT_EQ(n, 0);
+	CHECK(e == NULL);
+	CHECK_INT_EQ(exec_ckpt_list(&e, &n, ty_test_strf("%s/step-8", dir), &err), TY_EIO);
+	REQUIRE(system(ty_test_strf("rm -rf '%s'", dir)) == 0);
+}
+
+/* Retention on disk: what is deleted, what verified, the protected resume kept. */
+TY_TEST(retain_on_disk)
+{
+	static const struct {
+		const char *name;
+		const char *setup; /* shell in the dir after step-1..5 */
+		int keep;
+		const char *protect; /* a step name or NULL */
+		const char *known;   /* steps known valid (no rehash), "" */
+		const char *left;    /* ls of what remains */
+		const char *valid;   /* steps found valid, newest first */
+	} rows[] = {
+	    {"keep 3", "true", 3, NULL, "", "step-3 step-4 step-5", "5 4 3"},
+	    {"keep 2 protects the resume", "true", 2, "step-1", "", "step-1 step-4 step-5", "5 4"},
+	    {"corrupt and torn below the newest valid",
+	     "echo x >> step-4/model.pt; rm "
+	     "step-3/MANIFEST.json",
+	     2, NULL, "", "step-2 step-5", "5 2"},
+	    {"newer torn kept", "mkdir step-9", 1, NULL, "", "step-5 step-9", "5"},
+	    {"known steps are not verified again", "echo x >> step-5/model.pt", 1, NULL, "5",
+	     "step-5", "5"},
+	    {"keep 0 deletes nothing", "true", 0, NULL, "", "step-1 step-2 step-3 step-4 step-5",
+	     ""},
+	};
+
+	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+		const char *dir = scratch_dir();
+		struct ty_err err = {0};
+		json_t *deleted = NULL;
+		int64_t *valid = NULL, known[4];
+		size_t nvalid = 0, nknown = 0, at = 0;
+		char got[256] = "";
+		FILE *ls;
+
+		ty_test_context("%s", rows[i].name);
+		for (long s = 1; s <= 5; s++)
+			make_good(dir, s);
+		if (*rows[i].known)
+			known[nknown++] = atoll(rows[i].known);
+		REQUIRE(system(ty_test_strf("cd '%s' && %s", dir, rows[i].setup)) == 0);
+		REQUIRE_INT_EQ(exec_ckpt_retain(&deleted, &valid, &nvalid, dir, rows[i].keep,
+						rows[i].protect
+						    ? ty_test_strf("%s/%s", dir, rows[i].protect)
+						    : NULL,
+						known, nknown, &err),
+			       0);
+		REQUIRE((ls = popen(ty_test_strf("ls '%s' | tr '\\n' ' '", dir), "r")) != NULL);
+		REQUIRE(fgets(got, sizeof(got), ls) != NULL || true);
+		pclose(ls);
+		got[strcspn(got, "\n")] = 0;
+		if (*got && got[strlen(got) - 1] == ' ')
+			got[strlen(got) - 1] = 0;
+		CHECK_STR_EQ(got, rows[i].left);
+		/* step-1..5, and step-9 where the setup made it */
+		CHECK_INT_EQ(json_array_size(deleted), (strstr(rows[i].setup, "step-9") ? 6 : 5) -
+							   (size_t)count_words(rows[i].left));
+		for (size_t k = 0; k < nvalid; k++)
+			at += (size_t)snprintf(got + at, sizeof(got) - at, "%s%lld", k ? " " : "",
+					       (long long)valid[k]);
+		got[at] = 0;
+		CHECK_STR_EQ(got, rows[i].valid);
+		json_decref(deleted);
+		free(valid);
+		REQUIRE(system(ty_test_strf("rm -rf '%s'", dir)) == 0);
+	}
 }

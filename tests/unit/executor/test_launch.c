@@ -115,8 +115,23 @@ TY_TEST(launch_checks)
 	    {"start timeout a float",
 	     "{" BASE "," GPUS ",'env':{},'launch':'per_gpu','start_timeout_seconds':1.5}",
 	     "launch field 'start_timeout_seconds' must be an integer in 0.."},
-	    {"timeouts null", "{" BASE "," GPUS ",'env':{},'launch':'per_gpu',"
-	     "'hang_timeout_seconds':null,'start_timeout_seconds':null}", NULL},
+	    {"timeouts null",
+	     "{" BASE "," GPUS ",'env':{},'launch':'per_gpu',"
+	     "'hang_timeout_seconds':null,'start_timeout_seconds':null}",
+	     NULL},
+	    {"keep and preflight",
+	     "{" BASE "," GPUS ",'env':{},'launch':'per_gpu',"
+	     "'checkpoint_keep':0,'preflight':false}",
+	     NULL},
+	    {"keep negative",
+	     "{" BASE "," GPUS ",'env':{},'launch':'per_gpu','checkpoint_keep':-1}",
+	     "launch field 'checkpoint_keep' is -1, not in 0..1000"},
+	    {"keep a string",
+	     "{" BASE "," GPUS ",'env':{},'launch':'per_gpu','checkpoint_keep':'3'}",
+	     "launch field 'checkpoint_keep' must be an integer"},
+	    {"preflight a string",
+	     "{" BASE "," GPUS ",'env':{},'launch':'per_gpu','preflight':'yes'}",
+	     "launch field 'preflight' must be a boolean"},
 	};
 
 	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
@@ -415,4 +430,110 @@ TY_TEST(cuda_devices)
 	l.ngpus = 0;
 	exec_cuda_devices(out, sizeof(out), &l, 0);
 	CHECK_STR_EQ(out, "");
+}
+
+TY_TEST(checkpoint_keep_and_preflight_fields)
+{
+	static const struct {
+		const char *extra;
+		int keep;
+		bool preflight;
+	} rows[] = {
+	    {"", EXEC_CKPT_KEEP_DEFAULT, false},
+	    {",'checkpoint_keep':null,'preflight':null", EXEC_CKPT_KEEP_DEFAULT, false},
+	    {",'checkpoint_keep':1,'preflight':true", 1, true},
+	    {",'checkpoint_keep':0", 0, false},
+	    {",'checkpoint_keep':1000,'preflight':false", 1000, false},
+	};
+
+	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+		struct exec_launch l;
+		struct ty_err err = {0};
+
+		ty_test_context("%s", rows[i].extra);
+		CHECK_INT_EQ(parse(&l, &err,
+				   ty_test_strf("{" BASE "," GPUS ",'env':{},'launch':'per_gpu'%s}",
+						rows[i].extra)),
+			     0);
+		CHECK_INT_EQ(l.checkpoint_keep, rows[i].keep);
+		CHECK_INT_EQ(l.preflight, rows[i].preflight);
+		exec_launch_clear(&l);
+	}
+}
+
+TY_TEST(preflight_node_check)
+{
+	static const struct {
+		const char *name;
+		const char *log;
+		const char *want; /* compact JSON of the object, NULL: none */
+	} rows[] = {
+	    {"none", "starting\nall good\n", NULL},
+	    {"empty", "", NULL},
+	    {"found among lines",
+	     "warming up\n{\"node_check\": {\"slow\": [\"n2\"], \"nodes\": [\"n1\", \"n2\"], "
+	     "\"median_gbps\": 9.5}}\nbye\n",
+	     "{\"slow\":[\"n2\"],\"nodes\":[\"n1\",\"n2\"],\"median_gbps\":9.5}"},
+	    {"last line without newline", "x\n  {\"node_check\": {\"slow\": []}}", "{\"slow\":[]}"},
+	    {"first of two", "{\"node_check\": {\"a\": 1}}\n{\"node_check\": {\"a\": 2}}\n",
+	     "{\"a\":1}"},
+	    {"not an object", "{\"node_check\": [1]}\n{\"node_check\": 3}\n", NULL},
+	    {"broken JSON", "{\"node_check\": {\"slow\": [}\n", NULL},
+	    {"other key", "{\"other\": {\"slow\": []}}\n", NULL},
+	    {"other keys too", "{\"rank\": 1, \"node_check\": {\"slow\": []}}\n", "{\"slow\":[]}"},
+	};
+
+	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+		json_t *nc = exec_preflight_node_check(rows[i].log);
+		char *text = nc ? json_dumps(nc, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
+
+		ty_test_context("%s", rows[i].name);
+		if (rows[i].want)
+			CHECK_STR_EQ(text ? text : "(none)", rows[i].want);
+		else
+			CHECK(nc == NULL);
+		free(text);
+		json_decref(nc);
+	}
+}
+
+TY_TEST(argv_parse)
+{
+	static const struct {
+		const char *text;
+		int rc;
+		int argc;
+		const char *last;
+		const char *err;
+	} rows[] = {
+	    {"[\"/bin/x\", \"--node-check\", \"8M\"]", 0, 3, "8M", NULL},
+	    {"[\"x\"]", 0, 1, "x", NULL},
+	    {"[]", TY_EINVAL, 0, NULL, "not a JSON array of 1.."},
+	    {"\"x\"", TY_EINVAL, 0, NULL, "not a JSON array"},
+	    {"[\"x\"", TY_EINVAL, 0, NULL, "not a JSON array"},
+	    {"[\"\", \"a\"]", TY_EINVAL, 0, NULL, "argument 0 of"},
+	    {"[\"x\", 1]", TY_EINVAL, 0, NULL, "argument 1 of"},
+	    {"[\"x\", \"a\\u0000b\"]", TY_EINVAL, 0, NULL, "not a JSON array"},
+	};
+
+	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+		struct ty_err err = {0};
+		char **v = NULL;
+		int n = 0;
+
+		ty_test_context("%s", rows[i].text);
+		CHECK_INT_EQ(exec_argv_parse(&v, rows[i].text, &err), rows[i].rc);
+		if (rows[i].rc) {
+			CHECK(v == NULL);
+			if (!strstr(err.msg, rows[i].err))
+				FAIL("message '%s' lacks '%s'", err.msg, rows[i].err);
+			continue;
+		}
+		REQUIRE(v != NULL);
+		while (v[n])
+			n++;
+		CHECK_INT_EQ(n, rows[i].argc);
+		CHECK_STR_EQ(v[n - 1], rows[i].last);
+		exec_env_free(v);
+	}
 }
