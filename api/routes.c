@@ -25,5 +25,6 @@ const struct api_route api_routes[] = {
 	{"GET", "/v1/nodes/{}", api_h_nodes_get, API_ROLE_VIEWER, API_AUTH},
 	{"POST", "/v1/nodes/{}/drain", api_h_nodes_drain, API_ROLE_ADMIN, API_AUTH},
 	{"POST", "/v1/nodes/{}/undrain", api_h_nodes_undrain, API_ROLE_ADMIN, API_AUTH},
+	{"POST", "/v1/nodes/{}/preempt", api_h_nodes_preempt, API_ROLE_ADMIN, API_AUTH | API_BODY},
 };
 const int api_routes_count = sizeof(api_routes) / sizeof(api_routes[0]);
