@@ -2542,15 +2542,19 @@ static const char *plural(long long n)
 	return n == 1 ? "" : "s";
 }
 
-/* Why a job is kept off spot nodes, e.g. "preempted on spot 3 times (spot.max_preemptions 3)". */
-static const char *spot_why(char *b, size_t n, const struct sched_pending_in *p)
+/*
+ * Why a job is kept off spot nodes, after `what`: "waiting for on-demand
+ * nodes: preempted on spot 3 times (spot.max_preemptions 3)", "waiting for
+ * on-demand nodes (spot.allowed is false)".
+ */
+static const char *spot_why(char *b, size_t n, const char *what, const struct sched_pending_in *p)
 {
 	if (p->spot == SCHED_SPOT_FALLBACK)
-		snprintf(b, n, "preempted on spot %d time%s (spot.max_preemptions %d)",
+		snprintf(b, n, "%s: preempted on spot %d time%s (spot.max_preemptions %d)", what,
 			 p->spot_preemptions, plural(p->spot_preemptions),
 			 p->spot_max_preemptions);
 	else
-		snprintf(b, n, "spot.allowed is false");
+		snprintf(b, n, "%s (spot.allowed is false)", what);
 	return b;
 }
 
@@ -2569,7 +2573,7 @@ int sched_reason_format_at(char *buf, size_t n, const struct sched_input *in,
 	const char *team = o->team >= 0 && o->team < in->nteams && in->teams[o->team].name
 			       ? in->teams[o->team].name
 			       : "?";
-	char tb[48], pb[64], shape[96], prot[200] = "", sw[96];
+	char tb[48], pb[64], shape[96], prot[200] = "", sw[160];
 	int N = p->nodes, G = p->gpus_per_node;
 
 	if (!when) {
@@ -2659,10 +2663,9 @@ int sched_reason_format_at(char *buf, size_t n, const struct sched_input *in,
 				when);
 	case SCHED_WAIT_HEAD:
 		if (o->on_demand_only)
-			return snprintf(buf, n,
-					"waiting for on-demand nodes (%s); next in line, nodes "
-					"reserved from %s",
-					spot_why(sw, sizeof(sw), p), when);
+			return snprintf(buf, n, "%s; next in line, nodes reserved from %s",
+					spot_why(sw, sizeof(sw), "waiting for on-demand nodes", p),
+					when);
 		return snprintf(buf, n, "waiting for %s%s; next in line, nodes reserved from %s",
 				shape, prot, when);
 	case SCHED_WAIT_BEHIND:
@@ -2693,16 +2696,11 @@ int sched_reason_format_at(char *buf, size_t n, const struct sched_input *in,
 				o->level ? sched_topo_name(o->level) : "", o->count,
 				plural(o->count));
 	case SCHED_WAIT_ON_DEMAND:
-		spot_why(sw, sizeof(sw), p);
-		if (p->spot == SCHED_SPOT_FALLBACK)
-			return snprintf(buf, n, "%s: %s",
-					o->count ? "the on-demand nodes can never hold it"
-						 : "waiting for on-demand nodes",
-					sw);
-		return snprintf(buf, n, "%s (%s)",
-				o->count ? "the on-demand nodes can never hold it"
-					 : "waiting for on-demand nodes",
-				sw);
+		return snprintf(buf, n, "%s",
+				spot_why(sw, sizeof(sw),
+					 o->count ? "the on-demand nodes can never hold it"
+						  : "waiting for on-demand nodes",
+					 p));
 	case SCHED_INVALID:
 		if (p->team < 0 || p->team >= in->nteams)
 			return snprintf(buf, n, "invalid request: unknown team");
