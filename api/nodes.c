@@ -157,7 +157,7 @@ int api_h_nodes_preempt(struct api_req *r, struct ty_err *err)
 	json_object_foreach(r->json, key, v)
 	{
 		if (strcmp(key, "deadline_seconds"))
-			return api_reply_error(r, 422, "unknown_field", key,
+			return api_reply_error(r, 400, "unknown_field", key,
 					       "unknown field '%s' (only 'deadline_seconds')",
 					       key);
 	}

@@ -571,7 +571,7 @@ TY_TEST(preempt_auth_bad_deadline_and_unknown_node)
 	    {"{\"deadline_seconds\": 1.5}", 422, "invalid_field", "deadline_seconds"},
 	    {"{\"deadline_seconds\": \"30\"}", 422, "invalid_field", "deadline_seconds"},
 	    {"{\"deadline_seconds\": null}", 422, "invalid_field", "deadline_seconds"},
-	    {"{\"deadline\": 30}", 422, "unknown_field", "deadline"},
+	    {"{\"deadline\": 30}", 400, "unknown_field", "deadline"},
 	    {"[30]", 400, "invalid_json", NULL},
 	    {"{", 400, "invalid_json", NULL},
 	};
