@@ -1086,7 +1086,7 @@ out:
 
 static int on_attempt_running(struct sched *s, const struct proto_msg *m, struct ty_err *err)
 {
-	char jb[24], ab[24], text[256];
+	char jb[24], ab[24], text[640], resume[320] = "";
 	const char *p[] = {sched_i64(jb, m->job), sched_i64(ab, m->attempt), m->node};
 	PGresult *res = NULL;
 	json_t *data = NULL;
@@ -1122,16 +1122,35 @@ static int on_attempt_running(struct sched *s, const struct proto_msg *m, struct
 	if ((rc = ty_pg_exec(&res, s->pg,
 			     "UPDATE attempts SET state = 'running', running_at = now()"
 			     " WHERE job_id = $1 AND attempt = $2"
-			     " AND state IN ('scheduled', 'starting') RETURNING 1",
+			     " AND state IN ('scheduled', 'starting')"
+			     " RETURNING resume_skipped IS NOT NULL, resume_from, resume_step,"
+			     " jsonb_array_length(coalesce(resume_skipped, '[]'))",
 			     2, p, err)))
 		goto out;
+	/* where it resumed from, when the executor said (attempt_running.resume) */
+	if (PQntuples(res) == 1 && !strcmp(PQgetvalue(res, 0, 0), "t")) {
+		int64_t skipped = sched_col_i64(res, 0, 3);
+		char sk[64] = "";
+
+		if (skipped > 0)
+			snprintf(sk, sizeof(sk), "%lld %scheckpoint%s failed verification",
+				 (long long)skipped, ty_pg_val(res, 0, 1) ? "newer " : "",
+				 skipped == 1 ? "" : "s");
+		if (ty_pg_val(res, 0, 1))
+			snprintf(resume, sizeof(resume), "; resumed from step %lld (%.200s%s%s)",
+				 (long long)sched_col_i64(res, 0, 2), PQgetvalue(res, 0, 1),
+				 *sk ? "; " : "", sk);
+		else
+			snprintf(resume, sizeof(resume), "; started from scratch (%s)",
+				 *sk ? sk : "no checkpoint");
+	}
 	if ((rc = job_move(&moved, s, m->job, m->attempt, "{scheduled,starting}", "running", false,
 			   NULL, err)) ||
 	    !moved)
 		goto out;
-	snprintf(text, sizeof(text), "attempt %lld running: %lld rank%s on %lld node%s",
+	snprintf(text, sizeof(text), "attempt %lld running: %lld rank%s on %lld node%s%s",
 		 (long long)m->attempt, (long long)world, world == 1 ? "" : "s", (long long)nodes,
-		 nodes == 1 ? "" : "s");
+		 nodes == 1 ? "" : "s", resume);
 	data = json_pack("{s:I}", "attempt", (json_int_t)m->attempt);
 	rc = sched_job_event(s, m->job, "running", "running", text, data, err);
 out:

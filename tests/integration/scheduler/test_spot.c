@@ -178,6 +178,12 @@ TY_TEST(notice_checkpoints_whole_gang_kills_by_deadline_and_requeues)
 	fx_send(f, rb, "attempt_running", job, 2,
 		"{'ranks':2,'resume':{'path':'/ckpt/step-10','step':10,'skipped':[]}}");
 	FX_WAIT(f, T, "running", "SELECT state FROM jobs WHERE id = $1", fx_n(job));
+	CHECK_STR_EQ(FX_Q(f,
+			  "SELECT message FROM job_events WHERE job_id = $1 AND type = 'running'"
+			  " AND (data->>'attempt')::int = 2",
+			  fx_n(job)),
+		     "attempt 2 running: 4 ranks on 2 nodes; resumed from step 40 (/ckpt/step-40; "
+		     "1 newer checkpoint failed verification)");
 	body = fx_api(f, "GET", ty_test_strf("/v1/jobs/%lld/attempts", job), 200);
 	{
 		json_t *j = json_loads(body, 0, NULL);
@@ -420,6 +426,12 @@ TY_TEST(api_trigger_preempts_like_a_notice)
 			  " FROM attempts WHERE job_id = $1 AND attempt = 2",
 			  fx_n(job)),
 		     "scratch - torn");
+	CHECK_STR_EQ(FX_Q(f,
+			  "SELECT message FROM job_events WHERE job_id = $1 AND type = 'running'"
+			  " AND (data->>'attempt')::int = 2",
+			  fx_n(job)),
+		     "attempt 2 running: 2 ranks on 1 node; started from scratch (1 checkpoint "
+		     "failed verification)");
 
 	/* heartbeats without a notice do not end an API notice */
 	fx_poll(f, 600);
