@@ -60,7 +60,9 @@ int sched_spot_notice(struct sched *s, const char *node, int64_t seq, const json
 			 "UPDATE nodes SET state = 'preempting',"
 			 " preempt_deadline = to_timestamp($2::bigint / 1000.0),"
 			 " preempt_notice = $3::jsonb,"
-			 " preempt_seq = least(coalesce(preempt_seq, $4::bigint), $4::bigint)"
+			 /* the first message that carried this notice (a lost node's is stale) */
+			 " preempt_seq = CASE WHEN state = 'preempting'"
+			 "  THEN least(coalesce(preempt_seq, $4::bigint), $4::bigint) ELSE $4::bigint END"
 			 " WHERE id = $1 AND state <> 'lost' AND (state <> 'preempting'"
 			 "  OR preempt_deadline IS DISTINCT FROM to_timestamp($2::bigint / 1000.0)"
 			 "  OR preempt_seq IS NULL)"
