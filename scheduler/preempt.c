@@ -193,6 +193,7 @@ int sched_preempt_settle(struct sched *s, int64_t job, int64_t attempt, struct t
 {
 	char jb[24], ab[24], text[512];
 	const char *p[] = {sched_i64(jb, job), sched_i64(ab, attempt)};
+	const char *q[] = {p[0], p[1], NULL}; /* + whether it counts as a spot preemption */
 	PGresult *res = NULL;
 	json_t *data = NULL;
 	bool spot;
@@ -233,6 +234,7 @@ int sched_preempt_settle(struct sched *s, int64_t job, int64_t attempt, struct t
 		goto out;
 	}
 	PQclear(res);
+	q[2] = spot ? "1" : "0";
 	/* back in the queue at its old place (ordered by submit time); no retry is spent */
 	if ((rc = ty_pg_exec(&res, s->pg,
 			     "UPDATE jobs SET state = 'pending', failure_class = 'preempted',"
@@ -241,7 +243,7 @@ int sched_preempt_settle(struct sched *s, int64_t job, int64_t attempt, struct t
 			     " pending_reason = NULL, queue_position = NULL, reserved_until = NULL"
 			     " WHERE id = $1 AND attempt = $2 AND state = 'preempting'"
 			     " RETURNING preemptions, spot_preemptions",
-			     3, (const char *[]){p[0], p[1], spot ? "1" : "0"}, err)))
+			     3, q, err)))
 		goto out;
 	if (PQntuples(res) == 1 && spot) {
 		json_object_set_new(data, "spot_preemptions",
