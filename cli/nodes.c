@@ -36,8 +36,9 @@ static const char attempts_help[] =
 	"usage: jobctl attempts [-o json] JOB\n"
 	"\n"
 	"List a job's attempts, oldest first: attempt, state, nodes (in node rank\n"
-	"order), world size, exit code, failure class, and when the attempt started\n"
-	"(was placed) and ended. -o json adds each attempt's rendezvous address,\n"
+	"order), world size, exit code, failure class, where it resumed from (the\n"
+	"checkpoint's step, 'scratch', '-' when not reported), and when the attempt\n"
+	"started (was placed) and ended. -o json adds each attempt's rendezvous address,\n"
 	"per-node and per-rank details.\n";
 
 static const char logs_help[] =
@@ -427,18 +428,19 @@ static int add_age(struct cli_table *t, const json_t *obj, const char *key)
 
 static int print_attempts(const json_t *items)
 {
-	static const char *const header[] = {"ATTEMPT", "STATE", "NODES",   "WORLD",
-					     "EXIT",    "CLASS", "STARTED", "ENDED"};
-	struct cli_table t = {.ncols = 8};
+	static const char *const header[] = {"ATTEMPT", "STATE",   "NODES",   "WORLD", "EXIT",
+					     "CLASS",	"RESUMED", "STARTED", "ENDED"};
+	struct cli_table t = {.ncols = 9};
 	struct ty_buf nodes = TY_BUF_INIT;
 	const json_t *a;
 	size_t i;
 	int rc = 0;
 
-	for (i = 0; i < 8; i++)
+	for (i = 0; i < 9; i++)
 		rc |= cli_table_add(&t, header[i]);
 	json_array_foreach(items, i, a) {
-		char n1[32], n2[32], n3[32];
+		const json_t *res = json_object_get(a, "resume");
+		char n1[32], n2[32], n3[32], n4[32];
 
 		ty_buf_reset(&nodes);
 		rc |= format_nodes(&nodes, json_object_get(a, "nodes"));
@@ -448,6 +450,13 @@ static int print_attempts(const json_t *items)
 		rc |= cli_table_addf(&t, "%s", cli_json_num(n2, sizeof(n2), a, "world_size"));
 		rc |= cli_table_addf(&t, "%s", cli_json_num(n3, sizeof(n3), a, "exit_code"));
 		rc |= cli_table_add(&t, cli_json_str(a, "failure_class", "-"));
+		/* where it resumed from: a checkpoint's step, scratch, or not reported */
+		if (!json_is_object(res))
+			rc |= cli_table_add(&t, "-");
+		else if (json_is_string(json_object_get(res, "path")))
+			rc |= cli_table_addf(&t, "step %s", cli_json_num(n4, sizeof(n4), res, "step"));
+		else
+			rc |= cli_table_add(&t, "scratch");
 		rc |= add_age(&t, a, "created_at");
 		rc |= add_age(&t, a, "ended_at");
 	}

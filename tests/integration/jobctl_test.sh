@@ -615,9 +615,17 @@ ok "status shows the attempts (nodes, duration, class, evidence) and the last fa
 
 expect 0 jc attempts "$JL"
 [[ $(wc -l <"$W/out") -eq 3 ]] || fail "attempts printed $(wc -l <"$W/out") lines, not 1 + 2"
-out_has '^ATTEMPT  *STATE  *NODES  *WORLD  *EXIT  *CLASS  *STARTED  *ENDED$'
-out_has '^1  *failed  *node-a,node-b  *4  *1  *user  *10m ago  *8m ago$'
-out_has '^2  *running  *node-a,node-b  *4  *-  *-  *[0-9]*s ago  *-$'
+out_has '^ATTEMPT  *STATE  *NODES  *WORLD  *EXIT  *CLASS  *RESUMED  *STARTED  *ENDED$'
+out_has '^1  *failed  *node-a,node-b  *4  *1  *user  *-  *10m ago  *8m ago$'
+out_has '^2  *running  *node-a,node-b  *4  *-  *-  *-  *[0-9]*s ago  *-$'
+# RESUMED: the checkpoint step the attempt resumed from, or scratch
+psql "$DB_URL" -v ON_ERROR_STOP=1 -qAt -c "UPDATE attempts SET resume_from = '/ckpt/s40', resume_step = 40, resume_skipped = '[]' WHERE job_id = $JL AND attempt = 2" >/dev/null
+expect 0 jc attempts "$JL"
+out_has '^2  *running  *node-a,node-b  *4  *-  *-  *step 40  *[0-9]*s ago  *-$'
+psql "$DB_URL" -v ON_ERROR_STOP=1 -qAt -c "UPDATE attempts SET resume_from = NULL, resume_step = NULL WHERE job_id = $JL AND attempt = 2" >/dev/null
+expect 0 jc attempts "$JL"
+out_has '^2  *running  *node-a,node-b  *4  *-  *-  *scratch  *[0-9]*s ago  *-$'
+psql "$DB_URL" -v ON_ERROR_STOP=1 -qAt -c "UPDATE attempts SET resume_skipped = NULL WHERE job_id = $JL AND attempt = 2" >/dev/null
 expect 0 jc -o json attempts "$JL"
 check '[a["attempt"] for a in d["items"]] == [1, 2]'
 check '[a["state"] for a in d["items"]] == ["failed", "running"]'
