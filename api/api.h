@@ -173,6 +173,10 @@ int api_h_nodes_get(struct api_req *r, struct ty_err *err);
 int api_h_nodes_drain(struct api_req *r, struct ty_err *err);
 int api_h_nodes_undrain(struct api_req *r, struct ty_err *err);
 int api_h_usage(struct api_req *r, struct ty_err *err);
+/* POST /v1/nodes/{id}/preempt: deadline_seconds default and maximum. */
+#define API_PREEMPT_DEADLINE 30
+#define API_PREEMPT_DEADLINE_MAX 3600
+int api_h_nodes_preempt(struct api_req *r, struct ty_err *err);
 
 /* Job spec validation (pure): a normalised spec with defaults, or a problem. */
 json_t *api_validate_job(const json_t *body, struct api_problem *p);

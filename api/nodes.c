@@ -18,6 +18,8 @@
 	"   JOIN jobs j ON j.id = a.job_id WHERE a.node_id = n.id"                      \
 	"   AND a.released_at IS NULL AND ($1::bigint IS NULL OR j.team_id = $1)), '[]'),"   \
 	" 'drain_reason', n.drain_reason,"                                              \
+	" 'preempt', CASE WHEN n.state = 'preempting' THEN json_build_object("         \
+	"   'deadline', ty_ts(n.preempt_deadline), 'notice', n.preempt_notice) END,"     \
 	" 'hcas', coalesce(n.inventory->'hcas', '[]'),"                                 \
 	" 'failures', (SELECT json_build_object('count', count(*),"                     \
 	"   'jobs', count(DISTINCT f.job_id),"                                          \
@@ -37,10 +39,10 @@ int api_h_nodes_list(struct api_req *r, struct ty_err *err)
 	int rc;
 
 	if (p[1] && strcmp(p[1], "ready") && strcmp(p[1], "suspect") && strcmp(p[1], "draining") &&
-	    strcmp(p[1], "drained") && strcmp(p[1], "lost"))
-		return api_reply_error(
-		    r, 400, "invalid_parameter", "state",
-		    "'state' must be 'ready', 'suspect', 'draining', 'drained' or 'lost'");
+	    strcmp(p[1], "drained") && strcmp(p[1], "preempting") && strcmp(p[1], "lost"))
+		return api_reply_error(r, 400, "invalid_parameter", "state",
+				       "'state' must be 'ready', 'suspect', 'draining', 'drained', "
+				       "'preempting' or 'lost'");
 	rc = ty_pg_exec(&res, r->pg,
 			"SELECT json_build_object('items', coalesce(json_agg(" NODE_JSON_SQL
 			" ORDER BY n.id), '[]'))::text FROM nodes n"
@@ -72,14 +74,16 @@ int api_h_nodes_get(struct api_req *r, struct ty_err *err)
 }
 
 /*
- * Drain and undrain (admin): one UPDATE, its audit row and a notification
- * that wakes the scheduler ("node:ID" on trainyard_job_events), in one
- * transaction. Both are idempotent. A lost node keeps its state; draining
- * it still records the drain, so it comes back drained.
+ * Drain, undrain and preempt (admin): one UPDATE, its audit row and a
+ * notification that wakes the scheduler ("node:ID" on trainyard_job_events),
+ * in one transaction. All are idempotent. A lost node keeps its state;
+ * draining it still records the drain, so it comes back drained. `set` may
+ * use $3 = arg when arg is not NULL.
  */
-static int node_admin(struct api_req *r, const char *action, const char *set, struct ty_err *err)
+static int node_admin(struct api_req *r, const char *action, const char *set, const char *arg,
+		      struct ty_err *err)
 {
-	const char *p[2] = {NULL, r->params[0]};
+	const char *p[3] = {NULL, r->params[0], arg};
 	char tid[24];
 	const char *a[3] = {tid, action, r->params[0]};
 	PGresult *res = NULL;
@@ -93,7 +97,7 @@ static int node_admin(struct api_req *r, const char *action, const char *set, st
 					"WITH u AS (UPDATE nodes n SET %s WHERE n.id = $2"
 					" RETURNING n.*) SELECT " NODE_JSON_SQL "::text FROM u n",
 					set),
-			2, p, err);
+			arg ? 3 : 2, p, err);
 	if (!rc && PQntuples(res) == 0) {
 		PQclear(res);
 		ty_pg_rollback(r->pg);
@@ -119,20 +123,60 @@ static int node_admin(struct api_req *r, const char *action, const char *set, st
 
 int api_h_nodes_drain(struct api_req *r, struct ty_err *err)
 {
+	/* a preempting node stays so; its drain reason makes it come back drained */
 	return node_admin(r, "node.drain",
-			  "state = CASE WHEN n.state = 'lost' THEN 'lost'"
+			  "state = CASE WHEN n.state IN ('lost', 'preempting') THEN n.state"
 			  " WHEN EXISTS (SELECT 1 FROM allocations a WHERE a.node_id = n.id"
 			  "  AND a.released_at IS NULL) THEN 'draining' ELSE 'drained' END,"
 			  " drain_reason = coalesce(n.drain_reason, 'drained by an admin')",
-			  err);
+			  NULL, err);
 }
 
 int api_h_nodes_undrain(struct api_req *r, struct ty_err *err)
 {
 	return node_admin(r, "node.undrain",
 			  "state = CASE WHEN n.state = 'lost' THEN 'lost' ELSE 'ready' END,"
-			  " drain_reason = NULL, failures_since = now()",
-			  err);
+			  " drain_reason = NULL, failures_since = now(),"
+			  " preempt_deadline = NULL, preempt_notice = NULL, preempt_seq = NULL",
+			  NULL, err);
+}
+
+/*
+ * The local spot trigger: the node becomes `preempting` with a deadline
+ * deadline_seconds from now, exactly as if its executor had reported a
+ * spot notice; the scheduler (woken by the notification) checkpoints and
+ * kills its gangs and sends it no new work. The executor is not told: a
+ * preempting node gets no launches, which is all "no new work" needs.
+ */
+int api_h_nodes_preempt(struct api_req *r, struct ty_err *err)
+{
+	const json_t *d = json_object_get(r->json, "deadline_seconds");
+	const char *key;
+	json_t *v;
+
+	json_object_foreach(r->json, key, v)
+	{
+		if (strcmp(key, "deadline_seconds"))
+			return api_reply_error(r, 400, "unknown_field", key,
+					       "unknown field '%s' (only 'deadline_seconds')",
+					       key);
+	}
+	if (d && (!json_is_integer(d) || json_integer_value(d) < 0 ||
+		  json_integer_value(d) > API_PREEMPT_DEADLINE_MAX))
+		return api_reply_error(r, 422, "invalid_field", "deadline_seconds",
+				       "'deadline_seconds' must be an integer from 0 to %d",
+				       API_PREEMPT_DEADLINE_MAX);
+	return node_admin(
+	    r, "node.preempt",
+	    "state = CASE WHEN n.state = 'lost' THEN 'lost' ELSE 'preempting' END,"
+	    " preempt_deadline = now() + make_interval(secs => $3::int),"
+	    " preempt_notice = '{\"provider\": \"local\", \"action\": \"preempt\","
+	    " \"detail\": \"POST /v1/nodes/{id}/preempt\"}',"
+	    /* an executor's own notice keeps its seq: its heartbeats still end it */
+	    " preempt_seq = CASE WHEN n.state = 'preempting' THEN n.preempt_seq END",
+	    ty_arena_printf(r->arena, "%lld",
+			    d ? (long long)json_integer_value(d) : (long long)API_PREEMPT_DEADLINE),
+	    err);
 }
 
 static const char *scope(struct api_req *r)
@@ -159,6 +203,10 @@ int api_h_jobs_attempts(struct api_req *r, struct ty_err *err)
 			"  'exit_code', t.exit_code, 'failure_class', t.failure_class,"
 			"  'message', ty_redact_jobs(t.message, $2::bigint),"
 			"  'evidence', t.evidence, 'blamed_node', t.blamed_node,"
+			"  'spot_node', t.spot_node,"
+			"  'resume', CASE WHEN t.resume_skipped IS NOT NULL THEN json_build_object("
+			"   'path', t.resume_from, 'step', t.resume_step,"
+			"   'skipped', t.resume_skipped) END,"
 			"  'duration_seconds', round(extract(epoch FROM"
 			"   coalesce(t.ended_at, now()) - t.created_at)::numeric, 3)::float8,"
 			"  'created_at', ty_ts(t.created_at),"

@@ -26,5 +26,6 @@ const struct api_route api_routes[] = {
 	{"POST", "/v1/nodes/{}/drain", api_h_nodes_drain, API_ROLE_ADMIN, API_AUTH},
 	{"POST", "/v1/nodes/{}/undrain", api_h_nodes_undrain, API_ROLE_ADMIN, API_AUTH},
 	{"GET", "/v1/usage", api_h_usage, API_ROLE_VIEWER, API_AUTH},
+	{"POST", "/v1/nodes/{}/preempt", api_h_nodes_preempt, API_ROLE_ADMIN, API_AUTH | API_BODY},
 };
 const int api_routes_count = sizeof(api_routes) / sizeof(api_routes[0]);

@@ -479,7 +479,8 @@ out:
 static const char *const reason_name[] = {"placed",	  "nodes",   "topology", "never_fits",
 					  "borrow_limit", "cohort",  "nominal",	 "preemption",
 					  "reserved",	  "head",    "behind",	 "scan_limit",
-					  "port",	  "invalid", "backoff",	 "excluded"};
+					  "port",	  "invalid", "backoff",	 "excluded",
+					  "on_demand"};
 _Static_assert(sizeof(reason_name) / sizeof(reason_name[0]) == SCHED_REASON_COUNT,
 	       "a name for every enum sched_reason");
 

@@ -22,7 +22,7 @@ static const char main_help[] =
 	"  cancel    cancel a job\n"
 	"  attempts  list a job's attempts: nodes, exit codes, failure classes\n"
 	"  logs      print the end of one rank's log\n"
-	"  nodes     list, show, drain and undrain the nodes jobs run on\n"
+	"  nodes     list, show, drain, undrain and preempt the nodes jobs run on\n"
 	"  teams     list, show, create and update teams\n"
 	"  quota     show teams' quotas, GPUs in use, borrowed and lent, fair share\n"
 	"  usage     GPU-hours, cost and lost work per team, job, pool or day\n"

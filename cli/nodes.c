@@ -10,6 +10,7 @@ static const char nodes_help[] =
 	"       jobctl nodes get NODE\n"
 	"       jobctl nodes drain NODE\n"
 	"       jobctl nodes undrain NODE\n"
+	"       jobctl nodes preempt NODE [--deadline SECONDS]\n"
 	"\n"
 	"List the nodes executors registered, ordered by id: id, state, address,\n"
 	"GPUs free/total (free: not held by an unreleased allocation), HCAs (name:\n"
@@ -20,17 +21,24 @@ static const char nodes_help[] =
 	"\n"
 	"'drain' (admin) stops new work on the node: 'draining' while work still\n"
 	"runs there, then 'drained'. 'undrain' (admin) makes it 'ready' again and\n"
-	"forgets its failures. Both are idempotent.\n"
+	"forgets its failures (and ends a 'preempting' state). Both are idempotent.\n"
+	"'preempt' (admin) acts as a spot interruption notice for the node: it is\n"
+	"'preempting' (no new work) and the jobs running there checkpoint, are\n"
+	"killed before the deadline and requeued elsewhere.\n"
 	"\n"
 	"flags:\n"
-	"  --state S    only nodes in state S (ready, suspect, draining, drained, lost)\n";
+	"  --state S            only nodes in state S (ready, suspect, draining,\n"
+	"                       drained, preempting, lost)\n"
+	"  --deadline SECONDS   'preempt': the node goes away in SECONDS, 0..3600\n"
+	"                       (default 30)\n";
 
 static const char attempts_help[] =
 	"usage: jobctl attempts [-o json] JOB\n"
 	"\n"
 	"List a job's attempts, oldest first: attempt, state, nodes (in node rank\n"
-	"order), world size, exit code, failure class, and when the attempt started\n"
-	"(was placed) and ended. -o json adds each attempt's rendezvous address,\n"
+	"order), world size, exit code, failure class, where it resumed from (the\n"
+	"checkpoint's step, 'scratch', '-' when not reported), and when the attempt\n"
+	"started (was placed) and ended. -o json adds each attempt's rendezvous address,\n"
 	"per-node and per-rank details.\n";
 
 static const char logs_help[] =
@@ -187,6 +195,15 @@ static int print_node(const json_t *node)
 		rc |= cli_table_add(&t, "drain reason:");
 		rc |= cli_table_add(&t, cli_json_str(node, "drain_reason", NULL));
 	}
+	if (json_is_object(json_object_get(node, "preempt"))) {
+		const json_t *pr = json_object_get(node, "preempt");
+
+		rc |= cli_table_add_time(&t, "preempt deadline:", pr, "deadline");
+		rc |= cli_table_add(&t, "spot notice:");
+		rc |= cli_table_addf(
+		    &t, "%s %s", cli_json_str(json_object_get(pr, "notice"), "provider", "?"),
+		    cli_json_str(json_object_get(pr, "notice"), "detail", ""));
+	}
 	rc |= cli_table_add_time(&t, "last heartbeat:", node, "last_heartbeat");
 	rc |= cli_table_add_time(&t, "registered:", node, "registered_at");
 	if (!rc)
@@ -248,8 +265,10 @@ static int print_nodes(const json_t *items)
 
 int cli_cmd_nodes(struct cli *cli, int argc, char **argv, struct ty_err *err)
 {
-	const char *state = NULL;
-	const struct cli_opt opts[] = {{"state", 0, CLI_OPT_STR, &state}};
+	const char *state = NULL, *deadline = NULL;
+	const struct cli_opt opts[] = {{"state", 0, CLI_OPT_STR, &state},
+				       {"deadline", 0, CLI_OPT_STR, &deadline}};
+	json_t *body = NULL;
 	struct ty_buf path = TY_BUF_INIT;
 	struct cli_strv pos = {0};
 	struct cli_resp resp = {0};
@@ -258,7 +277,7 @@ int cli_cmd_nodes(struct cli *cli, int argc, char **argv, struct ty_err *err)
 	int rc;
 
 	/* options first, so "nodes --state ready" is no subcommand "ready" */
-	if ((rc = cli_parse_opts(&pos, NULL, cli, argc, argv, opts, 1, err)))
+	if ((rc = cli_parse_opts(&pos, NULL, cli, argc, argv, opts, 2, err)))
 		goto out;
 	if (cli->help) {
 		fputs(nodes_help, stdout);
@@ -266,11 +285,35 @@ int cli_cmd_nodes(struct cli *cli, int argc, char **argv, struct ty_err *err)
 	}
 	sub = pos.n ? pos.v[0] : "list";
 	is_get = strcmp(sub, "get") == 0;
-	is_admin = strcmp(sub, "drain") == 0 || strcmp(sub, "undrain") == 0;
+	is_admin = strcmp(sub, "drain") == 0 || strcmp(sub, "undrain") == 0 ||
+		   strcmp(sub, "preempt") == 0;
 	if (!is_get && !is_admin && strcmp(sub, "list") != 0) {
 		rc = ty_err_set(err, TY_ECONFIG,
-				"unknown nodes command '%.100s' (list, get, drain, undrain)", sub);
+				"unknown nodes command '%.100s' (list, get, drain, undrain, preempt)",
+				sub);
 		goto out;
+	}
+	if (deadline && strcmp(sub, "preempt") != 0) {
+		rc = ty_err_set(err, TY_ECONFIG, "--deadline is for 'nodes preempt'");
+		goto out;
+	}
+	if (!strcmp(sub, "preempt")) {
+		char *end;
+		long long secs = deadline ? strtoll(deadline, &end, 10) : -1;
+
+		if (deadline && (!*deadline || *end || secs < 0 || secs > 3600)) {
+			rc = ty_err_set(err, TY_ECONFIG,
+					"--deadline must be a number of seconds from 0 to 3600, "
+					"not '%.100s'",
+					deadline);
+			goto out;
+		}
+		body = deadline ? json_pack("{s:I}", "deadline_seconds", (json_int_t)secs)
+				: json_object();
+		if (!body) {
+			rc = ty_err_set(err, TY_ENOMEM, NULL);
+			goto out;
+		}
 	}
 	if (is_get || is_admin) {
 		if (pos.n != 2 || !*pos.v[1]) {
@@ -300,7 +343,7 @@ int cli_cmd_nodes(struct cli *cli, int argc, char **argv, struct ty_err *err)
 			goto out;
 		}
 	}
-	if ((rc = cli_request(&resp, cli, is_admin ? "POST" : "GET", path.data, NULL, NULL, 0,
+	if ((rc = cli_request(&resp, cli, is_admin ? "POST" : "GET", path.data, body, NULL, 0,
 			      err)))
 		goto out;
 	if (cli->output == CLI_OUT_JSON) {
@@ -310,6 +353,8 @@ int cli_cmd_nodes(struct cli *cli, int argc, char **argv, struct ty_err *err)
 
 		printf("node %s: %s%s\n", pos.v[1], st,
 		       !strcmp(st, "draining") ? " (takes no new work; drained once its work ends)"
+		       : !strcmp(st, "preempting")
+			   ? " (takes no new work; its jobs checkpoint and are requeued elsewhere)"
 		       : !strcmp(st, "lost") && !strcmp(sub, "drain")
 			   ? " (not heard from; drained when it returns)"
 		       : !strcmp(st, "lost") ? " (not heard from; ready when it returns)"
@@ -323,6 +368,7 @@ int cli_cmd_nodes(struct cli *cli, int argc, char **argv, struct ty_err *err)
 		rc = ty_err_set(err, TY_ENOMEM, NULL);
 	}
 out:
+	json_decref(body);
 	cli_resp_free(&resp);
 	cli_strv_free(&pos);
 	ty_buf_free(&path);
@@ -382,18 +428,19 @@ static int add_age(struct cli_table *t, const json_t *obj, const char *key)
 
 static int print_attempts(const json_t *items)
 {
-	static const char *const header[] = {"ATTEMPT", "STATE", "NODES",   "WORLD",
-					     "EXIT",    "CLASS", "STARTED", "ENDED"};
-	struct cli_table t = {.ncols = 8};
+	static const char *const header[] = {"ATTEMPT", "STATE",   "NODES",   "WORLD", "EXIT",
+					     "CLASS",	"RESUMED", "STARTED", "ENDED"};
+	struct cli_table t = {.ncols = 9};
 	struct ty_buf nodes = TY_BUF_INIT;
 	const json_t *a;
 	size_t i;
 	int rc = 0;
 
-	for (i = 0; i < 8; i++)
+	for (i = 0; i < 9; i++)
 		rc |= cli_table_add(&t, header[i]);
 	json_array_foreach(items, i, a) {
-		char n1[32], n2[32], n3[32];
+		const json_t *res = json_object_get(a, "resume");
+		char n1[32], n2[32], n3[32], n4[32];
 
 		ty_buf_reset(&nodes);
 		rc |= format_nodes(&nodes, json_object_get(a, "nodes"));
@@ -403,6 +450,13 @@ static int print_attempts(const json_t *items)
 		rc |= cli_table_addf(&t, "%s", cli_json_num(n2, sizeof(n2), a, "world_size"));
 		rc |= cli_table_addf(&t, "%s", cli_json_num(n3, sizeof(n3), a, "exit_code"));
 		rc |= cli_table_add(&t, cli_json_str(a, "failure_class", "-"));
+		/* where it resumed from: a checkpoint's step, scratch, or not reported */
+		if (!json_is_object(res))
+			rc |= cli_table_add(&t, "-");
+		else if (json_is_string(json_object_get(res, "path")))
+			rc |= cli_table_addf(&t, "step %s", cli_json_num(n4, sizeof(n4), res, "step"));
+		else
+			rc |= cli_table_add(&t, "scratch");
 		rc |= add_age(&t, a, "created_at");
 		rc |= add_age(&t, a, "ended_at");
 	}

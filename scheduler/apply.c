@@ -653,6 +653,8 @@ int sched_node_gone(struct sched *s, const char *node, const char *cls, const ch
 struct node_row {
 	bool exists;
 	bool lost;
+	bool preempting;
+	int64_t preempt_seq; /* 0: none, or set through the API */
 	int64_t last_seq;
 	int gpus;
 	char boot_id[256];
@@ -666,8 +668,8 @@ static int node_get(struct node_row *n, struct sched *s, const char *node, struc
 
 	memset(n, 0, sizeof(*n));
 	if ((rc = ty_pg_exec(&res, s->pg,
-			     "SELECT boot_id, state, last_seq, gpus FROM nodes WHERE id = $1"
-			     " FOR UPDATE",
+			     "SELECT boot_id, state, last_seq, gpus, preempt_seq FROM nodes"
+			     " WHERE id = $1 FOR UPDATE",
 			     1, p, err)))
 		return rc;
 	if (PQntuples(res) == 1) {
@@ -676,6 +678,8 @@ static int node_get(struct node_row *n, struct sched *s, const char *node, struc
 		n->lost = !strcmp(PQgetvalue(res, 0, 1), "lost");
 		n->last_seq = sched_col_i64(res, 0, 2);
 		n->gpus = (int)sched_col_i64(res, 0, 3);
+		n->preempting = !strcmp(PQgetvalue(res, 0, 1), "preempting");
+		n->preempt_seq = sched_col_i64(res, 0, 4);
 	}
 	PQclear(res);
 	return 0;
@@ -685,6 +689,7 @@ static int boot_changed(struct sched *s, const char *node, const struct node_row
 			const char *boot_id, struct ty_err *err)
 {
 	char why[256];
+	int rc;
 
 	if (!n->exists || !strcmp(n->boot_id, boot_id))
 		return 0;
@@ -692,7 +697,11 @@ static int boot_changed(struct sched *s, const char *node, const struct node_row
 	snprintf(why, sizeof(why), "node %s restarted (boot id changed)", node);
 	/* the executor restarted: its host is not blamed (the process may simply have been
 	 * upgraded or restarted by hand) */
-	return sched_node_gone(s, node, "system", why, false, err);
+	if ((rc = sched_node_gone(s, node, "system", why, false, err)))
+		return rc;
+	/* a new boot has no notice until it reports one (its heartbeat, its event) */
+	return n->preempting ? sched_spot_clear(s, node, "new boot without a spot notice", err)
+			     : 0;
 }
 
 static int on_register(struct sched *s, const struct proto_msg *m, struct ty_err *err)
@@ -881,7 +890,7 @@ int sched_apply_late_exits(struct sched *s, int64_t min_age_ms, struct ty_err *e
 
 static int on_heartbeat(struct sched *s, const struct proto_msg *m, struct ty_err *err)
 {
-	const json_t *d = m->data, *e;
+	const json_t *d = m->data, *e, *notice;
 	const char *boot_id = jstr(d, "boot_id", "");
 	json_t *running = json_array();
 	char *rtext = NULL, sb[24];
@@ -928,6 +937,20 @@ static int on_heartbeat(struct sched *s, const struct proto_msg *m, struct ty_er
 		sched_mirror_touch_node(s, m->node);
 		ty_info("node '%s' is back", m->node);
 		s->capacity_freed = true;
+	}
+	/* the executor repeats its spot notice in every heartbeat while it lasts */
+	notice = json_object_get(d, "preempt_notice");
+	if (json_is_object(notice)) {
+		if ((rc = sched_spot_notice(s, m->node, m->seq, notice, err)) == TY_EINVAL) {
+			ty_warn("node '%s': %s", m->node, err->msg);
+			rc = 0;
+		}
+		if (rc)
+			goto out;
+	} else if (n.preempting && n.preempt_seq > 0 && m->seq > n.preempt_seq &&
+		   (rc = sched_spot_clear(s, m->node, "its heartbeat reports no spot notice",
+					  err))) {
+		goto out;
 	}
 	/* attempts the node finished whose attempt_exited may never have come */
 	rc = note_finished(s, m->node, json_object_get(d, "finished"), err);
@@ -1007,9 +1030,69 @@ static int on_rank_started(struct sched *s, const struct proto_msg *m, struct ty
 	return rc;
 }
 
+/*
+ * Where the attempt resumed from (attempt_running.resume): the first node's
+ * report is kept — every node reads the same checkpoint directory. Entries
+ * of the skipped list keep only their documented fields.
+ */
+static int record_resume(struct sched *s, const struct proto_msg *m, struct ty_err *err)
+{
+	const json_t *r = json_object_get(m->data, "resume"), *e;
+	const json_t *path = json_object_get(r, "path"), *step = json_object_get(r, "step");
+	json_t *skipped = NULL;
+	char jb[24], ab[24], sb[24], *text = NULL;
+	size_t i;
+	int rc;
+
+	if (!json_is_object(r))
+		return 0; /* an executor that does not verify checkpoints */
+	if (!(skipped = json_array()))
+		return ty_err_set(err, TY_ENOMEM, NULL);
+	json_array_foreach(json_object_get(r, "skipped"), i, e)
+	{
+		json_t *k = json_object();
+		static const char *const strs[] = {"path", "status", "reason", NULL};
+
+		if (!k || json_array_append_new(skipped, k)) {
+			rc = ty_err_set(err, TY_ENOMEM, NULL);
+			goto out;
+		}
+		for (int f = 0; strs[f]; f++) {
+			const char *v = jstr(e, strs[f], NULL);
+
+			json_object_set_new(k, strs[f], v ? json_stringn(v, strnlen(v, 1024))
+							  : json_null());
+		}
+		json_object_set_new(k, "step", json_is_integer(json_object_get(e, "step"))
+						   ? json_integer(jint(e, "step", 0))
+						   : json_null());
+		if (i >= 63)
+			break; /* the newest are enough to say why */
+	}
+	if (!(text = json_dumps(skipped, JSON_COMPACT))) {
+		rc = ty_err_set(err, TY_ENOMEM, NULL);
+		goto out;
+	}
+	const char *p[] = {sched_i64(jb, m->job), sched_i64(ab, m->attempt),
+			   json_is_string(path) ? json_string_value(path) : NULL,
+			   json_is_string(path) && json_is_integer(step)
+			       ? sched_i64(sb, (int64_t)json_integer_value(step))
+			       : NULL,
+			   text};
+	rc = ty_pg_exec(NULL, s->pg,
+			"UPDATE attempts SET resume_from = $3, resume_step = $4::bigint,"
+			" resume_skipped = $5::jsonb WHERE job_id = $1 AND attempt = $2"
+			" AND resume_skipped IS NULL",
+			5, p, err);
+out:
+	json_decref(skipped);
+	free(text);
+	return rc;
+}
+
 static int on_attempt_running(struct sched *s, const struct proto_msg *m, struct ty_err *err)
 {
-	char jb[24], ab[24], text[256];
+	char jb[24], ab[24], text[640], resume[320] = "";
 	const char *p[] = {sched_i64(jb, m->job), sched_i64(ab, m->attempt), m->node};
 	PGresult *res = NULL;
 	json_t *data = NULL;
@@ -1026,6 +1109,9 @@ static int on_attempt_running(struct sched *s, const struct proto_msg *m, struct
 	if (PQntuples(res) == 0)
 		goto out;
 	PQclear(res);
+	res = NULL;
+	if ((rc = record_resume(s, m, err)))
+		goto out;
 	if ((rc = ty_pg_exec(&res, s->pg,
 			     "SELECT count(*) FILTER (WHERE a.running_at IS NULL), count(*),"
 			     " min(t.world_size) FROM allocations a JOIN attempts t"
@@ -1042,16 +1128,35 @@ static int on_attempt_running(struct sched *s, const struct proto_msg *m, struct
 	if ((rc = ty_pg_exec(&res, s->pg,
 			     "UPDATE attempts SET state = 'running', running_at = now()"
 			     " WHERE job_id = $1 AND attempt = $2"
-			     " AND state IN ('scheduled', 'starting') RETURNING 1",
+			     " AND state IN ('scheduled', 'starting')"
+			     " RETURNING resume_skipped IS NOT NULL, resume_from, resume_step,"
+			     " jsonb_array_length(coalesce(resume_skipped, '[]'))",
 			     2, p, err)))
 		goto out;
+	/* where it resumed from, when the executor said (attempt_running.resume) */
+	if (PQntuples(res) == 1 && !strcmp(PQgetvalue(res, 0, 0), "t")) {
+		int64_t skipped = sched_col_i64(res, 0, 3);
+		char sk[64] = "";
+
+		if (skipped > 0)
+			snprintf(sk, sizeof(sk), "%lld %scheckpoint%s failed verification",
+				 (long long)skipped, ty_pg_val(res, 0, 1) ? "newer " : "",
+				 skipped == 1 ? "" : "s");
+		if (ty_pg_val(res, 0, 1))
+			snprintf(resume, sizeof(resume), "; resumed from step %lld (%.200s%s%s)",
+				 (long long)sched_col_i64(res, 0, 2), PQgetvalue(res, 0, 1),
+				 *sk ? "; " : "", sk);
+		else
+			snprintf(resume, sizeof(resume), "; started from scratch (%s)",
+				 *sk ? sk : "no checkpoint");
+	}
 	if ((rc = job_move(&moved, s, m->job, m->attempt, "{scheduled,starting}", "running", false,
 			   NULL, err)) ||
 	    !moved)
 		goto out;
-	snprintf(text, sizeof(text), "attempt %lld running: %lld rank%s on %lld node%s",
+	snprintf(text, sizeof(text), "attempt %lld running: %lld rank%s on %lld node%s%s",
 		 (long long)m->attempt, (long long)world, world == 1 ? "" : "s", (long long)nodes,
-		 nodes == 1 ? "" : "s");
+		 nodes == 1 ? "" : "s", resume);
 	data = json_pack("{s:I}", "attempt", (json_int_t)m->attempt);
 	rc = sched_job_event(s, m->job, "running", "running", text, data, err);
 out:
@@ -1107,6 +1212,30 @@ static int on_checkpoint_written(struct sched *s, const struct proto_msg *m, str
 			  3, p, err);
 }
 
+/* A spot interruption notice (job 0): the node, not an attempt, is being taken. */
+static int on_preempt_notice(struct sched *s, const struct proto_msg *m, struct ty_err *err)
+{
+	struct node_row n;
+	int rc;
+
+	if ((rc = node_get(&n, s, m->node, err)))
+		return rc;
+	if (!n.exists || n.lost) {
+		ty_info("spot notice from %s node '%s' ignored", n.exists ? "lost" : "unknown",
+			m->node);
+		return 0;
+	}
+	/*
+	 * Heartbeats after a notice repeat it: one newer than this notice that
+	 * left the node not preempting says it is over (or from an earlier boot).
+	 */
+	if (!n.preempting && m->seq < n.last_seq) {
+		ty_info("stale spot notice from node '%s' ignored", m->node);
+		return 0;
+	}
+	return sched_spot_notice(s, m->node, m->seq, m->data, err);
+}
+
 int sched_apply(struct sched *s, const struct proto_msg *m, struct ty_err *err)
 {
 	struct alloc_row a;
@@ -1117,6 +1246,8 @@ int sched_apply(struct sched *s, const struct proto_msg *m, struct ty_err *err)
 		return on_register(s, m, err);
 	case PROTO_HEARTBEAT:
 		return on_heartbeat(s, m, err);
+	case PROTO_PREEMPT_NOTICE:
+		return on_preempt_notice(s, m, err);
 	case PROTO_RANK_STARTED:
 	case PROTO_RANK_EXITED:
 	case PROTO_ATTEMPT_RUNNING:

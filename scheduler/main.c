@@ -60,6 +60,9 @@ static const struct ty_opt options[] = {
     {"failure-window-seconds", TY_OPT_INT, "3600", 1, 31536000,
      "how far back node failures count; a suspect node whose count falls below "
      "--suspect-after-jobs is ready again"},
+    {"spot-kill-margin-seconds", TY_OPT_INT, "5", 0, 3600,
+     "on a spot interruption notice, the gangs on the node are killed this long before "
+     "its deadline (or at the end of their checkpoint grace period, if sooner)"},
     {"check-mirror", TY_OPT_BOOL, "false", 0, 0,
      "compare the in-memory mirror with a fresh load every cycle and log a divergence "
      "(tests, debugging; costs a full read per cycle)"},
@@ -227,6 +230,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "trainyard-scheduler: option 'rates-file': %s\n", err.msg);
 		goto out;
 	}
+	s.o.spot_kill_margin_s = (int)ty_config_int(c, "spot-kill-margin-seconds");
 
 	/* no SA_RESTART: a signal cuts the standby nap short */
 	sigemptyset(&sa.sa_mask);

@@ -40,7 +40,8 @@
 
 #define NODE_SELECT                                                                                \
 	"SELECT id, address, gpus, state = 'ready', labels->>'zone', labels->>'rack',"             \
-	" labels->>'block', state <> 'lost' FROM nodes"
+	" labels->>'block', state <> 'lost', state = 'preempting',"                               \
+	" coalesce(labels->>'pool' = 'spot', false) FROM nodes"
 
 #define ALLOC_SELECT                                                                               \
 	"SELECT a.job_id, a.attempt, a.node_id, array_to_string(a.gpus, ','),"                     \
@@ -321,6 +322,8 @@ static int read_nodes(struct sched_mnode **out, int *nout, bool **present, const
 		nd->zone = dup_or_null(res, r, 4, &oom);
 		nd->rack = dup_or_null(res, r, 5, &oom);
 		nd->block = dup_or_null(res, r, 6, &oom);
+		nd->preempting = !strcmp(PQgetvalue(res, r, 8), "t");
+		nd->spot = !strcmp(PQgetvalue(res, r, 9), "t");
 		if (present)
 			(*present)[r] = !strcmp(PQgetvalue(res, r, 7), "t");
 		if (!nd->id)
@@ -692,7 +695,8 @@ static bool same_node(const struct sched_mnode *a, const struct sched_mnode *b)
 {
 	return !strcmp(a->id, b->id) && !cmp_str(a->addr, b->addr) && a->gpus == b->gpus &&
 	       a->ready == b->ready && !cmp_str(a->zone, b->zone) && !cmp_str(a->rack, b->rack) &&
-	       !cmp_str(a->block, b->block);
+	       !cmp_str(a->block, b->block) && a->preempting == b->preempting &&
+	       a->spot == b->spot;
 }
 
 static bool same_alloc(const struct sched_malloc *a, const struct sched_malloc *b)

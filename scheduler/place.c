@@ -188,6 +188,7 @@ static int load_nodes(struct snap *sn, struct sched *s, struct ty_err *err)
 		sn->addr[i] = mn->addr;
 		nd->gpus = mn->gpus;
 		nd->schedulable = mn->ready;
+		nd->spot = mn->spot;
 		nd->zone = mn->zone;
 		nd->rack = mn->rack;
 		nd->block = mn->block;
@@ -345,6 +346,9 @@ static int load_pending(struct snap *sn, struct sched *s, struct ty_err *err)
 			p->max_runtime_s = q->max_runtime_s;
 			p->not_before_ms = q->not_before_ms;
 			p->last_failure = q->last_failure;
+			p->spot = (enum sched_spot_rule)q->spot_rule;
+			p->spot_preemptions = q->spot_preemptions;
+			p->spot_max_preemptions = q->spot_max;
 			if (q->excluded && (rc = excluded_nodes(p, sn, q->excluded)))
 				return ty_err_set(err, rc, NULL);
 			row = &sn->prow[np++];
@@ -1082,7 +1086,8 @@ int sched_cycle(struct sched *s, struct ty_err *err)
 	int64_t t0 = ty_mono_ms(), t1, t2;
 	int rc;
 
-	if ((rc = cancel_pass(s, err)) || (rc = sched_preempt_kills(s, err)))
+	if ((rc = cancel_pass(s, err)) || (rc = sched_spot_sweep(s, err)) ||
+	    (rc = sched_preempt_kills(s, err)))
 		return rc;
 	/* holds of another term, or from before a whole reload, are not trusted */
 	if (s->queue_stale || s->holds.epoch != s->epoch)

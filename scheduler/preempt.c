@@ -15,10 +15,15 @@
 #define DEFAULT_SIGNAL "SIGUSR1"
 #define DEFAULT_GRACE_S "120"
 
-int sched_preempt(bool *started, struct sched *s, int64_t job, int64_t attempt, int64_t for_job,
-		  const char *why, struct ty_err *err)
+/*
+ * Start the protocol for one attempt: for_job (0: none) is the job it makes
+ * room for, spot_node (NULL: none) the node whose spot notice caused it;
+ * deadline_ms (0: none) bounds kill_at to the deadline minus the margin.
+ */
+static int start(bool *started, struct sched *s, int64_t job, int64_t attempt, int64_t for_job,
+		 const char *spot_node, int64_t deadline_ms, const char *why, struct ty_err *err)
 {
-	char jb[24], ab[24], fb[24], text[512];
+	char jb[24], ab[24], fb[24], db[24], mb[24], text[512];
 	PGresult *res = NULL, *nodes = NULL;
 	json_t *data = NULL, *edata = NULL;
 	const char *signal;
@@ -26,8 +31,13 @@ int sched_preempt(bool *started, struct sched *s, int64_t job, int64_t attempt, 
 
 	*started = false;
 	{
-		const char *p[] = {sched_i64(jb, job), sched_i64(ab, attempt),
-				   sched_i64(fb, for_job), why};
+		const char *p[] = {sched_i64(jb, job),
+				   sched_i64(ab, attempt),
+				   for_job ? sched_i64(fb, for_job) : NULL,
+				   why,
+				   spot_node,
+				   deadline_ms ? sched_i64(db, deadline_ms) : NULL,
+				   sched_i64(mb, s->o.spot_kill_margin_s)};
 
 		/* the spec's defaults are filled by the API; these only guard old rows */
 		if ((rc = ty_pg_exec(
@@ -40,12 +50,16 @@ int sched_preempt(bool *started, struct sched *s, int64_t job, int64_t attempt, 
 			 "  AND NOT j.cancel_requested"
 			 "  AND j.state IN ('scheduled', 'starting', 'running') FOR UPDATE)"
 			 " UPDATE attempts t SET state = 'stopping', failure_class = 'preempted',"
-			 " message = $4, preempted_for = $3,"
-			 " kill_at = now() + c.grace * interval '1 second'"
+			 " message = $4, preempted_for = $3, spot_node = $5,"
+			 /* a spot notice's deadline (less the margin) cuts the grace short */
+			 " kill_at = greatest(now(), least(now() + c.grace * interval '1 second',"
+			 "  coalesce(to_timestamp($6::bigint / 1000.0)"
+			 "   - $7::int * interval '1 second', 'infinity')))"
 			 " FROM c WHERE t.job_id = $1 AND t.attempt = $2"
 			 " AND t.state IN ('scheduled', 'starting', 'running')"
-			 " RETURNING c.signal, c.grace",
-			 4, p, err)))
+			 " RETURNING c.signal,"
+			 " ceil(extract(epoch FROM t.kill_at - now()))::integer",
+			 7, p, err)))
 			goto out;
 	}
 	if (PQntuples(res) != 1)
@@ -82,8 +96,18 @@ int sched_preempt(bool *started, struct sched *s, int64_t job, int64_t attempt, 
 			goto out;
 	snprintf(text, sizeof(text), "%s; %s sent to %d node%s, killed in %d s", why, signal,
 		 PQntuples(nodes), PQntuples(nodes) == 1 ? "" : "s", grace);
-	edata = json_pack("{s:I, s:I, s:s, s:i}", "attempt", (json_int_t)attempt, "preempted_for",
-			  (json_int_t)for_job, "signal", signal, "grace_seconds", grace);
+	edata = json_pack("{s:I, s:s, s:i}", "attempt", (json_int_t)attempt, "signal", signal,
+			  "grace_seconds", grace);
+	if (edata && for_job)
+		json_object_set_new(edata, "preempted_for", json_integer(for_job));
+	if (edata && spot_node)
+		json_object_set_new(edata, "spot_node", json_string(spot_node));
+	if (edata && deadline_ms)
+		json_object_set_new(edata, "deadline", json_integer(deadline_ms));
+	if (!edata) {
+		rc = ty_err_set(err, TY_ENOMEM, NULL);
+		goto out;
+	}
 	if ((rc = sched_job_event(s, job, "preempting", "preempting", text, edata, err)))
 		goto out;
 	*started = true;
@@ -96,6 +120,18 @@ out:
 	PQclear(nodes);
 	PQclear(res);
 	return rc;
+}
+
+int sched_preempt(bool *started, struct sched *s, int64_t job, int64_t attempt, int64_t for_job,
+		  const char *why, struct ty_err *err)
+{
+	return start(started, s, job, attempt, for_job, NULL, 0, why, err);
+}
+
+int sched_preempt_spot(bool *started, struct sched *s, int64_t job, int64_t attempt,
+		       const char *node, int64_t deadline_ms, const char *why, struct ty_err *err)
+{
+	return start(started, s, job, attempt, 0, node, deadline_ms, why, err);
 }
 
 int sched_preempt_kills(struct sched *s, struct ty_err *err)
@@ -157,14 +193,16 @@ int sched_preempt_settle(struct sched *s, int64_t job, int64_t attempt, struct t
 {
 	char jb[24], ab[24], text[512];
 	const char *p[] = {sched_i64(jb, job), sched_i64(ab, attempt)};
+	const char *q[] = {p[0], p[1], NULL}; /* + whether it counts as a spot preemption */
 	PGresult *res = NULL;
 	json_t *data = NULL;
+	bool spot;
 	int rc;
 
 	if ((rc = ty_pg_exec(&res, s->pg,
 			     "UPDATE attempts SET state = 'failed', ended_at = now()"
 			     " WHERE job_id = $1 AND attempt = $2 AND state = 'stopping'"
-			     " AND failure_class = 'preempted' RETURNING preempted_for",
+			     " AND failure_class = 'preempted' RETURNING preempted_for, spot_node",
 			     2, p, err)))
 		goto out;
 	if (PQntuples(res) != 1)
@@ -178,6 +216,9 @@ int sched_preempt_settle(struct sched *s, int64_t job, int64_t attempt, struct t
 	}
 	if (ty_pg_val(res, 0, 0))
 		json_object_set_new(data, "preempted_for", json_integer(sched_col_i64(res, 0, 0)));
+	spot = ty_pg_val(res, 0, 1) != NULL;
+	if (spot)
+		json_object_set_new(data, "spot_node", json_string(PQgetvalue(res, 0, 1)));
 	PQclear(res);
 	s->capacity_freed = true;
 	/* a cancel requested while it was being preempted wins */
@@ -195,16 +236,27 @@ int sched_preempt_settle(struct sched *s, int64_t job, int64_t attempt, struct t
 		goto out;
 	}
 	PQclear(res);
+	q[2] = spot ? "1" : "0";
 	/* back in the queue at its old place (ordered by submit time); no retry is spent */
 	if ((rc = ty_pg_exec(&res, s->pg,
 			     "UPDATE jobs SET state = 'pending', failure_class = 'preempted',"
-			     " preemptions = preemptions + 1, pending_reason = NULL,"
-			     " queue_position = NULL, reserved_until = NULL"
+			     " preemptions = preemptions + 1,"
+			     " spot_preemptions = spot_preemptions + $3::integer,"
+			     " pending_reason = NULL, queue_position = NULL, reserved_until = NULL"
 			     " WHERE id = $1 AND attempt = $2 AND state = 'preempting'"
-			     " RETURNING preemptions",
-			     2, p, err)))
+			     " RETURNING preemptions, spot_preemptions",
+			     3, q, err)))
 		goto out;
-	if (PQntuples(res) == 1) {
+	if (PQntuples(res) == 1 && spot) {
+		json_object_set_new(data, "spot_preemptions",
+				    json_integer(sched_col_i64(res, 0, 1)));
+		snprintf(text, sizeof(text),
+			 "attempt %lld preempted: stopped on every node; requeued for attempt %lld "
+			 "(spot preemption %lld, retry budget untouched)",
+			 (long long)attempt, (long long)attempt + 1,
+			 (long long)sched_col_i64(res, 0, 1));
+		rc = sched_job_event(s, job, "requeued", "pending", text, data, err);
+	} else if (PQntuples(res) == 1) {
 		snprintf(text, sizeof(text),
 			 "attempt %lld preempted: stopped on every node; requeued for attempt %lld "
 			 "(preemption %lld, retry budget untouched)",

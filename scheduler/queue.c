@@ -44,7 +44,13 @@
 	" coalesce((extract(epoch FROM j.not_before) * 1000)::bigint, 0),"                         \
 	" array_to_string(j.excluded_nodes, ','),"                                                 \
 	" (SELECT t.failure_class || ' failure' || coalesce(' on ' || t.blamed_node, '')"          \
-	"  FROM attempts t WHERE t.job_id = j.id AND t.attempt = j.attempt)"                       \
+	"  FROM attempts t WHERE t.job_id = j.id AND t.attempt = j.attempt),"                      \
+	/* the spot rule (core/policy.h, enum sched_spot_rule); absent = not allowed */            \
+	" CASE WHEN NOT coalesce((j.spec->'spot'->>'allowed')::boolean, false) THEN 1"             \
+	"  WHEN coalesce(j.spec->'spot'->>'fallback', 'on_demand') = 'on_demand'"                  \
+	"  AND j.spot_preemptions >= coalesce((j.spec->'spot'->>'max_preemptions')::integer, 3)"   \
+	"  THEN 2 ELSE 0 END,"                                                                     \
+	" j.spot_preemptions, coalesce((j.spec->'spot'->>'max_preemptions')::integer, 3)"          \
 	" FROM jobs j"
 
 void sched_touch(struct sched *s, int64_t job)
@@ -158,6 +164,9 @@ static int qjob_read(struct sched_qjob *j, const PGresult *res, int r)
 		return TY_ENOMEM;
 	if (ty_pg_val(res, r, 19) && !(j->last_failure = strdup(PQgetvalue(res, r, 19))))
 		return TY_ENOMEM;
+	j->spot_rule = (int)sched_col_i64(res, r, 20);
+	j->spot_preemptions = (int)sched_col_i64(res, r, 21);
+	j->spot_max = (int)sched_col_i64(res, r, 22);
 	return 0;
 }
 

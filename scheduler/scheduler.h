@@ -61,6 +61,7 @@ struct sched_opts {
 	int drain_after;	 /* --drain-after-jobs: distinct failed jobs → drained */
 	int failure_window_s;	 /* --failure-window-seconds */
 	struct sched_rates rates; /* --rates-file (owned by main) */
+	int spot_kill_margin_s;	 /* --spot-kill-margin-seconds: kill this long before a deadline */
 };
 
 /* Outbox ids produced and not yet deleted, ascending. */
@@ -81,6 +82,8 @@ struct sched_qjob {
 	int64_t min_runtime_s, max_runtime_s;
 	bool held; /* an earlier attempt still holds GPUs: not to be placed yet */
 	int64_t not_before_ms; /* jobs.not_before (retry backoff), 0 when none */
+	int spot_rule;	       /* enum sched_spot_rule (core/policy.h) */
+	int spot_preemptions, spot_max; /* jobs.spot_preemptions, spec.spot.max_preemptions */
 	char *excluded;	       /* owned: jobs.excluded_nodes joined by ',', NULL when none */
 	char *last_failure;    /* owned: "system failure on node-b" of the last attempt, or NULL */
 	bool gone; /* (transient) no longer pending */
@@ -101,6 +104,8 @@ struct sched_mnode {
 	char *id, *addr, *zone, *rack, *block; /* owned; labels NULL when absent */
 	int gpus;
 	bool ready;
+	bool preempting; /* state preempting: its gangs are checkpointed and killed (spot.c) */
+	bool spot;	 /* label pool = spot */
 };
 
 /* One live (unreleased) allocation with its attempt's and job's scheduling fields. */
@@ -352,6 +357,14 @@ json_t *sched_launch_data(const json_t *common, int node_rank, int first_rank, c
  */
 int sched_preempt(bool *started, struct sched *s, int64_t job, int64_t attempt, int64_t for_job,
 		  const char *why, struct ty_err *err);
+/*
+ * The same for a spot notice on node: no job it makes room for, the attempt
+ * records node (attempts.spot_node, so the requeue counts a spot
+ * preemption), and kill_at is bounded by deadline_ms (epoch ms; 0 = none)
+ * minus --spot-kill-margin-seconds.
+ */
+int sched_preempt_spot(bool *started, struct sched *s, int64_t job, int64_t attempt,
+		       const char *node, int64_t deadline_ms, const char *why, struct ty_err *err);
 /* In its own fenced transaction: `kill` (reason preempted) for attempts whose grace is over. */
 int sched_preempt_kills(struct sched *s, struct ty_err *err);
 /*
@@ -361,6 +374,39 @@ int sched_preempt_kills(struct sched *s, struct ty_err *err);
  * cancelled when that was requested meanwhile.
  */
 int sched_preempt_settle(struct sched *s, int64_t job, int64_t attempt, struct ty_err *err);
+
+/* ---- spot.c: spot interruption notices (docs/dispatch.md, "Spot notices") ---- */
+
+/*
+ * Inside a fenced transaction: node reported a spot notice (the data of a
+ * preempt_notice event or a heartbeat's preempt_notice, envelope seq `seq`):
+ * the node becomes `preempting` with the notice's deadline and every gang
+ * with a rank on it starts the preemption protocol (sched_spot_handshake).
+ * A notice without a valid deadline is TY_EINVAL; an unknown or lost node
+ * is ignored; a repeated notice changes nothing.
+ */
+int sched_spot_notice(struct sched *s, const char *node, int64_t seq, const json_t *notice,
+		      struct ty_err *err);
+/*
+ * Inside a fenced transaction: start the preemption protocol (kill bounded
+ * by the node's deadline) for every active attempt with a rank on node,
+ * which must be `preempting`, and bring forward the kills of its attempts
+ * already being preempted to that bound. Idempotent.
+ */
+int sched_spot_handshake(struct sched *s, const char *node, struct ty_err *err);
+/*
+ * Inside a fenced transaction: node is no longer being preempted (a newer
+ * heartbeat without a notice, or a new boot): back to ready, or
+ * draining/drained when it has a drain reason. why is logged.
+ */
+int sched_spot_clear(struct sched *s, const char *node, const char *why, struct ty_err *err);
+/*
+ * In its own fenced transaction, from the cycle: the handshake for every
+ * preempting node (of the mirror) that still has active attempts — what
+ * the API's POST /v1/nodes/{id}/preempt and a placement that raced the
+ * notice leave to it.
+ */
+int sched_spot_sweep(struct sched *s, struct ty_err *err);
 
 /* ---- usage.c: decayed GPU-seconds per team ---- */
 

@@ -81,9 +81,10 @@ static const char *const class_name[SIM_NCLASS] = {"high", "normal", "low", "sca
 static const char *const reason_name[] = {
     "placed",	  "nodes",    "topology", "never_fits", "borrow_limit", "cohort", "nominal",
     "preemption", "reserved", "head",	  "behind",	"scan_limit",	"port",	  "invalid",
-    "backoff",	  "excluded"};
+    "backoff",	  "excluded", "on_demand"};
 _Static_assert(sizeof(reason_name) / sizeof(reason_name[0]) == SCHED_REASON_COUNT,
 	       "a name for every enum sched_reason");
+_Static_assert(SCHED_REASON_COUNT <= 24, "sim_report.reason_counts holds every reason");
 
 static void print_delay(FILE *f, const char *what, const struct sim_delay *d)
 {
@@ -179,7 +180,7 @@ void sim_report_print(FILE *f, const struct sim_report *r)
 		    ? 100.0 * (double)r->lost_gpu_seconds / r->window_capacity_gs
 		    : 0.0);
 	fprintf(f, "\nPending reasons (job-cycles):");
-	for (int k = 0; k < SCHED_REASON_COUNT && k < 16; k++)
+	for (int k = 0; k < SCHED_REASON_COUNT && k < 24; k++)
 		if (r->reason_counts[k])
 			fprintf(f, " %s %lld;", reason_name[k], (long long)r->reason_counts[k]);
 	fprintf(f,

@@ -140,7 +140,7 @@ struct sim_report {
 	/* core behaviour the simulation checks on every decision */
 	int64_t violations;
 	char first_violation[256];
-	int64_t reason_counts[16]; /* pending-job cycles by enum sched_reason */
+	int64_t reason_counts[24]; /* pending-job cycles by enum sched_reason (< 24 of them) */
 	int64_t fit_attempts, fast_rejects, preemption_plans, reservation_probes;
 	int64_t max_pending;
 };

@@ -2084,8 +2084,74 @@ static int setup_teams(struct ctx *c, const struct sched_input *in)
 	return 0;
 }
 
+/*
+ * Spot (docs/scheduling.md, "Spot"): a job kept off spot nodes excludes
+ * every schedulable spot node on top of its own exclusions, so everything
+ * that honours exclusions (fit, reservations, victims) honours the pools.
+ * When some job needs that, *copy becomes the input with those jobs'
+ * merged lists (*pend and *xs are then new arrays for the caller to free)
+ * and *nspot the number of schedulable spot nodes; else *copy is untouched.
+ */
+static int spot_input(struct sched_input *copy, struct sched_pending_in **pend, int **xs,
+		      int *nspot, const struct sched_input *in)
+{
+	size_t need = 0, at = 0;
+	int *spot = NULL, ns = 0;
+
+	*pend = NULL;
+	*xs = NULL;
+	*nspot = 0;
+	for (int n = 0; n < in->nnodes; n++)
+		ns += in->nodes[n].spot && in->nodes[n].schedulable;
+	if (ns == 0)
+		return 0;
+	for (int i = 0; i < in->npending; i++)
+		if (in->pending[i].spot != SCHED_SPOT_ANY)
+			need += (size_t)(in->pending[i].nexclude > 0 ? in->pending[i].nexclude : 0) +
+				(size_t)ns;
+	*nspot = ns;
+	if (need == 0)
+		return 0;
+	*pend = malloc((size_t)in->npending * sizeof(**pend));
+	*xs = malloc(need * sizeof(**xs));
+	spot = malloc((size_t)ns * sizeof(*spot));
+	if (!*pend || !*xs || !spot) {
+		free(*pend);
+		free(*xs);
+		free(spot);
+		*pend = NULL;
+		*xs = NULL;
+		return TY_ENOMEM;
+	}
+	ns = 0;
+	for (int n = 0; n < in->nnodes; n++)
+		if (in->nodes[n].spot && in->nodes[n].schedulable)
+			spot[ns++] = n;
+	memcpy(*pend, in->pending, (size_t)in->npending * sizeof(**pend));
+	for (int i = 0; i < in->npending; i++) {
+		struct sched_pending_in *p = &(*pend)[i];
+		int nx = p->nexclude > 0 ? p->nexclude : 0;
+
+		if (p->spot == SCHED_SPOT_ANY)
+			continue;
+		if (nx)
+			memcpy(*xs + at, p->exclude, (size_t)nx * sizeof(**xs));
+		memcpy(*xs + at + nx, spot, (size_t)ns * sizeof(**xs));
+		p->exclude = *xs + at;
+		p->nexclude = nx + ns;
+		at += (size_t)(nx + ns);
+	}
+	free(spot);
+	*copy = *in;
+	copy->pending = *pend;
+	return 0;
+}
+
 int sched_decide(struct sched_decisions **out, const struct sched_input *in, struct ty_err *err)
 {
+	struct sched_input spot_in;
+	struct sched_pending_in *spot_pend = NULL;
+	int *spot_xs = NULL, nspot = 0;
 	struct ctx c = {0};
 	struct sched_decisions *d = NULL;
 	struct okey *keys = NULL, *ktmp = NULL;
@@ -2097,6 +2163,10 @@ int sched_decide(struct sched_decisions **out, const struct sched_input *in, str
 	*out = NULL;
 	if ((rc = validate(in, err)))
 		return rc;
+	if ((rc = spot_input(&spot_in, &spot_pend, &spot_xs, &nspot, in)))
+		return ty_err_set(err, rc, NULL);
+	if (spot_pend)
+		in = &spot_in;
 	c.in = in;
 	c.now = in->now_ms;
 	c.nn = in->nnodes;
@@ -2378,6 +2448,23 @@ int sched_decide(struct sched_decisions **out, const struct sched_input *in, str
 		if ((rc = decide_one(&c, d->order[k])))
 			goto out;
 	}
+	/* waiting for nodes while kept off spot ones: say that is why */
+	for (int i = 0; i < in->npending && nspot > 0; i++) {
+		struct sched_pending_out *o = &d->pending[i];
+
+		if (in->pending[i].spot == SCHED_SPOT_ANY)
+			continue;
+		o->on_demand_only = true;
+		if (o->reason == SCHED_WAIT_NODES || o->reason == SCHED_WAIT_TOPOLOGY ||
+		    o->reason == SCHED_NEVER_FITS_EXCLUDED) {
+			o->count = o->reason == SCHED_NEVER_FITS_EXCLUDED;
+			o->reason = SCHED_WAIT_ON_DEMAND;
+			o->level = SCHED_TOPO_NONE;
+			o->protected_job = 0;
+			o->protected_count = 0;
+			o->protected_until_ms = 0;
+		}
+	}
 
 	/* teams after the decision; lent = peers' borrowing attributed to lenders in team order */
 	for (int t = 0; t < in->nteams; t++) {
@@ -2408,6 +2495,8 @@ out:
 		ty_err_set(err, rc, NULL);
 	sched_decisions_free(d);
 	ctx_free(&c);
+	free(spot_pend);
+	free(spot_xs);
 	free(keys);
 	free(ktmp);
 	free(fs);
@@ -2453,6 +2542,22 @@ static const char *plural(long long n)
 	return n == 1 ? "" : "s";
 }
 
+/*
+ * Why a job is kept off spot nodes, after `what`: "waiting for on-demand
+ * nodes: preempted on spot 3 times (spot.max_preemptions 3)", "waiting for
+ * on-demand nodes (spot.allowed is false)".
+ */
+static const char *spot_why(char *b, size_t n, const char *what, const struct sched_pending_in *p)
+{
+	if (p->spot == SCHED_SPOT_FALLBACK)
+		snprintf(b, n, "%s: preempted on spot %d time%s (spot.max_preemptions %d)", what,
+			 p->spot_preemptions, plural(p->spot_preemptions),
+			 p->spot_max_preemptions);
+	else
+		snprintf(b, n, "%s (spot.allowed is false)", what);
+	return b;
+}
+
 int sched_reason_format(char *buf, size_t n, const struct sched_input *in,
 			const struct sched_decisions *d, int i, const char *when)
 {
@@ -2468,7 +2573,7 @@ int sched_reason_format_at(char *buf, size_t n, const struct sched_input *in,
 	const char *team = o->team >= 0 && o->team < in->nteams && in->teams[o->team].name
 			       ? in->teams[o->team].name
 			       : "?";
-	char tb[48], pb[64], shape[96], prot[200] = "";
+	char tb[48], pb[64], shape[96], prot[200] = "", sw[160];
 	int N = p->nodes, G = p->gpus_per_node;
 
 	if (!when) {
@@ -2557,6 +2662,10 @@ int sched_reason_format_at(char *buf, size_t n, const struct sched_input *in,
 		return snprintf(buf, n, "reserved for job %lld until %s", (long long)o->other_job,
 				when);
 	case SCHED_WAIT_HEAD:
+		if (o->on_demand_only)
+			return snprintf(buf, n, "%s; next in line, nodes reserved from %s",
+					spot_why(sw, sizeof(sw), "waiting for on-demand nodes", p),
+					when);
 		return snprintf(buf, n, "waiting for %s%s; next in line, nodes reserved from %s",
 				shape, prot, when);
 	case SCHED_WAIT_BEHIND:
@@ -2586,6 +2695,12 @@ int sched_reason_format_at(char *buf, size_t n, const struct sched_input *in,
 				N, G, plural(G), o->level ? " in one " : "",
 				o->level ? sched_topo_name(o->level) : "", o->count,
 				plural(o->count));
+	case SCHED_WAIT_ON_DEMAND:
+		return snprintf(buf, n, "%s",
+				spot_why(sw, sizeof(sw),
+					 o->count ? "the on-demand nodes can never hold it"
+						  : "waiting for on-demand nodes",
+					 p));
 	case SCHED_INVALID:
 		if (p->team < 0 || p->team >= in->nteams)
 			return snprintf(buf, n, "invalid request: unknown team");

@@ -37,6 +37,14 @@
 #define SCHED_VICTIM_BUDGET 8192
 #define SCHED_VICTIM_BUDGET_CYCLE 65536
 
+/*
+ * Which nodes a job may use by pool (docs/scheduling.md, "Spot"). ANY (0):
+ * spot and on-demand; NEVER: its spec says spot.allowed false; FALLBACK: it
+ * reached spot.max_preemptions spot preemptions and its fallback is
+ * "on_demand". NEVER and FALLBACK keep it off spot nodes.
+ */
+enum sched_spot_rule { SCHED_SPOT_ANY = 0, SCHED_SPOT_NEVER = 1, SCHED_SPOT_FALLBACK = 2 };
+
 /* Priority classes, highest first (the numeric value is the rank). */
 enum sched_class {
 	SCHED_CLASS_HIGH = 0,
@@ -84,6 +92,7 @@ struct sched_node_in {
 	const char *zone, *rack, *block;
 	const int *ports; /* rendezvous ports held on this node, any order */
 	int nports;
+	bool spot; /* in the spot pool (label pool=spot); false = on-demand */
 };
 
 struct sched_team_in {
@@ -154,6 +163,13 @@ struct sched_pending_in {
 	 */
 	int64_t not_before_ms;
 	const char *last_failure;
+	/*
+	 * Spot: spot nodes are left out like excluded ones unless ANY; the
+	 * counts are for the reason text (SCHED_WAIT_ON_DEMAND).
+	 */
+	enum sched_spot_rule spot;
+	int spot_preemptions;	  /* spot preemptions so far */
+	int spot_max_preemptions; /* its spot.max_preemptions */
 };
 
 struct sched_config {
@@ -270,6 +286,9 @@ enum sched_reason {
 	SCHED_WAIT_BACKOFF,	   /* retry backoff: at_ms = its not_before_ms */
 	SCHED_NEVER_FITS_EXCLUDED, /* it would fit the schedulable nodes, but not without the
 				      nodes it excludes: count = excluded schedulable nodes */
+	SCHED_WAIT_ON_DEMAND, /* kept off spot nodes (spot rule NEVER or FALLBACK) and does not
+				 fit the on-demand ones now (or ever: count = 1), while some
+				 schedulable spot node exists */
 	SCHED_REASON_COUNT
 };
 
@@ -299,6 +318,12 @@ struct sched_pending_out {
 	int64_t protected_job;
 	int protected_count;
 	int64_t protected_until_ms;
+	/*
+	 * Kept off spot nodes (spot rule NEVER or FALLBACK) while some
+	 * schedulable spot node exists: SCHED_WAIT_HEAD's text says it waits
+	 * for on-demand nodes.
+	 */
+	bool on_demand_only;
 };
 
 struct sched_team_out {

@@ -615,9 +615,17 @@ ok "status shows the attempts (nodes, duration, class, evidence) and the last fa
 
 expect 0 jc attempts "$JL"
 [[ $(wc -l <"$W/out") -eq 3 ]] || fail "attempts printed $(wc -l <"$W/out") lines, not 1 + 2"
-out_has '^ATTEMPT  *STATE  *NODES  *WORLD  *EXIT  *CLASS  *STARTED  *ENDED$'
-out_has '^1  *failed  *node-a,node-b  *4  *1  *user  *10m ago  *8m ago$'
-out_has '^2  *running  *node-a,node-b  *4  *-  *-  *[0-9]*s ago  *-$'
+out_has '^ATTEMPT  *STATE  *NODES  *WORLD  *EXIT  *CLASS  *RESUMED  *STARTED  *ENDED$'
+out_has '^1  *failed  *node-a,node-b  *4  *1  *user  *-  *10m ago  *8m ago$'
+out_has '^2  *running  *node-a,node-b  *4  *-  *-  *-  *[0-9]*s ago  *-$'
+# RESUMED: the checkpoint step the attempt resumed from, or scratch
+psql "$DB_URL" -v ON_ERROR_STOP=1 -qAt -c "UPDATE attempts SET resume_from = '/ckpt/s40', resume_step = 40, resume_skipped = '[]' WHERE job_id = $JL AND attempt = 2" >/dev/null
+expect 0 jc attempts "$JL"
+out_has '^2  *running  *node-a,node-b  *4  *-  *-  *step 40  *[0-9]*s ago  *-$'
+psql "$DB_URL" -v ON_ERROR_STOP=1 -qAt -c "UPDATE attempts SET resume_from = NULL, resume_step = NULL WHERE job_id = $JL AND attempt = 2" >/dev/null
+expect 0 jc attempts "$JL"
+out_has '^2  *running  *node-a,node-b  *4  *-  *-  *scratch  *[0-9]*s ago  *-$'
+psql "$DB_URL" -v ON_ERROR_STOP=1 -qAt -c "UPDATE attempts SET resume_skipped = NULL WHERE job_id = $JL AND attempt = 2" >/dev/null
 expect 0 jc -o json attempts "$JL"
 check '[a["attempt"] for a in d["items"]] == [1, 2]'
 check '[a["state"] for a in d["items"]] == ["failed", "running"]'
@@ -727,6 +735,33 @@ out_has '^node node-c: lost (not heard from; ready when it returns)$'
 	"node.drain node-b,node.drain node-b,node.drain node-c,node.drain node-c,node.undrain node-b,node.undrain node-c" ]] ||
 	fail "drain/undrain audit rows are not the expected ones"
 ok "nodes drain/undrain: states, reasons, idempotent, admin only (5), unknown node (4), audited"
+
+# preempt: the local spot trigger, admin only; undrain ends it
+expect 0 jc nodes preempt node-a --deadline 45
+out_has '^node node-a: preempting (takes no new work; its jobs checkpoint and are requeued elsewhere)$'
+expect 0 jc nodes get node-a
+out_has '^state: *preempting$'
+out_has '^preempt deadline: *20[0-9-]*T'
+out_has '^spot notice: *local POST /v1/nodes/{id}/preempt$'
+[[ $(psql "$DB_URL" -qAt -c "SELECT abs(extract(epoch FROM preempt_deadline - now()) - 45) < 10 FROM nodes WHERE id = 'node-a'") == t ]] ||
+	fail "nodes preempt --deadline 45 did not set the deadline 45 s ahead"
+expect 0 jc -o json nodes preempt node-a
+check 'd["state"] == "preempting" and d["preempt"]["notice"]["provider"] == "local"'
+expect 0 jc nodes list --state preempting
+[[ $(wc -l <"$W/out") -eq 2 ]] || fail "nodes --state preempting printed $(wc -l <"$W/out") lines, not 1 + 1"
+JOBCTL_TOKEN=$MEMBER_A expect 5 jc nodes preempt node-a
+err_has 'forbidden'
+expect 4 jc nodes preempt no-such-node
+err_has 'node_not_found'
+expect 2 jc nodes preempt node-a --deadline 3601
+err_has 'deadline'
+expect 2 jc nodes preempt node-a --deadline soon
+expect 2 jc nodes drain node-a --deadline 5
+expect 0 jc nodes undrain node-a
+out_has '^node node-a: ready$'
+[[ $(psql "$DB_URL" -qAt -c "SELECT count(*) FROM audit_log WHERE action = 'node.preempt' AND object = 'node-a'") == 2 ]] ||
+	fail "nodes preempt did not write one audit row per call"
+ok "nodes preempt: preempting with a deadline, json, --state, admin only (5), unknown node (4), bad deadline (2)"
 
 kill "$LOGSRV_PID" 2>/dev/null || true
 wait "$LOGSRV_PID" 2>/dev/null || true

@@ -267,8 +267,9 @@ TY_TEST(nodes_list_get_and_state_filter)
 	CHECK(index_of(r.json, b) < index_of(r.json, c));
 
 	CHECK_STR_EQ(keys(na), "address,drain_reason,failures,gpus_free,gpus_total,hcas,id,labels,"
-			       "last_heartbeat,registered_at,running,simulated,state");
+			       "last_heartbeat,preempt,registered_at,running,simulated,state");
 	CHECK_JNULL(na, "drain_reason");
+	CHECK_JNULL(na, "preempt");
 	CHECK(json_is_array(ty_jpath(na, "hcas")) && !json_array_size(ty_jpath(na, "hcas")));
 	CHECK_STR_EQ(keys(ty_jpath(na, "failures")), "count,hardware,jobs,last_at");
 	CHECK_JINT(na, "failures.count", 0);
@@ -467,6 +468,137 @@ TY_TEST(drain_and_undrain_auth_and_unknown_node)
 	ty_resp_free(&r);
 }
 
+/* ---- the local spot trigger ---- */
+
+TY_TEST(preempt_states_deadline_and_audit)
+{
+	const struct ty_stack *s = ty_stack_get();
+	const char *base = ty_uniq("pre");
+	const char *rdy = ty_test_strf("%s-rdy", base), *drn = ty_test_strf("%s-drn", base),
+		   *gone = ty_test_strf("%s-gone", base);
+	struct ty_resp r = {0};
+	/* node, body, state after, deadline seconds from now (-1: not preempting) */
+	static const struct {
+		int node; /* 0 ready, 1 drained, 2 lost */
+		const char *body;
+		const char *state;
+		int deadline;
+	} steps[] = {
+	    {0, "{}", "preempting", 30}, /* the default deadline */
+	    {0, "{\"deadline_seconds\": 120}", "preempting", 120}, /* a new notice replaces it */
+	    {0, "{\"deadline_seconds\": 0}", "preempting", 0},
+	    {1, "{\"deadline_seconds\": 3600}", "preempting", 3600},
+	    {2, "{\"deadline_seconds\": 10}", "lost", -1}, /* a lost node stays lost */
+	};
+	const char *ids[3];
+
+	ids[0] = rdy;
+	ids[1] = drn;
+	ids[2] = gone;
+	mk_node(rdy, "10.5.0.1", 8, "ready", "");
+	mk_node(drn, "10.5.0.2", 8, "drained", "");
+	mk_node(gone, "10.5.0.3", 8, "lost", "");
+	DB("UPDATE nodes SET drain_reason = 'drained by an admin' WHERE id = $1", drn);
+	for (size_t i = 0; i < sizeof(steps) / sizeof(steps[0]); i++) {
+		const char *id = ids[steps[i].node];
+
+		ty_test_context("step %zu: %s %s", i, id, steps[i].body);
+		ty_http(&r, "POST", ty_test_strf("/v1/nodes/%s/preempt", id), s->admin,
+			steps[i].body, NULL);
+		REQUIRE_STATUS(&r, 200);
+		CHECK_JSTR(r.json, "id", id);
+		CHECK_JSTR(r.json, "state", steps[i].state);
+		CHECK_STR_EQ(DB("SELECT state FROM nodes WHERE id = $1", id), steps[i].state);
+		if (steps[i].deadline < 0) {
+			CHECK_JNULL(r.json, "preempt");
+			continue;
+		}
+		CHECK_STR_EQ(keys(ty_jpath(r.json, "preempt")), "deadline,notice");
+		CHECK_JTIME(r.json, "preempt.deadline");
+		CHECK_JSTR(r.json, "preempt.notice.provider", "local");
+		CHECK_STR_EQ(DB("SELECT abs(extract(epoch FROM preempt_deadline - now())"
+				" - $2::int) < 5 FROM nodes WHERE id = $1",
+				id, lld(steps[i].deadline)),
+			     "t");
+		/* an API notice is not ended by the executor's heartbeats */
+		CHECK_STR_EQ(DB("SELECT preempt_seq IS NULL FROM nodes WHERE id = $1", id), "t");
+	}
+	ty_test_context(NULL);
+	/* the drain reason stays: the node comes back drained after its notice */
+	CHECK_STR_EQ(DB("SELECT drain_reason FROM nodes WHERE id = $1", drn), "drained by an admin");
+	/* a drain keeps a preempting node preempting; undrain ends it */
+	ty_http(&r, "POST", ty_test_strf("/v1/nodes/%s/drain", rdy), s->admin, NULL, NULL);
+	REQUIRE_STATUS(&r, 200);
+	CHECK_JSTR(r.json, "state", "preempting");
+	ty_http(&r, "POST", ty_test_strf("/v1/nodes/%s/undrain", rdy), s->admin, NULL, NULL);
+	REQUIRE_STATUS(&r, 200);
+	CHECK_JSTR(r.json, "state", "ready");
+	CHECK_JNULL(r.json, "preempt");
+	CHECK_STR_EQ(DB("SELECT preempt_deadline IS NULL AND preempt_notice IS NULL FROM nodes"
+			" WHERE id = $1",
+			rdy),
+		     "t");
+	/* the state filter knows it */
+	ty_http(&r, "GET", "/v1/nodes?state=preempting", s->admin, NULL, NULL);
+	REQUIRE_STATUS(&r, 200);
+	CHECK(find_node(r.json, drn) != NULL && find_node(r.json, rdy) == NULL);
+	CHECK_STR_EQ(DB("SELECT string_agg(action, ',' ORDER BY id) FROM audit_log WHERE object = $1",
+			rdy),
+		     "node.preempt,node.preempt,node.preempt,node.drain,node.undrain");
+	CHECK_STR_EQ(DB("SELECT count(*) FROM audit_log a JOIN api_tokens t ON t.id = a.token_id"
+			" WHERE a.object = $1 AND t.role = 'admin' AND a.action = 'node.preempt'",
+			gone),
+		     "1");
+	ty_resp_free(&r);
+}
+
+TY_TEST(preempt_auth_bad_deadline_and_unknown_node)
+{
+	const struct ty_stack *s = ty_stack_get();
+	const char *team = ty_mk_team("preauth", 8, -1);
+	const char *member = ty_mk_token("member", team), *viewer = ty_mk_token("viewer", team);
+	const char *node = ty_uniq("pra");
+	const char *path = ty_test_strf("/v1/nodes/%s/preempt", node);
+	struct ty_resp r = {0};
+	/* body, status, code, field */
+	static const struct {
+		const char *body;
+		int status;
+		const char *code, *field;
+	} bad[] = {
+	    {"{\"deadline_seconds\": -1}", 422, "invalid_field", "deadline_seconds"},
+	    {"{\"deadline_seconds\": 3601}", 422, "invalid_field", "deadline_seconds"},
+	    {"{\"deadline_seconds\": 1.5}", 422, "invalid_field", "deadline_seconds"},
+	    {"{\"deadline_seconds\": \"30\"}", 422, "invalid_field", "deadline_seconds"},
+	    {"{\"deadline_seconds\": null}", 422, "invalid_field", "deadline_seconds"},
+	    {"{\"deadline\": 30}", 400, "unknown_field", "deadline"},
+	    {"[30]", 400, "invalid_json", NULL},
+	    {"{", 400, "invalid_json", NULL},
+	};
+
+	mk_node(node, "10.6.0.1", 8, "ready", "");
+	ty_http(&r, "POST", path, NULL, "{}", NULL);
+	CHECK_PROBLEM(&r, 401, "unauthenticated", NULL);
+	ty_http(&r, "POST", path, viewer, "{}", NULL);
+	CHECK_PROBLEM(&r, 403, "forbidden", NULL);
+	ty_http(&r, "POST", path, member, "{}", NULL);
+	CHECK_PROBLEM(&r, 403, "forbidden", NULL);
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		ty_test_context("body %s", bad[i].body);
+		ty_http(&r, "POST", path, s->admin, bad[i].body, NULL);
+		CHECK_PROBLEM(&r, bad[i].status, bad[i].code, bad[i].field);
+	}
+	ty_test_context(NULL);
+	CHECK_STR_EQ(DB("SELECT state FROM nodes WHERE id = $1", node), "ready");
+	ty_http(&r, "POST", "/v1/nodes/no-such-node/preempt", s->admin, "{}", NULL);
+	CHECK_PROBLEM(&r, 404, "node_not_found", NULL);
+	ty_http(&r, "GET", path, s->admin, NULL, NULL);
+	CHECK_STATUS(&r, 405);
+	CHECK_STR_EQ(DB("SELECT count(*) FROM audit_log WHERE object IN ($1, 'no-such-node')", node),
+		     "0");
+	ty_resp_free(&r);
+}
+
 /* ---- attempts ---- */
 
 TY_TEST(pending_job_has_no_attempts)
@@ -553,7 +685,9 @@ TY_TEST(attempts_content_and_order)
 	a2 = ty_jpath(r.json, "items[1]");
 	CHECK_STR_EQ(keys(a1), "attempt,blamed_node,created_at,duration_seconds,ended_at,evidence,"
 			       "exit_code,failure_class,master_addr,master_port,message,nnodes,"
-			       "nodes,ranks,running_at,state,world_size");
+			       "nodes,ranks,resume,running_at,spot_node,state,world_size");
+	CHECK_JNULL(a1, "resume"); /* not reported */
+	CHECK_JNULL(a1, "spot_node");
 	CHECK_JNULL(a1, "evidence");
 	CHECK_JNULL(a1, "blamed_node");
 	/* ended − created: 2 min 0.5 s */

@@ -41,6 +41,7 @@ struct fx_node {
 	char boot_id[64];
 	json_t *running;  /* [{job, attempt}] */
 	json_t *finished; /* [{job, attempt, exit_code, failure_class, message}] */
+	json_t *notice;	  /* preempt_notice carried in heartbeats, NULL: none */
 };
 
 struct sent {
@@ -254,6 +255,7 @@ static void cleanup(void)
 	for (int i = 0; i < f->nnodes; i++) {
 		json_decref(f->nodes[i].running);
 		json_decref(f->nodes[i].finished);
+		json_decref(f->nodes[i].notice);
 	}
 	pthread_mutex_destroy(&f->mu);
 	pthread_mutex_destroy(&f->kmu);
@@ -621,11 +623,18 @@ void fx_cancel(struct fx *f, long long job)
 
 const char *fx_api(struct fx *f, const char *method, const char *path, int want)
 {
+	return fx_api_body(f, method, path, NULL, want);
+}
+
+const char *fx_api_body(struct fx *f, const char *method, const char *path, const char *body,
+			int want)
+{
 	struct ty_resp r = {0};
 	const char *out;
 
 	ty_test_api_use(f->api);
-	if (ty_http(&r, method, path, f->admin, NULL, NULL) != want) {
+	if (ty_http(&r, method, path, f->admin, body ? ty_test_jf("%s", body) : NULL, NULL) !=
+	    want) {
 		FAIL("%s %s: HTTP %d, not %d: %s", method, path, r.status, want,
 		     r.body ? r.body : "");
 		ty_resp_free(&r);
@@ -778,6 +787,9 @@ static void *heartbeats(void *arg)
 			data = json_pack("{s:s, s:o, s:o}", "boot_id", boot, "running",
 					 json_deep_copy(f->nodes[i].running), "finished",
 					 json_deep_copy(f->nodes[i].finished));
+			if (data && f->nodes[i].notice)
+				json_object_set_new(data, "preempt_notice",
+						    json_deep_copy(f->nodes[i].notice));
 			pthread_mutex_unlock(&f->mu);
 			if (data)
 				send_msg(f, id, PROTO_HEARTBEAT, 0, 0, data, NULL, false);
@@ -789,6 +801,11 @@ static void *heartbeats(void *arg)
 }
 
 void fx_node(struct fx *f, const char *id, int gpus)
+{
+	fx_node_pool(f, id, gpus, NULL);
+}
+
+void fx_node_pool(struct fx *f, const char *id, int gpus, const char *pool)
 {
 	struct fx_node *n;
 	json_t *data;
@@ -809,6 +826,8 @@ void fx_node(struct fx *f, const char *id, int gpus)
 			 ty_test_strf("10.0.0.%d", f->nnodes + 1), "gpus", gpus, "labels", "zone",
 			 "test", "boot_id", n->boot_id, "log_url",
 			 ty_test_strf("http://10.0.0.%d:8081", f->nnodes + 1), "simulated", 1);
+	if (data && pool)
+		json_object_set_new(json_object_get(data, "labels"), "pool", json_string(pool));
 	f->nnodes++;
 	pthread_mutex_unlock(&f->mu);
 	send_msg(f, id, PROTO_REGISTER, 0, 0, data, NULL, true);
@@ -816,6 +835,43 @@ void fx_node(struct fx *f, const char *id, int gpus)
 	pthread_mutex_lock(&f->mu);
 	n->beating = true;
 	pthread_mutex_unlock(&f->mu);
+}
+
+void fx_node_notice(struct fx *f, const char *id, const char *notice)
+{
+	struct fx_node *n;
+	json_t *v = notice ? json_loads(ty_test_jf("%s", notice), 0, NULL) : NULL;
+
+	if (notice && !v)
+		FAIL("bad notice %s", notice);
+	pthread_mutex_lock(&f->mu);
+	if ((n = node_find(f, id))) {
+		json_decref(n->notice);
+		n->notice = v;
+		v = NULL;
+	}
+	pthread_mutex_unlock(&f->mu);
+	json_decref(v);
+	if (!n)
+		FAIL("no node %s", id);
+}
+
+void fx_node_reboot(struct fx *f, const char *id)
+{
+	struct fx_node *n;
+
+	pthread_mutex_lock(&f->mu);
+	if ((n = node_find(f, id))) {
+		snprintf(n->boot_id, sizeof(n->boot_id), "boot-%s-%lld", id,
+			 (long long)ty_wall_ms() + 1);
+		json_array_clear(n->running);
+		json_array_clear(n->finished);
+		json_decref(n->notice);
+		n->notice = NULL;
+	}
+	pthread_mutex_unlock(&f->mu);
+	if (!n)
+		FAIL("no node %s", id);
 }
 
 void fx_node_beat(struct fx *f, const char *id, bool on)

@@ -74,11 +74,20 @@ long long fx_submit_to(struct fx *f, const char *team, const char *extra);
 void fx_cancel(struct fx *f, long long job);
 /* An admin request without a body that must answer with status want; its body (scratch). */
 const char *fx_api(struct fx *f, const char *method, const char *path, int want);
+/* The same with a JSON body (' for "; NULL: none). */
+const char *fx_api_body(struct fx *f, const char *method, const char *path, const char *body,
+			int want);
 
 /* ---- fake executors ---- */
 
 /* Register node id with gpus GPUs and keep it heartbeating (every 200 ms). */
 void fx_node(struct fx *f, const char *id, int gpus);
+/* The same with label pool = pool (NULL: no pool label). */
+void fx_node_pool(struct fx *f, const char *id, int gpus, const char *pool);
+/* Carry preempt_notice (JSON, ' for "; NULL: none) in the node's heartbeats from now on. */
+void fx_node_notice(struct fx *f, const char *id, const char *notice);
+/* The executor restarted: a new boot id in its heartbeats, nothing running, no notice. */
+void fx_node_reboot(struct fx *f, const char *id);
 /* Stop or resume a node's heartbeats. */
 void fx_node_beat(struct fx *f, const char *id, bool on);
 /* Add (on) or remove an attempt from the running list of the node's heartbeats. */

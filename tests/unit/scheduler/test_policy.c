@@ -858,6 +858,121 @@ TY_TEST(retry_backoff_and_excluded_nodes)
 	}
 }
 
+/*
+ * Spot pools: n1 on-demand, n2 and n3 spot, 8 GPUs each. Job 100 is the
+ * case, job 101 (1 × 8, any pool, behind it) shows what the case left free.
+ */
+struct spot_case {
+	const char *name;
+	int nodes;			/* job 100: nodes × 8 GPUs */
+	enum sched_spot_rule rule;
+	int preemptions, max;		/* spot preemptions so far, spot.max_preemptions */
+	bool od_busy;			/* n1's GPUs held (by nothing that ends) */
+	bool spot_down;			/* n2 and n3 not schedulable (preempting) */
+	const char *placed;		/* where 100 starts, "-" = it waits */
+	const char *reason;		/* its reason when it waits */
+	const char *placed_101;
+};
+
+static const struct spot_case spot_cases[] = {
+    {"spot allowed: a spot node when on-demand is full", 1, SCHED_SPOT_ANY, 0, 3, true, false,
+     "n2", NULL, "n3"},
+    {"spot allowed: any pool, first fit", 1, SCHED_SPOT_ANY, 0, 3, false, false, "n1", NULL,
+     "n2"},
+    {"spot disallowed: the on-demand node", 1, SCHED_SPOT_NEVER, 0, 3, false, false, "n1",
+     NULL, "n2"},
+    {"spot disallowed never lands on spot", 1, SCHED_SPOT_NEVER, 0, 3, true, false, "-",
+     "waiting for on-demand nodes (spot.allowed is false)", "n2"},
+    {"fallback after max preemptions", 1, SCHED_SPOT_FALLBACK, 3, 3, true, false, "-",
+     "waiting for on-demand nodes: preempted on spot 3 times (spot.max_preemptions 3)", "n2"},
+    {"fallback, one preemption", 1, SCHED_SPOT_FALLBACK, 1, 1, true, false, "-",
+     "waiting for on-demand nodes: preempted on spot 1 time (spot.max_preemptions 1)", "n2"},
+    {"fallback takes the on-demand node", 1, SCHED_SPOT_FALLBACK, 3, 3, false, false, "n1",
+     NULL, "n2"},
+    {"a gang the on-demand pool can never hold", 2, SCHED_SPOT_NEVER, 0, 3, false, false, "-",
+     "the on-demand nodes can never hold it (spot.allowed is false)", "n1"},
+    {"a fallback gang the on-demand pool can never hold", 2, SCHED_SPOT_FALLBACK, 2, 2, false,
+     false, "-",
+     "the on-demand nodes can never hold it: preempted on spot 2 times (spot.max_preemptions "
+     "2)",
+     "n1"},
+    {"spot allowed: a gang over both pools", 2, SCHED_SPOT_ANY, 0, 3, false, false, "n1,n2",
+     NULL, "n3"},
+    {"unschedulable spot nodes: the usual reason", 1, SCHED_SPOT_NEVER, 0, 3, true, true, "-",
+     "no node has 8 free GPUs", "-"},
+};
+
+TY_TEST(spot_pools)
+{
+	for (size_t c = 0; c < sizeof(spot_cases) / sizeof(spot_cases[0]); c++) {
+		const struct spot_case *sc = &spot_cases[c];
+		struct sched_pending_in *p;
+		struct fx f;
+		int a, i;
+
+		fx_init(&f);
+		fx_node(&f, "n1", 8, NULL, NULL, NULL);
+		fx_node(&f, "n2", 8, NULL, NULL, NULL);
+		fx_node(&f, "n3", 8, NULL, NULL, NULL);
+		f.nodes[1].spot = f.nodes[2].spot = true;
+		if (sc->od_busy)
+			f.nodes[0].busy = 0xff;
+		if (sc->spot_down)
+			f.nodes[1].schedulable = f.nodes[2].schedulable = false;
+		a = fx_team(&f, "a", 64, -1, -1, NULL);
+		p = fx_pend(&f, 100, a, sc->nodes, 8, 0);
+		p->spot = sc->rule;
+		p->spot_preemptions = sc->preemptions;
+		p->spot_max_preemptions = sc->max;
+		fx_pend(&f, 101, a, 1, 8, 1);
+		fx_decide(&f);
+		i = fx_pidx(&f, 100);
+		CHECK_STR_EQ(tagged(sc->name, fx_placed(&f, 100)), tagged(sc->name, sc->placed));
+		if (sc->reason)
+			CHECK_STR_EQ(tagged(sc->name, fx_reason(&f, 100)),
+				     tagged(sc->name, sc->reason));
+		else
+			CHECK_INT_EQ(f.d->pending[i].reason, SCHED_PLACED);
+		CHECK_STR_EQ(tagged(sc->name, fx_placed(&f, 101)),
+			     tagged(sc->name, sc->placed_101));
+		/* the caller's exclusions are its own: the core's copy is not written back */
+		CHECK(f.pend[i].nexclude == 0 && f.pend[i].exclude == NULL);
+		fx_done(&f);
+	}
+}
+
+/* Spot nodes are left out on top of the job's own exclusions. */
+TY_TEST(spot_and_excluded_nodes_together)
+{
+	struct fx f;
+	struct sched_pending_in *p;
+	static const int ex[] = {0};
+	int a;
+
+	fx_init(&f);
+	fx_node(&f, "n1", 8, NULL, NULL, NULL);
+	fx_node(&f, "n2", 8, NULL, NULL, NULL);
+	fx_node(&f, "n3", 8, NULL, NULL, NULL);
+	f.nodes[2].spot = true;
+	a = fx_team(&f, "a", 64, -1, -1, NULL);
+	p = fx_pend(&f, 100, a, 1, 8, 0);
+	p->exclude = ex;
+	p->nexclude = 1;
+	p->spot = SCHED_SPOT_NEVER;
+	fx_pend(&f, 101, a, 1, 8, 1)->spot = SCHED_SPOT_NEVER;
+	fx_pend(&f, 102, a, 1, 8, 2)->spot = SCHED_SPOT_NEVER;
+	fx_pend(&f, 103, a, 1, 8, 3);
+	fx_decide(&f);
+	CHECK_STR_EQ(fx_placed(&f, 100), "n2"); /* not n1 (its own), not n3 (spot) */
+	CHECK_STR_EQ(fx_placed(&f, 101), "n1");
+	/* the head of the queue: n1's gang (101) ends within its hour */
+	CHECK_STR_EQ(fx_reason_when(&f, 102, "T"),
+		     "waiting for on-demand nodes (spot.allowed is false); next in line, nodes "
+		     "reserved from T");
+	CHECK_STR_EQ(fx_placed(&f, 103), "n3");
+	fx_done(&f);
+}
+
 TY_TEST(backoff_reason_relative_when)
 {
 	struct fx f;

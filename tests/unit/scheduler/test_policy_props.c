@@ -876,6 +876,82 @@ TY_TEST(single_cycle_invariants_and_determinism)
 	}
 }
 
+/*
+ * Spot pools over the same worlds: every third node is spot, and a third
+ * of the jobs each are kept off spot as disallowed or fallen back. Such a
+ * job is never placed on, nor reserved, a spot node; the decision keeps
+ * every other invariant and stays deterministic.
+ */
+static struct sched_decisions *decide_spot(struct world *w)
+{
+	struct sched_decisions *d = NULL;
+	struct ty_err err = {0};
+
+	world_input(w);
+	for (int n = 0; n < w->nn; n++)
+		w->nodes[n].spot = n % 3 == 1;
+	for (int i = 0; i < w->np; i++) {
+		w->in_pend[i].spot = (enum sched_spot_rule)(w->pend[i].job % 3);
+		w->in_pend[i].spot_preemptions = 2;
+		w->in_pend[i].spot_max_preemptions = 2;
+	}
+	REQUIRE_INT_EQ(sched_decide(&d, &w->in, &err), 0);
+	return d;
+}
+
+TY_TEST(spot_rules_hold)
+{
+	uint64_t one = seed_env("TY_SEED", 0), n = seed_env("TY_SEEDS", 1000);
+	static struct world w;
+
+	for (uint64_t seed = one ? one : 1; seed <= (one ? one : n); seed++) {
+		struct sched_decisions *d, *d2;
+		char *a, *b;
+
+		ty_test_context("seed %" PRIu64, seed);
+		gen_world(&w, seed);
+		d = decide_spot(&w);
+		check_decision(&w, d);
+		for (int k = 0; k < d->nplacements; k++) {
+			const struct sched_placement *p = &d->placements[k];
+			int i = d->placement_pending[k];
+
+			for (int r = 0; w.in_pend[i].spot != SCHED_SPOT_ANY && r < p->nnodes; r++)
+				if (w.nodes[p->node[r]].spot)
+					FAIL("job %lld (spot rule %d) placed on spot node %d",
+					     (long long)p->job, w.in_pend[i].spot, p->node[r]);
+		}
+		for (int k = 0; k < d->nreservations; k++) {
+			const struct sched_reservation *rv = &d->reservations[k];
+
+			for (int x = 0; w.in_pend[rv->pending].spot != SCHED_SPOT_ANY &&
+					x < rv->nnodes;
+			     x++)
+				if (w.nodes[rv->node[x]].spot)
+					FAIL("job %lld reserves spot node %d", (long long)rv->job,
+					     rv->node[x]);
+		}
+		for (int i = 0; i < w.np; i++)
+			if (d->pending[i].reason == SCHED_WAIT_ON_DEMAND)
+				CHECK(w.in_pend[i].spot != SCHED_SPOT_ANY);
+		if (ty_test_failed())
+			dump(&w, d);
+		d2 = decide_spot(&w);
+		a = serialize(d);
+		b = serialize(d2);
+		if (strcmp(a, b))
+			FAIL("two decisions over one input differ");
+		free(a);
+		free(b);
+		sched_decisions_free(d);
+		sched_decisions_free(d2);
+		for (int x = 0; x < w.nn; x++)
+			w.nodes[x].spot = false;
+		if (ty_test_failed())
+			return;
+	}
+}
+
 TY_TEST(reclaim_settles)
 {
 	uint64_t one = seed_env("TY_SEED", 0), n = seed_env("TY_SEEDS", 3000);
