@@ -306,8 +306,9 @@ static int used_of(const json_t *retries, const char *budget)
 
 int sched_fail_attempt(struct sched *s, int64_t job, int64_t attempt, const char *node,
 		       const char *cls, const int *exit_code, const char *why, const char *evidence,
-		       bool blame, struct ty_err *err)
+		       int how, struct ty_err *err)
 {
+	bool blame = how & SCHED_FAIL_BLAME, spend = !(how & SCHED_FAIL_FREE);
 	char jb[24], ab[24], eb[24], bb[24], text[1024], *retries_text = NULL;
 	const char *blamed;
 	const char *budget, *state;
@@ -373,7 +374,7 @@ int sched_fail_attempt(struct sched *s, int64_t job, int64_t attempt, const char
 		json_decref(retries);
 		retries = json_object();
 	}
-	budget = strcmp(cls, "preempted") ? budget_of(cls) : NULL;
+	budget = strcmp(cls, "preempted") && spend ? budget_of(cls) : NULL;
 	if (budget) {
 		limit = (int)jint(spec_retry, budget, !strcmp(budget, "system") ? 3 : 0);
 		used = used_of(retries, budget);
@@ -393,13 +394,14 @@ int sched_fail_attempt(struct sched *s, int64_t job, int64_t attempt, const char
 		state = "cancelled";
 		if ((rc = job_move(&moved, s, job, attempt, ACTIVE, state, true, cls, err)))
 			goto out;
-	} else if (!strcmp(cls, "preempted") || (budget && used < limit)) {
+	} else if (!strcmp(cls, "preempted") || !spend || (budget && used < limit)) {
 		int64_t backoff = budget ? sched_backoff_s(s->o.retry_backoff_s,
 							   s->o.retry_backoff_max_s, used + 1)
 					 : 0;
 		char excl[160] = "", backoff_text[48] = "";
 
-		json_object_set_new(retries, cls, json_integer(jint(retries, cls, 0) + 1));
+		if (spend)
+			json_object_set_new(retries, cls, json_integer(jint(retries, cls, 0) + 1));
 		if (blamed)
 			snprintf(excl, sizeof(excl), ", node %s excluded", blamed);
 		if (backoff > 0)
@@ -412,6 +414,11 @@ int sched_fail_attempt(struct sched *s, int64_t job, int64_t attempt, const char
 			    "%d of %d%s%s)",
 			    (long long)attempt, why, cls, (long long)attempt + 1, budget, used + 1,
 			    limit, backoff_text, excl);
+		else if (!spend)
+			snprintf(text, sizeof(text),
+				 "attempt %lld failed: %s (%s); requeued for attempt %lld (no retry "
+				 "spent)",
+				 (long long)attempt, why, cls, (long long)attempt + 1);
 		else
 			snprintf(text, sizeof(text), "attempt %lld %s; requeued for attempt %lld",
 				 (long long)attempt, why, (long long)attempt + 1);
@@ -548,10 +555,80 @@ static int exclude_node(struct sched *s, int64_t job, int64_t attempt, const cha
 	return rc;
 }
 
-/* A node's part of an attempt ended: record it, release its GPUs, judge the gang. */
+/*
+ * The pre-flight bandwidth check of attempt found nodes far below the
+ * gang's median (attempt_exited.preflight, trainyard-allreduce
+ * --node-check): each of them that is part of the attempt is blamed, made
+ * suspect at once (a slow link needs no second job to be believed) and
+ * excluded from the job's later attempts.
+ */
+static int preflight_slow(struct sched *s, int64_t job, int64_t attempt, const json_t *verdict,
+			  struct ty_err *err)
+{
+	const json_t *slow = json_object_get(verdict, "slow"), *v;
+	double median = json_number_value(json_object_get(verdict, "median_gbps"));
+	size_t i;
+	int rc = 0;
+
+	json_array_foreach(slow, i, v)
+	{
+		const char *node = json_string_value(v);
+		const json_t *nv;
+		double gbps = 0;
+		char jb[24], ab[24], evidence[256];
+		size_t k;
+		PGresult *res = NULL;
+
+		if (!node)
+			continue;
+		{
+			const char *p[] = {sched_i64(jb, job), sched_i64(ab, attempt), node};
+
+			if ((rc = ty_pg_exec(&res, s->pg,
+					     "SELECT 1 FROM allocations WHERE job_id = $1"
+					     " AND attempt = $2 AND node_id = $3",
+					     3, p, err)))
+				return rc;
+		}
+		k = (size_t)PQntuples(res);
+		PQclear(res);
+		if (k == 0)
+			continue; /* not a node of this gang: ignore what it says */
+		json_array_foreach(json_object_get(verdict, "nodes"), k, nv)
+			if (json_is_string(json_object_get(nv, "node")) &&
+			    !strcmp(json_string_value(json_object_get(nv, "node")), node))
+				gbps = json_number_value(json_object_get(nv, "gbps"));
+		snprintf(evidence, sizeof(evidence),
+			 "preflight: node %s at %.3g GB/s, gang median %.3g GB/s", node, gbps,
+			 median);
+		if ((rc = sched_blame_node(s, node, job, attempt, "system", evidence,
+					   "slow in the pre-flight bandwidth check", err)) ||
+		    (rc = exclude_node(s, job, attempt, node, err)))
+			return rc;
+		{
+			const char *p[] = {node};
+
+			if ((rc = ty_pg_exec(NULL, s->pg,
+					     "UPDATE nodes SET state = 'suspect'"
+					     " WHERE id = $1 AND state = 'ready'",
+					     1, p, err)))
+				return rc;
+		}
+		sched_mirror_touch_node(s, node);
+		ty_warn("job %lld attempt %lld: %s; node '%s' is suspect", (long long)job,
+			(long long)attempt, evidence, node);
+	}
+	return rc;
+}
+
+/*
+ * A node's part of an attempt ended: record it, release its GPUs, judge the
+ * gang. preflight: attempt_exited's `preflight` member when the launch had
+ * a pre-flight check (NULL when it had none).
+ */
 static int alloc_exit(struct sched *s, const char *node, int64_t job, int64_t attempt,
 		      int exit_code, const char *cls, const char *message, const char *evidence,
-		      struct ty_err *err)
+		      const json_t *preflight, struct ty_err *err)
 {
 	char jb[24], ab[24], eb[24], why[768];
 	const char *p[] = {sched_i64(jb, job), sched_i64(ab, attempt), node,
@@ -578,14 +655,19 @@ static int alloc_exit(struct sched *s, const char *node, int64_t job, int64_t at
 		goto out;
 	if (PQntuples(res) != 1)
 		goto out;
+	if (exit_code != 0 && json_is_object(preflight) &&
+	    (rc = preflight_slow(s, job, attempt, preflight, err)))
+		goto out;
 	if (is_active(ty_pg_val(res, 0, 0)) && exit_code != 0) {
 		if (message && *message)
 			snprintf(why, sizeof(why), "%s", message);
 		else
 			snprintf(why, sizeof(why), "node %s exited with code %d", node, exit_code);
+		/* a failed pre-flight says nothing about the node that reports it */
 		rc = sched_fail_attempt(s, job, attempt, node,
 					norm_class(cls) ? cls : (cls && *cls ? "system" : "user"),
-					&exit_code, why, evidence, true, err);
+					&exit_code, why, evidence, preflight ? 0 : SCHED_FAIL_BLAME,
+					err);
 	} else {
 		/*
 		 * A later report of a gang that already failed: its node is blamed
@@ -881,7 +963,7 @@ int sched_apply_late_exits(struct sched *s, int64_t min_age_ms, struct ty_err *e
 		    (long long)x->job, (long long)x->attempt, x->node);
 		/* a no-op when the event came meanwhile */
 		rc = alloc_exit(s, x->node, x->job, x->attempt, x->exit_code, x->failure_class,
-				x->message, NULL, err);
+				x->message, NULL, NULL, err);
 		free(x->message);
 	}
 	s->nlate = keep;
@@ -1279,6 +1361,6 @@ int sched_apply(struct sched *s, const struct proto_msg *m, struct ty_err *err)
 		return alloc_exit(
 		    s, m->node, m->job, m->attempt, (int)jint(m->data, "exit_code", 0),
 		    jstr(m->data, "failure_class", NULL), jstr(m->data, "message", NULL),
-		    jstr(m->data, "evidence", NULL), err);
+		    jstr(m->data, "evidence", NULL), json_object_get(m->data, "preflight"), err);
 	}
 }

@@ -298,14 +298,18 @@ int sched_kill_nodes(int *count, struct sched *s, int64_t job, int64_t attempt, 
  * An active attempt failed with class cls, reported by node: mark it, kill
  * the rest of the gang, and requeue the job if its retry budget allows
  * (with backoff, jobs.not_before), else fail it (or cancel it when cancel
- * was requested). With blame, a class that blames the node (sched_class_blames) records
+ * was requested). With SCHED_FAIL_BLAME in how, a class that blames the node (sched_class_blames) records
  * the failure against it (node_failures, maybe suspect/drained) and
  * excludes it from the job's later attempts. exit_code and evidence (the
  * classifier's matching line) may be NULL.
  */
+enum {
+	SCHED_FAIL_BLAME = 1, /* blame node (as above) */
+	SCHED_FAIL_FREE = 2,  /* requeue without spending a retry (the job is not at fault) */
+};
 int sched_fail_attempt(struct sched *s, int64_t job, int64_t attempt, const char *node,
 		       const char *cls, const int *exit_code, const char *why,
-		       const char *evidence, bool blame, struct ty_err *err);
+		       const char *evidence, int how, struct ty_err *err);
 /* Whether a failure of class cls is blamed on the node that reported it. */
 bool sched_class_blames(const char *cls);
 /*

@@ -109,3 +109,24 @@ TY_TEST(silent_gang_is_a_hang_and_every_rank_is_killed)
 	json_decref(job);
 	reset_nodes(e);
 }
+
+/*
+ * preflight: true runs the real node check (trainyard-allreduce
+ * --node-check, next to the executor) on the gang before the job: with two
+ * healthy nodes it passes and the job runs after it.
+ */
+TY_TEST(preflight_check_runs_before_the_job)
+{
+	struct e2e *e = e2e_get();
+	long long id = e2e_submit(e, "[\"/bin/sh\",\"-c\",\"echo $RANK > $OUTDIR/ran.$RANK\"]",
+				  "\"resources\":{\"nodes\":2,\"gpus_per_node\":1},"
+				  "\"preflight\":true,\"retry\":{\"system\":0}");
+	json_t *job = e2e_wait_state(e, id, "succeeded,failed,cancelled", 120000);
+	json_t *att = e2e_attempts(e, id);
+
+	CHECK_STR_EQ(ty_jstr(job, "state"), "succeeded");
+	CHECK_INT_EQ(json_array_size(att), 1);
+	CHECK_INT_EQ(e2e_count_files(e, "ran."), 2);
+	json_decref(att);
+	json_decref(job);
+}

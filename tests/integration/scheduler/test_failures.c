@@ -445,3 +445,77 @@ TY_TEST(suspect_node_is_ready_again_once_its_failures_leave_the_window)
 		     "t");
 	fx_sched_stop(f, 0);
 }
+
+/*
+ * A pre-flight check (preflight: true) that names a slow node: that node is
+ * blamed, made suspect at once and excluded; the reporting nodes are not
+ * blamed; the job is placed again without the slow node.
+ */
+TY_TEST(preflight_slow_node_is_suspect_and_the_gang_placed_without_it)
+{
+	static const char *const args[] = {"--retry-backoff-seconds=0", NULL};
+	struct fx *f = fx_start();
+	const struct proto_msg *l[3];
+	const char *nodes[3] = {"n1", "n2", "n3"}, *verdict;
+	long long job;
+
+	for (int i = 0; i < 3; i++)
+		fx_node(f, nodes[i], 1);
+	fx_node(f, "n4", 1);
+	fx_sched_start(f, "s1", args);
+	FX_WAIT(f, T, "4", "SELECT count(*) FROM nodes WHERE state = 'ready'");
+	job = fx_submit(f, ",'resources':{'nodes':3,'gpus_per_node':1},'preflight':true");
+	FX_WAIT(f, T, "3", "SELECT count(*) FROM allocations WHERE job_id = $1 AND attempt = 1",
+		fx_n(job));
+	/* the three nodes of attempt 1, in node-rank order */
+	for (int i = 0; i < 3; i++) {
+		nodes[i] = FX_Q(f,
+				"SELECT node_id FROM allocations WHERE job_id = $1 AND attempt = 1"
+				" ORDER BY node_rank OFFSET $2 LIMIT 1",
+				fx_n(job), fx_n(i));
+		l[i] = fx_recv(f, nodes[i], "launch", job, T);
+		REQUIRE(l[i] != NULL);
+		CHECK(json_is_true(json_object_get(l[i]->data, "preflight")));
+	}
+	for (int i = 0; i < 3; i++)
+		fx_run(f, nodes[i], l[i]);
+	verdict = ty_test_strf(
+	    "{'slow':['%s'],'median_gbps':1.2,'ratio':0.5,"
+	    "'nodes':[{'node_rank':0,'node':'%s','gbps':1.2},{'node_rank':1,'node':'%s',"
+	    "'gbps':0.001},{'node_rank':2,'node':'%s','gbps':1.3}]}",
+	    nodes[1], nodes[0], nodes[1], nodes[2]);
+	/* rank 0's node knows the verdict; the others only that the check failed */
+	fx_node_runs(f, nodes[0], job, 1, false);
+	fx_send(f, nodes[0], "attempt_exited", job, 1,
+		ty_test_strf("{'exit_code':-1,'failure_class':'system','message':'preflight "
+			     "failed','evidence':'slow node(s)','preflight':%s}",
+			     verdict));
+	for (int i = 1; i < 3; i++) {
+		fx_node_runs(f, nodes[i], job, 1, false);
+		fx_send(f, nodes[i], "attempt_exited", job, 1,
+			"{'exit_code':-1,'failure_class':'system','message':'preflight failed',"
+			"'preflight':null}");
+	}
+	FX_WAIT(f, T, "suspect", "SELECT state FROM nodes WHERE id = $1", nodes[1]);
+	CHECK_STR_EQ(FX_Q(f, "SELECT excluded_nodes::text FROM jobs WHERE id = $1", fx_n(job)),
+		     ty_test_strf("{%s}", nodes[1]));
+	/* only the slow node is blamed, with the numbers */
+	CHECK_STR_EQ(FX_Q(f,
+			  "SELECT string_agg(node_id || '|' || evidence, ',') FROM node_failures"
+			  " WHERE job_id = $1",
+			  fx_n(job)),
+		     ty_test_strf("%s|preflight: node %s at 0.001 GB/s, gang median 1.2 GB/s",
+				  nodes[1], nodes[1]));
+	CHECK_STR_EQ(FX_Q(f, "SELECT coalesce(blamed_node, '-') FROM attempts WHERE job_id = $1"
+			     " AND attempt = 1",
+			  fx_n(job)),
+		     "-");
+	/* placed again on the three others */
+	FX_WAIT(f, T, "3", "SELECT count(*) FROM allocations WHERE job_id = $1 AND attempt = 2",
+		fx_n(job));
+	CHECK_STR_EQ(FX_Q(f,
+			  "SELECT count(*) FROM allocations WHERE job_id = $1 AND attempt = 2"
+			  " AND node_id = $2",
+			  fx_n(job), nodes[1]),
+		     "0");
+}

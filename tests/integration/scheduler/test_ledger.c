@@ -40,13 +40,13 @@ static void start(struct fx *f)
 {
 	const char *args[] = {rates_arg(), NULL};
 
-	fx_node(f, "n1", 4);
+	fx_node_pool(f, "n1", 4, "spot");
 	fx_node(f, "n2", 4);
 	fx_sched_start(f, "s1", args);
 	FX_WAIT(f, T, "2", "SELECT count(*) FROM nodes WHERE state = 'ready'");
-	/* what a real executor registers: labels from its config, the GPUs' names */
+	/* what a real executor registers: the GPUs' names (the mirror does not read them) */
 	FX_Q(f,
-	     "UPDATE nodes SET labels = labels || '{\"pool\": \"spot\"}', inventory ="
+	     "UPDATE nodes SET inventory ="
 	     " '{\"gpus\": [{\"index\": 0, \"name\": \"H100\"}, {\"index\": 1, \"name\": \"H100\"},"
 	     " {\"index\": 2, \"name\": \"H100\"}, {\"index\": 3, \"name\": \"H100\"}]}'"
 	     " WHERE id = 'n1' RETURNING 1");
@@ -106,7 +106,7 @@ TY_TEST(succeeded_attempt_writes_one_row_per_node_priced_by_pool_and_model)
 	CHECK_STR_EQ(FX_Q(f, "SELECT string_agg(pool || '/' || gpu_model || '=' ||"
 			     " rate_per_gpu_hour, ' ' ORDER BY pool, gpu_model) FROM usage_rates"),
 		     "on-demand/=4 spot/=1.5 spot/H100=2.5");
-	job = fx_submit(f, ",'resources':{'nodes':2,'gpus_per_node':2}");
+	job = fx_submit(f, ",'resources':{'nodes':2,'gpus_per_node':2},'spot':{'allowed':true}");
 	l1 = fx_recv(f, "n1", "launch", job, T);
 	l2 = fx_recv(f, "n2", "launch", job, T);
 	REQUIRE(l1 != NULL && l2 != NULL);
@@ -156,7 +156,7 @@ TY_TEST(failed_attempt_loses_the_work_since_its_last_valid_checkpoint)
 	long long job;
 
 	start(f);
-	job = fx_submit(f, ",'resources':{'nodes':1,'gpus_per_node':3}");
+	job = fx_submit(f, ",'resources':{'nodes':1,'gpus_per_node':3},'spot':{'allowed':true}");
 	FX_WAIT(f, T, "1", "SELECT count(*) FROM allocations WHERE job_id = $1", fx_n(job));
 	node = FX_Q(f, "SELECT node_id FROM allocations WHERE job_id = $1", fx_n(job));
 	l = fx_recv(f, node, "launch", job, T);
@@ -197,7 +197,8 @@ TY_TEST(failed_gang_is_written_when_its_last_node_releases_and_loses_everything)
 	long long job;
 
 	start(f);
-	job = fx_submit(f, ",'resources':{'nodes':2,'gpus_per_node':4},'retry':{'system':0}");
+	job = fx_submit(f, ",'resources':{'nodes':2,'gpus_per_node':4},'retry':{'system':0},"
+			   "'spot':{'allowed':true}");
 	l1 = fx_recv(f, "n1", "launch", job, T);
 	l2 = fx_recv(f, "n2", "launch", job, T);
 	REQUIRE(l1 != NULL && l2 != NULL);
@@ -231,7 +232,7 @@ TY_TEST(cancelled_attempt_loses_nothing_and_is_written_once)
 	int sent;
 
 	start(f);
-	job = fx_submit(f, ",'resources':{'nodes':2,'gpus_per_node':1}");
+	job = fx_submit(f, ",'resources':{'nodes':2,'gpus_per_node':1},'spot':{'allowed':true}");
 	l1 = fx_recv(f, "n1", "launch", job, T);
 	l2 = fx_recv(f, "n2", "launch", job, T);
 	REQUIRE(l1 != NULL && l2 != NULL);
