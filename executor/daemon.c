@@ -515,7 +515,8 @@ static void on_spot_notice(void *arg, const struct exec_spot_notice *n)
 		int64_t left =
 		    n->deadline_ms - ty_wall_ms() - a->default_grace_ms - CKPT_DEADLINE_MARGIN_MS;
 
-		signalled += exec__attempt_checkpoint(a, SIGUSR1, left < 0 ? 0 : left);
+		signalled += exec__attempt_checkpoint(a, a->launch.checkpoint_signal,
+						      left < 0 ? 0 : left);
 	}
 	ty_info("spot notice: sent the checkpoint signal to %d attempt(s)", signalled);
 }

@@ -77,6 +77,7 @@ struct exec_launch {
 	int64_t hang_timeout_ms;  /* 0: no hang detection */
 	int64_t start_timeout_ms; /* 0: no start timeout */
 	int checkpoint_keep;	  /* valid checkpoints retention keeps; default 3 */
+	int checkpoint_signal;	  /* the job's checkpoint signal (spot notices); default SIGUSR1 */
 	bool preflight;		  /* run the preflight command before the job's */
 };
 

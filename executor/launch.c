@@ -191,6 +191,13 @@ int exec_launch_parse(struct exec_launch *l, const struct proto_msg *m, struct t
 	if (v && !json_is_null(v) &&
 	    (rc = int_field(&l->checkpoint_keep, d, "checkpoint_keep", 0, 1000, err)))
 		return rc;
+	v = json_object_get(d, "checkpoint_signal");
+	l->checkpoint_signal = SIGUSR1;
+	if (v && !json_is_null(v) &&
+	    (!json_is_string(v) || (l->checkpoint_signal = exec_signal_parse(json_string_value(v))) < 0))
+		return ty_err_set(err, TY_EINVAL,
+				  "launch field 'checkpoint_signal' must be SIGUSR1, SIGUSR2, SIGINT, "
+				  "SIGTERM or SIGHUP");
 	v = json_object_get(d, "preflight");
 	if (v && !json_is_null(v) && !json_is_boolean(v))
 		return ty_err_set(err, TY_EINVAL, "launch field 'preflight' must be a boolean");

@@ -477,7 +477,7 @@ static int place(bool *placed, struct sched *s, const struct snap *sn,
 		goto out;
 	}
 	common = json_pack(
-	    "{s:i, s:i, s:i, s:s, s:i, s:O, s:o, s:s, s:I, s:i, s:I, s:I, s:I, s:b}", "nnodes",
+	    "{s:i, s:i, s:i, s:s, s:i, s:O, s:o, s:s, s:I, s:i, s:I, s:I, s:I, s:b, s:s}", "nnodes",
 	    pl->nnodes,
 	    "world_size", pl->world_size, "local_world_size", pl->local_ranks, "master_addr",
 	    sn->addr[pl->node[0]], "master_port", pl->master_port, "command", command, "env",
@@ -488,7 +488,10 @@ static int place(bool *placed, struct sched *s, const struct snap *sn,
 	    (json_int_t)spec_int(spec, "hang_timeout_seconds", 1800), "start_timeout_seconds",
 	    (json_int_t)spec_int(spec, "start_timeout_seconds", 600),
 	    "checkpoint_keep", (json_int_t)spec_int(json_object_get(spec, "checkpoint"), "keep", 3),
-	    "preflight", json_is_true(json_object_get(spec, "preflight")));
+	    "preflight", json_is_true(json_object_get(spec, "preflight")), "checkpoint_signal",
+	    json_string_value(json_object_get(json_object_get(spec, "checkpoint"), "signal"))
+		? json_string_value(json_object_get(json_object_get(spec, "checkpoint"), "signal"))
+		: "SIGUSR1");
 	if (!common || !(common_text = json_dumps(common, JSON_COMPACT))) {
 		rc = ty_err_set(err, TY_ENOMEM, NULL);
 		goto out;

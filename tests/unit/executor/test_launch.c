@@ -3,6 +3,7 @@
 #include "ty_test.h"
 
 #include <stdlib.h>
+#include <signal.h>
 #include <string.h>
 
 /* A launch of job 7 attempt 2: node 1 of 2, ranks 4..7 of 8 on GPUs 4..7. */
@@ -438,12 +439,15 @@ TY_TEST(checkpoint_keep_and_preflight_fields)
 		const char *extra;
 		int keep;
 		bool preflight;
+		int signal;
 	} rows[] = {
-	    {"", EXEC_CKPT_KEEP_DEFAULT, false},
-	    {",'checkpoint_keep':null,'preflight':null", EXEC_CKPT_KEEP_DEFAULT, false},
-	    {",'checkpoint_keep':1,'preflight':true", 1, true},
-	    {",'checkpoint_keep':0", 0, false},
-	    {",'checkpoint_keep':1000,'preflight':false", 1000, false},
+	    {"", EXEC_CKPT_KEEP_DEFAULT, false, SIGUSR1},
+	    {",'checkpoint_keep':null,'preflight':null,'checkpoint_signal':null",
+	     EXEC_CKPT_KEEP_DEFAULT, false, SIGUSR1},
+	    {",'checkpoint_keep':1,'preflight':true,'checkpoint_signal':'SIGUSR2'", 1, true,
+	     SIGUSR2},
+	    {",'checkpoint_keep':0,'checkpoint_signal':'TERM'", 0, false, SIGTERM},
+	    {",'checkpoint_keep':1000,'preflight':false", 1000, false, SIGUSR1},
 	};
 
 	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
@@ -457,6 +461,20 @@ TY_TEST(checkpoint_keep_and_preflight_fields)
 			     0);
 		CHECK_INT_EQ(l.checkpoint_keep, rows[i].keep);
 		CHECK_INT_EQ(l.preflight, rows[i].preflight);
+		CHECK_INT_EQ(l.checkpoint_signal, rows[i].signal);
+		exec_launch_clear(&l);
+	}
+	/* a signal the job spec cannot name is refused, naming the field */
+	for (size_t i = 0; i < 2; i++) {
+		struct exec_launch l;
+		struct ty_err err = {0};
+
+		CHECK_INT_EQ(parse(&l, &err,
+				   ty_test_strf("{" BASE "," GPUS ",'env':{},'launch':'per_gpu',"
+						"'checkpoint_signal':%s}",
+						i ? "9" : "'SIGKILL'")),
+			     TY_EINVAL);
+		CHECK(strstr(err.msg, "'checkpoint_signal'") != NULL);
 		exec_launch_clear(&l);
 	}
 }
