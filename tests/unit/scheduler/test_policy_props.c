@@ -4,6 +4,7 @@
  * TY_SEEDS=<count> (default 3000 single-cycle worlds, 1000 simulations).
  */
 #include "core/policy.h"
+#include "rng.h"
 #include "ty_test.h"
 
 #include <inttypes.h>
@@ -17,30 +18,6 @@
 #define MAXP 40
 #define MAXRN 3
 #define NOW0 1000000000000LL
-
-struct rng {
-	uint64_t s;
-};
-
-static uint64_t rnext(struct rng *r)
-{
-	uint64_t z = (r->s += 0x9e3779b97f4a7c15ull);
-
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-	return z ^ (z >> 31);
-}
-
-/* Uniform in [lo, hi]. */
-static int64_t rin(struct rng *r, int64_t lo, int64_t hi)
-{
-	return lo + (int64_t)(rnext(r) % (uint64_t)(hi - lo + 1));
-}
-
-static bool chance(struct rng *r, int pct)
-{
-	return rin(r, 1, 100) <= pct;
-}
 
 struct wrun {
 	int64_t job;

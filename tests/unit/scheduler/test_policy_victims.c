@@ -10,26 +10,9 @@
  * TY_VICTIMS_SEED / TY_VICTIMS_N change the seed / the number of worlds.
  */
 #include "policy_fixture.h"
+#include "rng.h"
 
 #include <inttypes.h>
-
-struct rng {
-	uint64_t s;
-};
-
-static uint64_t rnext(struct rng *r)
-{
-	uint64_t z = (r->s += 0x9e3779b97f4a7c15ull);
-
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-	return z ^ (z >> 31);
-}
-
-static int rin(struct rng *r, int lo, int hi)
-{
-	return lo + (int)(rnext(r) % (uint64_t)(hi - lo + 1));
-}
 
 #define MAXJ 12
 
