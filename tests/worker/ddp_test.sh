@@ -19,35 +19,16 @@ if ! "$PY" -c 'import torch, torch.distributed' 2>/dev/null; then
 	exit 1
 fi
 EX=$TY_WORKER_EXAMPLES
-W=$(mktemp -d "${TMPDIR:-/tmp}/ddp_test.XXXXXX")
-PASSED=0
-CASE=
 PIDS=()
-
-cleanup() {
-	local rc=$? p
+# shellcheck source-path=SCRIPTDIR source=lib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+tw_init ddp_test
+kill_ranks() {
+	local p
 
 	for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
-	if [[ -z ${TY_TEST_KEEP:-} ]]; then rm -rf "$W"; else echo "ddp_test: kept $W" >&2; fi
-	if [[ $rc -eq 0 ]]; then echo "ddp_test: all $PASSED checks passed"; fi
-	exit "$rc"
 }
-trap cleanup EXIT
-
-fail() {
-	echo "FAIL [$CASE]: $*" >&2
-	for f in "$W/$CASE"/rank-*.{out,err}; do
-		[[ -s $f ]] || continue
-		echo "--- $f" >&2
-		tail -c 3000 "$f" >&2
-	done
-	exit 1
-}
-ok() { PASSED=$((PASSED + 1)); }
-
-free_port() {
-	"$PY" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
-}
+tw_on_exit kill_ranks
 
 # start NAME "EXTRA ENV" ARGS...: both ranks of a 2-rank job in the background
 start() {

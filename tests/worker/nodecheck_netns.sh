@@ -24,8 +24,9 @@ for t in ip tc; do
 	}
 done
 BIN=$TY_ALLREDUCE_BIN
-W=$(mktemp -d "${TMPDIR:-/tmp}/nodecheck_netns.XXXXXX")
-PASSED=0
+# shellcheck source-path=SCRIPTDIR source=lib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+tw_init nodecheck_netns
 CASE=setup
 N=4
 NAMES=(node-a node-b node-c node-d)
@@ -40,32 +41,17 @@ for ((i = 0; i < N; i++)); do
 	VETH+=("tync$((ID % 100000))h$i")
 done
 
-cleanup() {
-	local rc=$? i
+teardown() {
+	local i
 
-	set +e
 	for ((i = 0; i < N; i++)); do
 		ip netns pids "${NS[$i]}" 2>/dev/null | xargs -r kill -KILL
 		ip link del "${VETH[$i]}" 2>/dev/null # takes the namespace's end along
 		ip netns del "${NS[$i]}" 2>/dev/null
 	done
 	ip link del "$BR" 2>/dev/null
-	if [[ -z ${TY_TEST_KEEP:-} ]]; then rm -rf "$W"; else echo "nodecheck_netns: kept $W" >&2; fi
-	if [[ $rc -eq 0 ]]; then echo "nodecheck_netns: all $PASSED checks passed"; fi
-	exit "$rc"
 }
-trap cleanup EXIT
-
-fail() {
-	echo "FAIL [$CASE]: $*" >&2
-	for f in "$W/$CASE"/rank-*.{out,err}; do
-		[[ -s $f ]] || continue
-		echo "--- $f" >&2
-		head -c 3000 "$f" >&2
-	done
-	exit 1
-}
-ok() { PASSED=$((PASSED + 1)); }
+tw_on_exit teardown
 
 # ---- the network: bridge, one namespace per node -------------------------------
 

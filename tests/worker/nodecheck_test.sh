@@ -17,33 +17,9 @@ if [[ -z ${TY_ALLREDUCE_BIN:-} ]]; then
 	exit 1
 fi
 BIN=$TY_ALLREDUCE_BIN
-W=$(mktemp -d "${TMPDIR:-/tmp}/nodecheck_test.XXXXXX")
-PASSED=0
-CASE=
-
-cleanup() {
-	local rc=$?
-
-	if [[ -z ${TY_TEST_KEEP:-} ]]; then rm -rf "$W"; else echo "nodecheck_test: kept $W" >&2; fi
-	if [[ $rc -eq 0 ]]; then echo "nodecheck_test: all $PASSED checks passed"; fi
-	exit "$rc"
-}
-trap cleanup EXIT
-
-fail() {
-	echo "FAIL [$CASE]: $*" >&2
-	for f in "$W/$CASE"/rank-*.{out,err}; do
-		[[ -s $f ]] || continue
-		echo "--- $f" >&2
-		head -c 3000 "$f" >&2
-	done
-	exit 1
-}
-ok() { PASSED=$((PASSED + 1)); }
-
-free_port() {
-	python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
-}
+# shellcheck source-path=SCRIPTDIR source=lib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+tw_init nodecheck_test
 
 NAMES=(node-a node-b node-c node-d)
 
