@@ -185,11 +185,6 @@ int api_validate_team(const json_t *body, bool create, struct api_problem *p);
 
 /* Whether s is a valid team (or cohort) name: 1-63 of [a-z0-9-], no '-' at either end. */
 bool api_team_name_ok(const char *s);
-/*
- * Parse an RFC 3339 time ("2026-01-31T12:00:00.250+01:00", year 1970 or
- * later) into milliseconds since the epoch; false if it is not one.
- */
-bool api_parse_rfc3339(int64_t *ms, const char *s);
 /* Parse a decimal id ("42"); false if not a positive int64. */
 bool api_parse_id(int64_t *out, const char *s);
 /* Write the issuing of a new token (secret into out) for bootstrap and API. */

@@ -16,81 +16,6 @@
 #define DEFAULT_RANGE_MS (30 * DAY_MS)
 #define MAX_DAYS 366
 
-/* Days since 1970-01-01 of a proleptic Gregorian date (H. Hinnant's algorithm). */
-static int64_t days_from_civil(int64_t y, int m, int d)
-{
-	int64_t era, yoe, doy, doe;
-
-	y -= m <= 2;
-	era = (y >= 0 ? y : y - 399) / 400;
-	yoe = y - era * 400;
-	doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + d - 1;
-	doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-	return era * 146097 + doe - 719468;
-}
-
-static int digits(const char *s, int n)
-{
-	int v = 0;
-
-	for (int i = 0; i < n; i++) {
-		if (!isdigit((unsigned char)s[i]))
-			return -1;
-		v = v * 10 + (s[i] - '0');
-	}
-	return v;
-}
-
-bool api_parse_rfc3339(int64_t *ms, const char *s)
-{
-	static const int mdays[] = {31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
-	int y, mo, d, h, mi, sec, frac_ms = 0, off = 0;
-	const char *p;
-
-	if (!s || strlen(s) < 20 || s[4] != '-' || s[7] != '-' || (s[10] != 'T' && s[10] != 't') ||
-	    s[13] != ':' || s[16] != ':')
-		return false;
-	y = digits(s, 4);
-	mo = digits(s + 5, 2);
-	d = digits(s + 8, 2);
-	h = digits(s + 11, 2);
-	mi = digits(s + 14, 2);
-	sec = digits(s + 17, 2);
-	if (y < 1970 || mo < 1 || mo > 12 || d < 1 || h < 0 || h > 23 || mi < 0 || mi > 59 ||
-	    sec < 0 || sec > 60)
-		return false;
-	if (d > mdays[mo - 1] + (mo == 2 && y % 4 == 0 && (y % 100 != 0 || y % 400 == 0)))
-		return false;
-	p = s + 19;
-	if (*p == '.') {
-		int n = 0;
-
-		for (p++; isdigit((unsigned char)*p); p++, n++)
-			if (n < 3)
-				frac_ms = frac_ms * 10 + (*p - '0');
-		if (n == 0 || n > 9)
-			return false;
-		for (; n < 3; n++)
-			frac_ms *= 10;
-	}
-	if ((*p == 'Z' || *p == 'z') && !p[1]) {
-		off = 0;
-	} else if ((*p == '+' || *p == '-') && strlen(p) == 6 && p[3] == ':') {
-		int oh = digits(p + 1, 2), om = digits(p + 4, 2);
-
-		if (oh < 0 || oh > 23 || om < 0 || om > 59)
-			return false;
-		off = (oh * 60 + om) * (*p == '-' ? -1 : 1);
-	} else {
-		return false;
-	}
-	if (sec == 60) /* a leap second is the end of its minute */
-		sec = 59, frac_ms = 999;
-	*ms = ((days_from_civil(y, mo, d) * 86400 + h * 3600 + mi * 60 + sec - off * 60) * 1000) +
-	      frac_ms;
-	return true;
-}
-
 /*
  * The range, then usage rows of it (ledger rows, and allocations of attempts
  * not in the ledger yet, accruing to now), clipped to each bucket (the
@@ -164,12 +89,12 @@ int api_h_usage(struct api_req *r, struct ty_err *err)
 	if (team && !api_team_name_ok(team))
 		return api_reply_error(r, 400, "invalid_parameter", "team",
 				       "'team' must be a team name (a-z, 0-9, '-')");
-	if (from && !api_parse_rfc3339(&from_ms, from))
+	if (from && !ty_time_parse_rfc3339(&from_ms, from))
 		return api_reply_error(r, 400, "invalid_parameter", "from",
 				       "'from' must be an RFC 3339 time such as "
 				       "2026-01-31T00:00:00Z, not '%.64s'",
 				       from);
-	if (to && !api_parse_rfc3339(&to_ms, to))
+	if (to && !ty_time_parse_rfc3339(&to_ms, to))
 		return api_reply_error(r, 400, "invalid_parameter", "to",
 				       "'to' must be an RFC 3339 time such as "
 				       "2026-01-31T00:00:00Z, not '%.64s'",

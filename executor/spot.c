@@ -46,37 +46,6 @@ const char *exec_spot_default_base(enum exec_spot_provider p)
 
 /* ---- time formats ---- */
 
-/* Days from 1970-01-01 to y-m-d of the proleptic Gregorian calendar. */
-static int64_t days_from_civil(int64_t y, int m, int d)
-{
-	int64_t era, yoe, doy, doe;
-
-	y -= m <= 2;
-	era = (y >= 0 ? y : y - 399) / 400;
-	yoe = y - era * 400;
-	doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + d - 1;
-	doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-	return era * 146097 + doe - 719468;
-}
-
-static bool leap(int y)
-{
-	return (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
-}
-
-/* Epoch ms of a valid calendar time, else false. */
-static bool civil_ms(int64_t *ms, int y, int mo, int d, int h, int mi, int s, int frac_ms)
-{
-	static const int mdays[] = {31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
-
-	if (y < 1970 || y > 9999 || mo < 1 || mo > 12 || d < 1 ||
-	    d > mdays[mo - 1] + (mo == 2 && leap(y)) || h > 23 || mi > 59 || s > 60)
-		return false;
-	*ms =
-	    ((days_from_civil(y, mo, d) * 24 + h) * 60 + mi) * 60000 + (int64_t)s * 1000 + frac_ms;
-	return true;
-}
-
 /* n decimal digits at *p into *v; advances *p. */
 static bool digits(const char **p, int n, int *v)
 {
@@ -95,24 +64,6 @@ static bool lit(const char **p, char c)
 		return false;
 	(*p)++;
 	return true;
-}
-
-/* "2026-11-22T15:30:00Z", optionally with fractional seconds: AWS's format. */
-static bool rfc3339_ms(int64_t *ms, const char *s)
-{
-	int y, mo, d, h, mi, sec, frac = 0, scale = 100;
-
-	if (!digits(&s, 4, &y) || !lit(&s, '-') || !digits(&s, 2, &mo) || !lit(&s, '-') ||
-	    !digits(&s, 2, &d) || !lit(&s, 'T') || !digits(&s, 2, &h) || !lit(&s, ':') ||
-	    !digits(&s, 2, &mi) || !lit(&s, ':') || !digits(&s, 2, &sec))
-		return false;
-	if (lit(&s, '.')) {
-		if (!isdigit((unsigned char)*s))
-			return false;
-		for (; isdigit((unsigned char)*s); s++, scale /= 10)
-			frac += (*s - '0') * scale;
-	}
-	return lit(&s, 'Z') && !*s && civil_ms(ms, y, mo, d, h, mi, sec, frac);
 }
 
 /* "Mon, 19 Sep 2016 18:29:47 GMT": Azure's NotBefore (RFC 1123). */
@@ -144,7 +95,7 @@ static bool rfc1123_ms(int64_t *ms, const char *s)
 	s += 3;
 	return lit(&s, ' ') && digits(&s, 4, &y) && lit(&s, ' ') && digits(&s, 2, &h) &&
 	       lit(&s, ':') && digits(&s, 2, &mi) && lit(&s, ':') && digits(&s, 2, &sec) &&
-	       !strcmp(s, " GMT") && civil_ms(ms, y, mo + 1, d, h, mi, sec, 0);
+	       !strcmp(s, " GMT") && ty_time_civil_ms(ms, y, mo + 1, d, h, mi, sec, 0);
 }
 
 /* ---- parsers ---- */
@@ -190,7 +141,7 @@ static int parse_aws(struct exec_spot_notice *out, long status, const char *body
 			       "%s: 'action' is not \"terminate\", \"stop\" or \"hibernate\"", who);
 		goto out;
 	}
-	if (!when || !rfc3339_ms(&out->deadline_ms, when)) {
+	if (!when || !ty_time_parse_rfc3339(&out->deadline_ms, when)) {
 		rc = ty_err_set(err, TY_EPARSE,
 				"%s: 'time' is not an RFC 3339 UTC time like "
 				"\"2026-01-02T03:04:05Z\"",

@@ -48,8 +48,9 @@ TY_TEST(spot_parse)
 	     false, 0, "", "aws spot/instance-action: 'time' is not an RFC 3339"},
 	    {EXEC_SPOT_AWS, 200, "{'action':'terminate','time':'2026-02-30T15:32:00Z'}", TY_EPARSE,
 	     false, 0, "", "'time' is not"},
-	    {EXEC_SPOT_AWS, 200, "{'action':'terminate','time':'2026-11-22T15:32:00+01:00'}",
-	     TY_EPARSE, false, 0, "", "'time' is not"},
+	    /* AWS sends UTC ("Z"), but any RFC 3339 offset means the same instant */
+	    {EXEC_SPOT_AWS, 200, "{'action':'terminate','time':'2026-11-22T16:32:00+01:00'}", 0,
+	     true, 1795361520000LL, "terminate", "terminate 2026-11-22T16:32:00+01:00"},
 	    {EXEC_SPOT_AWS, 200, "{'action':'terminate','time':1795361520}", TY_EPARSE, false, 0,
 	     "", "'time' is not"},
 	    {EXEC_SPOT_AWS, 200, "", TY_EPARSE, false, 0, "", "not JSON"},
