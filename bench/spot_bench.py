@@ -142,7 +142,7 @@ def wait_worker(path, pred, timeout, what):
     raise BenchError(f"the worker did not report {what} within {timeout} s ({path})")
 
 
-def baseline(api, team, reps, out):
+def baseline(api, team, reps):
     lat = []
     for i in range(reps):
         job = submit(api, team, f"baseline-{i + 1}", ["/bin/sleep", "600"])
@@ -227,14 +227,9 @@ def spot(api, team, reps, deadline, worker, times, out, verbose):
 
 
 def first(events, etype, attempt):
-    """The first event of a type about an attempt (requeued: the attempt that ended)."""
+    """The first event of a type about an attempt (`requeued`: the attempt that ended)."""
     for e in events:
-        if e["type"] != etype:
-            continue
-        a = e["data"].get("attempt")
-        if etype == "requeued" and a is None:
-            return e
-        if a == attempt or (etype == "requeued" and a == attempt + 1):
+        if e["type"] == etype and e["data"].get("attempt") == attempt:
             return e
     raise BenchError(f"no {etype} event for attempt {attempt}")
 
@@ -264,7 +259,7 @@ def main(argv):
         if a.team not in teams:
             api.call("POST", "/v1/teams", {"name": a.team, "nominal_gpus": 4})
         wait_nodes_ready(api, ["node-a", "node-b"])
-        base = baseline(api, a.team, a.reps, out)
+        base = baseline(api, a.team, a.reps)
         if a.verbose:
             print("| rep | move | notice → running ms | worker checkpoint write ms | "
                   "**control plane ms** | worker start-up ms | notice → worker main() ms "
