@@ -39,6 +39,8 @@ static enum MHD_Result reply(struct MHD_Connection *c, unsigned status, char *bo
 	struct MHD_Response *r;
 	enum MHD_Result ret;
 
+	if (!body)
+		owned = false; /* an empty log: nothing was allocated, MHD must not free "" */
 	r = MHD_create_response_from_buffer(len, body ? body : (char *)"",
 					    owned ? MHD_RESPMEM_MUST_FREE : MHD_RESPMEM_PERSISTENT);
 	if (!r) {

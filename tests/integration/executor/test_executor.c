@@ -1536,6 +1536,14 @@ TY_TEST(logs_over_http)
 	}
 	ty_test_context(NULL);
 
+	/* a rank that wrote nothing (yet): an empty answer, and the server lives on */
+	send_msg(PROTO_LAUNCH, 1093, EPOCH, launch_data(1, "true"));
+	REQUIRE(wait_msg(PROTO_ATTEMPT_EXITED, 1093, 1) != NULL);
+	CHECK_INT_EQ(http_get("/logs/1093/1/0?tail=5", &body), 200);
+	CHECK_STR_EQ(body, "");
+	CHECK_INT_EQ(http_get("/logs/1008/1/0?tail=1", &body), 200);
+	CHECK_STR_EQ(body, "to stderr\n");
+
 	/* 2000 lines of 62 bytes pass the 64 KiB cap: one rotation, nothing lost yet */
 	send_msg(PROTO_LAUNCH, 1009, EPOCH,
 		 launch_data(1, "i=1; while [ $i -le 2000 ]; do printf \"line %05d "
