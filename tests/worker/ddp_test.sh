@@ -186,3 +186,25 @@ for r in 0 1; do
 	event $r "e['event'] == 'resumed' and e['step'] == $step"
 	event $r "e['event'] == 'done' and e['start_step'] == $step and e['steps'] == $((step + 5))"
 done
+
+# saving a step that already verifies keeps it (a job signalled right after
+# resuming has nothing newer; rewriting would tear its only good checkpoint),
+# while a corrupt one is written afresh
+CASE=resave
+mkdir -p "$W/resave"
+"$PY" - "$EX" "$W/resave" <<'PY' || fail "trainyard_ckpt.save rewrote a valid step or kept a corrupt one"
+import os, sys
+sys.path.insert(0, sys.argv[1])
+import trainyard_ckpt as c
+d = sys.argv[2]
+p = c.save(5, {"w": b"one"}, d)
+m = os.stat(os.path.join(p, "MANIFEST.json")).st_mtime_ns
+assert c.save(5, {"w": b"two"}, d) == p
+assert os.stat(os.path.join(p, "MANIFEST.json")).st_mtime_ns == m
+assert open(os.path.join(p, "w"), "rb").read() == b"one"
+open(os.path.join(p, "w"), "wb").write(b"bad")
+c.save(5, {"w": b"three"}, d)
+c.verify(p)
+assert open(os.path.join(p, "w"), "rb").read() == b"three"
+PY
+ok

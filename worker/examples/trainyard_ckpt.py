@@ -72,13 +72,21 @@ def save(step, files, directory=None):
     """Write checkpoint step-<step> and return its path.
 
     files maps a relative path to bytes or to a callable that writes the
-    content into the binary file object it is given. Any manifest already
-    in step-<step> is removed first, so a crash halfway leaves a torn
-    checkpoint that readers skip, never a complete-looking wrong one.
+    content into the binary file object it is given. A step-<step> that
+    already verifies is kept as it is (a job asked to checkpoint again right
+    after resuming from it has nothing newer, and rewriting would leave the
+    only good checkpoint torn meanwhile). Otherwise any manifest in it is
+    removed first, so a crash halfway leaves a torn checkpoint that readers
+    skip, never a complete-looking wrong one.
     """
     if not isinstance(step, int) or step < 0:
         raise ValueError(f"step must be a non-negative int, not {step!r}")
     ckpt = os.path.join(checkpoint_dir(directory), f"step-{step}")
+    try:
+        if verify(ckpt).get("step") == step:
+            return ckpt
+    except (CheckpointError, OSError, ValueError):
+        pass  # absent, torn or corrupt: write it afresh
     os.makedirs(ckpt, exist_ok=True)
     try:
         os.unlink(os.path.join(ckpt, MANIFEST))
