@@ -142,7 +142,8 @@ static const char *script(const char *name, const char *text);
 static const struct netns_plan *net;
 static const char *ckroot; /* both executors' --checkpoint-root */
 static struct e2e *E;
-static bool announced; /* node-a has had a notice since its executor started */
+static bool announced;	   /* node-a has had a notice since its executor started */
+static long long last_job; /* the last case's job: cancelled if a failed case left it */
 
 static void broker_up(struct e2e *e)
 {
@@ -170,7 +171,14 @@ static struct e2e *stack(void)
 		struct e2e_layout l = {.broker_up = broker_up};
 		const char *url;
 		static const char *args[2][16];
-		static const char *sched_args[3] = {"--rates-file"};
+		/*
+		 * The margin keeps the scheduler's kill at a notice's deadline well
+		 * before the executor's own backstop (the deadline less its kill
+		 * grace and 1 s), so that the scheduler's kill is the one that ends
+		 * a worker ignoring the signal even on a loaded machine.
+		 */
+		static const char *sched_args[5] = {"--spot-kill-margin-seconds", "10",
+						    "--rates-file"};
 
 		net = netns_up(2);
 		url = strdup(meta_start(net->gateway));
@@ -196,7 +204,7 @@ static struct e2e *stack(void)
 			memcpy(args[0], a, sizeof(a));
 			memcpy(args[1], b, sizeof(b));
 		}
-		sched_args[1] = strdup(script("rates.json", RATES));
+		sched_args[3] = strdup(script("rates.json", RATES));
 		l.sched_args = sched_args;
 		for (int i = 0; i < 2; i++) {
 			l.address[i] = net->addr[i];
@@ -205,6 +213,27 @@ static struct e2e *stack(void)
 		}
 		e2e_set_layout(&l);
 	} else {
+		/* a case that failed half-way must not leave its job holding GPUs */
+		if (last_job) {
+			const char *job = ty_test_strf("/v1/jobs/%lld", last_job);
+			const char *st = "";
+			struct ty_resp r = {0};
+
+			ty_http(&r, "POST", ty_test_strf("%s/cancel", job), ty_stack_get()->admin,
+				"{}", NULL);
+			ty_resp_free(&r);
+			for (int waited = 0; waited < WAIT_MS; waited += 100) {
+				ty_http(&r, "GET", job, ty_stack_get()->admin, NULL, NULL);
+				st = ty_test_strf(
+				    "%s", ty_jstr(r.json, "state") ? ty_jstr(r.json, "state") : "");
+				ty_resp_free(&r);
+				if (!strcmp(st, "succeeded") || !strcmp(st, "failed") ||
+				    !strcmp(st, "cancelled"))
+					break;
+				usleep(100 * 1000);
+			}
+			last_job = 0;
+		}
 		meta_notice(false, 0);
 		if (announced) {
 			e2e_start_executor(E, 0);
@@ -398,6 +427,7 @@ static long long submit_on_a(struct e2e *e, const char *command, const char *spo
 				     "\"max_runtime_seconds\":300%s%s",
 				     spot ? spot : "{\"allowed\":true}", extra ? "," : "",
 				     extra ? extra : ""));
+	last_job = id;
 	job = e2e_wait_state(e, id, "running", WAIT_MS);
 	att = e2e_attempts(e, id);
 	CHECK_STR_EQ(ty_jstr(att, "[0].nodes[0].node"), "node-a");
@@ -706,8 +736,8 @@ TY_TEST(a_worker_that_ignores_the_signal_is_killed_and_resumes_from_its_last_che
 
 	admin_post("/v1/nodes/node-b/undrain");
 	wait_checkpoint(id, 6);
-	/* killed at the deadline less --spot-kill-margin-seconds (5): about 3 s from now */
-	announce(8);
+	/* killed at the deadline less --spot-kill-margin-seconds (10): about 3 s from now */
+	announce(13);
 	job = e2e_wait_state(e, id, "succeeded,failed,cancelled", WAIT_MS);
 	CHECK_STR_EQ(ty_jstr(job, "state"), "succeeded");
 	att = e2e_attempts(e, id);
