@@ -169,48 +169,43 @@ static struct e2e *stack(void)
 {
 	if (!net) {
 		struct e2e_layout l = {.broker_up = broker_up};
-		const char *url;
-		static const char *args[2][16];
+
+		net = netns_up(2);
+		ckroot = strdup(ty_test_strf("%s/checkpoints", ty_test_workdir()));
+		REQUIRE(mkdir(ckroot, 0777) == 0);
+
+		/* copied by e2e_set_layout; later options win over the defaults */
+		const char *a[] = {"--labels",
+				   "rack=r1,block=b1,pool=spot",
+				   "--checkpoint-root",
+				   ckroot,
+				   "--spot-provider",
+				   "aws",
+				   "--spot-metadata-url",
+				   meta_start(net->gateway),
+				   "--spot-poll-ms",
+				   "200",
+				   "--spot-timeout-ms",
+				   "200",
+				   NULL};
+		const char *b[] = {"--labels", "rack=r1,block=b2,pool=on-demand",
+				   "--checkpoint-root", ckroot, NULL};
 		/*
 		 * The margin keeps the scheduler's kill at a notice's deadline well
 		 * before the executor's own backstop (the deadline less its kill
 		 * grace and 1 s), so that the scheduler's kill is the one that ends
 		 * a worker ignoring the signal even on a loaded machine.
 		 */
-		static const char *sched_args[5] = {"--spot-kill-margin-seconds", "10",
-						    "--rates-file"};
+		const char *sched[] = {"--spot-kill-margin-seconds", "10", "--rates-file",
+				       script("rates.json", RATES), NULL};
 
-		net = netns_up(2);
-		url = strdup(meta_start(net->gateway));
-		ckroot = strdup(ty_test_strf("%s/checkpoints", ty_test_workdir()));
-		REQUIRE(mkdir(ckroot, 0777) == 0);
-		{
-			const char *a[] = {"--labels",
-					   "rack=r1,block=b1,pool=spot",
-					   "--checkpoint-root",
-					   ckroot,
-					   "--spot-provider",
-					   "aws",
-					   "--spot-metadata-url",
-					   url,
-					   "--spot-poll-ms",
-					   "200",
-					   "--spot-timeout-ms",
-					   "200",
-					   NULL};
-			const char *b[] = {"--labels", "rack=r1,block=b2,pool=on-demand",
-					   "--checkpoint-root", ckroot, NULL};
-
-			memcpy(args[0], a, sizeof(a));
-			memcpy(args[1], b, sizeof(b));
-		}
-		sched_args[3] = strdup(script("rates.json", RATES));
-		l.sched_args = sched_args;
 		for (int i = 0; i < 2; i++) {
 			l.address[i] = net->addr[i];
 			l.prefix[i] = netns_exec_prefix(i);
-			l.args[i] = args[i];
 		}
+		l.args[0] = a;
+		l.args[1] = b;
+		l.sched_args = sched;
 		e2e_set_layout(&l);
 	} else {
 		/* a case that failed half-way must not leave its job holding GPUs */
