@@ -28,3 +28,7 @@ endforeach()
 if(TEST e2e_faults)
   set_tests_properties(e2e_faults PROPERTIES RUN_SERIAL TRUE)
 endif()
+# e2e_spot serves a fake cloud metadata endpoint itself
+if(TARGET test_e2e_spot)
+  target_link_libraries(test_e2e_spot PRIVATE PkgConfig::MHD)
+endif()

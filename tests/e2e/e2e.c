@@ -16,6 +16,8 @@ static bool up;
 static const char *addrs[2] = {"127.0.0.2", "127.0.0.3"};
 static const char *const nodes[2] = {"node-a", "node-b"};
 static char **prefixes[2];
+static char **extra_args[2];
+static char **sched_args;
 static void (*broker_up)(struct e2e *e);
 
 static const char *need(const char *var)
@@ -40,6 +42,22 @@ static void *xmalloc(size_t n)
 	return p;
 }
 
+/* A copy of a NULL-terminated list, or NULL for none. */
+static char **copy_argv(const char *const *p)
+{
+	char **copy;
+	int n = 0;
+
+	if (!p)
+		return NULL;
+	while (p[n])
+		n++;
+	copy = xmalloc(((size_t)n + 1) * sizeof(char *));
+	for (int k = 0; k < n; k++)
+		copy[k] = strdup(p[k]);
+	return copy;
+}
+
 void e2e_set_layout(const struct e2e_layout *layout)
 {
 	if (up) {
@@ -47,19 +65,12 @@ void e2e_set_layout(const struct e2e_layout *layout)
 		ty_test_abort();
 	}
 	for (int i = 0; i < 2; i++) {
-		const char *const *p = layout->prefix[i];
-		int n = 0;
-
 		if (layout->address[i])
 			addrs[i] = strdup(layout->address[i]);
-		if (!p)
-			continue;
-		while (p[n])
-			n++;
-		prefixes[i] = xmalloc(((size_t)n + 1) * sizeof(char *));
-		for (int k = 0; k < n; k++)
-			prefixes[i][k] = strdup(p[k]);
+		prefixes[i] = copy_argv(layout->prefix[i]);
+		extra_args[i] = copy_argv(layout->args[i]);
 	}
+	sched_args = copy_argv(layout->sched_args);
 	broker_up = layout->broker_up;
 }
 
@@ -75,13 +86,17 @@ void e2e_start_executor(struct e2e *e, int i)
 			      "--labels", i == 0 ? "rack=r1,block=b1" : "rack=r1,block=b2",
 			      "--state-dir", state, "--heartbeat-ms", "300", "--kill-grace-ms",
 			      "2000", "--log-level", "debug", NULL};
-	const char *argv[64];
+	const char *argv[96];
 	size_t n = 0;
 
 	for (char **p = prefixes[i]; p && *p && n < 32; p++)
 		argv[n++] = *p;
-	for (size_t k = 0; k < sizeof(args) / sizeof(args[0]); k++)
+	/* the defaults without their NULL, then the layout's (a later option wins) */
+	for (size_t k = 0; k + 1 < sizeof(args) / sizeof(args[0]); k++)
 		argv[n++] = args[k];
+	for (char **p = extra_args[i]; p && *p && n < 94; p++)
+		argv[n++] = *p;
+	argv[n] = NULL;
 	mkdir(state, 0755);
 	e->exec[i] = ty_test_daemon_start(ty_test_strf("executor-%s", nodes[i]), argv);
 }
@@ -104,8 +119,15 @@ void e2e_start_scheduler(struct e2e *e, int i)
 			      "--min-runtime-seconds", "high=0,normal=0,low=0,scavenger=0",
 			      /* every cycle compares the in-memory mirror with PostgreSQL */
 			      "--check-mirror", "--log-level", "debug", NULL};
+	const char *all[64];
+	size_t n = 0;
 
-	e->sched[i] = ty_test_daemon_start(i == 0 ? "scheduler-1" : "scheduler-2", argv);
+	for (size_t k = 0; k + 1 < sizeof(argv) / sizeof(argv[0]); k++)
+		all[n++] = argv[k];
+	for (char **p = sched_args; p && *p && n < 63; p++)
+		all[n++] = *p;
+	all[n] = NULL;
+	e->sched[i] = ty_test_daemon_start(i == 0 ? "scheduler-1" : "scheduler-2", all);
 }
 
 void e2e_wait_nodes_ready(struct e2e *e)

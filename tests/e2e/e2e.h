@@ -27,13 +27,18 @@ struct e2e {
  * Where the executors run; set it before the first e2e_get (copied).
  * address[i]: executor i's --address (NULL: 127.0.0.2 / 127.0.0.3);
  * prefix[i]: a NULL-terminated argv run in front of executor i, e.g.
- * {"/usr/sbin/ip", "netns", "exec", "ns0", NULL} (NULL: none); broker_up:
- * called once the broker has written its bootstrap file, before any
- * executor starts (NULL: nothing).
+ * {"/usr/sbin/ip", "netns", "exec", "ns0", NULL} (NULL: none); args[i]: a
+ * NULL-terminated list of more arguments for executor i, after the defaults,
+ * so they win over them (e.g. {"--labels", "rack=r1,block=b1,pool=spot",
+ * NULL}; NULL: none); sched_args: the same for every scheduler;
+ * broker_up: called once the broker has written its bootstrap file, before
+ * any executor starts (NULL: nothing).
  */
 struct e2e_layout {
 	const char *address[2];
 	const char *const *prefix[2];
+	const char *const *args[2];
+	const char *const *sched_args;
 	void (*broker_up)(struct e2e *e);
 };
 void e2e_set_layout(const struct e2e_layout *layout);
