@@ -61,8 +61,9 @@ static const struct ty_opt options[] = {
      "how far back node failures count; a suspect node whose count falls below "
      "--suspect-after-jobs is ready again"},
     {"spot-kill-margin-seconds", TY_OPT_INT, "5", 0, 3600,
-     "on a spot interruption notice, the gangs on the node are killed this long before "
-     "its deadline (or at the end of their checkpoint grace period, if sooner)"},
+     "on a spot interruption notice, the gangs on the node are killed so that their SIGKILL "
+     "(--kill-grace-seconds after the kill) comes this long before its deadline (or at the "
+     "end of their checkpoint grace period, if sooner)"},
     {"check-mirror", TY_OPT_BOOL, "false", 0, 0,
      "compare the in-memory mirror with a fresh load every cycle and log a divergence "
      "(tests, debugging; costs a full read per cycle)"},

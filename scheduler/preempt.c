@@ -37,7 +37,8 @@ static int start(bool *started, struct sched *s, int64_t job, int64_t attempt, i
 				   why,
 				   spot_node,
 				   deadline_ms ? sched_i64(db, deadline_ms) : NULL,
-				   sched_i64(mb, s->o.spot_kill_margin_s)};
+				   /* SIGKILL (kill grace after the kill) lands by deadline - margin */
+				   sched_i64(mb, s->o.spot_kill_margin_s + s->o.kill_grace_seconds)};
 
 		/* the spec's defaults are filled by the API; these only guard old rows */
 		if ((rc = ty_pg_exec(

@@ -88,7 +88,9 @@ out:
 int sched_spot_handshake(struct sched *s, const char *node, struct ty_err *err)
 {
 	char mb[24], why[512];
-	const char *p[] = {node, sched_i64(mb, s->o.spot_kill_margin_s)};
+	/* the kill comes kill grace early, so SIGKILL lands by deadline - margin */
+	const char *p[] = {node,
+			   sched_i64(mb, s->o.spot_kill_margin_s + s->o.kill_grace_seconds)};
 	PGresult *res = NULL;
 	int rc;
 

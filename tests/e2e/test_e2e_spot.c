@@ -731,8 +731,11 @@ TY_TEST(a_worker_that_ignores_the_signal_is_killed_and_resumes_from_its_last_che
 
 	admin_post("/v1/nodes/node-b/undrain");
 	wait_checkpoint(id, 6);
-	/* killed at the deadline less --spot-kill-margin-seconds (10): about 3 s from now */
-	announce(13);
+	/*
+	 * killed at the deadline less --spot-kill-margin-seconds (10) and the
+	 * kill grace (2): about 3 s from now
+	 */
+	announce(15);
 	job = e2e_wait_state(e, id, "succeeded,failed,cancelled", WAIT_MS);
 	CHECK_STR_EQ(ty_jstr(job, "state"), "succeeded");
 	att = e2e_attempts(e, id);
