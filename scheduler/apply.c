@@ -871,11 +871,12 @@ static int note_finished(struct sched *s, const char *node, const json_t *finish
 		if (job >= 1 && attempt >= 1 && attempt <= INT_MAX && json_is_integer(code) &&
 		    json_integer_value(code) >= INT_MIN && json_integer_value(code) <= INT_MAX)
 			json_array_append_new(
-			    clean, json_pack("{s:I, s:I, s:I, s:s, s:s}", "job", (json_int_t)job,
-					     "attempt", (json_int_t)attempt, "exit_code",
-					     json_integer_value(code), "failure_class",
-					     jstr(e, "failure_class", ""), "message",
-					     jstr(e, "message", "")));
+			    clean,
+			    json_pack("{s:I, s:I, s:I, s:s, s:s, s:s}", "job", (json_int_t)job,
+				      "attempt", (json_int_t)attempt, "exit_code",
+				      json_integer_value(code), "failure_class",
+				      jstr(e, "failure_class", ""), "message", jstr(e, "message", ""),
+				      "evidence", jstr(e, "evidence", "")));
 	}
 	if (json_array_size(clean) == 0)
 		goto out;
@@ -885,9 +886,10 @@ static int note_finished(struct sched *s, const char *node, const json_t *finish
 	}
 	const char *p[] = {node, text};
 	if ((rc = ty_pg_exec(&res, s->pg,
-			     "SELECT f.job, f.attempt, f.exit_code, f.failure_class, f.message"
+			     "SELECT f.job, f.attempt, f.exit_code, f.failure_class, f.message,"
+			     " f.evidence"
 			     " FROM jsonb_to_recordset($2::jsonb) AS f(job bigint, attempt integer,"
-			     "  exit_code integer, failure_class text, message text)"
+			     "  exit_code integer, failure_class text, message text, evidence text)"
 			     " JOIN allocations a ON a.job_id = f.job AND a.attempt = f.attempt"
 			     "  AND a.node_id = $1"
 			     " WHERE a.exited_at IS NULL",
@@ -922,7 +924,9 @@ static int note_finished(struct sched *s, const char *node, const json_t *finish
 		x->attempt = attempt;
 		x->exit_code = (int)sched_col_i64(res, r, 2);
 		snprintf(x->failure_class, sizeof(x->failure_class), "%s", PQgetvalue(res, r, 3));
-		if (!(x->message = strdup(PQgetvalue(res, r, 4)))) {
+		if (!(x->message = strdup(PQgetvalue(res, r, 4))) ||
+		    !(x->evidence = strdup(PQgetvalue(res, r, 5)))) {
+			free(x->message);
 			rc = ty_err_set(err, TY_ENOMEM, NULL);
 			goto out;
 		}
@@ -938,8 +942,10 @@ out:
 
 void sched_late_exits_clear(struct sched *s)
 {
-	for (int i = 0; i < s->nlate; i++)
+	for (int i = 0; i < s->nlate; i++) {
 		free(s->late[i].message);
+		free(s->late[i].evidence);
+	}
 	free(s->late);
 	s->late = NULL;
 	s->nlate = s->caplate = 0;
@@ -963,8 +969,9 @@ int sched_apply_late_exits(struct sched *s, int64_t min_age_ms, struct ty_err *e
 		    (long long)x->job, (long long)x->attempt, x->node);
 		/* a no-op when the event came meanwhile */
 		rc = alloc_exit(s, x->node, x->job, x->attempt, x->exit_code, x->failure_class,
-				x->message, NULL, NULL, err);
+				x->message, x->evidence, NULL, err);
 		free(x->message);
+		free(x->evidence);
 	}
 	s->nlate = keep;
 	return rc;

@@ -165,6 +165,7 @@ struct sched_late_exit {
 	int exit_code;
 	char failure_class[32];
 	char *message;	 /* owned */
+	char *evidence;	 /* owned; "" when none (the heartbeat entry's) */
 	int64_t seen_ms; /* monotonic, first seen */
 };
 

@@ -95,6 +95,9 @@ void fx_node_runs(struct fx *f, const char *id, long long job, long long attempt
 /* Add a finished entry to the node's heartbeats (as if attempt_exited were lost). */
 void fx_node_finished(struct fx *f, const char *id, long long job, long long attempt, int code,
 		      const char *cls, const char *message);
+/* The same with the classifier's evidence (NULL: none). */
+void fx_node_finished_ev(struct fx *f, const char *id, long long job, long long attempt,
+			 int code, const char *cls, const char *message, const char *evidence);
 /* Produce one message from node (data JSON with ' for "; NULL for {}). Returns its seq. */
 long long fx_send(struct fx *f, const char *node, const char *type, long long job,
 		  long long attempt, const char *data);

@@ -168,6 +168,33 @@ TY_TEST(exit_known_only_from_heartbeat_is_applied)
 	fx_sched_stop(f, 0);
 }
 
+/* A failure known only from heartbeats keeps its class and the classifier's evidence. */
+TY_TEST(failure_known_only_from_heartbeat_keeps_its_evidence)
+{
+	struct fx *f = fx_start();
+	const struct proto_msg *l1;
+	long long job;
+
+	fx_node(f, "n1", 2);
+	fx_sched_start(f, "s1", NULL);
+	FX_WAIT(f, T, "1", "SELECT count(*) FROM nodes WHERE state = 'ready'");
+	job = fx_submit(f, ",'resources':{'nodes':1,'gpus_per_node':2},'retry':{'user':0}");
+	l1 = fx_recv(f, "n1", "launch", job, T);
+	REQUIRE(l1 != NULL);
+	fx_run(f, "n1", l1);
+	FX_WAIT(f, T, "running", "SELECT state FROM jobs WHERE id = $1", fx_n(job));
+	fx_node_runs(f, "n1", job, 1, false);
+	fx_node_finished_ev(f, "n1", job, 1, 1, "user", "rank 0 exited with code 1",
+			    "rank 0: KeyError: 'lr'");
+	FX_WAIT(f, T, "failed", "SELECT state FROM jobs WHERE id = $1", fx_n(job));
+	CHECK_STR_EQ(FX_Q(f,
+			  "SELECT failure_class || '|' || evidence FROM attempts"
+			  " WHERE job_id = $1 AND attempt = 1",
+			  fx_n(job)),
+		     "user|rank 0: KeyError: 'lr'");
+	fx_sched_stop(f, 0);
+}
+
 TY_TEST(restarted_executor_fails_its_attempts_as_system)
 {
 	struct fx *f = fx_start();
