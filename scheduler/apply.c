@@ -602,7 +602,7 @@ static int preflight_slow(struct sched *s, int64_t job, int64_t attempt, const j
 			 "preflight: node %s at %.3g GB/s, gang median %.3g GB/s", node, gbps,
 			 median);
 		if ((rc = sched_blame_node(s, node, job, attempt, "system", evidence,
-					   "slow in the pre-flight bandwidth check", err)) ||
+					   SCHED_PREFLIGHT_WHY, err)) ||
 		    (rc = exclude_node(s, job, attempt, node, err)))
 			return rc;
 		{

@@ -49,7 +49,13 @@ static int node_states(struct sched *s, struct ty_err *err)
 			     "  AND f.failure_class IN ('system', 'hardware')"
 			     "  AND f.created_at > n.failures_since"
 			     "  AND f.created_at > now() - make_interval(secs => $1::int)"
-			     "  GROUP BY f.job_id) x), 0) < $2::int RETURNING n.id",
+			     "  GROUP BY f.job_id) x), 0) < $2::int"
+			     /* measured slow by a pre-flight check: suspect for the window */
+			     " AND NOT EXISTS (SELECT 1 FROM node_failures f WHERE f.node_id = n.id"
+			     "  AND f.message = '" SCHED_PREFLIGHT_WHY "'"
+			     "  AND f.created_at > n.failures_since"
+			     "  AND f.created_at > now() - make_interval(secs => $1::int))"
+			     " RETURNING n.id",
 			     2, p, err)))
 		return rc;
 	for (int i = 0; i < PQntuples(res); i++) {

@@ -311,6 +311,11 @@ enum {
 int sched_fail_attempt(struct sched *s, int64_t job, int64_t attempt, const char *node,
 		       const char *cls, const int *exit_code, const char *why,
 		       const char *evidence, int how, struct ty_err *err);
+/*
+ * node_failures.message of a node the pre-flight bandwidth check measured
+ * slow: such a node is suspect at once and stays so for the failure window.
+ */
+#define SCHED_PREFLIGHT_WHY "slow in the pre-flight bandwidth check"
 /* Whether a failure of class cls is blamed on the node that reported it. */
 bool sched_class_blames(const char *cls);
 /*
