@@ -198,7 +198,7 @@ int api_h_sweeps_create(struct api_req *r, struct ty_err *err)
 	char hash[TY_SHA256_HEX_LEN + 1];
 	const char *params[12], *team;
 	char *canon = NULL, *rows_text = NULL, *tmpl_text = NULL, *search_text = NULL,
-	     *obj_text = NULL, *labels_text = NULL;
+	     *obj_text = NULL;
 	json_t *objective = NULL, *spec = NULL, *sets = NULL, *rows = NULL, *search = NULL;
 	PGresult *res = NULL;
 	long long max_conc, gpus;
@@ -264,8 +264,7 @@ int api_h_sweeps_create(struct api_req *r, struct ty_err *err)
 	    !(rows_text = json_dumps(rows, JSON_COMPACT)) ||
 	    !(tmpl_text = json_dumps(spec, JSON_COMPACT)) ||
 	    !(search_text = json_dumps(search, JSON_COMPACT)) ||
-	    (objective && !(obj_text = json_dumps(objective, JSON_COMPACT))) ||
-	    !(labels_text = json_dumps(json_object_get(spec, "labels"), JSON_COMPACT))) {
+	    (objective && !(obj_text = json_dumps(objective, JSON_COMPACT)))) {
 		rc = ty_err_set(err, TY_ENOMEM, NULL);
 		goto out;
 	}
@@ -341,7 +340,6 @@ out:
 	free(tmpl_text);
 	free(search_text);
 	free(obj_text);
-	free(labels_text);
 	return rc;
 }
 
