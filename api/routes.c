@@ -1,5 +1,6 @@
 /* The route table: everything the dispatcher checks before a handler runs. */
 #include "api.h"
+#include "sweep.h"
 
 const struct api_route api_routes[] = {
 	/* method   pattern                   handler               role             flags */
@@ -20,6 +21,11 @@ const struct api_route api_routes[] = {
 	{"GET", "/v1/jobs/{}/events", api_h_jobs_events, API_ROLE_VIEWER, API_AUTH | API_JOB},
 	{"GET", "/v1/jobs/{}/attempts", api_h_jobs_attempts, API_ROLE_VIEWER, API_AUTH | API_JOB},
 	{"GET", "/v1/jobs/{}/logs", api_h_jobs_logs, API_ROLE_VIEWER, API_AUTH | API_JOB},
+	{"POST", "/v1/sweeps", api_h_sweeps_create, API_ROLE_MEMBER, API_AUTH | API_BODY},
+	{"GET", "/v1/sweeps", api_h_sweeps_list, API_ROLE_VIEWER, API_AUTH},
+	{"GET", "/v1/sweeps/{}", api_h_sweeps_get, API_ROLE_VIEWER, API_AUTH},
+	/* viewer: the handler answers 404 for other teams' sweeps before 403 */
+	{"POST", "/v1/sweeps/{}/cancel", api_h_sweeps_cancel, API_ROLE_VIEWER, API_AUTH},
 	{"GET", "/v1/queue", api_h_queue_list, API_ROLE_VIEWER, API_AUTH},
 	{"GET", "/v1/nodes", api_h_nodes_list, API_ROLE_VIEWER, API_AUTH},
 	{"GET", "/v1/nodes/{}", api_h_nodes_get, API_ROLE_VIEWER, API_AUTH},

@@ -20,6 +20,7 @@ static const char main_help[] =
 	"  queue     list the pending jobs in queue order and why they wait\n"
 	"  watch     print a job's events until it ends\n"
 	"  cancel    cancel a job\n"
+	"  sweep     submit, show, cancel and list sweeps (one job per parameter set)\n"
 	"  attempts  list a job's attempts: nodes, exit codes, failure classes\n"
 	"  logs      print the end of one rank's log\n"
 	"  nodes     list, show, drain, undrain and preempt the nodes jobs run on\n"
@@ -73,6 +74,7 @@ static const struct cmd {
 	{"teams", cli_cmd_teams},
 	{"quota", cli_cmd_quota},
 	{"usage", cli_cmd_usage},
+	{"sweep", cli_cmd_sweep},
 	{"tokens", cli_cmd_tokens},
 	{"version", cmd_version},
 	{"help", cmd_help},

@@ -152,14 +152,14 @@ export JOBCTL_SERVER=$URL JOBCTL_TOKEN=$ADMIN
 expect 0 jc --help
 out_has 'exit status'
 out_has '7  server or connection error'
-for c in submit status list queue watch cancel attempts logs nodes teams quota usage tokens version; do
+for c in submit status list queue watch cancel attempts logs nodes teams quota usage tokens sweep version; do
 	expect 0 jc "$c" --help
 	out_has "usage: jobctl $c"
 done
 expect 0 jc help watch
 out_has 'usage: jobctl watch'
 expect 0 jc --help
-for c in attempts logs nodes queue quota usage; do out_has "^  $c "; done
+for c in attempts logs nodes queue quota usage sweep; do out_has "^  $c "; done
 ok "help for jobctl and every command"
 
 expect 0 jc version
@@ -540,6 +540,62 @@ expect 5 env -u JOBCTL_TOKEN "$TY_JOBCTL_BIN" list
 err_has 'no token is set'
 export JOBCTL_TOKEN=$ADMIN
 ok "member sees only its team (404 for others), viewer cannot submit (5), bad token (5)"
+
+# ---- sweeps ----------------------------------------------------------------------
+
+cat >"$W/sweep.json" <<'JSON'
+{"team":"team-b","name":"from-file","template":{"command":["python","t.py"],"resources":{"nodes":1}},
+ "grid":{"lr":[0.1,0.01],"batch":[32,64]},"max_concurrent":2,
+ "objective":{"metric":"val_loss","direction":"minimize"}}
+JSON
+expect 0 jc sweep submit -f "$W/sweep.json" --team team-a --name lr-search
+out_has '^sweep [0-9]*: 4 trials, jobs [0-9]* to [0-9]*$'
+SW=$(sed -E 's/^sweep ([0-9]+):.*/\1/' "$W/out")
+expect 0 jc -o json sweep status "$SW"
+check 'd["team"] == "team-a" and d["name"] == "lr-search" and d["trial_count"] == 4'
+check '[t["params"] for t in d["trials"]] == [{"batch":32,"lr":0.1},{"batch":32,"lr":0.01},{"batch":64,"lr":0.1},{"batch":64,"lr":0.01}]'
+T0=$(py 'd["trials"][0]["job_id"]')
+expect 0 jc -o json status "$T0"
+check 'd["spec"]["env"]["TRAINYARD_PARAMS"] == "{\"batch\":32,\"lr\":0.1}" and d["spec"]["env"]["TRAINYARD_PARAM_LR"] == "0.1"'
+expect 0 jc sweep status "$SW"
+out_has 'max concurrent: *2'
+out_has 'objective: *minimize val_loss'
+out_has '^3  *[0-9][0-9]*  *pending  *batch=64 lr=0.01'
+expect 0 jc sweep submit -f "$W/sweep.json" --team team-a --idempotency-key sw-1
+out_lacks 'already submitted'
+SW2=$(sed -E 's/^sweep ([0-9]+):.*/\1/' "$W/out")
+expect 0 jc sweep submit -f "$W/sweep.json" --team team-a --idempotency-key sw-1
+out_has "^sweep $SW2: 4 trials.*(already submitted with this key)"
+expect 0 jc sweep list --team team-a
+out_has "^$SW  *team-a  *lr-search  *active  *4 "
+expect 0 jc -o json sweep list --team team-a --limit 1 --all
+check 'len(d["items"]) == 2 and d["next_cursor"] is None'
+expect 0 jc sweep cancel "$SW"
+out_has "^cancelled sweep $SW: 4 trials cancelled, 0 stopping\$"
+expect 0 jc -o json sweep status "$SW"
+check 'd["state"] == "cancelled" and d["trial_states"] == {"cancelled": 4}'
+printf '{"team":"team-a","template":{"command":["x"],"resources":{}},"trials":[{"a":[1]}]}' >"$W/bad.json"
+expect 6 jc sweep submit -f "$W/bad.json"
+err_has 'trials\[0\]'
+printf '[1]' >"$W/bad.json"
+expect 6 jc sweep submit -f "$W/bad.json"
+err_has 'must be a JSON object'
+expect 2 jc sweep submit
+err_has 'needs -f FILE'
+expect 2 jc sweep
+expect 2 jc sweep bogus
+err_has 'unknown sweep command'
+expect 2 jc sweep status
+expect 2 jc sweep status x
+expect 2 jc sweep cancel 1 --limit 3
+expect 4 jc sweep status 999999
+expect 0 jc sweep --help
+out_has 'usage: jobctl sweep submit'
+JOBCTL_TOKEN=$MEMBER_B expect 4 jc sweep status "$SW"
+JOBCTL_TOKEN=$MEMBER_B expect 4 jc sweep cancel "$SW"
+JOBCTL_TOKEN=$VIEWER_A expect 5 jc sweep submit -f "$W/sweep.json" --team team-a
+JOBCTL_TOKEN=$VIEWER_A expect 0 jc sweep status "$SW"
+ok "sweep: submit from a file with flags, status, idempotent retry, list, cancel, errors, roles"
 
 # ---- nodes, attempts and logs ----------------------------------------------------
 # No executors here: the rows the scheduler and executors would write are

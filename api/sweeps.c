@@ -1,0 +1,479 @@
+/* Sweep routes: create (all trials in one transaction), read, list, cancel. */
+#include "sweep.h"
+#include "ty_crypto.h"
+#include "ty_json.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *const sweep_keys[] = {"team",   "name",           "template",  "trials", "grid",
+					 "random", "max_concurrent", "objective", NULL};
+static const char *const objective_keys[] = {"metric", "direction", NULL};
+
+/* Non-admins see only their own team: the team id to filter by, or NULL. */
+static const char *scope(struct api_req *r)
+{
+	return r->auth.role == API_ROLE_ADMIN
+		       ? NULL
+		       : ty_arena_printf(r->arena, "%lld", (long long)r->auth.team_id);
+}
+
+static int sweep_not_found(struct api_req *r)
+{
+	return api_reply_error(r, 404, "sweep_not_found", NULL, "no sweep '%s'", r->params[0]);
+}
+
+static bool idempotency_key_ok(const char *k)
+{
+	size_t n = strlen(k);
+
+	if (n == 0 || n > 255)
+		return false;
+	for (; *k; k++)
+		if (*k < 0x20 || *k > 0x7e)
+			return false;
+	return true;
+}
+
+/*
+ * The sweep's own fields (everything but the template and the search);
+ * fills *objective (new reference or NULL) and *max_conc (0: no limit).
+ */
+static int check_sweep(const json_t *body, json_t **objective, long long *max_conc,
+		       struct api_problem *p)
+{
+	const json_t *v;
+	const char *unk;
+
+	*objective = NULL;
+	*max_conc = 0;
+	if ((unk = ty_json_unknown_key(body, sweep_keys)))
+		return api_problem_set(p, 400, "unknown_field", unk, "unknown field '%s'", unk);
+	v = json_object_get(body, "team");
+	if (!v)
+		return api_problem_set(p, 422, "missing_field", "team", "'team' is required");
+	if (!json_is_string(v) || !api_team_name_ok(json_string_value(v)))
+		return api_problem_set(p, 422, "invalid_field", "team",
+				       "'team' must be a team name");
+	v = json_object_get(body, "name");
+	if (v && !json_is_null(v) &&
+	    (!json_is_string(v) || json_string_length(v) == 0 || json_string_length(v) > 128 ||
+	     strlen(json_string_value(v)) != json_string_length(v)))
+		return api_problem_set(p, 422, "invalid_field", "name",
+				       "'name' must be 1 to 128 characters");
+	v = json_object_get(body, "template");
+	if (!v)
+		return api_problem_set(p, 422, "missing_field", "template",
+				       "'template' is required: the job spec every trial runs");
+	if (!json_is_object(v))
+		return api_problem_set(p, 422, "invalid_field", "template",
+				       "'template' must be an object (a job spec), not %s",
+				       ty_json_type_name(v));
+	v = json_object_get(body, "max_concurrent");
+	if (v && !json_is_null(v)) {
+		if (!json_is_integer(v) || json_integer_value(v) < 1 ||
+		    json_integer_value(v) > API_SWEEP_MAX_TRIALS)
+			return api_problem_set(p, 422, "invalid_field", "max_concurrent",
+					       "'max_concurrent' must be null or an integer from 1 "
+					       "to %d",
+					       API_SWEEP_MAX_TRIALS);
+		*max_conc = json_integer_value(v);
+	}
+	v = json_object_get(body, "objective");
+	if (v && !json_is_null(v)) {
+		const json_t *m, *d;
+		char path[96];
+
+		if (!json_is_object(v))
+			return api_problem_set(p, 422, "invalid_field", "objective",
+					       "'objective' must be an object {metric, direction}");
+		if ((unk = ty_json_unknown_key(v, objective_keys))) {
+			snprintf(path, sizeof(path), "objective.%.64s", unk);
+			return api_problem_set(p, 400, "unknown_field", path,
+					       "unknown field '%s'", path);
+		}
+		m = json_object_get(v, "metric");
+		d = json_object_get(v, "direction");
+		if (!json_is_string(m) || json_string_length(m) == 0 ||
+		    json_string_length(m) > 128 ||
+		    strlen(json_string_value(m)) != json_string_length(m))
+			return api_problem_set(p, 422, m ? "invalid_field" : "missing_field",
+					       "objective.metric",
+					       "'objective.metric' must be a metric name of 1 to 128 "
+					       "characters");
+		if (d && (!json_is_string(d) || (strcmp(json_string_value(d), "minimize") &&
+						 strcmp(json_string_value(d), "maximize"))))
+			return api_problem_set(p, 422, "invalid_field", "objective.direction",
+					       "'objective.direction' must be 'minimize' or "
+					       "'maximize'");
+		*objective = json_pack("{s:O,s:s}", "metric", m, "direction",
+				       d ? json_string_value(d) : "minimize");
+		if (!*objective)
+			return api_problem_set(p, 500, "internal", NULL, "out of memory");
+	}
+	return 0;
+}
+
+/* The template as a job spec of the sweep's team; errors point into "template.". */
+static json_t *check_template(const json_t *body, struct api_problem *p)
+{
+	json_t *t = json_deep_copy(json_object_get(body, "template")), *spec;
+	const json_t *team = json_object_get(body, "team"), *tt;
+
+	if (!t)
+		return api_problem_set(p, 500, "internal", NULL, "out of memory"), NULL;
+	tt = json_object_get(t, "team");
+	if (tt && !json_equal(tt, team)) {
+		json_decref(t);
+		return api_problem_set(p, 422, "invalid_field", "template.team",
+				       "'template.team' must be left out or equal 'team'"),
+		       NULL;
+	}
+	json_object_set(t, "team", (json_t *)team);
+	spec = api_validate_job(t, p);
+	json_decref(t);
+	if (!spec && p->field[0]) {
+		char f[sizeof(p->field)];
+
+		snprintf(f, sizeof(f), "template.%.300s", p->field);
+		snprintf(p->field, sizeof(p->field), "%s", f);
+	}
+	return spec;
+}
+
+/* The sweep an earlier request with this key created, replayed or refused. */
+static int replay(struct api_req *r, const char *team_id, const char *key, const char *hash,
+		  struct ty_err *err)
+{
+	const char *p[2] = {team_id, key};
+	PGresult *res = NULL;
+	int rc;
+
+	rc = ty_pg_exec(&res, r->pg,
+			"SELECT request_sha256, ty_sweep_json(s, true)::text FROM sweeps s"
+			" WHERE team_id = $1 AND idempotency_key = $2",
+			2, p, err);
+	if (rc)
+		return rc;
+	if (PQntuples(res) == 0) {
+		PQclear(res);
+		return ty_err_set(err, TY_ECONFLICT, "idempotency key vanished during submit");
+	}
+	if (strcmp(PQgetvalue(res, 0, 0), hash) != 0) {
+		PQclear(res);
+		return api_reply_error(r, 409, "idempotency_conflict", NULL,
+				       "Idempotency-Key '%s' was used with a different body", key);
+	}
+	rc = api_reply_text(r, 200, PQgetvalue(res, 0, 1));
+	api_reply_header(r, "Idempotent-Replayed", "true");
+	PQclear(res);
+	return rc;
+}
+
+/* [{"spec": ..., "params": ...}, ...] for every parameter set. */
+static json_t *trial_rows(const json_t *spec, const json_t *sets)
+{
+	json_t *rows = json_array(), *set;
+	size_t i;
+
+	if (!rows)
+		return NULL;
+	json_array_foreach(sets, i, set) {
+		json_t *ts = api_sweep_trial_spec(spec, set);
+
+		if (!ts || json_array_append_new(rows, json_pack("{s:o,s:O}", "spec", ts, "params",
+								  set))) {
+			json_decref(rows);
+			return NULL;
+		}
+	}
+	return rows;
+}
+
+int api_h_sweeps_create(struct api_req *r, struct ty_err *err)
+{
+	struct api_problem p = {0};
+	const char *key = api_header(r, "Idempotency-Key");
+	char hash[TY_SHA256_HEX_LEN + 1];
+	const char *params[12], *team;
+	char *canon = NULL, *rows_text = NULL, *tmpl_text = NULL, *search_text = NULL,
+	     *obj_text = NULL;
+	json_t *objective = NULL, *spec = NULL, *sets = NULL, *rows = NULL, *search = NULL;
+	PGresult *res = NULL;
+	long long max_conc, gpus;
+	int rc = 0;
+
+	if (key && !idempotency_key_ok(key))
+		return api_reply_error(r, 400, "invalid_header", "Idempotency-Key",
+				       "'Idempotency-Key' must be 1 to 255 printable ASCII "
+				       "characters");
+	if (check_sweep(r->json, &objective, &max_conc, &p) ||
+	    !(spec = check_template(r->json, &p)) || !(sets = api_sweep_expand(r->json, &p))) {
+		rc = api_reply_problem(r, &p);
+		goto out;
+	}
+	team = json_string_value(json_object_get(r->json, "team"));
+	if (r->auth.role != API_ROLE_ADMIN && strcmp(team, r->auth.team) != 0) {
+		rc = api_reply_error(r, 403, "forbidden", "team",
+				     "a token of team '%s' cannot submit to team '%s'",
+				     r->auth.team, team);
+		goto out;
+	}
+	params[0] = team;
+	rc = ty_pg_exec(&res, r->pg,
+			"SELECT id, nominal_gpus, borrowing_limit_gpus FROM teams WHERE name = $1",
+			1, params, err);
+	if (rc)
+		goto out;
+	if (PQntuples(res) == 0) {
+		rc = api_reply_error(r, 422, "unknown_team", "team", "no team '%s'", team);
+		goto out;
+	}
+	{
+		const json_t *res_o = json_object_get(spec, "resources");
+
+		gpus = json_integer_value(json_object_get(res_o, "nodes")) *
+		       json_integer_value(json_object_get(res_o, "gpus_per_node"));
+	}
+	if (ty_pg_val(res, 0, 2)) {
+		long long cap = atoll(PQgetvalue(res, 0, 1)) + atoll(PQgetvalue(res, 0, 2));
+
+		if (gpus > cap) {
+			rc = api_reply_error(r, 422, "exceeds_quota", "template.resources",
+					     "each trial needs %lld GPUs but team '%s' can never "
+					     "hold more than %lld",
+					     gpus, team, cap);
+			goto out;
+		}
+	}
+	params[0] = ty_arena_strdup(r->arena, PQgetvalue(res, 0, 0));
+	PQclear(res);
+	res = NULL;
+
+	{
+		const char *kind = json_object_get(r->json, "trials") ? "trials"
+				   : json_object_get(r->json, "grid") ? "grid"
+								      : "random";
+
+		search = json_pack("{s:O}", kind, json_object_get(r->json, kind));
+	}
+	rows = trial_rows(spec, sets);
+	/* same key + same body (as parsed, so whitespace does not matter) = same sweep */
+	if (!rows || !search || !(canon = ty_json_canonical(r->json)) ||
+	    !(rows_text = json_dumps(rows, JSON_COMPACT)) ||
+	    !(tmpl_text = json_dumps(spec, JSON_COMPACT)) ||
+	    !(search_text = json_dumps(search, JSON_COMPACT)) ||
+	    (objective && !(obj_text = json_dumps(objective, JSON_COMPACT)))) {
+		rc = ty_err_set(err, TY_ENOMEM, NULL);
+		goto out;
+	}
+	ty_sha256_hex(hash, canon, strlen(canon));
+	if (key && (rc = replay(r, params[0], key, hash, err)) != TY_ECONFLICT)
+		goto out; /* replayed, refused, or failed */
+	ty_err_clear(err);
+	{
+		const json_t *nm = json_object_get(r->json, "name");
+
+		params[1] = json_is_string(nm) ? json_string_value(nm) : NULL;
+	}
+	params[2] = tmpl_text;
+	params[3] = search_text;
+	params[4] = max_conc ? ty_arena_printf(r->arena, "%lld", max_conc) : NULL;
+	params[5] = obj_text;
+	params[6] = key;
+	params[7] = key ? hash : NULL;
+	params[8] = rows_text;
+	params[9] = json_string_value(json_object_get(spec, "priority_class"));
+	params[10] = ty_arena_printf(r->arena, "%lld",
+				     (long long)json_integer_value(json_object_get(spec, "priority")));
+	params[11] = ty_arena_printf(r->arena, "submitted by token '%s' as a sweep trial",
+				     r->auth.token_name);
+	if ((rc = ty_pg_begin(r->pg, err)))
+		goto out;
+	/* the sweep, its trial jobs and their first events: one transaction */
+	rc = ty_pg_exec(&res, r->pg,
+			"WITH s AS (INSERT INTO sweeps (team_id, name, template, search,"
+			"  max_concurrent, objective, idempotency_key, request_sha256)"
+			"  VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING id),"
+			" j AS (INSERT INTO jobs (team_id, name, spec, priority_class, priority,"
+			"  labels, sweep_id, sweep_trial, sweep_params, last_event_seq)"
+			"  SELECT $1, t.v->'spec'->>'name', t.v->'spec', $10, $11::int,"
+			"   t.v->'spec'->'labels', s.id, t.i - 1, t.v->'params', 1"
+			"  FROM s, jsonb_array_elements($9::jsonb) WITH ORDINALITY AS t(v, i)"
+			"  RETURNING id),"
+			" e AS (INSERT INTO job_events (job_id, seq, type, state, message)"
+			"  SELECT id, 1, 'submitted', 'pending', $12 FROM j)"
+			" SELECT id FROM s",
+			12, params, err);
+	if (!rc) {
+		const char *id[1];
+
+		id[0] = ty_arena_strdup(r->arena, PQgetvalue(res, 0, 0));
+		PQclear(res);
+		res = NULL;
+		rc = ty_pg_commit(r->pg, err);
+		if (!rc)
+			rc = ty_pg_exec(&res, r->pg,
+					"SELECT ty_sweep_json(s, true)::text FROM sweeps s"
+					" WHERE id = $1",
+					1, id, err);
+		if (!rc)
+			rc = api_reply_text(r, 201, PQgetvalue(res, 0, 0));
+		goto out;
+	}
+	ty_pg_rollback(r->pg);
+	if (rc == TY_ECONFLICT && key) {
+		/* a concurrent request with the same key won the race */
+		ty_err_clear(err);
+		rc = replay(r, params[0], key, hash, err);
+	}
+out:
+	PQclear(res);
+	json_decref(objective);
+	json_decref(spec);
+	json_decref(sets);
+	json_decref(rows);
+	json_decref(search);
+	free(canon);
+	free(rows_text);
+	free(tmpl_text);
+	free(search_text);
+	free(obj_text);
+	return rc;
+}
+
+int api_h_sweeps_get(struct api_req *r, struct ty_err *err)
+{
+	const char *p[2] = {r->params[0], scope(r)};
+	PGresult *res = NULL;
+	int64_t id;
+	int rc;
+
+	if (!api_parse_id(&id, r->params[0]))
+		return sweep_not_found(r);
+	rc = ty_pg_exec(&res, r->pg,
+			"SELECT ty_sweep_json(s, true)::text FROM sweeps s"
+			" WHERE s.id = $1 AND ($2::bigint IS NULL OR s.team_id = $2)",
+			2, p, err);
+	if (rc)
+		return rc;
+	rc = PQntuples(res) ? api_reply_text(r, 200, PQgetvalue(res, 0, 0)) : sweep_not_found(r);
+	PQclear(res);
+	return rc;
+}
+
+int api_h_sweeps_list(struct api_req *r, struct ty_err *err)
+{
+	const char *cursor = api_query(r, "cursor"), *limit_s = api_query(r, "limit");
+	const char *p[4] = {scope(r), api_query(r, "team"), cursor, "50"};
+	PGresult *res = NULL;
+	int64_t v;
+	int rc;
+
+	if (cursor && !api_parse_id(&v, cursor))
+		return api_reply_error(r, 400, "invalid_parameter", "cursor",
+				       "'cursor' is not one this server gave out");
+	if (limit_s) {
+		if (!api_parse_id(&v, limit_s) || v > 500)
+			return api_reply_error(r, 400, "invalid_parameter", "limit",
+					       "'limit' must be an integer from 1 to 500");
+		p[3] = limit_s;
+	}
+	/* one more row than asked tells whether another page exists */
+	rc = ty_pg_exec(&res, r->pg,
+			"WITH page AS (SELECT * FROM sweeps s"
+			"  WHERE ($1::bigint IS NULL OR s.team_id = $1)"
+			"  AND ($2::text IS NULL OR s.team_id = (SELECT id FROM teams WHERE name = $2))"
+			"  AND ($3::bigint IS NULL OR s.id < $3)"
+			"  ORDER BY s.id DESC LIMIT $4::int + 1),"
+			" shown AS (SELECT * FROM page ORDER BY id DESC LIMIT $4::int)"
+			" SELECT coalesce((SELECT json_agg(ty_sweep_json(x, false) ORDER BY x.id DESC)"
+			"  FROM shown x), '[]')::text,"
+			" CASE WHEN (SELECT count(*) FROM page) > $4::int"
+			"  THEN (SELECT min(id) FROM shown)::text END",
+			4, p, err);
+	if (rc)
+		return rc;
+	rc = api_reply_page(r, PQgetvalue(res, 0, 0), ty_pg_val(res, 0, 1), err);
+	PQclear(res);
+	return rc;
+}
+
+int api_h_sweeps_cancel(struct api_req *r, struct ty_err *err)
+{
+	const char *p[2] = {r->params[0], scope(r)};
+	const char *ev[1] = {r->params[0]};
+	PGresult *res = NULL;
+	int64_t id;
+	int rc;
+
+	if (!api_parse_id(&id, r->params[0]))
+		return sweep_not_found(r);
+	if ((rc = ty_pg_begin(r->pg, err)))
+		return rc;
+	rc = ty_pg_exec(&res, r->pg,
+			"SELECT id FROM sweeps"
+			" WHERE id = $1 AND ($2::bigint IS NULL OR team_id = $2) FOR UPDATE",
+			2, p, err);
+	if (rc)
+		goto fail;
+	if (PQntuples(res) == 0) {
+		PQclear(res);
+		ty_pg_rollback(r->pg);
+		return sweep_not_found(r);
+	}
+	PQclear(res);
+	res = NULL;
+	if (r->auth.role < API_ROLE_MEMBER) {
+		ty_pg_rollback(r->pg);
+		return api_reply_error(r, 403, "forbidden", NULL,
+				       "POST /v1/sweeps/{}/cancel needs the member role");
+	}
+	/*
+	 * As job cancel does, trial by trial: pending ones end now, started
+	 * ones get cancel_requested and the scheduler stops their gangs.
+	 */
+	rc = ty_pg_exec(&res, r->pg,
+			"WITH t AS (SELECT id, state FROM jobs WHERE sweep_id = $1"
+			"  AND state NOT IN ('succeeded', 'failed', 'cancelled', 'stopped')"
+			"  AND NOT cancel_requested ORDER BY id FOR UPDATE),"
+			" p AS (UPDATE jobs j SET state = 'cancelled', finished_at = now()"
+			"  FROM t WHERE j.id = t.id AND t.state = 'pending' RETURNING j.id),"
+			" c AS (UPDATE jobs j SET cancel_requested = true"
+			"  FROM t WHERE j.id = t.id AND t.state <> 'pending' RETURNING j.id)"
+			" SELECT (SELECT coalesce(array_agg(id), '{}') FROM p)::text,"
+			"  (SELECT coalesce(array_agg(id), '{}') FROM c)::text",
+			1, ev, err);
+	/* the events in statements of their own: ty_job_event updates the rows again */
+	if (!rc) {
+		const char *ids[2] = {ty_arena_strdup(r->arena, PQgetvalue(res, 0, 0)),
+				      ty_arena_strdup(r->arena, PQgetvalue(res, 0, 1))};
+
+		PQclear(res);
+		res = NULL;
+		rc = ty_pg_exec(NULL, r->pg,
+				"SELECT ty_job_event(x, 'cancelled', 'cancelled',"
+				"  'cancelled while pending (sweep cancel)', NULL)"
+				" FROM unnest($1::bigint[]) x ORDER BY x",
+				1, &ids[0], err);
+		if (!rc)
+			rc = ty_pg_exec(NULL, r->pg,
+					"SELECT ty_job_event(j.id, 'cancel_requested', j.state,"
+					"  'cancel requested (sweep cancel)', NULL)"
+					" FROM jobs j WHERE j.id = ANY($1::bigint[]) ORDER BY j.id",
+					1, &ids[1], err);
+	}
+	if (!rc)
+		rc = ty_pg_exec(NULL, r->pg,
+				"UPDATE sweeps SET cancelled_at = coalesce(cancelled_at, now())"
+				" WHERE id = $1",
+				1, ev, err);
+	if (rc || (rc = ty_pg_commit(r->pg, err)))
+		goto fail;
+	return api_h_sweeps_get(r, err);
+fail:
+	PQclear(res);
+	ty_pg_rollback(r->pg);
+	return rc;
+}
