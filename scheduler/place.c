@@ -48,6 +48,7 @@ struct pend_row {
 	const char *reason;  /* NULL when none */
 	int position;	     /* 1-based, 0 when NULL */
 	int64_t reserved_ms; /* -1 when NULL */
+	const char *why;     /* a held job's reason (arena), NULL: waiting for its attempt */
 };
 
 struct snap {
@@ -303,12 +304,105 @@ static int excluded_nodes(struct sched_pending_in *p, struct snap *sn, const cha
 	return 0;
 }
 
+/* A sweep with max_concurrent: its trials running now and admitted this cycle. */
+struct sweep_run {
+	int64_t id;
+	int max, active, admitted;
+};
+
+/*
+ * The sweeps of pending trials that have max_concurrent, with how many of
+ * their trials run (or stop) now; *out NULL when there are none (the usual
+ * case costs no query).
+ */
+static int load_sweeps(struct sweep_run **out, int *nout, struct snap *sn, struct sched *s,
+		       struct ty_err *err)
+{
+	struct ty_buf ids = {0};
+	struct sweep_run *v = NULL;
+	PGresult *res = NULL;
+	int n = 0, rc = 0;
+
+	*out = NULL;
+	*nout = 0;
+	for (int i = 0; i < s->queue.n; i++) {
+		const struct sched_qjob *q = &s->queue.v[i];
+		bool seen = false;
+
+		if (!q->sweep_id || q->sweep_max <= 0)
+			continue;
+		for (int k = 0; k < n && !seen; k++)
+			seen = v[k].id == q->sweep_id;
+		if (seen)
+			continue;
+		if (!v && !(v = snap_alloc(sn, (size_t)s->queue.n, sizeof(*v))))
+			return ty_err_set(err, TY_ENOMEM, NULL);
+		v[n++] = (struct sweep_run){.id = q->sweep_id, .max = q->sweep_max};
+		if (ty_buf_printf(&ids, "%s%lld", ids.len ? "," : "{", (long long)q->sweep_id)) {
+			rc = ty_err_set(err, TY_ENOMEM, NULL);
+			goto out;
+		}
+	}
+	if (n == 0)
+		goto out;
+	if (ty_buf_printf(&ids, "}")) {
+		rc = ty_err_set(err, TY_ENOMEM, NULL);
+		goto out;
+	}
+	{
+		const char *p[] = {ids.data};
+
+		if ((rc = ty_pg_exec(&res, s->pg,
+				     "SELECT sweep_id, count(*) FROM jobs WHERE sweep_id = ANY ($1::bigint[])"
+				     " AND state IN ('scheduled', 'starting', 'running', 'preempting')"
+				     " GROUP BY sweep_id",
+				     1, p, err)))
+			goto out;
+	}
+	for (int r = 0; r < PQntuples(res); r++)
+		for (int k = 0; k < n; k++)
+			if (v[k].id == sched_col_i64(res, r, 0))
+				v[k].active = (int)sched_col_i64(res, r, 1);
+	*out = v;
+	*nout = n;
+out:
+	PQclear(res);
+	ty_buf_free(&ids);
+	return rc;
+}
+
+/*
+ * Whether pending trial q must wait for its sweep's max_concurrent; if so
+ * *why says so (arena). Trials are admitted in id order (trial order) up to
+ * the free slots; the core may place fewer.
+ */
+static bool sweep_full(const char **why, struct snap *sn, struct sweep_run *v, int n,
+		       const struct sched_qjob *q)
+{
+	for (int k = 0; k < n; k++) {
+		if (v[k].id != q->sweep_id)
+			continue;
+		if (v[k].active + v[k].admitted < v[k].max) {
+			v[k].admitted++;
+			return false;
+		}
+		*why = ty_arena_printf(sn->arena,
+				       "waiting for a trial of sweep %lld to end: it runs its "
+				       "max_concurrent %d trials",
+				       (long long)q->sweep_id, v[k].max);
+		return true;
+	}
+	return false;
+}
+
 /* Pending jobs from the mirror (queue.c), refreshed first. */
 static int load_pending(struct snap *sn, struct sched *s, struct ty_err *err)
 {
-	int rc, n, np = 0;
+	int rc, n, np = 0, nsweeps = 0;
+	struct sweep_run *sweeps = NULL;
 
-	if ((rc = sched_queue_refresh(s, err)))
+	if ((rc = sched_queue_refresh(s, err)) ||
+	    (rc = load_sweeps(&sweeps, &nsweeps, sn, s, err)))
 		return rc;
 	n = s->queue.n;
 	sn->pending = snap_alloc(sn, (size_t)n, sizeof(*sn->pending));
@@ -322,13 +416,17 @@ static int load_pending(struct snap *sn, struct sched *s, struct ty_err *err)
 		const struct sched_qjob *q = &s->queue.v[i];
 		int team = team_index(sn, q->team_id);
 		struct pend_row *row;
+		const char *why = NULL;
 
 		if (team < 0)
 			continue; /* a team newer than this snapshot's */
-		if (q->held) {
+		if (q->held || (q->sweep_max > 0 && sweep_full(&why, sn, sweeps, nsweeps, q))) {
+			if (!q->held && !why)
+				return ty_err_set(err, TY_ENOMEM, NULL);
 			sn->held[sn->nheld] = q->id;
 			sn->held_team[sn->nheld] = team;
 			row = &sn->hrow[sn->nheld++];
+			row->why = why;
 		} else {
 			struct sched_pending_in *p = &sn->pending[np];
 			int topo = sched_topo_parse(q->required[0] ? q->required : NULL);
@@ -826,8 +924,12 @@ static int publish_queue(struct sched_ids *now_queued, struct qchanges *ch, stru
 			goto oom;
 	}
 	for (int i = 0; i < sn->nheld; i++) {
-		snprintf(reason, sizeof(reason), "waiting for attempt %lld to stop on every node",
-			 (long long)sn->hrow[i].attempt);
+		if (sn->hrow[i].why)
+			snprintf(reason, sizeof(reason), "%s", sn->hrow[i].why);
+		else
+			snprintf(reason, sizeof(reason),
+				 "waiting for attempt %lld to stop on every node",
+				 (long long)sn->hrow[i].attempt);
 		now_queued->v[n++] = sn->held[i];
 		if (queue_row(rows, ch, sn, sn->held[i], &sn->hrow[i], reason, 0, -1))
 			goto oom;

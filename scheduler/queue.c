@@ -50,7 +50,10 @@
 	"  WHEN coalesce(j.spec->'spot'->>'fallback', 'on_demand') = 'on_demand'"                  \
 	"  AND j.spot_preemptions >= coalesce((j.spec->'spot'->>'max_preemptions')::integer, 3)"   \
 	"  THEN 2 ELSE 0 END,"                                                                     \
-	" j.spot_preemptions, coalesce((j.spec->'spot'->>'max_preemptions')::integer, 3)"          \
+	" j.spot_preemptions, coalesce((j.spec->'spot'->>'max_preemptions')::integer, 3),"        \
+	/* a sweep trial: its sweep and the sweep's max_concurrent (0 = none) */                   \
+	" coalesce(j.sweep_id, 0),"                                                                \
+	" coalesce((SELECT w.max_concurrent FROM sweeps w WHERE w.id = j.sweep_id), 0)"            \
 	" FROM jobs j"
 
 void sched_touch(struct sched *s, int64_t job)
@@ -167,6 +170,8 @@ static int qjob_read(struct sched_qjob *j, const PGresult *res, int r)
 	j->spot_rule = (int)sched_col_i64(res, r, 20);
 	j->spot_preemptions = (int)sched_col_i64(res, r, 21);
 	j->spot_max = (int)sched_col_i64(res, r, 22);
+	j->sweep_id = sched_col_i64(res, r, 23);
+	j->sweep_max = (int)sched_col_i64(res, r, 24);
 	return 0;
 }
 

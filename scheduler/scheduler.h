@@ -84,6 +84,8 @@ struct sched_qjob {
 	int64_t not_before_ms; /* jobs.not_before (retry backoff), 0 when none */
 	int spot_rule;	       /* enum sched_spot_rule (core/policy.h) */
 	int spot_preemptions, spot_max; /* jobs.spot_preemptions, spec.spot.max_preemptions */
+	int64_t sweep_id;      /* jobs.sweep_id, 0 when not a sweep trial */
+	int sweep_max;	       /* the sweep's max_concurrent, 0 when none */
 	char *excluded;	       /* owned: jobs.excluded_nodes joined by ',', NULL when none */
 	char *last_failure;    /* owned: "system failure on node-b" of the last attempt, or NULL */
 	bool gone; /* (transient) no longer pending */

@@ -7,6 +7,7 @@
 #include "ty_test.h"
 #include "ty_time.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 #define T 15000 /* generous upper bound for anything to happen */
@@ -408,4 +409,62 @@ TY_TEST(submission_and_cancel_start_a_cycle_without_waiting_for_cycle_ms)
 	CHECK_STR_EQ(dstr(k, "reason"), "cancel");
 	CHECK(ty_mono_ms() - t0 < T);
 	fx_sched_stop(f, 0);
+}
+
+/*
+ * A sweep's max_concurrent: of 4 one-GPU trials with max_concurrent 2 on
+ * 4 free GPUs, 2 run; the others wait with a reason naming the sweep; when
+ * one ends, the next trial (in trial order) starts.
+ */
+TY_TEST(sweep_runs_at_most_max_concurrent_trials)
+{
+	struct fx *f = fx_start();
+	const char *body, *sweep, *team;
+	long long first;
+	json_t *j;
+
+	fx_node(f, "n1", 4);
+	fx_sched_start(f, "s1", NULL);
+	FX_WAIT(f, T, "1", "SELECT count(*) FROM nodes WHERE state = 'ready'");
+	team = fx_team(f, "sweep", 8, -1, NULL);
+	body = fx_api_body(f, "POST", "/v1/sweeps",
+			   ty_test_strf("{'team':'%s','name':'mc','template':{'team':'%s',"
+					"'command':['python','t.py'],'resources':{'nodes':1,"
+					"'gpus_per_node':1}},'grid':{'lr':[1,2,3,4]},"
+					"'max_concurrent':2}",
+					team, team),
+			   201);
+	j = json_loads(body, 0, NULL);
+	sweep = ty_test_strf("%lld", ty_jint(j, "id"));
+	json_decref(j);
+	FX_WAIT(f, T, "2",
+		"SELECT count(*) FROM jobs WHERE sweep_id = $1 AND state <> 'pending'", sweep);
+	fx_poll(f, 600); /* a few more cycles: still 2 */
+	CHECK_STR_EQ(FX_Q(f, "SELECT count(*) FROM jobs WHERE sweep_id = $1 AND state <> 'pending'",
+			  sweep),
+		     "2");
+	CHECK_STR_EQ(FX_Q(f, "SELECT string_agg(sweep_trial::text, ',' ORDER BY sweep_trial)"
+			     " FROM jobs WHERE sweep_id = $1 AND state <> 'pending'",
+			  sweep),
+		     "0,1");
+	FX_WAIT(f, T,
+		ty_test_strf("waiting for a trial of sweep %s to end: it runs its max_concurrent 2 "
+			     "trials",
+			     sweep),
+		"SELECT pending_reason FROM jobs WHERE sweep_id = $1 AND sweep_trial = 3", sweep);
+	/* the first trial ends: the third starts */
+	first = atoll(FX_Q(f, "SELECT id FROM jobs WHERE sweep_id = $1 AND sweep_trial = 0", sweep));
+	{
+		const struct proto_msg *l = fx_recv(f, "n1", "launch", first, T);
+
+		REQUIRE(l != NULL);
+		fx_run(f, "n1", l);
+		fx_exit(f, "n1", l, 0, "", "");
+	}
+	FX_WAIT(f, T, "succeeded", "SELECT state FROM jobs WHERE id = $1", fx_n(first));
+	FX_WAIT(f, T, "t",
+		"SELECT state <> 'pending' FROM jobs WHERE sweep_id = $1 AND sweep_trial = 2", sweep);
+	CHECK_STR_EQ(FX_Q(f, "SELECT state FROM jobs WHERE sweep_id = $1 AND sweep_trial = 3",
+			  sweep),
+		     "pending");
 }
