@@ -10,6 +10,7 @@
 #include "ty_test.h"
 
 #include <string.h>
+#include <unistd.h>
 
 static void reset_nodes(struct e2e *e)
 {
@@ -104,6 +105,12 @@ TY_TEST(silent_gang_is_a_hang_and_every_rank_is_killed)
 	CHECK_STR_EQ(ty_jstr(att, "[0].failure_class"), "hang");
 	CHECK(ty_jstr(att, "[0].evidence") != NULL);
 	CHECK_INT_EQ(e2e_count_files(e, "pid."), 2);
+	/*
+	 * The first node to report fails the job; the other may still be in its
+	 * stop sequence (SIGTERM, SIGKILL after the kill grace): give it that long.
+	 */
+	for (int i = 0; i < 100 && e2e_any_alive(e, "pid."); i++)
+		usleep(100 * 1000);
 	CHECK(!e2e_any_alive(e, "pid."));
 	json_decref(att);
 	json_decref(job);
