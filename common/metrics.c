@@ -205,6 +205,8 @@ static int update(struct ty_metrics *m, const char *name, const char *const *val
 	struct series *s;
 	int rc = 0;
 
+	if (!m)
+		return TY_EINVAL;
 	pthread_mutex_lock(&m->mu);
 	if (!(f = find(m, name))) {
 		rc = TY_ENOTFOUND;

@@ -49,7 +49,7 @@ int ty_metrics_family(struct ty_metrics *m, enum ty_metric_type type, const char
  * the family has label names; NULL when it has none), creating it at 0.
  * add: counters (v >= 0) and gauges; set: gauges; observe: histograms.
  * TY_ENOTFOUND for an unknown family, TY_EINVAL for the wrong type or a
- * negative counter increment, TY_ENOMEM.
+ * negative counter increment (or a NULL registry), TY_ENOMEM.
  */
 int ty_metrics_add(struct ty_metrics *m, const char *name, const char *const *values, double v);
 int ty_metrics_set(struct ty_metrics *m, const char *name, const char *const *values, double v);
