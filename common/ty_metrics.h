@@ -6,7 +6,8 @@
  *
  *	struct ty_metrics *m = ty_metrics_new();
  *	const char *lbl[] = {"route", "status", NULL};
- *	ty_metrics_family(m, TY_METRIC_COUNTER, "x_requests_total", "Requests.", lbl, NULL, 0);
+ *	ty_metrics_family(m, TY_METRIC_COUNTER, "x_requests_total", "Requests.", lbl, NULL, 0,
+ *			  &err);
  *	ty_metrics_add(m, "x_requests_total", (const char *[]){"/v1/jobs", "200"}, 1);
  *	ty_metrics_write(m, &buf);
  *

@@ -192,6 +192,7 @@ TY_TEST(bad_registrations_and_updates)
 	CHECK_INT_EQ(ty_metrics_add(m, "c_total", NULL, NAN), TY_EINVAL);
 	CHECK_INT_EQ(ty_metrics_set(m, "c_total", NULL, 1), TY_EINVAL);
 	CHECK_INT_EQ(ty_metrics_observe(m, "c_total", NULL, 1), TY_EINVAL);
+	CHECK_INT_EQ(ty_metrics_add(NULL, "c_total", NULL, 1), TY_EINVAL);
 	ty_metrics_free(m);
 	ty_metrics_free(NULL);
 }
