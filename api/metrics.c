@@ -16,8 +16,8 @@
 #define REQUESTS "trainyard_api_requests_total"
 #define DURATION "trainyard_api_request_duration_seconds"
 
-static const double duration_bounds[] = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
-					 0.1,	0.25,	0.5,   1,    2.5,   5,	  10};
+static const double duration_bounds[] = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1,
+					 0.25,	0.5,	1,     2.5,  5,	    10};
 
 static struct ty_metrics *requests;
 static pthread_once_t requests_once = PTHREAD_ONCE_INIT;
@@ -81,51 +81,54 @@ struct query {
 };
 
 static const struct query queries[] = {
-	{"SELECT t.name, s.state, count(j.id)"
-	 " FROM teams t"
-	 " CROSS JOIN (SELECT unnest(ARRAY['pending', 'scheduled', 'starting', 'running',"
-	 "  'preempting']) UNION SELECT DISTINCT state FROM jobs) s(state)"
-	 " LEFT JOIN jobs j ON j.team_id = t.id AND j.state = s.state"
-	 " GROUP BY 1, 2 ORDER BY 1, 2",
-	 2,
-	 {{"trainyard_jobs", "Jobs by state and team.", {"team", "state", NULL}}},
-	 1},
-	{"SELECT t.name, count(j.id),"
-	 " coalesce(extract(epoch FROM now() - min(j.created_at)), 0)::float8"
-	 " FROM teams t LEFT JOIN jobs j ON j.team_id = t.id AND j.state = 'pending'"
-	 " GROUP BY 1 ORDER BY 1",
-	 1,
-	 {{"trainyard_queue_pending_jobs", "Pending jobs per team.", {"team", NULL}},
-	  {"trainyard_queue_oldest_pending_age_seconds",
-	   "Age of the team's oldest pending job (0 when none is pending).", {"team", NULL}}},
-	 2},
-	{"SELECT t.name,"
-	 " (SELECT coalesce(sum(cardinality(a.gpus)), 0) FROM allocations a"
-	 "  JOIN jobs j ON j.id = a.job_id WHERE a.released_at IS NULL AND j.team_id = t.id),"
-	 " t.nominal_gpus, coalesce(u.gpus_borrowed, 0), coalesce(u.fair_share, 1)"
-	 " FROM teams t LEFT JOIN team_usage u ON u.team_id = t.id ORDER BY 1",
-	 1,
-	 {{"trainyard_team_gpus_allocated", "GPUs held by the team's live allocations.",
-	   {"team", NULL}},
-	  {"trainyard_team_gpus_nominal", "The team's nominal GPU quota.", {"team", NULL}},
-	  {"trainyard_team_gpus_borrowed",
-	   "GPUs the team uses above its nominal quota (as of the last scheduler cycle).",
-	   {"team", NULL}},
-	  {"trainyard_team_fair_share",
-	   "The team's fair-share factor 2^(-usage/share) (as of the last scheduler cycle).",
-	   {"team", NULL}}},
-	 4},
-	{"SELECT s.state, count(n.id)"
-	 " FROM unnest(ARRAY['ready', 'suspect', 'draining', 'drained', 'preempting', 'lost'])"
-	 "  s(state) LEFT JOIN nodes n ON n.state = s.state GROUP BY 1 ORDER BY 1",
-	 1,
-	 {{"trainyard_nodes", "Registered nodes by state.", {"state", NULL}}},
-	 1},
-	{"SELECT count(*) FROM dispatch_outbox",
-	 0,
-	 {{"trainyard_dispatch_outbox_rows",
-	   "Dispatch messages written and not yet relayed to Kafka.", {NULL}}},
-	 1},
+    {"SELECT t.name, s.state, count(j.id)"
+     " FROM teams t"
+     " CROSS JOIN (SELECT unnest(ARRAY['pending', 'scheduled', 'starting', 'running',"
+     "  'preempting']) UNION SELECT DISTINCT state FROM jobs) s(state)"
+     " LEFT JOIN jobs j ON j.team_id = t.id AND j.state = s.state"
+     " GROUP BY 1, 2 ORDER BY 1, 2",
+     2,
+     {{"trainyard_jobs", "Jobs by state and team.", {"team", "state", NULL}}},
+     1},
+    {"SELECT t.name, count(j.id),"
+     " coalesce(extract(epoch FROM now() - min(j.created_at)), 0)::float8"
+     " FROM teams t LEFT JOIN jobs j ON j.team_id = t.id AND j.state = 'pending'"
+     " GROUP BY 1 ORDER BY 1",
+     1,
+     {{"trainyard_queue_pending_jobs", "Pending jobs per team.", {"team", NULL}},
+      {"trainyard_queue_oldest_pending_age_seconds",
+       "Age of the team's oldest pending job (0 when none is pending).",
+       {"team", NULL}}},
+     2},
+    {"SELECT t.name,"
+     " (SELECT coalesce(sum(cardinality(a.gpus)), 0) FROM allocations a"
+     "  JOIN jobs j ON j.id = a.job_id WHERE a.released_at IS NULL AND j.team_id = t.id),"
+     " t.nominal_gpus, coalesce(u.gpus_borrowed, 0), coalesce(u.fair_share, 1)"
+     " FROM teams t LEFT JOIN team_usage u ON u.team_id = t.id ORDER BY 1",
+     1,
+     {{"trainyard_team_gpus_allocated",
+       "GPUs held by the team's live allocations.",
+       {"team", NULL}},
+      {"trainyard_team_gpus_nominal", "The team's nominal GPU quota.", {"team", NULL}},
+      {"trainyard_team_gpus_borrowed",
+       "GPUs the team uses above its nominal quota (as of the last scheduler cycle).",
+       {"team", NULL}},
+      {"trainyard_team_fair_share",
+       "The team's fair-share factor 2^(-usage/share) (as of the last scheduler cycle).",
+       {"team", NULL}}},
+     4},
+    {"SELECT s.state, count(n.id)"
+     " FROM unnest(ARRAY['ready', 'suspect', 'draining', 'drained', 'preempting', 'lost'])"
+     "  s(state) LEFT JOIN nodes n ON n.state = s.state GROUP BY 1 ORDER BY 1",
+     1,
+     {{"trainyard_nodes", "Registered nodes by state.", {"state", NULL}}},
+     1},
+    {"SELECT count(*) FROM dispatch_outbox",
+     0,
+     {{"trainyard_dispatch_outbox_rows",
+       "Dispatch messages written and not yet relayed to Kafka.",
+       {NULL}}},
+     1},
 };
 
 static int scrape_db(struct ty_metrics *m, struct ty_pg *pg, struct ty_err *err)

@@ -10,9 +10,9 @@
 struct series {
 	struct series *next;
 	char *values[TY_METRICS_MAX_LABELS];
-	double value; /* counter, gauge */
-	double sum; /* histogram */
-	unsigned long long count; /* histogram */
+	double value;					    /* counter, gauge */
+	double sum;					    /* histogram */
+	unsigned long long count;			    /* histogram */
 	unsigned long long buckets[TY_METRICS_MAX_BUCKETS]; /* per bound, not cumulative */
 };
 
@@ -142,8 +142,9 @@ int ty_metrics_family(struct ty_metrics *m, enum ty_metric_type type, const char
 				  name ? name : "");
 	if (type == TY_METRIC_HISTOGRAM) {
 		if (nbounds < 1 || nbounds > TY_METRICS_MAX_BUCKETS)
-			return ty_err_set(err, TY_EINVAL, "%s: a histogram needs 1-%d bounds, not %d",
-					  name, TY_METRICS_MAX_BUCKETS, nbounds);
+			return ty_err_set(err, TY_EINVAL,
+					  "%s: a histogram needs 1-%d bounds, not %d", name,
+					  TY_METRICS_MAX_BUCKETS, nbounds);
 		for (int i = 0; i < nbounds; i++)
 			if (!isfinite(bounds[i]) || (i && bounds[i] <= bounds[i - 1]))
 				return ty_err_set(err, TY_EINVAL,
@@ -244,8 +245,7 @@ int ty_metrics_set(struct ty_metrics *m, const char *name, const char *const *va
 	return update(m, name, values, v, OP_SET);
 }
 
-int ty_metrics_observe(struct ty_metrics *m, const char *name, const char *const *values,
-		       double v)
+int ty_metrics_observe(struct ty_metrics *m, const char *name, const char *const *values, double v)
 {
 	return update(m, name, values, v, OP_OBSERVE);
 }

@@ -54,8 +54,7 @@ int ty_metrics_family(struct ty_metrics *m, enum ty_metric_type type, const char
  */
 int ty_metrics_add(struct ty_metrics *m, const char *name, const char *const *values, double v);
 int ty_metrics_set(struct ty_metrics *m, const char *name, const char *const *values, double v);
-int ty_metrics_observe(struct ty_metrics *m, const char *name, const char *const *values,
-		       double v);
+int ty_metrics_observe(struct ty_metrics *m, const char *name, const char *const *values, double v);
 
 /* Append the exposition of every family to out; TY_ENOMEM if out ran out. */
 int ty_metrics_write(struct ty_metrics *m, struct ty_buf *out);

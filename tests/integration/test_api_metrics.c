@@ -29,7 +29,8 @@ static const char *scrape(void)
 
 	ty_http(&r, "GET", "/metrics", NULL, NULL, NULL);
 	REQUIRE_INT_EQ(r.status, 200);
-	CHECK_STR_EQ(ty_resp_header(&r, "Content-Type"), "text/plain; version=0.0.4; charset=utf-8");
+	CHECK_STR_EQ(ty_resp_header(&r, "Content-Type"),
+		     "text/plain; version=0.0.4; charset=utf-8");
 	body = ty_test_strf("%s", r.body);
 	ty_resp_free(&r);
 	return body;
@@ -51,14 +52,15 @@ static double value(const char *text, const char *series)
 	do {                                                                                       \
 		double got_ = value((text), (series));                                             \
 		if (got_ != (double)(want))                                                        \
-			ty_test_fail_at(__FILE__, __LINE__, "%s: got %.17g, want %.17g",           \
-					(series), got_, (double)(want));                           \
+			ty_test_fail_at(__FILE__, __LINE__, "%s: got %.17g, want %.17g", (series), \
+					got_, (double)(want));                                     \
 	} while (0)
 
 static const char *req(const char *route, const char *method, int status)
 {
-	return ty_test_strf("trainyard_api_requests_total{route=\"%s\",method=\"%s\",status=\"%d\"}",
-			    route, method, status);
+	return ty_test_strf(
+	    "trainyard_api_requests_total{route=\"%s\",method=\"%s\",status=\"%d\"}", route, method,
+	    status);
 }
 
 static double delta(const char *before, const char *after, const char *series)
@@ -103,9 +105,10 @@ TY_TEST(requests_counted_by_route_pattern_method_and_status)
 	CHECK_INT_EQ(delta(before, after,
 			   "trainyard_api_request_duration_seconds_count{route=\"/healthz\"}"),
 		     3);
-	CHECK_INT_EQ(delta(before, after,
-			   "trainyard_api_request_duration_seconds_bucket{route=\"/healthz\",le=\"+Inf\"}"),
-		     3);
+	CHECK_INT_EQ(
+	    delta(before, after,
+		  "trainyard_api_request_duration_seconds_bucket{route=\"/healthz\",le=\"+Inf\"}"),
+	    3);
 	CHECK(value(after, "trainyard_api_request_duration_seconds_sum{route=\"/healthz\"}") >= 0);
 	CHECK(strstr(after, "# TYPE trainyard_api_requests_total counter\n") != NULL);
 	CHECK(strstr(after, "# TYPE trainyard_api_request_duration_seconds histogram\n") != NULL);
@@ -144,7 +147,8 @@ TY_TEST(database_gauges_at_scrape_time)
 	   " gpus) VALUES ($1::bigint, 1, 'mn1', 0, 0, 4, '{0,1,2,3}')",
 	   ty_test_strf("%lld", j4));
 	DB("INSERT INTO team_usage (team_id, gpus_in_use, gpus_borrowed, fair_share)"
-	   " SELECT id, 4, 2, 0.5 FROM teams WHERE name = $1", a);
+	   " SELECT id, 4, 2, 0.5 FROM teams WHERE name = $1",
+	   a);
 	DB("INSERT INTO dispatch_outbox (node_id, epoch, payload) VALUES ('mn1', 1, '{}'),"
 	   " ('mn1', 1, '{}')");
 
@@ -288,15 +292,15 @@ TY_TEST(prometheus_scrapes_the_api)
 		"    static_configs:\n      - targets: ['%s']\n",
 		api + 7);
 	fclose(f);
-	d = ty_test_daemon_start("prometheus",
-				 (const char *const[]){"/usr/bin/prometheus",
-						       ty_test_strf("--config.file=%s", cfg),
-						       ty_test_strf("--storage.tsdb.path=%s/tsdb", dir),
-						       ty_test_strf("--web.listen-address=%s", listen),
-						       NULL});
+	d = ty_test_daemon_start(
+	    "prometheus",
+	    (const char *const[]){"/usr/bin/prometheus", ty_test_strf("--config.file=%s", cfg),
+				  ty_test_strf("--storage.tsdb.path=%s/tsdb", dir),
+				  ty_test_strf("--web.listen-address=%s", listen), NULL});
 	REQUIRE(d != NULL);
-	query = ty_test_strf("http://%s/api/v1/query?query=trainyard_team_gpus_nominal%%7Bteam%%3D%%22%s%%22%%7D",
-			     listen, team);
+	query = ty_test_strf(
+	    "http://%s/api/v1/query?query=trainyard_team_gpus_nominal%%7Bteam%%3D%%22%s%%22%%7D",
+	    listen, team);
 	/* 60 s for the first scrape: a bound on a hang, not a timing assertion */
 	for (int i = 0; i < 600; i++) {
 		body = http_get(query);

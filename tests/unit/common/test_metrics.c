@@ -23,14 +23,14 @@ TY_TEST(label_values_escape_backslash_quote_newline)
 	static const struct {
 		const char *in, *want;
 	} cases[] = {
-		{"", ""},
-		{"plain", "plain"},
-		{"a\\b", "a\\\\b"},
-		{"say \"hi\"", "say \\\"hi\\\""},
-		{"two\nlines", "two\\nlines"},
-		{"\\\"\n", "\\\\\\\"\\n"},
-		{"tab\tstays", "tab\tstays"},
-		{"ünïcode", "ünïcode"},
+	    {"", ""},
+	    {"plain", "plain"},
+	    {"a\\b", "a\\\\b"},
+	    {"say \"hi\"", "say \\\"hi\\\""},
+	    {"two\nlines", "two\\nlines"},
+	    {"\\\"\n", "\\\\\\\"\\n"},
+	    {"tab\tstays", "tab\tstays"},
+	    {"ünïcode", "ünïcode"},
 	};
 
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
@@ -51,9 +51,17 @@ TY_TEST(numbers_are_shortest_round_trip)
 		double v;
 		const char *want;
 	} cases[] = {
-		{0, "0"},	   {1, "1"},	   {-3, "-3"},	     {0.1, "0.1"},
-		{0.005, "0.005"}, {2.5, "2.5"}, {1e21, "1e+21"}, {1234567, "1234567"}, {20000, "20000"}, {-0.0, "-0"},
-		{1.0 / 3, "0.3333333333333333"},
+	    {0, "0"},
+	    {1, "1"},
+	    {-3, "-3"},
+	    {0.1, "0.1"},
+	    {0.005, "0.005"},
+	    {2.5, "2.5"},
+	    {1e21, "1e+21"},
+	    {1234567, "1234567"},
+	    {20000, "20000"},
+	    {-0.0, "-0"},
+	    {1.0 / 3, "0.3333333333333333"},
 	};
 	struct ty_buf b = TY_BUF_INIT;
 
@@ -97,17 +105,19 @@ TY_TEST(exposition_of_every_type)
 
 	REQUIRE(m);
 	REQUIRE_INT_EQ(ty_metrics_family(m, TY_METRIC_COUNTER, "t_requests_total",
-					 "Requests\nby \\route.", lbl, NULL, 0, &err), 0);
+					 "Requests\nby \\route.", lbl, NULL, 0, &err),
+		       0);
 	REQUIRE_INT_EQ(ty_metrics_family(m, TY_METRIC_GAUGE, "t_up", "Up.", NULL, NULL, 0, &err),
 		       0);
 	REQUIRE_INT_EQ(ty_metrics_family(m, TY_METRIC_HISTOGRAM, "t_seconds", "Latency.", team,
-					 bounds, 2, &err), 0);
-	REQUIRE_INT_EQ(ty_metrics_family(m, TY_METRIC_GAUGE, "t_empty", "No series.", team, NULL,
-					 0, &err), 0);
+					 bounds, 2, &err),
+		       0);
+	REQUIRE_INT_EQ(
+	    ty_metrics_family(m, TY_METRIC_GAUGE, "t_empty", "No series.", team, NULL, 0, &err), 0);
 	CHECK_INT_EQ(ty_metrics_add(m, "t_requests_total", (const char *[]){"/v1/jobs", "200"}, 1),
 		     0);
-	CHECK_INT_EQ(ty_metrics_add(m, "t_requests_total", (const char *[]){"/a\"b\\c\nd", "404"},
-				    2), 0);
+	CHECK_INT_EQ(
+	    ty_metrics_add(m, "t_requests_total", (const char *[]){"/a\"b\\c\nd", "404"}, 2), 0);
 	CHECK_INT_EQ(ty_metrics_add(m, "t_requests_total", (const char *[]){"/v1/jobs", "200"}, 1),
 		     0);
 	CHECK_INT_EQ(ty_metrics_set(m, "t_up", NULL, 1), 0);
@@ -117,23 +127,22 @@ TY_TEST(exposition_of_every_type)
 	CHECK_INT_EQ(ty_metrics_observe(m, "t_seconds", (const char *[]){"a"}, 0.5), 0);
 	CHECK_INT_EQ(ty_metrics_observe(m, "t_seconds", (const char *[]){"a"}, 7), 0);
 	REQUIRE_INT_EQ(ty_metrics_write(m, &b), 0);
-	CHECK_STR_EQ(b.data,
-		     "# HELP t_requests_total Requests\\nby \\\\route.\n"
-		     "# TYPE t_requests_total counter\n"
-		     "t_requests_total{route=\"/v1/jobs\",status=\"200\"} 2\n"
-		     "t_requests_total{route=\"/a\\\"b\\\\c\\nd\",status=\"404\"} 2\n"
-		     "# HELP t_up Up.\n"
-		     "# TYPE t_up gauge\n"
-		     "t_up 1.5\n"
-		     "# HELP t_seconds Latency.\n"
-		     "# TYPE t_seconds histogram\n"
-		     "t_seconds_bucket{team=\"a\",le=\"0.1\"} 2\n"
-		     "t_seconds_bucket{team=\"a\",le=\"1\"} 3\n"
-		     "t_seconds_bucket{team=\"a\",le=\"+Inf\"} 4\n"
-		     "t_seconds_sum{team=\"a\"} 7.65\n"
-		     "t_seconds_count{team=\"a\"} 4\n"
-		     "# HELP t_empty No series.\n"
-		     "# TYPE t_empty gauge\n");
+	CHECK_STR_EQ(b.data, "# HELP t_requests_total Requests\\nby \\\\route.\n"
+			     "# TYPE t_requests_total counter\n"
+			     "t_requests_total{route=\"/v1/jobs\",status=\"200\"} 2\n"
+			     "t_requests_total{route=\"/a\\\"b\\\\c\\nd\",status=\"404\"} 2\n"
+			     "# HELP t_up Up.\n"
+			     "# TYPE t_up gauge\n"
+			     "t_up 1.5\n"
+			     "# HELP t_seconds Latency.\n"
+			     "# TYPE t_seconds histogram\n"
+			     "t_seconds_bucket{team=\"a\",le=\"0.1\"} 2\n"
+			     "t_seconds_bucket{team=\"a\",le=\"1\"} 3\n"
+			     "t_seconds_bucket{team=\"a\",le=\"+Inf\"} 4\n"
+			     "t_seconds_sum{team=\"a\"} 7.65\n"
+			     "t_seconds_count{team=\"a\"} 4\n"
+			     "# HELP t_empty No series.\n"
+			     "# TYPE t_empty gauge\n");
 	ty_buf_free(&b);
 	ty_metrics_free(m);
 }
