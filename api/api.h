@@ -85,6 +85,7 @@ struct api_req {
 	struct api_waiter waiter;
 	bool parked;
 	int64_t wait_deadline_ms;
+	double started; /* api__metrics_now() at arrival */
 };
 
 /* A problem to report: status, stable code, offending field, detail. */
@@ -173,6 +174,12 @@ int api_h_nodes_get(struct api_req *r, struct ty_err *err);
 int api_h_nodes_drain(struct api_req *r, struct ty_err *err);
 int api_h_nodes_undrain(struct api_req *r, struct ty_err *err);
 int api_h_usage(struct api_req *r, struct ty_err *err);
+/* GET /metrics (metrics.c): the Prometheus text exposition. */
+int api_h_metrics(struct api_req *r, struct ty_err *err);
+/* Monotonic seconds, for request latency. */
+double api__metrics_now(void);
+/* Count an answered request (route pattern, method, status) and its latency. */
+void api__metrics_request(const struct api_req *r);
 /* POST /v1/nodes/{id}/preempt: deadline_seconds default and maximum. */
 #define API_PREEMPT_DEADLINE 30
 #define API_PREEMPT_DEADLINE_MAX 3600

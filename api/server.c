@@ -473,6 +473,7 @@ static enum MHD_Result queue_reply(struct api_req *r)
 	MHD_add_response_header(resp, "Cache-Control", "no-store");
 	ret = MHD_queue_response(r->conn, r->status, resp);
 	MHD_destroy_response(resp);
+	api__metrics_request(r);
 	ty_debug("%s %s %u", r->method, r->path, r->status);
 	return ret;
 }
@@ -494,6 +495,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 		}
 		memset(r, 0, sizeof(*r));
 		r->arena = a;
+		r->started = api__metrics_now();
 		r->srv = s;
 		r->conn = conn;
 		r->method = ty_arena_strdup(a, method);

@@ -7,6 +7,7 @@
 #include "exec.h"
 #include "ty_kafka.h"
 #include "ty_log.h"
+#include "ty_metrics.h"
 #include "ty_time.h"
 
 #include <assert.h>
@@ -90,7 +91,77 @@ struct exec {
 	struct exec_spot *spot;		/* NULL without --spot-provider */
 	bool preempting;		/* a spot notice came: no new work */
 	struct exec_spot_notice notice; /* the newest one */
+	struct ty_metrics *metrics;	/* served by the log server; see docs/metrics.md */
 };
+
+/* ---- metrics (the registry locks itself; the log server thread reads it) ---- */
+
+#define M_ATTEMPTS "trainyard_executor_attempts_running"
+#define M_RANKS "trainyard_executor_ranks_running"
+#define M_FINISHED "trainyard_executor_attempts_finished_total"
+#define M_SKIPPED "trainyard_executor_dispatch_skipped_total"
+#define M_NOTICES "trainyard_executor_spot_notices_total"
+
+static const char *const skip_reasons[] = {"malformed", "stale", "duplicates", "other_node",
+					   "unsupported"};
+
+static int metrics_new(struct exec *x, struct ty_err *err)
+{
+	static const char *const class_label[] = {"failure_class", NULL};
+	static const char *const reason_label[] = {"reason", NULL};
+	int rc;
+
+	if (!(x->metrics = ty_metrics_new()))
+		return ty_err_set(err, TY_ENOMEM, NULL);
+	if ((rc = ty_metrics_family(x->metrics, TY_METRIC_GAUGE, M_ATTEMPTS,
+				    "Attempts this executor runs now.", NULL, NULL, 0, err)) ||
+	    (rc = ty_metrics_family(x->metrics, TY_METRIC_GAUGE, M_RANKS,
+				    "Ranks (processes) of the attempts this executor runs now.",
+				    NULL, NULL, 0, err)) ||
+	    (rc = ty_metrics_family(x->metrics, TY_METRIC_COUNTER, M_FINISHED,
+				    "Attempts that ended here, by failure class (\"none\": success).",
+				    class_label, NULL, 0, err)) ||
+	    (rc = ty_metrics_family(x->metrics, TY_METRIC_COUNTER, M_SKIPPED,
+				    "Dispatch messages not acted on, by reason (the heartbeat's"
+				    " counters).",
+				    reason_label, NULL, 0, err)) ||
+	    (rc = ty_metrics_family(x->metrics, TY_METRIC_COUNTER, M_NOTICES,
+				    "Spot interruption notices received.", NULL, NULL, 0, err)))
+		return rc;
+	for (size_t i = 0; i < sizeof(skip_reasons) / sizeof(skip_reasons[0]); i++)
+		ty_metrics_add(x->metrics, M_SKIPPED, (const char *[]){skip_reasons[i]}, 0);
+	return 0;
+}
+
+/* A dispatch message not acted on: the heartbeat counter and the metric. */
+static void skipped(struct exec *x, uint64_t *counter, const char *reason)
+{
+	(*counter)++;
+	ty_metrics_add(x->metrics, M_SKIPPED, (const char *[]){reason}, 1);
+}
+
+static void count_finished(struct exec *x, const char *failure_class)
+{
+	const char *cls = failure_class && *failure_class ? failure_class : "none";
+
+	ty_metrics_add(x->metrics, M_FINISHED, (const char *[]){cls}, 1);
+}
+
+static void metrics_running(struct exec *x)
+{
+	int attempts = 0, ranks = 0;
+
+	/* a reported attempt stays listed until its handles close: not counted */
+	for (const struct exec_attempt *a = x->attempts; a; a = a->next) {
+		if (a->state == EXEC_DONE)
+			continue;
+		attempts++;
+		for (int i = 0; i < a->nranks; i++)
+			ranks += !a->ranks[i].exited;
+	}
+	ty_metrics_set(x->metrics, M_ATTEMPTS, NULL, attempts);
+	ty_metrics_set(x->metrics, M_RANKS, NULL, ranks);
+}
 
 uv_loop_t *exec__loop(struct exec *x)
 {
@@ -177,6 +248,7 @@ static void finish_now(struct exec *x, int64_t job, int64_t attempt, const char 
 	snprintf(f.failure_class, sizeof(f.failure_class), "%s", failure_class);
 	snprintf(f.message, sizeof(f.message), "%s", message);
 	exec_finished_add(&x->finished, &f);
+	count_finished(x, f.failure_class);
 	x->dirty = true;
 	exec__emit(x, PROTO_ATTEMPT_EXITED, job, attempt,
 		   json_pack("{s:i, s:s, s:s}", "exit_code", f.exit_code, "failure_class",
@@ -352,6 +424,7 @@ void exec__attempt_done(struct exec *x, struct exec_attempt *a)
 			break;
 		}
 	exec_finished_add(&x->finished, &a->outcome);
+	count_finished(x, a->outcome.failure_class);
 	x->dirty = true;
 	exec__attempt_close(a);
 	if (x->stopping)
@@ -369,7 +442,7 @@ static void on_launch(struct exec *x, const struct proto_msg *m)
 
 	if (find_attempt(x, m->job, m->attempt) || orphan_pending(x, m->job, m->attempt) ||
 	    exec_finished_find(&x->finished, m->job, m->attempt)) {
-		x->counters.duplicates++;
+		skipped(x, &x->counters.duplicates, "duplicates");
 		ty_info("ignoring launch of job %lld attempt %lld: it already ran here",
 			(long long)m->job, (long long)m->attempt);
 		return;
@@ -476,7 +549,7 @@ static void on_checkpoint(struct exec *x, const struct proto_msg *m)
 	int sig = exec_signal_parse(name);
 
 	if (sig < 0) {
-		x->counters.malformed++;
+		skipped(x, &x->counters.malformed, "malformed");
 		ty_warn("ignoring checkpoint of job %lld attempt %lld: '%.64s' is not a checkpoint "
 			"signal",
 			(long long)m->job, (long long)m->attempt, name ? name : "");
@@ -508,6 +581,7 @@ static void on_spot_notice(void *arg, const struct exec_spot_notice *n)
 
 	x->preempting = true;
 	x->notice = *n;
+	ty_metrics_add(x->metrics, M_NOTICES, NULL, 1);
 	ty_warn("spot notice from %s: %s; deadline in %lld ms: no new work, checkpointing",
 		provider, n->detail, (long long)(n->deadline_ms - ty_wall_ms()));
 	exec__emit(x, PROTO_PREEMPT_NOTICE, 0, 0, notice_json(x));
@@ -527,19 +601,19 @@ static void dispatch(struct exec *x, const void *buf, size_t len, int64_t offset
 	struct ty_err err = {0};
 
 	if (proto_decode(&m, buf ? buf : "", buf ? len : 0, &err)) {
-		x->counters.malformed++;
+		skipped(x, &x->counters.malformed, "malformed");
 		ty_warn("skipping malformed dispatch message at offset %lld: %s", (long long)offset,
 			err.msg);
 		return;
 	}
 	if (strcmp(proto_type_topic(m.type), PROTO_TOPIC_DISPATCH) != 0) {
-		x->counters.malformed++;
+		skipped(x, &x->counters.malformed, "malformed");
 		ty_warn("skipping '%s' message at offset %lld: not a dispatch message",
 			proto_type_name(m.type), (long long)offset);
 		goto out;
 	}
 	if (m.epoch < x->epoch) {
-		x->counters.stale++;
+		skipped(x, &x->counters.stale, "stale");
 		ty_info("dropping '%s' of job %lld attempt %lld: epoch %lld is older than %lld",
 			proto_type_name(m.type), (long long)m.job, (long long)m.attempt,
 			(long long)m.epoch, (long long)x->epoch);
@@ -551,11 +625,11 @@ static void dispatch(struct exec *x, const void *buf, size_t len, int64_t offset
 		x->dirty = true;
 	}
 	if (strcmp(m.node, x->o->node_id) != 0) {
-		x->counters.other_node++;
+		skipped(x, &x->counters.other_node, "other_node");
 		goto out;
 	}
 	if (exec_dedupe_seen(&x->dedupe, m.job, m.attempt, m.type, m.seq)) {
-		x->counters.duplicates++;
+		skipped(x, &x->counters.duplicates, "duplicates");
 		ty_info("ignoring duplicate '%s' of job %lld attempt %lld (seq %lld)",
 			proto_type_name(m.type), (long long)m.job, (long long)m.attempt,
 			(long long)m.seq);
@@ -572,7 +646,7 @@ static void dispatch(struct exec *x, const void *buf, size_t len, int64_t offset
 		on_checkpoint(x, &m);
 		break;
 	default:
-		x->counters.unsupported++;
+		skipped(x, &x->counters.unsupported, "unsupported");
 		ty_info("ignoring '%s' of job %lld: not supported yet", proto_type_name(m.type),
 			(long long)m.job);
 		break;
@@ -828,6 +902,7 @@ static void on_cron(uv_timer_t *t)
 	}
 	reap_strays(x);
 	report_orphans(x);
+	metrics_running(x);
 	/* a safety net only: the queues wake the loop through kfd */
 	kafka_serve(x);
 }
@@ -1091,8 +1166,9 @@ int exec_run(const struct exec_opts *o, struct ty_err *err)
 		goto out;
 	}
 	loop_ok = true;
-	if ((rc =
-		 exec__logsrv_start(&x->logsrv, &port, o->address, o->log_port, o->state_dir, err)))
+	if ((rc = metrics_new(x, err)) ||
+	    (rc = exec__logsrv_start(&x->logsrv, &port, o->address, o->log_port, o->state_dir,
+				     x->metrics, err)))
 		goto out;
 	snprintf(x->log_url, sizeof(x->log_url), "http://%s:%d", o->address, port);
 	if ((rc = kafka_open(x, err)))
@@ -1122,6 +1198,7 @@ out:
 	}
 	kafka_close(x);
 	exec__logsrv_stop(x->logsrv);
+	ty_metrics_free(x->metrics);
 	if (loop_ok && (urc = uv_loop_close(&x->loop))) {
 		ty_error("event loop did not close: %s", uv_strerror(urc));
 		uv_walk(&x->loop, walk_report, NULL);

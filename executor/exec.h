@@ -551,10 +551,15 @@ bool exec__attempt_has_pid(const struct exec_attempt *a, pid_t pid);
 /* Close the handles of an attempt that reported; frees it afterwards. */
 void exec__attempt_close(struct exec_attempt *a);
 
-/* Log server (logsrv.c), a libmicrohttpd thread reading rank logs. */
+/*
+ * Log server (logsrv.c), a libmicrohttpd thread reading rank logs and
+ * serving GET /metrics from metrics (a thread-safe registry the loop
+ * updates; NULL: no /metrics).
+ */
 struct exec_logsrv;
+struct ty_metrics;
 int exec__logsrv_start(struct exec_logsrv **out, int *port, const char *address, int port_req,
-		       const char *state_dir, struct ty_err *err);
+		       const char *state_dir, struct ty_metrics *metrics, struct ty_err *err);
 void exec__logsrv_stop(struct exec_logsrv *s);
 
 /* ---- checkpoints (ckpt.c) ---- */

@@ -1,10 +1,12 @@
 /*
- * The read-only log server: GET /logs/<job>/<attempt>/<rank>?tail=N on a
- * libmicrohttpd thread of its own. It shares nothing with the loop but the
- * state directory name: paths are built from parsed integers only.
+ * The read-only log server: GET /logs/<job>/<attempt>/<rank>?tail=N and
+ * GET /metrics on a libmicrohttpd thread of its own. It shares with the
+ * loop only the state directory name (paths are built from parsed integers
+ * only) and the metrics registry, which locks itself.
  */
 #include "exec.h"
 #include "ty_log.h"
+#include "ty_metrics.h"
 
 #include <arpa/inet.h>
 #include <microhttpd.h>
@@ -19,6 +21,7 @@
 struct exec_logsrv {
 	struct MHD_Daemon *d;
 	char *state_dir; /* owned */
+	struct ty_metrics *metrics; /* borrowed; may be NULL */
 };
 
 static void mhd_log(void *cls, const char *fmt, va_list ap)
@@ -33,8 +36,8 @@ static void mhd_log(void *cls, const char *fmt, va_list ap)
 	ty_warn("log server: %s", msg);
 }
 
-static enum MHD_Result reply(struct MHD_Connection *c, unsigned status, char *body, size_t len,
-			     bool owned)
+static enum MHD_Result reply_as(struct MHD_Connection *c, unsigned status, char *body, size_t len,
+				bool owned, const char *ctype)
 {
 	struct MHD_Response *r;
 	enum MHD_Result ret;
@@ -48,13 +51,19 @@ static enum MHD_Result reply(struct MHD_Connection *c, unsigned status, char *bo
 			free(body);
 		return MHD_NO;
 	}
-	MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "text/plain; charset=utf-8");
+	MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, ctype);
 	MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
 	if (status == MHD_HTTP_METHOD_NOT_ALLOWED)
 		MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW, "GET, HEAD");
 	ret = MHD_queue_response(c, status, r);
 	MHD_destroy_response(r);
 	return ret;
+}
+
+static enum MHD_Result reply(struct MHD_Connection *c, unsigned status, char *body, size_t len,
+			     bool owned)
+{
+	return reply_as(c, status, body, len, owned, "text/plain; charset=utf-8");
 }
 
 static enum MHD_Result text(struct MHD_Connection *c, unsigned status, const char *msg)
@@ -77,6 +86,15 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
 
 	if (strcmp(method, "GET") != 0 && strcmp(method, "HEAD") != 0)
 		return text(c, MHD_HTTP_METHOD_NOT_ALLOWED, "method not allowed\n");
+	if (s->metrics && strcmp(url, "/metrics") == 0) {
+		if (ty_metrics_write(s->metrics, &out)) {
+			ty_buf_free(&out);
+			return text(c, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory\n");
+		}
+		len = out.len;
+		return reply_as(c, MHD_HTTP_OK, ty_buf_detach(&out), len, true,
+				TY_METRICS_CONTENT_TYPE);
+	}
 	rc = exec_log_request_parse(&job, &attempt, &rank, &tail, url,
 				    MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "tail"));
 	if (rc == TY_EINVAL)
@@ -98,7 +116,7 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
 }
 
 int exec__logsrv_start(struct exec_logsrv **out, int *port, const char *address, int port_req,
-		       const char *state_dir, struct ty_err *err)
+		       const char *state_dir, struct ty_metrics *metrics, struct ty_err *err)
 {
 	struct exec_logsrv *s = NULL;
 	struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port_req)};
@@ -112,6 +130,7 @@ int exec__logsrv_start(struct exec_logsrv **out, int *port, const char *address,
 		rc = ty_err_set(err, TY_ENOMEM, NULL);
 		goto out;
 	}
+	s->metrics = metrics;
 	s->d = MHD_start_daemon(
 	    MHD_USE_AUTO_INTERNAL_THREAD | MHD_USE_ERROR_LOG, 0, NULL, NULL, handle, s,
 	    MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa,

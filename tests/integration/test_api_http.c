@@ -15,6 +15,7 @@ static const struct {
     {"GET", "/healthz"},
     {"GET", "/readyz"},
     {"GET", "/openapi.json"},
+    {"GET", "/metrics"},
     {"POST", "/v1/teams"},
     {"GET", "/v1/teams"},
     {"GET", "/v1/teams/{name}"},
@@ -93,11 +94,12 @@ TY_TEST(openapi_lists_every_route)
 
 TY_TEST(no_authentication_for_health_and_description)
 {
-	static const char *const open_paths[] = {"/healthz", "/readyz", "/openapi.json"};
+	static const char *const open_paths[] = {"/healthz", "/readyz", "/openapi.json",
+						 "/metrics"};
 	struct ty_resp r = {0};
 
 	ty_stack_get();
-	for (int i = 0; i < 3; i++) {
+	for (int i = 0; i < 4; i++) {
 		ty_test_context("%s", open_paths[i]);
 		ty_http(&r, "GET", open_paths[i], "ty_not_a_real_token", NULL, NULL);
 		CHECK_STATUS(&r, 200);

@@ -1568,6 +1568,96 @@ TY_TEST(logs_over_http)
 	CHECK(last && strncmp(last, "line 02000 ", 11) == 0);
 }
 
+/* The value of the sample "series" in a /metrics text, or -1 if absent. */
+static double metric(const char *text, const char *series)
+{
+	size_t n = strlen(series);
+
+	for (const char *p = text; p && *p; p = strchr(p, '\n'), p = p ? p + 1 : NULL)
+		if (strncmp(p, series, n) == 0 && p[n] == ' ')
+			return strtod(p + n + 1, NULL);
+	return -1;
+}
+
+static const char *scrape_metrics(void)
+{
+	char *body;
+
+	REQUIRE_INT_EQ(http_get("/metrics", &body), 200);
+	return body;
+}
+
+/* Poll /metrics until series has value want (WAIT_MS at most); the last text. */
+static const char *wait_metric(const char *series, double want)
+{
+	int64_t until = now_ms() + WAIT_MS;
+	const char *t;
+
+	do {
+		t = scrape_metrics();
+		if (metric(t, series) == want)
+			return t;
+		usleep(20 * 1000);
+	} while (now_ms() < until);
+	ty_test_fail_at(__FILE__, __LINE__, "%s never became %g (last %g)", series, want,
+			metric(t, series));
+	return t;
+}
+
+#define FINISHED(cls) "trainyard_executor_attempts_finished_total{failure_class=\"" cls "\"}"
+#define SKIPPED(why) "trainyard_executor_dispatch_skipped_total{reason=\"" why "\"}"
+
+TY_TEST(metrics_count_attempts_classes_and_skipped_messages)
+{
+	const char *before, *after, *in = ty_test_strf("%s/metrics.txt", T.state), *t;
+	FILE *f;
+	int status;
+
+	setup();
+	before = wait_metric("trainyard_executor_attempts_running", 0);
+	CHECK_INT_EQ(metric(before, "trainyard_executor_ranks_running"), 0);
+	send_msg(PROTO_LAUNCH, 1901, EPOCH - 1, launch_data(1, "true"));
+	send_msg(PROTO_LAUNCH, 1902, EPOCH, launch_data(1, "exit 3"));
+	send_msg(PROTO_LAUNCH, 1903, EPOCH, launch_data(1, "true"));
+	REQUIRE(wait_msg(PROTO_ATTEMPT_EXITED, 1902, 1) != NULL);
+	REQUIRE(wait_msg(PROTO_ATTEMPT_EXITED, 1903, 1) != NULL);
+	send_msg(PROTO_LAUNCH, 1904, EPOCH, launch_data(2, "sleep 60 & wait"));
+	REQUIRE(wait_msg(PROTO_ATTEMPT_RUNNING, 1904, 1) != NULL);
+	t = wait_metric("trainyard_executor_ranks_running", 2);
+	CHECK_INT_EQ(metric(t, "trainyard_executor_attempts_running"), 1);
+	send_msg(PROTO_KILL, 1904, EPOCH, "{'reason':'cancel','grace_seconds':1}");
+	REQUIRE(wait_msg(PROTO_ATTEMPT_EXITED, 1904, 1) != NULL);
+	after = wait_metric("trainyard_executor_attempts_running", 0);
+
+	CHECK_INT_EQ(metric(after, FINISHED("user")) - (metric(before, FINISHED("user")) > 0
+							     ? metric(before, FINISHED("user"))
+							     : 0),
+		     1);
+	CHECK_INT_EQ(metric(after, FINISHED("cancelled")) -
+			 (metric(before, FINISHED("cancelled")) > 0
+			      ? metric(before, FINISHED("cancelled"))
+			      : 0),
+		     1);
+	CHECK_INT_EQ(metric(after, FINISHED("none")) -
+			 (metric(before, FINISHED("none")) > 0 ? metric(before, FINISHED("none")) : 0),
+		     1);
+	CHECK_INT_EQ(metric(after, SKIPPED("stale")) - metric(before, SKIPPED("stale")), 1);
+	CHECK_INT_EQ(metric(after, SKIPPED("other_node")) - metric(before, SKIPPED("other_node")),
+		     0);
+	CHECK_INT_EQ(metric(after, "trainyard_executor_ranks_running"), 0);
+	CHECK_INT_EQ(metric(after, "trainyard_executor_spot_notices_total"), 0);
+	CHECK(strstr(after, "# TYPE trainyard_executor_attempts_finished_total counter\n") != NULL);
+
+	/* promtool must pass on it (and be there: a missing promtool fails) */
+	REQUIRE((f = fopen(in, "w")) != NULL);
+	fputs(after, f);
+	fclose(f);
+	status = system(ty_test_strf("promtool check metrics < '%s' >&2", in));
+	CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	/* the log routes still answer next to it */
+	CHECK_INT_EQ(http_get("/metrics/x", &(char *){NULL}), 404);
+}
+
 TY_TEST(restart_kills_orphans)
 {
 	const json_t *d, *hb;

@@ -8,10 +8,12 @@
  * Needs TY_TEST_KAFKA_BOOTSTRAP and TY_EXECUTOR_BIN (tests/run sets both).
  */
 #include "proto.h"
+#include "ty_buf.h"
 #include "ty_kafka.h"
 #include "ty_test.h"
 
 #include <arpa/inet.h>
+#include <curl/curl.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <librdkafka/rdkafka.h>
@@ -624,6 +626,44 @@ static const char *spot_url(void)
  * signal in the rank; later launches are refused as preempted. Returns the
  * preempt_notice's data.
  */
+static size_t metrics_body(char *p, size_t sz, size_t n, void *arg)
+{
+	ty_buf_append(arg, p, sz * n);
+	return sz * n;
+}
+
+/* GET <log_url>/metrics of the running executor (its newest register); the body. */
+static const char *executor_metrics(void)
+{
+	const json_t *reg = wait_msg(PROTO_REGISTER, 0, count_of(PROTO_REGISTER, 0));
+	const char *url = json_string_value(json_object_get(reg, "log_url"));
+	struct ty_buf b = TY_BUF_INIT;
+	CURL *c = curl_easy_init();
+	const char *out;
+	long status = 0;
+
+	REQUIRE(url != NULL && c != NULL);
+	curl_easy_setopt(c, CURLOPT_URL, ty_test_strf("%s/metrics", url));
+	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, metrics_body);
+	curl_easy_setopt(c, CURLOPT_WRITEDATA, &b);
+	curl_easy_setopt(c, CURLOPT_TIMEOUT, 10L);
+	if (curl_easy_perform(c) == CURLE_OK)
+		curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
+	curl_easy_cleanup(c);
+	CHECK_INT_EQ(status, 200);
+	out = ty_test_strf("%s", b.data ? b.data : "");
+	ty_buf_free(&b);
+	return out;
+}
+
+/* Whether text holds the line "series value". */
+static bool has_sample(const char *text, const char *line)
+{
+	const char *p = strstr(text, ty_test_strf("%s\n", line));
+
+	return p && (p == text || p[-1] == '\n');
+}
+
 static const json_t *notice_story(const char *provider, int64_t job, void (*announce)(void))
 {
 	const char *dir = ty_test_strf("%s/attempts/%lld.1", T.state, (long long)job);
@@ -651,6 +691,8 @@ static const json_t *notice_story(const char *provider, int64_t job, void (*anno
 	CHECK_INT_EQ(count_of(PROTO_PREEMPT_NOTICE, 0), 1);
 	CHECK_INT_EQ(file_lines(ty_test_strf("%s/ckpt", dir)), 1);
 	CHECK_INT_EQ(count_of(PROTO_ATTEMPT_EXITED, job), 0);
+	/* counted once, however often it is polled */
+	CHECK(has_sample(executor_metrics(), "trainyard_executor_spot_notices_total 1"));
 	/* no new work on a preempting node: requeued by the scheduler, no retry spent */
 	send_msg(PROTO_LAUNCH, job + 1, launch_data("true"));
 	{
@@ -664,6 +706,8 @@ static const json_t *notice_story(const char *provider, int64_t job, void (*anno
 	send_msg(PROTO_KILL, job, "{'reason':'preempted','grace_seconds':1}");
 	REQUIRE((d = wait_msg(PROTO_ATTEMPT_EXITED, job, 1)) != NULL);
 	CHECK_STR_EQ(json_string_value(json_object_get(d, "failure_class")), "preempted");
+	CHECK(has_sample(executor_metrics(),
+			 "trainyard_executor_attempts_finished_total{failure_class=\"preempted\"} 2"));
 	CHECK_INT_EQ(server_get(&S.bad_headers), 0);
 	return wait_msg(PROTO_PREEMPT_NOTICE, 0, 1);
 }
