@@ -174,6 +174,18 @@ int api_h_nodes_get(struct api_req *r, struct ty_err *err);
 int api_h_nodes_drain(struct api_req *r, struct ty_err *err);
 int api_h_nodes_undrain(struct api_req *r, struct ty_err *err);
 int api_h_usage(struct api_req *r, struct ty_err *err);
+
+/* Whether k is a valid Idempotency-Key: 1-255 printable ASCII characters. */
+bool api_idempotency_key_ok(const char *k);
+/*
+ * The team a job (or each sweep trial) of gpus GPUs is submitted to: the
+ * token may submit there (else 403 forbidden), the team exists (else 422
+ * unknown_team) and can ever hold gpus (else 422 exceeds_quota at field,
+ * "<what> needs N GPUs ..."). *team_id: its id (arena), or NULL when a
+ * refusal was queued as the reply. Returns a ty_err code.
+ */
+int api_submit_team(const char **team_id, struct api_req *r, const char *team, long long gpus,
+		    const char *field, const char *what, struct ty_err *err);
 /* GET /metrics (metrics.c): the Prometheus text exposition. */
 int api_h_metrics(struct api_req *r, struct ty_err *err);
 /* Monotonic seconds, for request latency. */

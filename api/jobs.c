@@ -25,7 +25,7 @@ static int job_not_found(struct api_req *r)
 	return api_reply_error(r, 404, "job_not_found", NULL, "no job '%s'", r->params[0]);
 }
 
-static bool idempotency_key_ok(const char *k)
+bool api_idempotency_key_ok(const char *k)
 {
 	size_t n = strlen(k);
 
@@ -35,6 +35,44 @@ static bool idempotency_key_ok(const char *k)
 		if (*k < 0x20 || *k > 0x7e)
 			return false;
 	return true;
+}
+
+int api_submit_team(const char **team_id, struct api_req *r, const char *team, long long gpus,
+		    const char *field, const char *what, struct ty_err *err)
+{
+	const char *params[1] = {team};
+	PGresult *res = NULL;
+	int rc;
+
+	*team_id = NULL;
+	if (r->auth.role != API_ROLE_ADMIN && strcmp(team, r->auth.team) != 0)
+		return api_reply_error(r, 403, "forbidden", "team",
+				       "a token of team '%s' cannot submit to team '%s'",
+				       r->auth.team, team);
+	if ((rc = ty_pg_exec(&res, r->pg,
+			     "SELECT id, nominal_gpus, borrowing_limit_gpus FROM teams WHERE name = $1",
+			     1, params, err)))
+		return rc;
+	if (PQntuples(res) == 0) {
+		rc = api_reply_error(r, 422, "unknown_team", "team", "no team '%s'", team);
+		goto out;
+	}
+	if (ty_pg_val(res, 0, 2)) {
+		long long cap = atoll(PQgetvalue(res, 0, 1)) + atoll(PQgetvalue(res, 0, 2));
+
+		if (gpus > cap) {
+			rc = api_reply_error(r, 422, "exceeds_quota", field,
+					     "%s needs %lld GPUs but team '%s' can never hold more "
+					     "than %lld (nominal %s + borrowing limit %s)",
+					     what, gpus, team, cap, PQgetvalue(res, 0, 1),
+					     PQgetvalue(res, 0, 2));
+			goto out;
+		}
+	}
+	*team_id = ty_arena_strdup(r->arena, PQgetvalue(res, 0, 0));
+out:
+	PQclear(res);
+	return rc;
 }
 
 /* The job that an earlier request with this key created, replayed or refused. */
@@ -78,51 +116,22 @@ int api_h_jobs_submit(struct api_req *r, struct ty_err *err)
 	long long gpus;
 	int rc = 0;
 
-	if (key && !idempotency_key_ok(key))
+	if (key && !api_idempotency_key_ok(key))
 		return api_reply_error(r, 400, "invalid_header", "Idempotency-Key",
 				       "'Idempotency-Key' must be 1 to 255 printable ASCII "
 				       "characters");
 	if (!(spec = api_validate_job(r->json, &p)))
 		return api_reply_problem(r, &p);
 	team = json_string_value(json_object_get(spec, "team"));
-	if (r->auth.role != API_ROLE_ADMIN && strcmp(team, r->auth.team) != 0) {
-		rc = api_reply_error(r, 403, "forbidden", "team",
-				     "a token of team '%s' cannot submit to team '%s'",
-				     r->auth.team, team);
-		goto out;
-	}
-	params[0] = team;
-	rc = ty_pg_exec(&res, r->pg,
-			"SELECT id, nominal_gpus, borrowing_limit_gpus FROM teams WHERE name = $1",
-			1, params, err);
-	if (rc)
-		goto out;
-	if (PQntuples(res) == 0) {
-		rc = api_reply_error(r, 422, "unknown_team", "team", "no team '%s'", team);
-		goto out;
-	}
 	{
 		const json_t *res_o = json_object_get(spec, "resources");
 
 		gpus = json_integer_value(json_object_get(res_o, "nodes")) *
 		       json_integer_value(json_object_get(res_o, "gpus_per_node"));
 	}
-	if (ty_pg_val(res, 0, 2)) {
-		long long cap = atoll(PQgetvalue(res, 0, 1)) + atoll(PQgetvalue(res, 0, 2));
-
-		if (gpus > cap) {
-			rc = api_reply_error(r, 422, "exceeds_quota", "resources",
-					     "the job needs %lld GPUs but team '%s' can never hold "
-					     "more than %lld (nominal %s + borrowing limit %s)",
-					     gpus, team, cap, PQgetvalue(res, 0, 1),
-					     PQgetvalue(res, 0, 2));
-			goto out;
-		}
-	}
-	params[0] = ty_arena_strdup(r->arena, PQgetvalue(res, 0, 0));
-	PQclear(res);
-	res = NULL;
-
+	if ((rc = api_submit_team(&params[0], r, team, gpus, "resources", "the job", err)) ||
+	    !params[0])
+		goto out; /* failed, or refused with a reply */
 	/* same key + same body (as parsed, so whitespace does not matter) = same job */
 	if (!(canon = ty_json_canonical(r->json)) || !(spec_text = json_dumps(spec, JSON_COMPACT)) ||
 	    !(labels_text = json_dumps(json_object_get(spec, "labels"), JSON_COMPACT))) {

@@ -24,18 +24,6 @@ static int sweep_not_found(struct api_req *r)
 	return api_reply_error(r, 404, "sweep_not_found", NULL, "no sweep '%s'", r->params[0]);
 }
 
-static bool idempotency_key_ok(const char *k)
-{
-	size_t n = strlen(k);
-
-	if (n == 0 || n > 255)
-		return false;
-	for (; *k; k++)
-		if (*k < 0x20 || *k > 0x7e)
-			return false;
-	return true;
-}
-
 /*
  * The sweep's own fields (everything but the template and the search);
  * fills *objective (new reference or NULL) and *max_conc (0: no limit).
@@ -204,7 +192,7 @@ int api_h_sweeps_create(struct api_req *r, struct ty_err *err)
 	long long max_conc, gpus;
 	int rc = 0;
 
-	if (key && !idempotency_key_ok(key))
+	if (key && !api_idempotency_key_ok(key))
 		return api_reply_error(r, 400, "invalid_header", "Idempotency-Key",
 				       "'Idempotency-Key' must be 1 to 255 printable ASCII "
 				       "characters");
@@ -214,42 +202,16 @@ int api_h_sweeps_create(struct api_req *r, struct ty_err *err)
 		goto out;
 	}
 	team = json_string_value(json_object_get(r->json, "team"));
-	if (r->auth.role != API_ROLE_ADMIN && strcmp(team, r->auth.team) != 0) {
-		rc = api_reply_error(r, 403, "forbidden", "team",
-				     "a token of team '%s' cannot submit to team '%s'",
-				     r->auth.team, team);
-		goto out;
-	}
-	params[0] = team;
-	rc = ty_pg_exec(&res, r->pg,
-			"SELECT id, nominal_gpus, borrowing_limit_gpus FROM teams WHERE name = $1",
-			1, params, err);
-	if (rc)
-		goto out;
-	if (PQntuples(res) == 0) {
-		rc = api_reply_error(r, 422, "unknown_team", "team", "no team '%s'", team);
-		goto out;
-	}
 	{
 		const json_t *res_o = json_object_get(spec, "resources");
 
 		gpus = json_integer_value(json_object_get(res_o, "nodes")) *
 		       json_integer_value(json_object_get(res_o, "gpus_per_node"));
 	}
-	if (ty_pg_val(res, 0, 2)) {
-		long long cap = atoll(PQgetvalue(res, 0, 1)) + atoll(PQgetvalue(res, 0, 2));
-
-		if (gpus > cap) {
-			rc = api_reply_error(r, 422, "exceeds_quota", "template.resources",
-					     "each trial needs %lld GPUs but team '%s' can never "
-					     "hold more than %lld",
-					     gpus, team, cap);
-			goto out;
-		}
-	}
-	params[0] = ty_arena_strdup(r->arena, PQgetvalue(res, 0, 0));
-	PQclear(res);
-	res = NULL;
+	if ((rc = api_submit_team(&params[0], r, team, gpus, "template.resources", "each trial",
+				  err)) ||
+	    !params[0])
+		goto out; /* failed, or refused with a reply */
 
 	{
 		const char *kind = json_object_get(r->json, "trials") ? "trials"
