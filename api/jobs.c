@@ -1,4 +1,4 @@
-/* Job routes: submit, read, list, cancel, events (with long-poll watch). */
+/* Job routes: submit, read, list, cancel, stop, events (with long-poll watch). */
 #include "api.h"
 #include "ty_crypto.h"
 #include "ty_json.h"
@@ -10,7 +10,8 @@
 
 static const char *const job_states[] = {"pending",   "scheduled", "starting",
 					 "running",   "preempting", "succeeded",
-					 "failed",    "cancelled", NULL};
+					 "failed",    "cancelled", "stopped",
+					 NULL};
 
 /* Non-admins see only their own team: the team id to filter by, or NULL. */
 static const char *scope(struct api_req *r)
@@ -290,10 +291,23 @@ int api_h_jobs_list(struct api_req *r, struct ty_err *err)
 	return rc;
 }
 
-int api_h_jobs_cancel(struct api_req *r, struct ty_err *err)
+/*
+ * Cancel (stop false) or stop a job: a pending one ends at once, an active
+ * one gets cancel_requested (and stop_requested) and the scheduler stops its
+ * gang. The first request wins: a later cancel or stop of a job already being
+ * cancelled or stopped changes nothing.
+ */
+static int end_job(struct api_req *r, bool stop, struct ty_err *err)
 {
 	const char *p[2] = {r->params[0], scope(r)};
-	const char *ev[1] = {r->params[0]};
+	const char *who = r->auth.token_name ? r->auth.token_name : "";
+	const char *ev[2] = {r->params[0], stop ? "t" : "f"};
+	const char *pe[2] = {r->params[0],
+			     stop ? ty_arena_printf(r->arena, "stopped by token '%s'", who)
+				  : "cancelled while pending"};
+	const char *rq[3] = {r->params[0], stop ? "t" : "f",
+			     stop ? ty_arena_printf(r->arena, "stop requested by token '%s'", who)
+				  : "cancel requested"};
 	PGresult *res = NULL;
 	const char *state;
 	int64_t id;
@@ -316,7 +330,7 @@ int api_h_jobs_cancel(struct api_req *r, struct ty_err *err)
 	}
 	state = PQgetvalue(res, 0, 0);
 	if (!strcmp(state, "succeeded") || !strcmp(state, "failed") ||
-	    !strcmp(state, "cancelled")) {
+	    !strcmp(state, "cancelled") || !strcmp(state, "stopped")) {
 		api_reply_error(r, 409, "job_finished", NULL, "job %s is already %s", p[0], state);
 		PQclear(res);
 		ty_pg_rollback(r->pg);
@@ -324,23 +338,27 @@ int api_h_jobs_cancel(struct api_req *r, struct ty_err *err)
 	}
 	if (!strcmp(state, "pending")) {
 		rc = ty_pg_exec(NULL, r->pg,
-				"UPDATE jobs SET state = 'cancelled', finished_at = now()"
+				"UPDATE jobs SET finished_at = now(),"
+				" state = CASE WHEN $2::boolean THEN 'stopped' ELSE 'cancelled' END"
 				" WHERE id = $1",
-				1, ev, err);
+				2, ev, err);
 		if (!rc)
 			rc = ty_pg_exec(NULL, r->pg,
-					"SELECT ty_job_event($1, 'cancelled', 'cancelled',"
-					" 'cancelled while pending', NULL)",
-					1, ev, err);
+					"SELECT ty_job_event($1, state, state, $2, NULL)"
+					" FROM jobs WHERE id = $1",
+					2, pe, err);
 	} else if (PQgetvalue(res, 0, 1)[0] == 'f') {
 		/* the scheduler stops the gang and records the final state */
-		rc = ty_pg_exec(NULL, r->pg, "UPDATE jobs SET cancel_requested = true WHERE id = $1",
-				1, ev, err);
+		rc = ty_pg_exec(NULL, r->pg,
+				"UPDATE jobs SET cancel_requested = true, stop_requested = $2"
+				" WHERE id = $1",
+				2, rq, err);
 		if (!rc)
 			rc = ty_pg_exec(NULL, r->pg,
-					"SELECT ty_job_event($1, 'cancel_requested', state,"
-					" 'cancel requested', NULL) FROM jobs WHERE id = $1",
-					1, ev, err);
+					"SELECT ty_job_event($1, CASE WHEN $2::boolean"
+					" THEN 'stop_requested' ELSE 'cancel_requested' END, state,"
+					" $3, NULL) FROM jobs WHERE id = $1",
+					3, rq, err);
 	}
 	PQclear(res);
 	res = NULL;
@@ -351,6 +369,16 @@ fail:
 	PQclear(res);
 	ty_pg_rollback(r->pg);
 	return rc;
+}
+
+int api_h_jobs_cancel(struct api_req *r, struct ty_err *err)
+{
+	return end_job(r, false, err);
+}
+
+int api_h_jobs_stop(struct api_req *r, struct ty_err *err)
+{
+	return end_job(r, true, err);
 }
 
 static int int_param(struct api_req *r, long long *out, const char *name, long long def,

@@ -204,6 +204,7 @@ int cli_cmd_status(struct cli *cli, int argc, char **argv, struct ty_err *err);
 int cli_cmd_list(struct cli *cli, int argc, char **argv, struct ty_err *err);
 int cli_cmd_watch(struct cli *cli, int argc, char **argv, struct ty_err *err);
 int cli_cmd_cancel(struct cli *cli, int argc, char **argv, struct ty_err *err);
+int cli_cmd_stop(struct cli *cli, int argc, char **argv, struct ty_err *err);
 int cli_cmd_teams(struct cli *cli, int argc, char **argv, struct ty_err *err);
 int cli_cmd_tokens(struct cli *cli, int argc, char **argv, struct ty_err *err);
 int cli_cmd_nodes(struct cli *cli, int argc, char **argv, struct ty_err *err);

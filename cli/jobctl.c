@@ -20,6 +20,7 @@ static const char main_help[] =
 	"  queue     list the pending jobs in queue order and why they wait\n"
 	"  watch     print a job's events until it ends\n"
 	"  cancel    cancel a job\n"
+	"  stop      stop a job early: it ends as 'stopped' (HPO pruning)\n"
 	"  sweep     submit, show, cancel and list sweeps (one job per parameter set)\n"
 	"  attempts  list a job's attempts: nodes, exit codes, failure classes\n"
 	"  logs      print the end of one rank's log\n"
@@ -68,6 +69,7 @@ static const struct cmd {
 	{"queue", cli_cmd_queue},
 	{"watch", cli_cmd_watch},
 	{"cancel", cli_cmd_cancel},
+	{"stop", cli_cmd_stop},
 	{"attempts", cli_cmd_attempts},
 	{"logs", cli_cmd_logs},
 	{"nodes", cli_cmd_nodes},

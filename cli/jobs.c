@@ -1,4 +1,4 @@
-/* jobctl job commands: submit, status, list, watch, cancel. */
+/* jobctl job commands: submit, status, list, watch, cancel, stop. */
 #include "cli.h"
 #include "ty_json.h"
 #include "ty_time.h"
@@ -60,7 +60,8 @@ static const char list_help[] =
 	"flags:\n"
 	"  --team T              only jobs of team T\n"
 	"  --state S[,S...]      only jobs in these states (pending, scheduled, starting,\n"
-	"                        running, preempting, succeeded, failed, cancelled)\n"
+	"                        running, preempting, succeeded, failed, cancelled,\n"
+	"                        stopped)\n"
 	"  --label KEY=VALUE     only jobs with this label\n"
 	"  --limit N             jobs per page, 1..500 (default 50)\n"
 	"  --all                 follow the pages to the end\n";
@@ -71,7 +72,8 @@ static const char watch_help[] =
 	"Print a job's events (one line each; with -o json one JSON object per line)\n"
 	"until the job ends. Once connected, it rides out a server restart or outage\n"
 	"of up to about 30 seconds.\n"
-	"Exits 0 when the job succeeded, 1 when it failed, 3 when it was cancelled.\n";
+	"Exits 0 when the job succeeded or was stopped, 1 when it failed, 3 when it\n"
+	"was cancelled.\n";
 
 static const char cancel_help[] =
 	"usage: jobctl cancel [-o json] ID\n"
@@ -79,10 +81,18 @@ static const char cancel_help[] =
 	"Cancel a job. A pending job is cancelled at once; a running one is stopped\n"
 	"by the scheduler. Cancelling a finished job is an error (exit 6).\n";
 
+static const char stop_help[] =
+	"usage: jobctl stop [-o json] ID\n"
+	"\n"
+	"Stop a job early (an HPO service pruning a trial): it ends as 'stopped', a\n"
+	"success-like final state, not 'cancelled'. A pending job is stopped at once;\n"
+	"a running one is stopped by the scheduler, which frees its GPUs. Stopping a\n"
+	"finished job is an error (exit 6).\n";
+
 static bool is_terminal(const char *state)
 {
 	return state && (strcmp(state, "succeeded") == 0 || strcmp(state, "failed") == 0 ||
-			 strcmp(state, "cancelled") == 0);
+			 strcmp(state, "cancelled") == 0 || strcmp(state, "stopped") == 0);
 }
 
 static int read_all(struct ty_buf *b, const char *file, struct ty_err *err)
@@ -578,30 +588,44 @@ out:
 	return rc;
 }
 
-int cli_cmd_cancel(struct cli *cli, int argc, char **argv, struct ty_err *err)
+/* POST /v1/jobs/ID/<verb>: cancel or stop; done is the state it ends in. */
+static int end_job(struct cli *cli, int argc, char **argv, const char *help, const char *verb,
+		   const char *done, struct ty_err *err)
 {
 	struct ty_buf path = TY_BUF_INIT;
 	struct cli_resp resp = {0};
+	char suffix[16];
 	const char *state;
 	long long id;
 	int rc;
 
-	if ((rc = parse_id_only(&id, cli, argc, argv, cancel_help, err)) || cli->help)
+	if ((rc = parse_id_only(&id, cli, argc, argv, help, err)) || cli->help)
 		goto out;
-	if ((rc = job_path(&path, id, "/cancel", err)) ||
+	snprintf(suffix, sizeof(suffix), "/%s", verb);
+	if ((rc = job_path(&path, id, suffix, err)) ||
 	    (rc = cli_request(&resp, cli, "POST", path.data, NULL, NULL, 0, err)))
 		goto out;
 	state = cli_json_str(resp.body, "state", "?");
 	if (cli->output == CLI_OUT_JSON)
 		cli_print_json(resp.body);
-	else if (strcmp(state, "cancelled") == 0)
-		printf("cancelled job %lld\n", id);
+	else if (strcmp(state, done) == 0)
+		printf("%s job %lld\n", done, id);
 	else
-		printf("cancel requested for job %lld (%s)\n", id, state);
+		printf("%s requested for job %lld (%s)\n", verb, id, state);
 out:
 	cli_resp_free(&resp);
 	ty_buf_free(&path);
 	return rc;
+}
+
+int cli_cmd_cancel(struct cli *cli, int argc, char **argv, struct ty_err *err)
+{
+	return end_job(cli, argc, argv, cancel_help, "cancel", "cancelled", err);
+}
+
+int cli_cmd_stop(struct cli *cli, int argc, char **argv, struct ty_err *err)
+{
+	return end_job(cli, argc, argv, stop_help, "stop", "stopped", err);
 }
 
 static int add_job_row(struct cli_table *t, const json_t *job)

@@ -361,7 +361,7 @@ int sched_fail_attempt(struct sched *s, int64_t job, int64_t attempt, const char
 
 		if ((rc = ty_pg_exec(&res, s->pg,
 				     "SELECT state, attempt, cancel_requested, spec->'retry',"
-				     " retries FROM jobs WHERE id = $1 FOR UPDATE",
+				     " retries, stop_requested FROM jobs WHERE id = $1 FOR UPDATE",
 				     1, p, err)))
 			goto out;
 	}
@@ -389,9 +389,9 @@ int sched_fail_attempt(struct sched *s, int64_t job, int64_t attempt, const char
 		json_object_set_new(data, "exit_code", json_integer(*exit_code));
 
 	if (!strcmp(ty_pg_val(res, 0, 2), "t")) {
-		snprintf(text, sizeof(text), "attempt %lld failed: %s (%s); cancelled as requested",
-			 (long long)attempt, why, cls);
-		state = "cancelled";
+		state = !strcmp(ty_pg_val(res, 0, 5), "t") ? "stopped" : "cancelled";
+		snprintf(text, sizeof(text), "attempt %lld failed: %s (%s); %s as requested",
+			 (long long)attempt, why, cls, state);
 		if ((rc = job_move(&moved, s, job, attempt, ACTIVE, state, true, cls, err)))
 			goto out;
 	} else if (!strcmp(cls, "preempted") || !spend || (budget && used < limit)) {
@@ -463,12 +463,30 @@ out:
 	return rc;
 }
 
+/* The state a job whose cancel was requested ends in: "stopped" or "cancelled". */
+static int end_state(const char **to, struct sched *s, int64_t job, struct ty_err *err)
+{
+	char jb[24];
+	const char *p[] = {sched_i64(jb, job)};
+	PGresult *res = NULL;
+	int rc;
+
+	*to = "cancelled";
+	if ((rc = ty_pg_exec(&res, s->pg, "SELECT stop_requested FROM jobs WHERE id = $1", 1, p,
+			     err)))
+		return rc;
+	if (PQntuples(res) == 1 && !strcmp(PQgetvalue(res, 0, 0), "t"))
+		*to = "stopped";
+	PQclear(res);
+	return 0;
+}
+
 int sched_settle_attempt(struct sched *s, int64_t job, int64_t attempt, struct ty_err *err)
 {
 	char jb[24], ab[24], text[256];
 	const char *p[] = {sched_i64(jb, job), sched_i64(ab, attempt)};
 	PGresult *res = NULL;
-	const char *state;
+	const char *state, *to;
 	int64_t live, bad, total;
 	json_t *data = NULL;
 	bool moved;
@@ -521,16 +539,17 @@ int sched_settle_attempt(struct sched *s, int64_t job, int64_t attempt, struct t
 			 " failure_class = 'cancelled', message = 'cancelled as requested'"
 			 " WHERE job_id = $1 AND attempt = $2",
 			 2, p, err)) ||
+		    (rc = end_state(&to, s, job, err)) ||
 		    (rc = job_move(&moved, s, job, attempt,
-				   "{scheduled,starting,running,preempting}", "cancelled", true,
-				   NULL, err)))
+				   "{scheduled,starting,running,preempting}", to, true, NULL,
+				   err)))
 			goto out;
-		snprintf(text, sizeof(text), "cancelled: attempt %lld stopped on every node",
+		snprintf(text, sizeof(text), "%s: attempt %lld stopped on every node", to,
 			 (long long)attempt);
 		if (moved)
-			rc = sched_job_event(s, job, "cancelled", "cancelled", text, data, err);
+			rc = sched_job_event(s, job, to, to, text, data, err);
 	}
-	/* succeeded, cancelled, or the last node of a failed gang released */
+	/* succeeded, cancelled or stopped, or the last node of a failed gang released */
 	if (!rc)
 		rc = sched_ledger_attempt_end(s, job, attempt, err);
 out:

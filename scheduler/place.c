@@ -676,14 +676,18 @@ out:
 	return rc;
 }
 
-/* Stop every active job whose cancel was requested; cancel pending ones at once. */
+/*
+ * Stop every active job whose cancel (or stop) was requested; end pending
+ * ones at once, as `stopped` when stop_requested, else `cancelled`.
+ */
 static int cancel_pass(struct sched *s, struct ty_err *err)
 {
 	PGresult *res = NULL;
 	int rc;
 
 	if ((rc = ty_pg_exec(&res, s->pg,
-			     "SELECT j.id, j.attempt, j.state FROM jobs j LEFT JOIN attempts t"
+			     "SELECT j.id, j.attempt, j.state, j.stop_requested"
+			     " FROM jobs j LEFT JOIN attempts t"
 			     " ON t.job_id = j.id AND t.attempt = j.attempt"
 			     " WHERE j.cancel_requested AND (j.state = 'pending'"
 			     " OR (j.state IN ('scheduled', 'starting', 'running', 'preempting')"
@@ -703,14 +707,21 @@ static int cancel_pass(struct sched *s, struct ty_err *err)
 			break;
 		if (!strcmp(state, "pending")) {
 			rc = ty_pg_exec(&up, s->pg,
-					"UPDATE jobs SET state = 'cancelled', finished_at = now(),"
+					"UPDATE jobs SET finished_at = now(),"
+					" state = CASE WHEN stop_requested THEN 'stopped'"
+					" ELSE 'cancelled' END,"
 					" pending_reason = NULL, queue_position = NULL,"
 					" reserved_until = NULL"
-					" WHERE id = $1 AND state = 'pending' RETURNING 1",
+					" WHERE id = $1 AND state = 'pending' RETURNING state",
 					1, p, err);
-			if (!rc && PQntuples(up) > 0)
-				rc = sched_job_event(s, job, "cancelled", "cancelled",
-						     "cancelled while pending", NULL, err);
+			if (!rc && PQntuples(up) > 0) {
+				const char *to = PQgetvalue(up, 0, 0);
+
+				rc = sched_job_event(s, job, to, to,
+						     !strcmp(to, "stopped") ? "stopped while pending"
+									    : "cancelled while pending",
+						     NULL, err);
+			}
 		} else {
 			rc = ty_pg_exec(
 			    &up, s->pg,
@@ -725,8 +736,9 @@ static int cancel_pass(struct sched *s, struct ty_err *err)
 							    err))) {
 					snprintf(
 					    text, sizeof(text),
-					    "cancel requested: stopping attempt %lld (kill sent to "
+					    "%s requested: stopping attempt %lld (kill sent to "
 					    "%d node%s)",
+					    PQgetvalue(res, i, 3)[0] == 't' ? "stop" : "cancel",
 					    (long long)attempt, kills, kills == 1 ? "" : "s");
 					rc = sched_job_event(s, job, "stopping", state, text, data,
 							     err);

@@ -224,16 +224,20 @@ int sched_preempt_settle(struct sched *s, int64_t job, int64_t attempt, struct t
 	s->capacity_freed = true;
 	/* a cancel requested while it was being preempted wins */
 	if ((rc = ty_pg_exec(&res, s->pg,
-			     "UPDATE jobs SET state = 'cancelled', finished_at = now(),"
+			     "UPDATE jobs SET finished_at = now(),"
+			     " state = CASE WHEN stop_requested THEN 'stopped' ELSE 'cancelled' END,"
 			     " failure_class = 'preempted' WHERE id = $1 AND attempt = $2"
-			     " AND state = 'preempting' AND cancel_requested RETURNING 1",
+			     " AND state = 'preempting' AND cancel_requested RETURNING state",
 			     2, p, err)))
 		goto out;
 	if (PQntuples(res) == 1) {
+		char to[16];
+
+		snprintf(to, sizeof(to), "%s", PQgetvalue(res, 0, 0));
 		snprintf(text, sizeof(text),
-			 "cancelled: attempt %lld (being preempted) stopped on every node",
+			 "%s: attempt %lld (being preempted) stopped on every node", to,
 			 (long long)attempt);
-		rc = sched_job_event(s, job, "cancelled", "cancelled", text, data, err);
+		rc = sched_job_event(s, job, to, to, text, data, err);
 		goto out;
 	}
 	PQclear(res);

@@ -152,7 +152,7 @@ export JOBCTL_SERVER=$URL JOBCTL_TOKEN=$ADMIN
 expect 0 jc --help
 out_has 'exit status'
 out_has '7  server or connection error'
-for c in submit status list queue watch cancel attempts logs nodes teams quota usage tokens sweep version; do
+for c in submit status list queue watch cancel stop attempts logs nodes teams quota usage tokens sweep version; do
 	expect 0 jc "$c" --help
 	out_has "usage: jobctl $c"
 done
@@ -454,6 +454,28 @@ expect 4 jc cancel 999999
 expect 0 jc -o json cancel "$J3"
 check 'd["state"] == "cancelled"'
 ok "cancel; a finished job cannot be cancelled again"
+
+# ---- stop ----------------------------------------------------------------------
+
+JS=$(submit --team team-a --name pruned -- sleep 100)
+expect 0 jc stop "$JS"
+out_has "^stopped job $JS\$"
+expect 0 jc -o json status "$JS"
+check 'd["state"] == "stopped" and d["finished_at"] is not None'
+expect 6 jc stop "$JS"
+err_has '(job_finished)'
+expect 6 jc cancel "$JS"
+err_has '(job_finished)'
+expect 6 jc stop "$J2"
+err_has 'already cancelled'
+expect 4 jc stop 999999
+expect 2 jc stop -1
+expect 0 timeout 60 "$TY_JOBCTL_BIN" watch "$JS"
+out_has "^job $JS stopped\$"
+JS2=$(submit --team team-a --name pruned-json -- sleep 100)
+expect 0 jc -o json stop "$JS2"
+check 'd["state"] == "stopped"'
+ok "stop: a pending job ends stopped at once; a finished one cannot be stopped; watch exits 0"
 
 # ---- watch ---------------------------------------------------------------------
 

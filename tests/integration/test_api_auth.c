@@ -48,6 +48,7 @@ enum route {
 	LIST_JOBS,
 	GET_JOB,
 	CANCEL_JOB,
+	STOP_JOB,
 	JOB_EVENTS,
 	JOB_ATTEMPTS,
 	JOB_LOGS,
@@ -80,6 +81,7 @@ static const struct expect want[NROUTES][3][2] = {
 	[GET_JOB]      = {{OK(200), OK(200)},     {OK(200), NO_JOB},      {OK(200), NO_JOB}},
 	/* "never 403" for another team's job: a viewer learns nothing either */
 	[CANCEL_JOB]   = {{OK(200), OK(200)},     {OK(200), NO_JOB},      {FORBIDDEN, NO_JOB}},
+	[STOP_JOB]     = {{OK(200), OK(200)},     {OK(200), NO_JOB},      {FORBIDDEN, NO_JOB}},
 	[JOB_EVENTS]   = {{OK(200), OK(200)},     {OK(200), NO_JOB},      {OK(200), NO_JOB}},
 	[JOB_ATTEMPTS] = {{OK(200), OK(200)},     {OK(200), NO_JOB},      {OK(200), NO_JOB}},
 	/* the jobs are pending: readable, but no attempt has a rank 0 yet */
@@ -138,6 +140,10 @@ static void request(struct ty_resp *r, const struct world *w, enum route route, 
 		job = ty_mk_job(s->admin, team, NULL);
 		ty_http(r, "POST", ty_test_strf("/v1/jobs/%lld/cancel", job), tok, NULL, NULL);
 		break;
+	case STOP_JOB: /* a fresh pending job each time */
+		job = ty_mk_job(s->admin, team, NULL);
+		ty_http(r, "POST", ty_test_strf("/v1/jobs/%lld/stop", job), tok, NULL, NULL);
+		break;
 	case JOB_EVENTS:
 		ty_http(r, "GET", ty_test_strf("/v1/jobs/%lld/events", job), tok, NULL, NULL);
 		break;
@@ -164,6 +170,7 @@ static const char *const route_names[] = {
     "GET /v1/jobs?team=",
     "GET /v1/jobs/{id}",
     "POST /v1/jobs/{id}/cancel",
+    "POST /v1/jobs/{id}/stop",
     "GET /v1/jobs/{id}/events",
     "GET /v1/jobs/{id}/attempts",
     "GET /v1/jobs/{id}/logs",
@@ -204,10 +211,12 @@ TY_TEST(other_team_job_is_not_found)
 	CHECK_PROBLEM(&r, 404, "job_not_found", NULL);
 	ty_http(&r, "POST", ty_test_strf("/v1/jobs/%lld/cancel", job), w.member_b, NULL, NULL);
 	CHECK_PROBLEM(&r, 404, "job_not_found", NULL);
+	ty_http(&r, "POST", ty_test_strf("/v1/jobs/%lld/stop", job), w.member_b, NULL, NULL);
+	CHECK_PROBLEM(&r, 404, "job_not_found", NULL);
 	/* the same answer as for a job that does not exist at all */
 	ty_http(&r, "GET", "/v1/jobs/987654321", w.member_b, NULL, NULL);
 	CHECK_PROBLEM(&r, 404, "job_not_found", NULL);
-	/* and the job was not cancelled */
+	/* and the job was neither cancelled nor stopped */
 	ty_http(&r, "GET", ty_test_strf("/v1/jobs/%lld", job), w.token[ADMIN], NULL, NULL);
 	CHECK_JSTR(r.json, "state", "pending");
 	ty_resp_free(&r);

@@ -1,4 +1,4 @@
-/* Cancel and job events with long-poll watch (docs/api.md "Jobs"). */
+/* Cancel, stop and job events with long-poll watch (docs/api.md "Jobs"). */
 #include "ty_stack.h"
 #include "ty_test.h"
 
@@ -83,6 +83,67 @@ TY_TEST(cancel_pending)
 	/* and no third event */
 	ty_http(&r, "GET", ty_test_strf("/v1/jobs/%lld/events", id), member, NULL, NULL);
 	CHECK_INT_EQ(json_array_size(ty_jpath(r.json, "events")), 2);
+	ty_resp_free(&r);
+}
+
+/* A pending job stops at once: state `stopped`, an event naming the token. */
+TY_TEST(stop_pending)
+{
+	const struct ty_stack *s = ty_stack_get();
+	const char *team = ty_mk_team("stop", 8, -1);
+	const char *name = ty_uniq("pruner");
+	const char *member;
+	long long id, other;
+	const char *stop;
+	struct ty_resp r = {0};
+
+	ty_http(&r, "POST", "/v1/tokens", s->admin,
+		ty_test_jf("{'name':'%s','role':'member','team':'%s'}", name, team), NULL);
+	REQUIRE_STATUS(&r, 201);
+	member = ty_test_strf("%s", ty_jstr(r.json, "token"));
+	id = ty_mk_job(member, team, NULL);
+	other = ty_mk_job(member, team, NULL);
+	stop = ty_test_strf("/v1/jobs/%lld/stop", id);
+
+	ty_http(&r, "POST", stop, member, NULL, NULL);
+	REQUIRE_STATUS(&r, 200);
+	CHECK_JINT(r.json, "id", id);
+	CHECK_JSTR(r.json, "state", "stopped");
+	CHECK_JTIME(r.json, "finished_at");
+	CHECK(json_is_false(ty_jpath(r.json, "cancel_requested")));
+
+	ty_http(&r, "GET", ty_test_strf("/v1/jobs/%lld/events", id), member, NULL, NULL);
+	REQUIRE_STATUS(&r, 200);
+	REQUIRE_INT_EQ(json_array_size(ty_jpath(r.json, "events")), 2);
+	check_event(ty_jpath(r.json, "events[0]"), 1, "submitted", "pending");
+	check_event(ty_jpath(r.json, "events[1]"), 2, "stopped", "stopped");
+	CHECK_JSTR(r.json, "events[1].message", ty_test_strf("stopped by token '%s'", name));
+	CHECK_JSTR(r.json, "state", "stopped");
+
+	/* a stopped job is finished: stop and cancel are 409, no third event */
+	ty_http(&r, "POST", stop, member, NULL, NULL);
+	CHECK_PROBLEM(&r, 409, "job_finished", NULL);
+	ty_http(&r, "POST", ty_test_strf("/v1/jobs/%lld/cancel", id), s->admin, "{}", NULL);
+	CHECK_PROBLEM(&r, 409, "job_finished", NULL);
+	ty_http(&r, "GET", ty_test_strf("/v1/jobs/%lld/events", id), member, NULL, NULL);
+	CHECK_INT_EQ(json_array_size(ty_jpath(r.json, "events")), 2);
+
+	/* a cancelled job cannot be stopped */
+	ty_http(&r, "POST", ty_test_strf("/v1/jobs/%lld/cancel", other), member, NULL, NULL);
+	REQUIRE_STATUS(&r, 200);
+	ty_http(&r, "POST", ty_test_strf("/v1/jobs/%lld/stop", other), member, NULL, NULL);
+	CHECK_PROBLEM(&r, 409, "job_finished", NULL);
+	CHECK(strstr(ty_jstr(r.json, "detail"), "already cancelled") != NULL);
+
+	/* listed under its own state */
+	ty_http(&r, "GET", ty_test_strf("/v1/jobs?team=%s&state=stopped", team), member, NULL,
+		NULL);
+	REQUIRE_STATUS(&r, 200);
+	REQUIRE_INT_EQ(json_array_size(ty_jpath(r.json, "items")), 1);
+	CHECK_JINT(r.json, "items[0].id", id);
+
+	ty_http(&r, "POST", "/v1/jobs/987654321/stop", s->admin, NULL, NULL);
+	CHECK_PROBLEM(&r, 404, "job_not_found", NULL);
 	ty_resp_free(&r);
 }
 

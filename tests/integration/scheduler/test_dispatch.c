@@ -1,6 +1,6 @@
 /*
  * trainyard-scheduler end to end, the test playing two executors: launch,
- * success, fail fast, retries, replayed events and cancel.
+ * success, fail fast, retries, replayed events, cancel and stop.
  */
 #include "fixture.h"
 #include "ty_stack.h"
@@ -349,6 +349,113 @@ TY_TEST(cancel_kills_every_node_and_ends_cancelled)
 	CHECK_STR_EQ(last_event(f, job),
 		     "cancelled cancelled: cancelled: attempt 1 stopped on every node");
 	/* cancelled, not requeued: no second attempt */
+	fx_poll(f, 500);
+	CHECK_INT_EQ(fx_count(f, "n1", "launch", job, 0), 1);
+	fx_sched_stop(f, 0);
+}
+
+/*
+ * POST /v1/jobs/{id}/stop on a running job that fills the cluster: kills
+ * (reason cancel) to every node, the job ends `stopped`, its GPUs are
+ * released and the pending job waiting for them is launched.
+ */
+TY_TEST(stop_kills_every_node_ends_stopped_and_frees_the_gpus)
+{
+	struct fx *f = fx_start();
+	long long job, next;
+	const struct proto_msg *l1, *l2, *k1, *k2, *ln;
+
+	fx_node(f, "n1", 4);
+	fx_node(f, "n2", 4);
+	fx_sched_start(f, "s1", NULL);
+	FX_WAIT(f, T, "2", "SELECT count(*) FROM nodes WHERE state = 'ready'");
+	job = fx_submit(f, ",'resources':{'nodes':2,'gpus_per_node':4}");
+	l1 = fx_recv(f, "n1", "launch", job, T);
+	l2 = fx_recv(f, "n2", "launch", job, T);
+	REQUIRE(l1 != NULL && l2 != NULL);
+	fx_run(f, "n1", l1);
+	fx_run(f, "n2", l2);
+	FX_WAIT(f, T, "running", "SELECT state FROM jobs WHERE id = $1", fx_n(job));
+	next = fx_submit(f, ",'resources':{'nodes':1,'gpus_per_node':4}");
+	FX_WAIT(f, T, "t", "SELECT pending_reason IS NOT NULL FROM jobs WHERE id = $1",
+		fx_n(next));
+
+	fx_api(f, "POST", ty_test_strf("/v1/jobs/%lld/stop", job), 200);
+	CHECK_STR_EQ(FX_Q(f,
+			  "SELECT cancel_requested || ' ' || stop_requested FROM jobs WHERE id = $1",
+			  fx_n(job)),
+		     "true true");
+	CHECK_STR_EQ(FX_Q(f,
+			  "SELECT type || ' ' || state FROM job_events"
+			  " WHERE job_id = $1 AND type = 'stop_requested'",
+			  fx_n(job)),
+		     "stop_requested running");
+	/* a repeat changes nothing */
+	fx_api(f, "POST", ty_test_strf("/v1/jobs/%lld/stop", job), 200);
+	k1 = fx_recv(f, "n1", "kill", job, T);
+	k2 = fx_recv(f, "n2", "kill", job, T);
+	REQUIRE(k1 != NULL && k2 != NULL);
+	CHECK_STR_EQ(dstr(k1, "reason"), "cancel");
+	CHECK_STR_EQ(dstr(k2, "reason"), "cancel");
+	CHECK_STR_EQ(FX_Q(f, "SELECT state FROM attempts WHERE job_id = $1", fx_n(job)),
+		     "stopping");
+	CHECK_STR_EQ(FX_Q(f,
+			  "SELECT message FROM job_events WHERE job_id = $1 AND type = 'stopping'",
+			  fx_n(job)),
+		     "stop requested: stopping attempt 1 (kill sent to 2 nodes)");
+	CHECK_STR_EQ(FX_Q(f, "SELECT count(*) FROM job_events WHERE job_id = $1"
+			     " AND type = 'stop_requested'",
+			  fx_n(job)),
+		     "1");
+
+	fx_exit(f, "n1", l1, 143, "cancelled", "killed on request");
+	fx_exit(f, "n2", l2, 143, "cancelled", "killed on request");
+	FX_WAIT(f, T, "stopped", "SELECT state FROM jobs WHERE id = $1", fx_n(job));
+	CHECK_STR_EQ(FX_Q(f, "SELECT state FROM attempts WHERE job_id = $1", fx_n(job)),
+		     "cancelled");
+	CHECK_STR_EQ(FX_Q(f, "SELECT finished_at IS NOT NULL FROM jobs WHERE id = $1", fx_n(job)),
+		     "t");
+	CHECK_STR_EQ(FX_Q(f, "SELECT count(*) FROM allocations WHERE job_id = $1"
+			     " AND released_at IS NULL",
+			  fx_n(job)),
+		     "0");
+	CHECK_STR_EQ(last_event(f, job), "stopped stopped: stopped: attempt 1 stopped on every node");
+	/* the freed GPUs go to the waiting job */
+	ln = fx_recv(f, "n1", "launch", next, T);
+	if (!ln)
+		ln = fx_recv(f, "n2", "launch", next, 1);
+	REQUIRE(ln != NULL);
+	/* stopped, not requeued: no second attempt; and it is final */
+	fx_poll(f, 500);
+	CHECK_INT_EQ(fx_count(f, "n1", "launch", job, 0), 1);
+	CHECK_INT_EQ(fx_count(f, "n2", "launch", job, 0), 1);
+	fx_api(f, "POST", ty_test_strf("/v1/jobs/%lld/stop", job), 409);
+	fx_sched_stop(f, 0);
+}
+
+/* A node that fails while its gang is being stopped: the job still ends `stopped`. */
+TY_TEST(a_failure_during_a_stop_still_ends_stopped)
+{
+	struct fx *f = fx_start();
+	long long job = two_node_job(f, NULL);
+	const struct proto_msg *l1 = fx_recv(f, "n1", "launch", job, T);
+	const struct proto_msg *l2 = fx_recv(f, "n2", "launch", job, T);
+
+	REQUIRE(l1 != NULL && l2 != NULL);
+	fx_run(f, "n1", l1);
+	fx_run(f, "n2", l2);
+	FX_WAIT(f, T, "running", "SELECT state FROM jobs WHERE id = $1", fx_n(job));
+	fx_api(f, "POST", ty_test_strf("/v1/jobs/%lld/stop", job), 200);
+	REQUIRE(fx_recv(f, "n1", "kill", job, T) != NULL);
+	REQUIRE(fx_recv(f, "n2", "kill", job, T) != NULL);
+	fx_exit(f, "n1", l1, 1, "user", "rank 0 exited with code 1");
+	fx_exit(f, "n2", l2, 143, "cancelled", "killed on request");
+	FX_WAIT(f, T, "stopped", "SELECT state FROM jobs WHERE id = $1", fx_n(job));
+	CHECK_STR_EQ(FX_Q(f, "SELECT count(*) FROM allocations WHERE released_at IS NULL"), "0");
+	CHECK_STR_EQ(FX_Q(f, "SELECT count(*) FROM job_events WHERE job_id = $1"
+			     " AND type IN ('failed', 'requeued', 'cancelled')",
+			  fx_n(job)),
+		     "0");
 	fx_poll(f, 500);
 	CHECK_INT_EQ(fx_count(f, "n1", "launch", job, 0), 1);
 	fx_sched_stop(f, 0);

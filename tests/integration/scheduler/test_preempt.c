@@ -258,6 +258,32 @@ TY_TEST(cancel_while_preempting_cancels)
 	fx_sched_stop(f, 0);
 }
 
+TY_TEST(stop_while_preempting_stops)
+{
+	struct world w;
+	struct fx *f;
+	const struct proto_msg *c, *k;
+	const char *cnode;
+
+	borrowed_cluster(&w, no_min_runtime, ",'checkpoint':{'grace_seconds':1}");
+	f = w.f;
+	fx_submit_to(f, w.b, ",'resources':{'nodes':1,'gpus_per_node':2}");
+	c = recv_either(f, "checkpoint", T, &cnode);
+	REQUIRE(c != NULL);
+	fx_api(f, "POST", ty_test_strf("/v1/jobs/%lld/stop", (long long)c->job), 200);
+	k = fx_recv(f, cnode, "kill", c->job, T);
+	REQUIRE(k != NULL);
+	fx_exit(f, cnode, c->job == w.a1 ? w.l1 : w.l2, -1, "preempted", "preempted");
+	FX_WAIT(f, T, "stopped 0", "SELECT state || ' ' || preemptions FROM jobs WHERE id = $1",
+		fx_n(c->job));
+	CHECK_STR_EQ(FX_Q(f,
+			  "SELECT type || ' ' || state || ': ' || message FROM job_events"
+			  " WHERE job_id = $1 ORDER BY seq DESC LIMIT 1",
+			  fx_n(c->job)),
+		     "stopped stopped: stopped: attempt 1 (being preempted) stopped on every node");
+	fx_sched_stop(f, 0);
+}
+
 TY_TEST(a_lost_node_completes_a_preemption)
 {
 	static const char *const args[] = {"--min-runtime-seconds=normal=0",
