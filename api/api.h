@@ -187,6 +187,14 @@ bool api_idempotency_key_ok(const char *k);
  */
 int api_submit_team(const char **team_id, struct api_req *r, const char *team, long long gpus,
 		    const char *field, const char *what, struct ty_err *err);
+/*
+ * Answer a repeated Idempotency-Key: sql (n params) selects the stored
+ * request_sha256 and the created object's JSON; the same body hash replays
+ * it (200, Idempotent-Replayed), another is 409 idempotency_conflict.
+ * TY_ECONFLICT (nothing replied) when no row has the key (yet).
+ */
+int api_replay(struct api_req *r, const char *sql, int n, const char *const *params,
+	       const char *key, const char *hash, struct ty_err *err);
 /* GET /metrics (metrics.c): the Prometheus text exposition. */
 int api_h_metrics(struct api_req *r, struct ty_err *err);
 /* Monotonic seconds, for request latency. */

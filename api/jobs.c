@@ -76,19 +76,13 @@ out:
 	return rc;
 }
 
-/* The job that an earlier request with this key created, replayed or refused. */
-static int replay(struct api_req *r, const char *team_id, const char *key, const char *hash,
-		  struct ty_err *err)
+int api_replay(struct api_req *r, const char *sql, int n, const char *const *params,
+	       const char *key, const char *hash, struct ty_err *err)
 {
-	const char *p[3] = {team_id, key, scope(r)};
 	PGresult *res = NULL;
 	int rc;
 
-	rc = ty_pg_exec(&res, r->pg,
-			"SELECT request_sha256, ty_job_json_for(j, $3::bigint)::text FROM jobs j"
-			" WHERE team_id = $1 AND idempotency_key = $2",
-			3, p, err);
-	if (rc)
+	if ((rc = ty_pg_exec(&res, r->pg, sql, n, params, err)))
 		return rc;
 	if (PQntuples(res) == 0) {
 		PQclear(res);
@@ -103,6 +97,18 @@ static int replay(struct api_req *r, const char *team_id, const char *key, const
 	api_reply_header(r, "Idempotent-Replayed", "true");
 	PQclear(res);
 	return rc;
+}
+
+/* The job that an earlier request with this key created, replayed or refused. */
+static int replay(struct api_req *r, const char *team_id, const char *key, const char *hash,
+		  struct ty_err *err)
+{
+	const char *p[3] = {team_id, key, scope(r)};
+
+	return api_replay(r,
+			  "SELECT request_sha256, ty_job_json_for(j, $3::bigint)::text FROM jobs j"
+			  " WHERE team_id = $1 AND idempotency_key = $2",
+			  3, p, key, hash, err);
 }
 
 int api_h_jobs_submit(struct api_req *r, struct ty_err *err)

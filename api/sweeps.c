@@ -135,28 +135,11 @@ static int replay(struct api_req *r, const char *team_id, const char *key, const
 		  struct ty_err *err)
 {
 	const char *p[2] = {team_id, key};
-	PGresult *res = NULL;
-	int rc;
 
-	rc = ty_pg_exec(&res, r->pg,
-			"SELECT request_sha256, ty_sweep_json(s, true)::text FROM sweeps s"
-			" WHERE team_id = $1 AND idempotency_key = $2",
-			2, p, err);
-	if (rc)
-		return rc;
-	if (PQntuples(res) == 0) {
-		PQclear(res);
-		return ty_err_set(err, TY_ECONFLICT, "idempotency key vanished during submit");
-	}
-	if (strcmp(PQgetvalue(res, 0, 0), hash) != 0) {
-		PQclear(res);
-		return api_reply_error(r, 409, "idempotency_conflict", NULL,
-				       "Idempotency-Key '%s' was used with a different body", key);
-	}
-	rc = api_reply_text(r, 200, PQgetvalue(res, 0, 1));
-	api_reply_header(r, "Idempotent-Replayed", "true");
-	PQclear(res);
-	return rc;
+	return api_replay(r,
+			  "SELECT request_sha256, ty_sweep_json(s, true)::text FROM sweeps s"
+			  " WHERE team_id = $1 AND idempotency_key = $2",
+			  2, p, key, hash, err);
 }
 
 /* [{"spec": ..., "params": ...}, ...] for every parameter set. */
