@@ -22,6 +22,7 @@ enum api_role { API_ROLE_NONE, API_ROLE_VIEWER, API_ROLE_MEMBER, API_ROLE_ADMIN 
 #define API_AUTH 0x1 /* needs a bearer token */
 #define API_BODY 0x2 /* expects a JSON object body */
 #define API_JOB 0x4 /* the first "{}" is a job id: other teams' jobs are 404, never 403 */
+#define API_TRIAL 0x8 /* also open to a trial metrics token (its own job only) */
 
 struct api_server;
 struct api_req;
@@ -49,6 +50,13 @@ struct api_auth {
 	int64_t team_id; /* 0 for admins */
 	const char *team; /* NULL for admins; arena-owned */
 	const char *token_name;
+	/*
+	 * A trial metrics token ("tym_..."): the job and attempt it was drawn
+	 * for (0 otherwise). It has the member role in the job's team, but
+	 * only routes flagged API_TRIAL accept it, and only for that job.
+	 */
+	int64_t trial_job;
+	int trial_attempt;
 };
 
 /* Long-poll waiter, linked into the watcher while its request is parked. */
@@ -195,6 +203,20 @@ int api_submit_team(const char **team_id, struct api_req *r, const char *team, l
  */
 int api_replay(struct api_req *r, const char *sql, int n, const char *const *params,
 	       const char *key, const char *hash, struct ty_err *err);
+/* Trial metrics (job_metrics.c). */
+#define API_METRIC_NAME_MAX 128
+#define API_METRICS_PER_REPORT 100
+/* Whether s is a metric name: 1-128 of [A-Za-z0-9_.:/-], not starting with a digit or . : / -. */
+bool api_metric_name_ok(const char *s);
+/*
+ * Check a POST /v1/jobs/{id}/metrics body (pure): {"step": 0..2^53-1,
+ * "metrics": {name: finite number, ...}} with 1-100 names and no other
+ * field. 0, or -1 with p filled (400 unknown_field, 422 missing_field or
+ * invalid_field naming the field).
+ */
+int api_metrics_report_check(const json_t *body, struct api_problem *p);
+int api_h_job_metrics_post(struct api_req *r, struct ty_err *err);
+int api_h_job_metrics_get(struct api_req *r, struct ty_err *err);
 /* GET /metrics (metrics.c): the Prometheus text exposition. */
 int api_h_metrics(struct api_req *r, struct ty_err *err);
 /* Monotonic seconds, for request latency. */

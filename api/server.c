@@ -426,6 +426,13 @@ static void dispatch(struct api_req *r)
 			api_reply_from_err(r, rc, &err);
 			goto out;
 		}
+		if (r->auth.trial_job && !(r->route->flags & API_TRIAL)) {
+			api_reply_error(r, 403, "forbidden", NULL,
+					"a trial metrics token may only report and read its "
+					"job's metrics, not %s %s",
+					r->method, r->route->pattern);
+			goto out;
+		}
 		if (r->auth.role < r->route->role) {
 			if (r->route->flags & API_JOB && !job_visible(r)) {
 				api_reply_error(r, 404, "job_not_found", NULL, "no job '%s'",

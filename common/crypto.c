@@ -23,20 +23,24 @@ void ty_sha256_hex(char out[TY_SHA256_HEX_LEN + 1], const void *data, size_t n)
 
 int ty_token_new(char *out, size_t outsz)
 {
+	return outsz < 48 ? TY_EIO : ty_token_new_prefixed(out, outsz, "ty_");
+}
+
+int ty_token_new_prefixed(char *out, size_t outsz, const char *prefix)
+{
 	static const char b64[] =
 		"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
 	unsigned char raw[33];
-	size_t o = 0;
+	size_t o = strlen(prefix), end = o + 43;
 
-	if (outsz < 48 || RAND_bytes(raw, sizeof(raw)) != 1)
+	if (o > 8 || outsz < end + 1 || RAND_bytes(raw, sizeof(raw)) != 1)
 		return TY_EIO;
-	memcpy(out, "ty_", 3);
-	o = 3;
+	memcpy(out, prefix, o);
 	/* 33 bytes = 264 bits → 44 chars; keep 43 (258 bits ≥ 256) */
 	for (size_t i = 0; i < sizeof(raw); i += 3) {
 		unsigned v = (unsigned)raw[i] << 16 | (unsigned)raw[i + 1] << 8 | raw[i + 2];
 		for (int k = 3; k >= 0; k--)
-			if (o < 46)
+			if (o < end)
 				out[o++] = b64[(v >> (6 * k)) & 63];
 	}
 	out[o] = '\0';

@@ -14,6 +14,12 @@ void ty_sha256_hex(char out[TY_SHA256_HEX_LEN + 1], const void *data, size_t n);
  * out (at least 48 bytes). Returns 0 or TY_EIO when the CSPRNG fails.
  */
 int ty_token_new(char *out, size_t outsz);
+/*
+ * The same with another prefix (at most 8 characters; out needs its length
+ * + 44 bytes): "tym_" for the per-attempt trial metrics tokens. TY_EIO when
+ * the prefix is too long, out too small or the CSPRNG fails.
+ */
+int ty_token_new_prefixed(char *out, size_t outsz, const char *prefix);
 /* Equal lengths and bytes, in time independent of where they differ. */
 bool ty_secure_equal(const char *a, const char *b);
 

@@ -726,7 +726,8 @@ static int spawn_rank(struct exec_attempt *a, struct exec_rank *r, char *const *
 				 &(struct exec_env_extra){.fabric = exec__opts(a->x)->fabric_env,
 							  .checkpoint_dir = a->ckpt_dir,
 							  .resume_from = a->resume_from,
-							  .progress_file = progress},
+							  .progress_file = progress,
+							  .api_url = exec__opts(a->x)->api_url},
 				 err)))
 		goto out;
 	if ((size_t)snprintf(r->log_path, sizeof(r->log_path), "%s/rank-%d%s.log", a->dir, r->rank,

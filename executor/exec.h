@@ -79,6 +79,8 @@ struct exec_launch {
 	int checkpoint_keep;	  /* valid checkpoints retention keeps; default 3 */
 	int checkpoint_signal;	  /* the job's checkpoint signal (spot notices); default SIGUSR1 */
 	bool preflight;		  /* run the preflight command before the job's */
+	/* the attempt's "tym_..." trial metrics token (TRAINYARD_METRICS_TOKEN); "": none */
+	char metrics_token[48];
 };
 
 #define EXEC_CKPT_KEEP_DEFAULT 3
@@ -109,6 +111,12 @@ struct exec_env_extra {
 	const char *checkpoint_dir; /* TRAINYARD_CHECKPOINT_DIR; NULL: not set */
 	const char *resume_from;    /* TRAINYARD_RESUME_FROM; NULL: not set */
 	const char *progress_file;  /* TRAINYARD_PROGRESS_FILE; NULL: not set */
+	/*
+	 * The API's base URL as ranks reach it; with the launch's metrics
+	 * token it sets TRAINYARD_METRICS_URL (<api_url>/v1/jobs/<id>/metrics)
+	 * and TRAINYARD_METRICS_TOKEN. NULL: neither is set.
+	 */
+	const char *api_url;
 };
 
 /*
@@ -119,8 +127,9 @@ struct exec_env_extra {
  * env (so a user may override NCCL settings), then the contract
  * (MASTER_ADDR, MASTER_PORT, WORLD_SIZE, RANK, LOCAL_RANK,
  * LOCAL_WORLD_SIZE, NODE_RANK, NNODES, CUDA_VISIBLE_DEVICES,
- * TRAINYARD_JOB_ID, TRAINYARD_ATTEMPT, TRAINYARD_NODE_ID, and those of
- * extra's paths that are not NULL). extra (borrowed) may be NULL. Every
+ * TRAINYARD_JOB_ID, TRAINYARD_ATTEMPT, TRAINYARD_NODE_ID, those of
+ * extra's paths that are not NULL, and the trial metrics URL and token
+ * when both extra->api_url and the launch's token are there). extra (borrowed) may be NULL. Every
  * name appears once; a fabric entry without '=' is TY_EINVAL.
  */
 int exec_env_build(char ***out, const struct exec_launch *l, int local_rank, const char *node_id,
@@ -413,6 +422,8 @@ struct exec_opts {
 	const struct exec_classifier *classifier; /* borrowed; failure classes */
 	/* argv of the preflight run as every local rank (launch `preflight`) */
 	char *const *preflight_command;
+	/* the API's base URL for ranks' trial metrics (TRAINYARD_METRICS_URL); NULL: none */
+	const char *api_url;
 };
 
 /*

@@ -202,6 +202,18 @@ int exec_launch_parse(struct exec_launch *l, const struct proto_msg *m, struct t
 	if (v && !json_is_null(v) && !json_is_boolean(v))
 		return ty_err_set(err, TY_EINVAL, "launch field 'preflight' must be a boolean");
 	l->preflight = json_is_true(v);
+	v = json_object_get(d, "metrics_token");
+	if (v && !json_is_null(v)) {
+		const char *t = json_string_value(v);
+
+		if (!t || json_string_length(v) != 47 || strncmp(t, "tym_", 4) != 0 ||
+		    strspn(t + 4, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_") !=
+			43)
+			return ty_err_set(err, TY_EINVAL,
+					  "launch field 'metrics_token' must be 'tym_' and 43 "
+					  "base64url characters");
+		memcpy(l->metrics_token, t, 48);
+	}
 	return 0;
 }
 
@@ -404,6 +416,21 @@ int exec_env_build(char ***out, const struct exec_launch *l, int local_rank, con
 	if (extra && extra->progress_file &&
 	    (rc = envb_set(&e, "TRAINYARD_PROGRESS_FILE", extra->progress_file, err)))
 		goto out;
+	if (extra && extra->api_url && *extra->api_url && l->metrics_token[0]) {
+		size_t n = strlen(extra->api_url);
+		char url[4096];
+
+		while (n && extra->api_url[n - 1] == '/')
+			n--;
+		if ((size_t)snprintf(url, sizeof(url), "%.*s/v1/jobs/%lld/metrics", (int)n,
+				     extra->api_url, (long long)l->job) >= sizeof(url)) {
+			rc = ty_err_set(err, TY_EINVAL, "the API URL is too long");
+			goto out;
+		}
+		if ((rc = envb_set(&e, "TRAINYARD_METRICS_URL", url, err)) ||
+		    (rc = envb_set(&e, "TRAINYARD_METRICS_TOKEN", l->metrics_token, err)))
+			goto out;
+	}
 	*out = e.v;
 	e.v = NULL;
 out:

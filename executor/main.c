@@ -57,6 +57,10 @@ static const struct ty_opt options[] = {
      "environment, before a job that asks for a preflight; all exit 0 or the attempt fails "
      "as system (default: [\"<the executor's directory>/trainyard-allreduce\", "
      "\"--node-check\", \"--bytes\", \"8M\", \"--timeout\", \"60\"])"},
+    {"api-url", TY_OPT_STR, NULL, 0, 0,
+     "the API's base URL as ranks reach it (http[s]://host:port): ranks get "
+     "TRAINYARD_METRICS_URL and their attempt's TRAINYARD_METRICS_TOKEN to report trial "
+     "metrics (default: not set)"},
     {"classify-file", TY_OPT_STR, NULL, 0, 0,
      "failure classification rules 'class<TAB>regex' checked before the built-in ones "
      "(executor/classify.conf)"},
@@ -236,6 +240,12 @@ int main(int argc, char **argv)
 		o.spot_url = exec_spot_default_base((enum exec_spot_provider)o.spot_provider);
 	else if (strncmp(o.spot_url, "http://", 7) && strncmp(o.spot_url, "https://", 8)) {
 		fail("--spot-metadata-url '%s' is not an http:// or https:// URL", o.spot_url);
+		goto out;
+	}
+	o.api_url = ty_config_str(c, "api-url");
+	if (o.api_url && *o.api_url && strncmp(o.api_url, "http://", 7) &&
+	    strncmp(o.api_url, "https://", 8)) {
+		fail("--api-url '%s' is not an http:// or https:// URL", o.api_url);
 		goto out;
 	}
 	if (ty_config_str(c, "preflight-command"))

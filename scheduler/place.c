@@ -11,6 +11,7 @@
 #include "scheduler.h"
 #include "ty_arena.h"
 #include "ty_buf.h"
+#include "ty_crypto.h"
 #include "ty_log.h"
 #include "ty_time.h"
 
@@ -541,6 +542,7 @@ static int place(bool *placed, struct sched *s, const struct snap *sn,
 	struct ty_buf gb = TY_BUF_INIT, names = TY_BUF_INIT;
 	json_t *spec = NULL, *common = NULL, *gpus = NULL, *data = NULL, *edata = NULL;
 	char *common_text = NULL;
+	char token[64], token_hash[TY_SHA256_HEX_LEN + 1];
 	PGresult *res = NULL;
 	int64_t attempt;
 	int rc;
@@ -590,7 +592,14 @@ static int place(bool *placed, struct sched *s, const struct snap *sn,
 	    json_string_value(json_object_get(json_object_get(spec, "checkpoint"), "signal"))
 		? json_string_value(json_object_get(json_object_get(spec, "checkpoint"), "signal"))
 		: "SIGUSR1");
-	if (!common || !(common_text = json_dumps(common, JSON_COMPACT))) {
+	/* the ranks' TRAINYARD_METRICS_TOKEN: this job's metrics, this attempt only */
+	if ((rc = ty_token_new_prefixed(token, sizeof(token), "tym_"))) {
+		rc = ty_err_set(err, rc, "cannot draw random bytes for a metrics token");
+		goto out;
+	}
+	ty_sha256_hex(token_hash, token, strlen(token));
+	if (!common || json_object_set_new(common, "metrics_token", json_string(token)) ||
+	    !(common_text = json_dumps(common, JSON_COMPACT))) {
 		rc = ty_err_set(err, TY_ENOMEM, NULL);
 		goto out;
 	}
@@ -603,13 +612,15 @@ static int place(bool *placed, struct sched *s, const struct snap *sn,
 				   sched_i64(pb, pl->master_port),
 				   sched_i64(nb, pl->nnodes),
 				   sched_i64(wb, pl->world_size),
-				   common_text};
+				   common_text,
+				   token_hash};
 
 		if ((rc = ty_pg_exec(NULL, s->pg,
 				     "INSERT INTO attempts (job_id, attempt, epoch, master_node,"
-				     " master_addr, master_port, nnodes, world_size, launch)"
-				     " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9::jsonb)",
-				     9, p, err)))
+				     " master_addr, master_port, nnodes, world_size, launch,"
+				     " metrics_token_sha256)"
+				     " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9::jsonb, $10)",
+				     10, p, err)))
 			goto out;
 	}
 	for (int r = 0; r < pl->nnodes; r++) {

@@ -22,3 +22,9 @@ set_tests_properties(worker_nodecheck PROPERTIES LABELS integration TIMEOUT 300 
 add_test(NAME worker_nodecheck_netns COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/worker/nodecheck_netns.sh)
 set_tests_properties(worker_nodecheck_netns PROPERTIES LABELS integration TIMEOUT 300 ENVIRONMENT
   "TY_ALLREDUCE_BIN=$<TARGET_FILE:trainyard-allreduce>")
+
+# the trial metrics client (standard library only) against a scripted local HTTP server
+add_test(NAME worker_metrics_client COMMAND /usr/bin/python3
+  ${CMAKE_CURRENT_SOURCE_DIR}/worker/metrics_client_test.py)
+set_tests_properties(worker_metrics_client PROPERTIES LABELS unit TIMEOUT 120 ENVIRONMENT
+  "TY_WORKER_EXAMPLES=${TY_SOURCE_DIR}/worker/examples")

@@ -81,7 +81,10 @@ void e2e_start_executor(struct e2e *e, int i)
 		return;
 	}
 	const char *state = ty_test_strf("%s/state-%s", ty_test_workdir(), nodes[i]);
-	const char *args[] = {need("TY_EXECUTOR_BIN"), "--node-id", nodes[i], "--address",
+	/* ranks report trial metrics to the test's API (ranks outside a namespace reach it) */
+	const char *api_url = ty_test_api_url(ty_stack_get()->api);
+	const char *args[] = {need("TY_EXECUTOR_BIN"), "--node-id", nodes[i], "--api-url", api_url,
+			      "--address",
 			      addrs[i], "--kafka-bootstrap", e->bootstrap, "--fake-gpus", "2",
 			      "--labels", i == 0 ? "rack=r1,block=b1" : "rack=r1,block=b2",
 			      "--state-dir", state, "--heartbeat-ms", "300", "--kill-grace-ms",

@@ -82,6 +82,63 @@ TY_TEST(two_nodes_two_ranks_each_run_exactly_once)
 	json_decref(att);
 }
 
+TY_TEST(ranks_report_trial_metrics_with_their_attempts_token)
+{
+	struct e2e *e = e2e_get();
+	const char *client = e2e_source_path("worker/examples/trainyard_metrics.py");
+	/* every rank reports its own step; rank 1 also tries another job's URL */
+	long long id = e2e_submit(
+	    e,
+	    ty_test_strf("[\"/bin/sh\",\"-c\",\"/usr/bin/python3 %s --step $RANK "
+			 "loss=$((RANK + 1)).5 && if [ $RANK = 1 ]; then /usr/bin/python3 %s "
+			 "--url ${TRAINYARD_METRICS_URL%%/*/metrics}/%lld/metrics --step 9 x=1 "
+			 "2> $OUTDIR/other.err; echo $? > $OUTDIR/other.rc; fi\"]",
+			 client, client, 987654321LL),
+	    "\"resources\":{\"nodes\":1,\"gpus_per_node\":2}");
+	json_t *job = e2e_wait_state(e, id, "succeeded,failed,cancelled", 60000);
+	struct ty_resp r = {0};
+
+	CHECK_STR_EQ(ty_jstr(job, "state"), "succeeded");
+	ty_http(&r, "GET", ty_test_strf("/v1/jobs/%lld/metrics", id), e->token, NULL, NULL);
+	REQUIRE_STATUS(&r, 200);
+	CHECK_INT_EQ(json_array_size(json_object_get(r.json, "items")), 2);
+	for (int rank = 0; rank < 2; rank++) {
+		ty_test_context("rank %d", rank);
+		CHECK_JINT(r.json, ty_test_strf("items[%d].step", rank), rank);
+		CHECK_JINT(r.json, ty_test_strf("items[%d].attempt", rank), 1);
+		CHECK(json_number_value(ty_jpath(r.json, ty_test_strf("items[%d].metrics.loss",
+									 rank))) == rank + 1.5);
+	}
+	ty_test_context(NULL);
+	/* the token is this job's only: the client exits 1 with the API's reason */
+	CHECK_STR_EQ(e2e_read(e, "other.rc"), "1\n");
+	CHECK(e2e_read(e, "other.err") && strstr(e2e_read(e, "other.err"), "HTTP 403") &&
+	      strstr(e2e_read(e, "other.err"), ty_test_strf("for job %lld only", id)));
+	/* and it is never written to a daemon's log */
+	{
+		const char *launch = ty_stack_sql(
+		    "SELECT launch->>'metrics_token' FROM attempts WHERE job_id = $1::bigint",
+		    ty_test_strf("%lld", id), (const char *)NULL);
+
+		REQUIRE(launch && strncmp(launch, "tym_", 4) == 0);
+		const char *logs[] = {ty_test_daemon_log(e->exec[0]), ty_test_daemon_log(e->exec[1]),
+				      ty_test_daemon_log(e->sched[0]),
+				      ty_test_api_log(ty_stack_get()->api)};
+
+		for (int i = 0; i < 4; i++) {
+			FILE *f = fopen(logs[i], "r");
+			char line[8192];
+
+			REQUIRE(f != NULL);
+			while (fgets(line, sizeof(line), f))
+				CHECK(strstr(line, launch) == NULL);
+			fclose(f);
+		}
+	}
+	ty_resp_free(&r);
+	json_decref(job);
+}
+
 TY_TEST(a_failing_rank_stops_the_whole_gang)
 {
 	struct e2e *e = e2e_get();

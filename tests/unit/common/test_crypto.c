@@ -81,6 +81,22 @@ static int cmp(const void *a, const void *b)
 	return strcmp(a, b);
 }
 
+TY_TEST(prefixed_tokens)
+{
+	char tok[64];
+
+	REQUIRE_INT_EQ(ty_token_new_prefixed(tok, sizeof(tok), "tym_"), 0);
+	CHECK_INT_EQ((int)strlen(tok), 47);
+	CHECK(strncmp(tok, "tym_", 4) == 0);
+	for (int k = 4; k < 47; k++)
+		if (!strchr("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_",
+			    tok[k]))
+			FAIL("token %s has '%c' at %d", tok, tok[k], k);
+	CHECK_INT_EQ(ty_token_new_prefixed(tok, 47, "tym_"), TY_EIO); /* no room for NUL */
+	CHECK_INT_EQ(ty_token_new_prefixed(tok, 48, "tym_"), 0);
+	CHECK_INT_EQ(ty_token_new_prefixed(tok, sizeof(tok), "123456789"), TY_EIO);
+}
+
 TY_TEST(tokens_are_unique)
 {
 	enum { N = 2000 };

@@ -11,6 +11,10 @@
 	"'node_rank':1,'nnodes':2,'world_size':8,'local_world_size':4,'first_rank':4,"             \
 	"'master_addr':'10.0.0.1','master_port':29500,'command':['python','train.py']"
 #define GPUS "'gpus':[4,5,6,7]"
+/* a well-formed trial metrics token: "tym_" and 43 base64url characters */
+#define MTOK_BODY "AAAAAAAAAAAAAAAAAAAAb-_9zzzzzzzzzzzzzzzzzzz"
+#define MTOK "tym_" MTOK_BODY
+#define MTOK_SPACE "AAAAAAAAAAAAAAAAAAAAb-_9zzzzzzzzzz zzzzzzzz"
 
 static int parse(struct exec_launch *l, struct ty_err *err, const char *data)
 {
@@ -130,6 +134,22 @@ TY_TEST(launch_checks)
 	    {"keep a string",
 	     "{" BASE "," GPUS ",'env':{},'launch':'per_gpu','checkpoint_keep':'3'}",
 	     "launch field 'checkpoint_keep' must be an integer"},
+	    {"metrics token", "{" BASE "," GPUS ",'env':{},'launch':'per_gpu','metrics_token':'" MTOK "'}",
+	     NULL},
+	    {"metrics token null", "{" BASE "," GPUS ",'env':{},'launch':'per_gpu','metrics_token':null}",
+	     NULL},
+	    {"metrics token a team token",
+	     "{" BASE "," GPUS ",'env':{},'launch':'per_gpu','metrics_token':'ty_" MTOK_BODY "x'}",
+	     "launch field 'metrics_token' must be 'tym_' and 43 base64url characters"},
+	    {"metrics token short",
+	     "{" BASE "," GPUS ",'env':{},'launch':'per_gpu','metrics_token':'tym_abc'}",
+	     "launch field 'metrics_token' must be"},
+	    {"metrics token with a space",
+	     "{" BASE "," GPUS ",'env':{},'launch':'per_gpu','metrics_token':'tym_" MTOK_SPACE "'}",
+	     "launch field 'metrics_token' must be"},
+	    {"metrics token a number",
+	     "{" BASE "," GPUS ",'env':{},'launch':'per_gpu','metrics_token':7}",
+	     "launch field 'metrics_token' must be"},
 	    {"preflight a string",
 	     "{" BASE "," GPUS ",'env':{},'launch':'per_gpu','preflight':'yes'}",
 	     "launch field 'preflight' must be a boolean"},
@@ -210,6 +230,7 @@ static const struct exec_env_extra with_paths = {.fabric = fabric,
 						 .resume_from = "/ckpt/7/step-100",
 						 .progress_file = "/state/attempts/7.2/progress"};
 static const struct exec_env_extra with_nothing = {0};
+static const struct exec_env_extra with_api = {.api_url = "http://10.0.0.9:8080/"};
 
 TY_TEST(env_contract)
 {
@@ -336,6 +357,26 @@ TY_TEST(env_contract)
 	      {"NCCL_DEBUG", NULL},
 	      {"RANK", "4"}},
 	     &with_nothing},
+	    {"metrics URL and token with an API URL",
+	     "{" BASE "," GPUS ",'env':{'TRAINYARD_METRICS_TOKEN':'mine'},'launch':'per_gpu',"
+	     "'metrics_token':'" MTOK "'}",
+	     0,
+	     parent,
+	     {{"TRAINYARD_METRICS_URL", "http://10.0.0.9:8080/v1/jobs/7/metrics"},
+	      {"TRAINYARD_METRICS_TOKEN", MTOK}},
+	     &with_api},
+	    {"no metrics env without an API URL",
+	     "{" BASE "," GPUS ",'env':{},'launch':'per_gpu','metrics_token':'" MTOK "'}",
+	     0,
+	     parent,
+	     {{"TRAINYARD_METRICS_URL", NULL}, {"TRAINYARD_METRICS_TOKEN", NULL}},
+	     &with_paths},
+	    {"no metrics env without a token",
+	     "{" BASE "," GPUS ",'env':{},'launch':'per_gpu'}",
+	     0,
+	     parent,
+	     {{"TRAINYARD_METRICS_URL", NULL}, {"TRAINYARD_METRICS_TOKEN", NULL}},
+	     &with_api},
 	    {"values with '=' and spaces",
 	     "{" BASE "," GPUS ",'env':{'OPTS':'a=b c','EMPTY':''},'launch':'per_gpu'}",
 	     0,
