@@ -1099,7 +1099,14 @@ static int alloc_get(struct alloc_row *a, struct sched *s, const struct proto_ms
 	return 0;
 }
 
-static int on_rank_started(struct sched *s, const struct proto_msg *m, struct ty_err *err)
+/*
+ * One statement per rank (the executor sends one per rank, so this is the
+ * hottest event): the rank row if the node has a part in the attempt, and
+ * on the attempt's first rank the attempt and the job to `starting`.
+ * *mine is false when the node has no allocation in it (ignored).
+ */
+static int on_rank_started(bool *mine, struct sched *s, const struct proto_msg *m,
+			   struct ty_err *err)
 {
 	char jb[24], ab[24], rb[24], lb[24], pb[24], text[256];
 	const char *p[] = {sched_i64(jb, m->job),
@@ -1113,23 +1120,26 @@ static int on_rank_started(struct sched *s, const struct proto_msg *m, struct ty
 	bool moved;
 	int rc;
 
-	if ((rc = ty_pg_exec(NULL, s->pg,
-			     "INSERT INTO ranks (job_id, attempt, rank, node_id, local_rank, pid)"
-			     " VALUES ($1, $2, $3, $4, $5, $6)"
-			     " ON CONFLICT (job_id, attempt, rank)"
-			     " DO UPDATE SET pid = coalesce(ranks.pid, EXCLUDED.pid)",
-			     6, p, err)))
+	if ((rc = ty_pg_exec(
+		 &res, s->pg,
+		 "WITH a AS (SELECT 1 FROM allocations WHERE job_id = $1 AND attempt = $2"
+		 "  AND node_id = $4),"
+		 " r AS (INSERT INTO ranks (job_id, attempt, rank, node_id, local_rank, pid)"
+		 "  SELECT $1, $2, $3, $4, $5, $6 FROM a"
+		 "  ON CONFLICT (job_id, attempt, rank)"
+		 "  DO UPDATE SET pid = coalesce(ranks.pid, EXCLUDED.pid) RETURNING 1),"
+		 " t AS (UPDATE attempts SET state = 'starting' WHERE job_id = $1 AND attempt = $2"
+		 "  AND state = 'scheduled' AND EXISTS (SELECT 1 FROM a) RETURNING 1),"
+		 " j AS (UPDATE jobs SET state = 'starting' WHERE id = $1 AND attempt = $2"
+		 "  AND state = 'scheduled' AND EXISTS (SELECT 1 FROM t) RETURNING 1)"
+		 " SELECT (SELECT count(*) FROM a), (SELECT count(*) FROM r), (SELECT count(*) FROM j)",
+		 6, p, err)))
 		return rc;
-	if ((rc = ty_pg_exec(&res, s->pg,
-			     "UPDATE attempts SET state = 'starting' WHERE job_id = $1"
-			     " AND attempt = $2 AND state = 'scheduled' RETURNING 1",
-			     2, p, err)))
-		return rc;
+	*mine = sched_col_i64(res, 0, 0) > 0;
+	moved = sched_col_i64(res, 0, 2) > 0;
 	PQclear(res);
-	if ((rc = job_move(&moved, s, m->job, m->attempt, "{scheduled}", "starting", false, NULL,
-			   err)) ||
-	    !moved)
-		return rc;
+	if (!moved)
+		return 0;
 	snprintf(text, sizeof(text), "attempt %lld starting: rank %lld started on node %s",
 		 (long long)m->attempt, (long long)jint(m->data, "rank", 0), m->node);
 	data = json_pack("{s:I, s:s}", "attempt", (json_int_t)m->attempt, "node", m->node);
@@ -1273,30 +1283,54 @@ out:
 	return rc;
 }
 
-static int on_rank_exited(struct sched *s, const struct proto_msg *m, const struct alloc_row *a,
+/*
+ * One statement per rank: the rank's end when it is one of the node's
+ * ranks in the attempt. *mine is false when the node has no part in it
+ * (ignored); a rank outside the node's range is TY_EINVAL.
+ */
+static int on_rank_exited(bool *mine, struct sched *s, const struct proto_msg *m,
 			  struct ty_err *err)
 {
 	int64_t rank = jint(m->data, "rank", -1);
-	char jb[24], ab[24], rb[24], lb[24], xb[24], sb[24];
+	char jb[24], ab[24], rb[24], xb[24], sb[24];
 	const char *p[] = {sched_i64(jb, m->job),
 			   sched_i64(ab, m->attempt),
 			   sched_i64(rb, rank),
 			   m->node,
-			   sched_i64(lb, rank - a->first_rank),
 			   sched_i64(xb, jint(m->data, "exit_code", 0)),
 			   sched_i64(sb, jint(m->data, "signal", 0))};
+	PGresult *res = NULL;
+	int64_t first, n;
+	int rc;
 
-	if (rank < a->first_rank || rank >= a->first_rank + a->local_ranks)
-		return ty_err_set(err, TY_EINVAL, "rank %lld is not one of node %s's ranks %d-%d",
-				  (long long)rank, m->node, a->first_rank,
-				  a->first_rank + a->local_ranks - 1);
-	return ty_pg_exec(NULL, s->pg,
-			  "INSERT INTO ranks (job_id, attempt, rank, node_id, local_rank,"
-			  " exit_code, signal, ended_at) VALUES ($1, $2, $3, $4, $5, $6, $7, now())"
-			  " ON CONFLICT (job_id, attempt, rank) DO UPDATE"
-			  " SET exit_code = EXCLUDED.exit_code, signal = EXCLUDED.signal,"
-			  " ended_at = EXCLUDED.ended_at WHERE ranks.ended_at IS NULL",
-			  7, p, err);
+	if ((rc = ty_pg_exec(
+		 &res, s->pg,
+		 "WITH a AS (SELECT first_rank, local_ranks FROM allocations WHERE job_id = $1"
+		 "  AND attempt = $2 AND node_id = $4),"
+		 " r AS (INSERT INTO ranks (job_id, attempt, rank, node_id, local_rank,"
+		 "  exit_code, signal, ended_at)"
+		 "  SELECT $1, $2, $3::integer, $4, $3::integer - a.first_rank, $5, $6, now()"
+		 "  FROM a WHERE $3::integer >= a.first_rank"
+		 "  AND $3::integer < a.first_rank + a.local_ranks"
+		 "  ON CONFLICT (job_id, attempt, rank) DO UPDATE"
+		 "  SET exit_code = EXCLUDED.exit_code, signal = EXCLUDED.signal,"
+		 "  ended_at = EXCLUDED.ended_at WHERE ranks.ended_at IS NULL RETURNING 1)"
+		 " SELECT a.first_rank, a.local_ranks, (SELECT count(*) FROM r) FROM a",
+		 6, p, err)))
+		return rc;
+	*mine = PQntuples(res) > 0;
+	if (!*mine) {
+		PQclear(res);
+		return 0;
+	}
+	first = sched_col_i64(res, 0, 0);
+	n = sched_col_i64(res, 0, 1);
+	PQclear(res);
+	if (rank < first || rank >= first + n)
+		return ty_err_set(err, TY_EINVAL, "rank %lld is not one of node %s's ranks %lld-%lld",
+				  (long long)rank, m->node, (long long)first,
+				  (long long)(first + n - 1));
+	return 0;
 }
 
 /*
@@ -1357,7 +1391,17 @@ int sched_apply(struct sched *s, const struct proto_msg *m, struct ty_err *err)
 	case PROTO_PREEMPT_NOTICE:
 		return on_preempt_notice(s, m, err);
 	case PROTO_RANK_STARTED:
-	case PROTO_RANK_EXITED:
+	case PROTO_RANK_EXITED: {
+		bool mine = true;
+
+		rc = m->type == PROTO_RANK_STARTED ? on_rank_started(&mine, s, m, err)
+						   : on_rank_exited(&mine, s, m, err);
+		if (!rc && !mine)
+			ty_debug("ignoring %s of job %lld attempt %lld: node '%s' has no part in it",
+				 proto_type_name(m->type), (long long)m->job,
+				 (long long)m->attempt, m->node);
+		return rc;
+	}
 	case PROTO_ATTEMPT_RUNNING:
 	case PROTO_ATTEMPT_EXITED:
 	case PROTO_CHECKPOINT_WRITTEN:
@@ -1375,10 +1419,6 @@ int sched_apply(struct sched *s, const struct proto_msg *m, struct ty_err *err)
 	if (rc)
 		return rc;
 	switch (m->type) {
-	case PROTO_RANK_STARTED:
-		return on_rank_started(s, m, err);
-	case PROTO_RANK_EXITED:
-		return on_rank_exited(s, m, &a, err);
 	case PROTO_ATTEMPT_RUNNING:
 		return on_attempt_running(s, m, err);
 	case PROTO_CHECKPOINT_WRITTEN:
