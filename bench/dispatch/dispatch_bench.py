@@ -1,0 +1,280 @@
+#!/usr/bin/env python3
+"""Dispatch at scale (bench/README.md, "bench/dispatch"): gangs placed,
+dispatched over Kafka and acknowledged as running per second, with
+simulated nodes (trainyard-simexec), on a private local stack that
+bench/dispatch/run started. Standard library only; PostgreSQL through psql.
+
+Phases, all in this run:
+  ceiling    the broker alone: kcat produces and consumes as many messages
+             of launch size as the gangs below need, and the rate is turned
+             into gangs/s (the transport's ceiling for this pipeline);
+  throughput N gang jobs (1-8 nodes x 1-8 GPUs, seeded) are submitted while
+             no node can run them, then the simulated nodes register: from
+             the first placement to the last gang running;
+  latency    on the idle cluster, jobs one at a time: submit -> running.
+Prints one line per figure (figure, baseline, ratio) and writes JSON.
+"""
+import argparse
+import concurrent.futures
+import http.client
+import json
+import os
+import random
+import statistics
+import subprocess
+import sys
+import time
+import urllib.parse
+
+
+def log(msg):
+    print(f"dispatch_bench: {msg}", file=sys.stderr, flush=True)
+
+
+class Api:
+    def __init__(self, url, token):
+        u = urllib.parse.urlsplit(url)
+        self.host, self.port, self.token = u.hostname, u.port, token
+
+    def conn(self):
+        return http.client.HTTPConnection(self.host, self.port, timeout=60)
+
+    def call(self, method, path, body=None, conn=None):
+        c = conn or self.conn()
+        hdr = {"Authorization": f"Bearer {self.token}"}
+        data = None
+        if body is not None:
+            data = json.dumps(body).encode()
+            hdr["Content-Type"] = "application/json"
+        c.request(method, path, body=data, headers=hdr)
+        r = c.getresponse()
+        text = r.read()
+        if conn is None:
+            c.close()
+        if r.status >= 300:
+            raise RuntimeError(f"{method} {path}: HTTP {r.status}: {text[:300]!r}")
+        return json.loads(text) if text else None
+
+
+def psql(db, sql):
+    out = subprocess.run(["psql", "-XAtq", "-F", "\t", db, "-c", sql], check=True,
+                         capture_output=True, text=True).stdout
+    return [line.split("\t") for line in out.splitlines() if line]
+
+
+def pct(values, p):
+    v = sorted(values)
+    if not v:
+        return float("nan")
+    k = max(0, min(len(v) - 1, int(round(p / 100.0 * (len(v) - 1)))))
+    return v[k]
+
+
+def gang_specs(n, seed, max_nodes, max_gpus):
+    rng = random.Random(seed)
+    return [(rng.randint(1, max_nodes), rng.randint(1, max_gpus)) for _ in range(n)]
+
+
+def submit_all(api, team, specs, clients, tag):
+    """Submit every (nodes, gpus) spec with `clients` keep-alive connections."""
+    chunks = [specs[i::clients] for i in range(clients)]
+
+    def worker(chunk):
+        c = api.conn()
+        for nodes, gpus in chunk:
+            api.call("POST", "/v1/jobs", {
+                "team": team, "name": tag, "command": ["true"],
+                "resources": {"nodes": nodes, "gpus_per_node": gpus}}, conn=c)
+        c.close()
+
+    t0 = time.monotonic()
+    with concurrent.futures.ThreadPoolExecutor(clients) as ex:
+        for f in [ex.submit(worker, ch) for ch in chunks]:
+            f.result()
+    return time.monotonic() - t0
+
+
+def wait_nodes(db, prefix, n, timeout):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        got = int(psql(db, f"SELECT count(*) FROM nodes WHERE id LIKE '{prefix}%'"
+                           " AND state = 'ready'")[0][0])
+        if got >= n:
+            return
+        time.sleep(0.2)
+    raise RuntimeError(f"only {got} of {n} simulated nodes became ready in {timeout} s")
+
+
+def wait_done(db, team_id, n, timeout, what):
+    deadline = time.monotonic() + timeout
+    last = -1
+    while time.monotonic() < deadline:
+        done = int(psql(db, "SELECT count(*) FROM jobs WHERE team_id = "
+                            f"{team_id} AND state IN ('succeeded', 'failed', 'cancelled')")[0][0])
+        if done >= n:
+            return
+        if done != last:
+            last = done
+        time.sleep(0.5)
+    raise RuntimeError(f"{what}: only {last} of {n} jobs ended within {timeout} s")
+
+
+def event_times(db, team_id):
+    """Per job: created, scheduled, running (epoch seconds), nodes."""
+    rows = psql(db, f"""
+        SELECT j.id, extract(epoch FROM j.created_at),
+               extract(epoch FROM min(e.created_at) FILTER (WHERE e.type = 'scheduled')),
+               extract(epoch FROM min(e.created_at) FILTER (WHERE e.type = 'running')),
+               (j.spec->'resources'->>'nodes')::int, j.state
+        FROM jobs j JOIN job_events e ON e.job_id = j.id
+        WHERE j.team_id = {team_id} GROUP BY j.id""")
+    out = []
+    for r in rows:
+        out.append({"id": int(r[0]), "created": float(r[1]),
+                    "scheduled": float(r[2]) if r[2] else None,
+                    "running": float(r[3]) if r[3] else None,
+                    "nodes": int(r[4] or 1), "state": r[5]})
+    return out
+
+
+def sustained(times):
+    """Gangs/s between 10 % and 90 % of the events (sorted times)."""
+    t = sorted(times)
+    if len(t) < 10:
+        return float("nan")
+    a, b = t[len(t) // 10], t[(len(t) * 9) // 10]
+    return (len(t) * 8 // 10) / (b - a) if b > a else float("inf")
+
+
+def kcat_ceiling(bootstrap, messages, size):
+    """Messages/s the broker carries one way, produce + consume, with kcat."""
+    topic = f"bench.ceiling.{os.getpid()}.{int(time.time())}"
+    payload = ("x" * (size - 1) + "\n") * messages
+    t0 = time.monotonic()
+    subprocess.run(["kcat", "-P", "-b", bootstrap, "-t", topic, "-p", "0",
+                    "-X", "linger.ms=5"], input=payload.encode(), check=True,
+                   capture_output=True)
+    got = subprocess.run(["kcat", "-C", "-b", bootstrap, "-t", topic, "-p", "0", "-o",
+                          "beginning", "-c", str(messages), "-e", "-q"],
+                         check=True, capture_output=True).stdout.count(b"\n")
+    dt = time.monotonic() - t0
+    if got < messages:
+        raise RuntimeError(f"kcat consumed {got} of {messages} messages")
+    return messages / dt
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--api", required=True)
+    ap.add_argument("--token", required=True)
+    ap.add_argument("--db", required=True)
+    ap.add_argument("--bootstrap", required=True, help="host:port,... of the broker")
+    ap.add_argument("--simexec", required=True, help="the trainyard-simexec program")
+    ap.add_argument("--nodes", type=int, default=2000)
+    ap.add_argument("--jobs", type=int, default=20000)
+    ap.add_argument("--latency-jobs", type=int, default=100)
+    ap.add_argument("--clients", type=int, default=16)
+    ap.add_argument("--seed", type=int, default=7)
+    ap.add_argument("--timeout", type=int, default=1800)
+    ap.add_argument("--workdir", required=True)
+    ap.add_argument("--json", help="write the results here")
+    a = ap.parse_args()
+    api = Api(a.api, a.token)
+
+    # real executors of the local stack stay out of it
+    for n in api.call("GET", "/v1/nodes")["items"]:
+        if not n["id"].startswith("sim-") and n["state"] != "drained":
+            api.call("POST", f"/v1/nodes/{n['id']}/drain")
+    team = f"dispatch-{int(time.time())}"
+    api.call("POST", "/v1/teams", {"name": team, "nominal_gpus": a.nodes * 8})
+    team_id = int(psql(a.db, f"SELECT id FROM teams WHERE name = '{team}'")[0][0])
+
+    specs = gang_specs(a.jobs, a.seed, 8, 8)
+    gangs_nodes = sum(n for n, _ in specs)
+    log(f"submitting {a.jobs} gang jobs ({gangs_nodes} node launches) with no node up")
+    submit_s = submit_all(api, team, specs, a.clients, "throughput")
+    log(f"submitted in {submit_s:.1f} s ({a.jobs / submit_s:.0f}/s); starting "
+        f"{a.nodes} simulated nodes")
+
+    stats = os.path.join(a.workdir, "simexec.stats")
+    sim_log = open(os.path.join(a.workdir, "simexec.log"), "w")
+    sim = subprocess.Popen([a.simexec, "--kafka-bootstrap", a.bootstrap, "--nodes",
+                            str(a.nodes), "--gpus", "8", "--run-ms", "0",
+                            "--stats-file", stats], stdout=sim_log, stderr=subprocess.STDOUT)
+    try:
+        t_start = time.time()
+        wait_done(a.db, team_id, a.jobs, a.timeout, "throughput")
+        t_all = time.time() - t_start
+        ev = event_times(a.db, team_id)
+        sched = [e["scheduled"] for e in ev if e["scheduled"]]
+        run = [e["running"] for e in ev if e["running"]]
+        first = min(sched)
+        placed_rate = len(sched) / (max(sched) - first)
+        running_rate = len(run) / (max(run) - first)
+        sustained_running = sustained(run)
+        log(f"all {a.jobs} ended {t_all:.1f} s after the nodes started")
+
+        # latency: one job at a time on the idle cluster
+        lat_specs = gang_specs(a.latency_jobs, a.seed + 1, 8, 8)
+        lat_team = team + "-lat"
+        api.call("POST", "/v1/teams", {"name": lat_team, "nominal_gpus": a.nodes * 8})
+        lat_id = int(psql(a.db, f"SELECT id FROM teams WHERE name = '{lat_team}'")[0][0])
+        c = api.conn()
+        for nodes, gpus in lat_specs:
+            j = api.call("POST", "/v1/jobs", {
+                "team": lat_team, "command": ["true"],
+                "resources": {"nodes": nodes, "gpus_per_node": gpus}}, conn=c)
+            api.call("GET", f"/v1/jobs/{j['id']}/events?after=0&wait=0", conn=c)
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline:
+                if api.call("GET", f"/v1/jobs/{j['id']}", conn=c)["state"] in (
+                        "running", "succeeded", "failed"):
+                    break
+                time.sleep(0.005)
+        c.close()
+        wait_done(a.db, lat_id, a.latency_jobs, 120, "latency")
+        lev = event_times(a.db, lat_id)
+        lat = [(e["running"] - e["created"]) * 1000 for e in lev if e["running"]]
+    finally:
+        sim.terminate()
+        sim.wait(timeout=30)
+        sim_log.close()
+    simstats = dict(kv.split("=") for kv in open(stats).read().split())
+
+    # the transport's ceiling: the same number of messages through the broker
+    per_gang = 1 + 4  # per node: launch, rank_started, attempt_running, rank_exited, attempt_exited
+    # the embedded broker keeps only about 5 MiB per partition (DESIGN.md §5)
+    msgs = min(gangs_nodes * per_gang, 6000)
+    ceiling_msgs = kcat_ceiling(a.bootstrap, msgs, 700)
+    ceiling_gangs = ceiling_msgs / (per_gang * gangs_nodes / a.jobs)
+
+    res = {
+        "nodes": a.nodes, "jobs": a.jobs, "node_launches": gangs_nodes,
+        "submit_per_s": a.jobs / submit_s,
+        "placed_per_s": placed_rate, "running_per_s": running_rate,
+        "running_per_s_sustained": sustained_running,
+        "first_placement_s": first - t_start,
+        "latency_ms_p50": pct(lat, 50), "latency_ms_p99": pct(lat, 99),
+        "latency_jobs": len(lat),
+        "kafka_ceiling_msgs_per_s": ceiling_msgs, "kafka_ceiling_gangs_per_s": ceiling_gangs,
+        "simexec_rss_kb": int(simstats["rss_kb"]), "simexec_cpu_ms": int(simstats["cpu_ms"]),
+        "simexec_launches": int(simstats["launches"]),
+    }
+    print(f"gangs running/s      {running_rate:8.0f}   broker ceiling {ceiling_gangs:8.0f}"
+          f"   ratio {running_rate / ceiling_gangs:.3f}   (goal 2000; sustained 10-90 %:"
+          f" {sustained_running:.0f}/s)")
+    print(f"gangs placed/s       {placed_rate:8.0f}   broker ceiling {ceiling_gangs:8.0f}"
+          f"   ratio {placed_rate / ceiling_gangs:.3f}")
+    print(f"submit->running p50  {pct(lat, 50):8.1f} ms  p99 {pct(lat, 99):.1f} ms"
+          f"  ({len(lat)} jobs, 1-8 simulated nodes, idle cluster)")
+    print(f"simexec {a.nodes} nodes: max RSS {int(simstats['rss_kb']) / 1024:.1f} MiB, "
+          f"CPU {int(simstats['cpu_ms']) / 1000:.1f} s for {simstats['launches']} launches")
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump(res, f, indent=2)
+            f.write("\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
