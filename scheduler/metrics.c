@@ -60,7 +60,7 @@ struct sched_metrics {
 
 static const double cycle_bounds[] = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1,
 				      0.25,  0.5,    1,	    2.5,  5,	 10};
-static const double wait_bounds[] = {1,	   5,	 15,	30,    60,    120,   300,   600,
+static const double wait_bounds[] = {1,	   5,	 15,   30,    60,    120,   300,    600,
 				     1800, 3600, 7200, 14400, 28800, 86400, 259200, 604800};
 
 /* ---- the pure parts ---- */
@@ -88,14 +88,13 @@ static const char *const reason_labels[SCHED_REASON_COUNT] = {
 
 /*
  * Every pending-reason label, each once (the gauge has all of them, 0
- * included): the core's, then two for jobs the daemon holds back from it.
+ * included): the core's, then two for jobs the daemon holds back from it —
+ * an earlier attempt still holds GPUs, the sweep runs max_concurrent trials.
  */
 static const char *const pending_labels[] = {
-    "resources", "topology", "never_fits", "quota",   "preemption",
-    "reservation", "order",  "ports",	   "invalid", "backoff",
-    "previous_attempt", /* an earlier attempt still holds GPUs */
-    "sweep_limit",	/* its sweep runs max_concurrent trials */
-    NULL};
+    "resources",	"topology",    "never_fits", "quota",	"preemption",
+    "reservation",	"order",       "ports",	     "invalid", "backoff",
+    "previous_attempt", "sweep_limit", NULL};
 #define PENDING_PREVIOUS 10
 #define PENDING_SWEEP 11
 
@@ -125,9 +124,9 @@ const char *sched_metrics_outcome(const struct sched_decisions *d, int i)
 
 const char *sched_metrics_class(const char *cls)
 {
-	static const char *const known[] = {"user",	 "oom",	      "system",	   "hardware",
-					    "hang",	 "node_lost", "preempted", "start_timeout",
-					    "timeout",	 "cancelled", NULL};
+	static const char *const known[] = {"user",    "oom",	    "system",	 "hardware",
+					    "hang",    "node_lost", "preempted", "start_timeout",
+					    "timeout", "cancelled", NULL};
 
 	for (int i = 0; cls && known[i]; i++)
 		if (!strcmp(cls, known[i]))
@@ -198,8 +197,7 @@ static int families(struct ty_metrics *m, struct ty_err *err)
 	     "Decisions of committed cycles, one per pending job per cycle, by outcome and "
 	     "reason class.",
 	     outcome_reason, NULL, 0},
-	    {TY_METRIC_COUNTER, M_PREEMPTIONS, "Preemptions started, by reason.", reason, NULL,
-	     0},
+	    {TY_METRIC_COUNTER, M_PREEMPTIONS, "Preemptions started, by reason.", reason, NULL, 0},
 	    {TY_METRIC_COUNTER, M_REQUEUES,
 	     "Jobs sent back to pending after an attempt ended, by the attempt's failure class.",
 	     failure_class, NULL, 0},
@@ -403,8 +401,8 @@ double sched_metrics_clock(void)
 }
 
 /* Zero the series of family name whose labels were in *old and are not in now[0..n). */
-static void gauges_forget(struct ty_metrics *m, const char *const *names, int nnames,
-			  char **old, int nold, char *const *now, int n)
+static void gauges_forget(struct ty_metrics *m, const char *const *names, int nnames, char **old,
+			  int nold, char *const *now, int n)
 {
 	for (int i = 0; i < nold; i++) {
 		bool kept = false;
@@ -417,7 +415,7 @@ static void gauges_forget(struct ty_metrics *m, const char *const *names, int nn
 }
 
 static const char *const team_families[] = {M_TEAM_ALLOCATED, M_TEAM_NOMINAL, M_TEAM_BORROWED,
-					     M_TEAM_FAIR_SHARE};
+					    M_TEAM_FAIR_SHARE};
 #define NTEAM_FAMILIES ((int)(sizeof(team_families) / sizeof(team_families[0])))
 
 /* Set the team gauges to now (n names; NULL/0: no teams), zeroing teams gone since. */
@@ -546,7 +544,8 @@ void sched_metrics_cycle(struct sched *s, const struct sched_input *in,
 	}
 	/* one update per series, not per job: the queue may hold tens of thousands */
 	for (int k = 0; k < ndecided; k++)
-		ty_metrics_add(m, M_DECISIONS, (const char *[]){decided[k].outcome, decided[k].reason},
+		ty_metrics_add(m, M_DECISIONS,
+			       (const char *[]){decided[k].outcome, decided[k].reason},
 			       decided[k].n);
 	for (int k = 0; pending_labels[k]; k++)
 		ty_metrics_set(m, M_PENDING, (const char *[]){pending_labels[k]}, pending[k]);

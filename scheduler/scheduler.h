@@ -3,9 +3,10 @@
  * placement, liveness and reconciliation, the outbox relay and the loop
  * that drives them. docs/dispatch.md is the contract.
  *
- * One thread does everything. While leading it owns a work connection, a
- * consumer and a producer; every write transaction goes through
- * sched_tx_begin(), so a deposed leader can never commit.
+ * One thread does everything but serve /metrics (metrics.c). While leading
+ * it owns a work connection, a consumer and a producer; every write
+ * transaction goes through sched_tx_begin(), so a deposed leader can never
+ * commit.
  */
 #ifndef TY_SCHEDULER_H
 #define TY_SCHEDULER_H

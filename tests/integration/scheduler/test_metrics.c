@@ -54,17 +54,19 @@ static const char *http(long *status, const char *method, const char *url, const
 	return out;
 }
 
-/* Start a scheduler serving /metrics on a free port; *port gets it. */
-static int sched_with_metrics(struct fx *f, const char *id, int *port)
+/* Start a scheduler serving /metrics on a free port (extra: more flags, NULL-terminated). */
+static int sched_with_metrics(struct fx *f, const char *id, const char *const *extra, int *port)
 {
 	const char *file = ty_test_strf("%s/%s.metrics-port", ty_test_workdir(), id);
-	int i;
+	const char *argv[16] = {"--metrics-listen=127.0.0.1:0",
+				ty_test_strf("--metrics-port-file=%s", file),
+				"--retry-backoff-seconds=3600"};
+	int i, n = 3;
 
+	for (int k = 0; extra && extra[k] && n < 15; k++)
+		argv[n++] = extra[k];
 	unlink(file);
-	i = fx_sched_start(f, id,
-			   (const char *const[]){"--metrics-listen=127.0.0.1:0",
-						 ty_test_strf("--metrics-port-file=%s", file),
-						 "--retry-backoff-seconds=3600", NULL});
+	i = fx_sched_start(f, id, argv);
 	*port = 0;
 	/* written once it listens, before it stands by */
 	for (int k = 0; k < 300 && *port <= 0; k++) {
@@ -184,18 +186,19 @@ TY_TEST(leader_and_standby_serve_exact_values)
 
 	fx_node(f, "n1", 4);
 	fx_node(f, "n2", 4);
-	a = sched_with_metrics(f, "sched-a", &pa);
+	a = sched_with_metrics(f, "sched-a", NULL, &pa);
 	FX_WAIT(f, T, "1 sched-a", "SELECT epoch || ' ' || holder FROM leader");
-	b = sched_with_metrics(f, "sched-b", &pb);
+	b = sched_with_metrics(f, "sched-b", NULL, &pb);
 	FX_WAIT(f, T, "2", "SELECT count(*) FROM nodes WHERE state = 'ready'");
 
 	for (int i = 0; i < 3; i++)
-		job[i] = fx_submit_to(f, team,
-				      ",'resources':{'nodes':1,'gpus_per_node':2},'retry':{'system':1}");
+		job[i] = fx_submit_to(
+		    f, team, ",'resources':{'nodes':1,'gpus_per_node':2},'retry':{'system':1}");
 	for (int i = 0; i < 3; i++) {
 		FX_WAIT(f, T, "scheduled", "SELECT state FROM jobs WHERE id = $1", fx_n(job[i]));
-		node[i] = ty_test_strf(
-		    "%s", FX_Q(f, "SELECT node_id FROM allocations WHERE job_id = $1", fx_n(job[i])));
+		node[i] =
+		    ty_test_strf("%s", FX_Q(f, "SELECT node_id FROM allocations WHERE job_id = $1",
+					    fx_n(job[i])));
 		l[i] = fx_recv(f, node[i], "launch", job[i], T);
 		REQUIRE(l[i] != NULL);
 	}
@@ -209,9 +212,10 @@ TY_TEST(leader_and_standby_serve_exact_values)
 	      value(t, "trainyard_scheduler_cycles_total"));
 	CHECK(value(t, "trainyard_scheduler_decide_duration_seconds_count") ==
 	      value(t, "trainyard_scheduler_cycles_total"));
-	CHECK_VALUE(t, "trainyard_scheduler_decisions_total{outcome=\"placed\",reason=\"none\"}", 3);
-	CHECK_VALUE(t, "trainyard_scheduler_decisions_total{outcome=\"backfilled\",reason=\"none\"}",
-		    -1);
+	CHECK_VALUE(t, "trainyard_scheduler_decisions_total{outcome=\"placed\",reason=\"none\"}",
+		    3);
+	CHECK_VALUE(
+	    t, "trainyard_scheduler_decisions_total{outcome=\"backfilled\",reason=\"none\"}", -1);
 	CHECK(value(t, "trainyard_scheduler_decisions_total{outcome=\"pending\","
 		       "reason=\"never_fits\"}") >= 1);
 	CHECK_VALUE(t, "trainyard_scheduler_queue_wait_seconds_count{class=\"normal\"}", 3);
@@ -223,8 +227,8 @@ TY_TEST(leader_and_standby_serve_exact_values)
 	CHECK_VALUE(t, ty_test_strf("trainyard_scheduler_team_gpus_borrowed{team=\"%s\"}", team),
 		    0);
 	{
-		double fs =
-		    value(t, ty_test_strf("trainyard_scheduler_team_fair_share{team=\"%s\"}", team));
+		double fs = value(
+		    t, ty_test_strf("trainyard_scheduler_team_fair_share{team=\"%s\"}", team));
 
 		CHECK(fs > 0 && fs <= 1);
 	}
@@ -294,6 +298,75 @@ TY_TEST(leader_and_standby_serve_exact_values)
 	fx_sched_stop(f, b);
 }
 
+/*
+ * Team a (nominal 2, cohort c1) fills two 2-GPU nodes by borrowing b's idle
+ * nominal GPUs; b submits a job: one of a's gangs is preempted to reclaim
+ * them (checkpoint grace 0: killed at once), the job waits for it, the
+ * victim is requeued (class preempted, no retry spent) and b's job placed.
+ */
+TY_TEST(reclaim_preemption_and_requeue_are_counted)
+{
+	struct fx *f = fx_start();
+	const char *a = fx_team(f, "a", 2, -1, "c1"), *b = fx_team(f, "b", 2, -1, "c1");
+	const char *spec =
+	    ",'resources':{'nodes':1,'gpus_per_node':2},'checkpoint':{'grace_seconds':0}";
+	const struct proto_msg *l[2], *k;
+	const char *node[2], *t, *vnode = NULL;
+	long long ja[2], jb, victim;
+	int s, port;
+
+	fx_node(f, "n1", 2);
+	fx_node(f, "n2", 2);
+	s = sched_with_metrics(
+	    f, "sched-r",
+	    (const char *const[]){"--min-runtime-seconds=high=0,normal=0,low=0,scavenger=0", NULL},
+	    &port);
+	FX_WAIT(f, T, "2", "SELECT count(*) FROM nodes WHERE state = 'ready'");
+	for (int i = 0; i < 2; i++) {
+		ja[i] = fx_submit_to(f, a, spec);
+		FX_WAIT(f, T, "scheduled", "SELECT state FROM jobs WHERE id = $1", fx_n(ja[i]));
+		node[i] =
+		    ty_test_strf("%s", FX_Q(f, "SELECT node_id FROM allocations WHERE job_id = $1",
+					    fx_n(ja[i])));
+		l[i] = fx_recv(f, node[i], "launch", ja[i], T);
+		REQUIRE(l[i] != NULL);
+		fx_run(f, node[i], l[i]);
+	}
+	t = scrape_until(port,
+			 ty_test_strf("trainyard_scheduler_team_gpus_borrowed{team=\"%s\"}", a), 2);
+	CHECK_VALUE(t, ty_test_strf("trainyard_scheduler_team_gpus_allocated{team=\"%s\"}", a), 4);
+	CHECK_VALUE(t, ty_test_strf("trainyard_scheduler_team_gpus_allocated{team=\"%s\"}", b), 0);
+
+	jb = fx_submit_to(f, b, ",'resources':{'nodes':1,'gpus_per_node':2}");
+	FX_WAIT(f, T, "1",
+		"SELECT count(*) FROM jobs WHERE id IN ($1, $2) AND state = 'preempting'",
+		fx_n(ja[0]), fx_n(ja[1]));
+	victim = !strcmp(FX_Q(f, "SELECT state FROM jobs WHERE id = $1", fx_n(ja[0])), "preempting")
+		     ? 0
+		     : 1;
+	vnode = node[victim];
+	t = scrape_until(port, "trainyard_scheduler_preemptions_total{reason=\"reclaim\"}", 1);
+	CHECK_VALUE(t, "trainyard_scheduler_preemptions_total{reason=\"priority\"}", 0);
+	CHECK_VALUE(t, "trainyard_scheduler_preemptions_total{reason=\"spot\"}", 0);
+	t = scrape_until(port, "trainyard_scheduler_pending_jobs{reason=\"preemption\"}", 1);
+	CHECK(value(t, "trainyard_scheduler_decisions_total{outcome=\"reserved\","
+		       "reason=\"preemption\"}") >= 1);
+
+	/* killed at once (grace 0); the node reports; the victim is requeued, b placed */
+	k = fx_recv(f, vnode, "kill", ja[victim], T);
+	REQUIRE(k != NULL);
+	fx_exit(f, vnode, l[victim], -1, "preempted", "preempted by the scheduler");
+	REQUIRE(fx_recv(f, vnode, "launch", jb, T) != NULL);
+	t = scrape_until(port, "trainyard_scheduler_requeues_total{failure_class=\"preempted\"}",
+			 1);
+	CHECK_VALUE(t, "trainyard_scheduler_retries_total{failure_class=\"preempted\"}", -1);
+	t = scrape_until(
+	    port, ty_test_strf("trainyard_scheduler_team_gpus_allocated{team=\"%s\"}", b), 2);
+	CHECK_VALUE(t, "trainyard_scheduler_preemptions_total{reason=\"reclaim\"}", 1);
+	CHECK_INT_EQ(promtool_check(t), 0);
+	fx_sched_stop(f, s);
+}
+
 /* ---- a real Prometheus ---- */
 
 static int free_port(void)
@@ -324,7 +397,7 @@ TY_TEST(prometheus_scrapes_the_scheduler)
 	long status;
 	int port, s;
 
-	s = sched_with_metrics(f, "sched-p", &port);
+	s = sched_with_metrics(f, "sched-p", NULL, &port);
 	FX_WAIT(f, T, "1 sched-p", "SELECT epoch || ' ' || holder FROM leader");
 	REQUIRE(c != NULL);
 	fprintf(c,

@@ -54,20 +54,13 @@ TY_TEST(failure_classes_outside_the_known_set_are_other)
 	static const struct {
 		const char *cls, *want;
 	} cases[] = {
-	    {"user", "user"},
-	    {"oom", "oom"},
-	    {"system", "system"},
-	    {"hardware", "hardware"},
-	    {"hang", "hang"},
-	    {"node_lost", "node_lost"},
-	    {"preempted", "preempted"},
-	    {"start_timeout", "start_timeout"},
-	    {"timeout", "timeout"},
-	    {"cancelled", "cancelled"},
-	    {"USER", "other"},
-	    {"", "other"},
-	    {"user\"} 1\nx", "other"},
-	    {NULL, "other"},
+	    {"user", "user"},		{"oom", "oom"},
+	    {"system", "system"},	{"hardware", "hardware"},
+	    {"hang", "hang"},		{"node_lost", "node_lost"},
+	    {"preempted", "preempted"}, {"start_timeout", "start_timeout"},
+	    {"timeout", "timeout"},	{"cancelled", "cancelled"},
+	    {"USER", "other"},		{"", "other"},
+	    {"user\"} 1\nx", "other"},	{NULL, "other"},
 	};
 
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
