@@ -400,7 +400,7 @@ double sched_metrics_clock(void)
 	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
-/* Zero the series of family name whose labels were in *old and are not in now[0..n). */
+/* In each of the families names, zero the series of labels in old[] that now[] lacks. */
 static void gauges_forget(struct ty_metrics *m, const char *const *names, int nnames, char **old,
 			  int nold, char *const *now, int n)
 {
