@@ -454,6 +454,8 @@ int sched_fail_attempt(struct sched *s, int64_t job, int64_t attempt, const char
 	if (moved)
 		rc = sched_job_event(s, job, !strcmp(state, "pending") ? "requeued" : state, state,
 				     text, data, err);
+	if (moved && !rc && !strcmp(state, "pending"))
+		sched_metrics_requeued(s, cls, spend);
 out:
 	PQclear(res);
 	json_decref(spec_retry);

@@ -207,8 +207,10 @@ void sched_consume(struct sched *s, int wait_ms)
 		if (!km)
 			break;
 		if (km->err) {
-			if (km->err != RD_KAFKA_RESP_ERR__PARTITION_EOF)
+			if (km->err != RD_KAFKA_RESP_ERR__PARTITION_EOF) {
+				sched_metrics_kafka_error(s, SCHED_KAFKA_CONSUME);
 				ty_warn("kafka consumer: %s", rd_kafka_message_errstr(km));
+			}
 			rd_kafka_message_destroy(km);
 			continue;
 		}

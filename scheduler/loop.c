@@ -124,8 +124,10 @@ static int lead_turn(struct sched *s, struct ty_err *err)
 		s->capacity_freed = s->jobs_changed = false;
 		s->last_cycle = now;
 		s->next_cycle = now + s->o.cycle_ms;
-		if ((rc = sched_cycle(s, err)))
+		if ((rc = sched_cycle(s, err))) {
+			sched_metrics_cycle_failed(s);
 			return rc;
+		}
 	}
 	if (now >= s->next_reconcile) {
 		s->next_reconcile = now + s->o.reconcile_ms;
@@ -136,6 +138,7 @@ static int lead_turn(struct sched *s, struct ty_err *err)
 		/* new partitions can wait for the next pass; the database cannot */
 		if (sched_kafka_refresh(s, &kerr))
 			ty_warn("%s", kerr.msg);
+		sched_metrics_kafka(s);
 		if ((rc = sched_reconcile(s, err)))
 			return rc;
 	}
@@ -177,6 +180,7 @@ int sched_run(struct sched *s, volatile sig_atomic_t *stop, struct ty_err *err)
 		struct ty_err e = {0};
 		int rc;
 
+		sched_metrics_role(s);
 		if (!s->leading) {
 			bool won = false;
 

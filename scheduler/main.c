@@ -67,6 +67,11 @@ static const struct ty_opt options[] = {
     {"check-mirror", TY_OPT_BOOL, "false", 0, 0,
      "compare the in-memory mirror with a fresh load every cycle and log a divergence "
      "(tests, debugging; costs a full read per cycle)"},
+    {"metrics-listen", TY_OPT_STR, NULL, 0, 0,
+     "serve GET /metrics (Prometheus text format, docs/metrics.md) on 'IPV4-ADDRESS:PORT'; "
+     "port 0 picks a free one (default: not served)"},
+    {"metrics-port-file", TY_OPT_STR, NULL, 0, 0,
+     "write the port /metrics listens on to this file once it listens (tests, port 0)"},
     {"log-level", TY_OPT_STR, "info", 0, 0, "debug, info, warn or error"},
     {"log-json", TY_OPT_BOOL, "false", 0, 0, "log JSON lines instead of text"},
     {"help", TY_OPT_BOOL, "false", 0, 0, "print this help, then exit"},
@@ -90,6 +95,20 @@ static void usage(FILE *f)
 		   "stand by and take over when it goes away.\n"
 		   "\n");
 	ty_config_usage(f, options, NOPTS, ENV_PREFIX);
+}
+
+static int write_port_file(const char *path, int port, struct ty_err *err)
+{
+	char tmp[4096];
+	FILE *f;
+
+	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+	if (!(f = fopen(tmp, "w")))
+		return ty_err_set(err, TY_EIO, "cannot write '%s'", tmp);
+	fprintf(f, "%d\n", port);
+	if (fclose(f) || rename(tmp, path))
+		return ty_err_set(err, TY_EIO, "cannot write '%s'", path);
+	return 0;
 }
 
 static int port_range(int *lo, int *hi, const char *spec)
@@ -239,11 +258,25 @@ int main(int argc, char **argv)
 	sigaction(SIGINT, &sa, NULL);
 	signal(SIGPIPE, SIG_IGN);
 
+	if (ty_config_str(c, "metrics-listen") && *ty_config_str(c, "metrics-listen")) {
+		int port = 0;
+
+		if (sched_metrics_start(&s.metrics, &port, ty_config_str(c, "metrics-listen"),
+					&err) ||
+		    (ty_config_str(c, "metrics-port-file") &&
+		     write_port_file(ty_config_str(c, "metrics-port-file"), port, &err))) {
+			fprintf(stderr, "trainyard-scheduler: %s\n", err.msg);
+			status = 1;
+			goto out;
+		}
+		ty_info("serving /metrics on port %d", port);
+	}
 	rc = sched_run(&s, &stop_signal, &err);
 	status = rc ? 1 : 0;
 	if (rc)
 		ty_error("%s", err.msg);
 out:
+	sched_metrics_stop(s.metrics);
 	sched_rates_free(&s.o.rates);
 	ty_config_free(c);
 	return status;

@@ -1212,6 +1212,7 @@ int sched_cycle(struct sched *s, struct ty_err *err)
 	struct sched_decisions *d = NULL;
 	struct snap sn = {0};
 	int64_t t0 = ty_mono_ms(), t1, t2;
+	double m0 = sched_metrics_clock(), m1, m2;
 	int rc;
 
 	if ((rc = cancel_pass(s, err)) || (rc = sched_spot_sweep(s, err)) ||
@@ -1225,14 +1226,18 @@ int sched_cycle(struct sched *s, struct ty_err *err)
 	if ((rc = holds_load(&sn, s, err)))
 		goto out;
 	t1 = ty_mono_ms();
+	m1 = sched_metrics_clock();
 	if ((rc = sched_decide(&d, &sn.in, err)))
 		goto out;
 	t2 = ty_mono_ms();
+	m2 = sched_metrics_clock();
 	rc = apply(s, &sn, d, err);
 	if (rc)
 		s->holds.n = 0;
 	else
 		holds_keep(s, &sn, d);
+	if (!rc)
+		sched_metrics_cycle(s, &sn.in, d, sched_metrics_clock() - m0, m2 - m1);
 	/* the cost of a cycle, for operators sizing --cycle-ms (read = mirror refresh + usage) */
 	ty_log_at(ty_mono_ms() - t0 >= SLOW_CYCLE_MS ? TY_LOG_INFO : TY_LOG_DEBUG, 0,
 		  "cycle: %lld ms (read %lld, decide %lld, write %lld) for %d node(s), %d "

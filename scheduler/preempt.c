@@ -132,7 +132,11 @@ int sched_preempt(bool *started, struct sched *s, int64_t job, int64_t attempt, 
 int sched_preempt_spot(bool *started, struct sched *s, int64_t job, int64_t attempt,
 		       const char *node, int64_t deadline_ms, const char *why, struct ty_err *err)
 {
-	return start(started, s, job, attempt, 0, node, deadline_ms, why, err);
+	int rc = start(started, s, job, attempt, 0, node, deadline_ms, why, err);
+
+	if (!rc && *started)
+		sched_metrics_preempted(s, "spot");
+	return rc;
 }
 
 int sched_preempt_kills(struct sched *s, struct ty_err *err)
@@ -261,6 +265,7 @@ int sched_preempt_settle(struct sched *s, int64_t job, int64_t attempt, struct t
 			 (long long)attempt, (long long)attempt + 1,
 			 (long long)sched_col_i64(res, 0, 1));
 		rc = sched_job_event(s, job, "requeued", "pending", text, data, err);
+		sched_metrics_requeued(s, "preempted", false);
 	} else if (PQntuples(res) == 1) {
 		snprintf(text, sizeof(text),
 			 "attempt %lld preempted: stopped on every node; requeued for attempt %lld "
@@ -268,6 +273,7 @@ int sched_preempt_settle(struct sched *s, int64_t job, int64_t attempt, struct t
 			 (long long)attempt, (long long)attempt + 1,
 			 (long long)sched_col_i64(res, 0, 0));
 		rc = sched_job_event(s, job, "requeued", "pending", text, data, err);
+		sched_metrics_requeued(s, "preempted", false);
 	}
 out:
 	json_decref(data);

@@ -92,9 +92,11 @@ void sched_relay_dr(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque)
 		/* produced again on the next pass */
 		ids_del(&s->inflight, id);
 		if (m->err != RD_KAFKA_RESP_ERR__PURGE_QUEUE &&
-		    m->err != RD_KAFKA_RESP_ERR__PURGE_INFLIGHT)
+		    m->err != RD_KAFKA_RESP_ERR__PURGE_INFLIGHT) {
+			sched_metrics_kafka_error(s, SCHED_KAFKA_DELIVERY);
 			ty_warn("delivery of outbox row %lld failed: %s", (long long)id,
 				rd_kafka_err2str(m->err));
+		}
 		return;
 	}
 	if (ids_add(&s->delivered, id))
@@ -134,6 +136,7 @@ int sched_relay(struct sched *s, struct ty_err *err)
 		if (e == RD_KAFKA_RESP_ERR__QUEUE_FULL)
 			break;
 		if (e) {
+			sched_metrics_kafka_error(s, SCHED_KAFKA_PRODUCE);
 			ty_warn("cannot produce outbox row %lld for node '%s': %s", (long long)id,
 				node, rd_kafka_err2str(e));
 			continue;
@@ -146,6 +149,7 @@ int sched_relay(struct sched *s, struct ty_err *err)
 	}
 	if (sent)
 		ty_debug("relayed %d dispatch message(s)", sent);
+	sched_metrics_outbox(s, PQntuples(res) - sent);
 out:
 	PQclear(res);
 	free(skip);

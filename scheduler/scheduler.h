@@ -3,9 +3,10 @@
  * placement, liveness and reconciliation, the outbox relay and the loop
  * that drives them. docs/dispatch.md is the contract.
  *
- * One thread does everything. While leading it owns a work connection, a
- * consumer and a producer; every write transaction goes through
- * sched_tx_begin(), so a deposed leader can never commit.
+ * One thread does everything but serve /metrics (metrics.c). While leading
+ * it owns a work connection, a consumer and a producer; every write
+ * transaction goes through sched_tx_begin(), so a deposed leader can never
+ * commit.
  */
 #ifndef TY_SCHEDULER_H
 #define TY_SCHEDULER_H
@@ -213,6 +214,7 @@ struct sched {
 	 * it fits best). Forgotten on a new term and when the queue mirror is
 	 * stale (read again whole).
 	 */
+	struct sched_metrics *metrics; /* --metrics-listen (metrics.c); NULL: no metrics */
 	struct sched_holds {
 		int64_t epoch; /* the term they were decided in */
 		int n;
@@ -546,6 +548,57 @@ int sched_reconcile(struct sched *s, struct ty_err *err);
 
 /* Run until *stop is set: standby, lead, clean shutdown. */
 int sched_run(struct sched *s, volatile sig_atomic_t *stop, struct ty_err *err);
+
+/* ---- metrics.c: GET /metrics (docs/metrics.md, "Scheduler") ---- */
+
+struct sched_decisions;
+struct sched_input;
+struct sockaddr_in;
+
+/*
+ * Serve GET /metrics on listen ("IPV4-ADDRESS:PORT", port 0 = any free one)
+ * from a libmicrohttpd thread of its own; *out gets the registry and server
+ * (free with sched_metrics_stop), *port the bound port. TY_ECONFIG for a
+ * bad address, TY_EIO when it cannot listen, TY_ENOMEM.
+ */
+int sched_metrics_start(struct sched_metrics **out, int *port, const char *listen,
+			struct ty_err *err);
+/* Stop serving and free everything (NULL-safe). */
+void sched_metrics_stop(struct sched_metrics *m);
+/*
+ * Updates from the loop's thread; each does nothing when s->metrics is NULL.
+ * role: leader 1/0 and epoch (each turn; a standby drops the team gauges).
+ */
+void sched_metrics_role(struct sched *s);
+/*
+ * After a cycle committed: cycles, durations (seconds, of which
+ * decide_seconds in sched_decide), decisions, queue wait of placed first
+ * attempts, preemptions it decided, pending jobs by reason (s->queue must
+ * still be the queue the cycle read), team gauges, nodes by state.
+ */
+void sched_metrics_cycle(struct sched *s, const struct sched_input *in,
+			 const struct sched_decisions *d, double seconds, double decide_seconds);
+void sched_metrics_cycle_failed(struct sched *s);
+/* A preemption started for a reason: "reclaim", "priority" or "spot". */
+void sched_metrics_preempted(struct sched *s, const char *reason);
+/* A job went back to pending after an attempt of class cls; retry: it spent a retry. */
+void sched_metrics_requeued(struct sched *s, const char *cls, bool retry);
+enum sched_kafka_error { SCHED_KAFKA_PRODUCE, SCHED_KAFKA_DELIVERY, SCHED_KAFKA_CONSUME };
+void sched_metrics_kafka_error(struct sched *s, enum sched_kafka_error what);
+/* The relay saw unsent rows not produced yet (plus s->inflight in flight). */
+void sched_metrics_outbox(struct sched *s, int unsent);
+/* Consumer lag per assigned partition (cached watermarks) and skipped messages. */
+void sched_metrics_kafka(struct sched *s);
+/* Monotonic seconds, for durations. */
+double sched_metrics_clock(void);
+/* Pure: the label of an enum sched_reason ("resources", "quota", ...; "other" if unknown). */
+const char *sched_metrics_reason(int reason);
+/* Pure: "placed", "backfilled", "reserved" or "pending" for d->pending[i]. */
+const char *sched_metrics_outcome(const struct sched_decisions *d, int i);
+/* Pure: cls if it is a known failure class, else "other" (bounded label values). */
+const char *sched_metrics_class(const char *cls);
+/* Pure: parse "IPV4-ADDRESS:PORT" ("localhost" allowed) into *out; TY_EINVAL. */
+int sched_metrics_listen_parse(struct sockaddr_in *out, const char *spec);
 
 /* ---- small helpers (loop.c) ---- */
 

@@ -15,6 +15,9 @@ target_link_libraries(test_sched_policy_victims PRIVATE ty_sched_core)
 # the usage ledger's rate table and arithmetic (scheduler/ledger.c)
 ty_add_test(sched_ledger_math unit/scheduler/test_ledger_math.c unit)
 target_link_libraries(test_sched_ledger_math PRIVATE ty_sched)
+# the metrics' pure parts: reason labels, decision outcomes, --metrics-listen (scheduler/metrics.c)
+ty_add_test(sched_metrics_labels unit/scheduler/test_metrics_labels.c unit)
+target_link_libraries(test_sched_metrics_labels PRIVATE ty_sched)
 
 file(GLOB TY_SCHED_TESTS CONFIGURE_DEPENDS
      ${CMAKE_CURRENT_SOURCE_DIR}/integration/scheduler/test_*.c)
