@@ -14,6 +14,12 @@ void ty_sha256_hex(char out[TY_SHA256_HEX_LEN + 1], const void *data, size_t n);
  * out (at least 48 bytes). Returns 0 or TY_EIO when the CSPRNG fails.
  */
 int ty_token_new(char *out, size_t outsz);
+/*
+ * Lowercase hex HMAC-SHA256 (RFC 2104) of data under key into out (65 bytes
+ * incl. NUL); key and data may hold NUL bytes.
+ */
+void ty_hmac_sha256_hex(char out[TY_SHA256_HEX_LEN + 1], const void *key, size_t keylen,
+			const void *data, size_t n);
 /* Equal lengths and bytes, in time independent of where they differ. */
 bool ty_secure_equal(const char *a, const char *b);
 
