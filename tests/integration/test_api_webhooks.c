@@ -622,6 +622,45 @@ TY_TEST(ping_and_giving_up_after_max_attempts)
 	check_log_clean();
 }
 
+TY_TEST(two_replicas_deliver_each_delivery_once)
+{
+	const struct ty_stack *s = stack();
+	const char *team = ty_mk_team("whrep", 4, -1);
+	const char *member = ty_mk_token("member", team);
+	struct ty_api *second;
+	long long hook;
+	json_t *items, *got, *d, *seen;
+	size_t i;
+
+	receiver_up();
+	hook = mk_hook(member, team, "/ok/replicas", "[\"*\"]", "replica-secret-0001");
+	/* both claim from the same queue as the jobs are submitted and cancelled */
+	second = ty_test_api_start(s->db_url, api_args);
+	ty_test_api_use(api);
+	for (int k = 0; k < 10; k++) {
+		long long job = ty_mk_job(member, team, NULL);
+
+		ty_test_api_use(k % 2 ? second : api);
+		post_ok(ty_test_strf("/v1/jobs/%lld/cancel", job), member);
+	}
+	ty_test_api_use(api);
+	items = wait_deliveries(member, hook, 20, ALL_DELIVERED);
+	CHECK_INT_EQ(json_array_size(items), 20);
+	got = received("/ok/replicas");
+	CHECK_INT_EQ(json_array_size(got), 20);
+	seen = json_object();
+	json_array_foreach(got, i, d)
+		json_object_set_new(seen, ty_jstr(d, "headers.trainyard-delivery"), json_true());
+	CHECK_INT_EQ(json_object_size(seen), 20);
+	json_array_foreach(items, i, d)
+		CHECK_JINT(d, "attempt_count", 1);
+	json_decref(seen);
+	json_decref(got);
+	json_decref(items);
+	ty_test_api_stop(second);
+	check_log_clean();
+}
+
 TY_TEST(validation_table)
 {
 	const struct ty_stack *s = stack();
