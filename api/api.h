@@ -124,6 +124,15 @@ int api_reply_from_err(struct api_req *r, int code, const struct ty_err *err);
 const char *api_query(struct api_req *r, const char *name);
 const char *api_header(struct api_req *r, const char *name);
 
+/* Webhook delivery (deliver.c); concurrency 0 runs no deliverer here. */
+struct api_webhook_options {
+	int timeout_ms; /* per POST, connecting included */
+	int max_attempts; /* then the delivery is 'failed' */
+	int backoff_ms; /* delay before the second attempt */
+	int backoff_max_ms; /* cap of the doubling delay */
+	int concurrency; /* POSTs in flight per process */
+};
+
 /* Server configuration (values borrowed from the config). */
 struct api_options {
 	const char *listen_addr;
@@ -136,6 +145,7 @@ struct api_options {
 	int connection_timeout;
 	int max_connections;
 	const char *cors_origins;
+	struct api_webhook_options webhook;
 };
 
 int api_server_start(struct api_server **out, const struct api_options *o, struct ty_err *err);
@@ -227,6 +237,45 @@ void api__metrics_request(const struct api_req *r);
 #define API_PREEMPT_DEADLINE 30
 #define API_PREEMPT_DEADLINE_MAX 3600
 int api_h_nodes_preempt(struct api_req *r, struct ty_err *err);
+
+/* Webhooks (webhooks.c, deliver.c; docs/webhooks.md). */
+int api_h_webhooks_create(struct api_req *r, struct ty_err *err);
+int api_h_webhooks_list(struct api_req *r, struct ty_err *err);
+int api_h_webhooks_get(struct api_req *r, struct ty_err *err);
+int api_h_webhooks_delete(struct api_req *r, struct ty_err *err);
+int api_h_webhooks_deliveries(struct api_req *r, struct ty_err *err);
+int api_h_webhooks_ping(struct api_req *r, struct ty_err *err);
+#define API_WEBHOOK_URL_MAX 2048
+#define API_WEBHOOK_SECRET_MIN 16
+#define API_WEBHOOK_SECRET_MAX 256
+#define API_WEBHOOK_EVENTS_MAX 32
+#define API_WEBHOOKS_PER_TEAM 25
+/* Whether name is an event a webhook may subscribe to: "job.<state>" or "*". */
+bool api_webhook_event_ok(const char *name);
+/*
+ * POST /v1/webhooks body (pure): {team, url, events, secret}; 0 or a
+ * problem (400 unknown_field, 422 missing_field / invalid_field with field
+ * "events[i]" naming a bad event).
+ */
+int api_validate_webhook(const json_t *body, struct api_problem *p);
+/*
+ * Delay in ms before attempt `attempts` + 1 when `attempts` have failed:
+ * base * 2^(attempts-1) capped at cap, then "equal jitter": a value in
+ * [d/2, d] picked by rnd. Pure.
+ */
+int64_t api_webhook_backoff_ms(int base, int cap, int attempts, uint32_t rnd);
+/*
+ * The Trainyard-Signature header value "t=<t>,v1=<hex HMAC-SHA256(secret,
+ * "<t>.<body>")>" into out (at least API_WEBHOOK_SIG_LEN bytes). Returns 0
+ * or TY_ENOMEM.
+ */
+#define API_WEBHOOK_SIG_LEN 96
+int api_webhook_signature(char *out, size_t outsz, const char *secret, long long t,
+			  const char *body, size_t len);
+/* The deliverer thread: started and stopped with the server. */
+int api__deliver_start(struct api_server *s, const char *database_url,
+		       const struct api_webhook_options *o, struct ty_err *err);
+void api__deliver_stop(struct api_server *s);
 
 /* Job spec validation (pure): a normalised spec with defaults, or a problem. */
 json_t *api_validate_job(const json_t *body, struct api_problem *p);

@@ -27,6 +27,16 @@ static const struct ty_opt options[] = {
 	{"max-connections", TY_OPT_INT, "1000", 1, 100000, "concurrent connections accepted"},
 	{"cors-origins", TY_OPT_STR, "", 0, 0,
 	 "comma-separated origins allowed to call the API from a browser; empty allows none"},
+	{"webhook-timeout-ms", TY_OPT_INT, "10000", 100, 300000,
+	 "milliseconds a webhook POST may take, connecting included, before it counts as failed"},
+	{"webhook-max-attempts", TY_OPT_INT, "15", 1, 1000,
+	 "POSTs of one webhook delivery before it is given up as failed"},
+	{"webhook-backoff-ms", TY_OPT_INT, "1000", 1, 86400000,
+	 "delay before a webhook delivery's second attempt; it doubles per attempt, with jitter"},
+	{"webhook-backoff-max-ms", TY_OPT_INT, "3600000", 1, 86400000,
+	 "longest delay between two attempts of a webhook delivery"},
+	{"webhook-concurrency", TY_OPT_INT, "8", 0, 1000,
+	 "webhook POSTs in flight at once in this process; 0 delivers none here"},
 	{"log-level", TY_OPT_STR, "info", 0, 0, "debug, info, warn or error"},
 	{"log-json", TY_OPT_BOOL, "false", 0, 0, "log JSON lines instead of text"},
 	{"migrate", TY_OPT_BOOL, "false", 0, 0, "apply database migrations, then exit"},
@@ -101,6 +111,14 @@ static int serve(const struct ty_config *c, struct ty_err *err)
 		.connection_timeout = (int)ty_config_int(c, "connection-timeout"),
 		.max_connections = (int)ty_config_int(c, "max-connections"),
 		.cors_origins = ty_config_str(c, "cors-origins"),
+		.webhook =
+			{
+				.timeout_ms = (int)ty_config_int(c, "webhook-timeout-ms"),
+				.max_attempts = (int)ty_config_int(c, "webhook-max-attempts"),
+				.backoff_ms = (int)ty_config_int(c, "webhook-backoff-ms"),
+				.backoff_max_ms = (int)ty_config_int(c, "webhook-backoff-max-ms"),
+				.concurrency = (int)ty_config_int(c, "webhook-concurrency"),
+			},
 	};
 	struct api_server *s = NULL;
 	struct sigaction sa = {.sa_handler = on_signal};

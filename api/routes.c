@@ -32,6 +32,13 @@ const struct api_route api_routes[] = {
 	{"GET", "/v1/sweeps/{}", api_h_sweeps_get, API_ROLE_VIEWER, API_AUTH},
 	/* viewer: the handler answers 404 for other teams' sweeps before 403 */
 	{"POST", "/v1/sweeps/{}/cancel", api_h_sweeps_cancel, API_ROLE_VIEWER, API_AUTH},
+	{"POST", "/v1/webhooks", api_h_webhooks_create, API_ROLE_MEMBER, API_AUTH | API_BODY},
+	{"GET", "/v1/webhooks", api_h_webhooks_list, API_ROLE_VIEWER, API_AUTH},
+	{"GET", "/v1/webhooks/{}", api_h_webhooks_get, API_ROLE_VIEWER, API_AUTH},
+	/* viewer: the handlers answer 404 for other teams' webhooks before 403 */
+	{"DELETE", "/v1/webhooks/{}", api_h_webhooks_delete, API_ROLE_VIEWER, API_AUTH},
+	{"GET", "/v1/webhooks/{}/deliveries", api_h_webhooks_deliveries, API_ROLE_VIEWER, API_AUTH},
+	{"POST", "/v1/webhooks/{}/ping", api_h_webhooks_ping, API_ROLE_VIEWER, API_AUTH},
 	{"GET", "/v1/queue", api_h_queue_list, API_ROLE_VIEWER, API_AUTH},
 	{"GET", "/v1/nodes", api_h_nodes_list, API_ROLE_VIEWER, API_AUTH},
 	{"GET", "/v1/nodes/{}", api_h_nodes_get, API_ROLE_VIEWER, API_AUTH},

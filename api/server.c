@@ -25,6 +25,8 @@ struct api_server {
 	int pool_size, pool_free;
 	/* watcher: see watch.c */
 	struct api_watch *watch;
+	/* webhook deliverer: see deliver.c */
+	struct api_deliver *deliver;
 };
 
 /* ---- replies ---------------------------------------------------------- */
@@ -602,6 +604,8 @@ int api_server_start(struct api_server **out, const struct api_options *o, struc
 	}
 	if ((rc = api__watch_start(s, o->database_url, err)))
 		goto fail;
+	if ((rc = api__deliver_start(s, o->database_url, &o->webhook, err)))
+		goto fail;
 
 	sin.sin_family = AF_INET;
 	sin.sin_port = htons((uint16_t)o->port);
@@ -640,6 +644,7 @@ void api_server_stop(struct api_server *s)
 	if (s->mhd)
 		MHD_quiesce_daemon(s->mhd);
 	api__watch_stop(s); /* resumes parked requests so MHD can finish them */
+	api__deliver_stop(s);
 	if (s->mhd)
 		MHD_stop_daemon(s->mhd);
 	for (int i = 0; s->pool && i < s->pool_size; i++)
@@ -655,4 +660,11 @@ struct api_watch **api__watch_slot(struct api_server *s);
 struct api_watch **api__watch_slot(struct api_server *s)
 {
 	return &s->watch;
+}
+
+/* deliver.c reaches the server's deliverer slot through these. */
+struct api_deliver **api__deliver_slot(struct api_server *s);
+struct api_deliver **api__deliver_slot(struct api_server *s)
+{
+	return &s->deliver;
 }

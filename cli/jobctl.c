@@ -22,6 +22,7 @@ static const char main_help[] =
 	"  cancel    cancel a job\n"
 	"  stop      stop a job early: it ends as 'stopped' (HPO pruning)\n"
 	"  sweep     submit, show, cancel and list sweeps (one job per parameter set)\n"
+	"  webhooks  create, list, delete and ping webhooks; show their deliveries\n"
 	"  attempts  list a job's attempts: nodes, exit codes, failure classes\n"
 	"  logs      print the end of one rank's log\n"
 	"  nodes     list, show, drain, undrain and preempt the nodes jobs run on\n"
@@ -77,6 +78,7 @@ static const struct cmd {
 	{"quota", cli_cmd_quota},
 	{"usage", cli_cmd_usage},
 	{"sweep", cli_cmd_sweep},
+	{"webhooks", cli_cmd_webhooks},
 	{"tokens", cli_cmd_tokens},
 	{"version", cmd_version},
 	{"help", cmd_help},

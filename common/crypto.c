@@ -4,21 +4,41 @@
 
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
+#include <openssl/hmac.h>
 #include <openssl/rand.h>
 #include <string.h>
 
-void ty_sha256_hex(char out[TY_SHA256_HEX_LEN + 1], const void *data, size_t n)
+static void hex32(char out[TY_SHA256_HEX_LEN + 1], const unsigned char md[32])
 {
 	static const char hex[] = "0123456789abcdef";
-	unsigned char md[32];
-	unsigned int mdlen = 0;
 
-	EVP_Digest(data, n, md, &mdlen, EVP_sha256(), NULL);
 	for (unsigned i = 0; i < 32; i++) {
 		out[2 * i] = hex[md[i] >> 4];
 		out[2 * i + 1] = hex[md[i] & 15];
 	}
 	out[64] = '\0';
+}
+
+void ty_sha256_hex(char out[TY_SHA256_HEX_LEN + 1], const void *data, size_t n)
+{
+	unsigned char md[32];
+	unsigned int mdlen = 0;
+
+	EVP_Digest(data, n, md, &mdlen, EVP_sha256(), NULL);
+	hex32(out, md);
+}
+
+void ty_hmac_sha256_hex(char out[TY_SHA256_HEX_LEN + 1], const void *key, size_t keylen,
+			const void *data, size_t n)
+{
+	static const unsigned char empty[1];
+	unsigned char md[32];
+	unsigned int mdlen = 0;
+
+	/* OpenSSL takes a NULL key as "reuse the previous one": never pass NULL */
+	HMAC(EVP_sha256(), keylen ? key : empty, (int)keylen, n ? data : empty, n, md, &mdlen);
+	hex32(out, md);
+	OPENSSL_cleanse(md, sizeof(md));
 }
 
 int ty_token_new(char *out, size_t outsz)

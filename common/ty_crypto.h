@@ -20,6 +20,12 @@ int ty_token_new(char *out, size_t outsz);
  * the prefix is too long, out too small or the CSPRNG fails.
  */
 int ty_token_new_prefixed(char *out, size_t outsz, const char *prefix);
+/*
+ * Lowercase hex HMAC-SHA256 (RFC 2104) of data under key into out (65 bytes
+ * incl. NUL); key and data may hold NUL bytes.
+ */
+void ty_hmac_sha256_hex(char out[TY_SHA256_HEX_LEN + 1], const void *key, size_t keylen,
+			const void *data, size_t n);
 /* Equal lengths and bytes, in time independent of where they differ. */
 bool ty_secure_equal(const char *a, const char *b);
 

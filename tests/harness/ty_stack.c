@@ -599,6 +599,21 @@ struct ty_api *ty_test_api_start(const char *db_url, const char *const *extra_ar
 	return api;
 }
 
+void ty_test_api_kill(struct ty_api *api)
+{
+	int status = 0;
+
+	if (!api || !api->pid)
+		return;
+	kill(api->pid, SIGKILL);
+	wait_exit(api->pid, STOP_GRACE_MS, &status);
+	api->pid = 0;
+	api->url[0] = '\0';
+	if (current == api)
+		current = stack_state == STACK_OK && stack.api != api && stack.api->pid ? stack.api
+											: NULL;
+}
+
 void ty_test_api_stop(struct ty_api *api)
 {
 	int status = 0;

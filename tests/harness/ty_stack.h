@@ -54,6 +54,8 @@ struct ty_api; /* opaque: one trainyard-api process (or none, when stopped) */
 struct ty_api *ty_test_api_start(const char *db_url, const char *const *extra_args);
 /* SIGTERM, wait up to 5 s, then SIGKILL. The handle stays for a restart. */
 void ty_test_api_stop(struct ty_api *api);
+/* SIGKILL and reap: a crash. The handle stays for a restart. */
+void ty_test_api_kill(struct ty_api *api);
 /* Start again on the same database with the same arguments (new port). */
 void ty_test_api_restart(struct ty_api *api);
 /* "http://127.0.0.1:PORT" of the running server (borrowed). */

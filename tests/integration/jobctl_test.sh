@@ -152,14 +152,14 @@ export JOBCTL_SERVER=$URL JOBCTL_TOKEN=$ADMIN
 expect 0 jc --help
 out_has 'exit status'
 out_has '7  server or connection error'
-for c in submit status list queue watch cancel stop attempts logs nodes teams quota usage tokens sweep version; do
+for c in submit status list queue watch cancel stop attempts logs nodes teams quota usage tokens sweep webhooks version; do
 	expect 0 jc "$c" --help
 	out_has "usage: jobctl $c"
 done
 expect 0 jc help watch
 out_has 'usage: jobctl watch'
 expect 0 jc --help
-for c in attempts logs nodes queue quota usage sweep; do out_has "^  $c "; done
+for c in attempts logs nodes queue quota usage sweep webhooks; do out_has "^  $c "; done
 ok "help for jobctl and every command"
 
 expect 0 jc version
@@ -618,6 +618,54 @@ JOBCTL_TOKEN=$MEMBER_B expect 4 jc sweep cancel "$SW"
 JOBCTL_TOKEN=$VIEWER_A expect 5 jc sweep submit -f "$W/sweep.json" --team team-a
 JOBCTL_TOKEN=$VIEWER_A expect 0 jc sweep status "$SW"
 ok "sweep: submit from a file with flags, status, idempotent retry, list, cancel, errors, roles"
+
+# ---- webhooks --------------------------------------------------------------------
+# The URL is a closed port: the first attempt fails at once and is listed.
+
+printf 'jobctl-test-secret-0001\n' >"$W/hook.secret"
+JOBCTL_TOKEN=$MEMBER_A expect 0 jc webhooks create --team team-a --url http://127.0.0.1:9/hook \
+	--event job.succeeded --event job.failed --secret-file "$W/hook.secret"
+out_has '^webhook [0-9]*: http://127.0.0.1:9/hook for team team-a$'
+WH=$(sed -E 's/^webhook ([0-9]+):.*/\1/' "$W/out")
+out_lacks 'jobctl-test-secret'
+expect 0 jc -o json webhooks list --team team-a
+check 'd["items"][0]["id"] == '"$WH"' and d["items"][0]["events"] == ["job.succeeded", "job.failed"] and "secret" not in d["items"][0]'
+out_lacks 'jobctl-test-secret'
+JOBCTL_TOKEN=$VIEWER_A expect 0 jc webhooks list
+out_has "^$WH  *team-a  *http://127.0.0.1:9/hook  *job.succeeded,job.failed  *yes "
+JOBCTL_TOKEN=$MEMBER_A expect 0 jc webhooks ping "$WH"
+out_has '^ping queued: delivery [0-9]*$'
+for _ in $(seq 100); do
+	expect 0 jc -o json webhooks deliveries "$WH"
+	[[ $(py 'len(d["items"][0]["attempts"])') -ge 1 ]] && break
+	sleep 0.1
+done
+check 'd["items"][0]["event"] == "ping" and d["items"][0]["attempts"][0]["http_status"] is None'
+expect 0 jc webhooks deliveries "$WH" --state pending
+out_has '^[0-9][0-9]*  *ping  *pending  *[0-9][0-9]*  *.*onnect'
+JOBCTL_TOKEN=$MEMBER_B expect 4 jc webhooks deliveries "$WH"
+JOBCTL_TOKEN=$MEMBER_B expect 4 jc webhooks delete "$WH"
+JOBCTL_TOKEN=$VIEWER_A expect 5 jc webhooks delete "$WH"
+printf 'short\n' >"$W/short.secret"
+expect 6 jc webhooks create --team team-a --url http://127.0.0.1:9/x --secret-file "$W/short.secret"
+err_has 'secret'
+expect 6 jc webhooks create --team team-a --url ftp://127.0.0.1/x --secret-file "$W/hook.secret"
+err_has 'http or https'
+expect 6 jc webhooks create --team team-a --url http://h/x --event job.exploded --secret-file "$W/hook.secret"
+err_has 'job.exploded'
+expect 2 jc webhooks create --team team-a --url http://h/x
+err_has 'needs --team, --url and --secret-file'
+expect 2 jc webhooks
+expect 2 jc webhooks bogus
+err_has 'unknown webhooks command'
+expect 2 jc webhooks delete x
+expect 2 jc webhooks list --state pending
+JOBCTL_TOKEN=$MEMBER_A expect 0 jc webhooks delete "$WH"
+out_has "^deleted webhook $WH: pending deliveries cancelled\$"
+expect 0 jc -o json webhooks deliveries "$WH"
+check 'd["items"][0]["state"] == "cancelled"'
+expect 4 jc webhooks ping 999999
+ok "webhooks: create from a secret file, list, ping, deliveries, delete, errors, roles"
 
 # ---- nodes, attempts and logs ----------------------------------------------------
 # No executors here: the rows the scheduler and executors would write are

@@ -137,3 +137,57 @@ TY_TEST(secure_equal)
 		CHECK_INT_EQ(ty_secure_equal(rows[i].a, rows[i].b), rows[i].eq);
 	}
 }
+
+TY_TEST(hmac_sha256_rfc4231)
+{
+	/* RFC 4231 test cases 1-4, 6 and 7 (5 is a truncated output) */
+	static const char c7[] = "This is a test using a larger than block-size key and a larger than "
+				 "block-size data. The key needs to be hashed before being used by "
+				 "the HMAC algorithm.";
+	unsigned char k1[20], k3[20], d3[50], k4[25], d4[50], k6[131];
+	const struct {
+		const char *name;
+		const void *key;
+		size_t keylen;
+		const void *data;
+		size_t n;
+		const char *hex;
+	} rows[] = {
+	    {"1", k1, sizeof(k1), "Hi There", 8,
+	     "b0344c61d8db38535ca8afceaf0bf12b881dc200c9833da726e9376c2e32cff7"},
+	    {"2", "Jefe", 4, "what do ya want for nothing?", 28,
+	     "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843"},
+	    {"3", k3, sizeof(k3), d3, sizeof(d3),
+	     "773ea91e36800e46854db8ebd09181a72959098b3ef8c122d9635514ced565fe"},
+	    {"4", k4, sizeof(k4), d4, sizeof(d4),
+	     "82558a389a443c0ea4cc819899f2083a85f0faa3e578f8077a2e3ff46729665b"},
+	    {"6", k6, sizeof(k6), "Test Using Larger Than Block-Size Key - Hash Key First", 54,
+	     "60e431591ee0b67f0d8a26aacbf5b77f8e0bc6213728c5140546040f0ee37f54"},
+	    {"7", k6, sizeof(k6), c7, sizeof(c7) - 1,
+	     "9b09ffa71b942fcb27635fbcd5b0e944bfdc63644f0713938a7f51535c3a35e2"},
+	};
+	char out[TY_SHA256_HEX_LEN + 1];
+
+	memset(k1, 0x0b, sizeof(k1));
+	memset(k3, 0xaa, sizeof(k3));
+	memset(d3, 0xdd, sizeof(d3));
+	for (size_t i = 0; i < sizeof(k4); i++)
+		k4[i] = (unsigned char)(i + 1);
+	memset(d4, 0xcd, sizeof(d4));
+	memset(k6, 0xaa, sizeof(k6));
+	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+		ty_test_context("RFC 4231 case %s", rows[i].name);
+		memset(out, 'X', sizeof(out));
+		ty_hmac_sha256_hex(out, rows[i].key, rows[i].keylen, rows[i].data, rows[i].n);
+		CHECK_STR_EQ(out, rows[i].hex);
+	}
+}
+
+TY_TEST(hmac_sha256_empty_key_and_data)
+{
+	char out[TY_SHA256_HEX_LEN + 1];
+
+	/* HMAC-SHA256 with an empty key over empty data (a known value) */
+	ty_hmac_sha256_hex(out, "", 0, "", 0);
+	CHECK_STR_EQ(out, "b613679a0814d9ec772f95d778c35fc5ff1697c493715653c6c712144292c5ad");
+}
