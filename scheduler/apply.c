@@ -1335,6 +1335,127 @@ static int on_rank_exited(bool *mine, struct sched *s, const struct proto_msg *m
 	return 0;
 }
 
+int sched_apply_ranks(struct sched *s, const struct proto_msg *m, const bool *ok, int n,
+		      bool *done, bool *bad, struct ty_err *err)
+{
+	json_t *started = json_array(), *exited = json_array();
+	char *st = NULL, *ex = NULL;
+	PGresult *res = NULL;
+	int rc = 0;
+
+	*bad = false;
+	if (!started || !exited) {
+		rc = ty_err_set(err, TY_ENOMEM, NULL);
+		goto out;
+	}
+	for (int i = 0; i < n; i++) {
+		json_t *rec;
+
+		done[i] = false;
+		if (!ok[i] || (m[i].type != PROTO_RANK_STARTED && m[i].type != PROTO_RANK_EXITED))
+			continue;
+		rec = json_pack("{s:I, s:I, s:I, s:s, s:I, s:I, s:i}", "job", (json_int_t)m[i].job,
+				"attempt", (json_int_t)m[i].attempt, "rank",
+				(json_int_t)jint(m[i].data, "rank", -1), "node", m[i].node, "a",
+				(json_int_t)jint(m[i].data,
+						 m[i].type == PROTO_RANK_STARTED ? "local_rank"
+										 : "exit_code",
+						 0),
+				"b",
+				(json_int_t)jint(m[i].data,
+						 m[i].type == PROTO_RANK_STARTED ? "pid" : "signal", 0),
+				"ord", i);
+		if (!rec || json_array_append_new(m[i].type == PROTO_RANK_STARTED ? started : exited,
+						  rec)) {
+			rc = ty_err_set(err, TY_ENOMEM, NULL);
+			goto out;
+		}
+		done[i] = true;
+	}
+	if (json_array_size(exited)) {
+		if (!(ex = json_dumps(exited, JSON_COMPACT))) {
+			rc = ty_err_set(err, TY_ENOMEM, NULL);
+			goto out;
+		}
+		const char *p[] = {ex};
+		/* the first report of a rank wins, as one by one; out-of-range ranks are bad */
+		if ((rc = ty_pg_exec(
+			 &res, s->pg,
+			 "WITH m AS (SELECT * FROM jsonb_to_recordset($1::jsonb) AS m(job bigint,"
+			 "  attempt integer, rank bigint, node text, a bigint, b bigint, ord integer)),"
+			 " k AS (SELECT m.*, a.first_rank, m.rank >= a.first_rank"
+			 "  AND m.rank < a.first_rank + a.local_ranks AS fits FROM m JOIN allocations a"
+			 "  ON a.job_id = m.job AND a.attempt = m.attempt AND a.node_id = m.node),"
+			 " r AS (INSERT INTO ranks (job_id, attempt, rank, node_id, local_rank,"
+			 "  exit_code, signal, ended_at)"
+			 "  SELECT DISTINCT ON (job, attempt, rank) job, attempt, rank, node,"
+			 "  rank - first_rank, a, b, now() FROM k WHERE fits"
+			 "  ORDER BY job, attempt, rank, ord"
+			 "  ON CONFLICT (job_id, attempt, rank) DO UPDATE"
+			 "  SET exit_code = EXCLUDED.exit_code, signal = EXCLUDED.signal,"
+			 "  ended_at = EXCLUDED.ended_at WHERE ranks.ended_at IS NULL RETURNING 1)"
+			 " SELECT (SELECT count(*) FROM k WHERE NOT fits), (SELECT count(*) FROM r)",
+			 1, p, err)))
+			goto out;
+		*bad = sched_col_i64(res, 0, 0) > 0;
+		PQclear(res);
+		res = NULL;
+		if (*bad)
+			goto out;
+	}
+	if (json_array_size(started)) {
+		if (!(st = json_dumps(started, JSON_COMPACT))) {
+			rc = ty_err_set(err, TY_ENOMEM, NULL);
+			goto out;
+		}
+		const char *p[] = {st};
+		/* on an attempt's first rank, the attempt and its job move to starting */
+		if ((rc = ty_pg_exec(
+			 &res, s->pg,
+			 "WITH m AS (SELECT * FROM jsonb_to_recordset($1::jsonb) AS m(job bigint,"
+			 "  attempt integer, rank bigint, node text, a bigint, b bigint, ord integer)),"
+			 " k AS (SELECT m.* FROM m JOIN allocations a ON a.job_id = m.job"
+			 "  AND a.attempt = m.attempt AND a.node_id = m.node),"
+			 " r AS (INSERT INTO ranks (job_id, attempt, rank, node_id, local_rank, pid)"
+			 "  SELECT DISTINCT ON (job, attempt, rank) job, attempt, rank, node, a, b FROM k"
+			 "  ORDER BY job, attempt, rank, ord"
+			 "  ON CONFLICT (job_id, attempt, rank)"
+			 "  DO UPDATE SET pid = coalesce(ranks.pid, EXCLUDED.pid) RETURNING 1),"
+			 " t AS (UPDATE attempts SET state = 'starting'"
+			 "  FROM (SELECT DISTINCT job, attempt FROM k) x WHERE attempts.job_id = x.job"
+			 "  AND attempts.attempt = x.attempt AND attempts.state = 'scheduled'"
+			 "  RETURNING attempts.job_id, attempts.attempt),"
+			 " j AS (UPDATE jobs SET state = 'starting' FROM t WHERE jobs.id = t.job_id"
+			 "  AND jobs.attempt = t.attempt AND jobs.state = 'scheduled'"
+			 "  RETURNING jobs.id, t.attempt)"
+			 " SELECT j.id, j.attempt, f.rank, f.node FROM j, LATERAL (SELECT rank, node"
+			 "  FROM k WHERE k.job = j.id AND k.attempt = j.attempt ORDER BY ord LIMIT 1) f"
+			 " ORDER BY j.id",
+			 1, p, err)))
+			goto out;
+		for (int r = 0; r < PQntuples(res) && !rc; r++) {
+			char text[256];
+			json_t *data;
+			int64_t job = sched_col_i64(res, r, 0), attempt = sched_col_i64(res, r, 1);
+
+			snprintf(text, sizeof(text), "attempt %lld starting: rank %lld started on node %s",
+				 (long long)attempt, (long long)sched_col_i64(res, r, 2),
+				 PQgetvalue(res, r, 3));
+			data = json_pack("{s:I, s:s}", "attempt", (json_int_t)attempt, "node",
+					 PQgetvalue(res, r, 3));
+			rc = sched_job_event(s, job, "starting", "starting", text, data, err);
+			json_decref(data);
+		}
+	}
+out:
+	PQclear(res);
+	json_decref(started);
+	json_decref(exited);
+	free(st);
+	free(ex);
+	return rc;
+}
+
 /*
  * A verified checkpoint (valid: true) of a live or stopping attempt: the
  * start of the work lost should it be preempted or fail (the ledger). Only

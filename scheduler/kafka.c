@@ -256,6 +256,8 @@ static bool transient(int rc, const char *sqlstate)
 	return false;
 }
 
+#define APPLY_BAD 1 /* apply_fast: a message's own fault; redo the batch carefully */
+
 /* Apply one message under a savepoint: a bad one is skipped, not fatal. */
 static int apply_one(struct sched *s, const rd_kafka_message_t *km, struct ty_err *err)
 {
@@ -263,6 +265,7 @@ static int apply_one(struct sched *s, const rd_kafka_message_t *km, struct ty_er
 	struct ty_err merr = {0};
 	int rc;
 
+	/* (counted again here when apply_fast saw it first) */
 	if (proto_decode(&m, km->payload, km->len, &merr)) {
 		s->malformed++;
 		ty_warn("skipping malformed message at %s [%d] offset %lld: %s",
@@ -290,6 +293,61 @@ out:
 	return rc;
 }
 
+/*
+ * The batch in one go, without savepoints: the rank events (most of the
+ * batch) in two statements, then the rest in order. A message's own fault
+ * is APPLY_BAD (the caller redoes the batch carefully).
+ */
+static int apply_fast(struct sched *s, struct ty_err *err)
+{
+	struct proto_msg *m = calloc((size_t)s->nbatch, sizeof(*m));
+	bool *ok = calloc((size_t)s->nbatch, sizeof(*ok) * 2), *done = ok + s->nbatch, bad;
+	int rc = 0;
+
+	if (!m || !ok) {
+		rc = ty_err_set(err, TY_ENOMEM, NULL);
+		goto out;
+	}
+	for (int i = 0; i < s->nbatch; i++) {
+		const rd_kafka_message_t *km = s->batch[i];
+		struct ty_err merr = {0};
+
+		if (!(ok[i] = !proto_decode(&m[i], km->payload, km->len, &merr))) {
+			s->malformed++;
+			ty_warn("skipping malformed message at %s [%d] offset %lld: %s",
+				rd_kafka_topic_name(km->rkt), (int)km->partition,
+				(long long)km->offset, merr.msg);
+		}
+	}
+	if ((rc = sched_apply_ranks(s, m, ok, s->nbatch, done, &bad, err)))
+		goto fail;
+	if (bad) {
+		ty_debug("a rank event names a rank outside its node's range: applying the batch "
+			 "again message by message");
+		rc = APPLY_BAD;
+		goto out;
+	}
+	for (int i = 0; i < s->nbatch && !rc; i++) {
+		if (!ok[i] || done[i])
+			continue;
+		if ((rc = sched_apply(s, &m[i], err)))
+			goto fail;
+	}
+	goto out;
+fail:
+	if (!transient(rc, ty_pg_sqlstate(s->pg))) {
+		ty_debug("applying a batch failed (%s): again message by message", err->msg);
+		rc = APPLY_BAD;
+	}
+out:
+	for (int i = 0; m && i < s->nbatch; i++)
+		if (ok && ok[i])
+			proto_msg_clear(&m[i]);
+	free(m);
+	free(ok);
+	return rc;
+}
+
 int sched_consume_apply(struct sched *s, struct ty_err *err)
 {
 	rd_kafka_topic_partition_list_t *offsets = NULL;
@@ -298,14 +356,21 @@ int sched_consume_apply(struct sched *s, struct ty_err *err)
 
 	if (s->nbatch == 0)
 		return 0;
-	if ((rc = sched_tx_begin(s->pg, s->epoch, err)))
-		return rc;
-	for (int i = 0; i < s->nbatch; i++)
-		if ((rc = apply_one(s, s->batch[i], err))) {
-			ty_pg_rollback(s->pg);
-			sched_mirror_stale(s, "event batch rolled back");
+	/* first in one go; should a message be bad, again with a savepoint each */
+	for (bool careful = false;; careful = true) {
+		if ((rc = sched_tx_begin(s->pg, s->epoch, err)))
+			return rc;
+		if (!careful)
+			rc = apply_fast(s, err);
+		for (int i = 0; careful && i < s->nbatch && !rc; i++)
+			rc = apply_one(s, s->batch[i], err);
+		if (!rc)
+			break;
+		ty_pg_rollback(s->pg);
+		sched_mirror_stale(s, "event batch rolled back");
+		if (rc != APPLY_BAD || careful)
 			return rc; /* the batch is kept and applied again */
-		}
+	}
 	if ((rc = ty_pg_commit(s->pg, err))) {
 		sched_mirror_stale(s, "event batch commit failed");
 		return rc;

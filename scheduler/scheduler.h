@@ -285,6 +285,16 @@ void sched_relay_dr(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque);
 
 /* Apply one decoded message (idempotent). Inapplicable messages are ignored. */
 int sched_apply(struct sched *s, const struct proto_msg *m, struct ty_err *err);
+/*
+ * Apply every rank_started and rank_exited among the n messages at once
+ * (two statements, whatever n): what sched_apply does for each, in their
+ * order, ignoring those of nodes without a part in the attempt. done[i] is
+ * set for each such message. *bad: a rank_exited names a rank outside its
+ * node's range (the caller rolls back and applies one by one, which skips
+ * it with a warning). ok[i] false: message i is to be left alone.
+ */
+int sched_apply_ranks(struct sched *s, const struct proto_msg *m, const bool *ok, int n,
+		      bool *done, bool *bad, struct ty_err *err);
 
 /* Write one dispatch message to the outbox (seq = row id, epoch = s->epoch). */
 int sched_outbox_add(struct sched *s, enum proto_type type, const char *node, int64_t job,
