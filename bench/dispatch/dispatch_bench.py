@@ -189,10 +189,13 @@ def main():
     api.call("POST", "/v1/teams", {"name": team, "nominal_gpus": a.nodes * 8})
     team_id = int(psql(a.db, f"SELECT id FROM teams WHERE name = '{team}'")[0][0])
 
+    stmts = bool(psql(a.db, "SELECT 1 FROM pg_extension WHERE extname = 'pg_stat_statements'"))
     specs = gang_specs(a.jobs, a.seed, 8, 8)
     gangs_nodes = sum(n for n, _ in specs)
     log(f"submitting {a.jobs} gang jobs ({gangs_nodes} node launches) with no node up")
     submit_s = submit_all(api, team, specs, a.clients, "throughput")
+    if stmts:
+        psql(a.db, "SELECT pg_stat_statements_reset()")
     log(f"submitted in {submit_s:.1f} s ({a.jobs / submit_s:.0f}/s); starting "
         f"{a.nodes} simulated nodes")
 
@@ -213,6 +216,13 @@ def main():
         running_rate = len(run) / (max(run) - first)
         sustained_running = sustained(run)
         log(f"all {a.jobs} ended {t_all:.1f} s after the nodes started")
+        top = []
+        if stmts:
+            # the scheduler's statements while the gangs ran (the API was idle)
+            top = psql(a.db, """
+                SELECT calls, round(total_exec_time)::bigint, regexp_replace(query, '\\s+', ' ', 'g')
+                FROM pg_stat_statements WHERE query NOT LIKE '%pg_stat_statements%'
+                ORDER BY calls DESC""")
 
         # latency: one job at a time on the idle cluster
         lat_specs = gang_specs(a.latency_jobs, a.seed + 1, 8, 8)
@@ -248,7 +258,11 @@ def main():
     ceiling_msgs = kcat_ceiling(a.bootstrap, msgs, 700)
     ceiling_gangs = ceiling_msgs / (per_gang * gangs_nodes / a.jobs)
 
+    calls = sum(int(r[0]) for r in top)
     res = {
+        "statements_per_gang": calls / a.jobs if top else None,
+        "top_statements": [{"calls": int(r[0]), "total_ms": int(r[1]), "query": r[2][:300]}
+                           for r in top[:25]],
         "nodes": a.nodes, "jobs": a.jobs, "node_launches": gangs_nodes,
         "submit_per_s": a.jobs / submit_s,
         "placed_per_s": placed_rate, "running_per_s": running_rate,
@@ -269,6 +283,11 @@ def main():
           f"  ({len(lat)} jobs, 1-8 simulated nodes, idle cluster)")
     print(f"simexec {a.nodes} nodes: max RSS {int(simstats['rss_kb']) / 1024:.1f} MiB, "
           f"CPU {int(simstats['cpu_ms']) / 1000:.1f} s for {simstats['launches']} launches")
+    if top:
+        print(f"statements per gang  {calls / a.jobs:8.1f}   ({calls} statements for {a.jobs}"
+              f" gangs of {gangs_nodes / a.jobs:.1f} nodes; most called:)")
+        for r in top[:12]:
+            print(f"  {int(r[0]) / a.jobs:7.2f}/gang {int(r[1]):7d} ms  {r[2][:110]}")
     if a.json:
         with open(a.json, "w") as f:
             json.dump(res, f, indent=2)
