@@ -94,17 +94,6 @@ def submit_all(api, team, specs, clients, tag):
     return time.monotonic() - t0
 
 
-def wait_nodes(db, prefix, n, timeout):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        got = int(psql(db, f"SELECT count(*) FROM nodes WHERE id LIKE '{prefix}%'"
-                           " AND state = 'ready'")[0][0])
-        if got >= n:
-            return
-        time.sleep(0.2)
-    raise RuntimeError(f"only {got} of {n} simulated nodes became ready in {timeout} s")
-
-
 def wait_done(db, team_id, n, timeout, what):
     deadline = time.monotonic() + timeout
     last = -1
@@ -147,20 +136,33 @@ def sustained(times):
 
 
 def kcat_ceiling(bootstrap, messages, size):
-    """Messages/s the broker carries one way, produce + consume, with kcat."""
+    """Messages/s the broker carries, produced and then consumed with kcat
+    (one producer and one consumer process, all partitions of a new topic)."""
     topic = f"bench.ceiling.{os.getpid()}.{int(time.time())}"
     payload = ("x" * (size - 1) + "\n") * messages
     t0 = time.monotonic()
-    subprocess.run(["kcat", "-P", "-b", bootstrap, "-t", topic, "-p", "0",
-                    "-X", "linger.ms=5"], input=payload.encode(), check=True,
-                   capture_output=True)
-    got = subprocess.run(["kcat", "-C", "-b", bootstrap, "-t", topic, "-p", "0", "-o",
-                          "beginning", "-c", str(messages), "-e", "-q"],
+    subprocess.run(["kcat", "-P", "-b", bootstrap, "-t", topic, "-X", "linger.ms=5"],
+                   input=payload.encode(), check=True, capture_output=True)
+    got = subprocess.run(["kcat", "-C", "-b", bootstrap, "-t", topic, "-o", "beginning",
+                          "-c", str(messages), "-e", "-q"],
                          check=True, capture_output=True).stdout.count(b"\n")
     dt = time.monotonic() - t0
     if got < messages:
         raise RuntimeError(f"kcat consumed {got} of {messages} messages")
     return messages / dt
+
+
+def proc_usage(pid):
+    """(RSS KiB, CPU seconds) of a process from /proc."""
+    rss = 0
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                rss = int(line.split()[1])
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    ticks = os.sysconf("SC_CLK_TCK")
+    return rss, (int(fields[11]) + int(fields[12])) / ticks
 
 
 def main():
@@ -174,10 +176,14 @@ def main():
     ap.add_argument("--jobs", type=int, default=20000)
     ap.add_argument("--latency-jobs", type=int, default=100)
     ap.add_argument("--clients", type=int, default=16)
+    ap.add_argument("--per-process", type=int, default=1000,
+                    help="simulated nodes per trainyard-simexec process")
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--timeout", type=int, default=1800)
     ap.add_argument("--workdir", required=True)
     ap.add_argument("--json", help="write the results here")
+    ap.add_argument("--idle-executor-pid", type=int,
+                    help="a real trainyard-executor with nothing to run, for its footprint")
     a = ap.parse_args()
     api = Api(a.api, a.token)
 
@@ -190,6 +196,8 @@ def main():
     team_id = int(psql(a.db, f"SELECT id FROM teams WHERE name = '{team}'")[0][0])
 
     stmts = bool(psql(a.db, "SELECT 1 FROM pg_extension WHERE extname = 'pg_stat_statements'"))
+    idle0 = proc_usage(a.idle_executor_pid) if a.idle_executor_pid else None
+    t_idle0 = time.monotonic()
     specs = gang_specs(a.jobs, a.seed, 8, 8)
     gangs_nodes = sum(n for n, _ in specs)
     log(f"submitting {a.jobs} gang jobs ({gangs_nodes} node launches) with no node up")
@@ -199,11 +207,16 @@ def main():
     log(f"submitted in {submit_s:.1f} s ({a.jobs / submit_s:.0f}/s); starting "
         f"{a.nodes} simulated nodes")
 
-    stats = os.path.join(a.workdir, "simexec.stats")
-    sim_log = open(os.path.join(a.workdir, "simexec.log"), "w")
-    sim = subprocess.Popen([a.simexec, "--kafka-bootstrap", a.bootstrap, "--nodes",
-                            str(a.nodes), "--gpus", "8", "--run-ms", "0",
-                            "--stats-file", stats], stdout=sim_log, stderr=subprocess.STDOUT)
+    # simulated executors of at most --per-process nodes each
+    sims, stats = [], []
+    for first in range(0, a.nodes, a.per_process):
+        n = min(a.per_process, a.nodes - first)
+        stats.append(os.path.join(a.workdir, f"simexec-{first}.stats"))
+        out = open(os.path.join(a.workdir, f"simexec-{first}.log"), "w")
+        sims.append((subprocess.Popen(
+            [a.simexec, "--kafka-bootstrap", a.bootstrap, "--nodes", str(n), "--first-index",
+             str(first), "--gpus", "8", "--run-ms", "0", "--stats-file", stats[-1]],
+            stdout=out, stderr=subprocess.STDOUT), out))
     try:
         t_start = time.time()
         wait_done(a.db, team_id, a.jobs, a.timeout, "throughput")
@@ -246,16 +259,24 @@ def main():
         lev = event_times(a.db, lat_id)
         lat = [(e["running"] - e["created"]) * 1000 for e in lev if e["running"]]
     finally:
-        sim.terminate()
-        sim.wait(timeout=30)
-        sim_log.close()
-    simstats = dict(kv.split("=") for kv in open(stats).read().split())
+        for proc, out in sims:
+            proc.terminate()
+            proc.wait(timeout=30)
+            out.close()
+    # the first process simulates the most nodes: its footprint is the one shown
+    simstats = dict(kv.split("=") for kv in open(stats[0]).read().split())
+    sim_nodes = min(a.per_process, a.nodes)
+    idle = None
+    if idle0:
+        rss, cpu = proc_usage(a.idle_executor_pid)
+        idle = {"rss_kb": rss, "cpu_percent": 100 * (cpu - idle0[1]) / (time.monotonic() - t_idle0)}
 
     # the transport's ceiling: the same number of messages through the broker
     per_gang = 1 + 4  # per node: launch, rank_started, attempt_running, rank_exited, attempt_exited
-    # the embedded broker keeps only about 5 MiB per partition (DESIGN.md §5)
-    msgs = min(gangs_nodes * per_gang, 6000)
-    ceiling_msgs = kcat_ceiling(a.bootstrap, msgs, 700)
+    # enough messages to dwarf kcat's start-up, small enough for the embedded
+    # broker's ~5 MiB per partition (DESIGN.md §5)
+    msgs = 60000
+    ceiling_msgs = kcat_ceiling(a.bootstrap, msgs, 200)
     ceiling_gangs = ceiling_msgs / (per_gang * gangs_nodes / a.jobs)
 
     calls = sum(int(r[0]) for r in top)
@@ -271,8 +292,10 @@ def main():
         "latency_ms_p50": pct(lat, 50), "latency_ms_p99": pct(lat, 99),
         "latency_jobs": len(lat),
         "kafka_ceiling_msgs_per_s": ceiling_msgs, "kafka_ceiling_gangs_per_s": ceiling_gangs,
+        "simexec_nodes": sim_nodes, "simexec_processes": len(sims),
         "simexec_rss_kb": int(simstats["rss_kb"]), "simexec_cpu_ms": int(simstats["cpu_ms"]),
         "simexec_launches": int(simstats["launches"]),
+        "idle_executor": idle,
     }
     print(f"gangs running/s      {running_rate:8.0f}   broker ceiling {ceiling_gangs:8.0f}"
           f"   ratio {running_rate / ceiling_gangs:.3f}   (goal 2000; sustained 10-90 %:"
@@ -281,8 +304,12 @@ def main():
           f"   ratio {placed_rate / ceiling_gangs:.3f}")
     print(f"submit->running p50  {pct(lat, 50):8.1f} ms  p99 {pct(lat, 99):.1f} ms"
           f"  ({len(lat)} jobs, 1-8 simulated nodes, idle cluster)")
-    print(f"simexec {a.nodes} nodes: max RSS {int(simstats['rss_kb']) / 1024:.1f} MiB, "
+    print(f"simexec {sim_nodes} nodes: max RSS {int(simstats['rss_kb']) / 1024:.1f} MiB, "
           f"CPU {int(simstats['cpu_ms']) / 1000:.1f} s for {simstats['launches']} launches")
+    if idle:
+        print(f"idle executor RSS    {idle['rss_kb'] / 1024:8.1f} MiB   goal 10 MiB   ratio"
+              f" {idle['rss_kb'] / 1024 / 10:.2f}   (CPU {idle['cpu_percent']:.2f} % while idle,"
+              f" heartbeating every 2 s)")
     if top:
         print(f"statements per gang  {calls / a.jobs:8.1f}   ({calls} statements for {a.jobs}"
               f" gangs of {gangs_nodes / a.jobs:.1f} nodes; most called:)")
