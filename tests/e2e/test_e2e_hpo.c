@@ -600,6 +600,50 @@ TY_TEST(sigterm_cancels_the_running_trials)
 	json_decref(jobs);
 }
 
+/* The same toy trial as a sweep: the server's best is the trial at the optimum. */
+TY_TEST(a_sweep_of_the_toy_trial_names_the_optimum_best)
+{
+	struct e2e *e = e2e_get();
+	const char *body = ty_test_jf(
+	    "{'team':'%s','name':'quadratic',"
+	    "'template':{'command':['%s','%s','--steps','4','--step-seconds','0.05'],"
+	    "'resources':{'gpus_per_node':1}},"
+	    "'trials':[{'lr':0.9,'x':0},{'lr':0.3,'x':1},{'lr':0.5,'x':1.5}],"
+	    "'max_concurrent':2,'objective':{'metric':'val_loss','direction':'minimize'}}",
+	    e->team, PYTHON, e2e_source_path("worker/examples/quadratic_trial.py"));
+	struct ty_resp r = {0};
+	long long id;
+	const char *state = "?";
+
+	ty_http(&r, "POST", "/v1/sweeps", e->token, body, NULL);
+	REQUIRE_STATUS(&r, 201);
+	id = ty_jint(r.json, "id");
+	for (int tries = 0; tries < 600; tries++) {
+		ty_http(&r, "GET", ty_test_strf("/v1/sweeps/%lld", id), e->token, NULL, NULL);
+		REQUIRE_STATUS(&r, 200);
+		state = ty_test_strf("%s", ty_jstr(r.json, "state"));
+		if (strcmp(state, "active"))
+			break;
+		usleep(100 * 1000);
+	}
+	REQUIRE_STR_EQ(state, "finished");
+	CHECK_JINT(r.json, "trial_states.succeeded", 3);
+	CHECK_JINT(r.json, "best.index", 1);
+	CHECK_JINT(r.json, "best.step", 4);
+	CHECK_JSTR(r.json, "best.metric", "val_loss");
+	/* the trial read TRAINYARD_PARAMS: its value is the formula's at lr 0.3, x 1 */
+	CHECK(near(json_number_value(ty_jpath(r.json, "best.value")), quadratic_loss(0.3, 1, 4)));
+	for (int i = 0; i < 3; i++)
+		CHECK(near(json_number_value(ty_jpath(r.json,
+						      ty_test_strf("trials[%d].metrics.val_loss", i))),
+			   quadratic_loss(json_number_value(ty_jpath(
+					      r.json, ty_test_strf("trials[%d].params.lr", i))),
+					  json_number_value(ty_jpath(
+					      r.json, ty_test_strf("trials[%d].params.x", i))),
+					  4)));
+	ty_resp_free(&r);
+}
+
 __attribute__((constructor)) static void hooks(void)
 {
 	ty_test_on(TY_TEST_CASE_FAILED, show_search_err);

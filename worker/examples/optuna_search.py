@@ -287,10 +287,11 @@ class Search:
             # the metrics first, then the state: steps reported before the end are all seen
             for step, value in self.new_metrics(job_id, last_step):
                 last_step, last_value = step, value
-                if pruned_at is not None:
-                    continue  # reported while being stopped: not Optuna's any more
+                # steps reported while the stop is on its way count too: a job
+                # that succeeds before the stop reaches it is a complete trial
                 trial.report(value, step)
-                if state not in TERMINAL and a.pruner != "none" and trial.should_prune():
+                if (pruned_at is None and state not in TERMINAL and a.pruner != "none"
+                        and trial.should_prune()):
                     pruned_at = step
                     self.stop(trial, job_id, step, value)
             if state in TERMINAL:
