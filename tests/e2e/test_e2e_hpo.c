@@ -183,7 +183,10 @@ static json_t *wait_running_jobs(struct e2e *e, const char *study, size_t n)
 		json_t *jobs = study_jobs(e, study), *job;
 		size_t i, running = 0;
 
-		json_array_foreach(jobs, i, job) running += !strcmp(ty_jstr(job, "state"), "running");
+		json_array_foreach(jobs, i, job) {
+			if (!strcmp(ty_jstr(job, "state"), "running"))
+				running++;
+		}
 		if (json_array_size(jobs) == n && running == n)
 			return jobs;
 		json_decref(jobs);
@@ -273,10 +276,8 @@ static size_t check_metrics_match(struct e2e *e, json_t *trial, bool complete)
 		}
 		CHECK_INT_EQ(ty_jint(item, "step"), atoll(step));
 		/* the same double: JSON from the API, through Optuna, back to JSON */
-		CHECK(json_number_value(json_object_get(item, "metrics") ?
-					    json_object_get(json_object_get(item, "metrics"),
-							    "val_loss") :
-					    NULL) == json_number_value(v));
+		CHECK(json_number_value(ty_jpath(item, "metrics.val_loss")) ==
+		      json_number_value(v));
 	}
 	if (complete)
 		CHECK(json_number_value(ty_jpath(r.json, "latest.val_loss")) ==
@@ -289,11 +290,13 @@ TY_TEST(a_seeded_study_finds_the_optimum_and_prunes_through_stop)
 {
 	struct e2e *e = e2e_get();
 	struct search s;
-	/* 16 trials, 4 at a time (2 nodes × 2 GPUs), seeded TPE: this search ends
-	 * within 0.25 of the optimum and prunes 2 or more trials on every run
-	 * seen here; the checks below allow 0.35 and 1 */
+	/* 20 trials, 4 at a time (2 nodes × 2 GPUs), seeded TPE. Trials end in a
+	 * different order on every run, so the sampler's history differs: in 22
+	 * runs on this machine the best ended within 0.25 of the optimum (with
+	 * 16 trials once 0.31 away) and 4 or more trials were pruned; the
+	 * checks below allow 0.35 and 1 */
 	const char *args[] = {"--team", e->team, "--param", "lr=uniform:0:1", "--param",
-			      "x=uniform:0:2", "--n-trials", "16", "--n-jobs", "4", "--seed", "2",
+			      "x=uniform:0:2", "--n-trials", "20", "--n-jobs", "4", "--seed", "2",
 			      "--startup-trials", "4", "--pruner-startup-trials", "3",
 			      "--pruner-warmup-steps", "2", "--", PYTHON,
 			      e2e_source_path("worker/examples/quadratic_trial.py"), NULL};
@@ -306,7 +309,7 @@ TY_TEST(a_seeded_study_finds_the_optimum_and_prunes_through_stop)
 	REQUIRE_INT_EQ(search_run(&s, e, ty_test_api_url(ty_stack_get()->api), e->token, true, args),
 		       0);
 	res = search_results(&s);
-	CHECK_INT_EQ(json_array_size(json_object_get(res, "trials")), 16);
+	CHECK_INT_EQ(json_array_size(json_object_get(res, "trials")), 20);
 	json_array_foreach(json_object_get(res, "trials"), i, trial) {
 		const char *state = ty_jstr(trial, "state");
 		long long job = ty_jint(trial, "job_id");
@@ -363,7 +366,7 @@ TY_TEST(a_seeded_study_finds_the_optimum_and_prunes_through_stop)
 
 	/* one job per trial, labelled with the study, and no other */
 	jobs = study_jobs(e, s.study);
-	CHECK_INT_EQ(json_array_size(jobs), 16);
+	CHECK_INT_EQ(json_array_size(jobs), 20);
 	json_decref(jobs);
 	json_decref(res);
 }

@@ -227,7 +227,9 @@ class Search:
                 "resources": {"nodes": a.nodes, "gpus_per_node": a.gpus_per_node},
                 "labels": {"hpo-study": a.study_name[:256], "hpo-trial": str(trial.number)}}
         _merge(spec, json.loads(a.spec) if a.spec else {})
-        spec["env"] = dict(spec.get("env") or {}, **dict(a.env), **env)
+        spec["env"] = dict(spec.get("env") or {})
+        spec["env"].update(a.env)
+        spec["env"].update(env)  # the trial's own parameters win
         return spec
 
     def __call__(self, trial):
@@ -284,7 +286,8 @@ class Search:
                 "GET", f"/v1/jobs/{job_id}/events?after={after}&wait={a.poll_seconds}",
                 timeout=self.api.timeout + a.poll_seconds)
             after, state = ev["next_after"], ev["state"]
-            # the metrics first, then the state: steps reported before the end are all seen
+            # the state first, then the metrics: once the state is final, this
+            # read has every step the job reported before it ended
             for step, value in self.new_metrics(job_id, last_step):
                 last_step, last_value = step, value
                 # steps reported while the stop is on its way count too: a job
@@ -300,7 +303,8 @@ class Search:
         if state == "stopped":
             if pruned_at is None:
                 self.log(f"trial {trial.number}: job {job_id} was stopped by someone else")
-            raise optuna.TrialPruned(f"job {job_id} stopped at step {pruned_at}")
+            raise optuna.TrialPruned(f"job {job_id} stopped"
+                                     + (f" at step {pruned_at}" if pruned_at is not None else ""))
         if state != "succeeded":
             job = self.api.request("GET", f"/v1/jobs/{job_id}")
             raise TrialJobFailed(f"trial {trial.number}: job {job_id} ended {state}"
