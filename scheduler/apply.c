@@ -866,58 +866,63 @@ out:
 	return rc;
 }
 
-/*
- * A heartbeat repeats the node's last finished attempts every time: one
- * query picks the few whose exit is not recorded yet. They are remembered,
- * not applied: the attempt_exited event (with the rank_exited events before
- * it) normally follows on the events topic, and reconciliation applies only
- * what is still missing a period later (docs/dispatch.md, duty 5).
- */
-static int note_finished(struct sched *s, const char *node, const json_t *finished,
-			 struct ty_err *err)
+/* Append node's well-formed `finished` entries to clean (records with the node). */
+static int finished_records(json_t *clean, const char *node, const json_t *finished)
 {
-	json_t *clean = json_array(), *e;
-	PGresult *res = NULL;
-	char *text = NULL;
+	const json_t *e;
 	size_t i;
-	int rc = 0;
 
-	if (!clean)
-		return ty_err_set(err, TY_ENOMEM, NULL);
 	json_array_foreach(finished, i, e)
 	{
 		int64_t job = jint(e, "job", 0), attempt = jint(e, "attempt", 0);
 		const json_t *code = json_object_get(e, "exit_code");
 
 		if (job >= 1 && attempt >= 1 && attempt <= INT_MAX && json_is_integer(code) &&
-		    json_integer_value(code) >= INT_MIN && json_integer_value(code) <= INT_MAX)
-			json_array_append_new(
-			    clean,
-			    json_pack("{s:I, s:I, s:I, s:s, s:s, s:s}", "job", (json_int_t)job,
-				      "attempt", (json_int_t)attempt, "exit_code",
-				      json_integer_value(code), "failure_class",
-				      jstr(e, "failure_class", ""), "message", jstr(e, "message", ""),
-				      "evidence", jstr(e, "evidence", "")));
+		    json_integer_value(code) >= INT_MIN && json_integer_value(code) <= INT_MAX &&
+		    json_array_append_new(
+			clean, json_pack("{s:s, s:I, s:I, s:I, s:s, s:s, s:s}", "node", node, "job",
+					 (json_int_t)job, "attempt", (json_int_t)attempt,
+					 "exit_code", json_integer_value(code), "failure_class",
+					 jstr(e, "failure_class", ""), "message",
+					 jstr(e, "message", ""), "evidence", jstr(e, "evidence", ""))))
+			return TY_ENOMEM;
 	}
+	return 0;
+}
+
+/*
+ * A heartbeat repeats the node's last finished attempts every time: one
+ * query picks the few whose exit is not recorded yet (for any number of
+ * heartbeats: clean holds finished_records of each). They are remembered,
+ * not applied: the attempt_exited event (with the rank_exited events before
+ * it) normally follows on the events topic, and reconciliation applies only
+ * what is still missing a period later (docs/dispatch.md, duty 5).
+ */
+static int note_finished(struct sched *s, const json_t *clean, struct ty_err *err)
+{
+	PGresult *res = NULL;
+	char *text = NULL;
+	int rc = 0;
+
 	if (json_array_size(clean) == 0)
-		goto out;
-	if (!(text = json_dumps(clean, JSON_COMPACT))) {
-		rc = ty_err_set(err, TY_ENOMEM, NULL);
-		goto out;
-	}
-	const char *p[] = {node, text};
+		return 0;
+	if (!(text = json_dumps(clean, JSON_COMPACT)))
+		return ty_err_set(err, TY_ENOMEM, NULL);
+	const char *p[] = {text};
 	if ((rc = ty_pg_exec(&res, s->pg,
-			     "SELECT f.job, f.attempt, f.exit_code, f.failure_class, f.message,"
-			     " f.evidence"
-			     " FROM jsonb_to_recordset($2::jsonb) AS f(job bigint, attempt integer,"
-			     "  exit_code integer, failure_class text, message text, evidence text)"
+			     "SELECT DISTINCT ON (f.node, f.job, f.attempt) f.job, f.attempt,"
+			     " f.exit_code, f.failure_class, f.message, f.evidence, f.node"
+			     " FROM jsonb_to_recordset($1::jsonb) AS f(node text, job bigint,"
+			     "  attempt integer, exit_code integer, failure_class text, message text,"
+			     "  evidence text)"
 			     " JOIN allocations a ON a.job_id = f.job AND a.attempt = f.attempt"
-			     "  AND a.node_id = $1"
+			     "  AND a.node_id = f.node"
 			     " WHERE a.exited_at IS NULL",
-			     2, p, err)))
+			     1, p, err)))
 		goto out;
 	for (int r = 0; r < PQntuples(res); r++) {
 		int64_t job = sched_col_i64(res, r, 0), attempt = sched_col_i64(res, r, 1);
+		const char *node = PQgetvalue(res, r, 6);
 		struct sched_late_exit *x;
 		int k;
 
@@ -956,7 +961,6 @@ static int note_finished(struct sched *s, const char *node, const json_t *finish
 	}
 out:
 	PQclear(res);
-	json_decref(clean);
 	free(text);
 	return rc;
 }
@@ -1063,7 +1067,14 @@ static int on_heartbeat(struct sched *s, const struct proto_msg *m, struct ty_er
 		goto out;
 	}
 	/* attempts the node finished whose attempt_exited may never have come */
-	rc = note_finished(s, m->node, json_object_get(d, "finished"), err);
+	{
+		json_t *clean = json_array();
+
+		rc = !clean || finished_records(clean, m->node, json_object_get(d, "finished"))
+			 ? ty_err_set(err, TY_ENOMEM, NULL)
+			 : note_finished(s, clean, err);
+		json_decref(clean);
+	}
 out:
 	json_decref(running);
 	free(rtext);
@@ -1333,6 +1344,118 @@ static int on_rank_exited(bool *mine, struct sched *s, const struct proto_msg *m
 				  (long long)rank, m->node, (long long)first,
 				  (long long)(first + n - 1));
 	return 0;
+}
+
+int sched_apply_heartbeats(struct sched *s, const struct proto_msg *m, const bool *ok, int n,
+			   bool *done, struct ty_err *err)
+{
+	json_t *beats = json_array(), *clean = json_array();
+	char *text = NULL;
+	PGresult *res = NULL;
+	int rc = 0;
+
+	if (!beats || !clean) {
+		rc = ty_err_set(err, TY_ENOMEM, NULL);
+		goto out;
+	}
+	for (int i = 0; i < n; i++) {
+		const json_t *running = json_object_get(m[i].data, "running"), *e;
+		json_t *clean_running, *rec;
+		bool other = false;
+		size_t k;
+
+		if (!ok[i] || m[i].type != PROTO_HEARTBEAT ||
+		    json_is_object(json_object_get(m[i].data, "preempt_notice")))
+			continue;
+		/* a node's other messages in the batch keep all of its in order */
+		for (int j = 0; j < n && !other; j++)
+			other = ok[j] && j != i && !m[j].job && m[j].type != PROTO_HEARTBEAT &&
+				!strcmp(m[j].node, m[i].node);
+		if (other || !(clean_running = json_array())) {
+			if (!other) {
+				rc = ty_err_set(err, TY_ENOMEM, NULL);
+				goto out;
+			}
+			continue;
+		}
+		json_array_foreach(running, k, e)
+		{
+			int64_t job = jint(e, "job", 0), attempt = jint(e, "attempt", 0);
+
+			if (job >= 1 && attempt >= 1 && attempt <= INT_MAX)
+				json_array_append_new(clean_running,
+						      json_pack("{s:I, s:I}", "job", (json_int_t)job,
+								"attempt", (json_int_t)attempt));
+		}
+		rec = json_pack("{s:s, s:I, s:s, s:o, s:i}", "node", m[i].node, "seq",
+				(json_int_t)m[i].seq, "boot", jstr(m[i].data, "boot_id", ""),
+				"running", clean_running, "ord", i);
+		if (!rec || json_array_append_new(beats, rec)) {
+			rc = ty_err_set(err, TY_ENOMEM, NULL);
+			goto out;
+		}
+	}
+	if (json_array_size(beats) == 0)
+		goto out;
+	if (!(text = json_dumps(beats, JSON_COMPACT))) {
+		rc = ty_err_set(err, TY_ENOMEM, NULL);
+		goto out;
+	}
+	/*
+	 * The newest heartbeat of each node that is ready (not lost, not
+	 * preempting), of the boot it registered and newer than what was
+	 * applied: what on_heartbeat does in that case, for all at once. The
+	 * others (and every heartbeat of a node the statement skipped) are
+	 * left to sched_apply one by one.
+	 */
+	const char *p[] = {text};
+	if ((rc = ty_pg_exec(
+		 &res, s->pg,
+		 "WITH m AS (SELECT * FROM jsonb_to_recordset($1::jsonb) AS m(node text, seq bigint,"
+		 "  boot text, running jsonb, ord integer)),"
+		 " l AS (SELECT DISTINCT ON (node) * FROM m ORDER BY node, ord DESC),"
+		 " u AS (UPDATE nodes n SET last_heartbeat = now(), last_seq = l.seq,"
+		 "  running = l.running FROM l WHERE n.id = l.node AND n.boot_id = l.boot"
+		 "  AND n.state NOT IN ('lost', 'preempting') AND n.last_seq < l.seq"
+		 "  RETURNING n.id)"
+		 " SELECT id FROM u ORDER BY id",
+		 1, p, err)))
+		goto out;
+	for (int i = 0; i < n; i++) {
+		const char *key[] = {m[i].node};
+
+		if (!ok[i] || m[i].type != PROTO_HEARTBEAT ||
+		    json_is_object(json_object_get(m[i].data, "preempt_notice")))
+			continue;
+		/* sorted ids: a binary search */
+		int lo = 0, hi = PQntuples(res);
+
+		while (lo < hi) {
+			int mid = lo + (hi - lo) / 2;
+			int c = strcmp(PQgetvalue(res, mid, 0), key[0]);
+
+			if (c < 0)
+				lo = mid + 1;
+			else
+				hi = mid;
+		}
+		if (lo < PQntuples(res) && !strcmp(PQgetvalue(res, lo, 0), key[0])) {
+			done[i] = true;
+			if ((rc = finished_records(clean, m[i].node,
+						   json_object_get(m[i].data, "finished")))) {
+				rc = ty_err_set(err, rc, NULL);
+				goto out;
+			}
+		}
+	}
+	/* attempts the nodes finished whose attempt_exited may never have come */
+	rc = note_finished(s, clean, err);
+out:
+	PQclear(res);
+	json_decref(beats);
+	json_decref(clean);
+	free(text);
+	return rc;
 }
 
 int sched_apply_ranks(struct sched *s, const struct proto_msg *m, const bool *ok, int n,

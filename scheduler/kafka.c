@@ -319,7 +319,8 @@ static int apply_fast(struct sched *s, struct ty_err *err)
 				(long long)km->offset, merr.msg);
 		}
 	}
-	if ((rc = sched_apply_ranks(s, m, ok, s->nbatch, done, &bad, err)))
+	if ((rc = sched_apply_ranks(s, m, ok, s->nbatch, done, &bad, err)) ||
+	    (rc = sched_apply_heartbeats(s, m, ok, s->nbatch, done, err)))
 		goto fail;
 	if (bad) {
 		ty_debug("a rank event names a rank outside its node's range: applying the batch "

@@ -293,6 +293,16 @@ int sched_apply(struct sched *s, const struct proto_msg *m, struct ty_err *err);
  * node's range (the caller rolls back and applies one by one, which skips
  * it with a warning). ok[i] false: message i is to be left alone.
  */
+/*
+ * Apply the plain heartbeats among the n messages at once: those of ready
+ * nodes (not lost, not preempting), of the boot they registered, without a
+ * spot notice, of nodes with no other node message in the batch. The
+ * newest per node is applied (what sched_apply does for it; older ones are
+ * superseded); done[i] is set for each heartbeat so taken care of. The
+ * rest are left to sched_apply. done[] is only ever set here, never cleared.
+ */
+int sched_apply_heartbeats(struct sched *s, const struct proto_msg *m, const bool *ok, int n,
+			   bool *done, struct ty_err *err);
 int sched_apply_ranks(struct sched *s, const struct proto_msg *m, const bool *ok, int n,
 		      bool *done, bool *bad, struct ty_err *err);
 
