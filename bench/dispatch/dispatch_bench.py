@@ -275,7 +275,7 @@ def main():
     per_gang = 1 + 4  # per node: launch, rank_started, attempt_running, rank_exited, attempt_exited
     # enough messages to dwarf kcat's start-up, small enough for the embedded
     # broker's ~5 MiB per partition (DESIGN.md §5)
-    msgs = 60000
+    msgs = 20000
     ceiling_msgs = kcat_ceiling(a.bootstrap, msgs, 200)
     ceiling_gangs = ceiling_msgs / (per_gang * gangs_nodes / a.jobs)
 
