@@ -159,7 +159,17 @@ static int resend_launches(struct sched *s, const char *const *p, struct ty_err 
 		json_t *data = NULL;
 		int64_t job = sched_col_i64(res, i, 0), attempt = sched_col_i64(res, i, 1);
 		const char *node = PQgetvalue(res, i, 2);
+		bool finished = false;
 
+		/* a node that lists it as finished got it: its exit is on the way */
+		for (int k = 0; k < s->nlate && !finished; k++)
+			finished = s->late[k].job == job && s->late[k].attempt == attempt &&
+				   !strcmp(s->late[k].node, node);
+		if (finished) {
+			json_decref(gpus);
+			json_decref(common);
+			continue;
+		}
 		if (gpus && common)
 			data = sched_launch_data(common, (int)sched_col_i64(res, i, 3),
 						 (int)sched_col_i64(res, i, 4), gpus);
