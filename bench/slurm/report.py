@@ -95,6 +95,19 @@ def main():
             "goal_ratio": goal, "met": ratio >= goal,
         })
 
+    # the smoke test's check (tests/bench.cmake, bench/run --quick): numbers, not speed
+    for f in figures:
+        if not (f["value"] > 0 and f["baseline"] > 0):
+            sys.exit(f"bench/slurm/report.py: {f['name']}: no positive rate")
+
+    # CPU of one submitting process (user + system), where measured
+    cpu_ms = {}
+    for meth in ("sbatch", "jobctl"):
+        v = [by[(r, meth)]["client_cpu_seconds"] * 1e3 / by[(r, meth)]["jobs"]
+             for r in reps if "client_cpu_seconds" in by.get((r, meth), {})]
+        if v:
+            cpu_ms[meth] = round(statistics.median(v), 2)
+
     # the lines
     names = {"jobctl": "jobctl", "sbatch": "sbatch", "api": "trainyard",
              "libslurm": "libslurm"}
@@ -138,6 +151,11 @@ def main():
               f"ratio {f['ratio']:.2f}x (of the medians: {f['ratio_of_medians']:.2f}x); "
               f"goal >= {f['goal_ratio']:.0f}x {verdict}.")
 
+    if len(cpu_ms) == 2:
+        print(f"- CPU per submitting process (user + system, median): sbatch "
+              f"{cpu_ms['sbatch']:.2f} ms, jobctl {cpu_ms['jobctl']:.2f} ms — what a process "
+              f"per job costs whatever the machine's load.")
+
     if a.json:
         doc = {
             "benchmark": "slurm",
@@ -148,6 +166,7 @@ def main():
             "params": {"jobs": a.jobs, "reps": len(reps), "clients": a.clients,
                        "slurm": a.slurm_version, "scheduler": a.scheduler},
             "figures": figures,
+            "client_cpu_ms_per_job": cpu_ms,
             "runs": runs,
         }
         tmp = a.json + ".tmp"
