@@ -1,0 +1,9 @@
+# bench/slurm/run --quick on this build's programs: a smoke test that the
+# Slurm side by side runs and produces its numbers, never their speed
+# (bench/README.md; about 30 s). Needs root and Debian's slurm-wlm, munge and
+# libslurm-dev (tests/run installs them; without libslurm when CMake
+# configured, trainyard-bench-slurm is not built and the test fails saying so).
+add_test(NAME bench_slurm
+         COMMAND bash ${PROJECT_SOURCE_DIR}/bench/slurm/run --quick --no-build
+                 --build ${CMAKE_BINARY_DIR} --json ${CMAKE_BINARY_DIR}/bench-slurm.json)
+set_tests_properties(bench_slurm PROPERTIES LABELS e2e TIMEOUT 300)
