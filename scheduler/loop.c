@@ -15,6 +15,7 @@
 
 #define STANDBY_TRY_MS 500
 #define TURN_WAIT_MAX_MS 100
+#define LAG_DRAIN_MS 500 /* at most this long applying a backlog before a cycle */
 #define RELAY_EVERY_MS 1000
 #define ERROR_BACKOFF_MS 200
 #define SHUTDOWN_FLUSH_MS 5000
@@ -109,6 +110,16 @@ static int lead_turn(struct sched *s, struct ty_err *err)
 	sched_consume(s, wait);
 	if ((rc = sched_consume_apply(s, err)) || (rc = sched_relay_settle(s, err)))
 		return rc;
+	/*
+	 * A lagging consumer drains for a while before the next cycle: a
+	 * cycle at scale takes hundreds of milliseconds, and one batch per
+	 * cycle let exits wait until their launches were sent again.
+	 */
+	for (int64_t until = ty_mono_ms() + LAG_DRAIN_MS; s->lagging && ty_mono_ms() < until;) {
+		sched_consume(s, 0);
+		if ((rc = sched_consume_apply(s, err)))
+			return rc;
+	}
 
 	now = ty_mono_ms();
 	/* a lagging consumer has heartbeats still unread: judge no one by them */

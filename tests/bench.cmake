@@ -7,3 +7,11 @@ add_test(NAME bench_slurm
          COMMAND bash ${PROJECT_SOURCE_DIR}/bench/slurm/run --quick --no-build
                  --build ${CMAKE_BINARY_DIR} --json ${CMAKE_BINARY_DIR}/bench-slurm.json)
 set_tests_properties(bench_slurm PROPERTIES LABELS e2e TIMEOUT 300)
+
+# bench/dispatch/run --quick: 100 simulated nodes (trainyard-simexec), 500 gangs
+# and 10 latency jobs on a private stack of this build's programs; checks that
+# it runs and produces its numbers, never their speed (about 40 s).
+add_test(NAME bench_dispatch
+         COMMAND bash ${PROJECT_SOURCE_DIR}/bench/dispatch/run --quick --no-build
+                 --build ${CMAKE_BINARY_DIR} --json ${CMAKE_BINARY_DIR}/bench-dispatch.json)
+set_tests_properties(bench_dispatch PROPERTIES LABELS e2e TIMEOUT 300)

@@ -82,8 +82,10 @@ def submit_all(api, team, specs, clients, tag):
     def worker(chunk):
         c = api.conn()
         for nodes, gpus in chunk:
+            # a declared runtime, as on any backfilling scheduler: without it
+            # a job counts as holding its GPUs for the default 24 hours
             api.call("POST", "/v1/jobs", {
-                "team": team, "name": tag, "command": ["true"],
+                "team": team, "name": tag, "command": ["true"], "max_runtime_seconds": 60,
                 "resources": {"nodes": nodes, "gpus_per_node": gpus}}, conn=c)
         c.close()
 
@@ -245,7 +247,7 @@ def main():
         c = api.conn()
         for nodes, gpus in lat_specs:
             j = api.call("POST", "/v1/jobs", {
-                "team": lat_team, "command": ["true"],
+                "team": lat_team, "command": ["true"], "max_runtime_seconds": 60,
                 "resources": {"nodes": nodes, "gpus_per_node": gpus}}, conn=c)
             api.call("GET", f"/v1/jobs/{j['id']}/events?after=0&wait=0", conn=c)
             deadline = time.monotonic() + 30
@@ -316,8 +318,36 @@ def main():
         for r in top[:12]:
             print(f"  {int(r[0]) / a.jobs:7.2f}/gang {int(r[1]):7d} ms  {r[2][:110]}")
     if a.json:
+        def fig(name, label, unit, value, baseline, baseline_name, goal=None, goal_ratio=None):
+            ratio = value / baseline if baseline else None
+            f = {"name": name, "label": label, "unit": unit, "value": value,
+                 "baseline": baseline, "baseline_name": baseline_name, "ratio": ratio}
+            if goal is not None:
+                f["goal"] = goal
+                f["met"] = value >= goal if goal_ratio is None else value <= goal
+            return f
+        figures = [
+            fig("gangs_running_per_second", "gangs running/s", "gangs/s", running_rate,
+                ceiling_gangs, "broker ceiling (kcat)", 2000),
+            fig("gangs_placed_per_second", "gangs placed/s", "gangs/s", placed_rate,
+                ceiling_gangs, "broker ceiling (kcat)", 2000),
+            fig("submit_to_running_p99_ms", "submit -> running p99 (simulated nodes)", "ms",
+                pct(lat, 99), pct(lat, 50), "p50", 100, goal_ratio=True),
+        ]
+        if idle:
+            figures.append(fig("idle_executor_rss_mib", "idle executor RSS", "MiB",
+                               idle["rss_kb"] / 1024, 10, "goal", 10, goal_ratio=True))
+        doc = {"benchmark": "dispatch",
+               "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+               "commit": subprocess.run(["git", "-C", os.path.dirname(os.path.abspath(__file__)),
+                                         "rev-parse", "--short", "HEAD"], capture_output=True,
+                                        text=True).stdout.strip() or None,
+               "machine": {"nproc": os.cpu_count(), "load": os.getloadavg()},
+               "params": {"nodes": a.nodes, "jobs": a.jobs, "latency_jobs": a.latency_jobs,
+                          "clients": a.clients, "per_process": a.per_process, "seed": a.seed},
+               "figures": figures, "runs": res}
         with open(a.json, "w") as f:
-            json.dump(res, f, indent=2)
+            json.dump(doc, f, indent=2)
             f.write("\n")
     return 0
 

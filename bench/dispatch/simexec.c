@@ -29,7 +29,7 @@
 
 #define PROG "trainyard-simexec"
 #define ENV_PREFIX "TRAINYARD_SIMEXEC"
-#define FINISHED_KEEP 8 /* finished attempts repeated in each node's heartbeat */
+#define FINISHED_KEEP 64 /* finished attempts repeated in each node's heartbeat */
 
 static const struct ty_opt options[] = {
     {"kafka-bootstrap", TY_OPT_STR, NULL, 0, 0,
