@@ -120,6 +120,13 @@ int api_reply_page(struct api_req *r, const char *items_json, const char *cursor
 /* Map a ty code (and message) to a problem reply: the one translation point. */
 int api_reply_from_err(struct api_req *r, int code, const struct ty_err *err);
 
+/*
+ * Integer query parameter name in min..max into *out (def when absent).
+ * 0, or -1 when it is malformed or out of range and a 400
+ * invalid_parameter naming it was queued as the reply.
+ */
+int api_int_param(struct api_req *r, long long *out, const char *name, long long def,
+		  long long min, long long max);
 /* Query parameter (borrowed from MHD) or NULL. */
 const char *api_query(struct api_req *r, const char *name);
 const char *api_header(struct api_req *r, const char *name);

@@ -131,23 +131,6 @@ int api_h_job_metrics_post(struct api_req *r, struct ty_err *err)
 	return rc;
 }
 
-static int int_param(struct api_req *r, long long *out, const char *name, long long def,
-		     long long min, long long max)
-{
-	const char *s = api_query(r, name);
-	char *end;
-
-	*out = def;
-	if (!s)
-		return 0;
-	*out = strtoll(s, &end, 10);
-	if (!*s || *end || *out < min || *out > max)
-		return api_reply_error(r, 400, "invalid_parameter", name,
-				       "'%s' must be an integer from %lld to %lld", name, min, max),
-		       -1;
-	return 0;
-}
-
 int api_h_job_metrics_get(struct api_req *r, struct ty_err *err)
 {
 	const char *name = api_query(r, "name");
@@ -165,8 +148,8 @@ int api_h_job_metrics_get(struct api_req *r, struct ty_err *err)
 				       "'name' is not a metric name: 1 to %d characters of letters, "
 				       "digits and _ . : / -, starting with a letter or _",
 				       API_METRIC_NAME_MAX);
-	if (int_param(r, &after, "after_step", -1, -1, MAX_STEP) ||
-	    int_param(r, &limit, "limit", 100, 1, 1000))
+	if (api_int_param(r, &after, "after_step", -1, -1, MAX_STEP) ||
+	    api_int_param(r, &limit, "limit", 100, 1, 1000))
 		return 0;
 	{
 		const char *p[5] = {r->params[0], scope(r), name,

@@ -387,7 +387,7 @@ int api_h_jobs_stop(struct api_req *r, struct ty_err *err)
 	return end_job(r, true, err);
 }
 
-static int int_param(struct api_req *r, long long *out, const char *name, long long def,
+int api_int_param(struct api_req *r, long long *out, const char *name, long long def,
 		     long long min, long long max)
 {
 	const char *s = api_query(r, name);
@@ -414,8 +414,9 @@ int api_h_jobs_events(struct api_req *r, struct ty_err *err)
 
 	if (!api_parse_id(&id, r->params[0]))
 		return job_not_found(r);
-	if (int_param(r, &after, "after", 0, 0, 2147483647) ||
-	    int_param(r, &wait, "wait", 0, 0, 60) || int_param(r, &limit, "limit", 100, 1, 1000))
+	if (api_int_param(r, &after, "after", 0, 0, 2147483647) ||
+	    api_int_param(r, &wait, "wait", 0, 0, 60) ||
+	    api_int_param(r, &limit, "limit", 100, 1, 1000))
 		return 0;
 	if (!r->wait_deadline_ms)
 		r->wait_deadline_ms = ty_mono_ms() + wait * 1000;
