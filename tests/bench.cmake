@@ -15,3 +15,10 @@ add_test(NAME bench_dispatch
          COMMAND bash ${PROJECT_SOURCE_DIR}/bench/dispatch/run --quick --no-build
                  --build ${CMAKE_BINARY_DIR} --json ${CMAKE_BINARY_DIR}/bench-dispatch.json)
 set_tests_properties(bench_dispatch PROPERTIES LABELS e2e TIMEOUT 300)
+
+# bench/latency/run --quick: 10 real 2-node jobs one at a time on a private
+# stack of this build's programs (about 15 s); numbers exist, never their speed.
+add_test(NAME bench_latency
+         COMMAND bash ${PROJECT_SOURCE_DIR}/bench/latency/run --quick --no-build
+                 --build ${CMAKE_BINARY_DIR} --json ${CMAKE_BINARY_DIR}/bench-latency.json)
+set_tests_properties(bench_latency PROPERTIES LABELS e2e TIMEOUT 300)
