@@ -22,3 +22,10 @@ add_test(NAME bench_latency
          COMMAND bash ${PROJECT_SOURCE_DIR}/bench/latency/run --quick --no-build
                  --build ${CMAKE_BINARY_DIR} --json ${CMAKE_BINARY_DIR}/bench-latency.json)
 set_tests_properties(bench_latency PROPERTIES LABELS e2e TIMEOUT 300)
+
+# bench/submit/run --quick: API submissions against pgbench and GET /healthz
+# with 1, 16 and 64 clients, 1 s each (about 20 s); numbers exist, never their speed.
+add_test(NAME bench_submit
+         COMMAND bash ${PROJECT_SOURCE_DIR}/bench/submit/run --quick --no-build
+                 --build ${CMAKE_BINARY_DIR} --json ${CMAKE_BINARY_DIR}/bench-submit.json)
+set_tests_properties(bench_submit PROPERTIES LABELS e2e TIMEOUT 300)
