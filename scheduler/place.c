@@ -700,7 +700,10 @@ static int cancel_pass(struct sched *s, struct ty_err *err)
 			     "SELECT j.id, j.attempt, j.state, j.stop_requested"
 			     " FROM jobs j LEFT JOIN attempts t"
 			     " ON t.job_id = j.id AND t.attempt = j.attempt"
-			     " WHERE j.cancel_requested AND (j.state = 'pending'"
+			     " WHERE j.cancel_requested"
+			     " AND j.state IN ('pending', 'scheduled', 'starting', 'running',"
+			     "  'preempting')" /* the partial index jobs_cancel_unfinished */
+			     " AND (j.state = 'pending'"
 			     " OR (j.state IN ('scheduled', 'starting', 'running', 'preempting')"
 			     " AND t.state IN ('scheduled', 'starting', 'running')))"
 			     " ORDER BY j.id",
