@@ -127,6 +127,8 @@ int api_reply_from_err(struct api_req *r, int code, const struct ty_err *err);
  */
 int api_int_param(struct api_req *r, long long *out, const char *name, long long def,
 		  long long min, long long max);
+/* The team id non-admins are limited to (arena text), or NULL for an admin. */
+const char *api_scope(struct api_req *r);
 /* Query parameter (borrowed from MHD) or NULL. */
 const char *api_query(struct api_req *r, const char *name);
 const char *api_header(struct api_req *r, const char *name);

@@ -63,14 +63,6 @@ int api_metrics_report_check(const json_t *body, struct api_problem *p)
 	return 0;
 }
 
-/* Non-admins see only their own team: the team id to filter by, or NULL. */
-static const char *scope(struct api_req *r)
-{
-	return r->auth.role == API_ROLE_ADMIN
-		       ? NULL
-		       : ty_arena_printf(r->arena, "%lld", (long long)r->auth.team_id);
-}
-
 /* A trial token reaches its own job only: 403 for any other (0: allowed). */
 static int trial_scope(struct api_req *r, int64_t job)
 {
@@ -105,7 +97,7 @@ int api_h_job_metrics_post(struct api_req *r, struct ty_err *err)
 				    (long long)json_integer_value(json_object_get(r->json, "step"))),
 		    r->auth.trial_job ? ty_arena_printf(r->arena, "%d", r->auth.trial_attempt)
 				      : NULL,
-		    metrics, scope(r)};
+		    metrics, api_scope(r)};
 
 		/* a repeated step merges: the newest value of each name wins */
 		rc = ty_pg_exec(&res, r->pg,
@@ -152,7 +144,7 @@ int api_h_job_metrics_get(struct api_req *r, struct ty_err *err)
 	    api_int_param(r, &limit, "limit", 100, 1, 1000))
 		return 0;
 	{
-		const char *p[5] = {r->params[0], scope(r), name,
+		const char *p[5] = {r->params[0], api_scope(r), name,
 				    ty_arena_printf(r->arena, "%lld", after),
 				    ty_arena_printf(r->arena, "%lld", limit)};
 

@@ -13,14 +13,6 @@ static const char *const job_states[] = {"pending",   "scheduled", "starting",
 					 "failed",    "cancelled", "stopped",
 					 NULL};
 
-/* Non-admins see only their own team: the team id to filter by, or NULL. */
-static const char *scope(struct api_req *r)
-{
-	return r->auth.role == API_ROLE_ADMIN
-		       ? NULL
-		       : ty_arena_printf(r->arena, "%lld", (long long)r->auth.team_id);
-}
-
 static int job_not_found(struct api_req *r)
 {
 	return api_reply_error(r, 404, "job_not_found", NULL, "no job '%s'", r->params[0]);
@@ -103,7 +95,7 @@ int api_replay(struct api_req *r, const char *sql, int n, const char *const *par
 static int replay(struct api_req *r, const char *team_id, const char *key, const char *hash,
 		  struct ty_err *err)
 {
-	const char *p[3] = {team_id, key, scope(r)};
+	const char *p[3] = {team_id, key, api_scope(r)};
 
 	return api_replay(r,
 			  "SELECT request_sha256, ty_job_json_for(j, $3::bigint)::text FROM jobs j"
@@ -187,7 +179,7 @@ out:
 
 int api_h_jobs_get(struct api_req *r, struct ty_err *err)
 {
-	const char *p[2] = {r->params[0], scope(r)};
+	const char *p[2] = {r->params[0], api_scope(r)};
 	PGresult *res = NULL;
 	int64_t id;
 	int rc;
@@ -239,7 +231,7 @@ int api_h_jobs_list(struct api_req *r, struct ty_err *err)
 	const char *team = api_query(r, "team"), *state = api_query(r, "state");
 	const char *label = api_query(r, "label"), *cursor = api_query(r, "cursor");
 	const char *limit_s = api_query(r, "limit");
-	const char *p[6] = {scope(r), team, NULL, NULL, cursor, "50"};
+	const char *p[6] = {api_scope(r), team, NULL, NULL, cursor, "50"};
 	PGresult *res = NULL;
 	int64_t v;
 	int rc;
@@ -305,7 +297,7 @@ int api_h_jobs_list(struct api_req *r, struct ty_err *err)
  */
 static int end_job(struct api_req *r, bool stop, struct ty_err *err)
 {
-	const char *p[2] = {r->params[0], scope(r)};
+	const char *p[2] = {r->params[0], api_scope(r)};
 	const char *who = r->auth.token_name ? r->auth.token_name : "";
 	const char *ev[2] = {r->params[0], stop ? "t" : "f"};
 	const char *pe[2] = {r->params[0],
@@ -421,7 +413,7 @@ int api_h_jobs_events(struct api_req *r, struct ty_err *err)
 	if (!r->wait_deadline_ms)
 		r->wait_deadline_ms = ty_mono_ms() + wait * 1000;
 	p[0] = r->params[0];
-	p[1] = scope(r);
+	p[1] = api_scope(r);
 	p[2] = ty_arena_printf(r->arena, "%lld", after);
 	p[3] = ty_arena_printf(r->arena, "%lld", limit);
 	for (;;) {

@@ -30,11 +30,10 @@
 	" 'last_heartbeat', ty_ts(n.last_heartbeat), 'registered_at',"                  \
 	" ty_ts(n.registered_at))"
 
-static const char *scope(struct api_req *r);
 
 int api_h_nodes_list(struct api_req *r, struct ty_err *err)
 {
-	const char *p[2] = {scope(r), api_query(r, "state")};
+	const char *p[2] = {api_scope(r), api_query(r, "state")};
 	PGresult *res = NULL;
 	int rc;
 
@@ -57,7 +56,7 @@ int api_h_nodes_list(struct api_req *r, struct ty_err *err)
 
 int api_h_nodes_get(struct api_req *r, struct ty_err *err)
 {
-	const char *p[2] = {scope(r), r->params[0]};
+	const char *p[2] = {api_scope(r), r->params[0]};
 	PGresult *res = NULL;
 	int rc;
 
@@ -179,16 +178,9 @@ int api_h_nodes_preempt(struct api_req *r, struct ty_err *err)
 	    err);
 }
 
-static const char *scope(struct api_req *r)
-{
-	return r->auth.role == API_ROLE_ADMIN
-		       ? NULL
-		       : ty_arena_printf(r->arena, "%lld", (long long)r->auth.team_id);
-}
-
 int api_h_jobs_attempts(struct api_req *r, struct ty_err *err)
 {
-	const char *p[2] = {r->params[0], scope(r)};
+	const char *p[2] = {r->params[0], api_scope(r)};
 	PGresult *res = NULL;
 	int64_t id;
 	int rc;
@@ -250,7 +242,7 @@ int api_h_jobs_logs(struct api_req *r, struct ty_err *err)
 {
 	const char *rank_s = api_query(r, "rank"), *attempt_s = api_query(r, "attempt");
 	const char *tail_s = api_query(r, "tail");
-	const char *p[4] = {r->params[0], scope(r), "0", NULL};
+	const char *p[4] = {r->params[0], api_scope(r), "0", NULL};
 	struct ty_buf body = TY_BUF_INIT;
 	char url[1024], errbuf[CURL_ERROR_SIZE] = "";
 	PGresult *res = NULL;

@@ -175,6 +175,13 @@ int api_reply_from_err(struct api_req *r, int code, const struct ty_err *err)
 	}
 }
 
+const char *api_scope(struct api_req *r)
+{
+	return r->auth.role == API_ROLE_ADMIN
+		       ? NULL
+		       : ty_arena_printf(r->arena, "%lld", (long long)r->auth.team_id);
+}
+
 const char *api_query(struct api_req *r, const char *name)
 {
 	return MHD_lookup_connection_value(r->conn, MHD_GET_ARGUMENT_KIND, name);

@@ -11,14 +11,6 @@ static const char *const sweep_keys[] = {"team",   "name",           "template",
 					 "random", "max_concurrent", "objective", NULL};
 static const char *const objective_keys[] = {"metric", "direction", NULL};
 
-/* Non-admins see only their own team: the team id to filter by, or NULL. */
-static const char *scope(struct api_req *r)
-{
-	return r->auth.role == API_ROLE_ADMIN
-		       ? NULL
-		       : ty_arena_printf(r->arena, "%lld", (long long)r->auth.team_id);
-}
-
 static int sweep_not_found(struct api_req *r)
 {
 	return api_reply_error(r, 404, "sweep_not_found", NULL, "no sweep '%s'", r->params[0]);
@@ -290,7 +282,7 @@ out:
 
 int api_h_sweeps_get(struct api_req *r, struct ty_err *err)
 {
-	const char *p[2] = {r->params[0], scope(r)};
+	const char *p[2] = {r->params[0], api_scope(r)};
 	PGresult *res = NULL;
 	int64_t id;
 	int rc;
@@ -311,7 +303,7 @@ int api_h_sweeps_get(struct api_req *r, struct ty_err *err)
 int api_h_sweeps_list(struct api_req *r, struct ty_err *err)
 {
 	const char *cursor = api_query(r, "cursor"), *limit_s = api_query(r, "limit");
-	const char *p[4] = {scope(r), api_query(r, "team"), cursor, "50"};
+	const char *p[4] = {api_scope(r), api_query(r, "team"), cursor, "50"};
 	PGresult *res = NULL;
 	int64_t v;
 	int rc;
@@ -347,7 +339,7 @@ int api_h_sweeps_list(struct api_req *r, struct ty_err *err)
 
 int api_h_sweeps_cancel(struct api_req *r, struct ty_err *err)
 {
-	const char *p[2] = {r->params[0], scope(r)};
+	const char *p[2] = {r->params[0], api_scope(r)};
 	const char *ev[1] = {r->params[0]};
 	PGresult *res = NULL;
 	int64_t id;

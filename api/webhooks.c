@@ -134,14 +134,6 @@ int api_validate_webhook(const json_t *body, struct api_problem *p)
 	return 0;
 }
 
-/* Non-admins see only their own team: the team id to filter by, or NULL. */
-static const char *scope(struct api_req *r)
-{
-	return r->auth.role == API_ROLE_ADMIN
-		       ? NULL
-		       : ty_arena_printf(r->arena, "%lld", (long long)r->auth.team_id);
-}
-
 static int webhook_not_found(struct api_req *r)
 {
 	return api_reply_error(r, 404, "webhook_not_found", NULL, "no webhook '%s'",
@@ -231,7 +223,7 @@ out:
 
 int api_h_webhooks_get(struct api_req *r, struct ty_err *err)
 {
-	const char *p[2] = {r->params[0], scope(r)};
+	const char *p[2] = {r->params[0], api_scope(r)};
 	PGresult *res = NULL;
 	int64_t id;
 	int rc;
@@ -251,7 +243,7 @@ int api_h_webhooks_get(struct api_req *r, struct ty_err *err)
 
 int api_h_webhooks_list(struct api_req *r, struct ty_err *err)
 {
-	const char *p[4] = {scope(r), api_query(r, "team"), NULL, NULL};
+	const char *p[4] = {api_scope(r), api_query(r, "team"), NULL, NULL};
 	PGresult *res = NULL;
 	int rc;
 
@@ -285,7 +277,7 @@ int api_h_webhooks_list(struct api_req *r, struct ty_err *err)
 static int lock_for_write(bool *found, bool *active, struct api_req *r, const char *what,
 			  struct ty_err *err)
 {
-	const char *p[2] = {r->params[0], scope(r)};
+	const char *p[2] = {r->params[0], api_scope(r)};
 	PGresult *res = NULL;
 	int64_t id;
 	int rc;
@@ -381,7 +373,7 @@ int api_h_webhooks_ping(struct api_req *r, struct ty_err *err)
 int api_h_webhooks_deliveries(struct api_req *r, struct ty_err *err)
 {
 	const char *p[4] = {r->params[0], NULL, NULL, api_query(r, "state")};
-	const char *w[2] = {r->params[0], scope(r)};
+	const char *w[2] = {r->params[0], api_scope(r)};
 	const char *st = p[3];
 	PGresult *res = NULL;
 	int64_t id;
