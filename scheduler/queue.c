@@ -122,8 +122,8 @@ int sched_queue_find(const struct sched *s, int64_t job)
 	return find(s->queue.v, s->queue.n, job);
 }
 
-int sched_queue_set_reason(struct sched *s, int i, const char *reason, int position,
-			   int64_t reserved_ms)
+int sched_queue_set_reason(struct sched *s, int i, const char *reason, int kind, int position,
+			   int64_t reserved_ms, int64_t written_ms)
 {
 	struct sched_qjob *j = &s->queue.v[i];
 	char *r = reason ? strdup(reason) : NULL;
@@ -134,7 +134,18 @@ int sched_queue_set_reason(struct sched *s, int i, const char *reason, int posit
 	j->reason = r;
 	j->position = position;
 	j->reserved_ms = reserved_ms;
+	j->kind = kind;
+	j->written_ms = written_ms;
 	return 0;
+}
+
+/* Keep what was written for a job read again, while jobs holds the same text. */
+static void keep_written(struct sched_qjob *now, const struct sched_qjob *was)
+{
+	if (now->reason && was->reason && !strcmp(now->reason, was->reason)) {
+		now->kind = was->kind;
+		now->written_ms = was->written_ms;
+	}
 }
 
 /* Row r of a QUEUE_SELECT result into j (cleared first). */
@@ -235,6 +246,14 @@ static int reload_all(struct sched *s, struct ty_err *err)
 		free(q.v);
 		return rc;
 	}
+	for (int i = 0, k = 0; i < q.n && k < s->queue.n;) {
+		if (q.v[i].id == s->queue.v[k].id)
+			keep_written(&q.v[i++], &s->queue.v[k++]);
+		else if (q.v[i].id < s->queue.v[k].id)
+			i++;
+		else
+			k++;
+	}
 	for (int i = 0; i < s->queue.n; i++)
 		qjob_clear(&s->queue.v[i]);
 	free(s->queue.v);
@@ -280,9 +299,12 @@ static int reload_touched(struct sched *s, struct ty_err *err)
 			s->queue.v[at].gone = true; /* compacted below */
 			drop = true;
 		} else if (at >= 0) {
-			qjob_clear(&s->queue.v[at]);
+			struct sched_qjob was = s->queue.v[at];
+
 			if (qjob_read(&s->queue.v[at], res, r))
 				rc = ty_err_set(err, TY_ENOMEM, NULL);
+			keep_written(&s->queue.v[at], &was);
+			qjob_clear(&was);
 		} else if (queued) {
 			if (qjob_read(&s->queue.v[s->queue.n++], res, r))
 				rc = ty_err_set(err, TY_ENOMEM, NULL);

@@ -369,6 +369,68 @@ TY_TEST(queue_positions_and_reasons_are_written_only_when_they_change)
 	fx_sched_stop(f, 0);
 }
 
+/*
+ * Beyond position 1,000 a row follows its position and the kind of its
+ * reason, not every detail of the text: a new head job would otherwise
+ * rewrite every far-back "reserved for job N" row in one cycle.
+ */
+TY_TEST(far_back_rows_are_not_rewritten_for_a_new_head_job)
+{
+	struct fx *f = fx_start();
+	const char *xnear, *xfar;
+	long long a, b, near = 0, far = 0, first = 0;
+
+	fx_node(f, "n1", 8);
+	fx_sched_start(f, "s1", NULL);
+	FX_WAIT(f, T, "1", "SELECT count(*) FROM nodes WHERE state = 'ready'");
+	REQUIRE(fx_recv(f, "n1", "launch",
+			fx_submit(f, ",'resources':{'nodes':1,'gpus_per_node':4}"), T) != NULL);
+	a = fx_submit(f, ",'resources':{'nodes':1,'gpus_per_node':8}");
+	b = fx_submit(f, ",'resources':{'nodes':1,'gpus_per_node':8}");
+	/* 1,010 one-GPU jobs that fit now but would delay the head job */
+	for (int i = 0; i < 1010; i++) {
+		long long id = fx_submit(f, ",'resources':{'nodes':1,'gpus_per_node':1}");
+
+		if (i == 0)
+			first = id;
+		if (i == 7)
+			near = id; /* position 10 */
+		far = id;	   /* position 1012 */
+	}
+	FX_WAIT(f, 60000, "1012", "SELECT queue_position FROM jobs WHERE id = $1", fx_n(far));
+	FX_WAIT(f, T, ty_test_strf("reserved for job %lld", a),
+		"SELECT substring(pending_reason from '^reserved for job [0-9]+') FROM jobs"
+		" WHERE id = $1",
+		fx_n(far));
+	ty_test_note("job %lld waits: %s", far,
+		     FX_Q(f, "SELECT pending_reason FROM jobs WHERE id = $1", fx_n(far)));
+	xnear = FX_Q(f, "SELECT xmin::text FROM jobs WHERE id = $1", fx_n(near));
+	xfar = FX_Q(f, "SELECT xmin::text FROM jobs WHERE id = $1", fx_n(far));
+
+	/* job b becomes the head: the near row names it, the far one is left */
+	fx_cancel(f, a);
+	FX_WAIT(f, T, ty_test_strf("reserved for job %lld", b),
+		"SELECT substring(pending_reason from '^reserved for job [0-9]+') FROM jobs"
+		" WHERE id = $1",
+		fx_n(near));
+	CHECK_STR_EQ(FX_Q(f, "SELECT queue_position FROM jobs WHERE id = $1", fx_n(near)), "9");
+	fx_poll(f, 1000);
+	CHECK_STR_EQ(FX_Q(f, "SELECT xmin::text FROM jobs WHERE id = $1", fx_n(far)), xfar);
+	CHECK_STR_EQ(FX_Q(f, "SELECT queue_position FROM jobs WHERE id = $1", fx_n(far)), "1012");
+	CHECK(strcmp(FX_Q(f, "SELECT xmin::text FROM jobs WHERE id = $1", fx_n(near)), xnear));
+
+	/* once it moved by 5 % it is written again, with today's text */
+	for (long long id = first; id < first + 60; id++)
+		fx_cancel(f, id);
+	FX_WAIT(f, T, "951", "SELECT queue_position FROM jobs WHERE id = $1", fx_n(far));
+	CHECK_STR_EQ(FX_Q(f,
+			  "SELECT substring(pending_reason from '^reserved for job [0-9]+')"
+			  " FROM jobs WHERE id = $1",
+			  fx_n(far)),
+		     ty_test_strf("reserved for job %lld", b));
+	fx_sched_stop(f, 0);
+}
+
 TY_TEST(usage_decays_by_the_half_life_and_grows_with_use)
 {
 	static const char *const args[] = {"--usage-half-life-hours=1", NULL};
