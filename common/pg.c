@@ -2,15 +2,43 @@
 #include "ty_pg.h"
 #include "ty_log.h"
 
+#include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+/*
+ * Statements are prepared on first use and kept per connection, keyed by
+ * their text: parsing and planning a statement again for every execution
+ * was a large part of a submission's and a scheduling cycle's cost. A
+ * connection keeps at most STMT_MAX; text beyond that runs unprepared.
+ */
+#define STMT_MAX 512
+
+struct pg_stmt {
+	uint64_t hash;
+	char *sql;
+	char name[24];
+};
 
 struct ty_pg {
 	PGconn *conn;
 	char *url;
 	bool in_tx;
 	char sqlstate[6];
+	struct pg_stmt *stmts;
+	int nstmts;
+	unsigned long next_stmt; /* names are never reused within a session */
 };
+
+static void stmts_forget(struct ty_pg *pg)
+{
+	for (int i = 0; i < pg->nstmts; i++)
+		free(pg->stmts[i].sql);
+	free(pg->stmts);
+	pg->stmts = NULL;
+	pg->nstmts = 0;
+}
 
 static int conn_error(struct ty_pg *pg, int code, const char *what, struct ty_err *err)
 {
@@ -59,6 +87,7 @@ void ty_pg_close(struct ty_pg *pg)
 		return;
 	if (pg->conn)
 		PQfinish(pg->conn);
+	stmts_forget(pg);
 	free(pg->url);
 	free(pg);
 }
@@ -73,6 +102,7 @@ bool ty_pg_ok(struct ty_pg *pg)
 	if (PQstatus(pg->conn) == CONNECTION_OK)
 		return true;
 	PQreset(pg->conn);
+	stmts_forget(pg); /* a new session has none of them */
 	pg->in_tx = false;
 	return PQstatus(pg->conn) == CONNECTION_OK;
 }
@@ -113,6 +143,74 @@ static int check_result(PGresult *r, struct ty_pg *pg, struct ty_err *err)
 	return ty_err_set(err, classify(state), "database: %.*s", (int)n, msg);
 }
 
+static uint64_t fnv1a(const char *s)
+{
+	uint64_t h = 1469598103934665603ull;
+
+	for (; *s; s++)
+		h = (h ^ (unsigned char)*s) * 1099511628211ull;
+	return h;
+}
+
+/*
+ * Execute sql as a prepared statement, preparing it first when this
+ * session has not; a failed preparation is returned as the result (it is
+ * the error the statement itself would have raised).
+ */
+static PGresult *exec_prepared(struct ty_pg *pg, const char *sql, int nparams,
+			       const char *const *params)
+{
+	uint64_t h = fnv1a(sql);
+	struct pg_stmt *st = NULL;
+	PGresult *r;
+
+	for (int i = 0; i < pg->nstmts; i++)
+		if (pg->stmts[i].hash == h && !strcmp(pg->stmts[i].sql, sql)) {
+			st = &pg->stmts[i];
+			break;
+		}
+	if (!st) {
+		char name[24];
+		char *copy;
+
+		if (pg->nstmts == STMT_MAX || !(copy = strdup(sql)))
+			return PQexecParams(pg->conn, sql, nparams, NULL, params, NULL, NULL, 0);
+		if (!pg->stmts && !(pg->stmts = calloc(STMT_MAX, sizeof(*pg->stmts)))) {
+			free(copy);
+			return PQexecParams(pg->conn, sql, nparams, NULL, params, NULL, NULL, 0);
+		}
+		snprintf(name, sizeof(name), "ty_%lu", pg->next_stmt++);
+		r = PQprepare(pg->conn, name, sql, nparams, NULL);
+		if (!r || PQresultStatus(r) != PGRES_COMMAND_OK) {
+			free(copy);
+			return r;
+		}
+		PQclear(r);
+		st = &pg->stmts[pg->nstmts++];
+		st->hash = h;
+		st->sql = copy;
+		memcpy(st->name, name, sizeof(name));
+	}
+	r = PQexecPrepared(pg->conn, st->name, nparams, params, NULL, NULL, 0);
+	if (r && PQresultStatus(r) == PGRES_FATAL_ERROR &&
+	    !strcmp(PQresultErrorField(r, PG_DIAG_SQLSTATE) ? PQresultErrorField(r, PG_DIAG_SQLSTATE)
+							    : "",
+		    "0A000")) {
+		/*
+		 * "cached plan must not change result type": a migration changed
+		 * a table under it. Forget it: the next use prepares it again,
+		 * and outside a transaction this one runs again right away.
+		 */
+		free(st->sql);
+		*st = pg->stmts[--pg->nstmts];
+		if (!pg->in_tx) {
+			PQclear(r);
+			r = PQexecParams(pg->conn, sql, nparams, NULL, params, NULL, NULL, 0);
+		}
+	}
+	return r;
+}
+
 int ty_pg_exec(PGresult **res, struct ty_pg *pg, const char *sql, int nparams,
 	       const char *const *params, struct ty_err *err)
 {
@@ -124,14 +222,14 @@ int ty_pg_exec(PGresult **res, struct ty_pg *pg, const char *sql, int nparams,
 	pg->sqlstate[0] = '\0';
 	if (!pg->in_tx && PQstatus(pg->conn) != CONNECTION_OK && !ty_pg_ok(pg))
 		return conn_error(pg, TY_EUNAVAIL, "database unavailable", err);
-	r = PQexecParams(pg->conn, sql, nparams, NULL, params, NULL, NULL, 0);
+	r = exec_prepared(pg, sql, nparams, params);
 	if (!pg->in_tx && PQstatus(pg->conn) != CONNECTION_OK) {
 		/* the server went away between statements: one fresh try */
 		PQclear(r);
 		if (!ty_pg_ok(pg))
 			return conn_error(pg, TY_EUNAVAIL, "database unavailable", err);
 		ty_info("reconnected to PostgreSQL");
-		r = PQexecParams(pg->conn, sql, nparams, NULL, params, NULL, NULL, 0);
+		r = exec_prepared(pg, sql, nparams, params);
 	}
 	if ((rc = check_result(r, pg, err))) {
 		PQclear(r);
@@ -177,8 +275,10 @@ void ty_pg_rollback(struct ty_pg *pg)
 	if (!pg)
 		return;
 	r = PQexec(pg->conn, "ROLLBACK");
-	if (PQresultStatus(r) != PGRES_COMMAND_OK && PQstatus(pg->conn) == CONNECTION_OK)
+	if (PQresultStatus(r) != PGRES_COMMAND_OK && PQstatus(pg->conn) == CONNECTION_OK) {
 		PQreset(pg->conn);
+		stmts_forget(pg);
+	}
 	PQclear(r);
 	pg->in_tx = false;
 }

@@ -50,8 +50,7 @@ struct pend_row {
 	int position;	     /* 1-based, 0 when NULL */
 	int64_t reserved_ms; /* -1 when NULL */
 	const char *why;     /* a held job's reason (arena), NULL: waiting for its attempt */
-	int kind;	     /* as struct sched_qjob */
-	int64_t written_ms;
+	int64_t written_ms;  /* as struct sched_qjob */
 };
 
 struct snap {
@@ -460,7 +459,6 @@ static int load_pending(struct snap *sn, struct sched *s, struct ty_err *err)
 		row->position = q->position;
 		row->reserved_ms = q->reserved_ms;
 		row->attempt = q->attempt;
-		row->kind = q->kind;
 		row->written_ms = q->written_ms;
 	}
 	sn->in.pending = sn->pending;
@@ -874,7 +872,6 @@ static void when_text(char *buf, size_t n, int64_t at_ms, int64_t now_ms, bool s
 struct qchange {
 	int q;
 	const char *reason; /* the snapshot's arena */
-	int kind;
 	int position;
 	int64_t reserved_ms;
 	int64_t written_ms;
@@ -886,51 +883,40 @@ struct qchanges {
 };
 
 /*
- * Positions up to QUEUE_EXACT are published exactly. Further back a row is
- * written again only when its reason changes kind, its position moves by
- * 5 % or more, or what it shows is older than QUEUE_REFRESH_MS (plus up to
- * a minute, by job id, so that refreshes do not all fall in one cycle).
- * Otherwise every placement near the head would rewrite every row behind
- * it: a position moves with each placement ahead, and a far-back reason
- * names the head job ("reserved for job 812 until 14:02"), which changes
- * as soon as that job starts. With 17,000 pending jobs that was half a
- * second of every cycle, and the churn bloated the jobs table for every
- * other query.
+ * Positions and reasons up to QUEUE_EXACT are published exactly. Further
+ * back a row is written again only once what it shows is QUEUE_REFRESH_MS
+ * old (plus up to a minute, by job id, so that refreshes do not all fall
+ * in one cycle), or when the job moved up to the first QUEUE_EXACT.
+ * Otherwise every placement near the head rewrites every row behind it:
+ * a position moves with each placement ahead, and a far-back reason names
+ * the head job ("reserved for job 812 until 14:02") or counts free nodes.
+ * With 14,000 pending jobs at 2,000 nodes that was 70-90 % of every cycle
+ * (bench/dispatch), and the churn bloated the jobs table for every other
+ * query.
  */
 #define QUEUE_EXACT 1000
 #define QUEUE_REFRESH_MS 60000
-#define HELD_KIND (SCHED_REASON_COUNT + 1) /* a held job's row: not from the core */
 
-static bool position_close(int was, int now)
-{
-	if (was == now)
-		return true;
-	if (was <= QUEUE_EXACT || now <= QUEUE_EXACT)
-		return false;
-	return (int64_t)(was > now ? was - now : now - was) * 20 < was;
-}
-
-static bool far_back_fresh(const struct pend_row *was, int64_t job, int kind, int position,
+static bool far_back_fresh(const struct pend_row *was, int64_t job, int position,
 			   int64_t now_ms)
 {
-	return was->kind == kind && was->position > QUEUE_EXACT && position > QUEUE_EXACT &&
+	return was->position > QUEUE_EXACT && position > QUEUE_EXACT &&
 	       now_ms - was->written_ms < QUEUE_REFRESH_MS + (job % 60) * 1000;
 }
 
 static int queue_row(json_t *rows, struct qchanges *ch, struct snap *sn, int64_t job,
-		     const struct pend_row *was, const char *reason, int kind, int position,
+		     const struct pend_row *was, const char *reason, int position,
 		     int64_t reserved_ms, int64_t now_ms)
 {
 	struct qchange *c = &ch->v[ch->n];
 
-	if (was->reason && position_close(was->position, position) &&
-	    was->reserved_ms == reserved_ms &&
-	    (!strcmp(was->reason, reason) || far_back_fresh(was, job, kind, position, now_ms)))
+	if (was->reason && was->reserved_ms == reserved_ms &&
+	    ((was->position == position && !strcmp(was->reason, reason)) ||
+	     far_back_fresh(was, job, position, now_ms)))
 		return 0; /* unchanged, or far back and recent enough: no write */
 	if (!(c->reason = ty_arena_strdup(sn->arena, reason)))
 		return -1;
 	c->q = was->q;
-	c->kind = kind;
 	c->position = position;
 	c->reserved_ms = reserved_ms;
 	c->written_ms = now_ms;
@@ -988,7 +974,7 @@ static int publish_queue(struct sched_ids *now_queued, struct qchanges *ch, stru
 		when_text(pwhen, sizeof(pwhen), o->protected_until_ms, in->now_ms, false);
 		sched_reason_format_at(reason, sizeof(reason), in, d, i, when, pwhen);
 		if (queue_row(rows, ch, sn, in->pending[i].job, &sn->prow[i], reason,
-			      (int)o->reason + 1, o->position + 1, resv, mono))
+			      o->position + 1, resv, mono))
 			goto oom;
 	}
 	for (int i = 0; i < sn->nheld; i++) {
@@ -999,8 +985,7 @@ static int publish_queue(struct sched_ids *now_queued, struct qchanges *ch, stru
 				 "waiting for attempt %lld to stop on every node",
 				 (long long)sn->hrow[i].attempt);
 		now_queued->v[n++] = sn->held[i];
-		if (queue_row(rows, ch, sn, sn->held[i], &sn->hrow[i], reason, HELD_KIND, 0, -1,
-			      mono))
+		if (queue_row(rows, ch, sn, sn->held[i], &sn->hrow[i], reason, 0, -1, mono))
 			goto oom;
 	}
 	now_queued->n = n;
@@ -1168,7 +1153,7 @@ static int apply(struct sched *s, struct snap *sn, const struct sched_decisions 
 	memset(&queued, 0, sizeof(queued));
 	/* the mirror holds what jobs holds now */
 	for (int i = 0; i < ch.n; i++)
-		if (sched_queue_set_reason(s, ch.v[i].q, ch.v[i].reason, ch.v[i].kind,
+		if (sched_queue_set_reason(s, ch.v[i].q, ch.v[i].reason,
 					   ch.v[i].position, ch.v[i].reserved_ms, ch.v[i].written_ms))
 			s->queue_stale = true; /* out of memory: read it all again */
 	if (placed || d->npreemptions)

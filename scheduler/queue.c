@@ -122,7 +122,7 @@ int sched_queue_find(const struct sched *s, int64_t job)
 	return find(s->queue.v, s->queue.n, job);
 }
 
-int sched_queue_set_reason(struct sched *s, int i, const char *reason, int kind, int position,
+int sched_queue_set_reason(struct sched *s, int i, const char *reason, int position,
 			   int64_t reserved_ms, int64_t written_ms)
 {
 	struct sched_qjob *j = &s->queue.v[i];
@@ -134,7 +134,6 @@ int sched_queue_set_reason(struct sched *s, int i, const char *reason, int kind,
 	j->reason = r;
 	j->position = position;
 	j->reserved_ms = reserved_ms;
-	j->kind = kind;
 	j->written_ms = written_ms;
 	return 0;
 }
@@ -142,10 +141,8 @@ int sched_queue_set_reason(struct sched *s, int i, const char *reason, int kind,
 /* Keep what was written for a job read again, while jobs holds the same text. */
 static void keep_written(struct sched_qjob *now, const struct sched_qjob *was)
 {
-	if (now->reason && was->reason && !strcmp(now->reason, was->reason)) {
-		now->kind = was->kind;
+	if (now->reason && was->reason && !strcmp(now->reason, was->reason))
 		now->written_ms = was->written_ms;
-	}
 }
 
 /* Row r of a QUEUE_SELECT result into j (cleared first). */

@@ -94,10 +94,8 @@ struct sched_qjob {
 	char *reason;	     /* owned, NULL when none */
 	int position;	     /* 1-based, 0 when none */
 	int64_t reserved_ms; /* -1 when none */
-	/* what this scheduler wrote last: the reason's kind (enum sched_reason
-	 * + 1; 0 unknown) and when (ty_mono_ms), kept across reloads while
-	 * jobs still holds the same text */
-	int kind;
+	/* when this scheduler wrote them (ty_mono_ms, 0 unknown), kept across
+	 * reloads while jobs still holds the same text */
 	int64_t written_ms;
 };
 
@@ -547,11 +545,8 @@ void sched_touch(struct sched *s, int64_t job);
 int sched_queue_refresh(struct sched *s, struct ty_err *err);
 /* Index of job in s->queue, or -1. */
 int sched_queue_find(const struct sched *s, int64_t job);
-/*
- * Record what was published for s->queue.v[i] (reason copied; kind as in
- * struct sched_qjob, written_ms the time it was written). TY_ENOMEM.
- */
-int sched_queue_set_reason(struct sched *s, int i, const char *reason, int kind, int position,
+/* Record what was published for s->queue.v[i] at written_ms (reason copied). TY_ENOMEM. */
+int sched_queue_set_reason(struct sched *s, int i, const char *reason, int position,
 			   int64_t reserved_ms, int64_t written_ms);
 /* Forget the mirror (end of a term); the next refresh reloads it. */
 void sched_queue_clear(struct sched *s);

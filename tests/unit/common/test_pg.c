@@ -347,3 +347,85 @@ TY_TEST(ok_reports_a_live_connection)
 	CHECK_INT_EQ(PQstatus(ty_pg_conn(pg)), CONNECTION_OK);
 	ty_pg_close(pg);
 }
+
+static const char *prepared_count(struct ty_pg *pg, const char *like)
+{
+	const char *p[] = {like};
+
+	return q(pg, "SELECT count(*) FROM pg_prepared_statements WHERE statement LIKE $1", 1, p);
+}
+
+TY_TEST(a_statement_is_prepared_once_per_session)
+{
+	struct ty_pg *pg = connect_shared();
+	const char *p[] = {"41"};
+
+	for (int i = 0; i < 3; i++)
+		CHECK_STR_EQ(q(pg, "SELECT $1::int + 1 AS once", 1, p), "42");
+	CHECK_STR_EQ(prepared_count(pg, "SELECT $1::int + 1 AS once"), "1");
+	/* a new session prepares it again */
+	terminate(q(pg, "SELECT pg_backend_pid()", 0, NULL));
+	CHECK_STR_EQ(q(pg, "SELECT $1::int + 1 AS once", 1, p), "42");
+	CHECK_STR_EQ(prepared_count(pg, "SELECT $1::int + 1 AS once"), "1");
+	ty_pg_close(pg);
+}
+
+TY_TEST(a_table_changed_under_a_prepared_statement)
+{
+	struct ty_pg *pg = connect_shared();
+	struct ty_err err = {0};
+	PGresult *r = NULL;
+
+	q(pg, "CREATE TABLE changed (a int)", 0, NULL);
+	q(pg, "INSERT INTO changed VALUES (7)", 0, NULL);
+	CHECK_STR_EQ(q(pg, "SELECT * FROM changed", 0, NULL), "7");
+	/* outside a transaction it is prepared again and runs */
+	q(pg, "ALTER TABLE changed ADD COLUMN b text DEFAULT 'x'", 0, NULL);
+	REQUIRE_INT_EQ(ty_pg_exec(&r, pg, "SELECT * FROM changed", 0, NULL, &err), 0);
+	CHECK_INT_EQ(PQnfields(r), 2);
+	CHECK_STR_EQ(ty_pg_val(r, 0, 1), "x");
+	PQclear(r);
+	CHECK_STR_EQ(q(pg, "SELECT * FROM changed", 0, NULL), "7"); /* prepared again */
+	/* inside one the transaction fails, and the next one runs it */
+	q(pg, "ALTER TABLE changed ADD COLUMN c int DEFAULT 3", 0, NULL);
+	REQUIRE_INT_EQ(ty_pg_begin(pg, &err), 0);
+	CHECK_INT_EQ(ty_pg_exec(&r, pg, "SELECT * FROM changed", 0, NULL, &err), TY_EDB);
+	ty_test_note("%s", err.msg);
+	CHECK(strstr(err.msg, "result type") != NULL);
+	ty_pg_rollback(pg);
+	REQUIRE_INT_EQ(ty_pg_begin(pg, &err), 0);
+	REQUIRE_INT_EQ(ty_pg_exec(&r, pg, "SELECT * FROM changed", 0, NULL, &err), 0);
+	CHECK_INT_EQ(PQnfields(r), 3);
+	PQclear(r);
+	REQUIRE_INT_EQ(ty_pg_commit(pg, &err), 0);
+	ty_pg_close(pg);
+}
+
+TY_TEST(more_statements_than_a_session_keeps_still_run)
+{
+	struct ty_pg *pg = connect_shared();
+	int n;
+
+	for (int i = 0; i < 600; i++)
+		CHECK_STR_EQ(q(pg, ty_test_strf("SELECT %d AS many", i), 0, NULL),
+			     ty_test_strf("%d", i));
+	n = atoi(prepared_count(pg, "SELECT % AS many"));
+	ty_test_note("%d of 600 prepared", n);
+	CHECK(n > 400 && n <= 512);
+	CHECK_STR_EQ(q(pg, "SELECT 599 AS many", 0, NULL), "599");
+	ty_pg_close(pg);
+}
+
+TY_TEST(a_statement_that_does_not_parse_is_an_error_each_time)
+{
+	struct ty_pg *pg = connect_shared();
+	struct ty_err err = {0};
+
+	for (int i = 0; i < 2; i++) {
+		CHECK_INT_EQ(ty_pg_exec(NULL, pg, "SELEC 1", 0, NULL, &err), TY_EDB);
+		CHECK(strstr(err.msg, "syntax error") != NULL);
+		CHECK_STR_EQ(ty_pg_sqlstate(pg), "42601");
+	}
+	CHECK_STR_EQ(prepared_count(pg, "SELEC 1"), "0");
+	ty_pg_close(pg);
+}
