@@ -8,11 +8,13 @@
 
 #include <curl/curl.h>
 #include <errno.h>
+#include <pthread.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 /* Run argv with stdout and stderr into a new scratch string; returns the exit status or -1. */
@@ -197,6 +199,50 @@ TY_TEST(client_without_the_ca_fails_verification)
 	/* the server still serves verified clients */
 	CHECK_INT_EQ(get(&status, url, path_of("srv", "crt")), CURLE_OK);
 	CHECK_INT_EQ(status, 200);
+}
+
+struct watcher {
+	const char *path, *token;
+	struct ty_resp r;
+};
+
+static void *watch(void *p)
+{
+	struct watcher *w = p;
+
+	ty_http(&w->r, "GET", w->path, w->token, NULL, NULL);
+	return NULL;
+}
+
+/* A long-poll is suspended and resumed under TLS as under HTTP: woken by the event. */
+TY_TEST(long_poll_over_tls)
+{
+	const struct ty_stack *s = ty_stack_get();
+	struct ty_resp r = {0};
+	const char *team;
+	struct watcher w;
+	pthread_t th;
+	long long id;
+
+	https_api();
+	team = ty_uniq("tls-watch");
+	ty_http(&r, "POST", "/v1/teams", s->admin,
+		ty_test_strf("{\"name\":\"%s\",\"nominal_gpus\":4}", team), NULL);
+	REQUIRE_STATUS(&r, 201);
+	id = ty_mk_job(s->admin, team, NULL);
+	REQUIRE(id > 0);
+	w = (struct watcher){ty_test_strf("/v1/jobs/%lld/events?after=1&wait=30", id), s->admin,
+			     {0}};
+	REQUIRE_INT_EQ(pthread_create(&th, NULL, watch, &w), 0);
+	nanosleep(&(struct timespec){0, 300 * 1000000L}, NULL); /* most often it parks first */
+	ty_http(&r, "POST", ty_test_strf("/v1/jobs/%lld/cancel", id), s->admin, NULL, NULL);
+	CHECK_STATUS(&r, 200);
+	pthread_join(th, NULL);
+	/* parked before the cancel or not, the answer holds the cancel event */
+	CHECK_STATUS(&w.r, 200);
+	CHECK_JSTR(w.r.json, "events[0].type", "cancelled");
+	ty_resp_free(&w.r);
+	ty_resp_free(&r);
 }
 
 /* Start-up with bad TLS settings: exit status 1 or 2, and a message naming the fault. */
