@@ -155,7 +155,53 @@ struct api_options {
 	int max_connections;
 	const char *cors_origins;
 	struct api_webhook_options webhook;
+	/* HTTPS when both are set: PEM text (borrowed; see api_tls_load) */
+	const char *tls_cert_pem, *tls_key_pem;
+	/* per-token token bucket (ratelimit.c); rps 0 turns it off */
+	int rate_limit_rps, rate_limit_burst;
 };
+
+/* TLS material (tls.c): PEM text read from the --tls-cert and --tls-key files. */
+struct api_tls {
+	char *cert, *key; /* owned; NULL without TLS */
+};
+/*
+ * Read and check cert_path and key_path into *out: neither set is plain
+ * HTTP (0, both NULL); one without the other, an unreadable file, a file
+ * without a PEM certificate or unencrypted key, a key that is not the
+ * certificate's, or a libmicrohttpd without TLS are TY_ECONFIG naming the
+ * option and file. Free with api_tls_free (which also wipes the key).
+ */
+int api_tls_load(struct api_tls *out, const char *cert_path, const char *key_path,
+		 struct ty_err *err);
+/* The checks of api_tls_load on PEM text already read (pure; paths only name them). */
+int api_tls_check(const char *cert_pem, const char *key_pem, const char *cert_path,
+		  const char *key_path, struct ty_err *err);
+void api_tls_free(struct api_tls *t);
+
+/* A token bucket (pure): tokens now, refilled since last (seconds, monotonic). */
+struct api_bucket {
+	double tokens;
+	double last;
+};
+/*
+ * Refill b to time now at rps tokens a second, up to burst, and take one:
+ * true when taken; otherwise false with *retry_after the whole seconds
+ * (at least 1) until one token is there. *retry_after is 0 when taken.
+ */
+bool api_bucket_take(struct api_bucket *b, double now, double rps, double burst,
+		     int *retry_after);
+/* Buckets per token id, thread-safe (ratelimit.c). NULL when rps <= 0 (off) or no memory. */
+struct api_ratelimit;
+struct api_ratelimit *api_ratelimit_new(int rps, int burst);
+void api_ratelimit_free(struct api_ratelimit *rl);
+/* Take one token from key's bucket (full at first use): 0, or seconds to wait. */
+int api_ratelimit_take(struct api_ratelimit *rl, int64_t key, double now);
+/*
+ * Whether the authenticated request r is over its token's limit in rl (may
+ * be NULL: off); then a 429 rate_limited problem with Retry-After is queued.
+ */
+bool api__ratelimit_refuse(struct api_req *r, struct api_ratelimit *rl);
 
 int api_server_start(struct api_server **out, const struct api_options *o, struct ty_err *err);
 /* Stops accepting, ends parked watches, waits for handlers, frees. */
@@ -214,6 +260,30 @@ bool api_idempotency_key_ok(const char *k);
  */
 int api_submit_team(const char **team_id, struct api_req *r, const char *team, long long gpus,
 		    const char *field, const char *what, struct ty_err *err);
+/*
+ * The same, and *limited: whether the team has a max_pending_jobs (jobs and
+ * sweeps then check it with api_pending_admit before they insert).
+ */
+int api_submit_team_limited(const char **team_id, bool *limited, struct api_req *r,
+			    const char *team, long long gpus, const char *field, const char *what,
+			    struct ty_err *err);
+/*
+ * Inside the caller's transaction: lock team_id's row (FOR UPDATE, held to
+ * the commit, so concurrent submissions to the team queue here) and read
+ * its max_pending_jobs into *max_pending (-1: none). The count must come
+ * after, in a statement of its own: one in the locking statement would
+ * read the snapshot from before the wait and miss the jobs of the
+ * submission that held the lock.
+ */
+int api_team_lock(long long *max_pending, struct api_req *r, const char *team_id,
+		  struct ty_err *err);
+/*
+ * After api_team_lock: whether n more pending jobs fit under max_pending
+ * (< 0: no limit). 0 with *refused false when they fit; *refused true when
+ * a 429 pending_jobs_limit problem naming team was queued as the reply.
+ */
+int api_pending_admit(bool *refused, struct api_req *r, const char *team_id, const char *team,
+		      long long max_pending, long long n, struct ty_err *err);
 /*
  * Answer a repeated Idempotency-Key: sql (n params) selects the stored
  * request_sha256 and the created object's JSON; the same body hash replays

@@ -33,17 +33,28 @@ bool api_idempotency_key_ok(const char *k)
 int api_submit_team(const char **team_id, struct api_req *r, const char *team, long long gpus,
 		    const char *field, const char *what, struct ty_err *err)
 {
+	bool limited;
+
+	return api_submit_team_limited(team_id, &limited, r, team, gpus, field, what, err);
+}
+
+int api_submit_team_limited(const char **team_id, bool *limited, struct api_req *r,
+			    const char *team, long long gpus, const char *field, const char *what,
+			    struct ty_err *err)
+{
 	const char *params[1] = {team};
 	PGresult *res = NULL;
 	int rc;
 
 	*team_id = NULL;
+	*limited = false;
 	if (r->auth.role != API_ROLE_ADMIN && strcmp(team, r->auth.team) != 0)
 		return api_reply_error(r, 403, "forbidden", "team",
 				       "a token of team '%s' cannot submit to team '%s'",
 				       r->auth.team, team);
 	if ((rc = ty_pg_exec(&res, r->pg,
-			     "SELECT id, nominal_gpus, borrowing_limit_gpus FROM teams WHERE name = $1",
+			     "SELECT id, nominal_gpus, borrowing_limit_gpus,"
+			     " max_pending_jobs IS NOT NULL FROM teams WHERE name = $1",
 			     1, params, err)))
 		return rc;
 	if (PQntuples(res) == 0) {
@@ -63,9 +74,56 @@ int api_submit_team(const char **team_id, struct api_req *r, const char *team, l
 		}
 	}
 	*team_id = ty_arena_strdup(r->arena, PQgetvalue(res, 0, 0));
+	*limited = PQgetvalue(res, 0, 3)[0] == 't';
 out:
 	PQclear(res);
 	return rc;
+}
+
+int api_team_lock(long long *max_pending, struct api_req *r, const char *team_id,
+		  struct ty_err *err)
+{
+	const char *p[1] = {team_id};
+	PGresult *res = NULL;
+	int rc;
+
+	*max_pending = -1;
+	if ((rc = ty_pg_exec(&res, r->pg,
+			     "SELECT max_pending_jobs FROM teams WHERE id = $1 FOR UPDATE", 1, p,
+			     err)))
+		return rc;
+	/* no limit any more (or no team): nothing to count */
+	if (PQntuples(res) == 1 && ty_pg_val(res, 0, 0))
+		*max_pending = atoll(PQgetvalue(res, 0, 0));
+	PQclear(res);
+	return 0;
+}
+
+int api_pending_admit(bool *refused, struct api_req *r, const char *team_id, const char *team,
+		      long long max_pending, long long n, struct ty_err *err)
+{
+	const char *p[1] = {team_id};
+	PGresult *res = NULL;
+	long long pending;
+	int rc;
+
+	*refused = false;
+	if (max_pending < 0)
+		return 0;
+	if ((rc = ty_pg_exec(&res, r->pg,
+			     "SELECT count(*) FROM jobs WHERE team_id = $1 AND state = 'pending'", 1,
+			     p, err)))
+		return rc;
+	pending = atoll(PQgetvalue(res, 0, 0));
+	PQclear(res);
+	if (pending + n <= max_pending)
+		return 0;
+	*refused = true;
+	return api_reply_error(r, 429, "pending_jobs_limit", NULL,
+			       "team '%s' has %lld pending job(s) and a limit of %lld "
+			       "(max_pending_jobs): %lld more do not fit; submit again when some "
+			       "have started or were cancelled",
+			       team, pending, max_pending, n);
 }
 
 int api_replay(struct api_req *r, const char *sql, int n, const char *const *params,
@@ -112,7 +170,8 @@ int api_h_jobs_submit(struct api_req *r, struct ty_err *err)
 	char *canon = NULL, *spec_text = NULL, *labels_text = NULL;
 	json_t *spec = NULL;
 	PGresult *res = NULL;
-	long long gpus;
+	long long gpus, max;
+	bool limited, refused;
 	int rc = 0;
 
 	if (key && !api_idempotency_key_ok(key))
@@ -128,7 +187,8 @@ int api_h_jobs_submit(struct api_req *r, struct ty_err *err)
 		gpus = json_integer_value(json_object_get(res_o, "nodes")) *
 		       json_integer_value(json_object_get(res_o, "gpus_per_node"));
 	}
-	if ((rc = api_submit_team(&params[0], r, team, gpus, "resources", "the job", err)) ||
+	if ((rc = api_submit_team_limited(&params[0], &limited, r, team, gpus, "resources",
+					  "the job", err)) ||
 	    !params[0])
 		goto out; /* failed, or refused with a reply */
 	/* same key + same body (as parsed, so whitespace does not matter) = same job */
@@ -150,6 +210,21 @@ int api_h_jobs_submit(struct api_req *r, struct ty_err *err)
 	if (key && (rc = replay(r, params[0], key, hash, err)) != TY_ECONFLICT)
 		goto out; /* replayed, refused, or failed */
 	ty_err_clear(err);
+	if (limited) {
+		/* the team's row lock serialises its submissions while the limit is checked */
+		if ((rc = ty_pg_begin(r->pg, err)) || (rc = api_team_lock(&max, r, params[0], err)))
+			goto out; /* the pool rolls back */
+		/* a request with the same key may have held the lock: replay it, do not count */
+		if (key && (rc = replay(r, params[0], key, hash, err)) != TY_ECONFLICT) {
+			ty_pg_rollback(r->pg);
+			goto out;
+		}
+		ty_err_clear(err);
+		if ((rc = api_pending_admit(&refused, r, params[0], team, max, 1, err)) || refused) {
+			ty_pg_rollback(r->pg);
+			goto out;
+		}
+	}
 	rc = ty_pg_exec(&res, r->pg,
 			"WITH j AS (INSERT INTO jobs (team_id, name, spec, priority_class, priority,"
 			"  labels, idempotency_key, request_sha256, last_event_seq)"
@@ -159,13 +234,15 @@ int api_h_jobs_submit(struct api_req *r, struct ty_err *err)
 			"  SELECT id, 1, 'submitted', 'pending', $9 FROM j)"
 			" SELECT doc FROM j",
 			9, params, err);
+	if (rc && ty_pg_in_tx(r->pg))
+		ty_pg_rollback(r->pg);
 	if (rc == TY_ECONFLICT && key) {
 		/* a concurrent request with the same key won the race */
 		ty_err_clear(err);
 		rc = replay(r, params[0], key, hash, err);
 		goto out;
 	}
-	if (rc)
+	if (rc || (limited && (rc = ty_pg_commit(r->pg, err))))
 		goto out;
 	rc = api_reply_text(r, 201, PQgetvalue(res, 0, 0));
 out:

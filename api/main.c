@@ -40,6 +40,14 @@ static const struct ty_opt options[] = {
 	 "longest delay between two attempts of a webhook delivery"},
 	{"webhook-concurrency", TY_OPT_INT, "8", 0, 1000,
 	 "webhook POSTs in flight at once in this process; 0 delivers none here"},
+	{"tls-cert", TY_OPT_STR, NULL, 0, 0,
+	 "PEM certificate (chain) file: serve HTTPS instead of HTTP; needs --tls-key"},
+	{"tls-key", TY_OPT_STR, NULL, 0, 0,
+	 "PEM private key file (unencrypted) of --tls-cert; needs --tls-cert"},
+	{"rate-limit-rps", TY_OPT_INT, "0", 0, 1000000,
+	 "requests a second each API token may make on average; 0 turns rate limits off"},
+	{"rate-limit-burst", TY_OPT_INT, "20", 1, 1000000,
+	 "requests each API token may make at once before --rate-limit-rps applies"},
 	{"log-level", TY_OPT_STR, "info", 0, 0, "debug, info, warn or error"},
 	{"log-json", TY_OPT_BOOL, "false", 0, 0, "log JSON lines instead of text"},
 	{"migrate", TY_OPT_BOOL, "false", 0, 0, "apply database migrations, then exit"},
@@ -122,7 +130,10 @@ static int serve(const struct ty_config *c, struct ty_err *err)
 				.backoff_max_ms = (int)ty_config_int(c, "webhook-backoff-max-ms"),
 				.concurrency = (int)ty_config_int(c, "webhook-concurrency"),
 			},
+		.rate_limit_rps = (int)ty_config_int(c, "rate-limit-rps"),
+		.rate_limit_burst = (int)ty_config_int(c, "rate-limit-burst"),
 	};
+	struct api_tls tls = {0};
 	struct api_server *s = NULL;
 	struct sigaction sa = {.sa_handler = on_signal};
 	int rc;
@@ -131,18 +142,26 @@ static int serve(const struct ty_config *c, struct ty_err *err)
 	sigaction(SIGTERM, &sa, NULL);
 	sigaction(SIGINT, &sa, NULL);
 	signal(SIGPIPE, SIG_IGN);
-	if ((rc = api_server_start(&s, &o, err)))
+	if ((rc = api_tls_load(&tls, ty_config_str(c, "tls-cert"), ty_config_str(c, "tls-key"),
+			       err)))
 		return rc;
+	o.tls_cert_pem = tls.cert;
+	o.tls_key_pem = tls.key;
+	if ((rc = api_server_start(&s, &o, err)))
+		goto out;
 	if (o.port_file && (rc = write_port_file(o.port_file, api_server_port(s), err))) {
 		api_server_stop(s);
-		return rc;
+		goto out;
 	}
-	ty_info("listening on http://%s:%d", o.listen_addr, api_server_port(s));
+	ty_info("listening on %s://%s:%d", tls.cert ? "https" : "http", o.listen_addr,
+		api_server_port(s));
 	while (!stop_signal)
 		pause();
 	ty_info("stopping on signal %d", (int)stop_signal);
 	api_server_stop(s);
-	return 0;
+out:
+	api_tls_free(&tls);
+	return rc;
 }
 
 int main(int argc, char **argv)

@@ -27,6 +27,8 @@ struct api_server {
 	struct api_watch *watch;
 	/* webhook deliverer: see deliver.c */
 	struct api_deliver *deliver;
+	/* per-token rate limits, NULL when off: see ratelimit.c */
+	struct api_ratelimit *ratelimit;
 };
 
 /* ---- replies ---------------------------------------------------------- */
@@ -442,6 +444,8 @@ static void dispatch(struct api_req *r)
 					r->method, r->route->pattern);
 			goto out;
 		}
+		if (api__ratelimit_refuse(r, r->srv->ratelimit))
+			goto out;
 		if (r->auth.role < r->route->role) {
 			if (r->route->flags & API_JOB && !job_visible(r)) {
 				api_reply_error(r, 404, "job_not_found", NULL, "no job '%s'",
@@ -586,6 +590,12 @@ int api_server_start(struct api_server **out, const struct api_options *o, struc
 	struct api_server *s = calloc(1, sizeof(*s));
 	struct sockaddr_in sin = {0};
 	const union MHD_DaemonInfo *info;
+	bool tls = o->tls_cert_pem && o->tls_key_pem;
+	struct MHD_OptionItem tls_opts[] = {
+		{tls ? MHD_OPTION_HTTPS_MEM_CERT : MHD_OPTION_END, 0, (void *)o->tls_cert_pem},
+		{MHD_OPTION_HTTPS_MEM_KEY, 0, (void *)o->tls_key_pem},
+		{MHD_OPTION_END, 0, NULL},
+	};
 	int rc;
 
 	*out = NULL;
@@ -613,6 +623,11 @@ int api_server_start(struct api_server **out, const struct api_options *o, struc
 		goto fail;
 	if ((rc = api__deliver_start(s, o->database_url, &o->webhook, err)))
 		goto fail;
+	if (o->rate_limit_rps > 0 &&
+	    !(s->ratelimit = api_ratelimit_new(o->rate_limit_rps, o->rate_limit_burst))) {
+		rc = ty_err_set(err, TY_ENOMEM, NULL);
+		goto fail;
+	}
 
 	sin.sin_family = AF_INET;
 	sin.sin_port = htons((uint16_t)o->port);
@@ -622,13 +637,15 @@ int api_server_start(struct api_server **out, const struct api_options *o, struc
 		goto fail;
 	}
 	s->mhd = MHD_start_daemon(
-		MHD_USE_EPOLL_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG, 0,
+		MHD_USE_EPOLL_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG |
+			(tls ? MHD_USE_TLS : 0),
+		0,
 		NULL, NULL, on_request, s, MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, s,
 		MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sin,
 		MHD_OPTION_THREAD_POOL_SIZE, (unsigned)o->threads, MHD_OPTION_CONNECTION_TIMEOUT,
 		(unsigned)o->connection_timeout, MHD_OPTION_CONNECTION_LIMIT,
 		(unsigned)o->max_connections, MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
-		MHD_OPTION_LISTEN_BACKLOG_SIZE, 1024u,
+		MHD_OPTION_LISTEN_BACKLOG_SIZE, 1024u, MHD_OPTION_ARRAY, tls_opts,
 		MHD_OPTION_END);
 	if (!s->mhd) {
 		rc = ty_err_set(err, TY_EIO, "cannot listen on %s:%d: %s", o->listen_addr, o->port,
@@ -654,6 +671,7 @@ void api_server_stop(struct api_server *s)
 	api__deliver_stop(s);
 	if (s->mhd)
 		MHD_stop_daemon(s->mhd);
+	api_ratelimit_free(s->ratelimit);
 	for (int i = 0; s->pool && i < s->pool_size; i++)
 		ty_pg_close(s->pool[i]);
 	free(s->pool);

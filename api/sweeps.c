@@ -165,6 +165,7 @@ int api_h_sweeps_create(struct api_req *r, struct ty_err *err)
 	json_t *objective = NULL, *spec = NULL, *sets = NULL, *rows = NULL, *search = NULL;
 	PGresult *res = NULL;
 	long long max_conc, gpus;
+	bool limited, refused;
 	int rc = 0;
 
 	if (key && !api_idempotency_key_ok(key))
@@ -183,8 +184,8 @@ int api_h_sweeps_create(struct api_req *r, struct ty_err *err)
 		gpus = json_integer_value(json_object_get(res_o, "nodes")) *
 		       json_integer_value(json_object_get(res_o, "gpus_per_node"));
 	}
-	if ((rc = api_submit_team(&params[0], r, team, gpus, "template.resources", "each trial",
-				  err)) ||
+	if ((rc = api_submit_team_limited(&params[0], &limited, r, team, gpus,
+					  "template.resources", "each trial", err)) ||
 	    !params[0])
 		goto out; /* failed, or refused with a reply */
 
@@ -228,6 +229,24 @@ int api_h_sweeps_create(struct api_req *r, struct ty_err *err)
 				     r->auth.token_name);
 	if ((rc = ty_pg_begin(r->pg, err)))
 		goto out;
+	if (limited) {
+		long long max;
+
+		if ((rc = api_team_lock(&max, r, params[0], err)))
+			goto out; /* the pool rolls back */
+		/* under the team's row lock: a same-key request that held it is replayed */
+		if (key && (rc = replay(r, params[0], key, hash, err)) != TY_ECONFLICT) {
+			ty_pg_rollback(r->pg);
+			goto out;
+		}
+		ty_err_clear(err);
+		if ((rc = api_pending_admit(&refused, r, params[0], team, max,
+					    (long long)json_array_size(sets), err)) ||
+		    refused) {
+			ty_pg_rollback(r->pg);
+			goto out;
+		}
+	}
 	/* the sweep, its trial jobs and their first events: one transaction */
 	rc = ty_pg_exec(&res, r->pg,
 			"WITH s AS (INSERT INTO sweeps (team_id, name, template, search,"

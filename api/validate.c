@@ -437,7 +437,8 @@ static int check_limit(const json_t *body, const char *key, bool nullable, struc
 int api_validate_team(const json_t *body, bool create, struct api_problem *p)
 {
 	static const char *const keys[] = {"name", "nominal_gpus", "borrowing_limit_gpus",
-					   "lending_limit_gpus", "cohort", "weight", NULL};
+					   "lending_limit_gpus", "cohort", "weight",
+					   "max_pending_jobs", NULL};
 	const char *unk = ty_json_unknown_key(body, keys);
 	const json_t *v;
 	int rc;
@@ -461,7 +462,8 @@ int api_validate_team(const json_t *body, bool create, struct api_problem *p)
 	}
 	if ((rc = check_limit(body, "nominal_gpus", false, p)) ||
 	    (rc = check_limit(body, "borrowing_limit_gpus", true, p)) ||
-	    (rc = check_limit(body, "lending_limit_gpus", true, p)))
+	    (rc = check_limit(body, "lending_limit_gpus", true, p)) ||
+	    (rc = check_limit(body, "max_pending_jobs", true, p)))
 		return rc;
 	v = json_object_get(body, "cohort");
 	if (v && !json_is_null(v) &&

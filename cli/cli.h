@@ -43,12 +43,14 @@ struct cli {
 	const char *server_flag;
 	const char *token_flag;
 	const char *timeout_flag;
+	const char *cacert_flag;
 	/* set by the option parser when -h/--help was given */
 	bool help;
 	/* resolved by cli_connect(), on the first request */
 	struct ty_config *config;
 	char *server; /* owned; no trailing '/' */
 	const char *token; /* borrowed from config; may be NULL */
+	const char *cacert; /* CA file for https (borrowed from config); NULL: the system's */
 	long timeout_s;
 	CURL *curl; /* owned */
 	/* the settings (not the command line) were at fault: no usage hint */

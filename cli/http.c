@@ -3,6 +3,7 @@
 #include "ty_config.h"
 #include "ty_json.h"
 
+#include <errno.h>
 #include <pwd.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,6 +24,8 @@ static const struct ty_opt conf_opts[] = {
 	{"server", TY_OPT_STR, "http://127.0.0.1:8080", 0, 0, "base URL of the Trainyard API"},
 	{"token", TY_OPT_STR, NULL, 0, 0, "bearer token"},
 	{"timeout", TY_OPT_INT, "60", 1, 86400, "request timeout in seconds"},
+	{"cacert", TY_OPT_STR, NULL, 0, 0,
+	 "PEM file of the CAs an https:// server is verified against"},
 };
 
 /* $XDG_CONFIG_HOME/jobctl/config, else ~/.config/jobctl/config; "" when unknown. */
@@ -90,6 +93,10 @@ static int connect_settings(struct cli *cli, struct ty_err *err)
 		argv[argc++] = "--timeout";
 		argv[argc++] = (char *)cli->timeout_flag;
 	}
+	if (cli->cacert_flag) {
+		argv[argc++] = "--cacert";
+		argv[argc++] = (char *)cli->cacert_flag;
+	}
 	argv[argc] = NULL;
 	if ((rc = ty_config_load(cli->config, argc, argv, NULL, err)))
 		return rc;
@@ -109,6 +116,13 @@ static int connect_settings(struct cli *cli, struct ty_err *err)
 				  "the token (from %s) contains invalid characters",
 				  ty_config_source(cli->config, "token"));
 	cli->token = token;
+	cli->cacert = ty_config_str(cli->config, "cacert");
+	if (cli->cacert && !*cli->cacert)
+		cli->cacert = NULL;
+	if (cli->cacert && access(cli->cacert, R_OK) != 0)
+		return ty_err_set(err, TY_ECONFIG, "cannot read the CA file '%.200s' (from %s): %s",
+				  cli->cacert, ty_config_source(cli->config, "cacert"),
+				  strerror(errno));
 	if (!(cli->server = strdup(server)))
 		return ty_err_set(err, TY_ENOMEM, NULL);
 	len = strlen(cli->server);
@@ -139,6 +153,7 @@ void cli_disconnect(struct cli *cli)
 	free(cli->server);
 	cli->server = NULL;
 	cli->token = NULL;
+	cli->cacert = NULL;
 }
 
 void cli_resp_free(struct cli_resp *r)
@@ -277,6 +292,10 @@ static int transport_error(struct cli *cli, CURLcode cc, const char *errbuf, lon
 		return ty_err_set(err, TY_ECONFIG, "bad server URL '%.200s': %s", cli->server, why);
 	case CURLE_WRITE_ERROR:
 		return ty_err_set(err, TY_EIO, "the answer from %s is too large", cli->server);
+	case CURLE_PEER_FAILED_VERIFICATION:
+		return ty_err_set(err, TY_EUNAVAIL,
+				  "cannot verify %s: %s (give its CA with --cacert or JOBCTL_CACERT)",
+				  cli->server, why);
 	case CURLE_OUT_OF_MEMORY:
 		return ty_err_set(err, TY_ENOMEM, NULL);
 	default:
@@ -347,6 +366,8 @@ static int exchange(struct cli_resp *resp, struct ty_buf *answer, struct cli *cl
 	curl_easy_setopt(c, CURLOPT_URL, url.data);
 	curl_easy_setopt(c, CURLOPT_HTTPHEADER, hdrs);
 	curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
+	if (cli->cacert)
+		curl_easy_setopt(c, CURLOPT_CAINFO, cli->cacert);
 	curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
 	curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS,
 			 timeout_s * 1000L < CONNECT_TIMEOUT_MS ? timeout_s * 1000L

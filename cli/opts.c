@@ -70,6 +70,7 @@ int cli_parse_opts(struct cli_strv *pos, struct cli_strv *rest, struct cli *cli,
 		{"server", 0, CLI_OPT_STR, &cli->server_flag},
 		{"token", 0, CLI_OPT_STR, &cli->token_flag},
 		{"timeout", 0, CLI_OPT_STR, &cli->timeout_flag},
+		{"cacert", 0, CLI_OPT_STR, &cli->cacert_flag},
 		{"output", 'o', CLI_OPT_STR, &output},
 		{"help", 'h', CLI_OPT_FLAG, &cli->help},
 	};
@@ -152,8 +153,8 @@ int cli_parse_opts(struct cli_strv *pos, struct cli_strv *rest, struct cli *cli,
 
 int cli_skip_options(int argc, char **argv)
 {
-	static const char *const with_value[] = {"--server", "--token", "--timeout", "--output",
-						 "-o"};
+	static const char *const with_value[] = {"--server", "--token",  "--timeout",
+						 "--cacert", "--output", "-o"};
 	int i;
 
 	for (i = 0; i < argc; i++) {

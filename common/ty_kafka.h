@@ -39,6 +39,22 @@ int ty_kafka_producer_new_dr(rd_kafka_t **out, const char *bootstrap, const char
 int ty_kafka_consumer_new(rd_kafka_t **out, const char *bootstrap, const char *group,
 			  const char *const *extra, struct ty_err *err);
 
+/*
+ * The operator's librdkafka properties (TLS, SASL, timeouts, ...) for every
+ * producer and consumer this process makes from now on, applied after
+ * Trainyard's own: a file of "key = value" lines, '#' comments and blank
+ * lines (as Kafka's client.properties). Each is checked now: an unknown
+ * key or bad value, a property Trainyard sets itself (bootstrap.servers,
+ * group.id, enable.idempotence, acks, enable.auto.commit), an unreadable
+ * "*.location" file, or a set librdkafka cannot make a client from (TLS
+ * material) is TY_ECONFIG naming the key, file and line (a value shows only
+ * as a file path or where librdkafka quotes an invalid one). NULL clears
+ * them. Not thread-safe: call at start-up, before any client exists.
+ */
+int ty_kafka_properties_load(const char *path, struct ty_err *err);
+/* How many operator properties are in force (for a start-up log line). */
+size_t ty_kafka_properties_count(void);
+
 /* Set one librdkafka property; TY_ECONFIG names the key and says why. */
 int ty_kafka_conf_set(rd_kafka_conf_t *conf, const char *key, const char *value,
 		      struct ty_err *err);

@@ -21,6 +21,9 @@ static const struct ty_opt options[] = {
      "IPv4 address of this node: ranks use it as MASTER_ADDR and the log server binds it"},
     {"kafka-bootstrap", TY_OPT_STR, NULL, 0, 0,
      "Kafka bootstrap servers 'host:port,...' or '@FILE' holding that list (required)"},
+    {"kafka-properties-file", TY_OPT_STR, NULL, 0, 0,
+     "file of librdkafka 'key = value' properties (TLS, SASL) for every Kafka client; "
+     "see docs/security.md"},
     {"fake-gpus", TY_OPT_INT, NULL, 0, 1024,
      "simulated inventory of N GPUs and no HCA (registered with simulated: true)"},
     {"inventory-file", TY_OPT_STR, NULL, 0, 0,
@@ -178,6 +181,10 @@ int main(int argc, char **argv)
 	if (ty_kafka_bootstrap(bootstrap, sizeof(bootstrap), ty_config_str(c, "kafka-bootstrap"),
 			       &err)) {
 		fail("%s (set --kafka-bootstrap or TRAINYARD_EXECUTOR_KAFKA_BOOTSTRAP)", err.msg);
+		goto out;
+	}
+	if (ty_kafka_properties_load(ty_config_str(c, "kafka-properties-file"), &err)) {
+		fail("%s", err.msg);
 		goto out;
 	}
 	if (exec_labels_parse(&labels, ty_config_str(c, "labels"), &err)) {

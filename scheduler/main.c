@@ -18,6 +18,9 @@ static const struct ty_opt options[] = {
     {"kafka-bootstrap", TY_OPT_STR, NULL, 0, 0,
      "Kafka bootstrap servers 'host:port,...', or '@FILE' naming a file whose first line "
      "is that list (required)"},
+    {"kafka-properties-file", TY_OPT_STR, NULL, 0, 0,
+     "file of librdkafka 'key = value' properties (TLS, SASL) for every Kafka client; "
+     "see docs/security.md"},
     {"id", TY_OPT_STR, NULL, 0, 0,
      "name of this scheduler in the leader table (default "
      "hostname:pid)"},
@@ -201,6 +204,10 @@ int main(int argc, char **argv)
 	}
 	if (ty_kafka_bootstrap(bootstrap, sizeof(bootstrap), ty_config_str(c, "kafka-bootstrap"),
 			       &err)) {
+		fprintf(stderr, "trainyard-scheduler: %s\n", err.msg);
+		goto out;
+	}
+	if (ty_kafka_properties_load(ty_config_str(c, "kafka-properties-file"), &err)) {
 		fprintf(stderr, "trainyard-scheduler: %s\n", err.msg);
 		goto out;
 	}

@@ -43,6 +43,7 @@ struct ty_api {
 	char port_file[PATH_MAX];
 	long log_start; /* log offset when the process last started */
 	long log_mark;	/* log offset when the current case started */
+	char *ca_file;	/* HTTPS with this CA (ty_test_api_start_tls), else NULL: HTTP */
 	struct ty_api *next;
 };
 
@@ -553,7 +554,8 @@ static void api_spawn(struct ty_api *api)
 		}
 		if ((port = read_port(api->port_file)) > 0) {
 			api->port = port;
-			snprintf(api->url, sizeof(api->url), "http://127.0.0.1:%d", port);
+			snprintf(api->url, sizeof(api->url), "%s://127.0.0.1:%d",
+				 api->ca_file ? "https" : "http", port);
 			if (ty_http_raw(&r, api, "GET", "/healthz", NULL, NULL, 0, NULL) == 200) {
 				ty_resp_free(&r);
 				break;
@@ -571,7 +573,8 @@ static void api_spawn(struct ty_api *api)
 	current = api;
 }
 
-struct ty_api *ty_test_api_start(const char *db_url, const char *const *extra_args)
+static struct ty_api *api_start(const char *db_url, const char *const *extra_args,
+				const char *ca_file)
 {
 	const char *bin = api_bin();
 	const char *dir = work_dir();
@@ -581,6 +584,7 @@ struct ty_api *ty_test_api_start(const char *db_url, const char *const *extra_ar
 
 	api = xcalloc(1, sizeof(*api));
 	api->db_url = xstrdup(db_url);
+	api->ca_file = ca_file ? xstrdup(ca_file) : NULL;
 	while (extra_args && extra_args[n])
 		n++;
 	api->extra = xcalloc((size_t)n + 1, sizeof(char *));
@@ -597,6 +601,17 @@ struct ty_api *ty_test_api_start(const char *db_url, const char *const *extra_ar
 	run_tool(migrate, api->log_path, NULL, "trainyard-api --migrate");
 	api_spawn(api);
 	return api;
+}
+
+struct ty_api *ty_test_api_start(const char *db_url, const char *const *extra_args)
+{
+	return api_start(db_url, extra_args, NULL);
+}
+
+struct ty_api *ty_test_api_start_tls(const char *db_url, const char *const *extra_args,
+				     const char *ca_file)
+{
+	return api_start(db_url, extra_args, ca_file);
 }
 
 void ty_test_api_kill(struct ty_api *api)
@@ -706,6 +721,7 @@ static void free_apis(void)
 			free(api->extra[i]);
 		free(api->extra);
 		free(api->db_url);
+		free(api->ca_file);
 		free(api);
 	}
 }
@@ -1107,6 +1123,8 @@ int ty_http_raw(struct ty_resp *r, struct ty_api *api, const char *method, const
 	curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, 5000L);
 	curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, 90000L);
 	curl_easy_setopt(c, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_1_1);
+	if (api->ca_file)
+		curl_easy_setopt(c, CURLOPT_CAINFO, api->ca_file);
 	if (!strcmp(method, "HEAD"))
 		curl_easy_setopt(c, CURLOPT_NOBODY, 1L);
 	else if (body || !strcmp(method, "POST") || !strcmp(method, "PATCH") ||

@@ -52,6 +52,13 @@ struct ty_api; /* opaque: one trainyard-api process (or none, when stopped) */
  * becomes the current one (the target of ty_http). Stopped at exit.
  */
 struct ty_api *ty_test_api_start(const char *db_url, const char *const *extra_args);
+/*
+ * The same over HTTPS: extra_args must hold the server's --tls-cert and
+ * --tls-key; ty_http then talks https://127.0.0.1:PORT and verifies the
+ * server against ca_file (copied) as its only CA.
+ */
+struct ty_api *ty_test_api_start_tls(const char *db_url, const char *const *extra_args,
+				     const char *ca_file);
 /* SIGTERM, wait up to 5 s, then SIGKILL. The handle stays for a restart. */
 void ty_test_api_stop(struct ty_api *api);
 /* SIGKILL and reap: a crash. The handle stays for a restart. */

@@ -26,6 +26,7 @@ cleanup() {
 
 	set +e
 	stop_api
+	if [[ -n ${TLS_PID:-} ]]; then kill "$TLS_PID" 2>/dev/null; wait "$TLS_PID" 2>/dev/null; fi
 	if [[ -n ${HANG_PID:-} ]]; then kill "$HANG_PID" 2>/dev/null; wait "$HANG_PID" 2>/dev/null; fi
 	if [[ -n ${LOGSRV_PID:-} ]]; then kill "$LOGSRV_PID" 2>/dev/null; wait "$LOGSRV_PID" 2>/dev/null; fi
 	if [[ -z ${TY_TEST_KEEP:-} ]]; then
@@ -1142,6 +1143,39 @@ check '[t["name"] for t in d["items"]] == ["team-b"]'
 JOBCTL_CONFIG=$W/missing.conf expect 2 jc teams
 unset XDG_CONFIG_HOME
 ok "settings: XDG_CONFIG_HOME and JOBCTL_CONFIG name the file"
+
+# ---- HTTPS: --cacert, JOBCTL_CACERT and 'cacert =' verify the server -------------
+
+openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 2 \
+	-subj /CN=127.0.0.1 -addext subjectAltName=IP:127.0.0.1,DNS:localhost \
+	-keyout "$W/tls.key" -out "$W/tls.crt" >/dev/null 2>&1 || fail "openssl req failed"
+rm -f "$W/tls.port"
+"$TY_API_BIN" --database-url "$DB_URL" --listen-addr 127.0.0.1 --port 0 \
+	--port-file "$W/tls.port" --tls-cert "$W/tls.crt" --tls-key "$W/tls.key" \
+	>>"$W/api-tls.log" 2>&1 &
+TLS_PID=$!
+for _ in $(seq 300); do
+	[[ -s $W/tls.port ]] && break
+	kill -0 "$TLS_PID" 2>/dev/null || fail "trainyard-api with TLS exited at start (see $W/api-tls.log)"
+	sleep 0.1
+done
+TLS_URL=https://127.0.0.1:$(<"$W/tls.port")
+expect 0 jc -o json --server "$TLS_URL" --token "$ADMIN" --cacert "$W/tls.crt" teams
+check '"team-a" in [t["name"] for t in d["items"]]'
+JOBCTL_CACERT=$W/tls.crt expect 0 jc -o json --server "$TLS_URL" --token "$ADMIN" teams
+check '"team-a" in [t["name"] for t in d["items"]]'
+expect 7 jc --server "$TLS_URL" --token "$ADMIN" teams
+err_has 'cannot verify'
+err_has 'cacert'
+expect 2 jc --server "$TLS_URL" --cacert "$W/no-such.crt" teams
+err_has "cannot read the CA file '$W/no-such.crt'"
+printf 'server = %s\ntoken = %s\ncacert = %s\n' "$TLS_URL" "$ADMIN" "$W/tls.crt" >"$W/tls.conf"
+expect 0 env -u JOBCTL_SERVER -u JOBCTL_TOKEN JOBCTL_CONFIG="$W/tls.conf" "$TY_JOBCTL_BIN" -o json teams
+check '"team-a" in [t["name"] for t in d["items"]]'
+kill -TERM "$TLS_PID"
+wait "$TLS_PID" || fail "trainyard-api with TLS did not stop cleanly"
+TLS_PID=
+ok "https: --cacert, JOBCTL_CACERT and the config file's cacert verify the server"
 
 # ---- a server that goes away for good: the watch gives up after about 30 s ----
 
