@@ -291,6 +291,13 @@ json_t *api_validate_job(const json_t *body, struct api_problem *p);
 /* Team bodies; `create` requires name and nominal_gpus, a patch forbids name. */
 int api_validate_team(const json_t *body, bool create, struct api_problem *p);
 
+/*
+ * Whether some string in v (a parsed body) holds a NUL character (\u0000),
+ * which neither C strings nor PostgreSQL text can carry: true, with the
+ * first one's dotted path ("command[1]", "env.A") in path.
+ */
+bool api_json_has_nul(char *path, size_t pathsz, const json_t *v);
+
 /* Whether s is a valid team (or cohort) name: 1-63 of [a-z0-9-], no '-' at either end. */
 bool api_team_name_ok(const char *s);
 /* Parse a decimal id ("42"); false if not a positive int64. */

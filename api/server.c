@@ -359,7 +359,7 @@ static bool job_visible(struct api_req *r)
 static void dispatch(struct api_req *r)
 {
 	struct ty_err err = {0};
-	char allow[64] = "";
+	char allow[64] = "", field[sizeof(((struct api_problem *)0)->field)];
 	int rc;
 
 	if (!r->route) {
@@ -418,6 +418,11 @@ static void dispatch(struct api_req *r)
 				api_reply_error(r, 400, "invalid_json", NULL,
 						"the body must be a JSON object, not %s",
 						ty_json_type_name(r->json));
+				return;
+			}
+			if (api_json_has_nul(field, sizeof(field), r->json)) {
+				api_reply_error(r, 422, "invalid_field", field,
+						"'%s' holds a NUL character (\\u0000)", field);
 				return;
 			}
 		}

@@ -476,3 +476,41 @@ int api_validate_team(const json_t *body, bool create, struct api_problem *p)
 				       "'weight' must be a number above 0 and at most 1000000");
 	return 0;
 }
+
+static bool nul_in(char *path, size_t sz, size_t at, const json_t *v)
+{
+	const char *k;
+	json_t *m;
+	size_t i;
+
+	if (at >= sz)
+		at = sz - 1;
+	switch (json_typeof(v)) {
+	case JSON_STRING:
+		return memchr(json_string_value(v), '\0', json_string_length(v)) != NULL;
+	case JSON_ARRAY:
+		json_array_foreach(v, i, m) {
+			snprintf(path + at, sz - at, "[%zu]", i);
+			if (nul_in(path, sz, strlen(path), m))
+				return true;
+		}
+		break;
+	case JSON_OBJECT:
+		json_object_foreach((json_t *)v, k, m) {
+			snprintf(path + at, sz - at, "%s%s", at ? "." : "", k);
+			if (nul_in(path, sz, strlen(path), m))
+				return true;
+		}
+		break;
+	default:
+		break;
+	}
+	path[at] = '\0';
+	return false;
+}
+
+bool api_json_has_nul(char *path, size_t pathsz, const json_t *v)
+{
+	path[0] = '\0';
+	return nul_in(path, pathsz, 0, v);
+}
