@@ -297,6 +297,12 @@ int api_validate_team(const json_t *body, bool create, struct api_problem *p);
  * first one's dotted path ("command[1]", "env.A") in path.
  */
 bool api_json_has_nul(char *path, size_t pathsz, const json_t *v);
+/*
+ * Whether the n bytes at s are well-formed UTF-8 (no overlong forms,
+ * surrogates or code points above U+10FFFF), and, when no_controls, free
+ * of C0 controls and DEL.
+ */
+bool api_text_ok(const char *s, size_t n, bool no_controls);
 
 /* Whether s is a valid team (or cohort) name: 1-63 of [a-z0-9-], no '-' at either end. */
 bool api_team_name_ok(const char *s);

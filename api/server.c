@@ -5,6 +5,7 @@
 #include "ty_time.h"
 
 #include <arpa/inet.h>
+#include <ctype.h>
 #include <errno.h>
 #include <netinet/in.h>
 #include <pthread.h>
@@ -356,6 +357,47 @@ static bool job_visible(struct api_req *r)
 	return ok;
 }
 
+/* One query parameter: its name and value must be UTF-8 text (PostgreSQL takes nothing else). */
+static enum MHD_Result query_arg_ok(void *cls, enum MHD_ValueKind kind, const char *key,
+				   size_t key_size, const char *value, size_t value_size)
+{
+	const char **bad = cls;
+
+	(void)kind;
+	if (!api_text_ok(key, key_size, true) ||
+	    (value && !api_text_ok(value, value_size, false))) {
+		*bad = key;
+		return MHD_NO;
+	}
+	return MHD_YES;
+}
+
+/*
+ * The decoded path and query must be text before any of it reaches a
+ * handler, SQL or a log line: a path no resource can have (not UTF-8, or a
+ * control character) is 404, a query parameter that is not UTF-8 is 400.
+ * False when a reply was queued.
+ */
+static bool request_text_ok(struct api_req *r)
+{
+	const char *bad = NULL;
+
+	if (!api_text_ok(r->path, strlen(r->path), true)) {
+		api_reply_error(r, 404, "not_found", NULL,
+				"no route: the path is not UTF-8 text without control characters");
+		return false;
+	}
+	MHD_get_connection_values_n(r->conn, MHD_GET_ARGUMENT_KIND, query_arg_ok, &bad);
+	if (bad) {
+		bool name_ok = api_text_ok(bad, strlen(bad), true);
+
+		api_reply_error(r, 400, "invalid_parameter", name_ok ? bad : NULL,
+				"query parameter '%s' is not UTF-8 text", name_ok ? bad : "?");
+		return false;
+	}
+	return true;
+}
+
 static void dispatch(struct api_req *r)
 {
 	struct ty_err err = {0};
@@ -363,6 +405,8 @@ static void dispatch(struct api_req *r)
 	int rc;
 
 	if (!r->route) {
+		if (!request_text_ok(r))
+			return;
 		for (int i = 0; i < api_routes_count; i++) {
 			if (!match(r, api_routes[i].pattern, r->path, false))
 				continue;
@@ -569,6 +613,33 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 	*con_cls = NULL;
 }
 
+/*
+ * Percent-decoding of the path and query as libmicrohttpd does it, except
+ * that %00 stays as it is: a decoded NUL would silently cut the path or a
+ * parameter short wherever it is read as a C string ("/v1/jobs/7%00x" is
+ * not job 7).
+ */
+static size_t unescape(void *cls, struct MHD_Connection *conn, char *s)
+{
+	char *w = s;
+
+	(void)cls;
+	(void)conn;
+	for (const char *p = s; *p;) {
+		if (p[0] == '%' && isxdigit((unsigned char)p[1]) && isxdigit((unsigned char)p[2]) &&
+		    !(p[1] == '0' && p[2] == '0')) {
+			char hex[3] = {p[1], p[2], '\0'};
+
+			*w++ = (char)strtol(hex, NULL, 16);
+			p += 3;
+		} else {
+			*w++ = *p++;
+		}
+	}
+	*w = '\0';
+	return (size_t)(w - s);
+}
+
 static void on_mhd_log(void *cls, const char *fmt, va_list ap)
 {
 	char msg[512];
@@ -632,7 +703,8 @@ int api_server_start(struct api_server **out, const struct api_options *o, struc
 		MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sin,
 		MHD_OPTION_THREAD_POOL_SIZE, (unsigned)o->threads, MHD_OPTION_CONNECTION_TIMEOUT,
 		(unsigned)o->connection_timeout, MHD_OPTION_CONNECTION_LIMIT,
-		(unsigned)o->max_connections, MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
+		(unsigned)o->max_connections, MHD_OPTION_UNESCAPE_CALLBACK, unescape, s,
+		MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
 		MHD_OPTION_LISTEN_BACKLOG_SIZE, 1024u,
 		MHD_OPTION_END);
 	if (!s->mhd) {
