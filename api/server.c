@@ -198,7 +198,7 @@ bool api_parse_id(int64_t *out, const char *s)
 	char *end;
 	long long v;
 
-	if (!s || !*s || *s == '+' || *s == '-' || strlen(s) > 18)
+	if (!s || !isdigit((unsigned char)*s) || strlen(s) > 18) /* no sign, no blank */
 		return false;
 	errno = 0;
 	v = strtoll(s, &end, 10);
