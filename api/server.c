@@ -543,6 +543,42 @@ static enum MHD_Result queue_reply(struct api_req *r)
 	return ret;
 }
 
+struct framing {
+	int content_length, transfer_encoding;
+	const char *first_length;
+	bool lengths_differ;
+};
+
+static enum MHD_Result count_framing(void *cls, enum MHD_ValueKind kind, const char *key,
+				     const char *value)
+{
+	struct framing *f = cls;
+
+	(void)kind;
+	if (strcasecmp(key, MHD_HTTP_HEADER_CONTENT_LENGTH) == 0) {
+		if (f->content_length++ && strcmp(f->first_length, value ? value : ""))
+			f->lengths_differ = true;
+		else
+			f->first_length = value ? value : "";
+	} else if (strcasecmp(key, MHD_HTTP_HEADER_TRANSFER_ENCODING) == 0) {
+		f->transfer_encoding++;
+	}
+	return MHD_YES;
+}
+
+/*
+ * A body whose length two headers state differently (two Content-Lengths,
+ * or one with Transfer-Encoding) is where a proxy and this server could
+ * disagree on where the next request starts: refuse it (RFC 9112 6.3).
+ */
+static bool framing_ok(struct MHD_Connection *conn)
+{
+	struct framing f = {0};
+
+	MHD_get_connection_values(conn, MHD_HEADER_KIND, count_framing, &f);
+	return !f.lengths_differ && !(f.content_length && f.transfer_encoding);
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
 				  const char *method, const char *version,
 				  const char *upload_data, size_t *upload_data_size, void **con_cls)
@@ -566,6 +602,13 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 		r->method = ty_arena_strdup(a, method);
 		r->path = ty_arena_strdup(a, url);
 		*con_cls = r;
+		if (!framing_ok(conn)) {
+			r->body_too_large = true; /* ignore what body there is */
+			api_reply_error(r, 400, "invalid_header", MHD_HTTP_HEADER_CONTENT_LENGTH,
+					"conflicting Content-Length or Transfer-Encoding headers");
+			api_reply_header(r, MHD_HTTP_HEADER_CONNECTION, "close");
+			return queue_reply(r);
+		}
 		/* refuse an announced oversized body before reading any of it */
 		cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
 						 MHD_HTTP_HEADER_CONTENT_LENGTH);
