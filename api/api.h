@@ -153,6 +153,8 @@ struct api_options {
 	int max_json_depth;
 	int connection_timeout;
 	int max_connections;
+	int max_connections_per_ip; /* 0: no limit */
+	int body_timeout;	    /* seconds from the end of the headers; 0: none */
 	const char *cors_origins;
 	struct api_webhook_options webhook;
 };

@@ -622,6 +622,12 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 		return MHD_YES;
 	}
 	if (*upload_data_size) {
+		/* a body trickled in to hold the connection: each byte resets the idle timeout */
+		if (s->opt.body_timeout > 0 && api__metrics_now() - r->started > s->opt.body_timeout) {
+			ty_warn("%s %s: the body took over %d s, closing the connection", r->method,
+				r->path, s->opt.body_timeout);
+			return MHD_NO;
+		}
 		if (!r->body_too_large) {
 			if (r->body.len + *upload_data_size > s->opt.max_body_bytes) {
 				r->body_too_large = true;
@@ -746,7 +752,8 @@ int api_server_start(struct api_server **out, const struct api_options *o, struc
 		MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sin,
 		MHD_OPTION_THREAD_POOL_SIZE, (unsigned)o->threads, MHD_OPTION_CONNECTION_TIMEOUT,
 		(unsigned)o->connection_timeout, MHD_OPTION_CONNECTION_LIMIT,
-		(unsigned)o->max_connections, MHD_OPTION_UNESCAPE_CALLBACK, unescape, s,
+		(unsigned)o->max_connections, MHD_OPTION_PER_IP_CONNECTION_LIMIT,
+		(unsigned)o->max_connections_per_ip, MHD_OPTION_UNESCAPE_CALLBACK, unescape, s,
 		MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
 		MHD_OPTION_LISTEN_BACKLOG_SIZE, 1024u,
 		MHD_OPTION_END);
