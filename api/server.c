@@ -383,8 +383,15 @@ static bool request_text_ok(struct api_req *r)
 	const char *bad = NULL;
 
 	if (!api_text_ok(r->path, strlen(r->path), true)) {
+		char *shown = ty_arena_strdup(r->arena, r->path);
+
 		api_reply_error(r, 404, "not_found", NULL,
 				"no route: the path is not UTF-8 text without control characters");
+		/* the request log line shows it with every byte but printable ASCII masked */
+		for (unsigned char *c = (unsigned char *)shown; c && *c; c++)
+			if (*c < 0x20 || *c >= 0x7f)
+				*c = '?';
+		r->path = shown ? shown : "?";
 		return false;
 	}
 	MHD_get_connection_values_n(r->conn, MHD_GET_ARGUMENT_KIND, query_arg_ok, &bad);
@@ -624,8 +631,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 	if (*upload_data_size) {
 		/* a body trickled in to hold the connection: each byte resets the idle timeout */
 		if (s->opt.body_timeout > 0 && api__metrics_now() - r->started > s->opt.body_timeout) {
-			ty_warn("%s %s: the body took over %d s, closing the connection", r->method,
-				r->path, s->opt.body_timeout);
+			/* (the path is not checked yet: not logged) */
+			ty_warn("a request body took over %d s to arrive: closing its connection",
+				s->opt.body_timeout);
 			return MHD_NO;
 		}
 		if (!r->body_too_large) {
