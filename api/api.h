@@ -153,6 +153,8 @@ struct api_options {
 	int max_json_depth;
 	int connection_timeout;
 	int max_connections;
+	int max_connections_per_ip; /* 0: no limit */
+	int body_timeout;	    /* seconds from the end of the headers; 0: none */
 	const char *cors_origins;
 	struct api_webhook_options webhook;
 	/* HTTPS when both are set: PEM text (borrowed; see api_tls_load) */
@@ -360,6 +362,19 @@ void api__deliver_stop(struct api_server *s);
 json_t *api_validate_job(const json_t *body, struct api_problem *p);
 /* Team bodies; `create` requires name and nominal_gpus, a patch forbids name. */
 int api_validate_team(const json_t *body, bool create, struct api_problem *p);
+
+/*
+ * Whether some string in v (a parsed body) holds a NUL character (\u0000),
+ * which neither C strings nor PostgreSQL text can carry: true, with the
+ * first one's dotted path ("command[1]", "env.A") in path.
+ */
+bool api_json_has_nul(char *path, size_t pathsz, const json_t *v);
+/*
+ * Whether the n bytes at s are well-formed UTF-8 (no overlong forms,
+ * surrogates or code points above U+10FFFF), and, when no_controls, free
+ * of C0 controls and DEL.
+ */
+bool api_text_ok(const char *s, size_t n, bool no_controls);
 
 /* Whether s is a valid team (or cohort) name: 1-63 of [a-z0-9-], no '-' at either end. */
 bool api_team_name_ok(const char *s);

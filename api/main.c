@@ -28,6 +28,12 @@ static const struct ty_opt options[] = {
 	{"connection-timeout", TY_OPT_INT, "30", 1, 3600,
 	 "seconds of inactivity after which a connection is closed (slow clients)"},
 	{"max-connections", TY_OPT_INT, "1000", 1, 100000, "concurrent connections accepted"},
+	{"max-connections-per-ip", TY_OPT_INT, "0", 0, 100000,
+	 "concurrent connections accepted from one client address; more are closed at once "
+	 "(0: no limit; behind a proxy every client has the proxy's address)"},
+	{"body-timeout", TY_OPT_INT, "60", 0, 3600,
+	 "seconds a request body may take to arrive after its headers; a client still sending "
+	 "then is disconnected (0: no limit)"},
 	{"cors-origins", TY_OPT_STR, "", 0, 0,
 	 "comma-separated origins allowed to call the API from a browser; empty allows none"},
 	{"webhook-timeout-ms", TY_OPT_INT, "10000", 100, 300000,
@@ -121,6 +127,8 @@ static int serve(const struct ty_config *c, struct ty_err *err)
 		.max_json_depth = (int)ty_config_int(c, "max-json-depth"),
 		.connection_timeout = (int)ty_config_int(c, "connection-timeout"),
 		.max_connections = (int)ty_config_int(c, "max-connections"),
+		.max_connections_per_ip = (int)ty_config_int(c, "max-connections-per-ip"),
+		.body_timeout = (int)ty_config_int(c, "body-timeout"),
 		.cors_origins = ty_config_str(c, "cors-origins"),
 		.webhook =
 			{

@@ -5,6 +5,7 @@
 #include "ty_time.h"
 
 #include <arpa/inet.h>
+#include <ctype.h>
 #include <errno.h>
 #include <netinet/in.h>
 #include <pthread.h>
@@ -199,7 +200,7 @@ bool api_parse_id(int64_t *out, const char *s)
 	char *end;
 	long long v;
 
-	if (!s || !*s || *s == '+' || *s == '-' || strlen(s) > 18)
+	if (!s || !isdigit((unsigned char)*s) || strlen(s) > 18) /* no sign, no blank */
 		return false;
 	errno = 0;
 	v = strtoll(s, &end, 10);
@@ -358,13 +359,63 @@ static bool job_visible(struct api_req *r)
 	return ok;
 }
 
+/* One query parameter: its name and value must be UTF-8 text (PostgreSQL takes nothing else). */
+static enum MHD_Result query_arg_ok(void *cls, enum MHD_ValueKind kind, const char *key,
+				   size_t key_size, const char *value, size_t value_size)
+{
+	const char **bad = cls;
+
+	(void)kind;
+	if (!api_text_ok(key, key_size, true) ||
+	    (value && !api_text_ok(value, value_size, false))) {
+		*bad = key;
+		return MHD_NO;
+	}
+	return MHD_YES;
+}
+
+/*
+ * The decoded path and query must be text before any of it reaches a
+ * handler, SQL or a log line: a path no resource can have (not UTF-8, or a
+ * control character) is 404, a query parameter that is not UTF-8 is 400.
+ * False when a reply was queued.
+ */
+static bool request_text_ok(struct api_req *r)
+{
+	const char *bad = NULL;
+
+	if (!api_text_ok(r->path, strlen(r->path), true)) {
+		char *shown = ty_arena_strdup(r->arena, r->path);
+
+		api_reply_error(r, 404, "not_found", NULL,
+				"no route: the path is not UTF-8 text without control characters");
+		/* the request log line shows it with every byte but printable ASCII masked */
+		for (unsigned char *c = (unsigned char *)shown; c && *c; c++)
+			if (*c < 0x20 || *c >= 0x7f)
+				*c = '?';
+		r->path = shown ? shown : "?";
+		return false;
+	}
+	MHD_get_connection_values_n(r->conn, MHD_GET_ARGUMENT_KIND, query_arg_ok, &bad);
+	if (bad) {
+		bool name_ok = api_text_ok(bad, strlen(bad), true);
+
+		api_reply_error(r, 400, "invalid_parameter", name_ok ? bad : NULL,
+				"query parameter '%s' is not UTF-8 text", name_ok ? bad : "?");
+		return false;
+	}
+	return true;
+}
+
 static void dispatch(struct api_req *r)
 {
 	struct ty_err err = {0};
-	char allow[64] = "";
+	char allow[64] = "", field[sizeof(((struct api_problem *)0)->field)];
 	int rc;
 
 	if (!r->route) {
+		if (!request_text_ok(r))
+			return;
 		for (int i = 0; i < api_routes_count; i++) {
 			if (!match(r, api_routes[i].pattern, r->path, false))
 				continue;
@@ -420,6 +471,11 @@ static void dispatch(struct api_req *r)
 				api_reply_error(r, 400, "invalid_json", NULL,
 						"the body must be a JSON object, not %s",
 						ty_json_type_name(r->json));
+				return;
+			}
+			if (api_json_has_nul(field, sizeof(field), r->json)) {
+				api_reply_error(r, 422, "invalid_field", field,
+						"'%s' holds a NUL character (\\u0000)", field);
 				return;
 			}
 		}
@@ -498,6 +554,42 @@ static enum MHD_Result queue_reply(struct api_req *r)
 	return ret;
 }
 
+struct framing {
+	int content_length, transfer_encoding;
+	const char *first_length;
+	bool lengths_differ;
+};
+
+static enum MHD_Result count_framing(void *cls, enum MHD_ValueKind kind, const char *key,
+				     const char *value)
+{
+	struct framing *f = cls;
+
+	(void)kind;
+	if (strcasecmp(key, MHD_HTTP_HEADER_CONTENT_LENGTH) == 0) {
+		if (f->content_length++ && strcmp(f->first_length, value ? value : ""))
+			f->lengths_differ = true;
+		else
+			f->first_length = value ? value : "";
+	} else if (strcasecmp(key, MHD_HTTP_HEADER_TRANSFER_ENCODING) == 0) {
+		f->transfer_encoding++;
+	}
+	return MHD_YES;
+}
+
+/*
+ * A body whose length two headers state differently (two Content-Lengths,
+ * or one with Transfer-Encoding) is where a proxy and this server could
+ * disagree on where the next request starts: refuse it (RFC 9112 6.3).
+ */
+static bool framing_ok(struct MHD_Connection *conn)
+{
+	struct framing f = {0};
+
+	MHD_get_connection_values(conn, MHD_HEADER_KIND, count_framing, &f);
+	return !f.lengths_differ && !(f.content_length && f.transfer_encoding);
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
 				  const char *method, const char *version,
 				  const char *upload_data, size_t *upload_data_size, void **con_cls)
@@ -521,6 +613,13 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 		r->method = ty_arena_strdup(a, method);
 		r->path = ty_arena_strdup(a, url);
 		*con_cls = r;
+		if (!framing_ok(conn)) {
+			r->body_too_large = true; /* ignore what body there is */
+			api_reply_error(r, 400, "invalid_header", MHD_HTTP_HEADER_CONTENT_LENGTH,
+					"conflicting Content-Length or Transfer-Encoding headers");
+			api_reply_header(r, MHD_HTTP_HEADER_CONNECTION, "close");
+			return queue_reply(r);
+		}
 		/* refuse an announced oversized body before reading any of it */
 		cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
 						 MHD_HTTP_HEADER_CONTENT_LENGTH);
@@ -534,6 +633,13 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 		return MHD_YES;
 	}
 	if (*upload_data_size) {
+		/* a body trickled in to hold the connection: each byte resets the idle timeout */
+		if (s->opt.body_timeout > 0 && api__metrics_now() - r->started > s->opt.body_timeout) {
+			/* (the path is not checked yet: not logged) */
+			ty_warn("a request body took over %d s to arrive: closing its connection",
+				s->opt.body_timeout);
+			return MHD_NO;
+		}
 		if (!r->body_too_large) {
 			if (r->body.len + *upload_data_size > s->opt.max_body_bytes) {
 				r->body_too_large = true;
@@ -566,6 +672,33 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 	free(r->resp);
 	ty_arena_free(r->arena);
 	*con_cls = NULL;
+}
+
+/*
+ * Percent-decoding of the path and query as libmicrohttpd does it, except
+ * that %00 stays as it is: a decoded NUL would silently cut the path or a
+ * parameter short wherever it is read as a C string ("/v1/jobs/7%00x" is
+ * not job 7).
+ */
+static size_t unescape(void *cls, struct MHD_Connection *conn, char *s)
+{
+	char *w = s;
+
+	(void)cls;
+	(void)conn;
+	for (const char *p = s; *p;) {
+		if (p[0] == '%' && isxdigit((unsigned char)p[1]) && isxdigit((unsigned char)p[2]) &&
+		    !(p[1] == '0' && p[2] == '0')) {
+			char hex[3] = {p[1], p[2], '\0'};
+
+			*w++ = (char)strtol(hex, NULL, 16);
+			p += 3;
+		} else {
+			*w++ = *p++;
+		}
+	}
+	*w = '\0';
+	return (size_t)(w - s);
 }
 
 static void on_mhd_log(void *cls, const char *fmt, va_list ap)
@@ -644,7 +777,9 @@ int api_server_start(struct api_server **out, const struct api_options *o, struc
 		MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sin,
 		MHD_OPTION_THREAD_POOL_SIZE, (unsigned)o->threads, MHD_OPTION_CONNECTION_TIMEOUT,
 		(unsigned)o->connection_timeout, MHD_OPTION_CONNECTION_LIMIT,
-		(unsigned)o->max_connections, MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
+		(unsigned)o->max_connections, MHD_OPTION_PER_IP_CONNECTION_LIMIT,
+		(unsigned)o->max_connections_per_ip, MHD_OPTION_UNESCAPE_CALLBACK, unescape, s,
+		MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
 		MHD_OPTION_LISTEN_BACKLOG_SIZE, 1024u, MHD_OPTION_ARRAY, tls_opts,
 		MHD_OPTION_END);
 	if (!s->mhd) {

@@ -478,3 +478,77 @@ int api_validate_team(const json_t *body, bool create, struct api_problem *p)
 				       "'weight' must be a number above 0 and at most 1000000");
 	return 0;
 }
+
+static bool nul_in(char *path, size_t sz, size_t at, const json_t *v)
+{
+	const char *k;
+	json_t *m;
+	size_t i;
+
+	if (at >= sz)
+		at = sz - 1;
+	switch (json_typeof(v)) {
+	case JSON_STRING:
+		return memchr(json_string_value(v), '\0', json_string_length(v)) != NULL;
+	case JSON_ARRAY:
+		json_array_foreach(v, i, m) {
+			snprintf(path + at, sz - at, "[%zu]", i);
+			if (nul_in(path, sz, strlen(path), m))
+				return true;
+		}
+		break;
+	case JSON_OBJECT:
+		json_object_foreach((json_t *)v, k, m) {
+			snprintf(path + at, sz - at, "%s%s", at ? "." : "", k);
+			if (nul_in(path, sz, strlen(path), m))
+				return true;
+		}
+		break;
+	default:
+		break;
+	}
+	path[at] = '\0';
+	return false;
+}
+
+bool api_json_has_nul(char *path, size_t pathsz, const json_t *v)
+{
+	path[0] = '\0';
+	return nul_in(path, pathsz, 0, v);
+}
+
+bool api_text_ok(const char *s, size_t n, bool no_controls)
+{
+	const unsigned char *p = (const unsigned char *)s, *end = p + n;
+
+	while (p < end) {
+		unsigned c = *p, need, cp;
+
+		if (c < 0x80) {
+			if (no_controls && (c < 0x20 || c == 0x7f))
+				return false;
+			p++;
+			continue;
+		}
+		if (c >= 0xc2 && c <= 0xdf)
+			need = 1, cp = c & 0x1f;
+		else if (c >= 0xe0 && c <= 0xef)
+			need = 2, cp = c & 0x0f;
+		else if (c >= 0xf0 && c <= 0xf4)
+			need = 3, cp = c & 0x07;
+		else
+			return false; /* a continuation byte, an overlong lead, or past U+10FFFF */
+		if ((size_t)(end - p) <= need)
+			return false;
+		for (unsigned i = 1; i <= need; i++) {
+			if ((p[i] & 0xc0) != 0x80)
+				return false;
+			cp = cp << 6 | (p[i] & 0x3f);
+		}
+		if ((need == 2 && (cp < 0x800 || (cp >= 0xd800 && cp <= 0xdfff))) ||
+		    (need == 3 && (cp < 0x10000 || cp > 0x10ffff)))
+			return false;
+		p += need + 1;
+	}
+	return true;
+}
