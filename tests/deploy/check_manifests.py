@@ -825,7 +825,7 @@ CASES = [
     ("unknown_flag_in_command", "deploy/k8s/migrate-job.yaml",
      rep('"--migrate"]', '"--migrate", "--listen"]'), ["Job trainyard-migrate", "'--listen'"]),
     ("port_setting_not_container_port", "deploy/k8s/config.yaml",
-     rep('TRAINYARD_EXECUTOR_LOG_PORT: "9100"', 'TRAINYARD_EXECUTOR_LOG_PORT: "9200"'),
+     rep('TRAINYARD_EXECUTOR_LOG_PORT: "9180"', 'TRAINYARD_EXECUTOR_LOG_PORT: "9200"'),
      ["@deploy/k8s/executor.yaml", "containers[executor]", "TRAINYARD_EXECUTOR_LOG_PORT='9200'"]),
     ("required_option_unset", "deploy/k8s/config.yaml",
      rep("  TRAINYARD_EXECUTOR_STATE_DIR: /var/lib/trainyard/executor\n", ""),
