@@ -17,6 +17,7 @@ file and the field.
 """
 
 import argparse
+import copy
 import os
 import re
 import shlex
@@ -57,6 +58,17 @@ PORT_SETTINGS = {
     "trainyard-executor": "TRAINYARD_EXECUTOR_LOG_PORT",
 }
 SEVERITIES = ("critical", "warning", "info")
+
+# libyaml's parser when python3-yaml has it; parses remembered by text (the
+# self-test checks many copies that differ in one file)
+_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_parsed = {}
+
+
+def load_yaml_all(text):
+    if text not in _parsed:
+        _parsed[text] = list(yaml.load_all(text, Loader=_LOADER))
+    return copy.deepcopy(_parsed[text])
 
 
 class Help:
@@ -141,7 +153,7 @@ class Checker:
         kdir = "deploy/k8s"
         krel = f"{kdir}/kustomization.yaml"
         try:
-            kust = yaml.safe_load(self.read(krel)) or {}
+            kust = (load_yaml_all(self.read(krel)) or [None])[0] or {}
         except (OSError, yaml.YAMLError) as e:
             self.fail(krel, "file", f"cannot parse: {e}")
             return
@@ -159,7 +171,7 @@ class Checker:
         for res in resources:
             rel = f"{kdir}/{res}"
             try:
-                docs = list(yaml.safe_load_all(self.read(rel)))
+                docs = load_yaml_all(self.read(rel))
             except OSError:
                 self.fail(krel, f"resources[{res}]", "no such file")
                 continue
@@ -635,7 +647,7 @@ class Checker:
                 msg = " ".join(re.sub(r"\S*" + re.escape(rel), rel, out.stdout + out.stderr).split())
                 self.fail(rel, "promtool check rules", msg)
         try:
-            doc = yaml.safe_load(self.read(rel)) or {}
+            doc = (load_yaml_all(self.read(rel)) or [None])[0] or {}
         except (OSError, yaml.YAMLError) as e:
             self.fail(rel, "file", f"cannot parse: {e}")
             return
