@@ -1,0 +1,12 @@
+# deploy/: the Kubernetes manifests, systemd units, alert rules and Dockerfile
+# checked against this build's programs (--help), promtool and
+# systemd-analyze (tests/deploy/check_manifests.py; about 1 s), and the
+# checker's own self-test: each of its cases breaks a copy of deploy/ in one
+# way and must be reported with its file and field (a few seconds).
+set(TY_DEPLOY_CHECK /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/deploy/check_manifests.py
+    --root ${PROJECT_SOURCE_DIR} --bin ${CMAKE_BINARY_DIR}/bin)
+add_test(NAME deploy_manifests COMMAND ${TY_DEPLOY_CHECK})
+add_test(NAME deploy_manifests_selftest COMMAND ${TY_DEPLOY_CHECK} --self-test)
+set_tests_properties(deploy_manifests PROPERTIES LABELS unit TIMEOUT 60)
+# about 1 s of CPU, but 36 copies of deploy/ and a dozen tool runs: room for a busy machine
+set_tests_properties(deploy_manifests_selftest PROPERTIES LABELS unit TIMEOUT 120)
