@@ -30,11 +30,7 @@ import yaml
 
 PROGRAMS = ("trainyard-api", "trainyard-scheduler", "trainyard-executor")
 
-# Options another branch of issue 9 adds to trainyard-api (HTTPS). Accepted
-# while this build's --help lacks them, and checked like any other once it
-# has them; drop the entry when they are merged.
-PENDING_OPTIONS = {"trainyard-api": {"--tls-cert": "TRAINYARD_TLS_CERT",
-                                     "--tls-key": "TRAINYARD_TLS_KEY"}}
+PENDING_OPTIONS = {}
 
 # apiVersion each kind must use; any other kind is an error, not skipped
 KINDS = {
