@@ -167,6 +167,20 @@ def proc_usage(pid):
     return rss, (int(fields[11]) + int(fields[12])) / ticks
 
 
+def proc_memory(pid):
+    """Of the RSS (KiB): what only this process holds (USS, Private_*), its
+    proportional share (PSS), and library pages shared with other processes."""
+    m = {}
+    with open(f"/proc/{pid}/smaps_rollup") as f:
+        for line in f:
+            k, _, v = line.partition(":")
+            if v.strip().endswith("kB"):
+                m[k] = int(v.split()[0])
+    return {"uss_kb": m.get("Private_Clean", 0) + m.get("Private_Dirty", 0),
+            "pss_kb": m.get("Pss", 0),
+            "shared_clean_kb": m.get("Shared_Clean", 0)}
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--api", required=True)
@@ -271,7 +285,8 @@ def main():
     idle = None
     if idle0:
         rss, cpu = proc_usage(a.idle_executor_pid)
-        idle = {"rss_kb": rss, "cpu_percent": 100 * (cpu - idle0[1]) / (time.monotonic() - t_idle0)}
+        idle = {"rss_kb": rss, "cpu_percent": 100 * (cpu - idle0[1]) / (time.monotonic() - t_idle0),
+                **proc_memory(a.idle_executor_pid)}
 
     # the transport's ceiling: the same number of messages through the broker
     per_gang = 1 + 4  # per node: launch, rank_started, attempt_running, rank_exited, attempt_exited
@@ -312,6 +327,8 @@ def main():
         print(f"idle executor RSS    {idle['rss_kb'] / 1024:8.1f} MiB   goal 10 MiB   ratio"
               f" {idle['rss_kb'] / 1024 / 10:.2f}   (CPU {idle['cpu_percent']:.2f} % while idle,"
               f" heartbeating every 2 s)")
+        print(f"  of which shared library pages {idle['shared_clean_kb'] / 1024:.1f} MiB;"
+              f" its own memory (USS) {idle['uss_kb'] / 1024:.1f} MiB, PSS {idle['pss_kb'] / 1024:.1f} MiB")
     if top:
         print(f"statements per gang  {calls / a.jobs:8.1f}   ({calls} statements for {a.jobs}"
               f" gangs of {gangs_nodes / a.jobs:.1f} nodes; most called:)")
