@@ -28,3 +28,7 @@ add_test(NAME faults_soak_full CONFIGURATIONS soak COMMAND test_faults_soak)
 # only ends a soak that hangs
 set_tests_properties(faults_soak_full PROPERTIES LABELS soak TIMEOUT 14400 RUN_SERIAL TRUE
                      ENVIRONMENT "${TY_E2E_ENV}")
+
+# the crash-point option's parser and pass counter (scheduler/fault.c)
+ty_add_test(faults_points faults/test_fault_points.c unit)
+target_link_libraries(test_faults_points PRIVATE ty_sched)
