@@ -41,9 +41,9 @@ int sched_fault_parse(enum sched_fault *point, int *n, const char *spec, struct 
 			long v = strtol(spec + len + 1, &end, 10);
 
 			if (end == spec + len + 1 || *end || v < 1 || v > 1000000)
-				return ty_err_set(err, TY_EINVAL,
-						  "crash point '%s': the count must be 1 to 1000000",
-						  spec);
+				return ty_err_set(
+				    err, TY_EINVAL,
+				    "crash point '%s': the count must be 1 to 1000000", spec);
 			*n = (int)v;
 		}
 		return 0;

@@ -132,8 +132,8 @@ static void sched_start(int i, const char *point)
 	const char *const armed[] = {"--fault-crash-at",
 				     point ? ty_test_strf("%s:%d", point, 1 + rnd(3)) : "", NULL};
 
-	S.sched[i] = e2e_scheduler_new(S.e, ty_uniq(sched_ids[i]), sched_ids[i],
-				       point ? armed : NULL);
+	S.sched[i] =
+	    e2e_scheduler_new(S.e, ty_uniq(sched_ids[i]), sched_ids[i], point ? armed : NULL);
 	S.armed[i] = point;
 }
 
@@ -157,9 +157,9 @@ static void fault_leader_kill(void)
 {
 	long long at = now_ms();
 	char *holder = sql_try("SELECT holder FROM leader WHERE id = 1");
-	int i = holder && !strcmp(holder, sched_ids[0]) ? 0
+	int i = holder && !strcmp(holder, sched_ids[0])	  ? 0
 		: holder && !strcmp(holder, sched_ids[1]) ? 1
-							    : -1;
+							  : -1;
 
 	free(holder);
 	if (i < 0 || !ty_test_daemon_running(S.sched[i]))
@@ -168,7 +168,8 @@ static void fault_leader_kill(void)
 	nap_ms(rnd(1000));
 	/* back as the standby, plain or armed at a random crash point */
 	if (rnd(2))
-		sched_start(i, crash_points[rnd((int)(sizeof(crash_points) / sizeof(*crash_points)))]);
+		sched_start(i,
+			    crash_points[rnd((int)(sizeof(crash_points) / sizeof(*crash_points)))]);
 	else
 		sched_start(i, NULL);
 	record(F_LEADER_KILL, at, "SIGKILL %s, back %s%s", sched_ids[i],
@@ -257,8 +258,8 @@ static int active_jobs(void)
 	return n;
 }
 
-static json_t *report(long long ran_ms, const char *const *names, const int *violations, int nchecks,
-		      bool passed)
+static json_t *report(long long ran_ms, const char *const *names, const int *violations,
+		      int nchecks, bool passed)
 {
 	json_t *faults = json_array(), *by_kind = json_object(), *checks = json_array();
 	int succeeded = 0, failed = 0, cancelled = 0, other = 0, retried = 0, attempts = 0;
@@ -292,9 +293,9 @@ static json_t *report(long long ran_ms, const char *const *names, const int *vio
 						(json_int_t)f->duration_ms, "detail", f->detail));
 	}
 	for (int c = 0; c < nchecks; c++)
-		json_array_append_new(checks, json_pack("{s:s, s:i, s:b}", "name", names[c],
-							"violations", violations[c], "passed",
-							violations[c] == 0));
+		json_array_append_new(checks,
+				      json_pack("{s:s, s:i, s:b}", "name", names[c], "violations",
+						violations[c], "passed", violations[c] == 0));
 	return json_pack("{s:I, s:f, s:{s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:i}, s:{s:i, s:o, "
 			 "s:o}, s:o, s:b}",
 			 "seed", (json_int_t)S.seed, "ran_s", (double)ran_ms / 1000.0, "jobs",
@@ -320,8 +321,8 @@ TY_TEST(soak)
 	char *text;
 
 	S.e = e2e_get();
-	S.seed = env_seed && *env_seed ? (unsigned)strtoul(env_seed, NULL, 10)
-				       : (unsigned)time(NULL);
+	S.seed =
+	    env_seed && *env_seed ? (unsigned)strtoul(env_seed, NULL, 10) : (unsigned)time(NULL);
 	REQUIRE(seconds > 0);
 	printf("soak: seed %u (TY_SOAK_SEED=%u repeats the fault plan), %d s\n", S.seed, S.seed,
 	       seconds);

@@ -57,7 +57,8 @@ static bool failed_by_faults(struct e2e *e, const struct fchk_job *j)
 	size_t i;
 	bool ok = json_array_size(items) > 0;
 
-	json_array_foreach(items, i, a) {
+	json_array_foreach(items, i, a)
+	{
 		const char *cls = ty_jstr(a, "failure_class");
 
 		if (!cls || (strcmp(cls, "system") && strcmp(cls, "node_lost")))
@@ -81,7 +82,8 @@ int fchk_terminal(struct e2e *e, struct fchk_job *jobs, int n, int timeout_ms)
 			struct timespec t;
 			const char *st;
 
-			ty_http(&r, "GET", ty_test_strf("/v1/jobs/%lld", j->id), e->token, NULL, NULL);
+			ty_http(&r, "GET", ty_test_strf("/v1/jobs/%lld", j->id), e->token, NULL,
+				NULL);
 			st = r.status == 200 ? ty_jstr(r.json, "state") : NULL;
 			snprintf(j->state, sizeof(j->state), "%s", st ? st : "?");
 			j->attempts = r.status == 200 ? (int)ty_jint(r.json, "attempt") : -1;
@@ -102,7 +104,8 @@ int fchk_terminal(struct e2e *e, struct fchk_job *jobs, int n, int timeout_ms)
 			     j->attempts, timeout_ms);
 			bad++;
 		} else if (strcmp(j->state, j->want) &&
-			   !(j->may_retry && !strcmp(j->state, "failed") && failed_by_faults(e, j))) {
+			   !(j->may_retry && !strcmp(j->state, "failed") &&
+			     failed_by_faults(e, j))) {
 			FAIL("job %lld ended '%s' (attempt %d, class '%s'), want '%s'", j->id,
 			     j->state, j->attempts, j->last_class, j->want);
 			bad++;
@@ -122,8 +125,8 @@ struct seen {
 	bool any;
 };
 
-static struct seen *seen_for(struct seen (*v)[ATTEMPTS_MAX + 1], const struct fchk_job *jobs,
-			     int n, long long job, int attempt)
+static struct seen *seen_for(struct seen (*v)[ATTEMPTS_MAX + 1], const struct fchk_job *jobs, int n,
+			     long long job, int attempt)
 {
 	for (int i = 0; i < n; i++)
 		if (jobs[i].id == job)
@@ -160,7 +163,8 @@ int fchk_ranks(struct e2e *e, const struct fchk_job *jobs, int n)
 		s->count[rank]++;
 		if (!s->any || start < s->first_start)
 			s->first_start = start;
-		long long alive = (long long)st.st_mtim.tv_sec * 1000 + st.st_mtim.tv_nsec / 1000000;
+		long long alive =
+		    (long long)st.st_mtim.tv_sec * 1000 + st.st_mtim.tv_nsec / 1000000;
 		if (!s->any || alive > s->last_alive)
 			s->last_alive = alive;
 		s->any = true;
@@ -184,9 +188,10 @@ int fchk_ranks(struct e2e *e, const struct fchk_job *jobs, int n)
 				}
 			for (int b = a + 1; b <= ATTEMPTS_MAX; b++)
 				if (v[i][b].any && v[i][b].first_start <= s->last_alive) {
-					FAIL("job %lld: attempt %d started at %lld while attempt %d "
-					     "was alive until %lld",
-					     j->id, b, v[i][b].first_start, a, s->last_alive);
+					FAIL(
+					    "job %lld: attempt %d started at %lld while attempt %d "
+					    "was alive until %lld",
+					    j->id, b, v[i][b].first_start, a, s->last_alive);
 					bad++;
 				}
 		}
@@ -198,14 +203,16 @@ int fchk_ranks(struct e2e *e, const struct fchk_job *jobs, int n)
 			const struct seen *s = last ? &v[i][last] : NULL;
 
 			if (last != j->attempts) {
-				FAIL("job %lld succeeded with attempt %d but its ranks ran attempt %d "
+				FAIL("job %lld succeeded with attempt %d but its ranks ran attempt "
+				     "%d "
 				     "last",
 				     j->id, j->attempts, last);
 				bad++;
 			}
 			for (int r = 0; s && r < j->ranks && r < RANKS_MAX; r++)
 				if (s->count[r] != 1) {
-					FAIL("job %lld succeeded but rank %d of attempt %d ran %d times",
+					FAIL("job %lld succeeded but rank %d of attempt %d ran %d "
+					     "times",
 					     j->id, r, last, s->count[r]);
 					bad++;
 				}
@@ -238,13 +245,14 @@ int fchk_no_leak(int timeout_ms)
 		live = TY_STACK_SQL("SELECT count(*) FROM allocations WHERE released_at IS NULL");
 		if (ty_http(&r, "GET", "/v1/nodes?limit=500", s->admin, NULL, NULL) == 200) {
 			short_nodes = "";
-			json_array_foreach(ty_jpath(r.json, "items"), i, n) {
+			json_array_foreach(ty_jpath(r.json, "items"), i, n)
+			{
 				if (ty_jint(n, "gpus_free") != ty_jint(n, "gpus_total")) {
 					shortfall++;
-					short_nodes = ty_test_strf(
-					    "%s %s (%lld of %lld free)", short_nodes,
-					    ty_jstr(n, "id"), ty_jint(n, "gpus_free"),
-					    ty_jint(n, "gpus_total"));
+					short_nodes =
+					    ty_test_strf("%s %s (%lld of %lld free)", short_nodes,
+							 ty_jstr(n, "id"), ty_jint(n, "gpus_free"),
+							 ty_jint(n, "gpus_total"));
 				}
 			}
 		} else {

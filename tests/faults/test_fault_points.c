@@ -43,8 +43,9 @@ TY_TEST(parse_table)
 		if (rows[i].rc == 0) {
 			CHECK_INT_EQ(point, rows[i].point);
 			CHECK_INT_EQ(n, rows[i].n);
-			CHECK_STR_EQ(sched_fault_name(point), ty_test_strf("%.*s",
-				     (int)strcspn(rows[i].spec, ":"), rows[i].spec));
+			CHECK_STR_EQ(
+			    sched_fault_name(point),
+			    ty_test_strf("%.*s", (int)strcspn(rows[i].spec, ":"), rows[i].spec));
 		} else {
 			CHECK(strstr(err.msg, rows[i].msg) != NULL);
 		}
@@ -71,7 +72,7 @@ TY_TEST(arm_counts_only_its_point)
 		CHECK(!sched_fault_due(SCHED_FAULT_CYCLE_AFTER_COMMIT));
 	CHECK(!sched_fault_due(SCHED_FAULT_RELAY_MID));
 	CHECK(!sched_fault_due(SCHED_FAULT_RELAY_MID));
-	CHECK(sched_fault_due(SCHED_FAULT_RELAY_MID)); /* the third pass */
+	CHECK(sched_fault_due(SCHED_FAULT_RELAY_MID));	/* the third pass */
 	CHECK(!sched_fault_due(SCHED_FAULT_RELAY_MID)); /* and only that one */
 
 	/* re-arming starts the count again; an armed point that is never due is harmless */

@@ -45,12 +45,12 @@ static struct ty_daemon *scheduler(struct e2e *e, const char *id, const char *co
 }
 
 /* A leader armed at point (it leads before the standby starts), and a plain standby. */
-static void leader_and_standby(struct ty_daemon **leader, struct ty_daemon **standby,
-			       struct e2e *e, const char *point)
+static void leader_and_standby(struct ty_daemon **leader, struct ty_daemon **standby, struct e2e *e,
+			       const char *point)
 {
 	stop_schedulers(e);
-	*leader = scheduler(e, ty_uniq("crash"),
-			    (const char *const[]){"--fault-crash-at", point, NULL});
+	*leader =
+	    scheduler(e, ty_uniq("crash"), (const char *const[]){"--fault-crash-at", point, NULL});
 	REQUIRE(ty_test_daemon_wait_log(*leader, "leading as", 30000));
 	*standby = scheduler(e, ty_uniq("standby"), NULL);
 	REQUIRE(ty_test_daemon_wait_log(*standby, "standing by", 30000));
@@ -61,8 +61,8 @@ static void wait_crash(struct ty_daemon *leader, struct ty_daemon *standby, cons
 	for (int i = 0; i < 600 && ty_test_daemon_running(leader); i++)
 		usleep(100 * 1000);
 	REQUIRE(!ty_test_daemon_running(leader));
-	CHECK(ty_test_daemon_wait_log(leader, ty_test_strf("crash point '%s' reached", point),
-				      1000));
+	CHECK(
+	    ty_test_daemon_wait_log(leader, ty_test_strf("crash point '%s' reached", point), 1000));
 	REQUIRE(ty_test_daemon_wait_log(standby, "leading as", 30000));
 }
 
@@ -126,9 +126,9 @@ TY_TEST(cancel_after_commit)
 				.ranks = 2,
 				.want = "cancelled"};
 	json_decref(e2e_wait_state(e, job.id, "running", 60000));
-	REQUIRE_INT_EQ(ty_http(&r, "POST", ty_test_strf("/v1/jobs/%lld/cancel", job.id),
-			       e->token, NULL, NULL),
-		       200);
+	REQUIRE_INT_EQ(
+	    ty_http(&r, "POST", ty_test_strf("/v1/jobs/%lld/cancel", job.id), e->token, NULL, NULL),
+	    200);
 	ty_resp_free(&r);
 	wait_crash(leader, standby, "cancel_after_commit");
 	CHECK_INT_EQ(fchk_all(e, &job, 1, 45000), 0);
@@ -179,11 +179,10 @@ TY_TEST(random_leader_kills)
 
 		/* a burst of 1-3 jobs */
 		for (int b = 1 + rand() % 3; b > 0 && submitted < N; b--)
-			jobs[submitted++] =
-			    (struct fchk_job){.id = e2e_submit(e, fchk_rank_command(2 + rand() % 4),
-							       TWO_NODES),
-					      .ranks = 2,
-					      .want = "succeeded"};
+			jobs[submitted++] = (struct fchk_job){
+			    .id = e2e_submit(e, fchk_rank_command(2 + rand() % 4), TWO_NODES),
+			    .ranks = 2,
+			    .want = "succeeded"};
 		usleep((useconds_t)(rand() % 1500) * 1000);
 		epoch = TY_STACK_SQL("SELECT epoch FROM leader WHERE id = 1");
 		holder = TY_STACK_SQL("SELECT holder FROM leader WHERE id = 1");
@@ -209,8 +208,9 @@ TY_TEST(random_leader_kills)
 							   5000);
 				const char *st = ty_jstr(j, "state");
 
-				all_done = st && (!strcmp(st, "succeeded") || !strcmp(st, "failed") ||
-						  !strcmp(st, "cancelled"));
+				all_done =
+				    st && (!strcmp(st, "succeeded") || !strcmp(st, "failed") ||
+					   !strcmp(st, "cancelled"));
 				json_decref(j);
 			}
 			if (all_done)
