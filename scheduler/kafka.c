@@ -8,6 +8,7 @@
  * a new leader would wait for a killed leader's session to time out before
  * it got the partitions.
  */
+#include "fault.h"
 #include "scheduler.h"
 #include "ty_kafka.h"
 #include "ty_log.h"
@@ -349,6 +350,15 @@ out:
 	return rc;
 }
 
+/* Whether the batch holds a message of trainyard.events (not only node messages). */
+static bool batch_has_events(const struct sched *s)
+{
+	for (int i = 0; i < s->nbatch; i++)
+		if (!strcmp(rd_kafka_topic_name(s->batch[i]->rkt), PROTO_TOPIC_EVENTS))
+			return true;
+	return false;
+}
+
 int sched_consume_apply(struct sched *s, struct ty_err *err)
 {
 	rd_kafka_topic_partition_list_t *offsets = NULL;
@@ -372,10 +382,14 @@ int sched_consume_apply(struct sched *s, struct ty_err *err)
 		if (rc != APPLY_BAD || careful)
 			return rc; /* the batch is kept and applied again */
 	}
+	if (sched_fault_armed && batch_has_events(s))
+		SCHED_FAULT(SCHED_FAULT_EVENTS_BEFORE_COMMIT);
 	if ((rc = ty_pg_commit(s->pg, err))) {
 		sched_mirror_stale(s, "event batch commit failed");
 		return rc;
 	}
+	if (sched_fault_armed && batch_has_events(s))
+		SCHED_FAULT(SCHED_FAULT_EVENTS_AFTER_COMMIT);
 	/* only now may Kafka forget these messages */
 	offsets = batch_offsets(s);
 	/* asynchronous: a broker outage must not stall the loop (and its liveness clock) */

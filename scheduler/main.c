@@ -1,4 +1,5 @@
 /* trainyard-scheduler: options, signals and the run loop. */
+#include "fault.h"
 #include "scheduler.h"
 #include "ty_config.h"
 #include "ty_kafka.h"
@@ -75,6 +76,11 @@ static const struct ty_opt options[] = {
      "port 0 picks a free one (default: not served)"},
     {"metrics-port-file", TY_OPT_STR, NULL, 0, 0,
      "write the port /metrics listens on to this file once it listens (tests, port 0)"},
+    {"fault-crash-at", TY_OPT_STR, NULL, 0, 0,
+     "tests only: 'POINT[:N]' kills this process with SIGKILL the N-th time (default 1st) "
+     "it reaches POINT: cycle_before_commit, cycle_after_commit, relay_mid, "
+     "relay_after_send, events_before_commit, events_after_commit, cancel_after_commit "
+     "(scheduler/fault.h; default: none)"},
     {"log-level", TY_OPT_STR, "info", 0, 0, "debug, info, warn or error"},
     {"log-json", TY_OPT_BOOL, "false", 0, 0, "log JSON lines instead of text"},
     {"help", TY_OPT_BOOL, "false", 0, 0, "print this help, then exit"},
@@ -258,6 +264,10 @@ int main(int argc, char **argv)
 		goto out;
 	}
 	s.o.spot_kill_margin_s = (int)ty_config_int(c, "spot-kill-margin-seconds");
+	if (sched_fault_arm(ty_config_str(c, "fault-crash-at"), &err)) {
+		fprintf(stderr, "trainyard-scheduler: option 'fault-crash-at': %s\n", err.msg);
+		goto out;
+	}
 
 	/* no SA_RESTART: a signal cuts the standby nap short */
 	sigemptyset(&sa.sa_mask);

@@ -8,6 +8,7 @@
  * and queue positions of the jobs whose values changed, and team usage.
  */
 #include "core/policy.h"
+#include "fault.h"
 #include "scheduler.h"
 #include "ty_arena.h"
 #include "ty_buf.h"
@@ -767,8 +768,8 @@ static int cancel_pass(struct sched *s, struct ty_err *err)
 		PQclear(up);
 		if (rc)
 			ty_pg_rollback(s->pg);
-		else
-			rc = ty_pg_commit(s->pg, err);
+		else if (!(rc = ty_pg_commit(s->pg, err)) && kills > 0)
+			SCHED_FAULT(SCHED_FAULT_CANCEL_AFTER_COMMIT);
 	}
 	PQclear(res);
 	return rc;
@@ -1132,10 +1133,14 @@ static int apply(struct sched *s, struct snap *sn, const struct sched_decisions 
 		sched_mirror_stale(s, "cycle rolled back");
 		goto out;
 	}
+	if (placed || d->npreemptions)
+		SCHED_FAULT(SCHED_FAULT_CYCLE_BEFORE_COMMIT);
 	if ((rc = ty_pg_commit(s->pg, err))) {
 		sched_mirror_stale(s, "cycle commit failed");
 		goto out;
 	}
+	if (placed || d->npreemptions)
+		SCHED_FAULT(SCHED_FAULT_CYCLE_AFTER_COMMIT);
 	/* committed: the team_usage rows it wrote are what the mirror holds now */
 	json_array_foreach(usage, k, u)
 	{

@@ -4,6 +4,7 @@
  * deleted only after Kafka acknowledged it. A failed delivery leaves the row
  * to be produced again on the next pass.
  */
+#include "fault.h"
 #include "scheduler.h"
 #include "ty_buf.h"
 #include "ty_log.h"
@@ -146,6 +147,11 @@ int sched_relay(struct sched *s, struct ty_err *err)
 			break;
 		}
 		sent++;
+		if (sched_fault_armed && sent == 1 && PQntuples(res) > 1 &&
+		    sched_fault_due(SCHED_FAULT_RELAY_MID)) {
+			rd_kafka_flush(s->producer, 5000); /* the first row really is on the broker */
+			sched_fault_crash(SCHED_FAULT_RELAY_MID);
+		}
 	}
 	if (sent)
 		ty_debug("relayed %d dispatch message(s)", sent);
@@ -168,6 +174,7 @@ int sched_relay_settle(struct sched *s, struct ty_err *err)
 		return rc;
 	if (s->delivered.n == 0)
 		return 0;
+	SCHED_FAULT(SCHED_FAULT_RELAY_AFTER_SEND);
 	if (!(ids = ids_array(&s->delivered)))
 		return ty_err_set(err, TY_ENOMEM, NULL);
 	if ((rc = sched_tx_begin(s->pg, s->epoch, err)))

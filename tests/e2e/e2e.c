@@ -104,16 +104,14 @@ void e2e_start_executor(struct e2e *e, int i)
 	e->exec[i] = ty_test_daemon_start(ty_test_strf("executor-%s", nodes[i]), argv);
 }
 
-void e2e_start_scheduler(struct e2e *e, int i)
+/* A scheduler's daemon with the test defaults, the layout's arguments, then extra. */
+static struct ty_daemon *scheduler_start(struct e2e *e, const char *name, const char *id,
+					 const char *const *extra)
 {
-	if (e->sched[i]) {
-		ty_test_daemon_restart(e->sched[i]);
-		return;
-	}
 	const struct ty_stack *s = ty_stack_get();
 	const char *argv[] = {need("TY_SCHEDULER_BIN"), "--database-url", s->db_url,
 			      "--kafka-bootstrap", e->bootstrap, "--id",
-			      i == 0 ? "sched-1" : "sched-2", "--cycle-ms", "200",
+			      id, "--cycle-ms", "200",
 			      "--node-timeout-ms", "5000", "--reconcile-ms", "500", "--resend-ms",
 			      "1500", "--kill-grace-seconds", "2",
 			      /* a retried failure waits 1 s, 2 s, ... rather than 10 s, 20 s */
@@ -129,8 +127,26 @@ void e2e_start_scheduler(struct e2e *e, int i)
 		all[n++] = argv[k];
 	for (char **p = sched_args; p && *p && n < 63; p++)
 		all[n++] = *p;
+	for (const char *const *p = extra; p && *p && n < 63; p++)
+		all[n++] = *p;
 	all[n] = NULL;
-	e->sched[i] = ty_test_daemon_start(i == 0 ? "scheduler-1" : "scheduler-2", all);
+	return ty_test_daemon_start(name, all);
+}
+
+void e2e_start_scheduler(struct e2e *e, int i)
+{
+	if (e->sched[i]) {
+		ty_test_daemon_restart(e->sched[i]);
+		return;
+	}
+	e->sched[i] = scheduler_start(e, i == 0 ? "scheduler-1" : "scheduler-2",
+				      i == 0 ? "sched-1" : "sched-2", NULL);
+}
+
+struct ty_daemon *e2e_scheduler_new(struct e2e *e, const char *name, const char *id,
+				    const char *const *extra)
+{
+	return scheduler_start(e, name, id, extra);
 }
 
 void e2e_wait_nodes_ready(struct e2e *e)

@@ -48,6 +48,15 @@ struct e2e *e2e_get(void);
 /* Start (or restart) executor i, or scheduler i. */
 void e2e_start_executor(struct e2e *e, int i);
 void e2e_start_scheduler(struct e2e *e, int i);
+/*
+ * Start one more scheduler, not kept in e->sched: the arguments of
+ * e2e_start_scheduler with --id id, then the layout's sched_args, then
+ * extra (NULL-terminated, may be NULL; a later option wins), its log
+ * "<name>.log" in the work directory. The caller stops it (or the harness at
+ * exit); ty_test_daemon_restart starts it again with the same arguments.
+ */
+struct ty_daemon *e2e_scheduler_new(struct e2e *e, const char *name, const char *id,
+				    const char *const *extra);
 /* Wait until both nodes are registered and ready. */
 void e2e_wait_nodes_ready(struct e2e *e);
 
