@@ -14,8 +14,12 @@
 #include "ty_log.h"
 #include "ty_time.h"
 
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define BATCH_MAX 500
 #define METADATA_TIMEOUT_MS 1000
@@ -129,6 +133,25 @@ int sched_kafka_producer_check(struct sched *s, struct ty_err *err)
 	return producer_new(&s->producer, s, err);
 }
 
+/*
+ * The consumer's queue writes a byte to a pipe when it goes from empty to
+ * not empty, so that the loop can wait for messages and for PostgreSQL's
+ * notifications at once (sched_consume): a wait in rd_kafka_consumer_poll
+ * alone left a submission's NOTIFY unread for up to 100 ms.
+ */
+static int consumer_wakeup(struct sched *s, struct ty_err *err)
+{
+	if (pipe2(s->wake, O_NONBLOCK | O_CLOEXEC)) {
+		s->wake[0] = s->wake[1] = -1;
+		return ty_err_set(err, TY_EIO, "cannot create a pipe: %s", strerror(errno));
+	}
+	if (!(s->cq = rd_kafka_queue_get_consumer(s->consumer)))
+		return ty_err_set(err, TY_EKAFKA, "cannot get the kafka consumer queue");
+	/* before any assignment, so no message can arrive unannounced */
+	rd_kafka_queue_io_event_enable(s->cq, s->wake[1], "c", 1);
+	return 0;
+}
+
 int sched_kafka_start(struct sched *s, struct ty_err *err)
 {
 	static const char *const extra[] = {
@@ -141,9 +164,11 @@ int sched_kafka_start(struct sched *s, struct ty_err *err)
 	};
 	int rc;
 
+	s->wake[0] = s->wake[1] = -1;
 	if ((rc = ty_kafka_consumer_new(&s->consumer, s->o.bootstrap, SCHED_CONSUMER_GROUP, extra,
 					err)) ||
-	    (rc = producer_new(&s->producer, s, err)) || (rc = sched_kafka_refresh(s, err))) {
+	    (rc = consumer_wakeup(s, err)) || (rc = producer_new(&s->producer, s, err)) ||
+	    (rc = sched_kafka_refresh(s, err))) {
 		sched_kafka_stop(s, 0);
 		return rc;
 	}
@@ -183,10 +208,20 @@ void sched_kafka_stop(struct sched *s, int flush_ms)
 		rd_kafka_destroy(s->producer);
 		s->producer = NULL;
 	}
+	if (s->cq) {
+		rd_kafka_queue_io_event_enable(s->cq, -1, NULL, 0);
+		rd_kafka_queue_destroy(s->cq);
+		s->cq = NULL;
+	}
 	if (s->consumer) {
 		rd_kafka_consumer_close(s->consumer);
 		rd_kafka_destroy(s->consumer);
 		s->consumer = NULL;
+	}
+	for (int i = 0; i < 2; i++) {
+		if (s->wake[i] >= 0)
+			close(s->wake[i]);
+		s->wake[i] = -1;
 	}
 	s->inflight.n = 0;
 	s->delivered.n = 0;
@@ -195,27 +230,56 @@ void sched_kafka_stop(struct sched *s, int flush_ms)
 	s->assigned_partitions = 0;
 }
 
+/* Add a polled message to the batch (errors are counted and dropped). */
+static void take(struct sched *s, rd_kafka_message_t *km)
+{
+	if (km->err) {
+		if (km->err != RD_KAFKA_RESP_ERR__PARTITION_EOF) {
+			sched_metrics_kafka_error(s, SCHED_KAFKA_CONSUME);
+			ty_warn("kafka consumer: %s", rd_kafka_message_errstr(km));
+		}
+		rd_kafka_message_destroy(km);
+		return;
+	}
+	s->batch[s->nbatch++] = km;
+}
+
+/*
+ * Up to wait_ms for a message or for data on the database connection (a
+ * notification), whichever comes first.
+ */
+static void wait_for_work(struct sched *s, int wait_ms)
+{
+	PGconn *conn = s->pg ? ty_pg_conn(s->pg) : NULL;
+	struct pollfd p[2] = {{.fd = s->wake[0], .events = POLLIN}, {.fd = -1}};
+	char buf[64];
+
+	if (conn && PQstatus(conn) == CONNECTION_OK && !ty_pg_in_tx(s->pg))
+		p[1] = (struct pollfd){.fd = PQsocket(conn), .events = POLLIN};
+	if (poll(p, 2, wait_ms) > 0 && (p[0].revents & POLLIN))
+		while (read(s->wake[0], buf, sizeof(buf)) > 0)
+			; /* drained: a write after this is a new wake-up */
+}
+
 void sched_consume(struct sched *s, int wait_ms)
 {
+	rd_kafka_message_t *km;
+
 	if (s->nbatch > 0) /* a batch that failed to apply is retried first */
 		return;
 	if (!s->batch && !(s->batch = calloc(BATCH_MAX, sizeof(*s->batch))))
 		return;
+	if (wait_ms > 0 && s->wake[0] >= 0) {
+		if ((km = rd_kafka_consumer_poll(s->consumer, 0)))
+			take(s, km);
+		else
+			wait_for_work(s, wait_ms);
+		wait_ms = 0;
+	}
 	while (s->nbatch < BATCH_MAX) {
-		rd_kafka_message_t *km =
-		    rd_kafka_consumer_poll(s->consumer, s->nbatch == 0 ? wait_ms : 0);
-
-		if (!km)
+		if (!(km = rd_kafka_consumer_poll(s->consumer, s->nbatch == 0 ? wait_ms : 0)))
 			break;
-		if (km->err) {
-			if (km->err != RD_KAFKA_RESP_ERR__PARTITION_EOF) {
-				sched_metrics_kafka_error(s, SCHED_KAFKA_CONSUME);
-				ty_warn("kafka consumer: %s", rd_kafka_message_errstr(km));
-			}
-			rd_kafka_message_destroy(km);
-			continue;
-		}
-		s->batch[s->nbatch++] = km;
+		take(s, km);
 	}
 	s->lagging = s->nbatch == BATCH_MAX;
 }

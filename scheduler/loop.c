@@ -19,7 +19,16 @@
 #define RELAY_EVERY_MS 1000
 #define ERROR_BACKOFF_MS 200
 #define SHUTDOWN_FLUSH_MS 5000
-#define CYCLE_GAP_MS 50 /* least time between cycles a change triggers */
+/*
+ * Least time between the starts of cycles a change triggers: four times
+ * the last cycle's length, within these bounds, so that a burst of
+ * submissions is one cycle and cycles take at most a fifth of the loop,
+ * while on a quiet cluster a job submitted just after a cycle is not held
+ * back for long (a fixed 50 ms was most of an idle stack's submit ->
+ * scheduled time: the previous job's end had just triggered a cycle).
+ */
+#define CYCLE_GAP_MIN_MS 5
+#define CYCLE_GAP_MAX_MS 50
 
 const char *sched_i64(char *buf, int64_t v)
 {
@@ -45,6 +54,11 @@ static void nap(int ms)
 static int64_t min64(int64_t a, int64_t b)
 {
 	return a < b ? a : b;
+}
+
+static int64_t max64(int64_t a, int64_t b)
+{
+	return a > b ? a : b;
 }
 
 void sched_notice_jobs(struct sched *s)
@@ -99,11 +113,13 @@ static int lead_turn(struct sched *s, struct ty_err *err)
 	int64_t now = ty_mono_ms(), next;
 	int wait, rc;
 
+	/* notifications libpq read along with the last turn's results: before any wait */
+	sched_notice_jobs(s);
 	next =
 	    min64(min64(s->next_cycle, s->next_reconcile), min64(s->next_liveness, s->next_relay));
 	wait = (int)(next > now ? min64(next - now, TURN_WAIT_MAX_MS) : 0);
-	if ((s->capacity_freed || s->jobs_changed) && wait > s->last_cycle + CYCLE_GAP_MS - now)
-		wait = (int)(s->last_cycle + CYCLE_GAP_MS > now ? s->last_cycle + CYCLE_GAP_MS - now
+	if ((s->capacity_freed || s->jobs_changed) && wait > s->last_cycle + s->cycle_gap - now)
+		wait = (int)(s->last_cycle + s->cycle_gap > now ? s->last_cycle + s->cycle_gap - now
 								: 0);
 	if (s->outbox_dirty || s->delivered.n > 0)
 		wait = 0;
@@ -129,13 +145,16 @@ static int lead_turn(struct sched *s, struct ty_err *err)
 			return rc;
 	}
 	sched_notice_jobs(s);
-	/* on change, but at most every CYCLE_GAP_MS: a burst of submissions is one cycle */
-	if (((s->capacity_freed || s->jobs_changed) && now >= s->last_cycle + CYCLE_GAP_MS) ||
+	/* on change, but at most every cycle_gap: a burst of submissions is one cycle */
+	if (((s->capacity_freed || s->jobs_changed) && now >= s->last_cycle + s->cycle_gap) ||
 	    now >= s->next_cycle) {
 		s->capacity_freed = s->jobs_changed = false;
 		s->last_cycle = now;
 		s->next_cycle = now + s->o.cycle_ms;
-		if ((rc = sched_cycle(s, err))) {
+		rc = sched_cycle(s, err);
+		s->cycle_gap = min64(max64(4 * (ty_mono_ms() - now), CYCLE_GAP_MIN_MS),
+				     CYCLE_GAP_MAX_MS);
+		if (rc) {
 			sched_metrics_cycle_failed(s);
 			return rc;
 		}

@@ -182,6 +182,8 @@ struct sched {
 	bool leading;
 	int64_t epoch;	      /* of the current term */
 	rd_kafka_t *consumer; /* events + nodes, manual assignment, while leading */
+	rd_kafka_queue_t *cq; /* its queue, which writes to wake[1] when it fills */
+	int wake[2];	      /* pipe: a wait for messages also ends on a notification */
 	rd_kafka_t *producer; /* dispatch, idempotent, while leading */
 	int32_t dispatch_partitions;
 	int assigned_partitions;    /* of events + nodes */
@@ -195,6 +197,7 @@ struct sched {
 	bool jobs_changed;   /* another session wrote a job event (a submission, a cancel) */
 	int listen_pid;	     /* backend pid of s->pg when LISTEN was issued on it (0: not yet) */
 	int64_t last_cycle;  /* monotonic ms of the last cycle's start */
+	int64_t cycle_gap;   /* least ms from it to a cycle a change triggers */
 	struct sched_ids queued;  /* jobs given a queue position or reason by the last cycle */
 	struct sched_queue queue; /* the pending-job mirror (queue.c) */
 	struct sched_ids touched; /* jobs whose rows changed since the mirror was refreshed */
