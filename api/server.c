@@ -39,6 +39,7 @@ static void reply_set(struct api_req *r, unsigned status, char *body, size_t len
 	r->resp_len = len;
 	r->status = status;
 	r->content_type = ctype;
+	r->problem_code = NULL;
 }
 
 int api_reply_text(struct api_req *r, unsigned status, const char *json_text)
@@ -128,6 +129,7 @@ int api_reply_problem(struct api_req *r, const struct api_problem *p)
 	if (!s)
 		return TY_ENOMEM;
 	reply_set(r, p->status, s, strlen(s), "application/problem+json");
+	r->problem_code = ty_arena_strdup(r->arena, p->code);
 	if (p->status == 503)
 		api_reply_header(r, "Retry-After", "1");
 	if (p->status == 401)
@@ -458,7 +460,7 @@ static void dispatch(struct api_req *r)
 	if (rc && !r->parked)
 		api_reply_from_err(r, rc, &err);
 out:
-	if (r->pg) {
+	if (r->pg && !api_audit_method(r->method)) { /* else the audit row uses it first */
 		api__pool_put(r->srv, r->pg);
 		r->pg = NULL;
 	}
@@ -472,6 +474,7 @@ static enum MHD_Result queue_reply(struct api_req *r)
 	if (!r->status)
 		api_reply_error(r, 500, "internal", NULL, "handler for %s %s gave no reply",
 				r->method, r->path);
+	api__audit_request(r);
 	resp = MHD_create_response_from_buffer(r->resp_len, r->resp ? r->resp : (void *)"",
 					       r->resp ? MHD_RESPMEM_MUST_FREE
 						       : MHD_RESPMEM_PERSISTENT);
@@ -487,6 +490,7 @@ static enum MHD_Result queue_reply(struct api_req *r)
 		MHD_add_response_header(resp, "Vary", "Origin");
 	}
 	MHD_add_response_header(resp, "Cache-Control", "no-store");
+	MHD_add_response_header(resp, "X-Request-Id", r->request_id);
 	ret = MHD_queue_response(r->conn, r->status, resp);
 	MHD_destroy_response(resp);
 	api__metrics_request(r);
@@ -516,6 +520,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 		r->conn = conn;
 		r->method = ty_arena_strdup(a, method);
 		r->path = ty_arena_strdup(a, url);
+		api_request_id(r->request_id);
 		*con_cls = r;
 		/* refuse an announced oversized body before reading any of it */
 		cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
