@@ -330,7 +330,7 @@ TY_TEST(list_filters_and_pages)
 	const char *mid = token_id(member);
 	const char *mname = DB("SELECT name FROM api_tokens WHERE id = $1::bigint", mid);
 	const char *t0 = DB("SELECT to_char(clock_timestamp() AT TIME ZONE 'UTC',"
-			    " 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"')",
+			    " 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"')",
 			    NULL);
 	struct ty_resp r = {0};
 	long long job;
@@ -347,7 +347,7 @@ TY_TEST(list_filters_and_pages)
 	ty_http(&r, "POST", ty_test_strf("/v1/jobs/%lld/cancel", job), member, NULL, NULL);
 	CHECK_STATUS(&r, 409);
 	t1 = DB("SELECT to_char(clock_timestamp() AT TIME ZONE 'UTC',"
-		" 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"')",
+		" 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"')",
 		NULL);
 	/* and one by the admin on the team */
 	ty_http(&r, "PATCH", ty_test_strf("/v1/teams/%s", team), s->admin, "{\"weight\":2}", NULL);
