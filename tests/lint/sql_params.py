@@ -196,7 +196,7 @@ def scan(files, headers=None):
     return out
 
 
-def load_allow(path):
+def load_allow(path, rules=("sink", "format", "buffer")):
     entries = []
     with open(path) as f:
         for n, raw in enumerate(f, 1):
@@ -204,8 +204,8 @@ def load_allow(path):
             if not line or line.startswith("#"):
                 continue
             parts = [p.strip() for p in line.split("|", 3)]
-            if len(parts) != 4 or not all(parts) or parts[1] not in ("sink", "format", "buffer"):
-                sys.exit(f"{path}:{n}: want 'path | sink|format|buffer | text | reason', "
+            if len(parts) != 4 or not all(parts) or parts[1] not in rules:
+                sys.exit(f"{path}:{n}: want 'path | {'|'.join(rules)} | text | reason', "
                          f"got '{line}'")
             entries.append({"where": f"{path}:{n}", "path": parts[0], "rule": parts[1],
                             "text": parts[2], "used": False})
