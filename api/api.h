@@ -160,6 +160,7 @@ struct api_options {
 	int max_connections;
 	const char *cors_origins;
 	struct api_webhook_options webhook;
+	int audit_retention_days; /* 0: keep every audit record */
 };
 
 int api_server_start(struct api_server **out, const struct api_options *o, struct ty_err *err);
@@ -311,6 +312,15 @@ int64_t api_audit_created_id(const char *body, size_t len);
  */
 void api__audit_request(struct api_req *r);
 int api_h_audit_list(struct api_req *r, struct ty_err *err);
+/*
+ * The retention pruner: a thread with its own connection that deletes
+ * audit_requests rows older than days at start and then hourly, in batches.
+ * days <= 0 starts nothing (*out NULL). Stop is NULL-safe and joins it.
+ */
+struct api_audit_pruner;
+int api__audit_prune_start(struct api_audit_pruner **out, const char *database_url, int days,
+			   struct ty_err *err);
+void api__audit_prune_stop(struct api_audit_pruner *p);
 
 /* Job spec validation (pure): a normalised spec with defaults, or a problem. */
 json_t *api_validate_job(const json_t *body, struct api_problem *p);

@@ -12,6 +12,7 @@
 #include <openssl/rand.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <time.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -367,4 +368,119 @@ int api_h_audit_list(struct api_req *r, struct ty_err *err)
 	rc = api_reply_page(r, PQgetvalue(res, 0, 0), ty_pg_val(res, 0, 1), err);
 	PQclear(res);
 	return rc;
+}
+
+/* ---- retention -------------------------------------------------------- */
+
+/* Rows deleted per statement, so one prune never holds a long transaction. */
+#define PRUNE_BATCH 10000
+#define PRUNE_EVERY_MS (3600 * 1000)
+
+struct api_audit_pruner {
+	pthread_t thread;
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	bool stop, started;
+	char *url;
+	char days[16];
+};
+
+/* One pass: delete the rows older than the retention, a batch at a time. */
+static void prune_pass(struct api_audit_pruner *p, struct ty_pg **pg)
+{
+	char batch[16];
+	const char *params[2] = {p->days, batch};
+	struct ty_err err = {0};
+	long long total = 0, n;
+	bool stop = false;
+
+	snprintf(batch, sizeof(batch), "%d", PRUNE_BATCH);
+	if (!*pg && ty_pg_connect(pg, p->url, &err)) {
+		ty_warn("audit: cannot prune: %s", err.msg);
+		return;
+	}
+	do {
+		PGresult *res = NULL;
+
+		if (ty_pg_exec(&res, *pg,
+			       "WITH d AS (DELETE FROM audit_requests WHERE id IN (SELECT id"
+			       "  FROM audit_requests WHERE at < now() - $1::int * interval '1 day'"
+			       "  ORDER BY at LIMIT $2::int) RETURNING 1)"
+			       " SELECT count(*) FROM d",
+			       2, params, &err)) {
+			ty_warn("audit: cannot prune: %s", err.msg);
+			break;
+		}
+		n = strtoll(PQgetvalue(res, 0, 0), NULL, 10);
+		PQclear(res);
+		total += n;
+		pthread_mutex_lock(&p->mu);
+		stop = p->stop;
+		pthread_mutex_unlock(&p->mu);
+	} while (n == PRUNE_BATCH && !stop);
+	if (total)
+		ty_info("audit: pruned %lld record(s) older than %s day(s)", total, p->days);
+}
+
+static void *prune_main(void *arg)
+{
+	struct api_audit_pruner *p = arg;
+	struct ty_pg *pg = NULL;
+
+	pthread_mutex_lock(&p->mu);
+	while (!p->stop) {
+		struct timespec ts;
+
+		pthread_mutex_unlock(&p->mu);
+		prune_pass(p, &pg);
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_sec += PRUNE_EVERY_MS / 1000;
+		pthread_mutex_lock(&p->mu);
+		while (!p->stop && pthread_cond_timedwait(&p->cv, &p->mu, &ts) == 0)
+			;
+	}
+	pthread_mutex_unlock(&p->mu);
+	ty_pg_close(pg);
+	return NULL;
+}
+
+int api__audit_prune_start(struct api_audit_pruner **out, const char *database_url, int days,
+			   struct ty_err *err)
+{
+	struct api_audit_pruner *p;
+
+	*out = NULL;
+	if (days <= 0)
+		return 0;
+	if (!(p = calloc(1, sizeof(*p))) || !(p->url = strdup(database_url))) {
+		free(p);
+		return ty_err_set(err, TY_ENOMEM, NULL);
+	}
+	snprintf(p->days, sizeof(p->days), "%d", days);
+	pthread_mutex_init(&p->mu, NULL);
+	pthread_cond_init(&p->cv, NULL);
+	if (pthread_create(&p->thread, NULL, prune_main, p)) {
+		api__audit_prune_stop(p);
+		return ty_err_set(err, TY_EIO, "cannot start the audit pruner thread");
+	}
+	p->started = true;
+	*out = p;
+	return 0;
+}
+
+void api__audit_prune_stop(struct api_audit_pruner *p)
+{
+	if (!p)
+		return;
+	if (p->started) {
+		pthread_mutex_lock(&p->mu);
+		p->stop = true;
+		pthread_cond_signal(&p->cv);
+		pthread_mutex_unlock(&p->mu);
+		pthread_join(p->thread, NULL);
+	}
+	pthread_mutex_destroy(&p->mu);
+	pthread_cond_destroy(&p->cv);
+	free(p->url);
+	free(p);
 }

@@ -37,6 +37,8 @@ static const struct ty_opt options[] = {
 	 "longest delay between two attempts of a webhook delivery"},
 	{"webhook-concurrency", TY_OPT_INT, "8", 0, 1000,
 	 "webhook POSTs in flight at once in this process; 0 delivers none here"},
+	{"audit-retention-days", TY_OPT_INT, "0", 0, 36500,
+	 "delete audit records older than this many days, at start and hourly; 0 keeps them all"},
 	{"log-level", TY_OPT_STR, "info", 0, 0, "debug, info, warn or error"},
 	{"log-json", TY_OPT_BOOL, "false", 0, 0, "log JSON lines instead of text"},
 	{"migrate", TY_OPT_BOOL, "false", 0, 0, "apply database migrations, then exit"},
@@ -119,6 +121,7 @@ static int serve(const struct ty_config *c, struct ty_err *err)
 				.backoff_max_ms = (int)ty_config_int(c, "webhook-backoff-max-ms"),
 				.concurrency = (int)ty_config_int(c, "webhook-concurrency"),
 			},
+		.audit_retention_days = (int)ty_config_int(c, "audit-retention-days"),
 	};
 	struct api_server *s = NULL;
 	struct sigaction sa = {.sa_handler = on_signal};

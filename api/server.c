@@ -27,6 +27,7 @@ struct api_server {
 	struct api_watch *watch;
 	/* webhook deliverer: see deliver.c */
 	struct api_deliver *deliver;
+	struct api_audit_pruner *pruner; /* audit.c */
 };
 
 /* ---- replies ---------------------------------------------------------- */
@@ -616,7 +617,8 @@ int api_server_start(struct api_server **out, const struct api_options *o, struc
 	}
 	if ((rc = api__watch_start(s, o->database_url, err)))
 		goto fail;
-	if ((rc = api__deliver_start(s, o->database_url, &o->webhook, err)))
+	if ((rc = api__deliver_start(s, o->database_url, &o->webhook, err)) ||
+	    (rc = api__audit_prune_start(&s->pruner, o->database_url, o->audit_retention_days, err)))
 		goto fail;
 
 	sin.sin_family = AF_INET;
@@ -657,6 +659,7 @@ void api_server_stop(struct api_server *s)
 		MHD_quiesce_daemon(s->mhd);
 	api__watch_stop(s); /* resumes parked requests so MHD can finish them */
 	api__deliver_stop(s);
+	api__audit_prune_stop(s->pruner);
 	if (s->mhd)
 		MHD_stop_daemon(s->mhd);
 	for (int i = 0; s->pool && i < s->pool_size; i++)

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define DB(...) TY_STACK_SQL(__VA_ARGS__)
 
@@ -517,4 +518,52 @@ TY_TEST(no_secret_in_the_table_or_the_log)
 	CHECK(line_with(ty_test_api_log(api), "POST /v1/webhooks 201") > 0);
 	CHECK(line_with(ty_test_api_log(api), "POST /v1/jobs 401") > 0);
 	ty_resp_free(&r);
+}
+
+TY_TEST(retention_prunes_old_records)
+{
+	const struct ty_stack *s = ty_stack_get();
+	static const char *const args[] = {"--audit-retention-days", "2", NULL};
+	const char *mark = ty_uniq("prune");
+	struct ty_api *api;
+	const char *left = NULL;
+
+	/* 3 records of 3 days ago, 2 of a day ago, as if written then */
+	DB("INSERT INTO audit_requests (at, request_id, method, path, status)"
+	   " SELECT now() - ($2::int || ' days')::interval, $1 || '-' || g, 'POST', '/v1/x', 200"
+	   " FROM generate_series(1, $3::int) g",
+	   ty_test_strf("%s-old", mark), "3", "3");
+	DB("INSERT INTO audit_requests (at, request_id, method, path, status)"
+	   " SELECT now() - ($2::int || ' days')::interval, $1 || '-' || g, 'POST', '/v1/x', 200"
+	   " FROM generate_series(1, $3::int) g",
+	   ty_test_strf("%s-new", mark), "1", "2");
+	/* the stack's server keeps everything (the default) */
+	CHECK_STR_EQ(DB("SELECT count(*) FROM audit_requests WHERE starts_with(request_id, $1)",
+			mark),
+		     "5");
+	/* a server with a retention prunes at start */
+	api = ty_test_api_start(s->db_url, args);
+	for (int i = 0; i < 100; i++) {
+		left = DB("SELECT string_agg(request_id, ',' ORDER BY request_id) FROM audit_requests"
+			  " WHERE starts_with(request_id, $1)",
+			  mark);
+		if (!strstr(left, "-old-"))
+			break;
+		usleep(100 * 1000);
+	}
+	CHECK_STR_EQ(left, ty_test_strf("%s-new-1,%s-new-2", mark, mark));
+	ty_test_api_stop(api);
+	ty_test_api_use(s->api);
+	/* its log says so, with the count */
+	{
+		FILE *f = fopen(ty_test_api_log(api), "r");
+		char line[4096];
+		bool said = false;
+
+		REQUIRE(f != NULL);
+		while (fgets(line, sizeof(line), f))
+			said |= strstr(line, "audit: pruned 3 record(s) older than 2 day(s)") != NULL;
+		fclose(f);
+		CHECK(said);
+	}
 }
