@@ -120,7 +120,7 @@ int64_t api_audit_created_id(const char *body, size_t len)
 	int digits = 0;
 
 #define SKIP_WS()                                                                                  \
-	while (p < end && (*p == ' ' || *p == '\n' || *p == '\t' || *p == '\r'))                \
+	while (p < end && (*p == ' ' || *p == '\n' || *p == '\t' || *p == '\r'))                   \
 	p++
 	if (!body)
 		return 0;
@@ -164,7 +164,7 @@ static const char *role_name(enum api_role role)
 static const char *peer_of(struct api_req *r)
 {
 	const union MHD_ConnectionInfo *ci =
-		MHD_get_connection_info(r->conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+	    MHD_get_connection_info(r->conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
 	char buf[INET6_ADDRSTRLEN];
 	const struct sockaddr *sa = ci ? ci->client_addr : NULL;
 
@@ -328,12 +328,14 @@ int api_h_audit_list(struct api_req *r, struct ty_err *err)
 		p[5] = ty_arena_printf(r->arena, "%lld", status);
 	if (since) {
 		if (!ty_time_parse_rfc3339(&ms, since))
-			return bad_param(r, "since", "an RFC 3339 time such as 2026-01-31T00:00:00Z");
+			return bad_param(r, "since",
+					 "an RFC 3339 time such as 2026-01-31T00:00:00Z");
 		p[6] = ty_arena_printf(r->arena, "%lld", (long long)ms);
 	}
 	if (until) {
 		if (!ty_time_parse_rfc3339(&ms, until))
-			return bad_param(r, "until", "an RFC 3339 time such as 2026-01-31T00:00:00Z");
+			return bad_param(r, "until",
+					 "an RFC 3339 time such as 2026-01-31T00:00:00Z");
 		p[7] = ty_arena_printf(r->arena, "%lld", (long long)ms);
 	}
 	p[8] = cursor;
@@ -347,8 +349,10 @@ int api_h_audit_list(struct api_req *r, struct ty_err *err)
 			"  AND ($4::text IS NULL OR a.method = $4)"
 			"  AND ($5::text IS NULL OR starts_with(a.path, $5))"
 			"  AND ($6::int IS NULL OR a.status = $6)"
-			"  AND ($7::bigint IS NULL OR a.at >= 'epoch'::timestamptz + $7::bigint * interval '1 ms')"
-			"  AND ($8::bigint IS NULL OR a.at < 'epoch'::timestamptz + $8::bigint * interval '1 ms')"
+			"  AND ($7::bigint IS NULL"
+			"   OR a.at >= 'epoch'::timestamptz + $7::bigint * interval '1 ms')"
+			"  AND ($8::bigint IS NULL"
+			"   OR a.at < 'epoch'::timestamptz + $8::bigint * interval '1 ms')"
 			"  AND ($9::bigint IS NULL OR a.id < $9)"
 			"  ORDER BY a.id DESC LIMIT $10::int + 1),"
 			" shown AS (SELECT * FROM page ORDER BY id DESC LIMIT $10::int)"

@@ -10,7 +10,7 @@ TY_TEST(audited_methods)
 		const char *m;
 		bool audited;
 	} rows[] = {
-	    {"POST", true},  {"PUT", true},	{"PATCH", true},  {"DELETE", true}, {"GET", false},
+	    {"POST", true},  {"PUT", true},	 {"PATCH", true}, {"DELETE", true}, {"GET", false},
 	    {"HEAD", false}, {"OPTIONS", false}, {"post", false}, {"", false},	    {NULL, false},
 	};
 
@@ -29,17 +29,17 @@ TY_TEST(text_keeps_utf8_and_escapes_the_rest)
 	} rows[] = {
 	    {"/v1/jobs/42", 64, "/v1/jobs/42"},
 	    {"", 8, ""},
-	    {"caf\xc3\xa9", 64, "caf\xc3\xa9"},		       /* é */
+	    {"caf\xc3\xa9", 64, "caf\xc3\xa9"},					  /* é */
 	    {"\xe2\x82\xac\xf0\x9f\x9a\x80", 64, "\xe2\x82\xac\xf0\x9f\x9a\x80"}, /* € 🚀 */
-	    {"a\tb\nc\x7f", 64, "a\\x09b\\x0ac\\x7f"},	       /* control characters */
-	    {"\xff\xfe", 64, "\\xff\\xfe"},			       /* not UTF-8 */
-	    {"\xc3(", 64, "\\xc3("},				       /* a cut sequence */
-	    {"\xc0\xaf", 64, "\\xc0\\xaf"},			       /* overlong '/' */
-	    {"\xed\xa0\x80", 64, "\\xed\\xa0\\x80"},		       /* a surrogate */
-	    {"\xf4\x90\x80\x80", 64, "\\xf4\\x90\\x80\\x80"},       /* above U+10FFFF */
-	    {"abcdef", 4, "abc"},				       /* cut to fit */
-	    {"ab\xc3\xa9", 4, "ab"},				       /* never mid-character */
-	    {"ab\x01", 6, "ab"},				       /* never mid-escape */
+	    {"a\tb\nc\x7f", 64, "a\\x09b\\x0ac\\x7f"},	      /* control characters */
+	    {"\xff\xfe", 64, "\\xff\\xfe"},		      /* not UTF-8 */
+	    {"\xc3(", 64, "\\xc3("},			      /* a cut sequence */
+	    {"\xc0\xaf", 64, "\\xc0\\xaf"},		      /* overlong '/' */
+	    {"\xed\xa0\x80", 64, "\\xed\\xa0\\x80"},	      /* a surrogate */
+	    {"\xf4\x90\x80\x80", 64, "\\xf4\\x90\\x80\\x80"}, /* above U+10FFFF */
+	    {"abcdef", 4, "abc"},			      /* cut to fit */
+	    {"ab\xc3\xa9", 4, "ab"},			      /* never mid-character */
+	    {"ab\x01", 6, "ab"},			      /* never mid-escape */
 	    {"ab\x01", 7, "ab\\x01"},
 	};
 	char out[64];
@@ -67,7 +67,7 @@ TY_TEST(created_id_is_the_leading_id)
 	    {" {\n\"id\":\t123}", 123},
 	    {"{\"id\":999999999999999999}", 999999999999999999LL},
 	    {"{\"id\":1234567890123456789}", 0}, /* more than 18 digits */
-	    {"{\"name\":\"x\",\"id\":42}", 0},	  /* not the first member */
+	    {"{\"name\":\"x\",\"id\":42}", 0},	 /* not the first member */
 	    {"{\"id\":\"42\"}", 0},
 	    {"{\"id\":-1}", 0},
 	    {"{\"identity\":5}", 0},
