@@ -68,6 +68,9 @@ struct api_waiter {
 	struct MHD_Connection *conn;
 };
 
+/* "<16 hex of the process>-<hex sequence>" and its NUL. */
+#define API_REQUEST_ID_LEN 40
+
 struct api_req {
 	struct api_server *srv;
 	struct MHD_Connection *conn;
@@ -94,6 +97,8 @@ struct api_req {
 	bool parked;
 	int64_t wait_deadline_ms;
 	double started; /* api__metrics_now() at arrival */
+	char request_id[API_REQUEST_ID_LEN]; /* X-Request-Id of the reply */
+	const char *problem_code; /* the reply's problem code (arena), or NULL */
 };
 
 /* A problem to report: status, stable code, offending field, detail. */
@@ -161,6 +166,7 @@ struct api_options {
 	const char *tls_cert_pem, *tls_key_pem;
 	/* per-token token bucket (ratelimit.c); rps 0 turns it off */
 	int rate_limit_rps, rate_limit_burst;
+	int audit_retention_days; /* 0: keep every audit record */
 };
 
 /* TLS material (tls.c): PEM text read from the --tls-cert and --tls-key files. */
@@ -357,6 +363,36 @@ int api_webhook_signature(char *out, size_t outsz, const char *secret, long long
 int api__deliver_start(struct api_server *s, const char *database_url,
 		       const struct api_webhook_options *o, struct ty_err *err);
 void api__deliver_stop(struct api_server *s);
+
+/* Audit log (audit.c; docs/security.md "Audit log"). */
+/* Whether method is audited: POST, PUT, PATCH or DELETE. */
+bool api_audit_method(const char *method);
+/* A new request id, unique across processes, into out. Thread-safe. */
+void api_request_id(char out[API_REQUEST_ID_LEN]);
+/*
+ * Copy in to out (outsz bytes, NUL included) keeping valid UTF-8 and
+ * writing every other byte and every control character as "\xHH", cut
+ * (never inside a character or an escape) to fit. Returns the length. Pure.
+ */
+size_t api_audit_text(char *out, size_t outsz, const char *in);
+/* The id of a reply body that starts {"id": N (what a 201 created), or 0. Pure. */
+int64_t api_audit_created_id(const char *body, size_t len);
+/*
+ * Write r's audit_requests row when its method is audited (one INSERT on r->pg,
+ * or a pooled connection when it holds none), then return r->pg to the
+ * pool. A failed write is logged, never turned into the reply.
+ */
+void api__audit_request(struct api_req *r);
+int api_h_audit_list(struct api_req *r, struct ty_err *err);
+/*
+ * The retention pruner: a thread with its own connection that deletes
+ * audit_requests rows older than days at start and then hourly, in batches.
+ * days <= 0 starts nothing (*out NULL). Stop is NULL-safe and joins it.
+ */
+struct api_audit_pruner;
+int api__audit_prune_start(struct api_audit_pruner **out, const char *database_url, int days,
+			   struct ty_err *err);
+void api__audit_prune_stop(struct api_audit_pruner *p);
 
 /* Job spec validation (pure): a normalised spec with defaults, or a problem. */
 json_t *api_validate_job(const json_t *body, struct api_problem *p);

@@ -138,7 +138,8 @@ int api_replay(struct api_req *r, const char *sql, int n, const char *const *par
 		PQclear(res);
 		return ty_err_set(err, TY_ECONFLICT, "idempotency key vanished during submit");
 	}
-	if (strcmp(PQgetvalue(res, 0, 0), hash) != 0) {
+	/* constant time: the stored hash is compared like a secret (docs/security.md) */
+	if (!ty_secure_equal(PQgetvalue(res, 0, 0), hash)) {
 		PQclear(res);
 		return api_reply_error(r, 409, "idempotency_conflict", NULL,
 				       "Idempotency-Key '%s' was used with a different body", key);

@@ -54,6 +54,8 @@ static const struct ty_opt options[] = {
 	 "requests a second each API token may make on average; 0 turns rate limits off"},
 	{"rate-limit-burst", TY_OPT_INT, "20", 1, 1000000,
 	 "requests each API token may make at once before --rate-limit-rps applies"},
+	{"audit-retention-days", TY_OPT_INT, "0", 0, 36500,
+	 "delete audit records older than this many days, at start and hourly; 0 keeps them all"},
 	{"log-level", TY_OPT_STR, "info", 0, 0, "debug, info, warn or error"},
 	{"log-json", TY_OPT_BOOL, "false", 0, 0, "log JSON lines instead of text"},
 	{"migrate", TY_OPT_BOOL, "false", 0, 0, "apply database migrations, then exit"},
@@ -140,6 +142,7 @@ static int serve(const struct ty_config *c, struct ty_err *err)
 			},
 		.rate_limit_rps = (int)ty_config_int(c, "rate-limit-rps"),
 		.rate_limit_burst = (int)ty_config_int(c, "rate-limit-burst"),
+		.audit_retention_days = (int)ty_config_int(c, "audit-retention-days"),
 	};
 	struct api_tls tls = {0};
 	struct api_server *s = NULL;

@@ -76,10 +76,13 @@ int api_h_nodes_get(struct api_req *r, struct ty_err *err)
  * Drain, undrain and preempt (admin): one UPDATE, its audit row and a
  * notification that wakes the scheduler ("node:ID" on trainyard_job_events),
  * in one transaction. All are idempotent. A lost node keeps its state;
- * draining it still records the drain, so it comes back drained. `set` may
- * use $3 = arg when arg is not NULL.
+ * draining it still records the drain, so it comes back drained. sql is
+ * NODE_ADMIN_SQL(set), whose SET clause may use $3 = arg when arg is not NULL.
  */
-static int node_admin(struct api_req *r, const char *action, const char *set, const char *arg,
+#define NODE_ADMIN_SQL(set)                                                                        \
+	"WITH u AS (UPDATE nodes n SET " set " WHERE n.id = $2"                                    \
+	" RETURNING n.*) SELECT " NODE_JSON_SQL "::text FROM u n"
+static int node_admin(struct api_req *r, const char *action, const char *sql, const char *arg,
 		      struct ty_err *err)
 {
 	const char *p[3] = {NULL, r->params[0], arg};
@@ -91,12 +94,8 @@ static int node_admin(struct api_req *r, const char *action, const char *set, co
 	snprintf(tid, sizeof(tid), "%lld", (long long)r->auth.token_id);
 	if ((rc = ty_pg_begin(r->pg, err)))
 		return rc;
-	rc = ty_pg_exec(&res, r->pg,
-			ty_arena_printf(r->arena,
-					"WITH u AS (UPDATE nodes n SET %s WHERE n.id = $2"
-					" RETURNING n.*) SELECT " NODE_JSON_SQL "::text FROM u n",
-					set),
-			arg ? 3 : 2, p, err);
+	/* sql is one of three literals: SQL is never built at run time */
+	rc = ty_pg_exec(&res, r->pg, sql, arg ? 3 : 2, p, err);
 	if (!rc && PQntuples(res) == 0) {
 		PQclear(res);
 		ty_pg_rollback(r->pg);
@@ -124,19 +123,19 @@ int api_h_nodes_drain(struct api_req *r, struct ty_err *err)
 {
 	/* a preempting node stays so; its drain reason makes it come back drained */
 	return node_admin(r, "node.drain",
-			  "state = CASE WHEN n.state IN ('lost', 'preempting') THEN n.state"
+			  NODE_ADMIN_SQL("state = CASE WHEN n.state IN ('lost', 'preempting') THEN n.state"
 			  " WHEN EXISTS (SELECT 1 FROM allocations a WHERE a.node_id = n.id"
 			  "  AND a.released_at IS NULL) THEN 'draining' ELSE 'drained' END,"
-			  " drain_reason = coalesce(n.drain_reason, 'drained by an admin')",
+			  " drain_reason = coalesce(n.drain_reason, 'drained by an admin')"),
 			  NULL, err);
 }
 
 int api_h_nodes_undrain(struct api_req *r, struct ty_err *err)
 {
 	return node_admin(r, "node.undrain",
-			  "state = CASE WHEN n.state = 'lost' THEN 'lost' ELSE 'ready' END,"
+			  NODE_ADMIN_SQL("state = CASE WHEN n.state = 'lost' THEN 'lost' ELSE 'ready' END,"
 			  " drain_reason = NULL, failures_since = now(),"
-			  " preempt_deadline = NULL, preempt_notice = NULL, preempt_seq = NULL",
+			  " preempt_deadline = NULL, preempt_notice = NULL, preempt_seq = NULL"),
 			  NULL, err);
 }
 
@@ -167,12 +166,12 @@ int api_h_nodes_preempt(struct api_req *r, struct ty_err *err)
 				       API_PREEMPT_DEADLINE_MAX);
 	return node_admin(
 	    r, "node.preempt",
-	    "state = CASE WHEN n.state = 'lost' THEN 'lost' ELSE 'preempting' END,"
+	    NODE_ADMIN_SQL("state = CASE WHEN n.state = 'lost' THEN 'lost' ELSE 'preempting' END,"
 	    " preempt_deadline = now() + make_interval(secs => $3::int),"
 	    " preempt_notice = '{\"provider\": \"local\", \"action\": \"preempt\","
 	    " \"detail\": \"POST /v1/nodes/{id}/preempt\"}',"
 	    /* an executor's own notice keeps its seq: its heartbeats still end it */
-	    " preempt_seq = CASE WHEN n.state = 'preempting' THEN n.preempt_seq END",
+	    " preempt_seq = CASE WHEN n.state = 'preempting' THEN n.preempt_seq END"),
 	    ty_arena_printf(r->arena, "%lld",
 			    d ? (long long)json_integer_value(d) : (long long)API_PREEMPT_DEADLINE),
 	    err);

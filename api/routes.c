@@ -46,5 +46,6 @@ const struct api_route api_routes[] = {
 	{"POST", "/v1/nodes/{}/undrain", api_h_nodes_undrain, API_ROLE_ADMIN, API_AUTH},
 	{"GET", "/v1/usage", api_h_usage, API_ROLE_VIEWER, API_AUTH},
 	{"POST", "/v1/nodes/{}/preempt", api_h_nodes_preempt, API_ROLE_ADMIN, API_AUTH | API_BODY},
+	{"GET", "/v1/audit", api_h_audit_list, API_ROLE_ADMIN, API_AUTH},
 };
 const int api_routes_count = sizeof(api_routes) / sizeof(api_routes[0]);

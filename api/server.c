@@ -30,6 +30,7 @@ struct api_server {
 	struct api_deliver *deliver;
 	/* per-token rate limits, NULL when off: see ratelimit.c */
 	struct api_ratelimit *ratelimit;
+	struct api_audit_pruner *pruner; /* audit.c */
 };
 
 /* ---- replies ---------------------------------------------------------- */
@@ -42,6 +43,7 @@ static void reply_set(struct api_req *r, unsigned status, char *body, size_t len
 	r->resp_len = len;
 	r->status = status;
 	r->content_type = ctype;
+	r->problem_code = NULL;
 }
 
 int api_reply_text(struct api_req *r, unsigned status, const char *json_text)
@@ -131,6 +133,7 @@ int api_reply_problem(struct api_req *r, const struct api_problem *p)
 	if (!s)
 		return TY_ENOMEM;
 	reply_set(r, p->status, s, strlen(s), "application/problem+json");
+	r->problem_code = ty_arena_strdup(r->arena, p->code);
 	if (p->status == 503)
 		api_reply_header(r, "Retry-After", "1");
 	if (p->status == 401)
@@ -518,7 +521,7 @@ static void dispatch(struct api_req *r)
 	if (rc && !r->parked)
 		api_reply_from_err(r, rc, &err);
 out:
-	if (r->pg) {
+	if (r->pg && !api_audit_method(r->method)) { /* else the audit row uses it first */
 		api__pool_put(r->srv, r->pg);
 		r->pg = NULL;
 	}
@@ -532,6 +535,7 @@ static enum MHD_Result queue_reply(struct api_req *r)
 	if (!r->status)
 		api_reply_error(r, 500, "internal", NULL, "handler for %s %s gave no reply",
 				r->method, r->path);
+	api__audit_request(r);
 	resp = MHD_create_response_from_buffer(r->resp_len, r->resp ? r->resp : (void *)"",
 					       r->resp ? MHD_RESPMEM_MUST_FREE
 						       : MHD_RESPMEM_PERSISTENT);
@@ -547,6 +551,7 @@ static enum MHD_Result queue_reply(struct api_req *r)
 		MHD_add_response_header(resp, "Vary", "Origin");
 	}
 	MHD_add_response_header(resp, "Cache-Control", "no-store");
+	MHD_add_response_header(resp, "X-Request-Id", r->request_id);
 	ret = MHD_queue_response(r->conn, r->status, resp);
 	MHD_destroy_response(resp);
 	api__metrics_request(r);
@@ -612,6 +617,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 		r->conn = conn;
 		r->method = ty_arena_strdup(a, method);
 		r->path = ty_arena_strdup(a, url);
+		api_request_id(r->request_id);
 		*con_cls = r;
 		if (!framing_ok(conn)) {
 			r->body_too_large = true; /* ignore what body there is */
@@ -754,7 +760,8 @@ int api_server_start(struct api_server **out, const struct api_options *o, struc
 	}
 	if ((rc = api__watch_start(s, o->database_url, err)))
 		goto fail;
-	if ((rc = api__deliver_start(s, o->database_url, &o->webhook, err)))
+	if ((rc = api__deliver_start(s, o->database_url, &o->webhook, err)) ||
+	    (rc = api__audit_prune_start(&s->pruner, o->database_url, o->audit_retention_days, err)))
 		goto fail;
 	if (o->rate_limit_rps > 0 &&
 	    !(s->ratelimit = api_ratelimit_new(o->rate_limit_rps, o->rate_limit_burst))) {
@@ -804,6 +811,7 @@ void api_server_stop(struct api_server *s)
 		MHD_quiesce_daemon(s->mhd);
 	api__watch_stop(s); /* resumes parked requests so MHD can finish them */
 	api__deliver_stop(s);
+	api__audit_prune_stop(s->pruner);
 	if (s->mhd)
 		MHD_stop_daemon(s->mhd);
 	api_ratelimit_free(s->ratelimit);

@@ -217,5 +217,6 @@ int cli_cmd_quota(struct cli *cli, int argc, char **argv, struct ty_err *err);
 int cli_cmd_usage(struct cli *cli, int argc, char **argv, struct ty_err *err);
 int cli_cmd_sweep(struct cli *cli, int argc, char **argv, struct ty_err *err);
 int cli_cmd_webhooks(struct cli *cli, int argc, char **argv, struct ty_err *err);
+int cli_cmd_audit(struct cli *cli, int argc, char **argv, struct ty_err *err);
 
 #endif

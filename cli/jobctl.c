@@ -30,6 +30,7 @@ static const char main_help[] =
 	"  quota     show teams' quotas, GPUs in use, borrowed and lent, fair share\n"
 	"  usage     GPU-hours, cost and lost work per team, job, pool or day\n"
 	"  tokens    create, list and revoke API tokens (admin)\n"
+	"  audit     list the audit log of mutating requests (admin)\n"
 	"  version   print jobctl's version\n"
 	"  help      show the help of a command (or 'jobctl COMMAND --help')\n"
 	"\n"
@@ -83,6 +84,7 @@ static const struct cmd {
 	{"sweep", cli_cmd_sweep},
 	{"webhooks", cli_cmd_webhooks},
 	{"tokens", cli_cmd_tokens},
+	{"audit", cli_cmd_audit},
 	{"version", cmd_version},
 	{"help", cmd_help},
 };

@@ -363,6 +363,51 @@ static const char *existing(const char *var, const char *name)
 	return path;
 }
 
+/* Scan one file for the secrets; false when it cannot be read. */
+static bool scan_log(const char *file, const struct e2e_secret *secrets, size_t n)
+{
+	FILE *f = fopen(file, "r");
+	char *line = NULL;
+	size_t cap = 0;
+	long no = 0;
+
+	if (!f)
+		return false;
+	while (getline(&line, &cap, f) >= 0) {
+		no++;
+		for (size_t i = 0; i < n; i++)
+			if (secrets[i].value && *secrets[i].value && strstr(line, secrets[i].value))
+				FAIL("%s:%ld holds the %s", file, no, secrets[i].what);
+	}
+	free(line);
+	fclose(f);
+	return true;
+}
+
+int e2e_assert_no_secret_in_logs(struct e2e *e, const struct e2e_secret *secrets, size_t n)
+{
+	const char *tmp = getenv("TY_TEST_TMPDIR");
+	struct ty_daemon *daemons[] = {e->broker, e->sched[0], e->sched[1], e->exec[0], e->exec[1]};
+	int files = 0;
+
+	for (size_t i = 0; i < sizeof(daemons) / sizeof(daemons[0]); i++) {
+		if (!daemons[i])
+			continue;
+		if (!scan_log(ty_test_daemon_log(daemons[i]), secrets, n))
+			FAIL("cannot read %s", ty_test_daemon_log(daemons[i]));
+		else
+			files++;
+	}
+	if (!scan_log(ty_test_api_log(ty_stack_get()->api), secrets, n))
+		FAIL("cannot read %s", ty_test_api_log(ty_stack_get()->api));
+	else
+		files++;
+	/* the shared PostgreSQL's log: tests/run keeps it there */
+	if (tmp && scan_log(ty_test_strf("%s/log/postgres.log", tmp), secrets, n))
+		files++;
+	return files;
+}
+
 const char *e2e_source_path(const char *rel)
 {
 	return existing("TY_SOURCE_DIR", rel);

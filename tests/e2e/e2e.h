@@ -73,6 +73,20 @@ const char *e2e_read(struct e2e *e, const char *name);
 /* Whether any of the pids listed one per line in e->out files starting with prefix is alive. */
 bool e2e_any_alive(struct e2e *e, const char *prefix);
 
+/* A secret a test used, and what it is (named in failures instead of its value). */
+struct e2e_secret {
+	const char *what;
+	const char *value;
+};
+/*
+ * Fails the case for every line of a log that holds one of the n secrets,
+ * naming the file, the line number and the secret's `what` (never the
+ * value): the logs of every daemon started (broker, schedulers, executors),
+ * the API's, and the test PostgreSQL's ($TY_TEST_TMPDIR/log/postgres.log,
+ * when readable). Returns how many files it read.
+ */
+int e2e_assert_no_secret_in_logs(struct e2e *e, const struct e2e_secret *secrets, size_t n);
+
 /*
  * Paths of things the tests run that are not daemons, checked to exist
  * (else the case fails and ends): the repository's rel (e.g.

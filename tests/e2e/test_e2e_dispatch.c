@@ -119,21 +119,10 @@ TY_TEST(ranks_report_trial_metrics_with_their_attempts_token)
 		const char *launch = ty_stack_sql(
 		    "SELECT launch->>'metrics_token' FROM attempts WHERE job_id = $1::bigint",
 		    ty_test_strf("%lld", id), (const char *)NULL);
+		const struct e2e_secret secret = {"trial metrics token", launch};
 
 		REQUIRE(launch && strncmp(launch, "tym_", 4) == 0);
-		const char *logs[] = {ty_test_daemon_log(e->exec[0]), ty_test_daemon_log(e->exec[1]),
-				      ty_test_daemon_log(e->sched[0]),
-				      ty_test_api_log(ty_stack_get()->api)};
-
-		for (int i = 0; i < 4; i++) {
-			FILE *f = fopen(logs[i], "r");
-			char line[8192];
-
-			REQUIRE(f != NULL);
-			while (fgets(line, sizeof(line), f))
-				CHECK(strstr(line, launch) == NULL);
-			fclose(f);
-		}
+		CHECK(e2e_assert_no_secret_in_logs(e, &secret, 1) >= 4);
 	}
 	ty_resp_free(&r);
 	json_decref(job);
@@ -300,4 +289,80 @@ TY_TEST(a_lost_node_fails_its_attempt_as_node_lost)
 	for (int t = 0; t < 100 && e2e_any_alive(e, "pid-"); t++)
 		usleep(100 * 1000);
 	CHECK(!e2e_any_alive(e, "pid-"));
+}
+
+/*
+ * Secrets never reach a log (docs/security.md "Secrets"): a whole flow with
+ * the admin token, a team token and one the admin creates, a refused bogus
+ * token, a webhook secret whose deliveries are attempted, a job whose env
+ * holds a secret and whose ranks report metrics with their trial token;
+ * then every daemon's log and PostgreSQL's is scanned for each of them.
+ */
+TY_TEST(no_secret_reaches_a_log)
+{
+	struct e2e *e = e2e_get();
+	const struct ty_stack *s = ty_stack_get();
+	const char *client = e2e_source_path("worker/examples/trainyard_metrics.py");
+	const char *hook_secret = ty_test_strf("whsec-e2e-%d-%ld", getpid(), random());
+	const char *env_secret = ty_test_strf("envsecret-%d-%ld", getpid(), random());
+	const char *bogus = "ty_BOGUSBOGUSBOGUSBOGUSBOGUSBOGUSBOGUSBOGUSBOG";
+	struct ty_resp r = {0};
+	const char *created, *trial, *hook;
+	long long id;
+	json_t *job;
+
+	ty_http(&r, "POST", "/v1/webhooks", e->token,
+		ty_test_strf("{\"team\":\"%s\",\"url\":\"http://127.0.0.1:9/hook\",\"events\":[\"*\"],"
+			     "\"secret\":\"%s\"}",
+			     e->team, hook_secret),
+		NULL);
+	REQUIRE_STATUS(&r, 201);
+	hook = ty_test_strf("%lld", ty_jint(r.json, "id"));
+	ty_http(&r, "POST", "/v1/tokens", s->admin,
+		ty_test_strf("{\"name\":\"%s\",\"role\":\"member\",\"team\":\"%s\"}",
+			     ty_uniq("e2e-secret"), e->team),
+		NULL);
+	REQUIRE_STATUS(&r, 201);
+	created = ty_test_strf("%s", ty_jstr(r.json, "token"));
+	ty_http(&r, "GET", "/v1/jobs", bogus, NULL, NULL);
+	CHECK_STATUS(&r, 401);
+
+	ty_http(&r, "POST", "/v1/jobs", created,
+		ty_test_strf("{\"team\":\"%s\",\"command\":[\"/bin/sh\",\"-c\",\"/usr/bin/python3 %s "
+			     "--step $RANK loss=1.5 && test -n \\\"$E2E_SECRET\\\"\"],"
+			     "\"env\":{\"E2E_SECRET\":\"%s\"},"
+			     "\"resources\":{\"nodes\":1,\"gpus_per_node\":2}}",
+			     e->team, client, env_secret),
+		NULL);
+	REQUIRE_STATUS(&r, 201);
+	id = ty_jint(r.json, "id");
+	job = e2e_wait_state(e, id, "succeeded,failed,cancelled", 60000);
+	CHECK_STR_EQ(ty_jstr(job, "state"), "succeeded");
+	json_decref(job);
+	trial = ty_stack_sql("SELECT launch->>'metrics_token' FROM attempts WHERE job_id = $1::bigint",
+			     ty_test_strf("%lld", id), (const char *)NULL);
+	REQUIRE(trial && !strncmp(trial, "tym_", 4));
+	/* the ranks used it: their metrics are there */
+	ty_http(&r, "GET", ty_test_strf("/v1/jobs/%lld/metrics", id), e->token, NULL, NULL);
+	CHECK_STATUS(&r, 200);
+	CHECK_INT_EQ(json_array_size(json_object_get(r.json, "items")), 2);
+	/* the deliverer signed with the secret (and failed: nothing listens on port 9) */
+	for (int t = 0; t < 100; t++) {
+		ty_http(&r, "GET", ty_test_strf("/v1/webhooks/%s/deliveries", hook), e->token, NULL,
+			NULL);
+		if (ty_jint(r.json, "items[0].attempt_count") >= 1)
+			break;
+		usleep(100 * 1000);
+	}
+	CHECK(ty_jint(r.json, "items[0].attempt_count") >= 1);
+
+	const struct e2e_secret secrets[] = {
+	    {"admin token", s->admin},		 {"team token", e->token},
+	    {"created token", created},		 {"refused bogus token", bogus},
+	    {"trial metrics token", trial},	 {"webhook secret", hook_secret},
+	    {"secret in the job's env", env_secret},
+	};
+	/* broker, scheduler, two executors, the API (and PostgreSQL's when readable) */
+	CHECK(e2e_assert_no_secret_in_logs(e, secrets, sizeof(secrets) / sizeof(secrets[0])) >= 5);
+	ty_resp_free(&r);
 }

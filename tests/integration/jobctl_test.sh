@@ -153,14 +153,14 @@ export JOBCTL_SERVER=$URL JOBCTL_TOKEN=$ADMIN
 expect 0 jc --help
 out_has 'exit status'
 out_has '7  server or connection error'
-for c in submit status list queue watch cancel stop attempts logs nodes teams quota usage tokens sweep webhooks version; do
+for c in submit status list queue watch cancel stop attempts logs nodes teams quota usage tokens sweep webhooks audit version; do
 	expect 0 jc "$c" --help
 	out_has "usage: jobctl $c"
 done
 expect 0 jc help watch
 out_has 'usage: jobctl watch'
 expect 0 jc --help
-for c in attempts logs nodes queue quota usage sweep webhooks; do out_has "^  $c "; done
+for c in attempts logs nodes queue quota usage sweep webhooks audit; do out_has "^  $c "; done
 ok "help for jobctl and every command"
 
 expect 0 jc version
@@ -667,6 +667,29 @@ expect 0 jc -o json webhooks deliveries "$WH"
 check 'd["items"][0]["state"] == "cancelled"'
 expect 4 jc webhooks ping 999999
 ok "webhooks: create from a secret file, list, ping, deliveries, delete, errors, roles"
+
+# ---- audit -------------------------------------------------------------------------
+# The webhook section above left a-member's requests: the 201 create, the 202
+# ping, the 200 delete, and the refused 403 delete of a-viewer.
+
+expect 0 jc -o json audit --principal a-member --path-prefix /v1/webhooks --method POST --status 201
+check 'len(d["items"]) == 1 and d["items"][0]["route"] == "/v1/webhooks" and d["items"][0]["team"] == "team-a" and d["items"][0]["created_id"] == '"$WH"
+expect 0 jc audit --principal a-viewer --status 403
+out_has '^ID  *TIME  *WHO  *TEAM  *REQUEST  *STATUS  *PEER'
+out_has "a-viewer ([0-9]*)  *team-a  *DELETE /v1/webhooks/$WH  *403 forbidden  *127.0.0.1\$"
+out_lacks 'jobctl-test-secret'
+expect 0 jc -o json audit --team team-a --path-prefix /v1/webhooks --limit 1 --all
+check 'len(d["items"]) >= 4 and d["next_cursor"] is None and all(i["team"] == "team-a" for i in d["items"])'
+expect 0 jc audit --team team-a --path-prefix /v1/webhooks --limit 1
+err_has 'more records'
+JOBCTL_TOKEN=$MEMBER_A expect 5 jc audit
+expect 2 jc audit --method GET
+expect 2 jc audit --status 99
+expect 2 jc audit --token-id x
+expect 2 jc audit stray
+expect 6 jc audit --since yesterday
+err_has 'since'
+ok "audit: filters, table, all pages, admins only, usage errors"
 
 # ---- nodes, attempts and logs ----------------------------------------------------
 # No executors here: the rows the scheduler and executors would write are

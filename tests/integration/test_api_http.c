@@ -44,6 +44,7 @@ static const struct {
     {"GET", "/v1/nodes/{id}"},
     {"POST", "/v1/nodes/{id}/drain"},
     {"POST", "/v1/nodes/{id}/undrain"},
+    {"GET", "/v1/audit"},
 };
 #define NROUTES (sizeof(routes) / sizeof(routes[0]))
 
