@@ -286,6 +286,25 @@ const char *e2e_read(struct e2e *e, const char *name)
 	return ty_test_strf("%s", buf);
 }
 
+const char *e2e_read_all(struct e2e *e, const char *name)
+{
+	FILE *f = fopen(ty_test_strf("%s/%s", e->out, name), "r");
+	char *text;
+	long n;
+
+	if (!f)
+		return NULL;
+	if (fseek(f, 0, SEEK_END) != 0 || (n = ftell(f)) < 0 || fseek(f, 0, SEEK_SET) != 0) {
+		fclose(f);
+		return NULL;
+	}
+	text = ty_test_alloc((size_t)n + 1);
+	n = (long)fread(text, 1, (size_t)n, f);
+	fclose(f);
+	text[n] = '\0';
+	return text;
+}
+
 /* Alive and not a zombie: a dead rank waits a moment for PID 1 to reap it. */
 static bool running(long pid)
 {
@@ -305,6 +324,11 @@ static bool running(long pid)
 	/* "pid (comm) S ...": the state follows the last ')' */
 	close_paren = strrchr(buf, ')');
 	return !(close_paren && close_paren[1] == ' ' && close_paren[2] == 'Z');
+}
+
+bool e2e_pid_running(long pid)
+{
+	return running(pid);
 }
 
 bool e2e_any_alive(struct e2e *e, const char *prefix)

@@ -61,6 +61,10 @@ json_t *e2e_attempts(struct e2e *e, long long job);
 int e2e_count_files(struct e2e *e, const char *prefix);
 /* Contents of e->out/name (scratch string) or NULL. */
 const char *e2e_read(struct e2e *e, const char *name);
+/* Contents of e->out/name however long (scratch string) or NULL. */
+const char *e2e_read_all(struct e2e *e, const char *name);
+/* Whether process pid exists and is not a zombie. */
+bool e2e_pid_running(long pid);
 /* Whether any of the pids listed one per line in e->out files starting with prefix is alive. */
 bool e2e_any_alive(struct e2e *e, const char *prefix);
 
