@@ -24,3 +24,6 @@ foreach(t faults_postgres faults_network)
     set_tests_properties(${t} PROPERTIES RUN_SERIAL TRUE)
   endif()
 endforeach()
+# trainyard-broker's fault-injection line protocol
+ty_add_test(faults_broker_control faults/test_broker_control.c unit)
+target_link_libraries(test_faults_broker_control PRIVATE ty_broker_control)

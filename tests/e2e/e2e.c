@@ -18,6 +18,7 @@ static const char *const nodes[2] = {"node-a", "node-b"};
 static char **prefixes[2];
 static char **extra_args[2];
 static char **sched_args;
+static char **broker_args;
 static void (*broker_up)(struct e2e *e);
 
 static const char *need(const char *var)
@@ -71,6 +72,7 @@ void e2e_set_layout(const struct e2e_layout *layout)
 		extra_args[i] = copy_argv(layout->args[i]);
 	}
 	sched_args = copy_argv(layout->sched_args);
+	broker_args = copy_argv(layout->broker_args);
 	broker_up = layout->broker_up;
 }
 
@@ -167,7 +169,12 @@ struct e2e *e2e_get(void)
 
 	if (!up) {
 		const char *bsfile = ty_test_strf("%s/kafka.bootstrap", ty_test_workdir());
-		const char *argv[] = {need("TY_BROKER_BIN"), "--bootstrap-file", bsfile, NULL};
+		const char *argv[32] = {need("TY_BROKER_BIN"), "--bootstrap-file", bsfile};
+		size_t n = 3;
+
+		for (char **p = broker_args; p && *p && n < 31; p++)
+			argv[n++] = *p;
+		argv[n] = NULL;
 
 		ty_stack_get(); /* database, API and admin token */
 		/* a broker of our own: consumer groups and node partitions of other
