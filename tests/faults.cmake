@@ -18,12 +18,10 @@ foreach(src ${TY_FAULTS_TESTS})
   add_test(NAME ${name} COMMAND test_${name})
   set_tests_properties(${name} PROPERTIES LABELS e2e TIMEOUT 600 ENVIRONMENT "${TY_E2E_ENV}")
 endforeach()
-# they restart the shared PostgreSQL or take network interfaces down: nothing else meanwhile
-foreach(t faults_postgres faults_network)
-  if(TEST ${t})
-    set_tests_properties(${t} PROPERTIES RUN_SERIAL TRUE)
-  endif()
-endforeach()
+# it stops the shared PostgreSQL: nothing else may run meanwhile
+if(TEST faults_postgres)
+  set_tests_properties(faults_postgres PROPERTIES RUN_SERIAL TRUE)
+endif()
 # trainyard-broker's fault-injection line protocol
 ty_add_test(faults_broker_control faults/test_broker_control.c unit)
 target_link_libraries(test_faults_broker_control PRIVATE ty_broker_control)
