@@ -9,7 +9,10 @@
 #include "invariants.h"
 #include "ty_test.h"
 
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 
 #define ONE_NODE "\"resources\":{\"nodes\":1,\"gpus_per_node\":1},\"retry\":{\"system\":2}"
 #define TWO_NODES "\"resources\":{\"nodes\":2,\"gpus_per_node\":1},\"retry\":{\"system\":2}"
@@ -56,4 +59,31 @@ TY_TEST(sigkill_and_restart_fails_the_attempts_there_and_leaves_no_orphans)
 	}
 	ty_test_context(NULL);
 	CHECK(on_b >= 2); /* the gang and at least one single-node job */
+}
+
+/* A fence that a heartbeat or two late would trip is refused at start. */
+TY_TEST(a_fence_within_two_heartbeats_is_refused)
+{
+	static const char *const fences[] = {"600", "1", "300"};
+	const char *bin = getenv("TY_EXECUTOR_BIN");
+
+	REQUIRE(bin != NULL);
+	for (size_t i = 0; i < sizeof(fences) / sizeof(fences[0]); i++) {
+		const char *err = ty_test_strf("%s/fence-%zu.err", ty_test_workdir(), i);
+		int status = system(ty_test_strf(
+			"'%s' --node-id n1 --kafka-bootstrap 127.0.0.1:9 --fake-gpus 1 --state-dir "
+			"'%s' --heartbeat-ms 300 --fence-after-ms %s 2>'%s' >/dev/null",
+			bin, ty_test_workdir(), fences[i], err));
+		FILE *f = fopen(err, "r");
+		char line[512] = "";
+
+		ty_test_context("--fence-after-ms %s --heartbeat-ms 300", fences[i]);
+		CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 2);
+		REQUIRE(f != NULL);
+		while (fgets(line, sizeof(line), f) && !strstr(line, "fence"))
+			;
+		fclose(f);
+		CHECK_STR_EQ(line, "trainyard-executor: --fence-after-ms must be more than twice "
+				   "--heartbeat-ms (or 0)\n");
+	}
 }
