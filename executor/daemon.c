@@ -427,10 +427,11 @@ static void fence_check(struct exec *x, int64_t now)
 					   (long long)(now - x->hb_delivered));
 			stopped++;
 		}
-	if (stopped || !x->fenced)
-		ty_warn("no heartbeat reached the broker for %lld ms (--fence-after-ms %lld): "
-			"stopped %d attempt(s)",
-			(long long)(now - x->hb_delivered), (long long)x->o->fence_ms, stopped);
+	if (!stopped)
+		return; /* nothing runs: nothing to fence (a late first heartbeat, orphans) */
+	ty_warn("no heartbeat reached the broker for %lld ms (--fence-after-ms %lld): "
+		"stopped %d attempt(s)",
+		(long long)(now - x->hb_delivered), (long long)x->o->fence_ms, stopped);
 	x->fenced = true;
 }
 
