@@ -1,7 +1,7 @@
 /*
  * A network partition of one executor's namespace (netns_partition: veth
  * down, its broker connections stalled), shorter and longer than the
- * scheduler's node timeout (5 s in the e2e stack; heartbeats every 300 ms).
+ * scheduler's node timeout (8 s here; heartbeats every 300 ms).
  * Shorter: nothing happens, the same attempt succeeds. Longer: the node is
  * declared lost, the attempt fails as node_lost and is retried on the other
  * node; the partitioned node must have stopped its ranks by then by itself
@@ -22,12 +22,19 @@ static void broker_up(struct e2e *e)
 	netns_relay_loopback(e->bootstrap);
 }
 
-/* Executor i in namespace i, fencing itself 2.5 s after its last delivered heartbeat. */
+/*
+ * Executor i in namespace i, fencing itself 4 s after its last delivered
+ * heartbeat; with its 2 s kill grace the old ranks are gone 6 s after it,
+ * before the scheduler's node timeout of 8 s (docs/dispatch.md,
+ * "Partitions": fence + grace < node timeout). The margins are wide so that
+ * a loaded machine's late heartbeats do not fence the short partition.
+ */
 static struct e2e *stack(void)
 {
 	if (!net) {
-		static const char *const fence[] = {"--fence-after-ms", "2500", NULL};
-		struct e2e_layout l = {.broker_up = broker_up};
+		static const char *const fence[] = {"--fence-after-ms", "4000", NULL};
+		static const char *const timeout[] = {"--node-timeout-ms", "8000", NULL};
+		struct e2e_layout l = {.broker_up = broker_up, .sched_args = timeout};
 
 		net = netns_up(2);
 		for (int i = 0; i < 2; i++) {
@@ -81,7 +88,7 @@ TY_TEST(a_partition_shorter_than_the_node_timeout_changes_nothing)
 
 	json_decref(e2e_wait_state(e, id, "running", 60000));
 	netns_partition(1, true);
-	usleep(1000 * 1000); /* well below the fence (2.5 s) and the node timeout (5 s) */
+	usleep(1000 * 1000); /* well below the fence (4 s) and the node timeout (8 s) */
 	netns_partition(1, false);
 	job = e2e_wait_state(e, id, "succeeded,failed,cancelled", 60000);
 	CHECK_INT_EQ(ty_jint(job, "attempt"), 1);
@@ -93,7 +100,7 @@ TY_TEST(a_partition_longer_than_the_node_timeout_moves_the_job_and_fences_the_ol
 {
 	struct e2e *e = stack();
 	/* a whole node's GPUs, so the retry takes the other node */
-	long long id = e2e_submit(e, FAULTS_RANK_CMD("100"),
+	long long id = e2e_submit(e, FAULTS_RANK_CMD("150"),
 				  "\"resources\":{\"nodes\":1,\"gpus_per_node\":2},"
 				  "\"retry\":{\"system\":2}");
 	const char *const states[] = {"succeeded"};
@@ -103,7 +110,7 @@ TY_TEST(a_partition_longer_than_the_node_timeout_moves_the_job_and_fences_the_ol
 	json_decref(e2e_wait_state(e, id, "running", 60000));
 	REQUIRE((cut = node_of(e, id, 1)) >= 0);
 	netns_partition(cut, true);
-	/* lost after 5 s of silence; the retry runs on the other node */
+	/* lost after 8 s of silence; the retry runs on the other node */
 	wait_attempt_running(e, id, 2, 30000);
 	usleep(2000 * 1000); /* attempt 2 runs while the old node is still cut off */
 	netns_partition(cut, false);
