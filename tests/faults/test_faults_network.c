@@ -123,4 +123,7 @@ TY_TEST(a_partition_longer_than_the_node_timeout_moves_the_job_and_fences_the_ol
 	CHECK_STR_EQ(ty_jstr(json_array_get(att, 1), "state"), "succeeded");
 	json_decref(att);
 	CHECK_INT_EQ(node_of(e, id, 2), 1 - cut);
+	/* and it was the fence, not the kill after the link came back, that stopped them */
+	CHECK(ty_test_daemon_wait_log(e->exec[cut], "(--fence-after-ms 4000): stopped 1 attempt(s)",
+				      1000));
 }
