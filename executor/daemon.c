@@ -82,6 +82,8 @@ struct exec {
 	int64_t next_assign;
 	int64_t next_register;
 	int64_t next_heartbeat;
+	int64_t hb_delivered; /* when the broker last acknowledged a heartbeat (mono ms) */
+	bool fenced;	      /* --fence-after-ms stopped the attempts; until one gets through */
 	bool dirty;
 	bool commit_pending;
 	int64_t commit_offset;
@@ -401,7 +403,36 @@ static void send_heartbeat(struct exec *x)
 	/* repeated while it lasts: a lost preempt_notice costs one heartbeat */
 	if (hb && x->preempting)
 		json_object_set_new(hb, "preempt_notice", notice_json(x));
-	exec__emit(x, PROTO_HEARTBEAT, 0, 0, hb);
+	/* its delivery report says the broker can hear us (--fence-after-ms) */
+	emit(x, PROTO_HEARTBEAT, 0, 0, hb, &x->hb_delivered);
+}
+
+/*
+ * --fence-after-ms: no heartbeat reached the broker for that long, so the
+ * scheduler is about to declare this node lost and retry its attempts
+ * elsewhere, and any kill it sends will not get here. Stop them now, so the
+ * gang never runs twice; they are reported once the broker is reachable.
+ */
+static void fence_check(struct exec *x, int64_t now)
+{
+	int stopped = 0;
+
+	if (!x->o->fence_ms || now - x->hb_delivered < x->o->fence_ms)
+		return;
+	for (struct exec_attempt *a = x->attempts; a; a = a->next)
+		if (a->state == EXEC_RUNNING) {
+			exec__attempt_stop(a, x->o->kill_grace_ms, EXEC_CLASS_SYSTEM,
+					   EXEC_EXIT_NONE,
+					   "fenced: no heartbeat reached the broker for %lld ms",
+					   (long long)(now - x->hb_delivered));
+			stopped++;
+		}
+	if (!stopped)
+		return; /* nothing runs: nothing to fence (a late first heartbeat, orphans) */
+	ty_warn("no heartbeat reached the broker for %lld ms (--fence-after-ms %lld): "
+		"stopped %d attempt(s)",
+		(long long)(now - x->hb_delivered), (long long)x->o->fence_ms, stopped);
+	x->fenced = true;
 }
 
 /* ---- attempts ---- */
@@ -666,6 +697,12 @@ static void producer_event(struct exec *x, rd_kafka_event_t *ev)
 	       (m = rd_kafka_event_message_next(ev))) {
 		if (m->_private == &x->register_acked)
 			x->register_acked = true; /* delivered or given up: go on */
+		if (m->_private == &x->hb_delivered && !m->err) {
+			x->hb_delivered = ty_mono_ms();
+			if (x->fenced)
+				ty_info("heartbeats reach the broker again: no longer fenced");
+			x->fenced = false;
+		}
 		if (m->err)
 			/* heartbeats carry finished attempts again */
 			ty_warn("message to '%s' not delivered: %s", rd_kafka_topic_name(m->rkt),
@@ -886,7 +923,8 @@ static void on_cron(uv_timer_t *t)
 			x->assign_warned = true;
 			x->next_assign = ty_mono_ms() + ASSIGN_RETRY_MS;
 		} else {
-			x->next_register = x->next_heartbeat = now = ty_mono_ms();
+			x->next_register = x->next_heartbeat = x->hb_delivered = now =
+				ty_mono_ms();
 		}
 	}
 	if (x->assigned && !x->stopping &&
@@ -899,6 +937,7 @@ static void on_cron(uv_timer_t *t)
 			send_heartbeat(x);
 			x->next_heartbeat = now + x->o->heartbeat_ms;
 		}
+		fence_check(x, now);
 	}
 	reap_strays(x);
 	report_orphans(x);

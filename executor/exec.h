@@ -412,6 +412,12 @@ struct exec_opts {
 	int64_t heartbeat_ms;
 	int64_t register_ms;
 	int64_t kill_grace_ms;
+	/*
+	 * Self-fencing: when no heartbeat was delivered to the broker for this
+	 * long, stop every attempt (SIGTERM, SIGKILL after kill_grace_ms): a
+	 * partitioned node cannot hear the kill that follows its loss. 0: never.
+	 */
+	int64_t fence_ms;
 	int log_port; /* 0: any free port */
 	int64_t log_max_bytes;
 	/* spot notices (spot.c); spot_provider EXEC_SPOT_NONE: no poller */

@@ -44,6 +44,10 @@ static const struct ty_opt options[] = {
     {"register-ms", TY_OPT_INT, "60000", 1000, 86400000, "re-register interval"},
     {"kill-grace-ms", TY_OPT_INT, "5000", 0, 3600000,
      "SIGTERM to SIGKILL grace when ranks are stopped (a launch or kill may set its own)"},
+    {"fence-after-ms", TY_OPT_INT, "0", 0, 86400000,
+     "stop every attempt when no heartbeat reached the broker for this long (0: never); "
+     "with the kill grace, below the scheduler's --node-timeout-ms (docs/dispatch.md, "
+     "\"Partitions\")"},
     {"log-port", TY_OPT_INT, "0", 0, 65535, "TCP port of the log server; 0 picks a free one"},
     {"log-max-bytes", TY_OPT_INT, "67108864", 65536, 1099511627776LL,
      "size at which a rank log is rotated to .1 (one rotation kept)"},
@@ -235,6 +239,11 @@ int main(int argc, char **argv)
 	o.heartbeat_ms = ty_config_int(c, "heartbeat-ms");
 	o.register_ms = ty_config_int(c, "register-ms");
 	o.kill_grace_ms = ty_config_int(c, "kill-grace-ms");
+	o.fence_ms = ty_config_int(c, "fence-after-ms");
+	if (o.fence_ms && o.fence_ms <= 2 * o.heartbeat_ms) {
+		fail("%s", "--fence-after-ms must be more than twice --heartbeat-ms (or 0)");
+		goto out;
+	}
 	o.log_port = (int)ty_config_int(c, "log-port");
 	o.log_max_bytes = ty_config_int(c, "log-max-bytes");
 	if ((o.spot_provider = exec_spot_provider_parse(ty_config_str(c, "spot-provider"))) < 0) {

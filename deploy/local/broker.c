@@ -3,6 +3,7 @@
  * Runs librdkafka's mock cluster, creates Trainyard's topics and publishes
  * the cluster's bootstrap list in a file until it is told to stop.
  */
+#include "broker_control.h"
 #include "ty_config.h"
 #include "ty_err.h"
 #include "ty_kafka.h"
@@ -13,6 +14,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -38,6 +40,10 @@ static const struct ty_opt opts[] = {
 	 "partitions of topic 'trainyard.events'"},
 	{"nodes-partitions", TY_OPT_INT, "8", 1, MAX_PARTITIONS,
 	 "partitions of topic 'trainyard.nodes'"},
+	{"control-fifo", TY_OPT_STR, NULL, 0, 0,
+	 "fault injection for tests: a FIFO created here that takes one command a line "
+	 "(request errors, one broker down/up, leader moves; deploy/local/README.md); "
+	 "off unless set"},
 	{"log-level", TY_OPT_STR, "info", 0, 0, "debug, info, warn or error"},
 	{"log-json", TY_OPT_BOOL, "false", 0, 0, "log JSON lines instead of text"},
 	{"help", TY_OPT_BOOL, "false", 0, 0, "print this help and exit"},
@@ -215,13 +221,183 @@ static void set_brokers(rd_kafka_mock_cluster_t *mc, int brokers, bool up)
 	ty_info("all %d broker(s) %s", brokers, up ? "up" : "down (SIGUSR2 brings them back)");
 }
 
-static int wait_for_signal(rd_kafka_t *rk, const sigset_t *set, int brokers)
+/* ---- --control-fifo: fault injection commands (broker_control.h) ---- */
+
+static struct topic *topic_find(const char *name)
 {
-	const struct timespec tick = {.tv_sec = 1};
+	for (size_t i = 0; i < N_TOPICS; i++)
+		if (!strcmp(topics[i].name, name))
+			return &topics[i];
+	return NULL;
+}
+
+static rd_kafka_resp_err_t control_apply(rd_kafka_mock_cluster_t *mc, const struct bc_cmd *c,
+					 int brokers, struct ty_err *err)
+{
+	rd_kafka_resp_err_t e = RD_KAFKA_RESP_ERR_NO_ERROR;
+	struct topic *t = NULL;
+
+	if ((c->op == BC_LEADER || c->op == BC_LEADERS || c->op == BC_FOLLOWER) &&
+	    !(t = topic_find(c->topic))) {
+		ty_err_set(err, TY_EINVAL, "no topic '%s'", c->topic);
+		return RD_KAFKA_RESP_ERR__UNKNOWN_TOPIC;
+	}
+	if (t && c->partition >= t->partitions) {
+		ty_err_set(err, TY_EINVAL, "topic '%s' has %d partitions, no %d", c->topic,
+			   t->partitions, (int)c->partition);
+		return RD_KAFKA_RESP_ERR__UNKNOWN_PARTITION;
+	}
+	switch (c->op) {
+	case BC_ERRORS: {
+		rd_kafka_resp_err_t *errs = calloc((size_t)c->count, sizeof(*errs));
+
+		if (!errs) {
+			ty_err_set(err, TY_ENOMEM, NULL);
+			return RD_KAFKA_RESP_ERR__FAIL;
+		}
+		for (int i = 0; i < c->count; i++)
+			errs[i] = (rd_kafka_resp_err_t)c->error;
+		rd_kafka_mock_push_request_errors_array(mc, c->api, (size_t)c->count, errs);
+		free(errs);
+		break;
+	}
+	case BC_BROKER_ERRORS:
+		/* one call per error: the variadic list is (error, rtt) pairs */
+		for (int i = 0; i < c->count && !e; i++)
+			e = rd_kafka_mock_broker_push_request_error_rtts(
+				mc, c->broker, c->api, 1, (rd_kafka_resp_err_t)c->error, c->rtt_ms);
+		break;
+	case BC_CLEAR:
+		rd_kafka_mock_clear_request_errors(mc, c->api);
+		break;
+	case BC_BROKER_DOWN:
+		e = rd_kafka_mock_broker_set_down(mc, c->broker);
+		break;
+	case BC_BROKER_UP:
+		e = rd_kafka_mock_broker_set_up(mc, c->broker);
+		break;
+	case BC_RTT:
+		e = rd_kafka_mock_broker_set_rtt(mc, c->broker, c->rtt_ms);
+		break;
+	case BC_LEADER:
+		e = rd_kafka_mock_partition_set_leader(mc, c->topic, c->partition, c->broker);
+		break;
+	case BC_LEADERS:
+		for (int p = 0; p < t->partitions && !e; p++)
+			e = rd_kafka_mock_partition_set_leader(mc, c->topic, p,
+							       (p + c->shift) % brokers + 1);
+		break;
+	case BC_FOLLOWER:
+		e = rd_kafka_mock_partition_set_follower(mc, c->topic, c->partition, c->broker);
+		break;
+	case BC_COORDINATOR:
+		e = rd_kafka_mock_coordinator_set(mc, c->key_type, c->key, c->broker);
+		break;
+	}
+	if (e)
+		ty_err_set(err, TY_EKAFKA, "%s", rd_kafka_err2str(e));
+	return e;
+}
+
+struct control {
+	const char *path; /* NULL: none */
+	int fd;
+	char buf[4096];
+	size_t len;
+};
+
+/* Create the FIFO (replacing a stale one) and hold it open for reading and writing,
+ * so it never reports end-of-file between writers. */
+static int control_open(struct control *ctl, struct ty_err *err)
+{
+	struct stat st;
+
+	ctl->fd = -1;
+	if (!ctl->path)
+		return 0;
+	if (lstat(ctl->path, &st) == 0) {
+		if (!S_ISFIFO(st.st_mode))
+			return ty_err_set(err, TY_EINVAL,
+					  "control FIFO '%s' exists and is not a FIFO", ctl->path);
+		if (unlink(ctl->path))
+			return ty_err_set(err, TY_EIO, "cannot remove old FIFO '%s': %s",
+					  ctl->path, strerror(errno));
+	}
+	if (mkfifo(ctl->path, 0600))
+		return ty_err_set(err, TY_EIO, "cannot create FIFO '%s': %s", ctl->path,
+				  strerror(errno));
+	if ((ctl->fd = open(ctl->path, O_RDWR | O_NONBLOCK | O_CLOEXEC)) < 0)
+		return ty_err_set(err, TY_EIO, "cannot open FIFO '%s': %s", ctl->path,
+				  strerror(errno));
+	ty_info("fault injection: commands are read from '%s'", ctl->path);
+	return 0;
+}
+
+static void control_close(struct control *ctl)
+{
+	if (ctl->fd >= 0) {
+		close(ctl->fd);
+		unlink(ctl->path);
+	}
+}
+
+static void control_line(rd_kafka_mock_cluster_t *mc, const char *line, int brokers)
+{
+	struct bc_cmd c;
+	struct ty_err err = {0};
+
+	line += strspn(line, " \t");
+	if (!*line || *line == '#')
+		return;
+	if (bc_parse(&c, line, brokers, &err) || control_apply(mc, &c, brokers, &err))
+		ty_warn("control: '%s' failed: %s", line, err.msg);
+	else
+		ty_info("control: '%s' done", line);
+}
+
+/* Run every complete line the FIFO holds. */
+static void control_read(struct control *ctl, rd_kafka_mock_cluster_t *mc, int brokers)
+{
+	for (;;) {
+		ssize_t n = read(ctl->fd, ctl->buf + ctl->len, sizeof(ctl->buf) - 1 - ctl->len);
+		char *nl;
+
+		if (n <= 0) {
+			if (n < 0 && errno != EAGAIN && errno != EINTR)
+				ty_warn_errno("cannot read '%s'", ctl->path);
+			return;
+		}
+		ctl->len += (size_t)n;
+		ctl->buf[ctl->len] = '\0';
+		while ((nl = strchr(ctl->buf, '\n'))) {
+			*nl = '\0';
+			control_line(mc, ctl->buf, brokers);
+			ctl->len -= (size_t)(nl + 1 - ctl->buf);
+			memmove(ctl->buf, nl + 1, ctl->len + 1);
+		}
+		if (ctl->len == sizeof(ctl->buf) - 1) {
+			ty_warn("control: a line longer than %zu bytes was dropped", ctl->len);
+			ctl->len = 0;
+		}
+	}
+}
+
+static int wait_for_signal(rd_kafka_t *rk, const sigset_t *set, int brokers,
+			   struct control *ctl)
+{
+	/* with a control FIFO the loop wakes often enough to run commands at once */
+	const struct timespec tick = {.tv_sec = ctl->fd >= 0 ? 0 : 1};
 
 	for (;;) {
-		int sig = sigtimedwait(set, NULL, &tick);
+		int sig;
 
+		if (ctl->fd >= 0) {
+			struct pollfd pfd = {.fd = ctl->fd, .events = POLLIN};
+
+			if (poll(&pfd, 1, 100) > 0)
+				control_read(ctl, rd_kafka_handle_mock_cluster(rk), brokers);
+		}
+		sig = sigtimedwait(set, NULL, &tick);
 		if (sig == SIGUSR1 || sig == SIGUSR2) {
 			set_brokers(rd_kafka_handle_mock_cluster(rk), brokers, sig == SIGUSR2);
 			continue;
@@ -244,6 +420,7 @@ int main(int argc, char **argv)
 	rd_kafka_mock_cluster_t *mc;
 	const char *path = NULL, *list;
 	char *bootstraps = NULL;
+	struct control ctl = {.fd = -1};
 	sigset_t sigs;
 	int level, brokers, replication, sig, rest, status = 1;
 
@@ -319,6 +496,11 @@ int main(int argc, char **argv)
 		ty_error("out of memory");
 		goto out;
 	}
+	ctl.path = ty_config_str(cfg, "control-fifo");
+	if (ctl.path && !*ctl.path)
+		ctl.path = NULL;
+	if (control_open(&ctl, &err))
+		goto fail;
 	if (bootstrap_write(path, bootstraps, &err))
 		goto fail;
 	ty_info("mock cluster of %d broker(s) at '%s' (topics: dispatch %d, events %d, nodes %d "
@@ -326,7 +508,7 @@ int main(int argc, char **argv)
 		brokers, bootstraps, topics[0].partitions, topics[1].partitions,
 		topics[2].partitions, replication, path);
 
-	if ((sig = wait_for_signal(rk, &sigs, brokers)) < 0)
+	if ((sig = wait_for_signal(rk, &sigs, brokers, &ctl)) < 0)
 		goto out;
 	ty_info("received %s, stopping", sig == SIGINT ? "SIGINT" : "SIGTERM");
 	status = 0;
@@ -334,6 +516,7 @@ int main(int argc, char **argv)
 fail:
 	ty_error("%s", err.msg);
 out:
+	control_close(&ctl);
 	if (bootstraps)
 		bootstrap_remove(path, bootstraps);
 	if (rk)

@@ -18,6 +18,7 @@ static const char *const nodes[2] = {"node-a", "node-b"};
 static char **prefixes[2];
 static char **extra_args[2];
 static char **sched_args;
+static char **broker_args;
 static void (*broker_up)(struct e2e *e);
 
 static const char *need(const char *var)
@@ -71,6 +72,7 @@ void e2e_set_layout(const struct e2e_layout *layout)
 		extra_args[i] = copy_argv(layout->args[i]);
 	}
 	sched_args = copy_argv(layout->sched_args);
+	broker_args = copy_argv(layout->broker_args);
 	broker_up = layout->broker_up;
 }
 
@@ -183,7 +185,12 @@ struct e2e *e2e_get(void)
 
 	if (!up) {
 		const char *bsfile = ty_test_strf("%s/kafka.bootstrap", ty_test_workdir());
-		const char *argv[] = {need("TY_BROKER_BIN"), "--bootstrap-file", bsfile, NULL};
+		const char *argv[32] = {need("TY_BROKER_BIN"), "--bootstrap-file", bsfile};
+		size_t n = 3;
+
+		for (char **p = broker_args; p && *p && n < 31; p++)
+			argv[n++] = *p;
+		argv[n] = NULL;
 
 		ty_stack_get(); /* database, API and admin token */
 		/* a broker of our own: consumer groups and node partitions of other
@@ -302,6 +309,25 @@ const char *e2e_read(struct e2e *e, const char *name)
 	return ty_test_strf("%s", buf);
 }
 
+const char *e2e_read_all(struct e2e *e, const char *name)
+{
+	FILE *f = fopen(ty_test_strf("%s/%s", e->out, name), "r");
+	char *text;
+	long n;
+
+	if (!f)
+		return NULL;
+	if (fseek(f, 0, SEEK_END) != 0 || (n = ftell(f)) < 0 || fseek(f, 0, SEEK_SET) != 0) {
+		fclose(f);
+		return NULL;
+	}
+	text = ty_test_alloc((size_t)n + 1);
+	n = (long)fread(text, 1, (size_t)n, f);
+	fclose(f);
+	text[n] = '\0';
+	return text;
+}
+
 /* Alive and not a zombie: a dead rank waits a moment for PID 1 to reap it. */
 static bool running(long pid)
 {
@@ -321,6 +347,11 @@ static bool running(long pid)
 	/* "pid (comm) S ...": the state follows the last ')' */
 	close_paren = strrchr(buf, ')');
 	return !(close_paren && close_paren[1] == ' ' && close_paren[2] == 'Z');
+}
+
+bool e2e_pid_running(long pid)
+{
+	return running(pid);
 }
 
 bool e2e_any_alive(struct e2e *e, const char *prefix)

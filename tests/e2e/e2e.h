@@ -32,7 +32,8 @@ struct e2e {
  * so they win over them (e.g. {"--labels", "rack=r1,block=b1,pool=spot",
  * NULL}; NULL: none); sched_args: the same for every scheduler;
  * broker_up: called once the broker has written its bootstrap file, before
- * any executor starts (NULL: nothing).
+ * any executor starts (NULL: nothing); broker_args: more arguments for the
+ * broker, after its defaults (e.g. {"--control-fifo", path, NULL}; NULL: none).
  */
 struct e2e_layout {
 	const char *address[2];
@@ -40,6 +41,7 @@ struct e2e_layout {
 	const char *const *args[2];
 	const char *const *sched_args;
 	void (*broker_up)(struct e2e *e);
+	const char *const *broker_args;
 };
 void e2e_set_layout(const struct e2e_layout *layout);
 
@@ -70,6 +72,10 @@ json_t *e2e_attempts(struct e2e *e, long long job);
 int e2e_count_files(struct e2e *e, const char *prefix);
 /* Contents of e->out/name (scratch string) or NULL. */
 const char *e2e_read(struct e2e *e, const char *name);
+/* Contents of e->out/name however long (scratch string) or NULL. */
+const char *e2e_read_all(struct e2e *e, const char *name);
+/* Whether process pid exists and is not a zombie. */
+bool e2e_pid_running(long pid);
 /* Whether any of the pids listed one per line in e->out files starting with prefix is alive. */
 bool e2e_any_alive(struct e2e *e, const char *prefix);
 

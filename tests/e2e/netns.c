@@ -143,6 +143,7 @@ static bool is_up;
 static pid_t owner; /* the process that set up (children must not tear down) */
 static char ip_path[256];
 static pid_t relay_pid;
+static int relay_ctl = -1; /* write end: one byte (i << 1 | cut) per netns_partition */
 /* the teardown as one shell script, built once so a signal handler can run it */
 static char down_script[4096];
 static const char *prefix[NETNS_MAX][5];
@@ -420,6 +421,10 @@ static void down_now(void)
 			;
 		relay_pid = 0;
 	}
+	if (relay_ctl >= 0) {
+		close(relay_ctl);
+		relay_ctl = -1;
+	}
 	run_sh(down_script);
 }
 
@@ -561,6 +566,7 @@ const char *const *netns_exec_prefix(int i)
 /* ---- the loopback relay ---- */
 
 struct pair {
+	int ns;			/* the namespace of fd[0] */
 	int fd[2];		/* [0] accepted in a namespace, [1] to the broker */
 	char buf[2][RELAY_BUF]; /* buf[d]: read from fd[d], to be written to fd[!d] */
 	size_t len[2], off[2];
@@ -571,8 +577,11 @@ struct relay {
 	int nlisten;
 	int listen_fd[NETNS_MAX * MAX_PORTS];
 	int listen_port[NETNS_MAX * MAX_PORTS];
+	int listen_ns[NETNS_MAX * MAX_PORTS];
 	struct pair pairs[RELAY_PAIRS];
-	struct pollfd pfd[NETNS_MAX * MAX_PORTS + 2 * RELAY_PAIRS];
+	int ctl_fd;		/* read end of relay_ctl */
+	bool cut[NETNS_MAX];	/* partitioned: nothing moves for that namespace */
+	struct pollfd pfd[NETNS_MAX * MAX_PORTS + 2 * RELAY_PAIRS + 1];
 };
 
 static void pair_close(struct pair *p)
@@ -583,7 +592,7 @@ static void pair_close(struct pair *p)
 	p->fd[0] = p->fd[1] = -1;
 }
 
-static void relay_accept(struct relay *r, int fd, int port)
+static void relay_accept(struct relay *r, int fd, int port, int ns)
 {
 	struct sockaddr_in to = {.sin_family = AF_INET,
 				 .sin_port = htons((uint16_t)port),
@@ -607,6 +616,7 @@ static void relay_accept(struct relay *r, int fd, int port)
 		return;
 	}
 	fcntl(out, F_SETFL, fcntl(out, F_GETFL) | O_NONBLOCK);
+	p->ns = ns;
 	p->fd[0] = in;
 	p->fd[1] = out;
 }
@@ -646,15 +656,25 @@ static bool pair_step(struct pair *p, const short *rev)
 static _Noreturn void relay_run(struct relay *r)
 {
 	for (;;) {
-		int n = 0, slot[RELAY_PAIRS][2];
+		int n = 0, slot[RELAY_PAIRS][2], lslot[NETNS_MAX * MAX_PORTS], cslot = -1;
 
-		for (int i = 0; i < r->nlisten; i++)
-			r->pfd[n++] = (struct pollfd){r->listen_fd[i], POLLIN, 0};
+		/* a cut namespace's connections and new ones wait, as over a dead link */
+		for (int i = 0; i < r->nlisten; i++) {
+			lslot[i] = -1;
+			if (!r->cut[r->listen_ns[i]]) {
+				lslot[i] = n;
+				r->pfd[n++] = (struct pollfd){r->listen_fd[i], POLLIN, 0};
+			}
+		}
+		if (r->ctl_fd >= 0) {
+			cslot = n;
+			r->pfd[n++] = (struct pollfd){r->ctl_fd, POLLIN, 0};
+		}
 		for (int i = 0; i < RELAY_PAIRS; i++) {
 			struct pair *p = &r->pairs[i];
 
 			slot[i][0] = slot[i][1] = -1;
-			if (p->fd[0] < 0)
+			if (p->fd[0] < 0 || r->cut[p->ns])
 				continue;
 			for (int d = 0; d < 2; d++) {
 				short ev = 0;
@@ -685,8 +705,19 @@ static _Noreturn void relay_run(struct relay *r)
 				pair_close(p);
 		}
 		for (int i = 0; i < r->nlisten; i++)
-			if (r->pfd[i].revents & POLLIN)
-				relay_accept(r, r->listen_fd[i], r->listen_port[i]);
+			if (lslot[i] >= 0 && (r->pfd[lslot[i]].revents & POLLIN))
+				relay_accept(r, r->listen_fd[i], r->listen_port[i],
+					     r->listen_ns[i]);
+		if (cslot >= 0 && (r->pfd[cslot].revents & (POLLIN | POLLHUP))) {
+			unsigned char cmd[64];
+			ssize_t got = read(r->ctl_fd, cmd, sizeof(cmd));
+
+			if (got == 0) /* the test program is gone */
+				_exit(0);
+			for (ssize_t k = 0; k < got; k++)
+				if ((cmd[k] >> 1) < NETNS_MAX)
+					r->cut[cmd[k] >> 1] = cmd[k] & 1;
+		}
 	}
 }
 
@@ -720,6 +751,7 @@ static const char *relay_listen(struct relay *r, const int *ports, int nports, c
 						plan.ns[i], strerror(errno)),
 				       err;
 			r->listen_fd[r->nlisten] = fd;
+			r->listen_ns[r->nlisten] = i;
 			r->listen_port[r->nlisten++] = ports[k];
 		}
 	}
@@ -733,7 +765,7 @@ static const char *relay_listen(struct relay *r, const int *ports, int nports, c
 
 void netns_relay_loopback(const char *bootstrap)
 {
-	int ports[MAX_PORTS], nports, pipefd[2];
+	int ports[MAX_PORTS], nports, pipefd[2], ctl[2];
 	char msg[512] = "";
 	const char *list = bootstrap;
 	struct relay *r;
@@ -773,10 +805,13 @@ void netns_relay_loopback(const char *bootstrap)
 	for (int i = 0; i < RELAY_PAIRS; i++)
 		r->pairs[i].fd[0] = r->pairs[i].fd[1] = -1;
 	REQUIRE(pipe2(pipefd, O_CLOEXEC) == 0);
+	REQUIRE(pipe2(ctl, O_CLOEXEC) == 0);
+	r->ctl_fd = ctl[0];
 	fflush(NULL);
 	if ((relay_pid = fork()) == 0) {
 		const char *err;
 
+		close(ctl[1]);
 		prctl(PR_SET_PDEATHSIG, SIGKILL);
 		signal(SIGTERM, SIG_DFL);
 		signal(SIGINT, SIG_DFL);
@@ -791,6 +826,8 @@ void netns_relay_loopback(const char *bootstrap)
 		relay_run(r);
 	}
 	close(pipefd[1]);
+	close(ctl[0]);
+	relay_ctl = ctl[1];
 	free(r);
 	if (relay_pid < 0) {
 		relay_pid = 0;
@@ -810,4 +847,25 @@ void netns_relay_loopback(const char *bootstrap)
 		ty_test_abort();
 	}
 	ty_test_note("relaying 127.0.0.1 port(s) %s into %d namespace(s)", list, plan.n);
+}
+
+void netns_partition(int i, bool cut)
+{
+	unsigned char cmd = (unsigned char)(i << 1 | (cut ? 1 : 0));
+
+	if (!is_up || i < 0 || i >= plan.n) {
+		FAIL("netns_partition(%d): no such namespace (netns_up first)", i);
+		ty_test_abort();
+	}
+	if (ip("link", "set", plan.veth[i], cut ? "down" : "up", NULL)) {
+		FAIL("cannot take %s %s", plan.veth[i], cut ? "down" : "up");
+		ty_test_abort();
+	}
+	if (relay_ctl >= 0 && write(relay_ctl, &cmd, 1) != 1) {
+		FAIL("cannot tell the loopback relay to %s namespace %d: %s",
+		     cut ? "cut" : "restore", i, strerror(errno));
+		ty_test_abort();
+	}
+	ty_test_note("namespace %s %s", plan.ns[i], cut ? "partitioned (veth down, relay stalled)"
+						     : "reconnected");
 }

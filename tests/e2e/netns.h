@@ -118,4 +118,13 @@ const char *const *netns_exec_prefix(int i);
  */
 void netns_relay_loopback(const char *bootstrap);
 
+/*
+ * A network partition of namespace i (cut) or its end: its veth goes down
+ * (up) and the loopback relay stops (resumes) moving bytes for it, so the
+ * node reaches neither its peers nor the broker; its open connections stall
+ * rather than break, as over a dead link, and what they queued flows once
+ * it is back. Ends the case on failure.
+ */
+void netns_partition(int i, bool cut);
+
 #endif

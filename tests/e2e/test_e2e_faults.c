@@ -1,8 +1,8 @@
 /*
  * The promises of docs/dispatch.md under failure: a broker outage, a
- * dispatch message the broker lost, the scheduler leader dying, PostgreSQL
- * restarting — each job still runs exactly once and ends in the right state.
- * Runs alone (RUN_SERIAL): it restarts the shared test PostgreSQL.
+ * dispatch message the broker lost, the scheduler leader dying — each job
+ * still runs exactly once and ends in the right state. PostgreSQL restarts
+ * are tests/faults/test_faults_postgres.c's.
  */
 #include "e2e.h"
 #include "proto.h"
@@ -140,21 +140,4 @@ TY_TEST(the_standby_takes_over_when_the_leader_dies)
 	}
 	ty_test_context(NULL);
 	e2e_start_scheduler(e, 0); /* back as the standby */
-}
-
-TY_TEST(postgres_restarts_mid_job)
-{
-	struct e2e *e = e2e_get();
-	const char *const modes[] = {"fast", "immediate"};
-
-	for (int m = 0; m < 2; m++) {
-		long long id = e2e_submit(e, RECORD_RANK_THEN("3"),
-					  "\"resources\":{\"nodes\":2,\"gpus_per_node\":1}");
-
-		ty_test_context("pg_ctl restart -m %s", modes[m]);
-		json_decref(e2e_wait_state(e, id, "running", 60000));
-		ty_test_pg_restart(modes[m]);
-		expect_success_first_try(e, id, 60000);
-		check_each_rank_once(e, id, 2);
-	}
 }

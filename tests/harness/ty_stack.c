@@ -73,6 +73,7 @@ static struct ty_daemon *daemons;
 static struct ty_api *_Atomic current;
 static struct db *dbs;
 static PGconn *admin_conn;
+static PGconn *stack_conn; /* ty_stack_sql's */
 static char workdir[PATH_MAX];
 static int napis;
 static atomic_int uniq_counter;
@@ -379,6 +380,58 @@ void ty_test_pg_restart(const char *mode)
 		 ty_test_strf("%s/pg_ctl.log", work_dir()), NULL, "pg_ctl restart");
 	if (admin_conn)
 		PQreset(admin_conn);
+	if (stack_conn)
+		PQreset(stack_conn);
+}
+
+/* pg_ctl -D $TY_TEST_PG_DATA -w -t 60 args... as the server's user. */
+static void pg_ctl(const char *const *args, const char *what)
+{
+	const char *ctl = need_env("TY_TEST_PG_CTL", "the pg_ctl of the test server");
+	const char *data = need_env("TY_TEST_PG_DATA", "the data directory of the test server");
+	const char *argv[24];
+	size_t n = 0;
+
+	if (geteuid() == 0) {
+		argv[n++] = "/usr/sbin/runuser";
+		argv[n++] = "-u";
+		argv[n++] = "postgres";
+		argv[n++] = "--";
+	}
+	argv[n++] = ctl;
+	argv[n++] = "-D";
+	argv[n++] = data;
+	argv[n++] = "-w";
+	argv[n++] = "-t";
+	argv[n++] = "60";
+	while (*args && n < 23)
+		argv[n++] = *args++;
+	argv[n] = NULL;
+	run_tool((char *const *)argv, ty_test_strf("%s/pg_ctl.log", work_dir()), NULL, what);
+}
+
+void ty_test_pg_stop(const char *mode)
+{
+	pg_ctl((const char *const[]){"-m", mode, "stop", NULL}, "pg_ctl stop");
+}
+
+void ty_test_pg_start(void)
+{
+	const char *url = need_env("TY_TEST_PG_URL", "the test server");
+	const char *host = strstr(url, "@127.0.0.1:");
+	int port = host ? atoi(host + strlen("@127.0.0.1:")) : 0;
+
+	if (port <= 0) {
+		FAIL("cannot find the port of TY_TEST_PG_URL '%s' (postgresql://...@127.0.0.1:PORT/...)",
+		     url);
+		ty_test_abort();
+	}
+	pg_ctl((const char *const[]){"-o", ty_test_strf("-p %d", port), "start", NULL},
+	       "pg_ctl start");
+	if (admin_conn)
+		PQreset(admin_conn);
+	if (stack_conn)
+		PQreset(stack_conn);
 }
 
 const char *ty_test_sql(const char *sql)
@@ -823,7 +876,6 @@ static void teardown(void)
 
 /* ---- SQL on the shared stack's database ---- */
 
-static PGconn *stack_conn;
 
 static void stack_conn_close(void)
 {

@@ -39,6 +39,9 @@ const char *ty_test_sql(const char *sql);
  * programs that run alone (ctest RUN_SERIAL). Ends the case on failure.
  */
 void ty_test_pg_restart(const char *mode);
+/* The same in two steps, for a longer outage: pg_ctl stop -m MODE, pg_ctl start. */
+void ty_test_pg_stop(const char *mode);
+void ty_test_pg_start(void);
 
 /* ---- the API server ---- */
 
