@@ -44,6 +44,15 @@ struct api_route {
 extern const struct api_route api_routes[];
 extern const int api_routes_count;
 
+/*
+ * The route of method and path (pure): the first route whose pattern
+ * matches path with that method, its "{}" segments copied into params
+ * (arena text), or NULL with allow (allowsz bytes) holding the methods the
+ * path does have, comma-separated ("" when no pattern matches: a 404).
+ */
+const struct api_route *api_route_find(const char *method, const char *path, struct ty_arena *a,
+				       const char *params[4], char *allow, size_t allowsz);
+
 struct api_auth {
 	int64_t token_id;
 	enum api_role role;
@@ -285,6 +294,13 @@ int api_webhook_signature(char *out, size_t outsz, const char *secret, long long
 int api__deliver_start(struct api_server *s, const char *database_url,
 		       const struct api_webhook_options *o, struct ty_err *err);
 void api__deliver_stop(struct api_server *s);
+
+/*
+ * The `state` query parameter of a job list ("running,pending") as a
+ * PostgreSQL text array ("{running,pending}", arena text), or NULL when a
+ * name is not a job state (or on ENOMEM). Pure.
+ */
+const char *api_job_states_param(struct ty_arena *a, const char *list);
 
 /* Job spec validation (pure): a normalised spec with defaults, or a problem. */
 json_t *api_validate_job(const json_t *body, struct api_problem *p);
