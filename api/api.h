@@ -44,6 +44,15 @@ struct api_route {
 extern const struct api_route api_routes[];
 extern const int api_routes_count;
 
+/*
+ * The route of method and path (pure): the first route whose pattern
+ * matches path with that method, its "{}" segments copied into params
+ * (arena text), or NULL with allow (allowsz bytes) holding the methods the
+ * path does have, comma-separated ("" when no pattern matches: a 404).
+ */
+const struct api_route *api_route_find(const char *method, const char *path, struct ty_arena *a,
+				       const char *params[4], char *allow, size_t allowsz);
+
 struct api_auth {
 	int64_t token_id;
 	enum api_role role;
@@ -393,6 +402,12 @@ struct api_audit_pruner;
 int api__audit_prune_start(struct api_audit_pruner **out, const char *database_url, int days,
 			   struct ty_err *err);
 void api__audit_prune_stop(struct api_audit_pruner *p);
+/*
+ * The `state` query parameter of a job list ("running,pending") as a
+ * PostgreSQL text array ("{running,pending}", arena text), or NULL when a
+ * name is not a job state (or on ENOMEM). Pure.
+ */
+const char *api_job_states_param(struct ty_arena *a, const char *list);
 
 /* Job spec validation (pure): a normalised spec with defaults, or a problem. */
 json_t *api_validate_job(const json_t *body, struct api_problem *p);

@@ -275,8 +275,7 @@ int api_h_jobs_get(struct api_req *r, struct ty_err *err)
 	return rc;
 }
 
-/* "running,pending" → "{running,pending}" after checking every name. */
-static const char *state_array(struct api_req *r, const char *list)
+const char *api_job_states_param(struct ty_arena *a, const char *list)
 {
 	struct ty_buf b = TY_BUF_INIT;
 	const char *s = list, *out;
@@ -299,7 +298,7 @@ static const char *state_array(struct api_req *r, const char *list)
 			s++;
 	}
 	ty_buf_puts(&b, "}");
-	out = b.oom ? NULL : ty_arena_strdup(r->arena, b.data);
+	out = b.oom ? NULL : ty_arena_strdup(a, b.data);
 	ty_buf_free(&b);
 	return out;
 }
@@ -314,7 +313,7 @@ int api_h_jobs_list(struct api_req *r, struct ty_err *err)
 	int64_t v;
 	int rc;
 
-	if (state && !(p[2] = state_array(r, state)))
+	if (state && !(p[2] = api_job_states_param(r->arena, state)))
 		return api_reply_error(r, 400, "invalid_parameter", "state",
 				       "'state' must be a comma-separated list of job states");
 	if (label) {

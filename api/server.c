@@ -263,8 +263,8 @@ void api__pool_put(struct api_server *s, struct ty_pg *pg)
 
 /* ---- dispatch --------------------------------------------------------- */
 
-/* Match path against pattern, capturing "{}" segments into params. */
-static bool match(struct api_req *r, const char *pattern, const char *path, bool capture)
+/* Match path against pattern, capturing "{}" segments into params (when a is not NULL). */
+static bool match(struct ty_arena *a, const char **params, const char *pattern, const char *path)
 {
 	int n = 0;
 
@@ -274,8 +274,8 @@ static bool match(struct api_req *r, const char *pattern, const char *path, bool
 
 			if (len == 0 || n >= 4)
 				return false;
-			if (capture)
-				r->params[n] = ty_arena_strndup(r->arena, path, len);
+			if (a)
+				params[n] = ty_arena_strndup(a, path, len);
 			n++;
 			pattern += 2;
 			path += len;
@@ -285,6 +285,26 @@ static bool match(struct api_req *r, const char *pattern, const char *path, bool
 			return false;
 	}
 	return *pattern == '\0' && *path == '\0';
+}
+
+const struct api_route *api_route_find(const char *method, const char *path, struct ty_arena *a,
+				       const char *params[4], char *allow, size_t allowsz)
+{
+	allow[0] = '\0';
+	for (int i = 0; i < api_routes_count; i++) {
+		size_t n = strlen(allow);
+
+		if (!match(NULL, NULL, api_routes[i].pattern, path))
+			continue;
+		if (strcmp(api_routes[i].method, method) == 0) {
+			match(a, params, api_routes[i].pattern, path);
+			return &api_routes[i];
+		}
+		if (!strstr(allow, api_routes[i].method))
+			snprintf(allow + n, allowsz - n, "%s%s", n ? ", " : "",
+				 api_routes[i].method);
+	}
+	return NULL;
 }
 
 static bool origin_allowed(const struct api_server *s, const char *origin)
@@ -419,19 +439,8 @@ static void dispatch(struct api_req *r)
 	if (!r->route) {
 		if (!request_text_ok(r))
 			return;
-		for (int i = 0; i < api_routes_count; i++) {
-			if (!match(r, api_routes[i].pattern, r->path, false))
-				continue;
-			if (strcmp(api_routes[i].method, r->method) == 0) {
-				r->route = &api_routes[i];
-				break;
-			}
-			if (!strstr(allow, api_routes[i].method)) {
-				if (allow[0])
-					strcat(allow, ", ");
-				strcat(allow, api_routes[i].method);
-			}
-		}
+		r->route = api_route_find(r->method, r->path, r->arena, r->params, allow,
+					  sizeof(allow));
 		if (!r->route) {
 			if (!allow[0])
 				api_reply_error(r, 404, "not_found", NULL, "no route '%s'", r->path);
@@ -444,7 +453,6 @@ static void dispatch(struct api_req *r)
 			}
 			return;
 		}
-		match(r, r->route->pattern, r->path, true);
 		if (origin_allowed(r->srv, api_header(r, "Origin")))
 			r->origin = ty_arena_strdup(r->arena, api_header(r, "Origin"));
 	}

@@ -27,11 +27,17 @@ static double unit_double(uint64_t *st)
 	return (double)(api_sweep_splitmix64(st) >> 11) * 0x1.0p-53;
 }
 
-/* Uniform in [0, n) without modulo bias (n >= 1): draws again above the last whole range. */
+/*
+ * Uniform in [0, n) without modulo bias: draws again above the last whole
+ * range. n == 0 stands for 2^64 (int_uniform over all of int64): any draw.
+ */
 static uint64_t below(uint64_t *st, uint64_t n)
 {
-	uint64_t limit = UINT64_MAX - UINT64_MAX % n, x;
+	uint64_t limit, x;
 
+	if (n == 0)
+		return api_sweep_splitmix64(st);
+	limit = UINT64_MAX - UINT64_MAX % n;
 	do
 		x = api_sweep_splitmix64(st);
 	while (x >= limit);
@@ -328,6 +334,9 @@ static int check_dist(struct rparam *rp, const char *name, const json_t *spec,
 				       "'%s' must be two numbers [low, high] with low < high", path);
 	rp->a = json_number_value(a);
 	rp->b = json_number_value(b);
+	if (rp->d == D_UNIFORM && !isfinite(rp->b - rp->a))
+		return api_problem_set(p, 422, "invalid_field", path,
+				       "'%s': high - low must be a finite number", path);
 	if (rp->d == D_LOG_UNIFORM && !(rp->a > 0))
 		return api_problem_set(p, 422, "invalid_field", path,
 				       "'%s' must have a low bound above 0", path);

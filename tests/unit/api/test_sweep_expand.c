@@ -68,6 +68,11 @@ TY_TEST(expansions)
 	     "{\"batch\":64,\"lr\":9.9477781002288649e-5,\"n\":5,\"w\":-0.34384652169499419},"
 	     "{\"batch\":128,\"lr\":0.00044933017999564676,\"n\":2,\"w\":0.91974815314618308}]"},
 	    {"{'random':{'count':1,'seed':0,'params':{'k':{'int_uniform':[5,5]}}}}", "[{\"k\":5}]"},
+	    /* all 2^64 values (was a division by zero; fuzz/corpus/sweep): the draw itself,
+	     * splitmix64(0) = 0xe220a8397b1dcdaf, added to the low end modulo 2^64 */
+	    {"{'random':{'count':1,'seed':0,'params':{'k':{'int_uniform':"
+	     "[-9223372036854775808,9223372036854775807]}}}}",
+	     "[{\"k\":7070836379803831727}]"},
 	};
 
 	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
@@ -168,6 +173,13 @@ TY_TEST(errors_name_the_field)
 	     "unknown_field", "random.params.a"},
 	    {"{'random':{'count':1,'seed':1,'params':{'a':{'uniform':[1,1]}}}}", 422,
 	     "invalid_field", "random.params.a.uniform"},
+	    /* high - low overflows: the draw would be inf or NaN, which JSON cannot hold
+	     * (was a 500; fuzz/corpus/sweep) */
+	    {"{'random':{'count':1,'seed':1,'params':{'a':{'uniform':[-1e308,1e308]}}}}", 422,
+	     "invalid_field", "random.params.a.uniform"},
+	    {"{'random':{'count':1,'seed':1,'params':{'a':{'uniform':"
+	     "[-1.7976931348623157e308,1.7976931348623157e308]}}}}",
+	     422, "invalid_field", "random.params.a.uniform"},
 	    {"{'random':{'count':1,'seed':1,'params':{'a':{'uniform':[0]}}}}", 422,
 	     "invalid_field", "random.params.a.uniform"},
 	    {"{'random':{'count':1,'seed':1,'params':{'a':{'uniform':['0',1]}}}}", 422,
