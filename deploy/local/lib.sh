@@ -21,7 +21,9 @@ TY_PGDATA=$TRAINYARD_HOME/pg
 TY_ENV_FILE=$TRAINYARD_HOME/env
 TY_BOOTSTRAP_FILE=$TRAINYARD_HOME/kafka.bootstrap
 
-TY_PG_PORT=${TRAINYARD_PG_PORT:-55432}
+# below the kernel's ephemeral range (32768-60999 by default), so that no
+# outgoing connection can hold it when PostgreSQL starts
+TY_PG_PORT=${TRAINYARD_PG_PORT:-25432}
 TY_API_PORT=${TRAINYARD_API_PORT:-8080}
 TY_DATABASE_URL=postgresql://postgres@127.0.0.1:$TY_PG_PORT/trainyard
 TY_API_URL=http://127.0.0.1:$TY_API_PORT
