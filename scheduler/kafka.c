@@ -141,12 +141,18 @@ int sched_kafka_producer_check(struct sched *s, struct ty_err *err)
  */
 static int consumer_wakeup(struct sched *s, struct ty_err *err)
 {
-	if (pipe2(s->wake, O_NONBLOCK | O_CLOEXEC)) {
-		s->wake[0] = s->wake[1] = -1;
+	int fds[2];
+
+	if (pipe2(fds, O_NONBLOCK | O_CLOEXEC))
 		return ty_err_set(err, TY_EIO, "cannot create a pipe: %s", strerror(errno));
-	}
-	if (!(s->cq = rd_kafka_queue_get_consumer(s->consumer)))
+	if (!(s->cq = rd_kafka_queue_get_consumer(s->consumer))) {
+		close(fds[0]);
+		close(fds[1]);
 		return ty_err_set(err, TY_EKAFKA, "cannot get the kafka consumer queue");
+	}
+	/* the pipe is open exactly while s->cq is set */
+	s->wake[0] = fds[0];
+	s->wake[1] = fds[1];
 	/* before any assignment, so no message can arrive unannounced */
 	rd_kafka_queue_io_event_enable(s->cq, s->wake[1], "c", 1);
 	return 0;
@@ -164,7 +170,6 @@ int sched_kafka_start(struct sched *s, struct ty_err *err)
 	};
 	int rc;
 
-	s->wake[0] = s->wake[1] = -1;
 	if ((rc = ty_kafka_consumer_new(&s->consumer, s->o.bootstrap, SCHED_CONSUMER_GROUP, extra,
 					err)) ||
 	    (rc = consumer_wakeup(s, err)) || (rc = producer_new(&s->producer, s, err)) ||
@@ -212,16 +217,13 @@ void sched_kafka_stop(struct sched *s, int flush_ms)
 		rd_kafka_queue_io_event_enable(s->cq, -1, NULL, 0);
 		rd_kafka_queue_destroy(s->cq);
 		s->cq = NULL;
+		close(s->wake[0]);
+		close(s->wake[1]);
 	}
 	if (s->consumer) {
 		rd_kafka_consumer_close(s->consumer);
 		rd_kafka_destroy(s->consumer);
 		s->consumer = NULL;
-	}
-	for (int i = 0; i < 2; i++) {
-		if (s->wake[i] >= 0)
-			close(s->wake[i]);
-		s->wake[i] = -1;
 	}
 	s->inflight.n = 0;
 	s->delivered.n = 0;
@@ -269,7 +271,7 @@ void sched_consume(struct sched *s, int wait_ms)
 		return;
 	if (!s->batch && !(s->batch = calloc(BATCH_MAX, sizeof(*s->batch))))
 		return;
-	if (wait_ms > 0 && s->wake[0] >= 0) {
+	if (wait_ms > 0 && s->cq) {
 		if ((km = rd_kafka_consumer_poll(s->consumer, 0)))
 			take(s, km);
 		else

@@ -183,7 +183,7 @@ struct sched {
 	int64_t epoch;	      /* of the current term */
 	rd_kafka_t *consumer; /* events + nodes, manual assignment, while leading */
 	rd_kafka_queue_t *cq; /* its queue, which writes to wake[1] when it fills */
-	int wake[2];	      /* pipe: a wait for messages also ends on a notification */
+	int wake[2];	      /* pipe, open while cq is set: see sched_consume */
 	rd_kafka_t *producer; /* dispatch, idempotent, while leading */
 	int32_t dispatch_partitions;
 	int assigned_partitions;    /* of events + nodes */
