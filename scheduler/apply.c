@@ -15,6 +15,12 @@
 #include <string.h>
 
 #define ACTIVE "{scheduled,starting,running}"
+/* A job's states while an attempt of it holds nodes: active, or being preempted. */
+#define LIVE "{scheduled,starting,running,preempting}"
+/* An attempt being preempted (columns of attempts, prefixed by t): it may still end on its own. */
+#define PREEMPTING(t) "(" t "state = 'stopping' AND " t "failure_class = 'preempted')"
+/* attempts.message of an attempt whose ranks all exited 0 while it was being stopped */
+#define FINISHED_FIRST "finished before it was stopped"
 
 /* Failure classes attempts.failure_class accepts. */
 static const char *const classes[] = {"user",	 "oom",	      "system",	   "hardware",
@@ -41,6 +47,16 @@ static const char *budget_of(const char *cls)
 		if (!strcmp(cls, system[i]))
 			return "system";
 	return NULL; /* timeout */
+}
+
+/*
+ * Whether a node's part that ended with class cls (and a non-zero exit)
+ * failed on its own, rather than being stopped by Trainyard: a stop for a
+ * preemption or a kill reports "preempted" or "cancelled".
+ */
+static bool own_failure(const char *cls)
+{
+	return !cls || (strcmp(cls, "preempted") && strcmp(cls, "cancelled"));
 }
 
 static bool is_active(const char *state)
@@ -336,8 +352,8 @@ int sched_fail_attempt(struct sched *s, int64_t job, int64_t attempt, const char
 				     "UPDATE attempts SET state = 'failed', ended_at = now(),"
 				     " exit_code = $3, failure_class = $4, message = $5,"
 				     " evidence = $6, blamed_node = $7"
-				     " WHERE job_id = $1 AND attempt = $2 AND state = ANY ('" ACTIVE
-				     "') RETURNING 1",
+				     " WHERE job_id = $1 AND attempt = $2 AND (state = ANY ('" ACTIVE
+				     "') OR " PREEMPTING("") ") RETURNING 1",
 				     7, p, err)))
 			goto out;
 		if (PQntuples(res) == 0)
@@ -366,7 +382,7 @@ int sched_fail_attempt(struct sched *s, int64_t job, int64_t attempt, const char
 			goto out;
 	}
 	if (PQntuples(res) != 1 || sched_col_i64(res, 0, 1) != attempt ||
-	    !is_active(ty_pg_val(res, 0, 0)))
+	    !(is_active(ty_pg_val(res, 0, 0)) || !strcmp(ty_pg_val(res, 0, 0), "preempting")))
 		goto out; /* the job has moved on */
 	spec_retry = json_loads(ty_pg_val(res, 0, 3) ? ty_pg_val(res, 0, 3) : "{}", 0, NULL);
 	retries = json_loads(ty_pg_val(res, 0, 4) ? ty_pg_val(res, 0, 4) : "{}", 0, NULL);
@@ -392,7 +408,7 @@ int sched_fail_attempt(struct sched *s, int64_t job, int64_t attempt, const char
 		state = !strcmp(ty_pg_val(res, 0, 5), "t") ? "stopped" : "cancelled";
 		snprintf(text, sizeof(text), "attempt %lld failed: %s (%s); %s as requested",
 			 (long long)attempt, why, cls, state);
-		if ((rc = job_move(&moved, s, job, attempt, ACTIVE, state, true, cls, err)))
+		if ((rc = job_move(&moved, s, job, attempt, LIVE, state, true, cls, err)))
 			goto out;
 	} else if (!strcmp(cls, "preempted") || !spend || (budget && used < limit)) {
 		int64_t backoff = budget ? sched_backoff_s(s->o.retry_backoff_s,
@@ -441,14 +457,14 @@ int sched_fail_attempt(struct sched *s, int64_t job, int64_t attempt, const char
 				     " WHERE id = $1",
 				     4, p, err)))
 			goto out;
-		if ((rc = job_move(&moved, s, job, attempt, ACTIVE, state, false, cls, err)))
+		if ((rc = job_move(&moved, s, job, attempt, LIVE, state, false, cls, err)))
 			goto out;
 		s->capacity_freed = true;
 	} else {
 		snprintf(text, sizeof(text), "attempt %lld failed: %s (%s)", (long long)attempt,
 			 why, cls);
 		state = "failed";
-		if ((rc = job_move(&moved, s, job, attempt, ACTIVE, state, true, cls, err)))
+		if ((rc = job_move(&moved, s, job, attempt, LIVE, state, true, cls, err)))
 			goto out;
 	}
 	if (moved)
@@ -491,14 +507,15 @@ int sched_settle_attempt(struct sched *s, int64_t job, int64_t attempt, struct t
 	const char *state, *to;
 	int64_t live, bad, total;
 	json_t *data = NULL;
-	bool moved;
+	bool moved, preempting, stopping;
 	int rc;
 
+	/* bad: parts that ended other than by their ranks' own exit 0 */
 	if ((rc = ty_pg_exec(&res, s->pg,
 			     "SELECT t.state, count(*) FILTER (WHERE a.exited_at IS NULL),"
-			     " count(*) FILTER (WHERE a.exit_code IS DISTINCT FROM 0), count(*),"
-			     " coalesce(t.state = 'stopping' AND t.failure_class = 'preempted',"
-			     " false)"
+			     " count(*) FILTER (WHERE a.exit_code IS DISTINCT FROM 0"
+			     "  OR a.failure_class IS NOT NULL), count(*),"
+			     " coalesce(" PREEMPTING("t.") ", false)"
 			     " FROM attempts t JOIN allocations a USING (job_id, attempt)"
 			     " WHERE t.job_id = $1 AND t.attempt = $2"
 			     " GROUP BY t.state, t.failure_class",
@@ -510,10 +527,12 @@ int sched_settle_attempt(struct sched *s, int64_t job, int64_t attempt, struct t
 	live = sched_col_i64(res, 0, 1);
 	bad = sched_col_i64(res, 0, 2);
 	total = sched_col_i64(res, 0, 3);
+	preempting = !strcmp(ty_pg_val(res, 0, 4), "t");
+	stopping = state && !strcmp(state, "stopping");
 	if (live > 0)
 		goto out;
-	if (!strcmp(ty_pg_val(res, 0, 4), "t")) {
-		/* however its ranks ended, a preempted attempt requeues (or cancels) */
+	if (preempting && bad > 0) {
+		/* the preemption stopped a part of it: requeue (or cancel) */
 		rc = sched_preempt_settle(s, job, attempt, err);
 		goto out;
 	}
@@ -521,20 +540,23 @@ int sched_settle_attempt(struct sched *s, int64_t job, int64_t attempt, struct t
 		rc = ty_err_set(err, TY_ENOMEM, NULL);
 		goto out;
 	}
-	if (is_active(state) && bad == 0) {
+	if ((is_active(state) || stopping) && bad == 0) {
+		/* every rank exited 0 on its own: finished, whatever stop had begun */
 		if ((rc = ty_pg_exec(NULL, s->pg,
 				     "UPDATE attempts SET state = 'succeeded', ended_at = now(),"
-				     " exit_code = 0 WHERE job_id = $1 AND attempt = $2",
+				     " exit_code = 0, failure_class = NULL, message = CASE"
+				     "  WHEN state = 'stopping' THEN '" FINISHED_FIRST "' END"
+				     " WHERE job_id = $1 AND attempt = $2",
 				     2, p, err)) ||
-		    (rc = job_move(&moved, s, job, attempt, "{scheduled,starting,running}",
-				   "succeeded", true, NULL, err)))
+		    (rc = job_move(&moved, s, job, attempt, LIVE, "succeeded", true, NULL, err)))
 			goto out;
 		snprintf(text, sizeof(text),
-			 "attempt %lld succeeded: every rank on %lld node%s exited 0",
-			 (long long)attempt, (long long)total, total == 1 ? "" : "s");
+			 "attempt %lld succeeded: every rank on %lld node%s exited 0%s",
+			 (long long)attempt, (long long)total, total == 1 ? "" : "s",
+			 stopping ? " (" FINISHED_FIRST ")" : "");
 		if (moved)
 			rc = sched_job_event(s, job, "succeeded", "succeeded", text, data, err);
-	} else if (state && !strcmp(state, "stopping")) {
+	} else if (stopping) {
 		if ((rc = ty_pg_exec(
 			 NULL, s->pg,
 			 "UPDATE attempts SET state = 'cancelled', ended_at = now(),"
@@ -670,16 +692,26 @@ static int alloc_exit(struct sched *s, const char *node, int64_t job, int64_t at
 	res = NULL;
 	s->capacity_freed = true;
 	sched_touch(s, job); /* a requeued job may start once its last GPUs are released */
+	/*
+	 * Column 2: the attempt is being preempted and no other node's part has
+	 * ended other than by exiting 0, so a failure of this node's own (not
+	 * the preemption's stop) still decides the attempt.
+	 */
 	if ((rc = ty_pg_exec(&res, s->pg,
-			     "SELECT state FROM attempts WHERE job_id = $1 AND attempt = $2", 2, p,
-			     err)))
+			     "SELECT t.state, coalesce(" PREEMPTING("t.") " AND NOT EXISTS (SELECT 1"
+			     "  FROM allocations a WHERE a.job_id = $1 AND a.attempt = $2"
+			     "  AND a.node_id <> $3 AND a.exited_at IS NOT NULL"
+			     "  AND (a.exit_code IS DISTINCT FROM 0 OR a.failure_class IS NOT NULL)),"
+			     " false) FROM attempts t WHERE t.job_id = $1 AND t.attempt = $2",
+			     3, p, err)))
 		goto out;
 	if (PQntuples(res) != 1)
 		goto out;
 	if (exit_code != 0 && json_is_object(preflight) &&
 	    (rc = preflight_slow(s, job, attempt, preflight, err)))
 		goto out;
-	if (is_active(ty_pg_val(res, 0, 0)) && exit_code != 0) {
+	if (exit_code != 0 && (is_active(ty_pg_val(res, 0, 0)) ||
+			       (!strcmp(ty_pg_val(res, 0, 1), "t") && own_failure(cls)))) {
 		if (message && *message)
 			snprintf(why, sizeof(why), "%s", message);
 		else

@@ -310,11 +310,15 @@ TY_TEST(preempted_attempt_loses_the_work_since_the_checkpoint_it_wrote_in_its_gr
 		fx_poll(f, 100);
 	REQUIRE(c != NULL);
 	victim = c->job;
-	/* the gang writes a verified checkpoint within its grace, then exits */
+	/*
+	 * the gang writes a verified checkpoint within its grace, then exits
+	 * non-zero to be resumed (exit 0 would say it finished)
+	 */
 	fx_send(f, victim == a1 ? n1 : n2, "checkpoint_written", victim, 1,
 		"{'path':'/c/step-7','step':7,'valid':true}");
 	fx_sync(f, T);
-	fx_exit(f, victim == a1 ? n1 : n2, victim == a1 ? l1 : l2, 0, "", "");
+	fx_exit(f, victim == a1 ? n1 : n2, victim == a1 ? l1 : l2, -1, "preempted",
+		"preempted: rank 1 ended after the checkpoint signal (SIGUSR1)");
 	FX_WAIT(f, T, "pending 1", "SELECT state || ' ' || preemptions FROM jobs WHERE id = $1",
 		fx_n(victim));
 	CHECK_INT_EQ(check_rows(f, victim, 1, "checkpoint"), 1);

@@ -212,7 +212,12 @@ TY_TEST(reclaim_checkpoints_kills_after_grace_and_requeues)
 	fx_sched_stop(f, 0);
 }
 
-TY_TEST(a_gang_that_exits_during_the_grace_period_is_requeued_without_a_kill)
+/*
+ * The victim's checkpoint signal went out; what the node reports next
+ * decides. A gang whose ranks all exit 0 finished: it succeeds and never
+ * runs again (its side effects would happen twice).
+ */
+TY_TEST(a_gang_that_finishes_after_the_signal_succeeds_and_never_runs_again)
 {
 	struct world w;
 	struct fx *f;
@@ -227,13 +232,232 @@ TY_TEST(a_gang_that_exits_during_the_grace_period_is_requeued_without_a_kill)
 	REQUIRE(c != NULL);
 	CHECK_STR_EQ(dstr(c, "signal"), "SIGUSR1"); /* the spec's default */
 	CHECK_INT_EQ(dint(c, "grace_seconds"), 30);
-	/* the job checkpointed and exited on its own (code 0): preempted all the same */
 	fx_exit(f, cnode, c->job == w.a1 ? w.l1 : w.l2, 0, "", "");
+	/* its GPUs go to b1 at once; the victim is done, not requeued */
 	REQUIRE(fx_recv(f, cnode, "launch", b1, T) != NULL);
-	CHECK_STR_EQ(
-	    FX_Q(f, "SELECT state || ' ' || preemptions FROM jobs WHERE id = $1", fx_n(c->job)),
-	    "pending 1");
+	FX_WAIT(f, T, "succeeded 1 0 -",
+		"SELECT state || ' ' || attempt || ' ' || preemptions || ' ' ||"
+		" coalesce(failure_class, '-') FROM jobs WHERE id = $1",
+		fx_n(c->job));
+	CHECK_STR_EQ(FX_Q(f,
+			  "SELECT state || ' ' || exit_code || ' ' || coalesce(failure_class, '-')"
+			  " || ' ' || message FROM attempts WHERE job_id = $1",
+			  fx_n(c->job)),
+		     "succeeded 0 - finished before it was stopped");
+	CHECK_STR_EQ(FX_Q(f,
+			  "SELECT string_agg(type || '/' || state, ' ' ORDER BY seq)"
+			  " FROM job_events WHERE job_id = $1",
+			  fx_n(c->job)),
+		     "submitted/pending scheduled/scheduled starting/starting running/running "
+		     "preempting/preempting succeeded/succeeded");
+	CHECK_STR_EQ(FX_Q(f,
+			  "SELECT message FROM job_events WHERE job_id = $1 AND type = 'succeeded'",
+			  fx_n(c->job)),
+		     "attempt 1 succeeded: every rank on 1 node exited 0 (finished before it was "
+		     "stopped)");
+	/* the ledger has a finished attempt: nothing lost */
+	FX_WAIT(f, T, "succeeded - 0",
+		"SELECT outcome || ' ' || coalesce(failure_class, '-') || ' ' || lost_gpu_seconds"
+		" FROM usage_ledger WHERE job_id = $1",
+		fx_n(c->job));
+	fx_poll(f, 1500);
 	CHECK_INT_EQ(fx_count(f, cnode, "kill", c->job, 0), 0);
+	CHECK_INT_EQ(
+	    fx_count(f, "n1", "launch", c->job, 0) + fx_count(f, "n2", "launch", c->job, 0), 1);
+	fx_sched_stop(f, 0);
+}
+
+/* The kill crossed the node's report: the ranks had exited 0 just before it. */
+TY_TEST(a_gang_that_finishes_just_before_the_kill_succeeds)
+{
+	struct world w;
+	struct fx *f;
+	const struct proto_msg *c, *k;
+	const char *cnode;
+
+	borrowed_cluster(&w, no_min_runtime, ",'checkpoint':{'grace_seconds':1}");
+	f = w.f;
+	fx_submit_to(f, w.b, ",'resources':{'nodes':1,'gpus_per_node':2}");
+	c = recv_either(f, "checkpoint", T, &cnode);
+	REQUIRE(c != NULL);
+	k = fx_recv(f, cnode, "kill", c->job, T);
+	REQUIRE(k != NULL);
+	CHECK_STR_EQ(dstr(k, "reason"), "preempted");
+	fx_exit(f, cnode, c->job == w.a1 ? w.l1 : w.l2, 0, "", "");
+	FX_WAIT(f, T, "succeeded 1 0",
+		"SELECT state || ' ' || attempt || ' ' || preemptions FROM jobs WHERE id = $1",
+		fx_n(c->job));
+	fx_poll(f, 1000);
+	CHECK_INT_EQ(
+	    fx_count(f, "n1", "launch", c->job, 0) + fx_count(f, "n2", "launch", c->job, 0), 1);
+	fx_sched_stop(f, 0);
+}
+
+/* A job that checkpoints and exits non-zero on the signal asks to be resumed. */
+TY_TEST(a_gang_that_checkpoints_and_exits_on_the_signal_is_requeued_without_a_kill)
+{
+	struct world w;
+	struct fx *f;
+	const struct proto_msg *c;
+	const char *cnode;
+	long long b1;
+
+	borrowed_cluster(&w, no_min_runtime, ",'checkpoint':{'grace_seconds':30}");
+	f = w.f;
+	b1 = fx_submit_to(f, w.b, ",'resources':{'nodes':1,'gpus_per_node':2}");
+	c = recv_either(f, "checkpoint", T, &cnode);
+	REQUIRE(c != NULL);
+	/* what the executor reports for a rank that exits 75 after the signal */
+	fx_exit(f, cnode, c->job == w.a1 ? w.l1 : w.l2, -1, "preempted",
+		"preempted: rank 1 ended after the checkpoint signal (SIGUSR1)");
+	REQUIRE(fx_recv(f, cnode, "launch", b1, T) != NULL);
+	CHECK_STR_EQ(FX_Q(f,
+			  "SELECT state || ' ' || preemptions || ' ' || retries::text"
+			  " FROM jobs WHERE id = $1",
+			  fx_n(c->job)),
+		     "pending 1 {}");
+	CHECK_STR_EQ(FX_Q(f, "SELECT state || ' ' || failure_class FROM attempts WHERE job_id = $1",
+			  fx_n(c->job)),
+		     "failed preempted");
+	CHECK_INT_EQ(fx_count(f, cnode, "kill", c->job, 0), 0);
+	fx_sched_stop(f, 0);
+}
+
+/*
+ * A rank failed on its own before the signal reached it: the failure keeps
+ * its class, evidence and retry accounting; it is no preemption.
+ */
+TY_TEST(a_failure_of_its_own_during_the_preemption_keeps_its_class_and_budget)
+{
+	struct world w;
+	struct fx *f;
+	const struct proto_msg *c, *l;
+	const char *cnode;
+
+	borrowed_cluster(&w, no_min_runtime,
+			 ",'checkpoint':{'grace_seconds':30},'retry':{'user':1}");
+	f = w.f;
+	fx_submit_to(f, w.b, ",'resources':{'nodes':1,'gpus_per_node':2}");
+	c = recv_either(f, "checkpoint", T, &cnode);
+	REQUIRE(c != NULL);
+	l = c->job == w.a1 ? w.l1 : w.l2;
+	fx_send(f, cnode, "rank_exited", l->job, l->attempt, "{'rank':0,'exit_code':3,'signal':0}");
+	fx_send(f, cnode, "attempt_exited", l->job, l->attempt,
+		"{'exit_code':3,'failure_class':'user','message':'rank 0 exited with code 3',"
+		"'evidence':'rank 0: ValueError: bad batch'}");
+	fx_node_runs(f, cnode, l->job, l->attempt, false);
+	FX_WAIT(
+	    f, T, "pending 0 {\"user\": 1}",
+	    "SELECT state || ' ' || preemptions || ' ' || retries::text FROM jobs WHERE id = $1",
+	    fx_n(c->job));
+	CHECK_STR_EQ(FX_Q(f,
+			  "SELECT state || ' ' || failure_class || ' ' || exit_code || ' ' ||"
+			  " message || ' / ' || evidence FROM attempts WHERE job_id = $1",
+			  fx_n(c->job)),
+		     "failed user 3 rank 0 exited with code 3 / rank 0: ValueError: bad batch");
+	CHECK_STR_EQ(FX_Q(f,
+			  "SELECT message FROM job_events WHERE job_id = $1 AND type = 'requeued'",
+			  fx_n(c->job)),
+		     "attempt 1 failed: rank 0 exited with code 3 (user); requeued for attempt 2 "
+		     "(user retry 1 of 1, backoff 10s)");
+	fx_sched_stop(f, 0);
+}
+
+/* One team-a gang of 2 nodes × 2 GPUs (2 of them borrowed from b), running. */
+struct gang {
+	struct fx *f;
+	const char *a, *b;
+	long long job;
+	const struct proto_msg *l1, *l2; /* its launches on n1 and n2 */
+};
+
+static void borrowed_gang(struct gang *g, const char *spec)
+{
+	struct fx *f = g->f = fx_start();
+
+	g->a = fx_team(f, "a", 2, -1, "c1");
+	g->b = fx_team(f, "b", 2, -1, "c1");
+	fx_node(f, "n1", 2);
+	fx_node(f, "n2", 2);
+	fx_sched_start(f, "s1", no_min_runtime);
+	FX_WAIT(f, T, "2", "SELECT count(*) FROM nodes WHERE state = 'ready'");
+	g->job = fx_submit_to(f, g->a,
+			      ty_test_strf(",'resources':{'nodes':2,'gpus_per_node':2}%s", spec));
+	g->l1 = fx_recv(f, "n1", "launch", g->job, T);
+	g->l2 = fx_recv(f, "n2", "launch", g->job, T);
+	REQUIRE(g->l1 != NULL && g->l2 != NULL);
+	fx_run(f, "n1", g->l1);
+	fx_run(f, "n2", g->l2);
+	FX_WAIT(f, T, "running", "SELECT state FROM jobs WHERE id = $1", fx_n(g->job));
+	fx_submit_to(f, g->b, ",'resources':{'nodes':1,'gpus_per_node':2}");
+	REQUIRE(fx_recv(f, "n1", "checkpoint", g->job, T) != NULL);
+	REQUIRE(fx_recv(f, "n2", "checkpoint", g->job, T) != NULL);
+}
+
+/*
+ * In a gang the first node to end decides: a peer that fails after the
+ * preemption stopped another node's ranks failed because of it.
+ */
+TY_TEST(a_peer_failing_after_the_preemption_stopped_a_node_is_still_a_preemption)
+{
+	struct gang g;
+	struct fx *f;
+
+	borrowed_gang(&g, ",'checkpoint':{'grace_seconds':30}");
+	f = g.f;
+	fx_exit(f, "n1", g.l1, -1, "preempted",
+		"preempted: rank 1 ended after the checkpoint signal (SIGUSR1)");
+	fx_exit(f, "n2", g.l2, 1, "system", "rank 3 exited with code 1");
+	FX_WAIT(
+	    f, T, "pending 1 {}",
+	    "SELECT state || ' ' || preemptions || ' ' || retries::text FROM jobs WHERE id = $1",
+	    fx_n(g.job));
+	CHECK_STR_EQ(FX_Q(f, "SELECT state || ' ' || failure_class FROM attempts WHERE job_id = $1",
+			  fx_n(g.job)),
+		     "failed preempted");
+	CHECK_STR_EQ(FX_Q(f, "SELECT count(*) FROM node_failures WHERE job_id = $1", fx_n(g.job)),
+		     "0");
+	fx_sched_stop(f, 0);
+}
+
+TY_TEST(a_node_failing_first_during_the_preemption_fails_the_gang)
+{
+	struct gang g;
+	struct fx *f;
+
+	borrowed_gang(&g, ",'checkpoint':{'grace_seconds':30}"); /* user retries: 0 */
+	f = g.f;
+	fx_exit(f, "n2", g.l2, 3, "user", "rank 3 exited with code 3");
+	/* fail fast: the rest of the gang is killed at once, not after the grace period */
+	REQUIRE(fx_recv(f, "n1", "kill", g.job, 5000) != NULL);
+	fx_exit(f, "n1", g.l1, -1, "cancelled", "killed");
+	FX_WAIT(
+	    f, T, "failed 0 user",
+	    "SELECT state || ' ' || preemptions || ' ' || failure_class FROM jobs WHERE id = $1",
+	    fx_n(g.job));
+	CHECK_STR_EQ(FX_Q(f,
+			  "SELECT state || ' ' || failure_class || ' ' || exit_code"
+			  " FROM attempts WHERE job_id = $1",
+			  fx_n(g.job)),
+		     "failed user 3");
+	CHECK_STR_EQ(FX_Q(f, "SELECT message FROM job_events WHERE job_id = $1 AND type = 'failed'",
+			  fx_n(g.job)),
+		     "attempt 1 failed: rank 3 exited with code 3 (user)");
+	fx_sched_stop(f, 0);
+}
+
+/* Mixed: one node finished, the other was stopped: the work is not done. */
+TY_TEST(a_gang_stopped_on_one_node_after_the_other_finished_is_requeued)
+{
+	struct gang g;
+	struct fx *f;
+
+	borrowed_gang(&g, ",'checkpoint':{'grace_seconds':30}");
+	f = g.f;
+	fx_exit(f, "n1", g.l1, 0, "", "");
+	fx_exit(f, "n2", g.l2, -1, "preempted", "preempted: checkpoint step 4 verified");
+	FX_WAIT(f, T, "pending 1", "SELECT state || ' ' || preemptions FROM jobs WHERE id = $1",
+		fx_n(g.job));
 	fx_sched_stop(f, 0);
 }
 

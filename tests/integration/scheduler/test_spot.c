@@ -220,6 +220,44 @@ TY_TEST(notice_checkpoints_whole_gang_kills_by_deadline_and_requeues)
  * deadline allows, so it decides the kill. A newer heartbeat without the
  * notice ends it; the old event replayed afterwards changes nothing.
  */
+/*
+ * The ranks finished on their own just after the notice's checkpoint signal:
+ * the job succeeded, counts no spot preemption and never runs again.
+ */
+TY_TEST(a_gang_that_finishes_after_the_notice_succeeds_and_never_runs_again)
+{
+	struct fx *f = fx_start();
+	const struct proto_msg *l;
+	const char *on;
+	long long job, deadline;
+
+	fx_node_pool(f, "n1", 2, "spot");
+	fx_sched_start(f, "s1", NULL);
+	FX_WAIT(f, T, "1", "SELECT count(*) FROM nodes WHERE state = 'ready'");
+	job = fx_submit(f, ",'resources':{'nodes':1,'gpus_per_node':2},"
+			   "'spot':{'allowed':true},'checkpoint':{'grace_seconds':600}");
+	l = recv_launch(f, four, job, T, &on);
+	REQUIRE(l != NULL);
+	fx_run(f, on, l);
+	FX_WAIT(f, T, "running", "SELECT state FROM jobs WHERE id = $1", fx_n(job));
+	deadline = ty_wall_ms() + 60000;
+	fx_node_notice(f, "n1", notice_json(deadline));
+	fx_send(f, "n1", "preempt_notice", 0, 0, notice_json(deadline));
+	REQUIRE(fx_recv(f, "n1", "checkpoint", job, T) != NULL);
+	FX_WAIT(f, T, "preempting", "SELECT state FROM jobs WHERE id = $1", fx_n(job));
+	fx_exit(f, "n1", l, 0, "", "");
+	FX_WAIT(f, T, "succeeded 1 0 0",
+		"SELECT state || ' ' || attempt || ' ' || preemptions || ' ' || spot_preemptions"
+		" FROM jobs WHERE id = $1",
+		fx_n(job));
+	CHECK_STR_EQ(FX_Q(f, "SELECT state || ' ' || message FROM attempts WHERE job_id = $1",
+			  fx_n(job)),
+		     "succeeded finished before it was stopped");
+	fx_poll(f, 1500);
+	CHECK_INT_EQ(fx_count(f, "n1", "launch", job, 0), 1);
+	fx_sched_stop(f, 0);
+}
+
 TY_TEST(heartbeat_notice_grace_bound_end_and_stale_replay)
 {
 	struct fx *f = fx_start();
