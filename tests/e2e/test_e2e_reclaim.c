@@ -16,6 +16,15 @@
 	"trap 'touch $OUTDIR/ckpt-$tag' USR1; echo $$ > $OUTDIR/run-$tag; "                        \
 	"while :; do sleep 0.2; done\"]"
 
+/*
+ * Notes each run like TRAINER, and on the checkpoint signal notes it and
+ * finishes: exit 0, as a job does that was at its last step.
+ */
+#define FINISHER                                                                                   \
+	"[\"/bin/sh\",\"-c\",\"tag=$TRAINYARD_JOB_ID-$TRAINYARD_ATTEMPT; "                         \
+	"trap 'touch $OUTDIR/ckpt-$tag; exit 0' USR1; echo $$ > $OUTDIR/run-$tag; "                \
+	"while :; do sleep 0.2; done\"]"
+
 /* A team with 2 nominal GPUs in cohort (no borrowing limit). */
 static const char *mk_team(const char *prefix, const char *cohort)
 {
@@ -164,5 +173,73 @@ TY_TEST(borrowed_gpus_are_reclaimed_by_checkpoint_and_requeue)
 		CHECK_STATUS(&r, 200);
 		ty_resp_free(&r);
 		json_decref(e2e_wait_state(e, id, "cancelled", 30000));
+	}
+}
+
+/*
+ * The victim's ranks finish right after the checkpoint signal (exit 0): the
+ * job succeeded, and it is never run again — through the real executor,
+ * whose report of the exit crosses the scheduler's preemption.
+ */
+TY_TEST(a_gang_that_finishes_on_the_checkpoint_signal_succeeds_and_never_runs_again)
+{
+	struct e2e *e = e2e_get();
+	const char *cohort = ty_uniq("cohort");
+	const char *a = mk_team("a", cohort), *b = mk_team("b", cohort);
+	const char *spec =
+	    "\"resources\":{\"nodes\":1,\"gpus_per_node\":2},\"launch\":\"per_node\","
+	    "\"checkpoint\":{\"signal\":\"SIGUSR1\",\"grace_seconds\":30}";
+	long long a1, a2, b1, victim = 0, other = 0;
+	json_t *job, *att;
+
+	e->token = ty_stack_get()->admin;
+	a1 = submit_as(e, a, FINISHER, spec);
+	json_decref(e2e_wait_state(e, a1, "running", 60000));
+	a2 = submit_as(e, a, FINISHER, spec);
+	json_decref(e2e_wait_state(e, a2, "running", 60000));
+	for (int i = 0; i < 100 && !(exists(e, ty_test_strf("run-%lld-1", a1)) &&
+				     exists(e, ty_test_strf("run-%lld-1", a2)));
+	     i++)
+		usleep(100 * 1000);
+	b1 = submit_as(e, b, "[\"/bin/sh\",\"-c\",\"sleep 1\"]",
+		       "\"resources\":{\"nodes\":1,\"gpus_per_node\":2}");
+	for (int i = 0; i < 300 && !victim; i++) {
+		if (exists(e, ty_test_strf("ckpt-%lld-1", a1)))
+			victim = a1, other = a2;
+		else if (exists(e, ty_test_strf("ckpt-%lld-1", a2)))
+			victim = a2, other = a1;
+		else
+			usleep(100 * 1000);
+	}
+	REQUIRE(victim != 0);
+
+	/* finished, not preempted: long before the 30 s grace period is over */
+	job = e2e_wait_state(e, victim, "succeeded,failed,cancelled,pending", 20000);
+	CHECK_STR_EQ(ty_jstr(job, "state"), "succeeded");
+	CHECK_INT_EQ(ty_jint(job, "attempt"), 1);
+	CHECK_INT_EQ(ty_jint(job, "preemptions"), 0);
+	json_decref(job);
+	att = e2e_attempts(e, victim);
+	CHECK_INT_EQ(json_array_size(att), 1);
+	CHECK_STR_EQ(ty_jstr(json_array_get(att, 0), "state"), "succeeded");
+	json_decref(att);
+	CHECK_STR_EQ(event_types(e, victim),
+		     "submitted scheduled starting running preempting succeeded");
+	json_decref(e2e_wait_state(e, b1, "succeeded", 60000));
+	/* and never again, though its GPUs are free once more */
+	usleep(1500 * 1000);
+	CHECK(!exists(e, ty_test_strf("run-%lld-2", victim)));
+	job = e2e_wait_state(e, victim, "succeeded", 1000);
+	CHECK_INT_EQ(ty_jint(job, "attempt"), 1);
+	json_decref(job);
+
+	{
+		struct ty_resp r = {0};
+
+		ty_http(&r, "POST", ty_test_strf("/v1/jobs/%lld/cancel", other), e->token, NULL,
+			NULL);
+		CHECK_STATUS(&r, 200);
+		ty_resp_free(&r);
+		json_decref(e2e_wait_state(e, other, "cancelled", 30000));
 	}
 }
