@@ -138,6 +138,52 @@ int faults_overlaps(const struct faults_rank *recs, size_t n, char *report, size
 	return found;
 }
 
+/* Whether every rank 0..ranks-1 of (job, attempt) has a record with its end mark. */
+static bool attempt_finished(const struct faults_rank *recs, size_t n, long long job, int attempt,
+			     int ranks)
+{
+	for (int r = 0; r < ranks; r++) {
+		bool ended = false;
+
+		for (size_t i = 0; i < n && !ended; i++)
+			ended = recs[i].job == job && recs[i].attempt == attempt &&
+				recs[i].rank == r && recs[i].ended;
+		if (!ended)
+			return false;
+	}
+	return ranks > 0;
+}
+
+int faults_reruns(const struct faults_rank *recs, size_t n, const struct faults_world *worlds,
+		  size_t nw, char *report, size_t size)
+{
+	size_t used = 0;
+	int found = 0;
+
+	if (size)
+		report[0] = '\0';
+	for (size_t w = 0; w < nw; w++) {
+		int first = 0, later = 0;
+
+		/* the earliest finished attempt, then the latest attempt that started at all */
+		for (size_t i = 0; i < n; i++)
+			if (recs[i].job == worlds[w].job &&
+			    (!first || recs[i].attempt < first) &&
+			    attempt_finished(recs, n, worlds[w].job, recs[i].attempt,
+					     worlds[w].ranks))
+				first = recs[i].attempt;
+		for (size_t i = 0; first && i < n; i++)
+			if (recs[i].job == worlds[w].job && recs[i].attempt > later)
+				later = recs[i].attempt;
+		if (first && later > first)
+			found += appendf(report, size, &used,
+					 "job %lld: attempt %d finished (all %d ranks wrote their "
+					 "end mark) and attempt %d started again\n",
+					 worlds[w].job, first, worlds[w].ranks, later);
+	}
+	return found;
+}
+
 struct faults_rank *faults_ranks(struct e2e *e, size_t *n)
 {
 	DIR *d = opendir(e->out);
@@ -347,6 +393,26 @@ bool faults_check_invariants(struct e2e *e, const long long *jobs, const char *c
 			if (strstr(report, ty_test_strf("job %lld", jobs[i])))
 				describe(e, jobs[i], recs, nrec);
 		ok = false;
+	}
+	/* a finished job never starts again (its side effects would happen twice) */
+	{
+		struct faults_world *worlds = calloc((size_t)n + 1, sizeof(*worlds));
+
+		REQUIRE(worlds != NULL);
+		for (int i = 0; i < n; i++) {
+			worlds[i].job = jobs[i];
+			worlds[i].ranks = atoi(ty_stack_sql(
+			    "SELECT coalesce(max(world_size), 0) FROM attempts WHERE job_id = $1",
+			    ty_test_strf("%lld", jobs[i]), (const char *)NULL));
+		}
+		if ((bad = faults_reruns(recs, nrec, worlds, (size_t)n, report, sizeof(report)))) {
+			FAIL("%d job(s) started again after finishing:\n%s", bad, report);
+			for (int i = 0; i < n; i++)
+				if (strstr(report, ty_test_strf("job %lld:", jobs[i])))
+					describe(e, jobs[i], recs, nrec);
+			ok = false;
+		}
+		free(worlds);
 	}
 	if (*unreleased) {
 		FAIL("allocations never released after %d ms: %s", waited, unreleased);

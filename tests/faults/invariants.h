@@ -59,6 +59,22 @@ int faults_rank_parse(struct faults_rank *rec, const char *name, const char *tex
  */
 int faults_overlaps(const struct faults_rank *recs, size_t n, char *report, size_t size);
 
+/* A job's world size (attempts.world_size), for faults_reruns. */
+struct faults_world {
+	long long job;
+	int ranks;
+};
+
+/*
+ * Look for a job started again after it finished: an attempt every one of
+ * whose ranks 0..ranks-1 (from worlds[0..nw); a job not listed is not
+ * judged) wrote its end mark, followed by any rank of a later attempt. A
+ * finished job's side effects must never happen twice. Writes one line per
+ * finding to report (truncated at size) and returns how many there were.
+ */
+int faults_reruns(const struct faults_rank *recs, size_t n, const struct faults_world *worlds,
+		  size_t nw, char *report, size_t size);
+
 /* ---- the running stack ---- */
 
 /*
@@ -81,7 +97,8 @@ const char *faults_live_ranks(struct e2e *e);
  * released and the rank processes to go; then every job must exist (and no
  * other job in e->team), be in one of its states, no gang may have run twice
  * (faults_overlaps; a job that succeeded must have left rank
- * records), no allocation of the database may be unreleased and no
+ * records), no job started again after an attempt of it finished
+ * (faults_reruns), no allocation of the database may be unreleased and no
  * row left in dispatch_outbox (so call it when nothing else runs), and no
  * process of the case may live on. Each failure is reported with what was
  * found (job, state, attempts, rank intervals). Returns whether all held.

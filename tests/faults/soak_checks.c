@@ -121,6 +121,7 @@ int fchk_terminal(struct e2e *e, struct fchk_job *jobs, int n, int timeout_ms)
 /* What the rank files say about one attempt. */
 struct seen {
 	int count[RANKS_MAX];
+	bool ended[RANKS_MAX];		   /* a file of the rank ends with "end" */
 	long long first_start, last_alive; /* ms */
 	bool any;
 };
@@ -161,6 +162,7 @@ int fchk_ranks(struct e2e *e, const struct fchk_job *jobs, int n)
 		    sscanf(text, "start %lld", &start) != 1)
 			continue; /* a rank killed before it wrote its start: it did not run */
 		s->count[rank]++;
+		s->ended[rank] = s->ended[rank] || strstr(text, "\nend\n") != NULL;
 		if (!s->any || start < s->first_start)
 			s->first_start = start;
 		long long alive =
@@ -194,6 +196,21 @@ int fchk_ranks(struct e2e *e, const struct fchk_job *jobs, int n)
 					    j->id, b, v[i][b].first_start, a, s->last_alive);
 					bad++;
 				}
+		}
+		/* a finished attempt is the last: a finished job never starts again */
+		for (int a = 1, done = 0; a <= ATTEMPTS_MAX && !done; a++) {
+			int r = 0;
+
+			while (r < j->ranks && r < RANKS_MAX && v[i][a].ended[r])
+				r++;
+			done = v[i][a].any && r == j->ranks;
+			if (done && last > a) {
+				FAIL("job %lld: attempt %d finished (all %d ranks wrote their end) "
+				     "and "
+				     "attempt %d started again",
+				     j->id, a, j->ranks, last);
+				bad++;
+			}
 		}
 		if (!j->may_retry && last > 1) {
 			FAIL("job %lld ran attempt %d, want attempt 1 only", j->id, last);

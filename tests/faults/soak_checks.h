@@ -48,7 +48,8 @@ int fchk_terminal(struct e2e *e, struct fchk_job *jobs, int n, int timeout_ms);
 /*
  * From the ranks' files: no rank of an attempt started twice, every rank of
  * a succeeded job's last attempt ran, a job that may not retry ran attempt 1
- * only, and no two attempts of one job were alive at the same time.
+ * only, no two attempts of one job were alive at the same time, and no
+ * attempt started after one whose every rank wrote its end.
  */
 int fchk_ranks(struct e2e *e, const struct fchk_job *jobs, int n);
 

@@ -111,3 +111,59 @@ TY_TEST(a_small_report_is_truncated_not_overrun)
 	CHECK_INT_EQ(faults_overlaps(recs, 3, report, sizeof(report)), 3);
 	CHECK_STR_EQ(report, "job 1 attempt 1");
 }
+
+/* R() with the end mark as given: a rank killed before its end wrote none. */
+#define RE(job, att, rank, ended) {job, att, rank, 10 + (rank), 100, 200, ended}
+
+TY_TEST(a_finished_job_started_again_is_found)
+{
+	static const struct faults_world worlds[] = {{1, 2}, {2, 1}};
+	static const struct {
+		const char *what;
+		struct faults_rank recs[6];
+		size_t n;
+		int found;
+		const char *report;
+	} cases[] = {
+		{"nothing ran", {{0}}, 0, 0, ""},
+		{"one attempt that finished", {RE(1, 1, 0, true), RE(1, 1, 1, true)}, 2, 0, ""},
+		/* preempted or failed: a rank was stopped before its end, the retry is right */
+		{"a retry after a rank was stopped",
+		 {RE(1, 1, 0, true), RE(1, 1, 1, false), RE(1, 2, 0, true), RE(1, 2, 1, true)},
+		 4,
+		 0,
+		 ""},
+		{"a retry after a rank never started",
+		 {RE(1, 1, 0, true), RE(1, 2, 0, true), RE(1, 2, 1, true)},
+		 3,
+		 0,
+		 ""},
+		{"every rank ended, then a second attempt",
+		 {RE(1, 1, 0, true), RE(1, 1, 1, true), RE(1, 2, 0, false)},
+		 3,
+		 1,
+		 "job 1: attempt 1 finished (all 2 ranks wrote their end mark) and attempt 2 "
+		 "started again\n"},
+		{"listed out of order, two reruns reported once",
+		 {RE(2, 3, 0, true), RE(2, 2, 0, true), RE(2, 1, 0, true)},
+		 3,
+		 1,
+		 "job 2: attempt 1 finished (all 1 ranks wrote their end mark) and attempt 3 "
+		 "started again\n"},
+		{"a job the check was not told about is not judged",
+		 {RE(9, 1, 0, true), RE(9, 2, 0, true)},
+		 2,
+		 0,
+		 ""},
+	};
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		char report[1024];
+
+		ty_test_context("%s", cases[i].what);
+		CHECK_INT_EQ(faults_reruns(cases[i].recs, cases[i].n, worlds, 2, report,
+					   sizeof(report)),
+			     cases[i].found);
+		CHECK_STR_EQ(report, cases[i].report);
+	}
+}
