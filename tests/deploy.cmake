@@ -1,6 +1,7 @@
 # deploy/: the Kubernetes manifests, systemd units, alert rules and Dockerfile
-# checked against this build's programs (--help), promtool and
-# systemd-analyze (tests/deploy/check_manifests.py; about 1 s), and the
+# checked against this build's programs (--help), promtool,
+# systemd-analyze and dockerfile-utils (tests/deploy/check_manifests.py and
+# dockerfile.js, whose node_modules tests/run installs; about 1 s), and the
 # checker's own self-test: each of its cases breaks a copy of deploy/ in one
 # way and must be reported with its file and field (a few seconds).
 set(TY_DEPLOY_CHECK /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/deploy/check_manifests.py

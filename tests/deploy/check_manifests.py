@@ -7,7 +7,8 @@ the Dockerfile (deploy/container) are parsed and checked: required fields,
 references that must resolve (ConfigMaps, Secrets, claims, volumes, ports,
 selectors), every option and environment variable against the built
 program's --help, the hardening the units must keep, and `promtool check
-rules` / `systemd-analyze verify` on the real files. Every failure names the
+rules` / `systemd-analyze verify` / dockerfile-utils (dockerfile.js, after
+`npm ci --prefix tests/deploy`) on the real files. Every failure names the
 file and the field.
 
   check_manifests.py --root REPO --bin BUILD/bin            check REPO/deploy
@@ -18,6 +19,7 @@ file and the field.
 
 import argparse
 import copy
+import json
 import os
 import re
 import shlex
@@ -682,31 +684,42 @@ class Checker:
         except OSError:
             self.fail(rel, "file", "missing")
             return
-        stages = {}
-        cur = None
-        for line in text.splitlines():
-            m = re.match(r"^FROM\s+\S+\s+AS\s+(\S+)", line, re.I)
-            if m:
-                cur = m.group(1)
-                stages[cur] = []
-            elif cur:
-                stages[cur].append(line)
-        pkgs = self.packages()
-        build = "\n".join(stages.get("build", []))
-        for p in pkgs:
-            if p.endswith("-dev") and not re.search(rf"(?<![\w.-]){re.escape(p)}(?![\w.-])", build):
+        parsed = parse_dockerfile(os.path.join(self.root, rel), text)
+        for d in parsed["diagnostics"]:
+            self.fail(rel, f"line {d['line']}:{d['column']}", f"dockerfile-utils: {d['message']}")
+        stages = {s["name"]: s["instructions"] for s in parsed["stages"] if s["name"]}
+        build_args = [a for i in stages.get("build", []) if i["keyword"] == "RUN" for a in i["args"]]
+        for p in self.packages():
+            if p.endswith("-dev") and p not in build_args:
                 self.fail(rel, "stage build", f"does not install {p} (deploy/local/lib.sh TY_PACKAGES)")
+        for stage, ins in stages.items():
+            for i in ins:
+                if i["keyword"] != "COPY" or i["flags"].get("from") != "build":
+                    continue
+                for src in i["args"][:-1]:
+                    name = src.rsplit("/", 1)[-1]
+                    if not os.access(os.path.join(self.bindir, name), os.X_OK):
+                        self.fail(rel, f"stage {stage} line {i['line']} COPY",
+                                  f"'{src}' is not a program of this build")
+                    elif name not in build_args:
+                        self.fail(rel, f"stage {stage} line {i['line']} COPY",
+                                  f"'{name}' is not a --target of stage build")
         for stage, prog, user in (("api", "trainyard-api", True), ("scheduler", "trainyard-scheduler", True),
                                   ("executor", "trainyard-executor", False)):
             if stage not in stages:
                 self.fail(rel, f"stage {stage}", "missing")
                 continue
-            body = "\n".join(stages[stage])
-            if f"/usr/local/bin/{prog}" not in body or not re.search(rf"COPY .*{prog}", body):
+            ins = stages[stage]
+            if not any(i["keyword"] == "COPY" and i["flags"].get("from") == "build"
+                       and f"/build/bin/{prog}" in i["args"][:-1]
+                       and i["args"][-1] in ("/usr/local/bin/", f"/usr/local/bin/{prog}") for i in ins):
                 self.fail(rel, f"stage {stage}", f"does not install {prog} as /usr/local/bin/{prog}")
+            entry = [i for i in ins if i["keyword"] == "ENTRYPOINT"]
+            if not entry or entry[-1]["args"] != [f'["/usr/local/bin/{prog}"]']:
+                self.fail(rel, f"stage {stage} ENTRYPOINT", f'must be ["/usr/local/bin/{prog}"]')
             if user:
-                m = re.search(r"^USER\s+(\S+)", body, re.M)
-                if not m or m.group(1).split(":")[0] in ("0", "root"):
+                users = [i["args"] for i in ins if i["keyword"] == "USER"]
+                if not users or not users[-1] or users[-1][0].split(":")[0] in ("0", "root"):
                     self.fail(rel, f"stage {stage} USER", "must be a non-root user")
 
     def packages(self):
@@ -758,6 +771,23 @@ def mount_for(mounts, path):
 
 
 _tool_runs = {}
+
+DOCKERFILE_JS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "dockerfile.js")
+
+
+def parse_dockerfile(path, text):
+    """The Dockerfile as dockerfile-utils parses and validates it (dockerfile.js)."""
+    if not shutil.which("node"):
+        sys.exit("check_manifests: 'node' is missing: install Debian's nodejs (tests/run does)")
+    mods = os.path.join(os.path.dirname(DOCKERFILE_JS), "node_modules", "dockerfile-utils")
+    if not os.path.isdir(mods):
+        sys.exit(f"check_manifests: '{mods}' is missing: run 'npm ci --prefix "
+                 f"{os.path.dirname(DOCKERFILE_JS)}' (tests/run does)")
+    out = run_tool(["node", DOCKERFILE_JS, path], [text])
+    if out.returncode != 0:
+        sys.exit(f"check_manifests: 'node dockerfile.js {path}' failed (exit {out.returncode}): "
+                 f"{out.stderr.strip()}")
+    return json.loads(out.stdout)
 
 
 def run_tool(argv, inputs, **kw):
@@ -873,6 +903,33 @@ CASES = [
      rep("          severity: info\n", ""), ["labels.severity"]),
     ("api_image_runs_as_root", "deploy/container/Dockerfile",
      rep("USER 10001:10001\nEXPOSE 8080", "EXPOSE 8080"), ["stage api USER"]),
+    # the break of issue 15: a continuation line of an ENV whose first line was lost
+    ("dockerfile_env_lost", "deploy/container/Dockerfile",
+     rep("/usr/local/bin/\n# the driver libraries the NVIDIA container toolkit mounts: compute\n"
+         "# (libcuda.so.1) and utility (nvidia-smi); which GPUs comes from the device\n"
+         "# plugin or `docker run --gpus`, never from the image\n"
+         "ENV NVIDIA_DRIVER_CAPABILITIES=compute,utility\n",
+         "/usr/local/bin/\n    NVIDIA_DRIVER_CAPABILITIES=compute,utility\n"),
+     ["dockerfile-utils: Unknown instruction: NVIDIA_DRIVER_CAPABILITIES"]),
+    ("dockerfile_env_no_value", "deploy/container/Dockerfile",
+     rep("ENV NVIDIA_DRIVER_CAPABILITIES=compute,utility", "ENV NVIDIA_DRIVER_CAPABILITIES"),
+     ["dockerfile-utils: ENV must have two arguments"]),
+    ("dockerfile_empty_continuation", "deploy/container/Dockerfile",
+     rep("      curl libuv1 libibverbs1", "\n      curl libuv1 libibverbs1"),
+     ["dockerfile-utils: Empty continuation line"]),
+    ("dockerfile_unknown_copy_flag", "deploy/container/Dockerfile",
+     rep("COPY --from=build /build/bin/trainyard-scheduler", "COPY --form=build /build/bin/trainyard-scheduler"),
+     ["dockerfile-utils: Unknown flag: form"]),
+    ("dockerfile_duplicate_stage", "deploy/container/Dockerfile",
+     rep("FROM runtime AS scheduler", "FROM runtime AS api"), ["dockerfile-utils: duplicate name api"]),
+    ("dockerfile_copies_no_program", "deploy/container/Dockerfile",
+     rep("/build/bin/trainyard-allreduce /usr", "/build/bin/trainyard-allreduc /usr"),
+     ["stage executor", "COPY", "'/build/bin/trainyard-allreduc' is not a program of this build"]),
+    ("dockerfile_copies_unbuilt_target", "deploy/container/Dockerfile",
+     rep(" trainyard-allreduce jobctl", " jobctl"), ["stage executor", "'trainyard-allreduce' is not a --target"]),
+    ("dockerfile_wrong_entrypoint", "deploy/container/Dockerfile",
+     rep('ENTRYPOINT ["/usr/local/bin/trainyard-scheduler"]', 'ENTRYPOINT ["/usr/local/bin/trainyard-api"]'),
+     ["stage scheduler ENTRYPOINT"]),
 ]
 
 COPIED = ("deploy", "docs/metrics.md", "api/routes.c")
