@@ -38,11 +38,10 @@ extern char **environ;
 #define CKPT_GRACE_SLACK_MS 2000
 
 struct counters {
-	uint64_t malformed;   /* not a message, or not a dispatch type */
-	uint64_t stale;	      /* epoch older than the newest seen */
-	uint64_t duplicates;  /* same (job, attempt, type, seq), or a launch already here */
-	uint64_t other_node;  /* for another node sharing the partition */
-	uint64_t unsupported; /* dispatch types this executor does not act on yet */
+	uint64_t malformed;  /* not a message (unknown types included), or not a dispatch type */
+	uint64_t stale;	     /* epoch older than the newest seen */
+	uint64_t duplicates; /* same (job, attempt, type, seq), or a launch already here */
+	uint64_t other_node; /* for another node sharing the partition */
 };
 
 struct exec {
@@ -104,8 +103,7 @@ struct exec {
 #define M_SKIPPED "trainyard_executor_dispatch_skipped_total"
 #define M_NOTICES "trainyard_executor_spot_notices_total"
 
-static const char *const skip_reasons[] = {"malformed", "stale", "duplicates", "other_node",
-					   "unsupported"};
+static const char *const skip_reasons[] = {"malformed", "stale", "duplicates", "other_node"};
 
 static int metrics_new(struct exec *x, struct ty_err *err)
 {
@@ -394,12 +392,11 @@ static void send_heartbeat(struct exec *x)
 		ty_error("cannot build a heartbeat: out of memory");
 		return;
 	}
-	hb = json_pack("{s:s, s:o, s:o, s:{s:I, s:I, s:I, s:I, s:I}}", "boot_id", x->boot_id,
-		       "running", running, "finished", finished, "counters", "malformed",
+	hb = json_pack("{s:s, s:o, s:o, s:{s:I, s:I, s:I, s:I}}", "boot_id", x->boot_id, "running",
+		       running, "finished", finished, "counters", "malformed",
 		       (json_int_t)x->counters.malformed, "stale", (json_int_t)x->counters.stale,
 		       "duplicates", (json_int_t)x->counters.duplicates, "other_node",
-		       (json_int_t)x->counters.other_node, "unsupported",
-		       (json_int_t)x->counters.unsupported);
+		       (json_int_t)x->counters.other_node);
 	/* repeated while it lasts: a lost preempt_notice costs one heartbeat */
 	if (hb && x->preempting)
 		json_object_set_new(hb, "preempt_notice", notice_json(x));
@@ -677,10 +674,7 @@ static void dispatch(struct exec *x, const void *buf, size_t len, int64_t offset
 		on_checkpoint(x, &m);
 		break;
 	default:
-		skipped(x, &x->counters.unsupported, "unsupported");
-		ty_info("ignoring '%s' of job %lld: not supported yet", proto_type_name(m.type),
-			(long long)m.job);
-		break;
+		break; /* not a dispatch type: skipped above */
 	}
 out:
 	proto_msg_clear(&m);

@@ -93,7 +93,6 @@ put("proto", "launch-per-node", "\0" + msg("launch", dict(launch, launch="per_no
 put("proto", "kill", "\0" + msg("kill", {"reason": "preempted", "grace_seconds": 30}))
 put("proto", "checkpoint", "\0" + msg("checkpoint", {"signal": "SIGUSR1", "grace_seconds": 120,
                                                       "deadline": 1764000030000}))
-put("proto", "drain", "\0" + msg("drain", {}, job=0, attempt=0))
 put("proto", "rank-started", "\1" + msg("rank_started", {"rank": 1, "local_rank": 1, "pid": 4242}, epoch=0))
 put("proto", "rank-exited", "\1" + msg("rank_exited", {"rank": 1, "exit_code": 0, "signal": 0}, epoch=0))
 put("proto", "attempt-running", "\1" + msg("attempt_running", {"ranks": 2, "resume": {
@@ -106,8 +105,6 @@ put("proto", "checkpoint-written", "\1" + msg("checkpoint_written", {"path": "/c
                                                                      "files": 2, "bytes": 10}, epoch=0))
 put("proto", "preempt-notice", "\1" + msg("preempt_notice", {"deadline": 1764000120000, "provider": "aws",
                                                              "action": "terminate", "detail": "x"}, job=0, attempt=0, epoch=0))
-put("proto", "metrics", "\1" + msg("metrics", {"metrics": {"loss": 0.5}}, epoch=0))
-put("proto", "progress", "\1" + msg("progress", {"step": 5}, epoch=0))
 put("proto", "register", "\2" + msg("register", {"address": "127.0.0.2", "gpus": 2, "labels": {"pool": "spot"},
                                                  "boot_id": "b-1", "log_url": "http://127.0.0.2:7001",
                                                  "simulated": True}, job=0, attempt=0, epoch=0))
@@ -115,8 +112,8 @@ put("proto", "heartbeat", "\2" + msg("heartbeat", {"boot_id": "b-1", "running": 
                                                    "finished": [{"job": 6, "attempt": 2, "exit_code": 0,
                                                                  "failure_class": None, "message": ""}]},
                                      job=0, attempt=0, epoch=0))
-put("proto", "state", "\2" + msg("state", {"state": "drained"}, job=0, attempt=0, epoch=0))
-put("proto", "duplicate-key", '\0{"v":1,"v":1,"type":"drain","node":"n","job":0,"attempt":0,"epoch":1,"seq":1,"ts":1,"data":{}}')
+put("proto", "duplicate-key", '\0{"v":1,"v":1,"type":"kill","node":"n","job":1,"attempt":1,"epoch":1,"seq":1,"ts":1,'
+    '"data":{"reason":"cancel","grace_seconds":1}}')
 
 # --- ckpt_manifest: MANIFEST.json of step-7 (the fixture in fuzz_ckpt_manifest.c) ---
 H = "8ddbb2d116530a7785a51dc2442f9a213b1d3dd34f81259fc38982e4eca46ff5"

@@ -35,19 +35,15 @@ static const struct schema schemas[PROTO_TYPE_COUNT] = {
 			   "command:a", "env:o", "launch:s", NULL}},
 	[PROTO_KILL] = {true, {"reason:s", "grace_seconds:i", NULL}},
 	[PROTO_CHECKPOINT] = {true, {"signal:s", "grace_seconds:i", NULL}},
-	[PROTO_DRAIN] = {false, {NULL}},
 	[PROTO_RANK_STARTED] = {true, {"rank:i", "local_rank:i", "pid:i", NULL}},
 	[PROTO_RANK_EXITED] = {true, {"rank:i", "exit_code:i", "signal:i", NULL}},
 	[PROTO_ATTEMPT_RUNNING] = {true, {"ranks:i", NULL}},
 	[PROTO_ATTEMPT_EXITED] = {true, {"exit_code:i", "failure_class:s", "message:s", NULL}},
-	[PROTO_PROGRESS] = {true, {NULL}},
 	[PROTO_CHECKPOINT_WRITTEN] = {true, {"path:s", "step:i", NULL}},
 	[PROTO_PREEMPT_NOTICE] = {false, {"deadline:i", NULL}},
-	[PROTO_METRICS] = {true, {"metrics:o", NULL}},
 	[PROTO_REGISTER] = {false,
 			    {"address:s", "gpus:i", "labels:o", "boot_id:s", "log_url:s", NULL}},
 	[PROTO_HEARTBEAT] = {false, {"boot_id:s", "running:a", "finished:a", NULL}},
-	[PROTO_NODE_STATE] = {false, {"state:s", NULL}},
 };
 
 const char *proto_type_name(enum proto_type t)

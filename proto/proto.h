@@ -31,18 +31,14 @@
 	X(LAUNCH, "launch", PROTO_TOPIC_DISPATCH)                             \
 	X(KILL, "kill", PROTO_TOPIC_DISPATCH)                                 \
 	X(CHECKPOINT, "checkpoint", PROTO_TOPIC_DISPATCH)                     \
-	X(DRAIN, "drain", PROTO_TOPIC_DISPATCH)                               \
 	X(RANK_STARTED, "rank_started", PROTO_TOPIC_EVENTS)                   \
 	X(RANK_EXITED, "rank_exited", PROTO_TOPIC_EVENTS)                     \
 	X(ATTEMPT_RUNNING, "attempt_running", PROTO_TOPIC_EVENTS)             \
 	X(ATTEMPT_EXITED, "attempt_exited", PROTO_TOPIC_EVENTS)               \
-	X(PROGRESS, "progress", PROTO_TOPIC_EVENTS)                           \
 	X(CHECKPOINT_WRITTEN, "checkpoint_written", PROTO_TOPIC_EVENTS)       \
 	X(PREEMPT_NOTICE, "preempt_notice", PROTO_TOPIC_EVENTS)               \
-	X(METRICS, "metrics", PROTO_TOPIC_EVENTS)                             \
 	X(REGISTER, "register", PROTO_TOPIC_NODES)                            \
-	X(HEARTBEAT, "heartbeat", PROTO_TOPIC_NODES)                          \
-	X(NODE_STATE, "state", PROTO_TOPIC_NODES)
+	X(HEARTBEAT, "heartbeat", PROTO_TOPIC_NODES)
 
 enum proto_type {
 	PROTO_NONE = 0,

@@ -727,6 +727,11 @@ long long fx_send(struct fx *f, const char *node, const char *type, long long jo
 	return seq;
 }
 
+void fx_send_raw(struct fx *f, const char *topic, const char *node, const char *payload)
+{
+	produce(f, topic, 0, node, ty_test_jf("%s", payload), true);
+}
+
 int fx_sent_count(struct fx *f)
 {
 	int n;

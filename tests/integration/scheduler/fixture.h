@@ -101,6 +101,8 @@ void fx_node_finished_ev(struct fx *f, const char *id, long long job, long long 
 /* Produce one message from node (data JSON with ' for "; NULL for {}). Returns its seq. */
 long long fx_send(struct fx *f, const char *node, const char *type, long long job,
 		  long long attempt, const char *data);
+/* Produce payload as it is (JSON with ' for ") to topic, partition 0, key node. */
+void fx_send_raw(struct fx *f, const char *topic, const char *node, const char *payload);
 /* Messages produced so far (a mark for fx_replay). */
 int fx_sent_count(struct fx *f);
 /* Produce again, byte for byte and to the same partitions, messages [from, to). */

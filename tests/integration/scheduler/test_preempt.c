@@ -107,7 +107,7 @@ TY_TEST(reclaim_checkpoints_kills_after_grace_and_requeues)
 	t0 = ty_mono_ms();
 	b1 = fx_submit_to(f, w.b, ",'resources':{'nodes':1,'gpus_per_node':2}");
 
-	/* one of a's gangs (the one with the least progress: a2) gets the checkpoint signal */
+	/* one of a's gangs (the younger one: a2) gets the checkpoint signal */
 	c = recv_either(f, "checkpoint", T, &cnode);
 	REQUIRE(c != NULL);
 	victim = c->job;

@@ -261,11 +261,33 @@ TY_TEST(malformed_messages_are_skipped)
 	fx_send(f, "n1", "rank_exited", job, 1, "{'rank':7,'exit_code':1,'signal':0}");
 	fx_send(f, "bad-node", "register", 0, 0,
 		"{'address':'x','gpus':-1,'labels':{},'boot_id':'b','log_url':''}");
+	/* types DESIGN.md names but the protocol dropped: unknown, like any other */
+	fx_send_raw(f, PROTO_TOPIC_EVENTS, "n1",
+		    ty_test_strf("{'v':1,'type':'progress','node':'n1','job':%lld,'attempt':1,"
+				 "'epoch':0,'seq':1,'ts':0,'data':{'step':10}}",
+				 job));
+	fx_send_raw(f, PROTO_TOPIC_EVENTS, "n1",
+		    ty_test_strf("{'v':1,'type':'metrics','node':'n1','job':%lld,'attempt':1,"
+				 "'epoch':0,'seq':1,'ts':0,'data':{'metrics':{'loss':0.5}}}",
+				 job));
+	fx_send_raw(f, PROTO_TOPIC_NODES, "n1",
+		    "{'v':1,'type':'state','node':'n1','job':0,'attempt':0,'epoch':0,'seq':1,"
+		    "'ts':0,'data':{'state':'draining'}}");
+	fx_send_raw(f, PROTO_TOPIC_NODES, "n1",
+		    "{'v':1,'type':'drain','node':'n1','job':0,'attempt':0,'epoch':0,'seq':1,"
+		    "'ts':0,'data':{}}");
 	fx_node(f, "n2", 1);
 	FX_WAIT(f, T, "2", "SELECT count(*) FROM nodes WHERE state = 'ready'");
 	fx_sync(f, T);
 	CHECK_STR_EQ(FX_Q(f, "SELECT count(*) FROM ranks"), "0");
 	CHECK_STR_EQ(FX_Q(f, "SELECT count(*) FROM nodes WHERE id = 'bad-node'"), "0");
 	CHECK(strstr(fx_sched_log(f, 0), "skipping rank_exited message") != NULL);
+	for (const char *const *t = (const char *const[]){"progress", "metrics", "state", "drain",
+							    NULL};
+	     *t; t++) {
+		ty_test_context("type %s", *t);
+		CHECK(strstr(fx_sched_log(f, 0), ty_test_strf(": unknown message type '%s'", *t)) !=
+		      NULL);
+	}
 	fx_sched_stop(f, 0);
 }
