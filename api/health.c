@@ -1,5 +1,6 @@
 /* Unauthenticated routes: liveness, readiness and the API description. */
 #include "api.h"
+#include "migrations.h"
 
 #include <string.h>
 
@@ -12,11 +13,10 @@ int api_h_healthz(struct api_req *r, struct ty_err *err)
 
 int api_h_readyz(struct api_req *r, struct ty_err *err)
 {
-	int rc = ty_pg_exec(NULL, r->pg, "SELECT 1 FROM schema_migrations LIMIT 1", 0, NULL, err);
+	int rc = ty_schema_check(r->pg, "API", err);
 
-	if (rc == TY_EDB)
-		return api_reply_error(r, 503, "unavailable", NULL,
-				       "the database schema is missing: run --migrate");
+	if (rc == TY_ESTATE) /* not the schema this build needs: no traffic yet */
+		return api_reply_error(r, 503, "unavailable", NULL, "%s", err->msg);
 	return rc ? rc : api_reply_text(r, 200, "{\"status\":\"ready\"}");
 }
 

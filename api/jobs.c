@@ -228,12 +228,11 @@ int api_h_jobs_submit(struct api_req *r, struct ty_err *err)
 	}
 	rc = ty_pg_exec(&res, r->pg,
 			"WITH j AS (INSERT INTO jobs (team_id, name, spec, priority_class, priority,"
-			"  labels, idempotency_key, request_sha256, last_event_seq)"
-			"  VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 1)"
-			"  RETURNING id, ty_job_json(jobs)::text AS doc)," /* nothing to hide yet */
-			" e AS (INSERT INTO job_events (job_id, seq, type, state, message)"
-			"  SELECT id, 1, 'submitted', 'pending', $9 FROM j)"
-			" SELECT doc FROM j",
+			"  labels, idempotency_key, request_sha256)"
+			"  VALUES ($1, $2, $3, $4, $5, $6, $7, $8)"
+			"  RETURNING id, ty_job_json(jobs)::text AS doc)" /* nothing to hide yet */
+			/* ty_job_event is volatile: it sees the row j inserted */
+			" SELECT doc, ty_job_event(id, 'submitted', 'pending', $9, NULL) FROM j",
 			9, params, err);
 	if (rc && ty_pg_in_tx(r->pg))
 		ty_pg_rollback(r->pg);

@@ -253,14 +253,15 @@ int api_h_sweeps_create(struct api_req *r, struct ty_err *err)
 			"  max_concurrent, objective, idempotency_key, request_sha256)"
 			"  VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING id),"
 			" j AS (INSERT INTO jobs (team_id, name, spec, priority_class, priority,"
-			"  labels, sweep_id, sweep_trial, sweep_params, last_event_seq)"
+			"  labels, sweep_id, sweep_trial, sweep_params)"
 			"  SELECT $1, t.v->'spec'->>'name', t.v->'spec', $10, $11::int,"
-			"   t.v->'spec'->'labels', s.id, t.i - 1, t.v->'params', 1"
+			"   t.v->'spec'->'labels', s.id, t.i - 1, t.v->'params'"
 			"  FROM s, jsonb_array_elements($9::jsonb) WITH ORDINALITY AS t(v, i)"
 			"  RETURNING id),"
-			" e AS (INSERT INTO job_events (job_id, seq, type, state, message)"
-			"  SELECT id, 1, 'submitted', 'pending', $12 FROM j)"
-			" SELECT id FROM s",
+			/* volatile, so it sees j's rows; the main query reads e, so e runs */
+			" e AS (SELECT count(ty_job_event(id, 'submitted', 'pending', $12, NULL))"
+			"  FROM j)"
+			" SELECT s.id FROM s, e",
 			12, params, err);
 	if (!rc) {
 		const char *id[1];

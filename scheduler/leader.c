@@ -1,5 +1,6 @@
 /* Leadership: the advisory lock, the epoch of each term, fenced transactions. */
 #include "scheduler.h"
+#include "migrations.h"
 #include "ty_log.h"
 
 #include <stdlib.h>
@@ -115,35 +116,6 @@ bool sched_lock_held(struct sched *s)
 	return held;
 }
 
-/* The tables this build writes exist: a clear message instead of SQL errors. */
-static int schema_check(struct sched *s, struct ty_err *err)
-{
-	PGresult *res = NULL;
-	int64_t have;
-	int rc;
-
-	if ((rc = ty_pg_exec(&res, s->pg, "SELECT coalesce(max(version), 0) FROM schema_migrations",
-			     0, NULL, err))) {
-		if (!strcmp(ty_pg_sqlstate(s->pg), "42P01")) {
-			ty_err_clear(err);
-			rc = ty_err_set(err, TY_ESTATE,
-					"the database has no schema: run "
-					"'trainyard-api --migrate'");
-		}
-		PQclear(res);
-		return rc;
-	}
-	have = sched_col_i64(res, 0, 0);
-	PQclear(res);
-	if (have < SCHED_SCHEMA_VERSION)
-		return ty_err_set(
-		    err, TY_ESTATE,
-		    "the database schema is at migration %04lld, this scheduler needs "
-		    "%04d: run 'trainyard-api --migrate'",
-		    (long long)have, SCHED_SCHEMA_VERSION);
-	return 0;
-}
-
 int sched_lead_try(bool *won, struct sched *s, struct ty_err *err)
 {
 	PGresult *res = NULL;
@@ -160,7 +132,7 @@ int sched_lead_try(bool *won, struct sched *s, struct ty_err *err)
 		return 0;
 	}
 	PQclear(res);
-	if ((rc = schema_check(s, err)) ||
+	if ((rc = ty_schema_check(s->pg, "scheduler", err)) ||
 	    (rc = sched_epoch_bump(&s->epoch, s->pg, s->o.id, err)) ||
 	    (rc = sched_rates_publish(s, err))) {
 		unlock(s);

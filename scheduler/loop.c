@@ -202,6 +202,7 @@ static int connect_all(struct sched *s, volatile sig_atomic_t *stop)
 int sched_run(struct sched *s, volatile sig_atomic_t *stop, struct ty_err *err)
 {
 	int64_t last_warn = 0;
+	char last_refusal[TY_ERR_MSG_MAX] = "";
 
 	if (connect_all(s, stop))
 		goto out;
@@ -214,8 +215,11 @@ int sched_run(struct sched *s, volatile sig_atomic_t *stop, struct ty_err *err)
 		if (!s->leading) {
 			bool won = false;
 
-			if (sched_lead_try(&won, s, &e) && ty_mono_ms() - last_warn > 10000) {
+			/* a new reason (the schema moved on) is told at once, the same one every 10 s */
+			if (sched_lead_try(&won, s, &e) &&
+			    (strcmp(e.msg, last_refusal) || ty_mono_ms() - last_warn > 10000)) {
 				ty_warn("cannot take the lead: %s", e.msg);
+				snprintf(last_refusal, sizeof(last_refusal), "%s", e.msg);
 				last_warn = ty_mono_ms();
 			}
 			if (!won)

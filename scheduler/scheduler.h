@@ -24,8 +24,6 @@
 /* pg_advisory_lock key of the leader (docs/dispatch.md). */
 #define SCHED_LOCK_KEY "7371102"
 #define SCHED_CONSUMER_GROUP "trainyard-scheduler"
-/* The newest migration the scheduler's statements need (0009_ledger). */
-#define SCHED_SCHEMA_VERSION 9
 /* Number of priority classes (high, normal, low, scavenger: core/policy.h). */
 #define SCHED_NCLASSES 4
 

@@ -627,7 +627,7 @@ static void api_spawn(struct ty_api *api)
 }
 
 static struct ty_api *api_start(const char *db_url, const char *const *extra_args,
-				const char *ca_file)
+				const char *ca_file, bool migrate_first)
 {
 	const char *bin = api_bin();
 	const char *dir = work_dir();
@@ -651,20 +651,26 @@ static struct ty_api *api_start(const char *db_url, const char *const *extra_arg
 
 	migrate[2] = api->db_url;
 	api->log_start = file_size(api->log_path);
-	run_tool(migrate, api->log_path, NULL, "trainyard-api --migrate");
+	if (migrate_first)
+		run_tool(migrate, api->log_path, NULL, "trainyard-api --migrate");
 	api_spawn(api);
 	return api;
 }
 
 struct ty_api *ty_test_api_start(const char *db_url, const char *const *extra_args)
 {
-	return api_start(db_url, extra_args, NULL);
+	return api_start(db_url, extra_args, NULL, true);
+}
+
+struct ty_api *ty_test_api_start_as_is(const char *db_url, const char *const *extra_args)
+{
+	return api_start(db_url, extra_args, NULL, false);
 }
 
 struct ty_api *ty_test_api_start_tls(const char *db_url, const char *const *extra_args,
 				     const char *ca_file)
 {
-	return api_start(db_url, extra_args, ca_file);
+	return api_start(db_url, extra_args, ca_file, true);
 }
 
 void ty_test_api_kill(struct ty_api *api)

@@ -55,6 +55,8 @@ struct ty_api; /* opaque: one trainyard-api process (or none, when stopped) */
  * becomes the current one (the target of ty_http). Stopped at exit.
  */
 struct ty_api *ty_test_api_start(const char *db_url, const char *const *extra_args);
+/* The same without --migrate: the server on the database's schema as it is. */
+struct ty_api *ty_test_api_start_as_is(const char *db_url, const char *const *extra_args);
 /*
  * The same over HTTPS: extra_args must hold the server's --tls-cert and
  * --tls-key; ty_http then talks https://127.0.0.1:PORT and verifies the

@@ -1,7 +1,10 @@
 /*
  * The API's HTTP surface (docs/api.md): health and description routes,
- * routing errors, problem documents, readiness without a database, CORS.
+ * routing errors, problem documents, readiness without a database or below
+ * this build's schema, CORS.
  */
+#include "migrations.h"
+#include "ty_pg.h"
 #include "ty_stack.h"
 #include "ty_test.h"
 
@@ -204,6 +207,52 @@ TY_TEST(problem_documents_are_complete)
 	ty_http(&r, "POST", "/v1/teams", s->admin, "{\"nominal_gpus\":1}", NULL);
 	CHECK_PROBLEM(&r, 422, "missing_field", "name");
 	ty_resp_free(&r);
+}
+
+/*
+ * Not ready below this build's newest migration, with a detail naming the
+ * migration found and the one needed: no schema, then every older version,
+ * applied one at a time under one running server; ready at the newest.
+ */
+TY_TEST(readyz_until_the_schema_is_current)
+{
+	const char *db = ty_test_db_new();
+	struct ty_api *api = ty_test_api_start_as_is(db, NULL);
+	const int newest = ty_migrations_newest;
+	struct ty_resp r = {0};
+	struct ty_pg *pg = NULL;
+	struct ty_err err = {0};
+	int applied = 0;
+
+	REQUIRE(ty_migrations_count > 1);
+	REQUIRE_INT_EQ(newest, ty_migrations[ty_migrations_count - 1].version);
+	REQUIRE_INT_EQ(ty_pg_connect(&pg, db, &err), 0);
+	ty_http_raw(&r, api, "GET", "/readyz", NULL, NULL, 0, NULL);
+	CHECK_PROBLEM(&r, 503, "unavailable", NULL);
+	CHECK_JSTR(r.json, "detail",
+		   ty_test_strf("the database has no schema, this API needs migration %04d: run "
+				"'trainyard-api --migrate'",
+				newest));
+	for (int k = 0; k < ty_migrations_count - 1; k++) {
+		ty_test_context("after %04d_%s", ty_migrations[k].version, ty_migrations[k].name);
+		REQUIRE_INT_EQ(ty_pg_migrate(&applied, pg, ty_migrations, k + 1, &err), 0);
+		CHECK_INT_EQ(applied, 1);
+		ty_http_raw(&r, api, "GET", "/readyz", NULL, NULL, 0, NULL);
+		CHECK_PROBLEM(&r, 503, "unavailable", NULL);
+		CHECK_JSTR(r.json, "detail",
+			   ty_test_strf("the database schema is at migration %04d, this API needs "
+					"%04d: run 'trainyard-api --migrate'",
+					ty_migrations[k].version, newest));
+	}
+	ty_test_context(NULL);
+	REQUIRE_INT_EQ(ty_pg_migrate(&applied, pg, ty_migrations, ty_migrations_count, &err), 0);
+	CHECK_INT_EQ(applied, 1);
+	ty_http_raw(&r, api, "GET", "/readyz", NULL, NULL, 0, NULL);
+	CHECK_STATUS(&r, 200);
+	CHECK_JSTR(r.json, "status", "ready");
+	ty_resp_free(&r);
+	ty_pg_close(pg);
+	ty_test_api_stop(api);
 }
 
 /* Readiness follows the database; /v1 routes answer 503 while it is gone. */

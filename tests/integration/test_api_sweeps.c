@@ -84,6 +84,16 @@ TY_TEST(grid_creates_one_job_per_trial_with_its_params)
 		CHECK_JINT(j.json, "spec.resources.gpus_per_node", 1);
 		CHECK(json_integer_value(ty_jpath(r.json, ty_test_strf("%s.params.batch", tp))) ==
 		      atoll(want[i].batch));
+		/* each trial's history starts like any job's: seq 1, submitted */
+		ty_http(&j, "GET", ty_test_strf("/v1/jobs/%lld/events", id), s->admin, NULL, NULL);
+		REQUIRE_STATUS(&j, 200);
+		CHECK_INT_EQ(json_array_size(ty_jpath(j.json, "events")), 1);
+		CHECK_JINT(j.json, "events[0].seq", 1);
+		CHECK_JSTR(j.json, "events[0].type", "submitted");
+		CHECK_JSTR(j.json, "events[0].state", "pending");
+		CHECK_JSTR(j.json, "events[0].message",
+			   "submitted by token 'test-admin' as a sweep trial");
+		CHECK_JINT(j.json, "next_after", 1);
 	}
 	ty_test_context(NULL);
 	CHECK_INT_EQ(ty_count_jobs(s->admin, ty_test_strf("team=%s", team)), 4);
