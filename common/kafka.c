@@ -300,6 +300,15 @@ void ty_kafka_destroy(rd_kafka_t *rk, int flush_ms)
 				rd_kafka_outq_len(rk));
 	} else {
 		rd_kafka_consumer_close(rk);
+		/*
+		 * Closing hands the group coordinator's broker thread a node
+		 * update that makes it refresh metadata; librdkafka 2.0.2
+		 * aborts ("rd_kafka_broker_destroy_final: Assertion
+		 * thrd_is_current") when rd_kafka_destroy has meanwhile begun
+		 * to decommission the broker that refresh holds (upstream
+		 * issue 3608). Let the thread serve it first.
+		 */
+		usleep(TY_KAFKA_CLOSE_SETTLE_MS * 1000);
 	}
 	rd_kafka_destroy(rk);
 }

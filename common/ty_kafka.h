@@ -66,7 +66,12 @@ int ty_kafka_conf_set(rd_kafka_conf_t *conf, const char *key, const char *value,
  */
 void ty_kafka_log(const rd_kafka_t *rk, int level, const char *fac, const char *buf);
 
-/* Destroy a handle after flushing (producers) or closing (consumers). */
+/*
+ * Destroy a handle after flushing (producers) or closing (consumers; then
+ * waiting TY_KAFKA_CLOSE_SETTLE_MS, see kafka.c). Every consumer is
+ * destroyed through this.
+ */
+#define TY_KAFKA_CLOSE_SETTLE_MS 200
 void ty_kafka_destroy(rd_kafka_t *rk, int flush_ms);
 
 #endif

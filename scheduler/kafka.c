@@ -221,8 +221,7 @@ void sched_kafka_stop(struct sched *s, int flush_ms)
 		close(s->wake[1]);
 	}
 	if (s->consumer) {
-		rd_kafka_consumer_close(s->consumer);
-		rd_kafka_destroy(s->consumer);
+		ty_kafka_destroy(s->consumer, 0);
 		s->consumer = NULL;
 	}
 	s->inflight.n = 0;
