@@ -484,6 +484,15 @@ static const char *const reason_name[] = {"placed",	  "nodes",   "topology", "ne
 _Static_assert(sizeof(reason_name) / sizeof(reason_name[0]) == SCHED_REASON_COUNT,
 	       "a name for every enum sched_reason");
 
+/* a/b printed with fmt, or "not measured" when b (a time) is not positive */
+static const char *quotient(char *buf, size_t sz, const char *fmt, double a, double b)
+{
+	if (!(b > 0))
+		return "not measured";
+	snprintf(buf, sz, fmt, a / b);
+	return buf;
+}
+
 static void print_results(const struct result *res, int n, const struct sim_config *cfg, int runs,
 			  int ff_runs)
 {
@@ -497,28 +506,36 @@ static void print_results(const struct result *res, int n, const struct sim_conf
 	printf("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
 	for (int i = 0; i < n; i++) {
 		const struct result *r = &res[i];
-		char ff[64] = "not run", ratio[32] = "-";
+		char ff[64] = "not run", ffb[32], dps[32], lbb[32];
+		const char *ratio = "-";
 
-		if (r->ff_ms > 0) {
+		if (ff_runs) {
 			snprintf(ff, sizeof(ff), "%.1f (%d)", r->ff_ms, r->ff_placements);
-			snprintf(ratio, sizeof(ratio), "%.2fx", r->policy_ms / r->ff_ms);
+			ratio = quotient(ffb, sizeof(ffb), "%.2fx", r->policy_ms, r->ff_ms);
 		}
-		printf("| %s | %d (%lld) | %d | %.1f (%.1f-%.1f) | %.0f | %d | %d | %s | %s | "
-		       "%.3f | %.0fx |\n",
+		printf("| %s | %d (%lld) | %d | %.1f (%.1f-%.1f) | %s | %d | %d | %s | %s | "
+		       "%.3f | %s |\n",
 		       r->name, r->nrunning, (long long)r->running_gpus, r->npending, r->policy_ms,
-		       r->policy_min, r->policy_max, r->npending / (r->policy_ms / 1000),
-		       r->placements, r->preemptions, ff, ratio, r->lb_ms, r->policy_ms / r->lb_ms);
+		       r->policy_min, r->policy_max,
+		       quotient(dps, sizeof(dps), "%.0f", r->npending, r->policy_ms / 1000),
+		       r->placements, r->preemptions, ff, ratio, r->lb_ms,
+		       quotient(lbb, sizeof(lbb), "%.0fx", r->policy_ms, r->lb_ms));
 	}
 	printf("\nGoals: cycle <= %.0f ms, >= %.0f decisions/s (a decision = one pending job "
 	       "placed or given its pending reason).\n\n",
 	       GOAL_CYCLE_MS, GOAL_DECISIONS);
 	for (int i = 0; i < n; i++) {
 		const struct result *r = &res[i];
-		double dps = r->npending / (r->policy_ms / 1000);
+		char dps[32];
+		/* a cycle too short to time has no rate: its goal is not measured */
+		const char *met = "not measured";
 
-		printf("- %s: cycle %.1f ms %s; %.0f decisions/s %s.\n", r->name, r->policy_ms,
-		       r->policy_ms <= GOAL_CYCLE_MS ? "MET" : "MISSED", dps,
-		       dps >= GOAL_DECISIONS ? "MET" : "MISSED");
+		if (r->policy_ms > 0)
+			met =
+			    r->npending * 1000 / r->policy_ms >= GOAL_DECISIONS ? "MET" : "MISSED";
+		printf("- %s: cycle %.1f ms %s; %s decisions/s %s.\n", r->name, r->policy_ms,
+		       r->policy_ms <= GOAL_CYCLE_MS ? "MET" : "MISSED",
+		       quotient(dps, sizeof(dps), "%.0f", r->npending, r->policy_ms / 1000), met);
 	}
 	printf("\nCore work per cycle (sched_stats) and pending reasons:\n\n");
 	for (int i = 0; i < n; i++) {

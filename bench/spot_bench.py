@@ -29,6 +29,9 @@ import time
 import urllib.error
 import urllib.request
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import report_lib as rl  # noqa: E402
+
 GOAL_S = 1.0
 SETTLE_S = 0.5  # the worker steps every 100 ms
 
@@ -61,13 +64,6 @@ def ts(s):
     """Seconds since the epoch of an API time ("2026-11-22T12:00:00.123Z")."""
     return datetime.datetime.strptime(s, "%Y-%m-%dT%H:%M:%S.%fZ").replace(
         tzinfo=datetime.timezone.utc).timestamp()
-
-
-def percentile(xs, p):
-    """Nearest-rank percentile (p in 0..100) of a non-empty list."""
-    s = sorted(xs)
-    k = max(1, -(-len(s) * p // 100))  # ceil(n * p / 100), at least 1
-    return s[int(k) - 1]
 
 
 class Watch:
@@ -234,14 +230,53 @@ def first(events, etype, attempt):
     raise BenchError(f"no {etype} event for attempt {attempt}")
 
 
-def ms(x):
-    return f"{x * 1000:.0f}"
+def ms(x, suffix=""):
+    """Seconds as printed milliseconds, or "not measured"."""
+    return rl.fmt(None if rl.num(x) is None else x * 1000, ".0f", suffix)
+
+
+def summary(rows, phases, base, out):
+    """Prints the percentiles, the phases, the goal and the ratio to the
+    baseline of the repetitions' rows and phases and the baseline times (s)."""
+    cp = [row["control"] for row in rows]
+    print(file=out)
+    print("| series (ms) | n | p50 | p90 | p99 | max |", file=out)
+    print("|---|---:|---:|---:|---:|---:|", file=out)
+    for name, xs in (("control plane: notice → running elsewhere, less the worker's "
+                      "checkpoint write", cp),
+                     ("notice → running elsewhere (everything)", [row["total"] for row in rows]),
+                     ("worker's checkpoint write (excluded)", [row["ckpt"] for row in rows]),
+                     ("worker start-up (after `running`; not in the path)",
+                      [row["startup"] for row in rows]),
+                     ("baseline: submitted → running, fresh job", base)):
+        print(f"| {name} | {len(xs)} | {ms(rl.pct(xs, 50))} | {ms(rl.pct(xs, 90))} | "
+              f"{ms(rl.pct(xs, 99))} | {ms(rl.maximum(xs))} |", file=out)
+    print(file=out)
+    print("Where the control-plane time goes (server-side event times; p50 / p99 ms): "
+          + "; ".join(f"{name} {ms(rl.pct([ph[k] for ph in phases], 50))} / "
+                      f"{ms(rl.pct([ph[k] for ph in phases], 99))}"
+                      for k, name in enumerate((
+                          "notice → `preempting` (the cycle that applies it)",
+                          "`preempting` → `requeued` (checkpoint signal relayed, handshake, "
+                          "stop, exit reported; less the worker's write)",
+                          "`requeued` → `scheduled` on the other node",
+                          "`scheduled` → `running` (launch relayed, spawn, reported)")))
+          + ".", file=out)
+    p99 = rl.pct(cp, 99)
+    met = rl.meets(p99, GOAL_S, at_most=True)
+    print(file=out)
+    print(f"Goal: control plane p99 <= {GOAL_S * 1000:.0f} ms: "
+          + (rl.NOT_MEASURED if met is None else f"{ms(p99)} ms {rl.verdict(met)}"
+             + (f" by {ms(p99 - GOAL_S)} ms" if met is False else "")) + ".", file=out)
+    print(f"Control plane / baseline (p50): "
+          f"{rl.fmt(rl.ratio(rl.pct(cp, 50), rl.pct(base, 50)), '.1f', 'x')}; "
+          f"(p99): {rl.fmt(rl.ratio(p99, rl.pct(base, 99)), '.1f', 'x')}.", file=out)
 
 
 def main(argv):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--server", default=os.environ.get("JOBCTL_SERVER", "http://127.0.0.1:8080"))
-    p.add_argument("--reps", type=int, default=20)
+    p.add_argument("--reps", type=int, default=20, help="repetitions (at least 1)")
     p.add_argument("--deadline", type=int, default=30)
     p.add_argument("--team", default="bench")
     p.add_argument("--times", required=True, help="file the worker appends its lines to")
@@ -269,37 +304,7 @@ def main(argv):
     except BenchError as e:
         print(f"spot_bench: error: {e}", file=sys.stderr)
         return 1
-    cp = [r["control"] for r in rows]
-    print(file=out)
-    print("| series (ms) | n | p50 | p90 | p99 | max |", file=out)
-    print("|---|---:|---:|---:|---:|---:|", file=out)
-    for name, xs in (("control plane: notice → running elsewhere, less the worker's "
-                      "checkpoint write", cp),
-                     ("notice → running elsewhere (everything)", [r["total"] for r in rows]),
-                     ("worker's checkpoint write (excluded)", [r["ckpt"] for r in rows]),
-                     ("worker start-up (after `running`; not in the path)",
-                      [r["startup"] for r in rows]),
-                     ("baseline: submitted → running, fresh job", base)):
-        print(f"| {name} | {len(xs)} | {ms(percentile(xs, 50))} | {ms(percentile(xs, 90))} | "
-              f"{ms(percentile(xs, 99))} | {ms(max(xs))} |", file=out)
-    print(file=out)
-    print("Where the control-plane time goes (server-side event times; p50 / p99 ms): "
-          + "; ".join(f"{name} {ms(percentile([ph[k] for ph in phases], 50))} / "
-                      f"{ms(percentile([ph[k] for ph in phases], 99))}"
-                      for k, name in enumerate((
-                          "notice → `preempting` (the cycle that applies it)",
-                          "`preempting` → `requeued` (checkpoint signal relayed, handshake, "
-                          "stop, exit reported; less the worker's write)",
-                          "`requeued` → `scheduled` on the other node",
-                          "`scheduled` → `running` (launch relayed, spawn, reported)")))
-          + ".", file=out)
-    p99 = percentile(cp, 99)
-    print(file=out)
-    print(f"Goal: control plane p99 <= {GOAL_S * 1000:.0f} ms: {ms(p99)} ms "
-          f"{'MET' if p99 <= GOAL_S else 'MISSED'}"
-          f"{'' if p99 <= GOAL_S else f' by {ms(p99 - GOAL_S)} ms'}.", file=out)
-    print(f"Control plane / baseline (p50): {percentile(cp, 50) / percentile(base, 50):.1f}x; "
-          f"(p99): {p99 / percentile(base, 99):.1f}x.", file=out)
+    summary(rows, phases, base, out)
     return 0
 
 

@@ -20,11 +20,17 @@ import http.client
 import json
 import os
 import random
-import statistics
 import subprocess
 import sys
 import time
 import urllib.parse
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+import report_lib as rl  # noqa: E402
+
+GOAL_GANGS_PER_S, GOAL_P99_MS, GOAL_IDLE_RSS_MIB = 2000, 100, 10
+# per node of a gang: launch, rank_started, attempt_running, rank_exited, attempt_exited
+MSGS_PER_NODE = 1 + 4
 
 
 def log(msg):
@@ -62,12 +68,15 @@ def psql(db, sql):
     return [line.split("\t") for line in out.splitlines() if line]
 
 
-def pct(values, p):
-    v = sorted(values)
-    if not v:
-        return float("nan")
-    k = max(0, min(len(v) - 1, int(round(p / 100.0 * (len(v) - 1)))))
-    return v[k]
+def posint(s):
+    """argparse type: a positive integer."""
+    try:
+        v = int(s)
+    except ValueError:
+        v = 0
+    if v < 1:
+        raise argparse.ArgumentTypeError(f"'{s}' is not a positive integer")
+    return v
 
 
 def gang_specs(n, seed, max_nodes, max_gpus):
@@ -119,22 +128,25 @@ def event_times(db, team_id):
                (j.spec->'resources'->>'nodes')::int, j.state
         FROM jobs j JOIN job_events e ON e.job_id = j.id
         WHERE j.team_id = {team_id} GROUP BY j.id""")
-    out = []
-    for r in rows:
-        out.append({"id": int(r[0]), "created": float(r[1]),
-                    "scheduled": float(r[2]) if r[2] else None,
-                    "running": float(r[3]) if r[3] else None,
-                    "nodes": int(r[4] or 1), "state": r[5]})
-    return out
+    return [{"id": int(row[0]), "created": float(row[1]), "scheduled": rl.num(row[2]),
+             "running": rl.num(row[3]), "nodes": int(row[4] or 1), "state": row[5]}
+            for row in rows]
+
+
+def span_rate(times, first=None):
+    """Events/s from `first` (default: the earliest) to the last event, or None."""
+    t = rl.finite(times)
+    if not t:
+        return None
+    return rl.rate(len(t), max(t) - (min(t) if first is None else first))
 
 
 def sustained(times):
-    """Gangs/s between 10 % and 90 % of the events (sorted times)."""
-    t = sorted(times)
+    """Events/s between 10 % and 90 % of the events, or None (fewer than 10)."""
+    t = sorted(rl.finite(times))
     if len(t) < 10:
-        return float("nan")
-    a, b = t[len(t) // 10], t[(len(t) * 9) // 10]
-    return (len(t) * 8 // 10) / (b - a) if b > a else float("inf")
+        return None
+    return rl.rate(len(t) * 8 // 10, t[(len(t) * 9) // 10] - t[len(t) // 10])
 
 
 def kcat_ceiling(bootstrap, messages, size):
@@ -151,7 +163,7 @@ def kcat_ceiling(bootstrap, messages, size):
     dt = time.monotonic() - t0
     if got < messages:
         raise RuntimeError(f"kcat consumed {got} of {messages} messages")
-    return messages / dt
+    return rl.rate(messages, dt)
 
 
 def proc_usage(pid):
@@ -188,11 +200,11 @@ def main():
     ap.add_argument("--db", required=True)
     ap.add_argument("--bootstrap", required=True, help="host:port,... of the broker")
     ap.add_argument("--simexec", required=True, help="the trainyard-simexec program")
-    ap.add_argument("--nodes", type=int, default=2000)
-    ap.add_argument("--jobs", type=int, default=20000)
-    ap.add_argument("--latency-jobs", type=int, default=100)
-    ap.add_argument("--clients", type=int, default=16)
-    ap.add_argument("--per-process", type=int, default=1000,
+    ap.add_argument("--nodes", type=posint, default=2000)
+    ap.add_argument("--jobs", type=posint, default=20000)
+    ap.add_argument("--latency-jobs", type=posint, default=100)
+    ap.add_argument("--clients", type=posint, default=16)
+    ap.add_argument("--per-process", type=posint, default=1000,
                     help="simulated nodes per trainyard-simexec process")
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--timeout", type=int, default=1800)
@@ -220,7 +232,7 @@ def main():
     submit_s = submit_all(api, team, specs, a.clients, "throughput")
     if stmts:
         psql(a.db, "SELECT pg_stat_statements_reset()")
-    log(f"submitted in {submit_s:.1f} s ({a.jobs / submit_s:.0f}/s); starting "
+    log(f"submitted in {submit_s:.1f} s ({rl.fmt(rl.rate(a.jobs, submit_s))}/s); starting "
         f"{a.nodes} simulated nodes")
 
     # simulated executors of at most --per-process nodes each
@@ -240,10 +252,6 @@ def main():
         ev = event_times(a.db, team_id)
         sched = [e["scheduled"] for e in ev if e["scheduled"]]
         run = [e["running"] for e in ev if e["running"]]
-        first = min(sched)
-        placed_rate = len(sched) / (max(sched) - first)
-        running_rate = len(run) / (max(run) - first)
-        sustained_running = sustained(run)
         log(f"all {a.jobs} ended {t_all:.1f} s after the nodes started")
         top = []
         if stmts:
@@ -280,93 +288,119 @@ def main():
             proc.wait(timeout=30)
             out.close()
     # the first process simulates the most nodes: its footprint is the one shown
-    simstats = dict(kv.split("=") for kv in open(stats[0]).read().split())
-    sim_nodes = min(a.per_process, a.nodes)
+    try:
+        with open(stats[0]) as f:
+            simstats = dict(kv.split("=", 1) for kv in f.read().split() if "=" in kv)
+    except OSError:
+        simstats = {}
     idle = None
     if idle0:
         rss, cpu = proc_usage(a.idle_executor_pid)
-        idle = {"rss_kb": rss, "cpu_percent": 100 * (cpu - idle0[1]) / (time.monotonic() - t_idle0),
+        idle = {"rss_kb": rss, "cpu_percent": rl.ratio(100 * (cpu - idle0[1]),
+                                                     time.monotonic() - t_idle0),
                 **proc_memory(a.idle_executor_pid)}
 
-    # the transport's ceiling: the same number of messages through the broker
-    per_gang = 1 + 4  # per node: launch, rank_started, attempt_running, rank_exited, attempt_exited
+    # the transport's ceiling: the same number of messages through the broker;
     # enough messages to dwarf kcat's start-up, small enough for the embedded
     # broker's ~5 MiB per partition (DESIGN.md §5)
-    msgs = 20000
-    ceiling_msgs = kcat_ceiling(a.bootstrap, msgs, 200)
-    ceiling_gangs = ceiling_msgs / (per_gang * gangs_nodes / a.jobs)
+    ceiling_msgs = kcat_ceiling(a.bootstrap, 20000, 200)
+    report({"jobs": a.jobs, "nodes": a.nodes, "node_launches": gangs_nodes,
+            "submit_seconds": submit_s, "t_start": t_start, "scheduled": sched, "running": run,
+            "latency_ms": lat, "kafka_ceiling_msgs_per_s": ceiling_msgs, "top": top,
+            "simexec_nodes": min(a.per_process, a.nodes), "simexec_processes": len(sims),
+            "simstats": simstats, "idle_executor": idle},
+           {"nodes": a.nodes, "jobs": a.jobs, "latency_jobs": a.latency_jobs,
+            "clients": a.clients, "per_process": a.per_process, "seed": a.seed}, a.json)
+    return 0
 
-    calls = sum(int(r[0]) for r in top)
+
+def report(m, params, json_path=None, out=sys.stdout):
+    """Prints the figures and writes the JSON from the raw measurements m:
+    jobs, node_launches, submit_seconds, t_start and the scheduled and running
+    event times (epoch s), latency_ms per job, kafka_ceiling_msgs_per_s, top
+    (pg_stat_statements rows), simstats (trainyard-simexec's stats file),
+    idle_executor (or None)."""
+    jobs, launches, top = m["jobs"], m["node_launches"], m["top"]
+    sched, run, lat, simstats, idle = (m["scheduled"], m["running"], m["latency_ms"],
+                                       m["simstats"], m["idle_executor"])
+    first = rl.minimum(sched)
+    placed_rate, running_rate = span_rate(sched, first), span_rate(run, first)
+    sustained_running = sustained(run)
+    # a gang of the run's mean size in messages through the broker
+    ceiling_gangs = rl.ratio(rl.positive(m["kafka_ceiling_msgs_per_s"]),
+                             MSGS_PER_NODE * launches / jobs)
+    calls = sum(int(row[0]) for row in top)
+    sim = {k: rl.num(simstats.get(k)) for k in ("rss_kb", "cpu_ms", "launches")}
     res = {
-        "statements_per_gang": calls / a.jobs if top else None,
-        "top_statements": [{"calls": int(r[0]), "total_ms": int(r[1]), "query": r[2][:300]}
-                           for r in top[:25]],
-        "nodes": a.nodes, "jobs": a.jobs, "node_launches": gangs_nodes,
-        "submit_per_s": a.jobs / submit_s,
+        "statements_per_gang": rl.ratio(calls, jobs) if top else None,
+        "top_statements": [{"calls": int(row[0]), "total_ms": int(row[1]), "query": row[2][:300]}
+                           for row in top[:25]],
+        "nodes": m["nodes"], "jobs": jobs, "node_launches": launches,
+        "submit_per_s": rl.rate(jobs, m["submit_seconds"]),
         "placed_per_s": placed_rate, "running_per_s": running_rate,
         "running_per_s_sustained": sustained_running,
-        "first_placement_s": first - t_start,
-        "latency_ms_p50": pct(lat, 50), "latency_ms_p99": pct(lat, 99),
-        "latency_jobs": len(lat),
-        "kafka_ceiling_msgs_per_s": ceiling_msgs, "kafka_ceiling_gangs_per_s": ceiling_gangs,
-        "simexec_nodes": sim_nodes, "simexec_processes": len(sims),
-        "simexec_rss_kb": int(simstats["rss_kb"]), "simexec_cpu_ms": int(simstats["cpu_ms"]),
-        "simexec_launches": int(simstats["launches"]),
+        "first_placement_s": None if first is None else first - m["t_start"],
+        "latency_ms_p50": rl.pct(lat, 50), "latency_ms_p99": rl.pct(lat, 99),
+        "latency_jobs": len(rl.finite(lat)),
+        "kafka_ceiling_msgs_per_s": m["kafka_ceiling_msgs_per_s"],
+        "kafka_ceiling_gangs_per_s": ceiling_gangs,
+        "simexec_nodes": m["simexec_nodes"], "simexec_processes": m["simexec_processes"],
+        "simexec_rss_kb": sim["rss_kb"], "simexec_cpu_ms": sim["cpu_ms"],
+        "simexec_launches": sim["launches"],
         "idle_executor": idle,
     }
-    print(f"gangs running/s      {running_rate:8.0f}   broker ceiling {ceiling_gangs:8.0f}"
-          f"   ratio {running_rate / ceiling_gangs:.3f}   (goal 2000; sustained 10-90 %:"
-          f" {sustained_running:.0f}/s)")
-    print(f"gangs placed/s       {placed_rate:8.0f}   broker ceiling {ceiling_gangs:8.0f}"
-          f"   ratio {placed_rate / ceiling_gangs:.3f}")
-    print(f"submit->running p50  {pct(lat, 50):8.1f} ms  p99 {pct(lat, 99):.1f} ms"
-          f"  ({len(lat)} jobs, 1-8 simulated nodes, idle cluster)")
-    print(f"simexec {sim_nodes} nodes: max RSS {int(simstats['rss_kb']) / 1024:.1f} MiB, "
-          f"CPU {int(simstats['cpu_ms']) / 1000:.1f} s for {simstats['launches']} launches")
+    ceiling = "broker ceiling (kcat)"
+    why = {"value": "no job placed", "baseline": "kcat measured no rate"}
+    figures = [
+        rl.figure("gangs_running_per_second", "gangs running/s", "gangs/s", running_rate,
+                 ceiling_gangs, ceiling, GOAL_GANGS_PER_S,
+                 reasons={**why, "value": "no job ran after the first placement"}),
+        rl.figure("gangs_placed_per_second", "gangs placed/s", "gangs/s", placed_rate,
+                 ceiling_gangs, ceiling, GOAL_GANGS_PER_S, reasons=why),
+        rl.figure("submit_to_running_p99_ms", "submit -> running p99 (simulated nodes)", "ms",
+                 res["latency_ms_p99"], res["latency_ms_p50"], "p50", GOAL_P99_MS,
+                 at_most=True, reasons={"value": "no latency job ran",
+                                        "baseline": "no latency job ran"}),
+    ]
     if idle:
-        print(f"idle executor RSS    {idle['rss_kb'] / 1024:8.1f} MiB   goal 10 MiB   ratio"
-              f" {idle['rss_kb'] / 1024 / 10:.2f}   (CPU {idle['cpu_percent']:.2f} % while idle,"
-              f" heartbeating every 2 s)")
+        figures.append(rl.figure("idle_executor_rss_mib", "idle executor RSS", "MiB",
+                                rl.ratio(idle["rss_kb"], 1024), GOAL_IDLE_RSS_MIB, "goal",
+                                GOAL_IDLE_RSS_MIB, at_most=True,
+                                reasons={"value": "no RSS read from /proc"}))
+    run_f, placed_f, lat_f = figures[:3]
+    print(f"gangs running/s      {rl.fmt(running_rate, '8.0f')}   broker ceiling"
+          f" {rl.fmt(ceiling_gangs, '8.0f')}   ratio {rl.fmt(run_f['ratio'], '.3f')}"
+          f"   (goal {GOAL_GANGS_PER_S}; sustained 10-90 %: {rl.fmt(sustained_running, '.0f', '/s')})"
+          f"{rl.why(run_f)}", file=out)
+    print(f"gangs placed/s       {rl.fmt(placed_rate, '8.0f')}   broker ceiling"
+          f" {rl.fmt(ceiling_gangs, '8.0f')}   ratio {rl.fmt(placed_f['ratio'], '.3f')}"
+          f"{rl.why(placed_f)}", file=out)
+    print(f"submit->running p50  {rl.fmt(lat_f['baseline'], '8.1f', ' ms')}"
+          f"  p99 {rl.fmt(lat_f['value'], '.1f', ' ms')}"
+          f"  ({res['latency_jobs']} jobs, 1-8 simulated nodes, idle cluster){rl.why(lat_f)}",
+          file=out)
+    print(f"simexec {m['simexec_nodes']} nodes: max RSS {rl.fmt(rl.ratio(sim['rss_kb'], 1024), '.1f', ' MiB')}, "
+          f"CPU {rl.fmt(rl.ratio(sim['cpu_ms'], 1000), '.1f', ' s')} for"
+          f" {rl.fmt(sim['launches'], '.0f')} launches", file=out)
+    if idle:
+        rss_f = figures[3]
+        print(f"idle executor RSS    {rl.fmt(rss_f['value'], '8.1f', ' MiB')}"
+              f"   goal {GOAL_IDLE_RSS_MIB} MiB   ratio {rl.fmt(rss_f['ratio'], '.2f')}"
+              f"   (CPU {rl.fmt(idle['cpu_percent'], '.2f', ' %')} while idle,"
+              f" heartbeating every 2 s)", file=out)
         print(f"  of which shared library pages {idle['shared_clean_kb'] / 1024:.1f} MiB;"
-              f" its own memory (USS) {idle['uss_kb'] / 1024:.1f} MiB, PSS {idle['pss_kb'] / 1024:.1f} MiB")
+              f" its own memory (USS) {idle['uss_kb'] / 1024:.1f} MiB,"
+              f" PSS {idle['pss_kb'] / 1024:.1f} MiB", file=out)
     if top:
-        print(f"statements per gang  {calls / a.jobs:8.1f}   ({calls} statements for {a.jobs}"
-              f" gangs of {gangs_nodes / a.jobs:.1f} nodes; most called:)")
-        for r in top[:12]:
-            print(f"  {int(r[0]) / a.jobs:7.2f}/gang {int(r[1]):7d} ms  {r[2][:110]}")
-    if a.json:
-        def fig(name, label, unit, value, baseline, baseline_name, goal=None, goal_ratio=None):
-            ratio = value / baseline if baseline else None
-            f = {"name": name, "label": label, "unit": unit, "value": value,
-                 "baseline": baseline, "baseline_name": baseline_name, "ratio": ratio}
-            if goal is not None:
-                f["goal"] = goal
-                f["met"] = value >= goal if goal_ratio is None else value <= goal
-            return f
-        figures = [
-            fig("gangs_running_per_second", "gangs running/s", "gangs/s", running_rate,
-                ceiling_gangs, "broker ceiling (kcat)", 2000),
-            fig("gangs_placed_per_second", "gangs placed/s", "gangs/s", placed_rate,
-                ceiling_gangs, "broker ceiling (kcat)", 2000),
-            fig("submit_to_running_p99_ms", "submit -> running p99 (simulated nodes)", "ms",
-                pct(lat, 99), pct(lat, 50), "p50", 100, goal_ratio=True),
-        ]
-        if idle:
-            figures.append(fig("idle_executor_rss_mib", "idle executor RSS", "MiB",
-                               idle["rss_kb"] / 1024, 10, "goal", 10, goal_ratio=True))
-        doc = {"benchmark": "dispatch",
-               "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-               "commit": subprocess.run(["git", "-C", os.path.dirname(os.path.abspath(__file__)),
-                                         "rev-parse", "--short", "HEAD"], capture_output=True,
-                                        text=True).stdout.strip() or None,
-               "machine": {"nproc": os.cpu_count(), "load": os.getloadavg()},
-               "params": {"nodes": a.nodes, "jobs": a.jobs, "latency_jobs": a.latency_jobs,
-                          "clients": a.clients, "per_process": a.per_process, "seed": a.seed},
-               "figures": figures, "runs": res}
-        with open(a.json, "w") as f:
-            json.dump(doc, f, indent=2)
-            f.write("\n")
-    return 0
+        print(f"statements per gang  {rl.fmt(res['statements_per_gang'], '8.1f')}   ({calls}"
+              f" statements for {jobs} gangs of {launches / jobs:.1f} nodes; most called:)",
+              file=out)
+        for row in top[:12]:
+            print(f"  {int(row[0]) / jobs:7.2f}/gang {int(row[1]):7d} ms  {row[2][:110]}",
+                  file=out)
+    if json_path:
+        rl.write_json(json_path, {**rl.header("dispatch"), "params": params,
+                                 "figures": figures, "runs": res})
 
 
 if __name__ == "__main__":

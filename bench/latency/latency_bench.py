@@ -8,14 +8,46 @@ round trip in the same run (a job cannot run before its submission
 returned). Prints one line per figure and writes JSON in bench/results'
 layout."""
 import argparse
-import json
 import os
-import subprocess
 import sys
 import time
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "dispatch"))
-from dispatch_bench import Api, pct, psql  # noqa: E402
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path[:0] = [os.path.join(HERE, "..", "dispatch"), os.path.join(HERE, "..")]
+from dispatch_bench import Api, posint, psql  # noqa: E402
+import report_lib as rl  # noqa: E402
+
+GOAL_MS = 100
+
+
+def report(lat, submit_ms, stage_rows, jobs, json_path=None, out=sys.stdout):
+    """Prints the figures and writes the JSON: lat and submit_ms in ms, one
+    per job; stage_rows (submit->scheduled ms, scheduled->running ms) per job."""
+    stages = {}
+    for name, col in (("submit->scheduled", 0), ("scheduled->running", 1)):
+        v = rl.finite(row[col] for row in stage_rows)
+        stages[name] = {"p50": rl.pct(v, 50), "p99": rl.pct(v, 99), "max": rl.maximum(v)}
+        print(f"  stage {name:24s} p50 {rl.fmt(stages[name]['p50'], '7.1f', ' ms')}"
+              f"   p99 {rl.fmt(stages[name]['p99'], '7.1f', ' ms')}"
+              f"   max {rl.fmt(stages[name]['max'], '7.1f', ' ms')}", file=out)
+    why = {"value": "no job with a running event", "baseline": "no submit call timed"}
+    figures = [
+        rl.figure("submit_to_running_p50_ms", "submit -> running p50", "ms", rl.pct(lat, 50),
+                 rl.pct(submit_ms, 50), "submit call p50", reasons=why),
+        rl.figure("submit_to_running_p99_ms", "submit -> running p99", "ms", rl.pct(lat, 99),
+                 rl.pct(submit_ms, 99), "submit call p99", GOAL_MS, at_most=True, reasons=why)]
+    p50, p99 = figures
+    print(f"submit->running p50  {rl.fmt(p50['value'], '7.1f', ' ms')}"
+          f"   submit call p50 {rl.fmt(p50['baseline'], '6.1f', ' ms')}"
+          f"   ratio {rl.fmt(p50['ratio'], '.1f', 'x')}{rl.why(p50)}", file=out)
+    print(f"submit->running p99  {rl.fmt(p99['value'], '7.1f', ' ms')}   goal {GOAL_MS} ms"
+          f"   {rl.verdict(p99['met'])}   ({len(rl.finite(lat))} real 2-node jobs, one at a time)"
+          f"{rl.why(p99)}", file=out)
+    if json_path:
+        rl.write_json(json_path, {**rl.header("latency"),
+                                 "params": {"jobs": jobs, "nodes": 2, "gpus_per_node": 1},
+                                 "figures": figures, "stages_ms": stages,
+                                 "runs": {"latency_ms": list(lat), "submit_ms": list(submit_ms)}})
 
 
 def main():
@@ -23,7 +55,7 @@ def main():
     ap.add_argument("--api", required=True)
     ap.add_argument("--token", required=True)
     ap.add_argument("--db", required=True)
-    ap.add_argument("--jobs", type=int, default=100)
+    ap.add_argument("--jobs", type=posint, default=100)
     ap.add_argument("--json")
     a = ap.parse_args()
     api = Api(a.api, a.token)
@@ -56,7 +88,7 @@ def main():
                                 - j.created_at) * 1000
         FROM jobs j JOIN job_events e ON e.job_id = j.id
         WHERE j.id IN ({','.join(map(str, ids))}) GROUP BY j.id""")
-    lat = [float(r[0]) for r in rows if r[0]]
+    lat = [float(row[0]) for row in rows if row[0]]
     if len(lat) != len(ids):
         raise RuntimeError(f"{len(ids) - len(lat)} jobs have no running event")
     # where the time goes: submit -> the cycle's 'scheduled' event (its
@@ -71,37 +103,7 @@ def main():
         CROSS JOIN LATERAL (SELECT min(created_at) t FROM job_events
                             WHERE job_id = j.id AND type = 'running') r
         WHERE j.id IN ({','.join(map(str, ids))})""")
-    stages = {}
-    for name, col in (("submit->scheduled", 0), ("scheduled->running", 1)):
-        v = [float(r[col]) for r in stage_rows if r[col]]
-        if v:
-            stages[name] = {"p50": pct(v, 50), "p99": pct(v, 99), "max": max(v)}
-            print(f"  stage {name:24s} p50 {stages[name]['p50']:7.1f} ms"
-                  f"   p99 {stages[name]['p99']:7.1f} ms   max {stages[name]['max']:7.1f} ms")
-    p50, p99, s50 = pct(lat, 50), pct(lat, 99), pct(submit_ms, 50)
-    print(f"submit->running p50  {p50:7.1f} ms   submit call p50 {s50:6.1f} ms   ratio {p50 / s50:.1f}x")
-    print(f"submit->running p99  {p99:7.1f} ms   goal 100 ms   {'MET' if p99 <= 100 else 'MISSED'}"
-          f"   ({len(lat)} real 2-node jobs, one at a time)")
-    if a.json:
-        fig = lambda name, label, v, b, bname, goal=None: dict(
-            name=name, label=label, unit="ms", value=v, baseline=b, baseline_name=bname,
-            ratio=v / b if b else None, **({"goal": goal, "met": v <= goal} if goal else {}))
-        doc = {"benchmark": "latency",
-               "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-               "commit": subprocess.run(["git", "-C", os.path.dirname(os.path.abspath(__file__)),
-                                         "rev-parse", "--short", "HEAD"], capture_output=True,
-                                        text=True).stdout.strip() or None,
-               "machine": {"nproc": os.cpu_count(), "load": os.getloadavg()},
-               "params": {"jobs": a.jobs, "nodes": 2, "gpus_per_node": 1},
-               "figures": [fig("submit_to_running_p50_ms", "submit -> running p50", p50, s50,
-                               "submit call p50"),
-                           fig("submit_to_running_p99_ms", "submit -> running p99", p99,
-                               pct(submit_ms, 99), "submit call p99", 100)],
-               "stages_ms": stages,
-               "runs": {"latency_ms": lat, "submit_ms": submit_ms}}
-        with open(a.json, "w") as f:
-            json.dump(doc, f, indent=2)
-            f.write("\n")
+    report(lat, submit_ms, [[rl.num(x) for x in row] for row in stage_rows], a.jobs, a.json)
     return 0
 
 

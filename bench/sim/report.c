@@ -86,10 +86,16 @@ _Static_assert(sizeof(reason_name) / sizeof(reason_name[0]) == SCHED_REASON_COUN
 	       "a name for every enum sched_reason");
 _Static_assert(SCHED_REASON_COUNT <= 24, "sim_report.reason_counts holds every reason");
 
+/* with no job started, a delay was not measured: say so, never print 0 */
 static void print_delay(FILE *f, const char *what, const struct sim_delay *d)
 {
-	fprintf(f, "| %s | %lld | %.0f | %.0f | %.0f | %.0f |\n", what, (long long)d->n,
-		d->p50 / 60, d->p90 / 60, d->p99 / 60, d->max / 60);
+	if (d->n == 0)
+		fprintf(f,
+			"| %s | 0 | not measured | not measured | not measured | not measured |\n",
+			what);
+	else
+		fprintf(f, "| %s | %lld | %.0f | %.0f | %.0f | %.0f |\n", what, (long long)d->n,
+			d->p50 / 60, d->p90 / 60, d->p99 / 60, d->max / 60);
 }
 
 void sim_report_print(FILE *f, const struct sim_report *r)
@@ -119,20 +125,22 @@ void sim_report_print(FILE *f, const struct sim_report *r)
 	fprintf(f, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n");
 	for (int t = 0; t < r->nteams; t++) {
 		const struct sim_team_report *tr = &r->teams[t];
-		char borrow[16];
+		char borrow[16], wait[64] = "not measured";
 
+		if (tr->delay.n)
+			snprintf(wait, sizeof(wait), "%.0f/%.0f/%.0f", tr->delay.p50 / 60,
+				 tr->delay.p90 / 60, tr->delay.max / 60);
 		if (tr->borrow_limit < 0)
 			snprintf(borrow, sizeof(borrow), "any");
 		else
 			snprintf(borrow, sizeof(borrow), "%d", tr->borrow_limit);
 		fprintf(f,
 			"| %s | %d | %d | %s | %.0f %% | %.0f | %.1f | %.1f | %+.1f | %lld | "
-			"%lld | %.0f/%.0f/%.0f |\n",
+			"%lld | %s |\n",
 			tr->name, tr->weight, tr->nominal, borrow, 100 * tr->backlogged,
 			tr->gpu_seconds / 3600, 100 * tr->achieved, 100 * tr->target,
 			100 * (tr->achieved - tr->target), (long long)tr->started,
-			(long long)tr->preempted, tr->delay.p50 / 60, tr->delay.p90 / 60,
-			tr->delay.max / 60);
+			(long long)tr->preempted, wait);
 	}
 	fprintf(f, "\nLargest share error over backlogged teams: %.1f percentage points.\n\n",
 		100 * r->max_share_error);

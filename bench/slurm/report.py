@@ -8,9 +8,11 @@ import datetime
 import json
 import os
 import platform
-import statistics
 import subprocess
 import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+import report_lib as rl  # noqa: E402
 
 # (key, label, Trainyard method, Slurm method, the rate's field, goal ratio)
 FIGURES = [
@@ -24,10 +26,13 @@ FIGURES = [
 
 
 def rate(m, kind):
-    """jobs/s of one measurement: 'submit' or 'complete'."""
+    """jobs/s of one measurement ('submit' or 'complete'), None when it has none."""
+    if m is None:
+        return None
     if "result" in m:
-        return m["result"][f"{kind}_per_second"]
-    return m["jobs"] / m["submit_seconds"]
+        res = m["result"] if isinstance(m["result"], dict) else {}
+        return rl.positive(res.get(f"{kind}_per_second"))
+    return rl.rate(m.get("jobs"), m.get("submit_seconds"))
 
 
 def machine():
@@ -66,115 +71,116 @@ def main():
     a = ap.parse_args()
 
     with open(a.measurements) as f:
-        runs = [json.loads(l) for l in f if l.strip()]
+        runs = [json.loads(line) for line in f if line.strip()]
+    report(runs, a)
+
+
+def report(runs, a, out=sys.stdout):
+    """Prints the figures and the Markdown and writes a.json from the
+    measurements of a.reps repetitions (any of them may be missing)."""
     by = {}
     for m in runs:
         by.setdefault((m["rep"], m["method"]), m)
-    reps = sorted({m["rep"] for m in runs})
-    if not reps:
-        sys.exit("bench/slurm/report.py: no measurements")
+    reps = list(range(1, a.reps + 1))
 
     figures = []
     for key, label, ty, sl, kind, goal in FIGURES:
-        tv = [rate(by[(r, ty)], kind) for r in reps if (r, ty) in by]
-        sv = [rate(by[(r, sl)], kind) for r in reps if (r, sl) in by]
-        if len(tv) != len(reps) or len(sv) != len(reps):
-            sys.exit(f"bench/slurm/report.py: {key}: a measurement is missing")
+        tv = [rate(by.get((rep, ty)), kind) for rep in reps]
+        sv = [rate(by.get((rep, sl)), kind) for rep in reps]
         # the ratio is the median of the per-repetition ratios: each is
         # measured back to back, so the machine's load drifts less within it
-        per_rep = [t / s for t, s in zip(tv, sv)]
-        value, base = statistics.median(tv), statistics.median(sv)
-        ratio = statistics.median(per_rep)
-        figures.append({
+        per_rep = [rl.ratio(t, b) for t, b in zip(tv, sv)]
+        value, base, ratio = rl.median(tv), rl.median(sv), rl.median(per_rep)
+        figures.append(rl.mark({
             "name": key, "label": label, "unit": "jobs/s",
-            "value": round(value, 1), "name_value": ty,
-            "baseline": round(base, 1), "baseline_name": sl,
-            "ratio": round(ratio, 2), "ratio_per_rep": [round(x, 2) for x in per_rep],
-            "ratio_of_medians": round(value / base, 2),
-            "values": [round(x, 1) for x in tv], "baselines": [round(x, 1) for x in sv],
-            "goal_ratio": goal, "met": ratio >= goal,
-        })
-
-    # the smoke test's check (tests/bench.cmake, bench/run --quick): numbers, not speed
-    for f in figures:
-        if not (f["value"] > 0 and f["baseline"] > 0):
-            sys.exit(f"bench/slurm/report.py: {f['name']}: no positive rate")
+            "value": rl.rounded(value, 1), "name_value": ty,
+            "baseline": rl.rounded(base, 1), "baseline_name": sl,
+            "ratio": rl.rounded(ratio, 2), "ratio_per_rep": [rl.rounded(x, 2) for x in per_rep],
+            "ratio_of_medians": rl.rounded(rl.ratio(value, base), 2),
+            "values": [rl.rounded(x, 1) for x in tv], "baselines": [rl.rounded(x, 1) for x in sv],
+            "goal_ratio": goal, "met": rl.meets(ratio, goal),
+        }, {"value": f"no {ty} rate measured", "baseline": f"no {sl} rate measured",
+            "ratio": "no repetition measured both", "ratio_of_medians": "no value or baseline",
+            "met": "no ratio"}))
 
     # CPU of one submitting process (user + system), where measured
     cpu_ms = {}
     for meth in ("sbatch", "jobctl"):
-        v = [by[(r, meth)]["client_cpu_seconds"] * 1e3 / by[(r, meth)]["jobs"]
-             for r in reps if "client_cpu_seconds" in by.get((r, meth), {})]
-        if v:
-            cpu_ms[meth] = round(statistics.median(v), 2)
+        v = [rl.ratio(by[(rep, meth)]["client_cpu_seconds"], by[(rep, meth)]["jobs"] / 1e3)
+             for rep in reps if "client_cpu_seconds" in by.get((rep, meth), {})]
+        if rl.median(v) is not None:
+            cpu_ms[meth] = round(rl.median(v), 2)
 
     # the lines
     names = {"jobctl": "jobctl", "sbatch": "sbatch", "api": "trainyard",
              "libslurm": "libslurm"}
     for f in figures:
         extra = f"{a.clients} clients, " if f["name"] == "submit_per_second_api" else ""
-        verdict = "MET" if f["met"] else f"MISSED by {f['goal_ratio'] / f['ratio']:.1f}x"
-        print(f"{f['label']:<27} {names[f['name_value']]} {f['value']:.0f}  "
+        verdict = (f"MISSED by {rl.fmt(rl.ratio(f['goal_ratio'], f['ratio']), '.1f', 'x')}"
+                   if f["met"] is False else rl.verdict(f["met"]))
+        print(f"{f['label']:<27} {names[f['name_value']]} {rl.fmt(f['value'])}  "
               f"{'slurm' if f['name'] == 'completed_per_second' else names[f['baseline_name']]} "
-              f"{f['baseline']:.0f}  ratio {f['ratio']:.2f}x  "
-              f"({extra}goal >= {f['goal_ratio']:.0f}x {verdict})")
+              f"{rl.fmt(f['baseline'])}  ratio {rl.fmt(f['ratio'], '.2f', 'x')}  "
+              f"({extra}goal >= {f['goal_ratio']:.0f}x {verdict}){rl.why(f)}", file=out)
 
     # the Markdown
-    loads = [m["load"] for m in runs]
-    print()
+    loads = [m.get("load") for m in runs]
+    print(file=out)
     print(f"{a.slurm_version} (private slurmctld + slurmd + munged on tmpfs, one node with "
           f"64 CPUs declared, the high-throughput slurm.conf of bench/slurm/run) against "
           f"a private Trainyard stack (deploy/local/up; scheduler `{a.scheduler}`); "
           f"{a.jobs} jobs (`true`, 1 node, no GPU) each way, {len(reps)} repetition(s); "
           f"rates are medians, ratios the median of the per-repetition ratios; "
           f"1-minute load average at the start of each measurement "
-          f"{min(loads):.2f}–{max(loads):.2f}.")
-    print()
+          f"{rl.fmt(rl.minimum(loads), '.2f')}–{rl.fmt(rl.maximum(loads), '.2f')}.", file=out)
+    print(file=out)
     print("| rep | sbatch/s | jobctl/s | ratio | libslurm submit/s | API submit/s | ratio "
-          "| Slurm completed/s | Trainyard completed/s | ratio | API p50/p99 ms (Slurm; Trainyard) |")
-    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
-    for i, r in enumerate(reps):
-        ls, ta = by[(r, "libslurm")]["result"], by[(r, "api")]["result"]
-        print(f"| {r} | {figures[0]['baselines'][i]:.0f} | {figures[0]['values'][i]:.0f} "
-              f"| {figures[0]['ratio_per_rep'][i]:.2f}x "
-              f"| {figures[1]['baselines'][i]:.0f} | {figures[1]['values'][i]:.0f} "
-              f"| {figures[1]['ratio_per_rep'][i]:.2f}x "
-              f"| {figures[2]['baselines'][i]:.1f} | {figures[2]['values'][i]:.1f} "
-              f"| {figures[2]['ratio_per_rep'][i]:.2f}x "
-              f"| {ls['latency_ms']['p50']:.1f}/{ls['latency_ms']['p99']:.1f}; "
-              f"{ta['latency_ms']['p50']:.1f}/{ta['latency_ms']['p99']:.1f} |")
-    print()
+          "| Slurm completed/s | Trainyard completed/s | ratio | API p50/p99 ms (Slurm; Trainyard) |",
+          file=out)
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|", file=out)
+
+    def lat(rep, meth):
+        res = (by.get((rep, meth)) or {}).get("result")
+        lm = res.get("latency_ms") if isinstance(res, dict) else None
+        lm = lm if isinstance(lm, dict) else {}
+        return f"{rl.fmt(lm.get('p50'), '.1f')}/{rl.fmt(lm.get('p99'), '.1f')}"
+
+    for i, rep in enumerate(reps):
+        f0, f1, f2 = figures
+        print(f"| {rep} | {rl.fmt(f0['baselines'][i])} | {rl.fmt(f0['values'][i])} "
+              f"| {rl.fmt(f0['ratio_per_rep'][i], '.2f', 'x')} "
+              f"| {rl.fmt(f1['baselines'][i])} | {rl.fmt(f1['values'][i])} "
+              f"| {rl.fmt(f1['ratio_per_rep'][i], '.2f', 'x')} "
+              f"| {rl.fmt(f2['baselines'][i], '.1f')} | {rl.fmt(f2['values'][i], '.1f')} "
+              f"| {rl.fmt(f2['ratio_per_rep'][i], '.2f', 'x')} "
+              f"| {lat(rep, 'libslurm')}; {lat(rep, 'api')} |", file=out)
+    print(file=out)
     for f in figures:
-        verdict = ("MET" if f["met"] else
-                   f"MISSED (needs {f['goal_ratio'] / f['ratio']:.1f}x more)")
-        print(f"- {f['label']}: Trainyard {f['value']:.1f}, Slurm {f['baseline']:.1f}, "
-              f"ratio {f['ratio']:.2f}x (of the medians: {f['ratio_of_medians']:.2f}x); "
-              f"goal >= {f['goal_ratio']:.0f}x {verdict}.")
+        verdict = (f"MISSED (needs {rl.fmt(rl.ratio(f['goal_ratio'], f['ratio']), '.1f', 'x')} more)"
+                   if f["met"] is False else rl.verdict(f["met"]))
+        print(f"- {f['label']}: Trainyard {rl.fmt(f['value'], '.1f')}, Slurm {rl.fmt(f['baseline'], '.1f')}, "
+              f"ratio {rl.fmt(f['ratio'], '.2f', 'x')} (of the medians: "
+              f"{rl.fmt(f['ratio_of_medians'], '.2f', 'x')}); goal >= {f['goal_ratio']:.0f}x {verdict}.",
+              file=out)
 
     if len(cpu_ms) == 2:
         print(f"- CPU per submitting process (user + system, median): sbatch "
               f"{cpu_ms['sbatch']:.2f} ms, jobctl {cpu_ms['jobctl']:.2f} ms — what a process "
-              f"per job costs whatever the machine's load.")
+              f"per job costs whatever the machine's load.", file=out)
 
     if a.json:
-        doc = {
+        rl.write_json(a.json, {
             "benchmark": "slurm",
             "time": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
             "commit": commit(),
             "machine": machine(),
-            "load": {"min": min(loads), "max": max(loads)},
+            "load": {"min": rl.minimum(loads), "max": rl.maximum(loads)},
             "params": {"jobs": a.jobs, "reps": len(reps), "clients": a.clients,
                        "slurm": a.slurm_version, "scheduler": a.scheduler},
             "figures": figures,
             "client_cpu_ms_per_job": cpu_ms,
             "runs": runs,
-        }
-        tmp = a.json + ".tmp"
-        with open(tmp, "w") as f:
-            json.dump(doc, f, indent=1)
-            f.write("\n")
-        os.replace(tmp, a.json)
-
+        }, indent=1)
 
 if __name__ == "__main__":
     main()
