@@ -243,3 +243,52 @@ TY_TEST(a_gang_that_finishes_on_the_checkpoint_signal_succeeds_and_never_runs_ag
 		json_decref(e2e_wait_state(e, other, "cancelled", 30000));
 	}
 }
+
+/*
+ * The same through a spot notice (the API's local trigger): the checkpoint
+ * signal reaches the ranks, they finish (exit 0), and the job succeeded
+ * with no spot preemption counted; it never runs again.
+ */
+TY_TEST(a_gang_that_finishes_on_a_spot_notice_succeeds_and_never_runs_again)
+{
+	struct e2e *e = e2e_get();
+	const char *a = mk_team("a", ty_uniq("cohort"));
+	long long job;
+	const char *node;
+	json_t *j, *att;
+	struct ty_resp r = {0};
+
+	e->token = ty_stack_get()->admin;
+	job = submit_as(e, a, FINISHER,
+			"\"resources\":{\"nodes\":1,\"gpus_per_node\":2},\"launch\":\"per_node\","
+			"\"checkpoint\":{\"signal\":\"SIGUSR1\",\"grace_seconds\":30}");
+	json_decref(e2e_wait_state(e, job, "running", 60000));
+	for (int i = 0; i < 100 && !exists(e, ty_test_strf("run-%lld-1", job)); i++)
+		usleep(100 * 1000);
+	att = e2e_attempts(e, job);
+	node = ty_test_strf(
+	    "%s",
+	    ty_jstr(json_array_get(json_object_get(json_array_get(att, 0), "nodes"), 0), "node"));
+	json_decref(att);
+	ty_http(&r, "POST", ty_test_strf("/v1/nodes/%s/preempt", node), e->token,
+		"{\"deadline_seconds\":60}", NULL);
+	CHECK_STATUS(&r, 200);
+	ty_resp_free(&r);
+
+	j = e2e_wait_state(e, job, "succeeded,failed,cancelled,pending", 30000);
+	CHECK_STR_EQ(ty_jstr(j, "state"), "succeeded");
+	CHECK_INT_EQ(ty_jint(j, "attempt"), 1);
+	CHECK_INT_EQ(ty_jint(j, "preemptions"), 0);
+	CHECK_INT_EQ(ty_jint(j, "spot_preemptions"), 0);
+	json_decref(j);
+	CHECK(exists(e, ty_test_strf("ckpt-%lld-1", job)));
+	CHECK_STR_EQ(event_types(e, job),
+		     "submitted scheduled starting running preempting succeeded");
+	usleep(1500 * 1000);
+	CHECK(!exists(e, ty_test_strf("run-%lld-2", job)));
+
+	/* the node takes work again for the cases after this one */
+	ty_http(&r, "POST", ty_test_strf("/v1/nodes/%s/undrain", node), e->token, NULL, NULL);
+	CHECK_STATUS(&r, 200);
+	ty_resp_free(&r);
+}
