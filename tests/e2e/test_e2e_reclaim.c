@@ -86,6 +86,24 @@ static bool exists(struct e2e *e, const char *name)
 	return access(ty_test_strf("%s/%s", e->out, name), F_OK) == 0;
 }
 
+/* Which of a1 and a2 got its checkpoint signal, within 30 s (0: neither); *other: the other. */
+static long long signalled(struct e2e *e, long long a1, long long a2, long long *other)
+{
+	*other = 0;
+	for (int i = 0; i < 300; i++) {
+		if (exists(e, ty_test_strf("ckpt-%lld-1", a1))) {
+			*other = a2;
+			return a1;
+		}
+		if (exists(e, ty_test_strf("ckpt-%lld-1", a2))) {
+			*other = a1;
+			return a2;
+		}
+		usleep(100 * 1000);
+	}
+	return 0;
+}
+
 TY_TEST(borrowed_gpus_are_reclaimed_by_checkpoint_and_requeue)
 {
 	struct e2e *e = e2e_get();
@@ -118,14 +136,7 @@ TY_TEST(borrowed_gpus_are_reclaimed_by_checkpoint_and_requeue)
 		       "\"resources\":{\"nodes\":1,\"gpus_per_node\":2}");
 
 	/* one of a's gangs gets the checkpoint signal and keeps running through the grace period */
-	for (int i = 0; i < 300 && !victim; i++) {
-		if (exists(e, ty_test_strf("ckpt-%lld-1", a1)))
-			victim = a1, other = a2;
-		else if (exists(e, ty_test_strf("ckpt-%lld-1", a2)))
-			victim = a2, other = a1;
-		else
-			usleep(100 * 1000);
-	}
+	victim = signalled(e, a1, a2, &other);
 	REQUIRE(victim != 0);
 	ty_test_note("job %lld was checkpoint-signalled for job %lld", victim, b1);
 
@@ -203,14 +214,7 @@ TY_TEST(a_gang_that_finishes_on_the_checkpoint_signal_succeeds_and_never_runs_ag
 		usleep(100 * 1000);
 	b1 = submit_as(e, b, "[\"/bin/sh\",\"-c\",\"sleep 1\"]",
 		       "\"resources\":{\"nodes\":1,\"gpus_per_node\":2}");
-	for (int i = 0; i < 300 && !victim; i++) {
-		if (exists(e, ty_test_strf("ckpt-%lld-1", a1)))
-			victim = a1, other = a2;
-		else if (exists(e, ty_test_strf("ckpt-%lld-1", a2)))
-			victim = a2, other = a1;
-		else
-			usleep(100 * 1000);
-	}
+	victim = signalled(e, a1, a2, &other);
 	REQUIRE(victim != 0);
 
 	/* finished, not preempted: long before the 30 s grace period is over */

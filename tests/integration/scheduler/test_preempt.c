@@ -92,6 +92,25 @@ static void borrowed_cluster(struct world *w, const char *const *sched_args, con
 		w->b);
 }
 
+/*
+ * Team b asks for its 2 nominal GPUs back: returns its job; *c is the
+ * victim's checkpoint message, *node the victim's node.
+ */
+static long long reclaim(struct world *w, const struct proto_msg **c, const char **node)
+{
+	long long b1 = fx_submit_to(w->f, w->b, ",'resources':{'nodes':1,'gpus_per_node':2}");
+
+	*c = recv_either(w->f, "checkpoint", T, node);
+	REQUIRE(*c != NULL);
+	return b1;
+}
+
+/* The launch of the gang that checkpoint message c signals. */
+static const struct proto_msg *victim_launch(const struct world *w, const struct proto_msg *c)
+{
+	return c->job == w->a1 ? w->l1 : w->l2;
+}
+
 TY_TEST(reclaim_checkpoints_kills_after_grace_and_requeues)
 {
 	struct world w;
@@ -227,12 +246,10 @@ TY_TEST(a_gang_that_finishes_after_the_signal_succeeds_and_never_runs_again)
 
 	borrowed_cluster(&w, no_min_runtime, ",'checkpoint':{'grace_seconds':30}");
 	f = w.f;
-	b1 = fx_submit_to(f, w.b, ",'resources':{'nodes':1,'gpus_per_node':2}");
-	c = recv_either(f, "checkpoint", T, &cnode);
-	REQUIRE(c != NULL);
+	b1 = reclaim(&w, &c, &cnode);
 	CHECK_STR_EQ(dstr(c, "signal"), "SIGUSR1"); /* the spec's default */
 	CHECK_INT_EQ(dint(c, "grace_seconds"), 30);
-	fx_exit(f, cnode, c->job == w.a1 ? w.l1 : w.l2, 0, "", "");
+	fx_exit(f, cnode, victim_launch(&w, c), 0, "", "");
 	/* its GPUs go to b1 at once; the victim is done, not requeued */
 	REQUIRE(fx_recv(f, cnode, "launch", b1, T) != NULL);
 	FX_WAIT(f, T, "succeeded 1 0 -",
@@ -277,13 +294,11 @@ TY_TEST(a_gang_that_finishes_just_before_the_kill_succeeds)
 
 	borrowed_cluster(&w, no_min_runtime, ",'checkpoint':{'grace_seconds':1}");
 	f = w.f;
-	fx_submit_to(f, w.b, ",'resources':{'nodes':1,'gpus_per_node':2}");
-	c = recv_either(f, "checkpoint", T, &cnode);
-	REQUIRE(c != NULL);
+	reclaim(&w, &c, &cnode);
 	k = fx_recv(f, cnode, "kill", c->job, T);
 	REQUIRE(k != NULL);
 	CHECK_STR_EQ(dstr(k, "reason"), "preempted");
-	fx_exit(f, cnode, c->job == w.a1 ? w.l1 : w.l2, 0, "", "");
+	fx_exit(f, cnode, victim_launch(&w, c), 0, "", "");
 	FX_WAIT(f, T, "succeeded 1 0",
 		"SELECT state || ' ' || attempt || ' ' || preemptions FROM jobs WHERE id = $1",
 		fx_n(c->job));
@@ -304,11 +319,9 @@ TY_TEST(a_gang_that_checkpoints_and_exits_on_the_signal_is_requeued_without_a_ki
 
 	borrowed_cluster(&w, no_min_runtime, ",'checkpoint':{'grace_seconds':30}");
 	f = w.f;
-	b1 = fx_submit_to(f, w.b, ",'resources':{'nodes':1,'gpus_per_node':2}");
-	c = recv_either(f, "checkpoint", T, &cnode);
-	REQUIRE(c != NULL);
+	b1 = reclaim(&w, &c, &cnode);
 	/* what the executor reports for a rank that exits 75 after the signal */
-	fx_exit(f, cnode, c->job == w.a1 ? w.l1 : w.l2, -1, "preempted",
+	fx_exit(f, cnode, victim_launch(&w, c), -1, "preempted",
 		"preempted: rank 1 ended after the checkpoint signal (SIGUSR1)");
 	REQUIRE(fx_recv(f, cnode, "launch", b1, T) != NULL);
 	CHECK_STR_EQ(FX_Q(f,
@@ -337,10 +350,8 @@ TY_TEST(a_failure_of_its_own_during_the_preemption_keeps_its_class_and_budget)
 	borrowed_cluster(&w, no_min_runtime,
 			 ",'checkpoint':{'grace_seconds':30},'retry':{'user':1}");
 	f = w.f;
-	fx_submit_to(f, w.b, ",'resources':{'nodes':1,'gpus_per_node':2}");
-	c = recv_either(f, "checkpoint", T, &cnode);
-	REQUIRE(c != NULL);
-	l = c->job == w.a1 ? w.l1 : w.l2;
+	reclaim(&w, &c, &cnode);
+	l = victim_launch(&w, c);
 	fx_send(f, cnode, "rank_exited", l->job, l->attempt, "{'rank':0,'exit_code':3,'signal':0}");
 	fx_send(f, cnode, "attempt_exited", l->job, l->attempt,
 		"{'exit_code':3,'failure_class':'user','message':'rank 0 exited with code 3',"
@@ -470,13 +481,11 @@ TY_TEST(cancel_while_preempting_cancels)
 
 	borrowed_cluster(&w, no_min_runtime, ",'checkpoint':{'grace_seconds':1}");
 	f = w.f;
-	fx_submit_to(f, w.b, ",'resources':{'nodes':1,'gpus_per_node':2}");
-	c = recv_either(f, "checkpoint", T, &cnode);
-	REQUIRE(c != NULL);
+	reclaim(&w, &c, &cnode);
 	fx_cancel(f, c->job);
 	k = fx_recv(f, cnode, "kill", c->job, T);
 	REQUIRE(k != NULL);
-	fx_exit(f, cnode, c->job == w.a1 ? w.l1 : w.l2, -1, "preempted", "preempted");
+	fx_exit(f, cnode, victim_launch(&w, c), -1, "preempted", "preempted");
 	FX_WAIT(f, T, "cancelled 0", "SELECT state || ' ' || preemptions FROM jobs WHERE id = $1",
 		fx_n(c->job));
 	fx_sched_stop(f, 0);
@@ -491,13 +500,11 @@ TY_TEST(stop_while_preempting_stops)
 
 	borrowed_cluster(&w, no_min_runtime, ",'checkpoint':{'grace_seconds':1}");
 	f = w.f;
-	fx_submit_to(f, w.b, ",'resources':{'nodes':1,'gpus_per_node':2}");
-	c = recv_either(f, "checkpoint", T, &cnode);
-	REQUIRE(c != NULL);
+	reclaim(&w, &c, &cnode);
 	fx_api(f, "POST", ty_test_strf("/v1/jobs/%lld/stop", (long long)c->job), 200);
 	k = fx_recv(f, cnode, "kill", c->job, T);
 	REQUIRE(k != NULL);
-	fx_exit(f, cnode, c->job == w.a1 ? w.l1 : w.l2, -1, "preempted", "preempted");
+	fx_exit(f, cnode, victim_launch(&w, c), -1, "preempted", "preempted");
 	FX_WAIT(f, T, "stopped 0", "SELECT state || ' ' || preemptions FROM jobs WHERE id = $1",
 		fx_n(c->job));
 	CHECK_STR_EQ(FX_Q(f,
@@ -520,9 +527,7 @@ TY_TEST(a_lost_node_completes_a_preemption)
 
 	borrowed_cluster(&w, args, ",'checkpoint':{'grace_seconds':60}");
 	f = w.f;
-	b1 = fx_submit_to(f, w.b, ",'resources':{'nodes':1,'gpus_per_node':2}");
-	c = recv_either(f, "checkpoint", T, &cnode);
-	REQUIRE(c != NULL);
+	b1 = reclaim(&w, &c, &cnode);
 	fx_node_beat(f, cnode, false);
 	FX_WAIT(f, T, "pending 1", "SELECT state || ' ' || preemptions FROM jobs WHERE id = $1",
 		fx_n(c->job));
