@@ -365,8 +365,7 @@ static void classify(struct exec_attempt *a)
 	if (logs && bufs)
 		n = read_tails(logs, bufs, a, EXEC_CLASSIFY_TAIL_LINES);
 	exec_classify(&v, exec__opts(a->x)->classifier, &end, logs, n);
-	snprintf(a->outcome.failure_class, sizeof(a->outcome.failure_class), "%s",
-		 v.failure_class);
+	snprintf(a->outcome.failure_class, sizeof(a->outcome.failure_class), "%s", v.failure_class);
 	snprintf(a->outcome.evidence, sizeof(a->outcome.evidence), "%s", v.evidence);
 	free_tails(bufs, n);
 	free(bufs);
@@ -713,10 +712,11 @@ static int spawn_rank(struct exec_attempt *a, struct exec_rank *r, char *const *
 	uv_loop_t *loop = exec__loop(a->x);
 	uv_process_options_t po = {0};
 	uv_stdio_container_t stdio[3];
-	char **env = NULL;
+	char **env = NULL, **shim_argv = NULL;
 	int fds[2] = {-1, -1}, rc, urc;
+	size_t n;
 	struct stat st;
-	char progress[sizeof(a->dir) + 32];
+	char progress[sizeof(a->dir) + 32], exit_path[sizeof(a->dir) + 48];
 
 	if (!exec_progress_path(progress, sizeof(progress), a->dir, r->rank)) {
 		rc = ty_err_set(err, TY_EINVAL, "progress path in '%s' is too long", a->dir);
@@ -731,10 +731,24 @@ static int spawn_rank(struct exec_attempt *a, struct exec_rank *r, char *const *
 				 err)))
 		goto out;
 	if ((size_t)snprintf(r->log_path, sizeof(r->log_path), "%s/rank-%d%s.log", a->dir, r->rank,
-			     preflight ? ".preflight" : "") >= sizeof(r->log_path)) {
+			     preflight ? ".preflight" : "") >= sizeof(r->log_path) ||
+	    exec_rank_exit_path(exit_path, sizeof(exit_path), a->dir, r->rank, preflight)) {
 		rc = ty_err_set(err, TY_EINVAL, "log path in '%s' is too long", a->dir);
 		goto out;
 	}
+	/* the shim runs whatever it is given: a missing program must fail here */
+	if ((rc = exec_command_check(argv[0], env, err)))
+		goto out;
+	for (n = 0; argv[n]; n++)
+		;
+	if (!(shim_argv = calloc((size_t)n + 3, sizeof(*shim_argv)))) {
+		rc = ty_err_set(err, TY_ENOMEM, NULL);
+		goto out;
+	}
+	shim_argv[0] = (char *)exec__opts(a->x)->rank_shim;
+	shim_argv[1] = exit_path;
+	memcpy(shim_argv + 2, argv, (size_t)n * sizeof(*argv));
+	unlink(exit_path); /* an old end must not pass for this one */
 	r->log_fd = open(r->log_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
 	if (r->log_fd < 0 || fstat(r->log_fd, &st)) {
 		rc = ty_err_set(err, TY_EIO, "cannot open '%s': %s", r->log_path, strerror(errno));
@@ -752,8 +766,8 @@ static int spawn_rank(struct exec_attempt *a, struct exec_rank *r, char *const *
 	stdio[2].flags = UV_INHERIT_FD;
 	stdio[2].data.fd = fds[1];
 	po.exit_cb = on_rank_exit;
-	po.file = argv[0];
-	po.args = (char **)argv;
+	po.file = shim_argv[0];
+	po.args = shim_argv;
 	po.env = env;
 	po.cwd = a->dir;
 	po.flags = UV_PROCESS_DETACHED; /* setsid: its own session and process group */
@@ -798,6 +812,7 @@ out:
 		r->log_fd = -1;
 	}
 	exec_env_free(env);
+	free(shim_argv);
 	return rc;
 }
 
@@ -1035,6 +1050,12 @@ static bool spawn_all(struct exec_attempt *a, char *const *argv, bool preflight)
 {
 	struct ty_err err = {0};
 
+	/* what a restarted executor needs to tell a finished attempt (rank_exit.c) */
+	if (!preflight && exec_local_ranks_write(a->dir, a->nranks, &err)) {
+		exec__attempt_stop(a, a->default_grace_ms, EXEC_CLASS_SYSTEM, EXEC_EXIT_NONE,
+				   "the job's ranks could not be started: %s", err.msg);
+		return false;
+	}
 	for (int i = 0; i < a->nranks; i++) {
 		struct exec_rank *r = &a->ranks[i];
 
@@ -1216,8 +1237,7 @@ int exec__attempt_start(struct exec_attempt **out, struct exec *x, struct exec_l
 	a->ckpt_examined = a->ckpt_signal_step = -1;
 	a->pre_failed = -1;
 	a->default_grace_ms = l->kill_grace_ms >= 0 ? l->kill_grace_ms : o->kill_grace_ms;
-	snprintf(a->dir, sizeof(a->dir), "%s/attempts/%lld.%lld", o->state_dir, (long long)a->job,
-		 (long long)a->attempt);
+	exec_attempt_dir(a->dir, sizeof(a->dir), o->state_dir, a->job, a->attempt);
 	uv_timer_init(exec__loop(x), &a->stop_timer);
 	uv_timer_init(exec__loop(x), &a->runtime_timer);
 	uv_timer_init(exec__loop(x), &a->live_timer);

@@ -118,9 +118,10 @@ static int metrics_new(struct exec *x, struct ty_err *err)
 	    (rc = ty_metrics_family(x->metrics, TY_METRIC_GAUGE, M_RANKS,
 				    "Ranks (processes) of the attempts this executor runs now.",
 				    NULL, NULL, 0, err)) ||
-	    (rc = ty_metrics_family(x->metrics, TY_METRIC_COUNTER, M_FINISHED,
-				    "Attempts that ended here, by failure class (\"none\": success).",
-				    class_label, NULL, 0, err)) ||
+	    (rc = ty_metrics_family(
+		 x->metrics, TY_METRIC_COUNTER, M_FINISHED,
+		 "Attempts that ended here, by failure class (\"none\": success).", class_label,
+		 NULL, 0, err)) ||
 	    (rc = ty_metrics_family(x->metrics, TY_METRIC_COUNTER, M_SKIPPED,
 				    "Dispatch messages not acted on, by reason (the heartbeat's"
 				    " counters).",
@@ -240,10 +241,10 @@ void exec__emit(struct exec *x, enum proto_type t, int64_t job, int64_t attempt,
 }
 
 /* An attempt that never ran (or ran in a previous boot) ends here and now. */
-static void finish_now(struct exec *x, int64_t job, int64_t attempt, const char *failure_class,
-		       const char *message)
+static void finish_now(struct exec *x, int64_t job, int64_t attempt, int exit_code,
+		       const char *failure_class, const char *message)
 {
-	struct exec_finished f = {.job = job, .attempt = attempt, .exit_code = EXEC_EXIT_NONE};
+	struct exec_finished f = {.job = job, .attempt = attempt, .exit_code = exit_code};
 
 	snprintf(f.failure_class, sizeof(f.failure_class), "%s", failure_class);
 	snprintf(f.message, sizeof(f.message), "%s", message);
@@ -254,7 +255,7 @@ static void finish_now(struct exec *x, int64_t job, int64_t attempt, const char 
 		   json_pack("{s:i, s:s, s:s}", "exit_code", f.exit_code, "failure_class",
 			     f.failure_class, "message", f.message));
 	ty_info("job %lld attempt %lld ended: %s (%s)", (long long)job, (long long)attempt, message,
-		failure_class);
+		*failure_class ? failure_class : "succeeded");
 }
 
 /*
@@ -272,11 +273,21 @@ static void kill_orphans(struct exec *x, struct exec_state *st)
 	x->orphan_register_by = ty_mono_ms() + ORPHAN_REGISTER_MS;
 	for (size_t i = 0; i < x->norphans; i++) {
 		struct exec_running *r = &x->orphans[i];
-		int killed = 0;
+		char dir[4096], text[160];
+		int killed = 0, n;
 
 		if (exec_finished_find(&x->finished, r->job, r->attempt)) {
 			r->job = 0; /* reported by the boot before */
 			continue;
+		}
+		/* its ranks finished while no executor watched: never run it twice */
+		exec_attempt_dir(dir, sizeof(dir), x->o->state_dir, r->job, r->attempt);
+		if ((n = exec_ranks_finished(dir)) > 0) {
+			snprintf(text, sizeof(text),
+				 "all %d local rank(s) exited with code 0 (while the executor was "
+				 "down)",
+				 n);
+			finish_now(x, r->job, r->attempt, 0, "", text);
 		}
 		for (int k = 0; k < r->npgids; k++) {
 			if (!exec_pgid_is_attempt(r->pgids[k], r->job, r->attempt))
@@ -343,7 +354,9 @@ static void report_orphans(struct exec *x)
 
 		if (!r->job || (!orphan_gone(r) && now < x->orphan_deadline))
 			continue;
-		finish_now(x, r->job, r->attempt, EXEC_CLASS_SYSTEM, "executor restarted");
+		if (!exec_finished_find(&x->finished, r->job, r->attempt))
+			finish_now(x, r->job, r->attempt, EXEC_EXIT_NONE, EXEC_CLASS_SYSTEM,
+				   "executor restarted");
 		r->job = 0;
 	}
 }
@@ -358,10 +371,12 @@ static void send_register(struct exec *x)
 		ty_error("cannot build a register message: out of memory");
 		return;
 	}
+	/* finished: what the previous boot's ranks did while no executor watched (kill_orphans) */
 	emit(x, PROTO_REGISTER, 0, 0,
-	     json_pack("{s:s, s:I, s:O, s:s, s:s, s:b, s:o}", "address", o->address, "gpus",
+	     json_pack("{s:s, s:I, s:O, s:s, s:s, s:b, s:o, s:o*}", "address", o->address, "gpus",
 		       (json_int_t)inv->ngpus, "labels", o->labels, "boot_id", x->boot_id,
-		       "log_url", x->log_url, "simulated", inv->simulated, "inventory", inventory),
+		       "log_url", x->log_url, "simulated", inv->simulated, "inventory", inventory,
+		       "finished", exec_finished_json(&x->finished)),
 	     &x->register_acked);
 }
 
@@ -480,7 +495,7 @@ static void on_launch(struct exec *x, const struct proto_msg *m)
 		ty_info("refusing launch of job %lld attempt %lld: this node is being preempted",
 			(long long)m->job, (long long)m->attempt);
 		memset(&l, 0, sizeof(l));
-		finish_now(x, m->job, m->attempt, EXEC_CLASS_PREEMPTED,
+		finish_now(x, m->job, m->attempt, EXEC_EXIT_NONE, EXEC_CLASS_PREEMPTED,
 			   "not started: this node is being preempted (spot notice)");
 		goto out;
 	}
@@ -488,11 +503,11 @@ static void on_launch(struct exec *x, const struct proto_msg *m)
 		ty_warn("rejecting launch of job %lld attempt %lld: %s", (long long)m->job,
 			(long long)m->attempt, err.msg);
 		snprintf(msg, sizeof(msg), "invalid launch: %.200s", err.msg);
-		finish_now(x, m->job, m->attempt, EXEC_CLASS_SYSTEM, msg);
+		finish_now(x, m->job, m->attempt, EXEC_EXIT_NONE, EXEC_CLASS_SYSTEM, msg);
 		goto out;
 	}
 	if (exec__attempt_start(&a, x, &l)) {
-		finish_now(x, m->job, m->attempt, EXEC_CLASS_SYSTEM,
+		finish_now(x, m->job, m->attempt, EXEC_EXIT_NONE, EXEC_CLASS_SYSTEM,
 			   "cannot start the attempt: out of memory");
 		goto out;
 	}
@@ -533,7 +548,7 @@ static void on_kill(struct exec *x, const struct proto_msg *m)
 	}
 	/* report it, so the scheduler hears from this node and a late launch is ignored */
 	snprintf(msg, sizeof(msg), "killed before it ran here (reason '%.64s')", reason);
-	finish_now(x, m->job, m->attempt, EXEC_CLASS_CANCELLED, msg);
+	finish_now(x, m->job, m->attempt, EXEC_EXIT_NONE, EXEC_CLASS_CANCELLED, msg);
 }
 
 /*
@@ -617,8 +632,8 @@ static void on_spot_notice(void *arg, const struct exec_spot_notice *n)
 		int64_t left =
 		    n->deadline_ms - ty_wall_ms() - a->default_grace_ms - CKPT_DEADLINE_MARGIN_MS;
 
-		signalled += exec__attempt_checkpoint(a, a->launch.checkpoint_signal,
-						      left < 0 ? 0 : left);
+		signalled +=
+		    exec__attempt_checkpoint(a, a->launch.checkpoint_signal, left < 0 ? 0 : left);
 	}
 	ty_info("spot notice: sent the checkpoint signal to %d attempt(s)", signalled);
 }
@@ -917,8 +932,7 @@ static void on_cron(uv_timer_t *t)
 			x->assign_warned = true;
 			x->next_assign = ty_mono_ms() + ASSIGN_RETRY_MS;
 		} else {
-			x->next_register = x->next_heartbeat = x->hb_delivered = now =
-				ty_mono_ms();
+			x->next_register = x->next_heartbeat = x->hb_delivered = now = ty_mono_ms();
 		}
 	}
 	if (x->assigned && !x->stopping &&

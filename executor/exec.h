@@ -72,8 +72,8 @@ struct exec_launch {
 	char **command; /* owned; NULL-terminated argv */
 	json_t *env;	/* owned reference: object of string values */
 	enum exec_mode mode;
-	int64_t max_runtime_ms; /* 0: no limit */
-	int64_t kill_grace_ms;	/* < 0: the executor's --kill-grace-ms */
+	int64_t max_runtime_ms;	  /* 0: no limit */
+	int64_t kill_grace_ms;	  /* < 0: the executor's --kill-grace-ms */
 	int64_t hang_timeout_ms;  /* 0: no hang detection */
 	int64_t start_timeout_ms; /* 0: no start timeout */
 	int checkpoint_keep;	  /* valid checkpoints retention keeps; default 3 */
@@ -392,6 +392,26 @@ int exec_pgid_live(pid_t pgid);
  */
 bool exec_pgid_is_attempt(pid_t pgid, int64_t job, int64_t attempt);
 
+/* ---- how ranks ended, through trainyard-rank-shim (rank_exit.c) ---- */
+
+/* <state_dir>/attempts/<job>.<attempt>, where an attempt's ranks run and log. */
+void exec_attempt_dir(char *out, size_t size, const char *state_dir, int64_t job, int64_t attempt);
+
+/*
+ * Whether cmd can be run with env's PATH (as execvp would find it), so that
+ * a missing program fails the spawn rather than the rank behind the shim.
+ */
+int exec_command_check(const char *cmd, char *const *env, struct ty_err *err);
+/* <dir>/rank-<R>[.preflight].exit, the file the rank's shim writes; -1 when too long. */
+int exec_rank_exit_path(char *out, size_t size, const char *dir, int rank, bool preflight);
+/* Record in dir that n local ranks of the job are being started. */
+int exec_local_ranks_write(const char *dir, int n, struct ty_err *err);
+/*
+ * How many local ranks of the job in attempt dir ended with exit 0 by
+ * their shims' files, when that is every one of them; else 0.
+ */
+int exec_ranks_finished(const char *dir);
+
 /* ---- the daemon (daemon.c) ---- */
 
 struct exec_opts {
@@ -430,6 +450,8 @@ struct exec_opts {
 	char *const *preflight_command;
 	/* the API's base URL for ranks' trial metrics (TRAINYARD_METRICS_URL); NULL: none */
 	const char *api_url;
+	/* trainyard-rank-shim, the parent of every rank (rank_shim.c) */
+	const char *rank_shim;
 };
 
 /*
@@ -458,11 +480,11 @@ struct exec_rank {
 	int signal;
 	int log_fd;
 	int64_t log_size;
-	int64_t last_alive_ms;	   /* monotonic: last output or progress-file change; 0: none */
+	int64_t last_alive_ms; /* monotonic: last output or progress-file change; 0: none */
 	struct timespec progress_mtime; /* of its progress file when last looked at */
-	long long oom_kills;	   /* its memory cgroup's oom_kill count at spawn; -1: unknown */
-	char memory_events[512];   /* the file with that count, "" if unknown */
-	bool cgroup_oom;	   /* the count rose by the time it died */
+	long long oom_kills;	 /* its memory cgroup's oom_kill count at spawn; -1: unknown */
+	char memory_events[512]; /* the file with that count, "" if unknown */
+	bool cgroup_oom;	 /* the count rose by the time it died */
 	char log_path[4096];
 	char rbuf[65536];
 };
@@ -502,10 +524,10 @@ struct exec_attempt {
 	int64_t reap_deadline;	      /* monotonic ms */
 	struct exec_finished outcome; /* set by the first cause of the end */
 	bool have_outcome;
-	int checkpoint_signal; /* sent on a `checkpoint` (preemption); 0: none yet */
-	char ckpt_dir[4096];   /* the job's TRAINYARD_CHECKPOINT_DIR */
-	char *resume_from;     /* owned; the newest checkpoint that verified, NULL = none */
-	json_t *resume;	       /* owned; exec_ckpt_newest's report, for attempt_running */
+	int checkpoint_signal;	   /* sent on a `checkpoint` (preemption); 0: none yet */
+	char ckpt_dir[4096];	   /* the job's TRAINYARD_CHECKPOINT_DIR */
+	char *resume_from;	   /* owned; the newest checkpoint that verified, NULL = none */
+	json_t *resume;		   /* owned; exec_ckpt_newest's report, for attempt_running */
 	struct exec_launch launch; /* owned; moved in from the launch message */
 	enum exec_phase phase;
 	int64_t phase_ms; /* monotonic: when the current phase began */

@@ -95,13 +95,11 @@ static int fail(const char *fmt, const char *arg)
 	return 2;
 }
 
-/* trainyard-allreduce --node-check next to this executor's binary. */
-static int preflight_default(char ***out, struct ty_err *err)
+/* The program name next to this executor's binary, in *out (new). */
+static int sibling(char **out, const char *name, struct ty_err *err)
 {
-	static const char *const args[] = {"--node-check", "--bytes", "8M", "--timeout", "60"};
 	char self[4096], *slash;
 	ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
-	char **v;
 
 	*out = NULL;
 	if (n <= 0)
@@ -110,13 +108,25 @@ static int preflight_default(char ***out, struct ty_err *err)
 	self[n] = '\0';
 	if ((slash = strrchr(self, '/')))
 		*slash = '\0';
+	if (asprintf(out, "%s/%s", self, name) < 0) {
+		*out = NULL;
+		return ty_err_set(err, TY_ENOMEM, NULL);
+	}
+	return 0;
+}
+
+/* trainyard-allreduce --node-check next to this executor's binary. */
+static int preflight_default(char ***out, struct ty_err *err)
+{
+	static const char *const args[] = {"--node-check", "--bytes", "8M", "--timeout", "60"};
+	char **v;
+
+	*out = NULL;
 	if (!(v = calloc(sizeof(args) / sizeof(args[0]) + 2, sizeof(*v))))
 		return ty_err_set(err, TY_ENOMEM, NULL);
 	*out = v;
-	if (asprintf(&v[0], "%s/trainyard-allreduce", self) < 0) {
-		v[0] = NULL;
-		return ty_err_set(err, TY_ENOMEM, NULL);
-	}
+	if (sibling(&v[0], "trainyard-allreduce", err))
+		return err->code;
 	for (size_t i = 0; i < sizeof(args) / sizeof(args[0]); i++)
 		if (!(v[i + 1] = strdup(args[i])))
 			return ty_err_set(err, TY_ENOMEM, NULL);
@@ -132,7 +142,7 @@ int main(int argc, char **argv)
 	struct hw_inventory inv = {0};
 	json_t *labels = NULL;
 	char host[256] = "", bootstrap[4096], iface[64] = "", **fabric = NULL, ckroot[4096];
-	char **preflight = NULL;
+	char **preflight = NULL, *shim = NULL;
 	int rc = 2, rc2, level;
 
 	if (!c)
@@ -273,6 +283,17 @@ int main(int argc, char **argv)
 		goto out;
 	}
 	o.preflight_command = preflight;
+	if (sibling(&shim, "trainyard-rank-shim", &err)) {
+		fail("%s", err.msg);
+		goto out;
+	}
+	if (access(shim, X_OK)) {
+		fail("cannot run ranks without '%s', which is built and installed with the "
+		     "executor",
+		     shim);
+		goto out;
+	}
+	o.rank_shim = shim;
 	o.spot_poll_ms = ty_config_int(c, "spot-poll-ms");
 	o.spot_timeout_ms = ty_config_int(c, "spot-timeout-ms");
 
@@ -287,6 +308,7 @@ out:
 	hw_inventory_clear(&inv);
 	exec_classifier_free(classifier);
 	exec_env_free(preflight);
+	free(shim);
 	ty_config_free(c);
 	return rc;
 }

@@ -17,8 +17,8 @@
 #define ACTIVE "{scheduled,starting,running}"
 /* A job's states while an attempt of it holds nodes: active, or being preempted. */
 #define LIVE "{scheduled,starting,running,preempting}"
-/* An attempt being preempted (columns of attempts, prefixed by t): it may still end on its own. */
-#define PREEMPTING(t) "(" t "state = 'stopping' AND " t "failure_class = 'preempted')"
+/* An attempt being preempted (a condition on attempts): it may still end on its own. */
+#define PREEMPTING "(state = 'stopping' AND failure_class = 'preempted')"
 /* attempts.message of an attempt whose ranks all exited 0 while it was being stopped */
 #define FINISHED_FIRST "finished before it was stopped"
 
@@ -353,7 +353,7 @@ int sched_fail_attempt(struct sched *s, int64_t job, int64_t attempt, const char
 				     " exit_code = $3, failure_class = $4, message = $5,"
 				     " evidence = $6, blamed_node = $7"
 				     " WHERE job_id = $1 AND attempt = $2 AND (state = ANY ('" ACTIVE
-				     "') OR " PREEMPTING("") ") RETURNING 1",
+				     "') OR " PREEMPTING ") RETURNING 1",
 				     7, p, err)))
 			goto out;
 		if (PQntuples(res) == 0)
@@ -515,7 +515,7 @@ int sched_settle_attempt(struct sched *s, int64_t job, int64_t attempt, struct t
 			     "SELECT t.state, count(*) FILTER (WHERE a.exited_at IS NULL),"
 			     " count(*) FILTER (WHERE a.exit_code IS DISTINCT FROM 0"
 			     "  OR a.failure_class IS NOT NULL), count(*),"
-			     " coalesce(" PREEMPTING("t.") ", false)"
+			     " t.failure_class"
 			     " FROM attempts t JOIN allocations a USING (job_id, attempt)"
 			     " WHERE t.job_id = $1 AND t.attempt = $2"
 			     " GROUP BY t.state, t.failure_class",
@@ -527,8 +527,9 @@ int sched_settle_attempt(struct sched *s, int64_t job, int64_t attempt, struct t
 	live = sched_col_i64(res, 0, 1);
 	bad = sched_col_i64(res, 0, 2);
 	total = sched_col_i64(res, 0, 3);
-	preempting = !strcmp(ty_pg_val(res, 0, 4), "t");
 	stopping = state && !strcmp(state, "stopping");
+	/* PREEMPTING, read here: the join makes its column names ambiguous */
+	preempting = stopping && ty_pg_val(res, 0, 4) && !strcmp(ty_pg_val(res, 0, 4), "preempted");
 	if (live > 0)
 		goto out;
 	if (preempting && bad > 0) {
@@ -698,7 +699,7 @@ static int alloc_exit(struct sched *s, const char *node, int64_t job, int64_t at
 	 * the preemption's stop) still decides the attempt.
 	 */
 	if ((rc = ty_pg_exec(&res, s->pg,
-			     "SELECT t.state, coalesce(" PREEMPTING("t.") " AND NOT EXISTS (SELECT 1"
+			     "SELECT state, coalesce(" PREEMPTING " AND NOT EXISTS (SELECT 1"
 			     "  FROM allocations a WHERE a.job_id = $1 AND a.attempt = $2"
 			     "  AND a.node_id <> $3 AND a.exited_at IS NOT NULL"
 			     "  AND (a.exit_code IS DISTINCT FROM 0 OR a.failure_class IS NOT NULL)),"
@@ -820,15 +821,33 @@ static int node_get(struct node_row *n, struct sched *s, const char *node, struc
 	return 0;
 }
 
+/*
+ * A new boot of node: what its previous boot's ranks finished while no
+ * executor watched (the register's `finished`, read from their shims) is
+ * applied first; every other attempt there is lost.
+ */
 static int boot_changed(struct sched *s, const char *node, const struct node_row *n,
-			const char *boot_id, struct ty_err *err)
+			const char *boot_id, const json_t *finished, struct ty_err *err)
 {
+	const json_t *e;
 	char why[256];
+	size_t i;
 	int rc;
 
 	if (!n->exists || !strcmp(n->boot_id, boot_id))
 		return 0;
 	ty_warn("node '%s' restarted (boot id '%s' -> '%s')", node, n->boot_id, boot_id);
+	json_array_foreach(finished, i, e)
+	{
+		const json_t *code = json_object_get(e, "exit_code");
+
+		/* a live allocation only (alloc_exit): the ring repeats older ends */
+		if (jint(e, "job", 0) >= 1 && jint(e, "attempt", 0) >= 1 && json_is_integer(code) &&
+		    (rc = alloc_exit(s, node, jint(e, "job", 0), jint(e, "attempt", 0),
+				     (int)json_integer_value(code), jstr(e, "failure_class", ""),
+				     jstr(e, "message", ""), jstr(e, "evidence", ""), NULL, err)))
+			return rc;
+	}
 	snprintf(why, sizeof(why), "node %s restarted (boot id changed)", node);
 	/* the executor restarted: its host is not blamed (the process may simply have been
 	 * upgraded or restarted by hand) */
@@ -854,7 +873,7 @@ static int on_register(struct sched *s, const struct proto_msg *m, struct ty_err
 		return rc;
 	if (n.exists && m->seq <= n.last_seq)
 		return 0; /* redelivered or replayed */
-	if ((rc = boot_changed(s, m->node, &n, boot_id, err)))
+	if ((rc = boot_changed(s, m->node, &n, boot_id, json_object_get(d, "finished"), err)))
 		return rc;
 	labels = json_dumps(json_object_get(d, "labels"), JSON_COMPACT);
 	inventory = json_is_object(inv) ? json_dumps(inv, JSON_COMPACT) : strdup("{}");
@@ -1054,7 +1073,7 @@ static int on_heartbeat(struct sched *s, const struct proto_msg *m, struct ty_er
 	}
 	if (m->seq <= n.last_seq)
 		goto out;
-	if ((rc = boot_changed(s, m->node, &n, boot_id, err)))
+	if ((rc = boot_changed(s, m->node, &n, boot_id, json_object_get(d, "finished"), err)))
 		goto out;
 	/* keep only well-formed entries: reconciliation reads them back as records */
 	json_array_foreach(json_object_get(d, "running"), i, e)

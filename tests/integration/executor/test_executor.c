@@ -45,10 +45,10 @@ static struct {
 	char dir[2048]; /* scratch directory of this run */
 	char state[4096];
 	char log[4096];
-	char rules[4096]; /* the --classify-file */
+	char rules[4096];     /* the --classify-file */
 	char ckpt_sh[4096];   /* writes a checkpoint: ckpt.sh STEP [corrupt] */
 	char preflight[4096]; /* the --preflight-command script */
-	pid_t pid; /* the executor, 0 when not running */
+	pid_t pid;	      /* the executor, 0 when not running */
 	char boot_id[64];
 	int log_port;
 	rd_kafka_t *producer;
@@ -333,12 +333,13 @@ static const json_t *start_executor(void)
 	int64_t end;
 	const char *url;
 	char old[64];
+	size_t from = T.ngot; /* a register before the spawn is an earlier boot's */
 
 	snprintf(old, sizeof(old), "%s", T.boot_id);
 	executor_spawn();
 	end = now_ms() + WAIT_MS;
 	for (;;) {
-		for (size_t i = 0; i < T.ngot; i++) {
+		for (size_t i = from; i < T.ngot; i++) {
 			const json_t *d = T.got[i].data;
 			const char *boot = json_string_value(json_object_get(d, "boot_id"));
 
@@ -689,14 +690,14 @@ TY_TEST(launch_runs_ranks_with_contract_env)
 static void write_ckpt(const char *dir, int step, const char *text, bool bad_sha)
 {
 	const char *d = ty_test_strf("%s/step-%d", dir, step);
-	const char *cmd = ty_test_strf(
-	    "mkdir -p '%s' && printf %%s '%s' > '%s/w' && "
-	    "sum=$(sha256sum '%s/w' | cut -d' ' -f1) && %s"
-	    "printf '{\"step\": %d, \"files\": [{\"path\": \"w\", \"size\": %zu, "
-	    "\"sha256\": \"%%s\"}]}' \"$sum\" > '%s/MANIFEST.json.tmp' && "
-	    "mv '%s/MANIFEST.json.tmp' '%s/MANIFEST.json'",
-	    d, text, d, d, bad_sha ? "sum=$(echo $sum | tr 0-9a-f 1-9a-f0) && " : "", step,
-	    strlen(text), d, d, d);
+	const char *cmd =
+	    ty_test_strf("mkdir -p '%s' && printf %%s '%s' > '%s/w' && "
+			 "sum=$(sha256sum '%s/w' | cut -d' ' -f1) && %s"
+			 "printf '{\"step\": %d, \"files\": [{\"path\": \"w\", \"size\": %zu, "
+			 "\"sha256\": \"%%s\"}]}' \"$sum\" > '%s/MANIFEST.json.tmp' && "
+			 "mv '%s/MANIFEST.json.tmp' '%s/MANIFEST.json'",
+			 d, text, d, d, bad_sha ? "sum=$(echo $sum | tr 0-9a-f 1-9a-f0) && " : "",
+			 step, strlen(text), d, d, d);
 
 	REQUIRE_INT_EQ(system(cmd), 0);
 }
@@ -1285,9 +1286,9 @@ TY_TEST(hang_is_detected_and_the_gang_killed)
 
 	setup();
 	/* both ranks say one line, then sleep silently (in a child of the shell) */
-	send_msg(PROTO_LAUNCH, 1100, EPOCH,
-		 launch_extra(2, "echo \"rank $RANK up\"; sleep 60 & wait",
-			      "'hang_timeout_seconds':1"));
+	send_msg(
+	    PROTO_LAUNCH, 1100, EPOCH,
+	    launch_extra(2, "echo \"rank $RANK up\"; sleep 60 & wait", "'hang_timeout_seconds':1"));
 	REQUIRE(wait_msg(PROTO_ATTEMPT_RUNNING, 1100, 1) != NULL);
 	p0 = rank_pid(1100, 1);
 	p1 = rank_pid(1100, 2);
@@ -1320,17 +1321,20 @@ TY_TEST(output_or_progress_keeps_a_rank_alive)
 	setup();
 	/* output only; progress file only (no output at all): 3 s under a 1 s timeout */
 	send_msg(PROTO_LAUNCH, 1101, EPOCH,
-		 launch_extra(1, "i=0; while [ $i -lt 15 ]; do echo step $i; sleep 0.2; "
-				 "i=$((i+1)); done",
+		 launch_extra(1,
+			      "i=0; while [ $i -lt 15 ]; do echo step $i; sleep 0.2; "
+			      "i=$((i+1)); done",
 			      "'hang_timeout_seconds':1,'start_timeout_seconds':1"));
 	send_msg(PROTO_LAUNCH, 1102, EPOCH,
-		 launch_extra(1, "i=0; while [ $i -lt 15 ]; do touch progress-$RANK; sleep 0.2; "
-				 "i=$((i+1)); done",
+		 launch_extra(1,
+			      "i=0; while [ $i -lt 15 ]; do touch progress-$RANK; sleep 0.2; "
+			      "i=$((i+1)); done",
 			      "'hang_timeout_seconds':1,'start_timeout_seconds':1"));
 	/* two ranks, only one of them busy: the gang is alive */
 	send_msg(PROTO_LAUNCH, 1103, EPOCH,
-		 launch_extra(2, "if [ \"$RANK\" = 0 ]; then sleep 2; exit 0; fi; "
-				 "i=0; while [ $i -lt 15 ]; do echo tick; sleep 0.2; i=$((i+1)); done",
+		 launch_extra(2,
+			      "if [ \"$RANK\" = 0 ]; then sleep 2; exit 0; fi; "
+			      "i=0; while [ $i -lt 15 ]; do echo tick; sleep 0.2; i=$((i+1)); done",
 			      "'hang_timeout_seconds':1"));
 	for (int64_t job = 1101; job <= 1103; job++) {
 		ty_test_context("job %lld", (long long)job);
@@ -1381,10 +1385,11 @@ TY_TEST(log_lines_and_exits_decide_the_class)
 
 	setup();
 	send_msg(PROTO_LAUNCH, 1106, EPOCH,
-		 launch_extra(2, "if [ \"$RANK\" = 1 ]; then echo step 1; "
-				 "echo \"host:12:34 [1] NCCL WARN NET/Socket : peer closed\"; "
-				 "echo \"ncclRemoteError: remote process exited\" >&2; exit 1; fi; "
-				 "echo step 1; sleep 60 & wait",
+		 launch_extra(2,
+			      "if [ \"$RANK\" = 1 ]; then echo step 1; "
+			      "echo \"host:12:34 [1] NCCL WARN NET/Socket : peer closed\"; "
+			      "echo \"ncclRemoteError: remote process exited\" >&2; exit 1; fi; "
+			      "echo step 1; sleep 60 & wait",
 			      "'hang_timeout_seconds':600"));
 	REQUIRE((d = wait_msg(PROTO_ATTEMPT_EXITED, 1106, 1)) != NULL);
 	CHECK_STR_EQ(str_of(d, "failure_class"), "system");
@@ -1406,7 +1411,8 @@ TY_TEST(log_lines_and_exits_decide_the_class)
 	REQUIRE((d = wait_msg(PROTO_ATTEMPT_EXITED, 1108, 1)) != NULL);
 	CHECK_STR_EQ(str_of(d, "failure_class"), "system");
 	CHECK_INT_EQ(json_integer_value(json_object_get(d, "exit_code")), 137);
-	CHECK_STR_EQ(str_of(d, "evidence"), "rank 0: killed by signal 9 (SIGKILL), no OOM evidence");
+	CHECK_STR_EQ(str_of(d, "evidence"),
+		     "rank 0: killed by signal 9 (SIGKILL), no OOM evidence");
 	REQUIRE((d = wait_msg(PROTO_ATTEMPT_EXITED, 1109, 1)) != NULL);
 	CHECK_STR_EQ(str_of(d, "failure_class"), "oom");
 	CHECK_STR_EQ(str_of(d, "evidence"), "rank 0: sh: line 1: 4242 Killed  python t.py");
@@ -1416,8 +1422,8 @@ TY_TEST(log_lines_and_exits_decide_the_class)
 static int run_with_rules(char **out, const char *rules)
 {
 	const char *path = ty_test_strf("%s/bad-rules.conf", T.dir);
-	const char *argv[] = {T.bin,   "--state-dir",	      T.state, "--kafka-bootstrap",
-			      "127.0.0.1:9", "--classify-file", path,    NULL};
+	const char *argv[] = {T.bin,	     "--state-dir",	T.state, "--kafka-bootstrap",
+			      "127.0.0.1:9", "--classify-file", path,	 NULL};
 	int fds[2], status = 0;
 	FILE *f = fopen(path, "w");
 	pid_t pid;
@@ -1523,8 +1529,8 @@ TY_TEST(malformed_message_is_skipped)
 	REQUIRE((hb = wait_heartbeat_finished(1007)) != NULL);
 	CHECK(counter(hb, "malformed") >= 9);
 	CHECK(json_object_get(json_object_get(hb, "counters"), "unsupported") == NULL);
-	for (const char *const *t = (const char *const[]){"drain", "progress", "metrics", "state",
-							    NULL};
+	for (const char *const *t =
+		 (const char *const[]){"drain", "progress", "metrics", "state", NULL};
 	     *t; t++) {
 		ty_test_context("type %s", *t);
 		CHECK(log_has(ty_test_strf(": unknown message type '%s'", *t)));
@@ -1664,16 +1670,17 @@ TY_TEST(metrics_count_attempts_classes_and_skipped_messages)
 	after = wait_metric("trainyard_executor_attempts_running", 0);
 
 	CHECK_INT_EQ(metric(after, FINISHED("user")) - (metric(before, FINISHED("user")) > 0
-							     ? metric(before, FINISHED("user"))
-							     : 0),
+							    ? metric(before, FINISHED("user"))
+							    : 0),
 		     1);
 	CHECK_INT_EQ(metric(after, FINISHED("cancelled")) -
 			 (metric(before, FINISHED("cancelled")) > 0
 			      ? metric(before, FINISHED("cancelled"))
 			      : 0),
 		     1);
-	CHECK_INT_EQ(metric(after, FINISHED("none")) -
-			 (metric(before, FINISHED("none")) > 0 ? metric(before, FINISHED("none")) : 0),
+	CHECK_INT_EQ(metric(after, FINISHED("none")) - (metric(before, FINISHED("none")) > 0
+							    ? metric(before, FINISHED("none"))
+							    : 0),
 		     1);
 	CHECK_INT_EQ(metric(after, SKIPPED("stale")) - metric(before, SKIPPED("stale")), 1);
 	CHECK_INT_EQ(metric(after, SKIPPED("other_node")) - metric(before, SKIPPED("other_node")),
@@ -1723,6 +1730,36 @@ TY_TEST(restart_kills_orphans)
 	CHECK(in_list(json_object_get(hb, "finished"), 1001));
 	/* offsets were committed: the malformed messages were not read again */
 	CHECK_INT_EQ(counter(hb, "malformed"), 0);
+}
+
+/*
+ * Ranks that finish while no executor runs: their shims' exit files tell
+ * the next boot, which reports the attempt as finished (not lost).
+ */
+TY_TEST(ranks_that_finish_while_the_executor_is_down_are_reported_finished)
+{
+	const json_t *d;
+	size_t boots;
+	pid_t p0;
+
+	setup();
+	send_msg(PROTO_LAUNCH, 1018, EPOCH, launch_data(2, "sleep 1"));
+	REQUIRE(wait_msg(PROTO_ATTEMPT_RUNNING, 1018, 1) != NULL);
+	p0 = rank_pid(1018, 1);
+	stop_executor(SIGKILL);
+	for (int i = 0; i < 100 && group_live(p0) > 0; i++)
+		usleep(100 * 1000);
+	usleep(500 * 1000);
+	boots = count_of(PROTO_REGISTER, 0);
+	start_executor();
+	REQUIRE((d = wait_msg(PROTO_ATTEMPT_EXITED, 1018, 1)) != NULL);
+	CHECK_INT_EQ(json_integer_value(json_object_get(d, "exit_code")), 0);
+	CHECK_STR_EQ(json_string_value(json_object_get(d, "failure_class")), "");
+	CHECK_STR_EQ(json_string_value(json_object_get(d, "message")),
+		     "all 2 local rank(s) exited with code 0 (while the executor was down)");
+	/* and the new boot's register says so, for the scheduler to apply before its losses */
+	REQUIRE((d = wait_msg(PROTO_REGISTER, 0, boots + 1)) != NULL);
+	CHECK(in_list(json_object_get(d, "finished"), 1018));
 }
 
 TY_TEST(sigterm_stops_cleanly)
