@@ -490,6 +490,16 @@ static void on_launch(struct exec *x, const struct proto_msg *m)
 			(long long)m->job, (long long)m->attempt);
 		return;
 	}
+	if (json_is_string(json_object_get(m->data, "boot_id")) &&
+	    strcmp(json_string_value(json_object_get(m->data, "boot_id")), x->boot_id)) {
+		/* placed on the previous boot: the scheduler fails it when this boot registers */
+		skipped(x, &x->counters.stale, "stale");
+		ty_info("ignoring launch of job %lld attempt %lld: it was for boot '%s', this is "
+			"boot '%s'",
+			(long long)m->job, (long long)m->attempt,
+			json_string_value(json_object_get(m->data, "boot_id")), x->boot_id);
+		return;
+	}
 	if (x->preempting) {
 		/* preempted, not system: the scheduler requeues it without spending a retry */
 		ty_info("refusing launch of job %lld attempt %lld: this node is being preempted",

@@ -497,13 +497,15 @@ out:
 	return rc;
 }
 
-json_t *sched_launch_data(const json_t *common, int node_rank, int first_rank, const json_t *gpus)
+json_t *sched_launch_data(const json_t *common, int node_rank, int first_rank, const json_t *gpus,
+			  const char *boot_id)
 {
 	json_t *d = json_deep_copy(common);
 
 	if (!d || json_object_set_new(d, "node_rank", json_integer(node_rank)) ||
 	    json_object_set_new(d, "first_rank", json_integer(first_rank)) ||
-	    json_object_set_new(d, "gpus", json_deep_copy(gpus))) {
+	    json_object_set_new(d, "gpus", json_deep_copy(gpus)) ||
+	    json_object_set_new(d, "boot_id", json_string(boot_id))) {
 		json_decref(d);
 		return NULL;
 	}
@@ -546,7 +548,7 @@ static int place(bool *placed, struct sched *s, const struct snap *sn,
 	json_t *spec = NULL, *common = NULL, *gpus = NULL, *data = NULL, *edata = NULL;
 	char *common_text = NULL;
 	char token[64], token_hash[TY_SHA256_HEX_LEN + 1];
-	PGresult *res = NULL;
+	PGresult *res = NULL, *boot = NULL;
 	int64_t attempt;
 	int rc;
 
@@ -642,13 +644,18 @@ static int place(bool *placed, struct sched *s, const struct snap *sn,
 				   sched_i64(fb, first),
 				   sched_i64(lb, pl->local_ranks),
 				   gb.data};
-		if ((rc = ty_pg_exec(NULL, s->pg,
+		/* the launch names the node's boot: a later boot must not run it */
+		if ((rc = ty_pg_exec(&boot, s->pg,
 				     "INSERT INTO allocations (job_id, attempt, node_id, node_rank,"
 				     " first_rank, local_ranks, gpus)"
-				     " VALUES ($1, $2, $3, $4, $5, $6, $7::integer[])",
+				     " VALUES ($1, $2, $3, $4, $5, $6, $7::integer[])"
+				     " RETURNING (SELECT boot_id FROM nodes WHERE id = $3)",
 				     7, p, err)))
 			goto out;
-		if (!(data = sched_launch_data(common, r, first, gpus))) {
+		data = sched_launch_data(common, r, first, gpus, ty_pg_val(boot, 0, 0));
+		PQclear(boot);
+		boot = NULL;
+		if (!data) {
 			rc = ty_err_set(err, TY_ENOMEM, NULL);
 			goto out;
 		}
@@ -679,6 +686,7 @@ static int place(bool *placed, struct sched *s, const struct snap *sn,
 	*placed = true;
 out:
 	PQclear(res);
+	PQclear(boot);
 	json_decref(spec);
 	json_decref(common);
 	json_decref(gpus);

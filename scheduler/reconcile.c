@@ -159,7 +159,7 @@ static int resend_launches(struct sched *s, const char *const *p, struct ty_err 
 	res = NULL;
 	if ((rc = ty_pg_exec(&res, s->pg,
 			     "SELECT a.job_id, a.attempt, a.node_id, a.node_rank, a.first_rank,"
-			     " array_to_json(a.gpus), t.launch"
+			     " array_to_json(a.gpus), t.launch, n.boot_id"
 			     " FROM allocations a JOIN attempts t USING (job_id, attempt)"
 			     " JOIN nodes n ON n.id = a.node_id"
 			     " WHERE a.exited_at IS NULL"
@@ -190,7 +190,8 @@ static int resend_launches(struct sched *s, const char *const *p, struct ty_err 
 		}
 		if (gpus && common)
 			data = sched_launch_data(common, (int)sched_col_i64(res, i, 3),
-						 (int)sched_col_i64(res, i, 4), gpus);
+						 (int)sched_col_i64(res, i, 4), gpus,
+						 PQgetvalue(res, i, 7));
 		if (!data) {
 			rc = ty_err_set(err, TY_ENOMEM, NULL);
 		} else if (!(rc = sched_outbox_add(s, PROTO_LAUNCH, node, job, attempt, data,

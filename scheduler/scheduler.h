@@ -381,8 +381,12 @@ int sched_node_gone(struct sched *s, const char *node, const char *cls, const ch
  * fenced transaction.
  */
 int sched_cycle(struct sched *s, struct ty_err *err);
-/* The launch message data for one node (new reference, NULL on ENOMEM). */
-json_t *sched_launch_data(const json_t *common, int node_rank, int first_rank, const json_t *gpus);
+/*
+ * The launch message data for one node, for the boot of its executor that
+ * boot_id names (new reference, NULL on ENOMEM).
+ */
+json_t *sched_launch_data(const json_t *common, int node_rank, int first_rank, const json_t *gpus,
+			  const char *boot_id);
 
 /* ---- preempt.c: the preemption protocol (docs/dispatch.md, "Preemption") ---- */
 

@@ -770,14 +770,25 @@ TY_TEST(stale_epoch_is_ignored)
 
 	setup();
 	send_msg(PROTO_LAUNCH, 1003, EPOCH - 1, launch_data(1, "touch ran"));
+	/* placed on an earlier boot of this node: this boot must not run it */
+	send_msg(PROTO_LAUNCH, 1005, EPOCH,
+		 ty_test_strf("%.*s,'boot_id':'an-earlier-boot'}",
+			      (int)strlen(launch_data(1, "touch ran")) - 1,
+			      launch_data(1, "touch ran")));
 	send_msg(PROTO_LAUNCH, 1004, EPOCH, launch_data(1, "true"));
 	REQUIRE(wait_msg(PROTO_ATTEMPT_EXITED, 1004, 1) != NULL);
 	REQUIRE((hb = wait_heartbeat_finished(1004)) != NULL);
-	CHECK(counter(hb, "stale") >= 1);
-	CHECK(!in_list(json_object_get(hb, "finished"), 1003));
-	CHECK(!in_list(json_object_get(hb, "running"), 1003));
-	CHECK_INT_EQ(count_of(PROTO_RANK_STARTED, 1003), 0);
-	CHECK(access(ty_test_strf("%s/attempts/1003.1", T.state), F_OK) != 0);
+	CHECK(counter(hb, "stale") >= 2);
+	for (int64_t job = 1003; job <= 1005; job += 2) {
+		ty_test_context("job %lld", (long long)job);
+		CHECK(!in_list(json_object_get(hb, "finished"), job));
+		CHECK(!in_list(json_object_get(hb, "running"), job));
+		CHECK_INT_EQ(count_of(PROTO_RANK_STARTED, job), 0);
+		CHECK(access(ty_test_strf("%s/attempts/%lld.1", T.state, (long long)job), F_OK) !=
+		      0);
+	}
+	ty_test_context(NULL);
+	CHECK(log_has("it was for boot 'an-earlier-boot'"));
 }
 
 TY_TEST(failing_rank_stops_the_gang)
