@@ -81,13 +81,14 @@ int sched_liveness(struct sched *s, struct ty_err *err)
 	 * and neither does silence while this loop was not looking (a stall, a
 	 * pause): nobody is judged then, and everyone gets a full timeout after.
 	 */
-	now = ty_mono_ms();
 	if (!sched_kafka_reachable(s)) {
 		if (!s->kafka_down)
 			ty_warn("kafka does not answer: no node is declared lost until it does");
 		s->kafka_down = true;
 		return 0;
 	}
+	/* after the probe: a probe that waited for the broker was a blind spell too */
+	now = ty_mono_ms();
 	if (s->kafka_down || (s->kafka_ok && now - s->kafka_ok > blind_ms(s))) {
 		ty_info("kafka answers again after %lld ms: every node has %d ms to be heard from",
 			(long long)(now - s->kafka_ok), s->o.node_timeout_ms);
