@@ -78,7 +78,7 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
 	const struct exec_logsrv *s = cls;
 	struct ty_buf out = TY_BUF_INIT;
 	struct ty_err err = {0};
-	char path[4096];
+	char dir[4096], path[4200];
 	int64_t job, attempt;
 	long tail;
 	int rank, rc;
@@ -101,8 +101,8 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
 		return text(c, MHD_HTTP_BAD_REQUEST, "tail must be an integer in 1..10000\n");
 	if (rc)
 		return text(c, MHD_HTTP_NOT_FOUND, "not found\n");
-	snprintf(path, sizeof(path), "%s/attempts/%lld.%lld/rank-%d.log", s->state_dir,
-		 (long long)job, (long long)attempt, rank);
+	exec_attempt_dir(dir, sizeof(dir), s->state_dir, job, attempt);
+	snprintf(path, sizeof(path), "%s/rank-%d.log", dir, rank);
 	rc = exec_log_tail(&out, path, tail, EXEC_TAIL_MAX_BYTES, &err);
 	if (rc == TY_ENOTFOUND)
 		return text(c, MHD_HTTP_NOT_FOUND, "not found\n");

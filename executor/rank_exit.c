@@ -41,8 +41,8 @@ int exec_command_check(const char *cmd, char *const *env, struct ty_err *err)
 		size_t len = strcspn(p, ":");
 
 		/* an empty element is the working directory, as for execvp */
-		if ((size_t)snprintf(full, sizeof(full), "%.*s%s%s", (int)len, len ? p : ".", "/",
-				     cmd) < sizeof(full) &&
+		if ((size_t)snprintf(full, sizeof(full), "%.*s/%s", len ? (int)len : 1,
+				     len ? p : ".", cmd) < sizeof(full) &&
 		    !access(full, X_OK))
 			return 0;
 		p += len;
