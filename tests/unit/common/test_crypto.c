@@ -3,8 +3,11 @@
 #include "ty_err.h"
 #include "ty_test.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 TY_TEST(sha256_known_vectors)
 {
@@ -190,4 +193,98 @@ TY_TEST(hmac_sha256_empty_key_and_data)
 	/* HMAC-SHA256 with an empty key over empty data (a known value) */
 	ty_hmac_sha256_hex(out, "", 0, "", 0);
 	CHECK_STR_EQ(out, "b613679a0814d9ec772f95d778c35fc5ff1697c493715653c6c712144292c5ad");
+}
+
+/* RFC 8032 §7.1, test 1: the empty message */
+static const char rfc8032_priv[] = "-----BEGIN PRIVATE KEY-----\n"
+				   "MC4CAQAwBQYDK2VwBCIEIJ1hsZ3v/VpguoRK9JLsLMREScVpezJpGXA7rAMcrn9g\n"
+				   "-----END PRIVATE KEY-----\n";
+static const char rfc8032_pub[] = "-----BEGIN PUBLIC KEY-----\n"
+				  "MCowBQYDK2VwAyEA11qYAYKxCrfVS/7TyWQHOg7hcvPapiMlrwIaaPcHURo=\n"
+				  "-----END PUBLIC KEY-----\n";
+static const char rfc8032_sig[] =
+	"e5564300c360ac729086e2cc806e828a84877f1eb8e5d974d873e065224901555fb8821590a33bacc61e39701cf9b46bd25bf5f0595bbe24655141438e7a100b";
+
+TY_TEST(ed25519_rfc8032_vector)
+{
+	struct ty_ed25519_key *priv = NULL, *pub = NULL;
+	char sig[TY_ED25519_SIG_HEX_LEN + 1];
+	struct ty_err err = {0};
+
+	CHECK_INT_EQ(ty_ed25519_key_parse(&priv, rfc8032_priv, strlen(rfc8032_priv), true, "priv",
+					  &err),
+		     0);
+	CHECK_INT_EQ(ty_ed25519_key_parse(&pub, rfc8032_pub, strlen(rfc8032_pub), false, "pub",
+					  &err),
+		     0);
+	CHECK(ty_ed25519_key_is_private(priv));
+	CHECK(!ty_ed25519_key_is_private(pub));
+	CHECK_INT_EQ(ty_ed25519_sign(priv, "", 0, sig), 0);
+	CHECK_STR_EQ(sig, rfc8032_sig);
+	CHECK(ty_ed25519_verify(pub, "", 0, rfc8032_sig));
+	CHECK(ty_ed25519_verify(priv, "", 0, rfc8032_sig));
+	/* a public key cannot sign; a changed message, signature or length fails */
+	CHECK_INT_EQ(ty_ed25519_sign(pub, "x", 1, sig), TY_EINVAL);
+	CHECK(!ty_ed25519_verify(pub, "x", 1, rfc8032_sig));
+	memcpy(sig, rfc8032_sig, sizeof(sig));
+	sig[0] = sig[0] == 'e' ? 'f' : 'e';
+	CHECK(!ty_ed25519_verify(pub, "", 0, sig));
+	CHECK(!ty_ed25519_verify(pub, "", 0, "e556"));
+	CHECK(!ty_ed25519_verify(pub, "", 0, NULL));
+	sig[0] = 'E'; /* uppercase is not the wire form */
+	CHECK(!ty_ed25519_verify(pub, "", 0, sig));
+	ty_ed25519_key_free(priv);
+	ty_ed25519_key_free(pub);
+}
+
+TY_TEST(ed25519_key_errors_name_the_problem)
+{
+	struct ty_ed25519_key *k = (void *)1;
+	struct ty_err err = {0};
+
+	/* a public key where a private one is wanted */
+	CHECK_INT_EQ(ty_ed25519_key_parse(&k, rfc8032_pub, strlen(rfc8032_pub), true, "pub.pem",
+					  &err),
+		     TY_EINVAL);
+	CHECK(k == NULL);
+	CHECK(strstr(err.msg, "pub.pem") && strstr(err.msg, "private"));
+	ty_err_clear(&err);
+	CHECK_INT_EQ(ty_ed25519_key_parse(&k, "junk", 4, false, "junk.pem", &err), TY_EINVAL);
+	CHECK(strstr(err.msg, "junk.pem"));
+	ty_err_clear(&err);
+	CHECK_INT_EQ(ty_ed25519_key_load(&k, "/nonexistent/k.pem", false, &err), TY_EIO);
+	CHECK(strstr(err.msg, "/nonexistent/k.pem"));
+}
+
+TY_TEST(ed25519_generate_load_sign_verify)
+{
+	char dir[] = "/tmp/ty-ed25519-XXXXXX", priv_path[64], pub_path[64];
+	struct ty_ed25519_key *priv = NULL, *pub = NULL, *other = NULL;
+	char sig[TY_ED25519_SIG_HEX_LEN + 1];
+	struct ty_err err = {0};
+	struct stat st;
+
+	CHECK(mkdtemp(dir) != NULL);
+	snprintf(priv_path, sizeof(priv_path), "%s/k.pem", dir);
+	snprintf(pub_path, sizeof(pub_path), "%s/k.pub", dir);
+	CHECK_INT_EQ(ty_ed25519_key_generate(priv_path, pub_path, &err), 0);
+	CHECK_INT_EQ(stat(priv_path, &st), 0);
+	CHECK_INT_EQ((int)(st.st_mode & 0777), 0600);
+	CHECK_INT_EQ(ty_ed25519_key_load(&priv, priv_path, true, &err), 0);
+	CHECK_INT_EQ(ty_ed25519_key_load(&pub, pub_path, false, &err), 0);
+	CHECK_INT_EQ(ty_ed25519_key_load(&other, pub_path, true, &err), TY_EINVAL);
+	ty_err_clear(&err);
+	CHECK_INT_EQ(ty_ed25519_sign(priv, "message", 7, sig), 0);
+	CHECK(ty_ed25519_verify(pub, "message", 7, sig));
+	CHECK(!ty_ed25519_verify(pub, "messagf", 7, sig));
+	CHECK_INT_EQ(ty_ed25519_key_parse(&other, rfc8032_pub, strlen(rfc8032_pub), false, "o",
+					  &err),
+		     0);
+	CHECK(!ty_ed25519_verify(other, "message", 7, sig)); /* another key */
+	ty_ed25519_key_free(priv);
+	ty_ed25519_key_free(pub);
+	ty_ed25519_key_free(other);
+	unlink(priv_path);
+	unlink(pub_path);
+	rmdir(dir);
 }
