@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <limits.h>
@@ -33,6 +34,13 @@
 static void check_done(struct exec_attempt *a);
 static void run_phase(struct exec_attempt *a);
 
+static void ranks_free(struct exec_rank *ranks, int n)
+{
+	for (int i = 0; ranks && i < n; i++)
+		free(ranks[i].pid_path);
+	free(ranks);
+}
+
 static void attempt_free(struct exec_attempt *a)
 {
 	free(a->resume_from);
@@ -40,8 +48,8 @@ static void attempt_free(struct exec_attempt *a)
 	json_decref(a->preflight_result);
 	exec_launch_clear(&a->launch);
 	free(a->ckpt_valid);
-	free(a->ranks);
-	free(a->pre);
+	ranks_free(a->ranks, a->nranks);
+	ranks_free(a->pre, a->nranks);
 	free(a);
 }
 
@@ -101,10 +109,38 @@ static void outcome(struct exec_attempt *a, const char *failure_class, int exit_
  * else, so the group is signalled only when a member still carries this
  * attempt's environment.
  */
+/*
+ * In a container the rank's group is the process the runtime started, whose
+ * host pid the runtime writes to r->pid_path once it runs; until then r->pid
+ * is the runtime's own `exec` process.
+ */
+static void rank_pid_resolve(struct exec_rank *r)
+{
+	char line[32];
+	ssize_t n;
+	int fd, pid;
+
+	if (!r->pid_path)
+		return;
+	if ((fd = open(r->pid_path, O_RDONLY | O_CLOEXEC)) < 0)
+		return;
+	n = read(fd, line, sizeof(line) - 1);
+	close(fd);
+	if (n <= 0)
+		return;
+	line[n] = '\0';
+	if ((pid = atoi(line)) <= 0)
+		return;
+	r->pid = (pid_t)pid;
+	free(r->pid_path);
+	r->pid_path = NULL;
+}
+
 static void signal_group(struct exec_attempt *a, struct exec_rank *r, int sig)
 {
 	if (!r->spawned)
 		return;
+	rank_pid_resolve(r);
 	if (r->exited && !exec_pgid_is_attempt(r->pid, a->job, a->attempt))
 		return;
 	if (kill(-r->pid, sig) == 0)
@@ -229,6 +265,11 @@ static void cgroup_note(struct exec_rank *r)
 {
 	char text[4096];
 
+	if (r->a->contained) { /* the attempt's own cgroup, noted at its creation */
+		r->oom_kills = r->a->ctr_ooms;
+		snprintf(r->memory_events, sizeof(r->memory_events), "%s", r->a->ctr_events);
+		return;
+	}
 	r->oom_kills = -1;
 	r->memory_events[0] = '\0';
 	snprintf(text, sizeof(text), "/proc/%d/cgroup", (int)r->pid);
@@ -251,11 +292,39 @@ static bool cgroup_oom_rose(const struct exec_rank *r)
 	return now > r->oom_kills;
 }
 
+/*
+ * What the runtime's `exec` process reports is its own end: the rank's is
+ * in the exit file its shim wrote. Without one the shim never ran (the
+ * runtime failed: *runtime_failed) or was killed (exit status 128 + signal).
+ */
+static void container_end(struct exec_rank *r, int *code, int *term_signal, bool *runtime_failed)
+{
+	char path[sizeof(r->a->dir) + 64];
+
+	*runtime_failed = false;
+	if (!exec_rank_exit_path(path, sizeof(path), r->a->dir, r->rank,
+				 strstr(r->log_path, ".preflight.log") != NULL) &&
+	    exec_rank_exit_read(path, code, term_signal))
+		return;
+	if (*term_signal)
+		return;
+	if (*code > 128 && *code < 128 + 65) {
+		*term_signal = *code - 128;
+		return;
+	}
+	*runtime_failed = *code != 0;
+}
+
 static void on_rank_exit(uv_process_t *p, int64_t status, int term_signal)
 {
 	struct exec_rank *r = p->data;
 	struct exec_attempt *a = r->a;
 	int code = term_signal ? 128 + term_signal : (int)status;
+	bool runtime_failed = false;
+
+	if (a->contained)
+		container_end(r, &code, &term_signal, &runtime_failed);
+	rank_pid_resolve(r);
 
 	r->exited = true;
 	r->exit_code = code;
@@ -290,7 +359,12 @@ static void on_rank_exit(uv_process_t *p, int64_t status, int term_signal)
 	 * rank that ends now (having checkpointed, or killed by that very
 	 * signal) ends it as preempted, not as a failure of its own.
 	 */
-	if (a->state == EXEC_RUNNING && a->checkpoint_signal && (term_signal || code != 0))
+	if (runtime_failed && a->state == EXEC_RUNNING)
+		exec__attempt_stop(a, a->default_grace_ms, EXEC_CLASS_SYSTEM, EXEC_EXIT_NONE,
+				   "the OCI runtime could not start rank %d in the container (exit "
+				   "code %d; its message is in the rank's log)",
+				   r->rank, code);
+	else if (a->state == EXEC_RUNNING && a->checkpoint_signal && (term_signal || code != 0))
 		exec__attempt_stop(a, a->default_grace_ms, EXEC_CLASS_PREEMPTED, EXEC_EXIT_NONE,
 				   "preempted: rank %d ended after the checkpoint signal (%s)",
 				   r->rank, signal_name(a->checkpoint_signal));
@@ -415,6 +489,51 @@ static void preflight_evidence(struct exec_attempt *a)
 	free(logs);
 }
 
+/* Deleting a container, on the thread pool: the runtime takes a while. */
+struct ctr_delete {
+	uv_work_t req;
+	const struct exec_rt_opts *rt;
+	char id[EXEC_RT_ID_MAX];
+	pid_t init;
+};
+
+static void delete_work(uv_work_t *req)
+{
+	struct ctr_delete *d = req->data;
+
+	exec_rt_delete(d->rt, d->id);
+	if (d->init > 0)
+		waitpid(d->init, NULL, 0); /* our child, as a subreaper */
+}
+
+static void delete_done(uv_work_t *req, int status)
+{
+	free(req->data);
+}
+
+static void container_delete(struct exec_attempt *a)
+{
+	struct ctr_delete *d;
+
+	if (a->ctr_init <= 0)
+		return;
+	kill(a->ctr_init, SIGKILL);
+	if ((d = calloc(1, sizeof(*d)))) {
+		d->rt = exec__opts(a->x)->runtime;
+		d->init = a->ctr_init;
+		memcpy(d->id, a->ctr_id, sizeof(d->id));
+		d->req.data = d;
+		if (!uv_queue_work(exec__loop(a->x), &d->req, delete_work, delete_done)) {
+			a->ctr_init = 0;
+			return;
+		}
+		free(d);
+	}
+	exec_rt_delete(exec__opts(a->x)->runtime, a->ctr_id);
+	waitpid(a->ctr_init, NULL, WNOHANG);
+	a->ctr_init = 0;
+}
+
 static void finish(struct exec_attempt *a)
 {
 	struct exec_finished *o = &a->outcome;
@@ -442,6 +561,7 @@ static void finish(struct exec_attempt *a)
 		json_object_set(data, "preflight",
 				a->preflight_result ? a->preflight_result : json_null());
 	exec__emit(a->x, PROTO_ATTEMPT_EXITED, a->job, a->attempt, data);
+	container_delete(a);
 	if (o->failure_class[0])
 		ty_info("job %lld attempt %lld ended: %s (%s%s%s)", (long long)a->job,
 			(long long)a->attempt, o->message, o->failure_class,
@@ -511,6 +631,9 @@ static void check_done(struct exec_attempt *a)
 	uv_timer_stop(&a->ckpt_timer);
 	for (int i = 0; i < a->nranks; i++)
 		signal_group(a, &a->ranks[i], SIGKILL);
+	/* its init's end ends everything left in the container, in any group */
+	if (a->ctr_init > 0)
+		kill(a->ctr_init, SIGKILL);
 	a->reap_deadline = ty_mono_ms() + REAP_GRACE_MS;
 	/* always from a timer, so an attempt never ends inside its own start */
 	uv_timer_start(&a->stop_timer, on_reap_tick, 0, REAP_TICK_MS);
@@ -712,7 +835,7 @@ static int spawn_rank(struct exec_attempt *a, struct exec_rank *r, char *const *
 	uv_loop_t *loop = exec__loop(a->x);
 	uv_process_options_t po = {0};
 	uv_stdio_container_t stdio[3];
-	char **env = NULL, **shim_argv = NULL;
+	char **env = NULL, **shim_argv = NULL, **rt_argv = NULL;
 	int fds[2] = {-1, -1}, rc, urc;
 	size_t n;
 	struct stat st;
@@ -748,6 +871,19 @@ static int spawn_rank(struct exec_attempt *a, struct exec_rank *r, char *const *
 	shim_argv[0] = (char *)exec__opts(a->x)->rank_shim;
 	shim_argv[1] = exit_path;
 	memcpy(shim_argv + 2, argv, (size_t)n * sizeof(*argv));
+	if (a->contained) {
+		json_t *proc;
+
+		shim_argv[0] = EXEC_RT_SHIM_PATH;
+		proc = exec_rt_process(shim_argv, env, a->workdir, &a->rt);
+		rc = proc ? exec_rt_exec_argv(&rt_argv, &r->pid_path, exec__opts(a->x)->runtime,
+					      a->ctr_id, r->rank, preflight ? ".preflight" : "",
+					      proc, err)
+			  : ty_err_set(err, TY_ENOMEM, NULL);
+		json_decref(proc);
+		if (rc)
+			goto out;
+	}
 	unlink(exit_path); /* an old end must not pass for this one */
 	r->log_fd = open(r->log_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
 	if (r->log_fd < 0 || fstat(r->log_fd, &st)) {
@@ -766,10 +902,11 @@ static int spawn_rank(struct exec_attempt *a, struct exec_rank *r, char *const *
 	stdio[2].flags = UV_INHERIT_FD;
 	stdio[2].data.fd = fds[1];
 	po.exit_cb = on_rank_exit;
-	po.file = shim_argv[0];
-	po.args = shim_argv;
-	po.env = env;
-	po.cwd = a->dir;
+	/* in a container the runtime runs as the executor, the rank as in its process.json */
+	po.file = rt_argv ? rt_argv[0] : shim_argv[0];
+	po.args = rt_argv ? rt_argv : shim_argv;
+	po.env = rt_argv ? NULL : env;
+	po.cwd = rt_argv ? a->dir : a->workdir;
 	po.flags = UV_PROCESS_DETACHED; /* setsid: its own session and process group */
 	po.stdio = stdio;
 	po.stdio_count = 3;
@@ -812,6 +949,7 @@ out:
 		r->log_fd = -1;
 	}
 	exec_env_free(env);
+	exec_env_free(rt_argv);
 	free(shim_argv);
 	return rc;
 }
@@ -1123,7 +1261,10 @@ static void run_phase(struct exec_attempt *a)
 		uv_timer_start(&a->ckpt_timer, on_ckpt_tick, CKPT_SCAN_MS, CKPT_SCAN_MS);
 }
 
-/* The verification of the resume checkpoint, on the thread pool. */
+/*
+ * The verification of the resume checkpoint and the creation of the
+ * attempt's container, on the thread pool.
+ */
 struct resume {
 	uv_work_t req;
 	struct exec_attempt *a;
@@ -1132,15 +1273,163 @@ struct resume {
 	json_t *report;
 	int rc;
 	char error[TY_ERR_MSG_MAX];
+	/* the container (a->contained): its spec, with what it points to */
+	const struct exec_rt_opts *rt;
+	char id[EXEC_RT_ID_MAX];
+	struct exec_rt_spec spec;
+	struct exec_rt_mount *mounts; /* owned */
+	struct exec_rt_device devices[EXEC_RT_MAX_DEVICES];
+	char *init_argv[3];
+	char hostname[256];
+	char cgroup[4096];
+	const char *seccomp; /* JSON text, borrowed from the options */
+	char work[4096];
+	pid_t init;
+	int crc;
+	char cerror[TY_ERR_MSG_MAX];
 };
+
+static void resume_free(struct resume *w)
+{
+	free(w->path);
+	json_decref(w->report);
+	free(w->mounts);
+	free(w);
+}
+
+/* The ranks' directories become the team's, and theirs alone. */
+static int give(const char *path, unsigned uid, unsigned gid, struct ty_err *err)
+{
+	if (chown(path, uid, gid) || chmod(path, 0700))
+		return ty_err_set(err, TY_EIO, "cannot give '%s' to uid %u: %s", path, uid,
+				  strerror(errno));
+	return 0;
+}
+
+static int container_create(struct resume *w, struct ty_err *err)
+{
+	json_t *seccomp = NULL;
+	int rc;
+
+	if ((rc = give(w->work, w->spec.uid, w->spec.gid, err)) ||
+	    (rc = give(w->dir, w->spec.uid, w->spec.gid, err)))
+		return rc;
+	if (w->seccomp && !(seccomp = json_loads(w->seccomp, 0, NULL)))
+		return ty_err_set(err, TY_EINVAL, "the seccomp profile is not JSON");
+	w->spec.seccomp = seccomp;
+	rc = exec_rt_create(w->rt, w->id, &w->spec, &w->init, err);
+	w->spec.seccomp = NULL;
+	json_decref(seccomp);
+	return rc;
+}
 
 static void resume_work(uv_work_t *req)
 {
 	struct resume *w = req->data;
 	struct ty_err err = {0};
 
-	if ((w->rc = exec_ckpt_newest(&w->path, &w->report, w->dir, &err)))
+	if ((w->rc = exec_ckpt_newest(&w->path, &w->report, w->dir, &err))) {
 		snprintf(w->error, sizeof(w->error), "%s", err.msg);
+		return;
+	}
+	if (w->rt && (w->crc = container_create(w, &err)))
+		snprintf(w->cerror, sizeof(w->cerror), "%s", err.msg);
+}
+
+/* The memory cgroup of the new container and its oom_kill count now. */
+static void container_note(struct exec_attempt *a)
+{
+	char text[4096];
+
+	a->ctr_ooms = -1;
+	if (exec_rt_memory_events(a->ctr_events, sizeof(a->ctr_events), a->ctr_init) &&
+	    read_small(text, sizeof(text), a->ctr_events))
+		a->ctr_ooms = exec_memory_events_oom_kill(text);
+}
+
+/*
+ * The container's spec from the launch and the options, on the loop (it
+ * looks at device nodes); TY_* with err naming what is missing.
+ */
+static int container_spec(struct exec_attempt *a, struct resume *w, struct ty_err *err)
+{
+	const struct exec_opts *o = exec__opts(a->x);
+	const struct exec_launch *l = &a->launch;
+	struct exec_rt_spec *s = &w->spec;
+	struct rlimit nofile, memlock;
+	size_t nm = 0;
+	int rc;
+
+	if (l->uid < 0)
+		return ty_err_set(err, TY_EINVAL,
+				  "the launch names no uid for the job's team: the scheduler must "
+				  "give every team a uid (docs/security.md)");
+	if (l->image)
+		return ty_err_set(err, TY_EINVAL,
+				  "the job names image '%s', but this executor runs containers on "
+				  "the host's root only",
+				  l->image);
+	w->rt = o->runtime;
+	exec_rt_id(w->id, o->node_id, a->job, a->attempt);
+	memcpy(a->ctr_id, w->id, sizeof(a->ctr_id));
+	if ((rc = exec_rt_devices(w->devices, EXEC_RT_MAX_DEVICES, &s->ndevices,
+				  o->device_dir ? o->device_dir : "/dev", l->gpus, l->ngpus,
+				  exec_env_get(o->fabric_env, "NCCL_IB_HCA") != NULL,
+				  o->inventory && o->inventory->simulated, err)))
+		return rc;
+	if (!(w->mounts = calloc(3 + o->ndata_mounts, sizeof(*w->mounts))))
+		return ty_err_set(err, TY_ENOMEM, NULL);
+	snprintf(w->mounts[nm].src, sizeof(w->mounts[nm].src), "%s", a->workdir);
+	snprintf(w->mounts[nm].dst, sizeof(w->mounts[nm].dst), "%s", a->workdir);
+	w->mounts[nm++].rw = true;
+	snprintf(w->mounts[nm].src, sizeof(w->mounts[nm].src), "%s", a->ckpt_dir);
+	snprintf(w->mounts[nm].dst, sizeof(w->mounts[nm].dst), "%s", a->ckpt_dir);
+	w->mounts[nm++].rw = true;
+	snprintf(w->mounts[nm].src, sizeof(w->mounts[nm].src), "%s", o->rank_shim);
+	snprintf(w->mounts[nm].dst, sizeof(w->mounts[nm].dst), "%s", EXEC_RT_SHIM_PATH);
+	nm++;
+	for (size_t i = 0; i < o->ndata_mounts; i++)
+		w->mounts[nm++] = o->data_mounts[i];
+	if (gethostname(w->hostname, sizeof(w->hostname) - 1))
+		snprintf(w->hostname, sizeof(w->hostname), "%s", o->node_id);
+	if ((size_t)snprintf(w->cgroup, sizeof(w->cgroup), "%s/%s",
+			     strcmp(o->runtime->cgroup_parent, "/") ? o->runtime->cgroup_parent
+								    : "",
+			     w->id) >= sizeof(w->cgroup))
+		return ty_err_set(err, TY_EINVAL, "the cgroup path under '%s' is too long",
+				  o->runtime->cgroup_parent);
+	w->init_argv[0] = EXEC_RT_SHIM_PATH;
+	w->init_argv[1] = "--init";
+	if (getrlimit(RLIMIT_NOFILE, &nofile))
+		nofile.rlim_max = 1024;
+	if (getrlimit(RLIMIT_MEMLOCK, &memlock))
+		memlock.rlim_max = 64 << 10;
+	s->host_root = true;
+	s->hostname = w->hostname;
+	s->uid = (unsigned)l->uid;
+	s->gid = (unsigned)l->gid;
+	s->memory_bytes = l->memory_mb * 1024 * 1024;
+	s->cpus = l->cpus;
+	s->pids_limit = o->pids_limit;
+	s->shm_bytes = o->shm_mb > 0	   ? o->shm_mb << 20
+		       : l->memory_mb > 0 ? (l->memory_mb << 20) / 2
+					  : (int64_t)64 << 20;
+	s->cgroups_path = w->cgroup;
+	s->mounts = w->mounts;
+	s->nmounts = nm;
+	s->devices = w->devices;
+	s->init_argv = w->init_argv;
+	s->nofile = nofile.rlim_max > 1048576 ? 1048576 : nofile.rlim_max;
+	s->memlock = memlock.rlim_max; /* RLIM_INFINITY: as much as a JSON integer says */
+	w->seccomp = o->seccomp;
+	snprintf(w->work, sizeof(w->work), "%s", a->workdir);
+	a->rt = *s; /* its scalars, for the ranks' process.json */
+	a->rt.mounts = NULL;
+	a->rt.devices = NULL;
+	a->rt.init_argv = NULL;
+	a->rt.hostname = NULL;
+	a->rt.cgroups_path = NULL;
+	return 0;
 }
 
 static void resume_done(uv_work_t *req, int status)
@@ -1151,11 +1440,22 @@ static void resume_done(uv_work_t *req, int status)
 	size_t i;
 
 	a->work = NULL;
-	if (status || a->state != EXEC_RUNNING)
-		goto out; /* stopped (kill, shutdown) while it ran */
+	if (w->init > 0) {
+		a->ctr_init = w->init;
+		container_note(a);
+	}
+	if (status || a->state != EXEC_RUNNING) {
+		container_delete(a); /* finish() may have come first */
+		goto out;	     /* stopped (kill, shutdown) while it ran */
+	}
 	if (w->rc) {
 		exec__attempt_stop(a, 0, EXEC_CLASS_SYSTEM, EXEC_EXIT_NONE, "checkpoints: %s",
 				   w->error);
+		goto out;
+	}
+	if (w->crc) {
+		exec__attempt_stop(a, 0, EXEC_CLASS_SYSTEM, EXEC_EXIT_NONE, "container: %s",
+				   w->cerror);
 		goto out;
 	}
 	a->resume_from = w->path;
@@ -1201,9 +1501,7 @@ static void resume_done(uv_work_t *req, int status)
 		run_phase(a);
 	}
 out:
-	free(w->path);
-	json_decref(w->report);
-	free(w);
+	resume_free(w);
 	handle_closed(a);
 }
 
@@ -1251,7 +1549,9 @@ int exec__attempt_start(struct exec_attempt **out, struct exec *x, struct exec_l
 	init_ranks(a, a->ranks);
 	*out = a;
 
-	if (exec_mkdirs(a->dir, &err)) {
+	if ((size_t)snprintf(a->workdir, sizeof(a->workdir), "%s/" EXEC_WORK_DIR, a->dir) >=
+		    sizeof(a->workdir) ||
+	    exec_mkdirs(a->workdir, &err)) {
 		free(w);
 		exec__attempt_stop(a, 0, EXEC_CLASS_SYSTEM, EXEC_EXIT_NONE, "%s", err.msg);
 		return 0;
@@ -1264,12 +1564,19 @@ int exec__attempt_start(struct exec_attempt **out, struct exec *x, struct exec_l
 				   err.msg[0] ? err.msg : "checkpoint root is too long");
 		return 0;
 	}
+	a->contained = o->runtime != NULL;
+	if (a->contained && container_spec(a, w, &err)) {
+		resume_free(w);
+		exec__attempt_stop(a, 0, EXEC_CLASS_SYSTEM, EXEC_EXIT_NONE, "container: %s",
+				   err.msg);
+		return 0;
+	}
 	/* hashing a multi-gigabyte checkpoint must not stop heartbeats: off the loop */
 	w->a = a;
 	w->req.data = w;
 	snprintf(w->dir, sizeof(w->dir), "%s", a->ckpt_dir);
 	if ((urc = uv_queue_work(exec__loop(x), &w->req, resume_work, resume_done))) {
-		free(w);
+		resume_free(w);
 		exec__attempt_stop(a, 0, EXEC_CLASS_SYSTEM, EXEC_EXIT_NONE,
 				   "checkpoints: cannot verify them: %s", uv_strerror(urc));
 		return 0;

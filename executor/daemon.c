@@ -373,10 +373,11 @@ static void send_register(struct exec *x)
 	}
 	/* finished: what the previous boot's ranks did while no executor watched (kill_orphans) */
 	emit(x, PROTO_REGISTER, 0, 0,
-	     json_pack("{s:s, s:I, s:O, s:s, s:s, s:b, s:o, s:o*}", "address", o->address, "gpus",
-		       (json_int_t)inv->ngpus, "labels", o->labels, "boot_id", x->boot_id,
+	     json_pack("{s:s, s:I, s:O, s:s, s:s, s:b, s:o, s:o*, s:s}", "address", o->address,
+		       "gpus", (json_int_t)inv->ngpus, "labels", o->labels, "boot_id", x->boot_id,
 		       "log_url", x->log_url, "simulated", inv->simulated, "inventory", inventory,
-		       "finished", exec_finished_json(&x->finished)),
+		       "finished", exec_finished_json(&x->finished), "isolation",
+		       o->runtime ? "runc" : "none"),
 	     &x->register_acked);
 }
 

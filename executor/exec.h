@@ -16,6 +16,7 @@
 
 #include "hw.h"
 #include "proto.h"
+#include "runtime.h"
 #include "ty_buf.h"
 #include "ty_err.h"
 
@@ -81,6 +82,11 @@ struct exec_launch {
 	bool preflight;		  /* run the preflight command before the job's */
 	/* the attempt's "tym_..." trial metrics token (TRAINYARD_METRICS_TOKEN); "": none */
 	char metrics_token[48];
+	/* the container (runtime.h): the team's uid and gid (-1: none given), limits, image */
+	int64_t uid, gid;
+	int cpus;	   /* 0: no CPU limit */
+	int64_t memory_mb; /* 0: no memory limit */
+	char *image;	   /* owned; NULL: the host's root, read-only */
 };
 
 #define EXEC_CKPT_KEEP_DEFAULT 3
@@ -160,7 +166,7 @@ int exec_argv_parse(char ***out, const char *text, struct ty_err *err);
 json_t *exec_preflight_node_check(const char *text);
 
 /*
- * The progress file of a rank, "<dir>/progress-<rank>" (dir: the attempt
+ * The progress file of a rank, "<dir>/work/progress-<rank>" (dir: the attempt
  * directory), exported as TRAINYARD_PROGRESS_FILE; its mtime counts as the
  * rank's liveness. False when it does not fit outsz.
  */
@@ -394,15 +400,21 @@ bool exec_pgid_is_attempt(pid_t pgid, int64_t job, int64_t attempt);
 
 /* ---- how ranks ended, through trainyard-rank-shim (rank_exit.c) ---- */
 
-/* <state_dir>/attempts/<job>.<attempt>, where an attempt's ranks run and log. */
+/*
+ * <state_dir>/attempts/<job>.<attempt>, where an attempt's ranks log; the
+ * executor's. Its subdirectory work/ (EXEC_WORK_DIR) is the ranks' working
+ * directory, theirs to write (owned by the team's uid in a container):
+ * progress and exit files live there, logs and local_ranks do not.
+ */
 void exec_attempt_dir(char *out, size_t size, const char *state_dir, int64_t job, int64_t attempt);
+#define EXEC_WORK_DIR "work"
 
 /*
  * Whether cmd can be run with env's PATH (as execvp would find it), so that
  * a missing program fails the spawn rather than the rank behind the shim.
  */
 int exec_command_check(const char *cmd, char *const *env, struct ty_err *err);
-/* <dir>/rank-<R>[.preflight].exit, the file the rank's shim writes; -1 when too long. */
+/* <dir>/work/rank-<R>[.preflight].exit, the file the rank's shim writes; -1 when too long. */
 int exec_rank_exit_path(char *out, size_t size, const char *dir, int rank, bool preflight);
 /* Record in dir that n local ranks of the job are being started. */
 int exec_local_ranks_write(const char *dir, int n, struct ty_err *err);
@@ -411,6 +423,12 @@ int exec_local_ranks_write(const char *dir, int n, struct ty_err *err);
  * their shims' files, when that is every one of them; else 0.
  */
 int exec_ranks_finished(const char *dir);
+/*
+ * How the shim says its rank ended, from an exit file: *code the exit
+ * status (128 + signal for a signal) and *sig the signal or 0. False when
+ * the file is missing or holds neither "exit N" nor "signal S".
+ */
+bool exec_rank_exit_read(const char *path, int *code, int *sig);
 
 /* ---- the daemon (daemon.c) ---- */
 
@@ -452,6 +470,17 @@ struct exec_opts {
 	const char *api_url;
 	/* trainyard-rank-shim, the parent of every rank (rank_shim.c) */
 	const char *rank_shim;
+	/*
+	 * Containers (runtime.h): NULL runtime means --isolation none, ranks
+	 * run on the host as the executor's user (docs/security.md).
+	 */
+	const struct exec_rt_opts *runtime;
+	const struct exec_rt_mount *data_mounts; /* read-only in every container */
+	size_t ndata_mounts;
+	const char *device_dir; /* where GPU and RDMA device nodes are looked up (/dev) */
+	int64_t pids_limit;	/* per attempt; 0: none */
+	int64_t shm_mb;		/* /dev/shm; 0: half the attempt's memory (64 MiB without) */
+	const char *seccomp;	/* the containers' linux.seccomp profile, JSON text */
 };
 
 /*
@@ -482,6 +511,7 @@ struct exec_rank {
 	int64_t log_size;
 	int64_t last_alive_ms; /* monotonic: last output or progress-file change; 0: none */
 	struct timespec progress_mtime; /* of its progress file when last looked at */
+	char *pid_path; /* owned; in a container: where the runtime writes its host pid */
 	long long oom_kills;	 /* its memory cgroup's oom_kill count at spawn; -1: unknown */
 	char memory_events[512]; /* the file with that count, "" if unknown */
 	bool cgroup_oom;	 /* the count rose by the time it died */
@@ -546,6 +576,14 @@ struct exec_attempt {
 	struct exec_rank *pre;	  /* owned; the preflight processes once the job's ranks run */
 	int pre_failed;		  /* local index of the preflight rank that failed; -1: none */
 	json_t *preflight_result; /* owned; the node_check a preflight printed, NULL: none */
+	/* the container (runtime.h); NULL runtime in the options: none */
+	bool contained;
+	char ctr_id[EXEC_RT_ID_MAX];
+	pid_t ctr_init; /* the container's init (our child: we are a subreaper); 0: none */
+	struct exec_rt_spec rt; /* uid, gid and limits, for each rank's process.json */
+	char ctr_events[512];	/* its cgroup's memory events file; "": unknown */
+	long long ctr_ooms;	/* the oom_kill count there at creation; -1: unknown */
+	char workdir[4096];	/* <dir>/work: the ranks' working directory, theirs to write */
 };
 
 /* Daemon services the attempts use (daemon.c). */

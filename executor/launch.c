@@ -127,6 +127,49 @@ static int check_env(const json_t *env, struct ty_err *err)
 	return 0;
 }
 
+/* An optional integer field in [lo, hi]; absent or null leaves *out. */
+static int opt_int(int64_t *out, const json_t *d, const char *name, int64_t lo, int64_t hi,
+		   struct ty_err *err)
+{
+	const json_t *v = json_object_get(d, name);
+
+	if (!v || json_is_null(v))
+		return 0;
+	if (!json_is_integer(v) || json_integer_value(v) < lo || json_integer_value(v) > hi)
+		return ty_err_set(err, TY_EINVAL, "launch field '%s' must be an integer in %lld..%lld",
+				  name, (long long)lo, (long long)hi);
+	*out = json_integer_value(v);
+	return 0;
+}
+
+/* What the container of the attempt needs: whose it is, its limits, its image. */
+static int parse_isolation(struct exec_launch *l, const json_t *d, struct ty_err *err)
+{
+	const json_t *v;
+	int64_t cpus = 0;
+	int rc;
+
+	l->uid = l->gid = -1;
+	if ((rc = opt_int(&l->uid, d, "uid", 1, 2147483646, err)) ||
+	    (rc = opt_int(&l->gid, d, "gid", 1, 2147483646, err)) ||
+	    (rc = opt_int(&cpus, d, "cpus", 0, 4096, err)) ||
+	    (rc = opt_int(&l->memory_mb, d, "memory_mb", 0, 16777216, err)))
+		return rc;
+	if (l->uid >= 0 && l->gid < 0)
+		l->gid = l->uid;
+	l->cpus = (int)cpus;
+	v = json_object_get(d, "image");
+	if (v && !json_is_null(v)) {
+		if (!plain_string(v) || json_string_length(v) == 0 || json_string_length(v) > 1024)
+			return ty_err_set(err, TY_EINVAL,
+					  "launch field 'image' must be a string of 1..1024 "
+					  "characters");
+		if (!(l->image = strdup(json_string_value(v))))
+			return ty_err_set(err, TY_ENOMEM, NULL);
+	}
+	return 0;
+}
+
 int exec_launch_parse(struct exec_launch *l, const struct proto_msg *m, struct ty_err *err)
 {
 	const json_t *d = m->data, *v;
@@ -214,7 +257,7 @@ int exec_launch_parse(struct exec_launch *l, const struct proto_msg *m, struct t
 					  "base64url characters");
 		memcpy(l->metrics_token, t, 48);
 	}
-	return 0;
+	return parse_isolation(l, d, err);
 }
 
 json_t *exec_preflight_node_check(const char *text)
@@ -255,6 +298,7 @@ void exec_launch_clear(struct exec_launch *l)
 			free(*p);
 	free(l->command);
 	json_decref(l->env);
+	free(l->image);
 	memset(l, 0, sizeof(*l));
 }
 

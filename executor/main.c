@@ -71,6 +71,27 @@ static const struct ty_opt options[] = {
     {"classify-file", TY_OPT_STR, NULL, 0, 0,
      "failure classification rules 'class<TAB>regex' checked before the built-in ones "
      "(executor/classify.conf)"},
+    {"isolation", TY_OPT_STR, "runc", 0, 0,
+     "runc: every attempt in its own OCI container, as its team's uid, within its limits "
+     "(docs/security.md); none: ranks run on the host as the executor's user, with no "
+     "isolation between jobs (only for a machine without an OCI runtime)"},
+    {"runtime", TY_OPT_STR, "runc", 0, 0, "the OCI runtime program (runc; crun on pure cgroup v2)"},
+    {"runtime-root", TY_OPT_STR, NULL, 0, 0,
+     "the runtime's state directory (its --root; default: <state-dir>/runtime)"},
+    {"cgroup-parent", TY_OPT_STR, NULL, 0, 0,
+     "attempts' cgroups are <PATH>/<container id> (default: the executor's own cgroup)"},
+    {"data-mounts", TY_OPT_STR, "", 0, 0,
+     "shared data every container sees read-only: 'SRC[:DST],...' (absolute paths)"},
+    {"device-dir", TY_OPT_STR, "/dev", 0, 0,
+     "where the GPU (nvidiaN, nvidiactl, nvidia-uvm...) and RDMA (infiniband/) device nodes "
+     "are looked up"},
+    {"pids-limit", TY_OPT_INT, "32768", 0, 4194304,
+     "most processes and threads of one attempt on this node (0: no limit)"},
+    {"shm-size-mb", TY_OPT_INT, "0", 0, 16777216,
+     "size of a container's /dev/shm (0: half the attempt's memory_mb_per_node)"},
+    {"seccomp-profile", TY_OPT_STR, NULL, 0, 0,
+     "the containers' seccomp profile, an OCI linux.seccomp JSON object (default: "
+     "executor/seccomp.json, built in)"},
     {"log-level", TY_OPT_STR, "info", 0, 0, "debug, info, warn or error"},
     {"log-json", TY_OPT_BOOL, "false", 0, 0, "log JSON lines instead of text"},
     {"help", TY_OPT_BOOL, "false", 0, 0, "print this help, then exit"},
@@ -133,6 +154,92 @@ static int preflight_default(char ***out, struct ty_err *err)
 	return 0;
 }
 
+/* A whole small file into a new string; NULL with err set. */
+static char *slurp(const char *path, struct ty_err *err)
+{
+	FILE *f = fopen(path, "re");
+	char *buf = NULL;
+	size_t len = 0;
+
+	if (!f) {
+		ty_err_set(err, TY_EIO, "cannot read '%s': %s", path, strerror(errno));
+		return NULL;
+	}
+	if (getdelim(&buf, &len, '\0', f) < 0) {
+		ty_err_set(err, TY_EIO, "cannot read '%s'", path);
+		free(buf);
+		buf = NULL;
+	}
+	fclose(f);
+	return buf;
+}
+
+/*
+ * The container options (--isolation runc): the runtime must run, its
+ * leftovers from a previous boot are deleted, data mounts and the seccomp
+ * profile must parse.
+ */
+static int isolation_opts(struct exec_opts *o, struct exec_rt_opts *rt, struct ty_config *c,
+			  struct exec_rt_mount **mounts, char **seccomp, char *root, char *bundles,
+			  char *cgroup, struct ty_err *err)
+{
+	const char *v;
+	json_t *j;
+	int n;
+
+	rt->runtime = ty_config_str(c, "runtime");
+	if ((v = ty_config_str(c, "runtime-root")) && *v)
+		snprintf(root, 4096, "%s", v);
+	else if ((size_t)snprintf(root, 4096, "%s/runtime", o->state_dir) >= 4096)
+		return ty_err_set(err, TY_EINVAL, "state directory '%s' is too long", o->state_dir);
+	if ((size_t)snprintf(bundles, 4096, "%s/containers", o->state_dir) >= 4096)
+		return ty_err_set(err, TY_EINVAL, "state directory '%s' is too long", o->state_dir);
+	if ((v = ty_config_str(c, "cgroup-parent")) && *v) {
+		if (v[0] != '/')
+			return ty_err_set(err, TY_EINVAL, "--cgroup-parent '%s' is not absolute", v);
+		snprintf(cgroup, 4096, "%s", v);
+	} else if (!exec_rt_own_cgroup(cgroup, 4096)) {
+		return ty_err_set(err, TY_EIO,
+				  "cannot read this executor's cgroup from /proc/self/cgroup: set "
+				  "--cgroup-parent");
+	}
+	rt->root = root;
+	rt->bundles = bundles;
+	rt->cgroup_parent = cgroup;
+	rt->shim = o->rank_shim;
+	if (exec_rt_check(rt, err))
+		return ty_err_set(err, err->code,
+				  "%s (install it, or run with --isolation none and no isolation "
+				  "between jobs)",
+				  err->msg);
+	if (!(*mounts = calloc(EXEC_RT_MAX_MOUNTS, sizeof(**mounts))))
+		return ty_err_set(err, TY_ENOMEM, NULL);
+	if (exec_rt_mounts_parse(*mounts, EXEC_RT_MAX_MOUNTS, &o->ndata_mounts,
+				 ty_config_str(c, "data-mounts"), err))
+		return ty_err_set(err, err->code, "--data-mounts: %s", err->msg);
+	o->data_mounts = *mounts;
+	if ((v = ty_config_str(c, "seccomp-profile")) && *v) {
+		if (!(*seccomp = slurp(v, err)))
+			return ty_err_set(err, err->code, "--seccomp-profile: %s", err->msg);
+		o->seccomp = *seccomp;
+	} else {
+		o->seccomp = exec_seccomp_default;
+	}
+	if (!(j = json_loads(o->seccomp, 0, NULL)) || !json_is_object(j)) {
+		json_decref(j);
+		return ty_err_set(err, TY_EINVAL, "the seccomp profile is not a JSON object");
+	}
+	json_decref(j);
+	o->device_dir = ty_config_str(c, "device-dir");
+	o->pids_limit = ty_config_int(c, "pids-limit");
+	o->shm_mb = ty_config_int(c, "shm-size-mb");
+	o->runtime = rt;
+	if ((n = exec_rt_delete_all(rt)) > 0)
+		ty_info("deleted %d container(s) a previous boot left", n);
+	ty_info("isolation: every attempt in a %s container under cgroup %s", rt->runtime, cgroup);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	struct ty_config *c = ty_config_new(options, NOPTS, ENV_PREFIX);
@@ -142,7 +249,10 @@ int main(int argc, char **argv)
 	struct hw_inventory inv = {0};
 	json_t *labels = NULL;
 	char host[256] = "", bootstrap[4096], iface[64] = "", **fabric = NULL, ckroot[4096];
-	char **preflight = NULL, *shim = NULL;
+	char **preflight = NULL, *shim = NULL, *seccomp = NULL;
+	char rt_root[4096], rt_bundles[4096], cgroup[4096];
+	struct exec_rt_opts rt = {0};
+	struct exec_rt_mount *mounts = NULL;
 	int rc = 2, rc2, level;
 
 	if (!c)
@@ -294,6 +404,19 @@ int main(int argc, char **argv)
 		goto out;
 	}
 	o.rank_shim = shim;
+	if (!strcmp(ty_config_str(c, "isolation"), "runc")) {
+		if (isolation_opts(&o, &rt, c, &mounts, &seccomp, rt_root, rt_bundles, cgroup, &err)) {
+			fail("%s", err.msg);
+			goto out;
+		}
+	} else if (!strcmp(ty_config_str(c, "isolation"), "none")) {
+		ty_warn("--isolation none: ranks run on the host as this executor's user, with no "
+			"container, no team uid and no limits: jobs on this node can read, change "
+			"and stop each other (docs/security.md)");
+	} else {
+		fail("--isolation '%s' is not runc or none", ty_config_str(c, "isolation"));
+		goto out;
+	}
 	o.spot_poll_ms = ty_config_int(c, "spot-poll-ms");
 	o.spot_timeout_ms = ty_config_int(c, "spot-timeout-ms");
 
@@ -309,6 +432,8 @@ out:
 	exec_classifier_free(classifier);
 	exec_env_free(preflight);
 	free(shim);
+	free(seccomp);
+	free(mounts);
 	ty_config_free(c);
 	return rc;
 }

@@ -1,6 +1,6 @@
 /*
  * How a rank ended, kept outside the executor: each rank runs under
- * trainyard-rank-shim, which writes <attempt dir>/rank-<R>.exit when it
+ * trainyard-rank-shim, which writes <attempt dir>/work/rank-<R>.exit when it
  * ends; after a restart the executor reads those files to tell an attempt
  * that finished while it was down from one it must report as lost.
  */
@@ -54,7 +54,7 @@ int exec_command_check(const char *cmd, char *const *env, struct ty_err *err)
 
 int exec_rank_exit_path(char *out, size_t size, const char *dir, int rank, bool preflight)
 {
-	if ((size_t)snprintf(out, size, "%s/rank-%d%s.exit", dir, rank,
+	if ((size_t)snprintf(out, size, "%s/" EXEC_WORK_DIR "/rank-%d%s.exit", dir, rank,
 			     preflight ? ".preflight" : "") < size)
 		return 0;
 	return -1;
@@ -91,7 +91,7 @@ static bool read_line(char *buf, size_t size, const char *path)
 
 int exec_ranks_finished(const char *dir)
 {
-	char path[4096], line[64], name[64];
+	char path[4096], work[4096], line[64], name[64];
 	int want, ok = 0, rank;
 	struct dirent *de;
 	DIR *d;
@@ -99,14 +99,15 @@ int exec_ranks_finished(const char *dir)
 	if ((size_t)snprintf(path, sizeof(path), "%s/" LOCAL_RANKS_FILE, dir) >= sizeof(path) ||
 	    !read_line(line, sizeof(line), path) || sscanf(line, "%d", &want) != 1 || want < 1)
 		return 0;
-	if (!(d = opendir(dir)))
+	if ((size_t)snprintf(work, sizeof(work), "%s/" EXEC_WORK_DIR, dir) >= sizeof(work) ||
+	    !(d = opendir(work)))
 		return 0;
 	while ((de = readdir(d))) {
 		/* rank-<R>.exit exactly: a preflight's end says nothing of the job */
 		if (sscanf(de->d_name, "rank-%d.exit", &rank) != 1 ||
 		    (size_t)snprintf(name, sizeof(name), "rank-%d.exit", rank) >= sizeof(name) ||
 		    strcmp(name, de->d_name) ||
-		    (size_t)snprintf(path, sizeof(path), "%s/%s", dir, de->d_name) >=
+		    (size_t)snprintf(path, sizeof(path), "%s/%s", work, de->d_name) >=
 			sizeof(path) ||
 		    !read_line(line, sizeof(line), path))
 			continue;
@@ -118,4 +119,24 @@ int exec_ranks_finished(const char *dir)
 	}
 	closedir(d);
 	return ok == want ? want : 0;
+}
+
+bool exec_rank_exit_read(const char *path, int *code, int *sig)
+{
+	char line[64];
+	int v;
+
+	if (!read_line(line, sizeof(line), path))
+		return false;
+	if (sscanf(line, "exit %d", &v) == 1 && v >= 0 && v <= 255) {
+		*code = v;
+		*sig = 0;
+		return true;
+	}
+	if (sscanf(line, "signal %d", &v) == 1 && v > 0 && v < 128) {
+		*code = 128 + v;
+		*sig = v;
+		return true;
+	}
+	return false;
 }

@@ -8,6 +8,10 @@
  * "Executor duties"). The shim blocks every signal it can: what is sent to
  * the rank's process group (the checkpoint signal, SIGTERM) is the rank's
  * to handle, and the shim outlives it. Needs only libc.
+ *
+ * trainyard-rank-shim --init: the init (PID 1) of an attempt's container
+ * (executor/container.c). It reaps every process orphaned in the container
+ * and ends on SIGTERM; when it ends, the kernel ends the container's rest.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -34,6 +38,24 @@ static int record(const char *path, const char *text)
 	return ok && !rename(tmp, path) ? 0 : -1;
 }
 
+static int init_main(void)
+{
+	sigset_t want;
+	int sig;
+
+	sigemptyset(&want);
+	sigaddset(&want, SIGCHLD);
+	sigaddset(&want, SIGTERM);
+	sigaddset(&want, SIGINT);
+	sigprocmask(SIG_BLOCK, &want, NULL);
+	for (;;) {
+		while (waitpid(-1, NULL, WNOHANG) > 0)
+			;
+		if (sigwait(&want, &sig) == 0 && sig != SIGCHLD)
+			return 0;
+	}
+}
+
 int main(int argc, char **argv)
 {
 	sigset_t all, old;
@@ -41,8 +63,10 @@ int main(int argc, char **argv)
 	int status;
 	pid_t pid;
 
+	if (argc == 2 && !strcmp(argv[1], "--init"))
+		return init_main();
 	if (argc < 3) {
-		fprintf(stderr, "usage: " PROG " EXIT_FILE COMMAND [ARG...]\n");
+		fprintf(stderr, "usage: " PROG " EXIT_FILE COMMAND [ARG...] | --init\n");
 		return 127;
 	}
 	sigfillset(&all);

@@ -167,7 +167,7 @@ int exec_log_request_parse(int64_t *job, int64_t *attempt, int *rank, long *tail
 
 bool exec_progress_path(char *out, size_t outsz, const char *dir, int rank)
 {
-	int n = snprintf(out, outsz, "%s/progress-%d", dir, rank);
+	int n = snprintf(out, outsz, "%s/" EXEC_WORK_DIR "/progress-%d", dir, rank);
 
 	return n >= 0 && (size_t)n < outsz;
 }

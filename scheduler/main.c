@@ -34,6 +34,8 @@ static const struct ty_opt options[] = {
     {"resend-ms", TY_OPT_INT, "5000", 10, 3600000,
      "a launch a node has not acknowledged is sent again after this long, and at most "
      "once per period (kills alike)"},
+    {"team-uid-base", TY_OPT_INT, "100000", 1000, 2000000000,
+     "team N's ranks run in their containers as uid and gid BASE + N (docs/security.md)"},
     {"kill-grace-seconds", TY_OPT_INT, "10", 0, 3600,
      "seconds a killed rank gets between SIGTERM and SIGKILL"},
     {"preemption-stop-seconds", TY_OPT_INT, "130", 0, 86400,
@@ -250,6 +252,7 @@ int main(int argc, char **argv)
 	s.o.reconcile_ms = (int)ty_config_int(c, "reconcile-ms");
 	s.o.resend_ms = (int)ty_config_int(c, "resend-ms");
 	s.o.kill_grace_seconds = (int)ty_config_int(c, "kill-grace-seconds");
+	s.o.team_uid_base = ty_config_int(c, "team-uid-base");
 	s.o.preemption_stop_seconds = (int)ty_config_int(c, "preemption-stop-seconds");
 	s.o.usage_half_life_s = ty_config_int(c, "usage-half-life-hours") * 3600;
 	s.o.check_mirror = ty_config_bool(c, "check-mirror");

@@ -549,7 +549,7 @@ static int place(bool *placed, struct sched *s, const struct snap *sn,
 	char *common_text = NULL;
 	char token[64], token_hash[TY_SHA256_HEX_LEN + 1];
 	PGresult *res = NULL, *boot = NULL;
-	int64_t attempt;
+	int64_t attempt, uid;
 	int rc;
 
 	*placed = false;
@@ -558,7 +558,7 @@ static int place(bool *placed, struct sched *s, const struct snap *sn,
 
 		if ((rc = ty_pg_exec(
 			 &res, s->pg,
-			 "SELECT attempt, spec FROM jobs WHERE id = $1 AND state = 'pending'"
+			 "SELECT attempt, spec, team_id FROM jobs WHERE id = $1 AND state = 'pending'"
 			 " AND NOT cancel_requested FOR UPDATE",
 			 1, p, err)))
 			goto out;
@@ -566,6 +566,7 @@ static int place(bool *placed, struct sched *s, const struct snap *sn,
 	if (PQntuples(res) != 1)
 		goto out; /* rc 0: nothing to do */
 	attempt = sched_col_i64(res, 0, 0) + 1;
+	uid = s->o.team_uid_base + sched_col_i64(res, 0, 2);
 	spec = json_loads(PQgetvalue(res, 0, 1), 0, NULL);
 	PQclear(res);
 	res = NULL;
@@ -603,6 +604,18 @@ static int place(bool *placed, struct sched *s, const struct snap *sn,
 		goto out;
 	}
 	ty_sha256_hex(token_hash, token, strlen(token));
+	/* the container: the team's uid, the job's limits per node, its image */
+	if (common) {
+		const json_t *res_spec = json_object_get(spec, "resources");
+
+		json_object_set_new(common, "uid", json_integer(uid));
+		json_object_set_new(common, "gid", json_integer(uid));
+		json_object_set_new(common, "cpus", json_integer(spec_int(res_spec, "cpus_per_node", 0)));
+		json_object_set_new(common, "memory_mb",
+				    json_integer(spec_int(res_spec, "memory_mb_per_node", 0)));
+		if (json_is_string(json_object_get(spec, "image")))
+			json_object_set(common, "image", json_object_get(spec, "image"));
+	}
 	if (!common || json_object_set_new(common, "metrics_token", json_string(token)) ||
 	    !(common_text = json_dumps(common, JSON_COMPACT))) {
 		rc = ty_err_set(err, TY_ENOMEM, NULL);

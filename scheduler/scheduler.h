@@ -49,6 +49,7 @@ struct sched_opts {
 	int reconcile_ms;
 	int resend_ms;
 	int kill_grace_seconds;
+	int64_t team_uid_base; /* --team-uid-base: team N's ranks run as uid and gid base + N */
 	int preemption_stop_seconds; /* the core's stop allowance for reservations */
 	int port_lo, port_hi;
 	int64_t usage_half_life_s;	       /* --usage-half-life-hours */

@@ -1,0 +1,347 @@
+/*
+ * The container driver (runtime.h): bundles on disk and the OCI runtime's
+ * command lines. Creating and deleting block for the runtime: callers run
+ * them on libuv's thread pool.
+ */
+#include "exec.h"
+#include "runtime.h"
+#include "ty_log.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+extern char **environ;
+
+void exec_rt_id(char out[EXEC_RT_ID_MAX], const char *node, int64_t job, int64_t attempt)
+{
+	snprintf(out, EXEC_RT_ID_MAX, "ty-%s-%lld-%lld", node, (long long)job, (long long)attempt);
+}
+
+bool exec_rt_own_cgroup(char *out, size_t outsz)
+{
+	char line[4096];
+	bool found = false;
+	FILE *f = fopen("/proc/self/cgroup", "re");
+
+	if (!f)
+		return false;
+	while (fgets(line, sizeof(line), f)) {
+		char *a = strchr(line, ':'), *b = a ? strchr(a + 1, ':') : NULL;
+		char *path = b ? b + 1 : NULL;
+
+		if (!path)
+			continue;
+		path[strcspn(path, "\n")] = '\0';
+		/* v1: the memory controller's path wins; v2: the 0:: line */
+		if ((b - a - 1 == 6 && !strncmp(a + 1, "memory", 6)) ||
+		    (!found && !strncmp(line, "0::", 3))) {
+			snprintf(out, outsz, "%s", path);
+			found = true;
+			if (a[1] == 'm')
+				break;
+		}
+	}
+	fclose(f);
+	return found;
+}
+
+bool exec_rt_memory_events(char *out, size_t outsz, pid_t init_pid)
+{
+	char path[64], text[4096];
+	ssize_t n;
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/%d/cgroup", (int)init_pid);
+	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
+		return false;
+	n = read(fd, text, sizeof(text) - 1);
+	close(fd);
+	if (n <= 0)
+		return false;
+	text[n] = '\0';
+	return exec_cgroup_oom_file(out, outsz, text);
+}
+
+/*
+ * Run argv with stdin and stdout on /dev/null and stderr into errpath
+ * (NULL: /dev/null); its exit status, or -1 when it could not run.
+ */
+static int run(char *const *argv, const char *errpath)
+{
+	posix_spawn_file_actions_t fa;
+	posix_spawnattr_t at;
+	sigset_t none;
+	pid_t pid;
+	int status, rc;
+
+	posix_spawn_file_actions_init(&fa);
+	posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+	posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+	posix_spawn_file_actions_addopen(&fa, 2, errpath ? errpath : "/dev/null",
+					 O_WRONLY | O_CREAT | O_TRUNC, 0600);
+	posix_spawnattr_init(&at);
+	sigemptyset(&none);
+	posix_spawnattr_setsigmask(&at, &none);
+	posix_spawnattr_setflags(&at, POSIX_SPAWN_SETSIGMASK);
+	rc = posix_spawnp(&pid, argv[0], &fa, &at, argv, environ);
+	posix_spawn_file_actions_destroy(&fa);
+	posix_spawnattr_destroy(&at);
+	if (rc) {
+		errno = rc;
+		return -1;
+	}
+	while (waitpid(pid, &status, 0) < 0)
+		if (errno != EINTR)
+			return -1;
+	return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+/* The runtime's last error line from its stderr file, cleaned, into out. */
+static void last_error(char *out, size_t outsz, const char *path)
+{
+	char buf[8192], *line, *end;
+	ssize_t n;
+	int fd;
+
+	snprintf(out, outsz, "no message");
+	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
+		return;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return;
+	buf[n] = '\0';
+	while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == ' '))
+		buf[--n] = '\0';
+	line = (end = strrchr(buf, '\n')) ? end + 1 : buf;
+	snprintf(out, outsz, "%s", line);
+	exec_text_clean(out);
+}
+
+static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+	(void)st;
+	(void)ftw;
+	if (flag == FTW_DP)
+		rmdir(path);
+	else
+		unlink(path);
+	return 0;
+}
+
+static void rm_rf(const char *path)
+{
+	nftw(path, rm_entry, 16, FTW_DEPTH | FTW_PHYS | FTW_MOUNT);
+}
+
+/*
+ * The empty root of a host-root container: mount points and the host's
+ * symlinks (merged /usr: /bin -> usr/bin); binds[] gets the host
+ * directories to bind read-only over it (those that are directories).
+ */
+static const char *const host_dirs[] = {"/usr", "/etc", "/opt", "/bin", "/sbin", "/lib", "/lib64"};
+
+static int host_rootfs(const char *rootfs, const char **binds, size_t *nbinds, struct ty_err *err)
+{
+	static const char *const dirs[] = {"/usr", "/etc", "/opt", "/bin", "/sbin", "/lib", "/lib64",
+					   "/tmp", "/proc", "/dev", "/sys", "/.trainyard"};
+	char path[4096], target[4096];
+	struct stat st;
+
+	if (mkdir(rootfs, 0755))
+		return ty_err_set(err, TY_EIO, "cannot create '%s': %s", rootfs, strerror(errno));
+	for (size_t i = 0; i < sizeof(dirs) / sizeof(dirs[0]); i++) {
+		bool host = i < sizeof(host_dirs) / sizeof(host_dirs[0]);
+		ssize_t n;
+
+		snprintf(path, sizeof(path), "%s%s", rootfs, dirs[i]);
+		if (host && (n = readlink(dirs[i], target, sizeof(target) - 1)) > 0) {
+			target[n] = '\0';
+			if (symlink(target, path))
+				return ty_err_set(err, TY_EIO, "cannot create '%s': %s", path,
+						  strerror(errno));
+			continue;
+		}
+		if (host && (lstat(dirs[i], &st) || !S_ISDIR(st.st_mode)))
+			continue; /* not on this host */
+		if (mkdir(path, 0755))
+			return ty_err_set(err, TY_EIO, "cannot create '%s': %s", path,
+					  strerror(errno));
+		if (host)
+			binds[(*nbinds)++] = dirs[i];
+	}
+	return 0;
+}
+
+static int write_json(const char *path, const json_t *j, struct ty_err *err)
+{
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+
+	if (fd < 0 || json_dumpfd(j, fd, JSON_COMPACT)) {
+		int e = errno;
+
+		if (fd >= 0)
+			close(fd);
+		return ty_err_set(err, TY_EIO, "cannot write '%s': %s", path, strerror(e));
+	}
+	if (close(fd))
+		return ty_err_set(err, TY_EIO, "cannot write '%s': %s", path, strerror(errno));
+	return 0;
+}
+
+int exec_rt_check(const struct exec_rt_opts *o, struct ty_err *err)
+{
+	char *argv[] = {(char *)o->runtime, "--version", NULL};
+	int rc = run(argv, NULL);
+
+	if (rc < 0)
+		return ty_err_set(err, TY_ENOTFOUND, "the OCI runtime '%s' cannot be run: %s",
+				  o->runtime, strerror(errno));
+	if (rc)
+		return ty_err_set(err, TY_EIO, "'%s --version' exited with code %d", o->runtime,
+				  rc);
+	return 0;
+}
+
+int exec_rt_create(const struct exec_rt_opts *o, const char *id, struct exec_rt_spec *spec,
+		   pid_t *init_pid, struct ty_err *err)
+{
+	char bundle[4096], rootfs[4200], cfg[4200], pidf[4200], errf[4200], msg[400], line[32];
+	const char *binds[sizeof(host_dirs) / sizeof(host_dirs[0])];
+	size_t nbinds = 0;
+	json_t *config = NULL;
+	int rc, fd;
+	ssize_t n;
+
+	*init_pid = 0;
+	if ((size_t)snprintf(bundle, sizeof(bundle), "%s/%s", o->bundles, id) >= sizeof(bundle))
+		return ty_err_set(err, TY_EINVAL, "bundle path '%s/%s' is too long", o->bundles,
+				  id);
+	snprintf(cfg, sizeof(cfg), "%s/config.json", bundle);
+	snprintf(pidf, sizeof(pidf), "%s/init.pid", bundle);
+	snprintf(errf, sizeof(errf), "%s/runtime.err", bundle);
+	rm_rf(bundle); /* a previous try's */
+	if ((rc = exec_mkdirs(o->bundles, err)))
+		return rc;
+	if (mkdir(bundle, 0700))
+		return ty_err_set(err, TY_EIO, "cannot create '%s': %s", bundle, strerror(errno));
+	if (spec->host_root) {
+		snprintf(rootfs, sizeof(rootfs), "%s/rootfs", bundle);
+		if ((rc = host_rootfs(rootfs, binds, &nbinds, err)))
+			goto fail;
+		spec->rootfs = rootfs;
+		spec->host_binds = binds;
+		spec->nhost_binds = nbinds;
+	}
+	if ((rc = exec_rt_config(&config, spec, err)) || (rc = write_json(cfg, config, err)))
+		goto fail;
+	{
+		char *argv[] = {(char *)o->runtime, "--root", (char *)o->root, "run", "--detach",
+				"--bundle", bundle, "--pid-file", pidf, (char *)id, NULL};
+
+		if ((rc = run(argv, errf)) != 0) {
+			if (rc < 0)
+				rc = ty_err_set(err, TY_ENOTFOUND, "cannot run the OCI runtime '%s': %s",
+						o->runtime, strerror(errno));
+			else {
+				last_error(msg, sizeof(msg), errf);
+				rc = ty_err_set(err, TY_EIO, "'%s run' exited with code %d: %s",
+						o->runtime, rc, msg);
+			}
+			goto fail;
+		}
+	}
+	if ((fd = open(pidf, O_RDONLY | O_CLOEXEC)) < 0 ||
+	    (n = read(fd, line, sizeof(line) - 1)) <= 0) {
+		if (fd >= 0)
+			close(fd);
+		rc = ty_err_set(err, TY_EIO, "the OCI runtime wrote no pid to '%s'", pidf);
+		goto fail;
+	}
+	close(fd);
+	line[n] = '\0';
+	*init_pid = (pid_t)atoi(line);
+	json_decref(config);
+	return 0;
+fail:
+	json_decref(config);
+	exec_rt_delete(o, id);
+	return rc;
+}
+
+int exec_rt_exec_argv(char ***argv, char **pid_path, const struct exec_rt_opts *o, const char *id,
+		      int rank, const char *suffix, const json_t *process, struct ty_err *err)
+{
+	char proc[4200], pidf[4200];
+	const char *v[] = {o->runtime, "--root", o->root, "exec", "--process", proc,
+			   "--pid-file", pidf, id};
+	size_t nv = sizeof(v) / sizeof(v[0]);
+	int rc;
+
+	*argv = NULL;
+	*pid_path = NULL;
+	snprintf(proc, sizeof(proc), "%s/%s/rank-%d%s.json", o->bundles, id, rank, suffix);
+	snprintf(pidf, sizeof(pidf), "%s/%s/rank-%d%s.pid", o->bundles, id, rank, suffix);
+	unlink(pidf);
+	if ((rc = write_json(proc, process, err)))
+		return rc;
+	if (!(*argv = calloc(nv + 1, sizeof(**argv))) || !(*pid_path = strdup(pidf)))
+		goto oom;
+	for (size_t i = 0; i < nv; i++)
+		if (!((*argv)[i] = strdup(v[i])))
+			goto oom;
+	return 0;
+oom:
+	exec_env_free(*argv);
+	free(*pid_path);
+	*argv = NULL;
+	*pid_path = NULL;
+	return ty_err_set(err, TY_ENOMEM, NULL);
+}
+
+void exec_rt_delete(const struct exec_rt_opts *o, const char *id)
+{
+	char *argv[] = {(char *)o->runtime, "--root", (char *)o->root, "delete", "--force",
+			(char *)id, NULL};
+	char bundle[4200];
+	int rc = run(argv, NULL);
+
+	if (rc > 0)
+		/* never created, or already gone: both fine */
+		ty_debug("'%s delete --force %s' exited with code %d", o->runtime, id, rc);
+	snprintf(bundle, sizeof(bundle), "%s/%s", o->bundles, id);
+	rm_rf(bundle);
+}
+
+int exec_rt_delete_all(const struct exec_rt_opts *o)
+{
+	struct dirent *e;
+	int n = 0;
+	DIR *d;
+
+	if ((d = opendir(o->root))) {
+		while ((e = readdir(d)))
+			if (e->d_name[0] != '.') {
+				exec_rt_delete(o, e->d_name);
+				n++;
+			}
+		closedir(d);
+	}
+	if ((d = opendir(o->bundles))) {
+		while ((e = readdir(d)))
+			if (e->d_name[0] != '.')
+				exec_rt_delete(o, e->d_name);
+		closedir(d);
+	}
+	return n;
+}
