@@ -502,8 +502,7 @@ static void delete_work(uv_work_t *req)
 	struct ctr_delete *d = req->data;
 
 	exec_rt_delete(d->rt, d->id);
-	if (d->init > 0)
-		waitpid(d->init, NULL, 0); /* our child, as a subreaper */
+	exec_rt_reap(d->init);
 }
 
 static void delete_done(uv_work_t *req, int status)
@@ -530,7 +529,7 @@ static void container_delete(struct exec_attempt *a)
 		free(d);
 	}
 	exec_rt_delete(exec__opts(a->x)->runtime, a->ctr_id);
-	waitpid(a->ctr_init, NULL, WNOHANG);
+	exec_rt_reap(a->ctr_init);
 	a->ctr_init = 0;
 }
 
@@ -1379,6 +1378,9 @@ static int container_spec(struct exec_attempt *a, struct resume *w, struct ty_er
 		return rc;
 	if (!(w->mounts = calloc(3 + o->ndata_mounts, sizeof(*w->mounts))))
 		return ty_err_set(err, TY_ENOMEM, NULL);
+	/* shared data first: the job's own directories may lie under it */
+	for (size_t i = 0; i < o->ndata_mounts; i++)
+		w->mounts[nm++] = o->data_mounts[i];
 	snprintf(w->mounts[nm].src, sizeof(w->mounts[nm].src), "%s", a->workdir);
 	snprintf(w->mounts[nm].dst, sizeof(w->mounts[nm].dst), "%s", a->workdir);
 	w->mounts[nm++].rw = true;
@@ -1388,8 +1390,6 @@ static int container_spec(struct exec_attempt *a, struct resume *w, struct ty_er
 	snprintf(w->mounts[nm].src, sizeof(w->mounts[nm].src), "%s", o->rank_shim);
 	snprintf(w->mounts[nm].dst, sizeof(w->mounts[nm].dst), "%s", EXEC_RT_SHIM_PATH);
 	nm++;
-	for (size_t i = 0; i < o->ndata_mounts; i++)
-		w->mounts[nm++] = o->data_mounts[i];
 	if (gethostname(w->hostname, sizeof(w->hostname) - 1))
 		snprintf(w->hostname, sizeof(w->hostname), "%s", o->node_id);
 	if ((size_t)snprintf(w->cgroup, sizeof(w->cgroup), "%s/%s",

@@ -9,6 +9,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <pthread.h>
 #include <fcntl.h>
 #include <ftw.h>
 #include <signal.h>
@@ -21,6 +22,50 @@
 #include <unistd.h>
 
 extern char **environ;
+
+/*
+ * Children someone waits for by pid (the runtime's commands on the thread
+ * pool, the containers' inits): the daemon's stray reaper leaves them.
+ */
+#define WAITING_MAX 256
+static pthread_mutex_t waiting_mu = PTHREAD_MUTEX_INITIALIZER;
+static pid_t waiting[WAITING_MAX];
+
+static void waiting_set(pid_t pid, pid_t to)
+{
+	for (int i = 0; i < WAITING_MAX; i++)
+		if (waiting[i] == pid) {
+			waiting[i] = to;
+			return;
+		}
+}
+
+bool exec_rt_waits_for(pid_t pid)
+{
+	bool found = false;
+
+	pthread_mutex_lock(&waiting_mu);
+	for (int i = 0; i < WAITING_MAX && !found; i++)
+		found = waiting[i] == pid;
+	pthread_mutex_unlock(&waiting_mu);
+	return found;
+}
+
+void exec_rt_reap(pid_t pid)
+{
+	if (pid <= 0)
+		return;
+	while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
+		;
+	pthread_mutex_lock(&waiting_mu);
+	waiting_set(pid, 0);
+	pthread_mutex_unlock(&waiting_mu);
+}
+
+static void waiting_add(pid_t pid)
+{
+	waiting_set(0, pid); /* full: the reaper may take it, and waitpid says ECHILD */
+}
 
 void exec_rt_id(char out[EXEC_RT_ID_MAX], const char *node, int64_t job, int64_t attempt)
 {
@@ -93,16 +138,24 @@ static int run(char *const *argv, const char *errpath)
 	sigemptyset(&none);
 	posix_spawnattr_setsigmask(&at, &none);
 	posix_spawnattr_setflags(&at, POSIX_SPAWN_SETSIGMASK);
+	pthread_mutex_lock(&waiting_mu);
 	rc = posix_spawnp(&pid, argv[0], &fa, &at, argv, environ);
+	if (!rc)
+		waiting_add(pid);
+	pthread_mutex_unlock(&waiting_mu);
 	posix_spawn_file_actions_destroy(&fa);
 	posix_spawnattr_destroy(&at);
 	if (rc) {
 		errno = rc;
 		return -1;
 	}
-	while (waitpid(pid, &status, 0) < 0)
-		if (errno != EINTR)
-			return -1;
+	while ((rc = waitpid(pid, &status, 0)) < 0 && errno == EINTR)
+		;
+	pthread_mutex_lock(&waiting_mu);
+	waiting_set(pid, 0);
+	pthread_mutex_unlock(&waiting_mu);
+	if (rc < 0)
+		return -1;
 	return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
@@ -271,6 +324,11 @@ int exec_rt_create(const struct exec_rt_opts *o, const char *id, struct exec_rt_
 	close(fd);
 	line[n] = '\0';
 	*init_pid = (pid_t)atoi(line);
+	/* reparented to us (a subreaper) once the runtime exits: exec_rt_reap's */
+	pthread_mutex_lock(&waiting_mu);
+	if (*init_pid > 0)
+		waiting_add(*init_pid);
+	pthread_mutex_unlock(&waiting_mu);
 	json_decref(config);
 	return 0;
 fail:

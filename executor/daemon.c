@@ -924,7 +924,7 @@ static void reap_strays(struct exec *x)
 		siginfo_t si = {0};
 
 		if (waitid(P_ALL, 0, &si, WEXITED | WNOHANG | WNOWAIT) || si.si_pid == 0 ||
-		    exec__pid_running(x, si.si_pid))
+		    exec__pid_running(x, si.si_pid) || exec_rt_waits_for(si.si_pid))
 			return;
 		waitpid(si.si_pid, NULL, WNOHANG);
 	}

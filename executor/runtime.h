@@ -159,6 +159,14 @@ int exec_rt_delete_all(const struct exec_rt_opts *o);
 /* Whether the runtime can be run at all ("<runtime> --version"); err says why not. */
 int exec_rt_check(const struct exec_rt_opts *o, struct ty_err *err);
 
+/*
+ * The daemon reaps stray children (it is a subreaper); these are waited for
+ * by pid elsewhere: the runtime's commands while they run, and each
+ * container's init until exec_rt_reap (blocking) reaps it.
+ */
+bool exec_rt_waits_for(pid_t pid);
+void exec_rt_reap(pid_t pid);
+
 /* The memory events file of the container's cgroup, from its init's /proc/<pid>/cgroup. */
 bool exec_rt_memory_events(char *out, size_t outsz, pid_t init_pid);
 

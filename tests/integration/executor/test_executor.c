@@ -135,6 +135,9 @@ static void executor_spawn(void)
 			      T.rules,
 			      "--preflight-command",
 			      preflight,
+			      /* the launches this test plays carry no team uid (e2e_isolation) */
+			      "--isolation",
+			      "none",
 			      NULL};
 	pid_t pid;
 
@@ -675,14 +678,14 @@ TY_TEST(launch_runs_ranks_with_contract_env)
 		CHECK_INT_EQ(json_integer_value(json_object_get(d, "exit_code")), 0);
 		CHECK_INT_EQ(json_integer_value(json_object_get(d, "signal")), 0);
 	}
-	CHECK_STR_EQ(read_text(ty_test_strf("%s/out.2", dir)), "2 4 0 10.1.2.3 29500 1\n");
-	CHECK_STR_EQ(read_text(ty_test_strf("%s/out.3", dir)), "3 4 1 10.1.2.3 29500 0\n");
+	CHECK_STR_EQ(read_text(ty_test_strf("%s/work/out.2", dir)), "2 4 0 10.1.2.3 29500 1\n");
+	CHECK_STR_EQ(read_text(ty_test_strf("%s/work/out.3", dir)), "3 4 1 10.1.2.3 29500 0\n");
 	text = ty_test_strf("1001 1 %s 1 2 2 bar\n", T.node);
-	CHECK_STR_EQ(read_text(ty_test_strf("%s/env.2", dir)), text);
-	CHECK_STR_EQ(read_text(ty_test_strf("%s/env.3", dir)), text);
+	CHECK_STR_EQ(read_text(ty_test_strf("%s/work/env.2", dir)), text);
+	CHECK_STR_EQ(read_text(ty_test_strf("%s/work/env.3", dir)), text);
 	/* the fabric of a node without HCAs, on 127.0.0.1; the job's NCCL_DEBUG wins */
-	CHECK_STR_EQ(read_text(ty_test_strf("%s/nccl.2", dir)), "1 =lo INFO 1\n");
-	CHECK_STR_EQ(read_text(ty_test_strf("%s/nccl.3", dir)), "1 =lo INFO 1\n");
+	CHECK_STR_EQ(read_text(ty_test_strf("%s/work/nccl.2", dir)), "1 =lo INFO 1\n");
+	CHECK_STR_EQ(read_text(ty_test_strf("%s/work/nccl.3", dir)), "1 =lo INFO 1\n");
 	CHECK(wait_heartbeat_finished(1001) != NULL);
 }
 
@@ -717,8 +720,8 @@ TY_TEST(checkpoint_dir_resume_and_progress_env)
 				"$TRAINYARD_PROGRESS_FILE\" > ck.$RANK"));
 	REQUIRE((d = wait_msg(PROTO_ATTEMPT_EXITED, 1077, 1)) != NULL);
 	CHECK_INT_EQ(json_integer_value(json_object_get(d, "exit_code")), 0);
-	CHECK_STR_EQ(read_text(ty_test_strf("%s/ck.0", dir)),
-		     ty_test_strf("%s %s/step-1 %s/progress-0\n", ck, ck, dir));
+	CHECK_STR_EQ(read_text(ty_test_strf("%s/work/ck.0", dir)),
+		     ty_test_strf("%s %s/step-1 %s/work/progress-0\n", ck, ck, dir));
 	REQUIRE((d = wait_msg(PROTO_ATTEMPT_RUNNING, 1077, 1)) != NULL);
 	resume = json_object_get(d, "resume");
 	CHECK_INT_EQ(json_integer_value(json_object_get(resume, "step")), 1);
@@ -735,7 +738,7 @@ TY_TEST(checkpoint_dir_resume_and_progress_env)
 				"ck.$RANK; test -d \"$TRAINYARD_CHECKPOINT_DIR\""));
 	REQUIRE((d = wait_msg(PROTO_ATTEMPT_EXITED, 1078, 1)) != NULL);
 	CHECK_INT_EQ(json_integer_value(json_object_get(d, "exit_code")), 0);
-	CHECK_STR_EQ(read_text(ty_test_strf("%s/attempts/1078.1/ck.0", T.state)),
+	CHECK_STR_EQ(read_text(ty_test_strf("%s/attempts/1078.1/work/ck.0", T.state)),
 		     ty_test_strf("%s/checkpoints/job-1078 []\n", T.state));
 	REQUIRE((d = wait_msg(PROTO_ATTEMPT_RUNNING, 1078, 1)) != NULL);
 	CHECK(json_is_null(json_object_get(json_object_get(d, "resume"), "path")));
@@ -761,7 +764,7 @@ TY_TEST(duplicate_launch_is_ignored)
 	CHECK_INT_EQ(count_of(PROTO_RANK_STARTED, 1001), 2);
 	CHECK_INT_EQ(count_of(PROTO_RANK_STARTED, 1002), 1);
 	CHECK_INT_EQ(count_of(PROTO_ATTEMPT_EXITED, 1002), 1);
-	CHECK(access(ty_test_strf("%s/attempts/1001.1/again.0", T.state), F_OK) != 0);
+	CHECK(access(ty_test_strf("%s/attempts/1001.1/work/again.0", T.state), F_OK) != 0);
 }
 
 TY_TEST(stale_epoch_is_ignored)
@@ -901,13 +904,13 @@ TY_TEST(checkpoint_signals_every_rank_once_then_kill_preempts)
 	send_msg(PROTO_CHECKPOINT, 1031, EPOCH, "{'signal':'SIGUSR1','grace_seconds':5}");
 	send_msg(PROTO_CHECKPOINT, 1030, EPOCH, "{'signal':'SIGKILL','grace_seconds':5}");
 	send_msg(PROTO_CHECKPOINT, 1030, EPOCH, "{'signal':'SIGUSR1','grace_seconds':5}");
-	CHECK(wait_lines(ty_test_strf("%s/ckpt-0", dir), 1));
-	CHECK(wait_lines(ty_test_strf("%s/ckpt-1", dir), 1));
+	CHECK(wait_lines(ty_test_strf("%s/work/ckpt-0", dir), 1));
+	CHECK(wait_lines(ty_test_strf("%s/work/ckpt-1", dir), 1));
 	/* a repeated request (another seq) changes nothing; nothing is reported */
 	send_msg(PROTO_CHECKPOINT, 1030, EPOCH, "{'signal':'SIGUSR1','grace_seconds':5}");
 	collect(800);
-	CHECK_INT_EQ(file_lines(ty_test_strf("%s/ckpt-0", dir)), 1);
-	CHECK_INT_EQ(file_lines(ty_test_strf("%s/ckpt-1", dir)), 1);
+	CHECK_INT_EQ(file_lines(ty_test_strf("%s/work/ckpt-0", dir)), 1);
+	CHECK_INT_EQ(file_lines(ty_test_strf("%s/work/ckpt-1", dir)), 1);
 	CHECK_INT_EQ(count_of(PROTO_RANK_EXITED, 1030), 0);
 	CHECK_INT_EQ(count_of(PROTO_ATTEMPT_EXITED, 1030), 0);
 	CHECK_INT_EQ(count_of(PROTO_ATTEMPT_EXITED, 1031), 0);
@@ -1115,7 +1118,7 @@ TY_TEST(periodic_checkpoints_are_reported_and_the_newest_k_kept)
 							 "'%s/step-1' && test -d '%s/step-2'",
 							 ck, ck, ck)),
 				     0);
-		REQUIRE(system(ty_test_strf("touch '%s/seen-%d'", dir, want[i].step)) == 0);
+		REQUIRE(system(ty_test_strf("touch '%s/work/seen-%d'", dir, want[i].step)) == 0);
 	}
 	ty_test_context("end");
 	REQUIRE((d = wait_msg(PROTO_ATTEMPT_EXITED, 1044, 1)) != NULL);
@@ -1194,7 +1197,7 @@ TY_TEST(resume_verification_does_not_stop_heartbeats)
 	unblock_fifo(fifo);
 	REQUIRE((d = wait_msg(PROTO_ATTEMPT_EXITED, 1045, 1)) != NULL);
 	CHECK_INT_EQ(json_integer_value(json_object_get(d, "exit_code")), 0);
-	CHECK_STR_EQ(read_text(ty_test_strf("%s/attempts/1045.1/ck.0", T.state)), "[]\n");
+	CHECK_STR_EQ(read_text(ty_test_strf("%s/attempts/1045.1/work/ck.0", T.state)), "[]\n");
 	REQUIRE((d = wait_msg(PROTO_ATTEMPT_RUNNING, 1045, 1)) != NULL);
 	sk = json_array_get(json_object_get(json_object_get(d, "resume"), "skipped"), 0);
 	CHECK_STR_EQ(str_of(sk, "status"), "corrupt");
@@ -1222,7 +1225,7 @@ TY_TEST(kill_while_the_resume_is_verified)
 	CHECK_INT_EQ(count_of(PROTO_RANK_STARTED, 1046), 0);
 	CHECK_INT_EQ(count_of(PROTO_ATTEMPT_RUNNING, 1046), 0);
 	CHECK_INT_EQ(count_of(PROTO_ATTEMPT_EXITED, 1046), 1);
-	CHECK(access(ty_test_strf("%s/attempts/1046.1/ran", T.state), F_OK) != 0);
+	CHECK(access(ty_test_strf("%s/attempts/1046.1/work/ran", T.state), F_OK) != 0);
 }
 
 TY_TEST(preflight_passes_then_the_job_runs)
@@ -1245,8 +1248,8 @@ TY_TEST(preflight_passes_then_the_job_runs)
 		     "\"nodes\": [\"n1\"], \"median_gbps\": 20}}\n");
 	CHECK_STR_EQ(read_text(ty_test_strf("%s/rank-1.preflight.log", dir)),
 		     "preflight --node-check rank 1 of 2 job 1047\n");
-	CHECK_STR_EQ(read_text(ty_test_strf("%s/ran.0", dir)), "ran\n");
-	CHECK_STR_EQ(read_text(ty_test_strf("%s/ran.1", dir)), "ran\n");
+	CHECK_STR_EQ(read_text(ty_test_strf("%s/work/ran.0", dir)), "ran\n");
+	CHECK_STR_EQ(read_text(ty_test_strf("%s/work/ran.1", dir)), "ran\n");
 	CHECK_INT_EQ(count_of(PROTO_RANK_STARTED, 1047), 2); /* the job's ranks only */
 	CHECK_INT_EQ(count_of(PROTO_RANK_EXITED, 1047), 2);
 }
@@ -1273,8 +1276,8 @@ TY_TEST(preflight_failure_ends_the_attempt_as_system)
 	CHECK(json_number_value(json_object_get(pf, "median_gbps")) == 9.5);
 	CHECK_INT_EQ(count_of(PROTO_RANK_STARTED, 1048), 0);
 	CHECK_INT_EQ(count_of(PROTO_ATTEMPT_RUNNING, 1048), 0);
-	CHECK(access(ty_test_strf("%s/ran.0", dir), F_OK) != 0);
-	CHECK(access(ty_test_strf("%s/ran.1", dir), F_OK) != 0);
+	CHECK(access(ty_test_strf("%s/work/ran.0", dir), F_OK) != 0);
+	CHECK(access(ty_test_strf("%s/work/ran.1", dir), F_OK) != 0);
 
 	/* a preflight that never ends is a start timeout, and carries no node check */
 	send_msg(PROTO_LAUNCH, 1049, EPOCH,

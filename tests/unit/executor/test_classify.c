@@ -368,9 +368,9 @@ TY_TEST(cgroup_files)
 
 TY_TEST(progress_path)
 {
-	char out[32];
+	char out[40];
 
 	CHECK(exec_progress_path(out, sizeof(out), "/s/attempts/7.2", 13));
-	CHECK_STR_EQ(out, "/s/attempts/7.2/progress-13");
+	CHECK_STR_EQ(out, "/s/attempts/7.2/work/progress-13");
 	CHECK(!exec_progress_path(out, 10, "/s/attempts/7.2", 13));
 }
