@@ -183,6 +183,7 @@ static int isolation_opts(struct exec_opts *o, struct exec_rt_opts *rt, struct t
 			  struct exec_rt_mount **mounts, char **seccomp, char *root, char *bundles,
 			  char *cgroup, struct ty_err *err)
 {
+	struct ty_err why = {0};
 	const char *v;
 	json_t *j;
 	int n;
@@ -207,20 +208,20 @@ static int isolation_opts(struct exec_opts *o, struct exec_rt_opts *rt, struct t
 	rt->bundles = bundles;
 	rt->cgroup_parent = cgroup;
 	rt->shim = o->rank_shim;
-	if (exec_rt_check(rt, err))
-		return ty_err_set(err, err->code,
+	if (exec_rt_check(rt, &why))
+		return ty_err_set(err, why.code,
 				  "%s (install it, or run with --isolation none and no isolation "
 				  "between jobs)",
-				  err->msg);
+				  why.msg);
 	if (!(*mounts = calloc(EXEC_RT_MAX_MOUNTS, sizeof(**mounts))))
 		return ty_err_set(err, TY_ENOMEM, NULL);
 	if (exec_rt_mounts_parse(*mounts, EXEC_RT_MAX_MOUNTS, &o->ndata_mounts,
-				 ty_config_str(c, "data-mounts"), err))
-		return ty_err_set(err, err->code, "--data-mounts: %s", err->msg);
+				 ty_config_str(c, "data-mounts"), &why))
+		return ty_err_set(err, why.code, "--data-mounts: %s", why.msg);
 	o->data_mounts = *mounts;
 	if ((v = ty_config_str(c, "seccomp-profile")) && *v) {
-		if (!(*seccomp = slurp(v, err)))
-			return ty_err_set(err, err->code, "--seccomp-profile: %s", err->msg);
+		if (!(*seccomp = slurp(v, &why)))
+			return ty_err_set(err, why.code, "--seccomp-profile: %s", why.msg);
 		o->seccomp = *seccomp;
 	} else {
 		o->seccomp = exec_seccomp_default;

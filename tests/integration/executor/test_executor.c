@@ -49,6 +49,7 @@ static struct {
 	char ckpt_sh[4096];   /* writes a checkpoint: ckpt.sh STEP [corrupt] */
 	char preflight[4096]; /* the --preflight-command script */
 	pid_t pid;	      /* the executor, 0 when not running */
+	const char *const *extra; /* more options for the next start (NULL-terminated), NULL: none */
 	char boot_id[64];
 	int log_port;
 	rd_kafka_t *producer;
@@ -139,7 +140,15 @@ static void executor_spawn(void)
 			      "--isolation",
 			      "none",
 			      NULL};
+	const char *all[64];
+	size_t n = 0;
 	pid_t pid;
+
+	for (; argv[n]; n++)
+		all[n] = argv[n];
+	for (const char *const *e = T.extra; e && *e && n < 63; e++)
+		all[n++] = *e; /* a later option wins */
+	all[n] = NULL;
 
 	fflush(stdout);
 	pid = fork();
@@ -152,7 +161,7 @@ static void executor_spawn(void)
 		prctl(PR_SET_PDEATHSIG, SIGTERM);
 		if (fd < 0 || in < 0 || dup2(in, 0) < 0 || dup2(fd, 1) < 0 || dup2(fd, 2) < 0)
 			_exit(127);
-		execv(T.bin, (char **)argv);
+		execv(T.bin, (char **)all);
 		_exit(127);
 	}
 	T.pid = pid;
@@ -1433,19 +1442,16 @@ TY_TEST(log_lines_and_exits_decide_the_class)
 }
 
 /* Run the executor with a rules file; its exit status, stderr in *out. */
-static int run_with_rules(char **out, const char *rules)
+/* Run the executor with extra options (NULL-terminated) to its exit; its stderr in *out. */
+static int run_briefly(char **out, const char *const *extra)
 {
-	const char *path = ty_test_strf("%s/bad-rules.conf", T.dir);
-	const char *argv[] = {T.bin,	     "--state-dir",	T.state, "--kafka-bootstrap",
-			      "127.0.0.1:9", "--classify-file", path,	 NULL};
-	int fds[2], status = 0;
-	FILE *f = fopen(path, "w");
+	const char *argv[32] = {T.bin, "--state-dir", T.state, "--kafka-bootstrap", "127.0.0.1:9"};
+	int fds[2], status = 0, n_args = 5;
 	pid_t pid;
 	ssize_t n;
 
-	REQUIRE(f != NULL);
-	fputs(rules, f);
-	fclose(f);
+	for (; *extra && n_args < 31; extra++)
+		argv[n_args++] = *extra;
 	REQUIRE(pipe(fds) == 0);
 	fflush(stdout);
 	REQUIRE((pid = fork()) >= 0);
@@ -1470,6 +1476,41 @@ static int run_with_rules(char **out, const char *rules)
 	close(fds[0]);
 	REQUIRE(waitpid(pid, &status, 0) == pid);
 	return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+static int run_with_rules(char **out, const char *rules)
+{
+	const char *path = ty_test_strf("%s/bad-rules.conf", T.dir);
+	FILE *f = fopen(path, "w");
+
+	REQUIRE(f != NULL);
+	fputs(rules, f);
+	fclose(f);
+	return run_briefly(out, (const char *const[]){"--classify-file", path, NULL});
+}
+
+TY_TEST(isolation_options_are_checked_at_start)
+{
+	char *err;
+
+	setup();
+	CHECK_INT_EQ(run_briefly(&err, (const char *const[]){"--isolation", "runc", "--runtime",
+							      "/nonexistent/runc", NULL}),
+		     2);
+	CHECK(strstr(err, "the OCI runtime '/nonexistent/runc' cannot be run") != NULL);
+	CHECK(strstr(err, "--isolation none") != NULL);
+	CHECK_INT_EQ(run_briefly(&err, (const char *const[]){"--isolation", "chroot", NULL}), 2);
+	CHECK(strstr(err, "--isolation 'chroot' is not runc or none") != NULL);
+	CHECK_INT_EQ(run_briefly(&err, (const char *const[]){"--data-mounts", "data", NULL}), 2);
+	CHECK(strstr(err, "--data-mounts: data mount 'data': both paths must be absolute") != NULL);
+	CHECK_INT_EQ(run_briefly(&err, (const char *const[]){"--data-mounts", "/usr:/proc/usr",
+							      NULL}),
+		     2);
+	CHECK(strstr(err, "would cover the container's own '/proc/usr'") != NULL);
+	CHECK_INT_EQ(run_briefly(&err, (const char *const[]){"--seccomp-profile", "/nonexistent",
+							      NULL}),
+		     2);
+	CHECK(strstr(err, "--seccomp-profile: cannot read '/nonexistent'") != NULL);
 }
 
 TY_TEST(bad_rules_file_stops_the_executor)
@@ -1711,6 +1752,67 @@ TY_TEST(metrics_count_attempts_classes_and_skipped_messages)
 	CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
 	/* the log routes still answer next to it */
 	CHECK_INT_EQ(http_get("/metrics/x", &(char *){NULL}), 404);
+}
+
+/*
+ * The executor in containers (--isolation runc): launches that name a uid
+ * run as it in their own work directory; what cannot run says why.
+ */
+TY_TEST(containers_run_as_the_launchs_uid_and_failures_say_why)
+{
+	const char *data = ty_test_strf("%s/data", T.dir);
+	const char *work = ty_test_strf("%s/attempts/1303.1/work", T.state);
+	const json_t *d;
+	struct stat st;
+
+	setup();
+	REQUIRE(mkdir(data, 0755) == 0);
+	stop_executor(SIGTERM);
+	T.extra = (const char *const[]){"--isolation", "runc", "--data-mounts", data, NULL};
+	start_executor();
+
+	send_msg(PROTO_LAUNCH, 1301, EPOCH, launch_data(1, "true"));
+	REQUIRE((d = wait_msg(PROTO_ATTEMPT_EXITED, 1301, 1)) != NULL);
+	CHECK_STR_EQ(json_string_value(json_object_get(d, "failure_class")), "system");
+	CHECK(strstr(json_string_value(json_object_get(d, "message")),
+		     "container: the launch names no uid for the job's team") != NULL);
+
+	send_msg(PROTO_LAUNCH, 1302, EPOCH,
+		 launch_extra(1, "true", "'uid':100123,'image':'oci:/images/x:1'"));
+	REQUIRE((d = wait_msg(PROTO_ATTEMPT_EXITED, 1302, 1)) != NULL);
+	CHECK_STR_EQ(json_string_value(json_object_get(d, "failure_class")), "system");
+	CHECK(strstr(json_string_value(json_object_get(d, "message")), "image 'oci:/images/x:1'") !=
+	      NULL);
+
+	send_msg(PROTO_LAUNCH, 1303, EPOCH,
+		 launch_extra(2, "id -u > uid.$RANK; ls -d /proc/[0-9]* | wc -l > procs.$RANK",
+			      "'uid':100123,'gid':100124,'cpus':1,'memory_mb':256"));
+	REQUIRE((d = wait_msg(PROTO_ATTEMPT_EXITED, 1303, 1)) != NULL);
+	CHECK_STR_EQ(json_string_value(json_object_get(d, "failure_class")), "");
+	CHECK_STR_EQ(read_text(ty_test_strf("%s/uid.0", work)), "100123\n");
+	CHECK_STR_EQ(read_text(ty_test_strf("%s/uid.1", work)), "100123\n");
+	/* both ranks in one container: init, two shims, their shells and commands, no more */
+	ty_test_context("procs.0: %s", read_text(ty_test_strf("%s/procs.0", work)));
+	CHECK(atoi(read_text(ty_test_strf("%s/procs.0", work))) <= 12);
+	REQUIRE(stat(work, &st) == 0);
+	CHECK_INT_EQ((long long)st.st_uid, 100123);
+	CHECK_INT_EQ((long long)st.st_gid, 100124);
+	CHECK_INT_EQ((long long)(st.st_mode & 0777), 0700);
+	/* the container is gone once the attempt is */
+	CHECK(access(ty_test_strf("%s/containers/ty-%s-1303-1", T.state, T.node), F_OK) != 0);
+
+	/* a data mount whose source vanished: the runtime's own words */
+	REQUIRE(rmdir(data) == 0);
+	send_msg(PROTO_LAUNCH, 1304, EPOCH, launch_extra(1, "true", "'uid':100123"));
+	REQUIRE((d = wait_msg(PROTO_ATTEMPT_EXITED, 1304, 1)) != NULL);
+	CHECK_STR_EQ(json_string_value(json_object_get(d, "failure_class")), "system");
+	CHECK(strstr(json_string_value(json_object_get(d, "message")), "container: 'runc run' exited "
+									   "with code 1") != NULL);
+	CHECK(strstr(json_string_value(json_object_get(d, "message")), data) != NULL);
+
+	stop_executor(SIGTERM);
+	T.extra = NULL;
+	start_executor();
 }
 
 TY_TEST(restart_kills_orphans)
