@@ -1,6 +1,7 @@
 /* trainyard-executor: options, then the daemon's life (daemon.c). */
 #include "exec.h"
 #include "ty_config.h"
+#include "ty_crypto.h"
 #include "ty_kafka.h"
 #include "ty_log.h"
 
@@ -49,6 +50,9 @@ static const struct ty_opt options[] = {
      "with the kill grace, below the scheduler's --node-timeout-ms (docs/dispatch.md, "
      "\"Partitions\")"},
     {"log-port", TY_OPT_INT, "0", 0, 65535, "TCP port of the log server; 0 picks a free one"},
+    {"log-pubkey", TY_OPT_STR, NULL, 0, 0,
+     "PEM file of the Ed25519 public key whose log credentials the log server accepts, the "
+     "public half of the API's --log-key; docs/security.md, \"Rank logs\" (required)"},
     {"log-max-bytes", TY_OPT_INT, "67108864", 65536, 1099511627776LL,
      "size at which a rank log is rotated to .1 (one rotation kept)"},
     {"spot-provider", TY_OPT_STR, "none", 0, 0,
@@ -79,7 +83,8 @@ static const struct ty_opt options[] = {
 
 static void usage(FILE *f)
 {
-	fprintf(f, "usage: " PROG " --state-dir DIR --kafka-bootstrap SERVERS [options]\n"
+	fprintf(f, "usage: " PROG " --state-dir DIR --kafka-bootstrap SERVERS --log-pubkey FILE "
+		   "[options]\n"
 		   "\n"
 		   "The Trainyard node executor: registers this node, consumes its dispatch\n"
 		   "partition, runs and supervises ranks, reports events, serves rank logs.\n"
@@ -143,6 +148,7 @@ int main(int argc, char **argv)
 	json_t *labels = NULL;
 	char host[256] = "", bootstrap[4096], iface[64] = "", **fabric = NULL, ckroot[4096];
 	char **preflight = NULL, *shim = NULL;
+	struct ty_ed25519_key *log_pubkey = NULL;
 	int rc = 2, rc2, level;
 
 	if (!c)
@@ -255,6 +261,23 @@ int main(int argc, char **argv)
 		goto out;
 	}
 	o.log_port = (int)ty_config_int(c, "log-port");
+	if (!ty_config_str(c, "log-pubkey") || !*ty_config_str(c, "log-pubkey")) {
+		fail("%s", "no log credential key: set --log-pubkey (or "
+			   "TRAINYARD_EXECUTOR_LOG_PUBKEY) to the public half of the API's --log-key");
+		goto out;
+	}
+	if (ty_ed25519_key_load(&log_pubkey, ty_config_str(c, "log-pubkey"), false, &err)) {
+		fail("--log-pubkey: %s", err.msg);
+		goto out;
+	}
+	/* a node that could mint credentials could read every node's logs */
+	if (ty_ed25519_key_is_private(log_pubkey)) {
+		fail("--log-pubkey '%s' holds a private key: give executors only its public half "
+		     "(openssl pkey -in KEY -pubout)",
+		     ty_config_str(c, "log-pubkey"));
+		goto out;
+	}
+	o.log_pubkey = log_pubkey;
 	o.log_max_bytes = ty_config_int(c, "log-max-bytes");
 	if ((o.spot_provider = exec_spot_provider_parse(ty_config_str(c, "spot-provider"))) < 0) {
 		fail("--spot-provider '%s' is not none, aws, gcp or azure",
@@ -309,6 +332,7 @@ out:
 	exec_classifier_free(classifier);
 	exec_env_free(preflight);
 	free(shim);
+	ty_ed25519_key_free(log_pubkey);
 	ty_config_free(c);
 	return rc;
 }

@@ -90,7 +90,8 @@ void e2e_start_executor(struct e2e *e, int i)
 			      addrs[i], "--kafka-bootstrap", e->bootstrap, "--fake-gpus", "2",
 			      "--labels", i == 0 ? "rack=r1,block=b1" : "rack=r1,block=b2",
 			      "--state-dir", state, "--heartbeat-ms", "300", "--kill-grace-ms",
-			      "2000", "--log-level", "debug", NULL};
+			      "2000", "--log-pubkey", ty_test_log_pubkey(), "--log-level", "debug",
+			      NULL};
 	const char *argv[96];
 	size_t n = 0;
 

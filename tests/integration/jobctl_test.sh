@@ -110,7 +110,7 @@ stop_api() {
 start_api() {
 	rm -f "$W/port"
 	"$TY_API_BIN" --database-url "$DB_URL" --listen-addr 127.0.0.1 --port "${1:-0}" \
-		--port-file "$W/port" >>"$W/api.log" 2>&1 &
+		--port-file "$W/port" --log-key "$W/log-key.pem" >>"$W/api.log" 2>&1 &
 	API_PID=$!
 	for _ in $(seq 300); do
 		if [[ -s $W/port ]] && PORT=$(<"$W/port") && [[ $PORT =~ ^[0-9]+$ ]]; then
@@ -136,6 +136,9 @@ p = u.urlsplit(sys.argv[1])
 print(u.urlunsplit(p._replace(path="/" + sys.argv[2])))' "$TY_TEST_PG_URL" "$DB")
 psql "$TY_TEST_PG_URL" -v ON_ERROR_STOP=1 -qAt -c "CREATE DATABASE $DB" >/dev/null
 
+# the key that signs the relayed log requests' credentials (docs/security.md)
+openssl genpkey -algorithm ed25519 -out "$W/log-key.pem" 2>>"$W/api.log" ||
+	fail "openssl genpkey -algorithm ed25519 failed"
 "$TY_API_BIN" --database-url "$DB_URL" --migrate >>"$W/api.log" 2>&1 ||
 	fail "trainyard-api --migrate failed (see $W/api.log)"
 ADMIN=$("$TY_API_BIN" --database-url "$DB_URL" --bootstrap-token test-admin 2>>"$W/api.log")
@@ -1175,7 +1178,7 @@ openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 
 rm -f "$W/tls.port"
 "$TY_API_BIN" --database-url "$DB_URL" --listen-addr 127.0.0.1 --port 0 \
 	--port-file "$W/tls.port" --tls-cert "$W/tls.crt" --tls-key "$W/tls.key" \
-	>>"$W/api-tls.log" 2>&1 &
+	--log-key "$W/log-key.pem" >>"$W/api-tls.log" 2>&1 &
 TLS_PID=$!
 for _ in $(seq 300); do
 	[[ -s $W/tls.port ]] && break
