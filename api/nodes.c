@@ -338,6 +338,9 @@ int api_h_jobs_logs(struct api_req *r, struct ty_err *err)
 
 		while (n > 0 && body.data[n - 1] == '\n')
 			n--;
+		for (int i = 0; i < n; i++) /* one log line, whatever the node sent */
+			if ((unsigned char)body.data[i] < 0x20 || body.data[i] == 0x7f)
+				body.data[i] = '?';
 		ty_warn("node '%s' refused the log credential for job %s attempt %s rank %s with "
 			"%lld: %.*s",
 			claims.node, r->params[0], PQgetvalue(res, 0, 1), p[2], status, n,
