@@ -26,6 +26,7 @@ enum api_role { API_ROLE_NONE, API_ROLE_VIEWER, API_ROLE_MEMBER, API_ROLE_ADMIN 
 
 struct api_server;
 struct api_req;
+struct ty_ed25519_key;
 
 /*
  * A handler replies with api_reply_* (which return 0) or returns a negative
@@ -176,6 +177,8 @@ struct api_options {
 	/* per-token token bucket (ratelimit.c); rps 0 turns it off */
 	int rate_limit_rps, rate_limit_burst;
 	int audit_retention_days; /* 0: keep every audit record */
+	/* signs the log credentials of relayed rank-log requests (--log-key; borrowed) */
+	const struct ty_ed25519_key *log_key;
 };
 
 /* TLS material (tls.c): PEM text read from the --tls-cert and --tls-key files. */
@@ -224,6 +227,8 @@ int api_server_start(struct api_server **out, const struct api_options *o, struc
 /* Stops accepting, ends parked watches, waits for handlers, frees. */
 void api_server_stop(struct api_server *s);
 int api_server_port(const struct api_server *s);
+/* The private key that signs log credentials (borrowed). */
+const struct ty_ed25519_key *api__log_key(const struct api_server *s);
 
 /* Connection pool. */
 int api__pool_get(struct ty_pg **out, struct api_server *s, struct ty_err *err);

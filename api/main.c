@@ -2,6 +2,7 @@
 #include "api.h"
 #include "migrations.h"
 #include "ty_config.h"
+#include "ty_crypto.h"
 #include "ty_log.h"
 
 #include <curl/curl.h>
@@ -56,6 +57,10 @@ static const struct ty_opt options[] = {
 	 "requests each API token may make at once before --rate-limit-rps applies"},
 	{"audit-retention-days", TY_OPT_INT, "0", 0, 36500,
 	 "delete audit records older than this many days, at start and hourly; 0 keeps them all"},
+	{"log-key", TY_OPT_STR, NULL, 0, 0,
+	 "PEM file of the Ed25519 private key that signs the credentials of relayed rank-log "
+	 "requests; executors get its public half as --log-pubkey (required to serve; "
+	 "docs/security.md, \"Rank logs\")"},
 	{"log-level", TY_OPT_STR, "info", 0, 0, "debug, info, warn or error"},
 	{"log-json", TY_OPT_BOOL, "false", 0, 0, "log JSON lines instead of text"},
 	{"migrate", TY_OPT_BOOL, "false", 0, 0, "apply database migrations, then exit"},
@@ -146,6 +151,9 @@ static int serve(const struct ty_config *c, struct ty_err *err)
 	};
 	struct api_tls tls = {0};
 	struct api_server *s = NULL;
+	struct ty_ed25519_key *log_key = NULL;
+	const char *log_key_path = ty_config_str(c, "log-key");
+	struct ty_err key_err = {0};
 	struct sigaction sa = {.sa_handler = on_signal};
 	int rc;
 
@@ -153,9 +161,12 @@ static int serve(const struct ty_config *c, struct ty_err *err)
 	sigaction(SIGTERM, &sa, NULL);
 	sigaction(SIGINT, &sa, NULL);
 	signal(SIGPIPE, SIG_IGN);
+	if ((rc = ty_ed25519_key_load(&log_key, log_key_path, true, &key_err)))
+		return ty_err_set(err, rc, "--log-key: %s", key_err.msg);
+	o.log_key = log_key;
 	if ((rc = api_tls_load(&tls, ty_config_str(c, "tls-cert"), ty_config_str(c, "tls-key"),
 			       err)))
-		return rc;
+		goto out;
 	o.tls_cert_pem = tls.cert;
 	o.tls_key_pem = tls.key;
 	if ((rc = api_server_start(&s, &o, err)))
@@ -172,6 +183,7 @@ static int serve(const struct ty_config *c, struct ty_err *err)
 	api_server_stop(s);
 out:
 	api_tls_free(&tls);
+	ty_ed25519_key_free(log_key);
 	return rc;
 }
 
@@ -206,6 +218,14 @@ int main(int argc, char **argv)
 	if (!ty_config_str(c, "database-url")) {
 		fprintf(stderr, "trainyard-api: no database: set --database-url or "
 				"TRAINYARD_DATABASE_URL\n");
+		ty_config_free(c);
+		return 2;
+	}
+	if (!ty_config_bool(c, "migrate") && !ty_config_str(c, "bootstrap-token") &&
+	    (!ty_config_str(c, "log-key") || !*ty_config_str(c, "log-key"))) {
+		fprintf(stderr, "trainyard-api: no log credential key: set --log-key or "
+				"TRAINYARD_LOG_KEY to an Ed25519 private key in PEM form "
+				"(openssl genpkey -algorithm ed25519 -out FILE)\n");
 		ty_config_free(c);
 		return 2;
 	}

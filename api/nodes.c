@@ -1,11 +1,14 @@
 /* Node routes and the per-job views that live on nodes: attempts and logs. */
 #include "api.h"
+#include "logcred.h"
+#include "ty_log.h"
 
 #include <curl/curl.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 /* One node as JSON; GPUs in use are those of unreleased allocations. */
 #define NODE_JSON_SQL                                                                    \
@@ -235,7 +238,10 @@ static size_t collect(char *ptr, size_t size, size_t nmemb, void *userdata)
 
 /*
  * Logs stay on the node that ran the rank; the executor serves them and this
- * route relays, so clients need to reach only the API.
+ * route relays, so clients need to reach only the API. The executor serves
+ * a log only against a credential for exactly it, minted here per request
+ * (proto/logcred.h): whoever reaches a node's port without the API reads
+ * nothing.
  */
 int api_h_jobs_logs(struct api_req *r, struct ty_err *err)
 {
@@ -243,7 +249,9 @@ int api_h_jobs_logs(struct api_req *r, struct ty_err *err)
 	const char *tail_s = api_query(r, "tail");
 	const char *p[4] = {r->params[0], api_scope(r), "0", NULL};
 	struct ty_buf body = TY_BUF_INIT;
-	char url[1024], errbuf[CURL_ERROR_SIZE] = "";
+	char url[1024], errbuf[CURL_ERROR_SIZE] = "", cred[PROTO_LOGCRED_MAX], auth[320];
+	struct proto_logcred claims = {0};
+	struct curl_slist *hdrs = NULL;
 	PGresult *res = NULL;
 	long long tail = 100, status = 0;
 	int64_t id, v;
@@ -269,7 +277,7 @@ int api_h_jobs_logs(struct api_req *r, struct ty_err *err)
 	if (tail_s)
 		tail = v;
 	rc = ty_pg_exec(&res, r->pg,
-			"SELECT j.id, t.attempt, n.log_url, k.rank IS NOT NULL"
+			"SELECT j.id, t.attempt, n.log_url, k.rank IS NOT NULL, k.node_id"
 			" FROM jobs j"
 			" LEFT JOIN attempts t ON t.job_id = j.id"
 			"  AND t.attempt = coalesce($4::int, j.attempt)"
@@ -292,11 +300,22 @@ int api_h_jobs_logs(struct api_req *r, struct ty_err *err)
 	}
 	snprintf(url, sizeof(url), "%s/logs/%s/%s/%s?tail=%lld", PQgetvalue(res, 0, 2),
 		 r->params[0], PQgetvalue(res, 0, 1), p[2], tail);
-	if (!(c = curl_easy_init())) {
+	claims.job = id;
+	claims.attempt = strtoll(PQgetvalue(res, 0, 1), NULL, 10);
+	claims.rank = strtoll(p[2], NULL, 10);
+	claims.exp = (int64_t)time(NULL) + PROTO_LOGCRED_TTL_S;
+	snprintf(claims.node, sizeof(claims.node), "%s", PQgetvalue(res, 0, 4));
+	if ((rc = proto_logcred_mint(cred, &claims, api__log_key(r->srv), err)))
+		goto out;
+	snprintf(auth, sizeof(auth), "Authorization: Bearer %s", cred);
+	if (!(c = curl_easy_init()) || !(hdrs = curl_slist_append(NULL, auth))) {
 		rc = ty_err_set(err, TY_ENOMEM, NULL);
 		goto out;
 	}
 	curl_easy_setopt(c, CURLOPT_URL, url);
+	curl_easy_setopt(c, CURLOPT_HTTPHEADER, hdrs);
+	/* the credential is for this node only: never follow a redirect elsewhere */
+	curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 0L);
 	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, collect);
 	curl_easy_setopt(c, CURLOPT_WRITEDATA, &body);
 	curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, 5000L);
@@ -311,6 +330,26 @@ int api_h_jobs_logs(struct api_req *r, struct ty_err *err)
 		rc = api_reply_error(r, 404, "log_not_found", "rank",
 				     "rank %s of job %s has no log on its node (yet)", p[2],
 				     r->params[0]);
+		goto out;
+	}
+	if (cc == CURLE_OK && (status == 401 || status == 403)) {
+		/* a deployment fault, not the client's: the keys or the clocks disagree */
+		int n = (int)(body.len < 300 ? body.len : 300);
+
+		while (n > 0 && body.data[n - 1] == '\n')
+			n--;
+		for (int i = 0; i < n; i++) /* one log line, whatever the node sent */
+			if ((unsigned char)body.data[i] < 0x20 || body.data[i] == 0x7f)
+				body.data[i] = '?';
+		ty_warn("node '%s' refused the log credential for job %s attempt %s rank %s with "
+			"%lld: %.*s",
+			claims.node, r->params[0], PQgetvalue(res, 0, 1), p[2], status, n,
+			n ? body.data : "");
+		rc = api_reply_error(r, 503, "logs_unavailable", NULL,
+				     "the node holding rank %s's log refused the API's log credential "
+				     "(HTTP %lld): its --log-pubkey must be the public half of the "
+				     "API's --log-key, and their clocks must agree",
+				     p[2], status);
 		goto out;
 	}
 	if (cc != CURLE_OK || status != 200) {
@@ -333,6 +372,7 @@ int api_h_jobs_logs(struct api_req *r, struct ty_err *err)
 out:
 	if (c)
 		curl_easy_cleanup(c);
+	curl_slist_free_all(hdrs);
 	ty_buf_free(&body);
 	PQclear(res);
 	return rc;

@@ -732,6 +732,11 @@ int api_server_port(const struct api_server *s)
 	return s->port;
 }
 
+const struct ty_ed25519_key *api__log_key(const struct api_server *s)
+{
+	return s->opt.log_key;
+}
+
 int api_server_start(struct api_server **out, const struct api_options *o, struct ty_err *err)
 {
 	struct api_server *s = calloc(1, sizeof(*s));

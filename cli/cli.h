@@ -42,6 +42,7 @@ struct cli {
 	enum cli_output output;
 	const char *server_flag;
 	const char *token_flag;
+	const char *token_file_flag;
 	const char *timeout_flag;
 	const char *cacert_flag;
 	/* set by the option parser when -h/--help was given */
@@ -49,7 +50,8 @@ struct cli {
 	/* resolved by cli_connect(), on the first request */
 	struct ty_config *config;
 	char *server; /* owned; no trailing '/' */
-	const char *token; /* borrowed from config; may be NULL */
+	const char *token; /* borrowed from config or token_read; may be NULL */
+	char *token_read;  /* owned: the token read from --token-file; wiped when freed */
 	const char *cacert; /* CA file for https (borrowed from config); NULL: the system's */
 	long timeout_s;
 	CURL *curl; /* owned */

@@ -23,6 +23,7 @@
 static const struct ty_opt conf_opts[] = {
 	{"server", TY_OPT_STR, "http://127.0.0.1:8080", 0, 0, "base URL of the Trainyard API"},
 	{"token", TY_OPT_STR, NULL, 0, 0, "bearer token"},
+	{"token-file", TY_OPT_STR, NULL, 0, 0, "file whose first line is the bearer token"},
 	{"timeout", TY_OPT_INT, "60", 1, 86400, "request timeout in seconds"},
 	{"cacert", TY_OPT_STR, NULL, 0, 0,
 	 "PEM file of the CAs an https:// server is verified against"},
@@ -57,10 +58,68 @@ static bool token_ok(const char *t)
 	return true;
 }
 
+/* Precedence of a ty_config source: flag > env > file > default. */
+static int source_rank(const char *src)
+{
+	return !strcmp(src, "flag") ? 3 : !strcmp(src, "env") ? 2 : !strcmp(src, "file") ? 1 : 0;
+}
+
+/*
+ * --token-file (JOBCTL_TOKEN_FILE, token_file = FILE) is another way to give
+ * the token, one that ps and /proc do not show: of the two, the one from
+ * the higher source wins; both from the same source is an error.
+ */
+static int token_from_file(const char **token, struct cli *cli, struct ty_err *err)
+{
+	const char *path = ty_config_str(cli->config, "token-file");
+	const char *src = ty_config_source(cli->config, "token-file");
+	char buf[1024];
+	size_t n;
+	FILE *f;
+
+	if (!path || !*path)
+		return 0;
+	if (*token) {
+		int rt = source_rank(ty_config_source(cli->config, "token")),
+		    rf = source_rank(src);
+
+		if (rt == rf)
+			return ty_err_set(err, TY_ECONFIG,
+					  "a token and a token file both come from the %s: give one",
+					  !strcmp(src, "flag")	? "command line"
+					  : !strcmp(src, "env") ? "environment"
+								: "config file");
+		if (rt > rf)
+			return 0;
+	}
+	if (!(f = fopen(path, "re")))
+		return ty_err_set(err, TY_ECONFIG, "cannot read the token file '%.200s' (from %s): %s",
+				  path, src, strerror(errno));
+	n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = '\0';
+	buf[strcspn(buf, "\r\n")] = '\0';
+	n = strlen(buf);
+	while (n > 0 && (buf[n - 1] == ' ' || buf[n - 1] == '\t'))
+		buf[--n] = '\0';
+	if (!n) {
+		memset(buf, 0, sizeof(buf));
+		return ty_err_set(err, TY_ECONFIG, "the token file '%.200s' (from %s) is empty", path,
+				  src);
+	}
+	free(cli->token_read);
+	cli->token_read = strdup(buf);
+	memset(buf, 0, sizeof(buf));
+	if (!cli->token_read)
+		return ty_err_set(err, TY_ENOMEM, NULL);
+	*token = cli->token_read;
+	return 0;
+}
+
 static int connect_settings(struct cli *cli, struct ty_err *err)
 {
 	char path[4096], conf_arg[4200];
-	char *argv[10];
+	char *argv[12];
 	int argc = 0, rc;
 	const char *server, *token;
 	size_t len;
@@ -89,6 +148,10 @@ static int connect_settings(struct cli *cli, struct ty_err *err)
 		argv[argc++] = "--token";
 		argv[argc++] = (char *)cli->token_flag;
 	}
+	if (cli->token_file_flag) {
+		argv[argc++] = "--token-file";
+		argv[argc++] = (char *)cli->token_file_flag;
+	}
 	if (cli->timeout_flag) {
 		argv[argc++] = "--timeout";
 		argv[argc++] = (char *)cli->timeout_flag;
@@ -110,11 +173,14 @@ static int connect_settings(struct cli *cli, struct ty_err *err)
 				  server ? server : "");
 	if (token && !*token)
 		token = NULL;
+	if ((rc = token_from_file(&token, cli, err)))
+		return rc;
 	if (token && !token_ok(token))
 		/* never echo the token itself */
 		return ty_err_set(err, TY_ECONFIG,
 				  "the token (from %s) contains invalid characters",
-				  ty_config_source(cli->config, "token"));
+				  token == cli->token_read ? "the token file"
+							   : ty_config_source(cli->config, "token"));
 	cli->token = token;
 	cli->cacert = ty_config_str(cli->config, "cacert");
 	if (cli->cacert && !*cli->cacert)
@@ -153,6 +219,11 @@ void cli_disconnect(struct cli *cli)
 	free(cli->server);
 	cli->server = NULL;
 	cli->token = NULL;
+	if (cli->token_read) {
+		memset(cli->token_read, 0, strlen(cli->token_read));
+		free(cli->token_read);
+		cli->token_read = NULL;
+	}
 	cli->cacert = NULL;
 }
 
@@ -251,8 +322,8 @@ static int problem(struct cli *cli, long status, const struct ty_buf *b, struct 
 	}
 	if (status == 401 && !cli->token && err && err->code == rc)
 		snprintf(err->msg + strlen(err->msg), sizeof(err->msg) - strlen(err->msg),
-			 "; no token is set: use --token, JOBCTL_TOKEN or 'token = ...' in the "
-			 "config file");
+			 "; no token is set: use --token-file, JOBCTL_TOKEN_FILE, JOBCTL_TOKEN or "
+			 "'token = ...' in the config file");
 	json_decref(doc);
 	return rc;
 }

@@ -69,6 +69,7 @@ int cli_parse_opts(struct cli_strv *pos, struct cli_strv *rest, struct cli *cli,
 	const struct cli_opt globals[] = {
 		{"server", 0, CLI_OPT_STR, &cli->server_flag},
 		{"token", 0, CLI_OPT_STR, &cli->token_flag},
+		{"token-file", 0, CLI_OPT_STR, &cli->token_file_flag},
 		{"timeout", 0, CLI_OPT_STR, &cli->timeout_flag},
 		{"cacert", 0, CLI_OPT_STR, &cli->cacert_flag},
 		{"output", 'o', CLI_OPT_STR, &output},
@@ -153,8 +154,8 @@ int cli_parse_opts(struct cli_strv *pos, struct cli_strv *rest, struct cli *cli,
 
 int cli_skip_options(int argc, char **argv)
 {
-	static const char *const with_value[] = {"--server", "--token",  "--timeout",
-						 "--cacert", "--output", "-o"};
+	static const char *const with_value[] = {"--server", "--token",	 "--token-file",
+						 "--timeout", "--cacert", "--output", "-o"};
 	int i;
 
 	for (i = 0; i < argc; i++) {

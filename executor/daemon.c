@@ -1226,7 +1226,7 @@ int exec_run(const struct exec_opts *o, struct ty_err *err)
 	loop_ok = true;
 	if ((rc = metrics_new(x, err)) ||
 	    (rc = exec__logsrv_start(&x->logsrv, &port, o->address, o->log_port, o->state_dir,
-				     x->metrics, err)))
+				     o->node_id, o->log_pubkey, x->metrics, err)))
 		goto out;
 	snprintf(x->log_url, sizeof(x->log_url), "http://%s:%d", o->address, port);
 	if ((rc = kafka_open(x, err)))

@@ -432,6 +432,7 @@ bool exec_rank_exit_read(const char *path, int *code, int *sig);
 
 /* ---- the daemon (daemon.c) ---- */
 
+struct ty_ed25519_key;
 struct exec_opts {
 	const char *node_id;
 	const char *address;   /* IPv4; register.address and the log server */
@@ -458,6 +459,8 @@ struct exec_opts {
 	int64_t fence_ms;
 	int log_port; /* 0: any free port */
 	int64_t log_max_bytes;
+	/* verifies the API's log credentials (--log-pubkey; borrowed, required) */
+	const struct ty_ed25519_key *log_pubkey;
 	/* spot notices (spot.c); spot_provider EXEC_SPOT_NONE: no poller */
 	int spot_provider;    /* enum exec_spot_provider */
 	const char *spot_url; /* metadata base URL */
@@ -631,12 +634,17 @@ void exec__attempt_close(struct exec_attempt *a);
 /*
  * Log server (logsrv.c), a libmicrohttpd thread reading rank logs and
  * serving GET /metrics from metrics (a thread-safe registry the loop
- * updates; NULL: no /metrics).
+ * updates; NULL: no /metrics). A rank log is served only against a log
+ * credential (proto/logcred.h) that log_pubkey (borrowed, not NULL)
+ * verifies, for that log on node_id (copied); refusals are counted in
+ * metrics.
  */
 struct exec_logsrv;
 struct ty_metrics;
 int exec__logsrv_start(struct exec_logsrv **out, int *port, const char *address, int port_req,
-		       const char *state_dir, struct ty_metrics *metrics, struct ty_err *err);
+		       const char *state_dir, const char *node_id,
+		       const struct ty_ed25519_key *log_pubkey, struct ty_metrics *metrics,
+		       struct ty_err *err);
 void exec__logsrv_stop(struct exec_logsrv *s);
 
 /* ---- checkpoints (ckpt.c) ---- */

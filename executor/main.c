@@ -1,6 +1,7 @@
 /* trainyard-executor: options, then the daemon's life (daemon.c). */
 #include "exec.h"
 #include "ty_config.h"
+#include "ty_crypto.h"
 #include "ty_kafka.h"
 #include "ty_log.h"
 
@@ -49,6 +50,9 @@ static const struct ty_opt options[] = {
      "with the kill grace, below the scheduler's --node-timeout-ms (docs/dispatch.md, "
      "\"Partitions\")"},
     {"log-port", TY_OPT_INT, "0", 0, 65535, "TCP port of the log server; 0 picks a free one"},
+    {"log-pubkey", TY_OPT_STR, NULL, 0, 0,
+     "PEM file of the Ed25519 public key whose log credentials the log server accepts, the "
+     "public half of the API's --log-key; docs/security.md, \"Rank logs\" (required)"},
     {"log-max-bytes", TY_OPT_INT, "67108864", 65536, 1099511627776LL,
      "size at which a rank log is rotated to .1 (one rotation kept)"},
     {"spot-provider", TY_OPT_STR, "none", 0, 0,
@@ -100,7 +104,8 @@ static const struct ty_opt options[] = {
 
 static void usage(FILE *f)
 {
-	fprintf(f, "usage: " PROG " --state-dir DIR --kafka-bootstrap SERVERS [options]\n"
+	fprintf(f, "usage: " PROG " --state-dir DIR --kafka-bootstrap SERVERS --log-pubkey FILE "
+		   "[options]\n"
 		   "\n"
 		   "The Trainyard node executor: registers this node, consumes its dispatch\n"
 		   "partition, runs and supervises ranks, reports events, serves rank logs.\n"
@@ -251,6 +256,7 @@ int main(int argc, char **argv)
 	json_t *labels = NULL;
 	char host[256] = "", bootstrap[4096], iface[64] = "", **fabric = NULL, ckroot[4096];
 	char **preflight = NULL, *shim = NULL, *seccomp = NULL;
+	struct ty_ed25519_key *log_pubkey = NULL;
 	char rt_root[4096], rt_bundles[4096], cgroup[4096];
 	struct exec_rt_opts rt = {0};
 	struct exec_rt_mount *mounts = NULL;
@@ -366,6 +372,23 @@ int main(int argc, char **argv)
 		goto out;
 	}
 	o.log_port = (int)ty_config_int(c, "log-port");
+	if (!ty_config_str(c, "log-pubkey") || !*ty_config_str(c, "log-pubkey")) {
+		fail("%s", "no log credential key: set --log-pubkey (or "
+			   "TRAINYARD_EXECUTOR_LOG_PUBKEY) to the public half of the API's --log-key");
+		goto out;
+	}
+	if (ty_ed25519_key_load(&log_pubkey, ty_config_str(c, "log-pubkey"), false, &err)) {
+		fail("--log-pubkey: %s", err.msg);
+		goto out;
+	}
+	/* a node that could mint credentials could read every node's logs */
+	if (ty_ed25519_key_is_private(log_pubkey)) {
+		fail("--log-pubkey '%s' holds a private key: give executors only its public half "
+		     "(openssl pkey -in KEY -pubout)",
+		     ty_config_str(c, "log-pubkey"));
+		goto out;
+	}
+	o.log_pubkey = log_pubkey;
 	o.log_max_bytes = ty_config_int(c, "log-max-bytes");
 	if ((o.spot_provider = exec_spot_provider_parse(ty_config_str(c, "spot-provider"))) < 0) {
 		fail("--spot-provider '%s' is not none, aws, gcp or azure",
@@ -435,6 +458,7 @@ out:
 	free(shim);
 	free(seccomp);
 	free(mounts);
+	ty_ed25519_key_free(log_pubkey);
 	ty_config_free(c);
 	return rc;
 }

@@ -90,7 +90,7 @@ void e2e_start_executor(struct e2e *e, int i)
 			      addrs[i], "--kafka-bootstrap", e->bootstrap, "--fake-gpus", "2",
 			      "--labels", i == 0 ? "rack=r1,block=b1" : "rack=r1,block=b2",
 			      "--state-dir", state, "--heartbeat-ms", "300", "--kill-grace-ms",
-			      "2000", "--log-level", "debug",
+			      "2000", "--log-pubkey", ty_test_log_pubkey(), "--log-level", "debug",
 			      /* ranks write $OUTDIR on the host; test_e2e_isolation runs runc */
 			      "--isolation", "none", NULL};
 	const char *argv[96];

@@ -3,8 +3,11 @@
  * executors → real processes → events → PostgreSQL → API.
  */
 #include "e2e.h"
+#include "ty_buf.h"
+#include "ty_stack.h"
 #include "ty_test.h"
 
+#include <curl/curl.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -80,6 +83,70 @@ TY_TEST(two_nodes_two_ranks_each_run_exactly_once)
 	CHECK_INT_EQ(json_array_size(json_object_get(a0, "ranks")), 4);
 	json_decref(job);
 	json_decref(att);
+}
+
+static size_t on_body(char *p, size_t sz, size_t n, void *arg)
+{
+	return ty_buf_append(arg, p, sz * n) ? 0 : sz * n;
+}
+
+/* GET url straight from a node, with this Authorization value (NULL: none); the status. */
+static long node_get(const char *url, const char *authorization, char **body)
+{
+	CURL *c = curl_easy_init();
+	struct curl_slist *h = NULL;
+	struct ty_buf b = TY_BUF_INIT;
+	long status = 0;
+
+	REQUIRE(c != NULL);
+	if (authorization)
+		h = curl_slist_append(NULL, ty_test_strf("Authorization: %s", authorization));
+	curl_easy_setopt(c, CURLOPT_URL, url);
+	curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
+	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
+	curl_easy_setopt(c, CURLOPT_WRITEDATA, &b);
+	curl_easy_setopt(c, CURLOPT_TIMEOUT, 10L);
+	if (curl_easy_perform(c) == CURLE_OK)
+		curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
+	curl_easy_cleanup(c);
+	curl_slist_free_all(h);
+	*body = ty_test_strf("%.*s", (int)b.len, b.data ? b.data : "");
+	ty_buf_free(&b);
+	return status;
+}
+
+TY_TEST(rank_logs_are_read_through_the_api_not_from_the_node)
+{
+	struct e2e *e = e2e_get();
+	long long id = e2e_submit(e, "[\"/bin/sh\",\"-c\",\"echo private words of rank $RANK\"]",
+				  "\"resources\":{\"nodes\":1,\"gpus_per_node\":1}");
+	json_t *job = e2e_wait_state(e, id, "succeeded,failed,cancelled", 60000);
+	struct ty_resp r = {0};
+	const char *log_url, *url;
+	char *body;
+
+	CHECK_STR_EQ(ty_jstr(job, "state"), "succeeded");
+	json_decref(job);
+	/* an authorised user reads it through the API's relay */
+	ty_http(&r, "GET", ty_test_strf("/v1/jobs/%lld/logs?rank=0", id), e->token, NULL, NULL);
+	CHECK_STATUS(&r, 200);
+	CHECK_STR_EQ(r.body, "private words of rank 0\n");
+	ty_resp_free(&r);
+	/* someone on the network who asks the node itself reads nothing */
+	log_url = TY_STACK_SQL("SELECT n.log_url FROM ranks k JOIN nodes n ON n.id = k.node_id"
+			       " WHERE k.job_id = $1 AND k.rank = 0",
+			       ty_test_strf("%lld", id));
+	REQUIRE(strncmp(log_url, "http://", 7) == 0);
+	url = ty_test_strf("%s/logs/%lld/1/0", log_url, id);
+	CHECK_INT_EQ(node_get(url, NULL, &body), 401);
+	CHECK(strstr(body, "a log credential is required") != NULL);
+	CHECK_INT_EQ(node_get(url, ty_test_strf("Bearer %s", e->token), &body), 401);
+	CHECK(strstr(body, "malformed") != NULL);
+	CHECK(strstr(body, "private words") == NULL);
+	/* the node's metrics stay open to Prometheus, and count the refusals */
+	CHECK_INT_EQ(node_get(ty_test_strf("%s/metrics", log_url), NULL, &body), 200);
+	CHECK(strstr(body, "trainyard_executor_log_requests_refused_total{reason=\"missing\"}") !=
+	      NULL);
 }
 
 TY_TEST(ranks_report_trial_metrics_with_their_attempts_token)

@@ -2,6 +2,8 @@
 #include "ty_stack.h"
 
 #include "ty_buf.h"
+#include "ty_crypto.h"
+#include "ty_err.h"
 #include "ty_test.h"
 
 #include <ctype.h>
@@ -186,6 +188,36 @@ static const char *work_dir(void)
 	}
 	add_hooks();
 	return workdir;
+}
+
+static char log_key[PATH_MAX], log_pubkey[PATH_MAX];
+
+/* The program's log credential key pair, made at first use (like the work dir). */
+static void log_keys(void)
+{
+	struct ty_err err = {0};
+
+	if (log_key[0])
+		return;
+	snprintf(log_key, sizeof(log_key), "%s/log-key.pem", work_dir());
+	snprintf(log_pubkey, sizeof(log_pubkey), "%s/log-pubkey.pem", work_dir());
+	if (ty_ed25519_key_generate(log_key, log_pubkey, &err)) {
+		log_key[0] = '\0';
+		FAIL("cannot make the log credential key pair: %s", err.msg);
+		ty_test_abort();
+	}
+}
+
+const char *ty_test_log_key(void)
+{
+	log_keys();
+	return log_key;
+}
+
+const char *ty_test_log_pubkey(void)
+{
+	log_keys();
+	return log_pubkey;
 }
 
 static long file_size(const char *path)
@@ -579,6 +611,9 @@ static void api_spawn(struct ty_api *api)
 	argv[argc++] = "0";
 	argv[argc++] = "--port-file";
 	argv[argc++] = api->port_file;
+	/* before the extra arguments, so that a test can give another (the last wins) */
+	argv[argc++] = "--log-key";
+	argv[argc++] = (char *)ty_test_log_key();
 	for (int i = 0; api->extra[i] && argc < 63; i++)
 		argv[argc++] = api->extra[i];
 	argv[argc] = NULL;

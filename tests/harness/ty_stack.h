@@ -50,7 +50,8 @@ struct ty_api; /* opaque: one trainyard-api process (or none, when stopped) */
 /*
  * Runs `$TY_API_BIN --database-url URL --migrate`, then starts
  * `$TY_API_BIN --database-url URL --listen-addr 127.0.0.1 --port 0
- * --port-file F [extra_args...]`, waits for F and for GET /healthz = 200.
+ * --port-file F --log-key ty_test_log_key() [extra_args...]`, waits for F
+ * and for GET /healthz = 200.
  * extra_args is NULL-terminated and may be NULL (copied). The new server
  * becomes the current one (the target of ty_http). Stopped at exit.
  */
@@ -124,6 +125,15 @@ const char *ty_test_daemon_log(const struct ty_daemon *d);
 bool ty_test_daemon_wait_log(struct ty_daemon *d, const char *needle, int timeout_ms);
 /* The test program's scratch directory (removed at exit unless kept). */
 const char *ty_test_workdir(void);
+
+/*
+ * The test program's log credential key pair (docs/security.md, "Rank
+ * logs"), generated into the scratch directory at first use (the private
+ * key 0600): the path of the private key that every API the harness starts
+ * gets as --log-key, and of its public half, for executors' --log-pubkey.
+ */
+const char *ty_test_log_key(void);
+const char *ty_test_log_pubkey(void);
 
 /* ---- HTTP ---- */
 

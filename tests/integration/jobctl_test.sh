@@ -110,7 +110,7 @@ stop_api() {
 start_api() {
 	rm -f "$W/port"
 	"$TY_API_BIN" --database-url "$DB_URL" --listen-addr 127.0.0.1 --port "${1:-0}" \
-		--port-file "$W/port" >>"$W/api.log" 2>&1 &
+		--port-file "$W/port" --log-key "$W/log-key.pem" >>"$W/api.log" 2>&1 &
 	API_PID=$!
 	for _ in $(seq 300); do
 		if [[ -s $W/port ]] && PORT=$(<"$W/port") && [[ $PORT =~ ^[0-9]+$ ]]; then
@@ -136,6 +136,9 @@ p = u.urlsplit(sys.argv[1])
 print(u.urlunsplit(p._replace(path="/" + sys.argv[2])))' "$TY_TEST_PG_URL" "$DB")
 psql "$TY_TEST_PG_URL" -v ON_ERROR_STOP=1 -qAt -c "CREATE DATABASE $DB" >/dev/null
 
+# the key that signs the relayed log requests' credentials (docs/security.md)
+openssl genpkey -algorithm ed25519 -out "$W/log-key.pem" 2>>"$W/api.log" ||
+	fail "openssl genpkey -algorithm ed25519 failed"
 "$TY_API_BIN" --database-url "$DB_URL" --migrate >>"$W/api.log" 2>&1 ||
 	fail "trainyard-api --migrate failed (see $W/api.log)"
 ADMIN=$("$TY_API_BIN" --database-url "$DB_URL" --bootstrap-token test-admin 2>>"$W/api.log")
@@ -561,8 +564,37 @@ err_has 'unauthenticated'
 err_lacks 'ty_not_a_real_token_0123456789'
 expect 5 env -u JOBCTL_TOKEN "$TY_JOBCTL_BIN" list
 err_has 'no token is set'
+err_has 'token-file'
 export JOBCTL_TOKEN=$ADMIN
 ok "member sees only its team (404 for others), viewer cannot submit (5), bad token (5)"
+
+# a token file keeps the token off the command line (ps, /proc): flag, env and config
+printf '%s\n' "$MEMBER_B" >"$W/token-b"
+printf '%s  \r\nsecond line ignored\n' "$ADMIN" >"$W/token-admin"
+: >"$W/token-empty"
+expect 0 env -u JOBCTL_TOKEN "$TY_JOBCTL_BIN" --token-file "$W/token-b" status "$JB"
+expect 4 env -u JOBCTL_TOKEN "$TY_JOBCTL_BIN" --token-file "$W/token-b" status "$JA"
+expect 0 env -u JOBCTL_TOKEN JOBCTL_TOKEN_FILE="$W/token-admin" "$TY_JOBCTL_BIN" status "$JA"
+printf 'token_file = %s\n' "$W/token-b" >"$W/token-file.conf"
+expect 4 env -u JOBCTL_TOKEN JOBCTL_CONFIG="$W/token-file.conf" "$TY_JOBCTL_BIN" status "$JA"
+# the higher source wins: a flag file over JOBCTL_TOKEN, JOBCTL_TOKEN over a config file
+expect 4 jc --token-file "$W/token-b" status "$JA"
+expect 0 env JOBCTL_CONFIG="$W/token-file.conf" "$TY_JOBCTL_BIN" status "$JA"
+expect 2 jc --token "$ADMIN" --token-file "$W/token-b" status "$JA"
+err_has 'a token and a token file both come from the command line: give one'
+err_lacks "$ADMIN"
+expect 2 jc --token-file "$W/no-such-token" status "$JA"
+err_has "cannot read the token file '$W/no-such-token' (from flag)"
+expect 2 jc --token-file "$W/token-empty" status "$JA"
+err_has "the token file '$W/token-empty' (from flag) is empty"
+printf 'bad token\n' >"$W/token-bad"
+expect 2 jc --token-file "$W/token-bad" status "$JA"
+err_has 'the token (from the token file) contains invalid characters'
+err_lacks 'bad token'
+expect 0 jc --help
+out_has 'other users of this machine can read a'
+out_has '^  --token-file FILE'
+ok "token file: --token-file, JOBCTL_TOKEN_FILE, token_file =; precedence, refusals"
 
 # ---- sweeps ----------------------------------------------------------------------
 
@@ -1175,7 +1207,7 @@ openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 
 rm -f "$W/tls.port"
 "$TY_API_BIN" --database-url "$DB_URL" --listen-addr 127.0.0.1 --port 0 \
 	--port-file "$W/tls.port" --tls-cert "$W/tls.crt" --tls-key "$W/tls.key" \
-	>>"$W/api-tls.log" 2>&1 &
+	--log-key "$W/log-key.pem" >>"$W/api-tls.log" 2>&1 &
 TLS_PID=$!
 for _ in $(seq 300); do
 	[[ -s $W/tls.port ]] && break

@@ -295,6 +295,8 @@ TY_TEST(bad_tls_settings_fail_start_up)
 		argv[n++] = (char *)s->db_url;
 		argv[n++] = "--port";
 		argv[n++] = "0";
+		argv[n++] = "--log-key";
+		argv[n++] = (char *)ty_test_log_key();
 		if (cases[i].cert) {
 			argv[n++] = "--tls-cert";
 			argv[n++] = (char *)cases[i].cert;
@@ -318,7 +320,8 @@ TY_TEST(tls_from_the_environment)
 {
 	const struct ty_stack *s = ty_stack_get();
 	const char *bin = getenv("TY_API_BIN");
-	char *argv[] = {(char *)bin, "--database-url", (char *)s->db_url, "--port", "0", NULL};
+	char *argv[] = {(char *)bin,  "--database-url", (char *)s->db_url,		"--port",
+			"0",	      "--log-key",	(char *)ty_test_log_key(), NULL};
 	char *out;
 
 	REQUIRE(bin != NULL);

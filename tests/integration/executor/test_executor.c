@@ -5,9 +5,11 @@
  * its own, and looks at the files and processes the ranks leave behind.
  * Needs TY_TEST_KAFKA_BOOTSTRAP and TY_EXECUTOR_BIN (tests/run sets both).
  */
+#include "logcred.h"
 #include "proto.h"
 #include "ty_buf.h"
 #include "ty_kafka.h"
+#include "ty_stack.h"
 #include "ty_test.h"
 
 #include <ctype.h>
@@ -20,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -136,6 +139,8 @@ static void executor_spawn(void)
 			      T.rules,
 			      "--preflight-command",
 			      preflight,
+			      "--log-pubkey",
+			      ty_test_log_pubkey(),
 			      /* the launches this test plays carry no team uid (e2e_isolation) */
 			      "--isolation",
 			      "none",
@@ -577,25 +582,113 @@ static size_t on_body(char *p, size_t sz, size_t n, void *arg)
 	return sz * n;
 }
 
-/* GET path from the log server; status, and the body as a scratch string. */
-static long http_get(const char *path, char **body)
+/* The WWW-Authenticate header of the last http_as reply ("" without one). */
+static char www_authenticate[256];
+
+static size_t on_header(char *p, size_t sz, size_t n, void *arg)
+{
+	(void)arg;
+	if (sz * n > 18 && strncasecmp(p, "WWW-Authenticate: ", 18) == 0)
+		snprintf(www_authenticate, sizeof(www_authenticate), "%.*s",
+			 (int)strcspn(p + 18, "\r\n"), p + 18);
+	return sz * n;
+}
+
+/*
+ * GET path from the log server with this Authorization header value (NULL:
+ * none); status, and the body as a scratch string.
+ */
+static long http_as(const char *path, const char *authorization, char **body)
 {
 	CURL *c = curl_easy_init();
 	struct ty_buf b = TY_BUF_INIT;
+	struct curl_slist *h = NULL;
 	long status = 0;
 
 	REQUIRE(c != NULL);
+	www_authenticate[0] = '\0';
+	if (authorization)
+		h = curl_slist_append(NULL, ty_test_strf("Authorization: %s", authorization));
 	curl_easy_setopt(c, CURLOPT_URL, ty_test_strf("http://127.0.0.1:%d%s", T.log_port, path));
+	curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
 	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
 	curl_easy_setopt(c, CURLOPT_WRITEDATA, &b);
+	curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, on_header);
 	curl_easy_setopt(c, CURLOPT_TIMEOUT, 10L);
 	curl_easy_setopt(c, CURLOPT_PATH_AS_IS, 1L);
 	if (curl_easy_perform(c) == CURLE_OK)
 		curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
 	curl_easy_cleanup(c);
+	curl_slist_free_all(h);
 	*body = ty_test_strf("%s", b.data ? b.data : "");
 	ty_buf_free(&b);
 	return status;
+}
+
+/* The private key at path, loaded once and kept for the program's life. */
+static struct ty_ed25519_key *signer_of(const char *path)
+{
+	static struct ty_ed25519_key *keys[2];
+	static const char *paths[2];
+	struct ty_err err = {0};
+
+	for (int i = 0; i < 2; i++) {
+		if (paths[i] && strcmp(paths[i], path) == 0)
+			return keys[i];
+		if (!paths[i]) {
+			if (ty_ed25519_key_load(&keys[i], path, true, &err)) {
+				FAIL("%s", err.msg);
+				ty_test_abort();
+			}
+			paths[i] = strdup(path);
+			return keys[i];
+		}
+	}
+	FAIL("signer_of: more than two keys");
+	ty_test_abort();
+}
+
+/* A log credential as the API mints it, with the test's key (scratch). */
+static const char *cred_as(const char *key_path, int64_t job, int64_t attempt, int64_t rank,
+			   const char *node, int64_t exp)
+{
+	struct proto_logcred c = {job, attempt, rank, exp, ""};
+	char *out = ty_test_alloc(PROTO_LOGCRED_MAX);
+	struct ty_err err = {0};
+
+	snprintf(c.node, sizeof(c.node), "%s", node);
+	if (proto_logcred_mint(out, &c, signer_of(key_path), &err)) {
+		FAIL("%s", err.msg);
+		ty_test_abort();
+	}
+	return out;
+}
+
+static const char *bearer(const char *cred)
+{
+	return ty_test_strf("Bearer %s", cred);
+}
+
+/*
+ * GET path from the log server as the API would: a /logs/ path with a
+ * valid credential for the log it names (for 1008/1/0 when it names none).
+ */
+static long http_get(const char *path, char **body)
+{
+	long long job = 1008, attempt = 1, rank = 0;
+
+	if (strncmp(path, "/logs/", 6) == 0 &&
+	    sscanf(path, "/logs/%lld/%lld/%lld", &job, &attempt, &rank) != 3) {
+		job = 1008;
+		attempt = 1;
+		rank = 0;
+	}
+	if (strncmp(path, "/logs/", 6) != 0)
+		return http_as(path, NULL, body);
+	return http_as(path,
+		       bearer(cred_as(ty_test_log_key(), job, attempt < 1 ? 1 : attempt,
+				      rank < 0 ? 0 : rank, T.node, (int64_t)time(NULL) + 60)),
+		       body);
 }
 
 static int count_lines(const char *s)
@@ -1441,17 +1534,13 @@ TY_TEST(log_lines_and_exits_decide_the_class)
 	CHECK_STR_EQ(str_of(d, "evidence"), "rank 0: sh: line 1: 4242 Killed  python t.py");
 }
 
-/* Run the executor with a rules file; its exit status, stderr in *out. */
-/* Run the executor with extra options (NULL-terminated) to its exit; its stderr in *out. */
-static int run_briefly(char **out, const char *const *extra)
+/* Run the executor with argv; its exit status, stderr in *out. */
+static int run_executor(char **out, const char *const *argv)
 {
-	const char *argv[32] = {T.bin, "--state-dir", T.state, "--kafka-bootstrap", "127.0.0.1:9"};
-	int fds[2], status = 0, n_args = 5;
+	int fds[2], status = 0;
 	pid_t pid;
 	ssize_t n;
 
-	for (; *extra && n_args < 31; extra++)
-		argv[n_args++] = *extra;
 	REQUIRE(pipe(fds) == 0);
 	fflush(stdout);
 	REQUIRE((pid = fork()) >= 0);
@@ -1478,6 +1567,20 @@ static int run_briefly(char **out, const char *const *extra)
 	return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
+/* The executor with its required options and extra ones (NULL-terminated), to its exit. */
+static int run_briefly(char **out, const char *const *extra)
+{
+	const char *argv[32] = {T.bin,	      "--state-dir",	    T.state,
+				"--kafka-bootstrap", "127.0.0.1:9", "--log-pubkey",
+				ty_test_log_pubkey()};
+	int n_args = 7;
+
+	for (; *extra && n_args < 31; extra++)
+		argv[n_args++] = *extra;
+	return run_executor(out, argv);
+}
+
+/* Run the executor with a rules file; its exit status, stderr in *out. */
 static int run_with_rules(char **out, const char *rules)
 {
 	const char *path = ty_test_strf("%s/bad-rules.conf", T.dir);
@@ -1511,6 +1614,45 @@ TY_TEST(isolation_options_are_checked_at_start)
 							      NULL}),
 		     2);
 	CHECK(strstr(err, "--seccomp-profile: cannot read '/nonexistent'") != NULL);
+}
+
+TY_TEST(the_executor_needs_the_log_credential_public_key)
+{
+	const char *junk = ty_test_strf("%s/junk.pem", T.dir);
+	const struct {
+		const char *what, *pubkey, *says;
+	} rows[] = {
+	    {"none", NULL,
+	     "trainyard-executor: no log credential key: set --log-pubkey (or "
+	     "TRAINYARD_EXECUTOR_LOG_PUBKEY)"},
+	    {"empty", "", "no log credential key: set --log-pubkey"},
+	    {"missing file", "/nonexistent/log-pubkey.pem",
+	     "--log-pubkey: cannot open the key file '/nonexistent/log-pubkey.pem': No such file"},
+	    {"not a key", junk, ty_test_strf("--log-pubkey: '%s' holds no public or private key", junk)},
+	    {"the private key", ty_test_log_key(),
+	     ty_test_strf("--log-pubkey '%s' holds a private key: give executors only its public "
+			  "half",
+			  ty_test_log_key())},
+	};
+	char *err;
+	FILE *f;
+
+	setup();
+	REQUIRE((f = fopen(junk, "w")) != NULL);
+	fputs("-----BEGIN PUBLIC KEY-----\nnot a key\n-----END PUBLIC KEY-----\n", f);
+	fclose(f);
+	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+		const char *argv[] = {T.bin,	     "--state-dir", T.state, "--kafka-bootstrap",
+				      "127.0.0.1:9", "--fake-gpus", "1",     rows[i].pubkey ? "--log-pubkey" : NULL,
+				      rows[i].pubkey, NULL};
+
+		ty_test_context("%s", rows[i].what);
+		CHECK_INT_EQ(run_executor(&err, argv), 2);
+		if (!strstr(err, rows[i].says))
+			FAIL("stderr does not say \"%s\":\n%s", rows[i].says, err);
+		/* a key's text never reaches the output */
+		CHECK(strstr(err, "PRIVATE KEY") == NULL);
+	}
 }
 
 TY_TEST(bad_rules_file_stops_the_executor)
@@ -1680,6 +1822,95 @@ static const char *scrape_metrics(void)
 
 	REQUIRE_INT_EQ(http_get("/metrics", &body), 200);
 	return body;
+}
+
+static double refused(const char *text, const char *reason)
+{
+	return metric(text, ty_test_strf("trainyard_executor_log_requests_refused_total"
+					 "{reason=\"%s\"}",
+					 reason));
+}
+
+TY_TEST(rank_logs_need_a_credential_for_exactly_that_log)
+{
+	const char *key = ty_test_log_key();
+	const char *other_key = ty_test_strf("%s/other-log-key.pem", T.dir);
+	int64_t now = (int64_t)time(NULL), later = now + 60;
+	const char *valid, *metrics0, *metrics1;
+	struct ty_err err = {0};
+	char *body;
+
+	setup();
+	REQUIRE(ty_ed25519_key_generate(other_key, ty_test_strf("%s.pub", other_key), &err) == 0);
+	/* attempt 2 with two ranks: rank 1 wrote the log asked for */
+	send_msg(PROTO_LAUNCH, 1201, EPOCH, launch_data(2, "echo \"secret of rank $RANK\""));
+	REQUIRE(wait_msg(PROTO_ATTEMPT_EXITED, 1201, 1) != NULL);
+	metrics0 = scrape_metrics();
+	valid = cred_as(key, 1201, 1, 1, T.node, later);
+	CHECK_INT_EQ(http_as("/logs/1201/1/1", bearer(valid), &body), 200);
+	CHECK_STR_EQ(body, "secret of rank 1\n");
+
+	const struct {
+		const char *what, *authorization, *path;
+		long status;
+		const char *says;
+	} rows[] = {
+	    {"no credential", NULL, "/logs/1201/1/1", 401, "a log credential is required"},
+	    {"another scheme", "Basic dXNlcjpwYXNz", "/logs/1201/1/1", 401,
+	     "a log credential is required"},
+	    {"an empty bearer", "Bearer ", "/logs/1201/1/1", 401, "a log credential is required"},
+	    {"no credential, a path that names no log", NULL, "/logs/../../etc/passwd", 401,
+	     "a log credential is required"},
+	    {"malformed", "Bearer tylog1.1201.1.1", "/logs/1201/1/1", 401, "malformed"},
+	    {"an API token", "Bearer ty_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA", "/logs/1201/1/1",
+	     401, "malformed"},
+	    {"expired", bearer(cred_as(key, 1201, 1, 1, T.node, now - 1)), "/logs/1201/1/1", 401,
+	     "expired"},
+	    {"long expired", bearer(cred_as(key, 1201, 1, 1, T.node, 1)), "/logs/1201/1/1", 401,
+	     "expired"},
+	    {"signed with another key", bearer(cred_as(other_key, 1201, 1, 1, T.node, later)),
+	     "/logs/1201/1/1", 401, "signature does not verify with this node's --log-pubkey"},
+	    {"tampered: another rank in a credential for rank 1",
+	     ty_test_strf("Bearer tylog1.1201.1.0%s", valid + 15),
+	     "/logs/1201/1/0", 401, "signature"},
+	    {"for another job", bearer(cred_as(key, 1008, 1, 1, T.node, later)), "/logs/1201/1/1",
+	     403, "is for job 1008 attempt 1 rank 1"},
+	    {"for another attempt", bearer(cred_as(key, 1201, 2, 1, T.node, later)),
+	     "/logs/1201/1/1", 403, "attempt 2"},
+	    {"for another rank", bearer(valid), "/logs/1201/1/0", 403, "rank 1 on node"},
+	    {"for another node", bearer(cred_as(key, 1201, 1, 1, "some-other-node", later)),
+	     "/logs/1201/1/1", 403, "on node 'some-other-node', not this log on node"},
+	};
+	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+		ty_test_context("%s", rows[i].what);
+		CHECK_INT_EQ(http_as(rows[i].path, rows[i].authorization, &body), rows[i].status);
+		if (!strstr(body, rows[i].says))
+			FAIL("the body does not say \"%s\": %s", rows[i].says, body);
+		CHECK(strstr(body, "secret of rank") == NULL);
+		/* the answer never echoes a credential */
+		CHECK(strstr(body, "tylog1.") == NULL);
+		if (rows[i].status == 401)
+			CHECK(strncmp(www_authenticate, "Bearer realm=", 13) == 0);
+		else
+			CHECK_STR_EQ(www_authenticate, "");
+	}
+	ty_test_context(NULL);
+
+	/* every refusal counted by reason; /metrics itself needs no credential */
+	metrics1 = scrape_metrics();
+	CHECK_INT_EQ((int)(refused(metrics1, "missing") - refused(metrics0, "missing")), 4);
+	CHECK_INT_EQ((int)(refused(metrics1, "malformed") - refused(metrics0, "malformed")), 2);
+	CHECK_INT_EQ((int)(refused(metrics1, "expired") - refused(metrics0, "expired")), 2);
+	CHECK_INT_EQ((int)(refused(metrics1, "bad_signature") - refused(metrics0, "bad_signature")),
+		     2);
+	CHECK_INT_EQ((int)(refused(metrics1, "out_of_scope") - refused(metrics0, "out_of_scope")),
+		     4);
+	CHECK(refused(metrics0, "missing") >= 0);
+	/* and the server is still there for the API */
+	CHECK_INT_EQ(http_as("/logs/1201/1/0", bearer(cred_as(key, 1201, 1, 0, T.node, later)),
+			     &body),
+		     200);
+	CHECK_STR_EQ(body, "secret of rank 0\n");
 }
 
 /* Poll /metrics until series has value want (WAIT_MS at most); the last text. */

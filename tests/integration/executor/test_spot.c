@@ -10,6 +10,7 @@
 #include "proto.h"
 #include "ty_buf.h"
 #include "ty_kafka.h"
+#include "ty_stack.h"
 #include "ty_test.h"
 
 #include <arpa/inet.h>
@@ -402,9 +403,9 @@ static void start_executor(const char *name, const char *const *spot)
 	const char *argv[32] = {T.bin,	"--node-id",	     NULL,	  "--state-dir",
 				NULL,	"--kafka-bootstrap", T.bootstrap, "--fake-gpus",
 				"1",	"--heartbeat-ms",    "200",	  "--kill-grace-ms",
-				"2000", "--log-level",	     "debug",	  "--isolation",
-				"none"};
-	int n = 17;
+				"2000", "--log-level",	     "debug",	  "--log-pubkey",
+				ty_test_log_pubkey(), "--isolation", "none"};
+	int n = 19;
 	int64_t end;
 	pid_t pid;
 
