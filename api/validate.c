@@ -59,7 +59,7 @@ static const char *const job_top_keys[] = {
 	"team", "name", "command", "env", "resources", "priority_class", "priority",
 	"max_runtime_seconds", "min_runtime_seconds", "preemptible", "spot", "retry",
 	"checkpoint", "topology", "launch", "hang_timeout_seconds", "start_timeout_seconds",
-	"preflight", "labels", NULL};
+	"preflight", "labels", "image", NULL};
 static const char *const sub_objects[] = {"resources", "spot", "retry", "checkpoint", "topology",
 					  NULL};
 
@@ -322,6 +322,17 @@ json_t *api_validate_job(const json_t *body, struct api_problem *p)
 	json_object_set(out, "team", json_object_get(body, "team"));
 	tmp = json_object_get(body, "name");
 	json_object_set_new(out, "name", tmp ? json_deep_copy(tmp) : json_null());
+	/* an OCI image the nodes hold (docs/security.md, "Job isolation"); absent: the host's root */
+	tmp = json_object_get(body, "image");
+	if (tmp && (check_name(tmp, "image", 1024, false, p) ||
+		    (strncmp(json_string_value(tmp), "oci:/", 5) &&
+		     strncmp(json_string_value(tmp), "oci-archive:/", 13) &&
+		     api_problem_set(p, 422, "invalid_field", "image",
+				     "'image' must be oci:/DIR[:TAG] or oci-archive:/FILE[:TAG], an "
+				     "image the nodes hold"))))
+		goto fail;
+	if (tmp)
+		json_object_set(out, "image", tmp);
 	if (check_command(&tmp, json_object_get(body, "command"), p))
 		goto fail;
 	json_object_set_new(out, "command", tmp);

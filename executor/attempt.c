@@ -858,8 +858,8 @@ static int spawn_rank(struct exec_attempt *a, struct exec_rank *r, char *const *
 		rc = ty_err_set(err, TY_EINVAL, "log path in '%s' is too long", a->dir);
 		goto out;
 	}
-	/* the shim runs whatever it is given: a missing program must fail here */
-	if ((rc = exec_command_check(argv[0], env, err)))
+	/* the shim runs whatever it is given: a missing program must fail here (an image's is the image's) */
+	if (!a->launch.image && (rc = exec_command_check(argv[0], env, err)))
 		goto out;
 	for (n = 0; argv[n]; n++)
 		;
@@ -1282,6 +1282,9 @@ struct resume {
 	char hostname[256];
 	char cgroup[4096];
 	const char *seccomp; /* JSON text, borrowed from the options */
+	const char *image;	  /* the launch's, borrowed; NULL: the host's root */
+	const char *image_cache; /* borrowed from the options */
+	char rootfs[4096];	  /* the image's unpacked root */
 	char work[4096];
 	pid_t init;
 	int crc;
@@ -1313,6 +1316,12 @@ static int container_create(struct resume *w, struct ty_err *err)
 	if ((rc = give(w->work, w->spec.uid, w->spec.gid, err)) ||
 	    (rc = give(w->dir, w->spec.uid, w->spec.gid, err)))
 		return rc;
+	if (w->image) {
+		if ((rc = exec_image_rootfs(w->rootfs, sizeof(w->rootfs), w->image_cache, w->image,
+					    err)))
+			return rc;
+		w->spec.rootfs = w->rootfs;
+	}
 	if (w->seccomp && !(seccomp = json_loads(w->seccomp, 0, NULL)))
 		return ty_err_set(err, TY_EINVAL, "the seccomp profile is not JSON");
 	w->spec.seccomp = seccomp;
@@ -1363,11 +1372,6 @@ static int container_spec(struct exec_attempt *a, struct resume *w, struct ty_er
 		return ty_err_set(err, TY_EINVAL,
 				  "the launch names no uid for the job's team: the scheduler must "
 				  "give every team a uid (docs/security.md)");
-	if (l->image)
-		return ty_err_set(err, TY_EINVAL,
-				  "the job names image '%s', but this executor runs containers on "
-				  "the host's root only",
-				  l->image);
 	w->rt = o->runtime;
 	exec_rt_id(w->id, o->node_id, a->job, a->attempt);
 	memcpy(a->ctr_id, w->id, sizeof(a->ctr_id));
@@ -1376,7 +1380,7 @@ static int container_spec(struct exec_attempt *a, struct resume *w, struct ty_er
 				  exec_env_get(o->fabric_env, "NCCL_IB_HCA") != NULL,
 				  o->inventory && o->inventory->simulated, err)))
 		return rc;
-	if (!(w->mounts = calloc(3 + o->ndata_mounts, sizeof(*w->mounts))))
+	if (!(w->mounts = calloc(5 + o->ndata_mounts, sizeof(*w->mounts))))
 		return ty_err_set(err, TY_ENOMEM, NULL);
 	/* shared data first: the job's own directories may lie under it */
 	for (size_t i = 0; i < o->ndata_mounts; i++)
@@ -1390,6 +1394,16 @@ static int container_spec(struct exec_attempt *a, struct resume *w, struct ty_er
 	snprintf(w->mounts[nm].src, sizeof(w->mounts[nm].src), "%s", o->rank_shim);
 	snprintf(w->mounts[nm].dst, sizeof(w->mounts[nm].dst), "%s", EXEC_RT_SHIM_PATH);
 	nm++;
+	/* an image's root: the host's names, as the host network needs them */
+	for (int i = 0; l->image && i < 2; i++) {
+		const char *f = i ? "/etc/resolv.conf" : "/etc/hosts";
+
+		if (access(f, R_OK))
+			continue;
+		snprintf(w->mounts[nm].src, sizeof(w->mounts[nm].src), "%s", f);
+		snprintf(w->mounts[nm].dst, sizeof(w->mounts[nm].dst), "%s", f);
+		nm++;
+	}
 	if (gethostname(w->hostname, sizeof(w->hostname) - 1))
 		snprintf(w->hostname, sizeof(w->hostname), "%s", o->node_id);
 	if ((size_t)snprintf(w->cgroup, sizeof(w->cgroup), "%s/%s",
@@ -1404,7 +1418,9 @@ static int container_spec(struct exec_attempt *a, struct resume *w, struct ty_er
 		nofile.rlim_max = 1024;
 	if (getrlimit(RLIMIT_MEMLOCK, &memlock))
 		memlock.rlim_max = 64 << 10;
-	s->host_root = true;
+	s->host_root = l->image == NULL;
+	w->image = l->image;   /* the launch outlives the request */
+	w->image_cache = o->image_cache;
 	s->hostname = w->hostname;
 	s->uid = (unsigned)l->uid;
 	s->gid = (unsigned)l->gid;

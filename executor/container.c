@@ -121,6 +121,8 @@ bool exec_rt_memory_events(char *out, size_t outsz, pid_t init_pid)
  * Run argv with stdin and stdout on /dev/null and stderr into errpath
  * (NULL: /dev/null); its exit status, or -1 when it could not run.
  */
+static void last_error(char *out, size_t outsz, const char *path);
+
 static int run(char *const *argv, const char *errpath)
 {
 	posix_spawn_file_actions_t fa;
@@ -157,6 +159,29 @@ static int run(char *const *argv, const char *errpath)
 	if (rc < 0)
 		return -1;
 	return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+int exec_rt_run(char *const *argv, const char *errpath, char *msg, size_t msgsz)
+{
+	char tmp[] = "/tmp/trainyard-run-XXXXXX";
+	int rc, fd = -1;
+
+	if (!errpath) {
+		if ((fd = mkstemp(tmp)) < 0) {
+			if (msg)
+				snprintf(msg, msgsz, "cannot create '%s': %s", tmp, strerror(errno));
+			return -1;
+		}
+		close(fd);
+		errpath = tmp;
+	}
+	if ((rc = run(argv, errpath)) < 0 && msg)
+		snprintf(msg, msgsz, "cannot run '%s': %s", argv[0], strerror(errno));
+	else if (msg)
+		last_error(msg, msgsz, errpath);
+	if (fd >= 0)
+		unlink(tmp);
+	return rc;
 }
 
 /* The runtime's last error line from its stderr file, cleaned, into out. */

@@ -484,6 +484,7 @@ struct exec_opts {
 	int64_t pids_limit;	/* per attempt; 0: none */
 	int64_t shm_mb;		/* /dev/shm; 0: half the attempt's memory (64 MiB without) */
 	const char *seccomp;	/* the containers' linux.seccomp profile, JSON text */
+	const char *image_cache; /* where images are unpacked, one directory per manifest digest */
 };
 
 /*

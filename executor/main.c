@@ -93,6 +93,9 @@ static const struct ty_opt options[] = {
      "most processes and threads of one attempt on this node (0: no limit)"},
     {"shm-size-mb", TY_OPT_INT, "0", 0, 16777216,
      "size of a container's /dev/shm (0: half the attempt's memory_mb_per_node)"},
+    {"image-cache", TY_OPT_STR, NULL, 0, 0,
+     "where jobs' OCI images (oci:DIR[:TAG], oci-archive:FILE[:TAG]) are unpacked once per "
+     "manifest digest (default: <state-dir>/images)"},
     {"seccomp-profile", TY_OPT_STR, NULL, 0, 0,
      "the containers' seccomp profile, an OCI linux.seccomp JSON object (default: "
      "executor/seccomp.json, built in)"},
@@ -186,7 +189,7 @@ static char *slurp(const char *path, struct ty_err *err)
  */
 static int isolation_opts(struct exec_opts *o, struct exec_rt_opts *rt, struct ty_config *c,
 			  struct exec_rt_mount **mounts, char **seccomp, char *root, char *bundles,
-			  char *cgroup, struct ty_err *err)
+			  char *cgroup, char *images, struct ty_err *err)
 {
 	struct ty_err why = {0};
 	const char *v;
@@ -200,6 +203,11 @@ static int isolation_opts(struct exec_opts *o, struct exec_rt_opts *rt, struct t
 		return ty_err_set(err, TY_EINVAL, "state directory '%s' is too long", o->state_dir);
 	if ((size_t)snprintf(bundles, 4096, "%s/containers", o->state_dir) >= 4096)
 		return ty_err_set(err, TY_EINVAL, "state directory '%s' is too long", o->state_dir);
+	if ((v = ty_config_str(c, "image-cache")) && *v)
+		snprintf(images, 4096, "%s", v);
+	else
+		snprintf(images, 4096, "%s/images", o->state_dir);
+	o->image_cache = images;
 	if ((v = ty_config_str(c, "cgroup-parent")) && *v) {
 		if (v[0] != '/')
 			return ty_err_set(err, TY_EINVAL, "--cgroup-parent '%s' is not absolute", v);
@@ -257,7 +265,7 @@ int main(int argc, char **argv)
 	char host[256] = "", bootstrap[4096], iface[64] = "", **fabric = NULL, ckroot[4096];
 	char **preflight = NULL, *shim = NULL, *seccomp = NULL;
 	struct ty_ed25519_key *log_pubkey = NULL;
-	char rt_root[4096], rt_bundles[4096], cgroup[4096];
+	char rt_root[4096], rt_bundles[4096], cgroup[4096], images[4096];
 	struct exec_rt_opts rt = {0};
 	struct exec_rt_mount *mounts = NULL;
 	int rc = 2, rc2, level;
@@ -429,7 +437,8 @@ int main(int argc, char **argv)
 	}
 	o.rank_shim = shim;
 	if (!strcmp(ty_config_str(c, "isolation"), "runc")) {
-		if (isolation_opts(&o, &rt, c, &mounts, &seccomp, rt_root, rt_bundles, cgroup, &err)) {
+		if (isolation_opts(&o, &rt, c, &mounts, &seccomp, rt_root, rt_bundles, cgroup, images,
+				   &err)) {
 			fail("%s", err.msg);
 			goto out;
 		}

@@ -167,6 +167,33 @@ int exec_rt_check(const struct exec_rt_opts *o, struct ty_err *err);
 bool exec_rt_waits_for(pid_t pid);
 void exec_rt_reap(pid_t pid);
 
+/*
+ * Run argv (PATH searched) to its end with stdin and stdout on /dev/null;
+ * its exit status (128 + signal), or -1 when it could not run. Its stderr
+ * goes to errpath (NULL: a temporary file); the last line of it, or why it
+ * could not run, into msg (may be NULL).
+ */
+int exec_rt_run(char *const *argv, const char *errpath, char *msg, size_t msgsz);
+
+/* ---- images (image_cache.c) ---- */
+
+/* "oci:DIR[:TAG]" or "oci-archive:FILE[:TAG]" (TAG defaults to latest). */
+struct exec_image_ref {
+	bool archive;
+	char path[4096];
+	char tag[128];
+};
+int exec_image_ref_parse(struct exec_image_ref *r, const char *ref, struct ty_err *err);
+/* The hex sha256 of the manifest tagged tag in the layout's index.json. */
+int exec_image_digest(char hex[65], const char *layout, const char *tag, struct ty_err *err);
+/*
+ * The root filesystem of image ref, unpacked (umoci) under cache once per
+ * manifest digest, into out. TY_ENOTFOUND "does not exist on this node",
+ * TY_EIO "does not unpack", TY_EINVAL for a malformed reference.
+ */
+int exec_image_rootfs(char *out, size_t outsz, const char *cache, const char *ref,
+		      struct ty_err *err);
+
 /* The memory events file of the container's cgroup, from its init's /proc/<pid>/cgroup. */
 bool exec_rt_memory_events(char *out, size_t outsz, pid_t init_pid);
 

@@ -261,3 +261,125 @@ TY_TEST(a_gpu_the_job_was_not_given_cannot_be_opened)
 	if (!(strstr(log, "Operation not permitted") != NULL))
 		ty_test_note("log:\n%s", log);
 }
+
+/*
+ * An OCI image layout made with umoci: dash as /bin/sh with its libraries
+ * and a marker file, nothing else of the host; also as an archive.
+ */
+static const char *image_layout(void)
+{
+	static char dir[4096];
+	FILE *f;
+
+	if (dir[0])
+		return dir;
+	snprintf(dir, sizeof(dir), "%s/img", ty_test_workdir());
+	const char *script = ty_test_strf(
+	    "set -e; cd '%s'; umoci init --layout layout; umoci new --image layout:v1; "
+	    "umoci unpack --image layout:v1 bundle; r=bundle/rootfs; mkdir -p $r/bin $r/etc; "
+	    "cp /usr/bin/dash $r/bin/sh; "
+	    "for l in $(ldd /usr/bin/dash | grep -o '/[^ ]*'); do "
+	    "mkdir -p $r$(dirname $l); cp -L $l $r$l; done; "
+	    "echo from-image > $r/etc/image-marker; umoci repack --image layout:v1 bundle; "
+	    "tar -C layout -cf image.tar .; "
+	    /* a layout that lists a manifest it does not hold: it does not unpack */
+	    "mkdir -p broken/blobs/sha256; cp layout/oci-layout broken/; "
+	    "printf '{\"schemaVersion\":2,\"manifests\":[{\"mediaType\":"
+	    "\"application/vnd.oci.image.manifest.v1+json\",\"digest\":\"sha256:%%064d\","
+	    "\"size\":9,\"annotations\":{\"org.opencontainers.image.ref.name\":\"v1\"}}]}' 0 "
+	    "> broken/index.json",
+	    dir);
+
+	mkdir(dir, 0755);
+	REQUIRE((f = fopen(ty_test_strf("%s/make.sh", dir), "w")) != NULL);
+	fputs(script, f);
+	fclose(f);
+	if (system(ty_test_strf("/bin/sh '%s/make.sh' >'%s/make.log' 2>&1", dir, dir)) != 0) {
+		FAIL("the test image was not made: %s", ty_test_strf("see %s/make.log", dir));
+		dir[0] = '\0';
+		ty_test_abort();
+	}
+	return dir;
+}
+
+static int cached_images(const char *node)
+{
+	const char *out =
+	    ty_test_strf("%s/count-%s", ty_test_workdir(), node), *cmd = ty_test_strf(
+	    "ls -d '%s/state-%s/images/sha256-'* 2>/dev/null | wc -l > '%s'", ty_test_workdir(),
+	    node, out);
+	FILE *f;
+	int n = -1;
+
+	REQUIRE(system(cmd) == 0);
+	REQUIRE((f = fopen(out, "r")) != NULL);
+	if (fscanf(f, "%d", &n) != 1)
+		n = -1;
+	fclose(f);
+	return n;
+}
+
+TY_TEST(a_job_runs_in_its_image_unpacked_once_per_node)
+{
+	struct e2e *e = get();
+	const char *dir = image_layout();
+	const char *script = "read m < /etc/image-marker; echo marker=$m; "
+			     "if [ -e /usr/bin/apt ]; then echo host=yes; else echo host=no; fi; "
+			     "while read k v rest; do [ \"$k\" = Uid: ] && echo uid=$v; done "
+			     "< /proc/self/status; echo done";
+	const char *refs[] = {ty_test_strf("oci:%s/layout:v1", dir),
+			      ty_test_strf("oci:%s/layout:v1", dir),
+			      ty_test_strf("oci-archive:%s/image.tar:v1", dir)};
+
+	e2e_wait_nodes_ready(e);
+	for (size_t i = 0; i < sizeof(refs) / sizeof(refs[0]); i++) {
+		long long id = submit_as(
+		    e->team, e->token, script,
+		    ty_test_strf(",\"image\":\"%s\",\"resources\":{\"nodes\":2,\"gpus_per_node\":1}",
+				 refs[i]));
+		const char *log;
+
+		ty_test_context("%s", refs[i]);
+		expect_state(e, id, "succeeded", e->token);
+		log = rank_log(e->token, id);
+		CHECK(strstr(log, "marker=from-image\n") != NULL);
+		CHECK(strstr(log, "host=no\n") != NULL);
+		CHECK(strstr(log, ty_test_strf("uid=%lld\n", team_uid(e->team))) != NULL);
+	}
+	/* the layout and its archive hold the same manifest: one unpacked copy per node */
+	CHECK_INT_EQ(cached_images("node-a"), 1);
+	CHECK_INT_EQ(cached_images("node-b"), 1);
+}
+
+TY_TEST(an_image_that_is_missing_or_broken_fails_the_attempt_as_system)
+{
+	struct e2e *e = get();
+	const char *dir = image_layout();
+	const struct {
+		const char *ref, *says;
+	} rows[] = {
+	    {ty_test_strf("oci:%s/none:v1", dir), "does not exist on this node"},
+	    {ty_test_strf("oci:%s/layout:v9", dir), "has no tag 'v9'"},
+	    {ty_test_strf("oci:%s/broken:v1", dir), "does not unpack"},
+	};
+
+	e2e_wait_nodes_ready(e);
+	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+		long long id = submit_as(
+		    e->team, e->token, "echo never",
+		    ty_test_strf(",\"image\":\"%s\",\"retry\":{\"system\":0},"
+				 "\"resources\":{\"nodes\":1,\"gpus_per_node\":1}",
+				 rows[i].ref));
+		json_t *att;
+
+		ty_test_context("%s", rows[i].ref);
+		expect_state(e, id, "failed", e->token);
+		att = e2e_attempts(e, id);
+		CHECK_STR_EQ(ty_jstr(att, "[0].failure_class"), "system");
+		if (!strstr(ty_jstr(att, "[0].message") ? ty_jstr(att, "[0].message") : "",
+			    rows[i].says))
+			FAIL("attempt message '%s' does not say '%s'", ty_jstr(att, "[0].message"),
+			     rows[i].says);
+		json_decref(att);
+	}
+}
