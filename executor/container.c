@@ -233,7 +233,7 @@ static int host_rootfs(const char *rootfs, const char **binds, size_t *nbinds, s
 {
 	static const char *const dirs[] = {"/usr", "/etc", "/opt", "/bin", "/sbin", "/lib", "/lib64",
 					   "/tmp", "/proc", "/dev", "/sys", "/.trainyard"};
-	char path[4096], target[4096];
+	char path[4400], target[4096];
 	struct stat st;
 
 	if (mkdir(rootfs, 0755))

@@ -196,6 +196,26 @@ class Latency(Case):
             self.unmeasured(self.fig(d, name), "value", "baseline", "ratio")
         self.unmeasured(self.fig(d, "submit_to_running_p99_ms"), "met")
 
+    def test_containers_against_no_run_or_an_empty_run_without(self):
+        for plain, reason in ((None, "no run without containers"),
+                              ([], "no job without containers with a running event")):
+            out = io.StringIO()
+            latency_bench.report([40.0, 70.0], [1.0, 1.0], [], 2, self.json, out, plain=plain)
+            self.assertIn("in containers p99       70.0 ms   without not measured", out.getvalue())
+            f = self.fig(self.doc(), "isolation_submit_to_running_p99_ms")
+            self.assertEqual(f["value"], 70.0)
+            self.assertEqual(f["not_measured"]["baseline"], reason)
+            self.assertNotIn("goal", f)
+
+    def test_containers_within_and_over_the_allowance(self):
+        for plain, met in (([30.0, 40.0], True), ([5.0, 10.0], False)):
+            out = io.StringIO()
+            latency_bench.report([40.0, 70.0], [1.0, 1.0], [], 2, self.json, out, plain=plain)
+            f = self.fig(self.doc(), "isolation_submit_to_running_p99_ms")
+            self.assertEqual(f["goal"], plain[-1] + 50)
+            self.assertIs(f["met"], met)
+            self.assertIn("MET" if met else "MISSED", out.getvalue())
+
     def test_zero_baseline_and_missing_stage(self):
         out = io.StringIO()
         latency_bench.report([40.0, 60.0], [0.0, 0.0], [[10.0, None], [12.0, None]], 2,
