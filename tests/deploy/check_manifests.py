@@ -564,10 +564,20 @@ class Checker:
                 "ProtectKernelModules": ("yes",), "ProtectKernelTunables": ("yes",),
                 "ProtectControlGroups": ("yes",), "RestrictSUIDSGID": ("yes",),
                 "LockPersonality": ("yes",), "SystemCallArchitectures": ("native",)}
+        runtime = prog == "trainyard-executor"
+        if runtime:
+            # it drives runc: cgroups, namespaces and mounts, and images with
+            # set-uid files; the jobs' own limits are their containers'
+            for k in ("ProtectKernelTunables", "ProtectControlGroups", "RestrictSUIDSGID"):
+                need.pop(k)
+            if one(svc, "Delegate") != "yes":
+                self.fail(rel, "[Service] Delegate", "must be yes: runc creates the attempts' cgroups")
+            if "@mount" not in " ".join(svc.get("SystemCallFilter", [])).split():
+                self.fail(rel, "[Service] SystemCallFilter", "must allow @mount: runc mounts")
         for k, allowed in need.items():
             if one(svc, k) not in allowed:
                 self.fail(rel, f"[Service] {k}", f"{one(svc, k)!r}, expected {' or '.join(allowed)}")
-        if "CapabilityBoundingSet" not in svc:
+        if "CapabilityBoundingSet" not in svc and not runtime:
             self.fail(rel, "[Service] CapabilityBoundingSet", "missing")
         if not one(svc, "RestrictAddressFamilies"):
             self.fail(rel, "[Service] RestrictAddressFamilies", "missing")
@@ -883,6 +893,8 @@ CASES = [
      ["[Service] Environment TRAINYARD_CYCLE_MS"]),
     ("executor_private_devices", "deploy/systemd/trainyard-executor.service",
      rep("PrivateDevices=no", "PrivateDevices=yes"), ["[Service] PrivateDevices"]),
+    ("executor_not_delegated", "deploy/systemd/trainyard-executor.service",
+     rep("Delegate=yes\n", ""), ["[Service] Delegate"]),
     ("executor_no_infiniband", "deploy/systemd/trainyard-executor.service",
      rep("DeviceAllow=char-infiniband_verbs rw\n", ""), ["[Service] DeviceAllow", "char-infiniband_verbs"]),
     ("api_may_gain_privileges", "deploy/systemd/trainyard-api.service",
