@@ -12,6 +12,28 @@ ALTER TABLE teams ADD COLUMN max_cpus integer
 ALTER TABLE teams ADD COLUMN max_memory_mb bigint
 	CHECK (max_memory_mb IS NULL OR max_memory_mb BETWEEN 1 AND 1000000000000);
 
+-- A team's usage adds the CPUs and memory its live allocations hold (one
+-- allocation row per node of a gang, each holding the job's per-node ask),
+-- read live: what the caps are checked against.
+CREATE OR REPLACE FUNCTION ty_team_usage_json(p_team bigint) RETURNS json LANGUAGE sql STABLE AS $$
+	SELECT json_build_object('gpus_in_use', coalesce(u.gpus_in_use, 0),
+		'gpus_borrowed', coalesce(u.gpus_borrowed, 0),
+		'gpus_lent', coalesce(u.gpus_lent, 0),
+		'cpus_in_use', h.cpus, 'memory_mb_in_use', h.memory_mb,
+		'pending_jobs', coalesce(u.pending_jobs, 0),
+		'decayed_gpu_hours',
+			round(coalesce(u.decayed_gpu_seconds, 0)::numeric / 3600, 3)::float8,
+		'fair_share', coalesce(u.fair_share, 1),
+		'updated_at', ty_ts(u.updated_at))
+	FROM (SELECT coalesce(sum(coalesce((j.spec->'resources'->>'cpus_per_node')::bigint, 1)),
+			0) AS cpus,
+		coalesce(sum(coalesce((j.spec->'resources'->>'memory_mb_per_node')::bigint, 1024)),
+			0) AS memory_mb
+		FROM allocations a JOIN jobs j ON j.id = a.job_id
+		WHERE j.team_id = p_team AND a.released_at IS NULL) h
+	LEFT JOIN team_usage u ON u.team_id = p_team
+$$;
+
 CREATE OR REPLACE FUNCTION ty_team_json(t teams) RETURNS json LANGUAGE sql STABLE AS $$
 	SELECT json_build_object('name', t.name, 'nominal_gpus', t.nominal_gpus,
 		'borrowing_limit_gpus', t.borrowing_limit_gpus,

@@ -1025,7 +1025,7 @@ out_has '^team-b  *8  *none  *none  *none  *2  *0  *0  *3  *1  *0.25  *25.0$'
 out_has '^team-c  *64  *none  *none  *none  *1  *0  *0  *0  *0  *1  *0.0$'
 expect 0 jc -o json quota
 check '[t["name"] for t in d["items"]] == ["team-a", "team-b", "team-c"]'
-check 'd["items"][1]["usage"] == {"gpus_in_use": 0, "gpus_borrowed": 0, "gpus_lent": 3, "pending_jobs": 1, "decayed_gpu_hours": 25, "fair_share": 0.25, "updated_at": d["items"][1]["usage"]["updated_at"]}'
+check 'd["items"][1]["usage"] == {"gpus_in_use": 0, "gpus_borrowed": 0, "gpus_lent": 3, "cpus_in_use": 0, "memory_mb_in_use": 0, "pending_jobs": 1, "decayed_gpu_hours": 25, "fair_share": 0.25, "updated_at": d["items"][1]["usage"]["updated_at"]}'
 check 'd["items"][2]["usage"]["updated_at"] is None and d["items"][2]["usage"]["fair_share"] == 1'
 expect 0 jc -o json quota team-b
 check 'd["name"] == "team-b" and d["usage"]["fair_share"] == 0.25'
