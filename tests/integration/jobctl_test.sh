@@ -274,6 +274,29 @@ expect 6 jc teams update team-a --weight 0
 err_has 'weight'
 ok "teams update, 'none' clears a limit"
 
+expect 0 jc -o json teams update team-a --max-cpus 64 --max-memory-mb 131072
+check 'd["max_cpus"] == 64 and d["max_memory_mb"] == 131072 and d["nominal_gpus"] == 16'
+expect 0 jc teams get team-a
+out_has '^max CPUs: *64$'
+out_has '^max memory MiB: *131072$'
+out_has '^CPUs in use: *0$'
+expect 0 jc teams
+out_has '^NAME .*MAX-CPUS  *MAX-MEM-MB'
+out_has '^team-a .* 64  *131072$'
+expect 0 jc -o json teams update team-a --max-cpus none
+check 'd["max_cpus"] is None and d["max_memory_mb"] == 131072'
+expect 6 jc teams update team-a --max-cpus 0
+err_has 'max_cpus'
+expect 6 jc teams update team-a --max-memory-mb -5
+err_has 'max_memory_mb'
+expect 2 jc teams update team-a --max-cpus lots
+err_has '--max-cpus'
+expect 0 jc -o json teams update team-a --max-memory-mb none
+check 'd["max_cpus"] is None and d["max_memory_mb"] is None'
+expect 0 jc submit --help
+out_has 'scheduled, never over-committed on a node'
+ok "teams CPU and memory quotas"
+
 # ---- tokens --------------------------------------------------------------------
 
 MEMBER_A=$(jc tokens create --name a-member --role member --team team-a 2>"$W/err")
