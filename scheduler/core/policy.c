@@ -205,6 +205,7 @@ struct ctx {
 	 * are left out of the views like excluded nodes while it is decided.
 	 */
 	int64_t *cpu_left, *mem_left;
+	int64_t cpu_min, mem_min; /* least left on a schedulable node (only falls in a decision) */
 	int *lim, nlim;
 	int *rx, nrx;
 	struct quota_caps *caps;
@@ -878,6 +879,10 @@ static int place(struct ctx *c, int i, bool lng, bool *placed)
 			c->cpu_left[n] -= p->cpus_per_node;
 		if (c->mem_left[n] != NOLIMIT)
 			c->mem_left[n] -= p->memory_mb_per_node;
+		if (c->cpu_left[n] < c->cpu_min)
+			c->cpu_min = c->cpu_left[n];
+		if (c->mem_left[n] < c->mem_min)
+			c->mem_min = c->mem_left[n];
 		refresh_node(c, n);
 	}
 	team_add(c, p->team, (int64_t)N * G);
@@ -1842,16 +1847,19 @@ static bool res_never(const struct ctx *c, const struct sched_pending_in *p, int
 /* Whether node n lacks p's CPUs (QUOTA_CPUS) or memory now. */
 static bool res_short(const struct ctx *c, const struct sched_pending_in *p, int n, int res)
 {
+	/* nothing asked is never short, even on a node over-committed by a smaller register */
 	if (res == QUOTA_CPUS)
-		return c->cpu_left[n] < p->cpus_per_node;
-	return c->mem_left[n] < p->memory_mb_per_node;
+		return p->cpus_per_node > 0 && c->cpu_left[n] < p->cpus_per_node;
+	return p->memory_mb_per_node > 0 && c->mem_left[n] < p->memory_mb_per_node;
 }
 
 /* c->rx = the schedulable nodes short of p's CPUs or memory now. */
 static void res_scan(struct ctx *c, const struct sched_pending_in *p)
 {
 	c->nrx = 0;
-	if (p->cpus_per_node <= 0 && p->memory_mb_per_node <= 0)
+	/* the common case, every node has room: no pass over the nodes */
+	if ((p->cpus_per_node <= 0 || p->cpus_per_node <= c->cpu_min) &&
+	    (p->memory_mb_per_node <= 0 || p->memory_mb_per_node <= c->mem_min))
 		return;
 	for (int k = 0; k < c->nlim; k++) {
 		int n = c->lim[k];
@@ -2586,8 +2594,16 @@ int sched_decide(struct sched_decisions **out, const struct sched_input *in, str
 		}
 		free(pf);
 	}
-	for (int n = 0; n < c.nn; n++)
+	c.cpu_min = c.mem_min = NOLIMIT;
+	for (int n = 0; n < c.nn; n++) {
 		c.f[n] = (int16_t)actual_free(&c, n);
+		if (!in->nodes[n].schedulable)
+			continue;
+		if (c.cpu_left[n] < c.cpu_min)
+			c.cpu_min = c.cpu_left[n];
+		if (c.mem_left[n] < c.mem_min)
+			c.mem_min = c.mem_left[n];
+	}
 	view_build(&c, &c.main, c.f);
 
 	/* fair share and the order */

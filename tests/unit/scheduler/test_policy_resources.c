@@ -362,3 +362,52 @@ TY_TEST(unlimited_input_decides_as_before)
 	fx_done(&f);
 	fx_done(&g);
 }
+
+TY_TEST(over_committed_node_still_takes_what_asks_nothing)
+{
+	struct fx f;
+	struct sched_running_in *ru;
+	int a;
+
+	/* n1 re-registered with fewer CPUs than its gangs hold: 2 reported, 4 held */
+	fx_init(&f);
+	res_node(&f, "n1", 8, 2, 0);
+	a = fx_team(&f, "a", 64, -1, -1, NULL);
+	ru = fx_run(&f, 1, a, "n1:0", 60, 3600);
+	ru->cpus_per_node = 4;
+	res_pend(&f, 100, a, 1, 1, 1, 0);
+	res_pend(&f, 101, a, 1, 1, 0, 512);
+	fx_decide(&f);
+	CHECK(fx_placed(&f, 100) == NULL);
+	CHECK_INT_EQ(f.d->pending[fx_pidx(&f, 100)].reason, SCHED_WAIT_CPUS);
+	CHECK_STR_EQ(fx_reason(&f, 100), "no node has 1 free CPU where GPUs are free");
+	CHECK_STR_EQ(fx_placed(&f, 101), "n1");
+	fx_done(&f);
+}
+
+TY_TEST(placements_in_one_decision_add_up)
+{
+	struct fx f;
+	int a;
+
+	/* the least room left falls as jobs are placed: the third finds no room */
+	fx_init(&f);
+	res_node(&f, "n1", 8, 4, 0);
+	res_node(&f, "n2", 8, 4, 0);
+	a = fx_team(&f, "a", 64, -1, -1, NULL);
+	res_pend(&f, 100, a, 1, 1, 3, 0);
+	res_pend(&f, 101, a, 1, 1, 3, 0);
+	res_pend(&f, 102, a, 1, 1, 2, 0);
+	res_pend(&f, 103, a, 1, 1, 1, 0);
+	res_pend(&f, 104, a, 1, 1, 1, 0);
+	fx_decide(&f);
+	CHECK(fx_placed(&f, 100) != NULL);
+	CHECK(fx_placed(&f, 101) != NULL);
+	CHECK(strcmp(fx_placed(&f, 100), ty_test_strf("%s", fx_placed(&f, 101))) != 0);
+	CHECK(fx_placed(&f, 102) == NULL);
+	CHECK_INT_EQ(f.d->pending[fx_pidx(&f, 102)].reason, SCHED_WAIT_CPUS);
+	CHECK(fx_placed(&f, 103) != NULL);
+	CHECK(fx_placed(&f, 104) != NULL);
+	CHECK(strcmp(fx_placed(&f, 103), ty_test_strf("%s", fx_placed(&f, 104))) != 0);
+	fx_done(&f);
+}
