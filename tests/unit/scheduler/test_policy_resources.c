@@ -4,6 +4,7 @@
  * limited, team caps, and the pending reasons that name them.
  */
 #include "policy_fixture.h"
+#include "rng.h"
 
 static struct sched_pending_in *res_pend(struct fx *f, int64_t job, int team, int nodes, int gpn,
 					 int64_t cpus, int64_t mem)
@@ -410,4 +411,131 @@ TY_TEST(placements_in_one_decision_add_up)
 	CHECK(fx_placed(&f, 104) != NULL);
 	CHECK(strcmp(fx_placed(&f, 103), ty_test_strf("%s", fx_placed(&f, 104))) != 0);
 	fx_done(&f);
+}
+
+/*
+ * Over random clusters (some nodes reporting CPUs and memory, some not),
+ * running gangs, teams with and without caps and pending jobs: what a
+ * decision places never takes a node past what it reports, nor a team past
+ * its caps, counting the gangs already there; and a job left waiting for
+ * CPUs or memory names a resource that some node is indeed short of.
+ */
+TY_TEST(property_never_over_commits)
+{
+	static char ids[FX_MAXN][16];
+	int worlds = 400, placed_total = 0, res_waits = 0;
+
+	for (int w = 0; w < worlds; w++) {
+		struct rng r = {(uint64_t)w * 7919 + 17};
+		struct fx f;
+		int64_t cpu_used[FX_MAXN] = {0}, mem_used[FX_MAXN] = {0};
+		int64_t tcpu[FX_MAXT] = {0}, tmem[FX_MAXT] = {0}, pcpu[FX_MAXT] = {0},
+			pmem[FX_MAXT] = {0};
+		int nn = (int)rin(&r, 1, 12), nt = (int)rin(&r, 1, 3);
+
+		fx_init(&f);
+		for (int n = 0; n < nn; n++) {
+			snprintf(ids[n], sizeof(ids[n]), "n%d", n);
+			res_node(&f, ids[n], (int)rin(&r, 0, 8), chance(&r, 80) ? rin(&r, 1, 32) : 0,
+				 chance(&r, 70) ? rin(&r, 512, 65536) : 0);
+		}
+		for (int t = 0; t < nt; t++) {
+			int k = fx_team(&f, t == 0 ? "a" : t == 1 ? "b" : "c", rin(&r, 0, 64), -1, -1,
+					NULL);
+
+			f.teams[k].max_cpus = chance(&r, 50) ? rin(&r, 1, 64) : 0;
+			f.teams[k].max_memory_mb = chance(&r, 30) ? rin(&r, 1024, 65536) : 0;
+		}
+		/* running gangs of one node each, within what the node reports */
+		for (int g = 0; g < (int)rin(&r, 0, 6); g++) {
+			int n = (int)rin(&r, 0, nn - 1);
+			int64_t c = rin(&r, 1, 4), m = rin(&r, 1, 4096);
+			struct sched_running_in *ru;
+
+			if ((f.nodes[n].cpus && cpu_used[n] + c > f.nodes[n].cpus) ||
+			    (f.nodes[n].memory_mb && mem_used[n] + m > f.nodes[n].memory_mb))
+				continue;
+			ru = fx_run(&f, 1 + g, (int)rin(&r, 0, nt - 1), ty_test_strf("%s:0", ids[n]),
+				    60, 3600);
+			f.run_gpus[f.in.nrunning - 1][0] = 0; /* no GPUs: CPUs and memory only */
+			ru->cpus_per_node = c;
+			ru->memory_mb_per_node = m;
+			cpu_used[n] += c;
+			mem_used[n] += m;
+			tcpu[ru->team] += c;
+			tmem[ru->team] += m;
+		}
+		for (int j = 0; j < (int)rin(&r, 1, 20); j++)
+			res_pend(&f, 100 + j, (int)rin(&r, 0, nt - 1), (int)rin(&r, 1, 3),
+				 (int)rin(&r, 0, 4), rin(&r, 1, 24), rin(&r, 1, 40000));
+		fx_decide(&f);
+		for (int k = 0; k < f.d->nplacements; k++) {
+			const struct sched_placement *pl = &f.d->placements[k];
+			const struct sched_pending_in *p = &f.pend[f.d->placement_pending[k]];
+
+			for (int x = 0; x < pl->nnodes; x++) {
+				cpu_used[pl->node[x]] += p->cpus_per_node;
+				mem_used[pl->node[x]] += p->memory_mb_per_node;
+			}
+			tcpu[p->team] += (int64_t)pl->nnodes * p->cpus_per_node;
+			tmem[p->team] += (int64_t)pl->nnodes * p->memory_mb_per_node;
+			pcpu[p->team] += (int64_t)pl->nnodes * p->cpus_per_node;
+			pmem[p->team] += (int64_t)pl->nnodes * p->memory_mb_per_node;
+			placed_total++;
+		}
+		ty_test_context("world %d", w);
+		for (int n = 0; n < nn; n++) {
+			if (f.nodes[n].cpus && cpu_used[n] > f.nodes[n].cpus)
+				FAIL("node %s: %lld CPUs placed, %lld reported", ids[n],
+				     (long long)cpu_used[n], (long long)f.nodes[n].cpus);
+			if (f.nodes[n].memory_mb && mem_used[n] > f.nodes[n].memory_mb)
+				FAIL("node %s: %lld MiB placed, %lld reported", ids[n],
+				     (long long)mem_used[n], (long long)f.nodes[n].memory_mb);
+		}
+		for (int t = 0; t < nt; t++) {
+			CHECK_INT_EQ(f.d->teams[t].cpus_used, tcpu[t]);
+			CHECK_INT_EQ(f.d->teams[t].memory_mb_used, tmem[t]);
+			/* a team that got a placement is within its caps afterwards */
+			if (pcpu[t] && f.teams[t].max_cpus && tcpu[t] > f.teams[t].max_cpus)
+				FAIL("team %d placed past its CPU cap: %lld > %lld", t,
+				     (long long)tcpu[t], (long long)f.teams[t].max_cpus);
+			if (pmem[t] && f.teams[t].max_memory_mb && tmem[t] > f.teams[t].max_memory_mb)
+				FAIL("team %d placed past its memory cap: %lld > %lld", t,
+				     (long long)tmem[t], (long long)f.teams[t].max_memory_mb);
+		}
+		for (int i = 0; i < f.in.npending; i++) {
+			enum sched_reason why = f.d->pending[i].reason;
+
+			if (why == SCHED_WAIT_CPUS || why == SCHED_WAIT_MEMORY ||
+			    why == SCHED_NEVER_FITS_CPUS || why == SCHED_NEVER_FITS_MEMORY) {
+				bool cpu = why == SCHED_WAIT_CPUS || why == SCHED_NEVER_FITS_CPUS;
+				bool never = why == SCHED_NEVER_FITS_CPUS ||
+					     why == SCHED_NEVER_FITS_MEMORY;
+				int64_t ask = cpu ? f.pend[i].cpus_per_node
+						  : f.pend[i].memory_mb_per_node;
+				bool short_somewhere = false;
+
+				for (int n = 0; n < nn; n++) {
+					int64_t have = cpu ? f.nodes[n].cpus : f.nodes[n].memory_mb;
+
+					if (have && !never)
+						have -= cpu ? cpu_used[n] : mem_used[n];
+					if ((cpu ? f.nodes[n].cpus : f.nodes[n].memory_mb) &&
+					    have < ask)
+						short_somewhere = true;
+				}
+				if (!short_somewhere)
+					FAIL("job %lld waits for %s (asks %lld) that no node lacks",
+					     (long long)f.pend[i].job, cpu ? "CPUs" : "memory",
+					     (long long)ask);
+				res_waits += !never;
+			}
+		}
+		fx_done(&f);
+	}
+	ty_test_context(NULL);
+	ty_test_note("%d worlds, %d placements, %d jobs waiting for CPUs or memory", worlds,
+		     placed_total, res_waits);
+	CHECK(placed_total > 0);
+	CHECK(res_waits > 0);
 }
