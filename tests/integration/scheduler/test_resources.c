@@ -47,6 +47,35 @@ TY_TEST(register_fields_are_stored_and_absent_ones_are_null)
 	CHECK_INT_EQ(api_int(f, "/v1/nodes/n1", "memory_mb_total"), 65536);
 }
 
+/* A register's cpus / memory_mb that are not positive integers are stored as not reported. */
+TY_TEST(bad_register_fields_are_not_reported_and_a_later_register_lifts_the_limit)
+{
+	static const struct {
+		const char *fields, *want;
+	} rows[] = {
+	    {",'cpus':'8','memory_mb':-5", "-/-"},
+	    {",'cpus':0,'memory_mb':0", "-/-"},
+	    {",'cpus':1.5,'memory_mb':null", "-/-"},
+	    {",'cpus':4,'memory_mb':2048", "4/2048"},
+	    {"", "-/-"}, /* an older executor's register after a newer one's: limits lifted */
+	    {",'cpus':9999999999999,'memory_mb':2048", "2147483647/2048"},
+	};
+	struct fx *f = fx_start();
+
+	fx_sched_start(f, "s1", NULL);
+	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+		ty_test_context("%s", rows[i].fields);
+		fx_send(f, "r1", "register", 0, 0,
+			ty_test_strf("{'address':'10.0.9.1','gpus':1,'labels':{},'boot_id':'b1',"
+				     "'log_url':'http://10.0.9.1:8081'%s}",
+				     rows[i].fields));
+		fx_sync(f, T);
+		CHECK_STR_EQ(FX_Q(f, "SELECT coalesce(cpus::text, '-') || '/' ||"
+				     " coalesce(memory_mb::text, '-') FROM nodes WHERE id = 'r1'"),
+			     rows[i].want);
+	}
+}
+
 TY_TEST(a_cpu_only_job_larger_than_every_node_waits_naming_cpus)
 {
 	struct fx *f = fx_start();
