@@ -383,6 +383,15 @@ TY_TEST(a_job_larger_than_a_cap_is_refused)
 	CHECK_PROBLEM(&r, 422, "exceeds_quota", "resources");
 	CHECK(strstr(ty_jstr(r.json, "detail") ? ty_jstr(r.json, "detail") : "",
 		     "needs 5120 MiB of memory") != NULL);
+	/* a sweep's trials, each */
+	ty_http(&r, "POST", "/v1/sweeps", s->admin,
+		ty_tmpl("{'team':'@T','template':{'command':['x'],'resources':{'gpus_per_node':0,"
+			"'cpus_per_node':16}},'trials':[{'a':1}]}",
+			name),
+		NULL);
+	CHECK_PROBLEM(&r, 422, "exceeds_quota", "template.resources");
+	CHECK(strstr(ty_jstr(r.json, "detail") ? ty_jstr(r.json, "detail") : "",
+		     "each trial needs 16 CPUs") != NULL);
 	/* exactly the caps: accepted (it waits its turn in the scheduler) */
 	ty_http(&r, "POST", "/v1/jobs", s->admin,
 		ty_tmpl("{'team':'@T','command':['true'],'resources':{'nodes':2,'gpus_per_node':0,"
