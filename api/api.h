@@ -282,13 +282,25 @@ bool api_idempotency_key_ok(const char *k);
  */
 int api_submit_team(const char **team_id, struct api_req *r, const char *team, long long gpus,
 		    const char *field, const char *what, struct ty_err *err);
+/* Bounds of a team's max_cpus and max_memory_mb (migrations/0018_cpu_memory.sql). */
+#define API_MAX_CPUS 100000000LL
+#define API_MAX_MEMORY_MB 1000000000000LL
+
+/* What a job (or each trial) holds while it runs: nodes × its per-node asks. */
+struct api_ask {
+	long long gpus, cpus, memory_mb;
+};
+/* The ask of a validated spec's resources object (borrowed; defaults applied). */
+struct api_ask api_ask_of(const json_t *resources);
 /*
  * The same, and *limited: whether the team has a max_pending_jobs (jobs and
- * sweeps then check it with api_pending_admit before they insert).
+ * sweeps then check it with api_pending_admit before they insert). The
+ * team must be able to ever hold the whole ask: GPUs as above, CPUs and
+ * memory within its max_cpus / max_memory_mb (else 422 exceeds_quota).
  */
 int api_submit_team_limited(const char **team_id, bool *limited, struct api_req *r,
-			    const char *team, long long gpus, const char *field, const char *what,
-			    struct ty_err *err);
+			    const char *team, const struct api_ask *ask, const char *field,
+			    const char *what, struct ty_err *err);
 /*
  * Inside the caller's transaction: lock team_id's row (FOR UPDATE, held to
  * the commit, so concurrent submissions to the team queue here) and read

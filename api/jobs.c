@@ -34,14 +34,28 @@ int api_submit_team(const char **team_id, struct api_req *r, const char *team, l
 		    const char *field, const char *what, struct ty_err *err)
 {
 	bool limited;
+	struct api_ask ask = {gpus, 0, 0};
 
-	return api_submit_team_limited(team_id, &limited, r, team, gpus, field, what, err);
+	return api_submit_team_limited(team_id, &limited, r, team, &ask, field, what, err);
+}
+
+struct api_ask api_ask_of(const json_t *resources)
+{
+	long long n = json_integer_value(json_object_get(resources, "nodes"));
+	struct api_ask a;
+
+	/* validated: nodes <= 1024, per node <= 4096 CPUs, 16 TiB: no overflow */
+	a.gpus = n * json_integer_value(json_object_get(resources, "gpus_per_node"));
+	a.cpus = n * json_integer_value(json_object_get(resources, "cpus_per_node"));
+	a.memory_mb = n * json_integer_value(json_object_get(resources, "memory_mb_per_node"));
+	return a;
 }
 
 int api_submit_team_limited(const char **team_id, bool *limited, struct api_req *r,
-			    const char *team, long long gpus, const char *field, const char *what,
-			    struct ty_err *err)
+			    const char *team, const struct api_ask *ask, const char *field,
+			    const char *what, struct ty_err *err)
 {
+	long long gpus = ask->gpus;
 	const char *params[1] = {team};
 	PGresult *res = NULL;
 	int rc;
@@ -54,7 +68,8 @@ int api_submit_team_limited(const char **team_id, bool *limited, struct api_req 
 				       r->auth.team, team);
 	if ((rc = ty_pg_exec(&res, r->pg,
 			     "SELECT id, nominal_gpus, borrowing_limit_gpus,"
-			     " max_pending_jobs IS NOT NULL FROM teams WHERE name = $1",
+			     " max_pending_jobs IS NOT NULL, max_cpus, max_memory_mb"
+			     " FROM teams WHERE name = $1",
 			     1, params, err)))
 		return rc;
 	if (PQntuples(res) == 0) {
@@ -72,6 +87,20 @@ int api_submit_team_limited(const char **team_id, bool *limited, struct api_req 
 					     PQgetvalue(res, 0, 2));
 			goto out;
 		}
+	}
+	if (ty_pg_val(res, 0, 4) && ask->cpus > atoll(PQgetvalue(res, 0, 4))) {
+		rc = api_reply_error(r, 422, "exceeds_quota", field,
+				     "%s needs %lld CPUs but team '%s' can never hold more than %s "
+				     "(max_cpus)",
+				     what, ask->cpus, team, PQgetvalue(res, 0, 4));
+		goto out;
+	}
+	if (ty_pg_val(res, 0, 5) && ask->memory_mb > atoll(PQgetvalue(res, 0, 5))) {
+		rc = api_reply_error(r, 422, "exceeds_quota", field,
+				     "%s needs %lld MiB of memory but team '%s' can never hold more "
+				     "than %s (max_memory_mb)",
+				     what, ask->memory_mb, team, PQgetvalue(res, 0, 5));
+		goto out;
 	}
 	*team_id = ty_arena_strdup(r->arena, PQgetvalue(res, 0, 0));
 	*limited = PQgetvalue(res, 0, 3)[0] == 't';
@@ -171,7 +200,8 @@ int api_h_jobs_submit(struct api_req *r, struct ty_err *err)
 	char *canon = NULL, *spec_text = NULL, *labels_text = NULL;
 	json_t *spec = NULL;
 	PGresult *res = NULL;
-	long long gpus, max;
+	long long max;
+	struct api_ask ask;
 	bool limited, refused;
 	int rc = 0;
 
@@ -182,13 +212,8 @@ int api_h_jobs_submit(struct api_req *r, struct ty_err *err)
 	if (!(spec = api_validate_job(r->json, &p)))
 		return api_reply_problem(r, &p);
 	team = json_string_value(json_object_get(spec, "team"));
-	{
-		const json_t *res_o = json_object_get(spec, "resources");
-
-		gpus = json_integer_value(json_object_get(res_o, "nodes")) *
-		       json_integer_value(json_object_get(res_o, "gpus_per_node"));
-	}
-	if ((rc = api_submit_team_limited(&params[0], &limited, r, team, gpus, "resources",
+	ask = api_ask_of(json_object_get(spec, "resources"));
+	if ((rc = api_submit_team_limited(&params[0], &limited, r, team, &ask, "resources",
 					  "the job", err)) ||
 	    !params[0])
 		goto out; /* failed, or refused with a reply */

@@ -10,12 +10,25 @@
 #include <string.h>
 #include <time.h>
 
-/* One node as JSON; GPUs in use are those of unreleased allocations. */
+/*
+ * One node as JSON; GPUs in use are those of unreleased allocations, CPUs
+ * and memory their jobs' per-node asks (NULL totals: not reported, not
+ * limited).
+ */
 #define NODE_JSON_SQL                                                                    \
 	"json_build_object('id', n.id, 'address', n.address, 'labels', n.labels,"       \
 	" 'state', n.state, 'simulated', n.simulated, 'gpus_total', n.gpus,"            \
 	" 'gpus_free', n.gpus - coalesce((SELECT sum(cardinality(a.gpus))"              \
 	"   FROM allocations a WHERE a.node_id = n.id AND a.released_at IS NULL), 0),"  \
+	" 'cpus_total', n.cpus, 'memory_mb_total', n.memory_mb,"                        \
+	" 'cpus_free', n.cpus - coalesce((SELECT sum(coalesce("                         \
+	"   (j.spec->'resources'->>'cpus_per_node')::bigint, 1)) FROM allocations a"     \
+	"   JOIN jobs j ON j.id = a.job_id WHERE a.node_id = n.id"                      \
+	"   AND a.released_at IS NULL), 0),"                                            \
+	" 'memory_mb_free', n.memory_mb - coalesce((SELECT sum(coalesce("               \
+	"   (j.spec->'resources'->>'memory_mb_per_node')::bigint, 1024))"                \
+	"   FROM allocations a JOIN jobs j ON j.id = a.job_id WHERE a.node_id = n.id"   \
+	"   AND a.released_at IS NULL), 0),"                                            \
 	" 'running', coalesce((SELECT json_agg(json_build_object('job', a.job_id,"      \
 	"   'attempt', a.attempt) ORDER BY a.job_id) FROM allocations a"                \
 	"   JOIN jobs j ON j.id = a.job_id WHERE a.node_id = n.id"                      \

@@ -164,7 +164,8 @@ int api_h_sweeps_create(struct api_req *r, struct ty_err *err)
 	     *obj_text = NULL;
 	json_t *objective = NULL, *spec = NULL, *sets = NULL, *rows = NULL, *search = NULL;
 	PGresult *res = NULL;
-	long long max_conc, gpus;
+	long long max_conc;
+	struct api_ask ask;
 	bool limited, refused;
 	int rc = 0;
 
@@ -178,13 +179,8 @@ int api_h_sweeps_create(struct api_req *r, struct ty_err *err)
 		goto out;
 	}
 	team = json_string_value(json_object_get(r->json, "team"));
-	{
-		const json_t *res_o = json_object_get(spec, "resources");
-
-		gpus = json_integer_value(json_object_get(res_o, "nodes")) *
-		       json_integer_value(json_object_get(res_o, "gpus_per_node"));
-	}
-	if ((rc = api_submit_team_limited(&params[0], &limited, r, team, gpus,
+	ask = api_ask_of(json_object_get(spec, "resources"));
+	if ((rc = api_submit_team_limited(&params[0], &limited, r, team, &ask,
 					  "template.resources", "each trial", err)) ||
 	    !params[0])
 		goto out; /* failed, or refused with a reply */

@@ -31,7 +31,7 @@ int api_h_teams_create(struct api_req *r, struct ty_err *err)
 	struct api_problem p = {0};
 	const json_t *b = r->json;
 	const json_t *w = json_object_get(b, "weight");
-	const char *params[7];
+	const char *params[9];
 	PGresult *res = NULL;
 	int rc;
 
@@ -44,14 +44,17 @@ int api_h_teams_create(struct api_req *r, struct ty_err *err)
 	params[4] = json_string_value(json_object_get(b, "cohort"));
 	params[5] = w ? ty_arena_printf(r->arena, "%.17g", json_number_value(w)) : "1";
 	params[6] = int_param(r, json_object_get(b, "max_pending_jobs"));
+	params[7] = int_param(r, json_object_get(b, "max_cpus"));
+	params[8] = int_param(r, json_object_get(b, "max_memory_mb"));
 	if ((rc = ty_pg_begin(r->pg, err)))
 		return rc;
 	rc = ty_pg_exec(&res, r->pg,
 			"INSERT INTO teams (name, nominal_gpus, borrowing_limit_gpus,"
-			" lending_limit_gpus, cohort, weight, max_pending_jobs)"
-			" VALUES ($1, $2, $3, $4, $5, $6, $7)"
+			" lending_limit_gpus, cohort, weight, max_pending_jobs, max_cpus,"
+			" max_memory_mb)"
+			" VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)"
 			" RETURNING ty_team_json(teams)::text",
-			7, params, err);
+			9, params, err);
 	if (rc == TY_ECONFLICT) {
 		ty_pg_rollback(r->pg);
 		return api_reply_error(r, 409, "team_exists", "name", "team '%s' already exists",
@@ -115,9 +118,9 @@ int api_h_teams_patch(struct api_req *r, struct ty_err *err)
 {
 	static const char *const fields[] = {"nominal_gpus", "borrowing_limit_gpus",
 					     "lending_limit_gpus", "cohort", "weight",
-					     "max_pending_jobs"};
+					     "max_pending_jobs", "max_cpus", "max_memory_mb"};
 	struct api_problem p = {0};
-	const char *params[13];
+	const char *params[17];
 	PGresult *res = NULL;
 	int rc;
 
@@ -125,7 +128,7 @@ int api_h_teams_patch(struct api_req *r, struct ty_err *err)
 		return api_reply_problem(r, &p);
 	/* $2k is "is the field given", $2k+1 its value: one fixed statement */
 	params[0] = r->params[0];
-	for (int i = 0; i < 6; i++) {
+	for (int i = 0; i < 8; i++) {
 		const json_t *v = json_object_get(r->json, fields[i]);
 
 		params[1 + 2 * i] = v ? "t" : "f";
@@ -149,9 +152,11 @@ int api_h_teams_patch(struct api_req *r, struct ty_err *err)
 			" cohort = CASE WHEN $8 THEN $9 ELSE cohort END,"
 			" weight = CASE WHEN $10 THEN coalesce($11::float8, 1) ELSE weight END,"
 			" max_pending_jobs = CASE WHEN $12 THEN $13::int ELSE max_pending_jobs END,"
+			" max_cpus = CASE WHEN $14 THEN $15::int ELSE max_cpus END,"
+			" max_memory_mb = CASE WHEN $16 THEN $17::bigint ELSE max_memory_mb END,"
 			" updated_at = now()"
 			" WHERE name = $1 RETURNING ty_team_json(teams)::text",
-			13, params, err);
+			17, params, err);
 	if (!rc && PQntuples(res) == 0) {
 		PQclear(res);
 		ty_pg_rollback(r->pg);

@@ -445,11 +445,28 @@ static int check_limit(const json_t *body, const char *key, bool nullable, struc
 	return 0;
 }
 
+/* A CPU or memory cap: an integer from 1 to max, or null (no cap). */
+static int check_cap(const json_t *body, const char *key, long long max, const char *unit,
+		     struct api_problem *p)
+{
+	const json_t *v = json_object_get(body, key);
+
+	if (!v || json_is_null(v))
+		return 0;
+	if (!json_is_integer(v) || json_integer_value(v) < 1 || json_integer_value(v) > max)
+		return api_problem_set(p, 422, "invalid_field", key,
+				       "'%s' must be an integer from 1 to %lld (%s) or null (no "
+				       "limit)",
+				       key, max, unit);
+	return 0;
+}
+
 int api_validate_team(const json_t *body, bool create, struct api_problem *p)
 {
-	static const char *const keys[] = {"name", "nominal_gpus", "borrowing_limit_gpus",
-					   "lending_limit_gpus", "cohort", "weight",
-					   "max_pending_jobs", NULL};
+	static const char *const keys[] = {"name",	 "nominal_gpus", "borrowing_limit_gpus",
+					   "lending_limit_gpus", "cohort",	 "weight",
+					   "max_pending_jobs",	 "max_cpus",	 "max_memory_mb",
+					   NULL};
 	const char *unk = ty_json_unknown_key(body, keys);
 	const json_t *v;
 	int rc;
@@ -474,7 +491,9 @@ int api_validate_team(const json_t *body, bool create, struct api_problem *p)
 	if ((rc = check_limit(body, "nominal_gpus", false, p)) ||
 	    (rc = check_limit(body, "borrowing_limit_gpus", true, p)) ||
 	    (rc = check_limit(body, "lending_limit_gpus", true, p)) ||
-	    (rc = check_limit(body, "max_pending_jobs", true, p)))
+	    (rc = check_limit(body, "max_pending_jobs", true, p)) ||
+	    (rc = check_cap(body, "max_cpus", API_MAX_CPUS, "CPUs", p)) ||
+	    (rc = check_cap(body, "max_memory_mb", API_MAX_MEMORY_MB, "MiB", p)))
 		return rc;
 	v = json_object_get(body, "cohort");
 	if (v && !json_is_null(v) &&

@@ -480,7 +480,9 @@ static const char *const reason_name[] = {"placed",	  "nodes",   "topology", "ne
 					  "borrow_limit", "cohort",  "nominal",	 "preemption",
 					  "reserved",	  "head",    "behind",	 "scan_limit",
 					  "port",	  "invalid", "backoff",	 "excluded",
-					  "on_demand"};
+					  "on_demand",	  "never_fits_cpus", "never_fits_memory",
+					  "cpus",	  "memory",	     "quota_cpus",
+					  "quota_memory"};
 _Static_assert(sizeof(reason_name) / sizeof(reason_name[0]) == SCHED_REASON_COUNT,
 	       "a name for every enum sched_reason");
 

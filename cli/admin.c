@@ -12,17 +12,22 @@ static const char teams_help[] =
 	"       jobctl teams get NAME\n"
 	"       jobctl teams create NAME --nominal-gpus N [--borrowing-limit N]\n"
 	"                          [--lending-limit N] [--cohort C] [--weight W]\n"
+	"                          [--max-cpus N] [--max-memory-mb N]\n"
 	"       jobctl teams update NAME [--nominal-gpus N] [--borrowing-limit N|none]\n"
 	"                          [--lending-limit N|none] [--cohort C|none] [--weight W]\n"
+	"                          [--max-cpus N|none] [--max-memory-mb N|none]\n"
 	"\n"
-	"List, show, create (admin) and update (admin) teams and their GPU quotas.\n"
+	"List, show, create (admin) and update (admin) teams and their quotas.\n"
 	"\n"
 	"flags:\n"
 	"  --nominal-gpus N      GPUs the team is guaranteed\n"
 	"  --borrowing-limit N   most GPUs it may borrow from its cohort ('none': no limit)\n"
 	"  --lending-limit N     most of its GPUs others may borrow ('none': no limit)\n"
 	"  --cohort C            cohort it borrows in and lends to ('none': no cohort)\n"
-	"  --weight W            fair-share weight, a number > 0 (default 1)\n";
+	"  --weight W            fair-share weight, a number > 0 (default 1)\n"
+	"  --max-cpus N          most CPUs its running jobs hold at once, nodes x\n"
+	"                        cpus_per_node, GPU-less jobs included ('none': no limit)\n"
+	"  --max-memory-mb N     the same for memory in MiB ('none': no limit)\n";
 
 static const char tokens_help[] =
 	"usage: jobctl tokens create --name NAME --role admin|member|viewer [--team TEAM]\n"
@@ -89,7 +94,7 @@ static int parse_number(json_t **out, const char *val, const char *flag, struct 
 }
 
 struct team_flags {
-	const char *nominal, *borrowing, *lending, *cohort, *weight;
+	const char *nominal, *borrowing, *lending, *cohort, *weight, *max_cpus, *max_memory;
 };
 
 /* Fill body from the flags given; "none" clears a limit or the cohort. */
@@ -128,11 +133,22 @@ static int team_body(json_t *body, const struct team_flags *f, struct ty_err *er
 			return rc;
 		json_object_set_new(body, "weight", v);
 	}
+	if (f->max_cpus) {
+		if ((rc = parse_none_or_int(&v, f->max_cpus, "--max-cpus", err)))
+			return rc;
+		json_object_set_new(body, "max_cpus", v);
+	}
+	if (f->max_memory) {
+		if ((rc = parse_none_or_int(&v, f->max_memory, "--max-memory-mb", err)))
+			return rc;
+		json_object_set_new(body, "max_memory_mb", v);
+	}
 	return 0;
 }
 
 static int print_team(const json_t *team)
 {
+	const json_t *u = json_object_get(team, "usage");
 	struct cli_table t = {.ncols = 2};
 	char n[64];
 	int rc = 0;
@@ -149,6 +165,14 @@ static int print_team(const json_t *team)
 	rc |= cli_table_add(&t, cli_json_str(team, "cohort", "-"));
 	rc |= cli_table_add(&t, "weight:");
 	rc |= cli_table_addf(&t, "%s", cli_json_num(n, sizeof(n), team, "weight"));
+	rc |= cli_table_add(&t, "max CPUs:");
+	rc |= cli_table_addf(&t, "%s", cli_json_num(n, sizeof(n), team, "max_cpus"));
+	rc |= cli_table_add(&t, "max memory MiB:");
+	rc |= cli_table_addf(&t, "%s", cli_json_num(n, sizeof(n), team, "max_memory_mb"));
+	rc |= cli_table_add(&t, "CPUs in use:");
+	rc |= cli_table_addf(&t, "%s", cli_json_num(n, sizeof(n), u, "cpus_in_use"));
+	rc |= cli_table_add(&t, "memory MiB in use:");
+	rc |= cli_table_addf(&t, "%s", cli_json_num(n, sizeof(n), u, "memory_mb_in_use"));
 	rc |= cli_table_add(&t, "created:");
 	rc |= cli_table_add(&t, cli_json_str(team, "created_at", "-"));
 	rc |= cli_table_add(&t, "updated:");
@@ -161,9 +185,9 @@ static int print_team(const json_t *team)
 
 static int teams_list(struct cli *cli, const json_t *body, struct ty_err *err)
 {
-	static const char *const header[] = {"NAME",   "NOMINAL", "BORROWING",
-					     "LENDING", "COHORT",  "WEIGHT"};
-	struct cli_table t = {.ncols = 6};
+	static const char *const header[] = {"NAME",   "NOMINAL", "BORROWING", "LENDING",
+					     "COHORT", "WEIGHT",  "MAX-CPUS",  "MAX-MEM-MB"};
+	struct cli_table t = {.ncols = 8};
 	const json_t *items = json_object_get(body, "items"), *team;
 	char n[64];
 	size_t i;
@@ -175,7 +199,7 @@ static int teams_list(struct cli *cli, const json_t *body, struct ty_err *err)
 	}
 	if (!json_is_array(items))
 		return ty_err_set(err, TY_EIO, "the team list from the server has no 'items'");
-	for (i = 0; i < 6; i++)
+	for (i = 0; i < 8; i++)
 		rc |= cli_table_add(&t, header[i]);
 	json_array_foreach(items, i, team) {
 		rc |= cli_table_add(&t, cli_json_str(team, "name", "-"));
@@ -186,6 +210,8 @@ static int teams_list(struct cli *cli, const json_t *body, struct ty_err *err)
 				     cli_json_num(n, sizeof(n), team, "lending_limit_gpus"));
 		rc |= cli_table_add(&t, cli_json_str(team, "cohort", "-"));
 		rc |= cli_table_addf(&t, "%s", cli_json_num(n, sizeof(n), team, "weight"));
+		rc |= cli_table_addf(&t, "%s", cli_json_num(n, sizeof(n), team, "max_cpus"));
+		rc |= cli_table_addf(&t, "%s", cli_json_num(n, sizeof(n), team, "max_memory_mb"));
 	}
 	if (!rc)
 		cli_table_print(stdout, &t);
@@ -203,6 +229,8 @@ int cli_cmd_teams(struct cli *cli, int argc, char **argv, struct ty_err *err)
 		{"lending-limit", 0, CLI_OPT_STR, &f.lending},
 		{"cohort", 0, CLI_OPT_STR, &f.cohort},
 		{"weight", 0, CLI_OPT_STR, &f.weight},
+		{"max-cpus", 0, CLI_OPT_STR, &f.max_cpus},
+		{"max-memory-mb", 0, CLI_OPT_STR, &f.max_memory},
 	};
 	bool is_list = strcmp(sub, "list") == 0, is_get = strcmp(sub, "get") == 0;
 	bool is_create = strcmp(sub, "create") == 0, is_update = strcmp(sub, "update") == 0;
@@ -247,7 +275,8 @@ int cli_cmd_teams(struct cli *cli, int argc, char **argv, struct ty_err *err)
 		rc = ty_err_set(err, TY_ECONFIG, "teams create needs --nominal-gpus");
 		goto out;
 	}
-	if (is_update && !f.nominal && !f.borrowing && !f.lending && !f.cohort && !f.weight) {
+	if (is_update && !f.nominal && !f.borrowing && !f.lending && !f.cohort && !f.weight &&
+	    !f.max_cpus && !f.max_memory) {
 		rc = ty_err_set(err, TY_ECONFIG, "teams update needs at least one field to change");
 		goto out;
 	}

@@ -361,6 +361,16 @@ static void report_orphans(struct exec *x)
 	}
 }
 
+/* register's cpus and memory_mb, when this node reports them (docs/dispatch.md) */
+static json_t *with_capacity(json_t *data, const struct exec_opts *o)
+{
+	if (data && o->cpus > 0)
+		json_object_set_new(data, "cpus", json_integer((json_int_t)o->cpus));
+	if (data && o->memory_mb > 0)
+		json_object_set_new(data, "memory_mb", json_integer((json_int_t)o->memory_mb));
+	return data;
+}
+
 static void send_register(struct exec *x)
 {
 	const struct exec_opts *o = x->o;
@@ -373,13 +383,16 @@ static void send_register(struct exec *x)
 	}
 	/* finished: what the previous boot's ranks did while no executor watched (kill_orphans) */
 	emit(x, PROTO_REGISTER, 0, 0,
-	     json_pack("{s:s, s:I, s:O, s:s, s:s, s:b, s:o, s:o*, s:s}", "address", o->address,
-		       "gpus", (json_int_t)inv->ngpus, "labels", o->labels, "boot_id", x->boot_id,
-		       "log_url", x->log_url, "simulated", inv->simulated, "inventory", inventory,
-		       "finished", exec_finished_json(&x->finished), "isolation",
-		       o->runtime ? "runc" : "none"),
+	     with_capacity(json_pack("{s:s, s:I, s:O, s:s, s:s, s:b, s:o, s:o*, s:s}", "address",
+				     o->address, "gpus", (json_int_t)inv->ngpus, "labels", o->labels,
+				     "boot_id", x->boot_id, "log_url", x->log_url, "simulated",
+				     inv->simulated, "inventory", inventory, "finished",
+				     exec_finished_json(&x->finished), "isolation",
+				     o->runtime ? "runc" : "none"),
+			   o),
 	     &x->register_acked);
 }
+
 
 /* The data of a preempt_notice for the newest spot notice (new). */
 static json_t *notice_json(struct exec *x)

@@ -438,6 +438,11 @@ struct exec_opts {
 	const char *address;   /* IPv4; register.address and the log server */
 	const char *bootstrap; /* host:port list */
 	int fake_gpus;	       /* < 0: no simulated inventory */
+	/*
+	 * CPUs and MiB of memory register reports allocatable (the scheduler
+	 * never places more on this node); 0 = not reported (not limited).
+	 */
+	int64_t cpus, memory_mb;
 	/* what register reports (hw.h), borrowed; NULL: no GPU, no HCA */
 	const struct hw_inventory *inventory;
 	char *const *fabric_env; /* NCCL variables for every rank (hw_nccl_env); may be NULL */

@@ -159,6 +159,22 @@ int hw_inventory_load(struct hw_inventory *inv, const char *path, struct ty_err 
  */
 int hw_inventory_fake(struct hw_inventory *inv, int n, struct ty_err *err);
 
+/* ---- CPUs and memory register reports allocatable (inventory.c) ---- */
+
+/* Online CPUs of this host (sysconf _SC_NPROCESSORS_ONLN); TY_EIO when unknown. */
+int hw_cpus_online(int64_t *cpus, struct ty_err *err);
+/*
+ * MemTotal of a /proc/meminfo-format file, in MiB (rounded down): TY_EIO
+ * when it cannot be read, TY_EPARSE when it has no usable MemTotal line.
+ */
+int hw_meminfo_total_mb(int64_t *mb, const char *path, struct ty_err *err);
+/*
+ * total − reserve into *out; TY_EINVAL naming `what` ("CPUs", "MiB of
+ * memory") and `option` when that leaves less than 1 or an input is negative.
+ */
+int hw_allocatable(int64_t *out, int64_t total, int64_t reserve, const char *what,
+		   const char *option, struct ty_err *err);
+
 /* ---- the NCCL environment (nccl.c, pure but for hw_iface_of) ---- */
 
 /*

@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 void hw_inventory_clear(struct hw_inventory *inv)
 {
@@ -738,6 +739,68 @@ int hw_inventory_fake(struct hw_inventory *inv, int n, struct ty_err *err)
 	}
 	inv->ngpus = (size_t)n;
 	inv->simulated = true;
+	return 0;
+}
+
+/* ---- CPUs and memory ---- */
+
+int hw_cpus_online(int64_t *cpus, struct ty_err *err)
+{
+	long n = sysconf(_SC_NPROCESSORS_ONLN);
+
+	*cpus = 0;
+	if (n < 1)
+		return ty_err_set(err, TY_EIO, "cannot count the online CPUs: set --cpus");
+	*cpus = n;
+	return 0;
+}
+
+int hw_meminfo_total_mb(int64_t *mb, const char *path, struct ty_err *err)
+{
+	FILE *f = fopen(path, "r");
+	char line[256];
+	int rc = 0;
+
+	*mb = 0;
+	if (!f)
+		return ty_err_set(err, TY_EIO, "cannot read '%s': %s (set --memory-mb)", path,
+				  strerror(errno));
+	for (;;) {
+		unsigned long long kb;
+		char unit[8] = "";
+
+		if (!fgets(line, sizeof(line), f)) {
+			rc = ty_err_set(err, TY_EPARSE, "'%s' has no MemTotal line (set --memory-mb)",
+					path);
+			break;
+		}
+		if (strncmp(line, "MemTotal:", 9))
+			continue;
+		if (sscanf(line + 9, "%llu %7s", &kb, unit) != 2 || strcmp(unit, "kB") ||
+		    kb < 1024 || kb > (unsigned long long)INT64_MAX) {
+			rc = ty_err_set(err, TY_EPARSE, "'%s': MemTotal line not understood: '%.*s'",
+					path, (int)strcspn(line, "\n"), line);
+			break;
+		}
+		*mb = (int64_t)(kb / 1024);
+		break;
+	}
+	fclose(f);
+	return rc;
+}
+
+int hw_allocatable(int64_t *out, int64_t total, int64_t reserve, const char *what,
+		   const char *option, struct ty_err *err)
+{
+	*out = 0;
+	if (total < 0 || reserve < 0)
+		return ty_err_set(err, TY_EINVAL, "negative %s: %lld, %s %lld", what,
+				  (long long)total, option, (long long)reserve);
+	if (total - reserve < 1)
+		return ty_err_set(err, TY_EINVAL,
+				  "%s %lld leaves no %s of this node's %lld to schedule", option,
+				  (long long)reserve, what, (long long)total);
+	*out = total - reserve;
 	return 0;
 }
 

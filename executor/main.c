@@ -30,6 +30,18 @@ static const struct ty_opt options[] = {
     {"inventory-file", TY_OPT_STR, NULL, 0, 0,
      "simulated inventory from a JSON file {\"gpus\":[...],\"hcas\":[...]} as register "
      "reports it (simulated: true; not with --fake-gpus)"},
+    {"cpus", TY_OPT_INT, NULL, 1, 1000000,
+     "CPUs to report allocatable instead of the online CPUs minus --reserve-cpus (for "
+     "simulated nodes; with --fake-gpus or --inventory-file nothing is reported without it)"},
+    {"memory-mb", TY_OPT_INT, NULL, 1, 1099511627776LL,
+     "MiB of memory to report allocatable instead of MemTotal minus --reserve-memory-mb "
+     "(for simulated nodes, like --cpus)"},
+    {"reserve-cpus", TY_OPT_INT, "0", 0, 1000000,
+     "CPUs kept for the system and the executor: the scheduler places jobs' "
+     "cpus_per_node on the online CPUs minus these"},
+    {"reserve-memory-mb", TY_OPT_INT, "0", 0, 1099511627776LL,
+     "MiB kept for the system and the executor: the scheduler places jobs' "
+     "memory_mb_per_node on MemTotal (/proc/meminfo) minus these"},
     {"cudart", TY_OPT_STR, NULL, 0, 0,
      "CUDA runtime to dlopen for the GPU probe (default: libcudart.so, libcudart.so.13, "
      "libcudart.so.12)"},
@@ -141,6 +153,37 @@ static int sibling(char **out, const char *name, struct ty_err *err)
 		*out = NULL;
 		return ty_err_set(err, TY_ENOMEM, NULL);
 	}
+	return 0;
+}
+
+/*
+ * The CPUs and memory register reports allocatable: --cpus / --memory-mb
+ * as given; else the host's online CPUs and MemTotal minus the reserves,
+ * except on a simulated node (many share one host), which reports none
+ * (not limited) unless told.
+ */
+static int capacity(struct exec_opts *o, struct ty_config *c, bool simulated, struct ty_err *err)
+{
+	int64_t total;
+	int rc;
+
+	if (ty_config_str(c, "cpus"))
+		o->cpus = ty_config_int(c, "cpus");
+	else if (!simulated &&
+		 ((rc = hw_cpus_online(&total, err)) ||
+		  (rc = hw_allocatable(&o->cpus, total, ty_config_int(c, "reserve-cpus"), "CPUs",
+				       "--reserve-cpus", err))))
+		return rc;
+	if (ty_config_str(c, "memory-mb"))
+		o->memory_mb = ty_config_int(c, "memory-mb");
+	else if (!simulated &&
+		 ((rc = hw_meminfo_total_mb(&total, "/proc/meminfo", err)) ||
+		  (rc = hw_allocatable(&o->memory_mb, total, ty_config_int(c, "reserve-memory-mb"),
+				       "MiB of memory", "--reserve-memory-mb", err))))
+		return rc;
+	if (o->cpus > 0 || o->memory_mb > 0)
+		ty_info("allocatable: %lld CPUs, %lld MiB of memory (0: not reported, not limited)",
+			(long long)o->cpus, (long long)o->memory_mb);
 	return 0;
 }
 
@@ -370,6 +413,10 @@ int main(int argc, char **argv)
 	o.fabric_env = fabric;
 	o.bootstrap = bootstrap;
 	o.fake_gpus = ty_config_str(c, "fake-gpus") ? (int)ty_config_int(c, "fake-gpus") : -1;
+	if (capacity(&o, c, inv.simulated, &err)) {
+		fail("%s", err.msg);
+		goto out;
+	}
 	o.labels = labels;
 	o.heartbeat_ms = ty_config_int(c, "heartbeat-ms");
 	o.register_ms = ty_config_int(c, "register-ms");

@@ -2,6 +2,7 @@
 #include "quota.h"
 
 #include <math.h>
+#include <stdint.h>
 
 double quota_usage_decay(double usage, int64_t elapsed_ms, int64_t half_life_s)
 {
@@ -81,4 +82,53 @@ enum quota_verdict quota_check(const struct quota_team *t, const struct quota_co
 	if (borrow > quota_cohort_available(t, c))
 		return QUOTA_OVER_COHORT;
 	return QUOTA_OK;
+}
+
+const char *quota_res_name(enum quota_res r)
+{
+	switch (r) {
+	case QUOTA_CPUS:
+		return "CPUs";
+	case QUOTA_MEMORY_MB:
+		return "MiB of memory";
+	default:
+		return "unknown resource";
+	}
+}
+
+static int64_t mul_sat(int64_t a, int64_t b)
+{
+	if (a <= 0 || b <= 0)
+		return 0;
+	return a > INT64_MAX / b ? INT64_MAX : a * b;
+}
+
+struct quota_vec quota_job_charge(int64_t nodes, int64_t cpus_per_node,
+				  int64_t memory_mb_per_node)
+{
+	struct quota_vec v = {{0}};
+
+	v.v[QUOTA_CPUS] = mul_sat(nodes, cpus_per_node);
+	v.v[QUOTA_MEMORY_MB] = mul_sat(nodes, memory_mb_per_node);
+	return v;
+}
+
+void quota_vec_add(struct quota_vec *v, const struct quota_vec *by, int sign)
+{
+	for (int r = 0; r < QUOTA_NRES; r++)
+		v->v[r] += sign * by->v[r];
+}
+
+int quota_caps_check(const struct quota_caps *c, const struct quota_vec *ask)
+{
+	for (int r = 0; r < QUOTA_NRES; r++) {
+		int64_t lim = c->limit.v[r], a = ask->v[r];
+
+		if (lim < 0 || a <= 0)
+			continue;
+		/* used + a > lim, without overflow */
+		if (c->used.v[r] > lim || a > lim - c->used.v[r])
+			return r;
+	}
+	return -1;
 }

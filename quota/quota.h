@@ -85,4 +85,43 @@ enum quota_verdict {
 enum quota_verdict quota_check(const struct quota_team *t, const struct quota_cohort *c,
 			       int64_t gpus);
 
+/*
+ * CPUs and memory: a team's quota may cap them besides GPUs. These caps are
+ * plain ceilings on what the team holds at once (no cohort, no borrowing or
+ * lending, no reclaim): simple to predict, and GPUs stay the resource that
+ * is shared and fought over. A job is charged nodes × per-node ask.
+ */
+enum quota_res { QUOTA_CPUS = 0, QUOTA_MEMORY_MB = 1, QUOTA_NRES };
+
+/* One vector of the capped resources (CPUs, MiB of memory). */
+struct quota_vec {
+	int64_t v[QUOTA_NRES];
+};
+
+/* A team's caps (-1 = no cap on that resource) and what it holds now. */
+struct quota_caps {
+	struct quota_vec limit;
+	struct quota_vec used;
+};
+
+/* "CPUs", "MiB of memory": borrowed static strings for messages. */
+const char *quota_res_name(enum quota_res r);
+
+/*
+ * What a job of `nodes` × (cpus_per_node, memory_mb_per_node) is charged:
+ * the products, saturating at INT64_MAX (never negative for >= 0 input).
+ */
+struct quota_vec quota_job_charge(int64_t nodes, int64_t cpus_per_node,
+				  int64_t memory_mb_per_node);
+
+/* Add sign × `by` to *v (sign +1 or −1). */
+void quota_vec_add(struct quota_vec *v, const struct quota_vec *by, int sign);
+
+/*
+ * The first resource whose cap `ask` more would exceed (used + ask >
+ * limit), or -1 when every capped resource has room. A resource asked 0
+ * always has room, so a team over a cap still runs jobs that ask none.
+ */
+int quota_caps_check(const struct quota_caps *c, const struct quota_vec *ask);
+
 #endif

@@ -793,6 +793,7 @@ struct node_row {
 	int64_t preempt_seq; /* 0: none, or set through the API */
 	int64_t last_seq;
 	int gpus;
+	int64_t cpus, memory_mb; /* 0 = not reported */
 	char boot_id[256];
 };
 
@@ -804,7 +805,8 @@ static int node_get(struct node_row *n, struct sched *s, const char *node, struc
 
 	memset(n, 0, sizeof(*n));
 	if ((rc = ty_pg_exec(&res, s->pg,
-			     "SELECT boot_id, state, last_seq, gpus, preempt_seq FROM nodes"
+			     "SELECT boot_id, state, last_seq, gpus, preempt_seq,"
+			     " coalesce(cpus, 0), coalesce(memory_mb, 0) FROM nodes"
 			     " WHERE id = $1 FOR UPDATE",
 			     1, p, err)))
 		return rc;
@@ -816,6 +818,8 @@ static int node_get(struct node_row *n, struct sched *s, const char *node, struc
 		n->gpus = (int)sched_col_i64(res, 0, 3);
 		n->preempting = !strcmp(PQgetvalue(res, 0, 1), "preempting");
 		n->preempt_seq = sched_col_i64(res, 0, 4);
+		n->cpus = sched_col_i64(res, 0, 5);
+		n->memory_mb = sched_col_i64(res, 0, 6);
 	}
 	PQclear(res);
 	return 0;
@@ -864,10 +868,15 @@ static int on_register(struct sched *s, const struct proto_msg *m, struct ty_err
 	const json_t *inv = json_object_get(d, "inventory");
 	const json_t *sim = json_object_get(d, "simulated");
 	const char *boot_id = jstr(d, "boot_id", "");
-	char *labels = NULL, *inventory = NULL, gb[24], sb[24];
+	char *labels = NULL, *inventory = NULL, gb[24], sb[24], cb[24], mb[24];
 	struct node_row n;
 	int64_t gpus = jint(d, "gpus", 0);
+	/* absent (an older executor) or not a positive count: not limited (NULL) */
+	int64_t cpus = jint(d, "cpus", 0), memory_mb = jint(d, "memory_mb", 0);
 	int rc;
+
+	if (cpus > INT_MAX)
+		cpus = INT_MAX;
 
 	if ((rc = node_get(&n, s, m->node, err)))
 		return rc;
@@ -889,27 +898,32 @@ static int on_register(struct sched *s, const struct proto_msg *m, struct ty_err
 			   boot_id,
 			   jstr(d, "log_url", ""),
 			   inventory,
-			   sched_i64(sb, m->seq)};
+			   sched_i64(sb, m->seq),
+			   cpus > 0 ? sched_i64(cb, cpus) : NULL,
+			   memory_mb > 0 ? sched_i64(mb, memory_mb) : NULL};
 	if ((rc = ty_pg_exec(NULL, s->pg,
 			     "INSERT INTO nodes (id, address, labels, gpus, simulated, boot_id,"
-			     " log_url, inventory, last_seq)"
-			     " VALUES ($1, $2, $3::jsonb, $4, $5, $6, $7, $8::jsonb, $9)"
+			     " log_url, inventory, last_seq, cpus, memory_mb)"
+			     " VALUES ($1, $2, $3::jsonb, $4, $5, $6, $7, $8::jsonb, $9, $10, $11)"
 			     " ON CONFLICT (id) DO UPDATE SET address = EXCLUDED.address,"
 			     " labels = EXCLUDED.labels, gpus = EXCLUDED.gpus,"
+			     " cpus = EXCLUDED.cpus, memory_mb = EXCLUDED.memory_mb,"
 			     " simulated = EXCLUDED.simulated, boot_id = EXCLUDED.boot_id,"
 			     " log_url = EXCLUDED.log_url, inventory = EXCLUDED.inventory,"
 			     " last_seq = EXCLUDED.last_seq, last_heartbeat = now(),"
 			     " state = CASE WHEN nodes.state <> 'lost' THEN nodes.state"
 			     "  WHEN nodes.drain_reason IS NULL THEN 'ready' ELSE 'drained' END",
-			     9, p, err)))
+			     11, p, err)))
 		goto out;
-	sched_mirror_touch_node(s, m->node); /* address, labels, GPUs or state may be new */
+	sched_mirror_touch_node(s, m->node); /* address, labels, capacity or state may be new */
 	if (!n.exists)
-		ty_info("node '%s' registered: %lld GPUs at %s", m->node, (long long)gpus,
-			jstr(d, "address", ""));
+		ty_info("node '%s' registered: %lld GPUs, %s CPUs, %s MiB at %s", m->node,
+			(long long)gpus, cpus > 0 ? cb : "unreported",
+			memory_mb > 0 ? mb : "unreported", jstr(d, "address", ""));
 	else if (n.lost)
 		ty_info("node '%s' is back", m->node);
-	if (!n.exists || n.lost || n.gpus != gpus)
+	if (!n.exists || n.lost || n.gpus != gpus || n.cpus != (cpus > 0 ? cpus : 0) ||
+	    n.memory_mb != (memory_mb > 0 ? memory_mb : 0))
 		s->capacity_freed = true;
 out:
 	free(labels);

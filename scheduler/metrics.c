@@ -84,6 +84,12 @@ static const char *const reason_labels[SCHED_REASON_COUNT] = {
     [SCHED_WAIT_BACKOFF] = "backoff",
     [SCHED_NEVER_FITS_EXCLUDED] = "never_fits",
     [SCHED_WAIT_ON_DEMAND] = "resources",
+    [SCHED_NEVER_FITS_CPUS] = "never_fits",
+    [SCHED_NEVER_FITS_MEMORY] = "never_fits",
+    [SCHED_WAIT_CPUS] = "resources",
+    [SCHED_WAIT_MEMORY] = "resources",
+    [SCHED_WAIT_QUOTA_CPUS] = "quota",
+    [SCHED_WAIT_QUOTA_MEMORY] = "quota",
 };
 
 /*

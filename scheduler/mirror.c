@@ -41,7 +41,8 @@
 #define NODE_SELECT                                                                                \
 	"SELECT id, address, gpus, state = 'ready', labels->>'zone', labels->>'rack',"             \
 	" labels->>'block', state <> 'lost', state = 'preempting',"                               \
-	" coalesce(labels->>'pool' = 'spot', false) FROM nodes"
+	" coalesce(labels->>'pool' = 'spot', false), coalesce(cpus, 0),"                          \
+	" coalesce(memory_mb, 0) FROM nodes"
 
 #define ALLOC_SELECT                                                                               \
 	"SELECT a.job_id, a.attempt, a.node_id, array_to_string(a.gpus, ','),"                     \
@@ -53,7 +54,9 @@
 	" NOT (t.state IN ('scheduled', 'starting', 'running')"                                    \
 	"  AND j.attempt = t.attempt AND NOT j.cancel_requested"                                   \
 	"  AND j.state IN ('scheduled', 'starting', 'running')),"                                  \
-	" coalesce(t.preempted_for, 0), a.node_rank"                                               \
+	" coalesce(t.preempted_for, 0), a.node_rank,"                                              \
+	" coalesce((j.spec->'resources'->>'cpus_per_node')::bigint, 1),"                           \
+	" coalesce((j.spec->'resources'->>'memory_mb_per_node')::bigint, 1024)"                    \
 	" FROM allocations a JOIN attempts t USING (job_id, attempt)"                              \
 	" JOIN jobs j ON j.id = a.job_id WHERE a.released_at IS NULL"
 
@@ -72,7 +75,7 @@
 	" (extract(epoch FROM coalesce(u.updated_at, t.created_at)) * 1000)::bigint,"              \
 	" coalesce(u.fair_share, 1), coalesce(u.gpus_in_use, 0),"                                  \
 	" coalesce(u.gpus_borrowed, 0), coalesce(u.gpus_lent, 0),"                                 \
-	" coalesce(u.pending_jobs, 0)"                                                             \
+	" coalesce(u.pending_jobs, 0), coalesce(t.max_cpus, 0), coalesce(t.max_memory_mb, 0)"    \
 	" FROM teams t LEFT JOIN team_usage u ON u.team_id = t.id ORDER BY t.id"
 
 /*
@@ -324,6 +327,8 @@ static int read_nodes(struct sched_mnode **out, int *nout, bool **present, const
 		nd->block = dup_or_null(res, r, 6, &oom);
 		nd->preempting = !strcmp(PQgetvalue(res, r, 8), "t");
 		nd->spot = !strcmp(PQgetvalue(res, r, 9), "t");
+		nd->cpus = sched_col_i64(res, r, 10);
+		nd->memory_mb = sched_col_i64(res, r, 11);
 		if (present)
 			(*present)[r] = !strcmp(PQgetvalue(res, r, 7), "t");
 		if (!nd->id)
@@ -351,6 +356,8 @@ static void read_alloc(struct sched_malloc *a, const PGresult *res, int r)
 	a->preempting = !strcmp(PQgetvalue(res, r, 11), "t");
 	a->preempted_for = sched_col_i64(res, r, 12);
 	a->node_rank = (int)sched_col_i64(res, r, 13);
+	a->cpus_per_node = sched_col_i64(res, r, 14);
+	a->memory_mb_per_node = sched_col_i64(res, r, 15);
 }
 
 static void read_port(struct sched_mport *p, const PGresult *res, int r)
@@ -395,6 +402,8 @@ static int load_teams(struct sched_mirror *m, struct ty_pg *pg, struct ty_err *e
 		t->borrowed = sched_col_i64(res, i, 12);
 		t->lent = sched_col_i64(res, i, 13);
 		t->pending = sched_col_i64(res, i, 14);
+		t->max_cpus = sched_col_i64(res, i, 15);
+		t->max_memory_mb = sched_col_i64(res, i, 16);
 	}
 	PQclear(res);
 	teams_free(m);
@@ -688,7 +697,8 @@ static bool same_team(const struct sched_mteam *a, const struct sched_mteam *b)
 	       fabs(a->decayed - b->decayed) <= 1e-6 * (1 + fabs(a->decayed)) &&
 	       llabs(a->since_ms - b->since_ms) <= 1 && fabs(a->fair_share - b->fair_share) < 1e-9 &&
 	       a->used == b->used && a->borrowed == b->borrowed && a->lent == b->lent &&
-	       a->pending == b->pending;
+	       a->pending == b->pending && a->max_cpus == b->max_cpus &&
+	       a->max_memory_mb == b->max_memory_mb;
 }
 
 static bool same_node(const struct sched_mnode *a, const struct sched_mnode *b)
@@ -696,7 +706,7 @@ static bool same_node(const struct sched_mnode *a, const struct sched_mnode *b)
 	return !strcmp(a->id, b->id) && !cmp_str(a->addr, b->addr) && a->gpus == b->gpus &&
 	       a->ready == b->ready && !cmp_str(a->zone, b->zone) && !cmp_str(a->rack, b->rack) &&
 	       !cmp_str(a->block, b->block) && a->preempting == b->preempting &&
-	       a->spot == b->spot;
+	       a->spot == b->spot && a->cpus == b->cpus && a->memory_mb == b->memory_mb;
 }
 
 static bool same_alloc(const struct sched_malloc *a, const struct sched_malloc *b)
@@ -706,7 +716,8 @@ static bool same_alloc(const struct sched_malloc *a, const struct sched_malloc *
 	       a->priority == b->priority && a->start_ms == b->start_ms &&
 	       a->min_runtime_s == b->min_runtime_s && a->max_runtime_s == b->max_runtime_s &&
 	       a->preemptible == b->preemptible && a->preempting == b->preempting &&
-	       a->preempted_for == b->preempted_for && a->node_rank == b->node_rank;
+	       a->preempted_for == b->preempted_for && a->node_rank == b->node_rank &&
+	       a->cpus_per_node == b->cpus_per_node && a->memory_mb_per_node == b->memory_mb_per_node;
 }
 
 static bool same_port(const struct sched_mport *a, const struct sched_mport *b)

@@ -153,6 +153,8 @@ static int load_teams(struct snap *sn, struct sched *s, struct ty_err *err)
 		t->lending_limit = mt->lending_limit;
 		t->cohort = mt->cohort;
 		t->weight = mt->weight;
+		t->max_cpus = mt->max_cpus;
+		t->max_memory_mb = mt->max_memory_mb;
 		r->have_row = mt->have_row;
 		sn->usage[i].team = r->id;
 		sn->usage[i].decayed = mt->decayed;
@@ -196,6 +198,8 @@ static int load_nodes(struct snap *sn, struct sched *s, struct ty_err *err)
 		nd->zone = mn->zone;
 		nd->rack = mn->rack;
 		nd->block = mn->block;
+		nd->cpus = mn->cpus;
+		nd->memory_mb = mn->memory_mb;
 	}
 	sn->in.nodes = sn->nodes;
 	sn->in.nnodes = n;
@@ -253,6 +257,8 @@ static int load_running(struct snap *sn, struct sched *s, struct ty_err *err)
 			r->preemptible = a->preemptible;
 			r->preempting = a->preempting;
 			r->preempted_for = a->preempted_for;
+			r->cpus_per_node = a->cpus_per_node;
+			r->memory_mb_per_node = a->memory_mb_per_node;
 			r->node = &node[i];
 			r->gpus = &gpus[i];
 		}
@@ -441,6 +447,8 @@ static int load_pending(struct snap *sn, struct sched *s, struct ty_err *err)
 			p->submit_ms = q->submit_ms;
 			p->nodes = q->nodes;
 			p->gpus_per_node = q->gpus_per_node;
+			p->cpus_per_node = q->cpus_per_node;
+			p->memory_mb_per_node = q->memory_mb_per_node;
 			p->per_node = q->per_node;
 			p->required = topo < 0 ? SCHED_TOPO_NONE : (enum sched_topo)topo;
 			p->min_runtime_s = q->min_runtime_s;

@@ -53,7 +53,9 @@
 	" j.spot_preemptions, coalesce((j.spec->'spot'->>'max_preemptions')::integer, 3),"        \
 	/* a sweep trial: its sweep and the sweep's max_concurrent (0 = none) */                   \
 	" coalesce(j.sweep_id, 0),"                                                                \
-	" coalesce((SELECT w.max_concurrent FROM sweeps w WHERE w.id = j.sweep_id), 0)"            \
+	" coalesce((SELECT w.max_concurrent FROM sweeps w WHERE w.id = j.sweep_id), 0),"           \
+	" coalesce((j.spec->'resources'->>'cpus_per_node')::bigint, 1),"                           \
+	" coalesce((j.spec->'resources'->>'memory_mb_per_node')::bigint, 1024)"                    \
 	" FROM jobs j"
 
 void sched_touch(struct sched *s, int64_t job)
@@ -180,6 +182,8 @@ static int qjob_read(struct sched_qjob *j, const PGresult *res, int r)
 	j->spot_max = (int)sched_col_i64(res, r, 22);
 	j->sweep_id = sched_col_i64(res, r, 23);
 	j->sweep_max = (int)sched_col_i64(res, r, 24);
+	j->cpus_per_node = sched_col_i64(res, r, 25);
+	j->memory_mb_per_node = sched_col_i64(res, r, 26);
 	return 0;
 }
 

@@ -78,6 +78,7 @@ struct sched_qjob {
 	int priority;
 	int64_t submit_ms;
 	int nodes, gpus_per_node;
+	int64_t cpus_per_node, memory_mb_per_node; /* spec.resources */
 	bool per_node;
 	int64_t min_runtime_s, max_runtime_s;
 	bool held; /* an earlier attempt still holds GPUs: not to be placed yet */
@@ -108,6 +109,7 @@ struct sched_queue {
 struct sched_mnode {
 	char *id, *addr, *zone, *rack, *block; /* owned; labels NULL when absent */
 	int gpus;
+	int64_t cpus, memory_mb; /* allocatable as registered, 0 = not reported (not limited) */
 	bool ready;
 	bool preempting; /* state preempting: its gangs are checkpointed and killed (spot.c) */
 	bool spot;	 /* label pool = spot */
@@ -124,6 +126,7 @@ struct sched_malloc {
 	int64_t start_ms, min_runtime_s, max_runtime_s;
 	bool preemptible, preempting;
 	int64_t preempted_for;
+	int64_t cpus_per_node, memory_mb_per_node; /* held on this node (the job's spec) */
 };
 
 /* A rendezvous port held (attempts.master_node/master_port). */
@@ -138,6 +141,7 @@ struct sched_mteam {
 	int64_t id;
 	char *name, *cohort; /* owned */
 	int64_t nominal, borrowing_limit, lending_limit;
+	int64_t max_cpus, max_memory_mb; /* 0 = no cap */
 	double weight;
 	bool have_row;
 	double decayed;

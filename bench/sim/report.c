@@ -81,7 +81,8 @@ static const char *const class_name[SIM_NCLASS] = {"high", "normal", "low", "sca
 static const char *const reason_name[] = {
     "placed",	  "nodes",    "topology", "never_fits", "borrow_limit", "cohort", "nominal",
     "preemption", "reserved", "head",	  "behind",	"scan_limit",	"port",	  "invalid",
-    "backoff",	  "excluded", "on_demand"};
+    "backoff",	  "excluded", "on_demand", "never_fits_cpus", "never_fits_memory", "cpus",
+    "memory",	  "quota_cpus", "quota_memory"};
 _Static_assert(sizeof(reason_name) / sizeof(reason_name[0]) == SCHED_REASON_COUNT,
 	       "a name for every enum sched_reason");
 _Static_assert(SCHED_REASON_COUNT <= 24, "sim_report.reason_counts holds every reason");

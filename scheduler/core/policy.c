@@ -196,7 +196,23 @@ struct ctx {
 	int *owner;
 	int *lower; /* [team * SCHED_CLASS_COUNT + cls]: preemptible gangs of a class below cls */
 	uint8_t *tmark;
+
+	/*
+	 * CPUs and memory (docs/scheduling.md, "CPUs and memory"): what is left
+	 * of each node's allocatable (NOLIMIT where the node reports none), the
+	 * nodes that report some (lim), and each team's caps. rx lists the
+	 * nodes the job at hand cannot use for lack of CPUs or memory now; they
+	 * are left out of the views like excluded nodes while it is decided.
+	 */
+	int64_t *cpu_left, *mem_left;
+	int64_t cpu_min, mem_min; /* least left on a schedulable node (only falls in a decision) */
+	int *lim, nlim;
+	int *rx, nrx;
+	struct quota_caps *caps;
+	struct quota_vec head_charge;
 };
+
+#define NOLIMIT INT64_MAX
 
 static int popc(uint64_t x)
 {
@@ -776,8 +792,21 @@ static void team_add(struct ctx *c, int t, int64_t gpus)
 		quota_cohort_account(co, &c->qt[t], +1);
 }
 
-/* Whether a job of team t taking `need` GPUs behind the head leaves the head admissible. */
-static bool resv_quota_ok(struct ctx *c, int t, int64_t need)
+/* Whether team t, after taking `ask` more, still has cap room for `then`. */
+static bool res_caps_leave(const struct ctx *c, int t, const struct quota_vec *ask,
+			   const struct quota_vec *then)
+{
+	struct quota_caps k = c->caps[t];
+
+	quota_vec_add(&k.used, ask, +1);
+	return quota_caps_check(&k, then) < 0;
+}
+
+/*
+ * Whether a job of team t taking `need` GPUs (and `ask` CPUs and memory)
+ * behind the head leaves the head admissible.
+ */
+static bool resv_quota_ok(struct ctx *c, int t, int64_t need, const struct quota_vec *ask)
 {
 	const struct quota_team *q = &c->qt[t];
 	bool ok;
@@ -786,7 +815,7 @@ static bool resv_quota_ok(struct ctx *c, int t, int64_t need)
 		team_add(c, t, need);
 		ok = quota_check(&c->qt[t], cohort_of(c, t), c->head_need) == QUOTA_OK;
 		team_add(c, t, -need);
-		return ok;
+		return ok && res_caps_leave(c, t, ask, &c->head_charge);
 	}
 	/* a peer that borrows competes with a borrowing head for the cohort's idle GPUs */
 	if (c->head_borrows && c->cohort[t] >= 0 && c->cohort[t] == c->cohort[c->head_team] &&
@@ -846,9 +875,23 @@ static int place(struct ctx *c, int i, bool lng, bool *placed)
 		take_gpus(c, n, G, pl.gpus + (size_t)r * (size_t)G);
 		if (lng && c->spare[n] != NOSPARE)
 			c->spare[n] -= G;
+		if (c->cpu_left[n] != NOLIMIT)
+			c->cpu_left[n] -= p->cpus_per_node;
+		if (c->mem_left[n] != NOLIMIT)
+			c->mem_left[n] -= p->memory_mb_per_node;
+		if (c->cpu_left[n] < c->cpu_min)
+			c->cpu_min = c->cpu_left[n];
+		if (c->mem_left[n] < c->mem_min)
+			c->mem_min = c->mem_left[n];
 		refresh_node(c, n);
 	}
 	team_add(c, p->team, (int64_t)N * G);
+	{
+		struct quota_vec ch =
+		    quota_job_charge(N, p->cpus_per_node, p->memory_mb_per_node);
+
+		quota_vec_add(&c->caps[p->team].used, &ch, +1);
+	}
 	c->d->placements[c->d->nplacements] = pl;
 	c->d->placement_pending[c->d->nplacements++] = i;
 	c->gen++;
@@ -1544,6 +1587,9 @@ static void probe_view(struct ctx *c, const struct sched_pending_in *p, int upto
 	for (int k = 0; k < p->nexclude; k++)
 		if (p->exclude[k] >= 0 && p->exclude[k] < c->nn)
 			c->f[p->exclude[k]] = -1;
+	/* a reservation counts on GPUs only: nodes short of CPUs or memory now are left out */
+	for (int k = 0; k < c->nrx; k++)
+		c->f[c->rx[k]] = -1;
 	view_build(c, &c->tmp, c->f);
 }
 
@@ -1755,7 +1801,8 @@ static bool pending_valid(const struct ctx *c, const struct sched_pending_in *p)
 {
 	return p->team >= 0 && p->team < c->in->nteams && p->nodes >= 1 && p->gpus_per_node >= 0 &&
 	       p->gpus_per_node <= SCHED_MAX_GPUS && (unsigned)p->cls < SCHED_CLASS_COUNT &&
-	       (unsigned)p->required < SCHED_TOPO_COUNT && p->max_runtime_s > 0;
+	       (unsigned)p->required < SCHED_TOPO_COUNT && p->max_runtime_s > 0 &&
+	       p->cpus_per_node >= 0 && p->memory_mb_per_node >= 0;
 }
 
 static void nodes_reason(struct ctx *c, struct sched_pending_out *o,
@@ -1785,20 +1832,189 @@ static void set_excluded(struct ctx *c, const struct sched_pending_in *p, bool o
 	}
 }
 
+/* ---- CPUs and memory ---------------------------------------------------------------------- */
+
+/* Whether node n can never give p its CPUs (QUOTA_CPUS) or memory: its allocatable is smaller. */
+static bool res_never(const struct ctx *c, const struct sched_pending_in *p, int n, int res)
+{
+	const struct sched_node_in *nd = &c->in->nodes[n];
+
+	if (res == QUOTA_CPUS)
+		return nd->cpus > 0 && nd->cpus < p->cpus_per_node;
+	return nd->memory_mb > 0 && nd->memory_mb < p->memory_mb_per_node;
+}
+
+/* Whether node n lacks p's CPUs (QUOTA_CPUS) or memory now. */
+static bool res_short(const struct ctx *c, const struct sched_pending_in *p, int n, int res)
+{
+	/* nothing asked is never short, even on a node over-committed by a smaller register */
+	if (res == QUOTA_CPUS)
+		return p->cpus_per_node > 0 && c->cpu_left[n] < p->cpus_per_node;
+	return p->memory_mb_per_node > 0 && c->mem_left[n] < p->memory_mb_per_node;
+}
+
+/* c->rx = the schedulable nodes short of p's CPUs or memory now. */
+static void res_scan(struct ctx *c, const struct sched_pending_in *p)
+{
+	c->nrx = 0;
+	/* the common case, every node has room: no pass over the nodes */
+	if ((p->cpus_per_node <= 0 || p->cpus_per_node <= c->cpu_min) &&
+	    (p->memory_mb_per_node <= 0 || p->memory_mb_per_node <= c->mem_min))
+		return;
+	for (int k = 0; k < c->nlim; k++) {
+		int n = c->lim[k];
+
+		if (c->in->nodes[n].schedulable &&
+		    (res_short(c, p, n, QUOTA_CPUS) || res_short(c, p, n, QUOTA_MEMORY_MB)))
+			c->rx[c->nrx++] = n;
+	}
+}
+
+/* Leave c->rx out of the views (on), or bring them back (off; refresh_node restores). */
+static void res_exclude(struct ctx *c, bool on)
+{
+	for (int k = 0; k < c->nrx; k++) {
+		int n = c->rx[k];
+
+		if (on) {
+			view_set(c, &c->main, n, -1);
+			if (c->have_resv)
+				view_set(c, &c->lng, n, -1);
+		} else {
+			refresh_node(c, n);
+		}
+	}
+}
+
+/*
+ * For a job that fits the idle cluster's GPUs: whether it also fits once
+ * the nodes whose allocatable CPUs (res = QUOTA_CPUS), memory
+ * (QUOTA_MEMORY_MB) or either (-1) are too small are left out.
+ */
+static bool could_fit_res(struct ctx *c, const struct sched_pending_in *p, int res)
+{
+	bool ok, learn = c->nolearn, any = false;
+
+	for (int k = 0; k < c->nlim; k++) {
+		int n = c->lim[k];
+
+		if (c->cap.free[n] >= 0 &&
+		    ((res != QUOTA_MEMORY_MB && res_never(c, p, n, QUOTA_CPUS)) ||
+		     (res != QUOTA_CPUS && res_never(c, p, n, QUOTA_MEMORY_MB)))) {
+			view_set(c, &c->cap, n, -1);
+			any = true;
+		}
+	}
+	if (!any)
+		return true;
+	c->nolearn = true; /* the shape memos are the whole capacity's */
+	ok = fit(c, &c->cap, p->nodes, p->gpus_per_node, p->required);
+	c->nolearn = learn;
+	for (int k = 0; k < c->nlim; k++) {
+		int n = c->lim[k];
+
+		if (c->in->nodes[n].schedulable)
+			view_set(c, &c->cap, n, popc(c->full[n]));
+	}
+	return ok;
+}
+
+/*
+ * Fill o for a job that CPUs or memory keep off nodes: NEVER_FITS_* when
+ * `never` (allocatable too small), else WAIT_* (not free now).
+ */
+static void res_reason(struct ctx *c, struct sched_pending_out *o,
+		       const struct sched_pending_in *p, int res, bool never)
+{
+	int64_t best = 0;
+	int cnt = 0;
+
+	for (int n = 0; n < c->nn; n++) {
+		const struct sched_node_in *nd = &c->in->nodes[n];
+		int64_t have = never ? (res == QUOTA_CPUS ? nd->cpus : nd->memory_mb)
+				     : (res == QUOTA_CPUS ? c->cpu_left[n] : c->mem_left[n]);
+		bool reports = res == QUOTA_CPUS ? nd->cpus > 0 : nd->memory_mb > 0;
+
+		if (!nd->schedulable)
+			continue;
+		if (!reports) {
+			cnt++;
+			continue;
+		}
+		if (have > best)
+			best = have;
+		if (have >= (res == QUOTA_CPUS ? p->cpus_per_node : p->memory_mb_per_node))
+			cnt++;
+	}
+	if (res == QUOTA_CPUS)
+		o->reason = never ? SCHED_NEVER_FITS_CPUS : SCHED_WAIT_CPUS;
+	else
+		o->reason = never ? SCHED_NEVER_FITS_MEMORY : SCHED_WAIT_MEMORY;
+	o->used = res == QUOTA_CPUS ? p->cpus_per_node : p->memory_mb_per_node;
+	o->limit = best > 0 ? best : 0;
+	o->count = cnt;
+	o->level = SCHED_TOPO_NONE;
+}
+
+/*
+ * Whether the job fits the main view (its own exclusions applied) with only
+ * the nodes of c->rx short of `res` (-1: none of them) left out. The views
+ * are back to c->rx left out on return.
+ */
+static bool res_fits_without(struct ctx *c, const struct sched_pending_in *p, int res)
+{
+	bool ok;
+
+	res_exclude(c, false);
+	if (p->nexclude)
+		set_excluded(c, p, true);
+	for (int k = 0; res >= 0 && k < c->nrx; k++)
+		if (res_short(c, p, c->rx[k], res))
+			view_set(c, &c->main, c->rx[k], -1);
+	ok = fit(c, &c->main, p->nodes, p->gpus_per_node, p->required);
+	res_exclude(c, false);
+	if (p->nexclude)
+		set_excluded(c, p, true);
+	res_exclude(c, true);
+	return ok;
+}
+
+/*
+ * A job that did not fit with c->rx left out: if it fits the GPUs free now
+ * without leaving them out, CPUs or memory are what it waits for; say which.
+ * Returns whether o was filled. The views are as before on return.
+ */
+static bool res_wait_reason(struct ctx *c, struct sched_pending_out *o,
+			    const struct sched_pending_in *p)
+{
+	bool mem_only;
+
+	if (!c->nrx || !res_fits_without(c, p, -1))
+		return false;
+	/* memory when it alone stops it; else CPUs (they do, or it takes both) */
+	mem_only = res_fits_without(c, p, QUOTA_CPUS) && !res_fits_without(c, p, QUOTA_MEMORY_MB);
+	res_reason(c, o, p, mem_only ? QUOTA_MEMORY_MB : QUOTA_CPUS, false);
+	return true;
+}
+
 static int decide_one(struct ctx *c, int i)
 {
 	const struct sched_pending_in *p = &c->in->pending[i];
 	struct sched_pending_out *o = &c->d->pending[i];
 	int t = p->team, N = p->nodes, G = p->gpus_per_node, rc = 0;
 	int64_t need = (int64_t)N * G;
-	bool lng, placed = false, done = false, fitted = false;
+	bool lng, placed = false, done = false, fitted = false, narrowed = false;
 	struct view *v;
 	enum quota_verdict qv;
+	struct quota_vec charge;
+	int capped;
 
+	c->nrx = 0;
 	if (!pending_valid(c, p)) {
 		o->reason = SCHED_INVALID;
 		return 0;
 	}
+	charge = quota_job_charge(N, p->cpus_per_node, p->memory_mb_per_node);
 	lng = c->have_resv && c->now + p->max_runtime_s * 1000 > c->resv_ms;
 	v = lng ? &c->lng : &c->main;
 	qv = quota_check(&c->qt[t], cohort_of(c, t), need);
@@ -1814,6 +2030,13 @@ static int decide_one(struct ctx *c, int i)
 		o->level = N > 1 ? p->required : SCHED_TOPO_NONE;
 		return 0;
 	}
+	if (qv == QUOTA_OK && c->nlim && (p->cpus_per_node > 0 || p->memory_mb_per_node > 0) &&
+	    !could_fit_res(c, p, -1)) {
+		/* CPUs first when they alone are enough to keep it off every fitting node */
+		res_reason(c, o, p, could_fit_res(c, p, QUOTA_CPUS) ? QUOTA_MEMORY_MB : QUOTA_CPUS,
+			   true);
+		return 0;
+	}
 	if (qv == QUOTA_OK && p->nexclude) {
 		int nx;
 
@@ -1824,10 +2047,23 @@ static int decide_one(struct ctx *c, int i)
 			return 0;
 		}
 	}
-	if (p->nexclude) {
-		set_excluded(c, p, true);
-		c->nolearn = true;
+	/* CPU and memory caps are plain ceilings: nothing is preempted for them */
+	if ((capped = quota_caps_check(&c->caps[t], &charge)) >= 0) {
+		o->reason = capped == QUOTA_CPUS ? SCHED_WAIT_QUOTA_CPUS : SCHED_WAIT_QUOTA_MEMORY;
+		o->team = t;
+		o->used = c->caps[t].used.v[capped];
+		o->limit = c->caps[t].limit.v[capped];
+		o->need = charge.v[capped];
+		return 0;
 	}
+	res_scan(c, p);
+	narrowed = p->nexclude || c->nrx;
+	if (p->nexclude)
+		set_excluded(c, p, true);
+	if (c->nrx)
+		res_exclude(c, true);
+	if (narrowed)
+		c->nolearn = true;
 	if (qv != QUOTA_OK) {
 		/* only its own lower classes can make quota room */
 		int64_t deficit =
@@ -1863,7 +2099,7 @@ static int decide_one(struct ctx *c, int i)
 	 * Quota the head needs is kept from every job behind it, short or
 	 * long: a head that became quota-blocked would lose its place.
 	 */
-	if (c->have_resv && !resv_quota_ok(c, t, need)) {
+	if (c->have_resv && !resv_quota_ok(c, t, need, &charge)) {
 		o->reason = SCHED_WAIT_RESERVED;
 		o->other_job = c->in->pending[c->d->head].job;
 		o->at_ms = c->resv_ms;
@@ -1889,7 +2125,7 @@ static int decide_one(struct ctx *c, int i)
 	}
 	if (fitted) {
 		/* placed below */
-	} else if (fits_quickly_no(v, N, G, p->required) && !p->nexclude) {
+	} else if (fits_quickly_no(v, N, G, p->required) && !narrowed) {
 		c->d->stats.fast_rejects++;
 	} else {
 		if (c->d->head >= 0) {
@@ -1932,18 +2168,24 @@ static int decide_one(struct ctx *c, int i)
 		bool found = false;
 
 		c->resv_attempts--;
+		if (c->nrx)
+			res_exclude(c, false);
 		if (p->nexclude)
 			set_excluded(c, p, false);
 		rc = reserve(c, i, &found);
 		if (p->nexclude)
 			set_excluded(c, p, true);
+		if (c->nrx)
+			res_exclude(c, true);
 		if (rc)
 			goto out;
-		nodes_reason(c, o, p);
+		if (!res_wait_reason(c, o, p))
+			nodes_reason(c, o, p);
 		if (found) {
 			c->d->head = i;
 			c->head_team = t;
 			c->head_need = need;
+			c->head_charge = charge;
 			c->head_borrows = c->qt[t].used + need > c->qt[t].nominal;
 			o->reason = SCHED_WAIT_HEAD;
 			o->at_ms = c->resv_ms;
@@ -1961,12 +2203,16 @@ static int decide_one(struct ctx *c, int i)
 		o->at_ms = c->resv_ms;
 		goto out;
 	}
-	nodes_reason(c, o, p);
+	if (!res_wait_reason(c, o, p))
+		nodes_reason(c, o, p);
 out:
-	if (p->nexclude) {
+	if (c->nrx)
+		res_exclude(c, false);
+	if (p->nexclude)
 		set_excluded(c, p, false);
+	if (narrowed)
 		c->nolearn = false;
-	}
+	c->nrx = 0;
 	return rc;
 }
 
@@ -2044,6 +2290,11 @@ static void ctx_free(struct ctx *c)
 	free(c->evts);
 	free(c->plan_memo);
 	free(c->plan_gen);
+	free(c->cpu_left);
+	free(c->mem_left);
+	free(c->lim);
+	free(c->rx);
+	free(c->caps);
 }
 
 static int setup_teams(struct ctx *c, const struct sched_input *in)
@@ -2210,6 +2461,11 @@ int sched_decide(struct sched_decisions **out, const struct sched_input *in, str
 	c.lower = calloc((size_t)in->nteams * SCHED_CLASS_COUNT + 1, sizeof(*c.lower));
 	c.tmark = calloc((size_t)c.nn + 1, sizeof(*c.tmark));
 	c.tier0 = calloc((size_t)in->npending + 1, sizeof(*c.tier0));
+	c.cpu_left = calloc((size_t)c.nn + 1, sizeof(*c.cpu_left));
+	c.mem_left = calloc((size_t)c.nn + 1, sizeof(*c.mem_left));
+	c.lim = calloc((size_t)c.nn + 1, sizeof(*c.lim));
+	c.rx = calloc((size_t)c.nn + 1, sizeof(*c.rx));
+	c.caps = calloc((size_t)in->nteams + 1, sizeof(*c.caps));
 	c.resv_attempts = 8;
 	keys = calloc((size_t)in->npending + 1, sizeof(*keys));
 	ktmp = calloc((size_t)in->npending + 1, sizeof(*ktmp));
@@ -2217,7 +2473,7 @@ int sched_decide(struct sched_decisions **out, const struct sched_input *in, str
 	frank = calloc((size_t)in->nteams + 1, sizeof(*frank));
 	if (!d->pending || !d->order || !d->teams || !c.full || !c.busy || !c.spare || !c.ports ||
 	    !c.pick || !c.extra || !c.touched || !c.f || !c.run_gpus || !c.claimed || !c.runs ||
-	    !c.cand || !c.vict || !c.vict_keep || !c.vict_use || !c.preempting || !c.owner || !c.lower || !c.tmark || !c.tier0 || !keys ||
+	    !c.cand || !c.vict || !c.vict_keep || !c.vict_use || !c.preempting || !c.owner || !c.lower || !c.tmark || !c.tier0 || !c.cpu_left || !c.mem_left || !c.lim || !c.rx || !c.caps || !keys ||
 	    !ktmp || !fs || !frank)
 		goto out;
 	if ((rc = setup_teams(&c, in)))
@@ -2246,14 +2502,34 @@ int sched_decide(struct sched_decisions **out, const struct sched_input *in, str
 		c.full[n] = g >= 64 ? ~0ull : (1ull << g) - 1;
 		c.busy[n] = in->nodes[n].busy & c.full[n];
 		c.spare[n] = NOSPARE;
+		c.cpu_left[n] = in->nodes[n].cpus > 0 ? in->nodes[n].cpus : NOLIMIT;
+		c.mem_left[n] = in->nodes[n].memory_mb > 0 ? in->nodes[n].memory_mb : NOLIMIT;
+		if (in->nodes[n].cpus > 0 || in->nodes[n].memory_mb > 0)
+			c.lim[c.nlim++] = n;
+	}
+	for (int t = 0; t < in->nteams; t++) {
+		c.caps[t].limit.v[QUOTA_CPUS] = in->teams[t].max_cpus > 0 ? in->teams[t].max_cpus : -1;
+		c.caps[t].limit.v[QUOTA_MEMORY_MB] =
+		    in->teams[t].max_memory_mb > 0 ? in->teams[t].max_memory_mb : -1;
 	}
 	for (int r = 0; r < in->nrunning; r++) {
 		const struct sched_running_in *ru = &in->running[r];
 
+		struct quota_vec ch =
+		    quota_job_charge(ru->nnodes, ru->cpus_per_node, ru->memory_mb_per_node);
+
 		for (int k = 0; k < ru->nnodes; k++) {
-			c.busy[ru->node[k]] |= ru->gpus[k] & c.full[ru->node[k]];
+			int n = ru->node[k];
+
+			c.busy[n] |= ru->gpus[k] & c.full[n];
 			c.run_gpus[r] += popc(ru->gpus[k]);
+			/* stopping gangs too: they hold their CPUs and memory until gone */
+			if (c.cpu_left[n] != NOLIMIT && ru->cpus_per_node > 0)
+				c.cpu_left[n] -= ru->cpus_per_node;
+			if (c.mem_left[n] != NOLIMIT && ru->memory_mb_per_node > 0)
+				c.mem_left[n] -= ru->memory_mb_per_node;
 		}
+		quota_vec_add(&c.caps[ru->team].used, &ch, +1);
 		c.qt[ru->team].used += c.run_gpus[r];
 		c.runs_off[ru->team + 1]++;
 		if (ru->preempting) {
@@ -2318,8 +2594,16 @@ int sched_decide(struct sched_decisions **out, const struct sched_input *in, str
 		}
 		free(pf);
 	}
-	for (int n = 0; n < c.nn; n++)
+	c.cpu_min = c.mem_min = NOLIMIT;
+	for (int n = 0; n < c.nn; n++) {
 		c.f[n] = (int16_t)actual_free(&c, n);
+		if (!in->nodes[n].schedulable)
+			continue;
+		if (c.cpu_left[n] < c.cpu_min)
+			c.cpu_min = c.cpu_left[n];
+		if (c.mem_left[n] < c.mem_min)
+			c.mem_min = c.mem_left[n];
+	}
 	view_build(&c, &c.main, c.f);
 
 	/* fair share and the order */
@@ -2471,6 +2755,8 @@ int sched_decide(struct sched_decisions **out, const struct sched_input *in, str
 		struct sched_team_out *to = &d->teams[t];
 
 		to->used = c.qt[t].used;
+		to->cpus_used = c.caps[t].used.v[QUOTA_CPUS];
+		to->memory_mb_used = c.caps[t].used.v[QUOTA_MEMORY_MB];
 		to->borrowed = quota_borrowed(&c.qt[t]);
 		to->admissible = quota_admissible(&c.qt[t], cohort_of(&c, t));
 	}
@@ -2701,6 +2987,41 @@ int sched_reason_format_at(char *buf, size_t n, const struct sched_input *in,
 					 o->count ? "the on-demand nodes can never hold it"
 						  : "waiting for on-demand nodes",
 					 p));
+	case SCHED_NEVER_FITS_CPUS:
+	case SCHED_NEVER_FITS_MEMORY:
+	case SCHED_WAIT_CPUS:
+	case SCHED_WAIT_MEMORY: {
+		bool cpus = o->reason == SCHED_NEVER_FITS_CPUS || o->reason == SCHED_WAIT_CPUS;
+		bool never = o->reason == SCHED_NEVER_FITS_CPUS || o->reason == SCHED_NEVER_FITS_MEMORY;
+		const char *what = cpus ? (o->used == 1 ? "CPU" : "CPUs") : "MiB of memory";
+		char most[64] = "";
+
+		if (o->limit > 0)
+			snprintf(most, sizeof(most), " (largest %s: %lld)",
+				 never ? "allocatable" : "free now", (long long)o->limit);
+		if (never && N == 1)
+			return snprintf(buf, n, "no node has %lld %s allocatable%s",
+					(long long)o->used, what, most);
+		if (never)
+			return snprintf(buf, n,
+					"the cluster has no %d schedulable nodes with %lld %s "
+					"allocatable and %d GPU%s%s",
+					N, (long long)o->used, what, G, plural(G), most);
+		if (N == 1)
+			return snprintf(buf, n, "no node has %lld free %s%s%s", (long long)o->used,
+					what, G ? " where GPUs are free" : "", most);
+		return snprintf(buf, n, "waiting for %d nodes with %lld free %s%s%s", N,
+				(long long)o->used, what, G ? " and GPUs" : "", most);
+	}
+	case SCHED_WAIT_QUOTA_CPUS:
+		return snprintf(buf, n,
+				"team %s at its CPU quota (%lld of %lld CPUs in use, job needs %lld)",
+				team, (long long)o->used, (long long)o->limit, (long long)o->need);
+	case SCHED_WAIT_QUOTA_MEMORY:
+		return snprintf(buf, n,
+				"team %s at its memory quota (%lld of %lld MiB in use, job needs "
+				"%lld)",
+				team, (long long)o->used, (long long)o->limit, (long long)o->need);
 	case SCHED_INVALID:
 		if (p->team < 0 || p->team >= in->nteams)
 			return snprintf(buf, n, "invalid request: unknown team");

@@ -93,6 +93,13 @@ struct sched_node_in {
 	const int *ports; /* rendezvous ports held on this node, any order */
 	int nports;
 	bool spot; /* in the spot pool (label pool=spot); false = on-demand */
+	/*
+	 * Allocatable CPUs and MiB of memory, as the node's executor reports
+	 * them (after its operator reserve). 0 = not reported (an older
+	 * executor): that resource is not limited on this node. The gangs on a
+	 * node never ask more than this in total.
+	 */
+	int64_t cpus, memory_mb;
 };
 
 struct sched_team_in {
@@ -103,6 +110,12 @@ struct sched_team_in {
 	const char *cohort;	 /* NULL or "" = no cohort (cannot borrow or lend) */
 	double weight;		 /* fair-share weight, > 0 (<= 0 is taken as 1) */
 	double usage;		 /* decayed GPU-seconds at now (quota_usage_decay), >= 0 */
+	/*
+	 * Caps on the CPUs and MiB of memory its gangs hold at once (nodes ×
+	 * per-node ask), whatever their GPUs; 0 = no cap. Plain ceilings: no
+	 * cohort, borrowing or reclaim (quota.h, struct quota_caps).
+	 */
+	int64_t max_cpus, max_memory_mb;
 };
 
 struct sched_running_in {
@@ -127,6 +140,7 @@ struct sched_running_in {
 	int nnodes;
 	const int *node;      /* nnodes indices into sched_input.nodes */
 	const uint64_t *gpus; /* nnodes GPU masks, gpus[r] on node[r] */
+	int64_t cpus_per_node, memory_mb_per_node; /* held on each of its nodes (0 = none) */
 };
 
 struct sched_pending_in {
@@ -170,6 +184,13 @@ struct sched_pending_in {
 	enum sched_spot_rule spot;
 	int spot_preemptions;	  /* spot preemptions so far */
 	int spot_max_preemptions; /* its spot.max_preemptions */
+	/*
+	 * CPUs and MiB of memory it needs on each node (>= 0; 0 = none). A node
+	 * takes it only with that much left of what it reports allocatable
+	 * (nodes that report nothing are not limited); its team is charged
+	 * nodes × these against max_cpus / max_memory_mb.
+	 */
+	int64_t cpus_per_node, memory_mb_per_node;
 };
 
 struct sched_config {
@@ -289,6 +310,22 @@ enum sched_reason {
 	SCHED_WAIT_ON_DEMAND, /* kept off spot nodes (spot rule NEVER or FALLBACK) and does not
 				 fit the on-demand ones now (or ever: count = 1), while some
 				 schedulable spot node exists */
+	/*
+	 * CPUs and memory. Node reasons: used = the job's per-node ask, limit =
+	 * the largest allocatable (NEVER_FITS_*) or free now (WAIT_*) amount on
+	 * a schedulable node that reports it, count = schedulable nodes with that
+	 * much (NEVER: allocatable; WAIT: free now, not limited ones included).
+	 * NEVER_FITS_*: enough GPUs on the idle cluster, but not on nodes with
+	 * that much allocatable; WAIT_*: GPUs are free now where the CPUs or
+	 * memory are not. Quota reasons: team, used = held by its gangs, limit =
+	 * its cap, need = the job's charge (nodes × per-node).
+	 */
+	SCHED_NEVER_FITS_CPUS,
+	SCHED_NEVER_FITS_MEMORY,
+	SCHED_WAIT_CPUS,
+	SCHED_WAIT_MEMORY,
+	SCHED_WAIT_QUOTA_CPUS,
+	SCHED_WAIT_QUOTA_MEMORY,
 	SCHED_REASON_COUNT
 };
 
@@ -324,6 +361,7 @@ struct sched_pending_out {
 	 * for on-demand nodes.
 	 */
 	bool on_demand_only;
+	int64_t need; /* SCHED_WAIT_QUOTA_*: the job's CPUs or MiB (nodes × per-node) */
 };
 
 struct sched_team_out {
@@ -340,6 +378,7 @@ struct sched_team_out {
 	int64_t lent;	    /* own idle nominal in use by cohort peers (attributed in team order) */
 	int64_t admissible; /* GPUs it could hold now: nominal + what it may borrow */
 	int pending;	    /* pending jobs */
+	int64_t cpus_used, memory_mb_used; /* held by its gangs (nodes × per-node ask) */
 };
 
 struct sched_stats {

@@ -277,6 +277,29 @@ expect 6 jc teams update team-a --weight 0
 err_has 'weight'
 ok "teams update, 'none' clears a limit"
 
+expect 0 jc -o json teams update team-a --max-cpus 64 --max-memory-mb 131072
+check 'd["max_cpus"] == 64 and d["max_memory_mb"] == 131072 and d["nominal_gpus"] == 16'
+expect 0 jc teams get team-a
+out_has '^max CPUs: *64$'
+out_has '^max memory MiB: *131072$'
+out_has '^CPUs in use: *0$'
+expect 0 jc teams
+out_has '^NAME .*MAX-CPUS  *MAX-MEM-MB'
+out_has '^team-a .* 64  *131072$'
+expect 0 jc -o json teams update team-a --max-cpus none
+check 'd["max_cpus"] is None and d["max_memory_mb"] == 131072'
+expect 6 jc teams update team-a --max-cpus 0
+err_has 'max_cpus'
+expect 6 jc teams update team-a --max-memory-mb -5
+err_has 'max_memory_mb'
+expect 2 jc teams update team-a --max-cpus lots
+err_has '--max-cpus'
+expect 0 jc -o json teams update team-a --max-memory-mb none
+check 'd["max_cpus"] is None and d["max_memory_mb"] is None'
+expect 0 jc submit --help
+out_has 'scheduled, never over-committed on a node'
+ok "teams CPU and memory quotas"
+
 # ---- tokens --------------------------------------------------------------------
 
 MEMBER_A=$(jc tokens create --name a-member --role member --team team-a 2>"$W/err")
@@ -1057,7 +1080,7 @@ out_has '^team-b  *8  *none  *none  *none  *2  *0  *0  *3  *1  *0.25  *25.0$'
 out_has '^team-c  *64  *none  *none  *none  *1  *0  *0  *0  *0  *1  *0.0$'
 expect 0 jc -o json quota
 check '[t["name"] for t in d["items"]] == ["team-a", "team-b", "team-c"]'
-check 'd["items"][1]["usage"] == {"gpus_in_use": 0, "gpus_borrowed": 0, "gpus_lent": 3, "pending_jobs": 1, "decayed_gpu_hours": 25, "fair_share": 0.25, "updated_at": d["items"][1]["usage"]["updated_at"]}'
+check 'd["items"][1]["usage"] == {"gpus_in_use": 0, "gpus_borrowed": 0, "gpus_lent": 3, "cpus_in_use": 0, "memory_mb_in_use": 0, "pending_jobs": 1, "decayed_gpu_hours": 25, "fair_share": 0.25, "updated_at": d["items"][1]["usage"]["updated_at"]}'
 check 'd["items"][2]["usage"]["updated_at"] is None and d["items"][2]["usage"]["fair_share"] == 1'
 expect 0 jc -o json quota team-b
 check 'd["name"] == "team-b" and d["usage"]["fair_share"] == 0.25'

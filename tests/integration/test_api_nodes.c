@@ -243,6 +243,8 @@ TY_TEST(nodes_list_get_and_state_filter)
 	   " registered_at = '2026-01-02 01:00:00+00' WHERE id = $1",
 	   a);
 	DB("UPDATE nodes SET simulated = true WHERE id = $1", b);
+	/* a reports CPUs and memory; b and c do not (older executors): not limited */
+	DB("UPDATE nodes SET cpus = 16, memory_mb = 65536 WHERE id = $1", a);
 	/* a: j1's old attempt released 4 GPUs, its current one holds 3, j2 holds 1 */
 	mk_attempt(j1, 1, "failed", a, 29500);
 	DB("UPDATE attempts SET ended_at = now() WHERE job_id = $1::bigint AND attempt = 1",
@@ -266,8 +268,9 @@ TY_TEST(nodes_list_get_and_state_filter)
 	CHECK(index_of(r.json, a) < index_of(r.json, b));
 	CHECK(index_of(r.json, b) < index_of(r.json, c));
 
-	CHECK_STR_EQ(keys(na), "address,drain_reason,failures,gpus_free,gpus_total,hcas,id,labels,"
-			       "last_heartbeat,preempt,registered_at,running,simulated,state");
+	CHECK_STR_EQ(keys(na), "address,cpus_free,cpus_total,drain_reason,failures,gpus_free,"
+			       "gpus_total,hcas,id,labels,last_heartbeat,memory_mb_free,"
+			       "memory_mb_total,preempt,registered_at,running,simulated,state");
 	CHECK_JNULL(na, "drain_reason");
 	CHECK_JNULL(na, "preempt");
 	CHECK(json_is_array(ty_jpath(na, "hcas")) && !json_array_size(ty_jpath(na, "hcas")));
@@ -281,6 +284,11 @@ TY_TEST(nodes_list_get_and_state_filter)
 	CHECK_JSTR(na, "labels.zone", "z1");
 	CHECK_JINT(na, "gpus_total", 8);
 	CHECK_JINT(na, "gpus_free", 4); /* released allocations do not count */
+	/* two live allocations of jobs with the default 1 CPU and 1024 MiB per node */
+	CHECK_JINT(na, "cpus_total", 16);
+	CHECK_JINT(na, "cpus_free", 14);
+	CHECK_JINT(na, "memory_mb_total", 65536);
+	CHECK_JINT(na, "memory_mb_free", 65536 - 2048);
 	REQUIRE_INT_EQ(json_array_size(ty_jpath(na, "running")), 2);
 	CHECK_STR_EQ(keys(ty_jpath(na, "running[0]")), "attempt,job");
 	CHECK_JINT(na, "running[0].job", j1);
@@ -294,6 +302,10 @@ TY_TEST(nodes_list_get_and_state_filter)
 	CHECK(json_is_true(ty_jpath(nb, "simulated")));
 	CHECK_JINT(nb, "gpus_total", 4);
 	CHECK_JINT(nb, "gpus_free", 4);
+	CHECK_JNULL(nb, "cpus_total");
+	CHECK_JNULL(nb, "cpus_free");
+	CHECK_JNULL(nb, "memory_mb_total");
+	CHECK_JNULL(nb, "memory_mb_free");
 	CHECK(json_is_array(ty_jpath(nb, "running")) && !json_array_size(ty_jpath(nb, "running")));
 	CHECK(json_is_object(ty_jpath(nb, "labels")) && !json_object_size(ty_jpath(nb, "labels")));
 	CHECK_JTIME(nb, "last_heartbeat");

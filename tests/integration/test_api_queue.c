@@ -600,9 +600,11 @@ static void check_usage_zero(const json_t *team)
 {
 	const json_t *u = ty_jpath(team, "usage");
 
-	CHECK_STR_EQ(keys(u), "decayed_gpu_hours,fair_share,gpus_borrowed,gpus_in_use,gpus_lent,"
-			      "pending_jobs,updated_at");
+	CHECK_STR_EQ(keys(u), "cpus_in_use,decayed_gpu_hours,fair_share,gpus_borrowed,gpus_in_use,"
+			      "gpus_lent,memory_mb_in_use,pending_jobs,updated_at");
 	CHECK_JINT(u, "gpus_in_use", 0);
+	CHECK_JINT(u, "cpus_in_use", 0);
+	CHECK_JINT(u, "memory_mb_in_use", 0);
 	CHECK_JINT(u, "gpus_borrowed", 0);
 	CHECK_JINT(u, "gpus_lent", 0);
 	CHECK_JINT(u, "pending_jobs", 0);

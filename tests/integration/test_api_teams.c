@@ -4,6 +4,8 @@
 
 #include <string.h>
 
+#define DB(...) TY_STACK_SQL(__VA_ARGS__)
+
 TY_TEST(create_and_get)
 {
 	const struct ty_stack *s = ty_stack_get();
@@ -219,6 +221,24 @@ TY_TEST(create_validation)
 	     "invalid_field", "weight"},
 	    {"weight a string", "{'name':'v3','nominal_gpus':1,'weight':'1'}", 422, "invalid_field",
 	     "weight"},
+	    {"max_cpus 0", "{'name':'v3','nominal_gpus':1,'max_cpus':0}", 422, "invalid_field",
+	     "max_cpus"},
+	    {"max_cpus -4", "{'name':'v3','nominal_gpus':1,'max_cpus':-4}", 422, "invalid_field",
+	     "max_cpus"},
+	    {"max_cpus 100000001", "{'name':'v3','nominal_gpus':1,'max_cpus':100000001}", 422,
+	     "invalid_field", "max_cpus"},
+	    {"max_cpus a string", "{'name':'v3','nominal_gpus':1,'max_cpus':'8'}", 422,
+	     "invalid_field", "max_cpus"},
+	    {"max_cpus fractional", "{'name':'v3','nominal_gpus':1,'max_cpus':2.5}", 422,
+	     "invalid_field", "max_cpus"},
+	    {"max_memory_mb 0", "{'name':'v3','nominal_gpus':1,'max_memory_mb':0}", 422,
+	     "invalid_field", "max_memory_mb"},
+	    {"max_memory_mb too big", "{'name':'v3','nominal_gpus':1,'max_memory_mb':1000000000001}",
+	     422, "invalid_field", "max_memory_mb"},
+	    {"max_memory_mb a bool", "{'name':'v3','nominal_gpus':1,'max_memory_mb':true}", 422,
+	     "invalid_field", "max_memory_mb"},
+	    {"max_cpu misspelt", "{'name':'v3','nominal_gpus':1,'max_cpu':4}", 400,
+	     "unknown_field", "max_cpu"},
 	};
 	const struct ty_stack *s = ty_stack_get();
 	struct ty_resp r = {0};
@@ -243,6 +263,9 @@ TY_TEST(create_boundaries)
 	     "'lending_limit_gpus':0}"),
 	    "{'name':'0-9','nominal_gpus':1,'cohort':'a-1','weight':1000000}",
 	    "{'name':'w','nominal_gpus':1,'weight':0.001}",
+	    "{'name':'caps-lo','nominal_gpus':0,'max_cpus':1,'max_memory_mb':1}",
+	    "{'name':'caps-hi','nominal_gpus':0,'max_cpus':100000000,'max_memory_mb':1000000000000}",
+	    "{'name':'caps-null','nominal_gpus':0,'max_cpus':null,'max_memory_mb':null}",
 	};
 	const struct ty_stack *s = ty_stack_get();
 	struct ty_resp r = {0};
@@ -267,6 +290,10 @@ TY_TEST(patch_validation)
 	    {"bad cohort", "{'cohort':'UPPER'}", 422, "invalid_field", "cohort"},
 	    {"borrowing a string", "{'borrowing_limit_gpus':'4'}", 422, "invalid_field",
 	     "borrowing_limit_gpus"},
+	    {"max_cpus 0", "{'max_cpus':0}", 422, "invalid_field", "max_cpus"},
+	    {"max_memory_mb -1", "{'max_memory_mb':-1}", 422, "invalid_field", "max_memory_mb"},
+	    {"max_memory_mb a string", "{'max_memory_mb':'1G'}", 422, "invalid_field",
+	     "max_memory_mb"},
 	};
 	const struct ty_stack *s = ty_stack_get();
 	const char *name = ty_mk_team("pv", 3, 3);
@@ -282,5 +309,95 @@ TY_TEST(patch_validation)
 	ty_http(&r, "GET", path, s->admin, NULL, NULL);
 	CHECK_JINT(r.json, "nominal_gpus", 3);
 	CHECK_JINT(r.json, "borrowing_limit_gpus", 3);
+	ty_resp_free(&r);
+}
+
+TY_TEST(cpu_and_memory_caps)
+{
+	const struct ty_stack *s = ty_stack_get();
+	const char *name = ty_uniq("caps");
+	const char *path = ty_test_strf("/v1/teams/%s", name);
+	struct ty_resp r = {0};
+
+	ty_http(&r, "POST", "/v1/teams", s->admin,
+		ty_tmpl("{'name':'@T','nominal_gpus':0,'max_cpus':8,'max_memory_mb':16384}", name),
+		NULL);
+	REQUIRE_STATUS(&r, 201);
+	CHECK_JINT(r.json, "max_cpus", 8);
+	CHECK_JINT(r.json, "max_memory_mb", 16384);
+	CHECK_JINT(r.json, "usage.cpus_in_use", 0);
+	CHECK_JINT(r.json, "usage.memory_mb_in_use", 0);
+	CHECK_STR_EQ(DB("SELECT max_cpus || '/' || max_memory_mb FROM teams WHERE name = $1", name),
+		     "8/16384");
+
+	/* one field at a time; the other stays */
+	ty_http(&r, "PATCH", path, s->admin, "{\"max_cpus\":64}", NULL);
+	REQUIRE_STATUS(&r, 200);
+	CHECK_JINT(r.json, "max_cpus", 64);
+	CHECK_JINT(r.json, "max_memory_mb", 16384);
+	/* memory above 2^31 MiB fits */
+	ty_http(&r, "PATCH", path, s->admin, "{\"max_memory_mb\":4294967296}", NULL);
+	REQUIRE_STATUS(&r, 200);
+	CHECK_JINT(r.json, "max_memory_mb", 4294967296LL);
+	/* null removes a cap */
+	ty_http(&r, "PATCH", path, s->admin, "{\"max_cpus\":null}", NULL);
+	REQUIRE_STATUS(&r, 200);
+	CHECK_JNULL(r.json, "max_cpus");
+	CHECK_JINT(r.json, "max_memory_mb", 4294967296LL);
+	ty_http(&r, "GET", path, s->admin, NULL, NULL);
+	CHECK_JNULL(r.json, "max_cpus");
+
+	/* the message says what is allowed */
+	ty_http(&r, "PATCH", path, s->admin, "{\"max_cpus\":0}", NULL);
+	CHECK_PROBLEM(&r, 422, "invalid_field", "max_cpus");
+	CHECK(strstr(ty_jstr(r.json, "detail") ? ty_jstr(r.json, "detail") : "",
+		     "'max_cpus' must be an integer from 1 to 100000000 (CPUs) or null (no limit)") !=
+	      NULL);
+	ty_resp_free(&r);
+}
+
+TY_TEST(a_job_larger_than_a_cap_is_refused)
+{
+	const struct ty_stack *s = ty_stack_get();
+	const char *name = ty_uniq("capjob");
+	struct ty_resp r = {0};
+
+	ty_http(&r, "POST", "/v1/teams", s->admin,
+		ty_tmpl("{'name':'@T','nominal_gpus':8,'max_cpus':8,'max_memory_mb':4096}", name),
+		NULL);
+	REQUIRE_STATUS(&r, 201);
+	/* 2 nodes × 8 CPUs = 16 > 8, GPU-less included */
+	ty_http(&r, "POST", "/v1/jobs", s->admin,
+		ty_tmpl("{'team':'@T','command':['true'],'resources':{'nodes':2,'gpus_per_node':0,"
+			"'cpus_per_node':8}}",
+			name),
+		NULL);
+	CHECK_PROBLEM(&r, 422, "exceeds_quota", "resources");
+	CHECK(strstr(ty_jstr(r.json, "detail") ? ty_jstr(r.json, "detail") : "",
+		     "the job needs 16 CPUs but team") != NULL);
+	/* memory: the default 1024 MiB per node × 5 nodes */
+	ty_http(&r, "POST", "/v1/jobs", s->admin,
+		ty_tmpl("{'team':'@T','command':['true'],'resources':{'nodes':5,'gpus_per_node':0}}",
+			name),
+		NULL);
+	CHECK_PROBLEM(&r, 422, "exceeds_quota", "resources");
+	CHECK(strstr(ty_jstr(r.json, "detail") ? ty_jstr(r.json, "detail") : "",
+		     "needs 5120 MiB of memory") != NULL);
+	/* a sweep's trials, each */
+	ty_http(&r, "POST", "/v1/sweeps", s->admin,
+		ty_tmpl("{'team':'@T','template':{'command':['x'],'resources':{'gpus_per_node':0,"
+			"'cpus_per_node':16}},'trials':[{'a':1}]}",
+			name),
+		NULL);
+	CHECK_PROBLEM(&r, 422, "exceeds_quota", "template.resources");
+	CHECK(strstr(ty_jstr(r.json, "detail") ? ty_jstr(r.json, "detail") : "",
+		     "each trial needs 16 CPUs") != NULL);
+	/* exactly the caps: accepted (it waits its turn in the scheduler) */
+	ty_http(&r, "POST", "/v1/jobs", s->admin,
+		ty_tmpl("{'team':'@T','command':['true'],'resources':{'nodes':2,'gpus_per_node':0,"
+			"'cpus_per_node':4,'memory_mb_per_node':2048}}",
+			name),
+		NULL);
+	CHECK_STATUS(&r, 201);
 	ty_resp_free(&r);
 }

@@ -723,6 +723,9 @@ TY_TEST(registers_and_heartbeats)
 		"uuid")),
 	    "GPU-00000000-0000-0000-0000-000000000001");
 	CHECK(json_is_array(json_object_get(json_object_get(reg, "inventory"), "hcas")));
+	/* a simulated node reports no CPUs or memory without --cpus / --memory-mb: not limited */
+	CHECK(json_object_get(reg, "cpus") == NULL);
+	CHECK(json_object_get(reg, "memory_mb") == NULL);
 	CHECK(strlen(T.boot_id) >= 16);
 	REQUIRE((hb = wait_msg(PROTO_HEARTBEAT, 0, 2)) != NULL);
 	CHECK_STR_EQ(json_string_value(json_object_get(hb, "boot_id")), T.boot_id);
@@ -2139,4 +2142,49 @@ TY_TEST(sigterm_stops_cleanly)
 	CHECK_STR_EQ(json_string_value(json_object_get(d, "failure_class")), "system");
 	CHECK_STR_EQ(json_string_value(json_object_get(d, "message")), "executor stopped");
 	CHECK_INT_EQ(group_live(p0), 0);
+}
+
+/*
+ * What register reports allocatable is decided before the executor
+ * connects: a reserve that leaves nothing stops it with a message naming
+ * the option; --cpus / --memory-mb are checked like every option.
+ */
+TY_TEST(a_reserve_that_leaves_nothing_is_refused)
+{
+	static const struct {
+		const char *args, *want;
+	} rows[] = {
+	    {"--reserve-cpus 1000000", "trainyard-executor: --reserve-cpus 1000000 leaves no CPUs of "
+				       "this node's "},
+	    {"--reserve-memory-mb 1099511627776",
+	     "trainyard-executor: --reserve-memory-mb 1099511627776 leaves no MiB of memory of "
+	     "this node's "},
+	    {"--fake-gpus 1 --cpus 0", "option 'cpus'"},
+	    {"--fake-gpus 1 --memory-mb -1", "option 'memory-mb'"},
+	};
+	const char *bin = getenv("TY_EXECUTOR_BIN");
+	const char *tmp = getenv("TMPDIR") && *getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
+
+	REQUIRE(bin != NULL);
+	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+		const char *err = ty_test_strf("%s/ty-exec-reserve-%d-%zu.err", tmp, (int)getpid(), i);
+		int status = system(ty_test_strf(
+		    "'%s' --node-id n1 --kafka-bootstrap 127.0.0.1:9 --state-dir '%s' %s 2>'%s' "
+		    ">/dev/null",
+		    bin, tmp, rows[i].args, err));
+		FILE *f = fopen(err, "r");
+		char line[512] = "";
+		bool found = false;
+
+		ty_test_context("%s", rows[i].args);
+		CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 2);
+		REQUIRE(f != NULL);
+		while (!found && fgets(line, sizeof(line), f))
+			found = strstr(line, rows[i].want) != NULL;
+		fclose(f);
+		if (!found)
+			FAIL("no line with '%s' in %s", rows[i].want, err);
+		else
+			unlink(err);
+	}
 }

@@ -812,6 +812,17 @@ void fx_node(struct fx *f, const char *id, int gpus)
 
 void fx_node_pool(struct fx *f, const char *id, int gpus, const char *pool)
 {
+	fx_node_res_pool(f, id, gpus, 0, 0, pool);
+}
+
+void fx_node_res(struct fx *f, const char *id, int gpus, long long cpus, long long memory_mb)
+{
+	fx_node_res_pool(f, id, gpus, cpus, memory_mb, NULL);
+}
+
+void fx_node_res_pool(struct fx *f, const char *id, int gpus, long long cpus,
+		      long long memory_mb, const char *pool)
+{
 	struct fx_node *n;
 	json_t *data;
 
@@ -833,6 +844,11 @@ void fx_node_pool(struct fx *f, const char *id, int gpus, const char *pool)
 			 ty_test_strf("http://10.0.0.%d:8081", f->nnodes + 1), "simulated", 1);
 	if (data && pool)
 		json_object_set_new(json_object_get(data, "labels"), "pool", json_string(pool));
+	/* an executor that does not report them leaves them out (docs/dispatch.md) */
+	if (data && cpus > 0)
+		json_object_set_new(data, "cpus", json_integer(cpus));
+	if (data && memory_mb > 0)
+		json_object_set_new(data, "memory_mb", json_integer(memory_mb));
 	f->nnodes++;
 	pthread_mutex_unlock(&f->mu);
 	send_msg(f, id, PROTO_REGISTER, 0, 0, data, NULL, true);

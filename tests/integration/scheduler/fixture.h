@@ -84,6 +84,13 @@ const char *fx_api_body(struct fx *f, const char *method, const char *path, cons
 void fx_node(struct fx *f, const char *id, int gpus);
 /* The same with label pool = pool (NULL: no pool label). */
 void fx_node_pool(struct fx *f, const char *id, int gpus, const char *pool);
+/*
+ * The same with allocatable CPUs and MiB of memory in the register (<= 0:
+ * left out, as an executor that does not report them).
+ */
+void fx_node_res(struct fx *f, const char *id, int gpus, long long cpus, long long memory_mb);
+void fx_node_res_pool(struct fx *f, const char *id, int gpus, long long cpus,
+		      long long memory_mb, const char *pool);
 /* Carry preempt_notice (JSON, ' for "; NULL: none) in the node's heartbeats from now on. */
 void fx_node_notice(struct fx *f, const char *id, const char *notice);
 /* The executor restarted: a new boot id in its heartbeats, nothing running, no notice. */

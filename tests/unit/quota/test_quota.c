@@ -101,3 +101,62 @@ TY_TEST(lender_using_its_nominal_shrinks_the_pool)
 	/* the lender may still use its nominal: others' borrowing does not count against it */
 	CHECK_INT_EQ(quota_check(&l, &c, 4), QUOTA_OK);
 }
+
+TY_TEST(job_charge_is_nodes_times_per_node)
+{
+	struct quota_vec v = quota_job_charge(4, 16, 2048);
+
+	CHECK_INT_EQ(v.v[QUOTA_CPUS], 64);
+	CHECK_INT_EQ(v.v[QUOTA_MEMORY_MB], 8192);
+	v = quota_job_charge(0, 16, 2048); /* nonsense in, nothing charged */
+	CHECK_INT_EQ(v.v[QUOTA_CPUS], 0);
+	CHECK_INT_EQ(v.v[QUOTA_MEMORY_MB], 0);
+	v = quota_job_charge(-3, 16, 2048);
+	CHECK_INT_EQ(v.v[QUOTA_CPUS], 0);
+	v = quota_job_charge(INT64_MAX / 2, 4, 1); /* saturates, never wraps negative */
+	CHECK(v.v[QUOTA_CPUS] == INT64_MAX);
+	CHECK_INT_EQ(v.v[QUOTA_MEMORY_MB], INT64_MAX / 2);
+}
+
+TY_TEST(caps_table)
+{
+	static const struct {
+		const char *name;
+		int64_t lim_cpu, lim_mem, used_cpu, used_mem, ask_cpu, ask_mem;
+		int want;
+	} rows[] = {
+	    {"no caps", -1, -1, 1000, 1000, 1000, 1000, -1},
+	    {"cpu fits exactly", 8, -1, 6, 0, 2, 99999, -1},
+	    {"cpu one over", 8, -1, 6, 0, 3, 0, QUOTA_CPUS},
+	    {"cpu alone too big", 8, -1, 0, 0, 9, 0, QUOTA_CPUS},
+	    {"memory over", -1, 4096, 0, 3072, 1, 2048, QUOTA_MEMORY_MB},
+	    {"both over: cpus named first", 1, 1, 1, 1, 1, 1, QUOTA_CPUS},
+	    {"cap 0 refuses any ask", 0, -1, 0, 0, 1, 0, QUOTA_CPUS},
+	    {"asking nothing passes a full cap", 4, 4, 4, 4, 0, 0, -1},
+	    {"already over the cap (cap lowered)", 4, -1, 6, 0, 1, 0, QUOTA_CPUS},
+	    {"huge ask does not overflow", 4, -1, 2, 0, INT64_MAX, 0, QUOTA_CPUS},
+	};
+
+	for (size_t k = 0; k < sizeof(rows) / sizeof(rows[0]); k++) {
+		struct quota_caps c = {{{rows[k].lim_cpu, rows[k].lim_mem}},
+				       {{rows[k].used_cpu, rows[k].used_mem}}};
+		struct quota_vec ask = {{rows[k].ask_cpu, rows[k].ask_mem}};
+
+		ty_test_context("%s", rows[k].name);
+		CHECK_INT_EQ(quota_caps_check(&c, &ask), rows[k].want);
+	}
+}
+
+TY_TEST(vec_add_and_names)
+{
+	struct quota_vec v = {{1, 2}}, by = {{10, 20}};
+
+	quota_vec_add(&v, &by, +1);
+	CHECK_INT_EQ(v.v[QUOTA_CPUS], 11);
+	CHECK_INT_EQ(v.v[QUOTA_MEMORY_MB], 22);
+	quota_vec_add(&v, &by, -1);
+	CHECK_INT_EQ(v.v[QUOTA_CPUS], 1);
+	CHECK_STR_EQ(quota_res_name(QUOTA_CPUS), "CPUs");
+	CHECK_STR_EQ(quota_res_name(QUOTA_MEMORY_MB), "MiB of memory");
+	CHECK_STR_EQ(quota_res_name(QUOTA_NRES), "unknown resource");
+}

@@ -35,6 +35,12 @@ TY_TEST(every_pending_reason_has_its_label)
 	    {SCHED_WAIT_BACKOFF, "backoff"},
 	    {SCHED_NEVER_FITS_EXCLUDED, "never_fits"},
 	    {SCHED_WAIT_ON_DEMAND, "resources"},
+	    {SCHED_NEVER_FITS_CPUS, "never_fits"},
+	    {SCHED_NEVER_FITS_MEMORY, "never_fits"},
+	    {SCHED_WAIT_CPUS, "resources"},
+	    {SCHED_WAIT_MEMORY, "resources"},
+	    {SCHED_WAIT_QUOTA_CPUS, "quota"},
+	    {SCHED_WAIT_QUOTA_MEMORY, "quota"},
 	    /* a reason the core may add later, and nonsense, stay bounded */
 	    {SCHED_REASON_COUNT, "other"},
 	    {-1, "other"},
