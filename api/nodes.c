@@ -17,7 +17,8 @@
  */
 #define NODE_JSON_SQL                                                                    \
 	"json_build_object('id', n.id, 'address', n.address, 'labels', n.labels,"       \
-	" 'state', n.state, 'simulated', n.simulated, 'gpus_total', n.gpus,"            \
+	" 'state', n.state, 'simulated', n.simulated, 'isolation', n.isolation,"        \
+	" 'gpus_total', n.gpus,"                                                        \
 	" 'gpus_free', n.gpus - coalesce((SELECT sum(cardinality(a.gpus))"              \
 	"   FROM allocations a WHERE a.node_id = n.id AND a.released_at IS NULL), 0),"  \
 	" 'cpus_total', n.cpus, 'memory_mb_total', n.memory_mb,"                        \

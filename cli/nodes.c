@@ -159,6 +159,15 @@ static int format_labels_short(struct ty_buf *b, const json_t *labels)
 	return rc ? TY_ENOMEM : 0;
 }
 
+/* What the node's executor says isolates its jobs (docs/security.md, "Job isolation"). */
+static const char *isolation_text(const char *isolation)
+{
+	if (!strcmp(isolation, "none"))
+		return "none: jobs run on the host as the executor's user and can read, change and "
+		       "stop each other's files and processes";
+	return isolation; /* runc: a container per attempt, as its team's uid */
+}
+
 static int print_node(const json_t *node)
 {
 	struct cli_table t = {.ncols = 2};
@@ -177,6 +186,10 @@ static int print_node(const json_t *node)
 	rc |= cli_table_add(&t, cli_json_str(node, "address", "-"));
 	rc |= cli_table_add(&t, "simulated:");
 	rc |= cli_table_add(&t, json_is_true(json_object_get(node, "simulated")) ? "yes" : "no");
+	if (cli_json_str(node, "isolation", NULL)) {
+		rc |= cli_table_add(&t, "isolation:");
+		rc |= cli_table_add(&t, isolation_text(cli_json_str(node, "isolation", "")));
+	}
 	rc |= cli_table_add(&t, "GPUs:");
 	rc |= cli_table_addf(&t, "%s free of %s",
 			     cli_json_num(free_s, sizeof(free_s), node, "gpus_free"),
@@ -232,7 +245,10 @@ static int print_nodes(const json_t *items)
 		char free_s[32], total_s[32], age[32];
 
 		rc |= cli_table_add(&t, cli_json_str(node, "id", "-"));
-		rc |= cli_table_add(&t, cli_json_str(node, "state", "-"));
+		if (!strcmp(cli_json_str(node, "isolation", ""), "none"))
+			rc |= cli_table_addf(&t, "%s (no isolation)", cli_json_str(node, "state", "-"));
+		else
+			rc |= cli_table_add(&t, cli_json_str(node, "state", "-"));
 		rc |= cli_table_add(&t, cli_json_str(node, "address", "-"));
 		rc |= cli_table_addf(&t, "%s/%s",
 				     cli_json_num(free_s, sizeof(free_s), node, "gpus_free"),

@@ -873,7 +873,12 @@ static int on_register(struct sched *s, const struct proto_msg *m, struct ty_err
 	int64_t gpus = jint(d, "gpus", 0);
 	/* absent (an older executor) or not a positive count: not limited (NULL) */
 	int64_t cpus = jint(d, "cpus", 0), memory_mb = jint(d, "memory_mb", 0);
+	/* what isolates its attempts; anything but the two known words: not reported */
+	const char *isolation = jstr(d, "isolation", "");
 	int rc;
+
+	if (strcmp(isolation, "runc") && strcmp(isolation, "none"))
+		isolation = NULL;
 
 	if (cpus > INT_MAX)
 		cpus = INT_MAX;
@@ -900,20 +905,22 @@ static int on_register(struct sched *s, const struct proto_msg *m, struct ty_err
 			   inventory,
 			   sched_i64(sb, m->seq),
 			   cpus > 0 ? sched_i64(cb, cpus) : NULL,
-			   memory_mb > 0 ? sched_i64(mb, memory_mb) : NULL};
+			   memory_mb > 0 ? sched_i64(mb, memory_mb) : NULL,
+			   isolation};
 	if ((rc = ty_pg_exec(NULL, s->pg,
 			     "INSERT INTO nodes (id, address, labels, gpus, simulated, boot_id,"
-			     " log_url, inventory, last_seq, cpus, memory_mb)"
-			     " VALUES ($1, $2, $3::jsonb, $4, $5, $6, $7, $8::jsonb, $9, $10, $11)"
+			     " log_url, inventory, last_seq, cpus, memory_mb, isolation)"
+			     " VALUES ($1, $2, $3::jsonb, $4, $5, $6, $7, $8::jsonb, $9, $10, $11, $12)"
 			     " ON CONFLICT (id) DO UPDATE SET address = EXCLUDED.address,"
 			     " labels = EXCLUDED.labels, gpus = EXCLUDED.gpus,"
 			     " cpus = EXCLUDED.cpus, memory_mb = EXCLUDED.memory_mb,"
+			     " isolation = EXCLUDED.isolation,"
 			     " simulated = EXCLUDED.simulated, boot_id = EXCLUDED.boot_id,"
 			     " log_url = EXCLUDED.log_url, inventory = EXCLUDED.inventory,"
 			     " last_seq = EXCLUDED.last_seq, last_heartbeat = now(),"
 			     " state = CASE WHEN nodes.state <> 'lost' THEN nodes.state"
 			     "  WHEN nodes.drain_reason IS NULL THEN 'ready' ELSE 'drained' END",
-			     11, p, err)))
+			     12, p, err)))
 		goto out;
 	sched_mirror_touch_node(s, m->node); /* address, labels, capacity or state may be new */
 	if (!n.exists)

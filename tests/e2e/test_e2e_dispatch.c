@@ -53,6 +53,14 @@ TY_TEST(two_nodes_two_ranks_each_run_exactly_once)
 	CHECK_STR_EQ(ty_jstr(job, "state"), "succeeded");
 	CHECK_INT_EQ(json_array_size(att), 1);
 	CHECK_INT_EQ(ty_jint(a0, "world_size"), 4);
+	/* these executors run --isolation none, and their nodes say so */
+	{
+		struct ty_resp r = {0};
+
+		ty_http(&r, "GET", "/v1/nodes/node-a", e->token, NULL, NULL);
+		CHECK_STR_EQ(ty_jstr(r.json, "isolation"), "none");
+		ty_resp_free(&r);
+	}
 	CHECK(master && (!strcmp(master, "127.0.0.2") || !strcmp(master, "127.0.0.3")));
 	CHECK(port >= 29500 && port <= 29999);
 	for (int rank = 0; rank < 4; rank++) {

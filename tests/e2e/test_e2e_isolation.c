@@ -130,6 +130,15 @@ TY_TEST(ranks_run_as_their_team_uid_in_their_own_directories)
 	const char *log, *want;
 
 	e2e_wait_nodes_ready(e);
+	/* the nodes say how their jobs are isolated */
+	for (int i = 0; i < 2; i++) {
+		struct ty_resp r = {0};
+
+		ty_http(&r, "GET", ty_test_strf("/v1/nodes/%s", e->node[i]), e->token, NULL, NULL);
+		CHECK_STATUS(&r, 200);
+		CHECK_STR_EQ(ty_jstr(r.json, "isolation"), "runc");
+		ty_resp_free(&r);
+	}
 	id = submit_as(e->team, e->token,
 		       "echo uid=$(id -u) gid=$(id -g); "
 		       "echo ckpt=$(stat -c '%u %a' \"$TRAINYARD_CHECKPOINT_DIR\"); "
