@@ -556,6 +556,8 @@ static void finish(struct exec_attempt *a)
 			 o->failure_class, "message", o->message);
 	if (data && o->evidence[0])
 		json_object_set_new(data, "evidence", json_string(o->evidence));
+	if (data && a->job_fault)
+		json_object_set_new(data, "node_fault", json_false());
 	if (data && a->launch.preflight)
 		json_object_set(data, "preflight",
 				a->preflight_result ? a->preflight_result : json_null());
@@ -1288,6 +1290,7 @@ struct resume {
 	char work[4096];
 	pid_t init;
 	int crc;
+	bool job_fault; /* crc is the image's fault, not the node's */
 	char cerror[TY_ERR_MSG_MAX];
 };
 
@@ -1318,8 +1321,11 @@ static int container_create(struct resume *w, struct ty_err *err)
 		return rc;
 	if (w->image) {
 		if ((rc = exec_image_rootfs(w->rootfs, sizeof(w->rootfs), w->image_cache, w->image,
-					    err)))
+					    err))) {
+			/* a malformed or broken image fails everywhere; a missing one is this node's */
+			w->job_fault = rc != TY_ENOTFOUND;
 			return rc;
+		}
 		w->spec.rootfs = w->rootfs;
 	}
 	if (w->seccomp && !(seccomp = json_loads(w->seccomp, 0, NULL)))
@@ -1470,6 +1476,7 @@ static void resume_done(uv_work_t *req, int status)
 		goto out;
 	}
 	if (w->crc) {
+		a->job_fault = w->job_fault;
 		exec__attempt_stop(a, 0, EXEC_CLASS_SYSTEM, EXEC_EXIT_NONE, "container: %s",
 				   w->cerror);
 		goto out;
@@ -1582,6 +1589,8 @@ int exec__attempt_start(struct exec_attempt **out, struct exec *x, struct exec_l
 	}
 	a->contained = o->runtime != NULL;
 	if (a->contained && container_spec(a, w, &err)) {
+		/* no uid: the launch's (the scheduler's) fault; a device missing: the node's */
+		a->job_fault = l->uid < 0;
 		resume_free(w);
 		exec__attempt_stop(a, 0, EXEC_CLASS_SYSTEM, EXEC_EXIT_NONE, "container: %s",
 				   err.msg);

@@ -593,6 +593,7 @@ struct exec_attempt {
 	char ctr_events[512];	/* its cgroup's memory events file; "": unknown */
 	long long ctr_ooms;	/* the oom_kill count there at creation; -1: unknown */
 	char workdir[4096];	/* <dir>/work: the ranks' working directory, theirs to write */
+	bool job_fault; /* it failed for the job's or the launch's reason: node_fault false */
 };
 
 /* Daemon services the attempts use (daemon.c). */

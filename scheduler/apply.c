@@ -668,11 +668,13 @@ static int preflight_slow(struct sched *s, int64_t job, int64_t attempt, const j
 /*
  * A node's part of an attempt ended: record it, release its GPUs, judge the
  * gang. preflight: attempt_exited's `preflight` member when the launch had
- * a pre-flight check (NULL when it had none).
+ * a pre-flight check (NULL when it had none). node_fault false: the node
+ * says the failure is the job's or the launch's (attempt_exited's
+ * `node_fault`), so it is not blamed.
  */
 static int alloc_exit(struct sched *s, const char *node, int64_t job, int64_t attempt,
 		      int exit_code, const char *cls, const char *message, const char *evidence,
-		      const json_t *preflight, struct ty_err *err)
+		      const json_t *preflight, bool node_fault, struct ty_err *err)
 {
 	char jb[24], ab[24], eb[24], why[768];
 	const char *p[] = {sched_i64(jb, job), sched_i64(ab, attempt), node,
@@ -720,8 +722,8 @@ static int alloc_exit(struct sched *s, const char *node, int64_t job, int64_t at
 		/* a failed pre-flight says nothing about the node that reports it */
 		rc = sched_fail_attempt(s, job, attempt, node,
 					norm_class(cls) ? cls : (cls && *cls ? "system" : "user"),
-					&exit_code, why, evidence, preflight ? 0 : SCHED_FAIL_BLAME,
-					err);
+					&exit_code, why, evidence,
+					preflight || !node_fault ? 0 : SCHED_FAIL_BLAME, err);
 	} else {
 		/*
 		 * A later report of a gang that already failed: its node is blamed
@@ -849,7 +851,8 @@ static int boot_changed(struct sched *s, const char *node, const struct node_row
 		if (jint(e, "job", 0) >= 1 && jint(e, "attempt", 0) >= 1 && json_is_integer(code) &&
 		    (rc = alloc_exit(s, node, jint(e, "job", 0), jint(e, "attempt", 0),
 				     (int)json_integer_value(code), jstr(e, "failure_class", ""),
-				     jstr(e, "message", ""), jstr(e, "evidence", ""), NULL, err)))
+				     jstr(e, "message", ""), jstr(e, "evidence", ""), NULL, true,
+				     err)))
 			return rc;
 	}
 	snprintf(why, sizeof(why), "node %s restarted (boot id changed)", node);
@@ -1066,7 +1069,7 @@ int sched_apply_late_exits(struct sched *s, int64_t min_age_ms, struct ty_err *e
 		    (long long)x->job, (long long)x->attempt, x->node);
 		/* a no-op when the event came meanwhile */
 		rc = alloc_exit(s, x->node, x->job, x->attempt, x->exit_code, x->failure_class,
-				x->message, x->evidence, NULL, err);
+				x->message, x->evidence, NULL, true, err);
 		free(x->message);
 		free(x->evidence);
 	}
@@ -1745,6 +1748,7 @@ int sched_apply(struct sched *s, const struct proto_msg *m, struct ty_err *err)
 		return alloc_exit(
 		    s, m->node, m->job, m->attempt, (int)jint(m->data, "exit_code", 0),
 		    jstr(m->data, "failure_class", NULL), jstr(m->data, "message", NULL),
-		    jstr(m->data, "evidence", NULL), json_object_get(m->data, "preflight"), err);
+		    jstr(m->data, "evidence", NULL), json_object_get(m->data, "preflight"),
+		    !json_is_false(json_object_get(m->data, "node_fault")), err);
 	}
 }

@@ -360,16 +360,35 @@ TY_TEST(a_job_runs_in_its_image_unpacked_once_per_node)
 	CHECK_INT_EQ(cached_images("node-b"), 1);
 }
 
+/* Failures blamed on both nodes since their last undrain. */
+static long long blamed_failures(struct e2e *e)
+{
+	long long n = 0;
+
+	for (int i = 0; i < 2; i++) {
+		struct ty_resp r = {0};
+
+		ty_http(&r, "GET", ty_test_strf("/v1/nodes/%s", e->node[i]), e->token, NULL, NULL);
+		CHECK_STATUS(&r, 200);
+		n += ty_jint(r.json, "failures.count");
+		ty_resp_free(&r);
+	}
+	return n;
+}
+
 TY_TEST(an_image_that_is_missing_or_broken_fails_the_attempt_as_system)
 {
 	struct e2e *e = get();
 	const char *dir = image_layout();
 	const struct {
 		const char *ref, *says;
+		bool nodes_fault;
 	} rows[] = {
-	    {ty_test_strf("oci:%s/none:v1", dir), "does not exist on this node"},
-	    {ty_test_strf("oci:%s/layout:v9", dir), "has no tag 'v9'"},
-	    {ty_test_strf("oci:%s/broken:v1", dir), "does not unpack"},
+	    /* broken everywhere: the image's fault, no node is blamed */
+	    {ty_test_strf("oci:%s/broken:v1", dir), "does not unpack", false},
+	    /* not on this node: the node is blamed, so the job may go elsewhere */
+	    {ty_test_strf("oci:%s/none:v1", dir), "does not exist on this node", true},
+	    {ty_test_strf("oci:%s/layout:v9", dir), "has no tag 'v9'", true},
 	};
 
 	e2e_wait_nodes_ready(e);
@@ -380,9 +399,11 @@ TY_TEST(an_image_that_is_missing_or_broken_fails_the_attempt_as_system)
 				 "\"resources\":{\"nodes\":1,\"gpus_per_node\":1}",
 				 rows[i].ref));
 		json_t *att;
+		long long blamed = blamed_failures(e);
 
 		ty_test_context("%s", rows[i].ref);
 		expect_state(e, id, "failed", e->token);
+		CHECK_INT_EQ(blamed_failures(e) > blamed, rows[i].nodes_fault);
 		att = e2e_attempts(e, id);
 		CHECK_STR_EQ(ty_jstr(att, "[0].failure_class"), "system");
 		if (!strstr(ty_jstr(att, "[0].message") ? ty_jstr(att, "[0].message") : "",

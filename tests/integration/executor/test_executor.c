@@ -2010,6 +2010,7 @@ TY_TEST(containers_run_as_the_launchs_uid_and_failures_say_why)
 	CHECK_STR_EQ(json_string_value(json_object_get(d, "failure_class")), "system");
 	CHECK(strstr(json_string_value(json_object_get(d, "message")),
 		     "container: the launch names no uid for the job's team") != NULL);
+	CHECK(json_is_false(json_object_get(d, "node_fault"))); /* the launch's fault */
 
 	send_msg(PROTO_LAUNCH, 1302, EPOCH,
 		 launch_extra(1, "true", "'uid':100123,'image':'oci:/images/x:1'"));
@@ -2017,6 +2018,7 @@ TY_TEST(containers_run_as_the_launchs_uid_and_failures_say_why)
 	CHECK_STR_EQ(json_string_value(json_object_get(d, "failure_class")), "system");
 	CHECK(strstr(json_string_value(json_object_get(d, "message")), "image 'oci:/images/x:1'") !=
 	      NULL);
+	CHECK(json_object_get(d, "node_fault") == NULL); /* not on this node: the node's */
 
 	send_msg(PROTO_LAUNCH, 1303, EPOCH,
 		 launch_extra(2, "id -u > uid.$RANK; ls -d /proc/[0-9]* | wc -l > procs.$RANK",
