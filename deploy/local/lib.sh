@@ -36,7 +36,7 @@ TY_NODES=(a:127.0.0.2 b:127.0.0.3)
 
 TY_PACKAGES=(build-essential cmake pkg-config libmicrohttpd-dev libjansson-dev libpq-dev
 	librdkafka-dev libuv1-dev libcurl4-openssl-dev libssl-dev postgresql postgresql-client
-	curl python3-torch python3-optuna prometheus)
+	curl python3-torch python3-optuna prometheus openssl)
 
 TY_PROG=${TY_PROG:-$(basename "$0")}
 
