@@ -26,7 +26,7 @@ static const struct ty_opt options[] = {
      "see docs/security.md"},
     {"dispatch-pubkey", TY_OPT_STR, NULL, 0, 0,
      "PEM file of the scheduler's Ed25519 public key: only dispatch messages it signed are "
-     "acted on (required; docs/security.md, \"Control plane and nodes\")"},
+     "acted on, see docs/security.md (required)"},
     {"node-key-file", TY_OPT_STR, NULL, 0, 0,
      "file holding this node's key, as 'trainyard-scheduler --print-node-key NODE' prints "
      "it: every message this node sends carries its MAC (required)"},

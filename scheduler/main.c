@@ -23,9 +23,9 @@ static const struct ty_opt options[] = {
      "file of librdkafka 'key = value' properties (TLS, SASL) for every Kafka client; "
      "see docs/security.md"},
     {"dispatch-key", TY_OPT_STR, NULL, 0, 0,
-     "PEM file of the Ed25519 private key that signs every dispatch message; executors "
-     "hold its public half (required; 'openssl genpkey -algorithm ed25519' makes one, "
-     "docs/security.md)"},
+     "PEM file of the Ed25519 private key that signs every dispatch message, made by "
+     "'openssl genpkey -algorithm ed25519'; executors hold its public half, see "
+     "docs/security.md (required)"},
     {"node-secret-file", TY_OPT_STR, NULL, 0, 0,
      "file of the secret (at least 32 bytes; 'openssl rand -hex 32') every node's key "
      "derives from: messages from executors must carry their node's MAC (required)"},
