@@ -66,6 +66,7 @@ struct exec {
 	char state_path[4096];
 	int64_t seq;
 	int64_t epoch;
+	int64_t dispatch_seq; /* of the newest dispatch message acted on, in epoch: the replay guard */
 	struct exec_finished_ring finished;
 	struct exec_dedupe dedupe;
 	struct exec_attempt *attempts;
@@ -102,6 +103,7 @@ struct exec {
 #define M_FINISHED "trainyard_executor_attempts_finished_total"
 #define M_SKIPPED "trainyard_executor_dispatch_skipped_total"
 #define M_NOTICES "trainyard_executor_spot_notices_total"
+#define M_REJECTED "trainyard_executor_rejected_messages_total"
 
 static const char *const skip_reasons[] = {"malformed", "stale", "duplicates", "other_node"};
 
@@ -127,10 +129,17 @@ static int metrics_new(struct exec *x, struct ty_err *err)
 				    " counters).",
 				    reason_label, NULL, 0, err)) ||
 	    (rc = ty_metrics_family(x->metrics, TY_METRIC_COUNTER, M_NOTICES,
-				    "Spot interruption notices received.", NULL, NULL, 0, err)))
+				    "Spot interruption notices received.", NULL, NULL, 0, err)) ||
+	    (rc = ty_metrics_family(x->metrics, TY_METRIC_COUNTER, M_REJECTED,
+				    "Dispatch messages refused as unsigned, badly signed or "
+				    "replayed, never acted on.",
+				    reason_label, NULL, 0, err)))
 		return rc;
 	for (size_t i = 0; i < sizeof(skip_reasons) / sizeof(skip_reasons[0]); i++)
 		ty_metrics_add(x->metrics, M_SKIPPED, (const char *[]){skip_reasons[i]}, 0);
+	for (int r = PROTO_AUTHENTIC + 1; r < PROTO_REJECT_COUNT; r++)
+		ty_metrics_add(x->metrics, M_REJECTED,
+			       (const char *[]){proto_reject_name((enum proto_reject)r)}, 0);
 	return 0;
 }
 
@@ -200,7 +209,7 @@ static void emit(struct exec *x, enum proto_type t, int64_t job, int64_t attempt
 	struct proto_msg m = {.type = t, .job = job, .attempt = attempt, .data = data};
 	struct ty_err err = {0};
 	const char *key = x->o->node_id;
-	char *buf = NULL, jobkey[24];
+	char *buf = NULL, jobkey[24], mac[PROTO_NODE_KEY_LEN + 1];
 	rd_kafka_resp_err_t e;
 	size_t len;
 
@@ -220,8 +229,11 @@ static void emit(struct exec *x, enum proto_type t, int64_t job, int64_t attempt
 		snprintf(jobkey, sizeof(jobkey), "%lld", (long long)job);
 		key = jobkey;
 	}
+	/* the scheduler takes only what this node's key vouches for */
+	proto_mac(mac, x->o->node_key, buf, len);
 	e = rd_kafka_producev(x->producer, RD_KAFKA_V_TOPIC(proto_type_topic(t)),
 			      RD_KAFKA_V_KEY(key, strlen(key)), RD_KAFKA_V_VALUE(buf, len),
+			      RD_KAFKA_V_HEADER(PROTO_HDR_MAC, mac, PROTO_NODE_KEY_LEN),
 			      RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_OPAQUE(opaque),
 			      RD_KAFKA_V_END);
 	if (e)
@@ -662,12 +674,38 @@ static void on_spot_notice(void *arg, const struct exec_spot_notice *n)
 	ty_info("spot notice: sent the checkpoint signal to %d attempt(s)", signalled);
 }
 
-static void dispatch(struct exec *x, const void *buf, size_t len, int64_t offset)
+/* A message refused as not the scheduler's: logged, counted, never acted on. */
+static void rejected(struct exec *x, enum proto_reject why, int64_t offset, const char *what)
 {
+	ty_metrics_add(x->metrics, M_REJECTED, (const char *[]){proto_reject_name(why)}, 1);
+	ty_warn("refusing dispatch message at offset %lld (%s): %s", (long long)offset,
+		proto_reject_name(why), what);
+}
+
+/*
+ * Signature first (nothing of an unsigned message is believed), then the
+ * node, then the epoch and seq: only a validly signed message addressed
+ * to this node moves the epoch, and none acts twice.
+ */
+static void dispatch(struct exec *x, const rd_kafka_message_t *km)
+{
+	const void *buf = km->payload;
+	size_t len = buf ? km->len : 0;
+	int64_t offset = km->offset;
 	struct proto_msg m;
 	struct ty_err err = {0};
+	char sigbuf[TY_ED25519_SIG_HEX_LEN + 2];
+	const char *sig = proto_header(sigbuf, sizeof(sigbuf), km, PROTO_HDR_SIG);
+	enum proto_reject why = proto_check_sig(x->o->dispatch_key, buf ? buf : "", len, sig);
 
-	if (proto_decode(&m, buf ? buf : "", buf ? len : 0, &err)) {
+	if (why) {
+		rejected(x, why, offset,
+			 why == PROTO_REJECT_UNSIGNED
+			     ? "no '" PROTO_HDR_SIG "' header"
+			     : "its '" PROTO_HDR_SIG "' header is not the scheduler's signature of it");
+		return;
+	}
+	if (proto_decode(&m, buf ? buf : "", len, &err)) {
 		skipped(x, &x->counters.malformed, "malformed");
 		ty_warn("skipping malformed dispatch message at offset %lld: %s", (long long)offset,
 			err.msg);
@@ -679,21 +717,34 @@ static void dispatch(struct exec *x, const void *buf, size_t len, int64_t offset
 			proto_type_name(m.type), (long long)offset);
 		goto out;
 	}
-	if (m.epoch < x->epoch) {
+	if (strcmp(m.node, x->o->node_id) != 0) {
+		skipped(x, &x->counters.other_node, "other_node");
+		goto out;
+	}
+	switch (exec_dispatch_order(m.epoch, m.seq, x->epoch, x->dispatch_seq)) {
+	case EXEC_STALE:
 		skipped(x, &x->counters.stale, "stale");
 		ty_info("dropping '%s' of job %lld attempt %lld: epoch %lld is older than %lld",
 			proto_type_name(m.type), (long long)m.job, (long long)m.attempt,
 			(long long)m.epoch, (long long)x->epoch);
 		goto out;
-	}
-	if (m.epoch > x->epoch) {
-		/* every dispatch message comes from the leader, whichever node it is for */
-		x->epoch = m.epoch;
-		x->dirty = true;
-	}
-	if (strcmp(m.node, x->o->node_id) != 0) {
-		skipped(x, &x->counters.other_node, "other_node");
+	case EXEC_REPLAYED: {
+		char what[160];
+
+		snprintf(what, sizeof(what),
+			 "'%s' of job %lld attempt %lld, epoch %lld seq %lld, is not newer than "
+			 "seq %lld",
+			 proto_type_name(m.type), (long long)m.job, (long long)m.attempt,
+			 (long long)m.epoch, (long long)m.seq, (long long)x->dispatch_seq);
+		rejected(x, PROTO_REJECT_REPLAYED, offset, what);
 		goto out;
+	}
+	case EXEC_NEWER:
+		/* saved before the offset is committed (the flush's order) */
+		x->epoch = m.epoch;
+		x->dispatch_seq = m.seq;
+		x->dirty = true;
+		break;
 	}
 	if (exec_dedupe_seen(&x->dedupe, m.job, m.attempt, m.type, m.seq)) {
 		skipped(x, &x->counters.duplicates, "duplicates");
@@ -783,7 +834,7 @@ static void serve_consumer(struct exec *x)
 				ty_warn("dispatch consumer: %s", rd_kafka_message_errstr(m));
 		} else if (!x->stopping) {
 			/* while stopping nothing is acted on or committed: the next boot will */
-			dispatch(x, m->payload, m->len, m->offset);
+			dispatch(x, m);
 			x->commit_offset = m->offset + 1;
 			x->commit_pending = true;
 		}
@@ -1015,7 +1066,7 @@ static void save_state(struct exec *x)
 			if (a->ranks[i].spawned)
 				run[k].pgids[run[k].npgids++] = a->ranks[i].pid;
 	}
-	if (exec_state_write(x->state_path, x->o->node_id, x->epoch, run, n, &x->finished, &err)) {
+	if (exec_state_write(x->state_path, x->o->node_id, x->epoch, x->dispatch_seq, run, n, &x->finished, &err)) {
 		/* retried every loop turn (offsets wait for it); said every 10 s */
 		if (ty_mono_ms() - x->save_warned >= 10000) {
 			ty_error("%s", err.msg);
@@ -1230,6 +1281,7 @@ int exec_run(const struct exec_opts *o, struct ty_err *err)
 		goto out;
 	}
 	x->epoch = st.epoch;
+	x->dispatch_seq = st.seq;
 	x->finished = st.finished;
 
 	if ((urc = uv_loop_init(&x->loop))) {

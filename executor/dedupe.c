@@ -1,4 +1,4 @@
-/* The window of recent dispatch keys that makes redelivery harmless (pure). */
+/* The window of recent dispatch keys and the replay guard that make redelivery harmless (pure). */
 #include "exec.h"
 
 bool exec_dedupe_seen(struct exec_dedupe *d, int64_t job, int64_t attempt, int type, int64_t seq)
@@ -15,4 +15,14 @@ bool exec_dedupe_seen(struct exec_dedupe *d, int64_t job, int64_t attempt, int t
 	if (d->n < EXEC_DEDUPE_WINDOW)
 		d->n++;
 	return false;
+}
+
+enum exec_order exec_dispatch_order(int64_t epoch, int64_t seq, int64_t last_epoch,
+				    int64_t last_seq)
+{
+	if (epoch < last_epoch)
+		return EXEC_STALE;
+	if (epoch == last_epoch && seq <= last_seq)
+		return EXEC_REPLAYED;
+	return EXEC_NEWER;
 }

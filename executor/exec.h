@@ -307,6 +307,17 @@ struct exec_dedupe {
 /* True when (job, attempt, type, seq) is in the window; else remembers it. */
 bool exec_dedupe_seen(struct exec_dedupe *d, int64_t job, int64_t attempt, int type, int64_t seq);
 
+/*
+ * Where a validly signed dispatch message for this node stands against the
+ * newest one accepted, (last_epoch, last_seq): EXEC_NEWER acts (and becomes
+ * the newest), EXEC_STALE is from an older leader's term, EXEC_REPLAYED
+ * is of the current term and not newer (a copy produced again, or one
+ * overtaken by a later message: reconciliation re-sends what matters).
+ */
+enum exec_order { EXEC_NEWER, EXEC_STALE, EXEC_REPLAYED };
+enum exec_order exec_dispatch_order(int64_t epoch, int64_t seq, int64_t last_epoch,
+				    int64_t last_seq);
+
 /* ---- finished attempts and the state file (state.c) ---- */
 
 struct exec_finished {
@@ -345,16 +356,18 @@ struct exec_running {
 /* What state.json holds. Zero-initialise; exec_state_clear frees. */
 struct exec_state {
 	int64_t epoch;		      /* newest dispatch epoch seen */
+	int64_t seq;		      /* seq of the newest dispatch message acted on, in epoch */
 	struct exec_running *running; /* owned; attempts started by that boot */
 	size_t nrunning;
 	struct exec_finished_ring finished;
 };
 
 /*
- * Write state atomically (path.tmp, fsync, rename): epoch, the running
+ * Write state atomically (path.tmp, fsync, rename): epoch and seq of the
+ * newest dispatch message acted on (the replay guard), the running
  * attempts (borrowed, nrunning of them) and the finished ring.
  */
-int exec_state_write(const char *path, const char *node_id, int64_t epoch,
+int exec_state_write(const char *path, const char *node_id, int64_t epoch, int64_t seq,
 		     const struct exec_running *running, size_t nrunning,
 		     const struct exec_finished_ring *finished, struct ty_err *err);
 /*
@@ -490,6 +503,10 @@ struct exec_opts {
 	int64_t shm_mb;		/* /dev/shm; 0: half the attempt's memory (64 MiB without) */
 	const char *seccomp;	/* the containers' linux.seccomp profile, JSON text */
 	const char *image_cache; /* where images are unpacked, one directory per manifest digest */
+	/* the scheduler's public key: only dispatch messages it signed act (borrowed) */
+	const struct ty_ed25519_key *dispatch_key;
+	/* this node's key (proto_node_key): the MAC of every message it sends */
+	const char *node_key;
 };
 
 /*

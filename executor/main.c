@@ -25,6 +25,12 @@ static const struct ty_opt options[] = {
     {"kafka-properties-file", TY_OPT_STR, NULL, 0, 0,
      "file of librdkafka 'key = value' properties (TLS, SASL) for every Kafka client; "
      "see docs/security.md"},
+    {"dispatch-pubkey", TY_OPT_STR, NULL, 0, 0,
+     "PEM file of the scheduler's Ed25519 public key: only dispatch messages it signed are "
+     "acted on, see docs/security.md (required)"},
+    {"node-key-file", TY_OPT_STR, NULL, 0, 0,
+     "file holding this node's key, as 'trainyard-scheduler --print-node-key NODE' prints "
+     "it: every message this node sends carries its MAC (required)"},
     {"fake-gpus", TY_OPT_INT, NULL, 0, 1024,
      "simulated inventory of N GPUs and no HCA (registered with simulated: true)"},
     {"inventory-file", TY_OPT_STR, NULL, 0, 0,
@@ -307,7 +313,8 @@ int main(int argc, char **argv)
 	json_t *labels = NULL;
 	char host[256] = "", bootstrap[4096], iface[64] = "", **fabric = NULL, ckroot[4096];
 	char **preflight = NULL, *shim = NULL, *seccomp = NULL;
-	struct ty_ed25519_key *log_pubkey = NULL;
+	char node_key[PROTO_NODE_KEY_LEN + 1] = "";
+	struct ty_ed25519_key *log_pubkey = NULL, *dispatch_key = NULL;
 	char rt_root[4096], rt_bundles[4096], cgroup[4096], images[4096];
 	struct exec_rt_opts rt = {0};
 	struct exec_rt_mount *mounts = NULL;
@@ -347,6 +354,34 @@ int main(int argc, char **argv)
 		     o.node_id);
 		goto out;
 	}
+	/* without them anyone who can write to the dispatch topic runs commands here */
+	if (!ty_config_str(c, "dispatch-pubkey") || !*ty_config_str(c, "dispatch-pubkey")) {
+		fail("%s", "no dispatch key: set --dispatch-pubkey or "
+			   "TRAINYARD_EXECUTOR_DISPATCH_PUBKEY to the scheduler's public key file");
+		goto out;
+	}
+	if (ty_ed25519_key_load(&dispatch_key, ty_config_str(c, "dispatch-pubkey"), false, &err)) {
+		fail("--dispatch-pubkey: %s", err.msg);
+		goto out;
+	}
+	if (ty_ed25519_key_is_private(dispatch_key)) {
+		/* a node that holds the private key could sign dispatch for every node */
+		fail("--dispatch-pubkey: '%s' holds the scheduler's private key; give executors "
+		     "only its public half ('openssl pkey -in KEY -pubout')",
+		     ty_config_str(c, "dispatch-pubkey"));
+		goto out;
+	}
+	o.dispatch_key = dispatch_key;
+	if (!ty_config_str(c, "node-key-file") || !*ty_config_str(c, "node-key-file")) {
+		fail("%s", "no node key: set --node-key-file or TRAINYARD_EXECUTOR_NODE_KEY_FILE "
+			   "(trainyard-scheduler --print-node-key NODE prints it)");
+		goto out;
+	}
+	if (proto_node_key_load(node_key, ty_config_str(c, "node-key-file"), &err)) {
+		fail("--node-key-file: %s", err.msg);
+		goto out;
+	}
+	o.node_key = node_key;
 	if (!(o.state_dir = ty_config_str(c, "state-dir")) || !*o.state_dir) {
 		fail("%s", "no state directory: set --state-dir or TRAINYARD_EXECUTOR_STATE_DIR");
 		goto out;
@@ -515,6 +550,8 @@ out:
 	free(seccomp);
 	free(mounts);
 	ty_ed25519_key_free(log_pubkey);
+	ty_ed25519_key_free(dispatch_key);
+	memset(node_key, 0, sizeof(node_key));
 	ty_config_free(c);
 	return rc;
 }

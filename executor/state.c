@@ -114,7 +114,7 @@ static void sync_dir(const char *path)
 	}
 }
 
-int exec_state_write(const char *path, const char *node_id, int64_t epoch,
+int exec_state_write(const char *path, const char *node_id, int64_t epoch, int64_t seq,
 		     const struct exec_running *running, size_t nrunning,
 		     const struct exec_finished_ring *finished, struct ty_err *err)
 {
@@ -130,8 +130,9 @@ int exec_state_write(const char *path, const char *node_id, int64_t epoch,
 		goto out;
 	}
 	/* "o" steals run and fin, on failure too (Jansson >= 2.11) */
-	doc = json_pack("{s:i, s:s, s:I, s:o, s:o}", "v", STATE_VERSION, "node", node_id, "epoch",
-			(json_int_t)epoch, "running", run, "finished", fin);
+	doc = json_pack("{s:i, s:s, s:I, s:I, s:o, s:o}", "v", STATE_VERSION, "node", node_id,
+			"epoch", (json_int_t)epoch, "seq", (json_int_t)seq, "running", run,
+			"finished", fin);
 	if (!doc) {
 		rc = ty_err_set(err, TY_ENOMEM, NULL);
 		goto out;
@@ -249,7 +250,7 @@ int exec_state_read(struct exec_state *s, const char *path, struct ty_err *err)
 {
 	json_error_t jerr;
 	json_t *doc = NULL;
-	json_int_t ver = 0, epoch = 0;
+	json_int_t ver = 0, epoch = 0, seq = 0;
 	int rc;
 
 	exec_state_clear(s);
@@ -265,7 +266,14 @@ int exec_state_read(struct exec_state *s, const char *path, struct ty_err *err)
 				path, STATE_VERSION);
 		goto out;
 	}
+	/* absent in files written before the replay guard: any newer message acts */
+	if (json_unpack(doc, "{s?I}", "seq", &seq) || seq < 0) {
+		rc = ty_err_set(err, TY_EPARSE, "state file '%s': 'seq' must be a number >= 0",
+				path);
+		goto out;
+	}
 	s->epoch = epoch;
+	s->seq = seq;
 	if ((rc = read_running(s, json_object_get(doc, "running"), path, err)) ||
 	    (rc = read_finished(s, json_object_get(doc, "finished"), path, err)))
 		goto out;

@@ -14,9 +14,11 @@
 #ifndef TY_PROTO_H
 #define TY_PROTO_H
 
+#include "ty_crypto.h"
 #include "ty_err.h"
 
 #include <jansson.h>
+#include <librdkafka/rdkafka.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -92,5 +94,86 @@ int32_t proto_node_partition(const char *node, int32_t partitions);
 
 /* Node ids: 1–63 characters of [A-Za-z0-9._-], starting alphanumeric. */
 bool proto_node_id_ok(const char *node);
+
+/*
+ * Who sent a message (auth.c; docs/dispatch.md, "Authenticity"). The
+ * envelope is unchanged: a Kafka header carries the proof over the exact
+ * payload bytes.
+ *
+ * - trainyard.dispatch: header PROTO_HDR_SIG, the scheduler's Ed25519
+ *   signature (128 hex digits) under its dispatch key; executors hold the
+ *   public half.
+ * - trainyard.events and trainyard.nodes: header PROTO_HDR_MAC, the
+ *   HMAC-SHA256 (64 hex digits) of the payload under the sending node's
+ *   key, node_key = hex HMAC-SHA256(node secret, "trainyard-node:" + node
+ *   id); the key's 64 ASCII hex digits are the HMAC key. The scheduler
+ *   holds the secret and derives the key of the node the envelope names.
+ */
+#define PROTO_HDR_SIG "ty-sig"
+#define PROTO_HDR_MAC "ty-mac"
+#define PROTO_NODE_KEY_LEN 64
+#define PROTO_NODE_KEY_CONTEXT "trainyard-node:"
+#define PROTO_NODE_SECRET_MIN 32  /* bytes */
+#define PROTO_NODE_SECRET_MAX 1024
+
+/* Why a message is refused; the metrics' `reason` label. */
+#define PROTO_REJECTS(X)                                                      \
+	X(UNSIGNED, "unsigned")                                               \
+	X(BAD_SIGNATURE, "bad_signature")                                     \
+	X(REPLAYED, "replayed")
+
+enum proto_reject {
+	PROTO_AUTHENTIC = 0,
+#define PROTO_REJECT_ENUM(name, str) PROTO_REJECT_##name,
+	PROTO_REJECTS(PROTO_REJECT_ENUM)
+#undef PROTO_REJECT_ENUM
+	PROTO_REJECT_COUNT
+};
+
+/* "unsigned" etc.; "authentic" for PROTO_AUTHENTIC. */
+const char *proto_reject_name(enum proto_reject r);
+
+/*
+ * The node secret from path: the file's bytes less trailing blanks and
+ * newlines, at least PROTO_NODE_SECRET_MIN and at most PROTO_NODE_SECRET_MAX
+ * of them (`openssl rand -hex 32` makes one), into out (n bytes).
+ * TY_ECONFIG names the file and the fault.
+ */
+int proto_node_secret_load(char out[PROTO_NODE_SECRET_MAX + 1], size_t *n, const char *path,
+			   struct ty_err *err);
+/* A node's key, derived from the secret (secret: n bytes). */
+void proto_node_key(char out[PROTO_NODE_KEY_LEN + 1], const void *secret, size_t n,
+		    const char *node);
+/*
+ * A node key from path: 64 lowercase hex digits, a trailing newline
+ * allowed (what `trainyard-scheduler --print-node-key` prints). TY_ECONFIG
+ * names the file and the fault.
+ */
+int proto_node_key_load(char out[PROTO_NODE_KEY_LEN + 1], const char *path, struct ty_err *err);
+
+/* The PROTO_HDR_MAC value of payload under node_key. */
+void proto_mac(char out[PROTO_NODE_KEY_LEN + 1], const char *node_key, const void *payload,
+	       size_t n);
+/* The PROTO_HDR_SIG value of payload; TY_EINVAL without a private key, TY_EIO when OpenSSL fails. */
+int proto_sign(char out[TY_ED25519_SIG_HEX_LEN + 1], const struct ty_ed25519_key *k,
+	       const void *payload, size_t n);
+
+/*
+ * Checks of a payload against its header value (NULL: no header):
+ * PROTO_AUTHENTIC, PROTO_REJECT_UNSIGNED or PROTO_REJECT_BAD_SIGNATURE.
+ * The MAC is compared in constant time.
+ */
+enum proto_reject proto_check_sig(const struct ty_ed25519_key *k, const void *payload, size_t n,
+				  const char *sig);
+enum proto_reject proto_check_mac(const char *node_key, const void *payload, size_t n,
+				  const char *mac);
+
+/*
+ * The value of header `name` of a consumed message, NUL-terminated, in buf
+ * (borrowed by the return value); NULL when the message has none, or one
+ * that is empty, longer than bufsz - 1 or holds a NUL byte.
+ */
+const char *proto_header(char *buf, size_t bufsz, const rd_kafka_message_t *km,
+			 const char *name);
 
 #endif

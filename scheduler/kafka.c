@@ -191,8 +191,11 @@ bool sched_kafka_reachable(struct sched *s)
 
 static void batch_drop(struct sched *s)
 {
-	for (int i = 0; i < s->nbatch; i++)
+	for (int i = 0; i < s->nbatch; i++) {
+		if (s->bok[i])
+			proto_msg_clear(&s->bmsg[i]);
 		rd_kafka_message_destroy(s->batch[i]);
+	}
 	s->nbatch = 0;
 }
 
@@ -200,7 +203,11 @@ void sched_kafka_stop(struct sched *s, int flush_ms)
 {
 	batch_drop(s);
 	free(s->batch);
+	free(s->bmsg);
+	free(s->bok);
 	s->batch = NULL;
+	s->bmsg = NULL;
+	s->bok = NULL;
 	if (s->producer) {
 		if (flush_ms > 0) {
 			/* delivery reports arrive during the flush */
@@ -231,9 +238,40 @@ void sched_kafka_stop(struct sched *s, int flush_ms)
 	s->assigned_partitions = 0;
 }
 
-/* Add a polled message to the batch (errors are counted and dropped). */
+/*
+ * Whether a decoded message is its node's: the MAC in its header under the
+ * key of the node its envelope names. Logged and counted when not.
+ */
+static bool authentic(struct sched *s, const rd_kafka_message_t *km, const struct proto_msg *m)
+{
+	char key[PROTO_NODE_KEY_LEN + 1], macbuf[PROTO_NODE_KEY_LEN + 2];
+	const char *mac = proto_header(macbuf, sizeof(macbuf), km, PROTO_HDR_MAC);
+	enum proto_reject why;
+
+	proto_node_key(key, s->o.node_secret, s->o.node_secret_len, m->node);
+	why = proto_check_mac(key, km->payload, km->len, mac);
+	memset(key, 0, sizeof(key));
+	if (why == PROTO_AUTHENTIC)
+		return true;
+	sched_metrics_rejected(s, why);
+	ty_warn("refusing %s message claiming node '%s' at %s [%d] offset %lld (%s): %s",
+		proto_type_name(m->type), m->node, rd_kafka_topic_name(km->rkt),
+		(int)km->partition, (long long)km->offset, proto_reject_name(why),
+		why == PROTO_REJECT_UNSIGNED ? "no '" PROTO_HDR_MAC "' header"
+					     : "its MAC is not that node's key's");
+	return false;
+}
+
+/*
+ * Add a polled message to the batch (errors are counted and dropped),
+ * decoded and authenticated once: a malformed or refused one stays in the
+ * batch only for its offset.
+ */
 static void take(struct sched *s, rd_kafka_message_t *km)
 {
+	struct proto_msg *m = &s->bmsg[s->nbatch];
+	struct ty_err merr = {0};
+
 	if (km->err) {
 		if (km->err != RD_KAFKA_RESP_ERR__PARTITION_EOF) {
 			sched_metrics_kafka_error(s, SCHED_KAFKA_CONSUME);
@@ -241,6 +279,17 @@ static void take(struct sched *s, rd_kafka_message_t *km)
 		}
 		rd_kafka_message_destroy(km);
 		return;
+	}
+	s->bok[s->nbatch] = false;
+	if (proto_decode(m, km->payload ? km->payload : "", km->payload ? km->len : 0, &merr)) {
+		s->malformed++;
+		ty_warn("skipping malformed message at %s [%d] offset %lld: %s",
+			rd_kafka_topic_name(km->rkt), (int)km->partition, (long long)km->offset,
+			merr.msg);
+	} else if (!authentic(s, km, m)) {
+		proto_msg_clear(m);
+	} else {
+		s->bok[s->nbatch] = true;
 	}
 	s->batch[s->nbatch++] = km;
 }
@@ -268,8 +317,20 @@ void sched_consume(struct sched *s, int wait_ms)
 
 	if (s->nbatch > 0) /* a batch that failed to apply is retried first */
 		return;
-	if (!s->batch && !(s->batch = calloc(BATCH_MAX, sizeof(*s->batch))))
-		return;
+	if (!s->batch) {
+		s->batch = calloc(BATCH_MAX, sizeof(*s->batch));
+		s->bmsg = calloc(BATCH_MAX, sizeof(*s->bmsg));
+		s->bok = calloc(BATCH_MAX, sizeof(*s->bok));
+		if (!s->batch || !s->bmsg || !s->bok) {
+			free(s->batch);
+			free(s->bmsg);
+			free(s->bok);
+			s->batch = NULL;
+			s->bmsg = NULL;
+			s->bok = NULL;
+			return;
+		}
+	}
 	if (wait_ms > 0 && s->cq) {
 		if ((km = rd_kafka_consumer_poll(s->consumer, 0)))
 			take(s, km);
@@ -324,38 +385,31 @@ static bool transient(int rc, const char *sqlstate)
 
 #define APPLY_BAD 1 /* apply_fast: a message's own fault; redo the batch carefully */
 
-/* Apply one message under a savepoint: a bad one is skipped, not fatal. */
-static int apply_one(struct sched *s, const rd_kafka_message_t *km, struct ty_err *err)
+/* Apply batch message i under a savepoint: a bad one is skipped, not fatal. */
+static int apply_one(struct sched *s, int i, struct ty_err *err)
 {
-	struct proto_msg m;
+	const struct proto_msg *m = &s->bmsg[i];
 	struct ty_err merr = {0};
 	int rc;
 
-	/* (counted again here when apply_fast saw it first) */
-	if (proto_decode(&m, km->payload, km->len, &merr)) {
-		s->malformed++;
-		ty_warn("skipping malformed message at %s [%d] offset %lld: %s",
-			rd_kafka_topic_name(km->rkt), (int)km->partition, (long long)km->offset,
-			merr.msg);
-		return 0;
-	}
+	if (!s->bok[i])
+		return 0; /* malformed or refused: counted when taken */
 	if ((rc = ty_pg_exec(NULL, s->pg, "SAVEPOINT msg", 0, NULL, err)))
 		goto out;
-	if ((rc = sched_apply(s, &m, &merr))) {
+	if ((rc = sched_apply(s, m, &merr))) {
 		if (transient(rc, ty_pg_sqlstate(s->pg))) {
 			ty_err_set(err, rc, "%s", merr.msg);
 			goto out;
 		}
 		s->malformed++;
 		ty_warn("skipping %s message from node '%s' (job %lld attempt %lld): %s",
-			proto_type_name(m.type), m.node, (long long)m.job, (long long)m.attempt,
+			proto_type_name(m->type), m->node, (long long)m->job, (long long)m->attempt,
 			merr.msg);
 		rc = ty_pg_exec(NULL, s->pg, "ROLLBACK TO SAVEPOINT msg", 0, NULL, err);
 		goto out;
 	}
 	rc = ty_pg_exec(NULL, s->pg, "RELEASE SAVEPOINT msg", 0, NULL, err);
 out:
-	proto_msg_clear(&m);
 	return rc;
 }
 
@@ -366,24 +420,14 @@ out:
  */
 static int apply_fast(struct sched *s, struct ty_err *err)
 {
-	struct proto_msg *m = calloc((size_t)s->nbatch, sizeof(*m));
-	bool *ok = calloc((size_t)s->nbatch, sizeof(*ok) * 2), *done = ok + s->nbatch, bad;
+	const struct proto_msg *m = s->bmsg;
+	const bool *ok = s->bok;
+	bool *done = calloc((size_t)s->nbatch, sizeof(*done)), bad;
 	int rc = 0;
 
-	if (!m || !ok) {
+	if (!done) {
 		rc = ty_err_set(err, TY_ENOMEM, NULL);
 		goto out;
-	}
-	for (int i = 0; i < s->nbatch; i++) {
-		const rd_kafka_message_t *km = s->batch[i];
-		struct ty_err merr = {0};
-
-		if (!(ok[i] = !proto_decode(&m[i], km->payload, km->len, &merr))) {
-			s->malformed++;
-			ty_warn("skipping malformed message at %s [%d] offset %lld: %s",
-				rd_kafka_topic_name(km->rkt), (int)km->partition,
-				(long long)km->offset, merr.msg);
-		}
 	}
 	if ((rc = sched_apply_ranks(s, m, ok, s->nbatch, done, &bad, err)) ||
 	    (rc = sched_apply_heartbeats(s, m, ok, s->nbatch, done, err)))
@@ -407,11 +451,7 @@ fail:
 		rc = APPLY_BAD;
 	}
 out:
-	for (int i = 0; m && i < s->nbatch; i++)
-		if (ok && ok[i])
-			proto_msg_clear(&m[i]);
-	free(m);
-	free(ok);
+	free(done);
 	return rc;
 }
 
@@ -439,7 +479,7 @@ int sched_consume_apply(struct sched *s, struct ty_err *err)
 		if (!careful)
 			rc = apply_fast(s, err);
 		for (int i = 0; careful && i < s->nbatch && !rc; i++)
-			rc = apply_one(s, s->batch[i], err);
+			rc = apply_one(s, i, err);
 		if (!rc)
 			break;
 		ty_pg_rollback(s->pg);

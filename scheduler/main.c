@@ -22,6 +22,16 @@ static const struct ty_opt options[] = {
     {"kafka-properties-file", TY_OPT_STR, NULL, 0, 0,
      "file of librdkafka 'key = value' properties (TLS, SASL) for every Kafka client; "
      "see docs/security.md"},
+    {"dispatch-key", TY_OPT_STR, NULL, 0, 0,
+     "PEM file of the Ed25519 private key that signs every dispatch message, made by "
+     "'openssl genpkey -algorithm ed25519'; executors hold its public half, see "
+     "docs/security.md (required)"},
+    {"node-secret-file", TY_OPT_STR, NULL, 0, 0,
+     "file of the secret (at least 32 bytes; 'openssl rand -hex 32') every node's key "
+     "derives from: messages from executors must carry their node's MAC (required)"},
+    {"print-node-key", TY_OPT_STR, NULL, 0, 0,
+     "print the key of node NODE (for its executor's --node-key-file), derived from "
+     "--node-secret-file, then exit"},
     {"id", TY_OPT_STR, NULL, 0, 0,
      "name of this scheduler in the leader table (default "
      "hostname:pid)"},
@@ -171,7 +181,8 @@ int main(int argc, char **argv)
 	struct sched s = {0};
 	struct ty_err err = {0};
 	struct sigaction sa = {.sa_handler = on_signal};
-	char bootstrap[4096], id[256];
+	char bootstrap[4096], id[256], secret[PROTO_NODE_SECRET_MAX + 1];
+	struct ty_ed25519_key *dispatch_key = NULL;
 	int rc, rest, level, status = 2;
 
 	if (!c) {
@@ -200,6 +211,44 @@ int main(int argc, char **argv)
 		goto out;
 	}
 	ty_log_init("trainyard-scheduler", (enum ty_log_level)level, ty_config_bool(c, "log-json"));
+	if (!ty_config_str(c, "node-secret-file") || !*ty_config_str(c, "node-secret-file")) {
+		fprintf(stderr, "trainyard-scheduler: option '--node-secret-file' is required: "
+				"without it any client of the broker speaks for any node (try "
+				"--help)\n");
+		goto out;
+	}
+	if (proto_node_secret_load(secret, &s.o.node_secret_len,
+				   ty_config_str(c, "node-secret-file"), &err)) {
+		fprintf(stderr, "trainyard-scheduler: option 'node-secret-file': %s\n", err.msg);
+		goto out;
+	}
+	s.o.node_secret = secret;
+	if (ty_config_str(c, "print-node-key")) {
+		char key[PROTO_NODE_KEY_LEN + 1];
+
+		if (!proto_node_id_ok(ty_config_str(c, "print-node-key"))) {
+			fprintf(stderr,
+				"trainyard-scheduler: option 'print-node-key': '%s' is not a node "
+				"id (1-63 of [A-Za-z0-9._-], starting alphanumeric)\n",
+				ty_config_str(c, "print-node-key"));
+			goto out;
+		}
+		proto_node_key(key, secret, s.o.node_secret_len, ty_config_str(c, "print-node-key"));
+		printf("%s\n", key);
+		memset(key, 0, sizeof(key));
+		status = fflush(stdout) ? 1 : 0;
+		goto out;
+	}
+	if (!ty_config_str(c, "dispatch-key") || !*ty_config_str(c, "dispatch-key")) {
+		fprintf(stderr, "trainyard-scheduler: option '--dispatch-key' is required: "
+				"executors act only on dispatch messages it signs (try --help)\n");
+		goto out;
+	}
+	if (ty_ed25519_key_load(&dispatch_key, ty_config_str(c, "dispatch-key"), true, &err)) {
+		fprintf(stderr, "trainyard-scheduler: option 'dispatch-key': %s\n", err.msg);
+		goto out;
+	}
+	s.o.dispatch_key = dispatch_key;
 	if (!ty_config_str(c, "database-url") || !*ty_config_str(c, "database-url")) {
 		fprintf(stderr, "trainyard-scheduler: option '--database-url' is required (try "
 				"--help)\n");
@@ -298,6 +347,8 @@ int main(int argc, char **argv)
 out:
 	sched_metrics_stop(s.metrics);
 	sched_rates_free(&s.o.rates);
+	ty_ed25519_key_free(dispatch_key);
+	memset(secret, 0, sizeof(secret));
 	ty_config_free(c);
 	return status;
 }

@@ -40,6 +40,7 @@
 #define M_DELIVERY_FAILURES "trainyard_scheduler_kafka_delivery_failures_total"
 #define M_CONSUME_ERRORS "trainyard_scheduler_kafka_consume_errors_total"
 #define M_SKIPPED "trainyard_scheduler_events_skipped_total"
+#define M_REJECTED "trainyard_scheduler_rejected_messages_total"
 #define M_LAG "trainyard_scheduler_kafka_consumer_lag_messages"
 #define M_OUTBOX "trainyard_scheduler_outbox_rows"
 #define M_INFLIGHT "trainyard_scheduler_outbox_inflight_messages"
@@ -236,6 +237,10 @@ static int families(struct ty_metrics *m, struct ty_err *err)
 	     "Errors the event consumer reported (end of partition excluded).", NULL, NULL, 0},
 	    {TY_METRIC_COUNTER, M_SKIPPED,
 	     "Consumed messages skipped as malformed or inapplicable.", NULL, NULL, 0},
+	    {TY_METRIC_COUNTER, M_REJECTED,
+	     "Consumed messages refused as not their node's (no MAC, or not its key's), by "
+	     "reason; never applied.",
+	     reason, NULL, 0},
 	    {TY_METRIC_GAUGE, M_LAG,
 	     "Messages of a consumed partition not yet consumed (high watermark - position).",
 	     topic_partition, NULL, 0},
@@ -261,6 +266,9 @@ static int families(struct ty_metrics *m, struct ty_err *err)
 	ty_metrics_add(m, M_PREEMPTIONS, (const char *[]){"reclaim"}, 0);
 	ty_metrics_add(m, M_PREEMPTIONS, (const char *[]){"priority"}, 0);
 	ty_metrics_add(m, M_PREEMPTIONS, (const char *[]){"spot"}, 0);
+	ty_metrics_add(m, M_REJECTED, (const char *[]){proto_reject_name(PROTO_REJECT_UNSIGNED)}, 0);
+	ty_metrics_add(m, M_REJECTED,
+		       (const char *[]){proto_reject_name(PROTO_REJECT_BAD_SIGNATURE)}, 0);
 	return 0;
 }
 
@@ -629,6 +637,12 @@ void sched_metrics_kafka_error(struct sched *s, enum sched_kafka_error what)
 
 	if (reg(s) && (int)what >= 0 && (size_t)what < sizeof(names) / sizeof(names[0]))
 		ty_metrics_add(reg(s), names[what], NULL, 1);
+}
+
+void sched_metrics_rejected(struct sched *s, enum proto_reject why)
+{
+	if (reg(s))
+		ty_metrics_add(reg(s), M_REJECTED, (const char *[]){proto_reject_name(why)}, 1);
 }
 
 void sched_metrics_outbox(struct sched *s, int unsent)

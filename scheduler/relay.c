@@ -2,7 +2,9 @@
  * The outbox relay: every dispatch_outbox row is produced to its node's
  * partition of trainyard.dispatch, at most once at a time per process, and
  * deleted only after Kafka acknowledged it. A failed delivery leaves the row
- * to be produced again on the next pass.
+ * to be produced again on the next pass. Each carries the scheduler's
+ * signature of its exact bytes (PROTO_HDR_SIG), made as it is produced: the
+ * payload in the table is what executors verify.
  */
 #include "fault.h"
 #include "scheduler.h"
@@ -125,13 +127,21 @@ int sched_relay(struct sched *s, struct ty_err *err)
 		int64_t id = sched_col_i64(res, i, 0);
 		const char *node = PQgetvalue(res, i, 1);
 		const char *payload = PQgetvalue(res, i, 2);
+		size_t len = (size_t)PQgetlength(res, i, 2);
+		char sig[TY_ED25519_SIG_HEX_LEN + 1];
 		rd_kafka_resp_err_t e;
 
+		if (proto_sign(sig, s->o.dispatch_key, payload, len)) {
+			ty_error("cannot sign outbox row %lld for node '%s': left for the next pass",
+				 (long long)id, node);
+			continue;
+		}
 		e = rd_kafka_producev(
 		    s->producer, RD_KAFKA_V_TOPIC(PROTO_TOPIC_DISPATCH),
 		    RD_KAFKA_V_PARTITION(proto_node_partition(node, s->dispatch_partitions)),
 		    RD_KAFKA_V_KEY(node, strlen(node)),
-		    RD_KAFKA_V_VALUE((void *)payload, (size_t)PQgetlength(res, i, 2)),
+		    RD_KAFKA_V_VALUE((void *)payload, len),
+		    RD_KAFKA_V_HEADER(PROTO_HDR_SIG, sig, TY_ED25519_SIG_HEX_LEN),
 		    RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
 		    RD_KAFKA_V_OPAQUE((void *)(intptr_t)id), RD_KAFKA_V_END);
 		if (e == RD_KAFKA_RESP_ERR__QUEUE_FULL)

@@ -59,6 +59,10 @@ struct sched_opts {
 	int retry_backoff_max_s; /* --retry-backoff-max-seconds */
 	int suspect_after;	 /* --suspect-after-jobs: distinct failed jobs → suspect */
 	int drain_after;	 /* --drain-after-jobs: distinct failed jobs → drained */
+	const struct ty_ed25519_key *dispatch_key; /* --dispatch-key: signs dispatch (borrowed) */
+	/* --node-secret-file: every node's key derives from it (proto_node_key) */
+	const char *node_secret;
+	size_t node_secret_len;
 	int failure_window_s;	 /* --failure-window-seconds */
 	struct sched_rates rates; /* --rates-file (owned by main) */
 	int spot_kill_margin_s;	 /* --spot-kill-margin-seconds: kill this long before a deadline */
@@ -193,6 +197,8 @@ struct sched {
 	struct sched_ids inflight;  /* produced, delivery not reported (or not deleted) */
 	struct sched_ids delivered; /* acknowledged, row not deleted yet */
 	rd_kafka_message_t **batch; /* consumed and not yet applied (kept on failure) */
+	struct proto_msg *bmsg;	    /* batch[i] decoded, when bok[i] */
+	bool *bok;		    /* batch[i] is well formed and its node's (else skipped) */
 	int nbatch;
 	struct sched_late_exit *late; /* applied by reconciliation when still missing */
 	int nlate, caplate;
@@ -618,6 +624,8 @@ void sched_metrics_preempted(struct sched *s, const char *reason);
 void sched_metrics_requeued(struct sched *s, const char *cls, bool retry);
 enum sched_kafka_error { SCHED_KAFKA_PRODUCE, SCHED_KAFKA_DELIVERY, SCHED_KAFKA_CONSUME };
 void sched_metrics_kafka_error(struct sched *s, enum sched_kafka_error what);
+/* A consumed message refused as not its node's (proto.h's reasons). */
+void sched_metrics_rejected(struct sched *s, enum proto_reject why);
 /* The relay saw unsent rows not produced yet (plus s->inflight in flight). */
 void sched_metrics_outbox(struct sched *s, int unsent);
 /* Consumer lag per assigned partition (cached watermarks) and skipped messages. */

@@ -12,6 +12,10 @@
  * partition of trainyard.dispatch from its end and keeps only messages for
  * its nodes. Every message carries the node's own seq, as from a real
  * executor. One thread; the only state is in memory.
+ *
+ * It holds the node secret and derives each simulated node's key from it
+ * (a real executor holds only its own): everything it sends carries its
+ * node's MAC, and it acts only on dispatch messages the scheduler signed.
  */
 #include "proto.h"
 #include "ty_config.h"
@@ -50,6 +54,10 @@ static const struct ty_opt options[] = {
      "send rank_started and rank_exited per rank, as the real executor does"},
     {"stats-file", TY_OPT_STR, NULL, 0, 0,
      "write 'launches=N exited=N rss_kb=N cpu_ms=N' there every second"},
+    {"node-secret-file", TY_OPT_STR, NULL, 0, 0,
+     "the scheduler's --node-secret-file: each node's key derives from it (required)"},
+    {"dispatch-pubkey", TY_OPT_STR, NULL, 0, 0,
+     "the scheduler's public dispatch key: unsigned dispatch is skipped (required)"},
     {"log-level", TY_OPT_STR, "info", 0, 0, "debug, info, warn or error"},
     {"help", TY_OPT_BOOL, "false", 0, 0, "print this help and exit"},
 };
@@ -69,6 +77,7 @@ struct done {
 
 struct node {
 	char id[PROTO_NODE_ID_MAX + 1];
+	char key[PROTO_NODE_KEY_LEN + 1]; /* its node key */
 	int64_t seq;
 	int64_t next_hb_ms;
 	struct run *run;
@@ -85,8 +94,9 @@ struct sim {
 	int first_index;
 	int64_t run_ms, hb_ms;
 	bool rank_events;
+	struct ty_ed25519_key *dispatch_key;
 	char boot_id[40];
-	uint64_t launches, exited, duplicates, produce_errors;
+	uint64_t launches, exited, duplicates, produce_errors, rejected;
 };
 
 static volatile sig_atomic_t stop_signal;
@@ -116,7 +126,7 @@ static void emit(struct sim *s, struct node *n, enum proto_type t, int64_t job, 
 {
 	struct proto_msg m = {.type = t, .job = job, .attempt = attempt, .data = data};
 	struct ty_err err = {0};
-	char *buf = NULL, key[24];
+	char *buf = NULL, key[24], mac[PROTO_NODE_KEY_LEN + 1];
 	size_t len;
 	rd_kafka_resp_err_t e;
 
@@ -133,9 +143,11 @@ static void emit(struct sim *s, struct node *n, enum proto_type t, int64_t job, 
 		snprintf(key, sizeof(key), "%lld", (long long)job);
 	else
 		snprintf(key, sizeof(key), "%.23s", n->id);
+	proto_mac(mac, n->key, buf, len);
 	while ((e = rd_kafka_producev(s->producer, RD_KAFKA_V_TOPIC(proto_type_topic(t)),
 				      RD_KAFKA_V_KEY(key, strlen(key)),
 				      RD_KAFKA_V_VALUE(buf, len),
+				      RD_KAFKA_V_HEADER(PROTO_HDR_MAC, mac, PROTO_NODE_KEY_LEN),
 				      RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_END)) ==
 	       RD_KAFKA_RESP_ERR__QUEUE_FULL)
 		rd_kafka_poll(s->producer, 10);
@@ -244,6 +256,18 @@ static void dispatch(struct sim *s, const rd_kafka_message_t *km)
 			ty_warn("consume: %s", rd_kafka_message_errstr(km));
 		return;
 	}
+	{
+		char buf[TY_ED25519_SIG_HEX_LEN + 2];
+		enum proto_reject why =
+		    proto_check_sig(s->dispatch_key, km->payload, km->len,
+				    proto_header(buf, sizeof(buf), km, PROTO_HDR_SIG));
+
+		if (why) {
+			s->rejected++;
+			ty_warn("refusing a dispatch message (%s)", proto_reject_name(why));
+			return;
+		}
+	}
 	if (proto_decode(&m, km->payload, km->len, &err)) {
 		ty_warn("skipping a malformed dispatch message: %s", err.msg);
 		return;
@@ -349,7 +373,8 @@ int main(int argc, char **argv)
 					     NULL};
 	struct sim s = {0};
 	struct ty_err err = {0};
-	char bootstrap[4096], group[64];
+	char bootstrap[4096], group[64], secret[PROTO_NODE_SECRET_MAX + 1];
+	size_t secretlen = 0;
 	const char *stats;
 	int64_t next_stats = 0;
 	int level, rc = 2;
@@ -381,6 +406,17 @@ int main(int argc, char **argv)
 		fprintf(stderr, PROG ": %s\n", err.msg);
 		goto out;
 	}
+	if (!ty_config_str(c, "node-secret-file") || !ty_config_str(c, "dispatch-pubkey")) {
+		fprintf(stderr, PROG ": set --node-secret-file and --dispatch-pubkey\n");
+		goto out;
+	}
+	if (proto_node_secret_load(secret, &secretlen, ty_config_str(c, "node-secret-file"),
+				   &err) ||
+	    ty_ed25519_key_load(&s.dispatch_key, ty_config_str(c, "dispatch-pubkey"), false,
+				&err)) {
+		fprintf(stderr, PROG ": %s\n", err.msg);
+		goto out;
+	}
 	s.nnodes = (int)ty_config_int(c, "nodes");
 	s.gpus = (int)ty_config_int(c, "gpus");
 	s.prefix = ty_config_str(c, "node-prefix");
@@ -404,6 +440,7 @@ int main(int argc, char **argv)
 				s.prefix, s.first_index + i);
 			goto out;
 		}
+		proto_node_key(n->key, secret, secretlen, n->id);
 		/* heartbeats spread evenly over the interval */
 		n->next_hb_ms = ty_mono_ms() + s.hb_ms * i / s.nnodes;
 	}
@@ -474,6 +511,8 @@ out:
 	for (int i = 0; s.nodes && i < s.nnodes; i++)
 		free(s.nodes[i].run);
 	free(s.nodes);
+	ty_ed25519_key_free(s.dispatch_key);
+	memset(secret, 0, sizeof(secret));
 	ty_config_free(c);
 	return rc;
 }

@@ -91,6 +91,8 @@ void e2e_start_executor(struct e2e *e, int i)
 			      "--labels", i == 0 ? "rack=r1,block=b1" : "rack=r1,block=b2",
 			      "--state-dir", state, "--heartbeat-ms", "300", "--kill-grace-ms",
 			      "2000", "--log-pubkey", ty_test_log_pubkey(), "--log-level", "debug",
+			      "--dispatch-pubkey", ty_test_dispatch_pubkey(), "--node-key-file",
+			      ty_test_node_key_file(nodes[i]),
 			      /* ranks write $OUTDIR on the host; test_e2e_isolation runs runc */
 			      "--isolation", "none", NULL};
 	const char *argv[96];
@@ -123,7 +125,9 @@ static struct ty_daemon *scheduler_start(struct e2e *e, const char *name, const 
 			      /* preemption tests must not wait out the default minimum runtimes */
 			      "--min-runtime-seconds", "high=0,normal=0,low=0,scavenger=0",
 			      /* every cycle compares the in-memory mirror with PostgreSQL */
-			      "--check-mirror", "--log-level", "debug", NULL};
+			      "--check-mirror", "--log-level", "debug", "--dispatch-key",
+			      ty_test_dispatch_key(), "--node-secret-file", ty_test_node_secret(),
+			      NULL};
 	const char *all[64];
 	size_t n = 0;
 

@@ -106,9 +106,10 @@ TY_TEST(a_fence_within_two_heartbeats_is_refused)
 		const char *err = ty_test_strf("%s/fence-%zu.err", ty_test_workdir(), i);
 		int status = system(ty_test_strf(
 		    "'%s' --node-id n1 --kafka-bootstrap 127.0.0.1:9 --fake-gpus 1 --state-dir "
-		    "'%s' --log-pubkey '%s' --heartbeat-ms 300 --fence-after-ms %s 2>'%s' "
-		    ">/dev/null",
-		    bin, ty_test_workdir(), ty_test_log_pubkey(), fences[i], err));
+		    "'%s' --log-pubkey '%s' --heartbeat-ms 300 --fence-after-ms %s --dispatch-pubkey "
+		    "'%s' --node-key-file '%s' 2>'%s' >/dev/null",
+		    bin, ty_test_workdir(), ty_test_log_pubkey(), fences[i], ty_test_dispatch_pubkey(),
+		    ty_test_node_key_file("n1"), err));
 		FILE *f = fopen(err, "r");
 		char line[512] = "";
 

@@ -1,6 +1,7 @@
 /* Integration-test fixtures: databases, the API process, HTTP, response checks. */
 #include "ty_stack.h"
 
+#include "proto.h"
 #include "ty_buf.h"
 #include "ty_crypto.h"
 #include "ty_err.h"
@@ -962,6 +963,112 @@ const char *ty_stack_sql(const char *sql, ...)
 const char *ty_test_workdir(void)
 {
 	return work_dir();
+}
+
+/* ---- keys ---- */
+
+static pthread_mutex_t keys_mu = PTHREAD_MUTEX_INITIALIZER;
+static char *key_paths[3]; /* private, public, node secret */
+static struct ty_ed25519_key *signer;
+
+static void keys_made(void)
+{
+	const char *env[3] = {getenv("TY_TEST_DISPATCH_KEY"), getenv("TY_TEST_DISPATCH_PUBKEY"),
+			      getenv("TY_TEST_NODE_SECRET")};
+	struct ty_err err = {0};
+
+	if (key_paths[0])
+		return;
+	if (env[0] && *env[0] && env[1] && *env[1] && env[2] && *env[2]) {
+		for (int i = 0; i < 3; i++)
+			key_paths[i] = xstrdup(env[i]);
+	} else {
+		char secret[65];
+		FILE *f;
+
+		key_paths[0] = xstrdup(ty_test_strf("%s/dispatch.pem", work_dir()));
+		key_paths[1] = xstrdup(ty_test_strf("%s/dispatch.pub.pem", work_dir()));
+		key_paths[2] = xstrdup(ty_test_strf("%s/node-secret", work_dir()));
+		if (ty_ed25519_key_generate(key_paths[0], key_paths[1], &err)) {
+			FAIL("cannot make the test dispatch key: %s", err.msg);
+			ty_test_abort();
+		}
+		/* 64 hex digits of a random token's hash, as `openssl rand -hex 32` writes */
+		if (ty_token_new(secret, sizeof(secret))) {
+			FAIL("cannot make the test node secret");
+			ty_test_abort();
+		}
+		ty_sha256_hex(secret, secret, strlen(secret));
+		if (!(f = fopen(key_paths[2], "w")) || fprintf(f, "%s\n", secret) < 0 ||
+		    fclose(f)) {
+			FAIL("cannot write '%s'", key_paths[2]);
+			ty_test_abort();
+		}
+		chmod(key_paths[2], 0600);
+	}
+	if (ty_ed25519_key_load(&signer, key_paths[0], true, &err)) {
+		FAIL("test dispatch key: %s", err.msg);
+		ty_test_abort();
+	}
+}
+
+static const char *key_path(int i)
+{
+	const char *p;
+
+	pthread_mutex_lock(&keys_mu);
+	keys_made();
+	p = key_paths[i];
+	pthread_mutex_unlock(&keys_mu);
+	return p;
+}
+
+const char *ty_test_dispatch_key(void)
+{
+	return key_path(0);
+}
+
+const char *ty_test_dispatch_pubkey(void)
+{
+	return key_path(1);
+}
+
+const char *ty_test_node_secret(void)
+{
+	return key_path(2);
+}
+
+const struct ty_ed25519_key *ty_test_dispatch_signer(void)
+{
+	key_path(0);
+	return signer;
+}
+
+const char *ty_test_node_key(const char *node)
+{
+	char secret[PROTO_NODE_SECRET_MAX + 1], key[PROTO_NODE_KEY_LEN + 1];
+	struct ty_err err = {0};
+	size_t n;
+
+	if (proto_node_secret_load(secret, &n, ty_test_node_secret(), &err)) {
+		FAIL("test node secret: %s", err.msg);
+		ty_test_abort();
+	}
+	proto_node_key(key, secret, n, node);
+	return ty_test_strf("%s", key);
+}
+
+const char *ty_test_node_key_file(const char *node)
+{
+	const char *path = ty_test_strf("%s/node-%s.key", work_dir(), node);
+	FILE *f = fopen(path, "w");
+
+	if (!f || fprintf(f, "%s\n", ty_test_node_key(node)) < 0 || fclose(f)) {
+		FAIL("cannot write '%s'", path);
+		ty_test_abort();
+	}
+	chmod(path, 0600);
+	return path;
 }
 
 static void daemon_spawn(struct ty_daemon *d)

@@ -135,6 +135,22 @@ const char *ty_test_workdir(void);
 const char *ty_test_log_key(void);
 const char *ty_test_log_pubkey(void);
 
+/*
+ * Keys every scheduler and executor needs (docs/security.md, "Control plane
+ * and nodes"): the dispatch key pair and the node secret of the run, from
+ * TY_TEST_DISPATCH_KEY, TY_TEST_DISPATCH_PUBKEY and TY_TEST_NODE_SECRET
+ * (tests/run makes them once per run), else made once per program in the
+ * workdir. Paths; they live until exit.
+ */
+const char *ty_test_dispatch_key(void);
+const char *ty_test_dispatch_pubkey(void);
+const char *ty_test_node_secret(void);
+/* The loaded private dispatch key, to sign what a test produces as the scheduler. */
+const struct ty_ed25519_key *ty_test_dispatch_signer(void);
+/* node's key derived from the node secret, and a file in the workdir holding it (scratch). */
+const char *ty_test_node_key(const char *node);
+const char *ty_test_node_key_file(const char *node);
+
 /* ---- HTTP ---- */
 
 struct ty_header {

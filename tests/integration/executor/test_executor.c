@@ -8,6 +8,7 @@
 #include "logcred.h"
 #include "proto.h"
 #include "ty_buf.h"
+#include "ty_crypto.h"
 #include "ty_kafka.h"
 #include "ty_stack.h"
 #include "ty_test.h"
@@ -141,6 +142,10 @@ static void executor_spawn(void)
 			      preflight,
 			      "--log-pubkey",
 			      ty_test_log_pubkey(),
+			      "--dispatch-pubkey",
+			      ty_test_dispatch_pubkey(),
+			      "--node-key-file",
+			      ty_test_node_key_file(T.node),
 			      /* the launches this test plays carry no team uid (e2e_isolation) */
 			      "--isolation",
 			      "none",
@@ -196,6 +201,13 @@ static void collect(int ms)
 		if (!m)
 			continue;
 		if (!m->err && proto_decode(&pm, m->payload ? m->payload : "", m->len, NULL) == 0) {
+			char buf[PROTO_NODE_KEY_LEN + 2];
+
+			/* everything the executor sends carries its node's MAC */
+			if (proto_check_mac(ty_test_node_key(pm.node), m->payload, m->len,
+					    proto_header(buf, sizeof(buf), m, PROTO_HDR_MAC)))
+				FAIL("a '%s' message from node '%s' without its node's MAC",
+				     proto_type_name(pm.type), pm.node);
 			if (strcmp(pm.node, T.node) == 0) {
 				if (T.ngot == T.capgot) {
 					T.capgot = T.capgot ? T.capgot * 2 : 256;
@@ -274,16 +286,41 @@ static long long counter(const json_t *hb, const char *name)
 	return json_integer_value(json_object_get(json_object_get(hb, "counters"), name));
 }
 
-static void produce_raw(const char *payload, size_t len)
+/* Produce payload to the node's dispatch partition with header ty-sig = sig (NULL: none). */
+static void produce_sig(const char *payload, size_t len, const char *sig)
 {
 	rd_kafka_resp_err_t e;
 
-	e = rd_kafka_producev(
-	    T.producer, RD_KAFKA_V_TOPIC(PROTO_TOPIC_DISPATCH), RD_KAFKA_V_PARTITION(T.partition),
-	    RD_KAFKA_V_KEY(T.node, strlen(T.node)), RD_KAFKA_V_VALUE((void *)payload, len),
-	    RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_END);
+	if (sig)
+		e = rd_kafka_producev(
+		    T.producer, RD_KAFKA_V_TOPIC(PROTO_TOPIC_DISPATCH),
+		    RD_KAFKA_V_PARTITION(T.partition), RD_KAFKA_V_KEY(T.node, strlen(T.node)),
+		    RD_KAFKA_V_VALUE((void *)payload, len),
+		    RD_KAFKA_V_HEADER(PROTO_HDR_SIG, sig, (ssize_t)strlen(sig)),
+		    RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_END);
+	else
+		e = rd_kafka_producev(
+		    T.producer, RD_KAFKA_V_TOPIC(PROTO_TOPIC_DISPATCH),
+		    RD_KAFKA_V_PARTITION(T.partition), RD_KAFKA_V_KEY(T.node, strlen(T.node)),
+		    RD_KAFKA_V_VALUE((void *)payload, len), RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
+		    RD_KAFKA_V_END);
 	REQUIRE_INT_EQ(e, 0);
 	REQUIRE_INT_EQ(rd_kafka_flush(T.producer, 10000), 0);
+}
+
+/* The test dispatch key's signature of payload (scratch). */
+static const char *sign(const char *payload, size_t len)
+{
+	char sig[TY_ED25519_SIG_HEX_LEN + 1];
+
+	REQUIRE_INT_EQ(proto_sign(sig, ty_test_dispatch_signer(), payload, len), 0);
+	return ty_test_strf("%s", sig);
+}
+
+/* Produce payload signed as the scheduler signs it. */
+static void produce_raw(const char *payload, size_t len)
+{
+	produce_sig(payload, len, sign(payload, len));
 }
 
 /* Send a dispatch message (data is JSON with ' for "); returns its seq. */
@@ -858,14 +895,15 @@ TY_TEST(duplicate_launch_is_ignored)
 	setup();
 	/* the same attempt again under a new seq: semantic dedupe */
 	send_msg(PROTO_LAUNCH, 1001, EPOCH, launch_data(2, "echo again > again.$RANK"));
-	/* an exact redelivery (same seq) of another message: the dedupe window */
+	/* an exact redelivery (same seq) of another message: refused as a replay */
 	seq = send_msg(PROTO_LAUNCH, 1002, EPOCH, quick);
 	send_seq(PROTO_LAUNCH, 1002, EPOCH, seq, quick);
 	/* the partition is ordered: once 1017 is done, so is everything before it */
 	send_msg(PROTO_LAUNCH, 1017, EPOCH, quick);
 	REQUIRE(wait_msg(PROTO_ATTEMPT_EXITED, 1017, 1) != NULL);
 	REQUIRE((hb = wait_heartbeat_finished(1017)) != NULL);
-	CHECK(counter(hb, "duplicates") >= 2);
+	CHECK(counter(hb, "duplicates") >= 1);
+	CHECK(log_has("(replayed): 'launch' of job 1002 attempt 1"));
 	CHECK_INT_EQ(count_of(PROTO_RANK_STARTED, 1001), 2);
 	CHECK_INT_EQ(count_of(PROTO_RANK_STARTED, 1002), 1);
 	CHECK_INT_EQ(count_of(PROTO_ATTEMPT_EXITED, 1002), 1);
@@ -1537,7 +1575,7 @@ TY_TEST(log_lines_and_exits_decide_the_class)
 	CHECK_STR_EQ(str_of(d, "evidence"), "rank 0: sh: line 1: 4242 Killed  python t.py");
 }
 
-/* Run the executor with argv; its exit status, stderr in *out. */
+/* Run the executor with argv (argv[0] T.bin) to its end; its exit status, stderr in *out. */
 static int run_executor(char **out, const char *const *argv)
 {
 	int fds[2], status = 0;
@@ -1550,7 +1588,7 @@ static int run_executor(char **out, const char *const *argv)
 	if (pid == 0) {
 		dup2(fds[1], 2);
 		close(fds[0]);
-		execv(T.bin, (char **)argv);
+		execv(argv[0], (char **)argv);
 		_exit(127);
 	}
 	close(fds[1]);
@@ -1573,10 +1611,18 @@ static int run_executor(char **out, const char *const *argv)
 /* The executor with its required options and extra ones (NULL-terminated), to its exit. */
 static int run_briefly(char **out, const char *const *extra)
 {
-	const char *argv[32] = {T.bin,	      "--state-dir",	    T.state,
-				"--kafka-bootstrap", "127.0.0.1:9", "--log-pubkey",
-				ty_test_log_pubkey()};
-	int n_args = 7;
+	const char *argv[32] = {T.bin,
+				"--state-dir",
+				T.state,
+				"--kafka-bootstrap",
+				"127.0.0.1:9",
+				"--log-pubkey",
+				ty_test_log_pubkey(),
+				"--dispatch-pubkey",
+				ty_test_dispatch_pubkey(),
+				"--node-key-file",
+				ty_test_node_key_file(T.node)};
+	int n_args = 11;
 
 	for (; *extra && n_args < 31; extra++)
 		argv[n_args++] = *extra;
@@ -1645,9 +1691,20 @@ TY_TEST(the_executor_needs_the_log_credential_public_key)
 	fputs("-----BEGIN PUBLIC KEY-----\nnot a key\n-----END PUBLIC KEY-----\n", f);
 	fclose(f);
 	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
-		const char *argv[] = {T.bin,	     "--state-dir", T.state, "--kafka-bootstrap",
-				      "127.0.0.1:9", "--fake-gpus", "1",     rows[i].pubkey ? "--log-pubkey" : NULL,
-				      rows[i].pubkey, NULL};
+		const char *argv[] = {T.bin,
+				      "--state-dir",
+				      T.state,
+				      "--kafka-bootstrap",
+				      "127.0.0.1:9",
+				      "--fake-gpus",
+				      "1",
+				      "--dispatch-pubkey",
+				      ty_test_dispatch_pubkey(),
+				      "--node-key-file",
+				      ty_test_node_key_file(T.node),
+				      rows[i].pubkey ? "--log-pubkey" : NULL,
+				      rows[i].pubkey,
+				      NULL};
 
 		ty_test_context("%s", rows[i].what);
 		CHECK_INT_EQ(run_executor(&err, argv), 2);
@@ -2112,6 +2169,182 @@ TY_TEST(ranks_that_finish_while_the_executor_is_down_are_reported_finished)
 	/* and the new boot's register says so, for the scheduler to apply before its losses */
 	REQUIRE((d = wait_msg(PROTO_REGISTER, 0, boots + 1)) != NULL);
 	CHECK(in_list(json_object_get(d, "finished"), 1018));
+}
+
+/* ---- authenticity (docs/dispatch.md, "Authenticity") ---- */
+
+#define REJECTED(why) "trainyard_executor_rejected_messages_total{reason=\"" why "\"}"
+
+/* A dispatch message for this node as JSON text (scratch); data uses ' for ". */
+static const char *msg_text(enum proto_type t, int64_t job, int64_t epoch, int64_t seq,
+			    const char *data)
+{
+	struct proto_msg m = {.type = t, .job = job, .attempt = 1, .epoch = epoch, .seq = seq};
+	struct ty_err err = {0};
+	const char *out;
+	char *buf = NULL;
+	size_t len;
+
+	snprintf(m.node, sizeof(m.node), "%s", T.node);
+	m.data = json_loads(ty_test_jf("%s", data), 0, NULL);
+	REQUIRE(m.data != NULL);
+	REQUIRE_INT_EQ(proto_encode(&buf, &len, &m, &err), 0);
+	json_decref(m.data);
+	out = ty_test_strf("%s", buf);
+	free(buf);
+	return out;
+}
+
+static double metric_delta(const char *after, const char *before, const char *series)
+{
+	double b = metric(before, series);
+
+	return metric(after, series) - (b > 0 ? b : 0);
+}
+
+TY_TEST(forged_dispatch_runs_nothing)
+{
+	const char *other = ty_test_strf("%s/other.pem", T.dir), *before, *after, *text, *real;
+	struct ty_ed25519_key *k = NULL;
+	char sig[TY_ED25519_SIG_HEX_LEN + 1];
+	struct ty_err err = {0};
+	const int64_t huge = (int64_t)1 << 40;
+
+	setup();
+	REQUIRE_INT_EQ(ty_ed25519_key_generate(other, ty_test_strf("%s.pub", other), &err), 0);
+	REQUIRE_INT_EQ(ty_ed25519_key_load(&k, other, true, &err), 0);
+	before = scrape_metrics();
+	/* unsigned: a launch, and one with a huge epoch that would silence the scheduler */
+	text = msg_text(PROTO_LAUNCH, 1950, EPOCH, ++T.seq, launch_data(1, "touch forged"));
+	produce_sig(text, strlen(text), NULL);
+	text = msg_text(PROTO_LAUNCH, 1951, huge, ++T.seq, launch_data(1, "touch forged"));
+	produce_sig(text, strlen(text), NULL);
+	/* signed, but with another key: the same two */
+	text = msg_text(PROTO_LAUNCH, 1952, EPOCH, ++T.seq, launch_data(1, "touch forged"));
+	REQUIRE_INT_EQ(proto_sign(sig, k, text, strlen(text)), 0);
+	produce_sig(text, strlen(text), sig);
+	text = msg_text(PROTO_KILL, 1952, huge, ++T.seq, "{'reason':'cancel','grace_seconds':1}");
+	REQUIRE_INT_EQ(proto_sign(sig, k, text, strlen(text)), 0);
+	produce_sig(text, strlen(text), sig);
+	/* the scheduler's signature of another message, and one that is not hex */
+	text = msg_text(PROTO_LAUNCH, 1953, EPOCH, ++T.seq, launch_data(1, "touch forged"));
+	real = msg_text(PROTO_LAUNCH, 1953, EPOCH, T.seq, launch_data(1, "true"));
+	produce_sig(text, strlen(text), sign(real, strlen(real)));
+	produce_sig(text, strlen(text), "zz");
+	/* the scheduler's next launch still runs: no epoch was taken from the forgeries */
+	send_msg(PROTO_LAUNCH, 1954, EPOCH, launch_data(1, "true"));
+	REQUIRE(wait_msg(PROTO_ATTEMPT_EXITED, 1954, 1) != NULL);
+	after = scrape_metrics();
+	for (int64_t job = 1950; job <= 1953; job++) {
+		ty_test_context("job %lld", (long long)job);
+		CHECK_INT_EQ(count_of(PROTO_RANK_STARTED, job), 0);
+		CHECK_INT_EQ(count_of(PROTO_ATTEMPT_EXITED, job), 0);
+		CHECK(access(ty_test_strf("%s/attempts/%lld.1", T.state, (long long)job), F_OK) !=
+		      0);
+	}
+	ty_test_context(NULL);
+	CHECK_INT_EQ(metric_delta(after, before, REJECTED("unsigned")), 2);
+	CHECK_INT_EQ(metric_delta(after, before, REJECTED("bad_signature")), 4);
+	CHECK(log_has("(unsigned): no 'ty-sig' header"));
+	CHECK(log_has("(bad_signature): its 'ty-sig' header is not the scheduler's signature"));
+	CHECK(!log_has(ty_test_strf("epoch %lld", (long long)huge)));
+	ty_ed25519_key_free(k);
+}
+
+TY_TEST(replayed_dispatch_does_not_act_twice)
+{
+	const char *launch, *kill_msg, *lsig, *ksig, *before, *after;
+
+	setup();
+	launch = msg_text(PROTO_LAUNCH, 1960, EPOCH, ++T.seq, launch_data(1, "sleep 60 & wait"));
+	lsig = sign(launch, strlen(launch));
+	produce_sig(launch, strlen(launch), lsig);
+	REQUIRE(wait_msg(PROTO_ATTEMPT_RUNNING, 1960, 1) != NULL);
+	kill_msg =
+	    msg_text(PROTO_KILL, 1960, EPOCH, ++T.seq, "{'reason':'cancel','grace_seconds':1}");
+	ksig = sign(kill_msg, strlen(kill_msg));
+	produce_sig(kill_msg, strlen(kill_msg), ksig);
+	REQUIRE(wait_msg(PROTO_ATTEMPT_EXITED, 1960, 1) != NULL);
+
+	/* byte for byte again, validly signed: refused as replays */
+	before = scrape_metrics();
+	produce_sig(launch, strlen(launch), lsig);
+	produce_sig(kill_msg, strlen(kill_msg), ksig);
+	send_msg(PROTO_LAUNCH, 1961, EPOCH, launch_data(1, "true"));
+	REQUIRE(wait_msg(PROTO_ATTEMPT_EXITED, 1961, 1) != NULL);
+	after = scrape_metrics();
+	CHECK_INT_EQ(metric_delta(after, before, REJECTED("replayed")), 2);
+
+	/* and after a restart: the guard is kept in state.json */
+	stop_executor(SIGTERM);
+	start_executor();
+	produce_sig(launch, strlen(launch), lsig);
+	produce_sig(kill_msg, strlen(kill_msg), ksig);
+	send_msg(PROTO_LAUNCH, 1962, EPOCH, launch_data(1, "true"));
+	REQUIRE(wait_msg(PROTO_ATTEMPT_EXITED, 1962, 1) != NULL);
+	CHECK_INT_EQ(metric(scrape_metrics(), REJECTED("replayed")), 2);
+	CHECK_INT_EQ(count_of(PROTO_RANK_STARTED, 1960), 1);
+	CHECK_INT_EQ(count_of(PROTO_ATTEMPT_EXITED, 1960), 1);
+	CHECK(log_has("(replayed): 'kill' of job 1960 attempt 1"));
+}
+
+TY_TEST(start_refused_without_keys)
+{
+	const char *garbage = ty_test_strf("%s/garbage.pem", T.dir);
+	const char *badkey = ty_test_strf("%s/bad-node.key", T.dir);
+	const char *missing = ty_test_strf("%s/missing.pem", T.dir);
+	const struct {
+		const char *pubkey, *node_key, *want;
+	} cases[] = {
+	    {NULL, "K", "no dispatch key: set --dispatch-pubkey"},
+	    {garbage, "K",
+	     ty_test_strf("--dispatch-pubkey: '%s' holds no public or private key in PEM form",
+			  garbage)},
+	    {missing, "K", ty_test_strf("cannot open the key file '%s'", missing)},
+	    {ty_test_dispatch_key(), "K", "holds the scheduler's private key"},
+	    {"P", NULL, "no node key: set --node-key-file"},
+	    {"P", badkey,
+	     ty_test_strf("--node-key-file: node key file '%s' does not hold a node key", badkey)},
+	    {"P", missing, ty_test_strf("cannot read node key file '%s'", missing)},
+	};
+	FILE *f;
+
+	setup();
+	REQUIRE((f = fopen(garbage, "w")) != NULL);
+	fputs("-----BEGIN PUBLIC KEY-----\nnot a key\n-----END PUBLIC KEY-----\n", f);
+	fclose(f);
+	REQUIRE((f = fopen(badkey, "w")) != NULL);
+	fputs("not-hex\n", f);
+	fclose(f);
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		const char *argv[16];
+		char *err;
+		int n = 0;
+
+		ty_test_context("case %zu", i);
+		argv[n++] = T.bin;
+		argv[n++] = "--state-dir";
+		argv[n++] = T.state;
+		argv[n++] = "--kafka-bootstrap";
+		argv[n++] = "127.0.0.1:9";
+		argv[n++] = "--log-pubkey";
+		argv[n++] = ty_test_log_pubkey();
+		if (cases[i].pubkey) {
+			argv[n++] = "--dispatch-pubkey";
+			argv[n++] = !strcmp(cases[i].pubkey, "P") ? ty_test_dispatch_pubkey()
+								  : cases[i].pubkey;
+		}
+		if (cases[i].node_key) {
+			argv[n++] = "--node-key-file";
+			argv[n++] = !strcmp(cases[i].node_key, "K") ? ty_test_node_key_file(T.node)
+								    : cases[i].node_key;
+		}
+		argv[n] = NULL;
+		CHECK_INT_EQ(run_executor(&err, argv), 2);
+		if (!strstr(err, cases[i].want))
+			FAIL("stderr lacks \"%s\": %s", cases[i].want, err);
+	}
+	ty_test_context(NULL);
 }
 
 TY_TEST(sigterm_stops_cleanly)

@@ -354,7 +354,7 @@ static void send_msg(enum proto_type t, int64_t job, const char *data)
 {
 	struct proto_msg m = {.type = t, .job = job, .attempt = 1, .epoch = EPOCH, .seq = ++T.seq};
 	struct ty_err err = {0};
-	char *buf = NULL;
+	char *buf = NULL, sig[TY_ED25519_SIG_HEX_LEN + 1];
 	size_t len;
 	rd_kafka_resp_err_t e;
 
@@ -365,9 +365,12 @@ static void send_msg(enum proto_type t, int64_t job, const char *data)
 		FAIL("cannot encode: %s", err.msg);
 	json_decref(m.data);
 	REQUIRE(buf != NULL);
+	/* signed as the scheduler signs it */
+	REQUIRE_INT_EQ(proto_sign(sig, ty_test_dispatch_signer(), buf, len), 0);
 	e = rd_kafka_producev(T.producer, RD_KAFKA_V_TOPIC(PROTO_TOPIC_DISPATCH),
 			      RD_KAFKA_V_PARTITION(proto_node_partition(T.node, T.partitions)),
 			      RD_KAFKA_V_KEY(T.node, strlen(T.node)), RD_KAFKA_V_VALUE(buf, len),
+			      RD_KAFKA_V_HEADER(PROTO_HDR_SIG, sig, TY_ED25519_SIG_HEX_LEN),
 			      RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_END);
 	free(buf);
 	REQUIRE_INT_EQ(e, 0);
@@ -414,6 +417,10 @@ static void start_executor(const char *name, const char *const *spot)
 	snprintf(T.log, sizeof(T.log), "%s/%s.log", T.dir, name);
 	argv[2] = T.node;
 	argv[4] = T.state;
+	argv[n++] = "--dispatch-pubkey";
+	argv[n++] = ty_test_dispatch_pubkey();
+	argv[n++] = "--node-key-file";
+	argv[n++] = ty_test_node_key_file(T.node);
 	for (int i = 0; spot[i] && n < 30; i++)
 		argv[n++] = spot[i];
 	fflush(stdout);

@@ -447,6 +447,10 @@ int fx_sched_start(struct fx *f, const char *id, const char *const *extra)
 	argv[argc++] = "--node-timeout-ms=10000";
 	argv[argc++] = "--kill-grace-seconds=7";
 	argv[argc++] = "--log-level=debug";
+	argv[argc++] = "--dispatch-key";
+	argv[argc++] = (char *)ty_test_dispatch_key();
+	argv[argc++] = "--node-secret-file";
+	argv[argc++] = (char *)ty_test_node_secret();
 	/* every cycle compares the in-memory mirror with a fresh load (teardown checks the log) */
 	argv[argc++] = "--check-mirror";
 	for (int i = 0; extra && extra[i] && argc < 62; i++)
@@ -647,16 +651,40 @@ const char *fx_api_body(struct fx *f, const char *method, const char *path, cons
 
 /* ---- producing ---- */
 
-static void produce(struct fx *f, const char *topic, int32_t partition, const char *key,
-		    const char *payload, bool record)
+/* The node a payload's envelope names (scratch), else fallback. */
+static const char *payload_node(const char *payload, const char *fallback)
 {
+	json_t *o = json_loads(payload, 0, NULL);
+	const char *node = json_string_value(json_object_get(o, "node"));
+	const char *out = ty_test_strf("%s", node ? node : fallback);
+
+	json_decref(o);
+	return out;
+}
+
+/* Produce payload with the MAC of mac_node's key (NULL: none, unsigned). */
+static void produce_as(struct fx *f, const char *topic, int32_t partition, const char *key,
+		       const char *payload, const char *mac_node, bool record)
+{
+	char mac[PROTO_NODE_KEY_LEN + 1] = "";
 	rd_kafka_resp_err_t e;
 
+	if (mac_node)
+		proto_mac(mac, ty_test_node_key(mac_node), payload, strlen(payload));
 	pthread_mutex_lock(&f->kmu);
-	e = rd_kafka_producev(f->producer, RD_KAFKA_V_TOPIC(topic), RD_KAFKA_V_PARTITION(partition),
-			      RD_KAFKA_V_KEY(key, strlen(key)),
-			      RD_KAFKA_V_VALUE((void *)payload, strlen(payload)),
-			      RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_END);
+	if (mac_node)
+		e = rd_kafka_producev(
+		    f->producer, RD_KAFKA_V_TOPIC(topic), RD_KAFKA_V_PARTITION(partition),
+		    RD_KAFKA_V_KEY(key, strlen(key)),
+		    RD_KAFKA_V_VALUE((void *)payload, strlen(payload)),
+		    RD_KAFKA_V_HEADER(PROTO_HDR_MAC, mac, PROTO_NODE_KEY_LEN),
+		    RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_END);
+	else
+		e = rd_kafka_producev(
+		    f->producer, RD_KAFKA_V_TOPIC(topic), RD_KAFKA_V_PARTITION(partition),
+		    RD_KAFKA_V_KEY(key, strlen(key)),
+		    RD_KAFKA_V_VALUE((void *)payload, strlen(payload)),
+		    RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_END);
 	if (!e)
 		e = rd_kafka_flush(f->producer, 10000);
 	if (!e && record) {
@@ -669,6 +697,13 @@ static void produce(struct fx *f, const char *topic, int32_t partition, const ch
 	pthread_mutex_unlock(&f->kmu);
 	if (e)
 		FAIL("cannot produce to %s [%d]: %s", topic, (int)partition, rd_kafka_err2str(e));
+}
+
+/* As the node the envelope names (its key's MAC), like a real executor. */
+static void produce(struct fx *f, const char *topic, int32_t partition, const char *key,
+		    const char *payload, bool record)
+{
+	produce_as(f, topic, partition, key, payload, payload_node(payload, key), record);
 }
 
 static char *encode(struct fx *f, const char *node, enum proto_type t, long long job,
@@ -730,6 +765,13 @@ long long fx_send(struct fx *f, const char *node, const char *type, long long jo
 void fx_send_raw(struct fx *f, const char *topic, const char *node, const char *payload)
 {
 	produce(f, topic, 0, node, ty_test_jf("%s", payload), true);
+}
+
+void fx_send_as(struct fx *f, const char *topic, const char *mac_node, const char *payload)
+{
+	const char *p = ty_test_jf("%s", payload);
+
+	produce_as(f, topic, 0, payload_node(p, "?"), p, mac_node, true);
 }
 
 int fx_sent_count(struct fx *f)
@@ -1026,6 +1068,16 @@ static void take_one(struct fx *f, rd_kafka_message_t *km)
 		FAIL("the scheduler sent a malformed dispatch message: %s: %.*s", err.msg,
 		     (int)km->len, (const char *)km->payload);
 		return;
+	}
+	{
+		char buf[TY_ED25519_SIG_HEX_LEN + 2];
+		enum proto_reject why =
+		    proto_check_sig(ty_test_dispatch_signer(), km->payload, km->len,
+				    proto_header(buf, sizeof(buf), km, PROTO_HDR_SIG));
+
+		if (why)
+			FAIL("the scheduler sent a %s dispatch message: %.*s", proto_reject_name(why),
+			     (int)km->len, (const char *)km->payload);
 	}
 	if (km->partition != proto_node_partition(r->m.node, f->parts_dispatch))
 		FAIL("%s for node %s came on partition %d, not %d", proto_type_name(r->m.type),

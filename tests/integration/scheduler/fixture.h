@@ -110,6 +110,12 @@ long long fx_send(struct fx *f, const char *node, const char *type, long long jo
 		  long long attempt, const char *data);
 /* Produce payload as it is (JSON with ' for ") to topic, partition 0, key node. */
 void fx_send_raw(struct fx *f, const char *topic, const char *node, const char *payload);
+/*
+ * Produce payload (JSON with ' for ") to topic, partition 0, keyed by the node
+ * its envelope names, with the MAC of mac_node's key (NULL: no MAC at all):
+ * a node speaking for another, or someone without a key.
+ */
+void fx_send_as(struct fx *f, const char *topic, const char *mac_node, const char *payload);
 /* Messages produced so far (a mark for fx_replay). */
 int fx_sent_count(struct fx *f);
 /* Produce again, byte for byte and to the same partitions, messages [from, to). */

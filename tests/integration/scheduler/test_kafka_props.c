@@ -71,6 +71,10 @@ TY_TEST(a_bad_file_is_a_start_up_error)
 				"127.0.0.1:1",
 				"--kafka-properties-file",
 				(char *)path,
+				"--dispatch-key",
+				(char *)ty_test_dispatch_key(),
+				"--node-secret-file",
+				(char *)ty_test_node_secret(),
 				NULL};
 		char text[4096] = "";
 		int status = 0, fd;

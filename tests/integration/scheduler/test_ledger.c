@@ -360,8 +360,10 @@ TY_TEST(bad_rates_file_stops_the_scheduler_naming_it)
 			fclose(fp);
 		}
 		st = system(ty_test_strf("'%s' --database-url=postgresql://nowhere"
-					 " --kafka-bootstrap=127.0.0.1:1 --rates-file='%s' 2>'%s'",
-					 bin, path, out));
+					 " --kafka-bootstrap=127.0.0.1:1 --rates-file='%s'"
+					 " --dispatch-key='%s' --node-secret-file='%s' 2>'%s'",
+					 bin, path, ty_test_dispatch_key(), ty_test_node_secret(),
+					 out));
 		CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 2);
 		REQUIRE((fp = fopen(out, "r")) != NULL);
 		buf[fread(buf, 1, sizeof(buf) - 1, fp)] = '\0';

@@ -39,3 +39,24 @@ TY_TEST(dedupe_window_forgets_the_oldest)
 	CHECK_INT_EQ(d->n, EXEC_DEDUPE_WINDOW);
 	free(d);
 }
+
+TY_TEST(dispatch_order_is_epoch_then_seq)
+{
+	static const struct {
+		int64_t epoch, seq, last_epoch, last_seq;
+		enum exec_order want;
+	} cases[] = {
+	    {1, 1, 0, 0, EXEC_NEWER},	  /* a fresh node takes the first */
+	    {3, 10, 3, 9, EXEC_NEWER},	  /* the next of the term */
+	    {3, 9, 3, 9, EXEC_REPLAYED},  /* the same message again */
+	    {3, 5, 3, 9, EXEC_REPLAYED},  /* an older one of the term */
+	    {4, 1, 3, 9, EXEC_NEWER},	  /* a new leader, whatever its seq */
+	    {2, 100, 3, 9, EXEC_STALE},	  /* an old leader, whatever its seq */
+	    {3, 0, 3, 0, EXEC_REPLAYED},
+	};
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
+		CHECK_INT_EQ(exec_dispatch_order(cases[i].epoch, cases[i].seq, cases[i].last_epoch,
+						 cases[i].last_seq),
+			     cases[i].want);
+}

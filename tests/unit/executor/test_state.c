@@ -95,10 +95,11 @@ TY_TEST(state_round_trip)
 	snprintf(b.evidence, sizeof(b.evidence), "rank 1: Traceback (most recent call last):");
 	exec_finished_add(r, &a);
 	exec_finished_add(r, &b);
-	REQUIRE_INT_EQ(exec_state_write(path, "node-1", 9, run, 2, r, &err), 0);
+	REQUIRE_INT_EQ(exec_state_write(path, "node-1", 9, 41, run, 2, r, &err), 0);
 	CHECK(access(ty_test_strf("%s.tmp", path), F_OK) != 0);
 	REQUIRE_INT_EQ(exec_state_read(s, path, &err), 0);
 	CHECK_INT_EQ(s->epoch, 9);
+	CHECK_INT_EQ(s->seq, 41);
 	REQUIRE_INT_EQ(s->nrunning, 2);
 	CHECK_INT_EQ(s->running[0].job, 10);
 	CHECK_INT_EQ(s->running[0].attempt, 1);
@@ -116,7 +117,7 @@ TY_TEST(state_round_trip)
 	CHECK(strstr(read_file_text(path), "\"evidence\"") != NULL);
 
 	/* an empty state writes and reads too */
-	REQUIRE_INT_EQ(exec_state_write(path, "node-1", 0, NULL, 0, &s->finished, &err), 0);
+	REQUIRE_INT_EQ(exec_state_write(path, "node-1", 0, 0, NULL, 0, &s->finished, &err), 0);
 	REQUIRE_INT_EQ(exec_state_read(s, path, &err), 0);
 	CHECK_INT_EQ(s->nrunning, 0);
 	CHECK_INT_EQ(s->finished.n, 2);

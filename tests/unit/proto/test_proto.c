@@ -227,3 +227,132 @@ TY_TEST(node_ids)
 	CHECK(!proto_node_id_ok("a b"));
 	CHECK(!proto_node_id_ok("0123456789012345678901234567890123456789012345678901234567890123"));
 }
+
+/* ---- authenticity (auth.c) ---- */
+
+#define SECRET "0123456789abcdef0123456789abcdef"
+
+static char tmpdir[64];
+
+static void tmpdir_remove(void)
+{
+	char cmd[128];
+
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmpdir);
+	if (tmpdir[0] && system(cmd) != 0)
+		fprintf(stderr, "cannot remove '%s'\n", tmpdir);
+}
+
+/* A file in a fresh temporary directory holding text; its path (static). */
+static const char *file_with(const char *name, const char *text)
+{
+	static char path[128];
+	FILE *f;
+
+	if (!tmpdir[0]) {
+		snprintf(tmpdir, sizeof(tmpdir), "/tmp/test_proto.XXXXXX");
+		if (!mkdtemp(tmpdir))
+			return NULL;
+		ty_test_on(TY_TEST_TEARDOWN, tmpdir_remove);
+	}
+	snprintf(path, sizeof(path), "%s/%s", tmpdir, name);
+	if (!(f = fopen(path, "w")))
+		return NULL;
+	fputs(text, f);
+	fclose(f);
+	return path;
+}
+
+TY_TEST(node_keys_derive_from_the_secret)
+{
+	char key[PROTO_NODE_KEY_LEN + 1], other[PROTO_NODE_KEY_LEN + 1], mac[PROTO_NODE_KEY_LEN + 1];
+
+	/* printf 'trainyard-node:gpu-017' | openssl dgst -sha256 -hmac SECRET */
+	proto_node_key(key, SECRET, strlen(SECRET), "gpu-017");
+	CHECK_STR_EQ(key, "4b7eb4aec6a7087c039882a5a1c6824016d289a1c222f917d3bb620b2ac2d60e");
+	proto_node_key(other, SECRET, strlen(SECRET), "gpu-018");
+	CHECK(strcmp(key, other) != 0);
+	/* printf '{"v":1}' | openssl dgst -sha256 -hmac KEY */
+	proto_mac(mac, key, "{\"v\":1}", 7);
+	CHECK_STR_EQ(mac, "d9ecb62408e55505b169cd224d920aca41e4cea8db735f589a638a4fafaebdaa");
+	CHECK_INT_EQ(proto_check_mac(key, "{\"v\":1}", 7, mac), PROTO_AUTHENTIC);
+	CHECK_INT_EQ(proto_check_mac(key, "{\"v\":2}", 7, mac), PROTO_REJECT_BAD_SIGNATURE);
+	CHECK_INT_EQ(proto_check_mac(other, "{\"v\":1}", 7, mac), PROTO_REJECT_BAD_SIGNATURE);
+	CHECK_INT_EQ(proto_check_mac(key, "{\"v\":1}", 7, NULL), PROTO_REJECT_UNSIGNED);
+	CHECK_INT_EQ(proto_check_mac(key, "{\"v\":1}", 7, ""), PROTO_REJECT_UNSIGNED);
+	CHECK_INT_EQ(proto_check_mac(key, "{\"v\":1}", 7, "d9ec"), PROTO_REJECT_BAD_SIGNATURE);
+	CHECK_STR_EQ(proto_reject_name(PROTO_REJECT_UNSIGNED), "unsigned");
+	CHECK_STR_EQ(proto_reject_name(PROTO_REJECT_BAD_SIGNATURE), "bad_signature");
+	CHECK_STR_EQ(proto_reject_name(PROTO_REJECT_REPLAYED), "replayed");
+}
+
+TY_TEST(dispatch_signatures_verify_only_for_their_bytes_and_key)
+{
+	const char *priv = file_with("d.pem", ""), *pub;
+	struct ty_ed25519_key *k = NULL, *other = NULL, *pk = NULL;
+	char sig[TY_ED25519_SIG_HEX_LEN + 1];
+	char path2[128];
+	struct ty_err err = {0};
+	const char *msg = "{\"v\":1,\"type\":\"launch\"}";
+
+	REQUIRE(priv != NULL);
+	snprintf(path2, sizeof(path2), "%s", priv);
+	pub = file_with("d.pub.pem", "");
+	REQUIRE(pub != NULL);
+	REQUIRE_INT_EQ(ty_ed25519_key_generate(path2, pub, &err), 0);
+	REQUIRE_INT_EQ(ty_ed25519_key_load(&k, path2, true, &err), 0);
+	REQUIRE_INT_EQ(ty_ed25519_key_load(&pk, pub, false, &err), 0);
+	REQUIRE_INT_EQ(ty_ed25519_key_generate(path2, pub, &err), 0);
+	REQUIRE_INT_EQ(ty_ed25519_key_load(&other, path2, true, &err), 0);
+	REQUIRE_INT_EQ(proto_sign(sig, k, msg, strlen(msg)), 0);
+	CHECK_INT_EQ(strlen(sig), TY_ED25519_SIG_HEX_LEN);
+	CHECK_INT_EQ(proto_check_sig(pk, msg, strlen(msg), sig), PROTO_AUTHENTIC);
+	CHECK_INT_EQ(proto_check_sig(k, msg, strlen(msg), sig), PROTO_AUTHENTIC);
+	CHECK_INT_EQ(proto_check_sig(other, msg, strlen(msg), sig), PROTO_REJECT_BAD_SIGNATURE);
+	CHECK_INT_EQ(proto_check_sig(pk, msg, strlen(msg) - 1, sig), PROTO_REJECT_BAD_SIGNATURE);
+	CHECK_INT_EQ(proto_check_sig(pk, msg, strlen(msg), NULL), PROTO_REJECT_UNSIGNED);
+	CHECK_INT_EQ(proto_check_sig(pk, msg, strlen(msg), "zz"), PROTO_REJECT_BAD_SIGNATURE);
+	/* a public key cannot sign */
+	CHECK(proto_sign(sig, pk, msg, strlen(msg)) != 0);
+	ty_ed25519_key_free(k);
+	ty_ed25519_key_free(pk);
+	ty_ed25519_key_free(other);
+}
+
+TY_TEST(key_files_are_checked)
+{
+	char secret[PROTO_NODE_SECRET_MAX + 1], key[PROTO_NODE_KEY_LEN + 1];
+	struct ty_err err = {0};
+	const char *p;
+	size_t n;
+
+	/* `openssl rand -hex 32` and its newline */
+	REQUIRE((p = file_with("secret", SECRET SECRET "\n")) != NULL);
+	CHECK_INT_EQ(proto_node_secret_load(secret, &n, p, &err), 0);
+	CHECK_INT_EQ(n, 64);
+	CHECK_STR_EQ(secret, SECRET SECRET);
+	REQUIRE((p = file_with("short", "0123456789\n")) != NULL);
+	CHECK_INT_EQ(proto_node_secret_load(secret, &n, p, &err), TY_ECONFIG);
+	CHECK(strstr(err.msg, "holds 10 bytes; it needs at least 32") != NULL);
+	CHECK(strstr(err.msg, p) != NULL);
+	ty_err_clear(&err); /* the first error stays otherwise */
+	CHECK_INT_EQ(proto_node_secret_load(secret, &n, "/nonexistent/secret", &err), TY_ECONFIG);
+	CHECK(strstr(err.msg, "cannot read node secret file '/nonexistent/secret'") != NULL);
+
+	REQUIRE((p = file_with("key", "4b7eb4aec6a7087c039882a5a1c6824016d289a1c222f917d3bb620b2ac2d60e\n")) !=
+		NULL);
+	CHECK_INT_EQ(proto_node_key_load(key, p, &err), 0);
+	CHECK_STR_EQ(key, "4b7eb4aec6a7087c039882a5a1c6824016d289a1c222f917d3bb620b2ac2d60e");
+	static const char *const bad_keys[] = {
+	    "4B7EB4AEC6A7087C039882A5A1C6824016D289A1C222F917D3BB620B2AC2D60E\n", /* upper case */
+	    "4b7eb4aec6a7087c039882a5a1c6824016d289a1c222f917d3bb620b2ac2d60\n",  /* 63 */
+	    "", "not a key\n"};
+	for (size_t i = 0; i < sizeof(bad_keys) / sizeof(bad_keys[0]); i++) {
+		ty_test_context("bad key %zu", i);
+		REQUIRE((p = file_with("bad", bad_keys[i])) != NULL);
+		ty_err_clear(&err);
+		CHECK_INT_EQ(proto_node_key_load(key, p, &err), TY_ECONFIG);
+		CHECK(strstr(err.msg, "does not hold a node key") != NULL);
+	}
+	ty_test_context(NULL);
+}
