@@ -2404,9 +2404,10 @@ TY_TEST(a_reserve_that_leaves_nothing_is_refused)
 	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
 		const char *err = ty_test_strf("%s/ty-exec-reserve-%d-%zu.err", tmp, (int)getpid(), i);
 		int status = system(ty_test_strf(
-		    "'%s' --node-id n1 --kafka-bootstrap 127.0.0.1:9 --state-dir '%s' %s 2>'%s' "
-		    ">/dev/null",
-		    bin, tmp, rows[i].args, err));
+		    "'%s' --node-id n1 --kafka-bootstrap 127.0.0.1:9 --state-dir '%s' --log-pubkey '%s' "
+		    "--dispatch-pubkey '%s' --node-key-file '%s' %s 2>'%s' >/dev/null",
+		    bin, tmp, ty_test_log_pubkey(), ty_test_dispatch_pubkey(),
+		    ty_test_node_key_file("n1"), rows[i].args, err));
 		FILE *f = fopen(err, "r");
 		char line[512] = "";
 		bool found = false;

@@ -403,7 +403,7 @@ static const char *launch_data(const char *script)
 static void start_executor(const char *name, const char *const *spot)
 {
 	/* the launches this test plays carry no team uid: no containers */
-	const char *argv[32] = {T.bin,	"--node-id",	     NULL,	  "--state-dir",
+	const char *argv[64] = {T.bin,	"--node-id",	     NULL,	  "--state-dir",
 				NULL,	"--kafka-bootstrap", T.bootstrap, "--fake-gpus",
 				"1",	"--heartbeat-ms",    "200",	  "--kill-grace-ms",
 				"2000", "--log-level",	     "debug",	  "--log-pubkey",
@@ -421,7 +421,7 @@ static void start_executor(const char *name, const char *const *spot)
 	argv[n++] = ty_test_dispatch_pubkey();
 	argv[n++] = "--node-key-file";
 	argv[n++] = ty_test_node_key_file(T.node);
-	for (int i = 0; spot[i] && n < 30; i++)
+	for (int i = 0; spot[i] && n < 62; i++)
 		argv[n++] = spot[i];
 	fflush(stdout);
 	pid = fork();
