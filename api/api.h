@@ -285,6 +285,9 @@ int api_submit_team(const char **team_id, struct api_req *r, const char *team, l
 /* Bounds of a team's max_cpus and max_memory_mb (migrations/0018_cpu_memory.sql). */
 #define API_MAX_CPUS 100000000LL
 #define API_MAX_MEMORY_MB 1000000000000LL
+/* Bounds of a team's run_uid: no system account, no negative id (migrations/0020_team_uid.sql). */
+#define API_MIN_RUN_UID 1000
+#define API_MAX_RUN_UID 2147483646
 
 /* What a job (or each trial) holds while it runs: nodes × its per-node asks. */
 struct api_ask {

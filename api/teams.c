@@ -26,12 +26,29 @@ static const char *int_param(struct api_req *r, const json_t *v)
 		       : NULL;
 }
 
+/* Whether another team already runs as uid (text, may be NULL): a unique violation's cause. */
+static bool uid_taken(struct api_req *r, const char *uid)
+{
+	const char *params[1] = {uid};
+	PGresult *res = NULL;
+	struct ty_err e = {0};
+	bool taken;
+
+	if (!uid)
+		return false;
+	if (ty_pg_exec(&res, r->pg, "SELECT 1 FROM teams WHERE run_uid = $1::int", 1, params, &e))
+		return false;
+	taken = PQntuples(res) > 0;
+	PQclear(res);
+	return taken;
+}
+
 int api_h_teams_create(struct api_req *r, struct ty_err *err)
 {
 	struct api_problem p = {0};
 	const json_t *b = r->json;
 	const json_t *w = json_object_get(b, "weight");
-	const char *params[9];
+	const char *params[10];
 	PGresult *res = NULL;
 	int rc;
 
@@ -46,19 +63,23 @@ int api_h_teams_create(struct api_req *r, struct ty_err *err)
 	params[6] = int_param(r, json_object_get(b, "max_pending_jobs"));
 	params[7] = int_param(r, json_object_get(b, "max_cpus"));
 	params[8] = int_param(r, json_object_get(b, "max_memory_mb"));
+	params[9] = int_param(r, json_object_get(b, "run_uid"));
 	if ((rc = ty_pg_begin(r->pg, err)))
 		return rc;
 	rc = ty_pg_exec(&res, r->pg,
 			"INSERT INTO teams (name, nominal_gpus, borrowing_limit_gpus,"
 			" lending_limit_gpus, cohort, weight, max_pending_jobs, max_cpus,"
-			" max_memory_mb)"
-			" VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)"
+			" max_memory_mb, run_uid)"
+			" VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)"
 			" RETURNING ty_team_json(teams)::text",
-			9, params, err);
+			10, params, err);
 	if (rc == TY_ECONFLICT) {
 		ty_pg_rollback(r->pg);
-		return api_reply_error(r, 409, "team_exists", "name", "team '%s' already exists",
-				       params[0]);
+		return uid_taken(r, params[9])
+			       ? api_reply_error(r, 409, "uid_taken", "run_uid",
+						 "uid %s is another team's", params[9])
+			       : api_reply_error(r, 409, "team_exists", "name",
+						 "team '%s' already exists", params[0]);
 	}
 	if (rc || (rc = audit(r, "team.create", params[0], err)) ||
 	    (rc = ty_pg_commit(r->pg, err))) {
@@ -118,9 +139,10 @@ int api_h_teams_patch(struct api_req *r, struct ty_err *err)
 {
 	static const char *const fields[] = {"nominal_gpus", "borrowing_limit_gpus",
 					     "lending_limit_gpus", "cohort", "weight",
-					     "max_pending_jobs", "max_cpus", "max_memory_mb"};
+					     "max_pending_jobs", "max_cpus", "max_memory_mb",
+					     "run_uid"};
 	struct api_problem p = {0};
-	const char *params[17];
+	const char *params[19];
 	PGresult *res = NULL;
 	int rc;
 
@@ -128,7 +150,7 @@ int api_h_teams_patch(struct api_req *r, struct ty_err *err)
 		return api_reply_problem(r, &p);
 	/* $2k is "is the field given", $2k+1 its value: one fixed statement */
 	params[0] = r->params[0];
-	for (int i = 0; i < 8; i++) {
+	for (int i = 0; i < 9; i++) {
 		const json_t *v = json_object_get(r->json, fields[i]);
 
 		params[1 + 2 * i] = v ? "t" : "f";
@@ -154,9 +176,15 @@ int api_h_teams_patch(struct api_req *r, struct ty_err *err)
 			" max_pending_jobs = CASE WHEN $12 THEN $13::int ELSE max_pending_jobs END,"
 			" max_cpus = CASE WHEN $14 THEN $15::int ELSE max_cpus END,"
 			" max_memory_mb = CASE WHEN $16 THEN $17::bigint ELSE max_memory_mb END,"
+			" run_uid = CASE WHEN $18 THEN $19::int ELSE run_uid END,"
 			" updated_at = now()"
 			" WHERE name = $1 RETURNING ty_team_json(teams)::text",
-			17, params, err);
+			19, params, err);
+	if (rc == TY_ECONFLICT) {
+		ty_pg_rollback(r->pg);
+		return api_reply_error(r, 409, "uid_taken", "run_uid", "uid %s is another team's",
+				       params[18] ? params[18] : "?");
+	}
 	if (!rc && PQntuples(res) == 0) {
 		PQclear(res);
 		ty_pg_rollback(r->pg);

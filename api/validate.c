@@ -466,7 +466,7 @@ int api_validate_team(const json_t *body, bool create, struct api_problem *p)
 	static const char *const keys[] = {"name",	 "nominal_gpus", "borrowing_limit_gpus",
 					   "lending_limit_gpus", "cohort",	 "weight",
 					   "max_pending_jobs",	 "max_cpus",	 "max_memory_mb",
-					   NULL};
+					   "run_uid",		 NULL};
 	const char *unk = ty_json_unknown_key(body, keys);
 	const json_t *v;
 	int rc;
@@ -495,6 +495,15 @@ int api_validate_team(const json_t *body, bool create, struct api_problem *p)
 	    (rc = check_cap(body, "max_cpus", API_MAX_CPUS, "CPUs", p)) ||
 	    (rc = check_cap(body, "max_memory_mb", API_MAX_MEMORY_MB, "MiB", p)))
 		return rc;
+	v = json_object_get(body, "run_uid");
+	if (v && !json_is_null(v) &&
+	    (!json_is_integer(v) || json_integer_value(v) < API_MIN_RUN_UID ||
+	     json_integer_value(v) > API_MAX_RUN_UID))
+		return api_problem_set(p, 422, "invalid_field", "run_uid",
+				       "'run_uid' must be an integer from %d to %d (the uid the "
+				       "team's ranks run as) or null (the scheduler's "
+				       "--team-uid-base + the team's id)",
+				       API_MIN_RUN_UID, API_MAX_RUN_UID);
 	v = json_object_get(body, "cohort");
 	if (v && !json_is_null(v) &&
 	    (!json_is_string(v) || !api_team_name_ok(json_string_value(v))))

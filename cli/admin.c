@@ -12,10 +12,11 @@ static const char teams_help[] =
 	"       jobctl teams get NAME\n"
 	"       jobctl teams create NAME --nominal-gpus N [--borrowing-limit N]\n"
 	"                          [--lending-limit N] [--cohort C] [--weight W]\n"
-	"                          [--max-cpus N] [--max-memory-mb N]\n"
+	"                          [--max-cpus N] [--max-memory-mb N] [--run-uid UID]\n"
 	"       jobctl teams update NAME [--nominal-gpus N] [--borrowing-limit N|none]\n"
 	"                          [--lending-limit N|none] [--cohort C|none] [--weight W]\n"
 	"                          [--max-cpus N|none] [--max-memory-mb N|none]\n"
+	"                          [--run-uid UID|none]\n"
 	"\n"
 	"List, show, create (admin) and update (admin) teams and their quotas.\n"
 	"\n"
@@ -27,7 +28,10 @@ static const char teams_help[] =
 	"  --weight W            fair-share weight, a number > 0 (default 1)\n"
 	"  --max-cpus N          most CPUs its running jobs hold at once, nodes x\n"
 	"                        cpus_per_node, GPU-less jobs included ('none': no limit)\n"
-	"  --max-memory-mb N     the same for memory in MiB ('none': no limit)\n";
+	"  --max-memory-mb N     the same for memory in MiB ('none': no limit)\n"
+	"  --run-uid UID         uid and gid its ranks run as on the nodes, 1000 or more,\n"
+	"                        no other team's ('none': the scheduler's --team-uid-base\n"
+	"                        plus the team's id)\n";
 
 static const char tokens_help[] =
 	"usage: jobctl tokens create --name NAME --role admin|member|viewer [--team TEAM]\n"
@@ -94,7 +98,8 @@ static int parse_number(json_t **out, const char *val, const char *flag, struct 
 }
 
 struct team_flags {
-	const char *nominal, *borrowing, *lending, *cohort, *weight, *max_cpus, *max_memory;
+	const char *nominal, *borrowing, *lending, *cohort, *weight, *max_cpus, *max_memory,
+		*run_uid;
 };
 
 /* Fill body from the flags given; "none" clears a limit or the cohort. */
@@ -143,6 +148,11 @@ static int team_body(json_t *body, const struct team_flags *f, struct ty_err *er
 			return rc;
 		json_object_set_new(body, "max_memory_mb", v);
 	}
+	if (f->run_uid) {
+		if ((rc = parse_none_or_int(&v, f->run_uid, "--run-uid", err)))
+			return rc;
+		json_object_set_new(body, "run_uid", v);
+	}
 	return 0;
 }
 
@@ -169,6 +179,10 @@ static int print_team(const json_t *team)
 	rc |= cli_table_addf(&t, "%s", cli_json_num(n, sizeof(n), team, "max_cpus"));
 	rc |= cli_table_add(&t, "max memory MiB:");
 	rc |= cli_table_addf(&t, "%s", cli_json_num(n, sizeof(n), team, "max_memory_mb"));
+	rc |= cli_table_add(&t, "run uid:");
+	rc |= cli_table_addf(&t, "%s", json_is_integer(json_object_get(team, "run_uid"))
+					   ? cli_json_num(n, sizeof(n), team, "run_uid")
+					   : "the scheduler's base + the team's id");
 	rc |= cli_table_add(&t, "CPUs in use:");
 	rc |= cli_table_addf(&t, "%s", cli_json_num(n, sizeof(n), u, "cpus_in_use"));
 	rc |= cli_table_add(&t, "memory MiB in use:");
@@ -231,6 +245,7 @@ int cli_cmd_teams(struct cli *cli, int argc, char **argv, struct ty_err *err)
 		{"weight", 0, CLI_OPT_STR, &f.weight},
 		{"max-cpus", 0, CLI_OPT_STR, &f.max_cpus},
 		{"max-memory-mb", 0, CLI_OPT_STR, &f.max_memory},
+		{"run-uid", 0, CLI_OPT_STR, &f.run_uid},
 	};
 	bool is_list = strcmp(sub, "list") == 0, is_get = strcmp(sub, "get") == 0;
 	bool is_create = strcmp(sub, "create") == 0, is_update = strcmp(sub, "update") == 0;
@@ -276,7 +291,7 @@ int cli_cmd_teams(struct cli *cli, int argc, char **argv, struct ty_err *err)
 		goto out;
 	}
 	if (is_update && !f.nominal && !f.borrowing && !f.lending && !f.cohort && !f.weight &&
-	    !f.max_cpus && !f.max_memory) {
+	    !f.max_cpus && !f.max_memory && !f.run_uid) {
 		rc = ty_err_set(err, TY_ECONFIG, "teams update needs at least one field to change");
 		goto out;
 	}

@@ -566,15 +566,18 @@ static int place(bool *placed, struct sched *s, const struct snap *sn,
 
 		if ((rc = ty_pg_exec(
 			 &res, s->pg,
-			 "SELECT attempt, spec, team_id FROM jobs WHERE id = $1 AND state = 'pending'"
-			 " AND NOT cancel_requested FOR UPDATE",
+			 "SELECT j.attempt, j.spec, j.team_id, t.run_uid FROM jobs j"
+			 " JOIN teams t ON t.id = j.team_id WHERE j.id = $1 AND j.state = 'pending'"
+			 " AND NOT j.cancel_requested FOR UPDATE OF j",
 			 1, p, err)))
 			goto out;
 	}
 	if (PQntuples(res) != 1)
 		goto out; /* rc 0: nothing to do */
 	attempt = sched_col_i64(res, 0, 0) + 1;
-	uid = s->o.team_uid_base + sched_col_i64(res, 0, 2);
+	/* the team's own uid, else the base + its id (docs/security.md, "Job isolation") */
+	uid = PQgetisnull(res, 0, 3) ? s->o.team_uid_base + sched_col_i64(res, 0, 2)
+				     : sched_col_i64(res, 0, 3);
 	spec = json_loads(PQgetvalue(res, 0, 1), 0, NULL);
 	PQclear(res);
 	res = NULL;

@@ -161,6 +161,24 @@ TY_TEST(ranks_run_as_their_team_uid_in_their_own_directories)
 		ty_test_note("log:\n%s", log);
 }
 
+TY_TEST(a_team_with_its_own_uid_runs_as_it)
+{
+	struct e2e *e = get();
+	const char *team = ty_mk_team("iso-u", 64, -1), *token = ty_mk_token("member", team);
+	long long uid = 2000000 + (long long)getpid(), id;
+	struct ty_resp r = {0};
+
+	e2e_wait_nodes_ready(e);
+	ty_http(&r, "PATCH", ty_test_strf("/v1/teams/%s", team), ty_stack_get()->admin,
+		ty_test_strf("{\"run_uid\":%lld}", uid), NULL);
+	CHECK_STATUS(&r, 200);
+	ty_resp_free(&r);
+	id = submit_as(team, token, "echo uid=$(id -u) gid=$(id -g)",
+		       ",\"resources\":{\"nodes\":1,\"gpus_per_node\":1}");
+	expect_state(e, id, "succeeded", token);
+	CHECK(strstr(rank_log(token, id), ty_test_strf("uid=%lld gid=%lld\n", uid, uid)) != NULL);
+}
+
 TY_TEST(a_team_cannot_see_another_teams_files_processes_or_environment)
 {
 	struct e2e *e = get();

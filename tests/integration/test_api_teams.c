@@ -3,6 +3,7 @@
 #include "ty_test.h"
 
 #include <string.h>
+#include <unistd.h>
 
 #define DB(...) TY_STACK_SQL(__VA_ARGS__)
 
@@ -353,6 +354,54 @@ TY_TEST(cpu_and_memory_caps)
 	CHECK(strstr(ty_jstr(r.json, "detail") ? ty_jstr(r.json, "detail") : "",
 		     "'max_cpus' must be an integer from 1 to 100000000 (CPUs) or null (no limit)") !=
 	      NULL);
+	ty_resp_free(&r);
+}
+
+TY_TEST(a_teams_own_uid)
+{
+	const struct ty_stack *s = ty_stack_get();
+	const char *a = ty_uniq("uid-a"), *b = ty_uniq("uid-b");
+	/* a uid no other run of this database hands out: unique per test program */
+	long long uid = 3000000 + (long long)getpid();
+	struct ty_resp r = {0};
+
+	ty_http(&r, "POST", "/v1/teams", s->admin,
+		ty_test_strf("{\"name\":\"%s\",\"nominal_gpus\":0,\"run_uid\":%lld}", a, uid), NULL);
+	REQUIRE_STATUS(&r, 201);
+	CHECK_JINT(r.json, "run_uid", uid);
+	/* no other team may run as it, at creation or later */
+	ty_http(&r, "POST", "/v1/teams", s->admin,
+		ty_test_strf("{\"name\":\"%s\",\"nominal_gpus\":0,\"run_uid\":%lld}", b, uid), NULL);
+	CHECK_PROBLEM(&r, 409, "uid_taken", "run_uid");
+	ty_http(&r, "POST", "/v1/teams", s->admin,
+		ty_test_strf("{\"name\":\"%s\",\"nominal_gpus\":0}", b), NULL);
+	REQUIRE_STATUS(&r, 201);
+	CHECK_JNULL(r.json, "run_uid");
+	ty_http(&r, "PATCH", ty_test_strf("/v1/teams/%s", b), s->admin,
+		ty_test_strf("{\"run_uid\":%lld}", uid), NULL);
+	CHECK_PROBLEM(&r, 409, "uid_taken", "run_uid");
+	/* a team without one is refused by name, not by uid */
+	ty_http(&r, "POST", "/v1/teams", s->admin,
+		ty_test_strf("{\"name\":\"%s\",\"nominal_gpus\":0}", b), NULL);
+	CHECK_PROBLEM(&r, 409, "team_exists", "name");
+	/* null gives it back to the scheduler's base + id */
+	ty_http(&r, "PATCH", ty_test_strf("/v1/teams/%s", a), s->admin, "{\"run_uid\":null}", NULL);
+	REQUIRE_STATUS(&r, 200);
+	CHECK_JNULL(r.json, "run_uid");
+	ty_http(&r, "PATCH", ty_test_strf("/v1/teams/%s", b), s->admin,
+		ty_test_strf("{\"run_uid\":%lld}", uid), NULL);
+	REQUIRE_STATUS(&r, 200);
+	CHECK_JINT(r.json, "run_uid", uid);
+	/* the range: no system account, no negative id */
+	for (int i = 0; i < 4; i++) {
+		static const char *const bad[] = {"999", "0", "2147483647", "\"1000\""};
+
+		ty_http(&r, "PATCH", ty_test_strf("/v1/teams/%s", a), s->admin,
+			ty_test_strf("{\"run_uid\":%s}", bad[i]), NULL);
+		CHECK_PROBLEM(&r, 422, "invalid_field", "run_uid");
+	}
+	CHECK(strstr(ty_jstr(r.json, "detail") ? ty_jstr(r.json, "detail") : "",
+		     "'run_uid' must be an integer from 1000 to 2147483646") != NULL);
 	ty_resp_free(&r);
 }
 
