@@ -217,7 +217,7 @@ static int rm_entry(const char *path, const struct stat *st, int flag, struct FT
 	return 0;
 }
 
-static void rm_rf(const char *path)
+void exec_rt_remove_tree(const char *path)
 {
 	nftw(path, rm_entry, 16, FTW_DEPTH | FTW_PHYS | FTW_MOUNT);
 }
@@ -308,7 +308,7 @@ int exec_rt_create(const struct exec_rt_opts *o, const char *id, struct exec_rt_
 	snprintf(cfg, sizeof(cfg), "%s/config.json", bundle);
 	snprintf(pidf, sizeof(pidf), "%s/init.pid", bundle);
 	snprintf(errf, sizeof(errf), "%s/runtime.err", bundle);
-	rm_rf(bundle); /* a previous try's */
+	exec_rt_remove_tree(bundle); /* a previous try's */
 	if ((rc = exec_mkdirs(o->bundles, err)))
 		return rc;
 	if (mkdir(bundle, 0700))
@@ -403,7 +403,7 @@ void exec_rt_delete(const struct exec_rt_opts *o, const char *id)
 		/* never created, or already gone: both fine */
 		ty_debug("'%s delete --force %s' exited with code %d", o->runtime, id, rc);
 	snprintf(bundle, sizeof(bundle), "%s/%s", o->bundles, id);
-	rm_rf(bundle);
+	exec_rt_remove_tree(bundle);
 }
 
 int exec_rt_delete_all(const struct exec_rt_opts *o)

@@ -10,7 +10,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -87,17 +86,6 @@ out:
 	return rc;
 }
 
-static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-	(void)st;
-	(void)ftw;
-	if (flag == FTW_DP)
-		rmdir(path);
-	else
-		unlink(path);
-	return 0;
-}
-
 /* The archive unpacked to a layout under cache, keyed by its path, size and mtime. */
 static int archive_layout(char *out, size_t outsz, const char *cache, const char *file,
 			  struct ty_err *err)
@@ -122,13 +110,13 @@ static int archive_layout(char *out, size_t outsz, const char *cache, const char
 		char msg[300];
 
 		if ((rc = exec_rt_run(argv, NULL, msg, sizeof(msg))) != 0) {
-			nftw(tmp, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+			exec_rt_remove_tree(tmp);
 			return ty_err_set(err, TY_EIO, "'%s' does not unpack with tar: %s", file,
 					  msg);
 		}
 	}
 	if (rename(tmp, out))
-		nftw(tmp, rm_entry, 16, FTW_DEPTH | FTW_PHYS); /* another attempt was first */
+		exec_rt_remove_tree(tmp); /* another attempt was first */
 	return 0;
 }
 
@@ -166,7 +154,7 @@ int exec_image_rootfs(char *out, size_t outsz, const char *cache, const char *re
 		char *argv[] = {"umoci", "unpack", "--image", image, tmp, NULL};
 
 		if (exec_rt_run(argv, NULL, msg, sizeof(msg)) != 0) {
-			nftw(tmp, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+			exec_rt_remove_tree(tmp);
 			return ty_err_set(err, TY_EIO, "image '%s' does not unpack: %s", ref, msg);
 		}
 	}
@@ -179,7 +167,7 @@ int exec_image_rootfs(char *out, size_t outsz, const char *cache, const char *re
 			close(fd);
 	}
 	if (rename(tmp, dest))
-		nftw(tmp, rm_entry, 16, FTW_DEPTH | FTW_PHYS); /* unpacked meanwhile */
+		exec_rt_remove_tree(tmp); /* unpacked meanwhile */
 	if (access(done, F_OK))
 		return ty_err_set(err, TY_EIO, "image '%s': cannot keep it in '%s': %s", ref, dest,
 				  strerror(errno));

@@ -151,6 +151,8 @@ int exec_rt_create(const struct exec_rt_opts *o, const char *id, struct exec_rt_
 int exec_rt_exec_argv(char ***argv, char **pid_path, const struct exec_rt_opts *o, const char *id,
 		      int rank, const char *suffix, const json_t *process, struct ty_err *err);
 
+/* rm -rf of path, never following a symlink or crossing a mount. */
+void exec_rt_remove_tree(const char *path);
 /* Delete the container (its processes killed) and its bundle. Blocking. */
 void exec_rt_delete(const struct exec_rt_opts *o, const char *id);
 /* Delete every container the runtime root holds: what a previous boot left. */
