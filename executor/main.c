@@ -211,6 +211,28 @@ static int preflight_default(char ***out, struct ty_err *err)
 	return 0;
 }
 
+/*
+ * The Ed25519 public key of a required option into *out; what is wrong is
+ * printed (fail): none given (missing), a file that holds no key, or a
+ * private key (private_fmt, with the path), which a node must never hold.
+ */
+static int public_key(struct ty_ed25519_key **out, struct ty_config *c, const char *option,
+		      const char *missing, const char *private_fmt)
+{
+	const char *path = ty_config_str(c, option);
+	struct ty_err err = {0};
+
+	if (!path || !*path)
+		return fail("%s", missing);
+	if (ty_ed25519_key_load(out, path, false, &err)) {
+		fprintf(stderr, PROG ": --%s: %s\n", option, err.msg);
+		return 2;
+	}
+	if (ty_ed25519_key_is_private(*out))
+		return fail(private_fmt, path);
+	return 0;
+}
+
 /* A whole small file into a new string; NULL with err set. */
 static char *slurp(const char *path, struct ty_err *err)
 {
@@ -354,23 +376,14 @@ int main(int argc, char **argv)
 		     o.node_id);
 		goto out;
 	}
-	/* without them anyone who can write to the dispatch topic runs commands here */
-	if (!ty_config_str(c, "dispatch-pubkey") || !*ty_config_str(c, "dispatch-pubkey")) {
-		fail("%s", "no dispatch key: set --dispatch-pubkey or "
-			   "TRAINYARD_EXECUTOR_DISPATCH_PUBKEY to the scheduler's public key file");
+	/* without it anyone who can write to the dispatch topic runs commands here */
+	if (public_key(&dispatch_key, c, "dispatch-pubkey",
+		       "no dispatch key: set --dispatch-pubkey or "
+		       "TRAINYARD_EXECUTOR_DISPATCH_PUBKEY to the scheduler's public key file",
+		       /* a node that holds the private key could sign dispatch for every node */
+		       "--dispatch-pubkey: '%s' holds the scheduler's private key; give executors "
+		       "only its public half ('openssl pkey -in KEY -pubout')"))
 		goto out;
-	}
-	if (ty_ed25519_key_load(&dispatch_key, ty_config_str(c, "dispatch-pubkey"), false, &err)) {
-		fail("--dispatch-pubkey: %s", err.msg);
-		goto out;
-	}
-	if (ty_ed25519_key_is_private(dispatch_key)) {
-		/* a node that holds the private key could sign dispatch for every node */
-		fail("--dispatch-pubkey: '%s' holds the scheduler's private key; give executors "
-		     "only its public half ('openssl pkey -in KEY -pubout')",
-		     ty_config_str(c, "dispatch-pubkey"));
-		goto out;
-	}
 	o.dispatch_key = dispatch_key;
 	if (!ty_config_str(c, "node-key-file") || !*ty_config_str(c, "node-key-file")) {
 		fail("%s", "no node key: set --node-key-file or TRAINYARD_EXECUTOR_NODE_KEY_FILE "
@@ -462,22 +475,13 @@ int main(int argc, char **argv)
 		goto out;
 	}
 	o.log_port = (int)ty_config_int(c, "log-port");
-	if (!ty_config_str(c, "log-pubkey") || !*ty_config_str(c, "log-pubkey")) {
-		fail("%s", "no log credential key: set --log-pubkey (or "
-			   "TRAINYARD_EXECUTOR_LOG_PUBKEY) to the public half of the API's --log-key");
+	if (public_key(&log_pubkey, c, "log-pubkey",
+		       "no log credential key: set --log-pubkey (or "
+		       "TRAINYARD_EXECUTOR_LOG_PUBKEY) to the public half of the API's --log-key",
+		       /* a node that could mint credentials could read every node's logs */
+		       "--log-pubkey '%s' holds a private key: give executors only its public half "
+		       "(openssl pkey -in KEY -pubout)"))
 		goto out;
-	}
-	if (ty_ed25519_key_load(&log_pubkey, ty_config_str(c, "log-pubkey"), false, &err)) {
-		fail("--log-pubkey: %s", err.msg);
-		goto out;
-	}
-	/* a node that could mint credentials could read every node's logs */
-	if (ty_ed25519_key_is_private(log_pubkey)) {
-		fail("--log-pubkey '%s' holds a private key: give executors only its public half "
-		     "(openssl pkey -in KEY -pubout)",
-		     ty_config_str(c, "log-pubkey"));
-		goto out;
-	}
 	o.log_pubkey = log_pubkey;
 	o.log_max_bytes = ty_config_int(c, "log-max-bytes");
 	if ((o.spot_provider = exec_spot_provider_parse(ty_config_str(c, "spot-provider"))) < 0) {
