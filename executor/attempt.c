@@ -1465,6 +1465,9 @@ static void resume_done(uv_work_t *req, int status)
 	if (w->init > 0) {
 		a->ctr_init = w->init;
 		container_note(a);
+		ty_debug("job %lld attempt %lld: container %s ready %lld ms after the launch",
+			 (long long)a->job, (long long)a->attempt, a->ctr_id,
+			 (long long)(ty_mono_ms() - a->started_ms));
 	}
 	if (status || a->state != EXEC_RUNNING) {
 		container_delete(a); /* finish() may have come first */
