@@ -114,22 +114,28 @@ static void outcome(struct exec_attempt *a, const char *failure_class, int exit_
  * host pid the runtime writes to r->pid_path once it runs; until then r->pid
  * is the runtime's own `exec` process.
  */
+static bool read_small(char *out, size_t outsz, const char *path)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	ssize_t n;
+
+	if (fd < 0)
+		return false;
+	n = read(fd, out, outsz - 1);
+	close(fd);
+	if (n < 0)
+		return false;
+	out[n] = '\0';
+	return true;
+}
+
 static void rank_pid_resolve(struct exec_rank *r)
 {
 	char line[32];
-	ssize_t n;
-	int fd, pid;
+	int pid;
 
-	if (!r->pid_path)
-		return;
-	if ((fd = open(r->pid_path, O_RDONLY | O_CLOEXEC)) < 0)
-		return;
-	n = read(fd, line, sizeof(line) - 1);
-	close(fd);
-	if (n <= 0)
-		return;
-	line[n] = '\0';
-	if ((pid = atoi(line)) <= 0)
+	if (!r->pid_path || !read_small(line, sizeof(line), r->pid_path) ||
+	    (pid = atoi(line)) <= 0)
 		return;
 	r->pid = (pid_t)pid;
 	free(r->pid_path);
@@ -245,20 +251,6 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
 	}
 }
 
-static bool read_small(char *out, size_t outsz, const char *path)
-{
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	ssize_t n;
-
-	if (fd < 0)
-		return false;
-	n = read(fd, out, outsz - 1);
-	close(fd);
-	if (n < 0)
-		return false;
-	out[n] = '\0';
-	return true;
-}
 
 /* Remember the rank's memory cgroup and its oom_kill count (cgroup v1 or v2). */
 static void cgroup_note(struct exec_rank *r)
