@@ -492,9 +492,11 @@ struct ctr_delete {
 static void delete_work(uv_work_t *req)
 {
 	struct ctr_delete *d = req->data;
+	int nice = exec_rt_thread_nice(EXEC_RT_BACKGROUND_NICE);
 
 	exec_rt_delete(d->rt, d->id);
 	exec_rt_reap(d->init);
+	exec_rt_thread_nice(nice);
 }
 
 static void delete_done(uv_work_t *req, int status)
@@ -555,6 +557,7 @@ static void finish(struct exec_attempt *a)
 				a->preflight_result ? a->preflight_result : json_null());
 	exec__emit(a->x, PROTO_ATTEMPT_EXITED, a->job, a->attempt, data);
 	container_delete(a);
+	exec__warm_fill(a->x); /* if it took one and never ran */
 	if (o->failure_class[0])
 		ty_info("job %lld attempt %lld ended: %s (%s%s%s)", (long long)a->job,
 			(long long)a->attempt, o->message, o->failure_class,
@@ -1248,6 +1251,7 @@ static void run_phase(struct exec_attempt *a)
 		return;
 	exec__emit(a->x, PROTO_ATTEMPT_RUNNING, a->job, a->attempt,
 		   json_pack("{s:i, s:O?}", "ranks", a->nranks, "resume", a->resume));
+	exec__warm_fill(a->x); /* the next warm container, now that this attempt started */
 	if (runtime_ms > 0)
 		uv_timer_start(&a->runtime_timer, on_runtime_over, (uint64_t)runtime_ms, 0);
 	if (a->rank0)
@@ -1268,13 +1272,13 @@ struct resume {
 	char error[TY_ERR_MSG_MAX];
 	/* the container (a->contained): its spec, with what it points to */
 	const struct exec_rt_opts *rt;
-	char id[EXEC_RT_ID_MAX];
+	const struct exec_opts *o;
+	char id[EXEC_RT_ID_MAX]; /* the container init is of: a warm one taken, or own_id */
+	char own_id[EXEC_RT_ID_MAX]; /* the attempt's own container */
 	struct exec_rt_spec spec;
-	struct exec_rt_mount *mounts; /* owned */
-	struct exec_rt_device devices[EXEC_RT_MAX_DEVICES];
-	char *init_argv[3];
-	char hostname[256];
-	char cgroup[4096];
+	struct exec_ctr_storage st;
+	bool warm; /* a warm container was taken (init set): claim it (warm.c) */
+	struct exec_warm_limits warm_has;
 	const char *seccomp; /* JSON text, borrowed from the options */
 	const char *image;	  /* the launch's, borrowed; NULL: the host's root */
 	const char *image_cache; /* borrowed from the options */
@@ -1290,7 +1294,7 @@ static void resume_free(struct resume *w)
 {
 	free(w->path);
 	json_decref(w->report);
-	free(w->mounts);
+	exec__ctr_storage_free(&w->st);
 	free(w);
 }
 
@@ -1311,6 +1315,18 @@ static int container_create(struct resume *w, struct ty_err *err)
 	if ((rc = give(w->work, w->spec.uid, w->spec.gid, err)) ||
 	    (rc = give(w->dir, w->spec.uid, w->spec.gid, err)))
 		return rc;
+	if (w->warm) {
+		if (!(rc = exec__warm_claim(w->o, w->id, w->work, w->dir, &w->spec, &w->warm_has,
+					    err)))
+			return 0;
+		/* a container of the attempt's own instead, after saying why */
+		ty_warn("warm container %s cannot be used: %s", w->id, err->msg);
+		exec_rt_delete(w->rt, w->id);
+		exec_rt_reap(w->init);
+		w->init = 0;
+		memcpy(w->id, w->own_id, sizeof(w->id));
+		*err = (struct ty_err){0};
+	}
 	if (w->image) {
 		if ((rc = exec_image_rootfs(w->rootfs, sizeof(w->rootfs), w->image_cache, w->image,
 					    err))) {
@@ -1323,7 +1339,7 @@ static int container_create(struct resume *w, struct ty_err *err)
 	if (w->seccomp && !(seccomp = json_loads(w->seccomp, 0, NULL)))
 		return ty_err_set(err, TY_EINVAL, "the seccomp profile is not JSON");
 	w->spec.seccomp = seccomp;
-	rc = exec_rt_create(w->rt, w->id, &w->spec, &w->init, err);
+	rc = exec_rt_create(w->rt, w->own_id, &w->spec, &w->init, err);
 	w->spec.seccomp = NULL;
 	json_decref(seccomp);
 	return rc;
@@ -1362,8 +1378,7 @@ static int container_spec(struct exec_attempt *a, struct resume *w, struct ty_er
 	const struct exec_opts *o = exec__opts(a->x);
 	const struct exec_launch *l = &a->launch;
 	struct exec_rt_spec *s = &w->spec;
-	struct rlimit nofile, memlock;
-	size_t nm = 0;
+	struct exec_rt_mount *m;
 	int rc;
 
 	if (l->uid < 0)
@@ -1371,72 +1386,50 @@ static int container_spec(struct exec_attempt *a, struct resume *w, struct ty_er
 				  "the launch names no uid for the job's team: the scheduler must "
 				  "give every team a uid (docs/security.md)");
 	w->rt = o->runtime;
-	exec_rt_id(w->id, o->node_id, a->job, a->attempt);
+	w->o = o;
+	exec_rt_id(w->own_id, o->node_id, a->job, a->attempt);
+	memcpy(w->id, w->own_id, sizeof(w->id));
 	memcpy(a->ctr_id, w->id, sizeof(a->ctr_id));
-	if ((rc = exec_rt_devices(w->devices, EXEC_RT_MAX_DEVICES, &s->ndevices,
+	if ((rc = exec__ctr_spec_node(s, &w->st, o, w->own_id, 4, err)) ||
+	    (rc = exec_rt_devices(w->st.devices, EXEC_RT_MAX_DEVICES, &s->ndevices,
 				  o->device_dir ? o->device_dir : "/dev", l->gpus, l->ngpus,
 				  exec_env_get(o->fabric_env, "NCCL_IB_HCA") != NULL,
 				  o->inventory && o->inventory->simulated, err)))
 		return rc;
-	if (!(w->mounts = calloc(5 + o->ndata_mounts, sizeof(*w->mounts))))
-		return ty_err_set(err, TY_ENOMEM, NULL);
-	/* shared data first: the job's own directories may lie under it */
-	for (size_t i = 0; i < o->ndata_mounts; i++)
-		w->mounts[nm++] = o->data_mounts[i];
-	snprintf(w->mounts[nm].src, sizeof(w->mounts[nm].src), "%s", a->workdir);
-	snprintf(w->mounts[nm].dst, sizeof(w->mounts[nm].dst), "%s", a->workdir);
-	w->mounts[nm++].rw = true;
-	snprintf(w->mounts[nm].src, sizeof(w->mounts[nm].src), "%s", a->ckpt_dir);
-	snprintf(w->mounts[nm].dst, sizeof(w->mounts[nm].dst), "%s", a->ckpt_dir);
-	w->mounts[nm++].rw = true;
-	snprintf(w->mounts[nm].src, sizeof(w->mounts[nm].src), "%s", o->rank_shim);
-	snprintf(w->mounts[nm].dst, sizeof(w->mounts[nm].dst), "%s", EXEC_RT_SHIM_PATH);
-	nm++;
+	m = w->st.mounts;
+	snprintf(m[s->nmounts].src, sizeof(m->src), "%s", a->workdir);
+	snprintf(m[s->nmounts].dst, sizeof(m->dst), "%s", a->workdir);
+	m[s->nmounts++].rw = true;
+	snprintf(m[s->nmounts].src, sizeof(m->src), "%s", a->ckpt_dir);
+	snprintf(m[s->nmounts].dst, sizeof(m->dst), "%s", a->ckpt_dir);
+	m[s->nmounts++].rw = true;
 	/* an image's root: the host's names, as the host network needs them */
 	for (int i = 0; l->image && i < 2; i++) {
 		const char *f = i ? "/etc/resolv.conf" : "/etc/hosts";
 
 		if (access(f, R_OK))
 			continue;
-		snprintf(w->mounts[nm].src, sizeof(w->mounts[nm].src), "%s", f);
-		snprintf(w->mounts[nm].dst, sizeof(w->mounts[nm].dst), "%s", f);
-		nm++;
+		snprintf(m[s->nmounts].src, sizeof(m->src), "%s", f);
+		snprintf(m[s->nmounts].dst, sizeof(m->dst), "%s", f);
+		s->nmounts++;
 	}
-	if (gethostname(w->hostname, sizeof(w->hostname) - 1))
-		snprintf(w->hostname, sizeof(w->hostname), "%s", o->node_id);
-	if ((size_t)snprintf(w->cgroup, sizeof(w->cgroup), "%s/%s",
-			     strcmp(o->runtime->cgroup_parent, "/") ? o->runtime->cgroup_parent
-								    : "",
-			     w->id) >= sizeof(w->cgroup))
-		return ty_err_set(err, TY_EINVAL, "the cgroup path under '%s' is too long",
-				  o->runtime->cgroup_parent);
-	w->init_argv[0] = EXEC_RT_SHIM_PATH;
-	w->init_argv[1] = "--init";
-	if (getrlimit(RLIMIT_NOFILE, &nofile))
-		nofile.rlim_max = 1024;
-	if (getrlimit(RLIMIT_MEMLOCK, &memlock))
-		memlock.rlim_max = 64 << 10;
 	s->host_root = l->image == NULL;
 	w->image = l->image;   /* the launch outlives the request */
 	w->image_cache = o->image_cache;
-	s->hostname = w->hostname;
 	s->uid = (unsigned)l->uid;
 	s->gid = (unsigned)l->gid;
 	s->memory_bytes = l->memory_mb * 1024 * 1024;
 	s->cpus = l->cpus;
-	s->pids_limit = o->pids_limit;
 	s->shm_bytes = o->shm_mb > 0	   ? o->shm_mb << 20
 		       : l->memory_mb > 0 ? (l->memory_mb << 20) / 2
 					  : (int64_t)64 << 20;
-	s->cgroups_path = w->cgroup;
-	s->mounts = w->mounts;
-	s->nmounts = nm;
-	s->devices = w->devices;
-	s->init_argv = w->init_argv;
-	s->nofile = nofile.rlim_max > 1048576 ? 1048576 : nofile.rlim_max;
-	s->memlock = memlock.rlim_max; /* RLIM_INFINITY: as much as a JSON integer says */
 	w->seccomp = o->seccomp;
 	snprintf(w->work, sizeof(w->work), "%s", a->workdir);
+	/* a warm container with exactly these devices, when one is ready */
+	if (!l->image)
+		w->warm = exec__warm_take(a->x, w->st.devices, s->ndevices,
+					  &(struct exec_warm_limits){s->memory_bytes, s->cpus}, w->id,
+					  &w->init, &w->warm_has);
 	a->rt = *s; /* its scalars, for the ranks' process.json */
 	a->rt.mounts = NULL;
 	a->rt.devices = NULL;
@@ -1455,11 +1448,12 @@ static void resume_done(uv_work_t *req, int status)
 
 	a->work = NULL;
 	if (w->init > 0) {
+		memcpy(a->ctr_id, w->id, sizeof(a->ctr_id)); /* a warm one's, if claimed */
 		a->ctr_init = w->init;
 		container_note(a);
-		ty_debug("job %lld attempt %lld: container %s ready %lld ms after the launch",
-			 (long long)a->job, (long long)a->attempt, a->ctr_id,
-			 (long long)(ty_mono_ms() - a->started_ms));
+		ty_info("job %lld attempt %lld: %s container %s ready %lld ms after the launch",
+			(long long)a->job, (long long)a->attempt, w->warm ? "warm" : "new", a->ctr_id,
+			(long long)(ty_mono_ms() - a->started_ms));
 	}
 	if (status || a->state != EXEC_RUNNING) {
 		container_delete(a); /* finish() may have come first */
@@ -1596,6 +1590,10 @@ int exec__attempt_start(struct exec_attempt **out, struct exec *x, struct exec_l
 	w->req.data = w;
 	snprintf(w->dir, sizeof(w->dir), "%s", a->ckpt_dir);
 	if ((urc = uv_queue_work(exec__loop(x), &w->req, resume_work, resume_done))) {
+		if (w->init > 0) { /* a warm one taken: the attempt's to delete */
+			memcpy(a->ctr_id, w->id, sizeof(a->ctr_id));
+			a->ctr_init = w->init;
+		}
 		resume_free(w);
 		exec__attempt_stop(a, 0, EXEC_CLASS_SYSTEM, EXEC_EXIT_NONE,
 				   "checkpoints: cannot verify them: %s", uv_strerror(urc));

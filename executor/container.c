@@ -17,6 +17,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mount.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -122,6 +125,8 @@ bool exec_rt_memory_events(char *out, size_t outsz, pid_t init_pid)
  * (NULL: /dev/null); its exit status, or -1 when it could not run.
  */
 static void last_error(char *out, size_t outsz, const char *path);
+static void unmount_under(const char *dir);
+static int shared_dir(const char *path, struct ty_err *err);
 
 static int run(char *const *argv, const char *errpath)
 {
@@ -277,6 +282,183 @@ static int write_json(const char *path, const json_t *j, struct ty_err *err)
 	return 0;
 }
 
+/* path (created) as a mount of its own with the given propagation (MS_SHARED, MS_PRIVATE). */
+static int own_mount(const char *path, unsigned long propagation, struct ty_err *err)
+{
+	int rc;
+
+	if ((rc = exec_mkdirs(path, err)))
+		return rc;
+	if (mount(path, path, NULL, MS_BIND, NULL) || mount(NULL, path, NULL, propagation, NULL))
+		return ty_err_set(err, TY_EIO, "cannot make '%s' a %s mount: %s", path,
+				  propagation == MS_SHARED ? "shared" : "private", strerror(errno));
+	return 0;
+}
+
+static int shared_dir(const char *path, struct ty_err *err)
+{
+	return own_mount(path, MS_SHARED, err);
+}
+
+int exec_rt_thread_nice(int nice)
+{
+	id_t tid = (id_t)syscall(SYS_gettid);
+	int was;
+
+	errno = 0;
+	was = getpriority(PRIO_PROCESS, tid);
+	if (was == -1 && errno)
+		was = 0;
+	if (setpriority(PRIO_PROCESS, tid, nice))
+		ty_debug("cannot set this thread's nice value to %d: %s", nice, strerror(errno));
+	return was;
+}
+
+void exec_rt_late_dir(char *out, size_t outsz, const struct exec_rt_opts *o, const char *id,
+		      size_t i)
+{
+	snprintf(out, outsz, "%s/%s/late/%zu", o->bundles, id, i);
+}
+
+int exec_rt_bind_late(const struct exec_rt_opts *o, const char *id, size_t i, const char *src,
+		      const char *rel, struct ty_err *err)
+{
+	char stage[4200], item[4300], target[8400];
+	struct stat st;
+	int rc;
+
+	exec_rt_late_dir(target, sizeof(target), o, id, i);
+	if ((size_t)snprintf(target + strlen(target), sizeof(target) - strlen(target), "/%s", rel) >=
+	    sizeof(target) - strlen(target))
+		return ty_err_set(err, TY_EINVAL, "late bind '%s' is too long", rel);
+	if ((rc = exec_mkdirs(target, err)))
+		return rc;
+	/*
+	 * A mount whose parent is shared cannot be moved: bind in a private
+	 * stage, make it nosuid there, then move it under the shared root,
+	 * whose propagation carries it (nosuid too) into the container.
+	 */
+	snprintf(stage, sizeof(stage), "%s/%s/stage", o->bundles, id);
+	snprintf(item, sizeof(item), "%s/item", stage);
+	if (stat(item, &st) && ((rc = own_mount(stage, MS_PRIVATE, err)) ||
+				(rc = exec_mkdirs(item, err))))
+		return rc;
+	if (mount(src, item, NULL, MS_BIND | MS_REC, NULL))
+		return ty_err_set(err, TY_EIO, "cannot bind '%s': %s", src, strerror(errno));
+	if (mount(NULL, item, NULL, MS_REMOUNT | MS_BIND | MS_NOSUID, NULL) ||
+	    mount(item, target, NULL, MS_MOVE, NULL)) {
+		int e = errno;
+
+		umount2(item, MNT_DETACH);
+		return ty_err_set(err, TY_EIO, "cannot bind '%s' into the container: %s", src,
+				  strerror(e));
+	}
+	return 0;
+}
+
+int exec_rt_update(const struct exec_rt_opts *o, const char *id, const struct exec_rt_limits *l,
+		   struct ty_err *err)
+{
+	char mem[32], quota[32], period[32], shares[32], msg[400];
+	char *argv[16];
+	size_t n = 0;
+	int rc;
+
+	argv[n++] = (char *)o->runtime;
+	argv[n++] = "--root";
+	argv[n++] = (char *)o->root;
+	argv[n++] = "update";
+	if (l->set_memory) {
+		/* -1: no limit, to both runtimes */
+		snprintf(mem, sizeof(mem), "%lld",
+			 l->memory_bytes > 0 ? (long long)l->memory_bytes : -1LL);
+		argv[n++] = "--memory";
+		argv[n++] = mem;
+	}
+	if (l->set_cpus) {
+		snprintf(quota, sizeof(quota), "%lld",
+			 l->cpus > 0 ? (long long)l->cpus * EXEC_RT_CFS_PERIOD_US : -1LL);
+		snprintf(period, sizeof(period), "%d", EXEC_RT_CFS_PERIOD_US);
+		snprintf(shares, sizeof(shares), "%d", (l->cpus > 0 ? l->cpus : 1) * 1024);
+		argv[n++] = "--cpu-period";
+		argv[n++] = period;
+		argv[n++] = "--cpu-quota";
+		argv[n++] = quota;
+		argv[n++] = "--cpu-share";
+		argv[n++] = shares;
+	}
+	if (n == 4)
+		return 0; /* nothing to change */
+	argv[n++] = (char *)id;
+	argv[n] = NULL;
+	if ((rc = exec_rt_run(argv, NULL, msg, sizeof(msg))) < 0)
+		return ty_err_set(err, TY_ENOTFOUND, "%s", msg);
+	if (rc)
+		return ty_err_set(err, TY_EIO, "'%s update' exited with code %d: %s", o->runtime,
+				  rc, msg);
+	return 0;
+}
+
+/* A mountinfo path field, its octal escapes (\040) undone, in place. */
+static void unescape(char *p)
+{
+	char *w = p;
+
+	for (; *p; p++, w++) {
+		if (p[0] == '\\' && p[1] >= '0' && p[1] <= '3' && p[2] >= '0' && p[2] <= '7' &&
+		    p[3] >= '0' && p[3] <= '7') {
+			*w = (char)((p[1] - '0') * 64 + (p[2] - '0') * 8 + (p[3] - '0'));
+			p += 3;
+		} else {
+			*w = *p;
+		}
+	}
+	*w = '\0';
+}
+
+static int by_length(const void *a, const void *b)
+{
+	size_t la = strlen(*(char *const *)a), lb = strlen(*(char *const *)b);
+
+	return (la > lb) - (la < lb);
+}
+
+/* Unmount (lazily) every mount point under dir/, the deepest first. */
+static void unmount_under(const char *dir)
+{
+	char line[8192], prefix[4200];
+	char **points = NULL;
+	size_t n = 0, len;
+	FILE *f;
+
+	len = (size_t)snprintf(prefix, sizeof(prefix), "%s/", dir);
+	if (!(f = fopen("/proc/self/mountinfo", "re")))
+		return;
+	while (fgets(line, sizeof(line), f)) {
+		char *save = NULL, *field = strtok_r(line, " ", &save), **grown;
+
+		for (int i = 0; field && i < 4; i++)
+			field = strtok_r(NULL, " ", &save); /* the 5th: the mount point */
+		if (!field)
+			continue;
+		unescape(field);
+		if (strncmp(field, prefix, len) || !(grown = realloc(points, (n + 1) * sizeof(*points))))
+			continue;
+		points = grown;
+		if ((points[n] = strdup(field)))
+			n++;
+	}
+	fclose(f);
+	if (n) /* the deepest last, unmounted first */
+		qsort(points, n, sizeof(*points), by_length);
+	while (n--) {
+		if (umount2(points[n], MNT_DETACH))
+			ty_warn("cannot unmount '%s': %s", points[n], strerror(errno));
+		free(points[n]);
+	}
+	free(points);
+}
+
 int exec_rt_check(const struct exec_rt_opts *o, struct ty_err *err)
 {
 	char *argv[] = {(char *)o->runtime, "--version", NULL};
@@ -308,7 +490,8 @@ int exec_rt_create(const struct exec_rt_opts *o, const char *id, struct exec_rt_
 	snprintf(cfg, sizeof(cfg), "%s/config.json", bundle);
 	snprintf(pidf, sizeof(pidf), "%s/init.pid", bundle);
 	snprintf(errf, sizeof(errf), "%s/runtime.err", bundle);
-	exec_rt_remove_tree(bundle); /* a previous try's */
+	unmount_under(bundle); /* a previous try's */
+	exec_rt_remove_tree(bundle);
 	if ((rc = exec_mkdirs(o->bundles, err)))
 		return rc;
 	if (mkdir(bundle, 0700))
@@ -321,6 +504,9 @@ int exec_rt_create(const struct exec_rt_opts *o, const char *id, struct exec_rt_
 		spec->host_binds = binds;
 		spec->nhost_binds = nbinds;
 	}
+	for (size_t i = 0; i < spec->nmounts; i++)
+		if (spec->mounts[i].late && (rc = shared_dir(spec->mounts[i].src, err)))
+			goto fail;
 	if ((rc = exec_rt_config(&config, spec, err)) || (rc = write_json(cfg, config, err)))
 		goto fail;
 	{
@@ -403,6 +589,7 @@ void exec_rt_delete(const struct exec_rt_opts *o, const char *id)
 		/* never created, or already gone: both fine */
 		ty_debug("'%s delete --force %s' exited with code %d", o->runtime, id, rc);
 	snprintf(bundle, sizeof(bundle), "%s/%s", o->bundles, id);
+	unmount_under(bundle);
 	exec_rt_remove_tree(bundle);
 }
 

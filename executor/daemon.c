@@ -94,6 +94,7 @@ struct exec {
 	bool preempting;		/* a spot notice came: no new work */
 	struct exec_spot_notice notice; /* the newest one */
 	struct ty_metrics *metrics;	/* served by the log server; see docs/metrics.md */
+	struct exec_warm *warm;		/* warm containers (warm.c) */
 };
 
 /* ---- metrics (the registry locks itself; the log server thread reads it) ---- */
@@ -181,6 +182,16 @@ uv_loop_t *exec__loop(struct exec *x)
 const struct exec_opts *exec__opts(struct exec *x)
 {
 	return x->o;
+}
+
+struct exec_warm *exec__warm(struct exec *x)
+{
+	return x->warm;
+}
+
+bool exec__stopping(struct exec *x)
+{
+	return x->stopping;
 }
 
 void exec__state_changed(struct exec *x)
@@ -1127,6 +1138,7 @@ static void on_signal(uv_signal_t *h, int sig)
 	}
 	x->stopping = true;
 	ty_info("stopping on signal %d", sig);
+	exec__warm_stop(x);
 	for (struct exec_attempt *a = x->attempts; a; a = a->next)
 		exec__attempt_stop(a, x->o->kill_grace_ms, EXEC_CLASS_SYSTEM, EXEC_EXIT_NONE,
 				   "executor stopped");
@@ -1249,8 +1261,10 @@ int exec_run(const struct exec_opts *o, struct ty_err *err)
 	int rc, urc, port = 0;
 	bool loop_ok = false;
 
-	if (!(x = calloc(1, sizeof(*x))))
+	if (!(x = calloc(1, sizeof(*x))) || exec__warm_new(&x->warm)) {
+		free(x);
 		return ty_err_set(err, TY_ENOMEM, NULL);
+	}
 	x->o = o;
 	x->kfd[0] = x->kfd[1] = -1;
 	x->seq = ty_wall_ms(); /* grows across restarts (docs/dispatch.md) */
@@ -1308,6 +1322,7 @@ int exec_run(const struct exec_opts *o, struct ty_err *err)
 		x->boot_id, x->log_url, o->state_dir, (long long)x->epoch);
 	kill_orphans(x, &st);
 	save_state(x);
+	exec__warm_fill(x);
 
 	uv_run(&x->loop, UV_RUN_DEFAULT);
 	if (x->dirty)
@@ -1322,6 +1337,7 @@ out:
 	kafka_close(x);
 	exec__logsrv_stop(x->logsrv);
 	ty_metrics_free(x->metrics);
+	exec__warm_free(x->warm);
 	if (loop_ok && (urc = uv_loop_close(&x->loop))) {
 		ty_error("event loop did not close: %s", uv_strerror(urc));
 		uv_walk(&x->loop, walk_report, NULL);

@@ -503,6 +503,7 @@ struct exec_opts {
 	int64_t shm_mb;		/* /dev/shm; 0: half the attempt's memory (64 MiB without) */
 	const char *seccomp;	/* the containers' linux.seccomp profile, JSON text */
 	const char *image_cache; /* where images are unpacked, one directory per manifest digest */
+	int warm_containers;	 /* created ahead for host-root attempts (warm.c); 0: none */
 	/* the scheduler's public key: only dispatch messages it signed act (borrowed) */
 	const struct ty_ed25519_key *dispatch_key;
 	/* this node's key (proto_node_key): the MAC of every message it sends */
@@ -613,7 +614,59 @@ struct exec_attempt {
 	bool job_fault; /* it failed for the job's or the launch's reason: node_fault false */
 };
 
+/* ---- container specs (container_spec.c) and warm containers (warm.c) ---- */
+
+/* What a container spec points to; mounts owned (exec__ctr_storage_free). */
+struct exec_ctr_storage {
+	struct exec_rt_mount *mounts;
+	struct exec_rt_device devices[EXEC_RT_MAX_DEVICES];
+	char *init_argv[3];
+	char hostname[256];
+	char cgroup[4096];
+};
+void exec__ctr_storage_free(struct exec_ctr_storage *st);
+/*
+ * The part of container id's spec that every container of this node
+ * shares (the data mounts, the shim, hostname, cgroup, init, pids limit,
+ * rlimits; host_root set), in s and st; st->mounts has room for extra more
+ * after s->nmounts, and st->devices for the caller's devices.
+ */
+int exec__ctr_spec_node(struct exec_rt_spec *s, struct exec_ctr_storage *st,
+			const struct exec_opts *o, const char *id, size_t extra, struct ty_err *err);
+
+#define EXEC_WARM_MAX 8 /* --warm-containers at most */
+struct exec_warm;
+/* The limits a warm container has, or an attempt wants; 0: none. */
+struct exec_warm_limits {
+	int64_t memory_bytes;
+	int cpus;
+};
+int exec__warm_new(struct exec_warm **out);
+void exec__warm_free(struct exec_warm *w);
+/* Start creating one more warm container if fewer than --warm-containers are ready or coming. */
+void exec__warm_fill(struct exec *x);
+/*
+ * Take a ready warm container whose devices are exactly these (in order):
+ * its id, init and limits into id, *init and *has (the caller's to claim
+ * or delete). False: none. Either way the next ones are made with want's
+ * limits. The caller calls exec__warm_fill once the attempt runs.
+ */
+bool exec__warm_take(struct exec *x, const struct exec_rt_device *devices, size_t ndevices,
+		     const struct exec_warm_limits *want, char id[EXEC_RT_ID_MAX], pid_t *init,
+		     struct exec_warm_limits *has);
+/*
+ * Blocking: bind the attempt's work and checkpoint directories into taken
+ * warm container id and change the limits it has to s's memory and CPUs.
+ */
+int exec__warm_claim(const struct exec_opts *o, const char *id, const char *work,
+		     const char *ckpt, const struct exec_rt_spec *s,
+		     const struct exec_warm_limits *has, struct ty_err *err);
+/* Delete the ready ones (blocking): the executor stops. */
+void exec__warm_stop(struct exec *x);
+
 /* Daemon services the attempts use (daemon.c). */
+struct exec_warm *exec__warm(struct exec *x);
+bool exec__stopping(struct exec *x);
 uv_loop_t *exec__loop(struct exec *x);
 const struct exec_opts *exec__opts(struct exec *x);
 char *const *exec__inherit(struct exec *x);

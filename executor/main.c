@@ -109,6 +109,10 @@ static const struct ty_opt options[] = {
      "are looked up"},
     {"pids-limit", TY_OPT_INT, "32768", 0, 4194304,
      "most processes and threads of one attempt on this node (0: no limit)"},
+    {"warm-containers", TY_OPT_INT, "2", 0, EXEC_WARM_MAX,
+     "containers created ahead, with everything but the attempt's directories and limits, "
+     "for the next host-root attempts whose devices are theirs (docs/security.md, "
+     "\"Warm containers\"); 0: every attempt creates its own"},
     {"shm-size-mb", TY_OPT_INT, "0", 0, 16777216,
      "size of a container's /dev/shm (0: half the attempt's memory_mb_per_node)"},
     {"image-cache", TY_OPT_STR, NULL, 0, 0,
@@ -318,6 +322,7 @@ static int isolation_opts(struct exec_opts *o, struct exec_rt_opts *rt, struct t
 	o->device_dir = ty_config_str(c, "device-dir");
 	o->pids_limit = ty_config_int(c, "pids-limit");
 	o->shm_mb = ty_config_int(c, "shm-size-mb");
+	o->warm_containers = (int)ty_config_int(c, "warm-containers");
 	o->runtime = rt;
 	if ((n = exec_rt_delete_all(rt)) > 0)
 		ty_info("deleted %d container(s) a previous boot left", n);

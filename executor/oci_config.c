@@ -8,7 +8,6 @@
 #include <stdio.h>
 #include <string.h>
 
-#define CFS_PERIOD_US 100000
 #define MEMLOCK_MAX ((json_int_t)1 << 50) /* "unlimited" in a JSON integer runc accepts */
 
 static const char *const masked_paths[] = {
@@ -141,8 +140,8 @@ static json_t *resources(const struct exec_rt_spec *s, json_t *allow)
 	if (s->cpus > 0)
 		json_object_set_new(r, "cpu",
 				    json_pack("{s:I, s:I, s:I}", "quota",
-					      (json_int_t)s->cpus * CFS_PERIOD_US, "period",
-					      (json_int_t)CFS_PERIOD_US, "shares",
+					      (json_int_t)s->cpus * EXEC_RT_CFS_PERIOD_US, "period",
+					      (json_int_t)EXEC_RT_CFS_PERIOD_US, "shares",
 					      (json_int_t)s->cpus * 1024));
 	if (s->pids_limit > 0)
 		json_object_set_new(r, "pids", json_pack("{s:I}", "limit", (json_int_t)s->pids_limit));
@@ -169,7 +168,9 @@ int exec_rt_config(json_t **out, const struct exec_rt_spec *s, struct ty_err *er
 	for (size_t i = 0; i < s->nmounts; i++)
 		if (add_mount(mounts, s->mounts[i].dst, "bind", s->mounts[i].src,
 			      /* no nodev: the devices cgroup, not the mount, decides */
-			      s->mounts[i].rw ? "rbind,rw,nosuid" : "rbind,ro,nosuid")) {
+			      s->mounts[i].late ? "rbind,rw,nosuid,rslave"
+			      : s->mounts[i].rw ? "rbind,rw,nosuid"
+						: "rbind,ro,nosuid")) {
 			json_decref(mounts);
 			return ty_err_set(err, TY_ENOMEM, NULL);
 		}

@@ -9,7 +9,8 @@
  * devices.c: the device nodes a job is given (its GPUs, the NVIDIA control
  *   devices, RDMA) and what the host has of them.
  * container.c: the driver: bundle directories, the runtime's command lines,
- *   create, delete and the cleanup after a restart.
+ *   create, delete and the cleanup after a restart; the late binds and
+ *   limit updates of a warm container (warm.c keeps those, on the loop).
  *
  * Ownership as in exec.h: "new" results are the caller's to free.
  */
@@ -31,11 +32,20 @@
 #define EXEC_RT_SHIM_PATH "/.trainyard/rank-shim"
 #define EXEC_RT_PIDS_DEFAULT 32768
 
+/* CFS period of the containers' CPU quota */
+#define EXEC_RT_CFS_PERIOD_US 100000
+
 /* One bind mount into the container. */
 struct exec_rt_mount {
 	char src[4096]; /* host path */
 	char dst[4096]; /* path inside */
 	bool rw;
+	/*
+	 * A late root (warm containers): src, under the bundle, is made a
+	 * shared mount before the container starts and appears inside as a
+	 * slave, so what exec_rt_bind_late mounts under it later appears too.
+	 */
+	bool late;
 };
 
 /* One device node the container gets, allowed in its devices cgroup. */
@@ -151,9 +161,45 @@ int exec_rt_create(const struct exec_rt_opts *o, const char *id, struct exec_rt_
 int exec_rt_exec_argv(char ***argv, char **pid_path, const struct exec_rt_opts *o, const char *id,
 		      int rank, const char *suffix, const json_t *process, struct ty_err *err);
 
+/*
+ * Warm containers (docs/security.md, "Warm containers"): created ahead
+ * with late roots (exec_rt_mount.late) and no memory or CPU limit; the
+ * attempt that claims one binds its directories in and sets its limits.
+ *
+ * exec_rt_late_dir: the host directory of late root i of container id.
+ * exec_rt_bind_late: bind the host directory src (recursively, nosuid,
+ *   read-write) at rel under late root i, where the container sees it
+ *   under that root's destination. Blocking (mounts only).
+ * exec_rt_update: `<runtime> update` of the limits l says to set. Blocking.
+ */
+void exec_rt_late_dir(char *out, size_t outsz, const struct exec_rt_opts *o, const char *id,
+		      size_t i);
+int exec_rt_bind_late(const struct exec_rt_opts *o, const char *id, size_t i, const char *src,
+		      const char *rel, struct ty_err *err);
+struct exec_rt_limits {
+	bool set_memory, set_cpus; /* which to change */
+	int64_t memory_bytes;	   /* 0: no limit */
+	int cpus;		   /* CFS quota in whole CPUs; 0: no limit */
+};
+int exec_rt_update(const struct exec_rt_opts *o, const char *id, const struct exec_rt_limits *l,
+		   struct ty_err *err);
+
+/*
+ * Background work (warm containers made ahead, containers deleted after
+ * their attempt) yields the CPU to attempts that start: the calling
+ * thread's nice value, which the runtime processes it spawns inherit, set
+ * to nice; the previous value returned, to restore.
+ */
+#define EXEC_RT_BACKGROUND_NICE 10
+int exec_rt_thread_nice(int nice);
+
 /* rm -rf of path, never following a symlink or crossing a mount. */
 void exec_rt_remove_tree(const char *path);
-/* Delete the container (its processes killed) and its bundle. Blocking. */
+/*
+ * Delete the container (its processes killed) and its bundle, after
+ * unmounting what this process mounted under the bundle (late roots and
+ * their binds). Blocking.
+ */
 void exec_rt_delete(const struct exec_rt_opts *o, const char *id);
 /* Delete every container the runtime root holds: what a previous boot left. */
 int exec_rt_delete_all(const struct exec_rt_opts *o);

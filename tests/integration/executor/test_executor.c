@@ -2059,7 +2059,10 @@ TY_TEST(containers_run_as_the_launchs_uid_and_failures_say_why)
 	setup();
 	REQUIRE(mkdir(data, 0755) == 0);
 	stop_executor(SIGTERM);
-	T.extra = (const char *const[]){"--isolation", "runc", "--data-mounts", data, NULL};
+	/* each attempt creates its own container (warm ones: the next test) */
+	T.extra = (const char *const[]){"--isolation",	"runc", "--data-mounts",
+					data,		"--warm-containers", "0",
+					NULL};
 	start_executor();
 
 	send_msg(PROTO_LAUNCH, 1301, EPOCH, launch_data(1, "true"));
@@ -2112,6 +2115,168 @@ TY_TEST(containers_run_as_the_launchs_uid_and_failures_say_why)
 	CHECK(strstr(json_string_value(json_object_get(d, "message")), data) != NULL);
 
 	stop_executor(SIGTERM);
+	T.extra = NULL;
+	start_executor();
+}
+
+/* Whether anything is mounted under dir/ in this (the executor's) mount namespace. */
+static bool mounts_under(const char *dir)
+{
+	const char *needle = ty_test_strf(" %s/", dir);
+	FILE *f = fopen("/proc/self/mountinfo", "r");
+	char line[8192];
+	bool found = false;
+
+	REQUIRE(f != NULL);
+	while (!found && fgets(line, sizeof(line), f))
+		found = strstr(line, needle) != NULL;
+	fclose(f);
+	return found;
+}
+
+/* read_text, "" for a file that is not there (yet). */
+static const char *text_of(const char *path)
+{
+	const char *t = read_text(path);
+
+	return t ? t : "";
+}
+
+/* Wait for warm container n of this node to be running; its bundle directory. */
+static const char *wait_warm(int n)
+{
+	const char *bundle = ty_test_strf("%s/containers/ty-%s-warm-%d", T.state, T.node, n);
+	int64_t end = now_ms() + WAIT_MS;
+
+	while (access(ty_test_strf("%s/init.pid", bundle), F_OK) && now_ms() < end)
+		usleep(20000);
+	return access(ty_test_strf("%s/init.pid", bundle), F_OK) ? NULL : bundle;
+}
+
+/*
+ * Warm containers (--warm-containers): created ahead; the attempt that
+ * takes one sees exactly its own directories, runs as its uid within its
+ * limits, and the container is deleted (mounts and all) after it.
+ */
+TY_TEST(a_warm_container_takes_the_attempts_directories_and_limits)
+{
+	const char *work = ty_test_strf("%s/attempts/1311.1/work", T.state);
+	const char *cg = "$(grep :memory: /proc/self/cgroup | cut -d: -f3)";
+	const char *cpu_cg = "$(grep -e :cpu: -e :cpu,cpuacct: /proc/self/cgroup | cut -d: -f3)";
+	const char *bundle, *next;
+	const json_t *d;
+
+	setup();
+	stop_executor(SIGTERM);
+	T.extra = (const char *const[]){"--isolation", "runc", "--warm-containers", "1", NULL};
+	start_executor();
+	REQUIRE((bundle = wait_warm(1)) != NULL);
+	/* another job's directories exist on the host: the attempt must not see them */
+	REQUIRE(system(ty_test_strf("mkdir -p '%s/checkpoints/job-999' '%s/attempts/999.1'", T.state,
+				    T.state)) == 0);
+
+	send_msg(PROTO_LAUNCH, 1311, EPOCH,
+		 launch_extra(1,
+			      ty_test_strf("id -u > uid; cat /proc/self/cgroup > cgroup; "
+					   "ls %s/checkpoints > ckpts; ls %s/attempts > attempts; "
+					   "cat /sys/fs/cgroup/memory%s/memory.limit_in_bytes > mem; "
+					   "cat /sys/fs/cgroup/cpu%s/cpu.cfs_quota_us > quota; "
+					   "echo mine > $TRAINYARD_CHECKPOINT_DIR/f",
+					   T.state, T.state, cg, cpu_cg),
+			      "'uid':100123,'gid':100123,'cpus':2,'memory_mb':96"));
+	REQUIRE((d = wait_msg(PROTO_ATTEMPT_EXITED, 1311, 1)) != NULL);
+	CHECK_STR_EQ(json_string_value(json_object_get(d, "failure_class")), "");
+	CHECK_STR_EQ(json_string_value(json_object_get(d, "message")),
+		     "all 1 local rank(s) exited with code 0");
+	CHECK(strstr(text_of(ty_test_strf("%s/cgroup", work)), "warm-1") != NULL);
+	CHECK_STR_EQ(read_text(ty_test_strf("%s/uid", work)), "100123\n");
+	CHECK_STR_EQ(read_text(ty_test_strf("%s/ckpts", work)), "job-1311\n");
+	CHECK_STR_EQ(read_text(ty_test_strf("%s/attempts", work)), "1311.1\n");
+	CHECK_STR_EQ(read_text(ty_test_strf("%s/mem", work)), "100663296\n");
+	CHECK_STR_EQ(read_text(ty_test_strf("%s/quota", work)), "200000\n");
+	CHECK_STR_EQ(read_text(ty_test_strf("%s/checkpoints/job-1311/f", T.state)), "mine\n");
+	/* deleted after the attempt, its binds unmounted; the next one is ready */
+	{
+		int64_t end = now_ms() + WAIT_MS;
+
+		while ((access(bundle, F_OK) == 0 || mounts_under(bundle)) && now_ms() < end)
+			usleep(20000);
+		CHECK(access(bundle, F_OK) != 0);
+		CHECK(!mounts_under(bundle));
+	}
+	REQUIRE((next = wait_warm(2)) != NULL);
+
+	/* over its memory in a warm container: oom, as in its own */
+	send_msg(PROTO_LAUNCH, 1312, EPOCH,
+		 launch_extra(1, "head -c 300000000 /dev/zero | tail",
+			      "'uid':100123,'memory_mb':64"));
+	REQUIRE((d = wait_msg(PROTO_ATTEMPT_EXITED, 1312, 1)) != NULL);
+	CHECK_STR_EQ(json_string_value(json_object_get(d, "failure_class")), "oom");
+
+	/* a job with an image never takes one: warm-3 waits on */
+	REQUIRE(wait_warm(3) != NULL);
+	send_msg(PROTO_LAUNCH, 1313, EPOCH,
+		 launch_extra(1, "true", "'uid':100123,'image':'oci:/images/x:1'"));
+	REQUIRE((d = wait_msg(PROTO_ATTEMPT_EXITED, 1313, 1)) != NULL);
+	CHECK_STR_EQ(json_string_value(json_object_get(d, "failure_class")), "system");
+	CHECK(access(ty_test_strf("%s/containers/ty-%s-warm-3/init.pid", T.state, T.node), F_OK) ==
+	      0);
+
+	/* warm-3 was made with 1312's limits: no memory limit and one CPU are set on it */
+	work = ty_test_strf("%s/attempts/1314.1/work", T.state);
+	send_msg(PROTO_LAUNCH, 1314, EPOCH,
+		 launch_extra(1,
+			      ty_test_strf("cat /proc/self/cgroup > cgroup; "
+					   "cat /sys/fs/cgroup/memory%s/memory.limit_in_bytes > mem; "
+					   "cat /sys/fs/cgroup/cpu%s/cpu.cfs_quota_us > quota",
+					   cg, cpu_cg),
+			      "'uid':100123,'cpus':1"));
+	REQUIRE((d = wait_msg(PROTO_ATTEMPT_EXITED, 1314, 1)) != NULL);
+	CHECK_STR_EQ(json_string_value(json_object_get(d, "failure_class")), "");
+	CHECK(strstr(text_of(ty_test_strf("%s/cgroup", work)), "warm-3") != NULL);
+	CHECK(atoll(text_of(ty_test_strf("%s/mem", work))) > (1LL << 40)); /* none */
+	CHECK_STR_EQ(read_text(ty_test_strf("%s/quota", work)), "100000\n");
+	REQUIRE(wait_warm(4) != NULL);
+
+	/* a stop deletes the ready one with its mounts */
+	stop_executor(SIGTERM);
+	CHECK(access(ty_test_strf("%s/containers/ty-%s-warm-4", T.state, T.node), F_OK) != 0);
+	CHECK(!mounts_under(ty_test_strf("%s/containers", T.state)));
+	T.extra = NULL;
+	start_executor();
+}
+
+/*
+ * An executor killed with a warm container ready: the next boot deletes
+ * it, mounts and all, and makes a new one.
+ */
+TY_TEST(a_restart_deletes_the_warm_containers_a_killed_boot_left)
+{
+	const char *old, *pidf, *before;
+	int64_t end;
+
+	setup();
+	stop_executor(SIGTERM);
+	T.extra = (const char *const[]){"--isolation", "runc", "--warm-containers", "1", NULL};
+	start_executor();
+	REQUIRE((old = wait_warm(1)) != NULL);
+	CHECK(mounts_under(old));
+	pidf = ty_test_strf("%s/init.pid", old);
+	before = ty_test_strf("%s", text_of(pidf));
+	REQUIRE(atoi(before) > 1);
+	stop_executor(SIGKILL);
+	start_executor();
+	/* the new boot counts from 1 again: its warm-1 is a new container */
+	end = now_ms() + WAIT_MS;
+	while ((!strcmp(text_of(pidf), before) || !*text_of(pidf)) && now_ms() < end)
+		usleep(20000);
+	ty_test_context("init pid before '%s', now '%s'", before, text_of(pidf));
+	CHECK(strcmp(text_of(pidf), before) != 0);
+	/* the old init is gone (or a zombie of whoever inherited it) */
+	CHECK(!strstr(text_of(ty_test_strf("/proc/%d/status", atoi(before))), "State:\tS"));
+	ty_test_context(NULL);
+	stop_executor(SIGTERM);
+	CHECK(!mounts_under(ty_test_strf("%s/containers", T.state)));
 	T.extra = NULL;
 	start_executor();
 }

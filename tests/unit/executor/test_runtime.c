@@ -61,9 +61,11 @@ static bool has_option(json_t *m, const char *opt)
 
 TY_TEST(config_has_namespaces_limits_and_no_privileges)
 {
-	struct exec_rt_mount m[2] = {{"/s/work", "/s/work", true}, {"/data", "/datasets", false}};
+	struct exec_rt_mount m[3] = {{"/s/work", "/s/work", true, false},
+				     {"/data", "/datasets", false, false},
+				     {"/b/late/0", "/s/attempts", true, true}};
 	struct exec_rt_device d[1] = {{"/dev/nvidia1", 'c', 195, 1, 0666}};
-	struct exec_rt_spec s = spec_of(m, 2, d, 1);
+	struct exec_rt_spec s = spec_of(m, 3, d, 1);
 	struct ty_err err = {0};
 	json_t *c = NULL, *ns, *res, *allow;
 	size_t i;
@@ -102,6 +104,11 @@ TY_TEST(config_has_namespaces_limits_and_no_privileges)
 	/* the work directory writable, data read-only, the host's /usr read-only */
 	CHECK(mount_at(c, "/s/work") && has_option(mount_at(c, "/s/work"), "rw"));
 	CHECK(mount_at(c, "/datasets") && has_option(mount_at(c, "/datasets"), "ro"));
+	CHECK(!has_option(mount_at(c, "/s/work"), "rslave"));
+	/* a warm container's late root: what is bound under it later appears inside */
+	CHECK(mount_at(c, "/s/attempts") && has_option(mount_at(c, "/s/attempts"), "rslave"));
+	CHECK(has_option(mount_at(c, "/s/attempts"), "rw"));
+	CHECK(has_option(mount_at(c, "/s/attempts"), "nosuid"));
 	CHECK(mount_at(c, "/usr") && has_option(mount_at(c, "/usr"), "ro"));
 	CHECK(mount_at(c, "/dev/shm") && has_option(mount_at(c, "/dev/shm"), "size=32768k"));
 	CHECK(mount_at(c, "/tmp") != NULL);
@@ -111,7 +118,7 @@ TY_TEST(config_has_namespaces_limits_and_no_privileges)
 
 TY_TEST(config_refuses_relative_paths_and_takes_the_seccomp_profile)
 {
-	struct exec_rt_mount m[1] = {{"work", "/w", true}};
+	struct exec_rt_mount m[1] = {{"work", "/w", true, false}};
 	struct exec_rt_spec s = spec_of(m, 1, NULL, 0);
 	struct ty_err err = {0};
 	json_t *c = NULL, *seccomp = json_loads(exec_seccomp_default, 0, NULL);
