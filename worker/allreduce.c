@@ -112,7 +112,8 @@ static void usage(FILE *f)
 	       "  --iters N                timed iterations (default 5)\n"
 	       "  --warmup N               untimed iterations first (default 1)\n"
 	       "  --timeout SECONDS        limit on connecting, rendezvous and any stalled\n"
-	       "                           transfer (default 60)\n"
+	       "                           transfer, and on the whole NCCL run (its\n"
+	       "                           communicator is aborted past it) (default 60)\n"
 	       "  --listen-addr ADDR       address this rank binds and advertises for the ring\n"
 	       "                           (default: any, advertised as rank 0 sees it)\n"
 	       "  --nccl-module PATH       NCCL backend module (default " AR_NCCL_MODULE "\n"
@@ -1432,6 +1433,8 @@ static int run_nccl(const struct ar_nccl_ops *ops, const struct rankenv *e, cons
 	struct ar_nccl_job job = {.rank = e->rank,
 				  .world = e->world,
 				  .local_rank = e->local_rank,
+				  .local_world = e->local_world,
+				  .timeout = o->timeout,
 				  .dtype = o->dtype,
 				  .count = count,
 				  .iters = o->iters,

@@ -33,7 +33,7 @@ long long ar_check(const void *buf, enum ar_dtype t, size_t count, int world, do
 
 /* ---- the NCCL module (nccl.c, built only with the CUDA toolkit and NCCL) ---- */
 
-#define AR_NCCL_ABI 1
+#define AR_NCCL_ABI 2
 #define AR_NCCL_ID_BYTES 128 /* NCCL_UNIQUE_ID_BYTES */
 #define AR_NCCL_SYMBOL "trainyard_allreduce_nccl"
 #define AR_NCCL_MODULE "trainyard-allreduce-nccl.so"
@@ -42,6 +42,8 @@ struct ar_nccl_job {
 	int rank;
 	int world;
 	int local_rank;
+	int local_world; /* ranks on this node: never two on one GPU */
+	double timeout;	 /* seconds for the whole run: init and every iteration */
 	enum ar_dtype dtype;
 	size_t count;
 	int iters;
