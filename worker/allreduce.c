@@ -1020,6 +1020,8 @@ struct nc_ctx {
 	double timeout;
 	double bps; /* TY_ALLREDUCE_THROTTLE_BPS, 0: none */
 	char *buf;  /* bytes, leaders only */
+	const char *backend; /* of the all-reduce before the check */
+	double busbw;	     /* its bus bandwidth, GB/s */
 };
 
 static void read_nc_env(struct nc_env *ne, const struct rankenv *e)
@@ -1237,7 +1239,10 @@ static int nc_master(const struct nc_ctx *c, const struct rankenv *e, const stru
 	struct ar_nc_node *nodes = calloc((size_t)n, sizeof *nodes);
 	struct ar_pair *pairs = malloc((size_t)(2 * n) * sizeof *pairs);
 	double *gbps = malloc((size_t)(2 * n) * sizeof *gbps);
-	struct ar_nc_verdict v = {.n = n, .ratio = o->slow_ratio};
+	struct ar_nc_verdict v = {.n = n,
+				  .ratio = o->slow_ratio,
+				  .allreduce_backend = c->backend,
+				  .allreduce_busbw = c->busbw};
 	char line[LINE_MAX_LEN], msg[LINE_MAX_LEN - 16], *json;
 
 	if (!leader || !nodes || !pairs || !gbps)
@@ -1369,7 +1374,7 @@ static int nc_master(const struct nc_ctx *c, const struct rankenv *e, const stru
  * advertised, r the rendezvous with its connections kept.
  */
 static int node_check(const struct rankenv *e, const struct opts *o, const struct nc_env *ne,
-		      const struct rdv *r, int lfd)
+		      const struct rdv *r, int lfd, const char *backend, double busbw)
 {
 	struct nc_ctx c = {.peers = r->peers,
 			   .lfd = lfd,
@@ -1378,7 +1383,9 @@ static int node_check(const struct rankenv *e, const struct opts *o, const struc
 			   .bytes = (size_t)o->nc_bytes,
 			   .rounds = o->nc_rounds,
 			   .timeout = o->timeout,
-			   .bps = o->throttle_bps};
+			   .bps = o->throttle_bps,
+			   .backend = backend,
+			   .busbw = busbw};
 	int rc;
 
 	if (e->local_rank == 0) {
@@ -1396,12 +1403,26 @@ static int node_check(const struct rankenv *e, const struct opts *o, const struc
 
 /* ---- main ---- */
 
+/* Algorithm bandwidth (GB/s) of iters all-reduces of count elements in seconds. */
+static double algbw(const struct opts *o, size_t count, double seconds)
+{
+	double t = seconds / o->iters, bytes = (double)(count * ar_dtype_size(o->dtype));
+
+	return t > 0 ? bytes / t / 1e9 : 0;
+}
+
+/* Bus bandwidth: what each rank's links carried, as nccl-tests defines it. */
+static double busbw(const struct rankenv *e, double alg)
+{
+	return alg * 2.0 * (e->world - 1) / e->world;
+}
+
 static void report(const struct rankenv *e, const struct opts *o, const char *bk, size_t count,
 		   double seconds, const char *error)
 {
-	double t = seconds / o->iters, bytes = (double)(count * ar_dtype_size(o->dtype));
-	double alg = t > 0 ? bytes / t / 1e9 : 0;
-	double bus = alg * 2.0 * (e->world - 1) / e->world;
+	double t = seconds / o->iters;
+	double alg = algbw(o, count, seconds);
+	double bus = busbw(e, alg);
 
 	printf("{\"rank\":%d,\"world_size\":%d,\"local_rank\":%d,\"backend\":\"%s\","
 	       "\"dtype\":\"%s\",\"bytes\":%zu,\"iters\":%d,\"time_s\":%.6f,"
@@ -1469,7 +1490,8 @@ static int run_nccl(const struct ar_nccl_ops *ops, const struct rankenv *e, cons
 	else
 		report(e, o, "nccl", count, res.seconds, NULL);
 	if (rc == EXIT_OK && ne)
-		rc = node_check(e, o, ne, &r, lfd);
+		rc = node_check(e, o, ne, &r, lfd, "nccl",
+				busbw(e, algbw(o, count, res.seconds)));
 	if (lfd >= 0)
 		close(lfd);
 	free(r.ctl);
@@ -1526,7 +1548,8 @@ static int run_tcp(const struct rankenv *e, const struct opts *o, const struct n
 	if (rc == EXIT_OK)
 		report(e, o, "tcp", count, seconds, NULL);
 	if (rc == EXIT_OK && ne)
-		rc = node_check(e, o, ne, &r, lfd); /* pairs connect to the ring port */
+		/* pairs connect to the ring port */
+		rc = node_check(e, o, ne, &r, lfd, "tcp", busbw(e, algbw(o, count, seconds)));
 	if (lfd >= 0)
 		close(lfd);
 	if (g.next >= 0)

@@ -93,6 +93,9 @@ struct ar_nc_verdict {
 	struct ar_nc_node *nodes; /* n entries, by node rank (borrowed) */
 	double median;		  /* median score, < 0 when there is none */
 	double ratio;		  /* slow when score < ratio x median */
+	/* the gang's all-reduce before the check: its backend and bus bandwidth (GB/s) */
+	const char *allreduce_backend;
+	double allreduce_busbw;
 	int nslow;
 	char note[160];
 };
@@ -122,7 +125,8 @@ double ar_nc_median(const double *v, int n);
 /*
  * The JSON line rank 0 prints (without the newline): {"node_check": {...}}
  * with the nodes, the pairs and bytes measured, the median, the slow names,
- * the ratio and the note. Returns a new string (free), NULL when out of memory.
+ * the ratio, the note, what measured the pairs ("measured": "tcp") and the
+ * gang's all-reduce ("allreduce": backend and bus bandwidth). Returns a new string (free), NULL when out of memory.
  */
 char *ar_nc_json(const struct ar_nc_verdict *v, const struct ar_pair *pairs,
 		 const double *pair_gbps, int npairs, unsigned long long bytes);

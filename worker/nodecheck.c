@@ -191,7 +191,11 @@ char *ar_nc_json(const struct ar_nc_verdict *v, const struct ar_pair *pairs,
 			first = false;
 		}
 	/* names are checked by ar_nc_name_ok and the note is ours: nothing to escape */
-	append(&b, "],\"ratio\":%g,\"note\":\"%s\"}}", v->ratio, v->note);
+	append(&b, "],\"ratio\":%g,\"note\":\"%s\",\"measured\":\"tcp\"", v->ratio, v->note);
+	append(&b, ",\"allreduce\":{\"backend\":\"%s\",\"busbw_gbps\":",
+	       v->allreduce_backend ? v->allreduce_backend : "tcp");
+	append_gbps(&b, v->allreduce_backend ? v->allreduce_busbw : -1);
+	append(&b, "}}}");
 	if (b.failed) {
 		free(b.s);
 		return NULL;

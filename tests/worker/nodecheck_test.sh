@@ -95,6 +95,10 @@ assert v["ratio"] == want["ratio"], v["ratio"]
 assert v["note"] == want["note"], v["note"]
 assert v["bytes"] == want["bytes"], v["bytes"]
 assert len(v["pairs"]) == want["npairs"], v["pairs"]
+# what it measured: the pairs over TCP, after the gang's all-reduce (TCP here)
+assert v["measured"] == "tcp", v["measured"]
+assert v["allreduce"]["backend"] == "tcp", v["allreduce"]
+assert isinstance(v["allreduce"]["busbw_gbps"], (int, float)) and v["allreduce"]["busbw_gbps"] >= 0, v["allreduce"]
 measured = want["npairs"] > 0
 for n in v["nodes"]:
     if measured:

@@ -161,6 +161,8 @@ TY_TEST(nodecheck_json_and_message)
 	char *json;
 
 	judge(&v, nodes, 3, gbps, 0.5);
+	v.allreduce_backend = "nccl";
+	v.allreduce_busbw = 181.25;
 	ar_nc_pairs(p, 3);
 	json = ar_nc_json(&v, p, gbps, 3, 8388608);
 	REQUIRE(json != NULL);
@@ -172,7 +174,8 @@ TY_TEST(nodecheck_json_and_message)
 	    "\"pairs\":[{\"nodes\":[0,1],\"gbps\":0.001000},{\"nodes\":[1,2],\"gbps\":0.001000},"
 	    "{\"nodes\":[0,2],\"gbps\":1.200000}],\"bytes\":8388608,\"median_gbps\":1.200000,"
 	    "\"slow\":[\"b\"],\"ratio\":0.5,\"note\":\"3 nodes, 3 pairs measured one at a "
-	    "time; a node's score is its best pair\"}}");
+	    "time; a node's score is its best pair\",\"measured\":\"tcp\","
+	    "\"allreduce\":{\"backend\":\"nccl\",\"busbw_gbps\":181.250000}}}");
 	free(json);
 	ar_nc_message(msg, sizeof msg, &v);
 	CHECK_STR_EQ(msg, "slow node(s): b 0.001 GB/s, gang median 1.2 GB/s (< 0.5 x median)");
@@ -200,7 +203,9 @@ TY_TEST(nodecheck_json_and_message)
 		CHECK_STR_EQ(
 		    json, "{\"node_check\": {\"nodes\":[{\"node_rank\":0,\"node\":\"a\","
 			  "\"gbps\":null}],\"pairs\":[],\"bytes\":4096,\"median_gbps\":null,"
-			  "\"slow\":[],\"ratio\":0.25,\"note\":\"1 node: nothing to measure\"}}");
+			  "\"slow\":[],\"ratio\":0.25,\"note\":\"1 node: nothing to measure\","
+			  "\"measured\":\"tcp\",\"allreduce\":{\"backend\":\"tcp\","
+			  "\"busbw_gbps\":null}}}");
 		free(json);
 	}
 
