@@ -842,7 +842,7 @@ static int spawn_rank(struct exec_attempt *a, struct exec_rank *r, char *const *
 		goto out;
 	}
 	if ((rc = exec_env_build(&env, l, r->local, exec__opts(a->x)->node_id, exec__inherit(a->x),
-				 &(struct exec_env_extra){.fabric = exec__opts(a->x)->fabric_env,
+				 &(struct exec_env_extra){.fabric = exec__fabric_env(a->x),
 							  .checkpoint_dir = a->ckpt_dir,
 							  .resume_from = a->resume_from,
 							  .progress_file = progress,
@@ -1393,7 +1393,7 @@ static int container_spec(struct exec_attempt *a, struct resume *w, struct ty_er
 	if ((rc = exec__ctr_spec_node(s, &w->st, o, w->own_id, 4, err)) ||
 	    (rc = exec_rt_devices(w->st.devices, EXEC_RT_MAX_DEVICES, &s->ndevices,
 				  o->device_dir ? o->device_dir : "/dev", l->gpus, l->ngpus,
-				  exec_env_get(o->fabric_env, "NCCL_IB_HCA") != NULL,
+				  exec_env_get(exec__fabric_env(a->x), "NCCL_IB_HCA") != NULL,
 				  o->inventory && o->inventory->simulated, err)))
 		return rc;
 	m = w->st.mounts;

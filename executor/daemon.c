@@ -95,6 +95,7 @@ struct exec {
 	struct exec_spot_notice notice; /* the newest one */
 	struct ty_metrics *metrics;	/* served by the log server; see docs/metrics.md */
 	struct exec_warm *warm;		/* warm containers (warm.c) */
+	struct exec_fabric *fabric;	/* the fabric watch; NULL: off */
 };
 
 /* ---- metrics (the registry locks itself; the log server thread reads it) ---- */
@@ -182,6 +183,16 @@ uv_loop_t *exec__loop(struct exec *x)
 const struct exec_opts *exec__opts(struct exec *x)
 {
 	return x->o;
+}
+
+void exec__register_soon(struct exec *x)
+{
+	x->next_register = 0; /* the next cron tick */
+}
+
+char *const *exec__fabric_env(struct exec *x)
+{
+	return exec__fabric_env_of(x->fabric, x->o);
 }
 
 struct exec_warm *exec__warm(struct exec *x)
@@ -1120,6 +1131,8 @@ static void close_handles(struct exec *x)
 	uv_close((uv_handle_t *)&x->sigint, NULL);
 	exec_spot_close(x->spot);
 	x->spot = NULL;
+	exec__fabric_close(x->fabric);
+	x->fabric = NULL;
 }
 
 static void maybe_close(struct exec *x)
@@ -1323,6 +1336,10 @@ int exec_run(const struct exec_opts *o, struct ty_err *err)
 	kill_orphans(x, &st);
 	save_state(x);
 	exec__warm_fill(x);
+	if ((rc = exec__fabric_start(&x->fabric, x))) {
+		rc = ty_err_set(err, rc, NULL);
+		goto out;
+	}
 
 	uv_run(&x->loop, UV_RUN_DEFAULT);
 	if (x->dirty)

@@ -456,8 +456,12 @@ struct exec_opts {
 	 * never places more on this node); 0 = not reported (not limited).
 	 */
 	int64_t cpus, memory_mb;
-	/* what register reports (hw.h), borrowed; NULL: no GPU, no HCA */
-	const struct hw_inventory *inventory;
+	/* what register reports (hw.h), borrowed; NULL: no GPU, no HCA. The
+	 * fabric watch (fabric_watch.c, on the loop) updates its HCAs' ports. */
+	struct hw_inventory *inventory;
+	const char *nccl_iface; /* NCCL_SOCKET_IFNAME's interface; "" none */
+	const char *sysfs_root; /* where the fabric watch reads ports; NULL: /sys */
+	int64_t fabric_check_ms; /* 0: the ports are read at start only */
 	char *const *fabric_env; /* NCCL variables for every rank (hw_nccl_env); may be NULL */
 	const json_t *labels;	 /* borrowed object */
 	const char *state_dir;
@@ -664,7 +668,18 @@ int exec__warm_claim(const struct exec_opts *o, const char *id, const char *work
 /* Delete the ready ones (blocking): the executor stops. */
 void exec__warm_stop(struct exec *x);
 
+/* ---- the fabric watch (fabric_watch.c) ---- */
+struct exec_fabric;
+/* Start it (*out NULL when off: no HCA, --fabric-check-ms 0, a simulated node). */
+int exec__fabric_start(struct exec_fabric **out, struct exec *x);
+void exec__fabric_close(struct exec_fabric *f);
+/* The NCCL variables for a launch now: f's after a change, else the options'. */
+char *const *exec__fabric_env_of(const struct exec_fabric *f, const struct exec_opts *o);
+
 /* Daemon services the attempts use (daemon.c). */
+char *const *exec__fabric_env(struct exec *x);
+/* Send register (with the inventory) on the next cron tick, not at --register-ms. */
+void exec__register_soon(struct exec *x);
 struct exec_warm *exec__warm(struct exec *x);
 bool exec__stopping(struct exec *x);
 uv_loop_t *exec__loop(struct exec *x);

@@ -115,6 +115,13 @@ void hw_names_free(char **names);
 int hw_roce_gid_index(const char *port_dir);
 
 /*
+ * Read the ports of n HCAs (those a probe found) again from sysfs_root
+ * (NULL: "/sys"), in place; true when any port's state, link layer, rate
+ * or GID index changed, or a port came or went.
+ */
+bool hw_ports_refresh(struct hw_hca *hcas, size_t n, const char *sysfs_root);
+
+/*
  * Replace inv's HCAs with the devices ops lists, their ports read from
  * <sysfs_root>/class/infiniband/<dev>/ports/<n>/ (state, link_layer, rate,
  * and the GID table for Ethernet ports); sysfs_root NULL means "/sys".

@@ -402,6 +402,30 @@ static void read_ports(struct hw_hca *h, const char *root)
 	qsort(h->ports, (size_t)h->nports, sizeof(h->ports[0]), port_cmp);
 }
 
+static bool same_port(const struct hw_port *a, const struct hw_port *b)
+{
+	return a->port == b->port && !strcmp(a->state, b->state) &&
+	       !strcmp(a->link_layer, b->link_layer) && a->rate_gbps == b->rate_gbps &&
+	       a->gid_index == b->gid_index;
+}
+
+bool hw_ports_refresh(struct hw_hca *hcas, size_t n, const char *sysfs_root)
+{
+	bool changed = false;
+
+	for (size_t i = 0; i < n; i++) {
+		struct hw_hca now = {0};
+
+		copy_str(now.name, sizeof(now.name), hcas[i].name);
+		read_ports(&now, sysfs_root ? sysfs_root : "/sys");
+		changed |= now.nports != hcas[i].nports;
+		for (int k = 0; k < now.nports && !changed; k++)
+			changed = !same_port(&now.ports[k], &hcas[i].ports[k]);
+		hcas[i] = now;
+	}
+	return changed;
+}
+
 static int name_cmp(const void *a, const void *b)
 {
 	return strcmp(*(char *const *)a, *(char *const *)b);

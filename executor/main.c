@@ -33,6 +33,12 @@ static const struct ty_opt options[] = {
      "it: every message this node sends carries its MAC (required)"},
     {"fake-gpus", TY_OPT_INT, NULL, 0, 1024,
      "simulated inventory of N GPUs and no HCA (registered with simulated: true)"},
+    {"fabric-check-ms", TY_OPT_INT, "30000", 0, 86400000,
+     "how often the HCAs' ports are read again from sysfs; a port that went down or changed "
+     "its rate gives later launches a new NCCL environment (0: at start only)"},
+    {"sysfs-root", TY_OPT_STR, NULL, 0, 0,
+     "where the fabric watch reads the HCAs' ports (default /sys; with --inventory-file, "
+     "only from a tree given here)"},
     {"inventory-file", TY_OPT_STR, NULL, 0, 0,
      "simulated inventory from a JSON file {\"gpus\":[...],\"hcas\":[...]} as register "
      "reports it (simulated: true; not with --fake-gpus)"},
@@ -464,6 +470,9 @@ int main(int argc, char **argv)
 		*iface ? "=" : "(unset)", iface);
 	o.inventory = &inv;
 	o.fabric_env = fabric;
+	o.nccl_iface = iface;
+	o.sysfs_root = ty_config_str(c, "sysfs-root");
+	o.fabric_check_ms = ty_config_int(c, "fabric-check-ms");
 	o.bootstrap = bootstrap;
 	o.fake_gpus = ty_config_str(c, "fake-gpus") ? (int)ty_config_int(c, "fake-gpus") : -1;
 	if (capacity(&o, c, inv.simulated, &err)) {

@@ -52,6 +52,7 @@ struct warm_work {
 	struct exec_rt_spec spec;
 	struct exec_ctr_storage st;
 	struct warm_ctr c;
+	bool fabric; /* the RDMA devices too: the fabric as the loop saw it */
 	int rc;
 	char error[TY_ERR_MSG_MAX];
 };
@@ -97,8 +98,7 @@ static int warm_spec(struct warm_work *w, struct ty_err *err)
 		gpus[ngpus++] = inv->gpus[i].index;
 	if ((rc = exec_rt_devices(w->st.devices, EXEC_RT_MAX_DEVICES, &s->ndevices,
 				  o->device_dir ? o->device_dir : "/dev", gpus, ngpus,
-				  exec_env_get(o->fabric_env, "NCCL_IB_HCA") != NULL,
-				  inv && inv->simulated, err)))
+				  w->fabric, inv && inv->simulated, err)))
 		return rc;
 	w->c.ndevices = s->ndevices;
 	memcpy(w->c.devices, w->st.devices, s->ndevices * sizeof(*w->st.devices));
@@ -177,6 +177,7 @@ void exec__warm_fill(struct exec *x)
 	w->x = x;
 	w->o = o;
 	w->c.limits = p->next;
+	w->fabric = exec_env_get(exec__fabric_env(x), "NCCL_IB_HCA") != NULL;
 	snprintf(w->c.id, sizeof(w->c.id), "ty-%s-warm-%lld", o->node_id, (long long)++p->seq);
 	w->req.data = w;
 	if (uv_queue_work(exec__loop(x), &w->req, create_work, create_done)) {

@@ -154,8 +154,17 @@ static void executor_spawn(void)
 	size_t n = 0;
 	pid_t pid;
 
-	for (; argv[n]; n++)
-		all[n] = argv[n];
+	bool inventory_file = false;
+
+	for (const char *const *e = T.extra; e && *e; e++)
+		inventory_file |= !strcmp(*e, "--inventory-file");
+	for (size_t i = 0; argv[i]; i++) {
+		if (inventory_file && !strcmp(argv[i], "--fake-gpus")) {
+			i++; /* the alternative the extra options give */
+			continue;
+		}
+		all[n++] = argv[i];
+	}
 	for (const char *const *e = T.extra; e && *e && n < 63; e++)
 		all[n++] = *e; /* a later option wins */
 	all[n] = NULL;
@@ -2277,6 +2286,85 @@ TY_TEST(a_restart_deletes_the_warm_containers_a_killed_boot_left)
 	ty_test_context(NULL);
 	stop_executor(SIGTERM);
 	CHECK(!mounts_under(ty_test_strf("%s/containers", T.state)));
+	T.extra = NULL;
+	start_executor();
+}
+
+static void write_file(const char *path, const char *text)
+{
+	FILE *f = fopen(path, "w");
+
+	REQUIRE(f != NULL);
+	fputs(text, f);
+	fclose(f);
+}
+
+/*
+ * The fabric watch (--fabric-check-ms): an HCA port that goes down in
+ * (a stand-in) sysfs turns RDMA off for later launches only, and the
+ * next register says so.
+ */
+TY_TEST(a_port_that_goes_down_turns_the_fabric_off_for_later_launches)
+{
+	const char *sys = ty_test_strf("%s/sys", T.dir);
+	const char *port = ty_test_strf("%s/class/infiniband/mlx5_0/ports/1", sys);
+	const char *inv = ty_test_strf("%s/inventory.json", T.dir);
+	const char *before = ty_test_strf("%s/attempts/1321.1/work/ib", T.state);
+	const char *after = ty_test_strf("%s/attempts/1322.1/work/ib", T.state);
+	const json_t *d, *reg;
+	size_t regs;
+	int64_t end;
+
+	setup();
+	REQUIRE(system(ty_test_strf("mkdir -p '%s'", port)) == 0);
+	write_file(ty_test_strf("%s/state", port), "4: ACTIVE\n");
+	write_file(ty_test_strf("%s/link_layer", port), "InfiniBand\n");
+	write_file(ty_test_strf("%s/rate", port), "200 Gb/sec (4X HDR)\n");
+	write_file(inv, "{\"gpus\":[{\"index\":0,\"name\":\"Stand-in\",\"memory_mb\":1024},"
+			"{\"index\":1,\"name\":\"Stand-in\",\"memory_mb\":1024}],"
+			"\"hcas\":[{\"name\":\"mlx5_0\",\"ports\":[{\"port\":1,\"state\":\"ACTIVE\","
+			"\"link_layer\":\"InfiniBand\",\"rate_gbps\":200}]}]}");
+	stop_executor(SIGTERM);
+	T.extra = (const char *const[]){"--inventory-file", inv, "--sysfs-root", sys,
+					"--fabric-check-ms", "100", NULL};
+	start_executor();
+
+	send_msg(PROTO_LAUNCH, 1321, EPOCH, launch_data(1, "env | grep ^NCCL_IB > ib; sleep 2"));
+	REQUIRE(wait_msg(PROTO_ATTEMPT_RUNNING, 1321, 1) != NULL);
+	end = now_ms() + WAIT_MS;
+	while (!read_text(before) && now_ms() < end)
+		usleep(20000);
+	regs = count_of(PROTO_REGISTER, 0);
+	write_file(ty_test_strf("%s/state", port), "1: DOWN\n");
+	end = now_ms() + WAIT_MS;
+	while (!log_has("fabric changed") && now_ms() < end)
+		usleep(20000);
+	CHECK(log_has("fabric: mlx5_0 port 1: ACTIVE 200 Gb/s -> DOWN 200 Gb/s"));
+
+	send_msg(PROTO_LAUNCH, 1322, EPOCH, launch_data(1, "env | grep ^NCCL_IB > ib"));
+	REQUIRE((d = wait_msg(PROTO_ATTEMPT_EXITED, 1322, 1)) != NULL);
+	CHECK_STR_EQ(json_string_value(json_object_get(d, "failure_class")), "");
+	ty_test_context("before: %s, after: %s", text_of(before), text_of(after));
+	CHECK(strstr(text_of(before), "NCCL_IB_HCA=") != NULL); /* launched on the good fabric */
+	CHECK(strstr(text_of(before), "NCCL_IB_DISABLE") == NULL);
+	CHECK(strstr(text_of(after), "NCCL_IB_DISABLE=1") != NULL);
+	CHECK(strstr(text_of(after), "NCCL_IB_HCA") == NULL);
+	ty_test_context(NULL);
+	/* the running attempt kept its environment and ends as it would have */
+	REQUIRE((d = wait_msg(PROTO_ATTEMPT_EXITED, 1321, 1)) != NULL);
+	CHECK_STR_EQ(json_string_value(json_object_get(d, "failure_class")), "");
+	/* and the node says so at once, not at the next --register-ms */
+	REQUIRE((reg = wait_msg(PROTO_REGISTER, 0, regs + 1)) != NULL);
+	CHECK_STR_EQ(json_string_value(json_object_get(
+			 json_array_get(json_object_get(json_array_get(json_object_get(
+								json_object_get(reg, "inventory"), "hcas"),
+							    0),
+						    "ports"),
+					0),
+			 "state")),
+		     "DOWN");
+
+	stop_executor(SIGTERM);
 	T.extra = NULL;
 	start_executor();
 }

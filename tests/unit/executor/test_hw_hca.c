@@ -246,3 +246,46 @@ TY_TEST(verbs_missing_library)
 	if (!strstr(err.msg, "lacks ibv_get_device_list"))
 		FAIL("message '%s'", err.msg);
 }
+
+/* The fabric watch's re-read: a port that goes down, changes its rate or goes away. */
+TY_TEST(ports_refresh_sees_a_port_change)
+{
+	static const struct file files[] = {IB_PORT("mlx5_0", "1", "4: ACTIVE", "200 Gb/sec (4X HDR)"),
+					    IB_PORT("mlx5_1", "1", "4: ACTIVE", "200 Gb/sec (4X HDR)"),
+					    {NULL, NULL}};
+	static const char *const names[] = {"mlx5_0", "mlx5_1", NULL};
+	struct hw_ib_ops ops = {fake_list, (void *)names};
+	struct hw_inventory inv = {0};
+	struct ty_err err = {0};
+	char *root = make_tree(files);
+	FILE *f;
+
+	REQUIRE_INT_EQ(hw_hcas_probe(&inv, &ops, root, &err), 0);
+	REQUIRE_INT_EQ((long long)inv.nhcas, 2);
+	CHECK(!hw_ports_refresh(inv.hcas, inv.nhcas, root)); /* nothing changed */
+	CHECK_STR_EQ(inv.hcas[0].ports[0].state, "ACTIVE");
+
+	/* mlx5_0 port 1 goes down */
+	REQUIRE((f = fopen(ty_test_strf("%s/class/infiniband/mlx5_0/ports/1/state", root), "w")));
+	fputs("1: DOWN\n", f);
+	fclose(f);
+	CHECK(hw_ports_refresh(inv.hcas, inv.nhcas, root));
+	CHECK_STR_EQ(inv.hcas[0].ports[0].state, "DOWN");
+	CHECK_STR_EQ(inv.hcas[1].ports[0].state, "ACTIVE");
+	CHECK(!hw_ports_refresh(inv.hcas, inv.nhcas, root)); /* and stays so */
+
+	/* mlx5_1 trains down to a lower rate */
+	REQUIRE((f = fopen(ty_test_strf("%s/class/infiniband/mlx5_1/ports/1/rate", root), "w")));
+	fputs("100 Gb/sec (4X EDR)\n", f);
+	fclose(f);
+	CHECK(hw_ports_refresh(inv.hcas, inv.nhcas, root));
+	CHECK(inv.hcas[1].ports[0].rate_gbps == 100);
+
+	/* its ports directory goes away (the device was unbound) */
+	remove_tree(ty_test_strf("%s/class/infiniband/mlx5_1", root));
+	CHECK(hw_ports_refresh(inv.hcas, inv.nhcas, root));
+	CHECK_INT_EQ(inv.hcas[1].nports, 0);
+	CHECK_STR_EQ(inv.hcas[1].name, "mlx5_1");
+	hw_inventory_clear(&inv);
+	remove_tree(root);
+}
