@@ -411,13 +411,14 @@ TY_TEST(an_image_that_is_missing_or_broken_fails_the_attempt_as_system)
 
 	e2e_wait_nodes_ready(e);
 	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+		/* counted before the submission: the job may fail before a later look */
+		long long blamed = blamed_failures(e);
 		long long id = submit_as(
 		    e->team, e->token, "echo never",
 		    ty_test_strf(",\"image\":\"%s\",\"retry\":{\"system\":0},"
 				 "\"resources\":{\"nodes\":1,\"gpus_per_node\":1}",
 				 rows[i].ref));
 		json_t *att;
-		long long blamed = blamed_failures(e);
 
 		ty_test_context("%s", rows[i].ref);
 		expect_state(e, id, "failed", e->token);
