@@ -846,6 +846,7 @@ static int spawn_rank(struct exec_attempt *a, struct exec_rank *r, char *const *
 							  .checkpoint_dir = a->ckpt_dir,
 							  .resume_from = a->resume_from,
 							  .progress_file = progress,
+							  .inventory = exec__opts(a->x)->inventory,
 							  .api_url = exec__opts(a->x)->api_url},
 				 err)))
 		goto out;

@@ -104,8 +104,14 @@ void exec_launch_clear(struct exec_launch *l);
 /*
  * CUDA_VISIBLE_DEVICES of a local rank into out: per_gpu the one GPU of
  * that local rank, per_node every GPU comma-separated, "" without GPUs.
+ * GPUs are named by the UUIDs inv (borrowed, may be NULL) gives for their
+ * indices when it gives one for every GPU named, by index otherwise (a
+ * UUID names the same GPU whatever order CUDA enumerates in). When out is
+ * too small the list ends at the last whole entry; HW_UUID_MAX per GPU is
+ * enough.
  */
-void exec_cuda_devices(char *out, size_t outsz, const struct exec_launch *l, int local_rank);
+void exec_cuda_devices(char *out, size_t outsz, const struct exec_launch *l, int local_rank,
+		       const struct hw_inventory *inv);
 
 /*
  * What a rank's environment carries besides the launch: the NCCL variables
@@ -117,6 +123,8 @@ struct exec_env_extra {
 	const char *checkpoint_dir; /* TRAINYARD_CHECKPOINT_DIR; NULL: not set */
 	const char *resume_from;    /* TRAINYARD_RESUME_FROM; NULL: not set */
 	const char *progress_file;  /* TRAINYARD_PROGRESS_FILE; NULL: not set */
+	/* the node's GPUs, for CUDA_VISIBLE_DEVICES by UUID; NULL: by index */
+	const struct hw_inventory *inventory;
 	/*
 	 * The API's base URL as ranks reach it; with the launch's metrics
 	 * token it sets TRAINYARD_METRICS_URL (<api_url>/v1/jobs/<id>/metrics)
@@ -132,7 +140,8 @@ struct exec_env_extra {
  * borrowed, may be NULL), extra->fabric (the NCCL variables), the job's
  * env (so a user may override NCCL settings), then the contract
  * (MASTER_ADDR, MASTER_PORT, WORLD_SIZE, RANK, LOCAL_RANK,
- * LOCAL_WORLD_SIZE, NODE_RANK, NNODES, CUDA_VISIBLE_DEVICES,
+ * LOCAL_WORLD_SIZE, NODE_RANK, NNODES, CUDA_VISIBLE_DEVICES (exec_cuda_devices
+ * with extra->inventory), CUDA_DEVICE_ORDER=PCI_BUS_ID,
  * TRAINYARD_JOB_ID, TRAINYARD_ATTEMPT, TRAINYARD_NODE_ID, those of
  * extra's paths that are not NULL, and the trial metrics URL and token
  * when both extra->api_url and the launch's token are there). extra (borrowed) may be NULL. Every

@@ -1,11 +1,11 @@
 /*
- * The executor's view of its hardware: GPUs through the CUDA runtime loaded
- * at run time, RDMA adapters (HCAs) through libibverbs and sysfs, and the
- * NCCL environment derived from them.
+ * The executor's view of its hardware: GPUs through NVML (the driver's
+ * libnvidia-ml) loaded at run time, the CUDA runtime as a fallback, RDMA adapters (HCAs) through
+ * libibverbs and sysfs, and the NCCL environment derived from them.
  *
  * Probes take their seams as arguments (the libraries to dlopen, the list
- * of RDMA devices, the sysfs root) so that tests can give a fake
- * libcudart, a fake device list and a fake sysfs tree. Everything else in
+ * of RDMA devices, the sysfs root) so that tests can give a stand-in
+ * libnvidia-ml or libcudart, a fake device list and a fake sysfs tree. Everything else in
  * this header is pure. Ownership as in exec.h: "new" results are the
  * caller's, "borrowed" arguments are only read during the call.
  */
@@ -29,6 +29,17 @@
 #define HW_MAX_HCAS 64
 #define HW_MAX_PORTS 16
 #define HW_MAX_GIDS 1024
+#define HW_MIG_UUID_MAX 96 /* NVML_DEVICE_UUID_V2_BUFFER_SIZE: "MIG-..." in either format */
+#define HW_MAX_MIG 8	   /* MIG devices listed per GPU (7 is the most any GPU makes) */
+#define HW_VERSION_MAX 80  /* NVML_SYSTEM_DRIVER_VERSION_BUFFER_SIZE */
+#define HW_FAULT_MAX 512
+
+/* A GPU's MIG mode as NVML reports the current one. */
+enum hw_mig_mode {
+	HW_MIG_UNKNOWN = -1, /* not asked (CUDA runtime, simulated) or not supported */
+	HW_MIG_DISABLED = 0,
+	HW_MIG_ENABLED = 1,
+};
 
 struct hw_gpu {
 	int index;
@@ -36,6 +47,10 @@ struct hw_gpu {
 	int64_t memory_mb;
 	char uuid[HW_UUID_MAX];	     /* "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx" */
 	char pci_bus_id[HW_PCI_MAX]; /* "0000:3b:00.0" */
+	int numa_node;		     /* from sysfs; -1 unknown or none */
+	enum hw_mig_mode mig_mode;
+	int nmig; /* MIG devices (compute instances) listed in mig_uuids */
+	char mig_uuids[HW_MAX_MIG][HW_MIG_UUID_MAX];
 };
 
 struct hw_port {
@@ -59,11 +74,53 @@ struct hw_inventory {
 	struct hw_hca *hcas; /* owned */
 	size_t nhcas;
 	bool simulated;
+	/* per node, "" when unknown: "570.86.15" and "12.8" */
+	char driver_version[HW_VERSION_MAX];
+	char cuda_version[16];
+	/* which probe found the GPUs: "nvml", "cudart", "simulated", "" none */
+	char gpu_source[16];
+	/*
+	 * GPUs the probe saw but could not read, one "GPU <i>: why" each, "; "
+	 * between them ("" when none); they are not in gpus.
+	 */
+	char gpu_fault[HW_FAULT_MAX];
 };
 
 void hw_inventory_clear(struct hw_inventory *inv);
 
 /* ---- GPUs (inventory.c) ---- */
+
+/* The NVML library hw_probe loads unless told otherwise: the driver's soname. */
+#define HW_NVML_DEFAULT "libnvidia-ml.so.1"
+
+/*
+ * Replace inv's GPUs, driver and CUDA versions with what NVML in lib (a
+ * name or path for dlopen, borrowed) reports: nvmlInit_v2, the driver and
+ * CUDA driver versions, nvmlDeviceGetCount_v2, then per GPU its handle,
+ * UUID, name, memory, PCI bus id (as sysfs spells it, "0000:3b:00.0"), MIG
+ * mode and the UUIDs of its MIG devices, and its NUMA node from
+ * <sysfs_root>/bus/pci/devices/<bus id>/numa_node (sysfs_root NULL:
+ * "/sys"). nvmlShutdown and dlclose before returning, whatever happened:
+ * the daemon holds no NVML handle and no CUDA context, so a GPU reset or a
+ * MIG change is never blocked by it. A GPU whose handle, UUID, name,
+ * memory or bus id cannot be read is left out and named in inv->gpu_fault;
+ * a MIG query the GPU does not support leaves mig_mode unknown.
+ * Returns 0 with at least one GPU (gpu_source "nvml"); otherwise inv has
+ * no GPU and err says why: TY_EUNAVAIL (lib cannot be loaded, lacks a
+ * symbol, or nvmlInit_v2 fails: the caller may try the CUDA runtime),
+ * TY_ENOTFOUND (NVML counts no GPU), TY_EIO (counting fails, or no GPU
+ * could be read: the message carries gpu_fault). NVML's messages come
+ * with nvmlErrorString and the code.
+ */
+int hw_nvml_probe(struct hw_inventory *inv, const char *lib, const char *sysfs_root,
+		  struct ty_err *err);
+
+/*
+ * The NUMA node of the PCI device bus_id (borrowed; any case, 4 or 8
+ * domain digits) from <sysfs_root>/bus/pci/devices/<bus id>/numa_node
+ * (sysfs_root NULL: "/sys"); -1 when unknown or the machine has one node.
+ */
+int hw_numa_node(const char *sysfs_root, const char *bus_id);
 
 /*
  * The libraries hw_gpus_probe tries by default, in order, NULL-terminated:
@@ -82,6 +139,7 @@ extern const char *const hw_cudart_default[];
  * links or unloads the runtime: libcudart registers exit-time teardown.
  */
 int hw_gpus_probe(struct hw_inventory *inv, const char *const *libs, struct ty_err *err);
+/* (Its GPUs have mig_mode unknown, the NUMA node from /sys, gpu_source "cudart".) */
 
 /* ---- HCAs (inventory.c) ---- */
 
@@ -133,27 +191,37 @@ int hw_hcas_probe(struct hw_inventory *inv, const struct hw_ib_ops *ops, const c
 		  struct ty_err *err);
 
 /*
- * This node's inventory: hw_gpus_probe with cudart (a name or path; NULL:
- * hw_cudart_default) and hw_hcas_probe with libibverbs.so.1 and /sys.
+ * This node's inventory: hw_nvml_probe with nvml (a name or path; NULL:
+ * HW_NVML_DEFAULT) and /sys; only when NVML cannot be loaded or
+ * initialised, hw_gpus_probe with cudart (NULL: hw_cudart_default); then
+ * hw_hcas_probe with libibverbs.so.1 and /sys. The log says which source
+ * gave the GPUs, and one warn line each for GPUs that could not be read.
  * A probe that finds nothing logs one line saying why (warn for GPUs,
  * info for HCAs) and leaves that part empty; only TY_ENOMEM fails.
  */
-int hw_probe(struct hw_inventory *inv, const char *cudart, struct ty_err *err);
+int hw_probe(struct hw_inventory *inv, const char *nvml, const char *cudart, struct ty_err *err);
 
 /* ---- inventory as JSON (inventory.c) ---- */
 
 /*
- * A new {"gpus":[{index,name,memory_mb,uuid,pci_bus_id}],
- * "hcas":[{name,ports:[{port,state,link_layer,rate_gbps,gid_index}]}]}
- * (gid_index null when -1). NULL on ENOMEM.
+ * A new {"gpus":[{index,name,memory_mb,uuid,pci_bus_id,numa_node,mig_mode,
+ * mig_devices}], "hcas":[{name,ports:[{port,state,link_layer,rate_gbps,
+ * gid_index}]}], driver_version, cuda_version, gpu_source, gpu_fault}:
+ * numa_node and gid_index null when -1, mig_mode "enabled", "disabled" or
+ * null, mig_devices an array of MIG UUIDs, the versions null when unknown,
+ * gpu_source "" when no probe found a GPU, gpu_fault null when "".
+ * NULL on ENOMEM.
  */
 json_t *hw_inventory_json(const struct hw_inventory *inv);
 
 /*
  * inv (cleared first) from such an object (borrowed). Every field above is
- * required except uuid and pci_bus_id (default ""), rate_gbps (0) and
- * gid_index (null); unknown keys, wrong types, duplicate GPU indices and
- * out-of-range values are TY_EINVAL naming the fault. simulated is set.
+ * required except uuid and pci_bus_id (default ""), rate_gbps (0),
+ * gid_index and numa_node (null), mig_mode (null), mig_devices ([]), and
+ * the node's driver_version, cuda_version, gpu_source and gpu_fault (null;
+ * gpu_source is read and replaced by "simulated"); unknown keys, wrong
+ * types, duplicate GPU indices and out-of-range values are TY_EINVAL
+ * naming the fault. simulated is set.
  */
 int hw_inventory_from_json(struct hw_inventory *inv, const json_t *j, struct ty_err *err);
 

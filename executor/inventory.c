@@ -1,5 +1,6 @@
 /*
- * Hardware inventory: GPUs through a dlopened CUDA runtime, HCAs through
+ * Hardware inventory: GPUs through dlopened NVML (the CUDA runtime as a
+ * fallback), HCAs through
  * libibverbs' device list and sysfs port attributes, and the inventory as
  * JSON (register message, --inventory-file).
  */
@@ -11,6 +12,7 @@
 #include <dirent.h>
 #include <dlfcn.h>
 #include <errno.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,6 +41,21 @@ void hw_names_free(char **names)
 	for (char **p = names; *p; p++)
 		free(*p);
 	free(names);
+}
+
+/* The first line of a sysfs file into out, without the newline; false if unreadable. */
+static bool read_line(char *out, size_t outsz, const char *path)
+{
+	FILE *f = fopen(path, "re");
+	bool ok;
+
+	out[0] = '\0';
+	if (!f)
+		return false;
+	ok = fgets(out, (int)outsz, f) != NULL;
+	fclose(f);
+	out[strcspn(out, "\n")] = '\0';
+	return ok;
 }
 
 /* ---- GPUs ---- */
@@ -160,6 +177,7 @@ int hw_gpus_probe(struct hw_inventory *inv, const char *const *libs, struct ty_e
 	free(inv->gpus);
 	inv->gpus = NULL;
 	inv->ngpus = 0;
+	inv->gpu_source[0] = '\0';
 	if ((rc = cudart_load(&c, libs, err)))
 		return rc;
 	if ((code = c.count(&n)) != CUDA_SUCCESS)
@@ -192,13 +210,290 @@ int hw_gpus_probe(struct hw_inventory *inv, const char *const *libs, struct ty_e
 		gpus[i].memory_mb = (int64_t)(head.total_global_mem >> 20);
 		uuid_format(gpus[i].uuid, sizeof(gpus[i].uuid), head.uuid);
 		copy_name(gpus[i].pci_bus_id, sizeof(gpus[i].pci_bus_id), busid, sizeof(busid));
+		gpus[i].numa_node = hw_numa_node(NULL, gpus[i].pci_bus_id);
+		gpus[i].mig_mode = HW_MIG_UNKNOWN;
 	}
 	inv->gpus = gpus;
 	inv->ngpus = (size_t)n;
 	gpus = NULL;
+	snprintf(inv->gpu_source, sizeof(inv->gpu_source), "cudart");
 out:
 	free(gpus);
 	free(buf);
+	return rc;
+}
+
+/* ---- GPUs through NVML ---- */
+
+/*
+ * The few NVML declarations we use, as NVIDIA's NVML API reference gives
+ * them (nvml.h is not needed to build): nvmlReturn_t is an int-sized enum,
+ * nvmlDevice_t an opaque pointer, and the two structs below are laid out
+ * as documented.
+ */
+#define NVML_SUCCESS 0
+#define NVML_ERROR_NOT_SUPPORTED 3
+#define NVML_ERROR_NOT_FOUND 6
+#define NVML_DEVICE_MIG_ENABLE 1
+#define NVML_NAME_BUFSZ 96 /* NVML_DEVICE_NAME_V2_BUFFER_SIZE */
+
+typedef void *nvml_device;
+
+struct nvml_memory { /* nvmlMemory_t (v1) */
+	unsigned long long total;
+	unsigned long long free;
+	unsigned long long used;
+};
+
+struct nvml_pci_info { /* nvmlPciInfo_t */
+	char bus_id_legacy[16];
+	unsigned int domain;
+	unsigned int bus;
+	unsigned int device;
+	unsigned int pci_device_id;
+	unsigned int pci_subsystem_id;
+	char bus_id[32];
+};
+
+struct nvml {
+	const char *lib;
+	void *h;
+	int (*init)(void);
+	int (*shutdown)(void);
+	int (*driver_version)(char *version, unsigned int length);
+	int (*cuda_version)(int *version);
+	int (*count)(unsigned int *count);
+	int (*handle)(unsigned int index, nvml_device *device);
+	int (*uuid)(nvml_device device, char *uuid, unsigned int length);
+	int (*name)(nvml_device device, char *name, unsigned int length);
+	int (*memory)(nvml_device device, struct nvml_memory *memory);
+	int (*pci)(nvml_device device, struct nvml_pci_info *pci);
+	int (*mig_mode)(nvml_device device, unsigned int *current, unsigned int *pending);
+	int (*mig_max)(nvml_device device, unsigned int *count);
+	int (*mig_handle)(nvml_device device, unsigned int index, nvml_device *mig);
+	const char *(*errstr)(int result);
+};
+
+static const char *nvml_str(const struct nvml *n, int code)
+{
+	const char *s = n->errstr ? n->errstr(code) : NULL;
+
+	return s ? s : "unknown error";
+}
+
+static int nvml_load(struct nvml *n, const char *lib, struct ty_err *err)
+{
+	static const struct {
+		size_t off;
+		const char *sym;
+	} syms[] = {
+#define S(f, name) {offsetof(struct nvml, f), name}
+	    S(init, "nvmlInit_v2"),
+	    S(shutdown, "nvmlShutdown"),
+	    S(driver_version, "nvmlSystemGetDriverVersion"),
+	    S(cuda_version, "nvmlSystemGetCudaDriverVersion_v2"),
+	    S(count, "nvmlDeviceGetCount_v2"),
+	    S(handle, "nvmlDeviceGetHandleByIndex_v2"),
+	    S(uuid, "nvmlDeviceGetUUID"),
+	    S(name, "nvmlDeviceGetName"),
+	    S(memory, "nvmlDeviceGetMemoryInfo"),
+	    S(pci, "nvmlDeviceGetPciInfo_v3"),
+	    S(mig_mode, "nvmlDeviceGetMigMode"),
+	    S(mig_max, "nvmlDeviceGetMaxMigDeviceCount"),
+	    S(mig_handle, "nvmlDeviceGetMigDeviceHandleByIndex"),
+	    S(errstr, "nvmlErrorString"),
+#undef S
+	};
+	const char *e;
+
+	n->lib = lib;
+	if (!(n->h = dlopen(lib, RTLD_NOW | RTLD_LOCAL))) {
+		e = dlerror();
+		return ty_err_set(err, TY_EUNAVAIL, "no NVML: cannot load '%s': %s", lib,
+				  e ? e : "unknown dlopen error");
+	}
+	for (size_t i = 0; i < sizeof(syms) / sizeof(syms[0]); i++) {
+		void *f = dlsym(n->h, syms[i].sym);
+
+		/* every member is a function pointer of the same size as void * */
+		memcpy((char *)n + syms[i].off, &f, sizeof(f));
+		if (!f)
+			return ty_err_set(err, TY_EUNAVAIL, "NVML '%s' lacks %s", lib,
+					  syms[i].sym);
+	}
+	return 0;
+}
+
+/* "00000000:3B:00.0" (NVML) or "0000:3B:00.0" (CUDA) -> "0000:3b:00.0" (sysfs); false if not a bus id. */
+static bool bus_id_norm(char *out, size_t outsz, const char *in)
+{
+	unsigned int dom, bus, dev, fn;
+	int end = 0;
+
+	if (sscanf(in, "%x:%x:%x.%x%n", &dom, &bus, &dev, &fn, &end) != 4 || in[end] ||
+	    dom > 0xffff || bus > 0xff || dev > 0x1f || fn > 7)
+		return false;
+	snprintf(out, outsz, "%04x:%02x:%02x.%x", dom, bus, dev, fn);
+	return true;
+}
+
+int hw_numa_node(const char *sysfs_root, const char *bus_id)
+{
+	char id[HW_PCI_MAX], path[4200], line[32], *end;
+	long v;
+
+	if (!bus_id_norm(id, sizeof(id), bus_id))
+		return -1;
+	snprintf(path, sizeof(path), "%s/bus/pci/devices/%s/numa_node",
+		 sysfs_root ? sysfs_root : "/sys", id);
+	if (!read_line(line, sizeof(line), path))
+		return -1;
+	v = strtol(line, &end, 10);
+	return end != line && !*end && v >= 0 && v < 65536 ? (int)v : -1;
+}
+
+/* A fault of GPU i appended to inv->gpu_fault ("; " between them, cut when full). */
+static void gpu_fault_add(struct hw_inventory *inv, unsigned int i, const struct nvml *n,
+			  const char *call, int code)
+{
+	size_t o = strlen(inv->gpu_fault);
+
+	snprintf(inv->gpu_fault + o, sizeof(inv->gpu_fault) - o, "%sGPU %u: %s: %s (error %d)",
+		 o ? "; " : "", i, call, nvml_str(n, code), code);
+}
+
+/* One GPU's fields; false with the fault noted when a required one cannot be read. */
+static bool nvml_gpu(struct hw_gpu *g, struct hw_inventory *inv, const struct nvml *n,
+		     unsigned int i, const char *sysfs_root)
+{
+	char name[NVML_NAME_BUFSZ] = "", uuid[HW_MIG_UUID_MAX] = "";
+	struct nvml_memory mem = {0};
+	struct nvml_pci_info pci;
+	unsigned int cur = 0, pend = 0, max = 0;
+	nvml_device d = NULL;
+	int code;
+
+	memset(&pci, 0, sizeof(pci));
+	memset(g, 0, sizeof(*g));
+	if ((code = n->handle(i, &d)) != NVML_SUCCESS) {
+		gpu_fault_add(inv, i, n, "nvmlDeviceGetHandleByIndex_v2", code);
+		return false;
+	}
+	if ((code = n->uuid(d, uuid, sizeof(uuid))) != NVML_SUCCESS) {
+		gpu_fault_add(inv, i, n, "nvmlDeviceGetUUID", code);
+		return false;
+	}
+	if ((code = n->name(d, name, sizeof(name))) != NVML_SUCCESS) {
+		gpu_fault_add(inv, i, n, "nvmlDeviceGetName", code);
+		return false;
+	}
+	if ((code = n->memory(d, &mem)) != NVML_SUCCESS) {
+		gpu_fault_add(inv, i, n, "nvmlDeviceGetMemoryInfo", code);
+		return false;
+	}
+	if ((code = n->pci(d, &pci)) != NVML_SUCCESS) {
+		gpu_fault_add(inv, i, n, "nvmlDeviceGetPciInfo_v3", code);
+		return false;
+	}
+	pci.bus_id[sizeof(pci.bus_id) - 1] = '\0';
+	if (!bus_id_norm(g->pci_bus_id, sizeof(g->pci_bus_id), pci.bus_id)) {
+		size_t o = strlen(inv->gpu_fault);
+
+		snprintf(inv->gpu_fault + o, sizeof(inv->gpu_fault) - o,
+			 "%sGPU %u: nvmlDeviceGetPciInfo_v3: bus id '%.32s' not understood",
+			 o ? "; " : "", i, pci.bus_id);
+		return false;
+	}
+	g->index = (int)i;
+	copy_name(g->name, sizeof(g->name), name, sizeof(name));
+	copy_name(g->uuid, sizeof(g->uuid), uuid, sizeof(uuid));
+	g->memory_mb = (int64_t)(mem.total >> 20);
+	g->numa_node = hw_numa_node(sysfs_root, g->pci_bus_id);
+	/* pre-Ampere GPUs answer NVML_ERROR_NOT_SUPPORTED: no MIG, mode unknown */
+	g->mig_mode = HW_MIG_UNKNOWN;
+	if (n->mig_mode(d, &cur, &pend) == NVML_SUCCESS)
+		g->mig_mode = cur == NVML_DEVICE_MIG_ENABLE ? HW_MIG_ENABLED : HW_MIG_DISABLED;
+	if (g->mig_mode == HW_MIG_ENABLED && n->mig_max(d, &max) == NVML_SUCCESS) {
+		/* indices without a MIG device answer NVML_ERROR_NOT_FOUND */
+		for (unsigned int k = 0; k < max && g->nmig < HW_MAX_MIG; k++) {
+			nvml_device m = NULL;
+			char mu[HW_MIG_UUID_MAX] = "";
+
+			if (n->mig_handle(d, k, &m) != NVML_SUCCESS ||
+			    n->uuid(m, mu, sizeof(mu)) != NVML_SUCCESS)
+				continue;
+			copy_name(g->mig_uuids[g->nmig], sizeof(g->mig_uuids[0]), mu, sizeof(mu));
+			g->nmig++;
+		}
+	}
+	return true;
+}
+
+int hw_nvml_probe(struct hw_inventory *inv, const char *lib, const char *sysfs_root,
+		  struct ty_err *err)
+{
+	struct nvml n = {0};
+	struct hw_gpu *gpus = NULL;
+	char ver[HW_VERSION_MAX] = "";
+	unsigned int count = 0, k = 0;
+	bool init = false;
+	int code, cuda = 0, rc = 0;
+
+	free(inv->gpus);
+	inv->gpus = NULL;
+	inv->ngpus = 0;
+	inv->driver_version[0] = inv->cuda_version[0] = inv->gpu_source[0] = '\0';
+	inv->gpu_fault[0] = '\0';
+	if ((rc = nvml_load(&n, lib, err)))
+		goto out;
+	if ((code = n.init()) != NVML_SUCCESS) {
+		rc = ty_err_set(err, TY_EUNAVAIL, "NVML '%s': nvmlInit_v2: %s (error %d)", lib,
+				nvml_str(&n, code), code);
+		goto out;
+	}
+	init = true;
+	/* the versions are for the record: a driver that cannot say still has GPUs */
+	if (n.driver_version(ver, sizeof(ver)) == NVML_SUCCESS)
+		copy_name(inv->driver_version, sizeof(inv->driver_version), ver, sizeof(ver));
+	if (n.cuda_version(&cuda) == NVML_SUCCESS && cuda > 0)
+		snprintf(inv->cuda_version, sizeof(inv->cuda_version), "%d.%d", cuda / 1000,
+			 cuda % 1000 / 10);
+	if ((code = n.count(&count)) != NVML_SUCCESS) {
+		rc = ty_err_set(err, TY_EIO, "NVML '%s': nvmlDeviceGetCount_v2: %s (error %d)",
+				lib, nvml_str(&n, code), code);
+		goto out;
+	}
+	if (count == 0) {
+		rc = ty_err_set(err, TY_ENOTFOUND, "NVML '%s' reports no GPU", lib);
+		goto out;
+	}
+	if (count > HW_MAX_GPUS) {
+		rc = ty_err_set(err, TY_EIO, "NVML '%s' reports %u GPUs (over %d)", lib, count,
+				HW_MAX_GPUS);
+		goto out;
+	}
+	if (!(gpus = calloc(count, sizeof(*gpus)))) {
+		rc = ty_err_set(err, TY_ENOMEM, NULL);
+		goto out;
+	}
+	for (unsigned int i = 0; i < count; i++)
+		if (nvml_gpu(&gpus[k], inv, &n, i, sysfs_root))
+			k++;
+	if (k == 0) {
+		rc = ty_err_set(err, TY_EIO, "NVML '%s': no GPU could be read: %s", lib,
+				inv->gpu_fault);
+		goto out;
+	}
+	inv->gpus = gpus;
+	inv->ngpus = k;
+	gpus = NULL;
+	snprintf(inv->gpu_source, sizeof(inv->gpu_source), "nvml");
+out:
+	if (init)
+		n.shutdown();
+	if (n.h)
+		dlclose(n.h);
+	free(gpus);
 	return rc;
 }
 
@@ -258,21 +553,6 @@ out:
 		lfree(devs);
 	dlclose(h);
 	return names;
-}
-
-/* The first line of a sysfs file into out, without the newline; false if unreadable. */
-static bool read_line(char *out, size_t outsz, const char *path)
-{
-	FILE *f = fopen(path, "re");
-	bool ok;
-
-	out[0] = '\0';
-	if (!f)
-		return false;
-	ok = fgets(out, (int)outsz, f) != NULL;
-	fclose(f);
-	out[strcspn(out, "\n")] = '\0';
-	return ok;
 }
 
 /* "0000:0000:0000:0000:0000:ffff:0a00:0001" holds a usable IPv4 address. */
@@ -487,21 +767,44 @@ static json_t *rate_json(double r)
 	return r == (double)(json_int_t)r ? json_integer((json_int_t)r) : json_real(r);
 }
 
+/* s as a JSON string, or null when empty */
+static json_t *str_or_null(const char *s)
+{
+	return *s ? json_string(s) : json_null();
+}
+
+static const char *mig_mode_name(enum hw_mig_mode m)
+{
+	return m == HW_MIG_ENABLED ? "enabled" : m == HW_MIG_DISABLED ? "disabled" : NULL;
+}
+
 json_t *hw_inventory_json(const struct hw_inventory *inv)
 {
-	json_t *j = json_pack("{s:[], s:[]}", "gpus", "hcas");
+	json_t *j = json_pack("{s:[], s:[], s:o, s:o, s:s, s:o}", "gpus", "hcas",
+			      "driver_version", str_or_null(inv->driver_version), "cuda_version",
+			      str_or_null(inv->cuda_version), "gpu_source", inv->gpu_source,
+			      "gpu_fault", str_or_null(inv->gpu_fault));
 	json_t *gpus = json_object_get(j, "gpus"), *hcas = json_object_get(j, "hcas");
 
 	if (!j)
 		return NULL;
 	for (size_t i = 0; i < inv->ngpus; i++) {
 		const struct hw_gpu *g = &inv->gpus[i];
+		const char *mig = mig_mode_name(g->mig_mode);
+		json_t *migs = json_array();
 
-		if (json_array_append_new(gpus, json_pack("{s:i, s:s, s:I, s:s, s:s}", "index",
-							  g->index, "name", g->name, "memory_mb",
-							  (json_int_t)g->memory_mb, "uuid", g->uuid,
-							  "pci_bus_id", g->pci_bus_id)))
+		if (json_array_append_new(
+			gpus, json_pack("{s:i, s:s, s:I, s:s, s:s, s:o, s:o, s:o}", "index",
+					g->index, "name", g->name, "memory_mb",
+					(json_int_t)g->memory_mb, "uuid", g->uuid, "pci_bus_id",
+					g->pci_bus_id, "numa_node",
+					g->numa_node >= 0 ? json_integer(g->numa_node) : json_null(),
+					"mig_mode", mig ? json_string(mig) : json_null(),
+					"mig_devices", migs)))
 			goto fail;
+		for (int k = 0; k < g->nmig; k++)
+			if (json_array_append_new(migs, json_string(g->mig_uuids[k])))
+				goto fail;
 	}
 	for (size_t i = 0; i < inv->nhcas; i++) {
 		const struct hw_hca *h = &inv->hcas[i];
@@ -548,6 +851,18 @@ static int get_str(char *out, size_t outsz, const json_t *o, const char *key, bo
 	return 0;
 }
 
+/* An optional string member that may also be null ("" then). */
+static int get_opt_str(char *out, size_t outsz, const json_t *o, const char *key,
+		       struct ty_err *err)
+{
+	const json_t *v = json_object_get(o, key);
+
+	out[0] = '\0';
+	if (!v || json_is_null(v))
+		return 0;
+	return get_str(out, outsz, o, key, false, "inventory", err);
+}
+
 static int get_int(long long *out, const json_t *o, const char *key, long long lo, long long hi,
 		   const char *what, struct ty_err *err)
 {
@@ -562,11 +877,15 @@ static int get_int(long long *out, const json_t *o, const char *key, long long l
 
 static int gpu_from_json(struct hw_gpu *g, const json_t *o, size_t i, struct ty_err *err)
 {
-	static const char *const keys[] = {"index", "name",	  "memory_mb",
-					   "uuid",  "pci_bus_id", NULL};
+	static const char *const keys[] = {"index",	"name",	    "memory_mb",   "uuid",
+					   "pci_bus_id", "numa_node", "mig_mode", "mig_devices",
+					   NULL};
+	const json_t *numa = json_object_get(o, "numa_node"), *mig = json_object_get(o, "mig_mode"),
+		     *migs = json_object_get(o, "mig_devices"), *m;
 	char what[32];
 	const char *bad;
 	long long v;
+	size_t k;
 	int rc;
 
 	snprintf(what, sizeof(what), "gpus[%zu]", i);
@@ -584,6 +903,37 @@ static int gpu_from_json(struct hw_gpu *g, const json_t *o, size_t i, struct ty_
 	    (rc = get_str(g->uuid, sizeof(g->uuid), o, "uuid", false, what, err)) ||
 	    (rc = get_str(g->pci_bus_id, sizeof(g->pci_bus_id), o, "pci_bus_id", false, what, err)))
 		return rc;
+	g->numa_node = -1;
+	if (numa && !json_is_null(numa)) {
+		if ((rc = get_int(&v, o, "numa_node", 0, 65535, what, err)))
+			return rc;
+		g->numa_node = (int)v;
+	}
+	g->mig_mode = HW_MIG_UNKNOWN;
+	if (mig && !json_is_null(mig)) {
+		if (json_is_string(mig) && !strcmp(json_string_value(mig), "enabled"))
+			g->mig_mode = HW_MIG_ENABLED;
+		else if (json_is_string(mig) && !strcmp(json_string_value(mig), "disabled"))
+			g->mig_mode = HW_MIG_DISABLED;
+		else
+			return ty_err_set(err, TY_EINVAL,
+					  "%s: 'mig_mode' must be \"enabled\", \"disabled\" or null",
+					  what);
+	}
+	if (migs && (!json_is_array(migs) || json_array_size(migs) > HW_MAX_MIG))
+		return ty_err_set(err, TY_EINVAL, "%s: 'mig_devices' must be an array of at most %d",
+				  what, HW_MAX_MIG);
+	json_array_foreach(migs, k, m)
+	{
+		if (!json_is_string(m) || !json_string_length(m) ||
+		    json_string_length(m) >= sizeof(g->mig_uuids[0]) ||
+		    strlen(json_string_value(m)) != json_string_length(m))
+			return ty_err_set(err, TY_EINVAL,
+					  "%s: 'mig_devices[%zu]' must be 1-%zu characters", what, k,
+					  sizeof(g->mig_uuids[0]) - 1);
+		memcpy(g->mig_uuids[k], json_string_value(m), json_string_length(m) + 1);
+		g->nmig++;
+	}
 	return 0;
 }
 
@@ -662,8 +1012,11 @@ static int hca_from_json(struct hw_hca *h, const json_t *o, size_t i, struct ty_
 
 int hw_inventory_from_json(struct hw_inventory *inv, const json_t *j, struct ty_err *err)
 {
-	static const char *const keys[] = {"gpus", "hcas", NULL};
+	static const char *const keys[] = {"gpus",	 "hcas",       "driver_version",
+					   "cuda_version", "gpu_source", "gpu_fault",
+					   NULL};
 	const json_t *gpus = json_object_get(j, "gpus"), *hcas = json_object_get(j, "hcas"), *v;
+	char src[sizeof(inv->gpu_source)];
 	const char *bad;
 	size_t i;
 	int rc = 0;
@@ -679,6 +1032,14 @@ int hw_inventory_from_json(struct hw_inventory *inv, const json_t *j, struct ty_
 	if (!json_is_array(hcas) || json_array_size(hcas) > HW_MAX_HCAS)
 		return ty_err_set(err, TY_EINVAL,
 				  "inventory: 'hcas' must be an array of at most %d", HW_MAX_HCAS);
+	/* gpu_source is checked and replaced: a file's inventory is simulated */
+	if ((rc = get_opt_str(src, sizeof(src), j, "gpu_source", err)) ||
+	    (rc = get_opt_str(inv->driver_version, sizeof(inv->driver_version), j,
+			      "driver_version", err)) ||
+	    (rc = get_opt_str(inv->cuda_version, sizeof(inv->cuda_version), j, "cuda_version",
+			      err)) ||
+	    (rc = get_opt_str(inv->gpu_fault, sizeof(inv->gpu_fault), j, "gpu_fault", err)))
+		goto out;
 	if ((json_array_size(gpus) &&
 	     !(inv->gpus = calloc(json_array_size(gpus), sizeof(*inv->gpus)))) ||
 	    (json_array_size(hcas) &&
@@ -712,6 +1073,7 @@ int hw_inventory_from_json(struct hw_inventory *inv, const json_t *j, struct ty_
 		inv->nhcas++;
 	}
 	inv->simulated = true;
+	snprintf(inv->gpu_source, sizeof(inv->gpu_source), "simulated");
 out:
 	if (rc)
 		hw_inventory_clear(inv);
@@ -760,9 +1122,12 @@ int hw_inventory_fake(struct hw_inventory *inv, int n, struct ty_err *err)
 		snprintf(g->uuid, sizeof(g->uuid), "GPU-00000000-0000-0000-0000-%012x", i);
 		snprintf(g->pci_bus_id, sizeof(g->pci_bus_id), "0000:%02X:00.0",
 			 (unsigned)i & 0xff);
+		g->numa_node = -1;
+		g->mig_mode = HW_MIG_UNKNOWN;
 	}
 	inv->ngpus = (size_t)n;
 	inv->simulated = true;
+	snprintf(inv->gpu_source, sizeof(inv->gpu_source), "simulated");
 	return 0;
 }
 
@@ -830,18 +1195,34 @@ int hw_allocatable(int64_t *out, int64_t total, int64_t reserve, const char *wha
 
 /* ---- the node's probe ---- */
 
-int hw_probe(struct hw_inventory *inv, const char *cudart, struct ty_err *err)
+int hw_probe(struct hw_inventory *inv, const char *nvml, const char *cudart, struct ty_err *err)
 {
 	const char *const one[] = {cudart, NULL};
 	const struct hw_ib_ops verbs = {hw_ib_list_verbs, NULL};
+	const char *lib = nvml ? nvml : HW_NVML_DEFAULT;
 	struct ty_err why = {0};
 	int rc;
 
 	hw_inventory_clear(inv);
-	if ((rc = hw_gpus_probe(inv, cudart ? one : hw_cudart_default, &why)) == TY_ENOMEM)
+	rc = hw_nvml_probe(inv, lib, NULL, &why);
+	if (rc == TY_EUNAVAIL) {
+		/* only a node without a usable NVML asks the CUDA runtime */
+		ty_info("%s; trying the CUDA runtime", why.msg);
+		ty_err_clear(&why);
+		rc = hw_gpus_probe(inv, cudart ? one : hw_cudart_default, &why);
+	}
+	if (rc == TY_ENOMEM)
 		return ty_err_set(err, TY_ENOMEM, NULL);
 	if (rc)
 		ty_warn("no GPU: %s", why.msg);
+	else if (!strcmp(inv->gpu_source, "nvml"))
+		ty_info("GPUs from NVML '%s': %zu, driver %s, CUDA %s", lib, inv->ngpus,
+			*inv->driver_version ? inv->driver_version : "unknown",
+			*inv->cuda_version ? inv->cuda_version : "unknown");
+	else
+		ty_info("GPUs from the CUDA runtime (NVML unavailable): %zu", inv->ngpus);
+	if (!rc && *inv->gpu_fault)
+		ty_warn("GPUs left out of the inventory: %s", inv->gpu_fault);
 	ty_err_clear(&why);
 	if ((rc = hw_hcas_probe(inv, &verbs, NULL, &why)) == TY_ENOMEM)
 		return ty_err_set(err, TY_ENOMEM, NULL);

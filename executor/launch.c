@@ -302,20 +302,39 @@ void exec_launch_clear(struct exec_launch *l)
 	memset(l, 0, sizeof(*l));
 }
 
-void exec_cuda_devices(char *out, size_t outsz, const struct exec_launch *l, int local_rank)
+/* The UUID inv (borrowed, may be NULL) knows for GPU index, or NULL. */
+static const char *gpu_uuid(const struct hw_inventory *inv, int index)
 {
+	for (size_t i = 0; inv && i < inv->ngpus; i++)
+		if (inv->gpus[i].index == index)
+			return inv->gpus[i].uuid[0] ? inv->gpus[i].uuid : NULL;
+	return NULL;
+}
+
+void exec_cuda_devices(char *out, size_t outsz, const struct exec_launch *l, int local_rank,
+		       const struct hw_inventory *inv)
+{
+	int first = 0, last = l->ngpus;
+	bool uuids = true;
 	size_t o = 0;
 
 	out[0] = '\0';
 	if (l->ngpus == 0)
 		return;
 	if (l->mode == EXEC_PER_GPU) {
-		if (local_rank >= 0 && local_rank < l->ngpus)
-			snprintf(out, outsz, "%d", l->gpus[local_rank]);
-		return;
+		if (local_rank < 0 || local_rank >= l->ngpus)
+			return;
+		first = local_rank;
+		last = local_rank + 1;
 	}
-	for (int i = 0; i < l->ngpus && o < outsz; i++) {
-		int n = snprintf(out + o, outsz - o, "%s%d", i ? "," : "", l->gpus[i]);
+	/* all by UUID or all by index: never a mix that depends on which GPUs were given */
+	for (int i = first; i < last; i++)
+		if (!gpu_uuid(inv, l->gpus[i]))
+			uuids = false;
+	for (int i = first; i < last && o < outsz; i++) {
+		int n = uuids ? snprintf(out + o, outsz - o, "%s%s", o ? "," : "",
+					 gpu_uuid(inv, l->gpus[i]))
+			      : snprintf(out + o, outsz - o, "%s%d", o ? "," : "", l->gpus[i]);
 
 		if (n < 0 || (size_t)n >= outsz - o) {
 			out[o] = '\0'; /* never a cut-off index */
@@ -406,7 +425,8 @@ int exec_env_build(char ***out, const struct exec_launch *l, int local_rank, con
 {
 	static const char *const inherited[] = {"PATH", "HOME", "LANG"};
 	struct envb e = {0};
-	char cuda[EXEC_MAX_LOCAL_RANKS * 5 + 1];
+	char *cuda = NULL;
+	size_t cudasz = (size_t)l->ngpus * HW_UUID_MAX + 1;
 	const char *k, *v;
 	const json_t *jv;
 	int rc = 0;
@@ -437,7 +457,11 @@ int exec_env_build(char ***out, const struct exec_launch *l, int local_rank, con
 	}
 	json_object_foreach((json_t *)l->env, k,
 			    jv) if ((rc = envb_set(&e, k, json_string_value(jv), err))) goto out;
-	exec_cuda_devices(cuda, sizeof(cuda), l, local_rank);
+	if (!(cuda = malloc(cudasz))) {
+		rc = ty_err_set(err, TY_ENOMEM, NULL);
+		goto out;
+	}
+	exec_cuda_devices(cuda, cudasz, l, local_rank, extra ? extra->inventory : NULL);
 	if ((rc = envb_set(&e, "MASTER_ADDR", l->master_addr, err)) ||
 	    (rc = envb_setf(&e, "MASTER_PORT", l->master_port, err)) ||
 	    (rc = envb_setf(&e, "WORLD_SIZE", l->world_size, err)) ||
@@ -447,6 +471,7 @@ int exec_env_build(char ***out, const struct exec_launch *l, int local_rank, con
 	    (rc = envb_setf(&e, "NODE_RANK", l->node_rank, err)) ||
 	    (rc = envb_setf(&e, "NNODES", l->nnodes, err)) ||
 	    (rc = envb_set(&e, "CUDA_VISIBLE_DEVICES", cuda, err)) ||
+	    (rc = envb_set(&e, "CUDA_DEVICE_ORDER", "PCI_BUS_ID", err)) ||
 	    (rc = envb_setf(&e, "TRAINYARD_JOB_ID", l->job, err)) ||
 	    (rc = envb_setf(&e, "TRAINYARD_ATTEMPT", l->attempt, err)) ||
 	    (rc = envb_set(&e, "TRAINYARD_NODE_ID", node_id, err)))
@@ -478,6 +503,7 @@ int exec_env_build(char ***out, const struct exec_launch *l, int local_rank, con
 	*out = e.v;
 	e.v = NULL;
 out:
+	free(cuda);
 	exec_env_free(e.v);
 	return rc;
 }

@@ -54,9 +54,12 @@ static const struct ty_opt options[] = {
     {"reserve-memory-mb", TY_OPT_INT, "0", 0, 1099511627776LL,
      "MiB kept for the system and the executor: the scheduler places jobs' "
      "memory_mb_per_node on MemTotal (/proc/meminfo) minus these"},
+    {"nvml-library", TY_OPT_STR, HW_NVML_DEFAULT, 0, 0,
+     "NVML library to dlopen for the GPU probe (the driver's; loaded, asked and closed "
+     "at start, so no handle or CUDA context is held)"},
     {"cudart", TY_OPT_STR, NULL, 0, 0,
-     "CUDA runtime to dlopen for the GPU probe (default: libcudart.so, libcudart.so.13, "
-     "libcudart.so.12)"},
+     "CUDA runtime to dlopen for the GPU probe when NVML cannot be loaded or initialised "
+     "(default: libcudart.so, libcudart.so.13, libcudart.so.12)"},
     {"labels", TY_OPT_STR, "", 0, 0,
      "node labels 'key=value,...': zone, rack and block place gangs by topology, "
      "pool is spot or on-demand"},
@@ -452,7 +455,8 @@ int main(int argc, char **argv)
 	else if (ty_config_str(c, "inventory-file"))
 		rc2 = hw_inventory_load(&inv, ty_config_str(c, "inventory-file"), &err);
 	else
-		rc2 = hw_probe(&inv, ty_config_str(c, "cudart"), &err);
+		rc2 = hw_probe(&inv, ty_config_str(c, "nvml-library"), ty_config_str(c, "cudart"),
+			       &err);
 	if (rc2) {
 		fail("%s", err.msg);
 		goto out;
@@ -465,8 +469,8 @@ int main(int argc, char **argv)
 		fail("%s", err.msg);
 		goto out;
 	}
-	ty_info("inventory%s: %zu GPUs, %zu HCAs; ranks get %s, NCCL_SOCKET_IFNAME=%s%s",
-		inv.simulated ? " (simulated)" : "", inv.ngpus, inv.nhcas, fabric[0],
+	ty_info("inventory: %zu GPUs (from %s), %zu HCAs; ranks get %s, NCCL_SOCKET_IFNAME=%s%s",
+		inv.ngpus, *inv.gpu_source ? inv.gpu_source : "none found", inv.nhcas, fabric[0],
 		*iface ? "=" : "(unset)", iface);
 	o.inventory = &inv;
 	o.fabric_env = fabric;

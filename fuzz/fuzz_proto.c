@@ -38,7 +38,7 @@ static void launch(const struct proto_msg *m)
 		char cuda[8192];
 		char **env = NULL;
 
-		exec_cuda_devices(cuda, sizeof(cuda), &l, lr);
+		exec_cuda_devices(cuda, sizeof(cuda), &l, lr, NULL);
 		if (!exec_env_build(&env, &l, lr, m->node, inherit, &extra, &err)) {
 			FUZZ_CHECK(exec_env_get(env, "RANK"));
 			exec_env_free(env);

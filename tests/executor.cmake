@@ -1,8 +1,8 @@
 # executor/: unit tests of its pure parts, and one integration test that runs
 # a real trainyard-executor against the broker (TY_TEST_KAFKA_BOOTSTRAP).
 
-foreach(m launch labels dedupe state tail proc ckpt spot classify hw_gpu hw_hca hw_nccl hw_json
-          hw_capacity runtime)
+foreach(m launch labels dedupe state tail proc ckpt spot classify hw_gpu hw_nvml hw_hca hw_nccl
+          hw_json hw_capacity runtime)
   ty_add_test(executor_${m} unit/executor/test_${m}.c unit)
   target_link_libraries(test_executor_${m} PRIVATE ty_exec)
 endforeach()
@@ -16,10 +16,13 @@ add_library(fake_cudart_v1 SHARED unit/executor/fake_cudart.c)
 target_compile_definitions(fake_cudart_v1 PRIVATE FAKE_CUDART_V1)
 add_library(fake_cudart_no_busid SHARED unit/executor/fake_cudart.c)
 target_compile_definitions(fake_cudart_no_busid PRIVATE FAKE_CUDART_NO_BUSID)
-foreach(t hw_gpu hw_hca)
-  add_dependencies(test_executor_${t} fake_cudart fake_cudart_v1 fake_cudart_no_busid)
+# a stand-in for libnvidia-ml.so.1 driven by a JSON control file (tests/unit/executor/fake_nvml.c)
+add_library(fake_nvml SHARED unit/executor/fake_nvml.c)
+target_link_libraries(fake_nvml PRIVATE PkgConfig::JANSSON)
+foreach(t hw_gpu hw_nvml hw_hca)
+  add_dependencies(test_executor_${t} fake_cudart fake_cudart_v1 fake_cudart_no_busid fake_nvml)
   set_tests_properties(executor_${t} PROPERTIES ENVIRONMENT
-    "TY_FAKE_CUDART=$<TARGET_FILE:fake_cudart>;TY_FAKE_CUDART_V1=$<TARGET_FILE:fake_cudart_v1>;TY_FAKE_CUDART_NO_BUSID=$<TARGET_FILE:fake_cudart_no_busid>")
+    "TY_FAKE_CUDART=$<TARGET_FILE:fake_cudart>;TY_FAKE_CUDART_V1=$<TARGET_FILE:fake_cudart_v1>;TY_FAKE_CUDART_NO_BUSID=$<TARGET_FILE:fake_cudart_no_busid>;TY_FAKE_NVML=$<TARGET_FILE:fake_nvml>")
 endforeach()
 
 ty_add_test(executor integration/executor/test_executor.c integration)

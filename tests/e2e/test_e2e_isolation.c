@@ -273,8 +273,9 @@ TY_TEST(a_gpu_the_job_was_not_given_cannot_be_opened)
 		       ",\"resources\":{\"nodes\":1,\"gpus_per_node\":1}");
 	expect_state(e, id, "succeeded", e->token);
 	log = rank_log(e->token, id);
-	REQUIRE(strstr(log, "visible=") != NULL);
-	mine = atoi(strstr(log, "visible=") + 8);
+	REQUIRE(strstr(log, "visible=GPU-") != NULL);
+	/* by UUID: a simulated GPU's is GPU-00000000-0000-0000-0000-<its index in hex> */
+	mine = (int)strtol(strstr(log, "visible=GPU-") + 8 + 28, NULL, 16);
 	other = 1 - mine;
 	/* the driver is missing, so its own device opens to ENXIO, not EPERM */
 	CHECK(strstr(log, ty_test_strf("gpu%d: cat: /hostdev/nvidia%d: No such device or address",

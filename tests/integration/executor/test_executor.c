@@ -783,7 +783,7 @@ TY_TEST(launch_runs_ranks_with_contract_env)
 {
 	const char *script =
 	    "echo \"$RANK $WORLD_SIZE $LOCAL_RANK $MASTER_ADDR $MASTER_PORT "
-	    "$CUDA_VISIBLE_DEVICES\" > out.$RANK; "
+	    "$CUDA_VISIBLE_DEVICES $CUDA_DEVICE_ORDER\" > out.$RANK; "
 	    "echo \"$TRAINYARD_JOB_ID $TRAINYARD_ATTEMPT $TRAINYARD_NODE_ID $NODE_RANK "
 	    "$NNODES $LOCAL_WORLD_SIZE $FOO\" > env.$RANK; "
 	    "echo \"$NCCL_IB_DISABLE $NCCL_SOCKET_IFNAME $NCCL_DEBUG "
@@ -829,8 +829,11 @@ TY_TEST(launch_runs_ranks_with_contract_env)
 		CHECK_INT_EQ(json_integer_value(json_object_get(d, "exit_code")), 0);
 		CHECK_INT_EQ(json_integer_value(json_object_get(d, "signal")), 0);
 	}
-	CHECK_STR_EQ(read_text(ty_test_strf("%s/work/out.2", dir)), "2 4 0 10.1.2.3 29500 1\n");
-	CHECK_STR_EQ(read_text(ty_test_strf("%s/work/out.3", dir)), "3 4 1 10.1.2.3 29500 0\n");
+	/* GPUs by the UUIDs of the (simulated) inventory, in PCI bus order */
+	CHECK_STR_EQ(read_text(ty_test_strf("%s/work/out.2", dir)),
+		     "2 4 0 10.1.2.3 29500 GPU-00000000-0000-0000-0000-000000000001 PCI_BUS_ID\n");
+	CHECK_STR_EQ(read_text(ty_test_strf("%s/work/out.3", dir)),
+		     "3 4 1 10.1.2.3 29500 GPU-00000000-0000-0000-0000-000000000000 PCI_BUS_ID\n");
 	text = ty_test_strf("1001 1 %s 1 2 2 bar\n", T.node);
 	CHECK_STR_EQ(read_text(ty_test_strf("%s/work/env.2", dir)), text);
 	CHECK_STR_EQ(read_text(ty_test_strf("%s/work/env.3", dir)), text);

@@ -129,14 +129,14 @@ TY_TEST(probe_real_machine)
 	struct hw_inventory inv = {0};
 	struct ty_err err = {0};
 
-	/* no GPU, no RDMA device here: an empty, non-simulated inventory */
-	CHECK_INT_EQ(hw_probe(&inv, NULL, &err), 0);
+	/* no NVML, no GPU, no RDMA device here: an empty, non-simulated inventory */
+	CHECK_INT_EQ(hw_probe(&inv, NULL, NULL, &err), 0);
 	CHECK_INT_EQ((long long)inv.ngpus, 0);
 	CHECK_INT_EQ((long long)inv.nhcas, 0);
 	CHECK(!inv.simulated);
 	hw_inventory_clear(&inv);
 	/* a --cudart path that does not exist is the same: no GPU, no failure */
-	CHECK_INT_EQ(hw_probe(&inv, "/nonexistent/libcudart.so", &err), 0);
+	CHECK_INT_EQ(hw_probe(&inv, NULL, "/nonexistent/libcudart.so", &err), 0);
 	CHECK_INT_EQ((long long)inv.ngpus, 0);
 	hw_inventory_clear(&inv);
 }

@@ -12,8 +12,17 @@
 #include <unistd.h>
 
 #define GPU0                                                                                       \
-	"{'index':0,'memory_mb':81559,'name':'NVIDIA H100 80GB HBM3','pci_bus_id':'0000:18:00.0'," \
+	"{'index':0,'memory_mb':81559,'mig_devices':[],'mig_mode':null,"                           \
+	"'name':'NVIDIA H100 80GB HBM3','numa_node':null,'pci_bus_id':'0000:18:00.0',"             \
 	"'uuid':'GPU-00010203-0405-0607-0809-0a0b0c0d0e0f'}"
+#define GPU1_MIG                                                                                   \
+	"{'index':1,'memory_mb':81559,'mig_devices':['MIG-01234567-89ab-cdef-0123-456789abcdef',"  \
+	"'MIG-GPU-10111213-1415-1617-1819-1a1b1c1d1e1f/1/0'],'mig_mode':'enabled',"                \
+	"'name':'NVIDIA H100 80GB HBM3','numa_node':1,'pci_bus_id':'0000:3b:00.0',"                \
+	"'uuid':'GPU-10111213-1415-1617-1819-1a1b1c1d1e1f'}"
+/* what a simulated inventory carries at node level */
+#define NODE_SIM                                                                                   \
+	"'cuda_version':null,'driver_version':null,'gpu_fault':null,'gpu_source':'simulated'"
 #define PORT_IB                                                                                    \
 	"{'gid_index':null,'link_layer':'InfiniBand','port':1,'rate_gbps':400,'state':'ACTIVE'}"
 #define PORT_ROCE "{'gid_index':3,'link_layer':'Ethernet','port':2,'rate_gbps':2.5,'state':'DOWN'}"
@@ -21,10 +30,14 @@
 TY_TEST(inventory_json_round_trip)
 {
 	static const char *const docs[] = {
-	    "{'gpus':[],'hcas':[]}",
-	    "{'gpus':[" GPU0 "],'hcas':[{'name':'mlx5_0','ports':[" PORT_IB "," PORT_ROCE "]}]}",
-	    "{'gpus':[" GPU0
+	    "{" NODE_SIM ",'gpus':[],'hcas':[]}",
+	    "{" NODE_SIM ",'gpus':[" GPU0 "],'hcas':[{'name':'mlx5_0','ports':[" PORT_IB
+	    "," PORT_ROCE "]}]}",
+	    "{" NODE_SIM ",'gpus':[" GPU0
 	    "],'hcas':[{'name':'mlx5_0','ports':[]},{'name':'mlx5_1','ports':[" PORT_IB "]}]}",
+	    "{'cuda_version':'12.8','driver_version':'570.86.15','gpu_fault':'GPU 2: "
+	    "nvmlDeviceGetHandleByIndex_v2: GPU is lost (error 15)','gpu_source':'simulated',"
+	    "'gpus':[" GPU0 "," GPU1_MIG "],'hcas':[]}",
 	};
 
 	for (size_t i = 0; i < sizeof(docs) / sizeof(docs[0]); i++) {
@@ -63,6 +76,14 @@ TY_TEST(inventory_json_optional_fields)
 	CHECK_STR_EQ(inv.gpus[0].pci_bus_id, "");
 	CHECK(inv.hcas[0].ports[0].rate_gbps == 0);
 	CHECK_INT_EQ(inv.hcas[0].ports[0].gid_index, -1);
+	CHECK_INT_EQ(inv.gpus[0].numa_node, -1);
+	CHECK_INT_EQ(inv.gpus[0].mig_mode, HW_MIG_UNKNOWN);
+	CHECK_INT_EQ(inv.gpus[0].nmig, 0);
+	CHECK_STR_EQ(inv.driver_version, "");
+	CHECK_STR_EQ(inv.cuda_version, "");
+	CHECK_STR_EQ(inv.gpu_fault, "");
+	/* a file's inventory is simulated, whatever gpu_source it says */
+	CHECK_STR_EQ(inv.gpu_source, "simulated");
 	hw_inventory_clear(&inv);
 	json_decref(in);
 }
@@ -89,6 +110,19 @@ TY_TEST(inventory_json_errors)
 	    {"{'gpus':[{'index':0,'memory_mb':1}],'hcas':[]}", "gpus[0]: 'name' must be a string"},
 	    {"{'gpus':[{'index':0,'name':'a','memory_mb':1,'uuid':7}],'hcas':[]}",
 	     "gpus[0]: 'uuid' must be a string"},
+	    {"{'gpus':[{'index':0,'name':'a','memory_mb':1,'numa_node':-1}],'hcas':[]}",
+	     "gpus[0]: 'numa_node' must be an integer in 0..65535"},
+	    {"{'gpus':[{'index':0,'name':'a','memory_mb':1,'mig_mode':true}],'hcas':[]}",
+	     "gpus[0]: 'mig_mode' must be \"enabled\", \"disabled\" or null"},
+	    {"{'gpus':[{'index':0,'name':'a','memory_mb':1,'mig_mode':'on'}],'hcas':[]}",
+	     "'mig_mode' must be"},
+	    {"{'gpus':[{'index':0,'name':'a','memory_mb':1,'mig_devices':'MIG-1'}],'hcas':[]}",
+	     "gpus[0]: 'mig_devices' must be an array of at most 8"},
+	    {"{'gpus':[{'index':0,'name':'a','memory_mb':1,'mig_devices':['']}],'hcas':[]}",
+	     "gpus[0]: 'mig_devices[0]' must be 1-95 characters"},
+	    {"{'gpus':[],'hcas':[],'driver_version':570}",
+	     "inventory: 'driver_version' must be a string"},
+	    {"{'gpus':[],'hcas':[],'gpu_source':1}", "inventory: 'gpu_source' must be a string"},
 	    {"{'gpus':[{'index':1,'name':'a','memory_mb':1},{'index':1,'name':'b','memory_mb':1}],"
 	     "'hcas':[]}",
 	     "gpus[1]: index 1 is given twice"},
@@ -193,10 +227,12 @@ TY_TEST(inventory_fake)
 	REQUIRE((j = hw_inventory_json(&inv)) != NULL);
 	got = ty_json_canonical(j);
 	CHECK_STR_EQ(
-	    got, ty_test_jf("{'gpus':[{'index':0,'memory_mb':81920,'name':'simulated GPU',"
+	    got, ty_test_jf("{" NODE_SIM ",'gpus':[{'index':0,'memory_mb':81920,'mig_devices':[],"
+			    "'mig_mode':null,'name':'simulated GPU','numa_node':null,"
 			    "'pci_bus_id':'0000:00:00.0','uuid':"
 			    "'GPU-00000000-0000-0000-0000-000000000000'},{'index':1,"
-			    "'memory_mb':81920,'name':'simulated GPU','pci_bus_id':"
+			    "'memory_mb':81920,'mig_devices':[],'mig_mode':null,"
+			    "'name':'simulated GPU','numa_node':null,'pci_bus_id':"
 			    "'0000:01:00.0','uuid':'GPU-00000000-0000-0000-0000-000000000001'}],"
 			    "'hcas':[]}"));
 	free(got);

@@ -4,6 +4,7 @@
 
 #include <stdlib.h>
 #include <signal.h>
+#include <stdio.h>
 #include <string.h>
 
 /* A launch of job 7 attempt 2: node 1 of 2, ranks 4..7 of 8 on GPUs 4..7. */
@@ -256,7 +257,8 @@ TY_TEST(env_contract)
 	      {"LOCAL_WORLD_SIZE", "4"},
 	      {"NODE_RANK", "1"},
 	      {"NNODES", "2"},
-	      {"CUDA_VISIBLE_DEVICES", "4"},
+	      {"CUDA_VISIBLE_DEVICES", "4"}, /* no inventory: by index */
+	      {"CUDA_DEVICE_ORDER", "PCI_BUS_ID"},
 	      {"TRAINYARD_JOB_ID", "7"},
 	      {"TRAINYARD_ATTEMPT", "2"},
 	      {"TRAINYARD_NODE_ID", "node-1"},
@@ -462,16 +464,86 @@ TY_TEST(cuda_devices)
 
 	l.gpus = gpus;
 	l.ngpus = 3;
-	exec_cuda_devices(out, sizeof(out), &l, 0);
+	exec_cuda_devices(out, sizeof(out), &l, 0, NULL);
 	CHECK_STR_EQ(out, "3,1,2");
-	exec_cuda_devices(out, 5, &l, 0); /* never a cut-off list */
+	exec_cuda_devices(out, 5, &l, 0, NULL); /* never a cut-off list */
 	CHECK_STR_EQ(out, "3,1");
 	l.mode = EXEC_PER_GPU;
-	exec_cuda_devices(out, sizeof(out), &l, 1);
+	exec_cuda_devices(out, sizeof(out), &l, 1, NULL);
 	CHECK_STR_EQ(out, "1");
 	l.ngpus = 0;
-	exec_cuda_devices(out, sizeof(out), &l, 0);
+	exec_cuda_devices(out, sizeof(out), &l, 0, NULL);
 	CHECK_STR_EQ(out, "");
+}
+
+/* GPU i of the inventory has index i and UUID GPU-...-00000000000<i>; GPU 2 has none */
+static struct hw_gpu inv_gpus[4];
+static const struct hw_inventory inv4 = {.gpus = inv_gpus, .ngpus = 4};
+
+static void inv_init(void)
+{
+	for (int i = 0; i < 4; i++) {
+		inv_gpus[i].index = i;
+		if (i != 2)
+			snprintf(inv_gpus[i].uuid, sizeof(inv_gpus[i].uuid),
+				 "GPU-00000000-0000-0000-0000-00000000000%d", i);
+	}
+}
+
+TY_TEST(cuda_devices_by_uuid)
+{
+	struct exec_launch l = {.mode = EXEC_PER_NODE, .local_world_size = 2};
+	int gpus[] = {3, 1};
+	char out[128];
+
+	inv_init();
+	l.gpus = gpus;
+	l.ngpus = 2;
+	exec_cuda_devices(out, sizeof(out), &l, 0, &inv4);
+	CHECK_STR_EQ(out, "GPU-00000000-0000-0000-0000-000000000003,"
+			  "GPU-00000000-0000-0000-0000-000000000001");
+	/* only whole UUIDs: the second does not fit */
+	exec_cuda_devices(out, 60, &l, 0, &inv4);
+	CHECK_STR_EQ(out, "GPU-00000000-0000-0000-0000-000000000003");
+	l.mode = EXEC_PER_GPU;
+	exec_cuda_devices(out, sizeof(out), &l, 1, &inv4);
+	CHECK_STR_EQ(out, "GPU-00000000-0000-0000-0000-000000000001");
+	/* a GPU without a UUID (GPU 2), or one the inventory lacks (5): indices, all of them */
+	gpus[1] = 2;
+	l.mode = EXEC_PER_NODE;
+	exec_cuda_devices(out, sizeof(out), &l, 0, &inv4);
+	CHECK_STR_EQ(out, "3,2");
+	gpus[1] = 5;
+	exec_cuda_devices(out, sizeof(out), &l, 0, &inv4);
+	CHECK_STR_EQ(out, "3,5");
+	/* per_gpu looks only at the rank's own GPU */
+	l.mode = EXEC_PER_GPU;
+	exec_cuda_devices(out, sizeof(out), &l, 0, &inv4);
+	CHECK_STR_EQ(out, "GPU-00000000-0000-0000-0000-000000000003");
+	exec_cuda_devices(out, sizeof(out), &l, 1, &inv4);
+	CHECK_STR_EQ(out, "5");
+}
+
+TY_TEST(env_names_gpus_by_uuid_in_pci_order)
+{
+	const struct exec_env_extra extra = {.inventory = &inv4};
+	struct exec_launch l;
+	struct ty_err err = {0};
+	char **env = NULL;
+
+	inv_init();
+	REQUIRE_INT_EQ(parse(&l, &err, "{" BASE ",'gpus':[1,0,3],'env':{'CUDA_DEVICE_ORDER':"
+					"'FASTEST_FIRST'},'launch':'per_node'}"),
+		       0);
+	REQUIRE_INT_EQ(exec_env_build(&env, &l, 0, "n", NULL, &extra, &err), 0);
+	CHECK_STR_EQ(exec_env_get(env, "CUDA_VISIBLE_DEVICES"),
+		     "GPU-00000000-0000-0000-0000-000000000001,"
+		     "GPU-00000000-0000-0000-0000-000000000000,"
+		     "GPU-00000000-0000-0000-0000-000000000003");
+	/* the contract's order wins over the job's */
+	CHECK_STR_EQ(exec_env_get(env, "CUDA_DEVICE_ORDER"), "PCI_BUS_ID");
+	exec_env_free(env);
+	exec_launch_clear(&l);
 }
 
 TY_TEST(checkpoint_keep_and_preflight_fields)
