@@ -1726,7 +1726,8 @@ TY_TEST(bad_rules_file_stops_the_executor)
 				       T.dir)) != NULL);
 	CHECK_INT_EQ(run_with_rules(&err, "fatal\tx\n"), 2);
 	CHECK(strstr(err, ty_test_strf("--classify-file: %s/bad-rules.conf:1: unknown class "
-				       "'fatal' (hardware, oom, system, user or oom_kill)",
+				       "'fatal' (hardware, oom, system, user_traceback, "
+				       "weak_system, user, oom_kill or not_user)",
 				       T.dir)) != NULL);
 }
 
