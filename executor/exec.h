@@ -347,6 +347,7 @@ struct exec_finished {
 	char failure_class[EXEC_CLASS_MAX]; /* "" for success */
 	char message[EXEC_MESSAGE_MAX];
 	char evidence[EXEC_EVIDENCE_MAX + 1]; /* "" when there is none */
+	bool log_only; /* the class came from rank output alone: evidence_source "log" */
 };
 
 /* Zero-initialise. The last EXEC_FINISHED_MAX finished attempts. */
