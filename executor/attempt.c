@@ -433,6 +433,7 @@ static void classify(struct exec_attempt *a)
 	exec_classify(&v, exec__opts(a->x)->classifier, &end, logs, n);
 	snprintf(a->outcome.failure_class, sizeof(a->outcome.failure_class), "%s", v.failure_class);
 	snprintf(a->outcome.evidence, sizeof(a->outcome.evidence), "%s", v.evidence);
+	a->outcome.log_only = v.log_only;
 	free_tails(bufs, n);
 	free(bufs);
 	free(logs);
@@ -476,6 +477,7 @@ static void preflight_evidence(struct exec_attempt *a)
 	if (logs && bufs)
 		n = read_tails(logs, bufs, a, 5);
 	exec_evidence_tails(a->outcome.evidence, head, logs, n);
+	a->outcome.log_only = false; /* the executor ran the check and saw it fail */
 	free_tails(bufs, n);
 	free(bufs);
 	free(logs);
@@ -550,6 +552,10 @@ static void finish(struct exec_attempt *a)
 			 o->failure_class, "message", o->message);
 	if (data && o->evidence[0])
 		json_object_set_new(data, "evidence", json_string(o->evidence));
+	if (data && o->failure_class[0])
+		json_object_set_new(data, PROTO_EVIDENCE_SOURCE_FIELD,
+				    json_string(proto_evidence_source_name(
+					o->log_only ? PROTO_EVIDENCE_LOG : PROTO_EVIDENCE_EXECUTOR)));
 	if (data && a->job_fault)
 		json_object_set_new(data, "node_fault", json_false());
 	if (data && a->launch.preflight)

@@ -24,10 +24,34 @@ struct exec_classifier {
 	size_t n, cap;
 };
 
+/* a rule class's name in rule files */
 static const char *const class_names[EXEC_RULE_CLASSES] = {
-    [EXEC_RULE_HARDWARE] = EXEC_CLASS_HARDWARE, [EXEC_RULE_OOM] = EXEC_CLASS_OOM,
-    [EXEC_RULE_SYSTEM] = EXEC_CLASS_SYSTEM,	[EXEC_RULE_USER] = EXEC_CLASS_USER,
+    [EXEC_RULE_HARDWARE] = "hardware",
+    [EXEC_RULE_OOM] = "oom",
+    [EXEC_RULE_SYSTEM] = "system",
+    [EXEC_RULE_USER_TRACEBACK] = "user_traceback",
+    [EXEC_RULE_WEAK_SYSTEM] = "weak_system",
+    [EXEC_RULE_USER] = "user",
     [EXEC_RULE_OOM_KILL] = "oom_kill",
+    [EXEC_RULE_NOT_USER] = "not_user",
+};
+
+/* the failure class a rule class's match decides (NULL: it decides none) */
+static const char *const class_verdicts[EXEC_RULE_CLASSES] = {
+    [EXEC_RULE_HARDWARE] = EXEC_CLASS_HARDWARE,
+    [EXEC_RULE_OOM] = EXEC_CLASS_OOM,
+    [EXEC_RULE_SYSTEM] = EXEC_CLASS_SYSTEM,
+    [EXEC_RULE_USER_TRACEBACK] = EXEC_CLASS_USER,
+    [EXEC_RULE_WEAK_SYSTEM] = EXEC_CLASS_SYSTEM,
+    [EXEC_RULE_USER] = EXEC_CLASS_USER,
+    [EXEC_RULE_OOM_KILL] = EXEC_CLASS_OOM,
+    [EXEC_RULE_NOT_USER] = NULL,
+};
+
+/* what one log is searched for, strongest first */
+static const enum exec_rule_class log_order[] = {
+    EXEC_RULE_OOM, EXEC_RULE_SYSTEM, EXEC_RULE_USER_TRACEBACK, EXEC_RULE_WEAK_SYSTEM,
+    EXEC_RULE_USER,
 };
 
 int exec_classifier_new(struct exec_classifier **out, struct ty_err *err)
@@ -78,8 +102,8 @@ static int add_rule(struct exec_classifier *c, const char *name, int lineno, con
 		p++;
 	if ((cls = class_parse(line, (size_t)(p - line))) < 0)
 		return ty_err_set(err, TY_EINVAL,
-				  "%s:%d: unknown class '%.*s' (hardware, oom, system, user or "
-				  "oom_kill)",
+				  "%s:%d: unknown class '%.*s' (hardware, oom, system, "
+				  "user_traceback, weak_system, user, oom_kill or not_user)",
 				  name, lineno, (int)(p - line > 64 ? 64 : p - line), line);
 	for (re = p; *re == ' ' || *re == '\t'; re++)
 		;
@@ -167,9 +191,21 @@ int exec_classifier_add_file(struct exec_classifier *c, const char *path, struct
 	return rc;
 }
 
+/* Whether any rule of class cls matches line. */
+static bool line_is(const struct exec_classifier *c, enum exec_rule_class cls, const char *line)
+{
+	for (size_t i = 0; i < c->n; i++)
+		if (c->rules[i].cls == cls && regexec(&c->rules[i].re, line, 0, NULL, 0) == 0)
+			return true;
+	return false;
+}
+
 /*
  * The first rule of class cls (in rule order) that matches a line of text,
- * and that line. Lines longer than LINE_MAX_SCAN are seen cut.
+ * and that line. Lines longer than LINE_MAX_SCAN are seen cut. A
+ * user_traceback rule does not take a line that a not_user rule matches:
+ * an exception that reports NCCL, CUDA or the process group is not the
+ * job's own error, and ERE has no negation to say so in the rule itself.
  */
 static bool match_class(char *line, size_t linesz, const struct exec_classifier *c,
 			enum exec_rule_class cls, const char *text)
@@ -189,7 +225,8 @@ static bool match_class(char *line, size_t linesz, const struct exec_classifier 
 			if (take && line[take - 1] == '\r')
 				line[take - 1] = '\0';
 			p += len + (nl ? 1 : 0);
-			if (regexec(&c->rules[i].re, line, 0, NULL, 0) == 0)
+			if (regexec(&c->rules[i].re, line, 0, NULL, 0) == 0 &&
+			    !(cls == EXEC_RULE_USER_TRACEBACK && line_is(c, EXEC_RULE_NOT_USER, line)))
 				return true;
 		}
 	}
@@ -260,18 +297,37 @@ static bool match_logs(struct exec_verdict *v, const struct exec_classifier *c,
 		if ((logs[i].rank == rank) == others)
 			continue;
 		if (match_class(line, sizeof(line), c, cls, logs[i].text)) {
-			set_verdict(v, class_names[cls], logs[i].rank, line);
+			set_verdict(v, class_verdicts[cls], logs[i].rank, line);
+			v->log_only = true;
 			return true;
 		}
 	}
 	return false;
 }
 
-void exec_classify(struct exec_verdict *v, const struct exec_classifier *c,
+/*
+ * The strongest evidence in the logs of rank (or of the others), classes
+ * in log_order; killed: the user classes are skipped (something outside
+ * killed the rank, whatever its log says).
+ */
+static bool match_order(struct exec_verdict *v, const struct exec_classifier *c,
+			const struct exec_rank_log *logs, size_t nlogs, int rank, bool others,
+			bool killed)
+{
+	for (size_t k = 0; k < sizeof(log_order) / sizeof(log_order[0]); k++) {
+		if (killed && (log_order[k] == EXEC_RULE_USER_TRACEBACK ||
+			       log_order[k] == EXEC_RULE_USER))
+			continue;
+		if (match_logs(v, c, log_order[k], logs, nlogs, rank, others))
+			return true;
+	}
+	return false;
+}
+
+static void decide(struct exec_verdict *v, const struct exec_classifier *c,
 		   const struct exec_rank_end *end, const struct exec_rank_log *logs, size_t nlogs)
 {
 	bool killed = end->signal == SIGKILL || (!end->signal && end->exit_code == 137);
-	enum exec_rule_class last = killed ? EXEC_RULE_SYSTEM : EXEC_RULE_USER;
 	char what[128], line[LINE_MAX_SCAN];
 
 	memset(v, 0, sizeof(*v));
@@ -279,11 +335,11 @@ void exec_classify(struct exec_verdict *v, const struct exec_classifier *c,
 	for (size_t i = 0; i < nlogs; i++)
 		if (match_class(line, sizeof(line), c, EXEC_RULE_HARDWARE, logs[i].text)) {
 			set_verdict(v, EXEC_CLASS_HARDWARE, logs[i].rank, line);
+			v->log_only = true;
 			return;
 		}
-	for (int cls = EXEC_RULE_OOM; cls <= (int)last; cls++)
-		if (match_logs(v, c, (enum exec_rule_class)cls, logs, nlogs, end->rank, false))
-			return;
+	if (match_order(v, c, logs, nlogs, end->rank, false, killed))
+		return;
 	if (end->signal)
 		snprintf(what, sizeof(what), "killed by signal %d (SIG%s)", end->signal,
 			 sigabbrev_np(end->signal) ? sigabbrev_np(end->signal) : "?");
@@ -296,17 +352,27 @@ void exec_classify(struct exec_verdict *v, const struct exec_classifier *c,
 		set_verdict(v, EXEC_CLASS_OOM, end->rank, line);
 		return;
 	}
-	if (killed && match_logs(v, c, EXEC_RULE_OOM_KILL, logs, nlogs, end->rank, false)) {
-		snprintf(v->failure_class, sizeof(v->failure_class), "%s", EXEC_CLASS_OOM);
+	if (killed && match_logs(v, c, EXEC_RULE_OOM_KILL, logs, nlogs, end->rank, false))
 		return;
-	}
-	for (int cls = EXEC_RULE_OOM; cls <= (int)last; cls++)
-		if (match_logs(v, c, (enum exec_rule_class)cls, logs, nlogs, end->rank, true))
-			return;
+	if (match_order(v, c, logs, nlogs, end->rank, true, killed))
+		return;
 	if (killed)
 		strcat(what, ", no OOM evidence");
 	set_verdict(v, end->signal || killed ? EXEC_CLASS_SYSTEM : EXEC_CLASS_USER, end->rank,
 		    what);
+	v->log_only = true; /* the exit code is the job's; a signal, below */
+}
+
+void exec_classify(struct exec_verdict *v, const struct exec_classifier *c,
+		   const struct exec_rank_end *end, const struct exec_rank_log *logs, size_t nlogs)
+{
+	decide(v, c, end, logs, nlogs);
+	/*
+	 * A signal the executor did not send is its own observation, and says
+	 * system by itself: a log line that agrees does not make it the job's word.
+	 */
+	if (end->signal && !strcmp(v->failure_class, EXEC_CLASS_SYSTEM))
+		v->log_only = false;
 }
 
 void exec_evidence_tails(char *out, const char *head, const struct exec_rank_log *logs,

@@ -186,18 +186,28 @@ bool exec_progress_path(char *out, size_t outsz, const char *dir, int rank);
 /*
  * Rules map log lines to failure classes: "class<TAB>regex" lines (POSIX
  * ERE, case-sensitive; blank lines and lines starting with # ignored).
- * Rule classes, in precedence order: hardware, oom, system, user, and
- * oom_kill (evidence that the kernel killed a rank for memory; it counts
- * only for a rank killed by a SIGKILL the executor did not send, or exit
- * code 137). executor/classify.conf holds the defaults, built into the
+ * Rule classes, strongest evidence first (exec_classify has the whole
+ * order): hardware, oom, system (an error NCCL, the network or the
+ * filesystem reported as the failure itself), user_traceback (the
+ * exception line of a Python traceback that is the job's own error, or a
+ * CUDA error its kernels caused: verdict user), weak_system (lines that
+ * accompany a peer's crash as much as a network fault, such as NCCL WARN:
+ * verdict system), user; oom_kill (evidence that the kernel killed a rank
+ * for memory; it counts only for a rank killed by a SIGKILL the executor
+ * did not send, or exit code 137); not_user (decides nothing: a line it
+ * matches is never user_traceback evidence, e.g. a RuntimeError that
+ * reports NCCL). executor/classify.conf holds the defaults, built into the
  * binary; operators' rules (--classify-file) are added before them.
  */
 enum exec_rule_class {
 	EXEC_RULE_HARDWARE,
 	EXEC_RULE_OOM,
 	EXEC_RULE_SYSTEM,
+	EXEC_RULE_USER_TRACEBACK,
+	EXEC_RULE_WEAK_SYSTEM,
 	EXEC_RULE_USER,
 	EXEC_RULE_OOM_KILL,
+	EXEC_RULE_NOT_USER,
 	EXEC_RULE_CLASSES
 };
 #define EXEC_CLASSIFY_TAIL_LINES 50 /* log lines per rank the classifier reads */
@@ -238,6 +248,12 @@ struct exec_rank_log {
 struct exec_verdict {
 	char failure_class[EXEC_CLASS_MAX];
 	char evidence[EXEC_EVIDENCE_MAX + 1];
+	/*
+	 * Decided by what the ranks wrote or the exit code they chose alone
+	 * (attempt_exited.evidence_source "log"), not by what the executor
+	 * observed itself (a signal it did not send, a cgroup OOM kill).
+	 */
+	bool log_only;
 };
 
 /*
@@ -245,12 +261,16 @@ struct exec_verdict {
  * or a signal the executor did not send) and the log tails of every local
  * rank. In order, the first that applies decides:
  * 1. a hardware rule matching any rank's log;
- * 2. an oom, system, then user rule matching the ending rank's log (user
- *    rules are skipped when it was SIGKILLed or exited 137: something
+ * 2. an oom, system, user_traceback, weak_system, then user rule matching
+ *    the ending rank's log (so a user's traceback outranks an NCCL WARN
+ *    line, and an NCCL error with no such traceback stays system; the user
+ *    classes are skipped when it was SIGKILLed or exited 137: something
  *    outside killed it);
  * 3. SIGKILL / exit 137 with cgroup_oom or an oom_kill rule matching its log: oom;
- * 4. an oom, system, then user rule matching another rank's log (same skip);
+ * 4. the same classes as in 2 on another rank's log (same skip);
  * 5. a signal or exit 137: system; another non-zero exit: user.
+ * log_only is false only for a signal and for cgroup_oom (what the
+ * executor saw); every rule match and a bare exit code are the job's.
  * Within a class the first rule (in rule order) matching some line wins,
  * and its first matching line (rank order, oldest line first) is the
  * evidence as "rank R: <line>" (cut to EXEC_EVIDENCE_MAX, exec_text_clean);
@@ -336,6 +356,7 @@ struct exec_finished {
 	char failure_class[EXEC_CLASS_MAX]; /* "" for success */
 	char message[EXEC_MESSAGE_MAX];
 	char evidence[EXEC_EVIDENCE_MAX + 1]; /* "" when there is none */
+	bool log_only; /* the class came from rank output alone: evidence_source "log" */
 };
 
 /* Zero-initialise. The last EXEC_FINISHED_MAX finished attempts. */

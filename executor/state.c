@@ -54,6 +54,11 @@ json_t *exec_finished_json(const struct exec_finished_ring *r)
 		/* evidence is cleaned text; should it not be, the entry goes without it */
 		if (e && f->evidence[0])
 			json_object_set_new(e, "evidence", json_string(f->evidence));
+		if (e && f->failure_class[0])
+			json_object_set_new(e, PROTO_EVIDENCE_SOURCE_FIELD,
+					    json_string(proto_evidence_source_name(
+						f->log_only ? PROTO_EVIDENCE_LOG
+							    : PROTO_EVIDENCE_EXECUTOR)));
 		if (!e || json_array_append_new(a, e)) {
 			json_decref(a);
 			return NULL;
@@ -225,11 +230,12 @@ static int read_finished(struct exec_state *s, const json_t *a, const char *path
 		struct exec_finished f = {0};
 		json_int_t job = 0, attempt = 0;
 		int code = 0;
-		const char *cls = NULL, *msg = NULL, *evidence = "";
+		const char *cls = NULL, *msg = NULL, *evidence = "", *source = NULL;
 
-		if (json_unpack((json_t *)json_array_get(a, i), "{s:I, s:I, s:i, s:s, s:s, s?s}",
+		if (json_unpack((json_t *)json_array_get(a, i), "{s:I, s:I, s:i, s:s, s:s, s?s, s?s}",
 				"job", &job, "attempt", &attempt, "exit_code", &code,
-				"failure_class", &cls, "message", &msg, "evidence", &evidence))
+				"failure_class", &cls, "message", &msg, "evidence", &evidence,
+				PROTO_EVIDENCE_SOURCE_FIELD, &source))
 			return ty_err_set(err, TY_EPARSE,
 					  "state file '%s': finished entry %zu is "
 					  "not {job, attempt, exit_code, "
@@ -241,6 +247,7 @@ static int read_finished(struct exec_state *s, const json_t *a, const char *path
 		snprintf(f.failure_class, sizeof(f.failure_class), "%s", cls);
 		snprintf(f.message, sizeof(f.message), "%s", msg);
 		snprintf(f.evidence, sizeof(f.evidence), "%s", evidence);
+		f.log_only = proto_evidence_source_parse(source) == PROTO_EVIDENCE_LOG;
 		exec_finished_add(&s->finished, &f);
 	}
 	return 0;

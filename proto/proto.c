@@ -64,6 +64,27 @@ enum proto_type proto_type_parse(const char *name)
 	return PROTO_NONE;
 }
 
+static const char *const evidence_names[] = {
+#define PROTO_EVIDENCE_NAME(name, str) [PROTO_EVIDENCE_##name] = str,
+    PROTO_EVIDENCE_SOURCES(PROTO_EVIDENCE_NAME)
+#undef PROTO_EVIDENCE_NAME
+};
+
+const char *proto_evidence_source_name(enum proto_evidence_source e)
+{
+	return (unsigned)e < PROTO_EVIDENCE_SOURCE_COUNT ? evidence_names[e] : "unknown";
+}
+
+enum proto_evidence_source proto_evidence_source_parse(const char *name)
+{
+	if (!name)
+		return PROTO_EVIDENCE_EXECUTOR;
+	for (int e = 0; e < PROTO_EVIDENCE_SOURCE_COUNT; e++)
+		if (!strcmp(evidence_names[e], name))
+			return (enum proto_evidence_source)e;
+	return PROTO_EVIDENCE_LOG;
+}
+
 bool proto_node_id_ok(const char *node)
 {
 	size_t n = node ? strlen(node) : 0;

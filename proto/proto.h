@@ -69,6 +69,38 @@ const char *proto_type_topic(enum proto_type t);
 enum proto_type proto_type_parse(const char *name);
 
 /*
+ * attempt_exited.evidence_source (and a heartbeat `finished` entry's): who
+ * saw what decided failure_class. "log": the ranks' output, or the exit
+ * code they chose, alone — which a job can write at will, so it never
+ * takes a node out of service by itself (docs/dispatch.md, "Failures,
+ * retries and bad nodes"); "executor": the executor observed it itself (a
+ * signal it did not send, a cgroup OOM kill, a hang or start timeout, a
+ * preflight it ran, a rank it could not spawn, its runtime). Sent with
+ * every failure class.
+ */
+#define PROTO_EVIDENCE_SOURCE_FIELD "evidence_source"
+#define PROTO_EVIDENCE_SOURCES(X)                                             \
+	X(EXECUTOR, "executor")                                               \
+	X(LOG, "log")
+
+enum proto_evidence_source {
+#define PROTO_EVIDENCE_ENUM(name, str) PROTO_EVIDENCE_##name,
+	PROTO_EVIDENCE_SOURCES(PROTO_EVIDENCE_ENUM)
+#undef PROTO_EVIDENCE_ENUM
+	PROTO_EVIDENCE_SOURCE_COUNT
+};
+
+/* "executor", "log"; "unknown" out of range. */
+const char *proto_evidence_source_name(enum proto_evidence_source e);
+/*
+ * The source a message claims: NULL (a field left out, as executors before
+ * it do) is PROTO_EVIDENCE_EXECUTOR, which is what the scheduler assumed
+ * before the field; "log" and any name it does not know are
+ * PROTO_EVIDENCE_LOG, the weaker claim.
+ */
+enum proto_evidence_source proto_evidence_source_parse(const char *name);
+
+/*
  * Serialise m into *out (new, caller frees) and *len. m->data may be NULL
  * (sent as {}). Fails with TY_EINVAL when m lacks what its type requires.
  */

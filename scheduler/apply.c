@@ -223,28 +223,51 @@ int64_t sched_backoff_s(int base_s, int max_s, int tries)
 
 /* The failure classes that count towards a node's suspect/drained thresholds. */
 #define COUNTED_CLASSES "{system,hardware}"
+/* Teams whose log-only failures make those failures count (docs/dispatch.md). */
+#define LOG_ONLY_TEAMS 2
+
+/* What counted, for the node's reason: "evidence: ...". */
+static void evidence_account(char *out, size_t outsz, int64_t seen_pts, int64_t log_pts,
+			     int64_t log_teams)
+{
+	if (log_pts == 0)
+		snprintf(out, outsz, "evidence: %lld points observed by executors",
+			 (long long)seen_pts);
+	else if (log_teams >= LOG_ONLY_TEAMS)
+		snprintf(out, outsz,
+			 "evidence: %lld points observed by executors, %lld from rank logs "
+			 "alone of jobs of %lld teams",
+			 (long long)seen_pts, (long long)log_pts, (long long)log_teams);
+	else
+		snprintf(out, outsz,
+			 "evidence: %lld points observed by executors; %lld from rank logs "
+			 "alone of one team's jobs not counted",
+			 (long long)seen_pts, (long long)log_pts);
+}
 
 int sched_blame_node(struct sched *s, const char *node, int64_t job, int64_t attempt,
-		     const char *cls, const char *evidence, const char *why, struct ty_err *err)
+		     const char *cls, const char *evidence, const char *why,
+		     enum proto_evidence_source src, struct ty_err *err)
 {
-	char jb[24], ab[24], wb[24], reason[512];
+	char jb[24], ab[24], wb[24], reason[768], account[192];
 	PGresult *res = NULL;
-	int64_t score;
+	int64_t score, seen_pts, log_pts, log_teams;
 	const char *state, *to = NULL;
 	int rc;
 
 	{
-		const char *p[] = {node, sched_i64(jb, job), sched_i64(ab, attempt),
-				   cls,	 evidence,	     why};
+		const char *p[] = {node,     sched_i64(jb, job), sched_i64(ab, attempt),
+				   cls,	     evidence,		 why,
+				   proto_evidence_source_name(src)};
 
 		if ((rc = ty_pg_exec(
 			 &res, s->pg,
 			 "INSERT INTO node_failures (node_id, job_id, attempt,"
-			 " failure_class, evidence, message)"
-			 " SELECT $1, $2, $3, $4, $5, $6 WHERE EXISTS"
+			 " failure_class, evidence, message, evidence_source)"
+			 " SELECT $1, $2, $3, $4, $5, $6, $7 WHERE EXISTS"
 			 " (SELECT 1 FROM nodes WHERE id = $1)"
 			 " ON CONFLICT (job_id, attempt, node_id) DO NOTHING RETURNING 1",
-			 6, p, err)))
+			 7, p, err)))
 			goto out;
 		if (PQntuples(res) == 0)
 			goto out; /* recorded before */
@@ -252,40 +275,68 @@ int sched_blame_node(struct sched *s, const char *node, int64_t job, int64_t att
 		res = NULL;
 	}
 	{
-		/* distinct jobs within the window since the last undrain; hardware counts 2 */
-		const char *p[] = {node, sched_i64(wb, s->o.failure_window_s)};
+		/*
+		 * Distinct jobs within the window since the last undrain; hardware
+		 * counts 2. Jobs whose failures here were decided by rank logs
+		 * alone count only when such jobs come from LOG_ONLY_TEAMS teams.
+		 * Columns: state, points, busy, executor-observed points, log-only
+		 * points (counted or not), teams of the log-only failures.
+		 */
+		char tb[24];
+		const char *p[] = {node, sched_i64(wb, s->o.failure_window_s),
+				   sched_i64(tb, LOG_ONLY_TEAMS)};
 
 		if ((rc = ty_pg_exec(
 			 &res, s->pg,
-			 "SELECT n.state, coalesce((SELECT sum(w) FROM (SELECT max(CASE WHEN"
-			 "  f.failure_class = 'hardware' THEN 2 ELSE 1 END) AS w"
-			 "  FROM node_failures f WHERE f.node_id = n.id"
+			 "WITH f AS (SELECT f.job_id, f.evidence_source, j.team_id,"
+			 "  CASE WHEN f.failure_class = 'hardware' THEN 2 ELSE 1 END AS w"
+			 "  FROM node_failures f JOIN nodes n ON n.id = f.node_id"
+			 "  JOIN jobs j ON j.id = f.job_id WHERE f.node_id = $1"
 			 "  AND f.failure_class = ANY ('" COUNTED_CLASSES "')"
 			 "  AND f.created_at > n.failures_since"
-			 "  AND f.created_at > now() - make_interval(secs => $2::int)"
-			 "  GROUP BY f.job_id) x), 0),"
+			 "  AND f.created_at > now() - make_interval(secs => $2::int)),"
+			 " per_job AS (SELECT job_id, max(w) AS w,"
+			 "  bool_and(evidence_source = 'log') AS log_only FROM f GROUP BY job_id),"
+			 " t AS (SELECT count(DISTINCT team_id) AS teams FROM f"
+			 "  WHERE evidence_source = 'log')"
+			 " SELECT n.state,"
+			 " coalesce((SELECT sum(w) FROM per_job WHERE NOT log_only), 0)"
+			 "  + CASE WHEN (SELECT teams FROM t) >= $3::int THEN coalesce((SELECT sum(w) FROM per_job WHERE log_only), 0) ELSE 0 END,"
 			 " EXISTS (SELECT 1 FROM allocations a WHERE a.node_id = n.id"
-			 "  AND a.released_at IS NULL)"
-			 " FROM nodes n WHERE n.id = $1 FOR UPDATE",
-			 2, p, err)))
+			 "  AND a.released_at IS NULL),"
+			 " coalesce((SELECT sum(w) FROM per_job WHERE NOT log_only), 0),"
+			 " coalesce((SELECT sum(w) FROM per_job WHERE log_only), 0),"
+			 " (SELECT teams FROM t)"
+			 " FROM nodes n WHERE n.id = $1 FOR UPDATE OF n",
+			 3, p, err)))
 			goto out;
 	}
 	if (PQntuples(res) != 1)
 		goto out;
 	state = PQgetvalue(res, 0, 0);
 	score = sched_col_i64(res, 0, 1);
+	seen_pts = sched_col_i64(res, 0, 3);
+	log_pts = sched_col_i64(res, 0, 4);
+	log_teams = sched_col_i64(res, 0, 5);
 	if (score >= s->o.drain_after && (!strcmp(state, "ready") || !strcmp(state, "suspect")))
 		to = !strcmp(PQgetvalue(res, 0, 2), "t") ? "draining" : "drained";
 	else if (score >= s->o.suspect_after && !strcmp(state, "ready"))
 		to = "suspect";
-	if (!to)
+	if (!to) {
+		if (src == PROTO_EVIDENCE_LOG && log_teams < LOG_ONLY_TEAMS &&
+		    seen_pts + log_pts >= s->o.suspect_after && !strcmp(state, "ready"))
+			ty_info("node '%s' stays ready: its failures from rank logs alone "
+				"(last: job %lld attempt %lld, %s) come from one team's jobs",
+				node, (long long)job, (long long)attempt, cls);
 		goto out;
+	}
+	evidence_account(account, sizeof(account), seen_pts, log_pts, log_teams);
 	snprintf(reason, sizeof(reason),
 		 "blamed for failures of different jobs: %lld points within %d s (threshold %d; "
-		 "last: job %lld attempt %lld, %s)",
+		 "last: job %lld attempt %lld, %s; %s)",
 		 (long long)score, s->o.failure_window_s,
 		 !strcmp(to, "suspect") ? s->o.suspect_after : s->o.drain_after, (long long)job,
-		 (long long)attempt, cls);
+		 (long long)attempt, cls, account);
 	PQclear(res);
 	res = NULL;
 	{
@@ -364,7 +415,11 @@ int sched_fail_attempt(struct sched *s, int64_t job, int64_t attempt, const char
 	/* written now when every node has released its GPUs, else at the last release */
 	if ((rc = sched_ledger_attempt_end(s, job, attempt, err)))
 		goto out;
-	if (blamed && (rc = sched_blame_node(s, blamed, job, attempt, cls, evidence, why, err)))
+	if (blamed &&
+	    (rc = sched_blame_node(s, blamed, job, attempt, cls, evidence, why,
+				   how & SCHED_FAIL_LOG_ONLY ? PROTO_EVIDENCE_LOG
+							     : PROTO_EVIDENCE_EXECUTOR,
+				   err)))
 		goto out;
 	/* fail fast: the rest of the gang stops at once */
 	if ((rc = sched_kill_nodes(NULL, s, job, attempt,
@@ -646,7 +701,7 @@ static int preflight_slow(struct sched *s, int64_t job, int64_t attempt, const j
 			 "preflight: node %s at %.3g GB/s, gang median %.3g GB/s", node, gbps,
 			 median);
 		if ((rc = sched_blame_node(s, node, job, attempt, "system", evidence,
-					   SCHED_PREFLIGHT_WHY, err)) ||
+					   SCHED_PREFLIGHT_WHY, PROTO_EVIDENCE_EXECUTOR, err)) ||
 		    (rc = exclude_node(s, job, attempt, node, err)))
 			return rc;
 		{
@@ -670,11 +725,13 @@ static int preflight_slow(struct sched *s, int64_t job, int64_t attempt, const j
  * gang. preflight: attempt_exited's `preflight` member when the launch had
  * a pre-flight check (NULL when it had none). node_fault false: the node
  * says the failure is the job's or the launch's (attempt_exited's
- * `node_fault`), so it is not blamed.
+ * `node_fault`), so it is not blamed. src: attempt_exited's
+ * `evidence_source` (sched_blame_node).
  */
 static int alloc_exit(struct sched *s, const char *node, int64_t job, int64_t attempt,
 		      int exit_code, const char *cls, const char *message, const char *evidence,
-		      const json_t *preflight, bool node_fault, struct ty_err *err)
+		      const json_t *preflight, bool node_fault, enum proto_evidence_source src,
+		      struct ty_err *err)
 {
 	char jb[24], ab[24], eb[24], why[768];
 	const char *p[] = {sched_i64(jb, job), sched_i64(ab, attempt), node,
@@ -723,7 +780,9 @@ static int alloc_exit(struct sched *s, const char *node, int64_t job, int64_t at
 		rc = sched_fail_attempt(s, job, attempt, node,
 					norm_class(cls) ? cls : (cls && *cls ? "system" : "user"),
 					&exit_code, why, evidence,
-					preflight || !node_fault ? 0 : SCHED_FAIL_BLAME, err);
+					(preflight || !node_fault ? 0 : SCHED_FAIL_BLAME) |
+					    (src == PROTO_EVIDENCE_LOG ? SCHED_FAIL_LOG_ONLY : 0),
+					err);
 	} else {
 		/*
 		 * A later report of a gang that already failed: its node is blamed
@@ -735,7 +794,7 @@ static int alloc_exit(struct sched *s, const char *node, int64_t job, int64_t at
 			snprintf(why, sizeof(why), "%s",
 				 message && *message ? message : "hardware failure");
 			if ((rc = sched_blame_node(s, node, job, attempt, cls,
-						   evidence && *evidence ? evidence : NULL, why,
+						   evidence && *evidence ? evidence : NULL, why, src,
 						   err)) ||
 			    (rc = exclude_node(s, job, attempt, node, err)))
 				goto out;
@@ -852,6 +911,8 @@ static int boot_changed(struct sched *s, const char *node, const struct node_row
 		    (rc = alloc_exit(s, node, jint(e, "job", 0), jint(e, "attempt", 0),
 				     (int)json_integer_value(code), jstr(e, "failure_class", ""),
 				     jstr(e, "message", ""), jstr(e, "evidence", ""), NULL, true,
+				     proto_evidence_source_parse(
+					 jstr(e, PROTO_EVIDENCE_SOURCE_FIELD, NULL)),
 				     err)))
 			return rc;
 	}
@@ -955,11 +1016,14 @@ static int finished_records(json_t *clean, const char *node, const json_t *finis
 		if (job >= 1 && attempt >= 1 && attempt <= INT_MAX && json_is_integer(code) &&
 		    json_integer_value(code) >= INT_MIN && json_integer_value(code) <= INT_MAX &&
 		    json_array_append_new(
-			clean, json_pack("{s:s, s:I, s:I, s:I, s:s, s:s, s:s}", "node", node, "job",
-					 (json_int_t)job, "attempt", (json_int_t)attempt,
-					 "exit_code", json_integer_value(code), "failure_class",
-					 jstr(e, "failure_class", ""), "message",
-					 jstr(e, "message", ""), "evidence", jstr(e, "evidence", ""))))
+			clean,
+			json_pack("{s:s, s:I, s:I, s:I, s:s, s:s, s:s, s:b}", "node", node, "job",
+				  (json_int_t)job, "attempt", (json_int_t)attempt, "exit_code",
+				  json_integer_value(code), "failure_class",
+				  jstr(e, "failure_class", ""), "message", jstr(e, "message", ""),
+				  "evidence", jstr(e, "evidence", ""), "log_only",
+				  proto_evidence_source_parse(jstr(e, PROTO_EVIDENCE_SOURCE_FIELD,
+								   NULL)) == PROTO_EVIDENCE_LOG)))
 			return TY_ENOMEM;
 	}
 	return 0;
@@ -986,10 +1050,11 @@ static int note_finished(struct sched *s, const json_t *clean, struct ty_err *er
 	const char *p[] = {text};
 	if ((rc = ty_pg_exec(&res, s->pg,
 			     "SELECT DISTINCT ON (f.node, f.job, f.attempt) f.job, f.attempt,"
-			     " f.exit_code, f.failure_class, f.message, f.evidence, f.node"
+			     " f.exit_code, f.failure_class, f.message, f.evidence, f.node,"
+			     " f.log_only"
 			     " FROM jsonb_to_recordset($1::jsonb) AS f(node text, job bigint,"
 			     "  attempt integer, exit_code integer, failure_class text, message text,"
-			     "  evidence text)"
+			     "  evidence text, log_only boolean)"
 			     " JOIN allocations a ON a.job_id = f.job AND a.attempt = f.attempt"
 			     "  AND a.node_id = f.node"
 			     " WHERE a.exited_at IS NULL",
@@ -1031,6 +1096,7 @@ static int note_finished(struct sched *s, const json_t *clean, struct ty_err *er
 			rc = ty_err_set(err, TY_ENOMEM, NULL);
 			goto out;
 		}
+		x->log_only = !strcmp(PQgetvalue(res, r, 7), "t");
 		x->seen_ms = ty_mono_ms();
 		s->nlate++;
 	}
@@ -1069,7 +1135,8 @@ int sched_apply_late_exits(struct sched *s, int64_t min_age_ms, struct ty_err *e
 		    (long long)x->job, (long long)x->attempt, x->node);
 		/* a no-op when the event came meanwhile */
 		rc = alloc_exit(s, x->node, x->job, x->attempt, x->exit_code, x->failure_class,
-				x->message, x->evidence, NULL, true, err);
+				x->message, x->evidence, NULL, true,
+				x->log_only ? PROTO_EVIDENCE_LOG : PROTO_EVIDENCE_EXECUTOR, err);
 		free(x->message);
 		free(x->evidence);
 	}
@@ -1749,6 +1816,8 @@ int sched_apply(struct sched *s, const struct proto_msg *m, struct ty_err *err)
 		    s, m->node, m->job, m->attempt, (int)jint(m->data, "exit_code", 0),
 		    jstr(m->data, "failure_class", NULL), jstr(m->data, "message", NULL),
 		    jstr(m->data, "evidence", NULL), json_object_get(m->data, "preflight"),
-		    !json_is_false(json_object_get(m->data, "node_fault")), err);
+		    !json_is_false(json_object_get(m->data, "node_fault")),
+		    proto_evidence_source_parse(jstr(m->data, PROTO_EVIDENCE_SOURCE_FIELD, NULL)),
+		    err);
 	}
 }

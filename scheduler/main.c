@@ -69,7 +69,8 @@ static const struct ty_opt options[] = {
     {"suspect-after-jobs", TY_OPT_INT, "2", 1, 1000,
      "a node blamed for system or hardware failures of this many different jobs within "
      "--failure-window-seconds becomes suspect (takes no new work); a job with a hardware "
-     "failure there counts twice"},
+     "failure there counts twice; failures decided by rank logs alone count only once jobs "
+     "of two teams failed that way there"},
     {"drain-after-jobs", TY_OPT_INT, "3", 1, 1000,
      "a node blamed for failures of this many different jobs within the window is "
      "drained (draining while work runs; no new work until an admin undrains it)"},

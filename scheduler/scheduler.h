@@ -179,6 +179,7 @@ struct sched_late_exit {
 	char failure_class[32];
 	char *message;	 /* owned */
 	char *evidence;	 /* owned; "" when none (the heartbeat entry's) */
+	bool log_only;	 /* the entry's evidence_source is "log" */
 	int64_t seen_ms; /* monotonic, first seen */
 };
 
@@ -346,6 +347,8 @@ int sched_kill_nodes(int *count, struct sched *s, int64_t job, int64_t attempt, 
 enum {
 	SCHED_FAIL_BLAME = 1, /* blame node (as above) */
 	SCHED_FAIL_FREE = 2,  /* requeue without spending a retry (the job is not at fault) */
+	/* the class was decided by rank output alone (evidence_source "log", sched_blame_node) */
+	SCHED_FAIL_LOG_ONLY = 4,
 };
 int sched_fail_attempt(struct sched *s, int64_t job, int64_t attempt, const char *node,
 		       const char *cls, const int *exit_code, const char *why,
@@ -361,10 +364,14 @@ bool sched_class_blames(const char *cls);
  * Record a failure of (job, attempt) of class cls against node, and move
  * the node to suspect or draining/drained when its failures across
  * different jobs within --failure-window-seconds reach the thresholds.
- * Idempotent per (job, attempt, node).
+ * src: who saw the evidence. Failures the rank logs alone decided
+ * (PROTO_EVIDENCE_LOG) count only while those within the window come from
+ * jobs of at least two teams: a job prints what it likes, so one team's
+ * jobs never take a node out. Idempotent per (job, attempt, node).
  */
 int sched_blame_node(struct sched *s, const char *node, int64_t job, int64_t attempt,
-		     const char *cls, const char *evidence, const char *why, struct ty_err *err);
+		     const char *cls, const char *evidence, const char *why,
+		     enum proto_evidence_source src, struct ty_err *err);
 /* Pure: the backoff before retry number `tries` (1-based), in seconds. */
 int64_t sched_backoff_s(int base_s, int max_s, int tries);
 /* After an allocation ended: succeed a finished attempt, or cancel a stopped one. */

@@ -1469,6 +1469,7 @@ TY_TEST(hang_is_detected_and_the_gang_killed)
 	ev = str_of(d, "evidence");
 	CHECK_STR_EQ(ev, "no rank showed output or progress for 1 s; rank 0: rank 0 up; "
 			 "rank 1: rank 1 up");
+	CHECK_STR_EQ(str_of(d, "evidence_source"), "executor"); /* it timed the hang itself */
 	for (size_t i = 1; i <= 2; i++) {
 		REQUIRE((d = wait_msg(PROTO_RANK_EXITED, 1100, i)) != NULL);
 		CHECK_INT_EQ(json_integer_value(json_object_get(d, "signal")), SIGTERM);
@@ -1479,8 +1480,10 @@ TY_TEST(hang_is_detected_and_the_gang_killed)
 	REQUIRE((d = wait_heartbeat_finished(1100)) != NULL);
 	d = json_object_get(d, "finished");
 	for (size_t i = 0; i < json_array_size(d); i++)
-		if (json_integer_value(json_object_get(json_array_get(d, i), "job")) == 1100)
+		if (json_integer_value(json_object_get(json_array_get(d, i), "job")) == 1100) {
 			CHECK_STR_EQ(str_of(json_array_get(d, i), "evidence"), ev);
+			CHECK_STR_EQ(str_of(json_array_get(d, i), "evidence_source"), "executor");
+		}
 }
 
 TY_TEST(output_or_progress_keeps_a_rank_alive)
@@ -1511,6 +1514,7 @@ TY_TEST(output_or_progress_keeps_a_rank_alive)
 		CHECK_STR_EQ(str_of(d, "failure_class"), "");
 		CHECK_INT_EQ(json_integer_value(json_object_get(d, "exit_code")), 0);
 		CHECK(json_object_get(d, "evidence") == NULL);
+		CHECK(json_object_get(d, "evidence_source") == NULL); /* no failure, no source */
 	}
 }
 
@@ -1546,6 +1550,7 @@ TY_TEST(start_timeout_kills_a_gang_with_a_silent_rank)
 	REQUIRE((d = wait_msg(PROTO_ATTEMPT_EXITED, 1105, 1)) != NULL);
 	CHECK_STR_EQ(str_of(d, "failure_class"), "system");
 	CHECK(strstr(str_of(d, "message"), "could not be started") != NULL);
+	CHECK_STR_EQ(str_of(d, "evidence_source"), "executor");
 }
 
 TY_TEST(log_lines_and_exits_decide_the_class)
@@ -1565,6 +1570,7 @@ TY_TEST(log_lines_and_exits_decide_the_class)
 	CHECK_INT_EQ(json_integer_value(json_object_get(d, "exit_code")), 1);
 	CHECK_STR_EQ(str_of(d, "message"), "rank 1 exited with code 1");
 	CHECK_STR_EQ(str_of(d, "evidence"), "rank 1: ncclRemoteError: remote process exited");
+	CHECK_STR_EQ(str_of(d, "evidence_source"), "log"); /* the job printed it */
 	/* an operator's rule from --classify-file */
 	send_msg(PROTO_LAUNCH, 1107, EPOCH,
 		 launch_data(1, "echo \"Traceback (most recent call last):\"; "
@@ -1582,9 +1588,11 @@ TY_TEST(log_lines_and_exits_decide_the_class)
 	CHECK_INT_EQ(json_integer_value(json_object_get(d, "exit_code")), 137);
 	CHECK_STR_EQ(str_of(d, "evidence"),
 		     "rank 0: killed by signal 9 (SIGKILL), no OOM evidence");
+	CHECK_STR_EQ(str_of(d, "evidence_source"), "executor");
 	REQUIRE((d = wait_msg(PROTO_ATTEMPT_EXITED, 1109, 1)) != NULL);
 	CHECK_STR_EQ(str_of(d, "failure_class"), "oom");
 	CHECK_STR_EQ(str_of(d, "evidence"), "rank 0: sh: line 1: 4242 Killed  python t.py");
+	CHECK_STR_EQ(str_of(d, "evidence_source"), "log");
 }
 
 /* Run the executor with argv (argv[0] T.bin) to its end; its exit status, stderr in *out. */
@@ -1738,7 +1746,8 @@ TY_TEST(bad_rules_file_stops_the_executor)
 				       T.dir)) != NULL);
 	CHECK_INT_EQ(run_with_rules(&err, "fatal\tx\n"), 2);
 	CHECK(strstr(err, ty_test_strf("--classify-file: %s/bad-rules.conf:1: unknown class "
-				       "'fatal' (hardware, oom, system, user or oom_kill)",
+				       "'fatal' (hardware, oom, system, user_traceback, "
+				       "weak_system, user, oom_kill or not_user)",
 				       T.dir)) != NULL);
 }
 

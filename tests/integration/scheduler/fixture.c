@@ -984,15 +984,23 @@ void fx_node_finished(struct fx *f, const char *id, long long job, long long att
 void fx_node_finished_ev(struct fx *f, const char *id, long long job, long long attempt,
 			 int code, const char *cls, const char *message, const char *evidence)
 {
+	fx_node_finished_src(f, id, job, attempt, code, cls, message, evidence, NULL);
+}
+
+void fx_node_finished_src(struct fx *f, const char *id, long long job, long long attempt,
+			  int code, const char *cls, const char *message, const char *evidence,
+			  const char *src)
+{
 	struct fx_node *n;
 
 	pthread_mutex_lock(&f->mu);
 	if ((n = node_find(f, id)))
 		json_array_append_new(n->finished,
-				      json_pack("{s:I, s:I, s:i, s:s, s:s, s:s*}", "job",
+				      json_pack("{s:I, s:I, s:i, s:s, s:s, s:s*, s:s*}", "job",
 						(json_int_t)job, "attempt", (json_int_t)attempt,
 						"exit_code", code, "failure_class", cls, "message",
-						message, "evidence", evidence));
+						message, "evidence", evidence, "evidence_source",
+						src));
 	pthread_mutex_unlock(&f->mu);
 	if (!n)
 		FAIL("no node %s", id);

@@ -105,6 +105,10 @@ void fx_node_finished(struct fx *f, const char *id, long long job, long long att
 /* The same with the classifier's evidence (NULL: none). */
 void fx_node_finished_ev(struct fx *f, const char *id, long long job, long long attempt,
 			 int code, const char *cls, const char *message, const char *evidence);
+/* The same saying who saw the evidence ("log", "executor"; NULL: the field left out). */
+void fx_node_finished_src(struct fx *f, const char *id, long long job, long long attempt,
+			  int code, const char *cls, const char *message, const char *evidence,
+			  const char *src);
 /* Produce one message from node (data JSON with ' for "; NULL for {}). Returns its seq. */
 long long fx_send(struct fx *f, const char *node, const char *type, long long job,
 		  long long attempt, const char *data);

@@ -43,6 +43,17 @@ static void exit_with(struct fx *f, const char *node, const struct proto_msg *l,
 					code, cls, message));
 }
 
+/* attempt_exited of class system saying who saw its evidence (src: "log" or "executor"). */
+static void exit_seen(struct fx *f, const char *node, const struct proto_msg *l,
+		      const char *evidence, const char *src)
+{
+	fx_node_runs(f, node, l->job, l->attempt, false);
+	fx_send(f, node, "attempt_exited", l->job, l->attempt,
+		ty_test_strf("{'exit_code':1,'failure_class':'system','message':'NCCL error',"
+			     "'evidence':'%s','evidence_source':'%s'}",
+			     evidence, src));
+}
+
 /* Integer and string at path of a JSON text (strings as scratch, "(none)" when absent). */
 static long long jint_of(const char *text, const char *path)
 {
@@ -321,8 +332,8 @@ TY_TEST(node_blamed_by_different_jobs_becomes_suspect_then_drained_until_undrain
 	exit_with(f, "n1", l[0], 1, "system", "NCCL error", "NCCL WARN Call to ibv_poll_cq failed");
 	FX_WAIT(f, T, "failed", "SELECT state FROM jobs WHERE id = $1", fx_n(job[0]));
 	CHECK_STR_EQ(FX_Q(f, "SELECT state FROM nodes WHERE id = 'n1'"), "ready");
-	/* a second job: suspect, no new work */
-	exit_with(f, "n1", l[1], 1, "system", "NCCL error", "NCCL WARN Call to ibv_poll_cq failed");
+	/* a second job, of the same team, seen by the executor itself: suspect, no new work */
+	exit_seen(f, "n1", l[1], "rank 0: killed by signal 11 (SIGSEGV)", "executor");
 	FX_WAIT(f, T, "suspect", "SELECT state FROM nodes WHERE id = 'n1'");
 	late = fx_submit(f, ",'resources':{'nodes':1,'gpus_per_node':2}");
 	FX_WAIT(f, T, "no schedulable node has 2 GPUs",
@@ -333,7 +344,8 @@ TY_TEST(node_blamed_by_different_jobs_becomes_suspect_then_drained_until_undrain
 	FX_WAIT(f, T, "draining", "SELECT state FROM nodes WHERE id = 'n1'");
 	CHECK_STR_EQ(FX_Q(f, "SELECT drain_reason FROM nodes WHERE id = 'n1'"),
 		     ty_test_strf("blamed for failures of different jobs: 3 points within 3600 s "
-				  "(threshold 3; last: job %lld attempt 1, system)",
+				  "(threshold 3; last: job %lld attempt 1, system; evidence: 3 "
+				  "points observed by executors)",
 				  job[2]));
 	body = fx_api(f, "GET", "/v1/nodes/n1", 200);
 	CHECK_INT_EQ(jint_of(body, "failures.count"), 3);
@@ -367,6 +379,109 @@ TY_TEST(node_blamed_by_different_jobs_becomes_suspect_then_drained_until_undrain
 	REQUIRE(m != NULL);
 	CHECK_STR_EQ(FX_Q(f, "SELECT coalesce(drain_reason, '-') FROM nodes WHERE id = 'n1'"), "-");
 	CHECK_STR_EQ(FX_Q(f, "SELECT action FROM audit_log WHERE object = 'n1'"), "node.undrain");
+	fx_sched_stop(f, 0);
+}
+
+/*
+ * Rank output is the job's to write: failures whose class the logs alone
+ * decided (evidence_source "log", e.g. a job printing an NCCL WARN NET/IB
+ * error 12 line and exiting 1) never take a node out for one team; they
+ * count once jobs of two teams failed that way there.
+ */
+TY_TEST(log_only_failures_take_a_node_out_only_across_teams)
+{
+	static const char *const args[] = {"--suspect-after-jobs=2", "--drain-after-jobs=4",
+					   "--failure-window-seconds=3600", NULL};
+	static const char *const ib =
+	    "rank 0: trainer-3:81412:81790 [2] NCCL WARN NET/IB : Got completion from peer "
+	    "10.12.0.7<48112> with error 12, opcode 32753, len 0, vendor err 129 (Recv)";
+	struct fx *f = fx_start();
+	const struct proto_msg *l[4], *m;
+	long long job[4], late;
+	const char *other_team;
+
+	fx_node(f, "n1", 8);
+	other_team = fx_team(f, "other", 8, -1, NULL);
+	fx_sched_start(f, "s1", args);
+	FX_WAIT(f, T, "1", "SELECT count(*) FROM nodes WHERE state = 'ready'");
+	/* jobs 0, 1 and 3 of the case's team, job 2 of another team */
+	for (int i = 0; i < 4; i++) {
+		const char *spec = ",'resources':{'nodes':1,'gpus_per_node':2},'retry':{'system':0}";
+
+		job[i] = i == 2 ? fx_submit_to(f, other_team, spec) : fx_submit(f, spec);
+		l[i] = fx_recv(f, "n1", "launch", job[i], T);
+		REQUIRE(l[i] != NULL);
+		fx_run(f, "n1", l[i]);
+	}
+	FX_WAIT(f, T, "4", "SELECT count(*) FROM jobs WHERE state = 'running'");
+
+	/* two jobs of one team, each blamed on n1 from its log alone: n1 stays ready */
+	exit_seen(f, "n1", l[0], ib, "log");
+	FX_WAIT(f, T, "failed", "SELECT state FROM jobs WHERE id = $1", fx_n(job[0]));
+	exit_seen(f, "n1", l[1], ib, "log");
+	FX_WAIT(f, T, "failed", "SELECT state FROM jobs WHERE id = $1", fx_n(job[1]));
+	CHECK_STR_EQ(FX_Q(f, "SELECT string_agg(evidence_source || ':' || node_id, ','"
+			     " ORDER BY job_id) FROM node_failures"),
+		     "log:n1,log:n1");
+	/* ... and takes new work: the other teams' jobs do not wait */
+	late = fx_submit(f, ",'resources':{'nodes':1,'gpus_per_node':2}");
+	m = fx_recv(f, "n1", "launch", late, T);
+	REQUIRE(m != NULL);
+	fx_run(f, "n1", m);
+	CHECK_STR_EQ(FX_Q(f, "SELECT state FROM nodes WHERE id = 'n1'"), "ready");
+
+	/* another team's job fails there the same way: two teams, 3 points, suspect */
+	exit_seen(f, "n1", l[2], ib, "log");
+	FX_WAIT(f, T, "suspect", "SELECT state FROM nodes WHERE id = 'n1'");
+	/* a fourth job: 4 points, draining (work left), the reason says what counted */
+	exit_seen(f, "n1", l[3], ib, "log");
+	FX_WAIT(f, T, "draining", "SELECT state FROM nodes WHERE id = 'n1'");
+	CHECK_STR_EQ(FX_Q(f, "SELECT drain_reason FROM nodes WHERE id = 'n1'"),
+		     ty_test_strf("blamed for failures of different jobs: 4 points within 3600 s "
+				  "(threshold 4; last: job %lld attempt 1, system; evidence: 0 "
+				  "points observed by executors, 4 from rank logs alone of jobs "
+				  "of 2 teams)",
+				  job[3]));
+	fx_sched_stop(f, 0);
+}
+
+/*
+ * One team's log-only failures do not count, but what the executor saw
+ * does: the reason names both.
+ */
+TY_TEST(executor_observed_failures_count_beside_one_teams_log_only_ones)
+{
+	static const char *const args[] = {"--suspect-after-jobs=2", "--drain-after-jobs=2",
+					   "--failure-window-seconds=3600", NULL};
+	struct fx *f = fx_start();
+	const struct proto_msg *l[3];
+	long long job[3];
+
+	fx_node(f, "n1", 8);
+	fx_sched_start(f, "s1", args);
+	FX_WAIT(f, T, "1", "SELECT count(*) FROM nodes WHERE state = 'ready'");
+	for (int i = 0; i < 3; i++) {
+		job[i] = fx_submit(f, ",'resources':{'nodes':1,'gpus_per_node':2},"
+				      "'retry':{'system':0}");
+		l[i] = fx_recv(f, "n1", "launch", job[i], T);
+		REQUIRE(l[i] != NULL);
+		fx_run(f, "n1", l[i]);
+	}
+	FX_WAIT(f, T, "3", "SELECT count(*) FROM jobs WHERE state = 'running'");
+	exit_seen(f, "n1", l[0], "rank 0: NCCL WARN NET/IB : error 12", "log");
+	FX_WAIT(f, T, "failed", "SELECT state FROM jobs WHERE id = $1", fx_n(job[0]));
+	exit_seen(f, "n1", l[1], "rank 0: killed by signal 11 (SIGSEGV)", "executor");
+	FX_WAIT(f, T, "failed", "SELECT state FROM jobs WHERE id = $1", fx_n(job[1]));
+	/* 1 point counts (the log-only one does not): still ready */
+	CHECK_STR_EQ(FX_Q(f, "SELECT state FROM nodes WHERE id = 'n1'"), "ready");
+	exit_seen(f, "n1", l[2], "rank 1: memory cgroup oom_kill, then SIGABRT", "executor");
+	FX_WAIT(f, T, "drained", "SELECT state FROM nodes WHERE id = 'n1'");
+	CHECK_STR_EQ(FX_Q(f, "SELECT drain_reason FROM nodes WHERE id = 'n1'"),
+		     ty_test_strf("blamed for failures of different jobs: 2 points within 3600 s "
+				  "(threshold 2; last: job %lld attempt 1, system; evidence: 2 "
+				  "points observed by executors; 1 from rank logs alone of one "
+				  "team's jobs not counted)",
+				  job[2]));
 	fx_sched_stop(f, 0);
 }
 

@@ -195,6 +195,38 @@ TY_TEST(failure_known_only_from_heartbeat_keeps_its_evidence)
 	fx_sched_stop(f, 0);
 }
 
+/*
+ * A failure known only from heartbeats keeps who saw its evidence: one
+ * team's log-only failure is recorded and excludes the node from the job,
+ * but does not make the node suspect (docs/dispatch.md, "Node states").
+ */
+TY_TEST(log_only_failure_known_only_from_heartbeat_stays_log_only)
+{
+	static const char *const args[] = {"--suspect-after-jobs=1", NULL};
+	struct fx *f = fx_start();
+	const struct proto_msg *l1;
+	long long job;
+
+	fx_node(f, "n1", 2);
+	fx_sched_start(f, "s1", args);
+	FX_WAIT(f, T, "1", "SELECT count(*) FROM nodes WHERE state = 'ready'");
+	job = fx_submit(f, ",'resources':{'nodes':1,'gpus_per_node':2},'retry':{'system':0}");
+	l1 = fx_recv(f, "n1", "launch", job, T);
+	REQUIRE(l1 != NULL);
+	fx_run(f, "n1", l1);
+	FX_WAIT(f, T, "running", "SELECT state FROM jobs WHERE id = $1", fx_n(job));
+	fx_node_runs(f, "n1", job, 1, false);
+	fx_node_finished_src(f, "n1", job, 1, 1, "system", "rank 0 exited with code 1",
+			     "rank 0: NCCL WARN NET/IB : Got completion from peer with error 12",
+			     "log");
+	FX_WAIT(f, T, "failed", "SELECT state FROM jobs WHERE id = $1", fx_n(job));
+	CHECK_STR_EQ(FX_Q(f, "SELECT evidence_source FROM node_failures WHERE job_id = $1",
+			  fx_n(job)),
+		     "log");
+	CHECK_STR_EQ(FX_Q(f, "SELECT state FROM nodes WHERE id = 'n1'"), "ready");
+	fx_sched_stop(f, 0);
+}
+
 TY_TEST(restarted_executor_fails_its_attempts_as_system)
 {
 	struct fx *f = fx_start();

@@ -142,6 +142,188 @@ TY_TEST(classify_table)
 	exec_classifier_free(c);
 }
 
+/* Log excerpts as PyTorch, NCCL, CUDA and the kernel print them. */
+#define IB_ERR12                                                                                   \
+	"trainer-3:81412:81790 [2] NCCL WARN NET/IB : Got completion from peer "                     \
+	"10.12.0.7<48112> with error 12, opcode 32753, len 0, vendor err 129 (Recv) localGid "      \
+	"::ffff:10.12.0.6 remoteGid ::ffff:10.12.0.7"
+#define NCCL_INFO "trainer-3:81412:81790 [2] NCCL INFO Channel 00/32 :    0   1   2   3\n"
+#define DDP_TB                                                                                     \
+	"Traceback (most recent call last):\n"                                                     \
+	"  File \"/workspace/train.py\", line 212, in <module>\n"                                   \
+	"    main()\n"                                                                              \
+	"  File \"/workspace/train.py\", line 187, in main\n"                                       \
+	"    loss = model(batch).loss\n"
+#define TORCHRUN_FAIL                                                                              \
+	"E1126 10:12:04.512000 81400 torch/distributed/elastic/multiprocessing/api.py:869] "        \
+	"failed (exitcode: 1) local_rank: 2 (pid: 81412) of binary: /usr/bin/python3\n"
+#define WATCHDOG                                                                                   \
+	"[rank2]:[E1126 10:12:01.123456 81412 ProcessGroupNCCL.cpp:616] [Rank 2] Watchdog caught "  \
+	"collective operation timeout: WorkNCCL(SeqNum=3127, OpType=ALLREDUCE, NumelIn=262144, "  \
+	"NumelOut=262144, Timeout(ms)=600000) ran for 600043 milliseconds before timing out."
+#define DIST_SYSERR                                                                                \
+	"torch.distributed.DistBackendError: NCCL error in: "                                       \
+	"../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:1970, unhandled system error (run "    \
+	"with NCCL_DEBUG=INFO for details), NCCL version 2.19.3"
+#define NCCL_SYSERR                                                                                \
+	"ncclSystemError: System call (e.g. socket, malloc) or external library call failed or "    \
+	"device error."
+#define CUDA_OOM                                                                                   \
+	"torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 MiB. GPU 2 has a "     \
+	"total capacity of 79.15 GiB of which 3.62 MiB is free."
+#define GLOO_TIMEOUT                                                                               \
+	"RuntimeError: [../third_party/gloo/gloo/transport/tcp/unbound_buffer.cc:81] Timed out "    \
+	"waiting 1800000ms for recv operation to complete"
+#define XID                                                                                        \
+	"NVRM: Xid (PCI:0000:b3:00): 79, pid=81412, name=python3, GPU has fallen off the bus."
+
+/*
+ * The strongest evidence decides, and evidence_source says whether the
+ * logs alone decided it: rank output must never be enough to take a node
+ * out (docs/dispatch.md, "Failures, retries and bad nodes").
+ */
+TY_TEST(classify_strongest_evidence)
+{
+	static const struct {
+		const char *name;
+		int exit_code, signal;
+		bool cgroup_oom;
+		const char *log0, *log1;
+		const char *cls, *evidence;
+		bool log_only;
+	} rows[] = {
+	    /* user: a traceback's own error outranks NCCL WARN lines */
+	    {"KeyError beside an NCCL WARN", 1, 0, false,
+	     NCCL_INFO IB_ERR12 "\n" DDP_TB "KeyError: 'lr'\n", NULL, "user", "rank 0: KeyError: 'lr'",
+	     true},
+	    {"a shape mismatch beside an NCCL WARN", 1, 0, false,
+	     IB_ERR12 "\n" DDP_TB
+	     "RuntimeError: mat1 and mat2 shapes cannot be multiplied (64x512 and 256x10)\n",
+	     NULL, "user",
+	     "rank 0: RuntimeError: mat1 and mat2 shapes cannot be multiplied (64x512 and 256x10)",
+	     true},
+	    {"a state_dict of DistributedDataParallel", 1, 0, false,
+	     IB_ERR12 "\n" DDP_TB "RuntimeError: Error(s) in loading state_dict for "
+			       "DistributedDataParallel: Missing key(s) in state_dict: \"fc.bias\".\n",
+	     NULL, "user",
+	     "rank 0: RuntimeError: Error(s) in loading state_dict for DistributedDataParallel: "
+	     "Missing key(s) in state_dict: \"fc.bias\".",
+	     true},
+	    {"AssertionError with torchrun's summary", 1, 0, false,
+	     IB_ERR12 "\n" DDP_TB "AssertionError\n" TORCHRUN_FAIL, NULL, "user",
+	     "rank 0: AssertionError", true},
+	    {"a missing module", 1, 0, false,
+	     "Traceback (most recent call last):\n  File \"/workspace/train.py\", line 3, in "
+	     "<module>\n    import transformers\nModuleNotFoundError: No module named "
+	     "'transformers'\n",
+	     NULL, "user", "rank 0: ModuleNotFoundError: No module named 'transformers'", true},
+	    {"the job's own file missing", 1, 0, false,
+	     IB_ERR12 "\n" DDP_TB "FileNotFoundError: [Errno 2] No such file or directory: "
+			       "'/workspace/data/train.bin'\n",
+	     NULL, "user",
+	     "rank 0: FileNotFoundError: [Errno 2] No such file or directory: "
+	     "'/workspace/data/train.bin'",
+	     true},
+	    {"a dotted user exception", 1, 0, false,
+	     IB_ERR12 "\n" DDP_TB "omegaconf.errors.ConfigKeyError: Key 'lr' is not in struct\n",
+	     NULL, "user", "rank 0: omegaconf.errors.ConfigKeyError: Key 'lr' is not in struct",
+	     true},
+	    {"the ending rank's traceback beats a peer's NCCL error", 1, 0, false,
+	     DDP_TB "TypeError: forward() missing 1 required positional argument: 'x'\n",
+	     IB_ERR12 "\n" DIST_SYSERR "\n" NCCL_SYSERR "\n", "user",
+	     "rank 0: TypeError: forward() missing 1 required positional argument: 'x'", true},
+	    /* system: NCCL and the network with no user traceback */
+	    {"NCCL WARN NET/IB error 12 alone", 1, 0, false, NCCL_INFO IB_ERR12 "\n", NULL,
+	     "system", "rank 0: " IB_ERR12, true},
+	    {"NCCL WARN and a bare traceback", 1, 0, false,
+	     IB_ERR12 "\nTraceback (most recent call last):\n", NULL, "system",
+	     "rank 0: " IB_ERR12, true},
+	    {"an NCCL system error in the traceback", 1, 0, false,
+	     IB_ERR12 "\n" DDP_TB DIST_SYSERR "\n" NCCL_SYSERR "\n", NULL, "system",
+	     "rank 0: " NCCL_SYSERR, true},
+	    {"a RuntimeError that reports NCCL is no user error", 1, 0, false,
+	     DDP_TB "RuntimeError: NCCL communicator was aborted on rank 2.\n", NULL, "system",
+	     "rank 0: RuntimeError: NCCL communicator was aborted on rank 2.", true},
+	    {"a CUDA RuntimeError does not outrank NCCL WARN", 1, 0, false,
+	     IB_ERR12 "\n" DDP_TB "RuntimeError: CUDA error: unspecified launch failure\n", NULL,
+	     "system", "rank 0: " IB_ERR12, true},
+	    {"a node's device file missing", 1, 0, false,
+	     IB_ERR12 "\n" DDP_TB "FileNotFoundError: [Errno 2] No such file or directory: "
+			       "'/dev/infiniband/uverbs0'\n",
+	     NULL, "system", "rank 0: " IB_ERR12, true},
+	    {"watchdog timeout, aborted", 134, SIGABRT, false, WATCHDOG "\n", NULL, "system",
+	     "rank 0: " WATCHDOG, false},
+	    {"watchdog timeout, exit 1", 1, 0, false, WATCHDOG "\n", NULL, "system",
+	     "rank 0: " WATCHDOG, true},
+	    {"gloo timeout", 1, 0, false, DDP_TB GLOO_TIMEOUT "\n", NULL, "system",
+	     "rank 0: " GLOO_TIMEOUT, true},
+	    {"a foreign SIGSEGV", 139, SIGSEGV, false, "step 7\n", NULL, "system",
+	     "rank 0: killed by signal 11 (SIGSEGV)", false},
+	    {"exit 137 with no evidence is the job's exit", 137, 0, false, "step 7\n", NULL,
+	     "system", "rank 0: exit code 137 (SIGKILL), no OOM evidence", true},
+	    /* oom and hardware keep winning */
+	    {"CUDA OOM beside a user traceback", 1, 0, false,
+	     IB_ERR12 "\n" DDP_TB CUDA_OOM "\n", NULL, "oom", "rank 0: " CUDA_OOM, true},
+	    {"the kernel's OOM kill", 137, SIGKILL, false,
+	     "step 7\n/bin/sh: line 1: 81412 Killed                  python3 train.py\n", NULL,
+	     "oom", "rank 0: /bin/sh: line 1: 81412 Killed                  python3 train.py",
+	     true},
+	    {"the memory cgroup's OOM kill", 137, SIGKILL, true, DDP_TB "KeyError: 'x'\n", NULL,
+	     "oom", "rank 0: killed by signal 9 (SIGKILL), memory cgroup oom_kill", false},
+	    {"a killed rank's traceback is not the job's word", 137, SIGKILL, false,
+	     DDP_TB "KeyError: 'lr'\n", NULL, "system",
+	     "rank 0: killed by signal 9 (SIGKILL), no OOM evidence", false},
+	    {"Xid on a peer beats a user traceback", 1, 0, false, DDP_TB "KeyError: 'lr'\n",
+	     XID "\n", "hardware", "rank 1: " XID, true},
+	    /* user fallbacks */
+	    {"device-side assert", 1, 0, false,
+	     DDP_TB "RuntimeError: CUDA error: device-side assert triggered\n", NULL, "user",
+	     "rank 0: RuntimeError: CUDA error: device-side assert triggered", true},
+	    {"plain exit 1", 1, 0, false, "step 7\n", NULL, "user", "rank 0: exit code 1", true},
+	};
+	struct exec_classifier *c = defaults();
+
+	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+		struct exec_rank_end end = {.rank = 0,
+					    .exit_code = rows[i].exit_code,
+					    .signal = rows[i].signal,
+					    .cgroup_oom = rows[i].cgroup_oom};
+		struct exec_rank_log logs[2] = {{0, rows[i].log0}, {1, rows[i].log1}};
+		struct exec_verdict v;
+
+		ty_test_context("%s", rows[i].name);
+		exec_classify(&v, c, &end, logs, 2);
+		CHECK_STR_EQ(v.failure_class, rows[i].cls);
+		CHECK_STR_EQ(v.evidence, rows[i].evidence);
+		CHECK_INT_EQ(v.log_only, rows[i].log_only);
+	}
+	exec_classifier_free(c);
+}
+
+TY_TEST(classify_not_user_only_vetoes_user_traceback)
+{
+	struct exec_classifier *c = NULL;
+	struct ty_err err = {0};
+	struct exec_rank_end end = {.rank = 0, .exit_code = 1};
+	struct exec_rank_log logs[1] = {{0, "x\nValueError: bad shard 3\n"}};
+	struct exec_verdict v;
+
+	REQUIRE_INT_EQ(exec_classifier_new(&c, &err), 0);
+	REQUIRE_INT_EQ(exec_classifier_add(c, "weak_system\tshard\nuser_traceback\t^ValueError\n",
+					   "ops.conf", &err),
+		       0);
+	exec_classify(&v, c, &end, logs, 1);
+	CHECK_STR_EQ(v.failure_class, "user");
+	CHECK_STR_EQ(v.evidence, "rank 0: ValueError: bad shard 3");
+	/* an operator's not_user rule hands the line back to weak_system */
+	REQUIRE_INT_EQ(exec_classifier_add(c, "not_user\tbad shard\n", "ops2.conf", &err), 0);
+	exec_classify(&v, c, &end, logs, 1);
+	CHECK_STR_EQ(v.failure_class, "system");
+	CHECK_STR_EQ(v.evidence, "rank 0: ValueError: bad shard 3");
+	CHECK(v.log_only);
+	exec_classifier_free(c);
+}
+
 TY_TEST(classify_evidence_is_capped_valid_text)
 {
 	struct exec_classifier *c = defaults();
@@ -207,15 +389,15 @@ TY_TEST(classify_rule_file_errors)
 		const char *text;
 		const char *msg;
 	} rows[] = {
-	    {"bogus\tx\n", "ops.conf:1: unknown class 'bogus' (hardware, oom, system, user or "
-			   "oom_kill)"},
+	    {"bogus\tx\n", "ops.conf:1: unknown class 'bogus' (hardware, oom, system, "
+			   "user_traceback, weak_system, user, oom_kill or not_user)"},
 	    {"# c\n\nuser\t(unclosed\n", NULL}, /* regerror text varies: prefix checked */
 	    {"user\n", "ops.conf:1: no regular expression after 'user'"},
 	    {"user   \t \n", "ops.conf:1: no regular expression after 'user'"},
-	    {"system\tok\nOOM\tx\n", "ops.conf:2: unknown class 'OOM' (hardware, oom, system, user "
-				  "or oom_kill)"},
-	    {"hang\tx\n", "ops.conf:1: unknown class 'hang' (hardware, oom, system, user or "
-			  "oom_kill)"},
+	    {"system\tok\nOOM\tx\n", "ops.conf:2: unknown class 'OOM' (hardware, oom, system, "
+				  "user_traceback, weak_system, user, oom_kill or not_user)"},
+	    {"hang\tx\n", "ops.conf:1: unknown class 'hang' (hardware, oom, system, "
+			  "user_traceback, weak_system, user, oom_kill or not_user)"},
 	};
 	struct ty_err err = {0};
 

@@ -93,6 +93,7 @@ TY_TEST(state_round_trip)
 
 	REQUIRE(r && s);
 	snprintf(b.evidence, sizeof(b.evidence), "rank 1: Traceback (most recent call last):");
+	b.log_only = true;
 	exec_finished_add(r, &a);
 	exec_finished_add(r, &b);
 	REQUIRE_INT_EQ(exec_state_write(path, "node-1", 9, 41, run, 2, r, &err), 0);
@@ -115,6 +116,11 @@ TY_TEST(state_round_trip)
 	CHECK_STR_EQ(exec_finished_at(&s->finished, 1)->evidence, b.evidence);
 	CHECK_STR_EQ(exec_finished_at(&s->finished, 0)->evidence, ""); /* absent in the file */
 	CHECK(strstr(read_file_text(path), "\"evidence\"") != NULL);
+	/* who saw the evidence survives a restart; success has no source */
+	CHECK(exec_finished_at(&s->finished, 1)->log_only);
+	CHECK(!exec_finished_at(&s->finished, 0)->log_only);
+	CHECK(strstr(read_file_text(path), "\"evidence_source\":\"log\"") != NULL ||
+	      strstr(read_file_text(path), "\"evidence_source\": \"log\"") != NULL);
 
 	/* an empty state writes and reads too */
 	REQUIRE_INT_EQ(exec_state_write(path, "node-1", 0, 0, NULL, 0, &s->finished, &err), 0);

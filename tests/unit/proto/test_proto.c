@@ -356,3 +356,26 @@ TY_TEST(key_files_are_checked)
 	}
 	ty_test_context(NULL);
 }
+
+TY_TEST(evidence_source_names)
+{
+	static const struct {
+		const char *name;
+		enum proto_evidence_source want;
+	} rows[] = {
+	    {NULL, PROTO_EVIDENCE_EXECUTOR}, /* an executor from before the field */
+	    {"executor", PROTO_EVIDENCE_EXECUTOR},
+	    {"log", PROTO_EVIDENCE_LOG},
+	    {"", PROTO_EVIDENCE_LOG}, /* unknown: the weaker claim */
+	    {"Executor", PROTO_EVIDENCE_LOG},
+	};
+
+	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+		ty_test_context("%s", rows[i].name ? rows[i].name : "(absent)");
+		CHECK_INT_EQ(proto_evidence_source_parse(rows[i].name), rows[i].want);
+	}
+	CHECK_STR_EQ(proto_evidence_source_name(PROTO_EVIDENCE_EXECUTOR), "executor");
+	CHECK_STR_EQ(proto_evidence_source_name(PROTO_EVIDENCE_LOG), "log");
+	CHECK_STR_EQ(proto_evidence_source_name(PROTO_EVIDENCE_SOURCE_COUNT), "unknown");
+	CHECK_STR_EQ(PROTO_EVIDENCE_SOURCE_FIELD, "evidence_source");
+}
