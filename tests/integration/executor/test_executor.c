@@ -2030,8 +2030,21 @@ TY_TEST(metrics_count_attempts_classes_and_skipped_messages)
 	REQUIRE(wait_msg(PROTO_ATTEMPT_EXITED, 1903, 1) != NULL);
 	send_msg(PROTO_LAUNCH, 1904, EPOCH, launch_data(2, "sleep 60 & wait"));
 	REQUIRE(wait_msg(PROTO_ATTEMPT_RUNNING, 1904, 1) != NULL);
-	t = wait_metric("trainyard_executor_ranks_running", 2);
-	CHECK_INT_EQ(metric(t, "trainyard_executor_attempts_running"), 1);
+	/*
+	 * The gauges are taken every 100 ms: one taken while 1902 and 1903 ran
+	 * also says 2 ranks. Wait for the one that has 1904 alone.
+	 */
+	{
+		int64_t until = now_ms() + WAIT_MS;
+
+		do
+			t = scrape_metrics();
+		while ((metric(t, "trainyard_executor_ranks_running") != 2 ||
+			metric(t, "trainyard_executor_attempts_running") != 1) &&
+		       now_ms() < until && usleep(20 * 1000) == 0);
+		CHECK_INT_EQ(metric(t, "trainyard_executor_ranks_running"), 2);
+		CHECK_INT_EQ(metric(t, "trainyard_executor_attempts_running"), 1);
+	}
 	send_msg(PROTO_KILL, 1904, EPOCH, "{'reason':'cancel','grace_seconds':1}");
 	REQUIRE(wait_msg(PROTO_ATTEMPT_EXITED, 1904, 1) != NULL);
 	after = wait_metric("trainyard_executor_attempts_running", 0);
