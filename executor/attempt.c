@@ -477,7 +477,11 @@ static void preflight_evidence(struct exec_attempt *a)
 	if (logs && bufs)
 		n = read_tails(logs, bufs, a, 5);
 	exec_evidence_tails(a->outcome.evidence, head, logs, n);
-	a->outcome.log_only = false; /* the executor ran the check and saw it fail */
+	/*
+	 * The executor ran the check and saw it fail; but in a job's image the
+	 * check's program and its verdict are the job's to write
+	 */
+	a->outcome.log_only = a->launch.image != NULL;
 	free_tails(bufs, n);
 	free(bufs);
 	free(logs);

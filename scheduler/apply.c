@@ -659,10 +659,13 @@ static int exclude_node(struct sched *s, int64_t job, int64_t attempt, const cha
  * gang's median (attempt_exited.preflight, trainyard-allreduce
  * --node-check): each of them that is part of the attempt is blamed, made
  * suspect at once (a slow link needs no second job to be believed) and
- * excluded from the job's later attempts.
+ * excluded from the job's later attempts. A verdict the job could have
+ * written (src log: the check ran from the job's image) only blames and
+ * excludes: like any log-only failure it counts once jobs of several teams
+ * say so.
  */
 static int preflight_slow(struct sched *s, int64_t job, int64_t attempt, const json_t *verdict,
-			  struct ty_err *err)
+			  enum proto_evidence_source src, struct ty_err *err)
 {
 	const json_t *slow = json_object_get(verdict, "slow"), *v;
 	double median = json_number_value(json_object_get(verdict, "median_gbps"));
@@ -701,9 +704,15 @@ static int preflight_slow(struct sched *s, int64_t job, int64_t attempt, const j
 			 "preflight: node %s at %.3g GB/s, gang median %.3g GB/s", node, gbps,
 			 median);
 		if ((rc = sched_blame_node(s, node, job, attempt, "system", evidence,
-					   SCHED_PREFLIGHT_WHY, PROTO_EVIDENCE_EXECUTOR, err)) ||
+					   SCHED_PREFLIGHT_WHY, src, err)) ||
 		    (rc = exclude_node(s, job, attempt, node, err)))
 			return rc;
+		if (src == PROTO_EVIDENCE_LOG) {
+			ty_warn("job %lld attempt %lld: %s (its own image's check: the node is "
+				"not made suspect on it alone)",
+				(long long)job, (long long)attempt, evidence);
+			continue;
+		}
 		{
 			const char *p[] = {node};
 
@@ -768,7 +777,7 @@ static int alloc_exit(struct sched *s, const char *node, int64_t job, int64_t at
 	if (PQntuples(res) != 1)
 		goto out;
 	if (exit_code != 0 && json_is_object(preflight) &&
-	    (rc = preflight_slow(s, job, attempt, preflight, err)))
+	    (rc = preflight_slow(s, job, attempt, preflight, src, err)))
 		goto out;
 	if (exit_code != 0 && (is_active(ty_pg_val(res, 0, 0)) ||
 			       (!strcmp(ty_pg_val(res, 0, 1), "t") && own_failure(cls)))) {

@@ -563,23 +563,17 @@ TY_TEST(suspect_node_is_ready_again_once_its_failures_leave_the_window)
 }
 
 /*
- * A pre-flight check (preflight: true) that names a slow node: that node is
- * blamed, made suspect at once and excluded; the reporting nodes are not
- * blamed; the job is placed again without the slow node.
+ * Attempt 1 of a new 3-node job with preflight: true on four ready nodes,
+ * whose check names nodes[1] slow; rank 0's node reports the verdict with
+ * `extra` in its attempt_exited (e.g. an evidence_source). The job's id.
  */
-TY_TEST(preflight_slow_node_is_suspect_and_the_gang_placed_without_it)
+static long long preflight_names_a_slow_node(struct fx *f, const char *nodes[3],
+					     const char *extra)
 {
-	static const char *const args[] = {"--retry-backoff-seconds=0", NULL};
-	struct fx *f = fx_start();
 	const struct proto_msg *l[3];
-	const char *nodes[3] = {"n1", "n2", "n3"}, *verdict;
+	const char *verdict;
 	long long job;
 
-	for (int i = 0; i < 3; i++)
-		fx_node(f, nodes[i], 1);
-	fx_node(f, "n4", 1);
-	fx_sched_start(f, "s1", args);
-	FX_WAIT(f, T, "4", "SELECT count(*) FROM nodes WHERE state = 'ready'");
 	job = fx_submit(f, ",'resources':{'nodes':3,'gpus_per_node':1},'preflight':true");
 	FX_WAIT(f, T, "3", "SELECT count(*) FROM allocations WHERE job_id = $1 AND attempt = 1",
 		fx_n(job));
@@ -604,14 +598,35 @@ TY_TEST(preflight_slow_node_is_suspect_and_the_gang_placed_without_it)
 	fx_node_runs(f, nodes[0], job, 1, false);
 	fx_send(f, nodes[0], "attempt_exited", job, 1,
 		ty_test_strf("{'exit_code':-1,'failure_class':'system','message':'preflight "
-			     "failed','evidence':'slow node(s)','preflight':%s}",
-			     verdict));
+			     "failed','evidence':'slow node(s)','preflight':%s%s}",
+			     verdict, extra));
 	for (int i = 1; i < 3; i++) {
 		fx_node_runs(f, nodes[i], job, 1, false);
 		fx_send(f, nodes[i], "attempt_exited", job, 1,
 			"{'exit_code':-1,'failure_class':'system','message':'preflight failed',"
 			"'preflight':null}");
 	}
+	return job;
+}
+
+/*
+ * A pre-flight check (preflight: true) that names a slow node: that node is
+ * blamed, made suspect at once and excluded; the reporting nodes are not
+ * blamed; the job is placed again without the slow node.
+ */
+TY_TEST(preflight_slow_node_is_suspect_and_the_gang_placed_without_it)
+{
+	static const char *const args[] = {"--retry-backoff-seconds=0", NULL};
+	struct fx *f = fx_start();
+	const char *nodes[3] = {"n1", "n2", "n3"};
+	long long job;
+
+	for (int i = 0; i < 3; i++)
+		fx_node(f, nodes[i], 1);
+	fx_node(f, "n4", 1);
+	fx_sched_start(f, "s1", args);
+	FX_WAIT(f, T, "4", "SELECT count(*) FROM nodes WHERE state = 'ready'");
+	job = preflight_names_a_slow_node(f, nodes, "");
 	FX_WAIT(f, T, "suspect", "SELECT state FROM nodes WHERE id = $1", nodes[1]);
 	CHECK_STR_EQ(FX_Q(f, "SELECT excluded_nodes::text FROM jobs WHERE id = $1", fx_n(job)),
 		     ty_test_strf("{%s}", nodes[1]));
@@ -637,4 +652,36 @@ TY_TEST(preflight_slow_node_is_suspect_and_the_gang_placed_without_it)
 			  " AND node_id = $2",
 			  fx_n(job), nodes[1]),
 		     "0");
+}
+
+/*
+ * The same verdict from a check that ran in the job's own image
+ * (evidence_source log): the job leaves the node, which is blamed but not
+ * made suspect on that alone.
+ */
+TY_TEST(a_preflight_verdict_from_the_jobs_image_does_not_make_a_node_suspect)
+{
+	static const char *const args[] = {"--retry-backoff-seconds=0", NULL};
+	struct fx *f = fx_start();
+	const char *nodes[3] = {"p1", "p2", "p3"};
+	long long job;
+
+	for (int i = 0; i < 3; i++)
+		fx_node(f, nodes[i], 1);
+	fx_node(f, "p4", 1);
+	fx_sched_start(f, "s1", args);
+	FX_WAIT(f, T, "4", "SELECT count(*) FROM nodes WHERE state = 'ready'");
+	job = preflight_names_a_slow_node(f, nodes, ",'evidence_source':'log'");
+	FX_WAIT(f, T, ty_test_strf("{%s}", nodes[1]),
+		"SELECT excluded_nodes::text FROM jobs WHERE id = $1", fx_n(job));
+	CHECK_STR_EQ(FX_Q(f,
+			  "SELECT node_id || '|' || evidence_source FROM node_failures"
+			  " WHERE job_id = $1",
+			  fx_n(job)),
+		     ty_test_strf("%s|log", nodes[1]));
+	FX_WAIT(f, T, "3", "SELECT count(*) FROM allocations WHERE job_id = $1 AND attempt = 2",
+		fx_n(job));
+	fx_poll(f, 1000);
+	CHECK_STR_EQ(FX_Q(f, "SELECT state FROM nodes WHERE id = $1", nodes[1]), "ready");
+	fx_sched_stop(f, 0);
 }
