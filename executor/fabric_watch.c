@@ -48,8 +48,7 @@ static void take(struct exec_fabric *f, struct hw_inventory *inv, const struct h
 			const struct hw_port *a = k < inv->hcas[i].nports ? &inv->hcas[i].ports[k] : NULL;
 			const struct hw_port *b = k < now[i].nports ? &now[i].ports[k] : NULL;
 
-			if (a && b && !strcmp(a->state, b->state) && a->rate_gbps == b->rate_gbps &&
-			    !strcmp(a->link_layer, b->link_layer) && a->gid_index == b->gid_index)
+			if (a && b && hw_port_same(a, b))
 				continue;
 			ty_warn("fabric: %s port %d: %s %g Gb/s -> %s %g Gb/s", inv->hcas[i].name,
 				(a ? a : b)->port, a ? a->state : "absent", a ? a->rate_gbps : 0,

@@ -178,6 +178,8 @@ int hw_roce_gid_index(const char *port_dir);
  * or GID index changed, or a port came or went.
  */
 bool hw_ports_refresh(struct hw_hca *hcas, size_t n, const char *sysfs_root);
+/* Whether two readings of a port agree (number, state, link layer, rate, GID index). */
+bool hw_port_same(const struct hw_port *a, const struct hw_port *b);
 
 /*
  * Replace inv's HCAs with the devices ops lists, their ports read from

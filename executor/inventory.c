@@ -682,7 +682,7 @@ static void read_ports(struct hw_hca *h, const char *root)
 	qsort(h->ports, (size_t)h->nports, sizeof(h->ports[0]), port_cmp);
 }
 
-static bool same_port(const struct hw_port *a, const struct hw_port *b)
+bool hw_port_same(const struct hw_port *a, const struct hw_port *b)
 {
 	return a->port == b->port && !strcmp(a->state, b->state) &&
 	       !strcmp(a->link_layer, b->link_layer) && a->rate_gbps == b->rate_gbps &&
@@ -700,7 +700,7 @@ bool hw_ports_refresh(struct hw_hca *hcas, size_t n, const char *sysfs_root)
 		read_ports(&now, sysfs_root ? sysfs_root : "/sys");
 		changed |= now.nports != hcas[i].nports;
 		for (int k = 0; k < now.nports && !changed; k++)
-			changed = !same_port(&now.ports[k], &hcas[i].ports[k]);
+			changed = !hw_port_same(&now.ports[k], &hcas[i].ports[k]);
 		hcas[i] = now;
 	}
 	return changed;
