@@ -152,8 +152,10 @@ static void create_done(uv_work_t *req, int status)
 		p->retry_at = ty_mono_ms() + WARM_RETRY_MS;
 		if (!w->rc && w->c.init > 0)
 			drop(w->o, &w->c);
-	} else if (exec__stopping(w->x) || p->nready >= EXEC_WARM_MAX) {
-		drop(w->o, &w->c);
+	} else if (exec__stopping(w->x) || p->nready >= EXEC_WARM_MAX ||
+		   w->fabric != (exec_env_get(exec__fabric_env(w->x), "NCCL_IB_HCA") != NULL)) {
+		drop(w->o, &w->c); /* or made for the fabric as it was before a change */
+		exec__warm_fill(w->x);
 	} else {
 		ty_debug("warm container %s ready", w->c.id);
 		p->ready[p->nready++] = w->c;
