@@ -21,11 +21,22 @@ tw_init allreduce_test
 # --listen-addr of its node, and wait for them. Every rank runs under
 # `timeout 120`, so a hang fails the case instead of the suite.
 gang() {
-	local name=$1 world=$2 per=$3 ranks=$4 port r node pids=()
+	local name=$1 world=$2 per=$3 ranks=$4 _
 
 	shift 5
 	CASE=$name
 	mkdir -p "$W/$name"
+	# a free port may be taken by another test before rank 0 binds it: once more
+	for _ in 1 2; do
+		gang_once "$@"
+		grep -qs 'cannot listen for the rendezvous.*Address already in use' \
+			"$W/$name/rank-0.err" || break
+	done
+}
+
+gang_once() {
+	local r node pids=() port p
+
 	port=$(free_port)
 	for r in $ranks; do
 		node=$((2 + r / per))
