@@ -563,17 +563,25 @@ TY_TEST(suspect_node_is_ready_again_once_its_failures_leave_the_window)
 }
 
 /*
- * Attempt 1 of a new 3-node job with preflight: true on four ready nodes,
- * whose check names nodes[1] slow; rank 0's node reports the verdict with
+ * With nodes[] (names, replaced by attempt 1's in node-rank order) and a
+ * spare registered and a scheduler started: attempt 1 of a new 3-node job
+ * with preflight: true, whose check names nodes[1] slow; rank 0's node reports the verdict with
  * `extra` in its attempt_exited (e.g. an evidence_source). The job's id.
  */
 static long long preflight_names_a_slow_node(struct fx *f, const char *nodes[3],
 					     const char *extra)
 {
+	static const char *const args[] = {"--retry-backoff-seconds=0", NULL};
 	const struct proto_msg *l[3];
 	const char *verdict;
 	long long job;
 
+	/* four ready nodes: nodes[] and one more */
+	for (int i = 0; i < 3; i++)
+		fx_node(f, nodes[i], 1);
+	fx_node(f, ty_test_strf("%s-spare", nodes[0]), 1);
+	fx_sched_start(f, "s1", args);
+	FX_WAIT(f, T, "4", "SELECT count(*) FROM nodes WHERE state = 'ready'");
 	job = fx_submit(f, ",'resources':{'nodes':3,'gpus_per_node':1},'preflight':true");
 	FX_WAIT(f, T, "3", "SELECT count(*) FROM allocations WHERE job_id = $1 AND attempt = 1",
 		fx_n(job));
@@ -616,16 +624,10 @@ static long long preflight_names_a_slow_node(struct fx *f, const char *nodes[3],
  */
 TY_TEST(preflight_slow_node_is_suspect_and_the_gang_placed_without_it)
 {
-	static const char *const args[] = {"--retry-backoff-seconds=0", NULL};
 	struct fx *f = fx_start();
 	const char *nodes[3] = {"n1", "n2", "n3"};
 	long long job;
 
-	for (int i = 0; i < 3; i++)
-		fx_node(f, nodes[i], 1);
-	fx_node(f, "n4", 1);
-	fx_sched_start(f, "s1", args);
-	FX_WAIT(f, T, "4", "SELECT count(*) FROM nodes WHERE state = 'ready'");
 	job = preflight_names_a_slow_node(f, nodes, "");
 	FX_WAIT(f, T, "suspect", "SELECT state FROM nodes WHERE id = $1", nodes[1]);
 	CHECK_STR_EQ(FX_Q(f, "SELECT excluded_nodes::text FROM jobs WHERE id = $1", fx_n(job)),
@@ -661,16 +663,10 @@ TY_TEST(preflight_slow_node_is_suspect_and_the_gang_placed_without_it)
  */
 TY_TEST(a_preflight_verdict_from_the_jobs_image_does_not_make_a_node_suspect)
 {
-	static const char *const args[] = {"--retry-backoff-seconds=0", NULL};
 	struct fx *f = fx_start();
 	const char *nodes[3] = {"p1", "p2", "p3"};
 	long long job;
 
-	for (int i = 0; i < 3; i++)
-		fx_node(f, nodes[i], 1);
-	fx_node(f, "p4", 1);
-	fx_sched_start(f, "s1", args);
-	FX_WAIT(f, T, "4", "SELECT count(*) FROM nodes WHERE state = 'ready'");
 	job = preflight_names_a_slow_node(f, nodes, ",'evidence_source':'log'");
 	FX_WAIT(f, T, ty_test_strf("{%s}", nodes[1]),
 		"SELECT excluded_nodes::text FROM jobs WHERE id = $1", fx_n(job));
