@@ -5,6 +5,7 @@
  * JSON (register message, --inventory-file).
  */
 #include "hw.h"
+#include "nvml.h"
 #include "ty_json.h"
 #include "ty_log.h"
 
@@ -225,105 +226,6 @@ out:
 
 /* ---- GPUs through NVML ---- */
 
-/*
- * The few NVML declarations we use, as NVIDIA's NVML API reference gives
- * them (nvml.h is not needed to build): nvmlReturn_t is an int-sized enum,
- * nvmlDevice_t an opaque pointer, and the two structs below are laid out
- * as documented.
- */
-#define NVML_SUCCESS 0
-#define NVML_ERROR_NOT_SUPPORTED 3
-#define NVML_ERROR_NOT_FOUND 6
-#define NVML_DEVICE_MIG_ENABLE 1
-#define NVML_NAME_BUFSZ 96 /* NVML_DEVICE_NAME_V2_BUFFER_SIZE */
-
-typedef void *nvml_device;
-
-struct nvml_memory { /* nvmlMemory_t (v1) */
-	unsigned long long total;
-	unsigned long long free;
-	unsigned long long used;
-};
-
-struct nvml_pci_info { /* nvmlPciInfo_t */
-	char bus_id_legacy[16];
-	unsigned int domain;
-	unsigned int bus;
-	unsigned int device;
-	unsigned int pci_device_id;
-	unsigned int pci_subsystem_id;
-	char bus_id[32];
-};
-
-struct nvml {
-	const char *lib;
-	void *h;
-	int (*init)(void);
-	int (*shutdown)(void);
-	int (*driver_version)(char *version, unsigned int length);
-	int (*cuda_version)(int *version);
-	int (*count)(unsigned int *count);
-	int (*handle)(unsigned int index, nvml_device *device);
-	int (*uuid)(nvml_device device, char *uuid, unsigned int length);
-	int (*name)(nvml_device device, char *name, unsigned int length);
-	int (*memory)(nvml_device device, struct nvml_memory *memory);
-	int (*pci)(nvml_device device, struct nvml_pci_info *pci);
-	int (*mig_mode)(nvml_device device, unsigned int *current, unsigned int *pending);
-	int (*mig_max)(nvml_device device, unsigned int *count);
-	int (*mig_handle)(nvml_device device, unsigned int index, nvml_device *mig);
-	const char *(*errstr)(int result);
-};
-
-static const char *nvml_str(const struct nvml *n, int code)
-{
-	const char *s = n->errstr ? n->errstr(code) : NULL;
-
-	return s ? s : "unknown error";
-}
-
-static int nvml_load(struct nvml *n, const char *lib, struct ty_err *err)
-{
-	static const struct {
-		size_t off;
-		const char *sym;
-	} syms[] = {
-#define S(f, name) {offsetof(struct nvml, f), name}
-	    S(init, "nvmlInit_v2"),
-	    S(shutdown, "nvmlShutdown"),
-	    S(driver_version, "nvmlSystemGetDriverVersion"),
-	    S(cuda_version, "nvmlSystemGetCudaDriverVersion_v2"),
-	    S(count, "nvmlDeviceGetCount_v2"),
-	    S(handle, "nvmlDeviceGetHandleByIndex_v2"),
-	    S(uuid, "nvmlDeviceGetUUID"),
-	    S(name, "nvmlDeviceGetName"),
-	    S(memory, "nvmlDeviceGetMemoryInfo"),
-	    S(pci, "nvmlDeviceGetPciInfo_v3"),
-	    S(mig_mode, "nvmlDeviceGetMigMode"),
-	    S(mig_max, "nvmlDeviceGetMaxMigDeviceCount"),
-	    S(mig_handle, "nvmlDeviceGetMigDeviceHandleByIndex"),
-	    S(errstr, "nvmlErrorString"),
-#undef S
-	};
-	const char *e;
-
-	n->lib = lib;
-	if (!(n->h = dlopen(lib, RTLD_NOW | RTLD_LOCAL))) {
-		e = dlerror();
-		return ty_err_set(err, TY_EUNAVAIL, "no NVML: cannot load '%s': %s", lib,
-				  e ? e : "unknown dlopen error");
-	}
-	for (size_t i = 0; i < sizeof(syms) / sizeof(syms[0]); i++) {
-		void *f = dlsym(n->h, syms[i].sym);
-
-		/* every member is a function pointer of the same size as void * */
-		memcpy((char *)n + syms[i].off, &f, sizeof(f));
-		if (!f)
-			return ty_err_set(err, TY_EUNAVAIL, "NVML '%s' lacks %s", lib,
-					  syms[i].sym);
-	}
-	return 0;
-}
-
 /* "00000000:3B:00.0" (NVML) or "0000:3B:00.0" (CUDA) -> "0000:3b:00.0" (sysfs); false if not a bus id. */
 static bool bus_id_norm(char *out, size_t outsz, const char *in)
 {
@@ -491,8 +393,7 @@ int hw_nvml_probe(struct hw_inventory *inv, const char *lib, const char *sysfs_r
 out:
 	if (init)
 		n.shutdown();
-	if (n.h)
-		dlclose(n.h);
+	nvml_unload(&n);
 	free(gpus);
 	return rc;
 }

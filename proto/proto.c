@@ -85,6 +85,87 @@ enum proto_evidence_source proto_evidence_source_parse(const char *name)
 	return PROTO_EVIDENCE_LOG;
 }
 
+static const char *const condition_kind_names[] = {
+#define PROTO_CONDITION_NAME(name, str) [PROTO_CONDITION_##name] = str,
+    PROTO_CONDITION_KINDS(PROTO_CONDITION_NAME)
+#undef PROTO_CONDITION_NAME
+};
+
+const char *proto_condition_kind_name(enum proto_condition_kind k)
+{
+	return (unsigned)k < PROTO_CONDITION_KIND_COUNT ? condition_kind_names[k] : "unknown";
+}
+
+static const char *const severity_names[] = {
+#define PROTO_SEVERITY_NAME(name, str) [PROTO_SEVERITY_##name] = str,
+    PROTO_SEVERITIES(PROTO_SEVERITY_NAME)
+#undef PROTO_SEVERITY_NAME
+};
+
+const char *proto_severity_name(enum proto_severity s)
+{
+	return (unsigned)s < PROTO_SEVERITY_COUNT ? severity_names[s] : "unknown";
+}
+
+enum proto_severity proto_severity_parse(const char *name)
+{
+	for (int s = 0; name && s < PROTO_SEVERITY_COUNT; s++)
+		if (!strcmp(severity_names[s], name))
+			return (enum proto_severity)s;
+	return PROTO_SEVERITY_COUNT;
+}
+
+/* v is absent, null or of the JSON type wanted */
+static bool optional_is(const json_t *v, json_type type)
+{
+	return !v || json_is_null(v) || json_typeof(v) == type;
+}
+
+int proto_condition_check(const json_t *c, struct ty_err *err)
+{
+	const char *kind, *ev;
+	const json_t *gpu, *first, *last;
+	size_t n;
+
+	if (!json_is_object(c))
+		return ty_err_set(err, TY_EPARSE, "condition: not an object");
+	kind = json_string_value(json_object_get(c, "kind"));
+	n = kind ? strlen(kind) : 0;
+	if (n == 0 || n > PROTO_CONDITION_KIND_MAX || strspn(kind, "abcdefghijklmnopqrstuvwxyz0123456789_") != n)
+		return ty_err_set(err, TY_EPARSE,
+				  "condition: kind must be 1 to %d of [a-z0-9_]",
+				  PROTO_CONDITION_KIND_MAX);
+	if (proto_severity_parse(json_string_value(json_object_get(c, "severity"))) ==
+	    PROTO_SEVERITY_COUNT)
+		return ty_err_set(err, TY_EPARSE, "condition '%s': severity must be fatal or degraded",
+				  kind);
+	ev = json_string_value(json_object_get(c, "evidence"));
+	if (!ev || !*ev || strlen(ev) > PROTO_CONDITION_EVIDENCE_MAX)
+		return ty_err_set(err, TY_EPARSE,
+				  "condition '%s': evidence must be a string of 1 to %d bytes", kind,
+				  PROTO_CONDITION_EVIDENCE_MAX);
+	gpu = json_object_get(c, "gpu");
+	if (!optional_is(gpu, JSON_INTEGER) || (json_is_integer(gpu) && json_integer_value(gpu) < 0))
+		return ty_err_set(err, TY_EPARSE, "condition '%s': gpu must be an index or null",
+				  kind);
+	if (!optional_is(json_object_get(c, "gpu_uuid"), JSON_STRING) ||
+	    !optional_is(json_object_get(c, "port"), JSON_STRING))
+		return ty_err_set(err, TY_EPARSE,
+				  "condition '%s': gpu_uuid and port must be strings or null", kind);
+	if (!optional_is(json_object_get(c, "code"), JSON_INTEGER))
+		return ty_err_set(err, TY_EPARSE, "condition '%s': code must be an integer or null",
+				  kind);
+	first = json_object_get(c, "first_seen");
+	last = json_object_get(c, "last_seen");
+	if (!json_is_integer(first) || !json_is_integer(last) ||
+	    json_integer_value(first) > json_integer_value(last))
+		return ty_err_set(err, TY_EPARSE,
+				  "condition '%s': first_seen and last_seen must be ms with "
+				  "first_seen <= last_seen",
+				  kind);
+	return 0;
+}
+
 bool proto_node_id_ok(const char *node)
 {
 	size_t n = node ? strlen(node) : 0;

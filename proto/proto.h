@@ -101,6 +101,78 @@ const char *proto_evidence_source_name(enum proto_evidence_source e);
 enum proto_evidence_source proto_evidence_source_parse(const char *name);
 
 /*
+ * Node conditions: what an executor's health watch sees wrong with its
+ * hardware (docs/dispatch.md, "Node conditions"). A heartbeat (and a
+ * register) carries the node's current ones in `conditions[]`, each
+ *   {"kind":"xid","severity":"fatal","gpu":0,"gpu_uuid":"GPU-...",
+ *    "port":null,"code":79,"evidence":"Xid 79 on GPU 0 (GPU-...): ...",
+ *    "first_seen":1764000000000,"last_seen":1764000002000}
+ * gpu (index) and gpu_uuid for a GPU's condition, port ("mlx5_0/1") for an
+ * HCA port's, both null or absent for the node's; code is the kind's number
+ * where it has one (the Xid), else null or absent; the times are wall-clock
+ * ms. A condition is listed while it holds: a fatal one until the executor
+ * restarts (the GPU needs a reset or a replacement), a degraded one while
+ * the watch still sees it. One condition is (kind, gpu or port, code).
+ * attempt_exited.condition is the one that made an attempt `hardware`.
+ *
+ * Kinds are names ([a-z0-9_], at most PROTO_CONDITION_KIND_MAX): those
+ * below are what this release's executor sends; a consumer keeps and shows
+ * one it does not know. The severity decides what the scheduler does:
+ * fatal (the GPU or node cannot be trusted: it drains the node and the
+ * attempts on it fail as `hardware`), degraded (it works, slower or with
+ * less: shown, not drained).
+ */
+#define PROTO_CONDITION_KIND_MAX 32
+#define PROTO_CONDITION_EVIDENCE_MAX 512
+#define PROTO_CONDITION_KINDS(X)                                              \
+	X(XID, "xid")                           /* an Xid event (NVML) */    \
+	X(ECC_DBE, "ecc_dbe")                   /* uncorrectable ECC */      \
+	X(ROW_REMAP_PENDING, "row_remap_pending") /* reset to remap rows */  \
+	X(ROW_REMAP_FAILED, "row_remap_failed") /* no spare rows left */     \
+	X(RETIRED_PAGES_PENDING, "retired_pages_pending")                     \
+	X(GPU_LOST, "gpu_lost")                 /* NVML_ERROR_GPU_IS_LOST */ \
+	X(THERMAL_SLOWDOWN, "thermal_slowdown")                               \
+	X(POWER_SLOWDOWN, "power_slowdown")                                   \
+	X(NVLINK_ERRORS, "nvlink_errors")       /* link down, CRC, replay */ \
+	X(PORT_DOWN, "port_down")               /* an HCA port not ACTIVE */ \
+	X(PORT_RATE_LOW, "port_rate_low")       /* below --expect-port-gbps */
+
+enum proto_condition_kind {
+#define PROTO_CONDITION_ENUM(name, str) PROTO_CONDITION_##name,
+	PROTO_CONDITION_KINDS(PROTO_CONDITION_ENUM)
+#undef PROTO_CONDITION_ENUM
+	PROTO_CONDITION_KIND_COUNT
+};
+
+#define PROTO_SEVERITIES(X)                                                   \
+	X(FATAL, "fatal")                                                     \
+	X(DEGRADED, "degraded")
+
+enum proto_severity {
+#define PROTO_SEVERITY_ENUM(name, str) PROTO_SEVERITY_##name,
+	PROTO_SEVERITIES(PROTO_SEVERITY_ENUM)
+#undef PROTO_SEVERITY_ENUM
+	PROTO_SEVERITY_COUNT
+};
+
+/* "xid" etc.; "unknown" out of range. */
+const char *proto_condition_kind_name(enum proto_condition_kind k);
+/* "fatal", "degraded"; "unknown" out of range. */
+const char *proto_severity_name(enum proto_severity s);
+/* PROTO_SEVERITY_COUNT when name is NULL or not a severity. */
+enum proto_severity proto_severity_parse(const char *name);
+
+/*
+ * Whether c (borrowed) is a condition as above: an object; kind a name;
+ * severity known; evidence a string of 1 to PROTO_CONDITION_EVIDENCE_MAX
+ * bytes; gpu a non-negative integer, gpu_uuid and port strings, code an
+ * integer (each may be null or absent); first_seen and last_seen integers
+ * with first_seen <= last_seen. TY_EPARSE naming the field otherwise.
+ * Unknown fields are allowed.
+ */
+int proto_condition_check(const json_t *c, struct ty_err *err);
+
+/*
  * Serialise m into *out (new, caller frees) and *len. m->data may be NULL
  * (sent as {}). Fails with TY_EINVAL when m lacks what its type requires.
  */

@@ -18,7 +18,7 @@ add_library(fake_cudart_no_busid SHARED unit/executor/fake_cudart.c)
 target_compile_definitions(fake_cudart_no_busid PRIVATE FAKE_CUDART_NO_BUSID)
 # a stand-in for libnvidia-ml.so.1 driven by a JSON control file (tests/unit/executor/fake_nvml.c)
 add_library(fake_nvml SHARED unit/executor/fake_nvml.c)
-target_link_libraries(fake_nvml PRIVATE PkgConfig::JANSSON)
+target_link_libraries(fake_nvml PRIVATE PkgConfig::JANSSON Threads::Threads)
 foreach(t hw_gpu hw_nvml hw_hca)
   add_dependencies(test_executor_${t} fake_cudart fake_cudart_v1 fake_cudart_no_busid fake_nvml)
   set_tests_properties(executor_${t} PROPERTIES ENVIRONMENT

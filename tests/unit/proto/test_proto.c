@@ -379,3 +379,63 @@ TY_TEST(evidence_source_names)
 	CHECK_STR_EQ(proto_evidence_source_name(PROTO_EVIDENCE_SOURCE_COUNT), "unknown");
 	CHECK_STR_EQ(PROTO_EVIDENCE_SOURCE_FIELD, "evidence_source");
 }
+
+TY_TEST(conditions_are_checked_field_by_field)
+{
+	static const struct {
+		const char *json;
+		const char *fault; /* NULL: valid */
+	} rows[] = {
+	    {"{'kind':'xid','severity':'fatal','gpu':0,'gpu_uuid':'GPU-1','code':79,"
+	     "'evidence':'Xid 79 on GPU 0','first_seen':1,'last_seen':2}",
+	     NULL},
+	    {"{'kind':'port_down','severity':'degraded','port':'mlx5_0/1','gpu':null,"
+	     "'evidence':'mlx5_0/1 DOWN','first_seen':5,'last_seen':5,'newer':true}",
+	     NULL},
+	    {"{'kind':'a_kind_from_a_newer_executor','severity':'degraded','evidence':'x',"
+	     "'first_seen':1,'last_seen':1}",
+	     NULL},
+	    {"[]", "not an object"},
+	    {"{'severity':'fatal','evidence':'x','first_seen':1,'last_seen':1}", "kind must be"},
+	    {"{'kind':'Xid','severity':'fatal','evidence':'x','first_seen':1,'last_seen':1}",
+	     "kind must be"},
+	    {"{'kind':'xid','severity':'bad','evidence':'x','first_seen':1,'last_seen':1}",
+	     "severity must be"},
+	    {"{'kind':'xid','severity':'fatal','evidence':'','first_seen':1,'last_seen':1}",
+	     "evidence must be"},
+	    {"{'kind':'xid','severity':'fatal','evidence':'x','gpu':-1,'first_seen':1,"
+	     "'last_seen':1}",
+	     "gpu must be"},
+	    {"{'kind':'xid','severity':'fatal','evidence':'x','port':3,'first_seen':1,"
+	     "'last_seen':1}",
+	     "port must be"},
+	    {"{'kind':'xid','severity':'fatal','evidence':'x','code':'79','first_seen':1,"
+	     "'last_seen':1}",
+	     "code must be"},
+	    {"{'kind':'xid','severity':'fatal','evidence':'x','first_seen':3,'last_seen':1}",
+	     "first_seen <= last_seen"},
+	    {"{'kind':'xid','severity':'fatal','evidence':'x','first_seen':1}", "last_seen"},
+	};
+
+	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+		json_t *c = json_loads(ty_test_jf("%s", rows[i].json), 0, NULL);
+		struct ty_err err = {0};
+		int rc;
+
+		ty_test_context("%s", rows[i].json);
+		rc = proto_condition_check(c, &err);
+		if (!rows[i].fault)
+			CHECK_INT_EQ(rc, 0);
+		else {
+			CHECK_INT_EQ(rc, TY_EPARSE);
+			CHECK(strstr(err.msg, rows[i].fault) != NULL);
+		}
+		json_decref(c);
+	}
+	ty_test_context(NULL);
+	CHECK_STR_EQ(proto_condition_kind_name(PROTO_CONDITION_XID), "xid");
+	CHECK_STR_EQ(proto_condition_kind_name(PROTO_CONDITION_KIND_COUNT), "unknown");
+	CHECK_INT_EQ(proto_severity_parse("fatal"), PROTO_SEVERITY_FATAL);
+	CHECK_INT_EQ(proto_severity_parse(NULL), PROTO_SEVERITY_COUNT);
+	CHECK_STR_EQ(proto_severity_name(PROTO_SEVERITY_DEGRADED), "degraded");
+}
