@@ -96,6 +96,7 @@ struct exec {
 	struct ty_metrics *metrics;	/* served by the log server; see docs/metrics.md */
 	struct exec_warm *warm;		/* warm containers (warm.c) */
 	struct exec_fabric *fabric;	/* the fabric watch; NULL: off */
+	struct exec_hcheck *hcheck;	/* health checks on request */
 };
 
 /* ---- metrics (the registry locks itself; the log server thread reads it) ---- */
@@ -405,6 +406,18 @@ static json_t *with_capacity(json_t *data, const struct exec_opts *o)
 	return data;
 }
 
+/* The node's current conditions (proto/proto.h), new; NULL on ENOMEM. */
+static json_t *conditions_json(struct exec *x)
+{
+	json_t *a = json_array(), *c = exec__hcheck_condition(x->hcheck);
+
+	if (a && c)
+		json_array_append_new(a, c);
+	else
+		json_decref(c);
+	return a;
+}
+
 static void send_register(struct exec *x)
 {
 	const struct exec_opts *o = x->o;
@@ -417,12 +430,13 @@ static void send_register(struct exec *x)
 	}
 	/* finished: what the previous boot's ranks did while no executor watched (kill_orphans) */
 	emit(x, PROTO_REGISTER, 0, 0,
-	     with_capacity(json_pack("{s:s, s:I, s:O, s:s, s:s, s:b, s:o, s:o*, s:s}", "address",
-				     o->address, "gpus", (json_int_t)inv->ngpus, "labels", o->labels,
-				     "boot_id", x->boot_id, "log_url", x->log_url, "simulated",
-				     inv->simulated, "inventory", inventory, "finished",
-				     exec_finished_json(&x->finished), "isolation",
-				     o->runtime ? "runc" : "none"),
+	     with_capacity(json_pack("{s:s, s:I, s:O, s:s, s:s, s:b, s:o, s:o*, s:s, s:o*}",
+				     "address", o->address, "gpus", (json_int_t)inv->ngpus,
+				     "labels", o->labels, "boot_id", x->boot_id, "log_url",
+				     x->log_url, "simulated", inv->simulated, "inventory",
+				     inventory, "finished", exec_finished_json(&x->finished),
+				     "isolation", o->runtime ? "runc" : "none", "conditions",
+				     conditions_json(x)),
 			   o),
 	     &x->register_acked);
 }
@@ -455,11 +469,11 @@ static void send_heartbeat(struct exec *x)
 		ty_error("cannot build a heartbeat: out of memory");
 		return;
 	}
-	hb = json_pack("{s:s, s:o, s:o, s:{s:I, s:I, s:I, s:I}}", "boot_id", x->boot_id, "running",
-		       running, "finished", finished, "counters", "malformed",
+	hb = json_pack("{s:s, s:o, s:o, s:{s:I, s:I, s:I, s:I}, s:o*}", "boot_id", x->boot_id,
+		       "running", running, "finished", finished, "counters", "malformed",
 		       (json_int_t)x->counters.malformed, "stale", (json_int_t)x->counters.stale,
 		       "duplicates", (json_int_t)x->counters.duplicates, "other_node",
-		       (json_int_t)x->counters.other_node);
+		       (json_int_t)x->counters.other_node, "conditions", conditions_json(x));
 	/* repeated while it lasts: a lost preempt_notice costs one heartbeat */
 	if (hb && x->preempting)
 		json_object_set_new(hb, "preempt_notice", notice_json(x));
@@ -784,6 +798,10 @@ static void dispatch(struct exec *x, const rd_kafka_message_t *km)
 		break;
 	case PROTO_CHECKPOINT:
 		on_checkpoint(x, &m);
+		break;
+	case PROTO_HEALTH_CHECK:
+		exec__hcheck_request(x->hcheck,
+				     json_string_value(json_object_get(m.data, "reason")));
 		break;
 	default:
 		break; /* not a dispatch type: skipped above */
@@ -1133,6 +1151,8 @@ static void close_handles(struct exec *x)
 	x->spot = NULL;
 	exec__fabric_close(x->fabric);
 	x->fabric = NULL;
+	exec__hcheck_close(x->hcheck);
+	x->hcheck = NULL;
 }
 
 static void maybe_close(struct exec *x)
@@ -1336,7 +1356,7 @@ int exec_run(const struct exec_opts *o, struct ty_err *err)
 	kill_orphans(x, &st);
 	save_state(x);
 	exec__warm_fill(x);
-	if ((rc = exec__fabric_start(&x->fabric, x))) {
+	if ((rc = exec__fabric_start(&x->fabric, x)) || (rc = exec__hcheck_new(&x->hcheck, x))) {
 		rc = ty_err_set(err, rc, NULL);
 		goto out;
 	}

@@ -288,6 +288,14 @@ void exec_classify(struct exec_verdict *v, const struct exec_classifier *c,
 void exec_text_clean(char *s);
 
 /*
+ * The evidence of a failed health check (health_check.c): the command, and
+ * how it failed from exec_rt_run's status (-1: could not run; 124 or
+ * SIGKILL: `timeout` ended it after timeout_ms) and message, cleaned.
+ */
+void exec_hcheck_evidence(char *out, size_t outsz, const char *command, int status,
+			  int64_t timeout_ms, const char *msg);
+
+/*
  * Evidence of a hang or start timeout: head (e.g. "no output or progress
  * for 30 s") followed by the last lines of every rank's log, each rank's
  * share of EXEC_EVIDENCE_MAX kept, as "head; rank R: a | b". Into out
@@ -519,6 +527,13 @@ struct exec_opts {
 	int64_t spot_poll_ms;
 	int64_t spot_timeout_ms;
 	const struct exec_classifier *classifier; /* borrowed; failure classes */
+	/*
+	 * Health checks the scheduler asks for (health_check.c): a shell
+	 * command (NULL: none), its time limit, and how long a verdict stands.
+	 */
+	const char *health_check_command;
+	int64_t health_check_timeout_ms;
+	int64_t health_check_interval_ms;
 	/* argv of the preflight run as every local rank (launch `preflight`) */
 	char *const *preflight_command;
 	/* the API's base URL for ranks' trial metrics (TRAINYARD_METRICS_URL); NULL: none */
@@ -701,6 +716,15 @@ void exec__warm_stop(struct exec *x);
 /* ---- the fabric watch (fabric_watch.c) ---- */
 struct exec_fabric;
 /* Start it (*out NULL when off: no HCA, --fabric-check-ms 0, a simulated node). */
+/* Health checks on request (health_check.c). */
+struct exec_hcheck;
+int exec__hcheck_new(struct exec_hcheck **out, struct exec *x);
+/* Frees it, or lets a running check free it when it ends. */
+void exec__hcheck_close(struct exec_hcheck *h);
+/* Run --health-check-command unless one runs or the last verdict still stands. */
+void exec__hcheck_request(struct exec_hcheck *h, const char *reason);
+/* The fatal health_check condition of the last failed check (new), NULL when none. */
+json_t *exec__hcheck_condition(const struct exec_hcheck *h);
 int exec__fabric_start(struct exec_fabric **out, struct exec *x);
 void exec__fabric_close(struct exec_fabric *f);
 /* The NCCL variables for a launch now: f's after a change, else the options'. */

@@ -95,6 +95,15 @@ static const struct ty_opt options[] = {
      "environment, before a job that asks for a preflight; all exit 0 or the attempt fails "
      "as system (default: [\"<the executor's directory>/trainyard-allreduce\", "
      "\"--node-check\", \"--bytes\", \"8M\", \"--timeout\", \"60\"])"},
+    {"health-check-command", TY_OPT_STR, NULL, 0, 0,
+     "a shell command run on the host when the scheduler asks for a health check (a failure "
+     "on rank logs alone was blamed on this node); exit 0 is healthy, anything else a fatal "
+     "health_check condition until a later check passes (default: none, the health watch's "
+     "conditions answer)"},
+    {"health-check-timeout-ms", TY_OPT_INT, "300000", 1000, 86400000,
+     "how long a health check may run before it counts as failed"},
+    {"health-check-interval-ms", TY_OPT_INT, "60000", 0, 86400000,
+     "requests within this long of the last check's end are answered by its verdict"},
     {"api-url", TY_OPT_STR, NULL, 0, 0,
      "the API's base URL as ranks reach it (http[s]://host:port): ranks get "
      "TRAINYARD_METRICS_URL and their attempt's TRAINYARD_METRICS_TOKEN to report trial "
@@ -555,6 +564,11 @@ int main(int argc, char **argv)
 		goto out;
 	}
 	o.spot_poll_ms = ty_config_int(c, "spot-poll-ms");
+	o.health_check_command = ty_config_str(c, "health-check-command");
+	if (o.health_check_command && !*o.health_check_command)
+		o.health_check_command = NULL;
+	o.health_check_timeout_ms = ty_config_int(c, "health-check-timeout-ms");
+	o.health_check_interval_ms = ty_config_int(c, "health-check-interval-ms");
 	o.spot_timeout_ms = ty_config_int(c, "spot-timeout-ms");
 
 	/* the log server may write to a closed socket; ranks get SIG_DFL back (libuv) */

@@ -35,6 +35,7 @@ static const struct schema schemas[PROTO_TYPE_COUNT] = {
 			   "command:a", "env:o", "launch:s", NULL}},
 	[PROTO_KILL] = {true, {"reason:s", "grace_seconds:i", NULL}},
 	[PROTO_CHECKPOINT] = {true, {"signal:s", "grace_seconds:i", NULL}},
+	[PROTO_HEALTH_CHECK] = {false, {"reason:s", NULL}},
 	[PROTO_RANK_STARTED] = {true, {"rank:i", "local_rank:i", "pid:i", NULL}},
 	[PROTO_RANK_EXITED] = {true, {"rank:i", "exit_code:i", "signal:i", NULL}},
 	[PROTO_ATTEMPT_RUNNING] = {true, {"ranks:i", NULL}},

@@ -33,6 +33,7 @@
 	X(LAUNCH, "launch", PROTO_TOPIC_DISPATCH)                             \
 	X(KILL, "kill", PROTO_TOPIC_DISPATCH)                                 \
 	X(CHECKPOINT, "checkpoint", PROTO_TOPIC_DISPATCH)                     \
+	X(HEALTH_CHECK, "health_check", PROTO_TOPIC_DISPATCH)                 \
 	X(RANK_STARTED, "rank_started", PROTO_TOPIC_EVENTS)                   \
 	X(RANK_EXITED, "rank_exited", PROTO_TOPIC_EVENTS)                     \
 	X(ATTEMPT_RUNNING, "attempt_running", PROTO_TOPIC_EVENTS)             \
@@ -111,8 +112,8 @@ enum proto_evidence_source proto_evidence_source_parse(const char *name);
  * HCA port's, both null or absent for the node's; code is the kind's number
  * where it has one (the Xid), else null or absent; the times are wall-clock
  * ms. A condition is listed while it holds: a fatal one until the executor
- * restarts (the GPU needs a reset or a replacement), a degraded one while
- * the watch still sees it. One condition is (kind, gpu or port, code).
+ * restarts (the GPU needs a reset or a replacement; a health_check one
+ * until a later check passes), a degraded one while the watch still sees it. One condition is (kind, gpu or port, code).
  * attempt_exited.condition is the one that made an attempt `hardware`.
  *
  * Kinds are names ([a-z0-9_], at most PROTO_CONDITION_KIND_MAX): those
@@ -135,7 +136,8 @@ enum proto_evidence_source proto_evidence_source_parse(const char *name);
 	X(POWER_SLOWDOWN, "power_slowdown")                                   \
 	X(NVLINK_ERRORS, "nvlink_errors")       /* link down, CRC, replay */ \
 	X(PORT_DOWN, "port_down")               /* an HCA port not ACTIVE */ \
-	X(PORT_RATE_LOW, "port_rate_low")       /* below --expect-port-gbps */
+	X(PORT_RATE_LOW, "port_rate_low")       /* below --expect-port-gbps */ \
+	X(HEALTH_CHECK, "health_check")         /* --health-check-command failed */
 
 enum proto_condition_kind {
 #define PROTO_CONDITION_ENUM(name, str) PROTO_CONDITION_##name,

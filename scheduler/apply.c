@@ -245,6 +245,29 @@ static void evidence_account(char *out, size_t outsz, int64_t seen_pts, int64_t 
 			 (long long)seen_pts, (long long)log_pts);
 }
 
+/*
+ * Blame from rank logs alone cannot take a node out (a job can print
+ * anything), so it asks the node's executor for a check it runs itself
+ * (docs/dispatch.md, "Health checks"); a failed check comes back as a fatal
+ * condition, which the node's heartbeat carries.
+ */
+static int health_check_ask(struct sched *s, const char *node, int64_t job, int64_t attempt,
+			    const char *cls, struct ty_err *err)
+{
+	char reason[160];
+	json_t *data;
+	int rc;
+
+	snprintf(reason, sizeof(reason), "job %lld attempt %lld failed here (%s) on rank logs alone",
+		 (long long)job, (long long)attempt, cls);
+	if (!(data = json_pack("{s:s}", "reason", reason)))
+		return ty_err_set(err, TY_ENOMEM, NULL);
+	ty_info("node '%s': asking for a health check: %s", node, reason);
+	rc = sched_outbox_add(s, PROTO_HEALTH_CHECK, node, 0, 0, data, err);
+	json_decref(data);
+	return rc;
+}
+
 int sched_blame_node(struct sched *s, const char *node, int64_t job, int64_t attempt,
 		     const char *cls, const char *evidence, const char *why,
 		     enum proto_evidence_source src, struct ty_err *err)
@@ -274,6 +297,8 @@ int sched_blame_node(struct sched *s, const char *node, int64_t job, int64_t att
 		PQclear(res);
 		res = NULL;
 	}
+	if (src == PROTO_EVIDENCE_LOG && (rc = health_check_ask(s, node, job, attempt, cls, err)))
+		goto out;
 	{
 		/*
 		 * Distinct jobs within the window since the last undrain; hardware

@@ -2394,6 +2394,83 @@ TY_TEST(a_port_that_goes_down_turns_the_fabric_off_for_later_launches)
 	start_executor();
 }
 
+/* The health_check condition of the first heartbeat after the n-th (1-based), NULL if it has none. */
+static const json_t *health_condition_after(size_t n)
+{
+	const json_t *hb = wait_msg(PROTO_HEARTBEAT, 0, n + 1), *c;
+	size_t i;
+
+	REQUIRE(hb != NULL);
+	json_array_foreach(json_object_get(hb, "conditions"), i, c)
+	{
+		if (!strcmp(json_string_value(json_object_get(c, "kind")), "health_check"))
+			return c;
+	}
+	return NULL;
+}
+
+static bool wait_log(const char *needle)
+{
+	int64_t end = now_ms() + WAIT_MS;
+
+	while (!log_has(needle) && now_ms() < end)
+		collect(50);
+	return log_has(needle);
+}
+
+/*
+ * A health check the scheduler asks for (dispatch health_check) runs
+ * --health-check-command on the host: a failure is a fatal condition in
+ * every heartbeat until a later check passes; a check that runs too long
+ * fails; without a command the request is only logged.
+ */
+TY_TEST(a_failed_health_check_is_a_fatal_condition_until_one_passes)
+{
+	const char *sick = ty_test_strf("%s/sick", T.dir);
+	const json_t *c;
+	struct ty_err err = {0};
+
+	setup();
+	send_msg(PROTO_HEALTH_CHECK, 0, EPOCH, "{'reason':'no command here'}");
+	CHECK(wait_log("health check asked for (no command here): no --health-check-command"));
+
+	stop_executor(SIGTERM);
+	T.extra = (const char *const[]){
+	    "--health-check-command", ty_test_strf("test ! -e '%s' || { echo GPU 3 bad; exit 2; }", sick),
+	    "--health-check-interval-ms", "0", NULL};
+	start_executor();
+	send_msg(PROTO_HEALTH_CHECK, 0, EPOCH, "{'reason':'first'}");
+	CHECK(wait_log("health check passed"));
+	CHECK(health_condition_after(count_of(PROTO_HEARTBEAT, 0)) == NULL);
+
+	write_file(sick, "x");
+	send_msg(PROTO_HEALTH_CHECK, 0, EPOCH, "{'reason':'second'}");
+	CHECK(wait_log("exited 2: GPU 3 bad"));
+	REQUIRE((c = health_condition_after(count_of(PROTO_HEARTBEAT, 0))) != NULL);
+	CHECK_INT_EQ(proto_condition_check(c, &err), 0);
+	CHECK_STR_EQ(json_string_value(json_object_get(c, "severity")), "fatal");
+	CHECK(strstr(json_string_value(json_object_get(c, "evidence")), "exited 2: GPU 3 bad") !=
+	      NULL);
+
+	unlink(sick);
+	send_msg(PROTO_HEALTH_CHECK, 0, EPOCH, "{'reason':'third'}");
+	CHECK(wait_log("the health_check condition is cleared"));
+	CHECK(health_condition_after(count_of(PROTO_HEARTBEAT, 0)) == NULL);
+
+	stop_executor(SIGTERM);
+	T.extra = (const char *const[]){"--health-check-command", "sleep 30",
+					"--health-check-timeout-ms", "1000", NULL};
+	start_executor();
+	send_msg(PROTO_HEALTH_CHECK, 0, EPOCH, "{'reason':'slow'}");
+	CHECK(wait_log("health check 'sleep 30' timed out after 1 s"));
+	REQUIRE((c = health_condition_after(count_of(PROTO_HEARTBEAT, 0))) != NULL);
+	CHECK(strstr(json_string_value(json_object_get(c, "evidence")), "timed out") != NULL);
+
+	stop_executor(SIGTERM);
+	T.extra = NULL;
+	start_executor();
+}
+
 TY_TEST(restart_kills_orphans)
 {
 	const json_t *d, *hb;

@@ -418,6 +418,12 @@ TY_TEST(log_only_failures_take_a_node_out_only_across_teams)
 	/* two jobs of one team, each blamed on n1 from its log alone: n1 stays ready */
 	exit_seen(f, "n1", l[0], ib, "log");
 	FX_WAIT(f, T, "failed", "SELECT state FROM jobs WHERE id = $1", fx_n(job[0]));
+	/* ... but its executor is asked for a check it runs itself */
+	m = fx_recv(f, "n1", "health_check", 0, T);
+	REQUIRE(m != NULL);
+	CHECK_STR_EQ(json_string_value(json_object_get(m->data, "reason")),
+		     ty_test_strf("job %lld attempt 1 failed here (system) on rank logs alone",
+				  job[0]));
 	exit_seen(f, "n1", l[1], ib, "log");
 	FX_WAIT(f, T, "failed", "SELECT state FROM jobs WHERE id = $1", fx_n(job[1]));
 	CHECK_STR_EQ(FX_Q(f, "SELECT string_agg(evidence_source || ':' || node_id, ','"
@@ -482,6 +488,10 @@ TY_TEST(executor_observed_failures_count_beside_one_teams_log_only_ones)
 				  "points observed by executors; 1 from rank logs alone of one "
 				  "team's jobs not counted)",
 				  job[2]));
+	/* only the log-only failure asked the node for a health check */
+	fx_sync(f, T);
+	fx_poll(f, 300);
+	CHECK_INT_EQ(fx_count(f, "n1", "health_check", 0, 0), 1);
 	fx_sched_stop(f, 0);
 }
 

@@ -13,6 +13,7 @@ static const char *const valid_data[PROTO_TYPE_COUNT] = {
 			 "\"launch\":\"per_gpu\"}",
 	[PROTO_KILL] = "{\"reason\":\"cancel\",\"grace_seconds\":10}",
 	[PROTO_CHECKPOINT] = "{\"signal\":\"SIGUSR1\",\"grace_seconds\":120}",
+	[PROTO_HEALTH_CHECK] = "{\"reason\":\"job 3 attempt 1: NCCL WARN (log only)\"}",
 	[PROTO_RANK_STARTED] = "{\"rank\":1,\"local_rank\":1,\"pid\":4242}",
 	[PROTO_RANK_EXITED] = "{\"rank\":1,\"exit_code\":0,\"signal\":0}",
 	[PROTO_ATTEMPT_RUNNING] = "{\"ranks\":2}",
@@ -58,7 +59,7 @@ TY_TEST(every_type_round_trips)
 		CHECK_INT_EQ(out.ts, 1764000000123);
 		CHECK(json_equal(out.data, in.data));
 		CHECK_STR_EQ(proto_type_topic((enum proto_type)t),
-			     t <= PROTO_CHECKPOINT	 ? PROTO_TOPIC_DISPATCH
+			     t <= PROTO_HEALTH_CHECK	 ? PROTO_TOPIC_DISPATCH
 			     : t <= PROTO_PREEMPT_NOTICE ? PROTO_TOPIC_EVENTS
 							 : PROTO_TOPIC_NODES);
 		free(text);
