@@ -13,10 +13,12 @@
 
 static struct e2e stack;
 static bool up;
-static const char *addrs[2] = {"127.0.0.2", "127.0.0.3"};
-static const char *const nodes[2] = {"node-a", "node-b"};
-static char **prefixes[2];
-static char **extra_args[2];
+static const char *addrs[E2E_MAX_NODES] = {"127.0.0.2", "127.0.0.3", "127.0.0.4"};
+static const char *const nodes[E2E_MAX_NODES] = {"node-a", "node-b", "node-c"};
+static int nnodes = 2;
+static bool nvml;
+static char **prefixes[E2E_MAX_NODES];
+static char **extra_args[E2E_MAX_NODES];
 static char **sched_args;
 static char **broker_args;
 static void (*broker_up)(struct e2e *e);
@@ -65,7 +67,10 @@ void e2e_set_layout(const struct e2e_layout *layout)
 		FAIL("e2e_set_layout after the stack is up: call it before the first e2e_get");
 		ty_test_abort();
 	}
-	for (int i = 0; i < 2; i++) {
+	if (layout->nodes)
+		nnodes = layout->nodes < E2E_MAX_NODES ? layout->nodes : E2E_MAX_NODES;
+	nvml = layout->nvml;
+	for (int i = 0; i < E2E_MAX_NODES; i++) {
 		if (layout->address[i])
 			addrs[i] = strdup(layout->address[i]);
 		prefixes[i] = copy_argv(layout->prefix[i]);
@@ -87,7 +92,7 @@ void e2e_start_executor(struct e2e *e, int i)
 	const char *api_url = ty_test_api_url(ty_stack_get()->api);
 	const char *args[] = {need("TY_EXECUTOR_BIN"), "--node-id", nodes[i], "--api-url", api_url,
 			      "--address",
-			      addrs[i], "--kafka-bootstrap", e->bootstrap, "--fake-gpus", "2",
+			      addrs[i], "--kafka-bootstrap", e->bootstrap,
 			      "--labels", i == 0 ? "rack=r1,block=b1" : "rack=r1,block=b2",
 			      "--state-dir", state, "--heartbeat-ms", "300", "--kill-grace-ms",
 			      "2000", "--log-pubkey", ty_test_log_pubkey(), "--log-level", "debug",
@@ -103,6 +108,10 @@ void e2e_start_executor(struct e2e *e, int i)
 	/* the defaults without their NULL, then the layout's (a later option wins) */
 	for (size_t k = 0; k + 1 < sizeof(args) / sizeof(args[0]); k++)
 		argv[n++] = args[k];
+	if (!nvml) {
+		argv[n++] = "--fake-gpus";
+		argv[n++] = "2";
+	}
 	for (char **p = extra_args[i]; p && *p && n < 94; p++)
 		argv[n++] = *p;
 	argv[n] = NULL;
@@ -172,16 +181,16 @@ void e2e_wait_nodes_ready(struct e2e *e)
 
 			json_array_foreach(items, i, n) {
 				const char *id = json_string_value(json_object_get(n, "id"));
-				if (id && (!strcmp(id, nodes[0]) || !strcmp(id, nodes[1])))
-					ready++;
+				for (int k = 0; id && k < nnodes; k++)
+					ready += !strcmp(id, nodes[k]);
 			}
 		}
 		ty_resp_free(&r);
-		if (ready == 2)
+		if (ready == nnodes)
 			return;
 		usleep(100 * 1000);
 	}
-	FAIL("the two executors did not register as ready nodes within 30 s");
+	FAIL("the %d executors did not register as ready nodes within 30 s", nnodes);
 	ty_test_abort();
 }
 
@@ -207,15 +216,16 @@ struct e2e *e2e_get(void)
 		REQUIRE(access(bsfile, R_OK) == 0);
 		/* case scratch strings die with the case: this one must outlive it */
 		e->bootstrap = strdup(ty_test_strf("@%s", bsfile));
-		for (int i = 0; i < 2; i++) {
+		e->nodes = nnodes;
+		for (int i = 0; i < nnodes; i++) {
 			e->node[i] = nodes[i];
 			e->address[i] = addrs[i];
 		}
 		if (broker_up)
 			broker_up(e);
 		e2e_start_scheduler(e, 0);
-		e2e_start_executor(e, 0);
-		e2e_start_executor(e, 1);
+		for (int i = 0; i < nnodes; i++)
+			e2e_start_executor(e, i);
 		up = true;
 	}
 	e2e_wait_nodes_ready(e);

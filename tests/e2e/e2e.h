@@ -1,8 +1,9 @@
 /*
  * A whole Trainyard on this machine for end-to-end tests: the test's own
  * broker, the API (ty_stack), a scheduler and two executors ("node-a" on
- * 127.0.0.2, "node-b" on 127.0.0.3 unless e2e_set_layout says otherwise)
- * with two simulated GPUs each.
+ * 127.0.0.2, "node-b" on 127.0.0.3 unless e2e_set_layout says otherwise;
+ * a third, "node-c" on 127.0.0.4, when the layout asks for it) with two
+ * simulated GPUs each.
  */
 #ifndef TY_E2E_H
 #define TY_E2E_H
@@ -11,13 +12,16 @@
 
 #include <stdbool.h>
 
+#define E2E_MAX_NODES 3
+
 struct e2e {
 	const char *bootstrap; /* "@<file>" of the test's broker */
 	struct ty_daemon *broker;
 	struct ty_daemon *sched[2]; /* [1] only when started with a standby */
-	struct ty_daemon *exec[2];
-	const char *node[2];	/* "node-a", "node-b" */
-	const char *address[2]; /* their --address */
+	int nodes;		  /* executors: 2, or 3 when the layout asks */
+	struct ty_daemon *exec[E2E_MAX_NODES];
+	const char *node[E2E_MAX_NODES];    /* "node-a", "node-b", "node-c" */
+	const char *address[E2E_MAX_NODES]; /* their --address */
 	const char *team;
 	const char *token; /* member of team */
 	const char *out; /* a fresh directory ranks write into ($OUTDIR) */
@@ -34,11 +38,16 @@ struct e2e {
  * broker_up: called once the broker has written its bootstrap file, before
  * any executor starts (NULL: nothing); broker_args: more arguments for the
  * broker, after its defaults (e.g. {"--control-fifo", path, NULL}; NULL: none).
+ * nodes: how many executors (0: 2; at most E2E_MAX_NODES). nvml: the
+ * executors take their GPUs from NVML (--nvml-library in args[i]) instead
+ * of --fake-gpus 2.
  */
 struct e2e_layout {
-	const char *address[2];
-	const char *const *prefix[2];
-	const char *const *args[2];
+	int nodes;
+	bool nvml;
+	const char *address[E2E_MAX_NODES];
+	const char *const *prefix[E2E_MAX_NODES];
+	const char *const *args[E2E_MAX_NODES];
 	const char *const *sched_args;
 	void (*broker_up)(struct e2e *e);
 	const char *const *broker_args;
@@ -59,7 +68,7 @@ void e2e_start_scheduler(struct e2e *e, int i);
  */
 struct ty_daemon *e2e_scheduler_new(struct e2e *e, const char *name, const char *id,
 				    const char *const *extra);
-/* Wait until both nodes are registered and ready. */
+/* Wait until every node is registered and ready. */
 void e2e_wait_nodes_ready(struct e2e *e);
 
 /* Submit a job (spec fields after "team" and "command" as JSON text) and return its id. */
