@@ -24,6 +24,12 @@ foreach(t test_e2e_netns test_e2e_failures)
     add_dependencies(${t} trainyard-allreduce)
   endif()
 endforeach()
+# e2e_health's executors take their GPUs from the stand-in libnvidia-ml
+if(TARGET test_e2e_health)
+  add_dependencies(test_e2e_health fake_nvml)
+  set_tests_properties(e2e_health PROPERTIES ENVIRONMENT
+    "${TY_E2E_ENV};TY_FAKE_NVML=$<TARGET_FILE:fake_nvml>")
+endif()
 # it restarts the shared PostgreSQL: nothing else may run meanwhile
 if(TEST e2e_faults)
   set_tests_properties(e2e_faults PROPERTIES RUN_SERIAL TRUE)
