@@ -544,6 +544,43 @@ struct exec_opts {
 	const char *node_key;
 };
 
+/* ---- the health watch (health_watch.c) ---- */
+
+struct exec_health;
+struct exec_health_opts {
+	const char *nvml;			/* the library; NULL: HW_NVML_DEFAULT */
+	const struct hw_inventory *inventory;	/* its GPUs are copied at start */
+	const struct hw_xid_table *xids;	/* borrowed for the watch's life */
+	int64_t check_ms;			/* counters read this often; 0: off */
+	struct hw_conditions *conditions;	/* borrowed: where conditions go */
+	struct ty_metrics *metrics;		/* DCGM_FI_DEV_XID_ERRORS; may be NULL */
+	/* called on the watch's thread with each new condition (borrowed); may be NULL */
+	void (*on_new)(void *arg, const struct hw_condition *c);
+	void *arg;
+};
+
+/*
+ * Start the watch over the inventory's GPUs (by UUID): one NVML session
+ * (nvmlInit_v2 here, nvmlShutdown in exec_health_stop), an event set for
+ * Xid and double-bit ECC events, and a thread that reads every GPU at once
+ * and then every check_ms, waiting for events in between. TY_EUNAVAIL with
+ * the reason when it cannot run here (check_ms 0, a simulated inventory,
+ * no GPU, GPUs not from NVML, NVML that does not load or initialise): the
+ * caller logs it and goes on without. TY_ENOMEM, TY_EIO otherwise.
+ */
+int exec_health_start(struct exec_health **out, const struct exec_health_opts *o,
+		      struct ty_err *err);
+/* Stop the thread (within one wait slice or pass) and shut NVML down. NULL-safe. */
+void exec_health_stop(struct exec_health *h);
+/*
+ * Ask for a pass now: the ticket is done (exec_health_synced) once a pass
+ * that began after this call has ended.
+ */
+uint64_t exec_health_sync_request(struct exec_health *h);
+bool exec_health_synced(struct exec_health *h, uint64_t ticket);
+/* How many GPUs it watches. */
+size_t exec_health_gpus(const struct exec_health *h);
+
 /*
  * Run until SIGTERM or SIGINT, then stop every attempt, flush and return 0.
  * Fails early (before serving) on a bad state file, log server or broker
