@@ -542,6 +542,16 @@ struct exec_opts {
 	const struct ty_ed25519_key *dispatch_key;
 	/* this node's key (proto_node_key): the MAC of every message it sends */
 	const char *node_key;
+	/*
+	 * The health watch (health_watch.c): NVML from nvml_library (the
+	 * inventory's), counters read every health_check_ms (0: off), Xids
+	 * judged by xids (borrowed); port_rate_low below expect_port_gbps (0:
+	 * not checked) from the fabric watch.
+	 */
+	const char *nvml_library;
+	int64_t health_check_ms;
+	const struct hw_xid_table *xids;
+	double expect_port_gbps;
 };
 
 /* ---- the health watch (health_watch.c) ---- */
@@ -683,6 +693,12 @@ struct exec_attempt {
 	long long ctr_ooms;	/* the oom_kill count there at creation; -1: unknown */
 	char workdir[4096];	/* <dir>/work: the ranks' working directory, theirs to write */
 	bool job_fault; /* it failed for the job's or the launch's reason: node_fault false */
+	/* health: conditions first seen since started_wall_ms are this attempt's to suffer */
+	int64_t started_wall_ms;
+	json_t *condition;	/* owned; the fatal condition that made it hardware, NULL: none */
+	int health_wait;	/* 0: not asked, 1: waiting for a pass of the watch, 2: done */
+	uint64_t health_ticket;
+	int64_t health_deadline; /* monotonic */
 };
 
 /* ---- container specs (container_spec.c) and warm containers (warm.c) ---- */
@@ -744,6 +760,11 @@ void exec__fabric_close(struct exec_fabric *f);
 char *const *exec__fabric_env_of(const struct exec_fabric *f, const struct exec_opts *o);
 
 /* Daemon services the attempts use (daemon.c). */
+/* The node's conditions (health.c): heartbeats carry them, fatal ones end attempts. */
+struct hw_conditions *exec__conditions(struct exec *x);
+/* A sync ticket of the health watch (exec_health_sync_request); false when it is off. */
+bool exec__health_sync(struct exec *x, uint64_t *ticket);
+bool exec__health_synced(struct exec *x, uint64_t ticket);
 char *const *exec__fabric_env(struct exec *x);
 /* Send register (with the inventory) on the next cron tick, not at --register-ms. */
 void exec__register_soon(struct exec *x);
@@ -785,6 +806,13 @@ void exec__attempt_stop(struct exec_attempt *a, int64_t grace_ms, const char *fa
  * request was acted on now.
  */
 bool exec__attempt_checkpoint(struct exec_attempt *a, int sig, int64_t wait_ms);
+/*
+ * A fatal condition on the attempt's GPUs (or the node's): stop it with
+ * the stop sequence as `hardware`, the condition's evidence (observed by
+ * the executor) and the condition in attempt_exited, unless it already has
+ * an outcome.
+ */
+void exec__attempt_hardware(struct exec_attempt *a, const struct hw_condition *c);
 /* Whether pid is a live (unreaped) process spawned by this attempt. */
 bool exec__attempt_has_pid(const struct exec_attempt *a, pid_t pid);
 /* Close the handles of an attempt that reported; frees it afterwards. */

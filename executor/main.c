@@ -36,6 +36,16 @@ static const struct ty_opt options[] = {
     {"fabric-check-ms", TY_OPT_INT, "30000", 0, 86400000,
      "how often the HCAs' ports are read again from sysfs; a port that went down or changed "
      "its rate gives later launches a new NCCL environment (0: at start only)"},
+    {"expect-port-gbps", TY_OPT_INT, "0", 0, 100000,
+     "an ACTIVE HCA port slower than this many Gb/s is a degraded port_rate_low condition "
+     "(0: not checked; a port not ACTIVE is always port_down)"},
+    {"health-check-ms", TY_OPT_INT, "5000", 0, 3600000,
+     "the health watch: how often each GPU's ECC, row remapping, clock event reasons and "
+     "NVLink counters are read through NVML, Xid events being waited for in between "
+     "(0: off; off anyway with a simulated inventory or GPUs not from NVML)"},
+    {"xid-file", TY_OPT_STR, NULL, 0, 0,
+     "Xid entries '<xid> <fatal|degraded|ignore> <description>' added to the built-in table "
+     "(executor/xid.conf), replacing its entries for the same Xids"},
     {"sysfs-root", TY_OPT_STR, NULL, 0, 0,
      "where the fabric watch reads the HCAs' ports (default /sys; with --inventory-file, "
      "only from a tree given here)"},
@@ -339,11 +349,26 @@ static int isolation_opts(struct exec_opts *o, struct exec_rt_opts *rt, struct t
 	return 0;
 }
 
+/* The Xid table: the built-in entries, then --xid-file's over them. */
+static int xid_table(struct hw_xid_table **out, struct ty_config *c, struct ty_err *err)
+{
+	const char *file = ty_config_str(c, "xid-file");
+	int rc;
+
+	if ((rc = hw_xid_table_new(out, err)) ||
+	    (rc = hw_xid_table_add(*out, hw_xid_defaults, "xid.conf (built in)", err)))
+		return rc;
+	if (file && *file && (rc = hw_xid_table_add_file(*out, file, err)))
+		return rc;
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	struct ty_config *c = ty_config_new(options, NOPTS, ENV_PREFIX);
 	struct exec_opts o = {0};
 	struct exec_classifier *classifier = NULL;
+	struct hw_xid_table *xids = NULL;
 	struct ty_err err = {0};
 	struct hw_inventory inv = {0};
 	json_t *labels = NULL;
@@ -375,6 +400,11 @@ int main(int argc, char **argv)
 		goto out;
 	}
 	ty_log_init(PROG, (enum ty_log_level)level, ty_config_bool(c, "log-json"));
+	/* a bad line stops the executor at start, naming FILE:LINE */
+	if (xid_table(&xids, c, &err)) {
+		fail("--xid-file: %s", err.msg);
+		goto out;
+	}
 
 	o.node_id = ty_config_str(c, "node-id");
 	if (!o.node_id) {
@@ -477,6 +507,10 @@ int main(int argc, char **argv)
 	o.nccl_iface = iface;
 	o.sysfs_root = ty_config_str(c, "sysfs-root");
 	o.fabric_check_ms = ty_config_int(c, "fabric-check-ms");
+	o.expect_port_gbps = (double)ty_config_int(c, "expect-port-gbps");
+	o.health_check_ms = ty_config_int(c, "health-check-ms");
+	o.nvml_library = ty_config_str(c, "nvml-library");
+	o.xids = xids;
 	o.bootstrap = bootstrap;
 	o.fake_gpus = ty_config_str(c, "fake-gpus") ? (int)ty_config_int(c, "fake-gpus") : -1;
 	if (capacity(&o, c, inv.simulated, &err)) {
@@ -567,6 +601,7 @@ out:
 	hw_names_free(fabric);
 	hw_inventory_clear(&inv);
 	exec_classifier_free(classifier);
+	hw_xid_table_free(xids);
 	exec_env_free(preflight);
 	free(shim);
 	free(seccomp);

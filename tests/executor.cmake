@@ -27,9 +27,11 @@ endforeach()
 
 ty_add_test(executor integration/executor/test_executor.c integration)
 target_link_libraries(test_executor PRIVATE ty_proto PkgConfig::CURL PkgConfig::RDKAFKA)
-add_dependencies(test_executor trainyard-executor)
+add_dependencies(test_executor trainyard-executor fake_nvml)
 set(TY_EXECUTOR_TEST_ENV ${TY_INTEGRATION_ENV} "TY_EXECUTOR_BIN=$<TARGET_FILE:trainyard-executor>")
-set_tests_properties(executor PROPERTIES ENVIRONMENT "${TY_EXECUTOR_TEST_ENV}" TIMEOUT 180)
+# the health watch's cases take GPUs from the NVML stand-in (--nvml-library)
+set_tests_properties(executor PROPERTIES ENVIRONMENT
+  "${TY_EXECUTOR_TEST_ENV};TY_FAKE_NVML=$<TARGET_FILE:fake_nvml>" TIMEOUT 180)
 
 ty_add_test(executor_spot_poller integration/executor/test_spot.c integration)
 target_link_libraries(test_executor_spot_poller PRIVATE ty_proto PkgConfig::RDKAFKA PkgConfig::MHD)
