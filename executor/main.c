@@ -6,10 +6,12 @@
 #include "ty_log.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #define PROG "trainyard-executor"
@@ -46,6 +48,10 @@ static const struct ty_opt options[] = {
     {"xid-file", TY_OPT_STR, NULL, 0, 0,
      "Xid entries '<xid> <fatal|degraded|ignore> <description>' added to the built-in table "
      "(executor/xid.conf), replacing its entries for the same Xids"},
+    {"watch-for", TY_OPT_INT, NULL, 1, 86400,
+     "diagnose this node and exit: probe the GPUs, run the health watch for SECONDS without "
+     "Kafka, print each condition as a JSON line and a summary line on stdout; exit 0 when "
+     "none was seen, 3 when one was, 2 when the watch cannot run"},
     {"sysfs-root", TY_OPT_STR, NULL, 0, 0,
      "where the fabric watch reads the HCAs' ports (default /sys; with --inventory-file, "
      "only from a tree given here)"},
@@ -363,6 +369,101 @@ static int xid_table(struct hw_xid_table **out, struct ty_config *c, struct ty_e
 	return 0;
 }
 
+/* What --watch-for has seen; written by the watch's thread, read after it stopped. */
+struct watch_seen {
+	pthread_mutex_t mu;
+	int fatal, degraded;
+};
+
+/* Each new condition, one JSON line on stdout. */
+static void watch_print(void *arg, const struct hw_condition *cond)
+{
+	struct watch_seen *seen = arg;
+	json_t *j = hw_condition_json(cond);
+	char *line = j ? json_dumps(j, JSON_COMPACT) : NULL;
+
+	pthread_mutex_lock(&seen->mu);
+	if (line) {
+		puts(line);
+		fflush(stdout);
+	}
+	if (cond->severity == PROTO_SEVERITY_FATAL)
+		seen->fatal++;
+	else
+		seen->degraded++;
+	pthread_mutex_unlock(&seen->mu);
+	free(line);
+	json_decref(j);
+}
+
+/*
+ * --watch-for SECONDS: an operator's diagnostic (docs/operations.md): the
+ * GPU probe and the health watch alone, no broker, no state. Exit 0 when
+ * no condition was seen, 3 when one was, 2 when the watch cannot run here.
+ */
+static int watch_for(struct ty_config *c, const struct hw_xid_table *xids)
+{
+	long long seconds = ty_config_int(c, "watch-for");
+	struct watch_seen seen = {.mu = PTHREAD_MUTEX_INITIALIZER};
+	struct hw_inventory inv = {0};
+	struct hw_conditions *l = NULL;
+	struct exec_health *h = NULL;
+	struct ty_err err = {0};
+	struct exec_health_opts ho = {0};
+	struct timespec left;
+	json_t *sum;
+	char *line;
+	int rc;
+
+	if (ty_config_str(c, "fake-gpus") || ty_config_str(c, "inventory-file"))
+		return fail("%s", "--watch-for watches this machine's GPUs: not with --fake-gpus "
+				  "or --inventory-file");
+	if (hw_probe(&inv, ty_config_str(c, "nvml-library"), ty_config_str(c, "cudart"), &err)) {
+		fail("%s", err.msg);
+		rc = 1;
+		goto out;
+	}
+	if (hw_conditions_new(&l, NULL, &err)) {
+		fail("%s", err.msg);
+		rc = 1;
+		goto out;
+	}
+	ho.nvml = ty_config_str(c, "nvml-library");
+	ho.inventory = &inv;
+	ho.xids = xids;
+	ho.check_ms = ty_config_int(c, "health-check-ms");
+	ho.conditions = l;
+	ho.on_new = watch_print;
+	ho.arg = &seen;
+	if ((rc = exec_health_start(&h, &ho, &err))) {
+		fprintf(stderr, PROG ": --watch-for: the health watch cannot run: %s\n", err.msg);
+		rc = rc == TY_EUNAVAIL ? 2 : 1;
+		goto out;
+	}
+	left.tv_sec = (time_t)seconds;
+	left.tv_nsec = 0;
+	while (nanosleep(&left, &left) && errno == EINTR)
+		;
+	exec_health_stop(h);
+	h = NULL;
+	sum = json_pack("{s:{s:I, s:I, s:i, s:i, s:I, s:b}}", "summary", "seconds",
+			(json_int_t)seconds, "gpus", (json_int_t)inv.ngpus, "fatal", seen.fatal,
+			"degraded", seen.degraded, "listed_at_end", (json_int_t)hw_conditions_count(l),
+			"healthy", seen.fatal + seen.degraded == 0);
+	if (sum && (line = json_dumps(sum, JSON_COMPACT))) {
+		puts(line);
+		free(line);
+	}
+	fflush(stdout);
+	json_decref(sum);
+	rc = seen.fatal + seen.degraded ? 3 : 0;
+out:
+	exec_health_stop(h);
+	hw_conditions_free(l);
+	hw_inventory_clear(&inv);
+	return rc;
+}
+
 int main(int argc, char **argv)
 {
 	struct ty_config *c = ty_config_new(options, NOPTS, ENV_PREFIX);
@@ -403,6 +504,10 @@ int main(int argc, char **argv)
 	/* a bad line stops the executor at start, naming FILE:LINE */
 	if (xid_table(&xids, c, &err)) {
 		fail("--xid-file: %s", err.msg);
+		goto out;
+	}
+	if (ty_config_str(c, "watch-for")) {
+		rc = watch_for(c, xids);
 		goto out;
 	}
 

@@ -2665,6 +2665,71 @@ TY_TEST(a_failure_during_which_its_gpu_broke_is_hardware)
 	start_executor();
 }
 
+/* trainyard-executor --watch-for with extra options; its exit status, stdout and stderr. */
+static int watch_for(const char *args, char **out, char **err)
+{
+	const char *o = ty_test_strf("%s/watch.out", T.dir), *e = ty_test_strf("%s/watch.err", T.dir);
+	int status = system(ty_test_strf("'%s' --watch-for 1 --nvml-library '%s' %s >'%s' 2>'%s'",
+					 T.bin, getenv("TY_FAKE_NVML"), args, o, e));
+
+	*out = read_text(o);
+	*err = read_text(e);
+	REQUIRE(*out && *err);
+	return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+/*
+ * The operator's diagnostic: the health watch alone, no broker, no keys;
+ * each condition a JSON line on stdout, then a summary; exit 0 healthy, 3
+ * when a condition was seen, 2 when it cannot watch.
+ */
+TY_TEST(watch_for_diagnoses_the_gpus_without_a_broker)
+{
+	char *out, *err, *nl;
+	json_t *j;
+
+	setup();
+	REQUIRE(getenv("TY_FAKE_NVML") != NULL);
+	nvml_control("", "");
+	CHECK_INT_EQ(watch_for("--health-check-ms 100", &out, &err), 0);
+	ty_test_context("stdout: %s", out);
+	REQUIRE((j = json_loads(out, JSON_DISABLE_EOF_CHECK, NULL)) != NULL);
+	CHECK_INT_EQ(json_integer_value(json_object_get(json_object_get(j, "summary"), "gpus")), 2);
+	CHECK(json_is_true(json_object_get(json_object_get(j, "summary"), "healthy")));
+	json_decref(j);
+	CHECK(strstr(err, "health watch: 2 GPU(s)") != NULL);
+
+	nvml_control("'remap_pending':true", "");
+	CHECK_INT_EQ(watch_for("--health-check-ms 100", &out, &err), 3);
+	ty_test_context("stdout: %s", out);
+	REQUIRE((nl = strchr(out, '\n')) != NULL);
+	*nl = '\0';
+	REQUIRE((j = json_loads(out, 0, NULL)) != NULL);
+	{
+		struct ty_err e = {0};
+
+		if (proto_condition_check(j, &e))
+			FAIL("the first line is not a condition: %s", e.msg);
+	}
+	CHECK_STR_EQ(json_string_value(json_object_get(j, "kind")), "row_remap_pending");
+	CHECK_INT_EQ(json_integer_value(json_object_get(j, "gpu")), 0);
+	json_decref(j);
+	REQUIRE((j = json_loads(nl + 1, JSON_DISABLE_EOF_CHECK, NULL)) != NULL);
+	CHECK_INT_EQ(json_integer_value(json_object_get(json_object_get(j, "summary"), "fatal")), 1);
+	json_decref(j);
+	ty_test_context(NULL);
+
+	/* it watches real GPUs only */
+	CHECK_INT_EQ(watch_for("--fake-gpus 2", &out, &err), 2);
+	CHECK(strstr(err, "not with --fake-gpus or --inventory-file") != NULL);
+	CHECK_INT_EQ(watch_for("--health-check-ms 0", &out, &err), 2);
+	CHECK(strstr(err, "the health watch cannot run: --health-check-ms is 0") != NULL);
+	CHECK_INT_EQ(watch_for("--nvml-library /nonexistent/libnvidia-ml.so.1 --cudart /nonexistent",
+			       &out, &err),
+		     2);
+	CHECK(strstr(err, "the health watch cannot run: no GPU in the inventory") != NULL);
+}
+
 TY_TEST(restart_kills_orphans)
 {
 	const json_t *d, *hb;
