@@ -71,8 +71,9 @@ static const struct ty_opt options[] = {
      "MiB kept for the system and the executor: the scheduler places jobs' "
      "memory_mb_per_node on MemTotal (/proc/meminfo) minus these"},
     {"nvml-library", TY_OPT_STR, HW_NVML_DEFAULT, 0, 0,
-     "NVML library to dlopen for the GPU probe (the driver's; loaded, asked and closed "
-     "at start, so no handle or CUDA context is held)"},
+     "NVML library to dlopen for the GPU probe and the health watch (the driver's; the "
+     "watch holds one NVML session, never a CUDA context: stop the executor before "
+     "nvidia-smi -r)"},
     {"cudart", TY_OPT_STR, NULL, 0, 0,
      "CUDA runtime to dlopen for the GPU probe when NVML cannot be loaded or initialised "
      "(default: libcudart.so, libcudart.so.13, libcudart.so.12)"},
