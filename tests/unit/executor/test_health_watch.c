@@ -423,6 +423,25 @@ TY_TEST(an_nvlink_that_goes_down_is_degraded)
 	stop(&f);
 }
 
+/* A GPU that reports no event types is still read: counters only. */
+TY_TEST(a_gpu_without_events_is_still_read)
+{
+	struct fixture f;
+	json_t *c;
+
+	control("'events':0", "", "");
+	start(&f);
+	sync_pass(&f);
+	/* GPU 0's Xid cannot be delivered; GPU 1's marker after it is */
+	control("'events':0,'clock_reasons':32", "", "{'gpu':0,'xid':79},{'gpu':1,'xid':4242}");
+	REQUIRE((c = wait_condition(&f, "xid", 1, 4242)) != NULL);
+	json_decref(c);
+	REQUIRE((c = wait_condition(&f, "thermal_slowdown", 0, -1)) != NULL);
+	json_decref(c);
+	CHECK_INT_EQ(hw_conditions_count(f.l), 2);
+	stop(&f);
+}
+
 TY_TEST(the_watch_is_off_where_it_cannot_run)
 {
 	struct hw_inventory inv = {0};
