@@ -30,6 +30,8 @@
 #define CKPT_HANDSHAKE_MS 150
 /* lines of each preflight log searched for the node check */
 #define PREFLIGHT_TAIL_LINES 200
+/* how long a failed attempt waits for a pass of the health watch before it reports */
+#define HEALTH_WAIT_MS 3000
 
 static void check_done(struct exec_attempt *a);
 static void run_phase(struct exec_attempt *a);
@@ -46,6 +48,7 @@ static void attempt_free(struct exec_attempt *a)
 	free(a->resume_from);
 	json_decref(a->resume);
 	json_decref(a->preflight_result);
+	json_decref(a->condition);
 	exec_launch_clear(&a->launch);
 	free(a->ckpt_valid);
 	ranks_free(a->ranks, a->nranks);
@@ -533,6 +536,75 @@ static void container_delete(struct exec_attempt *a)
 	a->ctr_init = 0;
 }
 
+/* The outcome is hardware, decided by condition c (the executor saw it: evidence_source executor). */
+static void set_hardware(struct exec_attempt *a, const struct hw_condition *c)
+{
+	snprintf(a->outcome.failure_class, sizeof(a->outcome.failure_class), "%s",
+		 EXEC_CLASS_HARDWARE);
+	snprintf(a->outcome.evidence, sizeof(a->outcome.evidence), "%s", c->evidence);
+	a->outcome.log_only = false;
+	a->job_fault = false;
+	json_decref(a->condition);
+	a->condition = hw_condition_json(c);
+}
+
+/*
+ * Item 4's rule (docs/dispatch.md, "Node conditions"): a failed attempt
+ * during which a fatal condition was first seen on one of its GPUs (or on
+ * the node) failed because of it, whatever its ranks printed. A success
+ * stays one: the job's result is its own to judge.
+ */
+static void hardware_rule(struct exec_attempt *a)
+{
+	struct hw_condition c;
+
+	if (!a->outcome.failure_class[0] || a->condition ||
+	    !hw_conditions_fatal_for(&c, exec__conditions(a->x), a->launch.gpus, a->launch.ngpus,
+				     a->started_wall_ms))
+		return;
+	ty_info("job %lld attempt %lld: %s, not %s: %s was first seen while it ran",
+		(long long)a->job, (long long)a->attempt, EXEC_CLASS_HARDWARE,
+		a->outcome.failure_class, proto_condition_kind_name(c.kind));
+	set_hardware(a, &c);
+}
+
+void exec__attempt_hardware(struct exec_attempt *a, const struct hw_condition *c)
+{
+	if (a->have_outcome || a->state != EXEC_RUNNING)
+		return;
+	if (c->gpu >= 0)
+		exec__attempt_stop(a, a->default_grace_ms, EXEC_CLASS_HARDWARE, EXEC_EXIT_NONE,
+				   "stopped: fatal %s condition on GPU %d",
+				   proto_condition_kind_name(c->kind), c->gpu);
+	else
+		exec__attempt_stop(a, a->default_grace_ms, EXEC_CLASS_HARDWARE, EXEC_EXIT_NONE,
+				   "stopped: fatal %s condition of the node",
+				   proto_condition_kind_name(c->kind));
+	set_hardware(a, c);
+	a->classify_rank = -1; /* the condition decided: no rank's log will */
+}
+
+/*
+ * A failed attempt on GPUs waits for one more pass of the health watch
+ * (begun after its ranks ended; at most HEALTH_WAIT_MS) before it reports:
+ * what the driver saw (an ECC counter, a lost GPU) may be why they failed.
+ */
+static bool health_pending(struct exec_attempt *a)
+{
+	if (a->health_wait == 0) {
+		a->health_wait = 2;
+		if (!a->outcome.failure_class[0] || a->launch.ngpus == 0 || a->condition ||
+		    !exec__health_sync(a->x, &a->health_ticket))
+			return false;
+		a->health_wait = 1;
+		a->health_deadline = ty_mono_ms() + HEALTH_WAIT_MS;
+	}
+	if (a->health_wait == 1 && (exec__health_synced(a->x, a->health_ticket) ||
+				    ty_mono_ms() >= a->health_deadline))
+		a->health_wait = 2;
+	return a->health_wait == 1;
+}
+
 static void finish(struct exec_attempt *a)
 {
 	struct exec_finished *o = &a->outcome;
@@ -552,6 +624,7 @@ static void finish(struct exec_attempt *a)
 	if (a->phase == EXEC_PHASE_PREFLIGHT && a->pre_failed >= 0 &&
 	    strcmp(o->failure_class, EXEC_CLASS_SYSTEM) == 0)
 		preflight_evidence(a);
+	hardware_rule(a);
 	data = json_pack("{s:i, s:s, s:s}", "exit_code", o->exit_code, "failure_class",
 			 o->failure_class, "message", o->message);
 	if (data && o->evidence[0])
@@ -565,6 +638,8 @@ static void finish(struct exec_attempt *a)
 	if (data && a->launch.preflight)
 		json_object_set(data, "preflight",
 				a->preflight_result ? a->preflight_result : json_null());
+	if (data && a->condition)
+		json_object_set(data, "condition", a->condition);
 	exec__emit(a->x, PROTO_ATTEMPT_EXITED, a->job, a->attempt, data);
 	container_delete(a);
 	exec__warm_fill(a->x); /* if it took one and never ran */
@@ -606,6 +681,8 @@ static void on_reap_tick(uv_timer_t *t)
 	}
 	/* a checkpoint being verified is reported before the attempt's end */
 	if ((alive || pipes || a->ckpt_busy) && ty_mono_ms() < a->reap_deadline)
+		return;
+	if (health_pending(a))
 		return;
 	if (alive)
 		ty_warn(
@@ -1567,6 +1644,7 @@ int exec__attempt_start(struct exec_attempt **out, struct exec *x, struct exec_l
 	a->handles = 4;
 	a->classify_rank = -1;
 	a->started_ms = a->phase_ms = ty_mono_ms();
+	a->started_wall_ms = ty_wall_ms();
 	a->hang_timeout_ms = l->hang_timeout_ms;
 	a->start_timeout_ms = l->start_timeout_ms;
 	init_ranks(a, a->ranks);

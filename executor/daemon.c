@@ -96,6 +96,9 @@ struct exec {
 	struct ty_metrics *metrics;	/* served by the log server; see docs/metrics.md */
 	struct exec_warm *warm;		/* warm containers (warm.c) */
 	struct exec_fabric *fabric;	/* the fabric watch; NULL: off */
+	struct hw_conditions *conditions; /* the node's health conditions (health.c) */
+	struct exec_health *health;	/* the health watch; NULL: off */
+	uv_async_t health_async;	/* the watch saw a new condition */
 	struct exec_hcheck *hcheck;	/* health checks on request */
 };
 
@@ -189,6 +192,24 @@ const struct exec_opts *exec__opts(struct exec *x)
 void exec__register_soon(struct exec *x)
 {
 	x->next_register = 0; /* the next cron tick */
+}
+
+struct hw_conditions *exec__conditions(struct exec *x)
+{
+	return x->conditions;
+}
+
+bool exec__health_sync(struct exec *x, uint64_t *ticket)
+{
+	if (!x->health)
+		return false;
+	*ticket = exec_health_sync_request(x->health);
+	return true;
+}
+
+bool exec__health_synced(struct exec *x, uint64_t ticket)
+{
+	return !x->health || exec_health_synced(x->health, ticket);
 }
 
 char *const *exec__fabric_env(struct exec *x)
@@ -409,7 +430,7 @@ static json_t *with_capacity(json_t *data, const struct exec_opts *o)
 /* The node's current conditions (proto/proto.h), new; NULL on ENOMEM. */
 static json_t *conditions_json(struct exec *x)
 {
-	json_t *a = json_array(), *c = exec__hcheck_condition(x->hcheck);
+	json_t *a = hw_conditions_json(x->conditions), *c = exec__hcheck_condition(x->hcheck);
 
 	if (a && c)
 		json_array_append_new(a, c);
@@ -538,6 +559,39 @@ void exec__attempt_done(struct exec *x, struct exec_attempt *a)
 
 /* ---- dispatch ---- */
 
+/* Stop a with the first fatal condition on its GPUs (or of the node), if there is one. */
+static void hardware_check(struct exec *x, struct exec_attempt *a)
+{
+	struct hw_condition c;
+
+	if (a->state == EXEC_RUNNING &&
+	    hw_conditions_fatal_for(&c, x->conditions, a->launch.gpus, a->launch.ngpus, 0))
+		exec__attempt_hardware(a, &c);
+}
+
+/*
+ * The health watch noted a new condition (its thread woke us): the
+ * attempts on a GPU with a fatal one stop, and the scheduler hears of it
+ * in a heartbeat now rather than at the next --heartbeat-ms.
+ */
+static void on_health(uv_async_t *h)
+{
+	struct exec *x = h->data;
+
+	for (struct exec_attempt *a = x->attempts; a; a = a->next)
+		hardware_check(x, a);
+	x->next_heartbeat = 0;
+}
+
+/* On the watch's thread: only uv_async_send is safe here. */
+static void health_new(void *arg, const struct hw_condition *c)
+{
+	struct exec *x = arg;
+
+	(void)c;
+	uv_async_send(&x->health_async);
+}
+
 static void on_launch(struct exec *x, const struct proto_msg *m)
 {
 	struct exec_launch l;
@@ -589,6 +643,7 @@ static void on_launch(struct exec *x, const struct proto_msg *m)
 	ty_info("launched job %lld attempt %lld: %d rank(s) from rank %d in '%s'%s",
 		(long long)a->job, (long long)a->attempt, a->nranks, a->launch.first_rank, a->dir,
 		a->launch.preflight ? ", preflight first" : "");
+	hardware_check(x, a); /* placed before the scheduler heard of a fatal condition */
 out:
 	exec_launch_clear(&l);
 }
@@ -1153,6 +1208,10 @@ static void close_handles(struct exec *x)
 	x->fabric = NULL;
 	exec__hcheck_close(x->hcheck);
 	x->hcheck = NULL;
+	/* the thread first: it may still wake the async */
+	exec_health_stop(x->health);
+	x->health = NULL;
+	uv_close((uv_handle_t *)&x->health_async, NULL);
 }
 
 static void maybe_close(struct exec *x)
@@ -1271,14 +1330,36 @@ static void loop_start(struct exec *x)
 	uv_prepare_init(&x->loop, &x->flush);
 	uv_signal_init(&x->loop, &x->sigterm);
 	uv_signal_init(&x->loop, &x->sigint);
+	uv_async_init(&x->loop, &x->health_async, on_health);
 	x->kpoll.data = x->cron.data = x->kick.data = x->flush.data = x;
-	x->sigterm.data = x->sigint.data = x;
+	x->sigterm.data = x->sigint.data = x->health_async.data = x;
 	x->handles_open = true;
 	uv_poll_start(&x->kpoll, UV_READABLE, on_kafka);
 	uv_timer_start(&x->cron, on_cron, 0, CRON_MS);
 	uv_prepare_start(&x->flush, on_flush);
 	uv_signal_start(&x->sigterm, on_signal, SIGTERM);
 	uv_signal_start(&x->sigint, on_signal, SIGINT);
+}
+
+static int health_start(struct exec *x, struct ty_err *err)
+{
+	const struct exec_opts *o = x->o;
+	struct exec_health_opts ho = {.nvml = o->nvml_library,
+				      .inventory = o->inventory,
+				      .xids = o->xids,
+				      .check_ms = o->health_check_ms,
+				      .conditions = x->conditions,
+				      .metrics = x->metrics,
+				      .on_new = health_new,
+				      .arg = x};
+	struct ty_err why = {0};
+	int rc = exec_health_start(&x->health, &ho, &why);
+
+	if (rc == TY_EUNAVAIL) {
+		ty_info("health watch off: %s", why.msg);
+		return 0;
+	}
+	return rc ? ty_err_set(err, rc, "%s", why.msg) : 0;
 }
 
 static void walk_report(uv_handle_t *h, void *arg)
@@ -1337,6 +1418,7 @@ int exec_run(const struct exec_opts *o, struct ty_err *err)
 	}
 	loop_ok = true;
 	if ((rc = metrics_new(x, err)) ||
+	    (rc = hw_conditions_new(&x->conditions, x->metrics, err)) ||
 	    (rc = exec__logsrv_start(&x->logsrv, &port, o->address, o->log_port, o->state_dir,
 				     o->node_id, o->log_pubkey, x->metrics, err)))
 		goto out;
@@ -1360,6 +1442,8 @@ int exec_run(const struct exec_opts *o, struct ty_err *err)
 		rc = ty_err_set(err, rc, NULL);
 		goto out;
 	}
+	if ((rc = health_start(x, err)))
+		goto out;
 
 	uv_run(&x->loop, UV_RUN_DEFAULT);
 	if (x->dirty)
@@ -1373,6 +1457,7 @@ out:
 	}
 	kafka_close(x);
 	exec__logsrv_stop(x->logsrv);
+	hw_conditions_free(x->conditions);
 	ty_metrics_free(x->metrics);
 	exec__warm_free(x->warm);
 	if (loop_ok && (urc = uv_loop_close(&x->loop))) {

@@ -557,7 +557,54 @@ struct exec_opts {
 	const struct ty_ed25519_key *dispatch_key;
 	/* this node's key (proto_node_key): the MAC of every message it sends */
 	const char *node_key;
+	/*
+	 * The health watch (health_watch.c): NVML from nvml_library (the
+	 * inventory's), counters read every health_check_ms (0: off), Xids
+	 * judged by xids (borrowed); port_rate_low below expect_port_gbps (0:
+	 * not checked) from the fabric watch.
+	 */
+	const char *nvml_library;
+	int64_t health_check_ms;
+	const struct hw_xid_table *xids;
+	double expect_port_gbps;
 };
+
+/* ---- the health watch (health_watch.c) ---- */
+
+struct exec_health;
+struct exec_health_opts {
+	const char *nvml;			/* the library; NULL: HW_NVML_DEFAULT */
+	const struct hw_inventory *inventory;	/* its GPUs are copied at start */
+	const struct hw_xid_table *xids;	/* borrowed for the watch's life */
+	int64_t check_ms;			/* counters read this often; 0: off */
+	struct hw_conditions *conditions;	/* borrowed: where conditions go */
+	struct ty_metrics *metrics;		/* DCGM_FI_DEV_XID_ERRORS; may be NULL */
+	/* called on the watch's thread with each new condition (borrowed); may be NULL */
+	void (*on_new)(void *arg, const struct hw_condition *c);
+	void *arg;
+};
+
+/*
+ * Start the watch over the inventory's GPUs (by UUID): one NVML session
+ * (nvmlInit_v2 here, nvmlShutdown in exec_health_stop), an event set for
+ * Xid and double-bit ECC events, and a thread that reads every GPU at once
+ * and then every check_ms, waiting for events in between. TY_EUNAVAIL with
+ * the reason when it cannot run here (check_ms 0, a simulated inventory,
+ * no GPU, GPUs not from NVML, NVML that does not load or initialise): the
+ * caller logs it and goes on without. TY_ENOMEM, TY_EIO otherwise.
+ */
+int exec_health_start(struct exec_health **out, const struct exec_health_opts *o,
+		      struct ty_err *err);
+/* Stop the thread (within one wait slice or pass) and shut NVML down. NULL-safe. */
+void exec_health_stop(struct exec_health *h);
+/*
+ * Ask for a pass now: the ticket is done (exec_health_synced) once a pass
+ * that began after this call has ended.
+ */
+uint64_t exec_health_sync_request(struct exec_health *h);
+bool exec_health_synced(struct exec_health *h, uint64_t ticket);
+/* How many GPUs it watches. */
+size_t exec_health_gpus(const struct exec_health *h);
 
 /*
  * Run until SIGTERM or SIGINT, then stop every attempt, flush and return 0.
@@ -661,6 +708,12 @@ struct exec_attempt {
 	long long ctr_ooms;	/* the oom_kill count there at creation; -1: unknown */
 	char workdir[4096];	/* <dir>/work: the ranks' working directory, theirs to write */
 	bool job_fault; /* it failed for the job's or the launch's reason: node_fault false */
+	/* health: conditions first seen since started_wall_ms are this attempt's to suffer */
+	int64_t started_wall_ms;
+	json_t *condition;	/* owned; the fatal condition that made it hardware, NULL: none */
+	int health_wait;	/* 0: not asked, 1: waiting for a pass of the watch, 2: done */
+	uint64_t health_ticket;
+	int64_t health_deadline; /* monotonic */
 };
 
 /* ---- container specs (container_spec.c) and warm containers (warm.c) ---- */
@@ -731,6 +784,11 @@ void exec__fabric_close(struct exec_fabric *f);
 char *const *exec__fabric_env_of(const struct exec_fabric *f, const struct exec_opts *o);
 
 /* Daemon services the attempts use (daemon.c). */
+/* The node's conditions (health.c): heartbeats carry them, fatal ones end attempts. */
+struct hw_conditions *exec__conditions(struct exec *x);
+/* A sync ticket of the health watch (exec_health_sync_request); false when it is off. */
+bool exec__health_sync(struct exec *x, uint64_t *ticket);
+bool exec__health_synced(struct exec *x, uint64_t ticket);
 char *const *exec__fabric_env(struct exec *x);
 /* Send register (with the inventory) on the next cron tick, not at --register-ms. */
 void exec__register_soon(struct exec *x);
@@ -772,6 +830,13 @@ void exec__attempt_stop(struct exec_attempt *a, int64_t grace_ms, const char *fa
  * request was acted on now.
  */
 bool exec__attempt_checkpoint(struct exec_attempt *a, int sig, int64_t wait_ms);
+/*
+ * A fatal condition on the attempt's GPUs (or the node's): stop it with
+ * the stop sequence as `hardware`, the condition's evidence (observed by
+ * the executor) and the condition in attempt_exited, unless it already has
+ * an outcome.
+ */
+void exec__attempt_hardware(struct exec_attempt *a, const struct hw_condition *c);
 /* Whether pid is a live (unreaped) process spawned by this attempt. */
 bool exec__attempt_has_pid(const struct exec_attempt *a, pid_t pid);
 /* Close the handles of an attempt that reported; frees it afterwards. */

@@ -5,10 +5,12 @@
  * came up, or changed its rate), the inventory register reports is updated
  * and later launches get the NCCL environment of the fabric as it is now;
  * running attempts keep theirs. Warm containers, which hold the RDMA
- * devices or not, are made again.
+ * devices or not, are made again. Every reading also gives the node's port
+ * conditions (health.c): port_down, port_rate_low (--expect-port-gbps).
  */
 #include "exec.h"
 #include "ty_log.h"
+#include "ty_time.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -68,6 +70,31 @@ static void take(struct exec_fabric *f, struct hw_inventory *inv, const struct h
 	exec__warm_fill(f->x);
 }
 
+#define PORT_KINDS ((1u << PROTO_CONDITION_PORT_DOWN) | (1u << PROTO_CONDITION_PORT_RATE_LOW))
+
+/* The port conditions of the inventory's ports as they are now (degraded ones clear). */
+static void ports_check(struct exec_fabric *f)
+{
+	const struct exec_opts *o = exec__opts(f->x);
+	const struct hw_inventory *inv = o->inventory;
+	struct hw_conditions *l = exec__conditions(f->x);
+	struct hw_condition *found;
+	size_t total = 0, k;
+	int64_t now = ty_wall_ms();
+
+	for (size_t i = 0; i < inv->nhcas; i++)
+		total += (size_t)inv->hcas[i].nports;
+	if (!(found = calloc(total ? total : 1, sizeof(*found)))) {
+		ty_error("fabric: cannot judge the ports: out of memory");
+		return;
+	}
+	k = hw_port_conditions(found, total, inv->hcas, inv->nhcas, o->expect_port_gbps);
+	for (size_t i = 0; i < k; i++)
+		hw_conditions_note(l, &found[i], now, NULL);
+	hw_conditions_expire(l, -1, PORT_KINDS, found, k, now);
+	free(found);
+}
+
 static void refresh_work(uv_work_t *req)
 {
 	struct fabric_work *w = req->data;
@@ -83,8 +110,11 @@ static void refresh_done(uv_work_t *req, int status)
 	f->busy = false;
 	if (f->closed)
 		fabric_free(f);
-	else if (!status && w->changed && !exec__stopping(f->x))
-		take(f, exec__opts(f->x)->inventory, w->hcas);
+	else if (!status && !exec__stopping(f->x)) {
+		if (w->changed)
+			take(f, exec__opts(f->x)->inventory, w->hcas);
+		ports_check(f);
+	}
 	free(w->hcas);
 	free(w);
 }
@@ -133,6 +163,7 @@ int exec__fabric_start(struct exec_fabric **out, struct exec *x)
 	uv_timer_start(&f->timer, on_tick, (uint64_t)o->fabric_check_ms,
 		       (uint64_t)o->fabric_check_ms);
 	*out = f;
+	ports_check(f); /* as the start probe found them */
 	return 0;
 }
 

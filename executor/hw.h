@@ -12,6 +12,7 @@
 #ifndef TY_HW_H
 #define TY_HW_H
 
+#include "proto.h"
 #include "ty_err.h"
 
 #include <jansson.h>
@@ -281,5 +282,173 @@ int hw_nccl_env(char ***out, const struct hw_inventory *inv, const char *iface, 
  * when no interface carries it, TY_EIO when getifaddrs fails.
  */
 int hw_iface_of(char *name, size_t namesz, const char *addr, struct ty_err *err);
+
+/* ---- GPU and fabric health (health.c: pure but for the list's mutex) ---- */
+
+/*
+ * The health watch (health_watch.c) judges what NVML says about each GPU of
+ * the inventory, and the fabric watch the HCAs' ports, into conditions
+ * (proto/proto.h, PROTO_CONDITION_KINDS): fatal ones stay listed until the
+ * executor restarts, degraded ones while they hold.
+ */
+
+/* What the watch makes of an Xid (xid.conf, --xid-file). */
+enum hw_xid_action { HW_XID_IGNORE, HW_XID_DEGRADED, HW_XID_FATAL };
+
+#define HW_XID_MAX 65535   /* the largest Xid a table may name */
+#define HW_XID_DESC_MAX 200 /* bytes of an entry's description */
+
+struct hw_xid_table;
+
+/* The default table's text (executor/xid.conf, embedded at build time). */
+extern const char hw_xid_defaults[];
+
+/* A new empty table in *out (free with hw_xid_table_free). */
+int hw_xid_table_new(struct hw_xid_table **out, struct ty_err *err);
+/*
+ * Parse text (borrowed; `name` names it in errors): lines "<xid> <fatal|
+ * degraded|ignore> <description>", blank lines and # comments skipped. An
+ * entry for an Xid already in the table replaces it (so --xid-file, added
+ * after the defaults, overrides them). TY_EINVAL "name:line: ..." for a bad
+ * line; nothing of text is added then.
+ */
+int hw_xid_table_add(struct hw_xid_table *t, const char *text, const char *name,
+		     struct ty_err *err);
+/* hw_xid_table_add of a file's contents; TY_EIO when it cannot be read. */
+int hw_xid_table_add_file(struct hw_xid_table *t, const char *path, struct ty_err *err);
+size_t hw_xid_table_count(const struct hw_xid_table *t);
+void hw_xid_table_free(struct hw_xid_table *t);
+/*
+ * The action for xid and its description (*desc borrowed from t; NULL when
+ * xid is in no entry). An Xid not in the table is HW_XID_DEGRADED.
+ */
+enum hw_xid_action hw_xid_lookup(const struct hw_xid_table *t, unsigned long long xid,
+				 const char **desc);
+
+#define HW_NVLINKS 18 /* NVML_NVLINK_MAX_LINKS */
+/* NVLink replay or CRC errors one link may gain between two checks before it counts */
+#define HW_NVLINK_ERRORS_PER_CHECK 100
+/* a degraded condition seen once (an Xid, NVLink errors rising) is listed this long */
+#define HW_HOLD_MS (15 * 60 * 1000)
+#define HW_PORT_NAME_MAX (HW_HCA_NAME_MAX + 8) /* "mlx5_0/1" */
+
+/* One link's reading; the error counters are replay, recovery, CRC flit, CRC data. */
+struct hw_link_reading {
+	bool known; /* its state could be read */
+	bool active;
+	bool errors_known;
+	unsigned long long errors[4];
+};
+
+/*
+ * One reading of a GPU's health counters. A field whose call failed or is
+ * not supported has its *_known false and counts as no evidence.
+ */
+struct hw_gpu_reading {
+	bool lost;	     /* a call answered NVML_ERROR_GPU_IS_LOST */
+	char lost_call[64];  /* which one */
+	bool ecc_known;
+	unsigned long long ecc_dbe; /* volatile uncorrected ECC errors */
+	bool remap_known;
+	bool remap_pending, remap_failed;
+	bool retired_known;
+	bool retired_pending;
+	bool reasons_known;
+	unsigned long long clock_reasons; /* nvmlClocksEventReasons bits */
+	int nlinks; /* links read (0: no NVLink) */
+	struct hw_link_reading links[HW_NVLINKS];
+};
+
+/* A condition (proto_condition_check's fields), as the executor keeps it. */
+struct hw_condition {
+	enum proto_condition_kind kind;
+	enum proto_severity severity;
+	int gpu; /* index; -1: not a GPU's */
+	char gpu_uuid[HW_UUID_MAX];
+	char port[HW_PORT_NAME_MAX]; /* "mlx5_0/1"; "": not a port's */
+	long long code;		     /* the Xid; -1: none */
+	char evidence[PROTO_CONDITION_EVIDENCE_MAX + 1];
+	int64_t first_seen, last_seen; /* wall-clock ms */
+	/* a degraded one stays listed until last_seen + hold_ms without being seen again */
+	int64_t hold_ms;
+};
+
+/*
+ * What one reading of gpu says, into out (at most max; returns how many):
+ * lost → gpu_lost (fatal, alone); ecc_dbe rising since prev → ecc_dbe
+ * (fatal); row remapping failed → row_remap_failed, pending →
+ * row_remap_pending, retired pages pending → retired_pages_pending (all
+ * fatal: the GPU needs a reset to take the bad memory out); clock event
+ * reasons SW or HW thermal slowdown → thermal_slowdown, HW power brake (or
+ * HW slowdown without a thermal reason) → power_slowdown (degraded; the SW
+ * power cap is normal under load and ignored); a link active in start that
+ * is not active now, a link whose recovery counter rose since prev, or whose
+ * replay or CRC counters rose by HW_NVLINK_ERRORS_PER_CHECK or more →
+ * nvlink_errors (degraded, one per GPU naming the links; held HW_HOLD_MS
+ * when counters rose). start and prev may be NULL (the first reading).
+ * Times are left 0; kind, severity, gpu, gpu_uuid, code, evidence set.
+ */
+size_t hw_health_judge(struct hw_condition *out, size_t max, const struct hw_gpu *gpu,
+		       const struct hw_gpu_reading *start, const struct hw_gpu_reading *prev,
+		       const struct hw_gpu_reading *cur);
+
+/*
+ * The condition an Xid event on gpu makes (into *out), by t: false for an
+ * ignored one. Fatal or degraded as the table says (held HW_HOLD_MS when
+ * degraded), degraded when it is in no entry; code is the Xid.
+ */
+bool hw_xid_judge(struct hw_condition *out, const struct hw_xid_table *t, const struct hw_gpu *gpu,
+		  unsigned long long xid);
+
+/*
+ * The conditions of n HCAs' ports (at most max; returns how many): a port
+ * not ACTIVE → port_down; an ACTIVE one whose rate is below expect_gbps
+ * (0: not checked) → port_rate_low; both degraded, port "dev/port".
+ */
+size_t hw_port_conditions(struct hw_condition *out, size_t max, const struct hw_hca *hcas,
+			  size_t n, double expect_gbps);
+
+/* c as a new condition object (proto_condition_check's shape); NULL on ENOMEM. */
+json_t *hw_condition_json(const struct hw_condition *c);
+
+/*
+ * The node's current conditions: one list that the health watch's thread,
+ * the fabric watch and the loop share (it locks itself). One condition is
+ * (kind, gpu or port, code). Each new one is logged once (warn when fatal),
+ * each degraded one that clears too. With metrics (borrowed, may be NULL),
+ * the gauge trainyard_executor_condition{kind,severity,gpu,port} is 1 while
+ * a condition is listed and 0 after.
+ */
+struct hw_conditions;
+struct ty_metrics;
+#define HW_METRIC_CONDITION "trainyard_executor_condition"
+int hw_conditions_new(struct hw_conditions **out, struct ty_metrics *metrics, struct ty_err *err);
+void hw_conditions_free(struct hw_conditions *l);
+/*
+ * c seen at now (wall ms): a new condition is added with first_seen =
+ * last_seen = now, a known one gets last_seen = now (and, when degraded,
+ * c's evidence and hold). True when it is new; then *added (may be NULL)
+ * is the stored copy.
+ */
+bool hw_conditions_note(struct hw_conditions *l, const struct hw_condition *c, int64_t now,
+			struct hw_condition *added);
+/*
+ * A watch looked at gpu (-1: every GPU and port) for the kinds in the mask
+ * (1u << kind) and saw seen[0..n) now: every degraded condition of that
+ * scope not among them whose hold is over (last_seen + hold_ms <= now) is
+ * removed. Fatal conditions are never removed. Returns how many were.
+ */
+size_t hw_conditions_expire(struct hw_conditions *l, int gpu, unsigned kinds,
+			    const struct hw_condition *seen, size_t n, int64_t now);
+/* The list as a new array of condition objects, oldest first; NULL on ENOMEM. */
+json_t *hw_conditions_json(struct hw_conditions *l);
+size_t hw_conditions_count(struct hw_conditions *l);
+/*
+ * The first fatal condition (in the order they were first seen) on one of
+ * gpus[0..n), or of the whole node (no GPU, no port), first seen at since
+ * (wall ms) or later, into *out. False when there is none.
+ */
+bool hw_conditions_fatal_for(struct hw_condition *out, struct hw_conditions *l, const int *gpus,
+			     int n, int64_t since);
 
 #endif

@@ -6,10 +6,12 @@
 #include "ty_log.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #define PROG "trainyard-executor"
@@ -36,6 +38,20 @@ static const struct ty_opt options[] = {
     {"fabric-check-ms", TY_OPT_INT, "30000", 0, 86400000,
      "how often the HCAs' ports are read again from sysfs; a port that went down or changed "
      "its rate gives later launches a new NCCL environment (0: at start only)"},
+    {"expect-port-gbps", TY_OPT_INT, "0", 0, 100000,
+     "an ACTIVE HCA port slower than this many Gb/s is a degraded port_rate_low condition "
+     "(0: not checked; a port not ACTIVE is always port_down)"},
+    {"health-check-ms", TY_OPT_INT, "5000", 0, 3600000,
+     "the health watch: how often each GPU's ECC, row remapping, clock event reasons and "
+     "NVLink counters are read through NVML, Xid events being waited for in between "
+     "(0: off; off anyway with a simulated inventory or GPUs not from NVML)"},
+    {"xid-file", TY_OPT_STR, NULL, 0, 0,
+     "Xid entries '<xid> <fatal|degraded|ignore> <description>' added to the built-in table "
+     "(executor/xid.conf), replacing its entries for the same Xids"},
+    {"watch-for", TY_OPT_INT, NULL, 1, 86400,
+     "diagnose this node and exit: probe the GPUs, run the health watch for SECONDS without "
+     "Kafka, print each condition as a JSON line and a summary line on stdout; exit 0 when "
+     "none was seen, 3 when one was, 2 when the watch cannot run"},
     {"sysfs-root", TY_OPT_STR, NULL, 0, 0,
      "where the fabric watch reads the HCAs' ports (default /sys; with --inventory-file, "
      "only from a tree given here)"},
@@ -55,8 +71,9 @@ static const struct ty_opt options[] = {
      "MiB kept for the system and the executor: the scheduler places jobs' "
      "memory_mb_per_node on MemTotal (/proc/meminfo) minus these"},
     {"nvml-library", TY_OPT_STR, HW_NVML_DEFAULT, 0, 0,
-     "NVML library to dlopen for the GPU probe (the driver's; loaded, asked and closed "
-     "at start, so no handle or CUDA context is held)"},
+     "NVML library to dlopen for the GPU probe and the health watch (the driver's; the "
+     "watch holds one NVML session, never a CUDA context: stop the executor before "
+     "nvidia-smi -r)"},
     {"cudart", TY_OPT_STR, NULL, 0, 0,
      "CUDA runtime to dlopen for the GPU probe when NVML cannot be loaded or initialised "
      "(default: libcudart.so, libcudart.so.13, libcudart.so.12)"},
@@ -348,11 +365,121 @@ static int isolation_opts(struct exec_opts *o, struct exec_rt_opts *rt, struct t
 	return 0;
 }
 
+/* The Xid table: the built-in entries, then --xid-file's over them. */
+static int xid_table(struct hw_xid_table **out, struct ty_config *c, struct ty_err *err)
+{
+	const char *file = ty_config_str(c, "xid-file");
+	int rc;
+
+	if ((rc = hw_xid_table_new(out, err)) ||
+	    (rc = hw_xid_table_add(*out, hw_xid_defaults, "xid.conf (built in)", err)))
+		return rc;
+	if (file && *file && (rc = hw_xid_table_add_file(*out, file, err)))
+		return rc;
+	return 0;
+}
+
+/* What --watch-for has seen; written by the watch's thread, read after it stopped. */
+struct watch_seen {
+	pthread_mutex_t mu;
+	int fatal, degraded;
+};
+
+/* Each new condition, one JSON line on stdout. */
+static void watch_print(void *arg, const struct hw_condition *cond)
+{
+	struct watch_seen *seen = arg;
+	json_t *j = hw_condition_json(cond);
+	char *line = j ? json_dumps(j, JSON_COMPACT) : NULL;
+
+	pthread_mutex_lock(&seen->mu);
+	if (line) {
+		puts(line);
+		fflush(stdout);
+	}
+	if (cond->severity == PROTO_SEVERITY_FATAL)
+		seen->fatal++;
+	else
+		seen->degraded++;
+	pthread_mutex_unlock(&seen->mu);
+	free(line);
+	json_decref(j);
+}
+
+/*
+ * --watch-for SECONDS: an operator's diagnostic (docs/operations.md): the
+ * GPU probe and the health watch alone, no broker, no state. Exit 0 when
+ * no condition was seen, 3 when one was, 2 when the watch cannot run here.
+ */
+static int watch_for(struct ty_config *c, const struct hw_xid_table *xids)
+{
+	long long seconds = ty_config_int(c, "watch-for");
+	struct watch_seen seen = {.mu = PTHREAD_MUTEX_INITIALIZER};
+	struct hw_inventory inv = {0};
+	struct hw_conditions *l = NULL;
+	struct exec_health *h = NULL;
+	struct ty_err err = {0};
+	struct exec_health_opts ho = {0};
+	struct timespec left;
+	json_t *sum;
+	char *line;
+	int rc;
+
+	if (ty_config_str(c, "fake-gpus") || ty_config_str(c, "inventory-file"))
+		return fail("%s", "--watch-for watches this machine's GPUs: not with --fake-gpus "
+				  "or --inventory-file");
+	if (hw_probe(&inv, ty_config_str(c, "nvml-library"), ty_config_str(c, "cudart"), &err)) {
+		fail("%s", err.msg);
+		rc = 1;
+		goto out;
+	}
+	if (hw_conditions_new(&l, NULL, &err)) {
+		fail("%s", err.msg);
+		rc = 1;
+		goto out;
+	}
+	ho.nvml = ty_config_str(c, "nvml-library");
+	ho.inventory = &inv;
+	ho.xids = xids;
+	ho.check_ms = ty_config_int(c, "health-check-ms");
+	ho.conditions = l;
+	ho.on_new = watch_print;
+	ho.arg = &seen;
+	if ((rc = exec_health_start(&h, &ho, &err))) {
+		fprintf(stderr, PROG ": --watch-for: the health watch cannot run: %s\n", err.msg);
+		rc = rc == TY_EUNAVAIL ? 2 : 1;
+		goto out;
+	}
+	left.tv_sec = (time_t)seconds;
+	left.tv_nsec = 0;
+	while (nanosleep(&left, &left) && errno == EINTR)
+		;
+	exec_health_stop(h);
+	h = NULL;
+	sum = json_pack("{s:{s:I, s:I, s:i, s:i, s:I, s:b}}", "summary", "seconds",
+			(json_int_t)seconds, "gpus", (json_int_t)inv.ngpus, "fatal", seen.fatal,
+			"degraded", seen.degraded, "listed_at_end", (json_int_t)hw_conditions_count(l),
+			"healthy", seen.fatal + seen.degraded == 0);
+	if (sum && (line = json_dumps(sum, JSON_COMPACT))) {
+		puts(line);
+		free(line);
+	}
+	fflush(stdout);
+	json_decref(sum);
+	rc = seen.fatal + seen.degraded ? 3 : 0;
+out:
+	exec_health_stop(h);
+	hw_conditions_free(l);
+	hw_inventory_clear(&inv);
+	return rc;
+}
+
 int main(int argc, char **argv)
 {
 	struct ty_config *c = ty_config_new(options, NOPTS, ENV_PREFIX);
 	struct exec_opts o = {0};
 	struct exec_classifier *classifier = NULL;
+	struct hw_xid_table *xids = NULL;
 	struct ty_err err = {0};
 	struct hw_inventory inv = {0};
 	json_t *labels = NULL;
@@ -384,6 +511,15 @@ int main(int argc, char **argv)
 		goto out;
 	}
 	ty_log_init(PROG, (enum ty_log_level)level, ty_config_bool(c, "log-json"));
+	/* a bad line stops the executor at start, naming FILE:LINE */
+	if (xid_table(&xids, c, &err)) {
+		fail("--xid-file: %s", err.msg);
+		goto out;
+	}
+	if (ty_config_str(c, "watch-for")) {
+		rc = watch_for(c, xids);
+		goto out;
+	}
 
 	o.node_id = ty_config_str(c, "node-id");
 	if (!o.node_id) {
@@ -486,6 +622,10 @@ int main(int argc, char **argv)
 	o.nccl_iface = iface;
 	o.sysfs_root = ty_config_str(c, "sysfs-root");
 	o.fabric_check_ms = ty_config_int(c, "fabric-check-ms");
+	o.expect_port_gbps = (double)ty_config_int(c, "expect-port-gbps");
+	o.health_check_ms = ty_config_int(c, "health-check-ms");
+	o.nvml_library = ty_config_str(c, "nvml-library");
+	o.xids = xids;
 	o.bootstrap = bootstrap;
 	o.fake_gpus = ty_config_str(c, "fake-gpus") ? (int)ty_config_int(c, "fake-gpus") : -1;
 	if (capacity(&o, c, inv.simulated, &err)) {
@@ -581,6 +721,7 @@ out:
 	hw_names_free(fabric);
 	hw_inventory_clear(&inv);
 	exec_classifier_free(classifier);
+	hw_xid_table_free(xids);
 	exec_env_free(preflight);
 	free(shim);
 	free(seccomp);

@@ -1,8 +1,8 @@
 # executor/: unit tests of its pure parts, and one integration test that runs
 # a real trainyard-executor against the broker (TY_TEST_KAFKA_BOOTSTRAP).
 
-foreach(m launch labels dedupe state tail proc ckpt spot classify health_check hw_gpu hw_nvml hw_hca hw_nccl
-          hw_json hw_capacity runtime)
+foreach(m launch labels dedupe state tail proc ckpt spot classify hw_gpu hw_nvml hw_hca hw_nccl
+          hw_json hw_capacity runtime health health_watch health_check)
   ty_add_test(executor_${m} unit/executor/test_${m}.c unit)
   target_link_libraries(test_executor_${m} PRIVATE ty_exec)
 endforeach()
@@ -19,7 +19,7 @@ target_compile_definitions(fake_cudart_no_busid PRIVATE FAKE_CUDART_NO_BUSID)
 # a stand-in for libnvidia-ml.so.1 driven by a JSON control file (tests/unit/executor/fake_nvml.c)
 add_library(fake_nvml SHARED unit/executor/fake_nvml.c)
 target_link_libraries(fake_nvml PRIVATE PkgConfig::JANSSON Threads::Threads)
-foreach(t hw_gpu hw_nvml hw_hca)
+foreach(t hw_gpu hw_nvml hw_hca health_watch)
   add_dependencies(test_executor_${t} fake_cudart fake_cudart_v1 fake_cudart_no_busid fake_nvml)
   set_tests_properties(executor_${t} PROPERTIES ENVIRONMENT
     "TY_FAKE_CUDART=$<TARGET_FILE:fake_cudart>;TY_FAKE_CUDART_V1=$<TARGET_FILE:fake_cudart_v1>;TY_FAKE_CUDART_NO_BUSID=$<TARGET_FILE:fake_cudart_no_busid>;TY_FAKE_NVML=$<TARGET_FILE:fake_nvml>")
@@ -27,9 +27,11 @@ endforeach()
 
 ty_add_test(executor integration/executor/test_executor.c integration)
 target_link_libraries(test_executor PRIVATE ty_proto PkgConfig::CURL PkgConfig::RDKAFKA)
-add_dependencies(test_executor trainyard-executor)
+add_dependencies(test_executor trainyard-executor fake_nvml)
 set(TY_EXECUTOR_TEST_ENV ${TY_INTEGRATION_ENV} "TY_EXECUTOR_BIN=$<TARGET_FILE:trainyard-executor>")
-set_tests_properties(executor PROPERTIES ENVIRONMENT "${TY_EXECUTOR_TEST_ENV}" TIMEOUT 180)
+# the health watch's cases take GPUs from the NVML stand-in (--nvml-library)
+set_tests_properties(executor PROPERTIES ENVIRONMENT
+  "${TY_EXECUTOR_TEST_ENV};TY_FAKE_NVML=$<TARGET_FILE:fake_nvml>" TIMEOUT 180)
 
 ty_add_test(executor_spot_poller integration/executor/test_spot.c integration)
 target_link_libraries(test_executor_spot_poller PRIVATE ty_proto PkgConfig::RDKAFKA PkgConfig::MHD)

@@ -156,8 +156,9 @@ static void executor_spawn(void)
 
 	bool inventory_file = false;
 
+	/* GPUs from a file or from (a stand-in) NVML instead of simulated ones */
 	for (const char *const *e = T.extra; e && *e; e++)
-		inventory_file |= !strcmp(*e, "--inventory-file");
+		inventory_file |= !strcmp(*e, "--inventory-file") || !strcmp(*e, "--nvml-library");
 	for (size_t i = 0; argv[i]; i++) {
 		if (inventory_file && !strcmp(argv[i], "--fake-gpus")) {
 			i++; /* the alternative the extra options give */
@@ -1751,6 +1752,26 @@ TY_TEST(bad_rules_file_stops_the_executor)
 				       T.dir)) != NULL);
 }
 
+/* An --xid-file line the table cannot take stops the executor, naming file and line. */
+TY_TEST(bad_xid_file_stops_the_executor)
+{
+	const char *path = ty_test_strf("%s/xids.conf", T.dir);
+	FILE *f;
+	char *err;
+
+	setup();
+	REQUIRE((f = fopen(path, "w")) != NULL);
+	fputs("# our fleet's\n79 degraded riser\n\n119 fatl GSP\n", f);
+	fclose(f);
+	CHECK_INT_EQ(run_briefly(&err, (const char *const[]){"--xid-file", path, NULL}), 2);
+	CHECK(strstr(err, ty_test_strf("--xid-file: %s:4: Xid 119: 'fatl' is not fatal, degraded "
+				       "or ignore",
+				       path)) != NULL);
+	CHECK_INT_EQ(run_briefly(&err, (const char *const[]){"--xid-file", "/nonexistent/x", NULL}),
+		     2);
+	CHECK(strstr(err, "--xid-file: cannot open '/nonexistent/x'") != NULL);
+}
+
 TY_TEST(malformed_message_is_skipped)
 {
 	setup();
@@ -2324,6 +2345,8 @@ static void write_file(const char *path, const char *text)
 	fclose(f);
 }
 
+static const json_t *wait_heartbeat_condition(const char *kind, int gpu, long long code);
+
 /*
  * The fabric watch (--fabric-check-ms): an HCA port that goes down in
  * (a stand-in) sysfs turns RDMA off for later launches only, and the
@@ -2388,6 +2411,27 @@ TY_TEST(a_port_that_goes_down_turns_the_fabric_off_for_later_launches)
 					0),
 			 "state")),
 		     "DOWN");
+	/* a port_down condition, in that register and in heartbeats while it lasts */
+	d = json_array_get(json_object_get(reg, "conditions"), 0);
+	REQUIRE(d != NULL);
+	CHECK_STR_EQ(json_string_value(json_object_get(d, "kind")), "port_down");
+	CHECK_STR_EQ(json_string_value(json_object_get(d, "severity")), "degraded");
+	CHECK_STR_EQ(json_string_value(json_object_get(d, "port")), "mlx5_0/1");
+	CHECK(json_is_null(json_object_get(d, "gpu")));
+	REQUIRE((d = wait_heartbeat_condition("port_down", -1, -1)) != NULL);
+	CHECK_STR_EQ(json_string_value(json_object_get(d, "evidence")),
+		     "mlx5_0 port 1 is DOWN (InfiniBand): NCCL does not use it");
+	CHECK(metric(scrape_metrics(), "trainyard_executor_condition{kind=\"port_down\","
+				       "severity=\"degraded\",gpu=\"\",port=\"mlx5_0/1\"}") == 1);
+	/* back up: the condition clears */
+	write_file(ty_test_strf("%s/state", port), "4: ACTIVE\n");
+	end = now_ms() + WAIT_MS;
+	while (metric(scrape_metrics(), "trainyard_executor_condition{kind=\"port_down\","
+					"severity=\"degraded\",gpu=\"\",port=\"mlx5_0/1\"}") != 0 &&
+	       now_ms() < end)
+		usleep(50000);
+	CHECK(metric(scrape_metrics(), "trainyard_executor_condition{kind=\"port_down\","
+				       "severity=\"degraded\",gpu=\"\",port=\"mlx5_0/1\"}") == 0);
 
 	stop_executor(SIGTERM);
 	T.extra = NULL;
@@ -2469,6 +2513,298 @@ TY_TEST(a_failed_health_check_is_a_fatal_condition_until_one_passes)
 	stop_executor(SIGTERM);
 	T.extra = NULL;
 	start_executor();
+}
+
+/* ---- the health watch, with GPUs from the NVML stand-in (TY_FAKE_NVML) ---- */
+
+#define NV_UUID0 "GPU-11111111-2222-3333-4444-555555555555"
+#define NV_UUID1 "GPU-aaaaaaaa-bbbb-cccc-dddd-eeeeeeeeeeee"
+
+/*
+ * The stand-in's control file (FAKE_NVML_FILE, which the executor inherits):
+ * two GPUs with gpu0's extra fields, and events. Written whole (a rename),
+ * each write longer than the last so the stand-in sees every change.
+ */
+static const char *nvml_control(const char *gpu0, const char *events)
+{
+	static int writes;
+	const char *path = ty_test_strf("%s/nvml.json", T.dir);
+	const char *tmp = ty_test_strf("%s.tmp", path);
+	FILE *f = fopen(tmp, "w");
+
+	REQUIRE(f != NULL);
+	fputs(ty_test_jf("{'driver_version':'570.86.15','cuda_version':12080,'gpus':["
+			 "{'uuid':'" NV_UUID0 "','name':'NVIDIA H100 80GB HBM3','memory_mb':81559,"
+			 "'pci_bus_id':'00000000:18:00.0','mig_mode':'disabled'%s%s},"
+			 "{'uuid':'" NV_UUID1 "','name':'NVIDIA H100 80GB HBM3','memory_mb':81559,"
+			 "'pci_bus_id':'00000000:3B:00.0','mig_mode':'disabled'}],'events':[%s]}",
+			 *gpu0 ? "," : "", gpu0, events),
+	      f);
+	for (int i = 0; i <= writes; i++)
+		fputc('\n', f);
+	writes++;
+	fclose(f);
+	REQUIRE(rename(tmp, path) == 0);
+	setenv("FAKE_NVML_FILE", path, 1);
+	return path;
+}
+
+/* A fresh executor whose GPUs come from the stand-in, their counters read every check_ms. */
+static void start_nvml_executor(const char *check_ms)
+{
+	/* T.extra outlives this call: the next start (a restart within a case) reads it */
+	static char ms[16];
+	static const char *extra[] = {"--nvml-library", NULL, "--health-check-ms", ms, NULL};
+	const char *lib = getenv("TY_FAKE_NVML");
+	const json_t *reg;
+
+	REQUIRE(lib && *lib);
+	nvml_control("", "");
+	stop_executor(SIGTERM);
+	extra[1] = lib;
+	snprintf(ms, sizeof(ms), "%s", check_ms);
+	T.extra = extra;
+	reg = start_executor();
+	CHECK_STR_EQ(json_string_value(json_object_get(json_object_get(reg, "inventory"),
+						       "gpu_source")),
+		     "nvml");
+	CHECK(json_is_false(json_object_get(reg, "simulated")));
+	CHECK_INT_EQ(json_array_size(json_object_get(reg, "conditions")), 0);
+}
+
+/* A one-rank launch on GPU gpu running sh -c script. */
+static const char *launch_on_gpu(int gpu, const char *script)
+{
+	const char *d = launch_data(1, script);
+	const char *g = strstr(d, "'gpus':[0]");
+
+	REQUIRE(g != NULL);
+	return ty_test_strf("%.*s'gpus':[%d]%s", (int)(g - d), d, gpu, g + strlen("'gpus':[0]"));
+}
+
+/* The first condition of kind on gpu (-1: any) with code (-1: any) in one of this boot's heartbeats. */
+static const json_t *wait_heartbeat_condition(const char *kind, int gpu, long long code)
+{
+	int64_t end = now_ms() + WAIT_MS;
+
+	for (;;) {
+		for (size_t i = 0; i < T.ngot; i++) {
+			const json_t *d = T.got[i].data, *c;
+			const char *boot = json_string_value(json_object_get(d, "boot_id"));
+			size_t k;
+
+			if (T.got[i].type != PROTO_HEARTBEAT || !boot || strcmp(boot, T.boot_id))
+				continue;
+			json_array_foreach(json_object_get(d, "conditions"), k, c)
+			{
+				struct ty_err err = {0};
+
+				if (proto_condition_check(c, &err))
+					FAIL("a heartbeat's condition: %s", err.msg);
+				if (!strcmp(json_string_value(json_object_get(c, "kind")), kind) &&
+				    (gpu < 0 || json_integer_value(json_object_get(c, "gpu")) == gpu) &&
+				    (code < 0 || json_integer_value(json_object_get(c, "code")) == code))
+					return c;
+			}
+		}
+		if (now_ms() > end)
+			return NULL;
+		collect(50);
+	}
+}
+
+/*
+ * A fatal Xid on GPU 0 (injected into the running stand-in): the attempt on
+ * GPU 0 is stopped as hardware with the condition, the one on GPU 1 runs
+ * on, the heartbeat and /metrics carry it, and a later launch on GPU 0 ends
+ * at once.
+ */
+TY_TEST(a_fatal_xid_stops_the_attempt_on_its_gpu_only)
+{
+	const json_t *d, *c;
+	struct ty_err err = {0};
+	const char *m;
+	pid_t p0;
+
+	setup();
+	start_nvml_executor("100");
+	send_msg(PROTO_LAUNCH, 1701, EPOCH, launch_on_gpu(0, "echo on $CUDA_VISIBLE_DEVICES; "
+							     "sleep 60 & wait"));
+	send_msg(PROTO_LAUNCH, 1702, EPOCH, launch_on_gpu(1, "sleep 60 & wait"));
+	REQUIRE(wait_msg(PROTO_ATTEMPT_RUNNING, 1701, 1) != NULL);
+	REQUIRE(wait_msg(PROTO_ATTEMPT_RUNNING, 1702, 1) != NULL);
+	p0 = rank_pid(1701, 1);
+	REQUIRE(p0 > 1);
+
+	nvml_control("", "{'gpu':0,'xid':79}");
+	REQUIRE((d = wait_msg(PROTO_ATTEMPT_EXITED, 1701, 1)) != NULL);
+	CHECK_STR_EQ(json_string_value(json_object_get(d, "failure_class")), "hardware");
+	CHECK_STR_EQ(json_string_value(json_object_get(d, "evidence_source")), "executor");
+	CHECK_INT_EQ(json_integer_value(json_object_get(d, "exit_code")), -1);
+	CHECK_STR_EQ(json_string_value(json_object_get(d, "evidence")),
+		     "Xid 79 on GPU 0 (" NV_UUID0 "): GPU has fallen off the bus");
+	CHECK_STR_EQ(json_string_value(json_object_get(d, "message")),
+		     "stopped: fatal xid condition on GPU 0");
+	c = json_object_get(d, "condition");
+	if (proto_condition_check(c, &err))
+		FAIL("attempt_exited.condition: %s", err.msg);
+	CHECK_STR_EQ(json_string_value(json_object_get(c, "kind")), "xid");
+	CHECK_STR_EQ(json_string_value(json_object_get(c, "severity")), "fatal");
+	CHECK_INT_EQ(json_integer_value(json_object_get(c, "code")), 79);
+	CHECK_INT_EQ(json_integer_value(json_object_get(c, "gpu")), 0);
+	CHECK_STR_EQ(json_string_value(json_object_get(c, "gpu_uuid")), NV_UUID0);
+	CHECK_INT_EQ(group_live(p0), 0);
+
+	/* the node says so in its heartbeats */
+	REQUIRE((c = wait_heartbeat_condition("xid", 0, 79)) != NULL);
+	CHECK_STR_EQ(json_string_value(json_object_get(c, "severity")), "fatal");
+	CHECK(log_has("condition: fatal xid on GPU 0: Xid 79 on GPU 0"));
+	m = scrape_metrics();
+	CHECK(metric(m, "trainyard_executor_condition{kind=\"xid\",severity=\"fatal\",gpu=\"0\","
+			"port=\"\"}") == 1);
+	CHECK(metric(m, "DCGM_FI_DEV_XID_ERRORS{gpu=\"0\",UUID=\"" NV_UUID0 "\"}") == 79);
+	CHECK(metric(m, "DCGM_FI_DEV_XID_ERRORS{gpu=\"1\",UUID=\"" NV_UUID1 "\"}") == 0);
+
+	/* GPU 1's attempt was not touched: still running, a heartbeat after says so */
+	collect(500);
+	CHECK_INT_EQ(count_of(PROTO_ATTEMPT_EXITED, 1702), 0);
+	CHECK(wait_heartbeats_running(1702, heartbeats_running(1702) + 1));
+
+	/* a launch on the broken GPU (the scheduler had not heard yet) ends at once */
+	send_msg(PROTO_LAUNCH, 1703, EPOCH, launch_on_gpu(0, "touch ran; sleep 60"));
+	REQUIRE((d = wait_msg(PROTO_ATTEMPT_EXITED, 1703, 1)) != NULL);
+	CHECK_STR_EQ(json_string_value(json_object_get(d, "failure_class")), "hardware");
+	CHECK_INT_EQ(json_integer_value(json_object_get(json_object_get(d, "condition"), "code")),
+		     79);
+
+	send_msg(PROTO_KILL, 1702, EPOCH, "{'reason':'cancel','grace_seconds':1}");
+	REQUIRE((d = wait_msg(PROTO_ATTEMPT_EXITED, 1702, 1)) != NULL);
+	CHECK_STR_EQ(json_string_value(json_object_get(d, "failure_class")), "cancelled");
+	CHECK(json_object_get(d, "condition") == NULL);
+}
+
+/* Keep the stand-in's file as it is now aside under name; the current one stays as it was. */
+static const char *nvml_aside(const char *gpu0, const char *events, const char *name)
+{
+	const char *aside = ty_test_strf("%s/%s", T.dir, name);
+
+	REQUIRE(rename(nvml_control(gpu0, events), aside) == 0);
+	return aside;
+}
+
+/*
+ * Item 4's rule: a rank that fails on its own, printing its own traceback,
+ * while a fatal condition appears on its GPU failed because of the GPU:
+ * hardware, with the condition's evidence. Here the rank makes the stand-in
+ * raise GPU 0's uncorrected ECC counter as it exits, and counters are read
+ * only every minute: the pass a failed attempt waits for before it reports
+ * is the one that sees it.
+ */
+TY_TEST(a_failure_during_which_its_gpu_broke_is_hardware)
+{
+	const char *path = ty_test_strf("%s/nvml.json", T.dir), *dbe, *x13;
+	const json_t *d, *c;
+
+	setup();
+	start_nvml_executor("60000");
+	dbe = nvml_aside("'ecc_dbe':2", "", "nvml-dbe.json");
+	x13 = nvml_aside("'ecc_dbe':2", "{'gpu':1,'xid':13}", "nvml-xid13.json");
+	nvml_control("", "");
+	send_msg(PROTO_LAUNCH, 1704, EPOCH,
+		 launch_on_gpu(0, ty_test_strf("echo \"Traceback (most recent call last):\"; "
+					       "echo \"ValueError: bad shape\"; mv %s %s; exit 1",
+					       dbe, path)));
+	REQUIRE((d = wait_msg(PROTO_ATTEMPT_EXITED, 1704, 1)) != NULL);
+	CHECK_STR_EQ(json_string_value(json_object_get(d, "failure_class")), "hardware");
+	CHECK_STR_EQ(json_string_value(json_object_get(d, "evidence_source")), "executor");
+	/* the rank's own end, not a stop of the executor's */
+	CHECK_INT_EQ(json_integer_value(json_object_get(d, "exit_code")), 1);
+	CHECK_STR_EQ(json_string_value(json_object_get(d, "evidence")),
+		     "GPU 0 (" NV_UUID0 "): volatile uncorrected ECC errors rose from 0 to 2");
+	c = json_object_get(d, "condition");
+	CHECK_STR_EQ(json_string_value(json_object_get(c, "kind")), "ecc_dbe");
+	CHECK_STR_EQ(json_string_value(json_object_get(c, "severity")), "fatal");
+	CHECK(log_has("job 1704 attempt 1: hardware, not user: ecc_dbe was first seen while it ran"));
+
+	/* an Xid the table calls the application's (13) leaves the class to the ranks */
+	send_msg(PROTO_LAUNCH, 1705, EPOCH,
+		 launch_on_gpu(1, ty_test_strf("echo \"Traceback (most recent call last):\"; "
+					       "echo \"ValueError: bad shape\"; mv %s %s; exit 1",
+					       x13, path)));
+	REQUIRE((d = wait_msg(PROTO_ATTEMPT_EXITED, 1705, 1)) != NULL);
+	CHECK_STR_EQ(json_string_value(json_object_get(d, "failure_class")), "user");
+	CHECK_STR_EQ(json_string_value(json_object_get(d, "evidence")), "rank 0: ValueError: bad shape");
+	CHECK(json_object_get(d, "condition") == NULL);
+
+	/* the rest of the cases run on simulated GPUs again */
+	stop_executor(SIGTERM);
+	T.extra = NULL;
+	start_executor();
+}
+
+/* trainyard-executor --watch-for with extra options; its exit status, stdout and stderr. */
+static int watch_for(const char *args, char **out, char **err)
+{
+	const char *o = ty_test_strf("%s/watch.out", T.dir), *e = ty_test_strf("%s/watch.err", T.dir);
+	int status = system(ty_test_strf("'%s' --watch-for 1 --nvml-library '%s' %s >'%s' 2>'%s'",
+					 T.bin, getenv("TY_FAKE_NVML"), args, o, e));
+
+	*out = read_text(o);
+	*err = read_text(e);
+	REQUIRE(*out && *err);
+	return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+/*
+ * The operator's diagnostic: the health watch alone, no broker, no keys;
+ * each condition a JSON line on stdout, then a summary; exit 0 healthy, 3
+ * when a condition was seen, 2 when it cannot watch.
+ */
+TY_TEST(watch_for_diagnoses_the_gpus_without_a_broker)
+{
+	char *out, *err, *nl;
+	json_t *j;
+
+	setup();
+	REQUIRE(getenv("TY_FAKE_NVML") != NULL);
+	nvml_control("", "");
+	CHECK_INT_EQ(watch_for("--health-check-ms 100", &out, &err), 0);
+	ty_test_context("stdout: %s", out);
+	REQUIRE((j = json_loads(out, JSON_DISABLE_EOF_CHECK, NULL)) != NULL);
+	CHECK_INT_EQ(json_integer_value(json_object_get(json_object_get(j, "summary"), "gpus")), 2);
+	CHECK(json_is_true(json_object_get(json_object_get(j, "summary"), "healthy")));
+	json_decref(j);
+	CHECK(strstr(err, "health watch: 2 GPU(s)") != NULL);
+
+	nvml_control("'remap_pending':true", "");
+	CHECK_INT_EQ(watch_for("--health-check-ms 100", &out, &err), 3);
+	ty_test_context("stdout: %s", out);
+	REQUIRE((nl = strchr(out, '\n')) != NULL);
+	*nl = '\0';
+	REQUIRE((j = json_loads(out, 0, NULL)) != NULL);
+	{
+		struct ty_err e = {0};
+
+		if (proto_condition_check(j, &e))
+			FAIL("the first line is not a condition: %s", e.msg);
+	}
+	CHECK_STR_EQ(json_string_value(json_object_get(j, "kind")), "row_remap_pending");
+	CHECK_INT_EQ(json_integer_value(json_object_get(j, "gpu")), 0);
+	json_decref(j);
+	REQUIRE((j = json_loads(nl + 1, JSON_DISABLE_EOF_CHECK, NULL)) != NULL);
+	CHECK_INT_EQ(json_integer_value(json_object_get(json_object_get(j, "summary"), "fatal")), 1);
+	json_decref(j);
+	ty_test_context(NULL);
+
+	/* it watches real GPUs only */
+	CHECK_INT_EQ(watch_for("--fake-gpus 2", &out, &err), 2);
+	CHECK(strstr(err, "not with --fake-gpus or --inventory-file") != NULL);
+	CHECK_INT_EQ(watch_for("--health-check-ms 0", &out, &err), 2);
+	CHECK(strstr(err, "the health watch cannot run: --health-check-ms is 0") != NULL);
+	CHECK_INT_EQ(watch_for("--nvml-library /nonexistent/libnvidia-ml.so.1 --cudart /nonexistent",
+			       &out, &err),
+		     2);
+	CHECK(strstr(err, "the health watch cannot run: no GPU in the inventory") != NULL);
 }
 
 TY_TEST(restart_kills_orphans)
