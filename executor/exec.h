@@ -87,6 +87,8 @@ struct exec_launch {
 	int cpus;	   /* 0: no CPU limit */
 	int64_t memory_mb; /* 0: no memory limit */
 	char *image;	   /* owned; NULL: the host's root, read-only */
+	/* the team's name, for the GPU series on /metrics (optional launch field); "": none */
+	char team[64];
 };
 
 #define EXEC_CKPT_KEEP_DEFAULT 3
