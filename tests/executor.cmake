@@ -19,7 +19,10 @@ target_compile_definitions(fake_cudart_no_busid PRIVATE FAKE_CUDART_NO_BUSID)
 # a stand-in for libnvidia-ml.so.1 driven by a JSON control file (tests/unit/executor/fake_nvml.c)
 add_library(fake_nvml SHARED unit/executor/fake_nvml.c)
 target_link_libraries(fake_nvml PRIVATE PkgConfig::JANSSON Threads::Threads)
-foreach(t hw_gpu hw_nvml hw_hca)
+# GPU telemetry: the summaries, the sampler and --sample-for against the stand-in
+ty_add_test(executor_telemetry unit/executor/test_telemetry.c unit)
+target_link_libraries(test_executor_telemetry PRIVATE ty_exec)
+foreach(t hw_gpu hw_nvml hw_hca telemetry)
   add_dependencies(test_executor_${t} fake_cudart fake_cudart_v1 fake_cudart_no_busid fake_nvml)
   set_tests_properties(executor_${t} PROPERTIES ENVIRONMENT
     "TY_FAKE_CUDART=$<TARGET_FILE:fake_cudart>;TY_FAKE_CUDART_V1=$<TARGET_FILE:fake_cudart_v1>;TY_FAKE_CUDART_NO_BUSID=$<TARGET_FILE:fake_cudart_no_busid>;TY_FAKE_NVML=$<TARGET_FILE:fake_nvml>")
