@@ -32,7 +32,10 @@ ty_add_test(executor integration/executor/test_executor.c integration)
 target_link_libraries(test_executor PRIVATE ty_proto PkgConfig::CURL PkgConfig::RDKAFKA)
 add_dependencies(test_executor trainyard-executor)
 set(TY_EXECUTOR_TEST_ENV ${TY_INTEGRATION_ENV} "TY_EXECUTOR_BIN=$<TARGET_FILE:trainyard-executor>")
-set_tests_properties(executor PROPERTIES ENVIRONMENT "${TY_EXECUTOR_TEST_ENV}" TIMEOUT 180)
+# the telemetry cases take their GPUs from the NVML stand-in (--nvml-library)
+add_dependencies(test_executor fake_nvml)
+set_tests_properties(executor PROPERTIES ENVIRONMENT
+  "${TY_EXECUTOR_TEST_ENV};TY_FAKE_NVML=$<TARGET_FILE:fake_nvml>" TIMEOUT 240)
 
 ty_add_test(executor_spot_poller integration/executor/test_spot.c integration)
 target_link_libraries(test_executor_spot_poller PRIVATE ty_proto PkgConfig::RDKAFKA PkgConfig::MHD)
