@@ -2479,10 +2479,10 @@ TY_TEST(a_failed_health_check_is_a_fatal_condition_until_one_passes)
 
 /*
  * The stand-in's control file: GPU 0 at util0 percent, 1000 MiB, 250 W;
- * GPU 1 at 10 %. Replaced whole (rename), so a running executor's NVML
- * never reads half of it.
+ * GPU 1 at 10 %, or lost. Replaced whole (rename), so a running
+ * executor's NVML never reads half of it.
  */
-static void nvml_control(const char *path, int util0)
+static void nvml_control(const char *path, int util0, bool lost1)
 {
 	const char *tmp = ty_test_strf("%s.tmp", path);
 
@@ -2492,8 +2492,9 @@ static void nvml_control(const char *path, int util0)
 				   "'utilization':%d,'memory_used_mb':1000,'power_mw':250000},"
 				   "{'uuid':'" TGPU1 "','name':'NVIDIA H100 80GB HBM3',"
 				   "'memory_mb':81559,'pci_bus_id':'00000000:3b:00.0',"
-				   "'utilization':10,'memory_used_mb':2048,'power_mw':70000}]}",
-				   util0));
+				   "'utilization':10,'memory_used_mb':2048,'power_mw':70000,"
+				   "'lost':%s}]}",
+				   util0, lost1 ? "true" : "false"));
 	REQUIRE(rename(tmp, path) == 0);
 }
 
@@ -2539,6 +2540,20 @@ static const json_t *wait_running_above(size_t *from, int64_t job, const char *k
 	}
 }
 
+/* Lines of the executor log that hold needle. */
+static int log_count(const char *needle)
+{
+	FILE *f = fopen(T.log, "r");
+	char line[4096];
+	int n = 0;
+
+	while (f && fgets(line, sizeof(line), f))
+		n += strstr(line, needle) != NULL;
+	if (f)
+		fclose(f);
+	return n;
+}
+
 static double num_of(const json_t *o, const char *key)
 {
 	const json_t *v = json_object_get(o, key);
@@ -2576,7 +2591,7 @@ TY_TEST(telemetry_of_an_attempt_whose_gpu_goes_idle)
 	CHECK(json_object_get(d, "telemetry") == NULL);
 	CHECK(log_has("telemetry: off: the inventory is simulated"));
 
-	nvml_control(ctl, 90);
+	nvml_control(ctl, 90, false);
 	setenv("FAKE_NVML_FILE", ctl, 1);
 	stop_executor(SIGTERM);
 	T.extra = (const char *const[]){"--nvml-library", lib, "--telemetry-ms", "100", NULL};
@@ -2617,14 +2632,19 @@ TY_TEST(telemetry_of_an_attempt_whose_gpu_goes_idle)
 	/* busy: the heartbeat says so */
 	REQUIRE((e = wait_running_above(&from, 2102, "gpu_util", 89)) != NULL);
 	CHECK(num_of(e, "idle_seconds") == 0);
-	/* idle: the stretch grows from one heartbeat to a later one */
-	nvml_control(ctl, 0);
+	/* idle (and the other GPU lost): the stretch grows from one heartbeat to a later one */
+	nvml_control(ctl, 0, true);
 	REQUIRE((e = wait_running_above(&from, 2102, "idle_seconds", 0)) != NULL);
 	idle1 = num_of(e, "idle_seconds");
 	CHECK(num_of(e, "gpu_util") < 1);
 	REQUIRE((e = wait_running_above(&from, 2102, "idle_seconds", idle1)) != NULL);
 	CHECK(num_of(e, "gpu_util") < 1);
-	wait_metric(dcgm("DCGM_FI_DEV_GPU_UTIL", 0, "2102", "ml-research"), 0);
+	m = wait_metric(dcgm("DCGM_FI_DEV_GPU_UTIL", 0, "2102", "ml-research"), 0);
+	/* a GPU that cannot be read: said once, left out, nothing else changes */
+	CHECK(metric(m, dcgm("DCGM_FI_DEV_GPU_UTIL", 1, "", "")) == -1);
+	CHECK_INT_EQ(log_count("telemetry: GPU 1 (" TGPU1 "): nvmlDeviceGetHandleByUUID: GPU is "
+			       "lost (error 15); its samples are skipped until it reads again"),
+		     1);
 
 	send_msg(PROTO_KILL, 2102, EPOCH, "{'reason':'cancel','grace_seconds':1}");
 	REQUIRE((d = wait_msg(PROTO_ATTEMPT_EXITED, 2102, 1)) != NULL);
@@ -2681,7 +2701,7 @@ TY_TEST(sample_for_reads_the_gpus_and_exits)
 		FAIL("TY_FAKE_NVML is not set (tests/executor.cmake sets it)");
 		return;
 	}
-	nvml_control(ctl, 90);
+	nvml_control(ctl, 90, false);
 	status = system(ty_test_strf("FAKE_NVML_FILE='%s' '%s' --nvml-library '%s' --sample-for 1 "
 				     "--telemetry-ms 200 > '%s' 2> '%s.err'",
 				     ctl, T.bin, lib, outp, outp));
