@@ -103,20 +103,22 @@ static struct family *find(struct ty_metrics *m, const char *name)
 	return NULL;
 }
 
+static bool series_is(const struct family *f, const struct series *s, const char *const *values)
+{
+	for (int i = 0; i < f->nlabels; i++)
+		if (strcmp(s->values[i], values[i] ? values[i] : "") != 0)
+			return false;
+	return true;
+}
+
 /* The series with these label values, created at zero if missing; NULL on OOM. */
 static struct series *series_get(struct family *f, const char *const *values)
 {
 	struct series *s;
 
-	for (s = f->series; s; s = s->next) {
-		int i;
-
-		for (i = 0; i < f->nlabels; i++)
-			if (strcmp(s->values[i], values[i] ? values[i] : "") != 0)
-				break;
-		if (i == f->nlabels)
+	for (s = f->series; s; s = s->next)
+		if (series_is(f, s, values))
 			return s;
-	}
 	if (!(s = calloc(1, sizeof(*s))))
 		return NULL;
 	for (int i = 0; i < f->nlabels; i++) {
@@ -248,6 +250,31 @@ int ty_metrics_set(struct ty_metrics *m, const char *name, const char *const *va
 int ty_metrics_observe(struct ty_metrics *m, const char *name, const char *const *values, double v)
 {
 	return update(m, name, values, v, OP_OBSERVE);
+}
+
+int ty_metrics_remove(struct ty_metrics *m, const char *name, const char *const *values)
+{
+	struct family *f;
+	int rc = TY_ENOTFOUND;
+
+	if (!m)
+		return TY_EINVAL;
+	pthread_mutex_lock(&m->mu);
+	if ((f = find(m, name)) && f->nlabels) /* an unlabelled family keeps its one series */
+		for (struct series **p = &f->series; *p; p = &(*p)->next) {
+			struct series *s = *p;
+
+			if (!series_is(f, s, values))
+				continue;
+			*p = s->next;
+			if (f->tail == &s->next)
+				f->tail = p;
+			series_free(s, f->nlabels);
+			rc = 0;
+			break;
+		}
+	pthread_mutex_unlock(&m->mu);
+	return rc;
 }
 
 void ty_metrics_escape_label(struct ty_buf *out, const char *s)

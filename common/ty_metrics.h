@@ -21,7 +21,7 @@
 
 enum ty_metric_type { TY_METRIC_COUNTER, TY_METRIC_GAUGE, TY_METRIC_HISTOGRAM };
 
-#define TY_METRICS_MAX_LABELS 4
+#define TY_METRICS_MAX_LABELS 8
 #define TY_METRICS_MAX_BUCKETS 16
 
 /* The content type of ty_metrics_write's output. */
@@ -55,6 +55,13 @@ int ty_metrics_family(struct ty_metrics *m, enum ty_metric_type type, const char
 int ty_metrics_add(struct ty_metrics *m, const char *name, const char *const *values, double v);
 int ty_metrics_set(struct ty_metrics *m, const char *name, const char *const *values, double v);
 int ty_metrics_observe(struct ty_metrics *m, const char *name, const char *const *values, double v);
+/*
+ * Drop the series of family name with these label values, so a gauge of
+ * something gone (a job that held a GPU) is no longer written out. The
+ * family stays. TY_ENOTFOUND when there is no such family or series,
+ * TY_EINVAL for a NULL registry.
+ */
+int ty_metrics_remove(struct ty_metrics *m, const char *name, const char *const *values);
 
 /* Append the exposition of every family to out; TY_ENOMEM if out ran out. */
 int ty_metrics_write(struct ty_metrics *m, struct ty_buf *out);

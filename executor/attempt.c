@@ -640,6 +640,9 @@ static void finish(struct exec_attempt *a)
 				a->preflight_result ? a->preflight_result : json_null());
 	if (data && a->condition)
 		json_object_set(data, "condition", a->condition);
+	/* absent when no sample was taken (no GPU, telemetry off, too short) */
+	if (data && a->telem.samples)
+		json_object_set_new(data, "telemetry", exec_telem_json(&a->telem));
 	exec__emit(a->x, PROTO_ATTEMPT_EXITED, a->job, a->attempt, data);
 	container_delete(a);
 	exec__warm_fill(a->x); /* if it took one and never ran */

@@ -100,6 +100,7 @@ struct exec {
 	struct exec_health *health;	/* the health watch; NULL: off */
 	uv_async_t health_async;	/* the watch saw a new condition */
 	struct exec_hcheck *hcheck;	/* health checks on request */
+	struct exec_telemetry *telemetry; /* GPU telemetry (telemetry.c); NULL: off */
 };
 
 /* ---- metrics (the registry locks itself; the log server thread reads it) ---- */
@@ -215,6 +216,16 @@ bool exec__health_synced(struct exec *x, uint64_t ticket)
 char *const *exec__fabric_env(struct exec *x)
 {
 	return exec__fabric_env_of(x->fabric, x->o);
+}
+
+struct exec_attempt *exec__attempts(struct exec *x)
+{
+	return x->attempts;
+}
+
+struct ty_metrics *exec__metrics(struct exec *x)
+{
+	return x->metrics;
 }
 
 struct exec_warm *exec__warm(struct exec *x)
@@ -476,9 +487,13 @@ static void send_heartbeat(struct exec *x)
 {
 	json_t *running = json_array(), *finished = exec_finished_json(&x->finished), *hb;
 
-	for (struct exec_attempt *a = x->attempts; running && a; a = a->next)
-		json_array_append_new(running, json_pack("{s:I, s:I}", "job", (json_int_t)a->job,
-							 "attempt", (json_int_t)a->attempt));
+	for (struct exec_attempt *a = x->attempts; running && a; a = a->next) {
+		json_t *e = json_pack("{s:I, s:I}", "job", (json_int_t)a->job, "attempt",
+				      (json_int_t)a->attempt);
+
+		exec_telem_running(e, &a->telem); /* idle_seconds, gpu_util once sampled */
+		json_array_append_new(running, e);
+	}
 	for (size_t i = 0; running && i < x->norphans; i++)
 		if (x->orphans[i].job)
 			json_array_append_new(
@@ -553,6 +568,7 @@ void exec__attempt_done(struct exec *x, struct exec_attempt *a)
 	count_finished(x, a->outcome.failure_class);
 	x->dirty = true;
 	exec__attempt_close(a);
+	exec__telemetry_poke(x->telemetry); /* NVML is let go at once when nothing else runs */
 	if (x->stopping)
 		maybe_close(x);
 }
@@ -640,6 +656,7 @@ static void on_launch(struct exec *x, const struct proto_msg *m)
 	a->next = x->attempts;
 	x->attempts = a;
 	x->dirty = true;
+	exec__telemetry_poke(x->telemetry); /* its GPUs' first sample now, not at the next tick */
 	ty_info("launched job %lld attempt %lld: %d rank(s) from rank %d in '%s'%s",
 		(long long)a->job, (long long)a->attempt, a->nranks, a->launch.first_rank, a->dir,
 		a->launch.preflight ? ", preflight first" : "");
@@ -1212,6 +1229,8 @@ static void close_handles(struct exec *x)
 	exec_health_stop(x->health);
 	x->health = NULL;
 	uv_close((uv_handle_t *)&x->health_async, NULL);
+	exec__telemetry_close(x->telemetry);
+	x->telemetry = NULL;
 }
 
 static void maybe_close(struct exec *x)
@@ -1442,7 +1461,7 @@ int exec_run(const struct exec_opts *o, struct ty_err *err)
 		rc = ty_err_set(err, rc, NULL);
 		goto out;
 	}
-	if ((rc = health_start(x, err)))
+	if ((rc = health_start(x, err)) || (rc = exec__telemetry_start(&x->telemetry, x, err)))
 		goto out;
 
 	uv_run(&x->loop, UV_RUN_DEFAULT);

@@ -4,8 +4,8 @@
  *
  * The first half of this header is pure (no loop, no broker) and unit
  * tested: launch checks, the environment contract, failure classification,
- * labels, the dedupe window, finished attempts, the state file, log tails and
- * process groups.
+ * labels, the dedupe window, finished attempts, the state file, log tails,
+ * process groups and attempts' GPU telemetry.
  * The second half is the daemon's cross-file internals (exec__*).
  *
  * Ownership: "new" results are the caller's to free with the named
@@ -24,6 +24,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <sys/types.h>
 #include <time.h>
 #include <uv.h>
@@ -87,6 +88,8 @@ struct exec_launch {
 	int cpus;	   /* 0: no CPU limit */
 	int64_t memory_mb; /* 0: no memory limit */
 	char *image;	   /* owned; NULL: the host's root, read-only */
+	/* the team's name, for the GPU series on /metrics (optional launch field); "": none */
+	char team[64];
 };
 
 #define EXEC_CKPT_KEEP_DEFAULT 3
@@ -481,6 +484,133 @@ int exec_ranks_finished(const char *dir);
  */
 bool exec_rank_exit_read(const char *path, int *code, int *sig);
 
+/* ---- GPU telemetry (telemetry.c) ---- */
+
+/*
+ * While attempts with GPUs run, NVML is held and every GPU of the node is
+ * read every --telemetry-ms (utilization, memory used, power) on the
+ * thread pool; each attempt accounts the readings of its own GPUs. NVML
+ * is initialised when the first attempt with GPUs starts and shut down as
+ * soon as none runs, so an idle node never blocks a GPU reset.
+ */
+#define EXEC_TELEMETRY_MS 5000	     /* default --telemetry-ms */
+#define EXEC_IDLE_UTIL_PERCENT 5     /* default --idle-util-percent */
+#define EXEC_TELEM_ERROR_MAX 160
+
+/* One GPU read once. */
+struct exec_gpu_reading {
+	bool ok;		/* read; else error says why and nothing else is set */
+	double util;		/* percent of the driver's last period with a kernel running */
+	int64_t memory_used_mb; /* MiB */
+	bool has_power;		/* NVML gave a power reading */
+	double power_w;
+	char error[EXEC_TELEM_ERROR_MAX]; /* "nvmlDeviceGetUtilizationRates: GPU is lost (error 15)" */
+};
+
+/*
+ * An attempt's telemetry so far. Zero-initialise; exec_telem_add per
+ * sample. Means, peaks and memory are per GPU (one GPU's reading), over
+ * every GPU of the attempt read in every sample.
+ */
+struct exec_telem {
+	int64_t samples; /* samples in which at least one of its GPUs was read */
+	int gpus;	 /* its GPUs (the most in one sample) */
+	double util_sum, util_peak;
+	int64_t util_n;
+	int64_t memory_peak_mb;
+	double power_sum, power_peak;
+	int64_t power_n;
+	double idle_s;	   /* seconds in which all its GPUs were idle, in total */
+	double idle_run_s; /* ... the stretch that lasts now; 0 after a sample that was not */
+	double last_util;  /* the last counted sample's mean over its GPUs */
+	int64_t last_ms;   /* monotonic ms of the last sample looked at; 0: none */
+};
+
+/*
+ * Account one sample, taken at now_ms (monotonic), of an attempt's n GPUs
+ * (r: one reading per GPU). A sample stands for the time since the one
+ * before (NVML's utilization, too, describes the recent past): that time
+ * is idle when every one of the n GPUs was read and below idle_pct
+ * percent, and added to idle_s and idle_run_s; otherwise idle_run_s goes
+ * back to 0. A gap longer than twice interval_ms (the sampler was held up,
+ * samples failed) counts as one interval. A sample in which none of the
+ * GPUs could be read (lost, NVML gone) is not counted: only its time is
+ * spent, as not idle.
+ */
+void exec_telem_add(struct exec_telem *t, const struct exec_gpu_reading *r, size_t n,
+		    int64_t now_ms, double idle_pct, int64_t interval_ms);
+/*
+ * attempt_exited's `telemetry` as a new object: {"samples", "gpus",
+ * "util_mean", "util_peak", "memory_used_peak_mb", "power_mean_w",
+ * "power_peak_w", "idle_seconds"} (power 0 when NVML gave none); NULL when
+ * no sample was counted (or on ENOMEM).
+ */
+json_t *exec_telem_json(const struct exec_telem *t);
+/*
+ * A heartbeat's running entry (borrowed, may be NULL) gets "idle_seconds"
+ * (idle_run_s: 0 when its GPUs are busy) and "gpu_util" (the last sample's
+ * mean); nothing when no sample was counted.
+ */
+void exec_telem_running(json_t *entry, const struct exec_telem *t);
+
+struct nvml;
+/*
+ * Read GPU g through n (NVML initialised): its handle by UUID (by index
+ * when the UUID is unknown or NVML lacks the call), utilization, memory
+ * used and power (optional: has_power false without it). Never fails:
+ * r->ok false and r->error name the call and NVML's error.
+ */
+void exec_gpu_read(struct exec_gpu_reading *r, const struct nvml *n, const struct hw_gpu *g);
+
+/* One request's result (on the loop). */
+struct exec_sample {
+	int64_t at_ms; /* monotonic, when the readings were taken */
+	bool held;     /* NVML is held after this request */
+	char error[TY_ERR_MSG_MAX]; /* NVML could not be loaded or initialised: why; "" none */
+	const struct exec_gpu_reading *gpus; /* borrowed; one per inventory GPU, NULL: none read */
+	size_t ngpus;
+};
+typedef void exec_sampler_cb(void *arg, const struct exec_sample *s);
+
+/*
+ * The sampler: NVML (lib, dlopened) on libuv's thread pool, one request at
+ * a time, so a slow or hung driver call never holds the loop. inv's GPUs
+ * are copied. cb (with arg) is called on the loop once per request.
+ */
+struct exec_sampler;
+int exec_sampler_new(struct exec_sampler **out, uv_loop_t *loop, const char *lib,
+		     const struct hw_inventory *inv, exec_sampler_cb *cb, void *arg,
+		     struct ty_err *err);
+/*
+ * hold: load and initialise NVML unless held, then read every GPU; !hold:
+ * shut NVML down and unload it if held (no GPU read). False, doing
+ * nothing, while a request is in flight or when the pool refuses it.
+ */
+bool exec_sampler_request(struct exec_sampler *s, bool hold);
+bool exec_sampler_busy(const struct exec_sampler *s);
+/* NVML is initialised, as of the last request that completed. */
+bool exec_sampler_held(const struct exec_sampler *s);
+/*
+ * No more callbacks; NVML is shut down and s freed, at once (blocking) or,
+ * with a request in flight, when it completes (the loop must run on). NULL-safe.
+ */
+void exec_sampler_close(struct exec_sampler *s);
+
+/*
+ * trainyard-executor --sample-for: NVML (lib) initialised, every GPU of
+ * inv read every interval_ms for seconds, one JSON line per sample on out
+ * ({"t_ms", "gpus": [{"gpu", "uuid", "util", "memory_used_mb", "power_w"}
+ * or {"gpu", "uuid", "error"}]}), then {"summary": {"samples", "counted"
+ * (samples that read at least one GPU), "seconds", "gpus": [{"gpu", "uuid",
+ * "name", and exec_telem_json's fields, or "samples": 0}]}}; NVML
+ * shut down. TY_EUNAVAIL when NVML cannot be loaded or initialised,
+ * TY_ENOTFOUND when no GPU could be read in any sample (the lines are
+ * written all the same).
+ */
+int exec_telemetry_sample_for(FILE *out, const char *lib, const struct hw_inventory *inv,
+			      int64_t seconds, int64_t interval_ms, double idle_pct,
+			      struct ty_err *err);
+
 /* ---- the daemon (daemon.c) ---- */
 
 struct ty_ed25519_key;
@@ -567,6 +697,9 @@ struct exec_opts {
 	int64_t health_check_ms;
 	const struct hw_xid_table *xids;
 	double expect_port_gbps;
+	/* GPU telemetry (telemetry.c): how often (0: off), the idle threshold */
+	int64_t telemetry_ms;
+	int idle_util_pct;
 };
 
 /* ---- the health watch (health_watch.c) ---- */
@@ -714,6 +847,7 @@ struct exec_attempt {
 	int health_wait;	/* 0: not asked, 1: waiting for a pass of the watch, 2: done */
 	uint64_t health_ticket;
 	int64_t health_deadline; /* monotonic */
+	struct exec_telem telem; /* its GPUs' telemetry so far (telemetry.c) */
 };
 
 /* ---- container specs (container_spec.c) and warm containers (warm.c) ---- */
@@ -857,6 +991,21 @@ int exec__logsrv_start(struct exec_logsrv **out, int *port, const char *address,
 		       const struct ty_ed25519_key *log_pubkey, struct ty_metrics *metrics,
 		       struct ty_err *err);
 void exec__logsrv_stop(struct exec_logsrv *s);
+
+/*
+ * The telemetry of the daemon (telemetry.c): the timer, the sampler, the
+ * attempts' accounts and the GPU series on /metrics. Off (*out NULL, said
+ * once in the log) with --telemetry-ms 0 or without GPUs from NVML (a
+ * simulated inventory, the CUDA runtime's).
+ */
+struct exec_telemetry;
+int exec__telemetry_start(struct exec_telemetry **out, struct exec *x, struct ty_err *err);
+/* Something changed (an attempt with GPUs started or ended): sample or release now. */
+void exec__telemetry_poke(struct exec_telemetry *t);
+void exec__telemetry_close(struct exec_telemetry *t);
+/* Daemon services the telemetry uses (daemon.c). */
+struct exec_attempt *exec__attempts(struct exec *x);
+struct ty_metrics *exec__metrics(struct exec *x);
 
 /* ---- checkpoints (ckpt.c) ---- */
 

@@ -257,6 +257,16 @@ int exec_launch_parse(struct exec_launch *l, const struct proto_msg *m, struct t
 					  "base64url characters");
 		memcpy(l->metrics_token, t, 48);
 	}
+	/* optional (newer schedulers send it): only a label of the GPU series on /metrics */
+	v = json_object_get(d, "team");
+	if (v && !json_is_null(v)) {
+		if (!plain_string(v) || json_string_length(v) == 0 ||
+		    json_string_length(v) >= sizeof(l->team))
+			return ty_err_set(err, TY_EINVAL,
+					  "launch field 'team' must be a string of 1..%zu characters",
+					  sizeof(l->team) - 1);
+		memcpy(l->team, json_string_value(v), json_string_length(v) + 1);
+	}
 	return parse_isolation(l, d, err);
 }
 

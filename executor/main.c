@@ -71,9 +71,21 @@ static const struct ty_opt options[] = {
      "MiB kept for the system and the executor: the scheduler places jobs' "
      "memory_mb_per_node on MemTotal (/proc/meminfo) minus these"},
     {"nvml-library", TY_OPT_STR, HW_NVML_DEFAULT, 0, 0,
-     "NVML library to dlopen for the GPU probe and the health watch (the driver's; the "
-     "watch holds one NVML session, never a CUDA context: stop the executor before "
-     "nvidia-smi -r)"},
+     "NVML library to dlopen for the GPU probe, the health watch and telemetry (the driver's; "
+     "the watch holds one NVML session while the executor runs, never a CUDA context: stop "
+     "the executor before nvidia-smi -r)"},
+    {"telemetry-ms", TY_OPT_INT, "5000", 0, 3600000,
+     "how often the GPUs are read through NVML (utilization, memory used, power) while "
+     "attempts with GPUs run: attempt_exited.telemetry, the heartbeat's idle_seconds and "
+     "gpu_util, the DCGM_FI_DEV_* series on /metrics; NVML is held only while such attempts "
+     "run (0: off; off on a simulated inventory)"},
+    {"idle-util-percent", TY_OPT_INT, "5", 0, 100,
+     "a GPU below this utilization (percent) is idle: the seconds in which every GPU of an "
+     "attempt was idle are its idle_seconds"},
+    {"sample-for", TY_OPT_INT, NULL, 1, 86400,
+     "diagnostic: probe the GPUs, read them every --telemetry-ms for SECONDS without Kafka, "
+     "print one JSON line per sample and a summary line, then exit (0; 2 when no GPU could "
+     "be read); see docs/operations.md"},
     {"cudart", TY_OPT_STR, NULL, 0, 0,
      "CUDA runtime to dlopen for the GPU probe when NVML cannot be loaded or initialised "
      "(default: libcudart.so, libcudart.so.13, libcudart.so.12)"},
@@ -230,6 +242,43 @@ static int capacity(struct exec_opts *o, struct ty_config *c, bool simulated, st
 		ty_info("allocatable: %lld CPUs, %lld MiB of memory (0: not reported, not limited)",
 			(long long)o->cpus, (long long)o->memory_mb);
 	return 0;
+}
+
+/*
+ * --sample-for SECONDS: the GPUs NVML finds, read every --telemetry-ms, as
+ * JSON lines on stdout (the log stays on stderr). 2 when no GPU could be
+ * read at all, or the options do not allow a sample.
+ */
+static int sample_for(struct ty_config *c)
+{
+	const char *lib = ty_config_str(c, "nvml-library");
+	struct hw_inventory inv = {0};
+	struct ty_err err = {0};
+	int rc = 2;
+
+	if (ty_config_str(c, "fake-gpus") || ty_config_str(c, "inventory-file"))
+		return fail("%s", "--sample-for reads the real GPUs: not with --fake-gpus or "
+				  "--inventory-file");
+	if (ty_config_int(c, "telemetry-ms") <= 0)
+		return fail("%s", "--sample-for needs --telemetry-ms above 0");
+	if (hw_probe(&inv, lib, ty_config_str(c, "cudart"), &err)) {
+		fail("%s", err.msg);
+		goto out;
+	}
+	if (strcmp(inv.gpu_source, "nvml") != 0 || !inv.ngpus) {
+		fail("no GPU to sample: NVML '%s' gave none (the log above says why)", lib);
+		goto out;
+	}
+	if (exec_telemetry_sample_for(stdout, lib, &inv, ty_config_int(c, "sample-for"),
+				      ty_config_int(c, "telemetry-ms"),
+				      (double)ty_config_int(c, "idle-util-percent"), &err)) {
+		fail("%s", err.msg);
+		goto out;
+	}
+	rc = 0;
+out:
+	hw_inventory_clear(&inv);
+	return rc;
 }
 
 /* trainyard-allreduce --node-check next to this executor's binary. */
@@ -516,6 +565,10 @@ int main(int argc, char **argv)
 		fail("--xid-file: %s", err.msg);
 		goto out;
 	}
+	if (ty_config_str(c, "sample-for")) {
+		rc = sample_for(c); /* a diagnostic: no node, no Kafka, no keys */
+		goto out;
+	}
 	if (ty_config_str(c, "watch-for")) {
 		rc = watch_for(c, xids);
 		goto out;
@@ -703,6 +756,9 @@ int main(int argc, char **argv)
 		fail("--isolation '%s' is not runc or none", ty_config_str(c, "isolation"));
 		goto out;
 	}
+	o.nvml_library = ty_config_str(c, "nvml-library");
+	o.telemetry_ms = ty_config_int(c, "telemetry-ms");
+	o.idle_util_pct = (int)ty_config_int(c, "idle-util-percent");
 	o.spot_poll_ms = ty_config_int(c, "spot-poll-ms");
 	o.health_check_command = ty_config_str(c, "health-check-command");
 	if (o.health_check_command && !*o.health_check_command)

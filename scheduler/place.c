@@ -555,7 +555,7 @@ static int place(bool *placed, struct sched *s, const struct snap *sn,
 	struct ty_buf gb = TY_BUF_INIT, names = TY_BUF_INIT;
 	json_t *spec = NULL, *common = NULL, *gpus = NULL, *data = NULL, *edata = NULL;
 	char *common_text = NULL;
-	char token[64], token_hash[TY_SHA256_HEX_LEN + 1];
+	char token[64], token_hash[TY_SHA256_HEX_LEN + 1], team[64];
 	PGresult *res = NULL, *boot = NULL;
 	int64_t attempt, uid;
 	int rc;
@@ -566,7 +566,7 @@ static int place(bool *placed, struct sched *s, const struct snap *sn,
 
 		if ((rc = ty_pg_exec(
 			 &res, s->pg,
-			 "SELECT j.attempt, j.spec, j.team_id, t.run_uid FROM jobs j"
+			 "SELECT j.attempt, j.spec, j.team_id, t.run_uid, t.name FROM jobs j"
 			 " JOIN teams t ON t.id = j.team_id WHERE j.id = $1 AND j.state = 'pending'"
 			 " AND NOT j.cancel_requested FOR UPDATE OF j",
 			 1, p, err)))
@@ -578,6 +578,7 @@ static int place(bool *placed, struct sched *s, const struct snap *sn,
 	/* the team's own uid, else the base + its id (docs/security.md, "Job isolation") */
 	uid = PQgetisnull(res, 0, 3) ? s->o.team_uid_base + sched_col_i64(res, 0, 2)
 				     : sched_col_i64(res, 0, 3);
+	snprintf(team, sizeof(team), "%s", PQgetvalue(res, 0, 4));
 	spec = json_loads(PQgetvalue(res, 0, 1), 0, NULL);
 	PQclear(res);
 	res = NULL;
@@ -620,6 +621,8 @@ static int place(bool *placed, struct sched *s, const struct snap *sn,
 		const json_t *res_spec = json_object_get(spec, "resources");
 
 		json_object_set_new(common, "uid", json_integer(uid));
+		/* a label of the node's GPU series (executor/telemetry.c) */
+		json_object_set_new(common, "team", json_string(team));
 		json_object_set_new(common, "gid", json_integer(uid));
 		json_object_set_new(common, "cpus", json_integer(spec_int(res_spec, "cpus_per_node", 0)));
 		json_object_set_new(common, "memory_mb",

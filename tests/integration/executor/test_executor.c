@@ -2807,6 +2807,276 @@ TY_TEST(watch_for_diagnoses_the_gpus_without_a_broker)
 	CHECK(strstr(err, "the health watch cannot run: no GPU in the inventory") != NULL);
 }
 
+/* ---- GPU telemetry, with the GPUs of the NVML stand-in (TY_FAKE_NVML) ---- */
+
+#define TGPU0 "GPU-11111111-2222-3333-4444-555555555555"
+#define TGPU1 "GPU-aaaaaaaa-bbbb-cccc-dddd-eeeeeeeeeeee"
+
+/*
+ * The stand-in's control file: GPU 0 at util0 percent, 1000 MiB, 250 W;
+ * GPU 1 at 10 %, or lost. Replaced whole (rename), so a running
+ * executor's NVML never reads half of it.
+ */
+static void telem_control(const char *path, int util0, bool lost1)
+{
+	const char *tmp = ty_test_strf("%s.tmp", path);
+
+	write_file(tmp, ty_test_jf("{'driver_version':'570.86.15','cuda_version':12080,'gpus':["
+				   "{'uuid':'" TGPU0 "','name':'NVIDIA H100 80GB HBM3',"
+				   "'memory_mb':81559,'pci_bus_id':'00000000:18:00.0',"
+				   "'utilization':%d,'memory_used_mb':1000,'power_mw':250000},"
+				   "{'uuid':'" TGPU1 "','name':'NVIDIA H100 80GB HBM3',"
+				   "'memory_mb':81559,'pci_bus_id':'00000000:3b:00.0',"
+				   "'utilization':10,'memory_used_mb':2048,'power_mw':70000,"
+				   "'lost':%s}]}",
+				   util0, lost1 ? "true" : "false"));
+	REQUIRE(rename(tmp, path) == 0);
+}
+
+/* A DCGM series of this node's GPU (0 or 1) with the job labels given ("" none). */
+static const char *dcgm(const char *name, int gpu, const char *job, const char *team)
+{
+	return ty_test_strf("%s{gpu=\"%d\",UUID=\"%s\",modelName=\"NVIDIA H100 80GB HBM3\","
+			    "Hostname=\"%s\",job=\"%s\",attempt=\"%s\",team=\"%s\"}",
+			    name, gpu, gpu ? TGPU1 : TGPU0, T.node, job, *job ? "1" : "", team);
+}
+
+/*
+ * The running entry of job in the first heartbeat of this boot, from
+ * message *from on, whose `key` is above `above`; *from moves past it.
+ * NULL after WAIT_MS.
+ */
+static const json_t *wait_running_above(size_t *from, int64_t job, const char *key, double above)
+{
+	int64_t end = now_ms() + WAIT_MS;
+
+	for (;;) {
+		for (; *from < T.ngot; (*from)++) {
+			const json_t *d = T.got[*from].data, *e;
+			const char *boot = json_string_value(json_object_get(d, "boot_id"));
+			size_t i;
+
+			if (T.got[*from].type != PROTO_HEARTBEAT || !boot || strcmp(boot, T.boot_id))
+				continue;
+			json_array_foreach(json_object_get(d, "running"), i, e)
+			{
+				const json_t *v = json_object_get(e, key);
+
+				if (json_integer_value(json_object_get(e, "job")) == job &&
+				    json_is_number(v) && json_number_value(v) > above) {
+					(*from)++;
+					return e;
+				}
+			}
+		}
+		if (now_ms() > end)
+			return NULL;
+		collect(50);
+	}
+}
+
+/* Lines of the executor log that hold needle. */
+static int log_count(const char *needle)
+{
+	FILE *f = fopen(T.log, "r");
+	char line[4096];
+	int n = 0;
+
+	while (f && fgets(line, sizeof(line), f))
+		n += strstr(line, needle) != NULL;
+	if (f)
+		fclose(f);
+	return n;
+}
+
+static double num_of(const json_t *o, const char *key)
+{
+	const json_t *v = json_object_get(o, key);
+
+	if (!json_is_number(v))
+		FAIL("'%s' is not a number", key);
+	return json_number_value(v);
+}
+
+/*
+ * Issue 17 item 3: an attempt on a GPU at 90 % that then goes idle. The
+ * heartbeat says how long it has been idle, attempt_exited sums it up,
+ * /metrics shows the GPU under the job's name while it runs, and NVML is
+ * let go when it ends.
+ */
+TY_TEST(telemetry_of_an_attempt_whose_gpu_goes_idle)
+{
+	const char *ctl = ty_test_strf("%s/nvml.json", T.dir);
+	const char *lib = getenv("TY_FAKE_NVML");
+	const char *prom = ty_test_strf("%s/dcgm.txt", T.dir), *m, *out;
+	const json_t *d, *reg, *tel, *e;
+	double idle1;
+	size_t from;
+	int64_t end;
+	FILE *f;
+
+	setup();
+	if (!lib || !*lib) {
+		FAIL("TY_FAKE_NVML is not set (tests/executor.cmake sets it)");
+		return;
+	}
+	/* the simulated GPUs of the other cases have nothing to read */
+	send_msg(PROTO_LAUNCH, 2101, EPOCH, launch_data(1, "true"));
+	REQUIRE((d = wait_msg(PROTO_ATTEMPT_EXITED, 2101, 1)) != NULL);
+	CHECK(json_object_get(d, "telemetry") == NULL);
+	CHECK(log_has("telemetry: off: the inventory is simulated"));
+
+	telem_control(ctl, 90, false);
+	setenv("FAKE_NVML_FILE", ctl, 1);
+	stop_executor(SIGTERM);
+	T.extra = (const char *const[]){"--nvml-library", lib, "--telemetry-ms", "100", NULL};
+	reg = start_executor();
+	CHECK_STR_EQ(json_string_value(json_object_get(json_object_get(reg, "inventory"),
+						       "gpu_source")),
+		     "nvml");
+	CHECK(log_has("telemetry: 2 GPU(s) sampled every 100 ms"));
+	/* nothing runs: NVML is not held and no GPU series is shown */
+	CHECK(strstr(scrape_metrics(), "DCGM_FI_DEV_GPU_UTIL{") == NULL);
+
+	from = T.ngot;
+	send_msg(PROTO_LAUNCH, 2102, EPOCH,
+		 launch_extra(1, "sleep 60 & wait", "'team':'ml-research'"));
+	REQUIRE(wait_msg(PROTO_ATTEMPT_RUNNING, 2102, 1) != NULL);
+	/* GPU 0 under the job's name, GPU 1 free */
+	wait_metric(dcgm("DCGM_FI_DEV_GPU_UTIL", 0, "2102", "ml-research"), 90);
+	m = wait_metric(dcgm("DCGM_FI_DEV_GPU_UTIL", 1, "", ""), 10);
+	CHECK_INT_EQ(metric(m, dcgm("DCGM_FI_DEV_FB_USED", 0, "2102", "ml-research")), 1000);
+	CHECK_INT_EQ(metric(m, dcgm("DCGM_FI_DEV_POWER_USAGE", 0, "2102", "ml-research")), 250);
+	CHECK_INT_EQ(metric(m, dcgm("DCGM_FI_DEV_FB_USED", 1, "", "")), 2048);
+	CHECK(strstr(m, "# TYPE DCGM_FI_DEV_GPU_UTIL gauge\n") != NULL);
+	/* promtool parses it; its one complaint is dcgm-exporter's own label name */
+	REQUIRE((f = fopen(prom, "w")) != NULL);
+	fputs(m, f);
+	fclose(f);
+	CHECK(system(ty_test_strf("promtool check metrics < '%s' > '%s.out' 2>&1", prom, prom)) !=
+	      -1);
+	out = text_of(ty_test_strf("%s.out", prom));
+	for (const char *p = out; *p; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : "") {
+		if (*p == '\n')
+			continue;
+		if (strncmp(p, "DCGM_FI_DEV_", 12) != 0 ||
+		    !strstr(p, "label names should be written in 'snake_case' not 'camelCase'"))
+			FAIL("promtool: %.*s", (int)strcspn(p, "\n"), p);
+	}
+
+	/* busy: the heartbeat says so */
+	REQUIRE((e = wait_running_above(&from, 2102, "gpu_util", 89)) != NULL);
+	CHECK(num_of(e, "idle_seconds") == 0);
+	/* idle (and the other GPU lost): the stretch grows from one heartbeat to a later one */
+	telem_control(ctl, 0, true);
+	REQUIRE((e = wait_running_above(&from, 2102, "idle_seconds", 0)) != NULL);
+	idle1 = num_of(e, "idle_seconds");
+	CHECK(num_of(e, "gpu_util") < 1);
+	REQUIRE((e = wait_running_above(&from, 2102, "idle_seconds", idle1)) != NULL);
+	CHECK(num_of(e, "gpu_util") < 1);
+	m = wait_metric(dcgm("DCGM_FI_DEV_GPU_UTIL", 0, "2102", "ml-research"), 0);
+	/* a GPU that cannot be read: said once, left out, nothing else changes */
+	CHECK(metric(m, dcgm("DCGM_FI_DEV_GPU_UTIL", 1, "", "")) == -1);
+	CHECK_INT_EQ(log_count("telemetry: GPU 1 (" TGPU1 "): nvmlDeviceGetHandleByUUID: GPU is "
+			       "lost (error 15); its samples are skipped until it reads again"),
+		     1);
+
+	send_msg(PROTO_KILL, 2102, EPOCH, "{'reason':'cancel','grace_seconds':1}");
+	REQUIRE((d = wait_msg(PROTO_ATTEMPT_EXITED, 2102, 1)) != NULL);
+	tel = json_object_get(d, "telemetry");
+	REQUIRE(json_is_object(tel));
+	{
+		char *t = json_dumps(tel, JSON_COMPACT);
+
+		ty_test_context("telemetry %s", t ? t : "");
+		free(t);
+	}
+	CHECK(num_of(tel, "samples") >= 3);
+	CHECK_INT_EQ(num_of(tel, "gpus"), 1);
+	CHECK(num_of(tel, "util_peak") == 90);
+	CHECK(num_of(tel, "util_mean") > 0 && num_of(tel, "util_mean") < 90);
+	CHECK_INT_EQ(num_of(tel, "memory_used_peak_mb"), 1000);
+	CHECK(num_of(tel, "power_mean_w") == 250);
+	CHECK(num_of(tel, "power_peak_w") == 250);
+	CHECK(num_of(tel, "idle_seconds") >= idle1);
+	ty_test_context(NULL);
+
+	/* nothing runs any more: NVML shut down, the GPU series gone */
+	end = now_ms() + WAIT_MS;
+	while (!log_has("telemetry: NVML shut down") && now_ms() < end)
+		usleep(20000);
+	CHECK(log_has("telemetry: NVML shut down (no attempt with GPUs runs)"));
+	end = now_ms() + WAIT_MS;
+	while (strstr(m = scrape_metrics(), "DCGM_FI_DEV_GPU_UTIL{") && now_ms() < end)
+		usleep(20000);
+	CHECK(strstr(m, "DCGM_FI_DEV_GPU_UTIL{") == NULL);
+
+	stop_executor(SIGTERM);
+	T.extra = NULL;
+	unsetenv("FAKE_NVML_FILE");
+	start_executor();
+}
+
+/*
+ * --sample-for: an operator's look at the GPUs without Kafka, keys or a
+ * state directory: a JSON line per sample and a summary, exit 0; 2 when
+ * no GPU can be read.
+ */
+TY_TEST(sample_for_reads_the_gpus_and_exits)
+{
+	const char *ctl = ty_test_strf("%s/nvml-sample.json", T.dir);
+	const char *lib = getenv("TY_FAKE_NVML");
+	const char *outp = ty_test_strf("%s/sample-for.out", T.dir);
+	const char *text, *last;
+	json_t *j, *g;
+	int status;
+
+	setup();
+	if (!lib || !*lib) {
+		FAIL("TY_FAKE_NVML is not set (tests/executor.cmake sets it)");
+		return;
+	}
+	telem_control(ctl, 90, false);
+	status = system(ty_test_strf("FAKE_NVML_FILE='%s' '%s' --nvml-library '%s' --sample-for 1 "
+				     "--telemetry-ms 200 > '%s' 2> '%s.err'",
+				     ctl, T.bin, lib, outp, outp));
+	REQUIRE(WIFEXITED(status));
+	CHECK_INT_EQ(WEXITSTATUS(status), 0);
+	text = text_of(outp);
+	ty_test_context("stdout: %s", text);
+	/* samples at 0, 200, ... 1000 ms, then the summary */
+	CHECK_INT_EQ(count_lines(text), 7);
+	last = text;
+	for (const char *p = text; (p = strstr(p, "\n{")); p++)
+		last = p + 1; /* the summary */
+	REQUIRE((j = json_loads(last, 0, NULL)) != NULL);
+	g = json_array_get(json_object_get(json_object_get(j, "summary"), "gpus"), 0);
+	CHECK_STR_EQ(json_string_value(json_object_get(g, "uuid")), TGPU0);
+	CHECK(num_of(g, "util_mean") == 90);
+	CHECK(num_of(g, "util_peak") == 90);
+	g = json_array_get(json_object_get(json_object_get(j, "summary"), "gpus"), 1);
+	CHECK(num_of(g, "util_peak") == 10);
+	json_decref(j);
+	ty_test_context(NULL);
+
+	/* the driver is gone: nothing to read, exit 2 */
+	write_file(ctl, "{\"init_error\":9}");
+	status = system(ty_test_strf("FAKE_NVML_FILE='%s' '%s' --nvml-library '%s' --sample-for 1 "
+				     "--telemetry-ms 200 > '%s' 2> '%s.err'",
+				     ctl, T.bin, lib, outp, outp));
+	REQUIRE(WIFEXITED(status));
+	CHECK_INT_EQ(WEXITSTATUS(status), 2);
+	CHECK(strstr(text_of(ty_test_strf("%s.err", outp)), "no GPU to sample") != NULL);
+	/* simulated GPUs are not sampled */
+	status = system(ty_test_strf("'%s' --fake-gpus 2 --sample-for 1 > '%s' 2> '%s.err'", T.bin,
+				     outp, outp));
+	REQUIRE(WIFEXITED(status));
+	CHECK_INT_EQ(WEXITSTATUS(status), 2);
+	CHECK(strstr(text_of(ty_test_strf("%s.err", outp)),
+		     "--sample-for reads the real GPUs: not with --fake-gpus") != NULL);
+}
+
+
 TY_TEST(restart_kills_orphans)
 {
 	const json_t *d, *hb;

@@ -56,10 +56,12 @@ TY_TEST(two_node_job_launches_once_per_node_and_succeeds)
 	long long job = two_node_job(f, ",'env':{'FOO':'bar'}");
 	const struct proto_msg *l1 = fx_recv(f, "n1", "launch", job, T);
 	const struct proto_msg *l2 = fx_recv(f, "n2", "launch", job, T);
-	const char *epoch;
+	const char *epoch, *team;
 
 	REQUIRE(l1 != NULL && l2 != NULL);
 	epoch = FX_Q(f, "SELECT epoch FROM leader");
+	team = FX_Q(f, "SELECT t.name FROM jobs j JOIN teams t ON t.id = j.team_id WHERE j.id = $1",
+		    fx_n(job));
 	for (int i = 0; i < 2; i++) {
 		const struct proto_msg *l = i ? l2 : l1;
 
@@ -84,6 +86,8 @@ TY_TEST(two_node_job_launches_once_per_node_and_succeeds)
 		    "bar");
 		CHECK_INT_EQ(dint(l, "max_runtime_seconds"), 86400);
 		CHECK_INT_EQ(dint(l, "kill_grace_seconds"), 7);
+		/* the label of the node's GPU series (executor/telemetry.c) */
+		CHECK_STR_EQ(dstr(l, "team"), team);
 	}
 	ty_test_context(NULL);
 	CHECK_STR_EQ(FX_Q(f, "SELECT state || ' ' || attempt FROM jobs WHERE id = $1", fx_n(job)),

@@ -172,7 +172,7 @@ TY_TEST(bad_registrations_and_updates)
 	const double up[] = {1, 2}, down[] = {2, 1}, inf[] = {INFINITY};
 	const char *le[] = {"le", NULL};
 	const char *bad[] = {"a-b", NULL};
-	const char *five[] = {"a", "b", "c", "d", "e", NULL};
+	const char *nine[] = {"a", "b", "c", "d", "e", "f", "g", "h", "i", NULL};
 	struct ty_err err = {0};
 
 	REQUIRE(m);
@@ -182,7 +182,7 @@ TY_TEST(bad_registrations_and_updates)
 	ty_err_clear(&err);
 	CHECK_INT_EQ(ty_metrics_family(m, TY_METRIC_GAUGE, "g", "", bad, NULL, 0, &err), TY_EINVAL);
 	CHECK(strstr(err.msg, "'a-b'") != NULL);
-	CHECK_INT_EQ(ty_metrics_family(m, TY_METRIC_GAUGE, "g", "", five, NULL, 0, &err),
+	CHECK_INT_EQ(ty_metrics_family(m, TY_METRIC_GAUGE, "g", "", nine, NULL, 0, &err),
 		     TY_EINVAL);
 	CHECK_INT_EQ(ty_metrics_family(m, TY_METRIC_HISTOGRAM, "h", "", le, up, 2, &err),
 		     TY_EINVAL);
@@ -204,6 +204,49 @@ TY_TEST(bad_registrations_and_updates)
 	CHECK_INT_EQ(ty_metrics_add(NULL, "c_total", NULL, 1), TY_EINVAL);
 	ty_metrics_free(m);
 	ty_metrics_free(NULL);
+}
+
+/* A series of something gone (a job that held a GPU) can be dropped; the family stays. */
+TY_TEST(series_can_be_removed)
+{
+	struct ty_metrics *m = ty_metrics_new();
+	const char *lbl[] = {"gpu", "job", NULL};
+	const char *eight[] = {"a", "b", "c", "d", "e", "f", "g", "h", NULL};
+	struct ty_buf b = TY_BUF_INIT;
+
+	REQUIRE(m);
+	REQUIRE_INT_EQ(ty_metrics_family(m, TY_METRIC_GAUGE, "u", "U.", lbl, NULL, 0, NULL), 0);
+	REQUIRE_INT_EQ(ty_metrics_family(m, TY_METRIC_GAUGE, "one", "", NULL, NULL, 0, NULL), 0);
+	REQUIRE_INT_EQ(ty_metrics_family(m, TY_METRIC_GAUGE, "wide", "", eight, NULL, 0, NULL), 0);
+	ty_metrics_set(m, "u", (const char *[]){"0", "7"}, 90);
+	ty_metrics_set(m, "u", (const char *[]){"1", ""}, 3);
+	ty_metrics_set(m, "u", (const char *[]){"2", "8"}, 50);
+	CHECK_INT_EQ(ty_metrics_remove(m, "u", (const char *[]){"0", "7"}), 0);
+	CHECK_INT_EQ(ty_metrics_remove(m, "u", (const char *[]){"0", "7"}), TY_ENOTFOUND);
+	CHECK_INT_EQ(ty_metrics_remove(m, "u", (const char *[]){"1", "7"}), TY_ENOTFOUND);
+	CHECK_INT_EQ(ty_metrics_remove(m, "missing", (const char *[]){"1", ""}), TY_ENOTFOUND);
+	CHECK_INT_EQ(ty_metrics_remove(m, "one", NULL), TY_ENOTFOUND);
+	CHECK_INT_EQ(ty_metrics_remove(NULL, "u", (const char *[]){"1", ""}), TY_EINVAL);
+	/* the last one removed, a new one goes to the end */
+	CHECK_INT_EQ(ty_metrics_remove(m, "u", (const char *[]){"2", "8"}), 0);
+	ty_metrics_set(m, "u", (const char *[]){"0", "9"}, 0);
+	ty_metrics_set(m, "wide", (const char *[]){"1", "2", "3", "4", "5", "6", "7", "8"}, 1);
+	REQUIRE_INT_EQ(ty_metrics_write(m, &b), 0);
+	CHECK_STR_EQ(b.data, "# HELP u U.\n# TYPE u gauge\n"
+			     "u{gpu=\"1\",job=\"\"} 3\n"
+			     "u{gpu=\"0\",job=\"9\"} 0\n"
+			     "# HELP one \n# TYPE one gauge\none 0\n"
+			     "# HELP wide \n# TYPE wide gauge\n"
+			     "wide{a=\"1\",b=\"2\",c=\"3\",d=\"4\",e=\"5\",f=\"6\",g=\"7\",h=\"8\"} 1\n");
+	ty_buf_free(&b);
+	/* every series gone: the family is still written, without samples */
+	ty_metrics_remove(m, "u", (const char *[]){"1", ""});
+	ty_metrics_remove(m, "u", (const char *[]){"0", "9"});
+	ty_metrics_set(m, "u", (const char *[]){"3", ""}, 4);
+	REQUIRE_INT_EQ(ty_metrics_write(m, &b), 0);
+	CHECK(strstr(b.data, "# TYPE u gauge\nu{gpu=\"3\",job=\"\"} 4\n") != NULL);
+	ty_buf_free(&b);
+	ty_metrics_free(m);
 }
 
 static void *bump(void *arg)

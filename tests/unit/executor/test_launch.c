@@ -154,6 +154,16 @@ TY_TEST(launch_checks)
 	    {"preflight a string",
 	     "{" BASE "," GPUS ",'env':{},'launch':'per_gpu','preflight':'yes'}",
 	     "launch field 'preflight' must be a boolean"},
+	    {"team", "{" BASE "," GPUS ",'env':{},'launch':'per_gpu','team':'ml-research'}", NULL},
+	    {"team null", "{" BASE "," GPUS ",'env':{},'launch':'per_gpu','team':null}", NULL},
+	    {"team empty", "{" BASE "," GPUS ",'env':{},'launch':'per_gpu','team':''}",
+	     "launch field 'team' must be a string of 1..63 characters"},
+	    {"team a number", "{" BASE "," GPUS ",'env':{},'launch':'per_gpu','team':3}",
+	     "launch field 'team' must be a string"},
+	    {"team too long",
+	     "{" BASE "," GPUS ",'env':{},'launch':'per_gpu','team':"
+	     "'a123456789012345678901234567890123456789012345678901234567890123'}",
+	     "launch field 'team' must be a string of 1..63 characters"},
 	};
 
 	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
@@ -205,6 +215,12 @@ TY_TEST(launch_copies_fields)
 	CHECK_INT_EQ(l.kill_grace_ms, 2000);
 	CHECK_INT_EQ(l.hang_timeout_ms, 900000);
 	CHECK_INT_EQ(l.start_timeout_ms, 300000);
+	CHECK_STR_EQ(l.team, ""); /* a scheduler from before the field */
+	exec_launch_clear(&l);
+	REQUIRE_INT_EQ(parse(&l, &err,
+			     "{" BASE "," GPUS ",'env':{},'launch':'per_gpu','team':'ml-research'}"),
+		       0);
+	CHECK_STR_EQ(l.team, "ml-research");
 	exec_launch_clear(&l);
 	REQUIRE_INT_EQ(parse(&l, &err, "{" BASE "," GPUS ",'env':{},'launch':'per_gpu'}"), 0);
 	CHECK_INT_EQ(l.max_runtime_ms, 0);
