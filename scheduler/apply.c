@@ -906,6 +906,34 @@ static int conditions_apply(struct sched *s, const struct proto_msg *m, const ch
 	return rc;
 }
 
+int sched_conditions_metrics(struct sched *s, struct ty_err *err)
+{
+	struct sched_condition_count *v = NULL;
+	PGresult *res = NULL;
+	int rc, n;
+
+	if (!s->metrics)
+		return 0;
+	if ((rc = ty_pg_exec(&res, s->pg,
+			     "SELECT node_id, kind, severity, count(*) FROM node_conditions"
+			     " WHERE cleared_at IS NULL GROUP BY 1, 2, 3 ORDER BY 1, 2, 3",
+			     0, NULL, err)))
+		return rc;
+	n = PQntuples(res);
+	if (n > 0 && !(v = calloc((size_t)n, sizeof(*v)))) {
+		PQclear(res);
+		return ty_err_set(err, TY_ENOMEM, NULL);
+	}
+	for (int r = 0; r < n; r++)
+		v[r] = (struct sched_condition_count){PQgetvalue(res, r, 0), PQgetvalue(res, r, 1),
+						      PQgetvalue(res, r, 2),
+						      (int)sched_col_i64(res, r, 3)};
+	sched_metrics_node_conditions(s, v, n);
+	free(v);
+	PQclear(res);
+	return 0;
+}
+
 /* Exclude node from job's later attempts, while attempt is still its latest. */
 static int exclude_node(struct sched *s, int64_t job, int64_t attempt, const char *node,
 			struct ty_err *err)

@@ -393,6 +393,11 @@ int sched_apply_late_exits(struct sched *s, int64_t min_age_ms, struct ty_err *e
 /* Forget every remembered late exit (end of a term). */
 void sched_late_exits_clear(struct sched *s);
 /*
+ * Outside a transaction, with metrics on: count the current node conditions
+ * by node, kind and severity for trainyard_node_conditions.
+ */
+int sched_conditions_metrics(struct sched *s, struct ty_err *err);
+/*
  * Release every live allocation on node (lost, or restarted) and fail their
  * attempts; blame: hold the node responsible (sched_fail_attempt).
  */
@@ -644,8 +649,18 @@ void sched_metrics_kafka_error(struct sched *s, enum sched_kafka_error what);
 void sched_metrics_rejected(struct sched *s, enum proto_reject why);
 /* The relay saw unsent rows not produced yet (plus s->inflight in flight). */
 void sched_metrics_outbox(struct sched *s, int unsent);
-/* Consumer lag per assigned partition (cached watermarks) and skipped messages. */
+/*
+ * Consumer lag per assigned partition (cached watermarks), skipped messages
+ * and skipped condition entries.
+ */
 void sched_metrics_kafka(struct sched *s);
+/* One series of trainyard_node_conditions: a node's current conditions of a kind and severity. */
+struct sched_condition_count {
+	const char *node, *kind, *severity; /* borrowed */
+	int n;
+};
+/* The node conditions now current (n series; 0 on a standby), zeroing series gone since. */
+void sched_metrics_node_conditions(struct sched *s, const struct sched_condition_count *v, int n);
 
 /* Monotonic seconds, for durations. */
 double sched_metrics_clock(void);
