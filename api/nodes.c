@@ -13,7 +13,7 @@
 /*
  * One node as JSON; GPUs in use are those of unreleased allocations, CPUs
  * and memory their jobs' per-node asks (NULL totals: not reported, not
- * limited).
+ * limited). Conditions: the current ones (not cleared), fatal first.
  */
 #define NODE_JSON_SQL                                                                    \
 	"json_build_object('id', n.id, 'address', n.address, 'labels', n.labels,"       \
@@ -35,6 +35,13 @@
 	"   JOIN jobs j ON j.id = a.job_id WHERE a.node_id = n.id"                      \
 	"   AND a.released_at IS NULL AND ($1::bigint IS NULL OR j.team_id = $1)), '[]'),"   \
 	" 'drain_reason', n.drain_reason,"                                              \
+	" 'conditions', coalesce((SELECT json_agg(json_build_object('kind', c.kind,"    \
+	"   'severity', c.severity, 'gpu', c.gpu, 'gpu_uuid', c.gpu_uuid,"               \
+	"   'port', c.port, 'code', c.code, 'evidence', c.evidence,"                     \
+	"   'first_seen', ty_ts(c.first_seen), 'last_seen', ty_ts(c.last_seen))"         \
+	"   ORDER BY c.severity = 'fatal' DESC, c.first_seen, c.id)"                     \
+	"   FROM node_conditions c WHERE c.node_id = n.id AND c.cleared_at IS NULL),"    \
+	"   '[]'),"                                                                       \
 	" 'preempt', CASE WHEN n.state = 'preempting' THEN json_build_object("         \
 	"   'deadline', ty_ts(n.preempt_deadline), 'notice', n.preempt_notice) END,"     \
 	" 'hcas', coalesce(n.inventory->'hcas', '[]'),"                                 \

@@ -7,7 +7,7 @@
 
 static const char nodes_help[] =
 	"usage: jobctl nodes [list] [--state S]\n"
-	"       jobctl nodes get NODE\n"
+	"       jobctl nodes get|show NODE\n"
 	"       jobctl nodes drain NODE\n"
 	"       jobctl nodes undrain NODE\n"
 	"       jobctl nodes preempt NODE [--deadline SECONDS]\n"
@@ -18,6 +18,11 @@ static const char nodes_help[] =
 	"undrain (count and distinct jobs), the jobs holding GPUs there and the age\n"
 	"of the last heartbeat. 'get' shows one node with the attempt of each job it\n"
 	"runs and why it is drained.\n"
+	"\n"
+	"CONDITIONS lists what the node's health watch reports now, fatal ones first:\n"
+	"the kind with its code ('xid79'), '!' when fatal (the node was drained for\n"
+	"it), e.g. 'xid79!,port_down'; 'get' lists each with its GPU or port, since\n"
+	"when and its evidence. After the repair an admin undrains the node.\n"
 	"\n"
 	"'drain' (admin) stops new work on the node: 'draining' while work still\n"
 	"runs there, then 'drained'. 'undrain' (admin) makes it 'ready' again and\n"
@@ -145,6 +150,66 @@ static int format_failures(struct ty_buf *b, const json_t *failures)
 		       : 0;
 }
 
+/* "xid79!,port_down" (at most CONDITIONS_SHOWN, then "+N"): '!' marks a fatal one. */
+#define CONDITIONS_SHOWN 3
+static int format_conditions_short(struct ty_buf *b, const json_t *conditions)
+{
+	const json_t *c;
+	size_t i, n = json_array_size(conditions);
+	int rc = 0;
+
+	json_array_foreach(conditions, i, c) {
+		char code[32];
+
+		if (i == CONDITIONS_SHOWN) {
+			rc |= ty_buf_printf(b, ",+%zu", n - i);
+			break;
+		}
+		rc |= ty_buf_printf(b, "%s%s%s%s", i ? "," : "", cli_json_str(c, "kind", "?"),
+				    json_is_integer(json_object_get(c, "code"))
+					? cli_json_num(code, sizeof(code), c, "code")
+					: "",
+				    strcmp(cli_json_str(c, "severity", ""), "fatal") ? "" : "!");
+	}
+	return rc ? TY_ENOMEM : 0;
+}
+
+/*
+ * One row per condition under the label "conditions:": "fatal xid 79 on GPU
+ * 0 (GPU-...) since T (5m ago): evidence".
+ */
+static int add_conditions(struct cli_table *t, const json_t *conditions)
+{
+	const json_t *c;
+	size_t i;
+	int rc = 0;
+
+	json_array_foreach(conditions, i, c) {
+		struct ty_buf where = TY_BUF_INIT;
+		const char *since = cli_json_str(c, "first_seen", NULL);
+		char code[32], gpu[32], age[32];
+
+		if (json_is_integer(json_object_get(c, "code")))
+			rc |= ty_buf_printf(&where, " %s", cli_json_num(code, sizeof(code), c, "code"));
+		if (json_is_integer(json_object_get(c, "gpu")))
+			rc |= ty_buf_printf(&where, " on GPU %s%s%s%s",
+					    cli_json_num(gpu, sizeof(gpu), c, "gpu"),
+					    cli_json_str(c, "gpu_uuid", NULL) ? " (" : "",
+					    cli_json_str(c, "gpu_uuid", ""),
+					    cli_json_str(c, "gpu_uuid", NULL) ? ")" : "");
+		else if (cli_json_str(c, "port", NULL))
+			rc |= ty_buf_printf(&where, " on %s", cli_json_str(c, "port", ""));
+		rc |= cli_table_add(t, i ? "" : "conditions:");
+		rc |= cli_table_addf(t, "%s %s%s since %s (%s ago): %s",
+				     cli_json_str(c, "severity", "?"), cli_json_str(c, "kind", "?"),
+				     where.len ? where.data : "", since ? since : "-",
+				     since ? cli_age(age, sizeof(age), since) : "?",
+				     cli_json_str(c, "evidence", ""));
+		ty_buf_free(&where);
+	}
+	return rc ? TY_ENOMEM : 0;
+}
+
 /* "k=v,k2=v2" for a table cell. */
 static int format_labels_short(struct ty_buf *b, const json_t *labels)
 {
@@ -208,6 +273,12 @@ static int print_node(const json_t *node)
 		rc |= cli_table_add(&t, "drain reason:");
 		rc |= cli_table_add(&t, cli_json_str(node, "drain_reason", NULL));
 	}
+	if (json_array_size(json_object_get(node, "conditions")))
+		rc |= add_conditions(&t, json_object_get(node, "conditions"));
+	else {
+		rc |= cli_table_add(&t, "conditions:");
+		rc |= cli_table_add(&t, "-");
+	}
 	if (json_is_object(json_object_get(node, "preempt"))) {
 		const json_t *pr = json_object_get(node, "preempt");
 
@@ -231,15 +302,16 @@ static int print_node(const json_t *node)
 
 static int print_nodes(const json_t *items)
 {
-	static const char *const header[] = {"ID",     "STATE",	   "ADDRESS", "FREE/TOTAL", "HCAS",
-					     "LABELS", "FAILURES", "JOBS",    "HEARTBEAT"};
-	struct cli_table t = {.ncols = 9};
+	static const char *const header[] = {"ID",	 "STATE",      "ADDRESS", "FREE/TOTAL",
+					     "HCAS",	 "LABELS",     "FAILURES", "CONDITIONS",
+					     "JOBS",	 "HEARTBEAT"};
+	struct cli_table t = {.ncols = 10};
 	struct ty_buf jobs = TY_BUF_INIT;
 	const json_t *node;
 	size_t i;
 	int rc = 0;
 
-	for (i = 0; i < 9; i++)
+	for (i = 0; i < 10; i++)
 		rc |= cli_table_add(&t, header[i]);
 	json_array_foreach(items, i, node) {
 		char free_s[32], total_s[32], age[32];
@@ -262,6 +334,9 @@ static int print_nodes(const json_t *items)
 		ty_buf_reset(&jobs);
 		rc |= format_failures(&jobs, json_object_get(node, "failures"));
 		rc |= cli_table_addf(&t, "%s", jobs.len ? jobs.data : "0");
+		ty_buf_reset(&jobs);
+		rc |= format_conditions_short(&jobs, json_object_get(node, "conditions"));
+		rc |= cli_table_addf(&t, "%s", jobs.len ? jobs.data : "-");
 		ty_buf_reset(&jobs);
 		rc |= format_jobs(&jobs, json_object_get(node, "running"));
 		rc |= cli_table_addf(&t, "%s", jobs.len ? jobs.data : "-");
@@ -300,12 +375,13 @@ int cli_cmd_nodes(struct cli *cli, int argc, char **argv, struct ty_err *err)
 		goto out;
 	}
 	sub = pos.n ? pos.v[0] : "list";
-	is_get = strcmp(sub, "get") == 0;
+	is_get = strcmp(sub, "get") == 0 || strcmp(sub, "show") == 0;
 	is_admin = strcmp(sub, "drain") == 0 || strcmp(sub, "undrain") == 0 ||
 		   strcmp(sub, "preempt") == 0;
 	if (!is_get && !is_admin && strcmp(sub, "list") != 0) {
 		rc = ty_err_set(err, TY_ECONFIG,
-				"unknown nodes command '%.100s' (list, get, drain, undrain, preempt)",
+				"unknown nodes command '%.100s' (list, get, show, drain, undrain, "
+				"preempt)",
 				sub);
 		goto out;
 	}

@@ -400,7 +400,8 @@ int sched_fail_attempt(struct sched *s, int64_t job, int64_t attempt, const char
 		       const char *cls, const int *exit_code, const char *why, const char *evidence,
 		       int how, struct ty_err *err)
 {
-	bool blame = how & SCHED_FAIL_BLAME, spend = !(how & SCHED_FAIL_FREE);
+	bool by_condition = how & SCHED_FAIL_CONDITION;
+	bool blame = how & SCHED_FAIL_BLAME, spend = !(how & (SCHED_FAIL_FREE | SCHED_FAIL_CONDITION));
 	char jb[24], ab[24], eb[24], bb[24], text[1024], *retries_text = NULL;
 	const char *blamed;
 	const char *budget, *state;
@@ -510,6 +511,13 @@ int sched_fail_attempt(struct sched *s, int64_t job, int64_t attempt, const char
 			    "%d of %d%s%s)",
 			    (long long)attempt, why, cls, (long long)attempt + 1, budget, used + 1,
 			    limit, backoff_text, excl);
+		else if (by_condition && node)
+			/* the node's health, not the job: say which node, and what it saw */
+			snprintf(text, sizeof(text),
+				 "attempt %lld failed: %s (%s, node %s); requeued for attempt %lld "
+				 "(no retry spent: a health condition of node %s)%s",
+				 (long long)attempt, evidence ? evidence : why, cls, node,
+				 (long long)attempt + 1, node, excl);
 		else if (!spend)
 			snprintf(text, sizeof(text),
 				 "attempt %lld failed: %s (%s); requeued for attempt %lld (no retry "
@@ -663,6 +671,269 @@ out:
 	return rc;
 }
 
+/* ---- node conditions (docs/dispatch.md, "Node conditions") ---- */
+
+/* gpu_uuid and port longer than this are no condition's (bytes) */
+#define CONDITION_NAME_MAX 128
+/* first_seen and last_seen: epoch ms up to the end of year 9999 */
+#define CONDITION_MS_MAX INT64_C(253402300799999)
+/* cleared conditions are kept this long (pruned when the node registers) */
+#define CONDITION_HISTORY_DAYS "30"
+
+/*
+ * Record node's conditions ($3, clean ones as [{kind, severity, gpu,
+ * gpu_uuid, port, code, evidence, first_seen, last_seen}]) as its boot $2
+ * (NULL: the node's current one) reports them. An occurrence is (kind,
+ * gpu, port, code, first_seen) of a boot: one recorded before is brought up
+ * to date (reopened if an older message had cleared it), a new one
+ * inserted. With $4 (a heartbeat's or register's whole list) every current
+ * condition not listed is cleared, an earlier boot's included. Rows back:
+ * what ('new', 'fatal': listed before as degraded, now fatal; 'cleared'),
+ * severity, kind, evidence.
+ */
+#define CONDITIONS_RECORD_SQL                                                                      \
+	"WITH k AS (SELECT DISTINCT ON (kind, coalesce(gpu, -1), coalesce(port, ''),"             \
+	"  coalesce(code, -1), first_seen) *,"                                                    \
+	"  timestamptz 'epoch' + first_seen * interval '1 millisecond' AS fs,"                    \
+	"  timestamptz 'epoch' + last_seen * interval '1 millisecond' AS ls"                      \
+	"  FROM jsonb_to_recordset($3::jsonb) AS c(kind text, severity text, gpu integer,"        \
+	"  gpu_uuid text, port text, code bigint, evidence text, first_seen bigint,"              \
+	"  last_seen bigint)"                                                                      \
+	"  ORDER BY kind, coalesce(gpu, -1), coalesce(port, ''), coalesce(code, -1), first_seen," \
+	"  last_seen DESC),"                                                                       \
+	" b AS (SELECT coalesce($2, (SELECT boot_id FROM nodes WHERE id = $1)) AS boot),"         \
+	" old AS (SELECT t.id, t.severity AS was, k.* FROM node_conditions t, k, b"               \
+	"  WHERE t.node_id = $1 AND t.boot_id = b.boot AND t.kind = k.kind"                       \
+	"  AND coalesce(t.gpu, -1) = coalesce(k.gpu, -1)"                                          \
+	"  AND coalesce(t.port, '') = coalesce(k.port, '')"                                        \
+	"  AND coalesce(t.code, -1) = coalesce(k.code, -1) AND t.first_seen = k.fs),"             \
+	" upd AS (UPDATE node_conditions t SET severity = old.severity,"                           \
+	"  gpu_uuid = old.gpu_uuid, evidence = old.evidence,"                                      \
+	"  last_seen = greatest(t.last_seen, old.ls), cleared_at = NULL"                           \
+	"  FROM old WHERE t.id = old.id RETURNING t.id),"                                          \
+	" ins AS (INSERT INTO node_conditions (node_id, boot_id, kind, severity, gpu, gpu_uuid,"  \
+	"  port, code, evidence, first_seen, last_seen)"                                           \
+	"  SELECT $1, b.boot, k.kind, k.severity, k.gpu, k.gpu_uuid, k.port, k.code, k.evidence," \
+	"  k.fs, k.ls FROM k, b WHERE NOT EXISTS (SELECT 1 FROM old WHERE old.kind = k.kind"      \
+	"  AND old.gpu IS NOT DISTINCT FROM k.gpu AND old.port IS NOT DISTINCT FROM k.port"       \
+	"  AND old.code IS NOT DISTINCT FROM k.code AND old.fs = k.fs)"                            \
+	"  RETURNING severity, kind, evidence),"                                                   \
+	" clr AS (UPDATE node_conditions t SET cleared_at = now() WHERE $4::boolean"              \
+	"  AND t.node_id = $1 AND t.cleared_at IS NULL AND t.id NOT IN (SELECT id FROM old)"      \
+	"  RETURNING t.severity, t.kind, t.evidence)"                                              \
+	" SELECT 'new', severity, kind, evidence FROM ins"                                         \
+	" UNION ALL SELECT 'fatal', severity, kind, evidence FROM old"                             \
+	"  WHERE was <> 'fatal' AND severity = 'fatal'"                                            \
+	" UNION ALL SELECT 'cleared', severity, kind, evidence FROM clr"
+
+/*
+ * A copy of condition c with its documented fields only into *out (new), or
+ * TY_EPARSE saying why it is none: proto_condition_check's rules, and what
+ * the table holds (gpu an int, gpu_uuid and port of at most
+ * CONDITION_NAME_MAX bytes, times from 1970 to the year 9999).
+ */
+static int condition_clean(json_t **out, const json_t *c, struct ty_err *err)
+{
+	const json_t *gpu, *code;
+	const char *kind, *uuid, *port;
+	int64_t first, last;
+	int rc;
+
+	*out = NULL;
+	if ((rc = proto_condition_check(c, err)))
+		return rc;
+	kind = jstr(c, "kind", "");
+	gpu = json_object_get(c, "gpu");
+	code = json_object_get(c, "code");
+	uuid = jstr(c, "gpu_uuid", NULL);
+	port = jstr(c, "port", NULL);
+	first = jint(c, "first_seen", -1);
+	last = jint(c, "last_seen", -1);
+	if (json_is_integer(gpu) && json_integer_value(gpu) > INT_MAX)
+		return ty_err_set(err, TY_EPARSE, "condition '%s': gpu must be an index or null",
+				  kind);
+	if ((uuid && strlen(uuid) > CONDITION_NAME_MAX) ||
+	    (port && strlen(port) > CONDITION_NAME_MAX))
+		return ty_err_set(err, TY_EPARSE,
+				  "condition '%s': gpu_uuid and port must be at most %d bytes", kind,
+				  CONDITION_NAME_MAX);
+	if (first < 0 || last > CONDITION_MS_MAX)
+		return ty_err_set(err, TY_EPARSE,
+				  "condition '%s': first_seen and last_seen must be ms from 1970 to "
+				  "the year 9999",
+				  kind);
+	*out = json_pack("{s:s, s:s, s:o, s:s?, s:s?, s:o, s:s, s:I, s:I}", "kind", kind,
+			 "severity", jstr(c, "severity", ""), "gpu",
+			 json_is_integer(gpu) ? json_integer(json_integer_value(gpu)) : json_null(),
+			 "gpu_uuid", uuid, "port", port, "code",
+			 json_is_integer(code) ? json_integer(json_integer_value(code)) : json_null(),
+			 "evidence", jstr(c, "evidence", ""), "first_seen", (json_int_t)first,
+			 "last_seen", (json_int_t)last);
+	return *out ? 0 : ty_err_set(err, TY_ENOMEM, NULL);
+}
+
+/*
+ * The conditions a node's message lists (its `conditions`; absent or null:
+ * none) into *out (new array): each entry that is not a condition is logged,
+ * counted (s->bad_conditions) and skipped, never failing the message. *out
+ * is NULL when the list itself is not an array: nothing can be said of the
+ * node's conditions then, and they are left as they are.
+ */
+static int conditions_clean(json_t **out, struct sched *s, const struct proto_msg *m,
+			    struct ty_err *err)
+{
+	const json_t *list = json_object_get(m->data, "conditions"), *e;
+	size_t i;
+
+	*out = NULL;
+	if (list && !json_is_null(list) && !json_is_array(list)) {
+		s->bad_conditions++;
+		ty_warn("node '%s': the conditions of its %s are not a list: left as they were",
+			m->node, proto_type_name(m->type));
+		return 0;
+	}
+	if (!(*out = json_array()))
+		return ty_err_set(err, TY_ENOMEM, NULL);
+	json_array_foreach(list, i, e)
+	{
+		struct ty_err cerr = {0};
+		json_t *c;
+		int rc = condition_clean(&c, e, &cerr);
+
+		if (rc == TY_ENOMEM || (!rc && json_array_append_new(*out, c))) {
+			json_decref(*out);
+			*out = NULL;
+			return ty_err_set(err, TY_ENOMEM, NULL);
+		}
+		if (rc) {
+			s->bad_conditions++;
+			ty_warn("node '%s': skipping condition %zu of its %s: %s", m->node, i,
+				proto_type_name(m->type), cerr.msg);
+		}
+	}
+	return 0;
+}
+
+/*
+ * A fatal condition newly recorded on node (evidence: what it says): no new
+ * work goes there. A ready or suspect node becomes draining while work runs
+ * there, else drained; a draining, drained, preempting or lost one keeps its
+ * state. The reason "hardware: <evidence>" replaces any earlier one: it says
+ * what to repair before an admin undrains the node.
+ */
+static int condition_drain(struct sched *s, const char *node, const char *evidence,
+			   struct ty_err *err)
+{
+	char reason[PROTO_CONDITION_EVIDENCE_MAX + 16];
+	const char *p[] = {node, reason};
+	PGresult *res = NULL;
+	int rc;
+
+	snprintf(reason, sizeof(reason), "hardware: %s", evidence);
+	if ((rc = ty_pg_exec(&res, s->pg,
+			     "UPDATE nodes n SET drain_reason = $2,"
+			     " state = CASE WHEN n.state NOT IN ('ready', 'suspect') THEN n.state"
+			     "  WHEN EXISTS (SELECT 1 FROM allocations a WHERE a.node_id = n.id"
+			     "  AND a.released_at IS NULL) THEN 'draining' ELSE 'drained' END"
+			     " WHERE n.id = $1 RETURNING n.state",
+			     2, p, err)))
+		return rc;
+	if (PQntuples(res) == 1) {
+		sched_mirror_touch_node(s, node);
+		ty_warn("node '%s' is %s: %s", node, PQgetvalue(res, 0, 0), reason);
+	}
+	PQclear(res);
+	return 0;
+}
+
+/*
+ * Record clean conditions of node (CONDITIONS_RECORD_SQL; boot_id NULL:
+ * the node's current boot) and log what changed. The first fatal one
+ * recorded for the first time drains the node (condition_drain); one
+ * recorded before never does again, so after an undrain the node stays
+ * ready while its executor keeps listing it.
+ */
+static int conditions_record(struct sched *s, const char *node, const char *boot_id,
+			     const json_t *clean, bool whole, struct ty_err *err)
+{
+	char *text = json_dumps(clean, JSON_COMPACT);
+	const char *p[] = {node, boot_id, text, whole ? "t" : "f"};
+	const char *drain = NULL;
+	PGresult *res = NULL;
+	int rc;
+
+	if (!text)
+		return ty_err_set(err, TY_ENOMEM, NULL);
+	if ((rc = ty_pg_exec(&res, s->pg, CONDITIONS_RECORD_SQL, 4, p, err)))
+		goto out;
+	for (int r = 0; r < PQntuples(res); r++) {
+		const char *what = PQgetvalue(res, r, 0), *sev = PQgetvalue(res, r, 1);
+		const char *kind = PQgetvalue(res, r, 2), *ev = PQgetvalue(res, r, 3);
+		bool fatal = !strcmp(sev, "fatal");
+
+		if (!strcmp(what, "cleared"))
+			ty_info("node '%s': %s condition %s cleared: %s", node, sev, kind, ev);
+		else if (fatal)
+			ty_warn("node '%s': fatal condition %s%s: %s", node, kind,
+				!strcmp(what, "fatal") ? " (degraded before)" : "", ev);
+		else
+			ty_info("node '%s': degraded condition %s: %s", node, kind, ev);
+		if (fatal && strcmp(what, "cleared") && !drain)
+			drain = ev;
+	}
+	if (drain)
+		rc = condition_drain(s, node, drain, err);
+out:
+	PQclear(res);
+	free(text);
+	return rc;
+}
+
+/*
+ * The conditions a heartbeat or register of node's boot boot_id lists: the
+ * whole current set (docs/dispatch.md, "Node conditions").
+ */
+static int conditions_apply(struct sched *s, const struct proto_msg *m, const char *boot_id,
+			    struct ty_err *err)
+{
+	json_t *clean = NULL;
+	int rc;
+
+	if ((rc = conditions_clean(&clean, s, m, err)) || !clean)
+		return rc;
+	rc = conditions_record(s, m->node, boot_id, clean, true, err);
+	json_decref(clean);
+	return rc;
+}
+
+int sched_conditions_metrics(struct sched *s, struct ty_err *err)
+{
+	struct sched_condition_count *v = NULL;
+	PGresult *res = NULL;
+	int rc, n;
+
+	if (!s->metrics)
+		return 0;
+	if ((rc = ty_pg_exec(&res, s->pg,
+			     "SELECT node_id, kind, severity, count(*) FROM node_conditions"
+			     " WHERE cleared_at IS NULL GROUP BY 1, 2, 3 ORDER BY 1, 2, 3",
+			     0, NULL, err)))
+		return rc;
+	n = PQntuples(res);
+	if (n > 0 && !(v = calloc((size_t)n, sizeof(*v)))) {
+		PQclear(res);
+		return ty_err_set(err, TY_ENOMEM, NULL);
+	}
+	for (int r = 0; r < n; r++)
+		v[r] = (struct sched_condition_count){PQgetvalue(res, r, 0), PQgetvalue(res, r, 1),
+						      PQgetvalue(res, r, 2),
+						      (int)sched_col_i64(res, r, 3)};
+	sched_metrics_node_conditions(s, v, n);
+	free(v);
+	PQclear(res);
+	return 0;
+}
+
 /* Exclude node from job's later attempts, while attempt is still its latest. */
 static int exclude_node(struct sched *s, int64_t job, int64_t attempt, const char *node,
 			struct ty_err *err)
@@ -760,17 +1031,21 @@ static int preflight_slow(struct sched *s, int64_t job, int64_t attempt, const j
  * a pre-flight check (NULL when it had none). node_fault false: the node
  * says the failure is the job's or the launch's (attempt_exited's
  * `node_fault`), so it is not blamed. src: attempt_exited's
- * `evidence_source` (sched_blame_node).
+ * `evidence_source` (sched_blame_node). condition: attempt_exited's
+ * `condition` (NULL when none): a class `hardware` that a health condition
+ * decided is recorded as the node's condition, blames the node on the
+ * condition's evidence and requeues without spending the job's budget.
  */
 static int alloc_exit(struct sched *s, const char *node, int64_t job, int64_t attempt,
 		      int exit_code, const char *cls, const char *message, const char *evidence,
-		      const json_t *preflight, bool node_fault, enum proto_evidence_source src,
-		      struct ty_err *err)
+		      const json_t *condition, const json_t *preflight, bool node_fault,
+		      enum proto_evidence_source src, struct ty_err *err)
 {
 	char jb[24], ab[24], eb[24], why[768];
 	const char *p[] = {sched_i64(jb, job), sched_i64(ab, attempt), node,
 			   sched_i64(eb, exit_code), cls && *cls ? cls : NULL};
 	PGresult *res = NULL;
+	json_t *cond = NULL, *one = NULL;
 	int rc;
 
 	if ((rc = ty_pg_exec(&res, s->pg,
@@ -786,6 +1061,32 @@ static int alloc_exit(struct sched *s, const char *node, int64_t job, int64_t at
 	res = NULL;
 	s->capacity_freed = true;
 	sched_touch(s, job); /* a requeued job may start once its last GPUs are released */
+	if (exit_code != 0 && cls && !strcmp(cls, "hardware") && condition &&
+	    !json_is_null(condition)) {
+		struct ty_err cerr = {0};
+
+		if ((rc = condition_clean(&cond, condition, &cerr)) == TY_ENOMEM) {
+			rc = ty_err_set(err, rc, NULL);
+			goto out;
+		}
+		if (rc) {
+			rc = 0;
+			s->bad_conditions++;
+			ty_warn("job %lld attempt %lld: node '%s' reports a hardware failure with "
+				"a condition that is none (%s): judged like any hardware failure",
+				(long long)job, (long long)attempt, node, cerr.msg);
+		} else {
+			/* seen by the node: recorded (and drains it) even if its heartbeat is late */
+			if (!(one = json_pack("[O]", cond))) {
+				rc = ty_err_set(err, TY_ENOMEM, NULL);
+				goto out;
+			}
+			if ((rc = conditions_record(s, node, NULL, one, false, err)))
+				goto out;
+			evidence = json_string_value(json_object_get(cond, "evidence"));
+			src = PROTO_EVIDENCE_EXECUTOR;
+		}
+	}
 	/*
 	 * Column 2: the attempt is being preempted and no other node's part has
 	 * ended other than by exiting 0, so a failure of this node's own (not
@@ -814,8 +1115,10 @@ static int alloc_exit(struct sched *s, const char *node, int64_t job, int64_t at
 		rc = sched_fail_attempt(s, job, attempt, node,
 					norm_class(cls) ? cls : (cls && *cls ? "system" : "user"),
 					&exit_code, why, evidence,
-					(preflight || !node_fault ? 0 : SCHED_FAIL_BLAME) |
-					    (src == PROTO_EVIDENCE_LOG ? SCHED_FAIL_LOG_ONLY : 0),
+					cond ? SCHED_FAIL_BLAME | SCHED_FAIL_CONDITION
+					     : (preflight || !node_fault ? 0 : SCHED_FAIL_BLAME) |
+						   (src == PROTO_EVIDENCE_LOG ? SCHED_FAIL_LOG_ONLY
+									      : 0),
 					err);
 	} else {
 		/*
@@ -836,6 +1139,8 @@ static int alloc_exit(struct sched *s, const char *node, int64_t job, int64_t at
 		rc = sched_settle_attempt(s, job, attempt, err);
 	}
 out:
+	json_decref(cond);
+	json_decref(one);
 	PQclear(res);
 	return rc;
 }
@@ -944,7 +1249,8 @@ static int boot_changed(struct sched *s, const char *node, const struct node_row
 		if (jint(e, "job", 0) >= 1 && jint(e, "attempt", 0) >= 1 && json_is_integer(code) &&
 		    (rc = alloc_exit(s, node, jint(e, "job", 0), jint(e, "attempt", 0),
 				     (int)json_integer_value(code), jstr(e, "failure_class", ""),
-				     jstr(e, "message", ""), jstr(e, "evidence", ""), NULL, true,
+				     jstr(e, "message", ""), jstr(e, "evidence", ""),
+				     json_object_get(e, "condition"), NULL, true,
 				     proto_evidence_source_parse(
 					 jstr(e, PROTO_EVIDENCE_SOURCE_FIELD, NULL)),
 				     err)))
@@ -1021,6 +1327,18 @@ static int on_register(struct sched *s, const struct proto_msg *m, struct ty_err
 			     12, p, err)))
 		goto out;
 	sched_mirror_touch_node(s, m->node); /* address, labels, capacity or state may be new */
+	{
+		const char *q[] = {m->node};
+
+		/* its conditions now; history older than CONDITION_HISTORY_DAYS goes */
+		if ((rc = conditions_apply(s, m, boot_id, err)) ||
+		    (rc = ty_pg_exec(NULL, s->pg,
+				     "DELETE FROM node_conditions WHERE node_id = $1"
+				     " AND cleared_at < now() - interval '" CONDITION_HISTORY_DAYS
+				     " days'",
+				     1, q, err)))
+			goto out;
+	}
 	if (!n.exists)
 		ty_info("node '%s' registered: %lld GPUs, %s CPUs, %s MiB at %s", m->node,
 			(long long)gpus, cpus > 0 ? cb : "unreported",
@@ -1047,17 +1365,21 @@ static int finished_records(json_t *clean, const char *node, const json_t *finis
 		int64_t job = jint(e, "job", 0), attempt = jint(e, "attempt", 0);
 		const json_t *code = json_object_get(e, "exit_code");
 
+		const json_t *cond = json_object_get(e, "condition");
+
+		/* the condition as sent: judged when the exit is applied (alloc_exit) */
 		if (job >= 1 && attempt >= 1 && attempt <= INT_MAX && json_is_integer(code) &&
 		    json_integer_value(code) >= INT_MIN && json_integer_value(code) <= INT_MAX &&
 		    json_array_append_new(
 			clean,
-			json_pack("{s:s, s:I, s:I, s:I, s:s, s:s, s:s, s:b}", "node", node, "job",
-				  (json_int_t)job, "attempt", (json_int_t)attempt, "exit_code",
-				  json_integer_value(code), "failure_class",
+			json_pack("{s:s, s:I, s:I, s:I, s:s, s:s, s:s, s:b, s:O?}", "node", node,
+				  "job", (json_int_t)job, "attempt", (json_int_t)attempt,
+				  "exit_code", json_integer_value(code), "failure_class",
 				  jstr(e, "failure_class", ""), "message", jstr(e, "message", ""),
 				  "evidence", jstr(e, "evidence", ""), "log_only",
 				  proto_evidence_source_parse(jstr(e, PROTO_EVIDENCE_SOURCE_FIELD,
-								   NULL)) == PROTO_EVIDENCE_LOG)))
+								   NULL)) == PROTO_EVIDENCE_LOG,
+				  "condition", json_is_object(cond) ? cond : NULL)))
 			return TY_ENOMEM;
 	}
 	return 0;
@@ -1085,10 +1407,10 @@ static int note_finished(struct sched *s, const json_t *clean, struct ty_err *er
 	if ((rc = ty_pg_exec(&res, s->pg,
 			     "SELECT DISTINCT ON (f.node, f.job, f.attempt) f.job, f.attempt,"
 			     " f.exit_code, f.failure_class, f.message, f.evidence, f.node,"
-			     " f.log_only"
+			     " f.log_only, nullif(f.condition, 'null')::text"
 			     " FROM jsonb_to_recordset($1::jsonb) AS f(node text, job bigint,"
 			     "  attempt integer, exit_code integer, failure_class text, message text,"
-			     "  evidence text, log_only boolean)"
+			     "  evidence text, log_only boolean, condition jsonb)"
 			     " JOIN allocations a ON a.job_id = f.job AND a.attempt = f.attempt"
 			     "  AND a.node_id = f.node"
 			     " WHERE a.exited_at IS NULL",
@@ -1125,8 +1447,10 @@ static int note_finished(struct sched *s, const json_t *clean, struct ty_err *er
 		x->exit_code = (int)sched_col_i64(res, r, 2);
 		snprintf(x->failure_class, sizeof(x->failure_class), "%s", PQgetvalue(res, r, 3));
 		if (!(x->message = strdup(PQgetvalue(res, r, 4))) ||
-		    !(x->evidence = strdup(PQgetvalue(res, r, 5)))) {
+		    !(x->evidence = strdup(PQgetvalue(res, r, 5))) ||
+		    (ty_pg_val(res, r, 8) && !(x->condition = strdup(ty_pg_val(res, r, 8))))) {
 			free(x->message);
+			free(x->evidence);
 			rc = ty_err_set(err, TY_ENOMEM, NULL);
 			goto out;
 		}
@@ -1145,6 +1469,7 @@ void sched_late_exits_clear(struct sched *s)
 	for (int i = 0; i < s->nlate; i++) {
 		free(s->late[i].message);
 		free(s->late[i].evidence);
+		free(s->late[i].condition);
 	}
 	free(s->late);
 	s->late = NULL;
@@ -1158,6 +1483,7 @@ int sched_apply_late_exits(struct sched *s, int64_t min_age_ms, struct ty_err *e
 
 	for (int i = 0; i < s->nlate; i++) {
 		struct sched_late_exit *x = &s->late[i];
+		json_t *cond;
 
 		if (rc || now - x->seen_ms < min_age_ms) {
 			s->late[keep++] = *x;
@@ -1167,12 +1493,15 @@ int sched_apply_late_exits(struct sched *s, int64_t min_age_ms, struct ty_err *e
 		    "job %lld: attempt %lld's exit on node '%s' known only from its heartbeats: "
 		    "applying it",
 		    (long long)x->job, (long long)x->attempt, x->node);
+		cond = x->condition ? json_loads(x->condition, 0, NULL) : NULL;
 		/* a no-op when the event came meanwhile */
 		rc = alloc_exit(s, x->node, x->job, x->attempt, x->exit_code, x->failure_class,
-				x->message, x->evidence, NULL, true,
+				x->message, x->evidence, cond, NULL, true,
 				x->log_only ? PROTO_EVIDENCE_LOG : PROTO_EVIDENCE_EXECUTOR, err);
+		json_decref(cond);
 		free(x->message);
 		free(x->evidence);
+		free(x->condition);
 	}
 	s->nlate = keep;
 	return rc;
@@ -1228,6 +1557,8 @@ static int on_heartbeat(struct sched *s, const struct proto_msg *m, struct ty_er
 		ty_info("node '%s' is back", m->node);
 		s->capacity_freed = true;
 	}
+	if ((rc = conditions_apply(s, m, boot_id, err)))
+		goto out;
 	/* the executor repeats its spot notice in every heartbeat while it lasts */
 	notice = json_object_get(d, "preempt_notice");
 	if (json_is_object(notice)) {
@@ -1522,6 +1853,20 @@ static int on_rank_exited(bool *mine, struct sched *s, const struct proto_msg *m
 	return 0;
 }
 
+/*
+ * A heartbeat the set-based path takes: no spot notice and no condition (a
+ * node's usual heartbeat). One that lists conditions, or whose list is not
+ * one, is applied by on_heartbeat.
+ */
+static bool plain_heartbeat(const struct proto_msg *m)
+{
+	const json_t *c = json_object_get(m->data, "conditions");
+
+	return m->type == PROTO_HEARTBEAT &&
+	       !json_is_object(json_object_get(m->data, "preempt_notice")) &&
+	       (!c || json_is_null(c) || (json_is_array(c) && json_array_size(c) == 0));
+}
+
 int sched_apply_heartbeats(struct sched *s, const struct proto_msg *m, const bool *ok, int n,
 			   bool *done, struct ty_err *err)
 {
@@ -1540,8 +1885,7 @@ int sched_apply_heartbeats(struct sched *s, const struct proto_msg *m, const boo
 		bool other = false;
 		size_t k;
 
-		if (!ok[i] || m[i].type != PROTO_HEARTBEAT ||
-		    json_is_object(json_object_get(m[i].data, "preempt_notice")))
+		if (!ok[i] || !plain_heartbeat(&m[i]))
 			continue;
 		/* a node's other messages in the batch keep all of its in order */
 		for (int j = 0; j < n && !other; j++)
@@ -1580,9 +1924,10 @@ int sched_apply_heartbeats(struct sched *s, const struct proto_msg *m, const boo
 	/*
 	 * The newest heartbeat of each node that is ready (not lost, not
 	 * preempting), of the boot it registered and newer than what was
-	 * applied: what on_heartbeat does in that case, for all at once. The
-	 * others (and every heartbeat of a node the statement skipped) are
-	 * left to sched_apply one by one.
+	 * applied: what on_heartbeat does in that case, for all at once — a
+	 * plain heartbeat lists no condition, so the node's current ones are
+	 * cleared (column 2 says which). The others (and every heartbeat of a
+	 * node the statement skipped) are left to sched_apply one by one.
 	 */
 	const char *p[] = {text};
 	if ((rc = ty_pg_exec(
@@ -1593,15 +1938,22 @@ int sched_apply_heartbeats(struct sched *s, const struct proto_msg *m, const boo
 		 " u AS (UPDATE nodes n SET last_heartbeat = now(), last_seq = l.seq,"
 		 "  running = l.running FROM l WHERE n.id = l.node AND n.boot_id = l.boot"
 		 "  AND n.state NOT IN ('lost', 'preempting') AND n.last_seq < l.seq"
-		 "  RETURNING n.id)"
-		 " SELECT id FROM u ORDER BY id",
+		 "  RETURNING n.id),"
+		 " cl AS (UPDATE node_conditions t SET cleared_at = now() FROM u"
+		 "  WHERE t.node_id = u.id AND t.cleared_at IS NULL"
+		 "  RETURNING t.node_id, t.severity || ' condition ' || t.kind || ': ' || t.evidence"
+		 "  AS what)"
+		 " SELECT id, (SELECT string_agg(what, '; ') FROM cl WHERE cl.node_id = u.id)"
+		 " FROM u ORDER BY id",
 		 1, p, err)))
 		goto out;
+	for (int r = 0; r < PQntuples(res); r++)
+		if (ty_pg_val(res, r, 1))
+			ty_info("node '%s': cleared %s", PQgetvalue(res, r, 0), PQgetvalue(res, r, 1));
 	for (int i = 0; i < n; i++) {
 		const char *key[] = {m[i].node};
 
-		if (!ok[i] || m[i].type != PROTO_HEARTBEAT ||
-		    json_is_object(json_object_get(m[i].data, "preempt_notice")))
+		if (!ok[i] || !plain_heartbeat(&m[i]))
 			continue;
 		/* sorted ids: a binary search */
 		int lo = 0, hi = PQntuples(res);
@@ -1849,7 +2201,8 @@ int sched_apply(struct sched *s, const struct proto_msg *m, struct ty_err *err)
 		return alloc_exit(
 		    s, m->node, m->job, m->attempt, (int)jint(m->data, "exit_code", 0),
 		    jstr(m->data, "failure_class", NULL), jstr(m->data, "message", NULL),
-		    jstr(m->data, "evidence", NULL), json_object_get(m->data, "preflight"),
+		    jstr(m->data, "evidence", NULL), json_object_get(m->data, "condition"),
+		    json_object_get(m->data, "preflight"),
 		    !json_is_false(json_object_get(m->data, "node_fault")),
 		    proto_evidence_source_parse(jstr(m->data, PROTO_EVIDENCE_SOURCE_FIELD, NULL)),
 		    err);

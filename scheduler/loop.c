@@ -169,6 +169,8 @@ static int lead_turn(struct sched *s, struct ty_err *err)
 		if (sched_kafka_refresh(s, &kerr))
 			ty_warn("%s", kerr.msg);
 		sched_metrics_kafka(s);
+		if (sched_conditions_metrics(s, &kerr))
+			ty_warn("cannot count the node conditions for /metrics: %s", kerr.msg);
 		if ((rc = sched_reconcile(s, err)))
 			return rc;
 	}

@@ -44,6 +44,8 @@
 #define M_LAG "trainyard_scheduler_kafka_consumer_lag_messages"
 #define M_OUTBOX "trainyard_scheduler_outbox_rows"
 #define M_INFLIGHT "trainyard_scheduler_outbox_inflight_messages"
+#define M_NODE_CONDITIONS "trainyard_node_conditions"
+#define M_BAD_CONDITIONS "trainyard_scheduler_node_conditions_invalid_total"
 
 #define SERVER_CONNECTIONS 32
 #define SERVER_TIMEOUT_S 10
@@ -56,6 +58,9 @@ struct sched_metrics {
 	char **lags; /* "topic\npartition" series given a lag (owned) */
 	int nlags;
 	long long skipped; /* s->malformed already counted */
+	long long bad_conditions; /* s->bad_conditions already counted */
+	char **conds; /* "node\nkind\nseverity" series given a count (owned) */
+	int nconds;
 	bool led;	   /* gauges hold a leader's values (cleared when standing by) */
 };
 
@@ -176,6 +181,7 @@ static int families(struct ty_metrics *m, struct ty_err *err)
 	static const char *const team[] = {"team", NULL};
 	static const char *const state[] = {"state", NULL};
 	static const char *const topic_partition[] = {"topic", "partition", NULL};
+	static const char *const node_kind_severity[] = {"node", "kind", "severity", NULL};
 	static const struct {
 		enum ty_metric_type type;
 		const char *name, *help;
@@ -250,6 +256,13 @@ static int families(struct ty_metrics *m, struct ty_err *err)
 	     NULL, NULL, 0},
 	    {TY_METRIC_GAUGE, M_INFLIGHT,
 	     "Dispatch messages produced and not yet deleted from the outbox.", NULL, NULL, 0},
+	    {TY_METRIC_GAUGE, M_NODE_CONDITIONS,
+	     "Current health conditions of a node (its executor's heartbeats list them), by kind "
+	     "and severity.",
+	     node_kind_severity, NULL, 0},
+	    {TY_METRIC_COUNTER, M_BAD_CONDITIONS,
+	     "Node condition entries skipped as invalid (the rest of their message applied).",
+	     NULL, NULL, 0},
 	};
 	int rc;
 
@@ -396,6 +409,7 @@ void sched_metrics_stop(struct sched_metrics *m)
 	ty_metrics_free(m->reg);
 	names_free(&m->teams, &m->nteams);
 	names_free(&m->lags, &m->nlags);
+	names_free(&m->conds, &m->nconds);
 	free(m);
 }
 
@@ -462,6 +476,7 @@ void sched_metrics_role(struct sched *s)
 	ty_metrics_set(m, M_NODES, (const char *[]){"preempting"}, 0);
 	ty_metrics_set(m, M_OUTBOX, NULL, 0);
 	ty_metrics_set(m, M_INFLIGHT, NULL, 0);
+	sched_metrics_node_conditions(s, NULL, 0);
 	sched_metrics_kafka(s); /* no consumer: every lag 0 */
 }
 
@@ -666,6 +681,11 @@ void sched_metrics_kafka(struct sched *s)
 		ty_metrics_add(sm->reg, M_SKIPPED, NULL, (double)(s->malformed - sm->skipped));
 		sm->skipped = s->malformed;
 	}
+	if (s->bad_conditions > sm->bad_conditions) {
+		ty_metrics_add(sm->reg, M_BAD_CONDITIONS, NULL,
+			       (double)(s->bad_conditions - sm->bad_conditions));
+		sm->bad_conditions = s->bad_conditions;
+	}
 	if (s->consumer && !rd_kafka_assignment(s->consumer, &parts) &&
 	    rd_kafka_position(s->consumer, parts) == RD_KAFKA_RESP_ERR_NO_ERROR &&
 	    (now = calloc((size_t)parts->cnt + 1, sizeof(*now)))) {
@@ -706,4 +726,39 @@ void sched_metrics_kafka(struct sched *s)
 	names_free(&sm->lags, &sm->nlags);
 	sm->lags = now;
 	sm->nlags = n;
+}
+
+void sched_metrics_node_conditions(struct sched *s, const struct sched_condition_count *v, int n)
+{
+	struct sched_metrics *sm = s->metrics;
+	char **now = NULL;
+	int k = 0;
+
+	if (!sm)
+		return;
+	if (n > 0 && !(now = calloc((size_t)n, sizeof(*now))))
+		return;
+	for (int i = 0; i < n; i++) {
+		const char *l[] = {v[i].node, v[i].kind, v[i].severity};
+
+		ty_metrics_set(sm->reg, M_NODE_CONDITIONS, l, v[i].n);
+		if ((now[k] = malloc(strlen(l[0]) + strlen(l[1]) + strlen(l[2]) + 3)))
+			sprintf(now[k++], "%s\n%s\n%s", l[0], l[1], l[2]);
+	}
+	/* series no longer current: 0 (the registry cannot drop them) */
+	for (int i = 0; i < sm->nconds; i++) {
+		char *a = sm->conds[i], *b, *c;
+		bool kept = false;
+
+		for (int j = 0; j < k && !kept; j++)
+			kept = !strcmp(a, now[j]);
+		if (kept || !(b = strchr(a, '\n')) || !(c = strchr(b + 1, '\n')))
+			continue;
+		*b++ = '\0';
+		*c++ = '\0';
+		ty_metrics_set(sm->reg, M_NODE_CONDITIONS, (const char *[]){a, b, c}, 0);
+	}
+	names_free(&sm->conds, &sm->nconds);
+	sm->conds = now;
+	sm->nconds = k;
 }

@@ -179,6 +179,7 @@ struct sched_late_exit {
 	char failure_class[32];
 	char *message;	 /* owned */
 	char *evidence;	 /* owned; "" when none (the heartbeat entry's) */
+	char *condition; /* owned: the entry's `condition` (JSON text), NULL when none */
 	bool log_only;	 /* the entry's evidence_source is "log" */
 	int64_t seen_ms; /* monotonic, first seen */
 };
@@ -222,6 +223,7 @@ struct sched {
 	int64_t next_cycle, next_reconcile, next_liveness, next_relay; /* monotonic ms */
 	int64_t last_error_log;
 	long long malformed; /* messages skipped as malformed or inapplicable */
+	long long bad_conditions; /* node condition entries skipped as invalid */
 	/*
 	 * The nodes the last committed cycle held for jobs waiting for their
 	 * victims (its SCHED_RESV_PREEMPTION reservations), passed to the next
@@ -312,7 +314,8 @@ int sched_apply(struct sched *s, const struct proto_msg *m, struct ty_err *err);
 /*
  * Apply the plain heartbeats among the n messages at once: those of ready
  * nodes (not lost, not preempting), of the boot they registered, without a
- * spot notice, of nodes with no other node message in the batch. The
+ * spot notice or a condition (whatever conditions those nodes had are
+ * cleared), of nodes with no other node message in the batch. The
  * newest per node is applied (what sched_apply does for it; older ones are
  * superseded); done[i] is set for each heartbeat so taken care of. The
  * rest are left to sched_apply. done[] is only ever set here, never cleared.
@@ -349,6 +352,12 @@ enum {
 	SCHED_FAIL_FREE = 2,  /* requeue without spending a retry (the job is not at fault) */
 	/* the class was decided by rank output alone (evidence_source "log", sched_blame_node) */
 	SCHED_FAIL_LOG_ONLY = 4,
+	/*
+	 * a health condition of node decided the class (attempt_exited.condition;
+	 * evidence is its evidence): requeued without spending a retry, and the
+	 * event names the node and the condition
+	 */
+	SCHED_FAIL_CONDITION = 8,
 };
 int sched_fail_attempt(struct sched *s, int64_t job, int64_t attempt, const char *node,
 		       const char *cls, const int *exit_code, const char *why,
@@ -383,6 +392,11 @@ int sched_settle_attempt(struct sched *s, int64_t job, int64_t attempt, struct t
 int sched_apply_late_exits(struct sched *s, int64_t min_age_ms, struct ty_err *err);
 /* Forget every remembered late exit (end of a term). */
 void sched_late_exits_clear(struct sched *s);
+/*
+ * Outside a transaction, with metrics on: count the current node conditions
+ * by node, kind and severity for trainyard_node_conditions.
+ */
+int sched_conditions_metrics(struct sched *s, struct ty_err *err);
 /*
  * Release every live allocation on node (lost, or restarted) and fail their
  * attempts; blame: hold the node responsible (sched_fail_attempt).
@@ -635,8 +649,19 @@ void sched_metrics_kafka_error(struct sched *s, enum sched_kafka_error what);
 void sched_metrics_rejected(struct sched *s, enum proto_reject why);
 /* The relay saw unsent rows not produced yet (plus s->inflight in flight). */
 void sched_metrics_outbox(struct sched *s, int unsent);
-/* Consumer lag per assigned partition (cached watermarks) and skipped messages. */
+/*
+ * Consumer lag per assigned partition (cached watermarks), skipped messages
+ * and skipped condition entries.
+ */
 void sched_metrics_kafka(struct sched *s);
+/* One series of trainyard_node_conditions: a node's current conditions of a kind and severity. */
+struct sched_condition_count {
+	const char *node, *kind, *severity; /* borrowed */
+	int n;
+};
+/* The node conditions now current (n series; 0 on a standby), zeroing series gone since. */
+void sched_metrics_node_conditions(struct sched *s, const struct sched_condition_count *v, int n);
+
 /* Monotonic seconds, for durations. */
 double sched_metrics_clock(void);
 /* Pure: the label of an enum sched_reason ("resources", "quota", ...; "other" if unknown). */

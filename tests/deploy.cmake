@@ -11,3 +11,8 @@ add_test(NAME deploy_manifests_selftest COMMAND ${TY_DEPLOY_CHECK} --self-test)
 set_tests_properties(deploy_manifests PROPERTIES LABELS unit TIMEOUT 60)
 # about 1 s of CPU, but 36 copies of deploy/ and a dozen tool runs: room for a busy machine
 set_tests_properties(deploy_manifests_selftest PROPERTIES LABELS unit TIMEOUT 120)
+# the node condition alerts fire on trainyard_node_conditions as docs/metrics.md
+# describes it, and only then (promtool test rules)
+add_test(NAME deploy_alerts_conditions COMMAND promtool test rules alerts_conditions_test.yml
+         WORKING_DIRECTORY ${CMAKE_CURRENT_SOURCE_DIR}/deploy)
+set_tests_properties(deploy_alerts_conditions PROPERTIES LABELS unit TIMEOUT 60)

@@ -876,10 +876,10 @@ ok "logs: relayed as is, --rank/--attempt/--tail, 4 for no such rank or job, 7 w
 
 expect 0 jc nodes
 [[ $(wc -l <"$W/out") -eq 4 ]] || fail "nodes printed $(wc -l <"$W/out") lines, not 1 + 3"
-out_has '^ID  *STATE  *ADDRESS  *FREE/TOTAL  *HCAS  *LABELS  *FAILURES  *JOBS  *HEARTBEAT$'
-out_has "^node-a  *ready  *10.0.0.1  *6/8  *mlx5_0:1/1,mlx5_1:1/2  *rack=r1  *0  *$JL  *[0-9]*s ago\$"
-out_has "^node-b  *ready  *10.0.0.2  *6/8  *-  *-  *2 (1 job)  *$JL  *[0-9]*s ago\$"
-out_has '^node-c  *lost  *10.0.0.3  *4/4  *-  *-  *0  *-  *[0-9]*s ago$'
+out_has '^ID  *STATE  *ADDRESS  *FREE/TOTAL  *HCAS  *LABELS  *FAILURES  *CONDITIONS  *JOBS  *HEARTBEAT$'
+out_has "^node-a  *ready  *10.0.0.1  *6/8  *mlx5_0:1/1,mlx5_1:1/2  *rack=r1  *0  *-  *$JL  *[0-9]*s ago\$"
+out_has "^node-b  *ready  *10.0.0.2  *6/8  *-  *-  *2 (1 job)  *-  *$JL  *[0-9]*s ago\$"
+out_has '^node-c  *lost  *10.0.0.3  *4/4  *-  *-  *0  *-  *-  *[0-9]*s ago$'
 expect 0 jc nodes list --state lost
 [[ $(wc -l <"$W/out") -eq 2 ]] || fail "nodes --state lost printed $(wc -l <"$W/out") lines, not 1 + 1"
 out_has '^node-c  *lost'
@@ -940,6 +940,42 @@ out_has '^node node-c: lost (not heard from; ready when it returns)$'
 	"node.drain node-b,node.drain node-b,node.drain node-c,node.drain node-c,node.undrain node-b,node.undrain node-c" ]] ||
 	fail "drain/undrain audit rows are not the expected ones"
 ok "nodes drain/undrain: states, reasons, idempotent, admin only (5), unknown node (4), audited"
+
+# node conditions, as the scheduler records them from heartbeats: node-b has a fatal
+# Xid (it was drained for it), a degraded port and one cleared; node-c has five
+psql "$DB_URL" -v ON_ERROR_STOP=1 -qAt >/dev/null <<'SQL' || fail "seeding node conditions failed"
+UPDATE nodes SET state = 'drained', drain_reason = 'hardware: Xid 79 on GPU 0 (GPU-0): fallen off the bus' WHERE id = 'node-b';
+INSERT INTO node_conditions (node_id, boot_id, kind, severity, gpu, gpu_uuid, port, code, evidence, first_seen, last_seen, cleared_at) VALUES
+	('node-b', 'boot-b', 'port_down', 'degraded', NULL, NULL, 'mlx5_1/1', NULL, 'mlx5_1/1 is DOWN', '2026-03-01 10:00:00+00', now(), NULL),
+	('node-b', 'boot-b', 'xid', 'fatal', 0, 'GPU-0', NULL, 79, 'Xid 79 on GPU 0 (GPU-0): fallen off the bus', '2026-03-01 11:00:00+00', now(), NULL),
+	('node-b', 'boot-b', 'thermal_slowdown', 'degraded', 1, 'GPU-1', NULL, NULL, 'GPU 1 clocks down', '2026-03-01 09:00:00+00', now(), now()),
+	('node-c', 'boot-c', 'xid', 'fatal', 0, 'GPU-0', NULL, 48, 'Xid 48 on GPU 0', '2026-03-01 09:00:00+00', now(), NULL),
+	('node-c', 'boot-c', 'xid', 'fatal', 1, 'GPU-1', NULL, 48, 'Xid 48 on GPU 1', '2026-03-01 09:00:01+00', now(), NULL),
+	('node-c', 'boot-c', 'ecc_dbe', 'fatal', 2, 'GPU-2', NULL, NULL, 'DBE on GPU 2', '2026-03-01 09:00:02+00', now(), NULL),
+	('node-c', 'boot-c', 'port_down', 'degraded', NULL, NULL, 'mlx5_0/1', NULL, 'mlx5_0/1 is DOWN', '2026-03-01 09:00:00+00', now(), NULL),
+	('node-c', 'boot-c', 'gpu_lost', 'fatal', 3, 'GPU-3', NULL, NULL, 'GPU 3 is lost', '2026-03-01 09:00:03+00', now(), NULL);
+SQL
+expect 0 jc nodes
+out_has "^node-a  *ready  .*  *0  *-  *$JL  *[0-9]*s ago\$"
+out_has "^node-b  *drained  .*  *0  *xid79!,port_down  *$JL  *[0-9]*s ago\$"
+out_has '^node-c  *lost  .*  *0  *xid48!,xid48!,ecc_dbe!,+2  *-  *[0-9]*s ago$'
+expect 0 jc nodes show node-b
+out_has '^drain reason: *hardware: Xid 79 on GPU 0 (GPU-0): fallen off the bus$'
+out_has '^conditions: *fatal xid 79 on GPU 0 (GPU-0) since 2026-03-01T11:00:00.000Z ([0-9a-z]* ago): Xid 79 on GPU 0 (GPU-0): fallen off the bus$'
+out_has '^  *degraded port_down on mlx5_1/1 since 2026-03-01T10:00:00.000Z ([0-9a-z]* ago): mlx5_1/1 is DOWN$'
+out_lacks 'thermal_slowdown'
+expect 0 jc nodes get node-a
+out_has '^conditions: *-$'
+expect 0 jc -o json nodes show node-b
+check '[c["kind"] for c in d["conditions"]] == ["xid", "port_down"]'
+check 'd["conditions"][0] == {"kind": "xid", "severity": "fatal", "gpu": 0, "gpu_uuid": "GPU-0", "port": None, "code": 79, "evidence": "Xid 79 on GPU 0 (GPU-0): fallen off the bus", "first_seen": "2026-03-01T11:00:00.000Z", "last_seen": d["conditions"][0]["last_seen"]}'
+# after the repair an admin undrains it; what the executor lists no longer drains it
+expect 0 jc nodes undrain node-b
+out_has '^node node-b: ready$'
+psql "$DB_URL" -v ON_ERROR_STOP=1 -qAt -c "UPDATE node_conditions SET cleared_at = now() WHERE cleared_at IS NULL" >/dev/null
+expect 0 jc nodes
+out_has "^node-b  *ready  .*  *0  *-  *$JL  *[0-9]*s ago\$"
+ok "nodes: conditions, compact in the list (fatal marked !), each in show, json"
 
 # preempt: the local spot trigger, admin only; undrain ends it
 expect 0 jc nodes preempt node-a --deadline 45

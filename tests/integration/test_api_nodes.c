@@ -268,9 +268,12 @@ TY_TEST(nodes_list_get_and_state_filter)
 	CHECK(index_of(r.json, a) < index_of(r.json, b));
 	CHECK(index_of(r.json, b) < index_of(r.json, c));
 
-	CHECK_STR_EQ(keys(na), "address,cpus_free,cpus_total,drain_reason,failures,gpus_free,"
-			       "gpus_total,hcas,id,isolation,labels,last_heartbeat,memory_mb_free,"
-			       "memory_mb_total,preempt,registered_at,running,simulated,state");
+	CHECK_STR_EQ(keys(na), "address,conditions,cpus_free,cpus_total,drain_reason,failures,"
+			       "gpus_free,gpus_total,hcas,id,isolation,labels,last_heartbeat,"
+			       "memory_mb_free,memory_mb_total,preempt,registered_at,running,"
+			       "simulated,state");
+	CHECK(json_is_array(ty_jpath(na, "conditions")) &&
+	      !json_array_size(ty_jpath(na, "conditions")));
 	CHECK_JNULL(na, "drain_reason");
 	CHECK_JNULL(na, "isolation"); /* not reported by this test's registers */
 	CHECK_JNULL(na, "preempt");
@@ -370,6 +373,83 @@ TY_TEST(nodes_bad_state_and_unknown_node)
 	ty_http(&r, "GET", "/v1/nodes/987654321", s->admin, NULL, NULL);
 	CHECK_PROBLEM(&r, 404, "node_not_found", NULL);
 	ty_resp_free(&r);
+}
+
+/*
+ * A condition row as the scheduler records it from a heartbeat (gpu, port,
+ * code "": null); cleared: no longer listed.
+ */
+static void mk_condition(const char *node, const char *kind, const char *severity,
+			 const char *gpu, const char *port, const char *code, const char *evidence,
+			 const char *first_seen, bool cleared)
+{
+	DB("INSERT INTO node_conditions (node_id, boot_id, kind, severity, gpu, gpu_uuid, port,"
+	   " code, evidence, first_seen, last_seen, cleared_at)"
+	   " VALUES ($1, 'boot-1', $2, $3, nullif($4, '')::int, 'GPU-' || nullif($4, ''),"
+	   " nullif($5, ''), nullif($6, '')::bigint, $7, $8::timestamptz,"
+	   " $8::timestamptz + interval '90 seconds', CASE WHEN $9::bool THEN now() END)",
+	   node, kind, severity, gpu, port, code, evidence, first_seen, cleared ? "true" : "false");
+}
+
+/*
+ * The node's current conditions, fatal first then by first_seen, with
+ * every field; cleared ones and other nodes' are not shown. Anyone who
+ * reads nodes sees them.
+ */
+TY_TEST(nodes_show_their_current_conditions)
+{
+	const struct ty_stack *s = ty_stack_get();
+	const char *team = ty_mk_team("conds", 4, -1);
+	const char *viewer = ty_mk_token("viewer", team);
+	const char *base = ty_uniq("cd");
+	const char *a = ty_test_strf("%s-a", base), *b = ty_test_strf("%s-b", base);
+	struct ty_resp r = {0}, one = {0};
+	const json_t *na, *c0, *c1;
+
+	mk_node(a, "10.6.0.1", 8, "drained", "");
+	mk_node(b, "10.6.0.2", 8, "ready", "");
+	DB("UPDATE nodes SET drain_reason = 'hardware: Xid 79 on GPU 0' WHERE id = $1", a);
+	mk_condition(a, "port_down", "degraded", "", "mlx5_0/1", "", "mlx5_0/1 is DOWN",
+		     "2026-03-01 10:00:00+00", false);
+	mk_condition(a, "xid", "fatal", "0", "", "79", "Xid 79 on GPU 0",
+		     "2026-03-01 11:00:00.250+00", false);
+	mk_condition(a, "thermal_slowdown", "degraded", "1", "", "", "GPU 1 clocks down",
+		     "2026-03-01 09:00:00+00", true);
+	mk_condition(b, "port_rate_low", "degraded", "", "mlx5_1/1", "", "mlx5_1/1 at 100 Gb/s",
+		     "2026-03-01 09:00:00+00", true);
+
+	ty_http(&r, "GET", "/v1/nodes", viewer, NULL, NULL);
+	REQUIRE_STATUS(&r, 200);
+	REQUIRE((na = find_node(r.json, a)) != NULL);
+	REQUIRE_INT_EQ(json_array_size(ty_jpath(na, "conditions")), 2);
+	c0 = ty_jpath(na, "conditions[0]");
+	c1 = ty_jpath(na, "conditions[1]");
+	CHECK_STR_EQ(keys(c0), "code,evidence,first_seen,gpu,gpu_uuid,kind,last_seen,port,severity");
+	CHECK_JSTR(c0, "kind", "xid");
+	CHECK_JSTR(c0, "severity", "fatal");
+	CHECK_JINT(c0, "gpu", 0);
+	CHECK_JSTR(c0, "gpu_uuid", "GPU-0");
+	CHECK_JNULL(c0, "port");
+	CHECK_JINT(c0, "code", 79);
+	CHECK_JSTR(c0, "evidence", "Xid 79 on GPU 0");
+	CHECK_JSTR(c0, "first_seen", "2026-03-01T11:00:00.250Z");
+	CHECK_JSTR(c0, "last_seen", "2026-03-01T11:01:30.250Z");
+	CHECK_JSTR(c1, "kind", "port_down");
+	CHECK_JSTR(c1, "severity", "degraded");
+	CHECK_JNULL(c1, "gpu");
+	CHECK_JNULL(c1, "gpu_uuid");
+	CHECK_JSTR(c1, "port", "mlx5_0/1");
+	CHECK_JNULL(c1, "code");
+	CHECK_JSTR(na, "drain_reason", "hardware: Xid 79 on GPU 0");
+	/* b's only condition was cleared */
+	CHECK(json_is_array(ty_jpath(find_node(r.json, b), "conditions")) &&
+	      !json_array_size(ty_jpath(find_node(r.json, b), "conditions")));
+
+	ty_http(&one, "GET", ty_test_strf("/v1/nodes/%s", a), s->admin, NULL, NULL);
+	REQUIRE_STATUS(&one, 200);
+	CHECK(json_equal(ty_jpath(one.json, "conditions"), ty_jpath(na, "conditions")));
+	ty_resp_free(&r);
+	ty_resp_free(&one);
 }
 
 /* ---- drain and undrain ---- */

@@ -42,6 +42,7 @@ struct fx_node {
 	json_t *running;  /* [{job, attempt}] */
 	json_t *finished; /* [{job, attempt, exit_code, failure_class, message}] */
 	json_t *notice;	  /* preempt_notice carried in heartbeats, NULL: none */
+	json_t *conditions; /* conditions carried in heartbeats, NULL: the field left out */
 };
 
 struct sent {
@@ -256,6 +257,7 @@ static void cleanup(void)
 		json_decref(f->nodes[i].running);
 		json_decref(f->nodes[i].finished);
 		json_decref(f->nodes[i].notice);
+		json_decref(f->nodes[i].conditions);
 	}
 	pthread_mutex_destroy(&f->mu);
 	pthread_mutex_destroy(&f->kmu);
@@ -837,6 +839,9 @@ static void *heartbeats(void *arg)
 			if (data && f->nodes[i].notice)
 				json_object_set_new(data, "preempt_notice",
 						    json_deep_copy(f->nodes[i].notice));
+			if (data && f->nodes[i].conditions)
+				json_object_set_new(data, "conditions",
+						    json_deep_copy(f->nodes[i].conditions));
 			pthread_mutex_unlock(&f->mu);
 			if (data)
 				send_msg(f, id, PROTO_HEARTBEAT, 0, 0, data, NULL, false);
@@ -919,6 +924,41 @@ void fx_node_notice(struct fx *f, const char *id, const char *notice)
 		FAIL("no node %s", id);
 }
 
+void fx_node_conditions(struct fx *f, const char *id, const char *conditions)
+{
+	struct fx_node *n;
+	json_t *v = conditions ? json_loads(ty_test_jf("%s", conditions), 0, NULL) : NULL;
+
+	if (conditions && !v) {
+		FAIL("bad conditions %s", conditions);
+		ty_test_abort();
+	}
+	pthread_mutex_lock(&f->mu);
+	if ((n = node_find(f, id))) {
+		json_decref(n->conditions);
+		n->conditions = v;
+		v = NULL;
+	}
+	pthread_mutex_unlock(&f->mu);
+	json_decref(v);
+	if (!n)
+		FAIL("no node %s", id);
+}
+
+const char *fx_node_boot(struct fx *f, const char *id)
+{
+	struct fx_node *n;
+	const char *boot = NULL;
+
+	pthread_mutex_lock(&f->mu);
+	if ((n = node_find(f, id)))
+		boot = ty_test_strf("%s", n->boot_id);
+	pthread_mutex_unlock(&f->mu);
+	if (!n)
+		FAIL("no node %s", id);
+	return boot;
+}
+
 void fx_node_reboot(struct fx *f, const char *id)
 {
 	struct fx_node *n;
@@ -931,6 +971,8 @@ void fx_node_reboot(struct fx *f, const char *id)
 		json_array_clear(n->finished);
 		json_decref(n->notice);
 		n->notice = NULL;
+		json_decref(n->conditions);
+		n->conditions = NULL;
 	}
 	pthread_mutex_unlock(&f->mu);
 	if (!n)
@@ -991,16 +1033,30 @@ void fx_node_finished_src(struct fx *f, const char *id, long long job, long long
 			  int code, const char *cls, const char *message, const char *evidence,
 			  const char *src)
 {
+	fx_node_finished_cond(f, id, job, attempt, code, cls, message, evidence, src, NULL);
+}
+
+void fx_node_finished_cond(struct fx *f, const char *id, long long job, long long attempt,
+			   int code, const char *cls, const char *message, const char *evidence,
+			   const char *src, const char *condition)
+{
+	json_t *c = condition ? json_loads(ty_test_jf("%s", condition), 0, NULL) : NULL;
 	struct fx_node *n;
 
+	if (condition && !c) {
+		FAIL("bad condition %s", condition);
+		ty_test_abort();
+	}
 	pthread_mutex_lock(&f->mu);
 	if ((n = node_find(f, id)))
 		json_array_append_new(n->finished,
-				      json_pack("{s:I, s:I, s:i, s:s, s:s, s:s*, s:s*}", "job",
+				      json_pack("{s:I, s:I, s:i, s:s, s:s, s:s*, s:s*, s:o*}", "job",
 						(json_int_t)job, "attempt", (json_int_t)attempt,
 						"exit_code", code, "failure_class", cls, "message",
 						message, "evidence", evidence, "evidence_source",
-						src));
+						src, "condition", c));
+	else
+		json_decref(c);
 	pthread_mutex_unlock(&f->mu);
 	if (!n)
 		FAIL("no node %s", id);

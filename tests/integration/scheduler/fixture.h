@@ -93,7 +93,17 @@ void fx_node_res_pool(struct fx *f, const char *id, int gpus, long long cpus,
 		      long long memory_mb, const char *pool);
 /* Carry preempt_notice (JSON, ' for "; NULL: none) in the node's heartbeats from now on. */
 void fx_node_notice(struct fx *f, const char *id, const char *notice);
-/* The executor restarted: a new boot id in its heartbeats, nothing running, no notice. */
+/*
+ * Carry conditions (a JSON array, ' for "; NULL: the field left out, as an
+ * older executor does) in the node's heartbeats from now on.
+ */
+void fx_node_conditions(struct fx *f, const char *id, const char *conditions);
+/* The node's current boot id (scratch). */
+const char *fx_node_boot(struct fx *f, const char *id);
+/*
+ * The executor restarted: a new boot id in its heartbeats, nothing running, no notice, no
+ * conditions.
+ */
 void fx_node_reboot(struct fx *f, const char *id);
 /* Stop or resume a node's heartbeats. */
 void fx_node_beat(struct fx *f, const char *id, bool on);
@@ -109,6 +119,10 @@ void fx_node_finished_ev(struct fx *f, const char *id, long long job, long long 
 void fx_node_finished_src(struct fx *f, const char *id, long long job, long long attempt,
 			  int code, const char *cls, const char *message, const char *evidence,
 			  const char *src);
+/* The same with the condition that decided its class (JSON, ' for "; NULL: none). */
+void fx_node_finished_cond(struct fx *f, const char *id, long long job, long long attempt,
+			   int code, const char *cls, const char *message, const char *evidence,
+			   const char *src, const char *condition);
 /* Produce one message from node (data JSON with ' for "; NULL for {}). Returns its seq. */
 long long fx_send(struct fx *f, const char *node, const char *type, long long job,
 		  long long attempt, const char *data);

@@ -367,6 +367,65 @@ TY_TEST(reclaim_preemption_and_requeue_are_counted)
 	fx_sched_stop(f, s);
 }
 
+/*
+ * trainyard_node_conditions counts each node's current conditions by kind
+ * and severity (a fatal one drains the node, a degraded one does not); a
+ * condition no longer listed drops to 0. Invalid entries are counted. A
+ * standby serves none.
+ */
+TY_TEST(node_conditions_are_counted_by_node_kind_and_severity)
+{
+	static const char xid[] = "{'kind':'xid','severity':'fatal','gpu':0,'code':79,"
+				  "'evidence':'Xid 79 on GPU 0','first_seen':1,'last_seen':2}";
+	static const char port[] = "{'kind':'port_down','severity':'degraded','port':'mlx5_0/1',"
+				   "'evidence':'mlx5_0/1 is DOWN','first_seen':1,'last_seen':2}";
+	static const char port2[] = "{'kind':'port_down','severity':'degraded','port':'mlx5_1/1',"
+				    "'evidence':'mlx5_1/1 is DOWN','first_seen':1,'last_seen':2}";
+	struct fx *f = fx_start();
+	const char *t, *sb;
+	int a, b, pa, pb;
+
+	fx_node(f, "n1", 4);
+	fx_node(f, "n2", 4);
+	a = sched_with_metrics(f, "sched-a", NULL, &pa);
+	FX_WAIT(f, T, "2", "SELECT count(*) FROM nodes WHERE state = 'ready'");
+	t = scrape(pa);
+	CHECK(strstr(t, "trainyard_node_conditions{") == NULL);
+	CHECK_VALUE(t, "trainyard_scheduler_node_conditions_invalid_total", 0);
+
+	fx_node_conditions(f, "n1", ty_test_strf("[%s,%s]", xid, port));
+	fx_node_conditions(f, "n2", ty_test_strf("[%s,%s,{'kind':'bad kind'}]", port, port2));
+	t = scrape_until(pa, "trainyard_node_conditions{node=\"n2\",kind=\"port_down\","
+			     "severity=\"degraded\"}",
+			 2);
+	t = scrape_until(pa, "trainyard_node_conditions{node=\"n1\",kind=\"xid\","
+			     "severity=\"fatal\"}",
+			 1);
+	CHECK_VALUE(t, "trainyard_node_conditions{node=\"n1\",kind=\"port_down\","
+		       "severity=\"degraded\"}",
+		    1);
+	CHECK(value(t, "trainyard_scheduler_node_conditions_invalid_total") >= 1);
+	CHECK_STR_EQ(FX_Q(f, "SELECT string_agg(id || ':' || state, ',' ORDER BY id) FROM nodes"),
+		     "n1:drained,n2:ready");
+	CHECK_INT_EQ(promtool_check(t), 0);
+
+	/* n1's degraded one clears: its series is 0, the fatal one stays */
+	fx_node_conditions(f, "n1", ty_test_strf("[%s]", xid));
+	t = scrape_until(pa, "trainyard_node_conditions{node=\"n1\",kind=\"port_down\","
+			     "severity=\"degraded\"}",
+			 0);
+	CHECK_VALUE(t, "trainyard_node_conditions{node=\"n1\",kind=\"xid\",severity=\"fatal\"}",
+		    1);
+
+	/* a standby counts none */
+	b = sched_with_metrics(f, "sched-b", NULL, &pb);
+	sb = scrape(pb);
+	CHECK_VALUE(sb, "trainyard_scheduler_leader", 0);
+	CHECK(strstr(sb, "trainyard_node_conditions{") == NULL);
+	fx_sched_stop(f, b);
+	fx_sched_stop(f, a);
+}
+
 /* ---- a real Prometheus ---- */
 
 static int free_port(void)
