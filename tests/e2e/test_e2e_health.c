@@ -49,18 +49,35 @@ static struct e2e *stack(void)
 			FAIL("TY_FAKE_NVML is not set (tests/e2e.cmake sets it)");
 			ty_test_abort();
 		}
+		/* e2e_set_layout copies them */
+		static const char *prefix[3][3], *args[3][5];
+
 		for (int i = 0; i < 3; i++) {
 			ctl[i] = strdup(ty_test_strf("%s/nvml-%d.json", ty_test_workdir(), i));
 			write_control(i, "");
-			l.prefix[i] = (const char *const[]){
-			    "/usr/bin/env", strdup(ty_test_strf("FAKE_NVML_FILE=%s", ctl[i])), NULL};
-			l.args[i] = (const char *const[]){"--nvml-library", lib, "--health-check-ms",
-							  "200", NULL};
+			prefix[i][0] = "/usr/bin/env";
+			prefix[i][1] = ty_test_strf("FAKE_NVML_FILE=%s", ctl[i]);
+			args[i][0] = "--nvml-library";
+			args[i][1] = lib;
+			args[i][2] = "--health-check-ms";
+			args[i][3] = "200";
+			l.prefix[i] = prefix[i];
+			l.args[i] = args[i];
 		}
 		e2e_set_layout(&l);
 		set = true;
 	}
 	return e2e_get();
+}
+
+/* j as compact JSON text, a scratch string. */
+static const char *text(const json_t *j)
+{
+	char *t = json_dumps(j, JSON_COMPACT);
+	const char *s = ty_test_strf("%s", t ? t : "(null)");
+
+	free(t);
+	return s;
 }
 
 /* The admin's view of a node (new). */
@@ -107,7 +124,7 @@ TY_TEST(an_xid_79_under_a_running_gang_fails_it_as_hardware_and_drains_the_node)
 	CHECK_STR_EQ(ty_jstr(job, "state"), "succeeded");
 	att = e2e_attempts(e, id);
 	REQUIRE_INT_EQ(json_array_size(att), 2);
-	ty_test_context("attempts: %s", json_dumps(att, JSON_COMPACT));
+	ty_test_context("attempts: %s", text(att));
 	CHECK_STR_EQ(ty_jstr(att, "[0].failure_class"), "hardware");
 	CHECK(ty_jstr(att, "[0].evidence") && strstr(ty_jstr(att, "[0].evidence"), "Xid 79"));
 	CHECK_STR_EQ(ty_jstr(att, "[0].blamed_node"), victim);
@@ -118,7 +135,7 @@ TY_TEST(an_xid_79_under_a_running_gang_fails_it_as_hardware_and_drains_the_node)
 
 	/* the node is drained, the Xid its reason, the condition listed */
 	n = node_json(victim);
-	ty_test_context("node: %s", json_dumps(n, JSON_COMPACT));
+	ty_test_context("node: %s", text(n));
 	CHECK_STR_EQ(ty_jstr(n, "state"), "drained");
 	reason = ty_jstr(n, "drain_reason");
 	CHECK(reason && strstr(reason, "Xid 79"));
