@@ -288,6 +288,13 @@ int api_submit_team(const char **team_id, struct api_req *r, const char *team, l
 /* Bounds of a team's run_uid: no system account, no negative id (migrations/0020_team_uid.sql). */
 #define API_MIN_RUN_UID 1000
 #define API_MAX_RUN_UID 2147483646
+/*
+ * Bounds of a team's idle_gpu_alert_seconds (migrations/0023): below a
+ * minute a data-loader pause or a checkpoint write would be reported; past
+ * a week nobody is waiting for the event.
+ */
+#define API_MIN_IDLE_ALERT_S 60
+#define API_MAX_IDLE_ALERT_S 604800
 
 /* What a job (or each trial) holds while it runs: nodes × its per-node asks. */
 struct api_ask {

@@ -117,6 +117,31 @@ static const struct query queries[] = {
        "The team's fair-share factor 2^(-usage/share) (as of the last scheduler cycle).",
        {"team", NULL}}},
      4},
+    /*
+     * Jobs a node's last heartbeat reported idle (every GPU of the attempt
+     * there, uninterrupted) for at least their team's limit; nodes.running
+     * holds what the scheduler kept of the heartbeat (docs/dispatch.md).
+     */
+    {"SELECT t.name, count(DISTINCT x.job_id) FROM teams t LEFT JOIN ("
+     "  SELECT j.team_id, j.id AS job_id FROM nodes n"
+     "  CROSS JOIN LATERAL jsonb_to_recordset(n.running)"
+     "   AS r(job bigint, attempt integer, idle_seconds float8)"
+     "  JOIN jobs j ON j.id = r.job AND j.attempt = r.attempt"
+     "  JOIN teams tm ON tm.id = j.team_id"
+     "  JOIN allocations a ON a.job_id = r.job AND a.attempt = r.attempt"
+     "   AND a.node_id = n.id"
+     "  WHERE n.state <> 'lost' AND jsonb_typeof(n.running) = 'array'"
+     "  AND jsonb_path_exists(n.running, '$[*] ? (@.idle_seconds >= 60)')"
+     "  AND r.idle_seconds >= tm.idle_gpu_alert_seconds"
+     "  AND j.state IN ('starting', 'running')"
+     "  AND a.exited_at IS NULL AND a.released_at IS NULL) x ON x.team_id = t.id"
+     " GROUP BY 1 ORDER BY 1",
+     1,
+     {{"trainyard_jobs_gpus_idle",
+       "Jobs holding GPUs idle on a node for at least their team's idle_gpu_alert_seconds "
+       "(as of the node's last heartbeat).",
+       {"team", NULL}}},
+     1},
     {"SELECT s.state, count(n.id)"
      " FROM unnest(ARRAY['ready', 'suspect', 'draining', 'drained', 'preempting', 'lost'])"
      "  s(state) LEFT JOIN nodes n ON n.state = s.state GROUP BY 1 ORDER BY 1",

@@ -48,7 +48,7 @@ int api_h_teams_create(struct api_req *r, struct ty_err *err)
 	struct api_problem p = {0};
 	const json_t *b = r->json;
 	const json_t *w = json_object_get(b, "weight");
-	const char *params[10];
+	const char *params[11];
 	PGresult *res = NULL;
 	int rc;
 
@@ -64,15 +64,16 @@ int api_h_teams_create(struct api_req *r, struct ty_err *err)
 	params[7] = int_param(r, json_object_get(b, "max_cpus"));
 	params[8] = int_param(r, json_object_get(b, "max_memory_mb"));
 	params[9] = int_param(r, json_object_get(b, "run_uid"));
+	params[10] = int_param(r, json_object_get(b, "idle_gpu_alert_seconds"));
 	if ((rc = ty_pg_begin(r->pg, err)))
 		return rc;
 	rc = ty_pg_exec(&res, r->pg,
 			"INSERT INTO teams (name, nominal_gpus, borrowing_limit_gpus,"
 			" lending_limit_gpus, cohort, weight, max_pending_jobs, max_cpus,"
-			" max_memory_mb, run_uid)"
-			" VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)"
+			" max_memory_mb, run_uid, idle_gpu_alert_seconds)"
+			" VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)"
 			" RETURNING ty_team_json(teams)::text",
-			10, params, err);
+			11, params, err);
 	if (rc == TY_ECONFLICT) {
 		ty_pg_rollback(r->pg);
 		return uid_taken(r, params[9])
@@ -140,9 +141,10 @@ int api_h_teams_patch(struct api_req *r, struct ty_err *err)
 	static const char *const fields[] = {"nominal_gpus", "borrowing_limit_gpus",
 					     "lending_limit_gpus", "cohort", "weight",
 					     "max_pending_jobs", "max_cpus", "max_memory_mb",
-					     "run_uid"};
+					     "run_uid", "idle_gpu_alert_seconds"};
+	enum { NFIELDS = sizeof(fields) / sizeof(fields[0]) };
 	struct api_problem p = {0};
-	const char *params[19];
+	const char *params[1 + 2 * NFIELDS];
 	PGresult *res = NULL;
 	int rc;
 
@@ -150,7 +152,7 @@ int api_h_teams_patch(struct api_req *r, struct ty_err *err)
 		return api_reply_problem(r, &p);
 	/* $2k is "is the field given", $2k+1 its value: one fixed statement */
 	params[0] = r->params[0];
-	for (int i = 0; i < 9; i++) {
+	for (int i = 0; i < NFIELDS; i++) {
 		const json_t *v = json_object_get(r->json, fields[i]);
 
 		params[1 + 2 * i] = v ? "t" : "f";
@@ -177,9 +179,11 @@ int api_h_teams_patch(struct api_req *r, struct ty_err *err)
 			" max_cpus = CASE WHEN $14 THEN $15::int ELSE max_cpus END,"
 			" max_memory_mb = CASE WHEN $16 THEN $17::bigint ELSE max_memory_mb END,"
 			" run_uid = CASE WHEN $18 THEN $19::int ELSE run_uid END,"
+			" idle_gpu_alert_seconds = CASE WHEN $20 THEN $21::int"
+			"  ELSE idle_gpu_alert_seconds END,"
 			" updated_at = now()"
 			" WHERE name = $1 RETURNING ty_team_json(teams)::text",
-			19, params, err);
+			1 + 2 * NFIELDS, params, err);
 	if (rc == TY_ECONFLICT) {
 		ty_pg_rollback(r->pg);
 		return api_reply_error(r, 409, "uid_taken", "run_uid", "uid %s is another team's",

@@ -1,6 +1,6 @@
 /*
- * The usage route: GPU-seconds, GPU-hours, cost and lost work from the
- * usage ledger, with attempts not in it yet accruing up to now, per team,
+ * The usage route: GPU-seconds, GPU-hours, cost, lost work and idle GPUs
+ * from the usage ledger, with attempts not in it yet accruing up to now, per team,
  * job, pool or day over a time range (docs/api.md, "Usage").
  */
 #include "api.h"
@@ -35,13 +35,13 @@ static const char usage_sql[] =
     " iv AS (SELECT l.team_id, l.job_id, l.attempt, l.pool, l.gpus,"
     "   l.started_at AS s, l.ended_at AS e,"
     "   l.ended_at - l.lost_gpu_seconds / nullif(l.gpus, 0) * interval '1 second' AS ls,"
-    "   l.rate_per_gpu_hour AS rate, false AS running"
+    "   l.rate_per_gpu_hour AS rate, false AS running, l.idle_gpu_seconds AS idle"
     "  FROM usage_ledger l, rng WHERE ($1::bigint IS NULL OR l.team_id = $1)"
     "  AND l.started_at < rng.hi AND l.ended_at > rng.lo"
     "  UNION ALL SELECT j.team_id, a.job_id, a.attempt, ty_node_pool(n.labels),"
     "   cardinality(a.gpus), t.created_at, coalesce(a.released_at, now()), NULL,"
     "   ty_usage_rate(ty_node_pool(n.labels), ty_gpu_model(n.inventory, a.gpus)),"
-    "   t.ended_at IS NULL"
+    "   t.ended_at IS NULL, NULL::float8"
     "  FROM rng, allocations a JOIN attempts t USING (job_id, attempt)"
     "  JOIN jobs j ON j.id = a.job_id JOIN nodes n ON n.id = a.node_id"
     "  WHERE ($1::bigint IS NULL OR j.team_id = $1) AND t.created_at < rng.hi"
@@ -55,13 +55,19 @@ static const char usage_sql[] =
     "   iv.gpus * greatest(extract(epoch FROM least(iv.e, b.hi) - greatest(iv.s, b.lo)), 0)"
     "    AS gs,"
     "   iv.gpus * greatest(extract(epoch FROM least(iv.e, b.hi)"
-    "    - greatest(coalesce(iv.ls, iv.e), b.lo)), 0) AS lgs"
+    "    - greatest(coalesce(iv.ls, iv.e), b.lo)), 0) AS lgs,"
+    /* a row's idle time has no place in it: spread evenly over the row */
+    "   coalesce(iv.idle * greatest(extract(epoch FROM least(iv.e, b.hi)"
+    "    - greatest(iv.s, b.lo)), 0) / nullif(extract(epoch FROM iv.e - iv.s), 0), 0)"
+    "    AS igs"
     "  FROM iv JOIN b ON iv.s < b.hi AND iv.e > b.lo),"
     " g AS (SELECT GROUPING(kt, kj, kp, kd) <> 0 AS total, kt, kj, kp, kd,"
     "   jsonb_build_object('gpu_seconds', round(coalesce(sum(gs), 0)::numeric, 3),"
     "   'gpu_hours', round(coalesce(sum(gs), 0)::numeric / 3600, 6),"
     "   'cost', round(coalesce(sum(gs * rate), 0)::numeric / 3600, 6),"
     "   'lost_gpu_seconds', round(coalesce(sum(lgs), 0)::numeric, 3),"
+    "   'idle_gpu_seconds', round(coalesce(sum(igs), 0)::numeric, 3),"
+    "   'idle_gpu_hours', round(coalesce(sum(igs), 0)::numeric / 3600, 6),"
     "   'attempts', count(DISTINCT (job_id, attempt)),"
     "   'running_attempts', count(DISTINCT (job_id, attempt)) FILTER (WHERE running)) AS m"
     "  FROM x GROUP BY GROUPING SETS ((kt, kj, kp, kd), ()))"

@@ -466,7 +466,8 @@ int api_validate_team(const json_t *body, bool create, struct api_problem *p)
 	static const char *const keys[] = {"name",	 "nominal_gpus", "borrowing_limit_gpus",
 					   "lending_limit_gpus", "cohort",	 "weight",
 					   "max_pending_jobs",	 "max_cpus",	 "max_memory_mb",
-					   "run_uid",		 NULL};
+					   "run_uid",		 "idle_gpu_alert_seconds",
+					   NULL};
 	const char *unk = ty_json_unknown_key(body, keys);
 	const json_t *v;
 	int rc;
@@ -504,6 +505,15 @@ int api_validate_team(const json_t *body, bool create, struct api_problem *p)
 				       "team's ranks run as) or null (the scheduler's "
 				       "--team-uid-base + the team's id)",
 				       API_MIN_RUN_UID, API_MAX_RUN_UID);
+	v = json_object_get(body, "idle_gpu_alert_seconds");
+	if (v && !json_is_null(v) &&
+	    (!json_is_integer(v) || json_integer_value(v) < API_MIN_IDLE_ALERT_S ||
+	     json_integer_value(v) > API_MAX_IDLE_ALERT_S))
+		return api_problem_set(p, 422, "invalid_field", "idle_gpu_alert_seconds",
+				       "'idle_gpu_alert_seconds' must be an integer from %d to %d "
+				       "(seconds a job may hold GPUs idle before it is reported) or "
+				       "null (never reported)",
+				       API_MIN_IDLE_ALERT_S, API_MAX_IDLE_ALERT_S);
 	v = json_object_get(body, "cohort");
 	if (v && !json_is_null(v) &&
 	    (!json_is_string(v) || !api_team_name_ok(json_string_value(v))))

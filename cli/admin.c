@@ -13,10 +13,11 @@ static const char teams_help[] =
 	"       jobctl teams create NAME --nominal-gpus N [--borrowing-limit N]\n"
 	"                          [--lending-limit N] [--cohort C] [--weight W]\n"
 	"                          [--max-cpus N] [--max-memory-mb N] [--run-uid UID]\n"
+	"                          [--idle-gpu-alert-seconds S]\n"
 	"       jobctl teams update NAME [--nominal-gpus N] [--borrowing-limit N|none]\n"
 	"                          [--lending-limit N|none] [--cohort C|none] [--weight W]\n"
 	"                          [--max-cpus N|none] [--max-memory-mb N|none]\n"
-	"                          [--run-uid UID|none]\n"
+	"                          [--run-uid UID|none] [--idle-gpu-alert-seconds S|none]\n"
 	"\n"
 	"List, show, create (admin) and update (admin) teams and their quotas.\n"
 	"\n"
@@ -31,7 +32,11 @@ static const char teams_help[] =
 	"  --max-memory-mb N     the same for memory in MiB ('none': no limit)\n"
 	"  --run-uid UID         uid and gid its ranks run as on the nodes, 1000 or more,\n"
 	"                        no other team's ('none': the scheduler's --team-uid-base\n"
-	"                        plus the team's id)\n";
+	"                        plus the team's id)\n"
+	"  --idle-gpu-alert-seconds S\n"
+	"                        report a job that holds GPUs idle on a node this long,\n"
+	"                        60..604800: a gpus_idle job event and the\n"
+	"                        trainyard_jobs_gpus_idle metric ('none': never, the default)\n";
 
 static const char tokens_help[] =
 	"usage: jobctl tokens create --name NAME --role admin|member|viewer [--team TEAM]\n"
@@ -99,7 +104,7 @@ static int parse_number(json_t **out, const char *val, const char *flag, struct 
 
 struct team_flags {
 	const char *nominal, *borrowing, *lending, *cohort, *weight, *max_cpus, *max_memory,
-		*run_uid;
+		*run_uid, *idle_alert;
 };
 
 /* Fill body from the flags given; "none" clears a limit or the cohort. */
@@ -153,6 +158,11 @@ static int team_body(json_t *body, const struct team_flags *f, struct ty_err *er
 			return rc;
 		json_object_set_new(body, "run_uid", v);
 	}
+	if (f->idle_alert) {
+		if ((rc = parse_none_or_int(&v, f->idle_alert, "--idle-gpu-alert-seconds", err)))
+			return rc;
+		json_object_set_new(body, "idle_gpu_alert_seconds", v);
+	}
 	return 0;
 }
 
@@ -183,6 +193,12 @@ static int print_team(const json_t *team)
 	rc |= cli_table_addf(&t, "%s", json_is_integer(json_object_get(team, "run_uid"))
 					   ? cli_json_num(n, sizeof(n), team, "run_uid")
 					   : "the scheduler's base + the team's id");
+	rc |= cli_table_add(&t, "idle GPU alert:");
+	if (json_is_integer(json_object_get(team, "idle_gpu_alert_seconds")))
+		rc |= cli_table_addf(&t, "after %s s idle",
+				     cli_json_num(n, sizeof(n), team, "idle_gpu_alert_seconds"));
+	else
+		rc |= cli_table_add(&t, "none");
 	rc |= cli_table_add(&t, "CPUs in use:");
 	rc |= cli_table_addf(&t, "%s", cli_json_num(n, sizeof(n), u, "cpus_in_use"));
 	rc |= cli_table_add(&t, "memory MiB in use:");
@@ -199,9 +215,10 @@ static int print_team(const json_t *team)
 
 static int teams_list(struct cli *cli, const json_t *body, struct ty_err *err)
 {
-	static const char *const header[] = {"NAME",   "NOMINAL", "BORROWING", "LENDING",
-					     "COHORT", "WEIGHT",  "MAX-CPUS",  "MAX-MEM-MB"};
-	struct cli_table t = {.ncols = 8};
+	static const char *const header[] = {"NAME",	   "NOMINAL",  "BORROWING",
+					     "LENDING",	   "COHORT",   "WEIGHT",
+					     "MAX-CPUS",   "MAX-MEM-MB", "IDLE-ALERT-S"};
+	struct cli_table t = {.ncols = 9};
 	const json_t *items = json_object_get(body, "items"), *team;
 	char n[64];
 	size_t i;
@@ -213,7 +230,7 @@ static int teams_list(struct cli *cli, const json_t *body, struct ty_err *err)
 	}
 	if (!json_is_array(items))
 		return ty_err_set(err, TY_EIO, "the team list from the server has no 'items'");
-	for (i = 0; i < 8; i++)
+	for (i = 0; i < 9; i++)
 		rc |= cli_table_add(&t, header[i]);
 	json_array_foreach(items, i, team) {
 		rc |= cli_table_add(&t, cli_json_str(team, "name", "-"));
@@ -226,6 +243,8 @@ static int teams_list(struct cli *cli, const json_t *body, struct ty_err *err)
 		rc |= cli_table_addf(&t, "%s", cli_json_num(n, sizeof(n), team, "weight"));
 		rc |= cli_table_addf(&t, "%s", cli_json_num(n, sizeof(n), team, "max_cpus"));
 		rc |= cli_table_addf(&t, "%s", cli_json_num(n, sizeof(n), team, "max_memory_mb"));
+		rc |= cli_table_addf(&t, "%s",
+				     cli_json_num(n, sizeof(n), team, "idle_gpu_alert_seconds"));
 	}
 	if (!rc)
 		cli_table_print(stdout, &t);
@@ -246,6 +265,7 @@ int cli_cmd_teams(struct cli *cli, int argc, char **argv, struct ty_err *err)
 		{"max-cpus", 0, CLI_OPT_STR, &f.max_cpus},
 		{"max-memory-mb", 0, CLI_OPT_STR, &f.max_memory},
 		{"run-uid", 0, CLI_OPT_STR, &f.run_uid},
+		{"idle-gpu-alert-seconds", 0, CLI_OPT_STR, &f.idle_alert},
 	};
 	bool is_list = strcmp(sub, "list") == 0, is_get = strcmp(sub, "get") == 0;
 	bool is_create = strcmp(sub, "create") == 0, is_update = strcmp(sub, "update") == 0;
@@ -291,7 +311,7 @@ int cli_cmd_teams(struct cli *cli, int argc, char **argv, struct ty_err *err)
 		goto out;
 	}
 	if (is_update && !f.nominal && !f.borrowing && !f.lending && !f.cohort && !f.weight &&
-	    !f.max_cpus && !f.max_memory && !f.run_uid) {
+	    !f.max_cpus && !f.max_memory && !f.run_uid && !f.idle_alert) {
 		rc = ty_err_set(err, TY_ECONFIG, "teams update needs at least one field to change");
 		goto out;
 	}

@@ -42,9 +42,11 @@ static const char attempts_help[] =
 	"\n"
 	"List a job's attempts, oldest first: attempt, state, nodes (in node rank\n"
 	"order), world size, exit code, failure class, where it resumed from (the\n"
-	"checkpoint's step, 'scratch', '-' when not reported), and when the attempt\n"
-	"started (was placed) and ended. -o json adds each attempt's rendezvous address,\n"
-	"per-node and per-rank details.\n";
+	"checkpoint's step, 'scratch', '-' when not reported), its GPUs' utilisation\n"
+	"(mean/peak %) and the most memory one GPU used, as the nodes' executors\n"
+	"measured it ('-' until they report, when the attempt ends), and when the\n"
+	"attempt started (was placed) and ended. -o json adds each attempt's rendezvous\n"
+	"address, power draw and idle GPU-seconds, per-node and per-rank details.\n";
 
 static const char logs_help[] =
 	"usage: jobctl logs [--rank R] [--attempt A] [--tail N] JOB\n"
@@ -518,20 +520,48 @@ static int add_age(struct cli_table *t, const json_t *obj, const char *key)
 	return cli_table_addf(t, "%s ago", cli_age(age, sizeof(age), ts));
 }
 
+/* "60/99%": the mean and peak utilisation; "-" for what is not known. */
+static int add_util(struct cli_table *t, const json_t *g)
+{
+	const json_t *mean = json_object_get(g, "util_mean"), *peak = json_object_get(g, "util_peak");
+	char m[16] = "-", p[16] = "-";
+
+	if (!json_is_number(mean) && !json_is_number(peak))
+		return cli_table_add(t, "-");
+	if (json_is_number(mean))
+		snprintf(m, sizeof(m), "%.0f", json_number_value(mean));
+	if (json_is_number(peak))
+		snprintf(p, sizeof(p), "%.0f", json_number_value(peak));
+	return cli_table_addf(t, "%s/%s%%", m, p);
+}
+
+/* "68.4GiB" from MiB; "-" when not known. */
+static int add_mem(struct cli_table *t, const json_t *g)
+{
+	const json_t *v = json_object_get(g, "memory_used_peak_mb");
+
+	if (!json_is_number(v))
+		return cli_table_add(t, "-");
+	return cli_table_addf(t, "%.1fGiB", json_number_value(v) / 1024);
+}
+
 static int print_attempts(const json_t *items)
 {
-	static const char *const header[] = {"ATTEMPT", "STATE",   "NODES",   "WORLD", "EXIT",
-					     "CLASS",	"RESUMED", "STARTED", "ENDED"};
-	struct cli_table t = {.ncols = 9};
+	static const char *const header[] = {"ATTEMPT", "STATE",   "NODES", "WORLD",
+					     "EXIT",	"CLASS",   "RESUMED", "UTIL",
+					     "MEM",	"STARTED", "ENDED"};
+	enum { NCOLS = sizeof(header) / sizeof(header[0]) };
+	struct cli_table t = {.ncols = NCOLS};
 	struct ty_buf nodes = TY_BUF_INIT;
 	const json_t *a;
 	size_t i;
 	int rc = 0;
 
-	for (i = 0; i < 9; i++)
+	for (i = 0; i < NCOLS; i++)
 		rc |= cli_table_add(&t, header[i]);
 	json_array_foreach(items, i, a) {
 		const json_t *res = json_object_get(a, "resume");
+		const json_t *g = json_object_get(a, "gpu_telemetry");
 		char n1[32], n2[32], n3[32], n4[32];
 
 		ty_buf_reset(&nodes);
@@ -549,6 +579,8 @@ static int print_attempts(const json_t *items)
 			rc |= cli_table_addf(&t, "step %s", cli_json_num(n4, sizeof(n4), res, "step"));
 		else
 			rc |= cli_table_add(&t, "scratch");
+		rc |= add_util(&t, g);
+		rc |= add_mem(&t, g);
 		rc |= add_age(&t, a, "created_at");
 		rc |= add_age(&t, a, "ended_at");
 	}

@@ -1,4 +1,4 @@
-/* jobctl usage: GPU-hours, cost and lost work from the usage ledger (GET /v1/usage). */
+/* jobctl usage: GPU-hours, idle GPU-hours, cost and lost work (GET /v1/usage). */
 #include "cli.h"
 
 #include <stdlib.h>
@@ -8,6 +8,8 @@ static const char usage_help[] =
 	"usage: jobctl usage [--team T] [--from TIME] [--to TIME] [--group-by team|job|pool|day]\n"
 	"\n"
 	"GPU time from the usage ledger over a time range, per group: GPU-hours,\n"
+	"idle GPU-hours (GPUs held while every one of them on the node was idle, as\n"
+	"the executors measured it; counted when the attempt ends),\n"
 	"cost (GPU-hours x the scheduler's rate for the node's pool and GPU model),\n"
 	"GPU-hours of work lost (since the last valid checkpoint of attempts that\n"
 	"were preempted or failed), attempts, and how many of them still run\n"
@@ -56,6 +58,7 @@ static int metric_cells(struct cli_table *t, const json_t *m)
 	int rc = 0;
 
 	rc |= cli_table_addf(t, "%s", num(b, sizeof(b), m, "gpu_hours", "%.2f", 1));
+	rc |= cli_table_addf(t, "%s", num(b, sizeof(b), m, "idle_gpu_hours", "%.2f", 1));
 	rc |= cli_table_addf(t, "%s", num(b, sizeof(b), m, "cost", "%.2f", 1));
 	rc |= cli_table_addf(t, "%s", num(b, sizeof(b), m, "lost_gpu_seconds", "%.2f", 1 / 3600.0));
 	rc |= cli_table_addf(t, "%s", cli_json_num(b, sizeof(b), m, "attempts"));
@@ -65,11 +68,12 @@ static int metric_cells(struct cli_table *t, const json_t *m)
 
 static int print_table(const json_t *body, const char *group)
 {
-	static const char *const metrics[] = {"GPU-HOURS", "COST", "LOST-GPU-HOURS", "ATTEMPTS",
-					      "RUNNING"};
+	static const char *const metrics[] = {"GPU-HOURS",	    "IDLE-GPU-HOURS", "COST",
+					      "LOST-GPU-HOURS", "ATTEMPTS",	      "RUNNING"};
+	enum { NMETRICS = sizeof(metrics) / sizeof(metrics[0]) };
 	const json_t *items = json_object_get(body, "items"), *e;
 	size_t nkeys = !strcmp(group, "job") ? 2 : 1, i;
-	struct cli_table t = {.ncols = nkeys + 5};
+	struct cli_table t = {.ncols = nkeys + NMETRICS};
 	int rc = 0;
 
 	if (nkeys == 2) {
@@ -80,7 +84,7 @@ static int print_table(const json_t *body, const char *group)
 					: !strcmp(group, "pool") ? "POOL"
 								 : "DAY");
 	}
-	for (i = 0; i < 5; i++)
+	for (i = 0; i < NMETRICS; i++)
 		rc |= cli_table_add(&t, metrics[i]);
 	json_array_foreach(items, i, e) {
 		rc |= key_cells(&t, e, group);
@@ -117,8 +121,12 @@ static void csv_field(const char *s, bool last)
 
 static void print_csv(const json_t *body, const char *group)
 {
-	static const char *const metrics[] = {"gpu_seconds",	  "gpu_hours", "cost",
-					      "lost_gpu_seconds", "attempts",  "running_attempts"};
+	/* new columns go last: scripts may read them by position */
+	static const char *const metrics[] = {"gpu_seconds",	  "gpu_hours",
+					      "cost",		  "lost_gpu_seconds",
+					      "attempts",	  "running_attempts",
+					      "idle_gpu_seconds"};
+	enum { NMETRICS = sizeof(metrics) / sizeof(metrics[0]) };
 	const json_t *e;
 	size_t i, k;
 	char b[64];
@@ -127,8 +135,8 @@ static void print_csv(const json_t *body, const char *group)
 		fputs("job,team,", stdout);
 	else
 		printf("%s,", group);
-	for (k = 0; k < 6; k++)
-		csv_field(metrics[k], k == 5);
+	for (k = 0; k < NMETRICS; k++)
+		csv_field(metrics[k], k == NMETRICS - 1);
 	json_array_foreach(json_object_get(body, "items"), i, e) {
 		if (!strcmp(group, "job")) {
 			csv_field(cli_json_num(b, sizeof(b), e, "job"), false);
@@ -136,7 +144,7 @@ static void print_csv(const json_t *body, const char *group)
 		} else {
 			csv_field(cli_json_str(e, group, ""), false);
 		}
-		for (k = 0; k < 6; k++) {
+		for (k = 0; k < NMETRICS; k++) {
 			const json_t *v = json_object_get(e, metrics[k]);
 
 			if (json_is_integer(v))
@@ -145,7 +153,7 @@ static void print_csv(const json_t *body, const char *group)
 				snprintf(b, sizeof(b), "%.6f", json_number_value(v));
 			else
 				b[0] = '\0';
-			csv_field(b, k == 5);
+			csv_field(b, k == NMETRICS - 1);
 		}
 	}
 }

@@ -1532,14 +1532,12 @@ static int on_heartbeat(struct sched *s, const struct proto_msg *m, struct ty_er
 	/* keep only well-formed entries: reconciliation reads them back as records */
 	json_array_foreach(json_object_get(d, "running"), i, e)
 	{
-		int64_t job = jint(e, "job", 0), attempt = jint(e, "attempt", 0);
+		json_t *r = sched_running_entry(e, m->node);
 
-		if (job >= 1 && attempt >= 1 && attempt <= INT_MAX)
-			json_array_append_new(running,
-					      json_pack("{s:I, s:I}", "job", (json_int_t)job,
-							"attempt", (json_int_t)attempt));
+		if (r)
+			json_array_append_new(running, r);
 	}
-	if (!(rtext = json_dumps(running, JSON_COMPACT))) {
+	if (!(rtext = json_dumps(running, JSON_COMPACT | JSON_REAL_PRECISION(15)))) {
 		rc = ty_err_set(err, TY_ENOMEM, NULL);
 		goto out;
 	}
@@ -1559,6 +1557,17 @@ static int on_heartbeat(struct sched *s, const struct proto_msg *m, struct ty_er
 	}
 	if ((rc = conditions_apply(s, m, boot_id, err)))
 		goto out;
+	/* attempts holding GPUs idle longer than their team allows */
+	{
+		json_t *beats = json_array();
+		int k = beats ? sched_idle_candidates(beats, m->node, 0, running) : -1;
+
+		rc = k < 0 ? ty_err_set(err, TY_ENOMEM, NULL)
+			   : k > 0 ? sched_idle_check(s, beats, err) : 0;
+		json_decref(beats);
+		if (rc)
+			goto out;
+	}
 	/* the executor repeats its spot notice in every heartbeat while it lasts */
 	notice = json_object_get(d, "preempt_notice");
 	if (json_is_object(notice)) {
@@ -1870,12 +1879,14 @@ static bool plain_heartbeat(const struct proto_msg *m)
 int sched_apply_heartbeats(struct sched *s, const struct proto_msg *m, const bool *ok, int n,
 			   bool *done, struct ty_err *err)
 {
-	json_t *beats = json_array(), *clean = json_array();
+	json_t *beats = json_array(), *clean = json_array(), *idle = json_array();
+	/* each heartbeat's cleaned running[] (NULL: not taken here) */
+	json_t **cleaned = n > 0 ? calloc((size_t)n, sizeof(*cleaned)) : NULL;
 	char *text = NULL;
 	PGresult *res = NULL;
-	int rc = 0;
+	int rc = 0, nidle = 0;
 
-	if (!beats || !clean) {
+	if (!beats || !clean || !idle || (n > 0 && !cleaned)) {
 		rc = ty_err_set(err, TY_ENOMEM, NULL);
 		goto out;
 	}
@@ -1900,13 +1911,12 @@ int sched_apply_heartbeats(struct sched *s, const struct proto_msg *m, const boo
 		}
 		json_array_foreach(running, k, e)
 		{
-			int64_t job = jint(e, "job", 0), attempt = jint(e, "attempt", 0);
+			json_t *r = sched_running_entry(e, m[i].node);
 
-			if (job >= 1 && attempt >= 1 && attempt <= INT_MAX)
-				json_array_append_new(clean_running,
-						      json_pack("{s:I, s:I}", "job", (json_int_t)job,
-								"attempt", (json_int_t)attempt));
+			if (r)
+				json_array_append_new(clean_running, r);
 		}
+		cleaned[i] = json_incref(clean_running);
 		rec = json_pack("{s:s, s:I, s:s, s:o, s:i}", "node", m[i].node, "seq",
 				(json_int_t)m[i].seq, "boot", jstr(m[i].data, "boot_id", ""),
 				"running", clean_running, "ord", i);
@@ -1917,7 +1927,7 @@ int sched_apply_heartbeats(struct sched *s, const struct proto_msg *m, const boo
 	}
 	if (json_array_size(beats) == 0)
 		goto out;
-	if (!(text = json_dumps(beats, JSON_COMPACT))) {
+	if (!(text = json_dumps(beats, JSON_COMPACT | JSON_REAL_PRECISION(15)))) {
 		rc = ty_err_set(err, TY_ENOMEM, NULL);
 		goto out;
 	}
@@ -1968,20 +1978,35 @@ int sched_apply_heartbeats(struct sched *s, const struct proto_msg *m, const boo
 				hi = mid;
 		}
 		if (lo < PQntuples(res) && !strcmp(PQgetvalue(res, lo, 0), key[0])) {
+			int k;
+
 			done[i] = true;
 			if ((rc = finished_records(clean, m[i].node,
 						   json_object_get(m[i].data, "finished")))) {
 				rc = ty_err_set(err, rc, NULL);
 				goto out;
 			}
+			if ((k = sched_idle_candidates(idle, m[i].node, i, cleaned[i])) < 0) {
+				rc = ty_err_set(err, TY_ENOMEM, NULL);
+				goto out;
+			}
+			nidle += k;
 		}
 	}
 	/* attempts the nodes finished whose attempt_exited may never have come */
-	rc = note_finished(s, clean, err);
+	if ((rc = note_finished(s, clean, err)))
+		goto out;
+	/* attempts holding GPUs idle longer than their team allows */
+	if (nidle > 0)
+		rc = sched_idle_check(s, idle, err);
 out:
 	PQclear(res);
 	json_decref(beats);
 	json_decref(clean);
+	json_decref(idle);
+	for (int i = 0; cleaned && i < n; i++)
+		json_decref(cleaned[i]);
+	free(cleaned);
 	free(text);
 	return rc;
 }
@@ -2198,6 +2223,9 @@ int sched_apply(struct sched *s, const struct proto_msg *m, struct ty_err *err)
 	case PROTO_CHECKPOINT_WRITTEN:
 		return on_checkpoint_written(s, m, err);
 	default:
+		/* first, so that the ledger row of the gang's last node counts its idle time */
+		if ((rc = sched_telemetry_record(s, m, err)))
+			return rc;
 		return alloc_exit(
 		    s, m->node, m->job, m->attempt, (int)jint(m->data, "exit_code", 0),
 		    jstr(m->data, "failure_class", NULL), jstr(m->data, "message", NULL),

@@ -182,6 +182,10 @@ void sched_ledger_compute(struct sched_ledger_row *out, const struct sched_ledge
 	out->gpu_seconds = gpus * (double)span / 1000.0;
 	out->lost_gpu_seconds = gpus * (double)lost / 1000.0;
 	out->cost = out->gpu_seconds / 3600.0 * (in->rate > 0 ? in->rate : 0);
+	/* the executor counts from its launch, the ledger from placement: never more */
+	out->idle_gpu_seconds = -1;
+	if (in->idle_seconds >= 0)
+		out->idle_gpu_seconds = fmin(gpus * in->idle_seconds, out->gpu_seconds);
 }
 
 int sched_ledger_attempt_end(struct sched *s, int64_t job, int64_t attempt, struct ty_err *err)
@@ -199,7 +203,7 @@ int sched_ledger_attempt_end(struct sched *s, int64_t job, int64_t attempt, stru
 		 " (extract(epoch FROM t.created_at) * 1000)::bigint,"
 		 " (extract(epoch FROM a.released_at) * 1000)::bigint,"
 		 " (extract(epoch FROM t.last_checkpoint_at) * 1000)::bigint,"
-		 " t.state, t.failure_class, j.team_id"
+		 " t.state, t.failure_class, j.team_id, (a.telemetry->>'idle_seconds')::float8"
 		 " FROM attempts t JOIN jobs j ON j.id = t.job_id"
 		 " JOIN allocations a ON a.job_id = t.job_id AND a.attempt = t.attempt"
 		 " JOIN nodes n ON n.id = a.node_id"
@@ -221,9 +225,12 @@ int sched_ledger_attempt_end(struct sched *s, int64_t job, int64_t attempt, stru
 		    .outcome = PQgetvalue(res, i, 7),
 		    .rate =
 			sched_rate_of(&s->o.rates, PQgetvalue(res, i, 1), PQgetvalue(res, i, 2)),
+		    .idle_seconds =
+			PQgetisnull(res, i, 10) ? -1 : strtod(PQgetvalue(res, i, 10), NULL),
 		};
 		struct sched_ledger_row row;
-		char tb[24], gb[24], sb[24], eb[24], cb[24], gs[40], ls[40], rb[40], costb[40];
+		char tb[24], gb[24], sb[24], eb[24], cb[24], gs[40], ls[40], rb[40], costb[40],
+		    ib[40];
 
 		/* a release recorded before the attempt's creation cannot happen; be safe */
 		if (in.end_ms < in.start_ms)
@@ -233,6 +240,7 @@ int sched_ledger_attempt_end(struct sched *s, int64_t job, int64_t attempt, stru
 		snprintf(ls, sizeof(ls), "%.17g", row.lost_gpu_seconds);
 		snprintf(rb, sizeof(rb), "%.17g", in.rate);
 		snprintf(costb, sizeof(costb), "%.17g", row.cost);
+		snprintf(ib, sizeof(ib), "%.17g", row.idle_gpu_seconds);
 		const char *q[] = {sched_i64(tb, sched_col_i64(res, i, 9)),
 				   p[0],
 				   p[1],
@@ -248,17 +256,18 @@ int sched_ledger_attempt_end(struct sched *s, int64_t job, int64_t attempt, stru
 				   gs,
 				   ls,
 				   rb,
-				   costb};
+				   costb,
+				   row.idle_gpu_seconds >= 0 ? ib : NULL};
 		rc = ty_pg_exec(
 		    NULL, s->pg,
 		    "INSERT INTO usage_ledger (team_id, job_id, attempt, node_id, pool, gpu_model,"
 		    " gpus, started_at, ended_at, outcome, failure_class, checkpoint_at,"
-		    " gpu_seconds, lost_gpu_seconds, rate_per_gpu_hour, cost)"
+		    " gpu_seconds, lost_gpu_seconds, rate_per_gpu_hour, cost, idle_gpu_seconds)"
 		    " VALUES ($1, $2, $3, $4, $5, $6, $7, to_timestamp($8::bigint / 1000.0),"
 		    " to_timestamp($9::bigint / 1000.0), $10, $11,"
-		    " to_timestamp($12::bigint / 1000.0), $13, $14, $15, $16)"
+		    " to_timestamp($12::bigint / 1000.0), $13, $14, $15, $16, $17)"
 		    " ON CONFLICT (job_id, attempt, node_id) DO NOTHING",
-		    16, q, err);
+		    17, q, err);
 	}
 	if (!rc && PQntuples(res) > 0)
 		ty_debug("job %lld: attempt %lld in the usage ledger (%d node%s)", (long long)job,

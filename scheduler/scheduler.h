@@ -522,12 +522,14 @@ struct sched_ledger_in {
 	int64_t checkpoint_ms;	  /* the attempt's last valid checkpoint, 0 when none */
 	const char *outcome;	  /* "succeeded", "failed" (preemptions too) or "cancelled" */
 	double rate;		  /* per GPU-hour */
+	double idle_seconds;	  /* the node's telemetry: all its GPUs idle; < 0 unknown */
 };
 
 struct sched_ledger_row {
 	double gpu_seconds;	 /* gpus × (end − start) */
 	double lost_gpu_seconds; /* failed: gpus × (end − last checkpoint, or start); else 0 */
 	double cost;		 /* gpu_seconds / 3600 × rate */
+	double idle_gpu_seconds; /* gpus × idle_seconds, at most gpu_seconds; < 0 unknown */
 };
 
 /* Pure: the ledger arithmetic. A negative span counts as 0. */
@@ -543,6 +545,82 @@ void sched_ledger_compute(struct sched_ledger_row *out, const struct sched_ledge
 int sched_ledger_attempt_end(struct sched *s, int64_t job, int64_t attempt, struct ty_err *err);
 /* Inside a fenced transaction: replace usage_rates with s->o.rates (for the API). */
 int sched_rates_publish(struct sched *s, struct ty_err *err);
+
+/* ---- telemetry.c: GPU telemetry and idle GPUs (docs/dispatch.md) ---- */
+
+/*
+ * GPU telemetry: one node's part of an attempt (attempt_exited.telemetry),
+ * or the attempt's summary over its nodes (sched_telemetry_combine).
+ * Negative is unknown. Percentages and watts are per GPU.
+ */
+struct sched_telemetry {
+	int64_t samples;		   /* sampling rounds */
+	int64_t gpus;			   /* GPUs sampled (a node's only) */
+	double util_mean, util_peak;	   /* % of time busy: mean, the highest one GPU had */
+	int64_t memory_used_peak_mb;	   /* the most memory one GPU had in use */
+	double power_mean_w, power_peak_w; /* draw of one GPU: mean, highest */
+	double idle_seconds;		   /* a node's: seconds with all its GPUs idle */
+	double idle_gpu_seconds;	   /* the summary's: Σ idle_seconds × GPUs held */
+	int nodes;			   /* the summary's: nodes whose reports are in it */
+};
+
+/* The smallest teams.idle_gpu_alert_seconds: shorter idle stretches need no look. */
+#define SCHED_IDLE_ALERT_MIN_S 60
+
+/* Pure: every field unknown. */
+void sched_telemetry_init(struct sched_telemetry *t);
+/*
+ * Pure: read a node's telemetry object t (borrowed). Every field is
+ * optional; one that is malformed (a wrong type, negative, a percentage
+ * above 100, absurdly large) is left unknown and its name appended to bad
+ * ("a, b"; badsz may be 0). Unknown members are ignored. Returns the
+ * number of fields kept.
+ */
+int sched_telemetry_parse(struct sched_telemetry *out, char *bad, size_t badsz, const json_t *t);
+/*
+ * Pure: the attempt's summary of n nodes' reports; gpus[i] is node i's
+ * allocation. samples summed; means weighted by samples × GPUs sampled (a
+ * node without samples counts as one, one without `gpus` by the GPUs it
+ * holds); peaks the highest; idle GPU-seconds Σ idle_seconds × gpus[i].
+ */
+void sched_telemetry_combine(struct sched_telemetry *out, const struct sched_telemetry *v,
+			     const int *gpus, int n);
+/* New object: a node's known fields as stored in allocations.telemetry; NULL: no memory. */
+json_t *sched_telemetry_node_json(const struct sched_telemetry *t);
+/* New object: the summary as stored in attempts.gpu_telemetry (unknown: null). */
+json_t *sched_telemetry_attempt_json(const struct sched_telemetry *t);
+/*
+ * Inside a fenced transaction: keep m's (an attempt_exited) telemetry on
+ * its node's allocation, the first report only, and write the attempt's
+ * summary again. A missing or malformed telemetry is logged and ignored:
+ * it never fails the message.
+ */
+int sched_telemetry_record(struct sched *s, const struct proto_msg *m, struct ty_err *err);
+/*
+ * Pure: a heartbeat running[] entry's idle_seconds and gpu_util (-1 when
+ * absent or malformed); false when either is present and malformed.
+ */
+bool sched_running_fields(double *idle, double *util, const json_t *e);
+/*
+ * New object: entry e of node's heartbeat as kept in nodes.running (job,
+ * attempt, and idle_seconds, gpu_util when well formed; a malformed one is
+ * logged, at most once a minute); NULL when job or attempt is not valid.
+ */
+json_t *sched_running_entry(const json_t *e, const char *node);
+/*
+ * Append {node, ord, running: the entries of running (cleaned by
+ * sched_running_entry) idle at least SCHED_IDLE_ALERT_MIN_S} to beats.
+ * Returns how many entries were taken, -1 without memory.
+ */
+int sched_idle_candidates(json_t *beats, const char *node, int ord, const json_t *running);
+/*
+ * Inside a fenced transaction, for the applied heartbeats in beats (from
+ * sched_idle_candidates; the highest ord per node is its newest): write a
+ * gpus_idle job event for each live attempt idle on a node for at least
+ * its team's idle_gpu_alert_seconds, once per idle stretch
+ * (attempts.idle_alert_at).
+ */
+int sched_idle_check(struct sched *s, const json_t *beats, struct ty_err *err);
 
 /* ---- mirror.c: nodes, live allocations, ports and teams ---- */
 

@@ -285,7 +285,7 @@ out_has '^max memory MiB: *131072$'
 out_has '^CPUs in use: *0$'
 expect 0 jc teams
 out_has '^NAME .*MAX-CPUS  *MAX-MEM-MB'
-out_has '^team-a .* 64  *131072$'
+out_has '^team-a .* 64  *131072  *-$'
 expect 0 jc -o json teams update team-a --max-cpus none
 check 'd["max_cpus"] is None and d["max_memory_mb"] == 131072'
 expect 6 jc teams update team-a --max-cpus 0
@@ -299,6 +299,30 @@ check 'd["max_cpus"] is None and d["max_memory_mb"] is None'
 expect 0 jc submit --help
 out_has 'scheduled, never over-committed on a node'
 ok "teams CPU and memory quotas"
+
+expect 0 jc -o json teams get team-a
+check 'd["idle_gpu_alert_seconds"] is None'
+expect 0 jc teams get team-a
+out_has '^idle GPU alert: *none$'
+expect 0 jc -o json teams update team-a --idle-gpu-alert-seconds 3600
+check 'd["idle_gpu_alert_seconds"] == 3600 and d["nominal_gpus"] == 16'
+expect 0 jc teams get team-a
+out_has '^idle GPU alert: *after 3600 s idle$'
+expect 0 jc teams
+out_has '^NAME .*MAX-MEM-MB  *IDLE-ALERT-S$'
+out_has '^team-a .* 3600$'
+expect 6 jc teams update team-a --idle-gpu-alert-seconds 30
+err_has "'idle_gpu_alert_seconds' must be an integer from 60 to 604800"
+expect 2 jc teams update team-a --idle-gpu-alert-seconds 1h
+err_has '--idle-gpu-alert-seconds'
+# create sends it too (refused here, so that no team is added)
+expect 6 jc teams create team-idle --nominal-gpus 0 --idle-gpu-alert-seconds 604801
+err_has 'idle_gpu_alert_seconds'
+expect 0 jc -o json teams update team-a --idle-gpu-alert-seconds none
+check 'd["idle_gpu_alert_seconds"] is None'
+expect 0 jc teams --help
+out_has '--idle-gpu-alert-seconds S'
+ok "teams: the idle GPU alert is set, shown and cleared"
 
 # ---- tokens --------------------------------------------------------------------
 
@@ -820,16 +844,25 @@ ok "status shows the attempts (nodes, duration, class, evidence) and the last fa
 
 expect 0 jc attempts "$JL"
 [[ $(wc -l <"$W/out") -eq 3 ]] || fail "attempts printed $(wc -l <"$W/out") lines, not 1 + 2"
-out_has '^ATTEMPT  *STATE  *NODES  *WORLD  *EXIT  *CLASS  *RESUMED  *STARTED  *ENDED$'
-out_has '^1  *failed  *node-a,node-b  *4  *1  *user  *-  *10m ago  *8m ago$'
-out_has '^2  *running  *node-a,node-b  *4  *-  *-  *-  *[0-9]*s ago  *-$'
+out_has '^ATTEMPT  *STATE  *NODES  *WORLD  *EXIT  *CLASS  *RESUMED  *UTIL  *MEM  *STARTED  *ENDED$'
+out_has '^1  *failed  *node-a,node-b  *4  *1  *user  *-  *-  *-  *10m ago  *8m ago$'
+out_has '^2  *running  *node-a,node-b  *4  *-  *-  *-  *-  *-  *[0-9]*s ago  *-$'
+# UTIL and MEM: the GPU telemetry the nodes reported when the attempt ended
+psql "$DB_URL" -v ON_ERROR_STOP=1 -qAt -c "UPDATE attempts SET gpu_telemetry = '{\"util_mean\": 59.6, \"util_peak\": 99, \"memory_used_peak_mb\": 70000, \"power_mean_w\": 300, \"power_peak_w\": 650, \"idle_gpu_seconds\": 12, \"samples\": 150, \"nodes_reported\": 2}' WHERE job_id = $JL AND attempt = 1" >/dev/null
+expect 0 jc attempts "$JL"
+out_has '^1  *failed  *node-a,node-b  *4  *1  *user  *-  *60/99%  *68.4GiB  *10m ago  *8m ago$'
+psql "$DB_URL" -v ON_ERROR_STOP=1 -qAt -c "UPDATE attempts SET gpu_telemetry = '{\"util_mean\": null, \"util_peak\": 40, \"memory_used_peak_mb\": null, \"nodes_reported\": 1}' WHERE job_id = $JL AND attempt = 1" >/dev/null
+expect 0 jc attempts "$JL"
+out_has '^1  *failed  *node-a,node-b  *4  *1  *user  *-  *-/40%  *-  *10m ago  *8m ago$'
+expect 0 jc -o json attempts "$JL"
+check 'd["items"][0]["gpu_telemetry"]["util_peak"] == 40 and d["items"][1]["gpu_telemetry"] is None'
 # RESUMED: the checkpoint step the attempt resumed from, or scratch
 psql "$DB_URL" -v ON_ERROR_STOP=1 -qAt -c "UPDATE attempts SET resume_from = '/ckpt/s40', resume_step = 40, resume_skipped = '[]' WHERE job_id = $JL AND attempt = 2" >/dev/null
 expect 0 jc attempts "$JL"
-out_has '^2  *running  *node-a,node-b  *4  *-  *-  *step 40  *[0-9]*s ago  *-$'
+out_has '^2  *running  *node-a,node-b  *4  *-  *-  *step 40  *-  *-  *[0-9]*s ago  *-$'
 psql "$DB_URL" -v ON_ERROR_STOP=1 -qAt -c "UPDATE attempts SET resume_from = NULL, resume_step = NULL WHERE job_id = $JL AND attempt = 2" >/dev/null
 expect 0 jc attempts "$JL"
-out_has '^2  *running  *node-a,node-b  *4  *-  *-  *scratch  *[0-9]*s ago  *-$'
+out_has '^2  *running  *node-a,node-b  *4  *-  *-  *scratch  *-  *-  *[0-9]*s ago  *-$'
 psql "$DB_URL" -v ON_ERROR_STOP=1 -qAt -c "UPDATE attempts SET resume_skipped = NULL WHERE job_id = $JL AND attempt = 2" >/dev/null
 expect 0 jc -o json attempts "$JL"
 check '[a["attempt"] for a in d["items"]] == [1, 2]'
@@ -1136,22 +1169,23 @@ ok "quota: one team, every team, json; others' teams exit 4"
 # No scheduler: ledger rows are written with psql. team-a: 2 spot GPUs for an
 # hour on 2025-01-01 (failed, the last half hour lost, 2.5 per GPU-hour) and
 # 4 on-demand GPUs over midnight (succeeded, 4 per GPU-hour); team-b: 8 GPUs
-# for an hour.
+# for an hour. 30 min of team-a's on-demand attempt had all 4 GPUs idle.
 
 psql "$DB_URL" -v ON_ERROR_STOP=1 -qAt >/dev/null <<'SQL' ||
 INSERT INTO usage_ledger (team_id, job_id, attempt, node_id, pool, gpu_model, gpus, started_at,
-			  ended_at, outcome, gpu_seconds, lost_gpu_seconds, rate_per_gpu_hour, cost)
+			  ended_at, outcome, gpu_seconds, lost_gpu_seconds, rate_per_gpu_hour, cost,
+			  idle_gpu_seconds)
 SELECT t.id, v.job, v.attempt, v.node, v.pool, 'H100', v.gpus, v.s, v.e, v.outcome,
 	v.gpus * extract(epoch FROM v.e - v.s), v.lost, v.rate,
-	v.gpus * extract(epoch FROM v.e - v.s) / 3600 * v.rate
+	v.gpus * extract(epoch FROM v.e - v.s) / 3600 * v.rate, v.idle
 FROM (VALUES
 	('team-a', 9001, 1, 'n1', 'spot', 2, timestamptz '2025-01-01T00:00:00Z',
-	 timestamptz '2025-01-01T01:00:00Z', 'failed', 3600.0, 2.5),
+	 timestamptz '2025-01-01T01:00:00Z', 'failed', 3600.0, 2.5, NULL::float8),
 	('team-a', 9001, 2, 'n2', 'on-demand, reserved', 4, '2025-01-01T23:00:00Z',
-	 '2025-01-02T01:00:00Z', 'succeeded', 0, 4),
+	 '2025-01-02T01:00:00Z', 'succeeded', 0, 4, 7200),
 	('team-b', 9002, 1, 'n3', 'spot', 8, '2025-01-01T00:00:00Z', '2025-01-01T01:00:00Z',
-	 'succeeded', 0, 1))
-	AS v(team, job, attempt, node, pool, gpus, s, e, outcome, lost, rate)
+	 'succeeded', 0, 1, 0))
+	AS v(team, job, attempt, node, pool, gpus, s, e, outcome, lost, rate, idle)
 JOIN teams t ON t.name = v.team;
 SQL
 	fail "seeding the ledger failed"
@@ -1159,28 +1193,29 @@ R=(--from 2025-01-01T00:00:00Z --to 2025-01-03T00:00:00Z)
 
 expect 0 jc usage "${R[@]}"
 out_has '^2025-01-01T00:00:00.000Z .. 2025-01-03T00:00:00.000Z$'
-out_has '^TEAM  *GPU-HOURS  *COST  *LOST-GPU-HOURS  *ATTEMPTS  *RUNNING'
-out_has '^team-a  *10.00  *37.00  *1.00  *2  *0$'
-out_has '^team-b  *8.00  *8.00  *0.00  *1  *0$'
-out_has '^TOTAL  *18.00  *45.00  *1.00  *3  *0$'
+out_has '^TEAM  *GPU-HOURS  *IDLE-GPU-HOURS  *COST  *LOST-GPU-HOURS  *ATTEMPTS  *RUNNING'
+out_has '^team-a  *10.00  *2.00  *37.00  *1.00  *2  *0$'
+out_has '^team-b  *8.00  *0.00  *8.00  *0.00  *1  *0$'
+out_has '^TOTAL  *18.00  *2.00  *45.00  *1.00  *3  *0$'
 expect 0 jc usage "${R[@]}" --team team-a --group-by day
 out_has '^DAY '
-out_has '^2025-01-01  *6.00  *21.00  *1.00  *2  *0$'
-out_has '^2025-01-02  *4.00  *16.00  *0.00  *1  *0$'
+out_has '^2025-01-01  *6.00  *1.00  *21.00  *1.00  *2  *0$'
+out_has '^2025-01-02  *4.00  *1.00  *16.00  *0.00  *1  *0$'
 expect 0 jc usage "${R[@]}" --group-by job --team team-a
-out_has '^JOB  *TEAM  *GPU-HOURS'
-out_has '^9001  *team-a  *10.00  *37.00  *1.00  *2  *0$'
+out_has '^JOB  *TEAM  *GPU-HOURS  *IDLE-GPU-HOURS'
+out_has '^9001  *team-a  *10.00  *2.00  *37.00  *1.00  *2  *0$'
 expect 0 jc -o json usage "${R[@]}" --group-by pool
 check 'd["group_by"] == "pool" and [i["pool"] for i in d["items"]] == ["on-demand, reserved", "spot"]'
 check 'd["items"][1]["gpu_seconds"] == 36000 and d["items"][1]["lost_gpu_seconds"] == 3600'
+check 'd["items"][0]["idle_gpu_seconds"] == 7200 and d["items"][0]["idle_gpu_hours"] == 2'
 check 'd["totals"]["cost"] == 45 and d["totals"]["attempts"] == 3'
 expect 0 jc -o csv usage "${R[@]}" --group-by pool
-[[ $(head -n 1 "$W/out") == "pool,gpu_seconds,gpu_hours,cost,lost_gpu_seconds,attempts,running_attempts" ]] ||
+[[ $(head -n 1 "$W/out") == "pool,gpu_seconds,gpu_hours,cost,lost_gpu_seconds,attempts,running_attempts,idle_gpu_seconds" ]] ||
 	fail "csv header is '$(head -n 1 "$W/out")'"
-out_has '^"on-demand, reserved",28800.000000,8.000000,32.000000,0.000000,1,0$'
-out_has '^spot,36000.000000,10.000000,13.000000,3600.000000,2,0$'
+out_has '^"on-demand, reserved",28800.000000,8.000000,32.000000,0.000000,1,0,7200.000000$'
+out_has '^spot,36000.000000,10.000000,13.000000,3600.000000,2,0,0.000000$'
 [[ $(wc -l <"$W/out") -eq 3 ]] || fail "csv printed $(wc -l <"$W/out") lines, not 1 + 2"
-ok "usage: per team, day, job and pool; table, json and csv"
+ok "usage: per team, day, job and pool, idle GPU-hours; table, json and csv"
 
 JOBCTL_TOKEN=$MEMBER_A expect 0 jc -o json usage "${R[@]}"
 check '[i["team"] for i in d["items"]] == ["team-a"]'

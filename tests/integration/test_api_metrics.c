@@ -188,6 +188,78 @@ TY_TEST(database_gauges_at_scrape_time)
 	(void)j3;
 }
 
+/* Job of team running attempt 1 on node with 2 GPUs; returns its id as text. */
+static const char *running_on(const char *team, const char *node)
+{
+	static int port = 29600; /* one rendezvous port per live attempt of a node */
+	const char *j = ty_test_strf("%lld", ty_mk_job(ty_stack_get()->admin, team, NULL));
+
+	DB("UPDATE jobs SET state = 'running', attempt = 1 WHERE id = $1::bigint", j);
+	DB("INSERT INTO attempts (job_id, attempt, state, epoch, master_node, master_addr,"
+	   " master_port, nnodes, world_size, launch) VALUES"
+	   " ($1::bigint, 1, 'running', 1, $2, '127.0.0.1', $3::int, 1, 2, '{}')",
+	   j, node, ty_test_strf("%d", port++));
+	DB("INSERT INTO allocations (job_id, attempt, node_id, node_rank, first_rank, local_ranks,"
+	   " gpus) VALUES ($1::bigint, 1, $2, 0, 0, 2, '{0,1}')",
+	   j, node);
+	return j;
+}
+
+/* What node's last heartbeat said of job (attempt 1): idle that long. */
+static void beat(const char *node, const char *const *jobs, const double *idle, int n)
+{
+	json_t *running = json_array();
+	char *text;
+
+	for (int i = 0; i < n; i++)
+		json_array_append_new(running, json_pack("{s:I, s:i, s:f}", "job",
+							 (json_int_t)atoll(jobs[i]), "attempt", 1,
+							 "idle_seconds", idle[i]));
+	text = json_dumps(running, JSON_COMPACT);
+	DB("UPDATE nodes SET running = $2::jsonb WHERE id = $1", node, text);
+	free(text);
+	json_decref(running);
+}
+
+TY_TEST(jobs_holding_gpus_idle_beyond_their_teams_limit)
+{
+	const char *a = ty_mk_team("idle-a", 8, -1), *b = ty_mk_team("idle-b", 8, -1);
+	const char *c = ty_mk_team("idle-c", 8, -1);
+	const char *n1 = ty_uniq("idle-n"), *n2 = ty_uniq("idle-n");
+	const char *ja, *ja2, *jb, *jc, *jd, *t;
+
+	DB("UPDATE teams SET idle_gpu_alert_seconds = 600 WHERE name IN ($1, $2)", a, c);
+	DB("INSERT INTO nodes (id, address, gpus, state, boot_id) VALUES"
+	   " ($1, '127.0.0.1', 8, 'ready', 'b'), ($2, '127.0.0.1', 8, 'lost', 'b')",
+	   n1, n2);
+	ja = running_on(a, n1);
+	ja2 = running_on(a, n1);
+	jb = running_on(b, n1);
+	jc = running_on(c, n1);
+	jd = running_on(c, n2);
+	/* a's two jobs over its limit, b's without a limit, c's under it, c's other on a lost node */
+	beat(n1, (const char *const[]){ja, ja2, jb, jc}, (const double[]){700, 600, 99999, 599.9},
+	     4);
+	beat(n2, (const char *const[]){jd}, (const double[]){7000}, 1);
+	t = scrape();
+	CHECK_VALUE(t, ty_test_strf("trainyard_jobs_gpus_idle{team=\"%s\"}", a), 2);
+	CHECK_VALUE(t, ty_test_strf("trainyard_jobs_gpus_idle{team=\"%s\"}", b), 0);
+	CHECK_VALUE(t, ty_test_strf("trainyard_jobs_gpus_idle{team=\"%s\"}", c), 0);
+
+	/* busy again, or ended: no longer counted */
+	beat(n1, (const char *const[]){ja, ja2}, (const double[]){0, 600}, 2);
+	DB("UPDATE allocations SET exited_at = now(), released_at = now()"
+	   " WHERE job_id = $1::bigint",
+	   ja2);
+	t = scrape();
+	CHECK_VALUE(t, ty_test_strf("trainyard_jobs_gpus_idle{team=\"%s\"}", a), 0);
+	/* the limit lowered: counted at once */
+	DB("UPDATE teams SET idle_gpu_alert_seconds = 60 WHERE name = $1", c);
+	beat(n1, (const char *const[]){jc}, (const double[]){599.9}, 1);
+	t = scrape();
+	CHECK_VALUE(t, ty_test_strf("trainyard_jobs_gpus_idle{team=\"%s\"}", c), 1);
+}
+
 /* promtool's exit status on text (its output noted); 127 when promtool is missing. */
 static int promtool_check(const char *text)
 {

@@ -770,6 +770,16 @@ TY_TEST(attempts_content_and_order)
 	DB("UPDATE jobs SET state = 'running', attempt = 2, failure_class = 'user'"
 	   " WHERE id = $1::bigint",
 	   js);
+	/* attempt 1's GPU telemetry as the scheduler keeps it: x reported, y did not */
+	DB("UPDATE allocations SET telemetry = '{\"samples\": 10, \"gpus\": 2,"
+	   " \"util_mean\": 41.5, \"idle_seconds\": 3}'"
+	   " WHERE job_id = $1::bigint AND attempt = 1 AND node_id = $2",
+	   js, x);
+	DB("UPDATE attempts SET gpu_telemetry = '{\"util_mean\": 41.5, \"util_peak\": null,"
+	   " \"memory_used_peak_mb\": null, \"power_mean_w\": null, \"power_peak_w\": null,"
+	   " \"idle_gpu_seconds\": 6, \"samples\": 10, \"nodes_reported\": 1}'"
+	   " WHERE job_id = $1::bigint AND attempt = 1",
+	   js);
 
 	ty_http(&r, "GET", path, viewer, NULL, NULL);
 	REQUIRE_STATUS(&r, 200);
@@ -777,8 +787,16 @@ TY_TEST(attempts_content_and_order)
 	a1 = ty_jpath(r.json, "items[0]");
 	a2 = ty_jpath(r.json, "items[1]");
 	CHECK_STR_EQ(keys(a1), "attempt,blamed_node,created_at,duration_seconds,ended_at,evidence,"
-			       "exit_code,failure_class,master_addr,master_port,message,nnodes,"
-			       "nodes,ranks,resume,running_at,spot_node,state,world_size");
+			       "exit_code,failure_class,gpu_telemetry,master_addr,master_port,"
+			       "message,nnodes,nodes,ranks,resume,running_at,spot_node,state,"
+			       "world_size");
+	CHECK_STR_EQ(keys(ty_jpath(a1, "gpu_telemetry")),
+		     "idle_gpu_seconds,memory_used_peak_mb,nodes_reported,power_mean_w,"
+		     "power_peak_w,samples,util_mean,util_peak");
+	CHECK(json_number_value(ty_jpath(a1, "gpu_telemetry.util_mean")) == 41.5);
+	CHECK(json_number_value(ty_jpath(a1, "gpu_telemetry.idle_gpu_seconds")) == 6);
+	CHECK_JNULL(a1, "gpu_telemetry.util_peak");
+	CHECK_JINT(a1, "gpu_telemetry.samples", 10);
 	CHECK_JNULL(a1, "resume"); /* not reported */
 	CHECK_JNULL(a1, "spot_node");
 	CHECK_JNULL(a1, "evidence");
@@ -800,7 +818,10 @@ TY_TEST(attempts_content_and_order)
 	CHECK_JSTR(a1, "ended_at", "2026-01-01T00:02:00.500Z");
 	/* nodes in node rank order */
 	REQUIRE_INT_EQ(json_array_size(ty_jpath(a1, "nodes")), 2);
-	CHECK_STR_EQ(keys(ty_jpath(a1, "nodes[0]")), "exit_code,failure_class,gpus,node,node_rank");
+	CHECK_STR_EQ(keys(ty_jpath(a1, "nodes[0]")),
+		     "exit_code,failure_class,gpu_telemetry,gpus,node,node_rank");
+	CHECK(json_number_value(ty_jpath(a1, "nodes[0].gpu_telemetry.idle_seconds")) == 3);
+	CHECK_JNULL(a1, "nodes[1].gpu_telemetry");
 	CHECK_JSTR(a1, "nodes[0].node", x);
 	CHECK_JINT(a1, "nodes[0].node_rank", 0);
 	CHECK_JINT(a1, "nodes[0].gpus[0]", 0);
@@ -842,6 +863,7 @@ TY_TEST(attempts_content_and_order)
 	CHECK_JTIME(a2, "created_at");
 	CHECK_JTIME(a2, "running_at");
 	CHECK_JNULL(a2, "ended_at");
+	CHECK_JNULL(a2, "gpu_telemetry"); /* nothing until a node reports, as it ends */
 	CHECK_JSTR(a2, "nodes[0].node", y);
 	CHECK_JSTR(a2, "nodes[1].node", x);
 	CHECK_JNULL(a2, "nodes[0].exit_code");

@@ -49,6 +49,8 @@ TY_TEST(defaults)
 	CHECK_JNULL(r.json, "cohort");
 	CHECK(json_is_number(ty_jpath(r.json, "weight")) &&
 	      json_number_value(ty_jpath(r.json, "weight")) == 1.0);
+	/* idle GPUs are not reported unless the team asks */
+	CHECK_JNULL(r.json, "idle_gpu_alert_seconds");
 	/* explicit nulls mean the same */
 	ty_http(&r, "POST", "/v1/teams", s->admin,
 		ty_tmpl("{'name':'@T-n','nominal_gpus':1,'borrowing_limit_gpus':null,"
@@ -240,6 +242,19 @@ TY_TEST(create_validation)
 	     "invalid_field", "max_memory_mb"},
 	    {"max_cpu misspelt", "{'name':'v3','nominal_gpus':1,'max_cpu':4}", 400,
 	     "unknown_field", "max_cpu"},
+	    {"idle alert 59", "{'name':'v3','nominal_gpus':1,'idle_gpu_alert_seconds':59}", 422,
+	     "invalid_field", "idle_gpu_alert_seconds"},
+	    {"idle alert 604801", "{'name':'v3','nominal_gpus':1,'idle_gpu_alert_seconds':604801}",
+	     422, "invalid_field", "idle_gpu_alert_seconds"},
+	    {"idle alert a string", "{'name':'v3','nominal_gpus':1,'idle_gpu_alert_seconds':'1h'}",
+	     422, "invalid_field", "idle_gpu_alert_seconds"},
+	    {"idle alert fractional",
+	     "{'name':'v3','nominal_gpus':1,'idle_gpu_alert_seconds':90.5}", 422, "invalid_field",
+	     "idle_gpu_alert_seconds"},
+	    {"idle alert a bool", "{'name':'v3','nominal_gpus':1,'idle_gpu_alert_seconds':true}",
+	     422, "invalid_field", "idle_gpu_alert_seconds"},
+	    {"idle alert misspelt", "{'name':'v3','nominal_gpus':1,'idle_alert_seconds':600}", 400,
+	     "unknown_field", "idle_alert_seconds"},
 	};
 	const struct ty_stack *s = ty_stack_get();
 	struct ty_resp r = {0};
@@ -267,6 +282,9 @@ TY_TEST(create_boundaries)
 	    "{'name':'caps-lo','nominal_gpus':0,'max_cpus':1,'max_memory_mb':1}",
 	    "{'name':'caps-hi','nominal_gpus':0,'max_cpus':100000000,'max_memory_mb':1000000000000}",
 	    "{'name':'caps-null','nominal_gpus':0,'max_cpus':null,'max_memory_mb':null}",
+	    "{'name':'idle-lo','nominal_gpus':0,'idle_gpu_alert_seconds':60}",
+	    "{'name':'idle-hi','nominal_gpus':0,'idle_gpu_alert_seconds':604800}",
+	    "{'name':'idle-null','nominal_gpus':0,'idle_gpu_alert_seconds':null}",
 	};
 	const struct ty_stack *s = ty_stack_get();
 	struct ty_resp r = {0};
@@ -295,6 +313,10 @@ TY_TEST(patch_validation)
 	    {"max_memory_mb -1", "{'max_memory_mb':-1}", 422, "invalid_field", "max_memory_mb"},
 	    {"max_memory_mb a string", "{'max_memory_mb':'1G'}", 422, "invalid_field",
 	     "max_memory_mb"},
+	    {"idle alert 0", "{'idle_gpu_alert_seconds':0}", 422, "invalid_field",
+	     "idle_gpu_alert_seconds"},
+	    {"idle alert -60", "{'idle_gpu_alert_seconds':-60}", 422, "invalid_field",
+	     "idle_gpu_alert_seconds"},
 	};
 	const struct ty_stack *s = ty_stack_get();
 	const char *name = ty_mk_team("pv", 3, 3);
@@ -402,6 +424,45 @@ TY_TEST(a_teams_own_uid)
 	}
 	CHECK(strstr(ty_jstr(r.json, "detail") ? ty_jstr(r.json, "detail") : "",
 		     "'run_uid' must be an integer from 1000 to 2147483646") != NULL);
+	ty_resp_free(&r);
+}
+
+TY_TEST(idle_gpu_alert_set_changed_and_cleared)
+{
+	const struct ty_stack *s = ty_stack_get();
+	const char *name = ty_uniq("idle");
+	const char *path = ty_test_strf("/v1/teams/%s", name);
+	struct ty_resp r = {0};
+
+	ty_http(&r, "POST", "/v1/teams", s->admin,
+		ty_tmpl("{'name':'@T','nominal_gpus':4,'idle_gpu_alert_seconds':3600}", name), NULL);
+	REQUIRE_STATUS(&r, 201);
+	CHECK_JINT(r.json, "idle_gpu_alert_seconds", 3600);
+	/* a PATCH without it leaves it alone */
+	ty_http(&r, "PATCH", path, s->admin, "{\"nominal_gpus\":5}", NULL);
+	CHECK_STATUS(&r, 200);
+	CHECK_JINT(r.json, "idle_gpu_alert_seconds", 3600);
+	ty_http(&r, "PATCH", path, s->admin, "{\"idle_gpu_alert_seconds\":600}", NULL);
+	CHECK_STATUS(&r, 200);
+	CHECK_JINT(r.json, "idle_gpu_alert_seconds", 600);
+	ty_http(&r, "GET", path, s->admin, NULL, NULL);
+	CHECK_JINT(r.json, "idle_gpu_alert_seconds", 600);
+	/* the message says what is allowed */
+	ty_http(&r, "PATCH", path, s->admin, "{\"idle_gpu_alert_seconds\":30}", NULL);
+	CHECK_PROBLEM(&r, 422, "invalid_field", "idle_gpu_alert_seconds");
+	CHECK(strstr(ty_jstr(r.json, "detail") ? ty_jstr(r.json, "detail") : "",
+		     "'idle_gpu_alert_seconds' must be an integer from 60 to 604800") != NULL);
+	/* null switches it off */
+	ty_http(&r, "PATCH", path, s->admin, "{\"idle_gpu_alert_seconds\":null}", NULL);
+	CHECK_STATUS(&r, 200);
+	CHECK_JNULL(r.json, "idle_gpu_alert_seconds");
+	/* members see it, may not change it */
+	ty_http(&r, "PATCH", path, ty_mk_token("member", name), "{\"idle_gpu_alert_seconds\":60}",
+		NULL);
+	CHECK_STATUS(&r, 403);
+	ty_http(&r, "GET", path, ty_mk_token("viewer", name), NULL, NULL);
+	CHECK_STATUS(&r, 200);
+	CHECK_JNULL(r.json, "idle_gpu_alert_seconds");
 	ty_resp_free(&r);
 }
 

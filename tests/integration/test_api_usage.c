@@ -194,6 +194,58 @@ TY_TEST(range_clips_rows_and_their_lost_work)
 	ty_resp_free(&r);
 }
 
+TY_TEST(idle_gpu_hours_spread_over_their_rows_and_unknown_counts_nothing)
+{
+	const struct ty_stack *st = ty_stack_get();
+	struct ty_resp r = {0};
+	const char *c = ty_mk_team("usage-idle", 8, -1);
+	json_t *j;
+
+	/* 4 GPUs over midnight, 30 min of them idle on every GPU; 1 GPU without telemetry */
+	row(c, 7001, 1, "n1", "spot", "H100", 4, "2025-01-01T23:00:00Z", "2025-01-02T01:00:00Z", 0,
+	    1, "succeeded");
+	row(c, 7002, 1, "n2", "spot", "H100", 1, "2025-01-01T10:00:00Z", "2025-01-01T11:00:00Z", 0,
+	    1, "succeeded");
+	/* the ledger is append-only: the idle row is written whole, as the scheduler does */
+	DB("INSERT INTO usage_ledger (team_id, job_id, attempt, node_id, pool, gpu_model, gpus,"
+	   " started_at, ended_at, outcome, gpu_seconds, lost_gpu_seconds, rate_per_gpu_hour, cost,"
+	   " idle_gpu_seconds) SELECT t.id, 7001, 2, 'n1', 'spot', 'H100', 4,"
+	   " '2025-01-01T23:00:00Z', '2025-01-02T01:00:00Z', 'succeeded', 28800, 0, 1, 8, 7200"
+	   " FROM teams t WHERE t.name = $1",
+	   c);
+
+	j = get(&r, st->admin, ty_test_strf(RANGE "&team=%s", c));
+	REQUIRE_STATUS(&r, 200);
+	CHECK_NUM(j, "items[0].idle_gpu_seconds", 7200);
+	CHECK_NUM(j, "items[0].idle_gpu_hours", 2);
+	CHECK_NUM(j, "items[0].gpu_hours", 8 + 1 + 8);
+	CHECK_NUM(j, "totals.idle_gpu_seconds", 7200);
+	CHECK_NUM(j, "totals.idle_gpu_hours", 2);
+
+	/* a day gets the part of a row's idle time its hours hold */
+	j = get(&r, st->admin, ty_test_strf(RANGE "&team=%s&group_by=day", c));
+	REQUIRE_STATUS(&r, 200);
+	REQUIRE(json_array_size(ty_jpath(j, "items")) == 2);
+	CHECK_JSTR(j, "items[0].day", "2025-01-01");
+	CHECK_NUM(j, "items[0].idle_gpu_seconds", 3600);
+	CHECK_NUM(j, "items[1].idle_gpu_seconds", 3600);
+
+	/* by job: the job without telemetry has none */
+	j = get(&r, st->admin, ty_test_strf(RANGE "&team=%s&group_by=job", c));
+	REQUIRE_STATUS(&r, 200);
+	REQUIRE(json_array_size(ty_jpath(j, "items")) == 2);
+	CHECK_JINT(j, "items[1].job", 7002);
+	CHECK_NUM(j, "items[1].idle_gpu_seconds", 0);
+	CHECK_NUM(j, "items[0].idle_gpu_seconds", 7200);
+
+	/* a range cutting the row: its share */
+	j = get(&r, st->admin,
+		ty_test_strf("team=%s&from=2025-01-02T00:30:00Z&to=2025-01-03T00:00:00Z", c));
+	REQUIRE_STATUS(&r, 200);
+	CHECK_NUM(j, "items[0].idle_gpu_seconds", 1800);
+	ty_resp_free(&r);
+}
+
 TY_TEST(members_see_their_team_only_and_admins_all)
 {
 	const struct ty_stack *st = ty_stack_get();

@@ -1017,6 +1017,36 @@ void fx_node_runs(struct fx *f, const char *id, long long job, long long attempt
 		FAIL("no node %s", id);
 }
 
+void fx_node_idle(struct fx *f, const char *id, long long job, long long attempt,
+		  double idle_seconds, double gpu_util)
+{
+	struct fx_node *n;
+	json_t *e, *found = NULL;
+	size_t i;
+
+	pthread_mutex_lock(&f->mu);
+	if ((n = node_find(f, id)))
+		json_array_foreach(n->running, i, e)
+		{
+			if (json_integer_value(json_object_get(e, "job")) == job &&
+			    json_integer_value(json_object_get(e, "attempt")) == attempt)
+				found = e;
+		}
+	if (found) {
+		if (idle_seconds >= 0)
+			json_object_set_new(found, "idle_seconds", json_real(idle_seconds));
+		else
+			json_object_del(found, "idle_seconds");
+		if (gpu_util >= 0)
+			json_object_set_new(found, "gpu_util", json_real(gpu_util));
+		else
+			json_object_del(found, "gpu_util");
+	}
+	pthread_mutex_unlock(&f->mu);
+	if (!found)
+		FAIL("node %s does not run job %lld attempt %lld", id, job, attempt);
+}
+
 void fx_node_finished(struct fx *f, const char *id, long long job, long long attempt, int code,
 		      const char *cls, const char *message)
 {
@@ -1224,6 +1254,12 @@ void fx_run(struct fx *f, const char *node, const struct proto_msg *launch)
 void fx_exit(struct fx *f, const char *node, const struct proto_msg *launch, int code,
 	     const char *cls, const char *message)
 {
+	fx_exit_with(f, node, launch, code, cls, message, NULL);
+}
+
+void fx_exit_with(struct fx *f, const char *node, const struct proto_msg *launch, int code,
+		  const char *cls, const char *message, const char *extra)
+{
 	long long first = li(launch, "first_rank"), n = li(launch, "local_world_size");
 
 	for (long long r = 0; r < n; r++)
@@ -1231,7 +1267,7 @@ void fx_exit(struct fx *f, const char *node, const struct proto_msg *launch, int
 			ty_test_strf("{'rank':%lld,'exit_code':%d,'signal':0}", first + r,
 				     r == n - 1 ? code : 0));
 	fx_send(f, node, "attempt_exited", launch->job, launch->attempt,
-		ty_test_strf("{'exit_code':%d,'failure_class':'%s','message':'%s'}", code, cls,
-			     message));
+		ty_test_strf("{'exit_code':%d,'failure_class':'%s','message':'%s'%s}", code, cls,
+			     message, extra ? extra : ""));
 	fx_node_runs(f, node, launch->job, launch->attempt, false);
 }

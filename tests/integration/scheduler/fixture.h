@@ -109,6 +109,13 @@ void fx_node_reboot(struct fx *f, const char *id);
 void fx_node_beat(struct fx *f, const char *id, bool on);
 /* Add (on) or remove an attempt from the running list of the node's heartbeats. */
 void fx_node_runs(struct fx *f, const char *id, long long job, long long attempt, bool on);
+/*
+ * Report in the node's heartbeats that the attempt's GPUs have been idle for
+ * idle_seconds (its running entry's idle_seconds) at gpu_util percent; a
+ * negative value leaves the field out. The attempt must be in its running list.
+ */
+void fx_node_idle(struct fx *f, const char *id, long long job, long long attempt,
+		  double idle_seconds, double gpu_util);
 /* Add a finished entry to the node's heartbeats (as if attempt_exited were lost). */
 void fx_node_finished(struct fx *f, const char *id, long long job, long long attempt, int code,
 		      const char *cls, const char *message);
@@ -167,5 +174,8 @@ void fx_run(struct fx *f, const char *node, const struct proto_msg *launch);
  */
 void fx_exit(struct fx *f, const char *node, const struct proto_msg *launch, int code,
 	     const char *cls, const char *message);
+/* The same with more members in attempt_exited's data (",'telemetry':{...}", ' for "). */
+void fx_exit_with(struct fx *f, const char *node, const struct proto_msg *launch, int code,
+		  const char *cls, const char *message, const char *extra);
 
 #endif

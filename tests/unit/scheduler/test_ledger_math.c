@@ -83,39 +83,39 @@ TY_TEST(ledger_arithmetic_table)
 		double gpu_seconds, lost, cost;
 	} cases[] = {
 	    /* 8 GPUs for an hour at 2.5 per GPU-hour */
-	    {"succeeded: nothing lost", {8, 0, 3600000, 0, "succeeded", 2.5}, 28800, 0, 20},
+	    {"succeeded: nothing lost", {8, 0, 3600000, 0, "succeeded", 2.5, -1}, 28800, 0, 20},
 	    {"succeeded after a checkpoint: nothing lost",
-	     {8, 0, 3600000, 1800000, "succeeded", 2.5},
+	     {8, 0, 3600000, 1800000, "succeeded", 2.5, -1},
 	     28800,
 	     0,
 	     20},
 	    {"failed without a checkpoint: all of it",
-	     {8, 0, 3600000, 0, "failed", 2.5},
+	     {8, 0, 3600000, 0, "failed", 2.5, -1},
 	     28800,
 	     28800,
 	     20},
 	    {"preempted 15 min after its checkpoint",
-	     {4, 1000, 3601000, 2701000, "failed", 1.2},
+	     {4, 1000, 3601000, 2701000, "failed", 1.2, -1},
 	     14400,
 	     3600,
 	     4.8},
-	    {"checkpoint at the very end", {2, 0, 60000, 60000, "failed", 1}, 120, 0, 120.0 / 3600},
+	    {"checkpoint at the very end", {2, 0, 60000, 60000, "failed", 1, -1}, 120, 0, 120.0 / 3600},
 	    {"checkpoint before the start (clamped)",
-	     {2, 10000, 70000, 5000, "failed", 1},
+	     {2, 10000, 70000, 5000, "failed", 1, -1},
 	     120,
 	     120,
 	     120.0 / 3600},
 	    {"checkpoint after the end (nothing lost)",
-	     {2, 0, 60000, 90000, "failed", 1},
+	     {2, 0, 60000, 90000, "failed", 1, -1},
 	     120,
 	     0,
 	     120.0 / 3600},
-	    {"cancelled: nothing lost", {1, 0, 1800000, 0, "cancelled", 3}, 1800, 0, 1.5},
-	    {"no rate: free", {16, 0, 7200000, 0, "failed", 0}, 115200, 115200, 0},
-	    {"a negative rate counts as 0", {1, 0, 3600000, 0, "succeeded", -5}, 3600, 0, 0},
-	    {"no GPUs: nothing", {0, 0, 3600000, 0, "failed", 9}, 0, 0, 0},
-	    {"ended before it started: nothing", {4, 5000, 1000, 0, "failed", 1}, 0, 0, 0},
-	    {"milliseconds count", {3, 0, 1500, 0, "failed", 3600}, 4.5, 4.5, 4.5},
+	    {"cancelled: nothing lost", {1, 0, 1800000, 0, "cancelled", 3, -1}, 1800, 0, 1.5},
+	    {"no rate: free", {16, 0, 7200000, 0, "failed", 0, -1}, 115200, 115200, 0},
+	    {"a negative rate counts as 0", {1, 0, 3600000, 0, "succeeded", -5, -1}, 3600, 0, 0},
+	    {"no GPUs: nothing", {0, 0, 3600000, 0, "failed", 9, -1}, 0, 0, 0},
+	    {"ended before it started: nothing", {4, 5000, 1000, 0, "failed", 1, -1}, 0, 0, 0},
+	    {"milliseconds count", {3, 0, 1500, 0, "failed", 3600, -1}, 4.5, 4.5, 4.5},
 	};
 
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
@@ -131,5 +131,42 @@ TY_TEST(ledger_arithmetic_table)
 			     cases[i].lost);
 		if (!near(row.cost, cases[i].cost))
 			FAIL("cost %.9g, want %.9g", row.cost, cases[i].cost);
+	}
+}
+
+TY_TEST(idle_gpu_seconds_are_the_nodes_idle_time_on_every_gpu_capped_by_what_was_held)
+{
+	static const struct {
+		const char *name;
+		int gpus;
+		int64_t start_ms, end_ms;
+		double idle_seconds, want;
+	} cases[] = {
+	    {"8 GPUs idle 10 min of an hour", 8, 0, 3600000, 600, 4800},
+	    {"busy throughout", 8, 0, 3600000, 0, 0},
+	    {"no telemetry: unknown", 8, 0, 3600000, -1, -1},
+	    {"idle longer than held: capped", 2, 0, 60000, 90, 120},
+	    {"fractions of seconds count", 3, 0, 3600000, 1.5, 4.5},
+	    {"no GPUs: nothing idle", 0, 0, 3600000, 600, 0},
+	    {"ended before it started: nothing", 4, 5000, 1000, 30, 0},
+	};
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct sched_ledger_in in = {
+		    .gpus = cases[i].gpus,
+		    .start_ms = cases[i].start_ms,
+		    .end_ms = cases[i].end_ms,
+		    .outcome = "succeeded",
+		    .idle_seconds = cases[i].idle_seconds,
+		};
+		struct sched_ledger_row row;
+
+		ty_test_context("%s", cases[i].name);
+		sched_ledger_compute(&row, &in);
+		if (cases[i].want < 0 ? row.idle_gpu_seconds >= 0
+				      : !near(row.idle_gpu_seconds, cases[i].want))
+			FAIL("idle_gpu_seconds %.9g, want %.9g", row.idle_gpu_seconds,
+			     cases[i].want);
+		CHECK(row.idle_gpu_seconds <= row.gpu_seconds);
 	}
 }
