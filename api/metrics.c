@@ -143,10 +143,12 @@ static const struct query queries[] = {
        {"team", NULL}}},
      1},
     {"SELECT s.state, count(n.id)"
-     " FROM unnest(ARRAY['ready', 'suspect', 'draining', 'drained', 'preempting', 'lost'])"
-     "  s(state) LEFT JOIN nodes n ON n.state = s.state GROUP BY 1 ORDER BY 1",
+     " FROM unnest(ARRAY['ready', 'not_ready', 'suspect', 'draining', 'drained', 'preempting',"
+     "  'lost']) s(state) LEFT JOIN nodes n ON ty_node_state(n.state, n.fault) = s.state"
+     " GROUP BY 1 ORDER BY 1",
      1,
-     {{"trainyard_nodes", "Registered nodes by state.", {"state", NULL}}},
+     {{"trainyard_nodes", "Registered nodes by state, as GET /v1/nodes shows it.",
+       {"state", NULL}}},
      1},
     {"SELECT count(*) FROM dispatch_outbox",
      0,

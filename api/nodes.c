@@ -13,11 +13,15 @@
 /*
  * One node as JSON; GPUs in use are those of unreleased allocations, CPUs
  * and memory their jobs' per-node asks (NULL totals: not reported, not
- * limited). Conditions: the current ones (not cleared), fatal first.
+ * limited). Conditions: the current ones (not cleared), fatal first. The state is
+ * ty_node_state's: `not_ready` for a ready node whose register named a fault
+ * (migrations/0024_node_fault.sql).
  */
 #define NODE_JSON_SQL                                                                    \
 	"json_build_object('id', n.id, 'address', n.address, 'labels', n.labels,"       \
-	" 'state', n.state, 'simulated', n.simulated, 'isolation', n.isolation,"        \
+	" 'state', ty_node_state(n.state, n.fault), 'fault', n.fault,"                  \
+	" 'expected_gpus', n.expected_gpus,"                                            \
+	" 'simulated', n.simulated, 'isolation', n.isolation,"                          \
 	" 'gpus_total', n.gpus,"                                                        \
 	" 'gpus_free', n.gpus - coalesce((SELECT sum(cardinality(a.gpus))"              \
 	"   FROM allocations a WHERE a.node_id = n.id AND a.released_at IS NULL), 0),"  \
@@ -61,15 +65,16 @@ int api_h_nodes_list(struct api_req *r, struct ty_err *err)
 	PGresult *res = NULL;
 	int rc;
 
-	if (p[1] && strcmp(p[1], "ready") && strcmp(p[1], "suspect") && strcmp(p[1], "draining") &&
-	    strcmp(p[1], "drained") && strcmp(p[1], "preempting") && strcmp(p[1], "lost"))
+	if (p[1] && strcmp(p[1], "ready") && strcmp(p[1], "not_ready") && strcmp(p[1], "suspect") &&
+	    strcmp(p[1], "draining") && strcmp(p[1], "drained") && strcmp(p[1], "preempting") &&
+	    strcmp(p[1], "lost"))
 		return api_reply_error(r, 400, "invalid_parameter", "state",
-				       "'state' must be 'ready', 'suspect', 'draining', 'drained', "
-				       "'preempting' or 'lost'");
+				       "'state' must be 'ready', 'not_ready', 'suspect', 'draining', "
+				       "'drained', 'preempting' or 'lost'");
 	rc = ty_pg_exec(&res, r->pg,
 			"SELECT json_build_object('items', coalesce(json_agg(" NODE_JSON_SQL
 			" ORDER BY n.id), '[]'))::text FROM nodes n"
-			" WHERE $2::text IS NULL OR n.state = $2",
+			" WHERE $2::text IS NULL OR ty_node_state(n.state, n.fault) = $2",
 			2, p, err);
 	if (rc)
 		return rc;

@@ -17,7 +17,9 @@ static const char nodes_help[] =
 	"active/all ports), labels, failures blamed on the node since its last\n"
 	"undrain (count and distinct jobs), the jobs holding GPUs there and the age\n"
 	"of the last heartbeat. 'get' shows one node with the attempt of each job it\n"
-	"runs and why it is drained.\n"
+	"runs, why it is drained, and the fault its executor registered: a node\n"
+	"'not_ready' found fewer GPUs than it expects (--expect-gpus) and takes no\n"
+	"new work until its executor registers without a fault.\n"
 	"\n"
 	"CONDITIONS lists what the node's health watch reports now, fatal ones first:\n"
 	"the kind with its code ('xid79'), '!' when fatal (the node was drained for\n"
@@ -32,8 +34,8 @@ static const char nodes_help[] =
 	"killed before the deadline and requeued elsewhere.\n"
 	"\n"
 	"flags:\n"
-	"  --state S            only nodes in state S (ready, suspect, draining,\n"
-	"                       drained, preempting, lost)\n"
+	"  --state S            only nodes in state S (ready, not_ready, suspect,\n"
+	"                       draining, drained, preempting, lost)\n"
 	"  --deadline SECONDS   'preempt': the node goes away in SECONDS, 0..3600\n"
 	"                       (default 30)\n";
 
@@ -271,6 +273,16 @@ static int print_node(const json_t *node)
 	rc |= format_failures(&failures, json_object_get(node, "failures"));
 	rc |= cli_table_add(&t, "failures:");
 	rc |= cli_table_add(&t, failures.len ? failures.data : "0");
+	if (json_is_integer(json_object_get(node, "expected_gpus"))) {
+		rc |= cli_table_add(&t, "expected GPUs:");
+		rc |= cli_table_addf(&t, "%s",
+				     cli_json_num(total_s, sizeof(total_s), node, "expected_gpus"));
+	}
+	if (cli_json_str(node, "fault", NULL)) {
+		rc |= cli_table_add(&t, "fault:");
+		rc |= cli_table_addf(&t, "%s (no new work until its executor registers without one)",
+				     cli_json_str(node, "fault", NULL));
+	}
 	if (cli_json_str(node, "drain_reason", NULL)) {
 		rc |= cli_table_add(&t, "drain reason:");
 		rc |= cli_table_add(&t, cli_json_str(node, "drain_reason", NULL));
@@ -452,7 +464,9 @@ int cli_cmd_nodes(struct cli *cli, int argc, char **argv, struct ty_err *err)
 		       : !strcmp(st, "lost") && !strcmp(sub, "drain")
 			   ? " (not heard from; drained when it returns)"
 		       : !strcmp(st, "lost") ? " (not heard from; ready when it returns)"
-					     : "");
+		       : !strcmp(st, "not_ready")
+			   ? " (takes no new work until its executor registers without its fault)"
+			   : "");
 	} else if (is_get) {
 		if (print_node(resp.body))
 			rc = ty_err_set(err, TY_ENOMEM, NULL);

@@ -450,6 +450,24 @@ static json_t *conditions_json(struct exec *x)
 	return a;
 }
 
+/*
+ * register's expected_gpus and fault (null: as expected), only when the
+ * node expects GPUs: the scheduler keeps a node with a fault out of
+ * placement. From the inventory as it is now, at every register.
+ */
+static json_t *with_expectation(json_t *data, const struct exec_opts *o,
+				const struct hw_inventory *inv)
+{
+	char fault[EXEC_FAULT_MAX];
+
+	if (!data || o->expect_gpus <= 0)
+		return data;
+	exec_expect_fault(fault, sizeof(fault), o->expect_gpus, inv->ngpus, inv->gpu_fault);
+	json_object_set_new(data, "expected_gpus", json_integer(o->expect_gpus));
+	json_object_set_new(data, "fault", *fault ? json_string(fault) : json_null());
+	return data;
+}
+
 static void send_register(struct exec *x)
 {
 	const struct exec_opts *o = x->o;
@@ -462,14 +480,16 @@ static void send_register(struct exec *x)
 	}
 	/* finished: what the previous boot's ranks did while no executor watched (kill_orphans) */
 	emit(x, PROTO_REGISTER, 0, 0,
-	     with_capacity(json_pack("{s:s, s:I, s:O, s:s, s:s, s:b, s:o, s:o*, s:s, s:o*}",
-				     "address", o->address, "gpus", (json_int_t)inv->ngpus,
-				     "labels", o->labels, "boot_id", x->boot_id, "log_url",
-				     x->log_url, "simulated", inv->simulated, "inventory",
-				     inventory, "finished", exec_finished_json(&x->finished),
-				     "isolation", o->runtime ? "runc" : "none", "conditions",
-				     conditions_json(x)),
-			   o),
+	     with_expectation(
+		 with_capacity(json_pack("{s:s, s:I, s:O, s:s, s:s, s:b, s:o, s:o*, s:s, s:o*}",
+					 "address", o->address, "gpus", (json_int_t)inv->ngpus,
+					 "labels", o->labels, "boot_id", x->boot_id, "log_url",
+					 x->log_url, "simulated", inv->simulated, "inventory",
+					 inventory, "finished", exec_finished_json(&x->finished),
+					 "isolation", o->runtime ? "runc" : "none", "conditions",
+					 conditions_json(x)),
+			       o),
+		 o, inv),
 	     &x->register_acked);
 }
 

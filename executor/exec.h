@@ -324,9 +324,37 @@ long long exec_memory_events_oom_kill(const char *text);
  * "k=v,k=v" into a new JSON object in *out. "" gives {}. Keys are 1–63 of
  * [A-Za-z0-9._/-] starting alphanumeric, values 0–63 of [A-Za-z0-9._-];
  * a key given twice is an error, and so is a `pool` other than "spot" or
- * "on-demand". TY_EINVAL names the fault.
+ * "on-demand" or an EXEC_LABEL_EXPECTED_GPUS that is not a count
+ * (exec_labels_expected_gpus). TY_EINVAL names the fault.
  */
 int exec_labels_parse(json_t **out, const char *spec, struct ty_err *err);
+
+/* ---- the expected inventory (labels.c) ---- */
+
+/* The label that gives --expect-gpus (the option wins when both are given). */
+#define EXEC_LABEL_EXPECTED_GPUS "trainyard.io/expected-gpus"
+#define EXEC_EXPECT_GPUS_MAX 1024
+/* register.fault's room: a sentence and the inventory's gpu_fault */
+#define EXEC_FAULT_MAX (HW_FAULT_MAX + 64)
+
+/*
+ * The GPUs labels (borrowed) say this node should have, in *out: 0 (no
+ * expectation) when the label is absent. TY_EINVAL naming the label when
+ * its value is not a whole number from 0 to EXEC_EXPECT_GPUS_MAX
+ * (exec_labels_parse refuses such labels already).
+ */
+int exec_labels_expected_gpus(int *out, const json_t *labels, struct ty_err *err);
+
+/*
+ * What register's `fault` says of a node that expects expected GPUs (0:
+ * no expectation), found found and could not read the GPUs gpu_fault
+ * names (the inventory's, borrowed; NULL or "" none), into out ("" when
+ * nothing is wrong; cut to outsz): "found 7 of 8 expected GPUs", with
+ * "; <gpu_fault>" when some could not be read, or "found 8 GPUs (8
+ * expected), but <gpu_fault>". More GPUs than expected is no fault;
+ * without an expectation nothing is (the node registers as before).
+ */
+void exec_expect_fault(char *out, size_t outsz, int expected, size_t found, const char *gpu_fault);
 
 /* ---- dispatch dedupe window (dedupe.c) ---- */
 
@@ -632,6 +660,8 @@ struct exec_opts {
 	int64_t fabric_check_ms; /* 0: the ports are read at start only */
 	char *const *fabric_env; /* NCCL variables for every rank (hw_nccl_env); may be NULL */
 	const json_t *labels;	 /* borrowed object */
+	/* GPUs the node should have (--expect-gpus or its label); 0: no expectation */
+	int expect_gpus;
 	const char *state_dir;
 	/*
 	 * Jobs' checkpoint directories are <checkpoint_root>/job-<id>: shared

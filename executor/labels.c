@@ -1,8 +1,13 @@
-/* Node labels from "k=v,k=v" (pure). */
+/*
+ * Node labels from "k=v,k=v", and what the node is expected to have: the
+ * expected-GPUs label and the fault register reports when fewer are found
+ * (pure).
+ */
 #include "exec.h"
 
 #include <ctype.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define LABEL_MAX 63
@@ -88,9 +93,48 @@ int exec_labels_parse(json_t **out, const char *spec, struct ty_err *err)
 				json_string_value(v));
 		goto out;
 	}
+	/* a typo here would silently turn the expectation off */
+	if ((rc = exec_labels_expected_gpus(&(int){0}, obj, err)))
+		goto out;
 	*out = obj;
 	obj = NULL;
 out:
 	json_decref(obj);
 	return rc;
+}
+
+int exec_labels_expected_gpus(int *out, const json_t *labels, struct ty_err *err)
+{
+	const char *v = json_string_value(json_object_get(labels, EXEC_LABEL_EXPECTED_GPUS));
+	char *end;
+	long n;
+
+	*out = 0;
+	if (!v)
+		return 0;
+	/* digits only: strtol alone would take " 8", "+8" and "8.0"'s 8 */
+	n = isdigit((unsigned char)v[0]) ? strtol(v, &end, 10) : -1;
+	if (n < 0 || *end || n > EXEC_EXPECT_GPUS_MAX)
+		return ty_err_set(err, TY_EINVAL,
+				  "label " EXEC_LABEL_EXPECTED_GPUS " '%s' is not a number of GPUs "
+				  "from 0 to %d",
+				  v, EXEC_EXPECT_GPUS_MAX);
+	*out = (int)n;
+	return 0;
+}
+
+void exec_expect_fault(char *out, size_t outsz, int expected, size_t found, const char *gpu_fault)
+{
+	bool unread = gpu_fault && *gpu_fault;
+
+	if (outsz)
+		out[0] = '\0';
+	if (expected <= 0 || (found >= (size_t)expected && !unread))
+		return;
+	if (found < (size_t)expected)
+		snprintf(out, outsz, "found %zu of %d expected GPUs%s%s", found, expected,
+			 unread ? "; " : "", unread ? gpu_fault : "");
+	else
+		snprintf(out, outsz, "found %zu GPUs (%d expected), but %s", found, expected,
+			 gpu_fault);
 }

@@ -92,6 +92,11 @@ static const struct ty_opt options[] = {
     {"labels", TY_OPT_STR, "", 0, 0,
      "node labels 'key=value,...': zone, rack and block place gangs by topology, "
      "pool is spot or on-demand"},
+    {"expect-gpus", TY_OPT_INT, "0", 0, EXEC_EXPECT_GPUS_MAX,
+     "GPUs this node should have (0: no expectation; the label "
+     "trainyard.io/expected-gpus=N says the same, and this option wins): finding fewer, or "
+     "GPUs NVML cannot read, registers the node with a fault and it gets no new work "
+     "(docs/operations.md, \"Expected inventory\")"},
     {"state-dir", TY_OPT_STR, NULL, 0, 0,
      "directory for state.json and attempts/<job>.<attempt>/ (required)"},
     {"checkpoint-root", TY_OPT_STR, NULL, 0, 0,
@@ -279,6 +284,40 @@ static int sample_for(struct ty_config *c)
 out:
 	hw_inventory_clear(&inv);
 	return rc;
+}
+
+/*
+ * The GPUs this node should have: --expect-gpus when given (overruling the
+ * label, with a warning when they disagree), else the label's count (0:
+ * no expectation). What was found against it is logged; register carries
+ * it as the fault (daemon.c).
+ */
+static int expectation(const struct ty_config *c, const json_t *labels,
+		       const struct hw_inventory *inv)
+{
+	char fault[EXEC_FAULT_MAX];
+	struct ty_err err = {0};
+	int label = 0, n;
+
+	exec_labels_expected_gpus(&label, labels, &err); /* exec_labels_parse checked it */
+	n = label;
+	if (strcmp(ty_config_source(c, "expect-gpus"), "default")) {
+		n = (int)ty_config_int(c, "expect-gpus");
+		if (json_object_get(labels, EXEC_LABEL_EXPECTED_GPUS) && n != label)
+			ty_warn("--expect-gpus %d overrides the label " EXEC_LABEL_EXPECTED_GPUS
+				"=%d",
+				n, label);
+	}
+	if (n <= 0)
+		return 0;
+	exec_expect_fault(fault, sizeof(fault), n, inv->ngpus, inv->gpu_fault);
+	if (*fault)
+		ty_warn("inventory: %s: the node registers with this fault and gets no new work "
+			"until it registers without one",
+			fault);
+	else if (inv->ngpus > (size_t)n)
+		ty_info("inventory: %zu GPUs, more than the %d expected", inv->ngpus, n);
+	return n;
 }
 
 /* trainyard-allreduce --node-check next to this executor's binary. */
@@ -686,6 +725,7 @@ int main(int argc, char **argv)
 		goto out;
 	}
 	o.labels = labels;
+	o.expect_gpus = expectation(c, labels, &inv);
 	o.heartbeat_ms = ty_config_int(c, "heartbeat-ms");
 	o.register_ms = ty_config_int(c, "register-ms");
 	o.kill_grace_ms = ty_config_int(c, "kill-grace-ms");

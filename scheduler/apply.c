@@ -1279,10 +1279,24 @@ static int on_register(struct sched *s, const struct proto_msg *m, struct ty_err
 	int64_t cpus = jint(d, "cpus", 0), memory_mb = jint(d, "memory_mb", 0);
 	/* what isolates its attempts; anything but the two known words: not reported */
 	const char *isolation = jstr(d, "isolation", "");
+	/*
+	 * The expected inventory: what the node found short of it (NULL: nothing,
+	 * or a field that is not a non-empty string) keeps it out of placement
+	 * until a register without one; expected_gpus is shown, never used.
+	 */
+	const char *fault = jstr(d, "fault", "");
+	int64_t expected = jint(d, "expected_gpus", 0);
+	char eb[24];
+	PGresult *res = NULL;
+	const char *was;
 	int rc;
 
 	if (strcmp(isolation, "runc") && strcmp(isolation, "none"))
 		isolation = NULL;
+	if (!*fault)
+		fault = NULL;
+	if (expected > INT_MAX)
+		expected = INT_MAX;
 
 	if (cpus > INT_MAX)
 		cpus = INT_MAX;
@@ -1310,22 +1324,36 @@ static int on_register(struct sched *s, const struct proto_msg *m, struct ty_err
 			   sched_i64(sb, m->seq),
 			   cpus > 0 ? sched_i64(cb, cpus) : NULL,
 			   memory_mb > 0 ? sched_i64(mb, memory_mb) : NULL,
-			   isolation};
-	if ((rc = ty_pg_exec(NULL, s->pg,
-			     "INSERT INTO nodes (id, address, labels, gpus, simulated, boot_id,"
-			     " log_url, inventory, last_seq, cpus, memory_mb, isolation)"
-			     " VALUES ($1, $2, $3::jsonb, $4, $5, $6, $7, $8::jsonb, $9, $10, $11, $12)"
+			   isolation,
+			   fault,
+			   expected > 0 ? sched_i64(eb, expected) : NULL};
+	/*
+	 * The state is left alone (an admin's drain, suspect, preempting): the
+	 * fault is beside it, and the mirror reads a node as ready only in state
+	 * ready without one. RETURNING gives the fault before this register (the
+	 * CTE reads the row as it was; node_get locked it).
+	 */
+	if ((rc = ty_pg_exec(&res, s->pg,
+			     "WITH old AS (SELECT fault FROM nodes WHERE id = $1)"
+			     " INSERT INTO nodes (id, address, labels, gpus, simulated, boot_id,"
+			     " log_url, inventory, last_seq, cpus, memory_mb, isolation, fault,"
+			     " expected_gpus)"
+			     " VALUES ($1, $2, $3::jsonb, $4, $5, $6, $7, $8::jsonb, $9, $10, $11, $12,"
+			     " $13, $14)"
 			     " ON CONFLICT (id) DO UPDATE SET address = EXCLUDED.address,"
 			     " labels = EXCLUDED.labels, gpus = EXCLUDED.gpus,"
 			     " cpus = EXCLUDED.cpus, memory_mb = EXCLUDED.memory_mb,"
 			     " isolation = EXCLUDED.isolation,"
 			     " simulated = EXCLUDED.simulated, boot_id = EXCLUDED.boot_id,"
 			     " log_url = EXCLUDED.log_url, inventory = EXCLUDED.inventory,"
+			     " fault = EXCLUDED.fault, expected_gpus = EXCLUDED.expected_gpus,"
 			     " last_seq = EXCLUDED.last_seq, last_heartbeat = now(),"
 			     " state = CASE WHEN nodes.state <> 'lost' THEN nodes.state"
-			     "  WHEN nodes.drain_reason IS NULL THEN 'ready' ELSE 'drained' END",
-			     12, p, err)))
+			     "  WHEN nodes.drain_reason IS NULL THEN 'ready' ELSE 'drained' END"
+			     " RETURNING (SELECT fault FROM old)",
+			     14, p, err)))
 		goto out;
+	was = ty_pg_val(res, 0, 0);
 	sched_mirror_touch_node(s, m->node); /* address, labels, capacity or state may be new */
 	{
 		const char *q[] = {m->node};
@@ -1345,10 +1373,18 @@ static int on_register(struct sched *s, const struct proto_msg *m, struct ty_err
 			memory_mb > 0 ? mb : "unreported", jstr(d, "address", ""));
 	else if (n.lost)
 		ty_info("node '%s' is back", m->node);
+	if (fault && (!was || strcmp(was, fault)))
+		ty_warn("node '%s' registered with a fault: %s; no new work is placed there until "
+			"it registers without one",
+			m->node, fault);
+	else if (!fault && was)
+		ty_info("node '%s' registered without its fault (%s): it takes new work again",
+			m->node, was);
 	if (!n.exists || n.lost || n.gpus != gpus || n.cpus != (cpus > 0 ? cpus : 0) ||
-	    n.memory_mb != (memory_mb > 0 ? memory_mb : 0))
+	    n.memory_mb != (memory_mb > 0 ? memory_mb : 0) || (!fault && was))
 		s->capacity_freed = true;
 out:
+	PQclear(res);
 	free(labels);
 	free(inventory);
 	return rc;

@@ -34,6 +34,7 @@
 #define M_TEAM_BORROWED "trainyard_scheduler_team_gpus_borrowed"
 #define M_TEAM_FAIR_SHARE "trainyard_scheduler_team_fair_share"
 #define M_NODES "trainyard_scheduler_nodes"
+#define M_NOT_READY "trainyard_scheduler_nodes_not_ready"
 #define M_PENDING "trainyard_scheduler_pending_jobs"
 #define M_OLDEST "trainyard_scheduler_oldest_pending_age_seconds"
 #define M_PRODUCE_ERRORS "trainyard_scheduler_kafka_produce_errors_total"
@@ -230,6 +231,10 @@ static int families(struct ty_metrics *m, struct ty_err *err)
 	    {TY_METRIC_GAUGE, M_NODES,
 	     "Nodes the scheduler knows at the last cycle, by state (lost ones excluded).", state,
 	     NULL, 0},
+	    {TY_METRIC_GAUGE, M_NOT_READY,
+	     "Nodes not lost whose register named a fault (fewer GPUs than expected, GPUs that "
+	     "cannot be read): no new work goes there.",
+	     NULL, NULL, 0},
 	    {TY_METRIC_GAUGE, M_PENDING, "Pending jobs at the last cycle, by reason class.", reason,
 	     NULL, 0},
 	    {TY_METRIC_GAUGE, M_OLDEST,
@@ -276,6 +281,7 @@ static int families(struct ty_metrics *m, struct ty_err *err)
 	ty_metrics_set(m, M_NODES, (const char *[]){"ready"}, 0);
 	ty_metrics_set(m, M_NODES, (const char *[]){"unschedulable"}, 0);
 	ty_metrics_set(m, M_NODES, (const char *[]){"preempting"}, 0);
+	ty_metrics_set(m, M_NOT_READY, NULL, 0);
 	ty_metrics_add(m, M_PREEMPTIONS, (const char *[]){"reclaim"}, 0);
 	ty_metrics_add(m, M_PREEMPTIONS, (const char *[]){"priority"}, 0);
 	ty_metrics_add(m, M_PREEMPTIONS, (const char *[]){"spot"}, 0);
@@ -474,6 +480,7 @@ void sched_metrics_role(struct sched *s)
 	ty_metrics_set(m, M_NODES, (const char *[]){"ready"}, 0);
 	ty_metrics_set(m, M_NODES, (const char *[]){"unschedulable"}, 0);
 	ty_metrics_set(m, M_NODES, (const char *[]){"preempting"}, 0);
+	ty_metrics_set(m, M_NOT_READY, NULL, 0);
 	ty_metrics_set(m, M_OUTBOX, NULL, 0);
 	ty_metrics_set(m, M_INFLIGHT, NULL, 0);
 	sched_metrics_node_conditions(s, NULL, 0);
@@ -508,7 +515,8 @@ void sched_metrics_cycle(struct sched *s, const struct sched_input *in,
 	struct decided decided[DECIDED_MAX];
 	char **names = NULL;
 	bool *placed = NULL;
-	int ready = 0, unschedulable = 0, preempting = 0, nnames = 0, nplaced = 0, ndecided = 0;
+	int ready = 0, unschedulable = 0, preempting = 0, not_ready = 0, nnames = 0, nplaced = 0,
+	    ndecided = 0;
 
 	if (!m)
 		return;
@@ -607,6 +615,7 @@ void sched_metrics_cycle(struct sched *s, const struct sched_input *in,
 	for (int i = 0; i < s->mirror.nnodes; i++) {
 		const struct sched_mnode *n = &s->mirror.nodes[i];
 
+		not_ready += n->fault;
 		if (n->preempting)
 			preempting++;
 		else if (n->ready)
@@ -617,6 +626,7 @@ void sched_metrics_cycle(struct sched *s, const struct sched_input *in,
 	ty_metrics_set(m, M_NODES, (const char *[]){"ready"}, ready);
 	ty_metrics_set(m, M_NODES, (const char *[]){"unschedulable"}, unschedulable);
 	ty_metrics_set(m, M_NODES, (const char *[]){"preempting"}, preempting);
+	ty_metrics_set(m, M_NOT_READY, NULL, not_ready);
 }
 
 void sched_metrics_cycle_failed(struct sched *s)

@@ -39,10 +39,10 @@
 #define MIRROR_TOUCHED_MAX 20000 /* beyond this many changed keys a full reload is cheaper */
 
 #define NODE_SELECT                                                                                \
-	"SELECT id, address, gpus, state = 'ready', labels->>'zone', labels->>'rack',"             \
-	" labels->>'block', state <> 'lost', state = 'preempting',"                               \
+	"SELECT id, address, gpus, state = 'ready' AND fault IS NULL, labels->>'zone',"           \
+	" labels->>'rack', labels->>'block', state <> 'lost', state = 'preempting',"              \
 	" coalesce(labels->>'pool' = 'spot', false), coalesce(cpus, 0),"                          \
-	" coalesce(memory_mb, 0) FROM nodes"
+	" coalesce(memory_mb, 0), fault IS NOT NULL FROM nodes"
 
 #define ALLOC_SELECT                                                                               \
 	"SELECT a.job_id, a.attempt, a.node_id, array_to_string(a.gpus, ','),"                     \
@@ -329,6 +329,7 @@ static int read_nodes(struct sched_mnode **out, int *nout, bool **present, const
 		nd->spot = !strcmp(PQgetvalue(res, r, 9), "t");
 		nd->cpus = sched_col_i64(res, r, 10);
 		nd->memory_mb = sched_col_i64(res, r, 11);
+		nd->fault = !strcmp(PQgetvalue(res, r, 12), "t");
 		if (present)
 			(*present)[r] = !strcmp(PQgetvalue(res, r, 7), "t");
 		if (!nd->id)
@@ -706,7 +707,8 @@ static bool same_node(const struct sched_mnode *a, const struct sched_mnode *b)
 	return !strcmp(a->id, b->id) && !cmp_str(a->addr, b->addr) && a->gpus == b->gpus &&
 	       a->ready == b->ready && !cmp_str(a->zone, b->zone) && !cmp_str(a->rack, b->rack) &&
 	       !cmp_str(a->block, b->block) && a->preempting == b->preempting &&
-	       a->spot == b->spot && a->cpus == b->cpus && a->memory_mb == b->memory_mb;
+	       a->spot == b->spot && a->cpus == b->cpus && a->memory_mb == b->memory_mb &&
+	       a->fault == b->fault;
 }
 
 static bool same_alloc(const struct sched_malloc *a, const struct sched_malloc *b)

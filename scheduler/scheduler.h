@@ -114,7 +114,8 @@ struct sched_mnode {
 	char *id, *addr, *zone, *rack, *block; /* owned; labels NULL when absent */
 	int gpus;
 	int64_t cpus, memory_mb; /* allocatable as registered, 0 = not reported (not limited) */
-	bool ready;
+	bool ready;	 /* takes new work: state ready and no fault */
+	bool fault;	 /* its register named a fault (the expected inventory): not ready */
 	bool preempting; /* state preempting: its gangs are checkpointed and killed (spot.c) */
 	bool spot;	 /* label pool = spot */
 };

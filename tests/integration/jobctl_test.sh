@@ -1037,6 +1037,32 @@ out_has '^node node-a: ready$'
 	fail "nodes preempt did not write one audit row per call"
 ok "nodes preempt: preempting with a deadline, json, --state, admin only (5), unknown node (4), bad deadline (2)"
 
+# a fault in its executor's register (what the scheduler writes): not_ready, and why
+psql "$DB_URL" -v ON_ERROR_STOP=1 -qAt -c "UPDATE nodes SET fault = 'found 7 of 8 expected GPUs; GPU 3: nvmlDeviceGetUUID: GPU is lost (error 15)', expected_gpus = 8 WHERE id = 'node-b'" >/dev/null
+expect 0 jc nodes
+out_has "^node-b  *not_ready  *10.0.0.2  *"
+out_has "^node-a  *ready  *10.0.0.1  *"
+expect 0 jc nodes get node-b
+out_has '^state: *not_ready$'
+out_has '^expected GPUs: *8$'
+out_has '^fault: *found 7 of 8 expected GPUs; GPU 3: nvmlDeviceGetUUID: GPU is lost (error 15) (no new work until its executor registers without one)$'
+expect 0 jc nodes get node-a
+out_lacks '^fault:'
+out_lacks '^expected GPUs:'
+expect 0 jc nodes list --state not_ready
+[[ $(wc -l <"$W/out") -eq 2 ]] || fail "nodes --state not_ready printed $(wc -l <"$W/out") lines, not 1 + 1"
+out_has '^node-b  *not_ready'
+expect 0 jc -o json nodes get node-b
+check 'd["state"] == "not_ready" and d["expected_gpus"] == 8 and d["fault"].startswith("found 7 of 8")'
+# an undrain is no cure: the executor must register without the fault
+expect 0 jc nodes undrain node-b
+out_has '^node node-b: not_ready (takes no new work until its executor registers without its fault)$'
+psql "$DB_URL" -v ON_ERROR_STOP=1 -qAt -c "UPDATE nodes SET fault = NULL, expected_gpus = NULL WHERE id = 'node-b'" >/dev/null
+expect 0 jc nodes get node-b
+out_has '^state: *ready$'
+out_lacks '^fault:'
+ok "nodes: a node with a fault is not_ready, get shows the fault and the expected GPUs"
+
 kill "$LOGSRV_PID" 2>/dev/null || true
 wait "$LOGSRV_PID" 2>/dev/null || true
 LOGSRV_PID=

@@ -117,7 +117,8 @@ TY_TEST(requests_counted_by_route_pattern_method_and_status)
 /*
  * Team a: 3 jobs submitted (one cancelled, the oldest pending one backdated
  * 100 s), one running with 4 GPUs allocated on node n1, team_usage with 2
- * borrowed GPUs and fair share 0.5. Nodes n1 ready, n2 draining, n3 lost.
+ * borrowed GPUs and fair share 0.5. Nodes n1 ready, n2 draining, n3 lost, n4
+ * ready with a fault (shown not_ready).
  * Two outbox rows. No scheduler runs, so nothing moves under the test.
  */
 TY_TEST(database_gauges_at_scrape_time)
@@ -137,6 +138,8 @@ TY_TEST(database_gauges_at_scrape_time)
 	DB("INSERT INTO nodes (id, address, gpus, state, boot_id) VALUES"
 	   " ('mn1', '127.0.0.1', 8, 'ready', 'b'), ('mn2', '127.0.0.1', 8, 'draining', 'b'),"
 	   " ('mn3', '127.0.0.1', 8, 'lost', 'b')");
+	DB("INSERT INTO nodes (id, address, gpus, state, boot_id, fault, expected_gpus) VALUES"
+	   " ('mn4', '127.0.0.1', 7, 'ready', 'b', 'found 7 of 8 expected GPUs', 8)");
 	DB("UPDATE jobs SET state = 'running', attempt = 1 WHERE id = $1::bigint",
 	   ty_test_strf("%lld", j4));
 	DB("INSERT INTO attempts (job_id, attempt, state, epoch, master_node, master_addr,"
@@ -176,6 +179,7 @@ TY_TEST(database_gauges_at_scrape_time)
 	CHECK_VALUE(t, "trainyard_nodes{state=\"draining\"}", 1);
 	CHECK_VALUE(t, "trainyard_nodes{state=\"lost\"}", 1);
 	CHECK_VALUE(t, "trainyard_nodes{state=\"suspect\"}", 0);
+	CHECK_VALUE(t, "trainyard_nodes{state=\"not_ready\"}", 1);
 	CHECK_VALUE(t, "trainyard_dispatch_outbox_rows", 2);
 
 	/* the allocation released: the GPUs leave the team's count */

@@ -268,13 +268,15 @@ TY_TEST(nodes_list_get_and_state_filter)
 	CHECK(index_of(r.json, a) < index_of(r.json, b));
 	CHECK(index_of(r.json, b) < index_of(r.json, c));
 
-	CHECK_STR_EQ(keys(na), "address,conditions,cpus_free,cpus_total,drain_reason,failures,"
-			       "gpus_free,gpus_total,hcas,id,isolation,labels,last_heartbeat,"
-			       "memory_mb_free,memory_mb_total,preempt,registered_at,running,"
-			       "simulated,state");
+	CHECK_STR_EQ(keys(na), "address,conditions,cpus_free,cpus_total,drain_reason,expected_gpus,"
+			       "failures,fault,gpus_free,gpus_total,hcas,id,isolation,labels,"
+			       "last_heartbeat,memory_mb_free,memory_mb_total,preempt,registered_at,"
+			       "running,simulated,state");
 	CHECK(json_is_array(ty_jpath(na, "conditions")) &&
 	      !json_array_size(ty_jpath(na, "conditions")));
 	CHECK_JNULL(na, "drain_reason");
+	CHECK_JNULL(na, "fault");	  /* its executor expects no GPUs, or found them */
+	CHECK_JNULL(na, "expected_gpus");
 	CHECK_JNULL(na, "isolation"); /* not reported by this test's registers */
 	CHECK_JNULL(na, "preempt");
 	CHECK(json_is_array(ty_jpath(na, "hcas")) && !json_array_size(ty_jpath(na, "hcas")));
@@ -338,6 +340,7 @@ TY_TEST(nodes_list_get_and_state_filter)
 	    {"lost", false, false, true},
 	    {"suspect", false, false, false},
 	    {"drained", false, false, false},
+	    {"not_ready", false, false, false},
 	};
 	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
 		const json_t *it;
@@ -369,6 +372,10 @@ TY_TEST(nodes_bad_state_and_unknown_node)
 	CHECK_INT_EQ(json_array_size(ty_jpath(r.json, "items")),
 		     atoi(DB("SELECT count(*) FROM nodes")));
 	ty_http(&r, "GET", "/v1/nodes?state=sleeping", s->admin, NULL, NULL);
+	CHECK_PROBLEM(&r, 400, "invalid_parameter", "state");
+	CHECK_JSTR(r.json, "detail", "'state' must be 'ready', 'not_ready', 'suspect', 'draining', "
+				     "'drained', 'preempting' or 'lost'");
+	ty_http(&r, "GET", "/v1/nodes?state=not%20ready", s->admin, NULL, NULL);
 	CHECK_PROBLEM(&r, 400, "invalid_parameter", "state");
 	ty_http(&r, "GET", "/v1/nodes/987654321", s->admin, NULL, NULL);
 	CHECK_PROBLEM(&r, 404, "node_not_found", NULL);
@@ -450,6 +457,75 @@ TY_TEST(nodes_show_their_current_conditions)
 	CHECK(json_equal(ty_jpath(one.json, "conditions"), ty_jpath(na, "conditions")));
 	ty_resp_free(&r);
 	ty_resp_free(&one);
+}
+
+/*
+ * A node whose register named a fault (the expected inventory; the
+ * scheduler writes nodes.fault and expected_gpus): shown `not_ready` while
+ * its state is ready, its other states as they are, with the fault and the
+ * expected count; ?state= filters by the state shown; an undrain leaves
+ * the fault.
+ */
+TY_TEST(a_node_with_a_fault_is_shown_not_ready)
+{
+	static const char lost[] =
+	    "found 7 of 8 expected GPUs; GPU 3: nvmlDeviceGetUUID: GPU is lost (error 15)";
+	const struct ty_stack *s = ty_stack_get();
+	const char *base = ty_uniq("nf");
+	const char *bad = ty_test_strf("%s-bad", base), *off = ty_test_strf("%s-off", base),
+		   *good = ty_test_strf("%s-good", base);
+	struct ty_resp r = {0};
+	const json_t *n;
+
+	mk_node(bad, "10.3.0.1", 7, "ready", "");
+	mk_node(off, "10.3.0.2", 4, "drained", "");
+	mk_node(good, "10.3.0.3", 8, "ready", "");
+	DB("UPDATE nodes SET fault = $2, expected_gpus = 8 WHERE id = $1", bad, lost);
+	DB("UPDATE nodes SET fault = 'found 3 of 4 expected GPUs', expected_gpus = 4,"
+	   " drain_reason = 'drained by an admin' WHERE id = $1",
+	   off);
+	DB("UPDATE nodes SET expected_gpus = 8 WHERE id = $1", good);
+
+	ty_http(&r, "GET", ty_test_strf("/v1/nodes/%s", bad), s->admin, NULL, NULL);
+	REQUIRE_STATUS(&r, 200);
+	CHECK_JSTR(r.json, "state", "not_ready");
+	CHECK_JSTR(r.json, "fault", lost);
+	CHECK_JINT(r.json, "expected_gpus", 8);
+	CHECK_JINT(r.json, "gpus_total", 7);
+	ty_http(&r, "GET", "/v1/nodes", s->admin, NULL, NULL);
+	REQUIRE_STATUS(&r, 200);
+	REQUIRE((n = find_node(r.json, off)) != NULL);
+	CHECK_JSTR(n, "state", "drained"); /* the admin's state, the fault beside it */
+	CHECK_JSTR(n, "fault", "found 3 of 4 expected GPUs");
+	CHECK_JINT(n, "expected_gpus", 4);
+	REQUIRE((n = find_node(r.json, good)) != NULL);
+	CHECK_JSTR(n, "state", "ready");
+	CHECK_JNULL(n, "fault");
+	CHECK_JINT(n, "expected_gpus", 8);
+
+	ty_http(&r, "GET", "/v1/nodes?state=not_ready", s->admin, NULL, NULL);
+	REQUIRE_STATUS(&r, 200);
+	CHECK(find_node(r.json, bad) != NULL);
+	CHECK(find_node(r.json, off) == NULL);
+	CHECK(find_node(r.json, good) == NULL);
+	ty_http(&r, "GET", "/v1/nodes?state=ready", s->admin, NULL, NULL);
+	REQUIRE_STATUS(&r, 200);
+	CHECK(find_node(r.json, bad) == NULL);
+	CHECK(find_node(r.json, good) != NULL);
+
+	/* the undrain ends the admin's drain, not the fault */
+	ty_http(&r, "POST", ty_test_strf("/v1/nodes/%s/undrain", off), s->admin, NULL, NULL);
+	REQUIRE_STATUS(&r, 200);
+	CHECK_JSTR(r.json, "state", "not_ready");
+	CHECK_JNULL(r.json, "drain_reason");
+	CHECK_JSTR(r.json, "fault", "found 3 of 4 expected GPUs");
+	CHECK_STR_EQ(DB("SELECT state FROM nodes WHERE id = $1", off), "ready");
+	/* and a drain of a node with a fault is an ordinary drain */
+	ty_http(&r, "POST", ty_test_strf("/v1/nodes/%s/drain", bad), s->admin, NULL, NULL);
+	REQUIRE_STATUS(&r, 200);
+	CHECK_JSTR(r.json, "state", "drained");
+	CHECK_JSTR(r.json, "fault", lost);
+	ty_resp_free(&r);
 }
 
 /* ---- drain and undrain ---- */

@@ -773,6 +773,9 @@ TY_TEST(registers_and_heartbeats)
 	/* a simulated node reports no CPUs or memory without --cpus / --memory-mb: not limited */
 	CHECK(json_object_get(reg, "cpus") == NULL);
 	CHECK(json_object_get(reg, "memory_mb") == NULL);
+	/* no expected inventory: register says nothing of one */
+	CHECK(json_object_get(reg, "expected_gpus") == NULL);
+	CHECK(json_object_get(reg, "fault") == NULL);
 	CHECK(strlen(T.boot_id) >= 16);
 	REQUIRE((hb = wait_msg(PROTO_HEARTBEAT, 0, 2)) != NULL);
 	CHECK_STR_EQ(json_string_value(json_object_get(hb, "boot_id")), T.boot_id);
@@ -3074,6 +3077,119 @@ TY_TEST(sample_for_reads_the_gpus_and_exits)
 	CHECK_INT_EQ(WEXITSTATUS(status), 2);
 	CHECK(strstr(text_of(ty_test_strf("%s.err", outp)),
 		     "--sample-for reads the real GPUs: not with --fake-gpus") != NULL);
+}
+
+
+/* register of a boot started with extra options (NULL-terminated; the node's own labels kept) */
+static const json_t *register_with(const char *const *extra)
+{
+	const json_t *reg;
+
+	stop_executor(SIGTERM);
+	T.extra = extra;
+	reg = start_executor();
+	T.extra = NULL;
+	return reg;
+}
+
+/*
+ * The expected inventory (docs/dispatch.md, "register"): --expect-gpus or
+ * the label trainyard.io/expected-gpus, the option winning; register
+ * carries expected_gpus and fault (null when the GPUs are as expected)
+ * only when the node expects GPUs.
+ */
+TY_TEST(an_expected_inventory_is_registered_with_its_fault)
+{
+	const char *inv = ty_test_strf("%s/inventory-lost.json", T.dir);
+	const json_t *reg;
+	size_t regs;
+
+	setup();
+	/* --fake-gpus 2 (the harness's) against 3 expected */
+	reg = register_with(
+	    (const char *const[]){"--expect-gpus", "3", "--register-ms", "1000", NULL});
+	CHECK_INT_EQ(json_integer_value(json_object_get(reg, "gpus")), 2);
+	CHECK_INT_EQ(json_integer_value(json_object_get(reg, "expected_gpus")), 3);
+	CHECK_STR_EQ(str_of(reg, "fault"), "found 2 of 3 expected GPUs");
+	CHECK(log_has("inventory: found 2 of 3 expected GPUs: the node registers with this fault"));
+	/* every later register says it again */
+	regs = count_of(PROTO_REGISTER, 0);
+	REQUIRE((reg = wait_msg(PROTO_REGISTER, 0, regs + 1)) != NULL);
+	CHECK_STR_EQ(str_of(reg, "fault"), "found 2 of 3 expected GPUs");
+
+	/* a GPU the probe counted but could not read is named, from the label's expectation */
+	write_file(inv, "{\"gpus\":[{\"index\":0,\"name\":\"Stand-in\",\"memory_mb\":1024},"
+			"{\"index\":1,\"name\":\"Stand-in\",\"memory_mb\":1024}],\"hcas\":[],"
+			"\"gpu_fault\":\"GPU 2: nvmlDeviceGetUUID: GPU is lost (error 15)\"}");
+	reg = register_with((const char *const[]){"--inventory-file", inv, "--labels",
+						   "zone=z1,trainyard.io/expected-gpus=3", NULL});
+	CHECK_INT_EQ(json_integer_value(json_object_get(reg, "expected_gpus")), 3);
+	CHECK_STR_EQ(str_of(reg, "fault"),
+		     "found 2 of 3 expected GPUs; GPU 2: nvmlDeviceGetUUID: GPU is lost (error 15)");
+	CHECK_STR_EQ(str_of(json_object_get(reg, "labels"), "trainyard.io/expected-gpus"), "3");
+	/* enough GPUs, but one lost: still a fault */
+	reg = register_with((const char *const[]){"--inventory-file", inv, "--expect-gpus", "2",
+						   NULL});
+	CHECK_STR_EQ(str_of(reg, "fault"),
+		     "found 2 GPUs (2 expected), but GPU 2: nvmlDeviceGetUUID: GPU is lost (error 15)");
+	/* without an expectation the lost GPU is only in the inventory, as before */
+	reg = register_with((const char *const[]){"--inventory-file", inv, NULL});
+	CHECK(json_object_get(reg, "expected_gpus") == NULL);
+	CHECK(json_object_get(reg, "fault") == NULL);
+	CHECK_STR_EQ(str_of(json_object_get(reg, "inventory"), "gpu_fault"),
+		     "GPU 2: nvmlDeviceGetUUID: GPU is lost (error 15)");
+
+	/* the option wins over a label that disagrees, and says so */
+	reg = register_with((const char *const[]){"--labels", "trainyard.io/expected-gpus=4",
+						   "--expect-gpus", "2", NULL});
+	CHECK_INT_EQ(json_integer_value(json_object_get(reg, "expected_gpus")), 2);
+	CHECK(json_is_null(json_object_get(reg, "fault")));
+	CHECK(log_has("--expect-gpus 2 overrides the label trainyard.io/expected-gpus=4"));
+	/* --expect-gpus 0 turns a label's expectation off */
+	reg = register_with((const char *const[]){"--labels", "trainyard.io/expected-gpus=4",
+						   "--expect-gpus", "0", NULL});
+	CHECK(json_object_get(reg, "expected_gpus") == NULL);
+	CHECK(json_object_get(reg, "fault") == NULL);
+	CHECK(log_has("--expect-gpus 0 overrides the label trainyard.io/expected-gpus=4"));
+	/* more GPUs than expected is fine */
+	reg = register_with((const char *const[]){"--expect-gpus", "1", NULL});
+	CHECK_INT_EQ(json_integer_value(json_object_get(reg, "expected_gpus")), 1);
+	CHECK(json_is_null(json_object_get(reg, "fault")));
+	CHECK(log_has("inventory: 2 GPUs, more than the 1 expected"));
+
+	stop_executor(SIGTERM);
+	start_executor();
+}
+
+/* A bad expectation stops the executor at start, naming the option or the label. */
+TY_TEST(a_bad_expectation_stops_the_executor)
+{
+	static const struct {
+		const char *opt, *val, *want;
+	} rows[] = {
+	    {"--labels", "zone=a,trainyard.io/expected-gpus=eight",
+	     "trainyard-executor: --labels: label trainyard.io/expected-gpus 'eight' is not a "
+	     "number of GPUs from 0 to 1024"},
+	    {"--labels", "trainyard.io/expected-gpus=-8",
+	     "--labels: label trainyard.io/expected-gpus '-8' is not a number of GPUs"},
+	    {"--labels", "trainyard.io/expected-gpus=2000",
+	     "--labels: label trainyard.io/expected-gpus '2000' is not a number of GPUs"},
+	    {"--expect-gpus", "-1", "option 'expect-gpus'"},
+	    {"--expect-gpus", "1025", "option 'expect-gpus'"},
+	    {"--expect-gpus", "eight", "option 'expect-gpus'"},
+	};
+	char *err;
+
+	setup();
+	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+		ty_test_context("%s %s", rows[i].opt, rows[i].val);
+		CHECK_INT_EQ(run_briefly(&err, (const char *const[]){"--fake-gpus", "1", rows[i].opt,
+								      rows[i].val, NULL}),
+			     2);
+		if (!strstr(err, rows[i].want))
+			FAIL("stderr lacks \"%s\": %s", rows[i].want, err);
+	}
+	ty_test_context(NULL);
 }
 
 

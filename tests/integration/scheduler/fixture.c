@@ -905,6 +905,36 @@ void fx_node_res_pool(struct fx *f, const char *id, int gpus, long long cpus,
 	pthread_mutex_unlock(&f->mu);
 }
 
+void fx_node_register(struct fx *f, const char *id, int gpus, const char *extra)
+{
+	struct fx_node *n;
+	json_t *data = NULL, *more = NULL;
+	int i;
+
+	pthread_mutex_lock(&f->mu);
+	if ((n = node_find(f, id))) {
+		i = (int)(n - f->nodes);
+		n->gpus = gpus;
+		data = json_pack("{s:s, s:i, s:{s:s}, s:s, s:s, s:b}", "address",
+				 ty_test_strf("10.0.0.%d", i + 1), "gpus", gpus, "labels", "zone",
+				 "test", "boot_id", n->boot_id, "log_url",
+				 ty_test_strf("http://10.0.0.%d:8081", i + 1), "simulated", 1);
+	}
+	pthread_mutex_unlock(&f->mu);
+	if (!n) {
+		FAIL("no node %s", id);
+		ty_test_abort();
+	}
+	if (extra && (!(more = json_loads(ty_test_jf("{%s}", extra), 0, NULL)) ||
+		      json_object_update(data, more))) {
+		FAIL("bad register fields %s", extra);
+		ty_test_abort();
+	}
+	json_decref(more);
+	send_msg(f, id, PROTO_REGISTER, 0, 0, data, NULL, true);
+	json_decref(data);
+}
+
 void fx_node_notice(struct fx *f, const char *id, const char *notice)
 {
 	struct fx_node *n;

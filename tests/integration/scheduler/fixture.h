@@ -91,6 +91,13 @@ void fx_node_pool(struct fx *f, const char *id, int gpus, const char *pool);
 void fx_node_res(struct fx *f, const char *id, int gpus, long long cpus, long long memory_mb);
 void fx_node_res_pool(struct fx *f, const char *id, int gpus, long long cpus,
 		      long long memory_mb, const char *pool);
+/*
+ * Register node id again, as its executor does every --register-ms (same
+ * boot, address and zone label; no pool, CPUs or memory), with gpus GPUs
+ * and the extra fields (JSON members, ' for ", e.g. "'fault':'...'"; NULL:
+ * none), which replace the usual ones.
+ */
+void fx_node_register(struct fx *f, const char *id, int gpus, const char *extra);
 /* Carry preempt_notice (JSON, ' for "; NULL: none) in the node's heartbeats from now on. */
 void fx_node_notice(struct fx *f, const char *id, const char *notice);
 /*

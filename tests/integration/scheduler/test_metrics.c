@@ -235,6 +235,7 @@ TY_TEST(leader_and_standby_serve_exact_values)
 	CHECK_VALUE(t, "trainyard_scheduler_nodes{state=\"ready\"}", 2);
 	CHECK_VALUE(t, "trainyard_scheduler_nodes{state=\"unschedulable\"}", 0);
 	CHECK_VALUE(t, "trainyard_scheduler_nodes{state=\"preempting\"}", 0);
+	CHECK_VALUE(t, "trainyard_scheduler_nodes_not_ready", 0);
 	CHECK_VALUE(t, "trainyard_scheduler_pending_jobs{reason=\"quota\"}", 0);
 	CHECK(value(t, "trainyard_scheduler_oldest_pending_age_seconds") >= 0);
 	CHECK_VALUE(t, "trainyard_scheduler_preemptions_total{reason=\"reclaim\"}", 0);
@@ -276,6 +277,7 @@ TY_TEST(leader_and_standby_serve_exact_values)
 	CHECK_VALUE(sb, "trainyard_scheduler_cycles_total", 0);
 	CHECK(strstr(sb, "trainyard_scheduler_team_gpus_allocated{") == NULL);
 	CHECK(strstr(sb, "trainyard_scheduler_kafka_consumer_lag_messages{") == NULL);
+	CHECK_VALUE(sb, "trainyard_scheduler_nodes_not_ready", 0);
 	CHECK_INT_EQ(promtool_check(sb), 0);
 
 	/* only GET (and HEAD) /metrics */
@@ -441,6 +443,40 @@ static int free_port(void)
 	port = ntohs(sin.sin_port);
 	close(fd);
 	return port;
+}
+
+/*
+ * Nodes whose register named a fault (the expected inventory) are counted
+ * while they have it, whatever their state, and are not ready; the
+ * TrainyardNodesNotReady alert reads the gauge.
+ */
+TY_TEST(nodes_with_a_fault_are_counted)
+{
+	struct fx *f = fx_start();
+	const char *t;
+	int a, pa;
+
+	fx_node(f, "n1", 4);
+	fx_node(f, "n2", 4);
+	fx_node(f, "n3", 4);
+	a = sched_with_metrics(f, "sched-a", NULL, &pa);
+	FX_WAIT(f, T, "3", "SELECT count(*) FROM nodes WHERE state = 'ready'");
+	fx_node_register(f, "n1", 3, "'expected_gpus':4,'fault':'found 3 of 4 expected GPUs'");
+	fx_node_register(f, "n2", 4,
+			 "'expected_gpus':4,'fault':'found 4 GPUs (4 expected), but GPU 4: "
+			 "nvmlDeviceGetHandleByIndex_v2: GPU is lost (error 15)'");
+	/* a drained node with a fault still has one */
+	fx_api(f, "POST", "/v1/nodes/n2/drain", 200);
+	t = scrape_until(pa, "trainyard_scheduler_nodes_not_ready", 2);
+	CHECK_VALUE(t, "trainyard_scheduler_nodes{state=\"ready\"}", 1);
+	CHECK_VALUE(t, "trainyard_scheduler_nodes{state=\"unschedulable\"}", 2);
+	CHECK_INT_EQ(promtool_check(t), 0);
+	fx_node_register(f, "n1", 4, "'expected_gpus':4,'fault':null");
+	t = scrape_until(pa, "trainyard_scheduler_nodes_not_ready", 1);
+	CHECK_VALUE(t, "trainyard_scheduler_nodes{state=\"ready\"}", 2);
+	fx_node_register(f, "n2", 4, NULL);
+	scrape_until(pa, "trainyard_scheduler_nodes_not_ready", 0);
+	fx_sched_stop(f, a);
 }
 
 TY_TEST(prometheus_scrapes_the_scheduler)
