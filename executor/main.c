@@ -89,6 +89,10 @@ static const struct ty_opt options[] = {
     {"cudart", TY_OPT_STR, NULL, 0, 0,
      "CUDA runtime to dlopen for the GPU probe when NVML cannot be loaded or initialised "
      "(default: libcudart.so, libcudart.so.13, libcudart.so.12)"},
+    {"probe", TY_OPT_BOOL, "false", 0, 0,
+     "print this node's inventory as one line of JSON (what register sends: the GPUs from "
+     "NVML or the CUDA runtime, the HCAs; or --fake-gpus, --inventory-file) and exit 0; "
+     "needs no other option"},
     {"labels", TY_OPT_STR, "", 0, 0,
      "node labels 'key=value,...': zone, rack and block place gangs by topology, "
      "pool is spot or on-demand"},
@@ -282,6 +286,44 @@ static int sample_for(struct ty_config *c)
 	}
 	rc = 0;
 out:
+	hw_inventory_clear(&inv);
+	return rc;
+}
+
+/*
+ * --probe: the inventory register would send, on stdout; what the probe
+ * logs (which source gave the GPUs, what could not be read) on stderr.
+ */
+static int probe(struct ty_config *c)
+{
+	struct hw_inventory inv = {0};
+	struct ty_err err = {0};
+	json_t *j = NULL;
+	char *text = NULL;
+	int rc;
+
+	if (ty_config_str(c, "fake-gpus") && ty_config_str(c, "inventory-file"))
+		return fail("%s", "--fake-gpus and --inventory-file are alternatives: give one");
+	if (ty_config_str(c, "fake-gpus"))
+		rc = hw_inventory_fake(&inv, (int)ty_config_int(c, "fake-gpus"), &err);
+	else if (ty_config_str(c, "inventory-file"))
+		rc = hw_inventory_load(&inv, ty_config_str(c, "inventory-file"), &err);
+	else
+		rc = hw_probe(&inv, ty_config_str(c, "nvml-library"), ty_config_str(c, "cudart"),
+			      &err);
+	if (rc) {
+		rc = fail("%s", err.msg);
+		goto out;
+	}
+	if (!(j = hw_inventory_json(&inv)) || !(text = json_dumps(j, JSON_COMPACT))) {
+		rc = fail("%s", "out of memory");
+		goto out;
+	}
+	printf("%s\n", text);
+	rc = fflush(stdout) ? 1 : 0;
+out:
+	free(text);
+	json_decref(j);
 	hw_inventory_clear(&inv);
 	return rc;
 }
@@ -610,6 +652,10 @@ int main(int argc, char **argv)
 	}
 	if (ty_config_str(c, "watch-for")) {
 		rc = watch_for(c, xids);
+		goto out;
+	}
+	if (ty_config_bool(c, "probe")) {
+		rc = probe(c);
 		goto out;
 	}
 

@@ -958,15 +958,27 @@ static int exclude_node(struct sched *s, int64_t job, int64_t attempt, const cha
  * excluded from the job's later attempts. A verdict the job could have
  * written (src log: the check ran from the job's image) only blames and
  * excludes: like any log-only failure it counts once jobs of several teams
- * say so.
+ * say so. A gang whose all-reduce was below its fabric's floor
+ * (allreduce.below_floor) names no node: it is only logged.
  */
 static int preflight_slow(struct sched *s, int64_t job, int64_t attempt, const json_t *verdict,
 			  enum proto_evidence_source src, struct ty_err *err)
 {
 	const json_t *slow = json_object_get(verdict, "slow"), *v;
+	const json_t *ar = json_object_get(verdict, "allreduce");
 	double median = json_number_value(json_object_get(verdict, "median_gbps"));
 	size_t i;
 	int rc = 0;
+
+	if (json_is_true(json_object_get(ar, "below_floor")))
+		ty_warn("job %lld attempt %lld: preflight: the gang's all-reduce reached %.3g GB/s, "
+			"below the %s floor of %g GB/s (no node can be named for it)",
+			(long long)job, (long long)attempt,
+			json_number_value(json_object_get(ar, "busbw_gbps")),
+			json_is_string(json_object_get(ar, "fabric"))
+			    ? json_string_value(json_object_get(ar, "fabric"))
+			    : "fabric's",
+			json_number_value(json_object_get(ar, "floor_gbps")));
 
 	json_array_foreach(slow, i, v)
 	{

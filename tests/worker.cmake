@@ -30,7 +30,8 @@ set_tests_properties(worker_metrics_client PROPERTIES LABELS unit TIMEOUT 120 EN
   "TY_WORKER_EXAMPLES=${TY_SOURCE_DIR}/worker/examples")
 
 # the NCCL module against a stand-in for libnccl and libcudart (no GPU here):
-# its timeout, abort on a peer's error and device mapping. Installed under the
+# its timeout, abort on a peer's error and device mapping; and the node check
+# with the NCCL backend. Installed under the
 # sonames the module needs, in a directory the test puts on LD_LIBRARY_PATH.
 if(TY_HAVE_NCCL)
   get_filename_component(ty_cudart_real ${TY_CUDART_LIB} REALPATH)
@@ -47,4 +48,9 @@ if(TY_HAVE_NCCL)
   set_tests_properties(worker_nccl_module PROPERTIES LABELS integration TIMEOUT 300 ENVIRONMENT
     "TY_ALLREDUCE_BIN=$<TARGET_FILE:trainyard-allreduce>;TY_FAKE_GPU_DIR=${ty_fake_gpu_dir}")
   add_dependencies(fake_nccl trainyard-allreduce)
+  # the node check with the NCCL backend: pairs measured by NCCL, a slow node
+  # named, the gang's all-reduce against its fabric's floor
+  add_test(NAME worker_nccl_nodecheck COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/worker/nccl_nodecheck_test.sh)
+  set_tests_properties(worker_nccl_nodecheck PROPERTIES LABELS integration TIMEOUT 300 ENVIRONMENT
+    "TY_ALLREDUCE_BIN=$<TARGET_FILE:trainyard-allreduce>;TY_FAKE_GPU_DIR=${ty_fake_gpu_dir}")
 endif()

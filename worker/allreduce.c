@@ -37,7 +37,11 @@ enum {
 	EXIT_COMM = 3,	   /* rendezvous or ring failed: timeout, peer closed, unreachable */
 	EXIT_MISMATCH = 4, /* the all-reduce finished with a wrong element */
 	EXIT_SLOW = 5,	   /* --node-check: some node is far below the gang's median */
+	EXIT_FLOOR = 6, /* --node-check: the gang's NCCL all-reduce is below its fabric's floor */
 };
+
+/* Long options without a short letter. */
+enum { OPT_FLOOR_TCP = 256, OPT_FLOOR_ROCE, OPT_FLOOR_IB };
 
 enum backend { BK_AUTO, BK_TCP, BK_NCCL };
 
@@ -55,7 +59,8 @@ struct opts {
 	unsigned long long nc_bytes; /* bytes each way per measured pair and round */
 	int nc_rounds;
 	double slow_ratio;
-	double throttle_bps; /* TY_ALLREDUCE_THROTTLE_BPS, the node check's test seam */
+	double floors[AR_FABRICS]; /* GB/s per fabric the gang's NCCL all-reduce must reach */
+	double throttle_bps;	   /* TY_ALLREDUCE_THROTTLE_BPS, the node check's test seam */
 };
 
 struct rankenv {
@@ -128,11 +133,16 @@ static void usage(FILE *f)
 	       "  --node-check-rounds N    rounds per pair; a direction counts its fastest\n"
 	       "                           (default 3)\n"
 	       "  --slow-ratio R           a node is slow below R x the median node (default 0.5)\n"
+	       "  --floor-ib GBPS          with NCCL across nodes, the least bus bandwidth of the\n"
+	       "                           gang's all-reduce on InfiniBand (default 5; 0: none)\n"
+	       "  --floor-roce GBPS        the same on RoCE (default 1.5)\n"
+	       "  --floor-tcp GBPS         the same on NCCL's TCP sockets (default 0.1)\n"
 	       "  -h, --help               this text\n"
 	       "\n"
 	       "Exit status: 0 ok, 2 bad option, environment or unavailable backend,\n"
 	       "3 rendezvous or transfer failed (timeout, peer closed), 4 wrong result,\n"
-	       "5 --node-check found a slow node.\n");
+	       "5 --node-check found a slow node, 6 --node-check found the gang's NCCL\n"
+	       "all-reduce below its fabric's floor.\n");
 }
 
 /* Parse a decimal integer in [lo, hi]; false on anything else. */
@@ -194,22 +204,31 @@ static void parse_opts(struct opts *o, int argc, char **argv)
 	    {"node-check-bytes", required_argument, NULL, 'B'},
 	    {"slow-ratio", required_argument, NULL, 'R'},
 	    {"node-check-rounds", required_argument, NULL, 'N'},
+	    {"floor-tcp", required_argument, NULL, OPT_FLOOR_TCP},
+	    {"floor-roce", required_argument, NULL, OPT_FLOOR_ROCE},
+	    {"floor-ib", required_argument, NULL, OPT_FLOOR_IB},
 	    {"help", no_argument, NULL, 'h'},
 	    {NULL, 0, NULL, 0},
 	};
 	long long v;
 	int c;
 
-	*o = (struct opts){.backend = BK_AUTO,
-			   .dtype = AR_FLOAT,
-			   .bytes = 64ull << 20,
-			   .iters = 5,
-			   .warmup = 1,
-			   .timeout = 60,
-			   .poison = -1,
-			   .nc_bytes = 8ull << 20,
-			   .nc_rounds = 3,
-			   .slow_ratio = 0.5};
+	*o = (struct opts){
+	    .backend = BK_AUTO,
+	    .dtype = AR_FLOAT,
+	    .bytes = 64ull << 20,
+	    .iters = 5,
+	    .warmup = 1,
+	    .timeout = 60,
+	    .poison = -1,
+	    .nc_bytes = 8ull << 20,
+	    .nc_rounds = 3,
+	    .slow_ratio = 0.5,
+	    /*
+	     * well below what a healthy link of each kind gives a
+	     * gang's all-reduce (worker/README.md, "The fabric floor")
+	     */
+	    .floors = {[AR_FABRIC_TCP] = 0.1, [AR_FABRIC_ROCE] = 1.5, [AR_FABRIC_IB] = 5}};
 	while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
 		switch (c) {
 		case 'b':
@@ -292,6 +311,21 @@ static void parse_opts(struct opts *o, int argc, char **argv)
 			if (*end || !(o->slow_ratio > 0) || !(o->slow_ratio < 1))
 				die(EXIT_USAGE, "--slow-ratio '%s': expected a number in (0, 1)",
 				    optarg);
+			break;
+		}
+		case OPT_FLOOR_TCP:
+		case OPT_FLOOR_ROCE:
+		case OPT_FLOOR_IB: {
+			enum ar_fabric f = c == OPT_FLOOR_TCP	 ? AR_FABRIC_TCP
+					   : c == OPT_FLOOR_ROCE ? AR_FABRIC_ROCE
+								 : AR_FABRIC_IB;
+			char *end;
+
+			o->floors[f] = strtod(optarg, &end);
+			if (!*optarg || *end || !(o->floors[f] >= 0) || o->floors[f] > 1e6)
+				die(EXIT_USAGE,
+				    "--floor-%s '%s': expected GB/s from 0 (no floor) to 1e6",
+				    ar_fabric_name(f), optarg);
 			break;
 		}
 		case 'h':
@@ -997,17 +1031,22 @@ static const struct ar_nccl_ops *nccl_load(const struct opts *o, char *msg, size
 
 /*
  * Protocol over the rendezvous connections, kept open (one line each):
- *   rank k -> rank 0:  "NC1 <rank> <node rank> <nnodes> <local rank> <node name>"
+ *   rank k -> rank 0:  "NC1 <rank> <node rank> <nnodes> <local rank> <node name>
+ *                       <seconds of one all-reduce> <fabric>" (the last two
+ *                      may be missing: an older rank)
  *   rank 0 -> leader:  "PAIR <peer rank> CONNECT|ACCEPT", one pair at a time
- *   leader -> rank 0:  "RESULT <seconds to receive the peer's bytes>" or
- *                      "RESULT -1 <reason>"
- *   rank 0 -> rank k:  "VERDICT OK", "VERDICT SLOW <message>" or "ERR <reason>"
+ *   leader -> rank 0:  "RESULT <seconds>" (TCP: to receive the peer's bytes;
+ *                      NCCL: the pair's fastest all-reduce) or "RESULT -1 <reason>"
+ *   rank 0 -> rank k:  "VERDICT OK", "VERDICT SLOW <message>",
+ *                      "VERDICT FLOOR <message>" or "ERR <reason>"
  * A leader is the rank with LOCAL_RANK 0 of its node; pairs connect to the
- * accepting leader's advertised (ring) port and send their rank first.
+ * accepting leader's advertised (ring) port and send their rank first; with
+ * NCCL the connecting leader then sends the pair's NCCL unique id.
  */
 struct nc_env {
 	int node_rank, nnodes;
 	char name[AR_NC_NAME_MAX + 1];
+	enum ar_fabric fabric; /* from the NCCL environment */
 };
 
 struct nc_ctx {
@@ -1018,10 +1057,13 @@ struct nc_ctx {
 	size_t bytes;
 	int rounds;
 	double timeout;
-	double bps; /* TY_ALLREDUCE_THROTTLE_BPS, 0: none */
-	char *buf;  /* bytes, leaders only */
-	const char *backend; /* of the all-reduce before the check */
-	double busbw;	     /* its bus bandwidth, GB/s */
+	double bps;		       /* TY_ALLREDUCE_THROTTLE_BPS, 0: none */
+	char *buf;		       /* bytes, leaders only (TCP) */
+	const struct ar_nccl_ops *ops; /* NULL: the pairs are measured over TCP */
+	int local_world;
+	const char *backend;	     /* of the all-reduce before the check */
+	double ar_seconds;	     /* this rank's time of one of its iterations */
+	unsigned long long ar_bytes; /* its buffer */
 };
 
 static void read_nc_env(struct nc_env *ne, const struct rankenv *e)
@@ -1042,6 +1084,17 @@ static void read_nc_env(struct nc_env *ne, const struct rankenv *e)
 		snprintf(ne->name, sizeof ne->name, "%s", id);
 	else
 		snprintf(ne->name, sizeof ne->name, "node-%d", ne->node_rank);
+	ne->fabric = ar_fabric_from_env(getenv("NCCL_IB_DISABLE"), getenv("NCCL_IB_HCA"),
+					getenv("NCCL_IB_GID_INDEX"));
+}
+
+/* The fabric named s, unknown for anything else. */
+static enum ar_fabric fabric_named(const char *s)
+{
+	for (int f = 0; f < AR_FABRICS; f++)
+		if (!strcmp(s, ar_fabric_name((enum ar_fabric)f)))
+			return (enum ar_fabric)f;
+	return AR_FABRIC_UNKNOWN;
 }
 
 static void sleep_s(double s)
@@ -1082,6 +1135,60 @@ static int nc_xfer(int fd, char *buf, size_t n, bool out, double deadline, doubl
 		}
 	}
 	return 0;
+}
+
+/*
+ * The NCCL side of a pair's measurement over its connection fd (closed
+ * here): the connecting leader makes the NCCL unique id and sends it, then
+ * both run an all-reduce of the check's bytes as the two ranks of a new
+ * communicator, on the GPU of local rank 0, over the fabric the job's NCCL
+ * environment gives NCCL: one warm-up (it sets up the connections), then
+ * --node-check-rounds timed ones. Returns the fastest, or -1 with why.
+ */
+static double nc_pair_nccl(const struct nc_ctx *c, int fd, int peer, bool connector, char *why,
+			   size_t whysz)
+{
+	struct ar_nccl_job job = {.rank = connector ? 0 : 1,
+				  .world = 2,
+				  .local_rank = 0,
+				  .local_world = c->local_world,
+				  .timeout = c->timeout,
+				  .dtype = AR_FLOAT,
+				  .count = c->bytes / sizeof(float),
+				  .iters = c->rounds,
+				  .warmup = 1,
+				  .poison = -1};
+	struct ar_nccl_result res = {0};
+	unsigned char id[AR_NCCL_ID_BYTES];
+	char msg[MSG_MAX] = "";
+	int rc;
+
+	if (connector && c->ops->unique_id(id, msg, sizeof msg)) {
+		snprintf(why, whysz, "nccl: %s", msg);
+		close(fd);
+		return -1;
+	}
+	rc = xfer(fd, id, sizeof id, connector, now_s() + c->timeout);
+	if (rc) {
+		snprintf(why, whysz, "rank %d (%s) %s before the NCCL unique id was through", peer,
+			 c->peers[peer].addr,
+			 rc == -1 ? "timed out" : "closed the node check connection");
+		close(fd);
+		return -1;
+	}
+	rc = c->ops->run(&res, &job, id, msg, sizeof msg);
+	close(fd);
+	if (rc) {
+		snprintf(why, whysz, "nccl all-reduce with rank %d: %s", peer, msg);
+		return -1;
+	}
+	if (res.bad >= 0) {
+		snprintf(why, whysz,
+			 "nccl all-reduce with rank %d: element %lld is %.17g, expected %.17g",
+			 peer, res.bad, res.got, ar_expected((size_t)res.bad, 2));
+		return -1;
+	}
+	return res.best;
 }
 
 /*
@@ -1130,6 +1237,8 @@ static double nc_pair_side(const struct nc_ctx *c, int peer, bool connector, cha
 			close(fd); /* not our peer */
 		}
 	}
+	if (c->ops)
+		return nc_pair_nccl(c, fd, peer, connector, why, whysz);
 	for (int step = 0; step < 2 * c->rounds; step++) {
 		bool receive = (step % 2 == 0) != connector;
 		double t0, dl = now_s() + c->timeout;
@@ -1200,8 +1309,8 @@ static int nc_member(const struct nc_ctx *c, const struct rankenv *e, const stru
 	double deadline = now_s() + nc_wait_limit(c->timeout, c->rounds, ne->nnodes);
 	char line[LINE_MAX_LEN];
 
-	snprintf(line, sizeof line, "NC1 %d %d %d %d %s\n", e->rank, ne->node_rank, ne->nnodes,
-		 e->local_rank, ne->name);
+	snprintf(line, sizeof line, "NC1 %d %d %d %d %s %.9f %s\n", e->rank, ne->node_rank,
+		 ne->nnodes, e->local_rank, ne->name, c->ar_seconds, ar_fabric_name(ne->fabric));
 	send_str(fd, line, deadline, "rank 0 during the node check");
 	for (;;) {
 		int rc = read_line(fd, line, sizeof line, deadline);
@@ -1219,10 +1328,12 @@ static int nc_member(const struct nc_ctx *c, const struct rankenv *e, const stru
 		}
 		if (!strcmp(line, "VERDICT OK"))
 			break;
-		if (!strncmp(line, "VERDICT SLOW ", 13)) {
-			fprintf(stderr, PROG ": rank %d: %s\n", e->rank, line + 13);
+		if (!strncmp(line, "VERDICT SLOW ", 13) || !strncmp(line, "VERDICT FLOOR ", 14)) {
+			bool slow = line[8] == 'S';
+
+			fprintf(stderr, PROG ": rank %d: %s\n", e->rank, line + (slow ? 13 : 14));
 			close(fd);
-			return EXIT_SLOW;
+			return slow ? EXIT_SLOW : EXIT_FLOOR;
 		}
 		die(EXIT_COMM, "rank 0 sent '%.80s' during the node check", line);
 	}
@@ -1241,8 +1352,10 @@ static int nc_master(const struct nc_ctx *c, const struct rankenv *e, const stru
 	double *gbps = malloc((size_t)(2 * n) * sizeof *gbps);
 	struct ar_nc_verdict v = {.n = n,
 				  .ratio = o->slow_ratio,
-				  .allreduce_backend = c->backend,
-				  .allreduce_busbw = c->busbw};
+				  .measured = c->ops ? "nccl" : "tcp",
+				  .allreduce_backend = c->backend};
+	/* the gang's all-reduce took as long as its slowest rank's */
+	double slowest = c->ar_seconds;
 	char line[LINE_MAX_LEN], msg[LINE_MAX_LEN - 16], *json;
 
 	if (!leader || !nodes || !pairs || !gbps)
@@ -1252,9 +1365,11 @@ static int nc_master(const struct nc_ctx *c, const struct rankenv *e, const stru
 		leader[k] = -1;
 	for (int r = 0; r < e->world; r++) {
 		int rank = 0, nr = ne->node_rank, nn = ne->nnodes, lr = e->local_rank;
-		char name[AR_NC_NAME_MAX + 2];
+		char name[AR_NC_NAME_MAX + 2], fabric[16] = "unknown";
+		double secs = c->ar_seconds;
 
 		snprintf(name, sizeof name, "%s", ne->name);
+		snprintf(fabric, sizeof fabric, "%s", ar_fabric_name(ne->fabric));
 		if (r > 0) {
 			int got = read_line(ctl[r], line, sizeof line, now_s() + o->timeout);
 
@@ -1262,11 +1377,17 @@ static int nc_master(const struct nc_ctx *c, const struct rankenv *e, const stru
 				rdv_fail_all(ctl, e->world, "rank %d %s before the node check", r,
 					     got == -1 ? "did not report within the timeout"
 						       : "closed its connection");
-			if (sscanf(line, "NC1 %d %d %d %d %64s", &rank, &nr, &nn, &lr, name) != 5 ||
+			/* an older rank sends neither its time nor its fabric */
+			snprintf(fabric, sizeof fabric, "unknown");
+			secs = 0;
+			if (sscanf(line, "NC1 %d %d %d %d %64s %lf %15s", &rank, &nr, &nn, &lr,
+				   name, &secs, fabric) < 5 ||
 			    rank != r || !ar_nc_name_ok(name))
 				rdv_fail_all(ctl, e->world,
 					     "rank %d sent a broken node check report", r);
 		}
+		if (secs > slowest)
+			slowest = secs;
 		if (nn != n)
 			rdv_fail_all(ctl, e->world,
 				     "rank %d has NNODES=%d but rank 0 has NNODES=%d", r, nn, n);
@@ -1282,6 +1403,7 @@ static int nc_master(const struct nc_ctx *c, const struct rankenv *e, const stru
 		leader[nr] = r;
 		snprintf(nodes[nr].name, sizeof nodes[nr].name, "%.63s",
 			 name); /* checked: at most 63 */
+		nodes[nr].fabric = fabric_named(fabric);
 	}
 	for (int k = 0; k < n; k++) {
 		if (leader[k] < 0)
@@ -1345,21 +1467,29 @@ static int nc_master(const struct nc_ctx *c, const struct rankenv *e, const stru
 					why[s]);
 	}
 	ar_nc_judge(&v, pairs, gbps, npairs);
+	v.allreduce_busbw =
+	    slowest > 0 ? (double)c->ar_bytes / slowest / 1e9 * 2.0 * (e->world - 1) / e->world : 0;
+	ar_nc_judge_floor(&v, o->floors);
 	json = ar_nc_json(&v, pairs, gbps, npairs, c->bytes);
 	if (!json)
 		rdv_fail_all(ctl, e->world, "out of memory");
 	ar_nc_message(msg, sizeof msg, &v);
 	nslow = v.nslow;
-	snprintf(line, sizeof line, nslow ? "VERDICT SLOW %s\n" : "VERDICT OK\n", msg);
+	/* a slow node is named (and blamed) even when the gang is below its floor too */
+	snprintf(line, sizeof line,
+		 nslow		 ? "VERDICT SLOW %s\n"
+		 : v.below_floor ? "VERDICT FLOOR %s\n"
+				 : "VERDICT OK\n",
+		 msg);
 	for (int r = 1; r < e->world; r++) {
 		send_str(ctl[r], line, now_s() + o->timeout, "a rank during the node check");
 		close(ctl[r]);
 	}
 	printf("%s\n", json);
 	fflush(stdout);
-	if (nslow) {
+	if (nslow || v.below_floor) {
 		fprintf(stderr, PROG ": rank 0: %s\n", msg);
-		rc = EXIT_SLOW;
+		rc = nslow ? EXIT_SLOW : EXIT_FLOOR;
 	}
 	free(json);
 	free(leader);
@@ -1371,10 +1501,13 @@ static int nc_master(const struct nc_ctx *c, const struct rankenv *e, const stru
 
 /*
  * The node check after a good all-reduce: lfd is the port this rank
- * advertised, r the rendezvous with its connections kept.
+ * advertised, r the rendezvous with its connections kept, ops the NCCL
+ * module for the pairs (NULL: TCP), seconds this rank's mean time of one
+ * all-reduce of bytes.
  */
 static int node_check(const struct rankenv *e, const struct opts *o, const struct nc_env *ne,
-		      const struct rdv *r, int lfd, const char *backend, double busbw)
+		      const struct rdv *r, int lfd, const struct ar_nccl_ops *ops, double seconds,
+		      unsigned long long bytes)
 {
 	struct nc_ctx c = {.peers = r->peers,
 			   .lfd = lfd,
@@ -1384,11 +1517,19 @@ static int node_check(const struct rankenv *e, const struct opts *o, const struc
 			   .rounds = o->nc_rounds,
 			   .timeout = o->timeout,
 			   .bps = o->throttle_bps,
-			   .backend = backend,
-			   .busbw = busbw};
+			   .ops = ops,
+			   .local_world = e->local_world,
+			   .backend = ops ? "nccl" : "tcp",
+			   .ar_seconds = seconds,
+			   .ar_bytes = bytes};
 	int rc;
 
-	if (e->local_rank == 0) {
+	if (ops) {
+		/* whole floats: the pairs' all-reduce sums them */
+		c.bytes -= c.bytes % sizeof(float);
+		if (c.bytes == 0)
+			c.bytes = sizeof(float);
+	} else if (e->local_rank == 0) {
 		c.buf = calloc(1, c.bytes);
 		if (!c.buf)
 			die(EXIT_COMM, "cannot allocate %zu bytes for the node check", c.bytes);
@@ -1490,8 +1631,8 @@ static int run_nccl(const struct ar_nccl_ops *ops, const struct rankenv *e, cons
 	else
 		report(e, o, "nccl", count, res.seconds, NULL);
 	if (rc == EXIT_OK && ne)
-		rc = node_check(e, o, ne, &r, lfd, "nccl",
-				busbw(e, algbw(o, count, res.seconds)));
+		rc = node_check(e, o, ne, &r, lfd, ops, res.seconds / o->iters,
+				count * ar_dtype_size(o->dtype));
 	if (lfd >= 0)
 		close(lfd);
 	free(r.ctl);
@@ -1549,7 +1690,7 @@ static int run_tcp(const struct rankenv *e, const struct opts *o, const struct n
 		report(e, o, "tcp", count, seconds, NULL);
 	if (rc == EXIT_OK && ne)
 		/* pairs connect to the ring port */
-		rc = node_check(e, o, ne, &r, lfd, "tcp", busbw(e, algbw(o, count, seconds)));
+		rc = node_check(e, o, ne, &r, lfd, NULL, seconds / o->iters, count * es);
 	if (lfd >= 0)
 		close(lfd);
 	if (g.next >= 0)

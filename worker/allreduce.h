@@ -33,7 +33,7 @@ long long ar_check(const void *buf, enum ar_dtype t, size_t count, int world, do
 
 /* ---- the NCCL module (nccl.c, built only with the CUDA toolkit and NCCL) ---- */
 
-#define AR_NCCL_ABI 2
+#define AR_NCCL_ABI 3
 #define AR_NCCL_ID_BYTES 128 /* NCCL_UNIQUE_ID_BYTES */
 #define AR_NCCL_SYMBOL "trainyard_allreduce_nccl"
 #define AR_NCCL_MODULE "trainyard-allreduce-nccl.so"
@@ -54,6 +54,7 @@ struct ar_nccl_job {
 struct ar_nccl_result {
 	int device;	/* CUDA device used */
 	double seconds; /* sum over the timed iterations */
+	double best;	/* the fastest timed iteration */
 	long long bad;	/* first wrong index or -1 */
 	double got;	/* its value */
 };
@@ -77,6 +78,25 @@ const struct ar_nccl_ops *trainyard_allreduce_nccl(void);
 
 #define AR_NC_NAME_MAX 63 /* a node name: like an executor node id */
 
+/*
+ * The network NCCL uses between nodes, as the NCCL environment the
+ * executor gives the ranks says (weakest first; unknown: not said).
+ */
+enum ar_fabric { AR_FABRIC_UNKNOWN, AR_FABRIC_TCP, AR_FABRIC_ROCE, AR_FABRIC_IB };
+#define AR_FABRICS 4
+
+/* "unknown", "tcp", "roce" or "ib". */
+const char *ar_fabric_name(enum ar_fabric f);
+
+/*
+ * The fabric from the values of NCCL_IB_DISABLE, NCCL_IB_HCA and
+ * NCCL_IB_GID_INDEX (each NULL when unset): tcp when IB is disabled (a
+ * value other than 0), else with HCAs roce when a GID index is set and ib
+ * when not, else unknown.
+ */
+enum ar_fabric ar_fabric_from_env(const char *ib_disable, const char *ib_hca,
+				  const char *gid_index);
+
 /* A pair of nodes (node ranks a < b) whose link the node check measures. */
 struct ar_pair {
 	int a, b;
@@ -86,6 +106,7 @@ struct ar_nc_node {
 	char name[AR_NC_NAME_MAX + 1];
 	double gbps; /* score: the best pair it is in, GB/s; < 0 when not measured */
 	bool slow;
+	enum ar_fabric fabric; /* its leader's NCCL environment (nccl only) */
 };
 
 struct ar_nc_verdict {
@@ -93,11 +114,18 @@ struct ar_nc_verdict {
 	struct ar_nc_node *nodes; /* n entries, by node rank (borrowed) */
 	double median;		  /* median score, < 0 when there is none */
 	double ratio;		  /* slow when score < ratio x median */
+	/* what measured the pairs: "tcp" (leader to leader) or "nccl" (a two-rank all-reduce) */
+	const char *measured;
 	/* the gang's all-reduce before the check: its backend and bus bandwidth (GB/s) */
 	const char *allreduce_backend;
 	double allreduce_busbw;
 	int nslow;
 	char note[160];
+	/* set by ar_nc_judge_floor */
+	enum ar_fabric fabric; /* the gang's: its weakest node's */
+	double floor;	       /* GB/s the gang's all-reduce must reach; < 0: none compared */
+	bool below_floor;
+	char floor_note[160]; /* why no floor was compared, or that the nodes' fabrics differ */
 };
 
 /* Whether s is a usable node name: 1-63 of [A-Za-z0-9._-], alphanumeric first. */
@@ -119,21 +147,36 @@ int ar_nc_pairs(struct ar_pair *out, int n);
 void ar_nc_judge(struct ar_nc_verdict *v, const struct ar_pair *pairs, const double *pair_gbps,
 		 int npairs);
 
+/*
+ * Compare the gang's NCCL all-reduce (v->allreduce_busbw) with the floor of
+ * its fabric, floors[fabric] GB/s (<= 0: none for that fabric). The gang's
+ * fabric is its weakest node's (v->nodes[].fabric), unknown when any node's
+ * is. Nothing is compared for the tcp backend, one node (the all-reduce
+ * never crossed the fabric), an unknown fabric or a fabric without floor:
+ * v->floor is then -1 and v->floor_note says why. Sets v->fabric, v->floor,
+ * v->below_floor and v->floor_note.
+ */
+void ar_nc_judge_floor(struct ar_nc_verdict *v, const double floors[AR_FABRICS]);
+
 /* Median of n values (mean of the middle two when n is even); -1 when n is 0. */
 double ar_nc_median(const double *v, int n);
 
 /*
  * The JSON line rank 0 prints (without the newline): {"node_check": {...}}
- * with the nodes, the pairs and bytes measured, the median, the slow names,
- * the ratio, the note, what measured the pairs ("measured": "tcp") and the
- * gang's all-reduce ("allreduce": backend and bus bandwidth). Returns a new string (free), NULL when out of memory.
+ * with the nodes (and for nccl their fabric), the pairs and bytes measured,
+ * the median, the slow names, the ratio, the note, what measured the pairs
+ * ("measured": v->measured) and the gang's all-reduce ("allreduce":
+ * backend, bus bandwidth, fabric, floor, below_floor, floor_note). Returns
+ * a new string (free), NULL when out of memory.
  */
 char *ar_nc_json(const struct ar_nc_verdict *v, const struct ar_pair *pairs,
 		 const double *pair_gbps, int npairs, unsigned long long bytes);
 
 /*
  * "slow node(s): node-b 0.00105 GB/s, gang median 1.2 GB/s (< 0.5 x median)"
- * into buf (bufsz bytes, truncated); "" when no node is slow.
+ * and/or "gang all-reduce 0.0133 GB/s is below the ib floor of 5 GB/s (nccl
+ * bus bandwidth, 3 nodes)", joined by "; ", into buf (bufsz bytes,
+ * truncated); "" when no node is slow and the floor was met.
  */
 void ar_nc_message(char *buf, size_t bufsz, const struct ar_nc_verdict *v);
 

@@ -1,6 +1,7 @@
 /*
  * The node check's pure parts: which node pairs to measure, how the pair
- * bandwidths judge each node, and the verdict's JSON line and message.
+ * bandwidths judge each node, the gang's fabric and its floor, and the
+ * verdict's JSON line and message.
  */
 #include "allreduce.h"
 
@@ -20,6 +21,31 @@ bool ar_nc_name_ok(const char *s)
 		if (!isalnum((unsigned char)*s) && !strchr("._-", *s))
 			return false;
 	return true;
+}
+
+const char *ar_fabric_name(enum ar_fabric f)
+{
+	switch (f) {
+	case AR_FABRIC_TCP:
+		return "tcp";
+	case AR_FABRIC_ROCE:
+		return "roce";
+	case AR_FABRIC_IB:
+		return "ib";
+	default:
+		return "unknown";
+	}
+}
+
+enum ar_fabric ar_fabric_from_env(const char *ib_disable, const char *ib_hca, const char *gid_index)
+{
+	/* NCCL reads NCCL_IB_DISABLE as an integer: "0" (and "") leave IB on */
+	if (ib_disable && *ib_disable && strtol(ib_disable, NULL, 10) != 0)
+		return AR_FABRIC_TCP;
+	if (!ib_hca || !*ib_hca)
+		return AR_FABRIC_UNKNOWN;
+	/* the executor sets a GID index only when every usable port is RoCE */
+	return gid_index && *gid_index ? AR_FABRIC_ROCE : AR_FABRIC_IB;
 }
 
 static bool have_pair(const struct ar_pair *p, int np, int a, int b)
@@ -113,6 +139,67 @@ void ar_nc_judge(struct ar_nc_verdict *v, const struct ar_pair *pairs, const dou
 		 npairs);
 }
 
+void ar_nc_judge_floor(struct ar_nc_verdict *v, const double floors[AR_FABRICS])
+{
+	bool differ = false;
+	size_t m;
+
+	v->fabric = AR_FABRIC_UNKNOWN;
+	v->floor = -1;
+	v->below_floor = false;
+	v->floor_note[0] = 0;
+	if (!v->allreduce_backend || strcmp(v->allreduce_backend, "nccl")) {
+		snprintf(v->floor_note, sizeof v->floor_note,
+			 "tcp backend (no GPU): no fabric floor");
+		return;
+	}
+	for (int k = 0; k < v->n; k++) {
+		if (k == 0 || v->nodes[k].fabric < v->fabric)
+			v->fabric = v->nodes[k].fabric;
+		if (v->nodes[k].fabric != v->nodes[0].fabric)
+			differ = true;
+	}
+	if (v->n < 2) {
+		snprintf(v->floor_note, sizeof v->floor_note,
+			 "1 node: the all-reduce did not cross the fabric");
+		return;
+	}
+	if (v->fabric == AR_FABRIC_UNKNOWN) {
+		for (int k = 0; k < v->n; k++)
+			if (v->nodes[k].fabric == AR_FABRIC_UNKNOWN) {
+				snprintf(v->floor_note, sizeof v->floor_note,
+					 "fabric unknown on %s (neither NCCL_IB_DISABLE nor "
+					 "NCCL_IB_HCA is set): no floor",
+					 v->nodes[k].name);
+				break;
+			}
+		return;
+	}
+	if (!(floors[v->fabric] > 0)) {
+		snprintf(v->floor_note, sizeof v->floor_note, "no floor for %s (--floor-%s 0)",
+			 ar_fabric_name(v->fabric), ar_fabric_name(v->fabric));
+		return;
+	}
+	v->floor = floors[v->fabric];
+	v->below_floor = v->allreduce_busbw < v->floor;
+	if (differ) {
+		/* a node with a weaker fabric makes the whole gang's traffic take it */
+		bool first = true;
+
+		m = (size_t)snprintf(v->floor_note, sizeof v->floor_note, "fabrics differ: %s on",
+				     ar_fabric_name(v->fabric));
+		for (int k = 0; k < v->n && m < sizeof v->floor_note; k++)
+			if (v->nodes[k].fabric == v->fabric) {
+				m += (size_t)snprintf(v->floor_note + m, sizeof v->floor_note - m,
+						      "%s %s", first ? "" : ",", v->nodes[k].name);
+				first = false;
+			}
+		if (m < sizeof v->floor_note)
+			snprintf(v->floor_note + m, sizeof v->floor_note - m,
+				 " sets the gang's floor");
+	}
+}
+
 /* A growing string; on allocation failure it stays failed and append does nothing. */
 struct sbuf {
 	char *s;
@@ -168,12 +255,15 @@ char *ar_nc_json(const struct ar_nc_verdict *v, const struct ar_pair *pairs,
 {
 	struct sbuf b = {0};
 	bool first = true;
+	bool nccl = v->allreduce_backend && !strcmp(v->allreduce_backend, "nccl");
 
 	append(&b, "{\"node_check\": {\"nodes\":[");
 	for (int k = 0; k < v->n; k++) {
 		append(&b, "%s{\"node_rank\":%d,\"node\":\"%s\",\"gbps\":", k ? "," : "", k,
 		       v->nodes[k].name);
 		append_gbps(&b, v->nodes[k].gbps);
+		if (nccl)
+			append(&b, ",\"fabric\":\"%s\"", ar_fabric_name(v->nodes[k].fabric));
 		append(&b, "}");
 	}
 	append(&b, "],\"pairs\":[");
@@ -191,10 +281,23 @@ char *ar_nc_json(const struct ar_nc_verdict *v, const struct ar_pair *pairs,
 			first = false;
 		}
 	/* names are checked by ar_nc_name_ok and the note is ours: nothing to escape */
-	append(&b, "],\"ratio\":%g,\"note\":\"%s\",\"measured\":\"tcp\"", v->ratio, v->note);
+	append(&b, "],\"ratio\":%g,\"note\":\"%s\",\"measured\":\"%s\"", v->ratio, v->note,
+	       v->measured ? v->measured : "tcp");
 	append(&b, ",\"allreduce\":{\"backend\":\"%s\",\"busbw_gbps\":",
 	       v->allreduce_backend ? v->allreduce_backend : "tcp");
 	append_gbps(&b, v->allreduce_backend ? v->allreduce_busbw : -1);
+	if (nccl && v->fabric != AR_FABRIC_UNKNOWN)
+		append(&b, ",\"fabric\":\"%s\"", ar_fabric_name(v->fabric));
+	else
+		append(&b, ",\"fabric\":null");
+	append(&b, ",\"floor_gbps\":");
+	append_gbps(&b, v->floor);
+	append(&b, ",\"below_floor\":%s,\"floor_note\":", v->below_floor ? "true" : "false");
+	/* the floor note is ours and names checked node names */
+	if (v->floor_note[0])
+		append(&b, "\"%s\"", v->floor_note);
+	else
+		append(&b, "null");
 	append(&b, "}}}");
 	if (b.failed) {
 		free(b.s);
@@ -208,14 +311,21 @@ void ar_nc_message(char *buf, size_t bufsz, const struct ar_nc_verdict *v)
 	size_t m = 0;
 
 	buf[0] = 0;
-	if (!v->nslow)
-		return;
-	m += (size_t)snprintf(buf, bufsz, "slow node(s):");
-	for (int k = 0; k < v->n && m < bufsz; k++)
-		if (v->nodes[k].slow)
-			m += (size_t)snprintf(buf + m, bufsz - m, " %s %.3g GB/s,",
-					      v->nodes[k].name, v->nodes[k].gbps);
-	if (m < bufsz)
-		snprintf(buf + m, bufsz - m, " gang median %.3g GB/s (< %g x median)", v->median,
-			 v->ratio);
+	if (v->nslow) {
+		m += (size_t)snprintf(buf, bufsz, "slow node(s):");
+		for (int k = 0; k < v->n && m < bufsz; k++)
+			if (v->nodes[k].slow)
+				m += (size_t)snprintf(buf + m, bufsz - m, " %s %.3g GB/s,",
+						      v->nodes[k].name, v->nodes[k].gbps);
+		if (m < bufsz)
+			m += (size_t)snprintf(buf + m, bufsz - m,
+					      " gang median %.3g GB/s (< %g x median)", v->median,
+					      v->ratio);
+	}
+	if (v->below_floor && m < bufsz)
+		snprintf(buf + m, bufsz - m,
+			 "%sgang all-reduce %.3g GB/s is below the %s floor of %g GB/s (%s bus "
+			 "bandwidth, %d nodes)",
+			 m ? "; " : "", v->allreduce_busbw, ar_fabric_name(v->fabric), v->floor,
+			 v->allreduce_backend ? v->allreduce_backend : "tcp", v->n);
 }

@@ -575,11 +575,13 @@ TY_TEST(suspect_node_is_ready_again_once_its_failures_leave_the_window)
 /*
  * With nodes[] (names, replaced by attempt 1's in node-rank order) and a
  * spare registered and a scheduler started: attempt 1 of a new 3-node job
- * with preflight: true, whose check names nodes[1] slow; rank 0's node reports the verdict with
- * `extra` in its attempt_exited (e.g. an evidence_source). The job's id.
+ * with preflight: true, whose check names nodes[1] slow (below_floor false)
+ * or finds the gang's NCCL all-reduce below its fabric's floor and names
+ * nobody (true); rank 0's node reports the verdict with `extra` in its
+ * attempt_exited (e.g. an evidence_source). The job's id.
  */
-static long long preflight_names_a_slow_node(struct fx *f, const char *nodes[3],
-					     const char *extra)
+static long long preflight_fails(struct fx *f, const char *nodes[3], const char *extra,
+				 bool below_floor)
 {
 	static const char *const args[] = {"--retry-backoff-seconds=0", NULL};
 	const struct proto_msg *l[3];
@@ -607,11 +609,21 @@ static long long preflight_names_a_slow_node(struct fx *f, const char *nodes[3],
 	}
 	for (int i = 0; i < 3; i++)
 		fx_run(f, nodes[i], l[i]);
-	verdict = ty_test_strf(
-	    "{'slow':['%s'],'median_gbps':1.2,'ratio':0.5,"
-	    "'nodes':[{'node_rank':0,'node':'%s','gbps':1.2},{'node_rank':1,'node':'%s',"
-	    "'gbps':0.001},{'node_rank':2,'node':'%s','gbps':1.3}]}",
-	    nodes[1], nodes[0], nodes[1], nodes[2]);
+	if (below_floor)
+		verdict =
+		    ty_test_strf("{'slow':[],'median_gbps':0.001,'ratio':0.5,'measured':'nccl',"
+				 "'nodes':[{'node_rank':0,'node':'%s','gbps':0.001,'fabric':'ib'},"
+				 "{'node_rank':1,'node':'%s','gbps':0.001,'fabric':'ib'},"
+				 "{'node_rank':2,'node':'%s','gbps':0.001,'fabric':'ib'}],"
+				 "'allreduce':{'backend':'nccl','busbw_gbps':0.0013,'fabric':'ib',"
+				 "'floor_gbps':5,'below_floor':true,'floor_note':null}}",
+				 nodes[0], nodes[1], nodes[2]);
+	else
+		verdict = ty_test_strf(
+		    "{'slow':['%s'],'median_gbps':1.2,'ratio':0.5,"
+		    "'nodes':[{'node_rank':0,'node':'%s','gbps':1.2},{'node_rank':1,'node':'%s',"
+		    "'gbps':0.001},{'node_rank':2,'node':'%s','gbps':1.3}]}",
+		    nodes[1], nodes[0], nodes[1], nodes[2]);
 	/* rank 0's node knows the verdict; the others only that the check failed */
 	fx_node_runs(f, nodes[0], job, 1, false);
 	fx_send(f, nodes[0], "attempt_exited", job, 1,
@@ -638,7 +650,7 @@ TY_TEST(preflight_slow_node_is_suspect_and_the_gang_placed_without_it)
 	const char *nodes[3] = {"n1", "n2", "n3"};
 	long long job;
 
-	job = preflight_names_a_slow_node(f, nodes, "");
+	job = preflight_fails(f, nodes, "", false);
 	FX_WAIT(f, T, "suspect", "SELECT state FROM nodes WHERE id = $1", nodes[1]);
 	CHECK_STR_EQ(FX_Q(f, "SELECT excluded_nodes::text FROM jobs WHERE id = $1", fx_n(job)),
 		     ty_test_strf("{%s}", nodes[1]));
@@ -667,6 +679,35 @@ TY_TEST(preflight_slow_node_is_suspect_and_the_gang_placed_without_it)
 }
 
 /*
+ * A gang whose NCCL all-reduce is below its fabric's floor: no node can be
+ * named, so none is blamed, made suspect or excluded; the attempt fails as
+ * system, spends a system retry and the job is placed again.
+ */
+TY_TEST(preflight_below_the_fabric_floor_blames_nobody)
+{
+	struct fx *f = fx_start();
+	const char *nodes[3] = {"q1", "q2", "q3"};
+	long long job;
+
+	job = preflight_fails(f, nodes, "", true);
+	FX_WAIT(f, T, "3", "SELECT count(*) FROM allocations WHERE job_id = $1 AND attempt = 2",
+		fx_n(job));
+	CHECK_STR_EQ(FX_Q(f, "SELECT count(*) FROM node_failures WHERE job_id = $1", fx_n(job)),
+		     "0");
+	CHECK_STR_EQ(FX_Q(f, "SELECT excluded_nodes::text FROM jobs WHERE id = $1", fx_n(job)),
+		     "{}");
+	CHECK_STR_EQ(FX_Q(f,
+			  "SELECT failure_class || '|' || coalesce(blamed_node, '-')"
+			  " FROM attempts WHERE job_id = $1 AND attempt = 1",
+			  fx_n(job)),
+		     "system|-");
+	CHECK_STR_EQ(FX_Q(f, "SELECT retries::text FROM jobs WHERE id = $1", fx_n(job)),
+		     "{\"system\": 1}");
+	CHECK_STR_EQ(FX_Q(f, "SELECT count(*) FROM nodes WHERE state <> 'ready'"), "0");
+	fx_sched_stop(f, 0);
+}
+
+/*
  * The same verdict from a check that ran in the job's own image
  * (evidence_source log): the job leaves the node, which is blamed but not
  * made suspect on that alone.
@@ -677,7 +718,7 @@ TY_TEST(a_preflight_verdict_from_the_jobs_image_does_not_make_a_node_suspect)
 	const char *nodes[3] = {"p1", "p2", "p3"};
 	long long job;
 
-	job = preflight_names_a_slow_node(f, nodes, ",'evidence_source':'log'");
+	job = preflight_fails(f, nodes, ",'evidence_source':'log'", false);
 	FX_WAIT(f, T, ty_test_strf("{%s}", nodes[1]),
 		"SELECT excluded_nodes::text FROM jobs WHERE id = $1", fx_n(job));
 	CHECK_STR_EQ(FX_Q(f,
