@@ -2,6 +2,7 @@
 #include "ty_buf.h"
 #include "ty_err.h"
 
+#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -124,4 +125,24 @@ char *ty_buf_detach(struct ty_buf *b)
 	b->data = NULL;
 	b->len = b->cap = 0;
 	return p;
+}
+
+int ty_buf_read_text_file(struct ty_buf *b, const char *path, struct ty_err *err)
+{
+	FILE *f = fopen(path, "r");
+	size_t start = b->len, n;
+	char chunk[4096];
+	int rc = 0;
+
+	if (!f)
+		return ty_err_set(err, TY_EIO, "cannot open '%s': %s", path, strerror(errno));
+	while (!rc && (n = fread(chunk, 1, sizeof(chunk), f)) > 0)
+		if (ty_buf_append(b, chunk, n))
+			rc = ty_err_set(err, TY_ENOMEM, NULL);
+	if (!rc && ferror(f))
+		rc = ty_err_set(err, TY_EIO, "cannot read '%s': %s", path, strerror(errno));
+	else if (!rc && b->len > start && memchr(b->data + start, '\0', b->len - start))
+		rc = ty_err_set(err, TY_EINVAL, "%s: not a text file (it holds a NUL byte)", path);
+	fclose(f);
+	return rc;
 }

@@ -27,4 +27,12 @@ void ty_buf_free(struct ty_buf *b);
 /* Give the data to the caller (who frees it) and empty the buffer. */
 char *ty_buf_detach(struct ty_buf *b);
 
+struct ty_err;
+/*
+ * Append the whole text file at path (a configuration file, say). TY_EIO
+ * naming the file when it cannot be opened or read, TY_EINVAL when it
+ * holds a NUL byte (not text), TY_ENOMEM; b may then hold part of it.
+ */
+int ty_buf_read_text_file(struct ty_buf *b, const char *path, struct ty_err *err);
+
 #endif

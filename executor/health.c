@@ -192,27 +192,11 @@ out:
 
 int hw_xid_table_add_file(struct hw_xid_table *t, const char *path, struct ty_err *err)
 {
-	FILE *f = fopen(path, "r");
 	struct ty_buf b = TY_BUF_INIT;
-	char chunk[4096];
-	size_t n;
-	int rc;
+	int rc = ty_buf_read_text_file(&b, path, err);
 
-	if (!f)
-		return ty_err_set(err, TY_EIO, "cannot open '%s': %s", path, strerror(errno));
-	while ((n = fread(chunk, 1, sizeof(chunk), f)) > 0)
-		if (ty_buf_append(&b, chunk, n)) {
-			fclose(f);
-			ty_buf_free(&b);
-			return ty_err_set(err, TY_ENOMEM, NULL);
-		}
-	if (ferror(f))
-		rc = ty_err_set(err, TY_EIO, "cannot read '%s': %s", path, strerror(errno));
-	else if (b.len && memchr(b.data, '\0', b.len))
-		rc = ty_err_set(err, TY_EINVAL, "%s: not a text file (it holds a NUL byte)", path);
-	else
+	if (!rc)
 		rc = hw_xid_table_add(t, b.len ? b.data : "", path, err);
-	fclose(f);
 	ty_buf_free(&b);
 	return rc;
 }

@@ -4,7 +4,9 @@
 #include "ty_test.h"
 
 #include <jansson.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 TY_TEST(starts_empty)
 {
@@ -152,5 +154,45 @@ TY_TEST(json_str_appends)
 	ty_buf_json_str(&b, "v");
 	ty_buf_puts(&b, "}");
 	CHECK_STR_EQ(b.data, "{\"k\":\"v\"}");
+	ty_buf_free(&b);
+}
+
+/* A scratch file holding n bytes of text; its path (scratch). */
+static const char *scratch_file(const char *text, size_t n)
+{
+	char *path = ty_test_strf("/tmp/ty-buf-test-XXXXXX");
+	int fd = mkstemp(path);
+
+	REQUIRE(fd >= 0);
+	REQUIRE(write(fd, text, n) == (ssize_t)n);
+	close(fd);
+	return path;
+}
+
+TY_TEST(read_text_file_appends_the_file_or_says_why_not)
+{
+	struct ty_buf b = TY_BUF_INIT;
+	struct ty_err err = {0};
+	const char *ok = scratch_file("79 fatal GPU fell off the bus\n", 30);
+	const char *nul = scratch_file("a\0b", 3);
+	const char *empty = scratch_file("", 0);
+
+	ty_buf_puts(&b, "# ");
+	CHECK_INT_EQ(ty_buf_read_text_file(&b, ok, &err), 0);
+	CHECK_STR_EQ(b.data, "# 79 fatal GPU fell off the bus\n");
+	ty_buf_reset(&b);
+	CHECK_INT_EQ(ty_buf_read_text_file(&b, empty, &err), 0);
+	CHECK_INT_EQ(b.len, 0);
+	CHECK_INT_EQ(ty_buf_read_text_file(&b, nul, &err), TY_EINVAL);
+	CHECK(strstr(err.msg, "not a text file") != NULL && strstr(err.msg, nul) != NULL);
+	err = (struct ty_err){0};
+	CHECK_INT_EQ(ty_buf_read_text_file(&b, "/nonexistent/ty-buf", &err), TY_EIO);
+	CHECK(strstr(err.msg, "cannot open '/nonexistent/ty-buf'") != NULL);
+	err = (struct ty_err){0};
+	CHECK_INT_EQ(ty_buf_read_text_file(&b, "/", &err), TY_EIO); /* a directory */
+	CHECK(strstr(err.msg, "cannot read '/'") != NULL);
+	unlink(ok);
+	unlink(nul);
+	unlink(empty);
 	ty_buf_free(&b);
 }
