@@ -2524,14 +2524,14 @@ TY_TEST(a_failed_health_check_is_a_fatal_condition_until_one_passes)
 #define NV_UUID1 "GPU-aaaaaaaa-bbbb-cccc-dddd-eeeeeeeeeeee"
 
 /*
- * The stand-in's control file (FAKE_NVML_FILE, which the executor inherits):
- * two GPUs with gpu0's extra fields, and events. Written whole (a rename),
+ * The stand-in's control file at path: two GPUs, each with its extra fields
+ * (JSON members with ', "" none), and events. Written whole (a rename),
  * each write longer than the last so the stand-in sees every change.
  */
-static const char *nvml_control(const char *gpu0, const char *events)
+static void nvml_control_at(const char *path, const char *gpu0, const char *gpu1,
+			    const char *events)
 {
 	static int writes;
-	const char *path = ty_test_strf("%s/nvml.json", T.dir);
 	const char *tmp = ty_test_strf("%s.tmp", path);
 	FILE *f = fopen(tmp, "w");
 
@@ -2540,14 +2540,22 @@ static const char *nvml_control(const char *gpu0, const char *events)
 			 "{'uuid':'" NV_UUID0 "','name':'NVIDIA H100 80GB HBM3','memory_mb':81559,"
 			 "'pci_bus_id':'00000000:18:00.0','mig_mode':'disabled'%s%s},"
 			 "{'uuid':'" NV_UUID1 "','name':'NVIDIA H100 80GB HBM3','memory_mb':81559,"
-			 "'pci_bus_id':'00000000:3B:00.0','mig_mode':'disabled'}],'events':[%s]}",
-			 *gpu0 ? "," : "", gpu0, events),
+			 "'pci_bus_id':'00000000:3B:00.0','mig_mode':'disabled'%s%s}],'events':[%s]}",
+			 *gpu0 ? "," : "", gpu0, *gpu1 ? "," : "", gpu1, events),
 	      f);
 	for (int i = 0; i <= writes; i++)
 		fputc('\n', f);
 	writes++;
 	fclose(f);
 	REQUIRE(rename(tmp, path) == 0);
+}
+
+/* The health cases' control file (FAKE_NVML_FILE, which the executor inherits): gpu0's extras. */
+static const char *nvml_control(const char *gpu0, const char *events)
+{
+	const char *path = ty_test_strf("%s/nvml.json", T.dir);
+
+	nvml_control_at(path, gpu0, "", events);
 	setenv("FAKE_NVML_FILE", path, 1);
 	return path;
 }
@@ -2812,28 +2820,17 @@ TY_TEST(watch_for_diagnoses_the_gpus_without_a_broker)
 
 /* ---- GPU telemetry, with the GPUs of the NVML stand-in (TY_FAKE_NVML) ---- */
 
-#define TGPU0 "GPU-11111111-2222-3333-4444-555555555555"
-#define TGPU1 "GPU-aaaaaaaa-bbbb-cccc-dddd-eeeeeeeeeeee"
+#define TGPU0 NV_UUID0
+#define TGPU1 NV_UUID1
 
-/*
- * The stand-in's control file: GPU 0 at util0 percent, 1000 MiB, 250 W;
- * GPU 1 at 10 %, or lost. Replaced whole (rename), so a running
- * executor's NVML never reads half of it.
- */
+/* The telemetry cases' control file: GPU 0 at util0 percent, 1000 MiB, 250 W; GPU 1 at 10 %, or lost. */
 static void telem_control(const char *path, int util0, bool lost1)
 {
-	const char *tmp = ty_test_strf("%s.tmp", path);
-
-	write_file(tmp, ty_test_jf("{'driver_version':'570.86.15','cuda_version':12080,'gpus':["
-				   "{'uuid':'" TGPU0 "','name':'NVIDIA H100 80GB HBM3',"
-				   "'memory_mb':81559,'pci_bus_id':'00000000:18:00.0',"
-				   "'utilization':%d,'memory_used_mb':1000,'power_mw':250000},"
-				   "{'uuid':'" TGPU1 "','name':'NVIDIA H100 80GB HBM3',"
-				   "'memory_mb':81559,'pci_bus_id':'00000000:3b:00.0',"
-				   "'utilization':10,'memory_used_mb':2048,'power_mw':70000,"
-				   "'lost':%s}]}",
-				   util0, lost1 ? "true" : "false"));
-	REQUIRE(rename(tmp, path) == 0);
+	nvml_control_at(path,
+			ty_test_strf("'utilization':%d,'memory_used_mb':1000,'power_mw':250000", util0),
+			ty_test_strf("'utilization':10,'memory_used_mb':2048,'power_mw':70000,'lost':%s",
+				     lost1 ? "true" : "false"),
+			"");
 }
 
 /* A DCGM series of this node's GPU (0 or 1) with the job labels given ("" none). */
