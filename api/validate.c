@@ -1,59 +1,16 @@
 /*
  * Request validation, pure: no I/O. The job spec is described by one table
- * (field, type, range, choices, default); the code walks it, so a new field
- * is one line here plus its row in docs/api.md.
+ * (field, type, range, choices, default: proto/job_spec.c, which the
+ * scheduler and executors read defaults from too); the code walks it, so a
+ * new field is one line there plus its row in docs/api.md.
  */
 #include "api.h"
+#include "job_spec.h"
 #include "ty_json.h"
 
 #include <ctype.h>
 #include <stdio.h>
 #include <string.h>
-
-enum ftype { F_INT, F_BOOL, F_ENUM };
-
-struct fspec {
-	const char *obj; /* NULL: top level */
-	const char *key;
-	enum ftype type;
-	long long min, max;
-	const char *const *choices; /* F_ENUM; a NULL default means JSON null */
-	long long idef;
-	const char *sdef;
-	bool nullable;
-};
-
-static const char *const priority_classes[] = {"high", "normal", "low", "scavenger", NULL};
-static const char *const fallbacks[] = {"on_demand", "none", NULL};
-static const char *const signals[] = {"SIGUSR1", "SIGUSR2", "SIGINT", "SIGTERM", "SIGHUP", NULL};
-static const char *const domains[] = {"block", "rack", "zone", NULL};
-static const char *const launches[] = {"per_gpu", "per_node", NULL};
-
-static const struct fspec job_fields[] = {
-	{"resources", "nodes", F_INT, 1, 10000, NULL, 1, NULL, false},
-	{"resources", "gpus_per_node", F_INT, 0, 64, NULL, 0, NULL, false},
-	{"resources", "cpus_per_node", F_INT, 1, 4096, NULL, 1, NULL, false},
-	{"resources", "memory_mb_per_node", F_INT, 1, 16777216, NULL, 1024, NULL, false},
-	{NULL, "priority_class", F_ENUM, 0, 0, priority_classes, 0, "normal", false},
-	{NULL, "priority", F_INT, -1000, 1000, NULL, 0, NULL, false},
-	{NULL, "max_runtime_seconds", F_INT, 1, 31536000, NULL, 86400, NULL, false},
-	{NULL, "min_runtime_seconds", F_INT, 0, 31536000, NULL, 0, NULL, false},
-	{NULL, "preemptible", F_BOOL, 0, 0, NULL, 1, NULL, false},
-	{"spot", "allowed", F_BOOL, 0, 0, NULL, 0, NULL, false},
-	{"spot", "max_preemptions", F_INT, 0, 1000, NULL, 3, NULL, false},
-	{"spot", "fallback", F_ENUM, 0, 0, fallbacks, 0, "on_demand", false},
-	{"retry", "system", F_INT, 0, 100, NULL, 3, NULL, false},
-	{"retry", "user", F_INT, 0, 100, NULL, 0, NULL, false},
-	{"checkpoint", "signal", F_ENUM, 0, 0, signals, 0, "SIGUSR1", false},
-	{"checkpoint", "grace_seconds", F_INT, 0, 3600, NULL, 120, NULL, false},
-	{"checkpoint", "keep", F_INT, 1, 100, NULL, 3, NULL, false},
-	{"topology", "required", F_ENUM, 0, 0, domains, 0, NULL, true},
-	{NULL, "launch", F_ENUM, 0, 0, launches, 0, "per_gpu", false},
-	{NULL, "hang_timeout_seconds", F_INT, 0, 604800, NULL, 1800, NULL, false},
-	{NULL, "start_timeout_seconds", F_INT, 0, 86400, NULL, 600, NULL, false},
-	{NULL, "preflight", F_BOOL, 0, 0, NULL, 0, NULL, false},
-};
-#define NFIELDS (sizeof(job_fields) / sizeof(job_fields[0]))
 
 static const char *const job_top_keys[] = {
 	"team", "name", "command", "env", "resources", "priority_class", "priority",
@@ -99,7 +56,7 @@ static void choices_text(char *out, size_t sz, const char *const *c)
 		o += (size_t)snprintf(out + o, sz - o, "%s'%s'", o ? ", " : "", *c);
 }
 
-static int check_field(json_t *out_obj, const struct fspec *f, const json_t *v,
+static int check_field(json_t *out_obj, const struct proto_spec_field *f, const json_t *v,
 		       struct api_problem *p)
 {
 	char path[96], ch[160];
@@ -107,11 +64,11 @@ static int check_field(json_t *out_obj, const struct fspec *f, const json_t *v,
 	path_of(path, sizeof(path), f->obj, f->key);
 	if (!v) {
 		switch (f->type) {
-		case F_INT:
+		case PROTO_SPEC_INT:
 			return json_object_set_new(out_obj, f->key, json_integer(f->idef));
-		case F_BOOL:
+		case PROTO_SPEC_BOOL:
 			return json_object_set_new(out_obj, f->key, json_boolean(f->idef));
-		case F_ENUM:
+		case PROTO_SPEC_ENUM:
 			return json_object_set_new(out_obj, f->key,
 						   f->sdef ? json_string(f->sdef) : json_null());
 		}
@@ -119,7 +76,7 @@ static int check_field(json_t *out_obj, const struct fspec *f, const json_t *v,
 	if (json_is_null(v) && f->nullable)
 		return json_object_set_new(out_obj, f->key, json_null());
 	switch (f->type) {
-	case F_INT: {
+	case PROTO_SPEC_INT: {
 		long long x;
 
 		if (!json_is_integer(v))
@@ -132,13 +89,13 @@ static int check_field(json_t *out_obj, const struct fspec *f, const json_t *v,
 					       path, f->min, f->max, x);
 		return json_object_set_new(out_obj, f->key, json_integer(x));
 	}
-	case F_BOOL:
+	case PROTO_SPEC_BOOL:
 		if (!json_is_boolean(v))
 			return api_problem_set(p, 422, "invalid_field", path,
 					       "'%s' must be a boolean, not %s", path,
 					       ty_json_type_name(v));
 		return json_object_set_new(out_obj, f->key, json_boolean(json_is_true(v)));
-	case F_ENUM:
+	case PROTO_SPEC_ENUM:
 		choices_text(ch, sizeof(ch), f->choices);
 		if (json_is_string(v))
 			for (const char *const *c = f->choices; *c; c++)
@@ -303,9 +260,9 @@ json_t *api_validate_job(const json_t *body, struct api_problem *p)
 					*o, ty_json_type_name(v));
 			goto fail;
 		}
-		for (size_t i = 0; i < NFIELDS; i++)
-			if (job_fields[i].obj && strcmp(job_fields[i].obj, *o) == 0)
-				allowed[n++] = job_fields[i].key;
+		for (size_t i = 0; i < proto_spec_nfields; i++)
+			if (proto_spec_fields[i].obj && strcmp(proto_spec_fields[i].obj, *o) == 0)
+				allowed[n++] = proto_spec_fields[i].key;
 		allowed[n] = NULL;
 		if ((unk = ty_json_unknown_key(v, allowed))) {
 			char path[128];
@@ -365,8 +322,8 @@ json_t *api_validate_job(const json_t *body, struct api_problem *p)
 		goto fail;
 	json_object_set_new(out, "labels", tmp);
 
-	for (size_t i = 0; i < NFIELDS; i++) {
-		const struct fspec *f = &job_fields[i];
+	for (size_t i = 0; i < proto_spec_nfields; i++) {
+		const struct proto_spec_field *f = &proto_spec_fields[i];
 		const json_t *src = f->obj ? json_object_get(body, f->obj) : body;
 		json_t *dst = out;
 

@@ -49,7 +49,7 @@ static void attempt_free(struct exec_attempt *a)
 	json_decref(a->resume);
 	json_decref(a->preflight_result);
 	json_decref(a->condition);
-	exec_launch_clear(&a->launch);
+	proto_launch_clear(&a->launch);
 	free(a->ckpt_valid);
 	ranks_free(a->ranks, a->nranks);
 	ranks_free(a->pre, a->nranks);
@@ -917,7 +917,7 @@ static void on_live_tick(uv_timer_t *t)
 static int spawn_rank(struct exec_attempt *a, struct exec_rank *r, char *const *argv,
 		      bool preflight, struct ty_err *err)
 {
-	const struct exec_launch *l = &a->launch;
+	const struct proto_launch *l = &a->launch;
 	uv_loop_t *loop = exec__loop(a->x);
 	uv_process_options_t po = {0};
 	uv_stdio_container_t stdio[3];
@@ -1467,7 +1467,7 @@ static void container_note(struct exec_attempt *a)
 static int container_spec(struct exec_attempt *a, struct resume *w, struct ty_err *err)
 {
 	const struct exec_opts *o = exec__opts(a->x);
-	const struct exec_launch *l = &a->launch;
+	const struct proto_launch *l = &a->launch;
 	struct exec_rt_spec *s = &w->spec;
 	struct exec_rt_mount *m;
 	int rc;
@@ -1608,7 +1608,7 @@ out:
 	handle_closed(a);
 }
 
-int exec__attempt_start(struct exec_attempt **out, struct exec *x, struct exec_launch *l)
+int exec__attempt_start(struct exec_attempt **out, struct exec *x, struct proto_launch *l)
 {
 	const struct exec_opts *o = exec__opts(x);
 	struct exec_attempt *a;

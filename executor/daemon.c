@@ -630,7 +630,7 @@ static void health_new(void *arg, const struct hw_condition *c)
 
 static void on_launch(struct exec *x, const struct proto_msg *m)
 {
-	struct exec_launch l;
+	struct proto_launch l;
 	struct exec_attempt *a = NULL;
 	struct ty_err err = {0};
 	char msg[EXEC_MESSAGE_MAX];
@@ -661,7 +661,7 @@ static void on_launch(struct exec *x, const struct proto_msg *m)
 			   "not started: this node is being preempted (spot notice)");
 		goto out;
 	}
-	if (exec_launch_parse(&l, m, &err)) {
+	if (proto_launch_decode(&l, m, &err)) {
 		ty_warn("rejecting launch of job %lld attempt %lld: %s", (long long)m->job,
 			(long long)m->attempt, err.msg);
 		snprintf(msg, sizeof(msg), "invalid launch: %.200s", err.msg);
@@ -682,7 +682,7 @@ static void on_launch(struct exec *x, const struct proto_msg *m)
 		a->launch.preflight ? ", preflight first" : "");
 	hardware_check(x, a); /* placed before the scheduler heard of a fatal condition */
 out:
-	exec_launch_clear(&l);
+	proto_launch_clear(&l);
 }
 
 static void on_kill(struct exec *x, const struct proto_msg *m)
@@ -753,7 +753,7 @@ static void on_checkpoint(struct exec *x, const struct proto_msg *m)
 {
 	struct exec_attempt *a = find_attempt(x, m->job, m->attempt);
 	const char *name = json_string_value(json_object_get(m->data, "signal"));
-	int sig = exec_signal_parse(name);
+	int sig = proto_ckpt_signal_parse(name);
 
 	if (sig < 0) {
 		skipped(x, &x->counters.malformed, "malformed");

@@ -15,6 +15,7 @@
 #define TY_EXEC_H
 
 #include "hw.h"
+#include "launch.h"
 #include "proto.h"
 #include "runtime.h"
 #include "ty_buf.h"
@@ -29,10 +30,6 @@
 #include <time.h>
 #include <uv.h>
 
-#define EXEC_MAX_LOCAL_RANKS 1024
-#define EXEC_MAX_GPU_INDEX 1023
-#define EXEC_MAX_ARGS 4096
-#define EXEC_MAX_ENV 1024
 #define EXEC_FINISHED_MAX 256	/* finished attempts kept and heartbeated */
 #define EXEC_DEDUPE_WINDOW 4096 /* dispatch keys remembered */
 #define EXEC_TAIL_DEFAULT 100
@@ -57,53 +54,6 @@
 
 /* ---- launch messages and the environment contract (launch.c) ---- */
 
-enum exec_mode { EXEC_PER_GPU, EXEC_PER_NODE };
-
-struct exec_launch {
-	int64_t job;
-	int64_t attempt;
-	int node_rank;
-	int nnodes;
-	int world_size;
-	int local_world_size;
-	int first_rank;
-	char *master_addr; /* owned */
-	int master_port;
-	int *gpus; /* owned; ngpus device indices */
-	int ngpus;
-	char **command; /* owned; NULL-terminated argv */
-	json_t *env;	/* owned reference: object of string values */
-	enum exec_mode mode;
-	int64_t max_runtime_ms;	  /* 0: no limit */
-	int64_t kill_grace_ms;	  /* < 0: the executor's --kill-grace-ms */
-	int64_t hang_timeout_ms;  /* 0: no hang detection */
-	int64_t start_timeout_ms; /* 0: no start timeout */
-	int checkpoint_keep;	  /* valid checkpoints retention keeps; default 3 */
-	int checkpoint_signal;	  /* the job's checkpoint signal (spot notices); default SIGUSR1 */
-	bool preflight;		  /* run the preflight command before the job's */
-	/* the attempt's "tym_..." trial metrics token (TRAINYARD_METRICS_TOKEN); "": none */
-	char metrics_token[48];
-	/* the container (runtime.h): the team's uid and gid (-1: none given), limits, image */
-	int64_t uid, gid;
-	int cpus;	   /* 0: no CPU limit */
-	int64_t memory_mb; /* 0: no memory limit */
-	char *image;	   /* owned; NULL: the host's root, read-only */
-	/* the team's name, for the GPU series on /metrics (optional launch field); "": none */
-	char team[64];
-};
-
-#define EXEC_CKPT_KEEP_DEFAULT 3
-
-/*
- * Check a launch message that proto_decode accepted against what a launch
- * needs beyond JSON types (ranges, rank arithmetic, the GPU list against
- * the launch mode, environment names) and copy it into l. l is zeroed
- * first; free it with exec_launch_clear, after a failure too.
- * TY_EINVAL with a message naming the fault.
- */
-int exec_launch_parse(struct exec_launch *l, const struct proto_msg *m, struct ty_err *err);
-void exec_launch_clear(struct exec_launch *l);
-
 /*
  * CUDA_VISIBLE_DEVICES of a local rank into out: per_gpu the one GPU of
  * that local rank, per_node every GPU comma-separated, "" without GPUs.
@@ -113,7 +63,7 @@ void exec_launch_clear(struct exec_launch *l);
  * too small the list ends at the last whole entry; HW_UUID_MAX per GPU is
  * enough.
  */
-void exec_cuda_devices(char *out, size_t outsz, const struct exec_launch *l, int local_rank,
+void exec_cuda_devices(char *out, size_t outsz, const struct proto_launch *l, int local_rank,
 		       const struct hw_inventory *inv);
 
 /*
@@ -150,18 +100,11 @@ struct exec_env_extra {
  * when both extra->api_url and the launch's token are there). extra (borrowed) may be NULL. Every
  * name appears once; a fabric entry without '=' is TY_EINVAL.
  */
-int exec_env_build(char ***out, const struct exec_launch *l, int local_rank, const char *node_id,
+int exec_env_build(char ***out, const struct proto_launch *l, int local_rank, const char *node_id,
 		   char *const *inherit, const struct exec_env_extra *extra, struct ty_err *err);
 void exec_env_free(char **env);
 /* Value of name in env (borrowed from env), or NULL. */
 const char *exec_env_get(char *const *env, const char *name);
-
-/*
- * The number of a checkpoint signal named by a `checkpoint` message:
- * "SIGUSR1", "SIGUSR2", "SIGINT", "SIGTERM", "SIGHUP" (the "SIG" prefix is
- * optional), or -1 for anything else.
- */
-int exec_signal_parse(const char *name);
 
 /*
  * A command line given as a JSON array of strings (the first non-empty)
@@ -844,7 +787,7 @@ struct exec_attempt {
 	char ckpt_dir[4096];	   /* the job's TRAINYARD_CHECKPOINT_DIR */
 	char *resume_from;	   /* owned; the newest checkpoint that verified, NULL = none */
 	json_t *resume;		   /* owned; exec_ckpt_newest's report, for attempt_running */
-	struct exec_launch launch; /* owned; moved in from the launch message */
+	struct proto_launch launch; /* owned; moved in from the launch message */
 	enum exec_phase phase;
 	int64_t phase_ms; /* monotonic: when the current phase began */
 	/* the checkpoint watch (handshake, checkpoint_written, retention) */
@@ -978,7 +921,7 @@ bool exec__pid_running(struct exec *x, pid_t pid);
  * start, the attempt ends as system and is still reported. *out is linked
  * by the caller. Only TY_ENOMEM fails.
  */
-int exec__attempt_start(struct exec_attempt **out, struct exec *x, struct exec_launch *l);
+int exec__attempt_start(struct exec_attempt **out, struct exec *x, struct proto_launch *l);
 /* Begin the stop sequence (SIGTERM, SIGKILL after grace_ms) with this outcome
  * unless the attempt already has one. */
 void exec__attempt_stop(struct exec_attempt *a, int64_t grace_ms, const char *failure_class,

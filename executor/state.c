@@ -193,7 +193,7 @@ static int read_running(struct exec_state *s, const json_t *a, const char *path,
 
 		if (json_unpack((json_t *)o, "{s:I, s:I}", "job", &job, "attempt", &attempt) ||
 		    job < 1 || attempt < 1 || !json_is_array(pg) ||
-		    json_array_size(pg) > EXEC_MAX_LOCAL_RANKS)
+		    json_array_size(pg) > PROTO_LAUNCH_MAX_LOCAL_RANKS)
 			return ty_err_set(err, TY_EPARSE,
 					  "state file '%s': running entry %zu is not "
 					  "{job, attempt, pgids}",

@@ -4,9 +4,9 @@
  * (0 dispatch, 1 events, 2 nodes, modulo 3); the rest goes through
  * proto_decode. A message of another topic is dropped (as the executor and
  * scheduler consumers do); on the dispatch topic a launch is checked by
- * exec_launch_parse and, when valid, the environment of its first and last
+ * proto_launch_decode and, when valid, the environment of its first and last
  * local rank is built (exec_env_build, exec_cuda_devices); a checkpoint's
- * signal goes through exec_signal_parse. Invariants: whatever decodes
+ * signal goes through proto_ckpt_signal_parse. Invariants: whatever decodes
  * encodes again, and that encoding decodes to the same message.
  */
 #include "exec.h"
@@ -24,15 +24,15 @@ static void launch(const struct proto_msg *m)
 				       .progress_file = "/run/progress-0",
 				       .api_url = "http://127.0.0.1:8080"};
 	struct ty_err err = {0};
-	struct exec_launch l;
+	struct proto_launch l;
 
-	if (exec_launch_parse(&l, m, &err)) {
+	if (proto_launch_decode(&l, m, &err)) {
 		FUZZ_CHECK(err.code == TY_EINVAL || err.code == TY_EPARSE);
-		exec_launch_clear(&l);
+		proto_launch_clear(&l);
 		return;
 	}
 	FUZZ_CHECK(l.command && l.command[0]);
-	FUZZ_CHECK(l.local_world_size >= 1 && l.local_world_size <= EXEC_MAX_LOCAL_RANKS);
+	FUZZ_CHECK(l.local_world_size >= 1 && l.local_world_size <= PROTO_LAUNCH_MAX_LOCAL_RANKS);
 	for (int pass = 0; pass < 2; pass++) {
 		int lr = pass ? l.local_world_size - 1 : 0;
 		char cuda[8192];
@@ -44,7 +44,7 @@ static void launch(const struct proto_msg *m)
 			exec_env_free(env);
 		}
 	}
-	exec_launch_clear(&l);
+	proto_launch_clear(&l);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -81,7 +81,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		if (m.type == PROTO_LAUNCH)
 			launch(&m);
 		else if (m.type == PROTO_CHECKPOINT)
-			(void)exec_signal_parse(json_string_value(json_object_get(m.data, "signal")));
+			(void)proto_ckpt_signal_parse(json_string_value(json_object_get(m.data, "signal")));
 	}
 	proto_msg_clear(&m);
 	return 0;

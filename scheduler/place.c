@@ -9,6 +9,7 @@
  */
 #include "core/policy.h"
 #include "fault.h"
+#include "launch.h"
 #include "scheduler.h"
 #include "ty_arena.h"
 #include "ty_buf.h"
@@ -505,42 +506,87 @@ out:
 	return rc;
 }
 
-json_t *sched_launch_data(const json_t *common, int node_rank, int first_rank, const json_t *gpus,
-			  const char *boot_id)
+/* "{0,1,2}" of one node's GPUs (an integer[] literal). */
+static int gpu_list(struct ty_buf *b, const int *gpus, int n)
 {
-	json_t *d = json_deep_copy(common);
-
-	if (!d || json_object_set_new(d, "node_rank", json_integer(node_rank)) ||
-	    json_object_set_new(d, "first_rank", json_integer(first_rank)) ||
-	    json_object_set_new(d, "gpus", json_deep_copy(gpus)) ||
-	    json_object_set_new(d, "boot_id", json_string(boot_id))) {
-		json_decref(d);
-		return NULL;
-	}
-	return d;
-}
-
-/* "{0,1,2}" and [0,1,2] of one node's GPUs. */
-static int gpu_lists(struct ty_buf *b, json_t **arr, const int *gpus, int n)
-{
-	*arr = json_array();
 	ty_buf_reset(b);
 	ty_buf_puts(b, "{");
-	for (int k = 0; k < n; k++) {
+	for (int k = 0; k < n; k++)
 		ty_buf_printf(b, "%s%d", k ? "," : "", gpus[k]);
-		if (*arr)
-			json_array_append_new(*arr, json_integer(gpus[k]));
-	}
 	ty_buf_puts(b, "}");
-	return !*arr || b->oom ? TY_ENOMEM : 0;
+	return b->oom ? TY_ENOMEM : 0;
 }
 
-/* An integer field of a job spec; def when absent (specs stored before it existed). */
-static int64_t spec_int(const json_t *spec, const char *key, int64_t def)
+/*
+ * An integer field of a job spec (obj NULL: top level), the table's default
+ * when absent (specs stored before the field existed: proto/job_spec.c).
+ */
+static int64_t spec_int(const json_t *spec, const char *obj, const char *key)
 {
-	const json_t *v = json_object_get(spec, key);
+	const json_t *v = json_object_get(obj ? json_object_get(spec, obj) : spec, key);
 
-	return json_is_integer(v) ? (int64_t)json_integer_value(v) : def;
+	return json_is_integer(v) ? (int64_t)json_integer_value(v)
+				  : (int64_t)proto_spec_default_int(obj, key);
+}
+
+/* A string field of a job spec, the table's default when absent. */
+static const char *spec_str(const json_t *spec, const char *obj, const char *key)
+{
+	const char *v = json_string_value(json_object_get(obj ? json_object_get(spec, obj) : spec, key));
+
+	return v ? v : proto_spec_default_str(obj, key);
+}
+
+/*
+ * The attempt's part of the launch (proto/launch.h) of placement pl of the
+ * job with spec, run as uid by team, with the attempt's metrics token.
+ */
+static json_t *launch_common(const struct sched *s, const struct snap *sn,
+			     const struct sched_placement *pl, const json_t *spec, int64_t uid,
+			     const char *team, const char *token)
+{
+	const json_t *command = json_object_get(spec, "command"), *res = json_object_get(spec, "resources");
+	const json_t *cpus = json_object_get(res, "cpus_per_node"), *mem = json_object_get(res, "memory_mb_per_node");
+	struct proto_launch l = {
+	    .nnodes = pl->nnodes,
+	    .world_size = pl->world_size,
+	    .local_world_size = pl->local_ranks,
+	    .master_addr = (char *)sn->addr[pl->node[0]],
+	    .master_port = pl->master_port,
+	    .env = json_is_object(json_object_get(spec, "env")) ? json_object_get(spec, "env") : NULL,
+	    .mode = proto_launch_mode_parse(spec_str(spec, NULL, "launch")),
+	    .max_runtime_ms = spec_int(spec, NULL, "max_runtime_seconds") * 1000,
+	    .kill_grace_ms = (int64_t)s->o.kill_grace_seconds * 1000,
+	    .hang_timeout_ms = spec_int(spec, NULL, "hang_timeout_seconds") * 1000,
+	    .start_timeout_ms = spec_int(spec, NULL, "start_timeout_seconds") * 1000,
+	    .checkpoint_keep = (int)spec_int(spec, "checkpoint", "keep"),
+	    .checkpoint_signal = proto_ckpt_signal_parse(spec_str(spec, "checkpoint", "signal")),
+	    .preflight = json_is_true(json_object_get(spec, "preflight")),
+	    /* the container: the team's uid, the job's limits per node, its image */
+	    .uid = uid,
+	    .gid = uid,
+	    /* a spec from before the limits existed has none: not limited (0) */
+	    .cpus = json_is_integer(cpus) ? (int)json_integer_value(cpus) : 0,
+	    .memory_mb = json_is_integer(mem) ? (int64_t)json_integer_value(mem) : 0,
+	    .image = (char *)json_string_value(json_object_get(spec, "image")),
+	};
+	size_t n = json_array_size(command);
+	const char **argv = calloc(n + 1, sizeof(*argv));
+	json_t *out;
+
+	if (!argv)
+		return NULL;
+	for (size_t i = 0; i < n; i++)
+		argv[i] = json_string_value(json_array_get(command, i));
+	l.command = (char **)argv;
+	if (l.mode == PROTO_LAUNCH_MODE_COUNT)
+		l.mode = PROTO_LAUNCH_PER_GPU;
+	snprintf(l.metrics_token, sizeof(l.metrics_token), "%s", token);
+	/* a label of the node's GPU series (executor/telemetry.c) */
+	snprintf(l.team, sizeof(l.team), "%s", team);
+	out = proto_launch_common(&l);
+	free(argv);
+	return out;
 }
 
 /*
@@ -553,7 +599,7 @@ static int place(bool *placed, struct sched *s, const struct snap *sn,
 	char jb[24], ab[24], eb[24], pb[24], nb[24], wb[24], rb[24], fb[24], lb[24], text[512];
 	const char *master = sn->nodes[pl->node[0]].id;
 	struct ty_buf gb = TY_BUF_INIT, names = TY_BUF_INIT;
-	json_t *spec = NULL, *common = NULL, *gpus = NULL, *data = NULL, *edata = NULL;
+	json_t *spec = NULL, *common = NULL, *data = NULL, *edata = NULL;
 	char *common_text = NULL;
 	char token[64], token_hash[TY_SHA256_HEX_LEN + 1], team[64];
 	PGresult *res = NULL, *boot = NULL;
@@ -586,52 +632,18 @@ static int place(bool *placed, struct sched *s, const struct snap *sn,
 		rc = ty_err_set(err, TY_EPARSE, "job %lld has no valid spec", (long long)pl->job);
 		goto out;
 	}
-	const json_t *command = json_object_get(spec, "command");
-	const json_t *env = json_object_get(spec, "env");
-	const json_t *launch = json_object_get(spec, "launch");
-
-	if (!json_is_array(command)) {
+	if (!json_is_array(json_object_get(spec, "command"))) {
 		rc = ty_err_set(err, TY_EPARSE, "job %lld has no command", (long long)pl->job);
 		goto out;
 	}
-	common = json_pack(
-	    "{s:i, s:i, s:i, s:s, s:i, s:O, s:o, s:s, s:I, s:i, s:I, s:I, s:I, s:b, s:s}", "nnodes",
-	    pl->nnodes,
-	    "world_size", pl->world_size, "local_world_size", pl->local_ranks, "master_addr",
-	    sn->addr[pl->node[0]], "master_port", pl->master_port, "command", command, "env",
-	    json_is_object(env) ? json_deep_copy(env) : json_object(), "launch",
-	    json_is_string(launch) ? json_string_value(launch) : "per_gpu", "max_runtime_seconds",
-	    (json_int_t)json_integer_value(json_object_get(spec, "max_runtime_seconds")),
-	    "kill_grace_seconds", s->o.kill_grace_seconds, "hang_timeout_seconds",
-	    (json_int_t)spec_int(spec, "hang_timeout_seconds", 1800), "start_timeout_seconds",
-	    (json_int_t)spec_int(spec, "start_timeout_seconds", 600),
-	    "checkpoint_keep", (json_int_t)spec_int(json_object_get(spec, "checkpoint"), "keep", 3),
-	    "preflight", json_is_true(json_object_get(spec, "preflight")), "checkpoint_signal",
-	    json_string_value(json_object_get(json_object_get(spec, "checkpoint"), "signal"))
-		? json_string_value(json_object_get(json_object_get(spec, "checkpoint"), "signal"))
-		: "SIGUSR1");
 	/* the ranks' TRAINYARD_METRICS_TOKEN: this job's metrics, this attempt only */
 	if ((rc = ty_token_new_prefixed(token, sizeof(token), "tym_"))) {
 		rc = ty_err_set(err, rc, "cannot draw random bytes for a metrics token");
 		goto out;
 	}
 	ty_sha256_hex(token_hash, token, strlen(token));
-	/* the container: the team's uid, the job's limits per node, its image */
-	if (common) {
-		const json_t *res_spec = json_object_get(spec, "resources");
-
-		json_object_set_new(common, "uid", json_integer(uid));
-		/* a label of the node's GPU series (executor/telemetry.c) */
-		json_object_set_new(common, "team", json_string(team));
-		json_object_set_new(common, "gid", json_integer(uid));
-		json_object_set_new(common, "cpus", json_integer(spec_int(res_spec, "cpus_per_node", 0)));
-		json_object_set_new(common, "memory_mb",
-				    json_integer(spec_int(res_spec, "memory_mb_per_node", 0)));
-		if (json_is_string(json_object_get(spec, "image")))
-			json_object_set(common, "image", json_object_get(spec, "image"));
-	}
-	if (!common || json_object_set_new(common, "metrics_token", json_string(token)) ||
-	    !(common_text = json_dumps(common, JSON_COMPACT))) {
+	common = launch_common(s, sn, pl, spec, uid, team, token);
+	if (!common || !(common_text = json_dumps(common, JSON_COMPACT))) {
 		rc = ty_err_set(err, TY_ENOMEM, NULL);
 		goto out;
 	}
@@ -659,8 +671,9 @@ static int place(bool *placed, struct sched *s, const struct snap *sn,
 		const char *node = sn->nodes[pl->node[r]].id;
 		int first = r * pl->local_ranks;
 
-		if (gpu_lists(&gb, &gpus, pl->gpus + (size_t)r * (size_t)pl->gpus_per_node,
-			      pl->gpus_per_node)) {
+		const int *g = pl->gpus + (size_t)r * (size_t)pl->gpus_per_node;
+
+		if (gpu_list(&gb, g, pl->gpus_per_node)) {
 			rc = ty_err_set(err, TY_ENOMEM, NULL);
 			goto out;
 		}
@@ -679,7 +692,13 @@ static int place(bool *placed, struct sched *s, const struct snap *sn,
 				     " RETURNING (SELECT boot_id FROM nodes WHERE id = $3)",
 				     7, p, err)))
 			goto out;
-		data = sched_launch_data(common, r, first, gpus, ty_pg_val(boot, 0, 0));
+		data = proto_launch_data(common, &(struct proto_launch_node){
+						     .node_rank = r,
+						     .first_rank = first,
+						     .gpus = g,
+						     .ngpus = pl->gpus_per_node,
+						     .boot_id = ty_pg_val(boot, 0, 0),
+						 });
 		PQclear(boot);
 		boot = NULL;
 		if (!data) {
@@ -689,8 +708,7 @@ static int place(bool *placed, struct sched *s, const struct snap *sn,
 		if ((rc = sched_outbox_add(s, PROTO_LAUNCH, node, pl->job, attempt, data, err)))
 			goto out;
 		json_decref(data);
-		json_decref(gpus);
-		data = gpus = NULL;
+		data = NULL;
 		ty_buf_printf(&names, "%s%s", r ? ", " : "", node);
 	}
 	{
@@ -716,7 +734,6 @@ out:
 	PQclear(boot);
 	json_decref(spec);
 	json_decref(common);
-	json_decref(gpus);
 	json_decref(data);
 	json_decref(edata);
 	free(common_text);

@@ -11,6 +11,7 @@
  * cancel_requested, whether an earlier attempt still holds GPUs — always
  * comes with one of those.
  */
+#include "job_spec.h"
 #include "scheduler.h"
 #include "ty_buf.h"
 #include "ty_log.h"
@@ -23,16 +24,20 @@
 #define QUEUE_RELOAD_MS 60000 /* full reload, in case a change slipped by */
 #define TOUCHED_MAX 20000     /* beyond this many changed jobs a full reload is cheaper */
 
-/* The one statement both reloads use; $1 restricts it to some ids (NULL: all pending). */
+/*
+ * The one statement both reloads use. $1..$10 are the defaults of the spec
+ * fields it reads (queue_defaults: a spec stored before a field existed
+ * lacks it); the reload of some jobs adds their ids as $11.
+ */
 #define QUEUE_SELECT                                                                               \
 	"SELECT j.id, j.team_id, j.priority_class, j.priority,"                                    \
 	" (extract(epoch FROM j.created_at) * 1000)::bigint,"                                      \
-	" coalesce((j.spec->'resources'->>'nodes')::integer, 1),"                                  \
-	" coalesce((j.spec->'resources'->>'gpus_per_node')::integer, 0),"                          \
-	" coalesce(j.spec->>'launch', 'per_gpu') = 'per_node',"                                    \
+	" coalesce((j.spec->'resources'->>'nodes')::integer, $1),"                                  \
+	" coalesce((j.spec->'resources'->>'gpus_per_node')::integer, $2),"                          \
+	" coalesce(j.spec->>'launch', $3) = 'per_node',"                                    \
 	" j.spec->'topology'->>'required',"                                                        \
-	" coalesce((j.spec->>'min_runtime_seconds')::bigint, 0),"                                  \
-	" coalesce((j.spec->>'max_runtime_seconds')::bigint, 86400),"                              \
+	" coalesce((j.spec->>'min_runtime_seconds')::bigint, $4),"                                  \
+	" coalesce((j.spec->>'max_runtime_seconds')::bigint, $5),"                              \
 	" j.pending_reason, coalesce(j.queue_position, 0),"                                        \
 	" coalesce((extract(epoch FROM j.reserved_until) * 1000)::bigint, -1)," /* a retry starts  \
 										   once the last   \
@@ -46,16 +51,16 @@
 	" (SELECT t.failure_class || ' failure' || coalesce(' on ' || t.blamed_node, '')"          \
 	"  FROM attempts t WHERE t.job_id = j.id AND t.attempt = j.attempt),"                      \
 	/* the spot rule (core/policy.h, enum sched_spot_rule); absent = not allowed */            \
-	" CASE WHEN NOT coalesce((j.spec->'spot'->>'allowed')::boolean, false) THEN 1"             \
-	"  WHEN coalesce(j.spec->'spot'->>'fallback', 'on_demand') = 'on_demand'"                  \
-	"  AND j.spot_preemptions >= coalesce((j.spec->'spot'->>'max_preemptions')::integer, 3)"   \
+	" CASE WHEN NOT coalesce((j.spec->'spot'->>'allowed')::boolean, $6) THEN 1"             \
+	"  WHEN coalesce(j.spec->'spot'->>'fallback', $7) = 'on_demand'"                  \
+	"  AND j.spot_preemptions >= coalesce((j.spec->'spot'->>'max_preemptions')::integer, $8)"   \
 	"  THEN 2 ELSE 0 END,"                                                                     \
-	" j.spot_preemptions, coalesce((j.spec->'spot'->>'max_preemptions')::integer, 3),"        \
+	" j.spot_preemptions, coalesce((j.spec->'spot'->>'max_preemptions')::integer, $8),"        \
 	/* a sweep trial: its sweep and the sweep's max_concurrent (0 = none) */                   \
 	" coalesce(j.sweep_id, 0),"                                                                \
 	" coalesce((SELECT w.max_concurrent FROM sweeps w WHERE w.id = j.sweep_id), 0),"           \
-	" coalesce((j.spec->'resources'->>'cpus_per_node')::bigint, 1),"                           \
-	" coalesce((j.spec->'resources'->>'memory_mb_per_node')::bigint, 1024)"                    \
+	" coalesce((j.spec->'resources'->>'cpus_per_node')::bigint, $9),"                           \
+	" coalesce((j.spec->'resources'->>'memory_mb_per_node')::bigint, $10)"                    \
 	" FROM jobs j"
 
 void sched_touch(struct sched *s, int64_t job)
@@ -147,6 +152,30 @@ static void keep_written(struct sched_qjob *now, const struct sched_qjob *was)
 		now->written_ms = was->written_ms;
 }
 
+/* QUEUE_SELECT's parameters $1..$10, from the job spec table (proto/job_spec.c). */
+#define QUEUE_NDEFAULTS 10
+static void queue_defaults(const char *p[QUEUE_NDEFAULTS], char buf[QUEUE_NDEFAULTS][24])
+{
+	static const struct {
+		const char *obj, *key;
+	} ints[] = {{"resources", "nodes"},	   {"resources", "gpus_per_node"},
+		    {NULL, "launch"},		   {NULL, "min_runtime_seconds"},
+		    {NULL, "max_runtime_seconds"}, {"spot", "allowed"},
+		    {"spot", "fallback"},	   {"spot", "max_preemptions"},
+		    {"resources", "cpus_per_node"}, {"resources", "memory_mb_per_node"}};
+
+	for (int i = 0; i < QUEUE_NDEFAULTS; i++) {
+		const struct proto_spec_field *f = proto_spec_field(ints[i].obj, ints[i].key);
+
+		if (f->type == PROTO_SPEC_ENUM)
+			p[i] = f->sdef;
+		else if (f->type == PROTO_SPEC_BOOL)
+			p[i] = f->idef ? "true" : "false";
+		else
+			p[i] = sched_i64(buf[i], f->idef);
+	}
+}
+
 /* Row r of a QUEUE_SELECT result into j (cleared first). */
 static int qjob_read(struct sched_qjob *j, const PGresult *res, int r)
 {
@@ -223,10 +252,14 @@ static int reload_all(struct sched *s, struct ty_err *err)
 	PGresult *res = NULL;
 	int rc;
 
+	const char *p[QUEUE_NDEFAULTS];
+	char buf[QUEUE_NDEFAULTS][24];
+
+	queue_defaults(p, buf);
 	if ((rc = ty_pg_exec(&res, s->pg,
 			     QUEUE_SELECT " WHERE j.state = 'pending' AND NOT j.cancel_requested"
 					  " ORDER BY j.id",
-			     0, NULL, err)))
+			     QUEUE_NDEFAULTS, p, err)))
 		return rc;
 	if (reserve(&q, PQntuples(res))) {
 		PQclear(res);
@@ -281,8 +314,13 @@ static int reload_touched(struct sched *s, struct ty_err *err)
 		ty_buf_free(&ids);
 		return ty_err_set(err, TY_ENOMEM, NULL);
 	}
-	const char *p[] = {ids.data};
-	rc = ty_pg_exec(&res, s->pg, QUEUE_SELECT " WHERE j.id = ANY ($1::bigint[])", 1, p, err);
+	const char *p[QUEUE_NDEFAULTS + 1];
+	char buf[QUEUE_NDEFAULTS][24];
+
+	queue_defaults(p, buf);
+	p[QUEUE_NDEFAULTS] = ids.data;
+	rc = ty_pg_exec(&res, s->pg, QUEUE_SELECT " WHERE j.id = ANY ($11::bigint[])",
+			QUEUE_NDEFAULTS + 1, p, err);
 	ty_buf_free(&ids);
 	if (rc)
 		return rc;

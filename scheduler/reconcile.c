@@ -4,6 +4,7 @@
  * by re-sending launches, re-sending kills and releasing allocations that
  * never started (docs/dispatch.md, "Scheduler duties" 4 and 5).
  */
+#include "launch.h"
 #include "scheduler.h"
 #include "ty_log.h"
 #include "ty_time.h"
@@ -189,10 +190,19 @@ static int resend_launches(struct sched *s, const char *const *p, struct ty_err 
 			json_decref(common);
 			continue;
 		}
-		if (gpus && common)
-			data = sched_launch_data(common, (int)sched_col_i64(res, i, 3),
-						 (int)sched_col_i64(res, i, 4), gpus,
-						 PQgetvalue(res, i, 7));
+		if (gpus && common && json_array_size(gpus) <= PROTO_LAUNCH_MAX_GPU_INDEX + 1) {
+			int g[PROTO_LAUNCH_MAX_GPU_INDEX + 1], ng = (int)json_array_size(gpus);
+
+			for (int k = 0; k < ng; k++)
+				g[k] = (int)json_integer_value(json_array_get(gpus, (size_t)k));
+			data = proto_launch_data(common, &(struct proto_launch_node){
+							     .node_rank = (int)sched_col_i64(res, i, 3),
+							     .first_rank = (int)sched_col_i64(res, i, 4),
+							     .gpus = g,
+							     .ngpus = ng,
+							     .boot_id = ty_pg_val(res, i, 7),
+							 });
+		}
 		if (!data) {
 			rc = ty_err_set(err, TY_ENOMEM, NULL);
 		} else if (!(rc = sched_outbox_add(s, PROTO_LAUNCH, node, job, attempt, data,

@@ -382,8 +382,6 @@ bool sched_class_blames(const char *cls);
 int sched_blame_node(struct sched *s, const char *node, int64_t job, int64_t attempt,
 		     const char *cls, const char *evidence, const char *why,
 		     enum proto_evidence_source src, struct ty_err *err);
-/* Pure: the backoff before retry number `tries` (1-based), in seconds. */
-int64_t sched_backoff_s(int base_s, int max_s, int tries);
 /* After an allocation ended: succeed a finished attempt, or cancel a stopped one. */
 int sched_settle_attempt(struct sched *s, int64_t job, int64_t attempt, struct ty_err *err);
 /*
@@ -414,13 +412,6 @@ int sched_node_gone(struct sched *s, const char *node, const char *cls, const ch
  * fenced transaction.
  */
 int sched_cycle(struct sched *s, struct ty_err *err);
-/*
- * The launch message data for one node, for the boot of its executor that
- * boot_id names (new reference, NULL on ENOMEM).
- */
-json_t *sched_launch_data(const json_t *common, int node_rank, int first_rank, const json_t *gpus,
-			  const char *boot_id);
-
 /* ---- preempt.c: the preemption protocol (docs/dispatch.md, "Preemption") ---- */
 
 /*

@@ -17,7 +17,7 @@
 #define MTOK "tym_" MTOK_BODY
 #define MTOK_SPACE "AAAAAAAAAAAAAAAAAAAAb-_9zzzzzzzzzz zzzzzzzz"
 
-static int parse(struct exec_launch *l, struct ty_err *err, const char *data)
+static int parse(struct proto_launch *l, struct ty_err *err, const char *data)
 {
 	struct proto_msg m = {.type = PROTO_LAUNCH, .job = 7, .attempt = 2};
 	json_error_t jerr;
@@ -28,7 +28,7 @@ static int parse(struct exec_launch *l, struct ty_err *err, const char *data)
 		FAIL("test JSON does not parse: %s: %s", data, jerr.text);
 	REQUIRE(m.data != NULL);
 	ty_err_clear(err);
-	rc = exec_launch_parse(l, &m, err);
+	rc = proto_launch_decode(l, &m, err);
 	json_decref(m.data);
 	return rc;
 }
@@ -167,7 +167,7 @@ TY_TEST(launch_checks)
 	};
 
 	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
-		struct exec_launch l;
+		struct proto_launch l;
 		struct ty_err err = {0};
 		int rc;
 
@@ -182,13 +182,13 @@ TY_TEST(launch_checks)
 			if (!strstr(err.msg, rows[i].err))
 				FAIL("message '%s' lacks '%s'", err.msg, rows[i].err);
 		}
-		exec_launch_clear(&l);
+		proto_launch_clear(&l);
 	}
 }
 
 TY_TEST(launch_copies_fields)
 {
-	struct exec_launch l;
+	struct proto_launch l;
 	struct ty_err err = {0};
 
 	REQUIRE_INT_EQ(parse(&l, &err,
@@ -210,24 +210,24 @@ TY_TEST(launch_copies_fields)
 	CHECK_STR_EQ(l.command[0], "python");
 	CHECK_STR_EQ(l.command[1], "train.py");
 	CHECK(l.command[2] == NULL);
-	CHECK_INT_EQ(l.mode, EXEC_PER_NODE);
+	CHECK_INT_EQ(l.mode, PROTO_LAUNCH_PER_NODE);
 	CHECK_INT_EQ(l.max_runtime_ms, 60000);
 	CHECK_INT_EQ(l.kill_grace_ms, 2000);
 	CHECK_INT_EQ(l.hang_timeout_ms, 900000);
 	CHECK_INT_EQ(l.start_timeout_ms, 300000);
 	CHECK_STR_EQ(l.team, ""); /* a scheduler from before the field */
-	exec_launch_clear(&l);
+	proto_launch_clear(&l);
 	REQUIRE_INT_EQ(parse(&l, &err,
 			     "{" BASE "," GPUS ",'env':{},'launch':'per_gpu','team':'ml-research'}"),
 		       0);
 	CHECK_STR_EQ(l.team, "ml-research");
-	exec_launch_clear(&l);
+	proto_launch_clear(&l);
 	REQUIRE_INT_EQ(parse(&l, &err, "{" BASE "," GPUS ",'env':{},'launch':'per_gpu'}"), 0);
 	CHECK_INT_EQ(l.max_runtime_ms, 0);
 	CHECK_INT_EQ(l.kill_grace_ms, -1);
 	CHECK_INT_EQ(l.hang_timeout_ms, 0);
 	CHECK_INT_EQ(l.start_timeout_ms, 0);
-	exec_launch_clear(&l);
+	proto_launch_clear(&l);
 }
 
 struct kv {
@@ -404,7 +404,7 @@ TY_TEST(env_contract)
 	};
 
 	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
-		struct exec_launch l;
+		struct proto_launch l;
 		struct ty_err err = {0};
 		char **env = NULL;
 
@@ -427,13 +427,13 @@ TY_TEST(env_contract)
 				CHECK(!(strncmp(*e, *f, nl + 1) == 0));
 		}
 		exec_env_free(env);
-		exec_launch_clear(&l);
+		proto_launch_clear(&l);
 	}
 }
 
 TY_TEST(env_rejects_local_rank_out_of_range)
 {
-	struct exec_launch l;
+	struct proto_launch l;
 	struct ty_err err = {0};
 	char **env = (char **)1;
 
@@ -441,7 +441,7 @@ TY_TEST(env_rejects_local_rank_out_of_range)
 	CHECK_INT_EQ(exec_env_build(&env, &l, 4, "n", NULL, NULL, &err), TY_EINVAL);
 	CHECK(env == NULL);
 	CHECK_INT_EQ(exec_env_build(&env, &l, -1, "n", NULL, NULL, &err), TY_EINVAL);
-	exec_launch_clear(&l);
+	proto_launch_clear(&l);
 }
 
 TY_TEST(env_rejects_bad_fabric_entries)
@@ -457,7 +457,7 @@ TY_TEST(env_rejects_bad_fabric_entries)
 	};
 
 	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
-		struct exec_launch l;
+		struct proto_launch l;
 		struct ty_err err = {0};
 		char **env = (char **)1;
 
@@ -468,13 +468,13 @@ TY_TEST(env_rejects_bad_fabric_entries)
 			     TY_EINVAL);
 		CHECK_STR_EQ(err.msg, rows[i].msg);
 		CHECK(env == NULL);
-		exec_launch_clear(&l);
+		proto_launch_clear(&l);
 	}
 }
 
 TY_TEST(cuda_devices)
 {
-	struct exec_launch l = {.mode = EXEC_PER_NODE, .local_world_size = 1};
+	struct proto_launch l = {.mode = PROTO_LAUNCH_PER_NODE, .local_world_size = 1};
 	int gpus[] = {3, 1, 2};
 	char out[16];
 
@@ -484,7 +484,7 @@ TY_TEST(cuda_devices)
 	CHECK_STR_EQ(out, "3,1,2");
 	exec_cuda_devices(out, 5, &l, 0, NULL); /* never a cut-off list */
 	CHECK_STR_EQ(out, "3,1");
-	l.mode = EXEC_PER_GPU;
+	l.mode = PROTO_LAUNCH_PER_GPU;
 	exec_cuda_devices(out, sizeof(out), &l, 1, NULL);
 	CHECK_STR_EQ(out, "1");
 	l.ngpus = 0;
@@ -508,7 +508,7 @@ static void inv_init(void)
 
 TY_TEST(cuda_devices_by_uuid)
 {
-	struct exec_launch l = {.mode = EXEC_PER_NODE, .local_world_size = 2};
+	struct proto_launch l = {.mode = PROTO_LAUNCH_PER_NODE, .local_world_size = 2};
 	int gpus[] = {3, 1};
 	char out[128];
 
@@ -521,19 +521,19 @@ TY_TEST(cuda_devices_by_uuid)
 	/* only whole UUIDs: the second does not fit */
 	exec_cuda_devices(out, 60, &l, 0, &inv4);
 	CHECK_STR_EQ(out, "GPU-00000000-0000-0000-0000-000000000003");
-	l.mode = EXEC_PER_GPU;
+	l.mode = PROTO_LAUNCH_PER_GPU;
 	exec_cuda_devices(out, sizeof(out), &l, 1, &inv4);
 	CHECK_STR_EQ(out, "GPU-00000000-0000-0000-0000-000000000001");
 	/* a GPU without a UUID (GPU 2), or one the inventory lacks (5): indices, all of them */
 	gpus[1] = 2;
-	l.mode = EXEC_PER_NODE;
+	l.mode = PROTO_LAUNCH_PER_NODE;
 	exec_cuda_devices(out, sizeof(out), &l, 0, &inv4);
 	CHECK_STR_EQ(out, "3,2");
 	gpus[1] = 5;
 	exec_cuda_devices(out, sizeof(out), &l, 0, &inv4);
 	CHECK_STR_EQ(out, "3,5");
 	/* per_gpu looks only at the rank's own GPU */
-	l.mode = EXEC_PER_GPU;
+	l.mode = PROTO_LAUNCH_PER_GPU;
 	exec_cuda_devices(out, sizeof(out), &l, 0, &inv4);
 	CHECK_STR_EQ(out, "GPU-00000000-0000-0000-0000-000000000003");
 	exec_cuda_devices(out, sizeof(out), &l, 1, &inv4);
@@ -543,7 +543,7 @@ TY_TEST(cuda_devices_by_uuid)
 TY_TEST(env_names_gpus_by_uuid_in_pci_order)
 {
 	const struct exec_env_extra extra = {.inventory = &inv4};
-	struct exec_launch l;
+	struct proto_launch l;
 	struct ty_err err = {0};
 	char **env = NULL;
 
@@ -559,7 +559,7 @@ TY_TEST(env_names_gpus_by_uuid_in_pci_order)
 	/* the contract's order wins over the job's */
 	CHECK_STR_EQ(exec_env_get(env, "CUDA_DEVICE_ORDER"), "PCI_BUS_ID");
 	exec_env_free(env);
-	exec_launch_clear(&l);
+	proto_launch_clear(&l);
 }
 
 TY_TEST(checkpoint_keep_and_preflight_fields)
@@ -570,9 +570,9 @@ TY_TEST(checkpoint_keep_and_preflight_fields)
 		bool preflight;
 		int signal;
 	} rows[] = {
-	    {"", EXEC_CKPT_KEEP_DEFAULT, false, SIGUSR1},
+	    {"", 3, false, SIGUSR1},
 	    {",'checkpoint_keep':null,'preflight':null,'checkpoint_signal':null",
-	     EXEC_CKPT_KEEP_DEFAULT, false, SIGUSR1},
+	     3, false, SIGUSR1},
 	    {",'checkpoint_keep':1,'preflight':true,'checkpoint_signal':'SIGUSR2'", 1, true,
 	     SIGUSR2},
 	    {",'checkpoint_keep':0,'checkpoint_signal':'TERM'", 0, false, SIGTERM},
@@ -580,7 +580,7 @@ TY_TEST(checkpoint_keep_and_preflight_fields)
 	};
 
 	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
-		struct exec_launch l;
+		struct proto_launch l;
 		struct ty_err err = {0};
 
 		ty_test_context("%s", rows[i].extra);
@@ -591,11 +591,11 @@ TY_TEST(checkpoint_keep_and_preflight_fields)
 		CHECK_INT_EQ(l.checkpoint_keep, rows[i].keep);
 		CHECK_INT_EQ(l.preflight, rows[i].preflight);
 		CHECK_INT_EQ(l.checkpoint_signal, rows[i].signal);
-		exec_launch_clear(&l);
+		proto_launch_clear(&l);
 	}
 	/* a signal the job spec cannot name is refused, naming the field */
 	for (size_t i = 0; i < 2; i++) {
-		struct exec_launch l;
+		struct proto_launch l;
 		struct ty_err err = {0};
 
 		CHECK_INT_EQ(parse(&l, &err,
@@ -604,7 +604,7 @@ TY_TEST(checkpoint_keep_and_preflight_fields)
 						i ? "9" : "'SIGKILL'")),
 			     TY_EINVAL);
 		CHECK(strstr(err.msg, "'checkpoint_signal'") != NULL);
-		exec_launch_clear(&l);
+		proto_launch_clear(&l);
 	}
 }
 
