@@ -1,5 +1,6 @@
 /* Job routes: submit, read, list, cancel, stop, events (with long-poll watch). */
 #include "api.h"
+#include "lifecycle.h"
 #include "ty_crypto.h"
 #include "ty_json.h"
 #include "ty_time.h"
@@ -8,10 +9,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char *const job_states[] = {"pending",   "scheduled", "starting",
-					 "running",   "preempting", "succeeded",
-					 "failed",    "cancelled", "stopped",
-					 NULL};
 
 static int job_not_found(struct api_req *r)
 {
@@ -307,16 +304,14 @@ const char *api_job_states_param(struct ty_arena *a, const char *list)
 	ty_buf_puts(&b, "{");
 	while (*s) {
 		size_t len = strcspn(s, ",");
-		const char *const *st;
+		char name[32];
 
-		for (st = job_states; *st; st++)
-			if (strlen(*st) == len && strncmp(*st, s, len) == 0)
-				break;
-		if (!*st) {
+		snprintf(name, sizeof(name), "%.*s", (int)(len < sizeof(name) ? len : 0), s);
+		if (proto_job_state_parse(name) == PROTO_JOB_STATE_COUNT) {
 			ty_buf_free(&b);
 			return NULL;
 		}
-		ty_buf_printf(&b, "%s%s", b.len > 1 ? "," : "", *st);
+		ty_buf_printf(&b, "%s%s", b.len > 1 ? "," : "", name);
 		s += len;
 		if (*s == ',')
 			s++;
@@ -428,8 +423,7 @@ static int end_job(struct api_req *r, bool stop, struct ty_err *err)
 		return job_not_found(r);
 	}
 	state = PQgetvalue(res, 0, 0);
-	if (!strcmp(state, "succeeded") || !strcmp(state, "failed") ||
-	    !strcmp(state, "cancelled") || !strcmp(state, "stopped")) {
+	if (proto_job_state_terminal(state)) {
 		api_reply_error(r, 409, "job_finished", NULL, "job %s is already %s", p[0], state);
 		PQclear(res);
 		ty_pg_rollback(r->pg);

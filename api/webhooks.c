@@ -5,6 +5,7 @@
  * back here.
  */
 #include "api.h"
+#include "lifecycle.h"
 #include "ty_json.h"
 
 #include <curl/curl.h>
@@ -14,10 +15,6 @@
 #include <strings.h>
 
 static const char *const webhook_keys[] = {"team", "url", "events", "secret", NULL};
-static const char *const job_states[] = {"pending",   "scheduled", "starting",
-					 "running",   "preempting", "succeeded",
-					 "failed",    "cancelled", "stopped",
-					 NULL};
 
 bool api_webhook_event_ok(const char *name)
 {
@@ -25,10 +22,7 @@ bool api_webhook_event_ok(const char *name)
 		return true;
 	if (strncmp(name, "job.", 4) != 0)
 		return false;
-	for (int i = 0; job_states[i]; i++)
-		if (!strcmp(name + 4, job_states[i]))
-			return true;
-	return false;
+	return proto_job_state_parse(name + 4) != PROTO_JOB_STATE_COUNT;
 }
 
 /* http or https, a host, no credentials, no fragment, no blanks or controls. */

@@ -1,5 +1,6 @@
 /* jobctl job commands: submit, status, list, watch, cancel, stop. */
 #include "cli.h"
+#include "lifecycle.h"
 #include "ty_json.h"
 #include "ty_time.h"
 
@@ -92,11 +93,6 @@ static const char stop_help[] =
 	"a running one is stopped by the scheduler, which frees its GPUs. Stopping a\n"
 	"finished job is an error (exit 6).\n";
 
-static bool is_terminal(const char *state)
-{
-	return state && (strcmp(state, "succeeded") == 0 || strcmp(state, "failed") == 0 ||
-			 strcmp(state, "cancelled") == 0 || strcmp(state, "stopped") == 0);
-}
 
 static int read_all(struct ty_buf *b, const char *file, struct ty_err *err)
 {
@@ -442,7 +438,7 @@ static int print_job(const json_t *job)
 	rc |= cli_table_add(&t, "name:");
 	rc |= cli_table_add(&t, cli_json_str(job, "name", "-"));
 	rc |= cli_table_add(&t, "state:");
-	if (json_is_true(json_object_get(job, "cancel_requested")) && !is_terminal(state))
+	if (json_is_true(json_object_get(job, "cancel_requested")) && !proto_job_state_terminal(state))
 		rc |= cli_table_addf(&t, "%s (cancel requested)", state);
 	else
 		rc |= cli_table_add(&t, state);
@@ -807,7 +803,7 @@ int cli_cmd_watch(struct cli *cli, int argc, char **argv, struct ty_err *err)
 		}
 		if (terminal && !json_array_size(events))
 			break;
-		terminal = is_terminal(state);
+		terminal = proto_job_state_terminal(state);
 	}
 
 	if (cli->output != CLI_OUT_JSON)

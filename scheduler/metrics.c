@@ -6,6 +6,7 @@
  * cycle, Kafka errors and lag, the relay's outbox.
  */
 #include "scheduler.h"
+#include "lifecycle.h"
 #include "core/policy.h"
 #include "ty_log.h"
 #include "ty_metrics.h"
@@ -137,14 +138,9 @@ const char *sched_metrics_outcome(const struct sched_decisions *d, int i)
 
 const char *sched_metrics_class(const char *cls)
 {
-	static const char *const known[] = {"user",    "oom",	    "system",	 "hardware",
-					    "hang",    "node_lost", "preempted", "start_timeout",
-					    "timeout", "cancelled", NULL};
+	const char *known = proto_failure_class_name(proto_failure_class_parse(cls));
 
-	for (int i = 0; cls && known[i]; i++)
-		if (!strcmp(cls, known[i]))
-			return known[i];
-	return "other";
+	return known ? known : "other";
 }
 
 int sched_metrics_listen_parse(struct sockaddr_in *out, const char *spec)
