@@ -6,6 +6,9 @@
  * changes nothing it should not.
  */
 #include "scheduler.h"
+#include "job_spec.h"
+#include "lifecycle.h"
+#include "core/retry.h"
 #include "ty_log.h"
 #include "ty_time.h"
 
@@ -22,31 +25,23 @@
 /* attempts.message of an attempt whose ranks all exited 0 while it was being stopped */
 #define FINISHED_FIRST "finished before it was stopped"
 
-/* Failure classes attempts.failure_class accepts. */
-static const char *const classes[] = {"user",	 "oom",	      "system",	   "hardware",
-				      "hang",	 "node_lost", "preempted", "start_timeout",
-				      "timeout", "cancelled", NULL};
-
+/* A failure class attempts.failure_class accepts (proto/lifecycle.h), or NULL. */
 static const char *norm_class(const char *cls)
 {
-	for (int i = 0; classes[i]; i++)
-		if (cls && strcmp(cls, classes[i]) == 0)
-			return classes[i];
-	return NULL;
+	return proto_failure_class_name(proto_failure_class_parse(cls));
 }
 
-/* The retry budget a class spends: "system", "user", or NULL (never retried). */
+/* The retry budget a class spends: "system", "user" (spec retry.*), or NULL (never retried). */
 static const char *budget_of(const char *cls)
 {
-	static const char *const system[] = {"system",	      "node_lost", "hardware", "hang",
-					     "start_timeout", "cancelled", NULL};
-
-	if (!strcmp(cls, "user") || !strcmp(cls, "oom"))
+	switch (proto_failure_budget(cls)) {
+	case PROTO_BUDGET_USER:
 		return "user";
-	for (int i = 0; system[i]; i++)
-		if (!strcmp(cls, system[i]))
-			return "system";
-	return NULL; /* timeout */
+	case PROTO_BUDGET_SYSTEM:
+		return "system";
+	default:
+		return NULL;
+	}
 }
 
 /*
@@ -201,24 +196,7 @@ out:
 
 bool sched_class_blames(const char *cls)
 {
-	static const char *const blamed[] = {"system",	  "hardware",	   "hang",
-					     "node_lost", "start_timeout", NULL};
-
-	for (int i = 0; cls && blamed[i]; i++)
-		if (!strcmp(cls, blamed[i]))
-			return true;
-	return false;
-}
-
-int64_t sched_backoff_s(int base_s, int max_s, int tries)
-{
-	int64_t b = base_s;
-
-	if (base_s <= 0 || tries < 1)
-		return 0;
-	for (int i = 1; i < tries && b < max_s; i++)
-		b *= 2;
-	return b > max_s ? max_s : b;
+	return proto_failure_blames(cls);
 }
 
 /* The failure classes that count towards a node's suspect/drained thresholds. */
@@ -407,7 +385,8 @@ int sched_fail_attempt(struct sched *s, int64_t job, int64_t attempt, const char
 	const char *budget, *state;
 	PGresult *res = NULL;
 	json_t *spec_retry = NULL, *retries = NULL, *data = NULL;
-	int rc, limit = 0, used = 0;
+	struct sched_retry_out verdict;
+	int rc;
 	bool moved;
 
 	if (!norm_class(cls))
@@ -471,11 +450,23 @@ int sched_fail_attempt(struct sched *s, int64_t job, int64_t attempt, const char
 		json_decref(retries);
 		retries = json_object();
 	}
-	budget = strcmp(cls, "preempted") && spend ? budget_of(cls) : NULL;
-	if (budget) {
-		limit = (int)jint(spec_retry, budget, !strcmp(budget, "system") ? 3 : 0);
-		used = used_of(retries, budget);
-	}
+	sched_retry_decide(
+	    &verdict,
+	    &(struct sched_retry_in){
+		.cls = cls,
+		.spend = spend,
+		.cancel_requested = !strcmp(ty_pg_val(res, 0, 2), "t"),
+		.limit_user = (int)jint(spec_retry, "user", proto_spec_default_int("retry", "user")),
+		.limit_system =
+		    (int)jint(spec_retry, "system", proto_spec_default_int("retry", "system")),
+		.used_user = used_of(retries, "user"),
+		.used_system = used_of(retries, "system"),
+		.backoff_base_s = s->o.retry_backoff_s,
+		.backoff_max_s = s->o.retry_backoff_max_s,
+	    });
+	budget = verdict.budget == PROTO_BUDGET_USER	 ? "user"
+		 : verdict.budget == PROTO_BUDGET_SYSTEM ? "system"
+							 : NULL;
 	data = json_pack("{s:I, s:s, s:s?, s:s?}", "attempt", (json_int_t)attempt, "failure_class",
 			 cls, "node", node, "evidence", evidence);
 	if (!data || !retries) {
@@ -485,16 +476,14 @@ int sched_fail_attempt(struct sched *s, int64_t job, int64_t attempt, const char
 	if (exit_code)
 		json_object_set_new(data, "exit_code", json_integer(*exit_code));
 
-	if (!strcmp(ty_pg_val(res, 0, 2), "t")) {
+	if (verdict.verdict == SCHED_RETRY_END) {
 		state = !strcmp(ty_pg_val(res, 0, 5), "t") ? "stopped" : "cancelled";
 		snprintf(text, sizeof(text), "attempt %lld failed: %s (%s); %s as requested",
 			 (long long)attempt, why, cls, state);
 		if ((rc = job_move(&moved, s, job, attempt, LIVE, state, true, cls, err)))
 			goto out;
-	} else if (!strcmp(cls, "preempted") || !spend || (budget && used < limit)) {
-		int64_t backoff = budget ? sched_backoff_s(s->o.retry_backoff_s,
-							   s->o.retry_backoff_max_s, used + 1)
-					 : 0;
+	} else if (verdict.verdict == SCHED_RETRY_REQUEUE) {
+		int64_t backoff = verdict.backoff_s;
 		char excl[160] = "", backoff_text[48] = "";
 
 		if (spend)
@@ -509,8 +498,8 @@ int sched_fail_attempt(struct sched *s, int64_t job, int64_t attempt, const char
 			    text, sizeof(text),
 			    "attempt %lld failed: %s (%s); requeued for attempt %lld (%s retry "
 			    "%d of %d%s%s)",
-			    (long long)attempt, why, cls, (long long)attempt + 1, budget, used + 1,
-			    limit, backoff_text, excl);
+			    (long long)attempt, why, cls, (long long)attempt + 1, budget,
+			    verdict.used + 1, verdict.limit, backoff_text, excl);
 		else if (by_condition && node)
 			/* the node's health, not the job: say which node, and what it saw */
 			snprintf(text, sizeof(text),

@@ -7,6 +7,7 @@
  * then draining/drained, and gets no new work until it is undrained.
  */
 #include "fixture.h"
+#include "core/retry.h"
 #include "scheduler.h"
 #include "ty_stack.h"
 #include "ty_test.h"
