@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <spawn.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,6 +21,8 @@
 #include <sys/wait.h>
 #include <limits.h>
 #include <unistd.h>
+
+extern char **environ;
 
 #define REAP_TICK_MS 20
 /* how long after the last rank exit its groups and pipes may take to go */
@@ -145,18 +148,35 @@ static void rank_pid_resolve(struct exec_rank *r)
 	r->pid_path = NULL;
 }
 
+/*
+ * Whether the group a rank was spawned into may still have members. The
+ * pgid's number cannot be reused while any member lives; once a look finds
+ * none it is never signalled again, so only a reuse of the number between
+ * two looks (a wrap of the pid space within REAP_TICK_MS) could mislead it.
+ */
+static bool group_live(struct exec_rank *r)
+{
+	if (!r->spawned || r->group_gone)
+		return false;
+	if (kill(-r->pid, 0) && errno == ESRCH)
+		r->group_gone = true;
+	return !r->group_gone;
+}
+
 static void signal_group(struct exec_attempt *a, struct exec_rank *r, int sig)
 {
 	if (!r->spawned)
 		return;
 	rank_pid_resolve(r);
-	if (r->exited && !exec_pgid_is_attempt(r->pid, a->job, a->attempt))
+	if (r->exited && !group_live(r))
 		return;
 	if (kill(-r->pid, sig) == 0)
 		return;
 	if (errno == ESRCH && !r->exited)
 		kill(r->pid, sig); /* the rank left its group (setpgid): signal it alone */
-	else if (errno != ESRCH)
+	else if (errno == ESRCH)
+		r->group_gone = true;
+	else
 		ty_warn_errno("cannot signal process group %d of job %lld attempt %lld",
 			      (int)r->pid, (long long)a->job, (long long)a->attempt);
 }
@@ -310,9 +330,8 @@ static void container_end(struct exec_rank *r, int *code, int *term_signal, bool
 	*runtime_failed = *code != 0;
 }
 
-static void on_rank_exit(uv_process_t *p, int64_t status, int term_signal)
+static void rank_exited(struct exec_rank *r, int64_t status, int term_signal)
 {
-	struct exec_rank *r = p->data;
 	struct exec_attempt *a = r->a;
 	int code = term_signal ? 128 + term_signal : (int)status;
 	bool runtime_failed = false;
@@ -324,7 +343,7 @@ static void on_rank_exit(uv_process_t *p, int64_t status, int term_signal)
 	r->exited = true;
 	r->exit_code = code;
 	r->signal = term_signal;
-	uv_close((uv_handle_t *)p, rank_handle_closed);
+	group_live(r); /* at once: its number cannot have been reused yet */
 	if (a->phase == EXEC_PHASE_PREFLIGHT) {
 		ty_info("job %lld attempt %lld: preflight of rank %d %s %d", (long long)a->job,
 			(long long)a->attempt, r->rank,
@@ -676,7 +695,7 @@ static void on_reap_tick(uv_timer_t *t)
 		if (!r->spawned)
 			continue;
 		reap_group(a, r->pid);
-		if (exec_pgid_is_attempt(r->pid, a->job, a->attempt)) {
+		if (group_live(r)) {
 			alive = true;
 			kill(-r->pid, SIGKILL);
 		}
@@ -805,15 +824,40 @@ bool exec__attempt_checkpoint(struct exec_attempt *a, int sig, int64_t wait_ms)
 	return true;
 }
 
+static bool rank_has_pid(const struct exec_rank *r, pid_t pid)
+{
+	return r->spawned && !r->exited && (r->pid == pid || r->child == pid);
+}
+
 bool exec__attempt_has_pid(const struct exec_attempt *a, pid_t pid)
 {
 	for (int i = 0; i < a->nranks; i++)
-		if (a->ranks[i].spawned && !a->ranks[i].exited && a->ranks[i].pid == pid)
+		if (rank_has_pid(&a->ranks[i], pid))
 			return true;
 	for (int i = 0; a->pre && i < a->nranks; i++)
-		if (a->pre[i].spawned && !a->pre[i].exited && a->pre[i].pid == pid)
+		if (rank_has_pid(&a->pre[i], pid))
 			return true;
 	return false;
+}
+
+/* Waits for the child it spawned, without blocking; true when it ended. */
+static bool rank_wait(struct exec_rank *r)
+{
+	int status;
+
+	if (!r->spawned || r->exited || waitpid(r->child, &status, WNOHANG) != r->child)
+		return false;
+	rank_exited(r, WIFEXITED(status) ? WEXITSTATUS(status) : 0,
+		    WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+	return true;
+}
+
+void exec__attempt_reap(struct exec_attempt *a)
+{
+	for (int i = 0; i < a->nranks; i++)
+		rank_wait(&a->ranks[i]);
+	for (int i = 0; a->pre && i < a->nranks; i++)
+		rank_wait(&a->pre[i]);
 }
 
 static void on_runtime_over(uv_timer_t *t)
@@ -910,6 +954,43 @@ static void on_live_tick(uv_timer_t *t)
 }
 
 /*
+ * Start argv in its own session and process group (pgid = pid), in cwd,
+ * stdin on /dev/null, stdout and stderr on out_fd, every signal at its
+ * default and none blocked; env NULL: the executor's. posix_spawn, not
+ * fork: the child shares the daemon's memory until it execs, so the cost
+ * does not grow with the daemon's size. 0, or an errno value.
+ */
+static int spawn_child(pid_t *pid, char *const *argv, char *const *env, const char *cwd,
+		       int out_fd)
+{
+	posix_spawn_file_actions_t fa;
+	posix_spawnattr_t at;
+	sigset_t all, none;
+	int rc;
+
+	if ((rc = posix_spawn_file_actions_init(&fa)))
+		return rc;
+	if ((rc = posix_spawnattr_init(&at))) {
+		posix_spawn_file_actions_destroy(&fa);
+		return rc;
+	}
+	sigfillset(&all);
+	sigemptyset(&none);
+	if (!(rc = posix_spawnattr_setflags(&at, POSIX_SPAWN_SETSID | POSIX_SPAWN_SETSIGDEF |
+						     POSIX_SPAWN_SETSIGMASK)) &&
+	    !(rc = posix_spawnattr_setsigdefault(&at, &all)) &&
+	    !(rc = posix_spawnattr_setsigmask(&at, &none)) &&
+	    !(rc = posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0)) &&
+	    !(rc = posix_spawn_file_actions_adddup2(&fa, out_fd, 1)) &&
+	    !(rc = posix_spawn_file_actions_adddup2(&fa, out_fd, 2)) &&
+	    !(rc = posix_spawn_file_actions_addchdir_np(&fa, cwd)))
+		rc = posix_spawnp(pid, argv[0], &fa, &at, argv, env ? env : environ);
+	posix_spawnattr_destroy(&at);
+	posix_spawn_file_actions_destroy(&fa);
+	return rc;
+}
+
+/*
  * Spawn one rank running argv (the job's command, or the preflight with
  * its log in rank-<R>.preflight.log); on failure err says why and nothing
  * of it is running.
@@ -919,8 +1000,6 @@ static int spawn_rank(struct exec_attempt *a, struct exec_rank *r, char *const *
 {
 	const struct proto_launch *l = &a->launch;
 	uv_loop_t *loop = exec__loop(a->x);
-	uv_process_options_t po = {0};
-	uv_stdio_container_t stdio[3];
 	char **env = NULL, **shim_argv = NULL, **rt_argv = NULL;
 	int fds[2] = {-1, -1}, rc, urc;
 	size_t n;
@@ -983,32 +1062,17 @@ static int spawn_rank(struct exec_attempt *a, struct exec_rank *r, char *const *
 		rc = ty_err_set(err, TY_EIO, "cannot create a pipe: %s", uv_strerror(urc));
 		goto out;
 	}
-	stdio[0].flags = UV_IGNORE;
-	stdio[1].flags = UV_INHERIT_FD;
-	stdio[1].data.fd = fds[1];
-	stdio[2].flags = UV_INHERIT_FD;
-	stdio[2].data.fd = fds[1];
-	po.exit_cb = on_rank_exit;
 	/* in a container the runtime runs as the executor, the rank as in its process.json */
-	po.file = rt_argv ? rt_argv[0] : shim_argv[0];
-	po.args = rt_argv ? rt_argv : shim_argv;
-	po.env = rt_argv ? NULL : env;
-	po.cwd = rt_argv ? a->dir : a->workdir;
-	po.flags = UV_PROCESS_DETACHED; /* setsid: its own session and process group */
-	po.stdio = stdio;
-	po.stdio_count = 3;
-	r->proc.data = r;
-	urc = uv_spawn(loop, &r->proc, &po);
-	a->handles++; /* initialised even when the spawn fails */
+	urc = spawn_child(&r->child, rt_argv ? rt_argv : shim_argv, rt_argv ? NULL : env,
+			  rt_argv ? a->dir : a->workdir, fds[1]);
 	close(fds[1]);
 	fds[1] = -1;
 	if (urc) {
-		uv_close((uv_handle_t *)&r->proc, rank_handle_closed);
-		rc = ty_err_set(err, TY_EIO, "cannot run '%s': %s", argv[0], uv_strerror(urc));
+		rc = ty_err_set(err, TY_EIO, "cannot run '%s': %s", argv[0], strerror(urc));
 		goto out;
 	}
 	r->spawned = true;
-	r->pid = r->proc.pid;
+	r->pid = r->child;
 	cgroup_note(r);
 	r->out.data = r;
 	if ((urc = uv_pipe_init(loop, &r->out, 0)) == 0) {

@@ -59,6 +59,7 @@ struct exec {
 	uv_prepare_t flush; /* state.json, then offsets, before the loop blocks */
 	uv_signal_t sigterm;
 	uv_signal_t sigint;
+	uv_signal_t sigchld; /* ranks are spawned without libuv: their exits come here */
 	bool handles_open;
 	struct exec_logsrv *logsrv;
 	char log_url[128];
@@ -382,11 +383,13 @@ static bool orphan_gone(struct exec_running *r)
 	bool gone = true;
 
 	for (int k = 0; k < r->npgids; k++) {
-		if (!r->pgids[k] || (kill(-r->pgids[k], 0) && errno == ESRCH))
+		if (r->pgids[k] && kill(-r->pgids[k], 0) && errno == ESRCH)
+			r->pgids[k] = 0; /* empty: its number may be someone else's next */
+		if (!r->pgids[k])
 			continue;
 		gone = false;
-		if (exec_pgid_is_attempt(r->pgids[k], r->job, r->attempt))
-			kill(-r->pgids[k], SIGKILL);
+		/* the start-up looked at its members (/proc, once): ours, or zeroed */
+		kill(-r->pgids[k], SIGKILL);
 	}
 	return gone;
 }
@@ -1239,6 +1242,7 @@ static void close_handles(struct exec *x)
 	uv_close((uv_handle_t *)&x->flush, NULL);
 	uv_close((uv_handle_t *)&x->sigterm, NULL);
 	uv_close((uv_handle_t *)&x->sigint, NULL);
+	uv_close((uv_handle_t *)&x->sigchld, NULL);
 	exec_spot_close(x->spot);
 	x->spot = NULL;
 	exec__fabric_close(x->fabric);
@@ -1257,6 +1261,18 @@ static void maybe_close(struct exec *x)
 {
 	if (x->stopping && !x->attempts)
 		close_handles(x);
+}
+
+/* A child ended: each attempt waits for the ranks it spawned (signals coalesce: all of them). */
+static void on_sigchld(uv_signal_t *h, int sig)
+{
+	struct exec *x = h->data;
+	struct exec_attempt *a, *next;
+
+	for (a = x->attempts; a; a = next) {
+		next = a->next;
+		exec__attempt_reap(a);
+	}
 }
 
 static void on_signal(uv_signal_t *h, int sig)
@@ -1301,7 +1317,13 @@ static int kafka_open(struct exec *x, struct ty_err *err)
 	 */
 	static const char *const pextra[] = {"enabled_events=1", "reconnect.backoff.max.ms=1000",
 					     NULL};
-	static const char *const cextra[] = {"fetch.wait.max.ms=10", "auto.offset.reset=latest",
+	/*
+	 * An idle node long-polls: a broker answers a fetch as soon as one
+	 * byte is there (fetch.min.bytes), so a long wait costs a new launch
+	 * nothing and an idle node two fetches a second, not a hundred.
+	 */
+	static const char *const cextra[] = {"fetch.wait.max.ms=500", "fetch.min.bytes=1",
+					     "auto.offset.reset=latest",
 					     "enable.partition.eof=false",
 					     "reconnect.backoff.max.ms=1000", NULL};
 	char group[16 + PROTO_NODE_ID_MAX + 1];
@@ -1369,15 +1391,17 @@ static void loop_start(struct exec *x)
 	uv_prepare_init(&x->loop, &x->flush);
 	uv_signal_init(&x->loop, &x->sigterm);
 	uv_signal_init(&x->loop, &x->sigint);
+	uv_signal_init(&x->loop, &x->sigchld);
 	uv_async_init(&x->loop, &x->health_async, on_health);
 	x->kpoll.data = x->cron.data = x->kick.data = x->flush.data = x;
-	x->sigterm.data = x->sigint.data = x->health_async.data = x;
+	x->sigterm.data = x->sigint.data = x->sigchld.data = x->health_async.data = x;
 	x->handles_open = true;
 	uv_poll_start(&x->kpoll, UV_READABLE, on_kafka);
 	uv_timer_start(&x->cron, on_cron, 0, CRON_MS);
 	uv_prepare_start(&x->flush, on_flush);
 	uv_signal_start(&x->sigterm, on_signal, SIGTERM);
 	uv_signal_start(&x->sigint, on_signal, SIGINT);
+	uv_signal_start(&x->sigchld, on_sigchld, SIGCHLD);
 }
 
 static int health_start(struct exec *x, struct ty_err *err)

@@ -728,12 +728,13 @@ struct exec_rank {
 	struct exec_attempt *a;
 	int local;
 	int rank;
-	uv_process_t proc;
+	pid_t child; /* what was spawned (the shim, or the runtime's exec), waited for */
 	uv_pipe_t out; /* the rank's stdout and stderr */
 	bool spawned;
 	bool exited;
 	bool out_open;
 	pid_t pid; /* == its process group */
+	bool group_gone; /* a look found no member of its group left: never signal it again */
 	int exit_code;
 	int signal;
 	int log_fd;
@@ -946,6 +947,8 @@ bool exec__attempt_checkpoint(struct exec_attempt *a, int sig, int64_t wait_ms);
 void exec__attempt_hardware(struct exec_attempt *a, const struct hw_condition *c);
 /* Whether pid is a live (unreaped) process spawned by this attempt. */
 bool exec__attempt_has_pid(const struct exec_attempt *a, pid_t pid);
+/* Waits, without blocking, for its spawned children; each that ended is a rank's exit (SIGCHLD). */
+void exec__attempt_reap(struct exec_attempt *a);
 /* Close the handles of an attempt that reported; frees it afterwards. */
 void exec__attempt_close(struct exec_attempt *a);
 
