@@ -1318,17 +1318,22 @@ static int kafka_open(struct exec *x, struct ty_err *err)
 	static const char *const pextra[] = {"enabled_events=1", "reconnect.backoff.max.ms=1000",
 					     NULL};
 	/*
-	 * An idle node long-polls: a broker answers a fetch as soon as one
-	 * byte is there (fetch.min.bytes), so a long wait costs a new launch
-	 * nothing and an idle node two fetches a second, not a hundred.
+	 * An idle node long-polls (--fetch-wait-ms): a broker answers a fetch
+	 * as soon as one byte is there (fetch.min.bytes), so a long wait costs
+	 * a new launch nothing and an idle node two fetches a second, not a
+	 * hundred.
 	 */
-	static const char *const cextra[] = {"fetch.wait.max.ms=500", "fetch.min.bytes=1",
-					     "auto.offset.reset=latest",
-					     "enable.partition.eof=false",
-					     "reconnect.backoff.max.ms=1000", NULL};
+	char wait[48];
+	const char *const cextra[] = {wait,
+				      "fetch.min.bytes=1",
+				      "auto.offset.reset=latest",
+				      "enable.partition.eof=false",
+				      "reconnect.backoff.max.ms=1000",
+				      NULL};
 	char group[16 + PROTO_NODE_ID_MAX + 1];
 	int rc;
 
+	snprintf(wait, sizeof(wait), "fetch.wait.max.ms=%lld", (long long)x->o->fetch_wait_ms);
 	if (pipe2(x->kfd, O_NONBLOCK | O_CLOEXEC))
 		return ty_err_set(err, TY_EIO, "cannot create a pipe: %s", strerror(errno));
 	if ((rc = ty_kafka_producer_new(&x->producer, x->o->bootstrap, pextra, err)))

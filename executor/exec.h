@@ -612,6 +612,7 @@ struct exec_opts {
 	 */
 	const char *checkpoint_root;
 	int64_t heartbeat_ms;
+	int64_t fetch_wait_ms; /* fetch.wait.max.ms of the dispatch consumer */
 	int64_t register_ms;
 	int64_t kill_grace_ms;
 	/*

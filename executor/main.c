@@ -107,6 +107,11 @@ static const struct ty_opt options[] = {
      "jobs' checkpoint directories are <DIR>/job-<id> (TRAINYARD_CHECKPOINT_DIR); shared "
      "storage, so a retry on another node resumes (default: <state-dir>/checkpoints)"},
     {"heartbeat-ms", TY_OPT_INT, "2000", 50, 600000, "heartbeat interval"},
+    {"fetch-wait-ms", TY_OPT_INT, "500", 1, 10000,
+     "longest wait of a fetch of the dispatch partition in the broker (fetch.wait.max.ms): "
+     "Kafka answers as soon as a message is there, so an idle node long-polls at no cost to "
+     "launch latency; librdkafka's mock cluster (trainyard-broker) always waits it out, so the "
+     "local stack sets 10"},
     {"register-ms", TY_OPT_INT, "60000", 1000, 86400000, "re-register interval"},
     {"kill-grace-ms", TY_OPT_INT, "5000", 0, 3600000,
      "SIGTERM to SIGKILL grace when ranks are stopped (a launch or kill may set its own)"},
@@ -773,6 +778,7 @@ int main(int argc, char **argv)
 	o.labels = labels;
 	o.expect_gpus = expectation(c, labels, &inv);
 	o.heartbeat_ms = ty_config_int(c, "heartbeat-ms");
+	o.fetch_wait_ms = ty_config_int(c, "fetch-wait-ms");
 	o.register_ms = ty_config_int(c, "register-ms");
 	o.kill_grace_ms = ty_config_int(c, "kill-grace-ms");
 	o.fence_ms = ty_config_int(c, "fence-after-ms");
