@@ -2,8 +2,8 @@
 """Idle cost per node: N real trainyard-executor processes, idle, against
 the embedded broker (trainyard-broker), on a private directory; the CPU the
 executors and the broker use over a window, per node. Run once with the
-executor's own consumer settings and once with a properties file giving
-fetch.wait.max.ms=10 (its former short poll), for comparison.
+executor's long poll (--fetch-wait-ms 500, its default) and once with
+--fetch-wait-ms 10 (its former short poll), for comparison.
   bench/dispatch/idle_bench.py --bin DIR [--nodes N] [--seconds S]
 Prints "idle CPU per node: executor X %, broker Y %" for each. Standard
 library only; needs openssl.
@@ -33,7 +33,7 @@ def wait_file(path, s):
     sys.exit(f"idle_bench: no {path} after {s} s")
 
 
-def run(a, work, props):
+def run(a, work, wait_ms):
     procs = []
     boot = os.path.join(work, "bootstrap")
     if os.path.exists(boot):
@@ -44,7 +44,7 @@ def run(a, work, props):
         wait_file(boot, 10)
         for i in range(a.nodes):
             node = f"idle-{i:04d}"
-            state = os.path.join(work, node + ("-p" if props else ""))
+            state = os.path.join(work, f"{node}-{wait_ms}")
             os.makedirs(state, exist_ok=True)
             key = os.path.join(work, node + ".key")
             if not os.path.exists(key):
@@ -58,8 +58,7 @@ def run(a, work, props):
                     "--log-pubkey", os.path.join(work, "log.pub.pem"), "--dispatch-pubkey",
                     os.path.join(work, "dispatch.pub.pem"), "--node-key-file", key,
                     "--log-level", "warn"]
-            if props:
-                argv += ["--kafka-properties-file", props]
+            argv += ["--fetch-wait-ms", str(wait_ms)]
             procs.append(subprocess.Popen(argv, stdout=subprocess.DEVNULL,
                                           stderr=subprocess.DEVNULL))
         time.sleep(a.warmup)  # registration, assignment
@@ -96,12 +95,9 @@ def main():
                             os.path.join(work, k + ".pub.pem")], check=True)
         with open(os.path.join(work, "secret"), "w") as f:
             f.write(os.urandom(32).hex() + "\n")
-        short = os.path.join(work, "short-poll.properties")
-        with open(short, "w") as f:
-            f.write("fetch.wait.max.ms = 10\n")
-        for label, props in (("fetch.wait.max.ms 10 (before)", short),
-                             ("the executor's own settings", None)):
-            e, b = run(a, work, props)
+        for label, wait_ms in (("--fetch-wait-ms 10, the former short poll", 10),
+                               ("--fetch-wait-ms 500, the default long poll", 500)):
+            e, b = run(a, work, wait_ms)
             print(f"idle CPU per node: executor {e:.3f} %, broker {b:.3f} %"
                   f"  ({a.nodes} idle executors, {label})", flush=True)
 
