@@ -126,6 +126,15 @@ struct ctx {
 
 	struct view main, lng, cap, tmp;
 	bool have_resv, cap_built;
+	/*
+	 * Spot (docs/scheduling.md, "Spot"): the same views with the spot
+	 * nodes left out, for jobs kept off them (od), kept in step by
+	 * refresh_node(); so such a job costs nothing extra and keeps the
+	 * shape memos, which belong to each view. Only when nspot > 0.
+	 */
+	struct view main_od, lng_od, cap_od;
+	bool cap_od_built, od;
+	int nspot; /* schedulable spot nodes */
 
 	/* teams */
 	struct quota_team *qt;
@@ -385,18 +394,38 @@ static int actual_free(const struct ctx *c, int n)
 	return popc(c->full[n] & ~c->busy[n]);
 }
 
+/* Whether node n is left out of the views of jobs kept off spot nodes. */
+static bool spot_node(const struct ctx *c, int n)
+{
+	return c->in->nodes[n].spot && c->in->nodes[n].schedulable;
+}
+
+/* The views the job at hand sees: with the spot nodes (od) or all. */
+static struct view *view_main(struct ctx *c)
+{
+	return c->od ? &c->main_od : &c->main;
+}
+
+static struct view *view_lng(struct ctx *c)
+{
+	return c->od ? &c->lng_od : &c->lng;
+}
+
 /* Bring every view's value for node n in line with the node's state. */
 static void refresh_node(struct ctx *c, int n)
 {
-	int af = actual_free(c, n);
+	int af = actual_free(c, n), lf = af;
+	bool sp = c->nspot && spot_node(c, n);
 
 	view_set(c, &c->main, n, af);
+	if (c->nspot)
+		view_set(c, &c->main_od, n, sp ? -1 : af);
 	if (c->have_resv) {
-		int lf = af;
-
 		if (af >= 0 && c->spare[n] != NOSPARE && c->spare[n] < af)
 			lf = c->spare[n];
 		view_set(c, &c->lng, n, lf);
+		if (c->nspot)
+			view_set(c, &c->lng_od, n, sp ? -1 : lf);
 	}
 }
 
@@ -698,52 +727,68 @@ static bool fit(struct ctx *c, struct view *v, int N, int G, int req)
 	return false;
 }
 
-/* Whether the gang could ever fit on the schedulable nodes, all idle. */
-static bool could_fit(struct ctx *c, int N, int G, int req)
+/*
+ * Whether the gang could ever fit on the schedulable nodes, all idle (od:
+ * on the on-demand ones).
+ */
+static bool could_fit(struct ctx *c, int N, int G, int req, bool od)
 {
 	int r = N == 1 ? SCHED_TOPO_NONE : req;
+	struct view *cap = od ? &c->cap_od : &c->cap;
+	bool *built = od ? &c->cap_od_built : &c->cap_built;
 	bool ok;
 
-	if (!c->cap_built) {
+	if (!*built) {
 		for (int n = 0; n < c->nn; n++)
-			c->f[n] = (int16_t)(c->in->nodes[n].schedulable ? popc(c->full[n]) : -1);
-		view_build(c, &c->cap, c->f);
-		c->cap_built = true;
+			c->f[n] = (int16_t)(c->in->nodes[n].schedulable && !(od && spot_node(c, n))
+						? popc(c->full[n])
+						: -1);
+		view_build(c, cap, c->f);
+		*built = true;
 	}
-	if (c->cap.fits[r][G] >= N)
+	if (cap->fits[r][G] >= N)
 		return true;
-	ok = fit(c, &c->cap, N, G, req);
-	if (ok && c->cap.fits[r][G] < N)
-		c->cap.fits[r][G] = N;
+	ok = fit(c, cap, N, G, req);
+	if (ok && cap->fits[r][G] < N)
+		cap->fits[r][G] = N;
 	return ok;
 }
 
 /*
  * Whether the gang could ever fit on the schedulable nodes but those it
- * excludes, all idle (after could_fit() built the capacity view). Returns
- * the number of distinct schedulable nodes it excludes in *nx.
+ * excludes (and the spot nodes, for a job kept off them), all idle (after
+ * could_fit() built the capacity view). Returns the number of distinct
+ * schedulable nodes it leaves out in *nx.
  */
 static bool could_fit_excluding(struct ctx *c, const struct sched_pending_in *p, int *nx)
 {
+	struct view *cap = c->od ? &c->cap_od : &c->cap;
 	bool ok, learn = c->nolearn;
 
 	*nx = 0;
+	if (c->od) {
+		*nx = c->nspot;
+		if (!could_fit(c, p->nodes, p->gpus_per_node, p->required, true))
+			return false;
+		if (!p->nexclude)
+			return true;
+	}
 	for (int k = 0; k < p->nexclude; k++) {
 		int n = p->exclude[k];
 
-		if (n >= 0 && n < c->nn && c->cap.free[n] >= 0) {
-			view_set(c, &c->cap, n, -1);
+		if (n >= 0 && n < c->nn && cap->free[n] >= 0) {
+			view_set(c, cap, n, -1);
 			(*nx)++;
 		}
 	}
 	c->nolearn = true; /* the shape memos are the whole capacity's */
-	ok = fit(c, &c->cap, p->nodes, p->gpus_per_node, p->required);
+	ok = fit(c, cap, p->nodes, p->gpus_per_node, p->required);
 	c->nolearn = learn;
 	for (int k = 0; k < p->nexclude; k++) {
 		int n = p->exclude[k];
 
-		if (n >= 0 && n < c->nn && c->in->nodes[n].schedulable)
-			view_set(c, &c->cap, n, popc(c->full[n]));
+		if (n >= 0 && n < c->nn && c->in->nodes[n].schedulable && !(c->od && spot_node(c, n)))
+			view_set(c, cap, n, popc(c->full[n]));
 	}
 	return ok;
 }
@@ -1286,7 +1331,7 @@ static int try_preempt(struct ctx *c, int i, bool lng, struct view *v, int64_t d
 		 NG +
 	     (size_t)p->gpus_per_node;
 	if (!c->dry && c->plan_gen[mk] == c->gen && c->plan_memo[mk] &&
-	    c->plan_memo[mk] <= p->nodes && !p->nexclude)
+	    c->plan_memo[mk] <= p->nodes && !p->nexclude && !c->od)
 		return 0;
 	if (!reclaim && !c->npreempting && !c->lower[(size_t)t * SCHED_CLASS_COUNT + p->cls])
 		return 0;
@@ -1530,7 +1575,7 @@ static int try_preempt(struct ctx *c, int i, bool lng, struct view *v, int64_t d
 	return 0;
 fail:
 	plan_reset(c, &pl);
-	if (!rc && !p->nexclude && !c->dry && !c->stopping_only) {
+	if (!rc && !p->nexclude && !c->od && !c->dry && !c->stopping_only) {
 		c->plan_gen[mk] = c->gen;
 		if (!c->plan_memo[mk] || p->nodes < c->plan_memo[mk])
 			c->plan_memo[mk] = p->nodes;
@@ -1587,6 +1632,9 @@ static void probe_view(struct ctx *c, const struct sched_pending_in *p, int upto
 	for (int k = 0; k < p->nexclude; k++)
 		if (p->exclude[k] >= 0 && p->exclude[k] < c->nn)
 			c->f[p->exclude[k]] = -1;
+	for (int n = 0; c->od && n < c->nn; n++)
+		if (spot_node(c, n))
+			c->f[n] = -1;
 	/* a reservation counts on GPUs only: nodes short of CPUs or memory now are left out */
 	for (int k = 0; k < c->nrx; k++)
 		c->f[c->rx[k]] = -1;
@@ -1702,6 +1750,8 @@ static int reserve(struct ctx *c, int i, bool *found)
 		c->spare[n] = c->tmp.free[n] - G;
 	}
 	view_copy(&c->lng, &c->main, c);
+	if (c->nspot)
+		view_copy(&c->lng_od, &c->main_od, c);
 	c->have_resv = true;
 	for (int k = 0; k < N; k++)
 		refresh_node(c, c->pick[k]);
@@ -1808,7 +1858,7 @@ static bool pending_valid(const struct ctx *c, const struct sched_pending_in *p)
 static void nodes_reason(struct ctx *c, struct sched_pending_out *o,
 			 const struct sched_pending_in *p)
 {
-	int cnt = c->main.cge[p->gpus_per_node];
+	int cnt = view_main(c)->cge[p->gpus_per_node];
 
 	o->count = cnt;
 	o->level = p->nodes > 1 ? p->required : SCHED_TOPO_NONE;
@@ -1823,9 +1873,9 @@ static void set_excluded(struct ctx *c, const struct sched_pending_in *p, bool o
 		if (n < 0 || n >= c->nn)
 			continue;
 		if (on) {
-			view_set(c, &c->main, n, -1);
+			view_set(c, view_main(c), n, -1);
 			if (c->have_resv)
-				view_set(c, &c->lng, n, -1);
+				view_set(c, view_lng(c), n, -1);
 		} else {
 			refresh_node(c, n);
 		}
@@ -1877,9 +1927,9 @@ static void res_exclude(struct ctx *c, bool on)
 		int n = c->rx[k];
 
 		if (on) {
-			view_set(c, &c->main, n, -1);
+			view_set(c, view_main(c), n, -1);
 			if (c->have_resv)
-				view_set(c, &c->lng, n, -1);
+				view_set(c, view_lng(c), n, -1);
 		} else {
 			refresh_node(c, n);
 		}
@@ -1970,8 +2020,8 @@ static bool res_fits_without(struct ctx *c, const struct sched_pending_in *p, in
 		set_excluded(c, p, true);
 	for (int k = 0; res >= 0 && k < c->nrx; k++)
 		if (res_short(c, p, c->rx[k], res))
-			view_set(c, &c->main, c->rx[k], -1);
-	ok = fit(c, &c->main, p->nodes, p->gpus_per_node, p->required);
+			view_set(c, view_main(c), c->rx[k], -1);
+	ok = fit(c, view_main(c), p->nodes, p->gpus_per_node, p->required);
 	res_exclude(c, false);
 	if (p->nexclude)
 		set_excluded(c, p, true);
@@ -2010,13 +2060,14 @@ static int decide_one(struct ctx *c, int i)
 	int capped;
 
 	c->nrx = 0;
+	c->od = c->nspot > 0 && p->spot != SCHED_SPOT_ANY;
 	if (!pending_valid(c, p)) {
 		o->reason = SCHED_INVALID;
 		return 0;
 	}
 	charge = quota_job_charge(N, p->cpus_per_node, p->memory_mb_per_node);
 	lng = c->have_resv && c->now + p->max_runtime_s * 1000 > c->resv_ms;
-	v = lng ? &c->lng : &c->main;
+	v = lng ? view_lng(c) : view_main(c);
 	qv = quota_check(&c->qt[t], cohort_of(c, t), need);
 	if (p->not_before_ms > c->now) {
 		/* retry backoff: not tried, takes nothing (docs/scheduling.md) */
@@ -2024,7 +2075,7 @@ static int decide_one(struct ctx *c, int i)
 		o->at_ms = p->not_before_ms;
 		return 0;
 	}
-	if (qv == QUOTA_OK && !could_fit(c, N, G, p->required)) {
+	if (qv == QUOTA_OK && !could_fit(c, N, G, p->required, false)) {
 		o->reason = SCHED_NEVER_FITS;
 		o->count = N;
 		o->level = N > 1 ? p->required : SCHED_TOPO_NONE;
@@ -2037,7 +2088,7 @@ static int decide_one(struct ctx *c, int i)
 			   true);
 		return 0;
 	}
-	if (qv == QUOTA_OK && p->nexclude) {
+	if (qv == QUOTA_OK && (p->nexclude || c->od)) {
 		int nx;
 
 		if (!could_fit_excluding(c, p, &nx)) {
@@ -2192,8 +2243,8 @@ static int decide_one(struct ctx *c, int i)
 		}
 		goto out;
 	}
-	if (lng && !fits_quickly_no(&c->main, N, G, p->required) &&
-	    fit(c, &c->main, N, G, p->required)) {
+	if (lng && !fits_quickly_no(view_main(c), N, G, p->required) &&
+	    fit(c, view_main(c), N, G, p->required)) {
 		/* it would fit but for the reservation */
 		o->protected_job = 0;
 		o->protected_count = 0;
@@ -2261,6 +2312,9 @@ static void ctx_free(struct ctx *c)
 	view_release(&c->lng);
 	view_release(&c->cap);
 	view_release(&c->tmp);
+	view_release(&c->main_od);
+	view_release(&c->lng_od);
+	view_release(&c->cap_od);
 	free(c->qt);
 	free(c->cohort);
 	free(c->coh);
@@ -2335,74 +2389,8 @@ static int setup_teams(struct ctx *c, const struct sched_input *in)
 	return 0;
 }
 
-/*
- * Spot (docs/scheduling.md, "Spot"): a job kept off spot nodes excludes
- * every schedulable spot node on top of its own exclusions, so everything
- * that honours exclusions (fit, reservations, victims) honours the pools.
- * When some job needs that, *copy becomes the input with those jobs'
- * merged lists (*pend and *xs are then new arrays for the caller to free)
- * and *nspot the number of schedulable spot nodes; else *copy is untouched.
- */
-static int spot_input(struct sched_input *copy, struct sched_pending_in **pend, int **xs,
-		      int *nspot, const struct sched_input *in)
-{
-	size_t need = 0, at = 0;
-	int *spot = NULL, ns = 0;
-
-	*pend = NULL;
-	*xs = NULL;
-	*nspot = 0;
-	for (int n = 0; n < in->nnodes; n++)
-		ns += in->nodes[n].spot && in->nodes[n].schedulable;
-	if (ns == 0)
-		return 0;
-	for (int i = 0; i < in->npending; i++)
-		if (in->pending[i].spot != SCHED_SPOT_ANY)
-			need += (size_t)(in->pending[i].nexclude > 0 ? in->pending[i].nexclude : 0) +
-				(size_t)ns;
-	*nspot = ns;
-	if (need == 0)
-		return 0;
-	*pend = malloc((size_t)in->npending * sizeof(**pend));
-	*xs = malloc(need * sizeof(**xs));
-	spot = malloc((size_t)ns * sizeof(*spot));
-	if (!*pend || !*xs || !spot) {
-		free(*pend);
-		free(*xs);
-		free(spot);
-		*pend = NULL;
-		*xs = NULL;
-		return TY_ENOMEM;
-	}
-	ns = 0;
-	for (int n = 0; n < in->nnodes; n++)
-		if (in->nodes[n].spot && in->nodes[n].schedulable)
-			spot[ns++] = n;
-	memcpy(*pend, in->pending, (size_t)in->npending * sizeof(**pend));
-	for (int i = 0; i < in->npending; i++) {
-		struct sched_pending_in *p = &(*pend)[i];
-		int nx = p->nexclude > 0 ? p->nexclude : 0;
-
-		if (p->spot == SCHED_SPOT_ANY)
-			continue;
-		if (nx)
-			memcpy(*xs + at, p->exclude, (size_t)nx * sizeof(**xs));
-		memcpy(*xs + at + nx, spot, (size_t)ns * sizeof(**xs));
-		p->exclude = *xs + at;
-		p->nexclude = nx + ns;
-		at += (size_t)(nx + ns);
-	}
-	free(spot);
-	*copy = *in;
-	copy->pending = *pend;
-	return 0;
-}
-
 int sched_decide(struct sched_decisions **out, const struct sched_input *in, struct ty_err *err)
 {
-	struct sched_input spot_in;
-	struct sched_pending_in *spot_pend = NULL;
-	int *spot_xs = NULL, nspot = 0;
 	struct ctx c = {0};
 	struct sched_decisions *d = NULL;
 	struct okey *keys = NULL, *ktmp = NULL;
@@ -2414,10 +2402,6 @@ int sched_decide(struct sched_decisions **out, const struct sched_input *in, str
 	*out = NULL;
 	if ((rc = validate(in, err)))
 		return rc;
-	if ((rc = spot_input(&spot_in, &spot_pend, &spot_xs, &nspot, in)))
-		return ty_err_set(err, rc, NULL);
-	if (spot_pend)
-		in = &spot_in;
 	c.in = in;
 	c.now = in->now_ms;
 	c.nn = in->nnodes;
@@ -2493,6 +2477,11 @@ int sched_decide(struct sched_decisions **out, const struct sched_input *in, str
 	c.dcount = calloc((size_t)c.ndoms + 2, sizeof(*c.dcount));
 	if (!c.dcount || view_alloc(&c.main, &c) || view_alloc(&c.lng, &c) ||
 	    view_alloc(&c.cap, &c) || view_alloc(&c.tmp, &c))
+		goto out;
+	for (int n = 0; n < c.nn; n++)
+		c.nspot += in->nodes[n].spot && in->nodes[n].schedulable;
+	if (c.nspot && (view_alloc(&c.main_od, &c) || view_alloc(&c.lng_od, &c) ||
+			view_alloc(&c.cap_od, &c)))
 		goto out;
 
 	/* nodes and what the running gangs hold */
@@ -2605,6 +2594,12 @@ int sched_decide(struct sched_decisions **out, const struct sched_input *in, str
 			c.mem_min = c.mem_left[n];
 	}
 	view_build(&c, &c.main, c.f);
+	if (c.nspot) {
+		for (int n = 0; n < c.nn; n++)
+			if (spot_node(&c, n))
+				c.f[n] = -1;
+		view_build(&c, &c.main_od, c.f);
+	}
 
 	/* fair share and the order */
 	for (int t = 0; t < in->nteams; t++) {
@@ -2733,7 +2728,7 @@ int sched_decide(struct sched_decisions **out, const struct sched_input *in, str
 			goto out;
 	}
 	/* waiting for nodes while kept off spot ones: say that is why */
-	for (int i = 0; i < in->npending && nspot > 0; i++) {
+	for (int i = 0; i < in->npending && c.nspot > 0; i++) {
 		struct sched_pending_out *o = &d->pending[i];
 
 		if (in->pending[i].spot == SCHED_SPOT_ANY)
@@ -2781,8 +2776,6 @@ out:
 		ty_err_set(err, rc, NULL);
 	sched_decisions_free(d);
 	ctx_free(&c);
-	free(spot_pend);
-	free(spot_xs);
 	free(keys);
 	free(ktmp);
 	free(fs);
