@@ -3,22 +3,7 @@
  * all-or-nothing gang fit, reclaim and class preemption, the head job's
  * reservation and backfill around it. Pure; docs/scheduling.md is the policy.
  */
-#include "policy.h"
-
-#include "quota.h"
-
-#include <limits.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-
-#define NG 65	     /* free-GPU values 0..64 */
-#define NGE (NG + 1) /* ge[] entries; ge[NG] stays 0 */
-#define NLEV 3	     /* block, rack, zone (levels 0..2); the cluster is level 3 */
-#define LEV_CLUSTER 3
-#define NOSPARE INT32_MAX
-
-enum { DEFAULT_SCAN = 10000, DEFAULT_PLANS = 1000 };
+#include "policy_internal.h"
 
 /* ---- names ------------------------------------------------------------------------------- */
 
@@ -67,175 +52,9 @@ void sched_config_default(struct sched_config *c)
 	c->preemption = true;
 }
 
-/* ---- state ------------------------------------------------------------------------------- */
-
-/*
- * Free GPUs per node as one placement pass sees them, with counters that
- * answer "does domain d have N nodes with >= G free" in O(1) and bitmaps
- * that list the nodes with exactly g free in index order (best fit).
- */
-struct view {
-	int16_t *free;	  /* per node; -1 = not usable */
-	int32_t *ge;	  /* [ndoms * NGE]: nodes of the domain with free >= g */
-	int64_t *sum;	  /* [ndoms]: free GPUs of the domain */
-	int32_t cge[NGE]; /* the same for the whole cluster */
-	uint64_t *bits;	  /* [NG * words]: nodes with free == g */
-	uint64_t *summ;	  /* [NG * swords]: which words of bits are non-zero */
-	int32_t bcnt[NG];
-	/* shapes: smallest N known not to fit / largest N known to fit, per (required, G) */
-	int32_t nofit[SCHED_TOPO_COUNT][NG];
-	int32_t fits[SCHED_TOPO_COUNT][NG];
-};
-
-struct portset {
-	int *v;
-	int n, cap;
-	int low; /* no port below this is free (ports are only taken during a decision) */
-	bool init;
-};
-
-struct hold {
-	int pending;
-	int nnodes, gpus; /* gpus per node */
-	int first;	  /* into ctx.hold_nodes / hold_vp */
-	int64_t end_ms;
-};
-
-struct evt {
-	int64_t t;
-	int node;
-	int gpus;
-};
-
-struct ctx {
-	const struct sched_input *in;
-	struct sched_decisions *d;
-	int64_t now;
-	int nn, words, swords;
-
-	/* nodes */
-	uint64_t *full, *busy;
-	int32_t *spare; /* GPUs a long job may take from a reserved node; NOSPARE = not reserved */
-	int *ndom;	/* [nn * NLEV] global domain id or -1 */
-	struct portset *ports;
-
-	/* domains: levels stored one after another */
-	int ndoms, lev_start[NLEV + 1];
-	int *dom_anc;		  /* [ndoms * NLEV]: ancestor at each level (or itself), -1 */
-	int *dom_off, *dom_nodes; /* nodes of each domain, ascending */
-
-	struct view main, lng, cap, tmp;
-	bool have_resv, cap_built;
-	/*
-	 * Spot (docs/scheduling.md, "Spot"): the same views with the spot
-	 * nodes left out, for jobs kept off them (od), kept in step by
-	 * refresh_node(); so such a job costs nothing extra and keeps the
-	 * shape memos, which belong to each view. Only when nspot > 0.
-	 */
-	struct view main_od, lng_od, cap_od;
-	bool cap_od_built, od;
-	int nspot; /* schedulable spot nodes */
-
-	/* teams */
-	struct quota_team *qt;
-	int *cohort; /* per team, -1 = none */
-	struct quota_cohort *coh;
-	int ncoh;
-	/*
-	 * GPUs of the input's running gangs minus those stopping or chosen as
-	 * victims: what reclaim judges borrowing by. This decision's
-	 * placements and holds never make a team a reclaim victim.
-	 */
-	int64_t *reclaim_used;
-	uint8_t *tier0; /* per pending job: sched_pending_out.within_nominal */
-	int *runs_off, *runs;  /* per team: running gangs in victim-preference order */
-	int64_t *run_gpus;
-	bool *claimed;
-
-	/* the head job */
-	int64_t resv_ms, head_need;
-	int head_team;
-	bool head_borrows;
-
-	/* holds (jobs waiting for their victims) and this decision's placements, for the timeline
-	 */
-	struct hold *holds;
-	int nholds, cap_holds;
-	int *hold_nodes, *hold_vp;
-	int nhold_nodes, cap_hold_nodes, cap_hold_vp;
-
-	/* scratch */
-	int *pick;
-	int16_t *extra;
-	int *touched;
-	int ntouched;
-	int32_t *dcount; /* [ndoms + 1], the cluster last */
-	int64_t *team_freed;
-	int *cand, *vict;
-	int *vict_keep, *vict_use; /* fewest_victims(): the greedy set, the useful candidates */
-	int64_t exact_left;	    /* victim sets the exact search may still try */
-	int16_t *f;
-	struct evt *evts;
-	int nevts, cap_evts;
-
-	bool nolearn; /* the job at hand sees fewer nodes (exclusions): fit() must not memo */
-	int64_t
-	    gen; /* placements + holds so far: preemption plans that failed before stay failed */
-	int32_t *plan_memo;
-	int64_t *plan_gen;
-	int scan_left, plans_left;
-	/*
-	 * try_preempt() modes: stopping_only = no new victims (a job keeping
-	 * the nodes held for it); dry = find out whether protected borrowing
-	 * gangs alone stand in the way of reclaim, commit nothing (dry_left
-	 * bounds these searches).
-	 */
-	bool stopping_only, dry;
-	int dry_left;
-
-	int cap_pl, cap_plp, cap_pre, cap_res;
-	int resv_attempts; /* reservation searches left */
-	int *preempting;   /* running gangs already stopping */
-	int npreempting;
-	/*
-	 * Per running gang: the input.pending index of the job it is being
-	 * preempted for (preempted_for), -1 = none pending. Only that job may
-	 * count on its GPUs: a victim's GPUs are for its beneficiary.
-	 */
-	int *owner;
-	int *lower; /* [team * SCHED_CLASS_COUNT + cls]: preemptible gangs of a class below cls */
-	uint8_t *tmark;
-
-	/*
-	 * CPUs and memory (docs/scheduling.md, "CPUs and memory"): what is left
-	 * of each node's allocatable (NOLIMIT where the node reports none), the
-	 * nodes that report some (lim), and each team's caps. rx lists the
-	 * nodes the job at hand cannot use for lack of CPUs or memory now; they
-	 * are left out of the views like excluded nodes while it is decided.
-	 */
-	int64_t *cpu_left, *mem_left;
-	int64_t cpu_min, mem_min; /* least left on a schedulable node (only falls in a decision) */
-	int *lim, nlim;
-	int *rx, nrx;
-	struct quota_caps *caps;
-	struct quota_vec head_charge;
-};
-
-#define NOLIMIT INT64_MAX
-
-static int popc(uint64_t x)
-{
-	return __builtin_popcountll(x);
-}
-
-static int clamp_gpus(int g)
-{
-	return g < 0 ? 0 : g > SCHED_MAX_GPUS ? SCHED_MAX_GPUS : g;
-}
-
 /* ---- views ------------------------------------------------------------------------------- */
 
-static int view_alloc(struct view *v, const struct ctx *c)
+int sched__view_alloc(struct view *v, const struct ctx *c)
 {
 	memset(v, 0, sizeof(*v));
 	v->free = calloc((size_t)c->nn + 1, sizeof(*v->free));
@@ -246,7 +65,7 @@ static int view_alloc(struct view *v, const struct ctx *c)
 	return v->free && v->ge && v->sum && v->bits && v->summ ? 0 : TY_ENOMEM;
 }
 
-static void view_release(struct view *v)
+void sched__view_release(struct view *v)
 {
 	free(v->free);
 	free(v->ge);
@@ -255,7 +74,7 @@ static void view_release(struct view *v)
 	free(v->summ);
 }
 
-static void view_copy(struct view *dst, const struct view *src, const struct ctx *c)
+void sched__view_copy(struct view *dst, const struct view *src, const struct ctx *c)
 {
 	memcpy(dst->free, src->free, (size_t)c->nn * sizeof(*dst->free));
 	memcpy(dst->ge, src->ge, (size_t)c->ndoms * NGE * sizeof(*dst->ge));
@@ -313,7 +132,7 @@ static int bit_next(const struct ctx *c, const struct view *v, int g, int from)
 }
 
 /* Build v from free counts f (-1 = not usable); forgets the shape memos. */
-static void view_build(const struct ctx *c, struct view *v, const int16_t *f)
+void sched__view_build(const struct ctx *c, struct view *v, const int16_t *f)
 {
 	memcpy(v->free, f, (size_t)c->nn * sizeof(*f));
 	memset(v->ge, 0, (size_t)c->ndoms * NGE * sizeof(*v->ge));
@@ -387,34 +206,17 @@ static void view_set(const struct ctx *c, struct view *v, int n, int nf)
 
 /* ---- node state ---------------------------------------------------------------------------- */
 
-static int actual_free(const struct ctx *c, int n)
+int sched__actual_free(const struct ctx *c, int n)
 {
 	if (!c->in->nodes[n].schedulable)
 		return -1;
 	return popc(c->full[n] & ~c->busy[n]);
 }
 
-/* Whether node n is left out of the views of jobs kept off spot nodes. */
-static bool spot_node(const struct ctx *c, int n)
-{
-	return c->in->nodes[n].spot && c->in->nodes[n].schedulable;
-}
-
-/* The views the job at hand sees: with the spot nodes (od) or all. */
-static struct view *view_main(struct ctx *c)
-{
-	return c->od ? &c->main_od : &c->main;
-}
-
-static struct view *view_lng(struct ctx *c)
-{
-	return c->od ? &c->lng_od : &c->lng;
-}
-
 /* Bring every view's value for node n in line with the node's state. */
-static void refresh_node(struct ctx *c, int n)
+void sched__refresh_node(struct ctx *c, int n)
 {
-	int af = actual_free(c, n), lf = af;
+	int af = sched__actual_free(c, n), lf = af;
 	bool sp = c->nspot && spot_node(c, n);
 
 	view_set(c, &c->main, n, af);
@@ -430,7 +232,7 @@ static void refresh_node(struct ctx *c, int n)
 }
 
 /* Lowest `k` free GPUs of node n, marked busy; written to out (may be NULL). Returns how many. */
-static int take_gpus(struct ctx *c, int n, int k, int *out)
+int sched__take_gpus(struct ctx *c, int n, int k, int *out)
 {
 	uint64_t freem = c->full[n] & ~c->busy[n];
 	int got = 0;
@@ -447,14 +249,14 @@ static int take_gpus(struct ctx *c, int n, int k, int *out)
 	return got;
 }
 
-static int cmp_int(const void *a, const void *b)
+int sched__cmp_int(const void *a, const void *b)
 {
 	int x = *(const int *)a, y = *(const int *)b;
 
 	return (x > y) - (x < y);
 }
 
-static int ports_init(struct ctx *c, int n)
+int sched__ports_init(struct ctx *c, int n)
 {
 	struct portset *p = &c->ports[n];
 	const struct sched_node_in *nd = &c->in->nodes[n];
@@ -467,7 +269,7 @@ static int ports_init(struct ctx *c, int n)
 		return TY_ENOMEM;
 	if (nd->nports > 0 && nd->ports)
 		memcpy(p->v, nd->ports, (size_t)nd->nports * sizeof(*p->v));
-	qsort(p->v, (size_t)(nd->ports ? nd->nports : 0), sizeof(*p->v), cmp_int);
+	qsort(p->v, (size_t)(nd->ports ? nd->nports : 0), sizeof(*p->v), sched__cmp_int);
 	for (int i = 0; nd->ports && i < nd->nports; i++)
 		if (k == 0 || p->v[k - 1] != p->v[i])
 			p->v[k++] = p->v[i];
@@ -477,7 +279,7 @@ static int ports_init(struct ctx *c, int n)
 }
 
 /* Lowest port of the range free on node n (0 = none); ports_init first. */
-static int port_lowest(struct ctx *c, int n)
+int sched__port_lowest(struct ctx *c, int n)
 {
 	struct portset *p = &c->ports[n];
 	int from = p->low > c->in->cfg.port_lo ? p->low : c->in->cfg.port_lo, lo = 0, hi = p->n;
@@ -503,7 +305,7 @@ static int port_lowest(struct ctx *c, int n)
 	return 0;
 }
 
-static int port_take(struct ctx *c, int n, int port)
+int sched__port_take(struct ctx *c, int n, int port)
 {
 	struct portset *p = &c->ports[n];
 	int k;
@@ -547,7 +349,7 @@ static int cmp_lbl(const void *a, const void *b)
 }
 
 /* Domains from labels: sorted by path, so ids are the same for the same input. */
-static int build_domains(struct ctx *c)
+int sched__build_domains(struct ctx *c)
 {
 	struct lbl *l = calloc((size_t)c->nn + 1, sizeof(*l));
 	int *local = calloc((size_t)c->nn * NLEV + 1, sizeof(*local));
@@ -641,7 +443,7 @@ out:
  * fewest free GPUs, ties to the lowest index, appended to out in index
  * order (dd) or best-fit order (cluster). The caller knows there are m.
  */
-static int pick_best(const struct ctx *c, const struct view *v, int dd, int G, int m, int *out)
+int sched__pick_best(const struct ctx *c, const struct view *v, int dd, int G, int m, int *out)
 {
 	const int32_t *ge;
 	int t, take_t, k = 0;
@@ -679,7 +481,7 @@ static int pick_best(const struct ctx *c, const struct view *v, int dd, int G, i
  * domain with the fewest free GPUs, inside it the nodes with the fewest
  * free GPUs (then lowest index). Nodes go to c->pick, ascending.
  */
-static bool fit(struct ctx *c, struct view *v, int N, int G, int req)
+bool sched__fit(struct ctx *c, struct view *v, int N, int G, int req)
 {
 	int maxlev;
 
@@ -705,8 +507,8 @@ static bool fit(struct ctx *c, struct view *v, int N, int G, int req)
 		int best = -1;
 
 		if (lv == LEV_CLUSTER) {
-			pick_best(c, v, -1, G, N, c->pick);
-			qsort(c->pick, (size_t)N, sizeof(*c->pick), cmp_int);
+			sched__pick_best(c, v, -1, G, N, c->pick);
+			qsort(c->pick, (size_t)N, sizeof(*c->pick), sched__cmp_int);
 			return true;
 		}
 		for (int dd = c->lev_start[lv]; dd < c->lev_start[lv + 1]; dd++) {
@@ -719,7 +521,7 @@ static bool fit(struct ctx *c, struct view *v, int N, int G, int req)
 		}
 		if (best < 0)
 			continue;
-		pick_best(c, v, best, G, N, c->pick);
+		sched__pick_best(c, v, best, G, N, c->pick);
 		return true;
 	}
 	if (!c->nolearn && (!v->nofit[req][G] || N < v->nofit[req][G]))
@@ -731,7 +533,7 @@ static bool fit(struct ctx *c, struct view *v, int N, int G, int req)
  * Whether the gang could ever fit on the schedulable nodes, all idle (od:
  * on the on-demand ones).
  */
-static bool could_fit(struct ctx *c, int N, int G, int req, bool od)
+bool sched__could_fit(struct ctx *c, int N, int G, int req, bool od)
 {
 	int r = N == 1 ? SCHED_TOPO_NONE : req;
 	struct view *cap = od ? &c->cap_od : &c->cap;
@@ -743,12 +545,12 @@ static bool could_fit(struct ctx *c, int N, int G, int req, bool od)
 			c->f[n] = (int16_t)(c->in->nodes[n].schedulable && !(od && spot_node(c, n))
 						? popc(c->full[n])
 						: -1);
-		view_build(c, cap, c->f);
+		sched__view_build(c, cap, c->f);
 		*built = true;
 	}
 	if (cap->fits[r][G] >= N)
 		return true;
-	ok = fit(c, cap, N, G, req);
+	ok = sched__fit(c, cap, N, G, req);
 	if (ok && cap->fits[r][G] < N)
 		cap->fits[r][G] = N;
 	return ok;
@@ -757,10 +559,10 @@ static bool could_fit(struct ctx *c, int N, int G, int req, bool od)
 /*
  * Whether the gang could ever fit on the schedulable nodes but those it
  * excludes (and the spot nodes, for a job kept off them), all idle (after
- * could_fit() built the capacity view). Returns the number of distinct
+ * sched__could_fit() built the capacity view). Returns the number of distinct
  * schedulable nodes it leaves out in *nx.
  */
-static bool could_fit_excluding(struct ctx *c, const struct sched_pending_in *p, int *nx)
+bool sched__could_fit_excluding(struct ctx *c, const struct sched_pending_in *p, int *nx)
 {
 	struct view *cap = c->od ? &c->cap_od : &c->cap;
 	bool ok, learn = c->nolearn;
@@ -768,7 +570,7 @@ static bool could_fit_excluding(struct ctx *c, const struct sched_pending_in *p,
 	*nx = 0;
 	if (c->od) {
 		*nx = c->nspot;
-		if (!could_fit(c, p->nodes, p->gpus_per_node, p->required, true))
+		if (!sched__could_fit(c, p->nodes, p->gpus_per_node, p->required, true))
 			return false;
 		if (!p->nexclude)
 			return true;
@@ -782,7 +584,7 @@ static bool could_fit_excluding(struct ctx *c, const struct sched_pending_in *p,
 		}
 	}
 	c->nolearn = true; /* the shape memos are the whole capacity's */
-	ok = fit(c, cap, p->nodes, p->gpus_per_node, p->required);
+	ok = sched__fit(c, cap, p->nodes, p->gpus_per_node, p->required);
 	c->nolearn = learn;
 	for (int k = 0; k < p->nexclude; k++) {
 		int n = p->exclude[k];
@@ -793,7 +595,7 @@ static bool could_fit_excluding(struct ctx *c, const struct sched_pending_in *p,
 	return ok;
 }
 
-static bool fits_quickly_no(const struct view *v, int N, int G, int req)
+bool sched__fits_quickly_no(const struct view *v, int N, int G, int req)
 {
 	int r = N == 1 ? SCHED_TOPO_NONE : req;
 
@@ -802,7 +604,7 @@ static bool fits_quickly_no(const struct view *v, int N, int G, int req)
 
 /* ---- output growth ------------------------------------------------------------------------- */
 
-static int grow(void **p, int *cap, int need, size_t sz)
+int sched__grow(void **p, int *cap, int need, size_t sz)
 {
 	void *q;
 	int nc;
@@ -821,14 +623,14 @@ static int grow(void **p, int *cap, int need, size_t sz)
 
 /* ---- quota ------------------------------------------------------------------------------- */
 
-static struct quota_cohort *cohort_of(struct ctx *c, int t)
+struct quota_cohort *sched__cohort_of(struct ctx *c, int t)
 {
 	return c->cohort[t] >= 0 ? &c->coh[c->cohort[t]] : NULL;
 }
 
-static void team_add(struct ctx *c, int t, int64_t gpus)
+void sched__team_add(struct ctx *c, int t, int64_t gpus)
 {
-	struct quota_cohort *co = cohort_of(c, t);
+	struct quota_cohort *co = sched__cohort_of(c, t);
 
 	if (co)
 		quota_cohort_account(co, &c->qt[t], -1);
@@ -851,15 +653,15 @@ static bool res_caps_leave(const struct ctx *c, int t, const struct quota_vec *a
  * Whether a job of team t taking `need` GPUs (and `ask` CPUs and memory)
  * behind the head leaves the head admissible.
  */
-static bool resv_quota_ok(struct ctx *c, int t, int64_t need, const struct quota_vec *ask)
+bool sched__resv_quota_ok(struct ctx *c, int t, int64_t need, const struct quota_vec *ask)
 {
 	const struct quota_team *q = &c->qt[t];
 	bool ok;
 
 	if (t == c->head_team) {
-		team_add(c, t, need);
-		ok = quota_check(&c->qt[t], cohort_of(c, t), c->head_need) == QUOTA_OK;
-		team_add(c, t, -need);
+		sched__team_add(c, t, need);
+		ok = quota_check(&c->qt[t], sched__cohort_of(c, t), c->head_need) == QUOTA_OK;
+		sched__team_add(c, t, -need);
 		return ok && res_caps_leave(c, t, ask, &c->head_charge);
 	}
 	/* a peer that borrows competes with a borrowing head for the cohort's idle GPUs */
@@ -871,7 +673,7 @@ static bool resv_quota_ok(struct ctx *c, int t, int64_t need, const struct quota
 
 /* ---- placement ------------------------------------------------------------------------------ */
 
-static int place(struct ctx *c, int i, bool lng, bool *placed)
+int sched__place(struct ctx *c, int i, bool lng, bool *placed)
 {
 	const struct sched_pending_in *p = &c->in->pending[i];
 	struct sched_placement pl = {0};
@@ -879,19 +681,19 @@ static int place(struct ctx *c, int i, bool lng, bool *placed)
 
 	*placed = false;
 	for (int k = 0; k < N; k++) {
-		if ((rc = ports_init(c, c->pick[k])))
+		if ((rc = sched__ports_init(c, c->pick[k])))
 			return rc;
-		if ((port = port_lowest(c, c->pick[k]))) {
+		if ((port = sched__port_lowest(c, c->pick[k]))) {
 			master = k;
 			break;
 		}
 	}
 	if (master < 0)
 		return 0;
-	if ((rc = grow((void **)&c->d->placements, &c->cap_pl, c->d->nplacements + 1,
-		       sizeof(*c->d->placements))) ||
-	    (rc = grow((void **)&c->d->placement_pending, &c->cap_plp, c->d->nplacements + 1,
-		       sizeof(*c->d->placement_pending))))
+	if ((rc = sched__grow((void **)&c->d->placements, &c->cap_pl, c->d->nplacements + 1,
+			      sizeof(*c->d->placements))) ||
+	    (rc = sched__grow((void **)&c->d->placement_pending, &c->cap_plp, c->d->nplacements + 1,
+			      sizeof(*c->d->placement_pending))))
 		return rc;
 	pl.job = p->job;
 	pl.nnodes = N;
@@ -905,7 +707,7 @@ static int place(struct ctx *c, int i, bool lng, bool *placed)
 		sched_placement_clear(&pl);
 		return TY_ENOMEM;
 	}
-	if ((rc = port_take(c, c->pick[master], port))) {
+	if ((rc = sched__port_take(c, c->pick[master], port))) {
 		sched_placement_clear(&pl);
 		return rc;
 	}
@@ -917,7 +719,7 @@ static int place(struct ctx *c, int i, bool lng, bool *placed)
 	for (r = 0; r < N; r++) {
 		int n = pl.node[r];
 
-		take_gpus(c, n, G, pl.gpus + (size_t)r * (size_t)G);
+		sched__take_gpus(c, n, G, pl.gpus + (size_t)r * (size_t)G);
 		if (lng && c->spare[n] != NOSPARE)
 			c->spare[n] -= G;
 		if (c->cpu_left[n] != NOLIMIT)
@@ -928,9 +730,9 @@ static int place(struct ctx *c, int i, bool lng, bool *placed)
 			c->cpu_min = c->cpu_left[n];
 		if (c->mem_left[n] < c->mem_min)
 			c->mem_min = c->mem_left[n];
-		refresh_node(c, n);
+		sched__refresh_node(c, n);
 	}
-	team_add(c, p->team, (int64_t)N * G);
+	sched__team_add(c, p->team, (int64_t)N * G);
 	{
 		struct quota_vec ch =
 		    quota_job_charge(N, p->cpus_per_node, p->memory_mb_per_node);
@@ -1058,7 +860,7 @@ static bool victim_ok(const struct ctx *c, int r, int t, int cls, bool reclaim)
 }
 
 /* Victim preference: already stopping, lower class, lower priority, less work lost, younger, id. */
-static int cmp_victim(const void *a, const void *b, void *arg)
+int sched__cmp_victim(const void *a, const void *b, void *arg)
 {
 	const struct ctx *pref_ctx = arg;
 	const struct sched_running_in *x = &pref_ctx->in->running[*(const int *)a];
@@ -1098,17 +900,17 @@ static void plan_reset(struct ctx *c, struct plan *pl)
 		c->team_freed[c->in->running[c->vict[k]].team] = 0;
 }
 
-static int hold_add(struct ctx *c, int i, int N, int G, int64_t end_ms)
+int sched__hold_add(struct ctx *c, int i, int N, int G, int64_t end_ms)
 {
 	int rc;
 	struct hold *h;
 
-	if ((rc = grow((void **)&c->holds, &c->cap_holds, c->nholds + 1, sizeof(*c->holds))))
+	if ((rc = sched__grow((void **)&c->holds, &c->cap_holds, c->nholds + 1, sizeof(*c->holds))))
 		return rc;
-	if ((rc = grow((void **)&c->hold_nodes, &c->cap_hold_nodes, c->nhold_nodes + N,
-		       sizeof(*c->hold_nodes))) ||
-	    (rc = grow((void **)&c->hold_vp, &c->cap_hold_vp, c->nhold_nodes + N,
-		       sizeof(*c->hold_vp))))
+	if ((rc = sched__grow((void **)&c->hold_nodes, &c->cap_hold_nodes, c->nhold_nodes + N,
+			      sizeof(*c->hold_nodes))) ||
+	    (rc = sched__grow((void **)&c->hold_vp, &c->cap_hold_vp, c->nhold_nodes + N,
+			      sizeof(*c->hold_vp))))
 		return rc;
 	h = &c->holds[c->nholds++];
 	h->pending = i;
@@ -1120,14 +922,14 @@ static int hold_add(struct ctx *c, int i, int N, int G, int64_t end_ms)
 	return 0;
 }
 
-static int add_reservation(struct ctx *c, int i, enum sched_resv_kind kind, int64_t at, int N,
+int sched__add_reservation(struct ctx *c, int i, enum sched_resv_kind kind, int64_t at, int N,
 			   int G, const int *nodes)
 {
 	struct sched_reservation *r;
 	int rc;
 
-	if ((rc = grow((void **)&c->d->reservations, &c->cap_res, c->d->nreservations + 1,
-		       sizeof(*c->d->reservations))))
+	if ((rc = sched__grow((void **)&c->d->reservations, &c->cap_res, c->d->nreservations + 1,
+			      sizeof(*c->d->reservations))))
 		return rc;
 	r = &c->d->reservations[c->d->nreservations];
 	memset(r, 0, sizeof(*r));
@@ -1151,7 +953,7 @@ static int add_reservation(struct ctx *c, int i, enum sched_resv_kind kind, int6
  * extra[] (a preemption plan's victims; NULL = none). Copies them,
  * ascending, to c->pick.
  */
-static bool held_fits(struct ctx *c, const struct sched_pending_in *p, const struct view *v,
+bool sched__held_fits(struct ctx *c, const struct sched_pending_in *p, const struct view *v,
 		      const int16_t *extra, bool lng_plan)
 {
 	int N = p->nodes, G = p->gpus_per_node,
@@ -1179,12 +981,12 @@ static bool held_fits(struct ctx *c, const struct sched_pending_in *p, const str
 			return false;
 	}
 	memcpy(c->pick, p->held_nodes, (size_t)N * sizeof(*c->pick));
-	qsort(c->pick, (size_t)N, sizeof(*c->pick), cmp_int);
+	qsort(c->pick, (size_t)N, sizeof(*c->pick), sched__cmp_int);
 	return true;
 }
 
 /* Whether a gang is still stopping for pending job i. */
-static bool victims_stopping(const struct ctx *c, int i)
+bool sched__victims_stopping(const struct ctx *c, int i)
 {
 	for (int k = 0; k < c->npreempting; k++)
 		if (c->owner[c->preempting[k]] == i)
@@ -1308,7 +1110,7 @@ static void fewest_victims(struct ctx *c, struct plan *pl, int ncand, int t, int
  * pending job i fit (nodes and, for own-team victims, quota) and commit
  * them: preemptions out, the job's nodes held. *done = whether it did.
  */
-static int try_preempt(struct ctx *c, int i, bool lng, struct view *v, int64_t deficit, bool *done)
+int sched__try_preempt(struct ctx *c, int i, bool lng, struct view *v, int64_t deficit, bool *done)
 {
 	const struct sched_pending_in *p = &c->in->pending[i];
 	const struct quota_team *q = &c->qt[p->team];
@@ -1362,7 +1164,7 @@ static int try_preempt(struct ctx *c, int i, bool lng, struct view *v, int64_t d
 		c->plans_left--;
 		c->d->stats.preemption_plans++;
 	}
-	qsort_r(c->cand, (size_t)ncand, sizeof(*c->cand), cmp_victim, c);
+	qsort_r(c->cand, (size_t)ncand, sizeof(*c->cand), sched__cmp_victim, c);
 
 	pl.N = p->nodes;
 	pl.G = p->gpus_per_node;
@@ -1446,14 +1248,14 @@ static int try_preempt(struct ctx *c, int i, bool lng, struct view *v, int64_t d
 				bestc = c->dcount[dd];
 			}
 		}
-		if (held_fits(c, p, v, c->extra, lng)) {
+		if (sched__held_fits(c, p, v, c->extra, lng)) {
 			/* the nodes the previous decision held for it */
 			k = pl.N;
 		} else if (c->stopping_only) {
 			goto fail; /* only to keep waiting for those */
 		} else if (best < 0) {
 			/* nodes fit without victims (the victims are for quota) */
-			if (!fit(c, v, pl.N, pl.G, req))
+			if (!sched__fit(c, v, pl.N, pl.G, req))
 				goto fail;
 			k = pl.N;
 		} else {
@@ -1464,12 +1266,12 @@ static int try_preempt(struct ctx *c, int i, bool lng, struct view *v, int64_t d
 				    f + c->extra[n] >= pl.G)
 					c->pick[k++] = n;
 			}
-			qsort(c->pick, (size_t)k, sizeof(*c->pick), cmp_int);
+			qsort(c->pick, (size_t)k, sizeof(*c->pick), sched__cmp_int);
 			if (k > pl.N)
 				k = pl.N;
-			k += pick_best(c, v, best == c->ndoms ? -1 : best, pl.G, pl.N - k,
-				       c->pick + k);
-			qsort(c->pick, (size_t)k, sizeof(*c->pick), cmp_int);
+			k += sched__pick_best(c, v, best == c->ndoms ? -1 : best, pl.G, pl.N - k,
+					      c->pick + k);
+			qsort(c->pick, (size_t)k, sizeof(*c->pick), sched__cmp_int);
 		}
 		if (k < pl.N)
 			goto fail;
@@ -1534,8 +1336,8 @@ static int try_preempt(struct ctx *c, int i, bool lng, struct view *v, int64_t d
 			own += c->run_gpus[r];
 		if (ru->preempting)
 			continue;
-		if ((rc = grow((void **)&c->d->preemptions, &c->cap_pre, c->d->npreemptions + 1,
-			       sizeof(*c->d->preemptions))))
+		if ((rc = sched__grow((void **)&c->d->preemptions, &c->cap_pre,
+				      c->d->npreemptions + 1, sizeof(*c->d->preemptions))))
 			goto fail;
 		e = &c->d->preemptions[c->d->npreemptions++];
 		e->victim = ru->job;
@@ -1548,21 +1350,21 @@ static int try_preempt(struct ctx *c, int i, bool lng, struct view *v, int64_t d
 			first_new = k;
 	}
 	plan_reset(c, &pl);
-	if ((rc = hold_add(c, i, pl.N, pl.G, c->now + p->max_runtime_s * 1000)))
+	if ((rc = sched__hold_add(c, i, pl.N, pl.G, c->now + p->max_runtime_s * 1000)))
 		return rc;
 	for (int x = 0; x < pl.N; x++) {
-		int n = c->pick[x], took = take_gpus(c, n, pl.G, NULL);
+		int n = c->pick[x], took = sched__take_gpus(c, n, pl.G, NULL);
 
 		c->hold_nodes[c->holds[c->nholds - 1].first + x] = n;
 		c->hold_vp[c->holds[c->nholds - 1].first + x] = pl.G - took;
 		if (lng && c->have_resv && c->spare[n] != NOSPARE)
 			c->spare[n] = c->spare[n] >= pl.G ? c->spare[n] - pl.G : 0;
-		refresh_node(c, n);
+		sched__refresh_node(c, n);
 	}
 	/* its own victims' GPUs are already counted for the team: count only the rest */
-	team_add(c, t, own >= need ? 0 : need - own);
+	sched__team_add(c, t, own >= need ? 0 : need - own);
 	c->gen++;
-	if ((rc = add_reservation(c, i, SCHED_RESV_PREEMPTION, c->now, pl.N, pl.G, c->pick)))
+	if ((rc = sched__add_reservation(c, i, SCHED_RESV_PREEMPTION, c->now, pl.N, pl.G, c->pick)))
 		return rc;
 	{
 		struct sched_pending_out *o = &c->d->pending[i];
@@ -1592,7 +1394,7 @@ static int evt_push(struct ctx *c, int64_t t, int n, int g)
 
 	if (g == 0 || !c->in->nodes[n].schedulable)
 		return 0;
-	if ((rc = grow((void **)&c->evts, &c->cap_evts, c->nevts + 1, sizeof(*c->evts))))
+	if ((rc = sched__grow((void **)&c->evts, &c->cap_evts, c->nevts + 1, sizeof(*c->evts))))
 		return rc;
 	c->evts[c->nevts++] = (struct evt){t, n, g};
 	return 0;
@@ -1613,7 +1415,7 @@ static int cmp_evt(const void *a, const void *b)
 static void probe_view(struct ctx *c, const struct sched_pending_in *p, int upto)
 {
 	for (int n = 0; n < c->nn; n++)
-		c->f[n] = (int16_t)actual_free(c, n);
+		c->f[n] = (int16_t)sched__actual_free(c, n);
 	/*
 	 * Events of one time may pass through a negative count (a hold's take
 	 * sorts before its victim's release): only unschedulable nodes (no
@@ -1638,7 +1440,7 @@ static void probe_view(struct ctx *c, const struct sched_pending_in *p, int upto
 	/* a reservation counts on GPUs only: nodes short of CPUs or memory now are left out */
 	for (int k = 0; k < c->nrx; k++)
 		c->f[c->rx[k]] = -1;
-	view_build(c, &c->tmp, c->f);
+	sched__view_build(c, &c->tmp, c->f);
 }
 
 /*
@@ -1646,7 +1448,7 @@ static void probe_view(struct ctx *c, const struct sched_pending_in *p, int upto
  * this decision's placements and holds) leave room for it, and the nodes
  * it would get then. *found = whether there is such a time.
  */
-static int reserve(struct ctx *c, int i, bool *found)
+int sched__reserve(struct ctx *c, int i, bool *found)
 {
 	const struct sched_pending_in *p = &c->in->pending[i];
 	int N = p->nodes, G = p->gpus_per_node, rc, lo, hi, m = 0;
@@ -1721,7 +1523,7 @@ static int reserve(struct ctx *c, int i, bool *found)
 	hi = m - 1;
 	c->d->stats.reservation_probes++;
 	probe_view(c, p, upto[hi]);
-	if (!fit(c, &c->tmp, N, G, p->required)) {
+	if (!sched__fit(c, &c->tmp, N, G, p->required)) {
 		rc = 0;
 		goto out;
 	}
@@ -1730,13 +1532,13 @@ static int reserve(struct ctx *c, int i, bool *found)
 
 		c->d->stats.reservation_probes++;
 		probe_view(c, p, upto[mid]);
-		if (fit(c, &c->tmp, N, G, p->required))
+		if (sched__fit(c, &c->tmp, N, G, p->required))
 			hi = mid;
 		else
 			lo = mid + 1;
 	}
 	probe_view(c, p, upto[lo]);
-	if (!fit(c, &c->tmp, N, G, p->required)) {
+	if (!sched__fit(c, &c->tmp, N, G, p->required)) {
 		rc = 0; /* cannot happen: fit is monotone in time */
 		goto out;
 	}
@@ -1749,13 +1551,13 @@ static int reserve(struct ctx *c, int i, bool *found)
 
 		c->spare[n] = c->tmp.free[n] - G;
 	}
-	view_copy(&c->lng, &c->main, c);
+	sched__view_copy(&c->lng, &c->main, c);
 	if (c->nspot)
-		view_copy(&c->lng_od, &c->main_od, c);
+		sched__view_copy(&c->lng_od, &c->main_od, c);
 	c->have_resv = true;
 	for (int k = 0; k < N; k++)
-		refresh_node(c, c->pick[k]);
-	if ((rc = add_reservation(c, i, SCHED_RESV_HEAD, c->resv_ms, N, G, c->pick)))
+		sched__refresh_node(c, c->pick[k]);
+	if ((rc = sched__add_reservation(c, i, SCHED_RESV_HEAD, c->resv_ms, N, G, c->pick)))
 		goto out;
 	*found = true;
 	rc = 0;
@@ -1768,16 +1570,6 @@ out:
 /* ---- the decision ------------------------------------------------------------------------------
  */
 
-/*
- * The queue order as three unsigned words compared in turn: class, team
- * fair-share rank (equal F, equal rank) and priority (higher first) in a;
- * submit time in b; job id in c; the input index settles the rest.
- */
-struct okey {
-	uint64_t a, b, c;
-	int idx;
-};
-
 static bool okey_less(const struct okey *x, const struct okey *y)
 {
 	if (x->a != y->a)
@@ -1789,13 +1581,13 @@ static bool okey_less(const struct okey *x, const struct okey *y)
 	return x->idx < y->idx;
 }
 
-static uint64_t bias(int64_t v)
+uint64_t sched__bias(int64_t v)
 {
 	return (uint64_t)v ^ (1ull << 63);
 }
 
 /* Bottom-up merge sort of k[0..n) using tmp (n entries): no indirect calls, O(n log n). */
-static void okey_sort(struct okey *k, struct okey *tmp, int n)
+void sched__okey_sort(struct okey *k, struct okey *tmp, int n)
 {
 	struct okey *src = k, *dst = tmp;
 
@@ -1827,7 +1619,7 @@ static void okey_sort(struct okey *k, struct okey *tmp, int n)
 		memcpy(k, src, (size_t)n * sizeof(*k));
 }
 
-static int cmp_double_desc(const void *a, const void *b)
+int sched__cmp_double_desc(const void *a, const void *b)
 {
 	double x = *(const double *)a, y = *(const double *)b;
 
@@ -1855,7 +1647,7 @@ static bool pending_valid(const struct ctx *c, const struct sched_pending_in *p)
 	       p->cpus_per_node >= 0 && p->memory_mb_per_node >= 0;
 }
 
-static void nodes_reason(struct ctx *c, struct sched_pending_out *o,
+void sched__nodes_reason(struct ctx *c, struct sched_pending_out *o,
 			 const struct sched_pending_in *p)
 {
 	int cnt = view_main(c)->cge[p->gpus_per_node];
@@ -1865,7 +1657,7 @@ static void nodes_reason(struct ctx *c, struct sched_pending_out *o,
 	o->reason = o->level && cnt >= p->nodes ? SCHED_WAIT_TOPOLOGY : SCHED_WAIT_NODES;
 }
 
-static void set_excluded(struct ctx *c, const struct sched_pending_in *p, bool on)
+void sched__set_excluded(struct ctx *c, const struct sched_pending_in *p, bool on)
 {
 	for (int k = 0; k < p->nexclude; k++) {
 		int n = p->exclude[k];
@@ -1877,7 +1669,7 @@ static void set_excluded(struct ctx *c, const struct sched_pending_in *p, bool o
 			if (c->have_resv)
 				view_set(c, view_lng(c), n, -1);
 		} else {
-			refresh_node(c, n);
+			sched__refresh_node(c, n);
 		}
 	}
 }
@@ -1904,7 +1696,7 @@ static bool res_short(const struct ctx *c, const struct sched_pending_in *p, int
 }
 
 /* c->rx = the schedulable nodes short of p's CPUs or memory now. */
-static void res_scan(struct ctx *c, const struct sched_pending_in *p)
+void sched__res_scan(struct ctx *c, const struct sched_pending_in *p)
 {
 	c->nrx = 0;
 	/* the common case, every node has room: no pass over the nodes */
@@ -1921,7 +1713,7 @@ static void res_scan(struct ctx *c, const struct sched_pending_in *p)
 }
 
 /* Leave c->rx out of the views (on), or bring them back (off; refresh_node restores). */
-static void res_exclude(struct ctx *c, bool on)
+void sched__res_exclude(struct ctx *c, bool on)
 {
 	for (int k = 0; k < c->nrx; k++) {
 		int n = c->rx[k];
@@ -1931,7 +1723,7 @@ static void res_exclude(struct ctx *c, bool on)
 			if (c->have_resv)
 				view_set(c, view_lng(c), n, -1);
 		} else {
-			refresh_node(c, n);
+			sched__refresh_node(c, n);
 		}
 	}
 }
@@ -1941,7 +1733,7 @@ static void res_exclude(struct ctx *c, bool on)
  * the nodes whose allocatable CPUs (res = QUOTA_CPUS), memory
  * (QUOTA_MEMORY_MB) or either (-1) are too small are left out.
  */
-static bool could_fit_res(struct ctx *c, const struct sched_pending_in *p, int res)
+bool sched__could_fit_res(struct ctx *c, const struct sched_pending_in *p, int res)
 {
 	bool ok, learn = c->nolearn, any = false;
 
@@ -1958,7 +1750,7 @@ static bool could_fit_res(struct ctx *c, const struct sched_pending_in *p, int r
 	if (!any)
 		return true;
 	c->nolearn = true; /* the shape memos are the whole capacity's */
-	ok = fit(c, &c->cap, p->nodes, p->gpus_per_node, p->required);
+	ok = sched__fit(c, &c->cap, p->nodes, p->gpus_per_node, p->required);
 	c->nolearn = learn;
 	for (int k = 0; k < c->nlim; k++) {
 		int n = c->lim[k];
@@ -1973,8 +1765,8 @@ static bool could_fit_res(struct ctx *c, const struct sched_pending_in *p, int r
  * Fill o for a job that CPUs or memory keep off nodes: NEVER_FITS_* when
  * `never` (allocatable too small), else WAIT_* (not free now).
  */
-static void res_reason(struct ctx *c, struct sched_pending_out *o,
-		       const struct sched_pending_in *p, int res, bool never)
+void sched__res_reason(struct ctx *c, struct sched_pending_out *o, const struct sched_pending_in *p,
+		       int res, bool never)
 {
 	int64_t best = 0;
 	int cnt = 0;
@@ -2011,21 +1803,21 @@ static void res_reason(struct ctx *c, struct sched_pending_out *o,
  * the nodes of c->rx short of `res` (-1: none of them) left out. The views
  * are back to c->rx left out on return.
  */
-static bool res_fits_without(struct ctx *c, const struct sched_pending_in *p, int res)
+bool sched__res_fits_without(struct ctx *c, const struct sched_pending_in *p, int res)
 {
 	bool ok;
 
-	res_exclude(c, false);
+	sched__res_exclude(c, false);
 	if (p->nexclude)
-		set_excluded(c, p, true);
+		sched__set_excluded(c, p, true);
 	for (int k = 0; res >= 0 && k < c->nrx; k++)
 		if (res_short(c, p, c->rx[k], res))
 			view_set(c, view_main(c), c->rx[k], -1);
-	ok = fit(c, view_main(c), p->nodes, p->gpus_per_node, p->required);
-	res_exclude(c, false);
+	ok = sched__fit(c, view_main(c), p->nodes, p->gpus_per_node, p->required);
+	sched__res_exclude(c, false);
 	if (p->nexclude)
-		set_excluded(c, p, true);
-	res_exclude(c, true);
+		sched__set_excluded(c, p, true);
+	sched__res_exclude(c, true);
 	return ok;
 }
 
@@ -2034,16 +1826,17 @@ static bool res_fits_without(struct ctx *c, const struct sched_pending_in *p, in
  * without leaving them out, CPUs or memory are what it waits for; say which.
  * Returns whether o was filled. The views are as before on return.
  */
-static bool res_wait_reason(struct ctx *c, struct sched_pending_out *o,
+bool sched__res_wait_reason(struct ctx *c, struct sched_pending_out *o,
 			    const struct sched_pending_in *p)
 {
 	bool mem_only;
 
-	if (!c->nrx || !res_fits_without(c, p, -1))
+	if (!c->nrx || !sched__res_fits_without(c, p, -1))
 		return false;
 	/* memory when it alone stops it; else CPUs (they do, or it takes both) */
-	mem_only = res_fits_without(c, p, QUOTA_CPUS) && !res_fits_without(c, p, QUOTA_MEMORY_MB);
-	res_reason(c, o, p, mem_only ? QUOTA_MEMORY_MB : QUOTA_CPUS, false);
+	mem_only = sched__res_fits_without(c, p, QUOTA_CPUS) &&
+		   !sched__res_fits_without(c, p, QUOTA_MEMORY_MB);
+	sched__res_reason(c, o, p, mem_only ? QUOTA_MEMORY_MB : QUOTA_CPUS, false);
 	return true;
 }
 
@@ -2068,30 +1861,31 @@ static int decide_one(struct ctx *c, int i)
 	charge = quota_job_charge(N, p->cpus_per_node, p->memory_mb_per_node);
 	lng = c->have_resv && c->now + p->max_runtime_s * 1000 > c->resv_ms;
 	v = lng ? view_lng(c) : view_main(c);
-	qv = quota_check(&c->qt[t], cohort_of(c, t), need);
+	qv = quota_check(&c->qt[t], sched__cohort_of(c, t), need);
 	if (p->not_before_ms > c->now) {
 		/* retry backoff: not tried, takes nothing (docs/scheduling.md) */
 		o->reason = SCHED_WAIT_BACKOFF;
 		o->at_ms = p->not_before_ms;
 		return 0;
 	}
-	if (qv == QUOTA_OK && !could_fit(c, N, G, p->required, false)) {
+	if (qv == QUOTA_OK && !sched__could_fit(c, N, G, p->required, false)) {
 		o->reason = SCHED_NEVER_FITS;
 		o->count = N;
 		o->level = N > 1 ? p->required : SCHED_TOPO_NONE;
 		return 0;
 	}
 	if (qv == QUOTA_OK && c->nlim && (p->cpus_per_node > 0 || p->memory_mb_per_node > 0) &&
-	    !could_fit_res(c, p, -1)) {
+	    !sched__could_fit_res(c, p, -1)) {
 		/* CPUs first when they alone are enough to keep it off every fitting node */
-		res_reason(c, o, p, could_fit_res(c, p, QUOTA_CPUS) ? QUOTA_MEMORY_MB : QUOTA_CPUS,
-			   true);
+		sched__res_reason(
+		    c, o, p, sched__could_fit_res(c, p, QUOTA_CPUS) ? QUOTA_MEMORY_MB : QUOTA_CPUS,
+		    true);
 		return 0;
 	}
 	if (qv == QUOTA_OK && (p->nexclude || c->od)) {
 		int nx;
 
-		if (!could_fit_excluding(c, p, &nx)) {
+		if (!sched__could_fit_excluding(c, p, &nx)) {
 			o->reason = SCHED_NEVER_FITS_EXCLUDED;
 			o->count = nx;
 			o->level = N > 1 ? p->required : SCHED_TOPO_NONE;
@@ -2107,21 +1901,22 @@ static int decide_one(struct ctx *c, int i)
 		o->need = charge.v[capped];
 		return 0;
 	}
-	res_scan(c, p);
+	sched__res_scan(c, p);
 	narrowed = p->nexclude || c->nrx;
 	if (p->nexclude)
-		set_excluded(c, p, true);
+		sched__set_excluded(c, p, true);
 	if (c->nrx)
-		res_exclude(c, true);
+		sched__res_exclude(c, true);
 	if (narrowed)
 		c->nolearn = true;
 	if (qv != QUOTA_OK) {
 		/* only its own lower classes can make quota room */
 		int64_t deficit =
-		    c->qt[t].used + need - quota_admissible(&c->qt[t], cohort_of(c, t));
+		    c->qt[t].used + need - quota_admissible(&c->qt[t], sched__cohort_of(c, t));
 
 		if (c->d->head < 0 || c->in->cfg.backfill) {
-			if ((rc = try_preempt(c, i, lng, v, deficit > 0 ? deficit : 1, &done)) ||
+			if ((rc = sched__try_preempt(c, i, lng, v, deficit > 0 ? deficit : 1,
+						     &done)) ||
 			    done)
 				goto out;
 		}
@@ -2141,7 +1936,7 @@ static int decide_one(struct ctx *c, int i)
 		default:
 			o->reason = SCHED_WAIT_COHORT;
 			o->used = c->qt[t].used;
-			o->limit = quota_admissible(&c->qt[t], cohort_of(c, t));
+			o->limit = quota_admissible(&c->qt[t], sched__cohort_of(c, t));
 			break;
 		}
 		goto out;
@@ -2150,33 +1945,33 @@ static int decide_one(struct ctx *c, int i)
 	 * Quota the head needs is kept from every job behind it, short or
 	 * long: a head that became quota-blocked would lose its place.
 	 */
-	if (c->have_resv && !resv_quota_ok(c, t, need, &charge)) {
+	if (c->have_resv && !sched__resv_quota_ok(c, t, need, &charge)) {
 		o->reason = SCHED_WAIT_RESERVED;
 		o->other_job = c->in->pending[c->d->head].job;
 		o->at_ms = c->resv_ms;
 		goto out;
 	}
 	if (c->d->head >= 0 && !c->in->cfg.backfill) {
-		if ((rc = try_preempt(c, i, lng, v, 0, &done)) || done)
+		if ((rc = sched__try_preempt(c, i, lng, v, 0, &done)) || done)
 			goto out;
 		o->reason = SCHED_WAIT_BEHIND;
 		o->other_job = c->in->pending[c->d->head].job;
 		goto out;
 	}
-	if (p->nheld == N && held_fits(c, p, v, NULL, false)) {
+	if (p->nheld == N && sched__held_fits(c, p, v, NULL, false)) {
 		/* its victims are gone: it starts on the nodes held for it */
 		fitted = true;
-	} else if (p->nheld == N && victims_stopping(c, i)) {
+	} else if (p->nheld == N && sched__victims_stopping(c, i)) {
 		/* keep waiting for the held nodes rather than start elsewhere */
 		c->stopping_only = true;
-		rc = try_preempt(c, i, lng, v, 0, &done);
+		rc = sched__try_preempt(c, i, lng, v, 0, &done);
 		c->stopping_only = false;
 		if (rc || done)
 			goto out;
 	}
 	if (fitted) {
 		/* placed below */
-	} else if (fits_quickly_no(v, N, G, p->required) && !narrowed) {
+	} else if (sched__fits_quickly_no(v, N, G, p->required) && !narrowed) {
 		c->d->stats.fast_rejects++;
 	} else {
 		if (c->d->head >= 0) {
@@ -2191,10 +1986,10 @@ static int decide_one(struct ctx *c, int i)
 				c->scan_left--;
 		}
 		c->d->stats.fit_attempts++;
-		fitted = fit(c, v, N, G, p->required);
+		fitted = sched__fit(c, v, N, G, p->required);
 	}
 	if (fitted) {
-		if ((rc = place(c, i, lng, &placed)))
+		if ((rc = sched__place(c, i, lng, &placed)))
 			goto out;
 		if (placed) {
 			o->reason = SCHED_PLACED;
@@ -2203,14 +1998,14 @@ static int decide_one(struct ctx *c, int i)
 		}
 		goto out;
 	}
-	if ((rc = try_preempt(c, i, lng, v, 0, &done)) || done)
+	if ((rc = sched__try_preempt(c, i, lng, v, 0, &done)) || done)
 		goto out;
 	/* reclaim would make room but for protected borrowing gangs: say so */
 	if (c->tier0[i] && c->qt[t].used + need <= c->qt[t].nominal) {
 		bool blocked = false;
 
 		c->dry = true;
-		rc = try_preempt(c, i, lng, v, 0, &blocked);
+		rc = sched__try_preempt(c, i, lng, v, 0, &blocked);
 		c->dry = false;
 		if (rc)
 			goto out;
@@ -2220,18 +2015,18 @@ static int decide_one(struct ctx *c, int i)
 
 		c->resv_attempts--;
 		if (c->nrx)
-			res_exclude(c, false);
+			sched__res_exclude(c, false);
 		if (p->nexclude)
-			set_excluded(c, p, false);
-		rc = reserve(c, i, &found);
+			sched__set_excluded(c, p, false);
+		rc = sched__reserve(c, i, &found);
 		if (p->nexclude)
-			set_excluded(c, p, true);
+			sched__set_excluded(c, p, true);
 		if (c->nrx)
-			res_exclude(c, true);
+			sched__res_exclude(c, true);
 		if (rc)
 			goto out;
-		if (!res_wait_reason(c, o, p))
-			nodes_reason(c, o, p);
+		if (!sched__res_wait_reason(c, o, p))
+			sched__nodes_reason(c, o, p);
 		if (found) {
 			c->d->head = i;
 			c->head_team = t;
@@ -2243,8 +2038,8 @@ static int decide_one(struct ctx *c, int i)
 		}
 		goto out;
 	}
-	if (lng && !fits_quickly_no(view_main(c), N, G, p->required) &&
-	    fit(c, view_main(c), N, G, p->required)) {
+	if (lng && !sched__fits_quickly_no(view_main(c), N, G, p->required) &&
+	    sched__fit(c, view_main(c), N, G, p->required)) {
 		/* it would fit but for the reservation */
 		o->protected_job = 0;
 		o->protected_count = 0;
@@ -2254,13 +2049,13 @@ static int decide_one(struct ctx *c, int i)
 		o->at_ms = c->resv_ms;
 		goto out;
 	}
-	if (!res_wait_reason(c, o, p))
-		nodes_reason(c, o, p);
+	if (!sched__res_wait_reason(c, o, p))
+		sched__nodes_reason(c, o, p);
 out:
 	if (c->nrx)
-		res_exclude(c, false);
+		sched__res_exclude(c, false);
 	if (p->nexclude)
-		set_excluded(c, p, false);
+		sched__set_excluded(c, p, false);
 	if (narrowed)
 		c->nolearn = false;
 	c->nrx = 0;
@@ -2308,13 +2103,13 @@ static void ctx_free(struct ctx *c)
 	free(c->dom_anc);
 	free(c->dom_off);
 	free(c->dom_nodes);
-	view_release(&c->main);
-	view_release(&c->lng);
-	view_release(&c->cap);
-	view_release(&c->tmp);
-	view_release(&c->main_od);
-	view_release(&c->lng_od);
-	view_release(&c->cap_od);
+	sched__view_release(&c->main);
+	sched__view_release(&c->lng);
+	sched__view_release(&c->cap);
+	sched__view_release(&c->tmp);
+	sched__view_release(&c->main_od);
+	sched__view_release(&c->lng_od);
+	sched__view_release(&c->cap_od);
 	free(c->qt);
 	free(c->cohort);
 	free(c->coh);
@@ -2351,7 +2146,7 @@ static void ctx_free(struct ctx *c)
 	free(c->caps);
 }
 
-static int setup_teams(struct ctx *c, const struct sched_input *in)
+int sched__setup_teams(struct ctx *c, const struct sched_input *in)
 {
 	int nt = in->nteams;
 	struct cname *cn = calloc((size_t)nt + 1, sizeof(*cn));
@@ -2460,7 +2255,7 @@ int sched_decide(struct sched_decisions **out, const struct sched_input *in, str
 	    !c.cand || !c.vict || !c.vict_keep || !c.vict_use || !c.preempting || !c.owner || !c.lower || !c.tmark || !c.tier0 || !c.cpu_left || !c.mem_left || !c.lim || !c.rx || !c.caps || !keys ||
 	    !ktmp || !fs || !frank)
 		goto out;
-	if ((rc = setup_teams(&c, in)))
+	if ((rc = sched__setup_teams(&c, in)))
 		goto out;
 	rc = TY_ENOMEM;
 	{
@@ -2471,17 +2266,17 @@ int sched_decide(struct sched_decisions **out, const struct sched_input *in, str
 		if (!c.plan_memo || !c.plan_gen)
 			goto out;
 	}
-	if ((rc = build_domains(&c)))
+	if ((rc = sched__build_domains(&c)))
 		goto out;
 	rc = TY_ENOMEM;
 	c.dcount = calloc((size_t)c.ndoms + 2, sizeof(*c.dcount));
-	if (!c.dcount || view_alloc(&c.main, &c) || view_alloc(&c.lng, &c) ||
-	    view_alloc(&c.cap, &c) || view_alloc(&c.tmp, &c))
+	if (!c.dcount || sched__view_alloc(&c.main, &c) || sched__view_alloc(&c.lng, &c) ||
+	    sched__view_alloc(&c.cap, &c) || sched__view_alloc(&c.tmp, &c))
 		goto out;
 	for (int n = 0; n < c.nn; n++)
 		c.nspot += in->nodes[n].spot && in->nodes[n].schedulable;
-	if (c.nspot && (view_alloc(&c.main_od, &c) || view_alloc(&c.lng_od, &c) ||
-			view_alloc(&c.cap_od, &c)))
+	if (c.nspot && (sched__view_alloc(&c.main_od, &c) || sched__view_alloc(&c.lng_od, &c) ||
+			sched__view_alloc(&c.cap_od, &c)))
 		goto out;
 
 	/* nodes and what the running gangs hold */
@@ -2547,7 +2342,7 @@ int sched_decide(struct sched_decisions **out, const struct sched_input *in, str
 		free(fill);
 		for (int t = 0; t < in->nteams; t++)
 			qsort_r(c.runs + c.runs_off[t], (size_t)(c.runs_off[t + 1] - c.runs_off[t]),
-				sizeof(*c.runs), cmp_victim, &c);
+				sizeof(*c.runs), sched__cmp_victim, &c);
 	}
 	/* which pending job each stopping gang is for (sorted ids, one pass over pending) */
 	for (int r = 0; r < in->nrunning; r++)
@@ -2561,13 +2356,13 @@ int sched_decide(struct sched_decisions **out, const struct sched_input *in, str
 			goto out;
 		for (int k = 0; k < c.npreempting; k++)
 			if (in->running[c.preempting[k]].preempted_for) {
-				pf[m].c = bias(in->running[c.preempting[k]].preempted_for);
+				pf[m].c = sched__bias(in->running[c.preempting[k]].preempted_for);
 				pf[m].idx = c.preempting[k];
 				m++;
 			}
-		okey_sort(pf, pf + c.npreempting, m);
+		sched__okey_sort(pf, pf + c.npreempting, m);
 		for (int i = 0; i < in->npending && m; i++) {
-			uint64_t id = bias(in->pending[i].job);
+			uint64_t id = sched__bias(in->pending[i].job);
 			int lo = 0, hi = m;
 
 			while (lo < hi) {
@@ -2585,7 +2380,7 @@ int sched_decide(struct sched_decisions **out, const struct sched_input *in, str
 	}
 	c.cpu_min = c.mem_min = NOLIMIT;
 	for (int n = 0; n < c.nn; n++) {
-		c.f[n] = (int16_t)actual_free(&c, n);
+		c.f[n] = (int16_t)sched__actual_free(&c, n);
 		if (!in->nodes[n].schedulable)
 			continue;
 		if (c.cpu_left[n] < c.cpu_min)
@@ -2593,12 +2388,12 @@ int sched_decide(struct sched_decisions **out, const struct sched_input *in, str
 		if (c.mem_left[n] < c.mem_min)
 			c.mem_min = c.mem_left[n];
 	}
-	view_build(&c, &c.main, c.f);
+	sched__view_build(&c, &c.main, c.f);
 	if (c.nspot) {
 		for (int n = 0; n < c.nn; n++)
 			if (spot_node(&c, n))
 				c.f[n] = -1;
-		view_build(&c, &c.main_od, c.f);
+		sched__view_build(&c, &c.main_od, c.f);
 	}
 
 	/* fair share and the order */
@@ -2619,7 +2414,7 @@ int sched_decide(struct sched_decisions **out, const struct sched_input *in, str
 	/* teams ranked by F, highest first; equal F, equal rank; unknown teams last */
 	for (int t = 0; t < in->nteams; t++)
 		fs[t] = d->teams[t].fairshare;
-	qsort(fs, (size_t)in->nteams, sizeof(*fs), cmp_double_desc);
+	qsort(fs, (size_t)in->nteams, sizeof(*fs), sched__cmp_double_desc);
 	for (int t = 0; t < in->nteams; t++) {
 		int lo = 0, hi = in->nteams - 1;
 
@@ -2645,15 +2440,15 @@ int sched_decide(struct sched_decisions **out, const struct sched_input *in, str
 						       : p->priority;
 
 		keys[i].a = cls << 60 | (rank & 0xfffffffull) << 24 | (uint64_t)(0x7fffff - pr);
-		keys[i].b = bias(p->submit_ms);
-		keys[i].c = bias(p->job);
+		keys[i].b = sched__bias(p->submit_ms);
+		keys[i].c = sched__bias(p->job);
 		keys[i].idx = i;
 		d->pending[i].team = p->team;
 		d->pending[i].fairshare = team_ok ? d->teams[p->team].fairshare : 0;
 		if (team_ok)
 			d->teams[p->team].pending++;
 	}
-	okey_sort(keys, ktmp, in->npending);
+	sched__okey_sort(keys, ktmp, in->npending);
 	/*
 	 * Two tiers (docs/scheduling.md §1): first every job that its team can
 	 * run within its nominal quota, then the jobs that must borrow, each
@@ -2753,7 +2548,7 @@ int sched_decide(struct sched_decisions **out, const struct sched_input *in, str
 		to->cpus_used = c.caps[t].used.v[QUOTA_CPUS];
 		to->memory_mb_used = c.caps[t].used.v[QUOTA_MEMORY_MB];
 		to->borrowed = quota_borrowed(&c.qt[t]);
-		to->admissible = quota_admissible(&c.qt[t], cohort_of(&c, t));
+		to->admissible = quota_admissible(&c.qt[t], sched__cohort_of(&c, t));
 	}
 	for (int co = 0; co < c.ncoh; co++) {
 		int64_t left = c.coh[co].borrowed;
