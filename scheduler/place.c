@@ -1222,6 +1222,24 @@ out:
 	return rc;
 }
 
+int sched_holds_of(const struct sched_holds *h, int64_t job, int *first)
+{
+	int lo = 0, hi = h->n, k;
+
+	while (lo < hi) {
+		int mid = lo + (hi - lo) / 2;
+
+		if (h->v[mid].job < job)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	for (k = lo; k < h->n && h->v[k].job == job; k++)
+		;
+	*first = lo;
+	return k - lo;
+}
+
 /* Tell each pending job the nodes the last cycle held for it (held_nodes). */
 static int holds_load(struct snap *sn, const struct sched *s, struct ty_err *err)
 {
@@ -1229,30 +1247,20 @@ static int holds_load(struct snap *sn, const struct sched *s, struct ty_err *err
 
 	for (int i = 0; i < sn->in.npending && h->n > 0; i++) {
 		struct sched_pending_in *p = &sn->pending[i];
-		int lo = 0, hi = h->n, k, m = 0, *nodes;
+		int lo, cnt = sched_holds_of(h, p->job, &lo), m = 0, *nodes;
 
-		while (lo < hi) {
-			int mid = lo + (hi - lo) / 2;
-
-			if (h->v[mid].job < p->job)
-				lo = mid + 1;
-			else
-				hi = mid;
-		}
-		for (k = lo; k < h->n && h->v[k].job == p->job; k++)
-			;
-		if (k == lo || k - lo != p->nodes)
+		if (cnt == 0 || cnt != p->nodes)
 			continue;
-		if (!(nodes = snap_alloc(sn, (size_t)(k - lo), sizeof(*nodes))))
+		if (!(nodes = snap_alloc(sn, (size_t)cnt, sizeof(*nodes))))
 			return ty_err_set(err, TY_ENOMEM, NULL);
-		for (int x = lo; x < k; x++) {
+		for (int x = lo; x < lo + cnt; x++) {
 			int at = node_index(sn, h->v[x].node);
 
 			if (at < 0)
 				break; /* a node gone: no hold */
 			nodes[m++] = at;
 		}
-		if (m == k - lo) {
+		if (m == cnt) {
 			p->held_nodes = nodes;
 			p->nheld = m;
 		}
@@ -1269,30 +1277,62 @@ static int cmp_hold(const void *a, const void *b)
 	return strcmp(x->node, y->node);
 }
 
-/* Keep what this committed decision held for jobs waiting for their victims. */
-static void holds_keep(struct sched *s, const struct snap *sn, const struct sched_decisions *d)
+int sched_holds_keep(struct sched_holds *h, int64_t epoch, const struct sched_input *in,
+		     const struct sched_decisions *d)
 {
-	struct sched_holds *h = &s->holds;
-	int cap = (int)(sizeof(h->v) / sizeof(h->v[0]));
+	size_t need = 0;
 
 	h->n = 0;
-	h->epoch = s->epoch;
+	h->epoch = epoch;
+	for (int r = 0; r < d->nreservations; r++)
+		if (d->reservations[r].kind == SCHED_RESV_PREEMPTION)
+			need += (size_t)d->reservations[r].nnodes;
+	if (need > (size_t)h->cap) {
+		size_t cap = h->cap > 0 ? (size_t)h->cap : 64;
+		struct sched_hold *v;
+
+		while (cap < need)
+			cap *= 2;
+		if (cap > INT32_MAX || !(v = realloc(h->v, cap * sizeof(*v))))
+			return TY_ENOMEM;
+		h->v = v;
+		h->cap = (int)cap;
+	}
 	for (int r = 0; r < d->nreservations; r++) {
 		const struct sched_reservation *rv = &d->reservations[r];
-		bool fits = rv->kind == SCHED_RESV_PREEMPTION && h->n + rv->nnodes <= cap;
+		bool fits = rv->kind == SCHED_RESV_PREEMPTION;
 
 		for (int x = 0; x < rv->nnodes && fits; x++)
-			fits = strlen(sn->nodes[rv->node[x]].id) < sizeof(h->v[0].node);
+			fits = strlen(in->nodes[rv->node[x]].id) < sizeof(h->v[0].node);
 		if (!fits)
 			continue;
 		for (int x = 0; x < rv->nnodes; x++) {
 			h->v[h->n].job = rv->job;
 			snprintf(h->v[h->n].node, sizeof(h->v[0].node), "%s",
-				 sn->nodes[rv->node[x]].id);
+				 in->nodes[rv->node[x]].id);
 			h->n++;
 		}
 	}
-	qsort(h->v, (size_t)h->n, sizeof(h->v[0]), cmp_hold);
+	if (h->n)
+		qsort(h->v, (size_t)h->n, sizeof(h->v[0]), cmp_hold);
+	return 0;
+}
+
+void sched_holds_free(struct sched_holds *h)
+{
+	if (!h)
+		return;
+	free(h->v);
+	h->v = NULL;
+	h->n = h->cap = 0;
+}
+
+/* Keep what this committed decision held for jobs waiting for their victims. */
+static void holds_keep(struct sched *s, const struct snap *sn, const struct sched_decisions *d)
+{
+	/* out of memory: the jobs start where they fit best next cycle */
+	if (sched_holds_keep(&s->holds, s->epoch, &sn->in, d))
+		ty_warn("cycle: out of memory keeping the nodes held for preemptions");
 }
 
 int sched_cycle(struct sched *s, struct ty_err *err)

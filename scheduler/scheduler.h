@@ -228,19 +228,20 @@ struct sched {
 	/*
 	 * The nodes the last committed cycle held for jobs waiting for their
 	 * victims (its SCHED_RESV_PREEMPTION reservations), passed to the next
-	 * decision as sched_pending_in.held_nodes (place.c). Sorted by job; fixed
-	 * size, no heap: what does not fit is not kept (the job then starts where
-	 * it fits best). Forgotten on a new term and when the queue mirror is
-	 * stale (read again whole).
+	 * decision as sched_pending_in.held_nodes (place.c). Sorted by job; grown
+	 * as a cycle needs (a big cluster holds hundreds of nodes at once), freed
+	 * by sched_holds_free(). Node ids longer than node[] are not kept (the
+	 * job then starts where it fits best). Forgotten on a new term and when
+	 * the queue mirror is stale (read again whole).
 	 */
 	struct sched_metrics *metrics; /* --metrics-listen (metrics.c); NULL: no metrics */
 	struct sched_holds {
 		int64_t epoch; /* the term they were decided in */
-		int n;
+		int n, cap;
 		struct sched_hold {
 			int64_t job;
 			char node[96]; /* node id; longer ids are not kept */
-		} v[512];
+		} *v;	       /* cap entries, n used */
 	} holds;
 };
 
@@ -412,6 +413,19 @@ int sched_node_gone(struct sched *s, const char *node, const char *cls, const ch
  * fenced transaction.
  */
 int sched_cycle(struct sched *s, struct ty_err *err);
+/*
+ * The holds (struct sched_holds): replace h with decision d's
+ * SCHED_RESV_PREEMPTION reservations over in's nodes, decided in term
+ * epoch; TY_ENOMEM keeps none. The entries of job: how many, the first at
+ * *first. Free: NULL-safe, h is empty after.
+ */
+struct sched_input;
+struct sched_decisions;
+int sched_holds_keep(struct sched_holds *h, int64_t epoch, const struct sched_input *in,
+		     const struct sched_decisions *d);
+int sched_holds_of(const struct sched_holds *h, int64_t job, int *first);
+void sched_holds_free(struct sched_holds *h);
+
 /* ---- preempt.c: the preemption protocol (docs/dispatch.md, "Preemption") ---- */
 
 /*

@@ -27,6 +27,9 @@ target_link_libraries(test_sched_telemetry_math PRIVATE ty_sched)
 # the metrics' pure parts: reason labels, decision outcomes, --metrics-listen (scheduler/metrics.c)
 ty_add_test(sched_metrics_labels unit/scheduler/test_metrics_labels.c unit)
 target_link_libraries(test_sched_metrics_labels PRIVATE ty_sched)
+# the nodes held for preemptions from one cycle to the next (scheduler/place.c)
+ty_add_test(sched_holds unit/scheduler/test_holds.c unit)
+target_link_libraries(test_sched_holds PRIVATE ty_sched)
 
 file(GLOB TY_SCHED_TESTS CONFIGURE_DEPENDS
      ${CMAKE_CURRENT_SOURCE_DIR}/integration/scheduler/test_*.c)

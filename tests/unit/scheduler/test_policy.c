@@ -973,6 +973,87 @@ TY_TEST(spot_and_excluded_nodes_together)
 	fx_done(&f);
 }
 
+/*
+ * A 10 %-spot cluster: n01..n20, 8 GPUs each, n04 and n12 spot (n04 idle,
+ * n12 with 2 free), n01 with 2 free. Jobs kept off spot (NEVER, FALLBACK)
+ * and jobs of any pool, one team, in submit order; each expectation
+ * follows from best fit (fewest free GPUs, then lowest index) over the
+ * nodes the job may use. The last ones find nothing free and wait, the
+ * second of each shape behind one that already failed.
+ */
+TY_TEST(spot_mix_on_a_tenth_spot_cluster)
+{
+	static const char *const ids[] = {"n01", "n02", "n03", "n04", "n05", "n06", "n07",
+					  "n08", "n09", "n10", "n11", "n12", "n13", "n14",
+					  "n15", "n16", "n17", "n18", "n19", "n20"};
+	static const struct {
+		int64_t job;
+		int nodes, gpus;
+		enum sched_spot_rule rule;
+		const char *placed; /* NULL = waits */
+	} jobs[] = {
+	    {100, 1, 2, SCHED_SPOT_NEVER, "n01"},    /* n01 and n12 have 2: not the spot one */
+	    {101, 1, 1, SCHED_SPOT_ANY, "n12"},	     /* n12 is the only one with 2 left */
+	    {102, 2, 8, SCHED_SPOT_NEVER, "n02,n03"}, /* idle nodes, lowest first */
+	    {103, 2, 8, SCHED_SPOT_ANY, "n04,n05"},   /* the idle spot node counts */
+	    {104, 1, 8, SCHED_SPOT_FALLBACK, "n06"},
+	    {105, 19, 8, SCHED_SPOT_NEVER, NULL},      /* 18 on-demand nodes: never */
+	    {106, 1, 8, SCHED_SPOT_ANY, "n07"},
+	    {107, 12, 8, SCHED_SPOT_NEVER, "n08,n09,n10,n11,n13,n14,n15,n16,n17,n18,n19,n20"},
+	    {108, 1, 1, SCHED_SPOT_FALLBACK, NULL}, /* only n12 (spot) has a GPU: the head */
+	    {109, 1, 1, SCHED_SPOT_ANY, "n12"},
+	    {110, 1, 8, SCHED_SPOT_NEVER, NULL},
+	    {111, 1, 8, SCHED_SPOT_NEVER, NULL},
+	    {112, 1, 8, SCHED_SPOT_ANY, NULL},
+	    {113, 1, 8, SCHED_SPOT_ANY, NULL},
+	};
+	struct fx f;
+	int a;
+
+	fx_init(&f);
+	for (size_t n = 0; n < sizeof(ids) / sizeof(ids[0]); n++)
+		fx_node(&f, ids[n], 8, NULL, NULL, NULL);
+	f.nodes[3].spot = f.nodes[11].spot = true;
+	f.nodes[0].busy = 0x3f;
+	f.nodes[11].busy = 0x3f;
+	a = fx_team(&f, "a", 1000, -1, -1, NULL);
+	for (size_t k = 0; k < sizeof(jobs) / sizeof(jobs[0]); k++) {
+		struct sched_pending_in *p = fx_pend(&f, jobs[k].job, a, jobs[k].nodes,
+						     jobs[k].gpus, (int64_t)k);
+
+		p->spot = jobs[k].rule;
+		p->spot_preemptions = p->spot_max_preemptions = 2;
+	}
+	fx_decide(&f);
+	for (size_t k = 0; k < sizeof(jobs) / sizeof(jobs[0]); k++) {
+		const char *got = fx_placed(&f, jobs[k].job);
+		int i = fx_pidx(&f, jobs[k].job);
+
+		if (jobs[k].placed)
+			CHECK_STR_EQ(got ? got : "-", jobs[k].placed);
+		else
+			CHECK(got == NULL);
+		CHECK(f.d->pending[i].on_demand_only == (jobs[k].rule != SCHED_SPOT_ANY));
+	}
+	CHECK_STR_EQ(fx_reason(&f, 105),
+		     "the on-demand nodes can never hold it (spot.allowed is false)");
+	CHECK_INT_EQ(f.d->head, fx_pidx(&f, 108));
+	CHECK_STR_EQ(fx_reason_when(&f, 108, "T"),
+		     "waiting for on-demand nodes: preempted on spot 2 times "
+		     "(spot.max_preemptions 2); next in line, nodes reserved from T");
+	CHECK_STR_EQ(fx_reason(&f, 110), "waiting for on-demand nodes (spot.allowed is false)");
+	CHECK_STR_EQ(fx_reason(&f, 111), "waiting for on-demand nodes (spot.allowed is false)");
+	CHECK_STR_EQ(fx_reason(&f, 112), "no node has 8 free GPUs");
+	CHECK_STR_EQ(fx_reason(&f, 113), "no node has 8 free GPUs");
+	/* the head's reservation is on on-demand nodes only */
+	REQUIRE_INT_EQ(f.d->nreservations, 1);
+	CHECK(!f.nodes[f.d->reservations[0].node[0]].spot);
+	/* the caller's pending jobs are read, not written */
+	for (int i = 0; i < f.in.npending; i++)
+		CHECK(f.pend[i].nexclude == 0 && f.pend[i].exclude == NULL);
+	fx_done(&f);
+}
+
 TY_TEST(backoff_reason_relative_when)
 {
 	struct fx f;

@@ -929,6 +929,77 @@ TY_TEST(spot_rules_hold)
 	}
 }
 
+/*
+ * The spot rules are the schedulable spot nodes excluded (docs/scheduling.md,
+ * "Spot"): the same worlds decided once with the rules and once with the
+ * rules' jobs excluding those nodes explicitly place, preempt, reserve and
+ * account alike. Only the reason differs: with the rules, waiting for nodes
+ * reads as waiting for on-demand nodes, so both are normalised to that.
+ */
+static void normalise_on_demand(const struct world *w, struct sched_decisions *d)
+{
+	for (int i = 0; i < w->np; i++) {
+		struct sched_pending_out *o = &d->pending[i];
+
+		if ((enum sched_spot_rule)(w->pend[i].job % 3) == SCHED_SPOT_ANY)
+			continue;
+		if (o->reason == SCHED_WAIT_NODES || o->reason == SCHED_WAIT_TOPOLOGY ||
+		    o->reason == SCHED_NEVER_FITS_EXCLUDED || o->reason == SCHED_WAIT_ON_DEMAND) {
+			o->reason = SCHED_WAIT_ON_DEMAND;
+			o->level = SCHED_TOPO_NONE;
+			o->count = 0;
+		}
+	}
+}
+
+TY_TEST(spot_rules_are_spot_nodes_excluded)
+{
+	uint64_t one = seed_env("TY_SEED", 0), n = seed_env("TY_SEEDS", 1000);
+	static struct world w;
+	static int xs[MAXP][MAXN + 1];
+
+	for (uint64_t seed = one ? one : 1; seed <= (one ? one : n); seed++) {
+		struct sched_decisions *d, *e = NULL;
+		struct ty_err err = {0};
+		char *a, *b;
+
+		ty_test_context("seed %" PRIu64, seed);
+		gen_world(&w, seed);
+		d = decide_spot(&w);
+		/* the same input, the rules turned into exclusions */
+		for (int i = 0; i < w.np; i++) {
+			struct sched_pending_in *x = &w.in_pend[i];
+			int k = 0;
+
+			if (x->spot == SCHED_SPOT_ANY)
+				continue;
+			if (w.pend[i].excl >= 0)
+				xs[i][k++] = w.pend[i].excl;
+			for (int m = 0; m < w.nn; m++)
+				if (w.nodes[m].spot && w.nodes[m].schedulable)
+					xs[i][k++] = m;
+			x->exclude = xs[i];
+			x->nexclude = k;
+			x->spot = SCHED_SPOT_ANY;
+		}
+		for (int m = 0; m < w.nn; m++)
+			w.nodes[m].spot = false;
+		REQUIRE_INT_EQ(sched_decide(&e, &w.in, &err), 0);
+		normalise_on_demand(&w, d);
+		normalise_on_demand(&w, e);
+		a = serialize(d);
+		b = serialize(e);
+		if (strcmp(a, b))
+			FAIL("spot rules and excluded spot nodes decide differently:\n%s\n%s", a, b);
+		free(a);
+		free(b);
+		sched_decisions_free(d);
+		sched_decisions_free(e);
+		if (ty_test_failed())
+			return;
+	}
+}
+
 TY_TEST(reclaim_settles)
 {
 	uint64_t one = seed_env("TY_SEED", 0), n = seed_env("TY_SEEDS", 3000);
