@@ -755,7 +755,7 @@ static int cancel_pass(struct sched *s, struct ty_err *err)
 		PGresult *up = NULL;
 		int kills = 0;
 
-		if ((rc = sched_tx_begin(s->pg, s->epoch, err)))
+		if ((rc = sched_tx_begin(s, err)))
 			break;
 		if (!strcmp(state, "pending")) {
 			rc = ty_pg_exec(&up, s->pg,
@@ -803,7 +803,7 @@ static int cancel_pass(struct sched *s, struct ty_err *err)
 		PQclear(up);
 		if (rc)
 			ty_pg_rollback(s->pg);
-		else if (!(rc = ty_pg_commit(s->pg, err)) && kills > 0)
+		else if (!(rc = sched_tx_commit(s, err)) && kills > 0)
 			SCHED_FAULT(SCHED_FAULT_CANCEL_AFTER_COMMIT);
 	}
 	PQclear(res);
@@ -821,13 +821,15 @@ static bool fatal(int rc)
  * Run one decision under a savepoint: one job's trouble (a raced port, a
  * spec that does not parse) must not undo the others.
  */
-static int savepoint(struct sched *s, const char *what, int64_t job, int rc,
-		     const struct ty_err *derr, struct ty_err *err)
+static int savepoint(struct sched *s, struct sched_store_mark mark, const char *what, int64_t job,
+		     int rc, const struct ty_err *derr, struct ty_err *err)
 {
 	if (rc && fatal(rc))
 		return ty_err_set(err, rc, "%s", derr->msg);
 	if (rc) {
 		ty_warn("cannot %s job %lld: %s", what, (long long)job, derr->msg);
+		/* with the events and outbox rows buffered since */
+		sched_store_rewind(&s->store, mark);
 		return ty_pg_exec(NULL, s->pg, "ROLLBACK TO SAVEPOINT decision", 0, NULL, err);
 	}
 	return ty_pg_exec(NULL, s->pg, "RELEASE SAVEPOINT decision", 0, NULL, err);
@@ -840,12 +842,13 @@ static int apply_placements(int *placed, struct sched *s, const struct snap *sn,
 
 	*placed = 0;
 	for (int i = 0; i < d->nplacements && !rc; i++) {
+		struct sched_store_mark mark = sched_store_mark(&s->store);
 		struct ty_err derr = {0};
 		bool ok = false;
 
 		if ((rc = ty_pg_exec(NULL, s->pg, "SAVEPOINT decision", 0, NULL, err)))
 			break;
-		rc = savepoint(s, "place", d->placements[i].job,
+		rc = savepoint(s, mark, "place", d->placements[i].job,
 			       place(&ok, s, sn, &d->placements[i], &derr), &derr, err);
 		*placed += ok;
 	}
@@ -862,6 +865,7 @@ static int apply_preemptions(struct sched *s, const struct snap *sn,
 		const struct sched_pending_in *for_job = &sn->pending[p->pending];
 		const char *team = sn->teams[for_job->team].name;
 		int64_t attempt = sn->running_attempt[p->running];
+		struct sched_store_mark mark;
 		struct ty_err derr = {0};
 		char why[REASON_MAX];
 		bool started = false;
@@ -877,10 +881,11 @@ static int apply_preemptions(struct sched *s, const struct snap *sn,
 				 "attempt %lld preempted to place job %lld (team %s reclaiming its "
 				 "nominal quota)",
 				 (long long)attempt, (long long)p->for_job, team);
+		mark = sched_store_mark(&s->store);
 		if ((rc = ty_pg_exec(NULL, s->pg, "SAVEPOINT decision", 0, NULL, err)))
 			break;
 		rc = savepoint(
-		    s, "preempt", p->victim,
+		    s, mark, "preempt", p->victim,
 		    sched_preempt(&started, s, p->victim, attempt, p->for_job, why, &derr), &derr,
 		    err);
 	}
@@ -1156,7 +1161,7 @@ static int apply(struct sched *s, struct snap *sn, const struct sched_decisions 
 	size_t k;
 	int rc, placed = 0;
 
-	if ((rc = sched_tx_begin(s->pg, s->epoch, err))) {
+	if ((rc = sched_tx_begin(s, err))) {
 		sched_mirror_stale(s, "cycle not begun");
 		return rc;
 	}
@@ -1170,7 +1175,7 @@ static int apply(struct sched *s, struct snap *sn, const struct sched_decisions 
 	}
 	if (placed || d->npreemptions)
 		SCHED_FAULT(SCHED_FAULT_CYCLE_BEFORE_COMMIT);
-	if ((rc = ty_pg_commit(s->pg, err))) {
+	if ((rc = sched_tx_commit(s, err))) {
 		sched_mirror_stale(s, "cycle commit failed");
 		goto out;
 	}
