@@ -780,6 +780,24 @@ int sched_store_flush(struct sched *s, struct ty_err *err);
  */
 int sched_tx_commit(struct sched *s, struct ty_err *err);
 int sched_store__events_flush(struct sched *s, struct ty_err *err);
+/*
+ * Lock the jobs of jobs[n] that are still placeable (SELECT ... FOR UPDATE,
+ * one statement): *out (new, sorted by job) with *nout rows.
+ */
+int sched_store_jobs_lock(struct sched_store_job **out, int *nout, struct sched *s,
+			  const int64_t *jobs, int n, struct ty_err *err);
+/* The boots of nodes[n] (one statement): *out new, sorted by node id (strcmp). */
+int sched_store_boots(struct sched_store_boot **out, int *nout, struct sched *s,
+		      const char *const *nodes, int n, struct ty_err *err);
+/* Insert n attempts rows (epoch s->epoch), one statement. */
+int sched_store_attempts_add(struct sched *s, const struct sched_store_attempt *v, int n,
+			     struct ty_err *err);
+/* Insert n allocations rows, one statement. */
+int sched_store_allocs_add(struct sched *s, const struct sched_store_alloc *v, int n,
+			   struct ty_err *err);
+/* Move n jobs to `scheduled` with their new attempt, queue fields cleared; one statement. */
+int sched_store_jobs_scheduled(struct sched *s, const int64_t *jobs, const int64_t *attempts, int n,
+			       struct ty_err *err);
 int sched_store__outbox_flush(struct sched *s, struct ty_err *err);
 
 /* ---- small helpers (loop.c) ---- */

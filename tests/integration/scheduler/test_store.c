@@ -240,3 +240,156 @@ TY_TEST(a_failed_flush_rolls_the_transaction_back)
 	CHECK_STR_EQ(FX_Q(f, "SELECT count(*) FROM dispatch_outbox"), "0");
 	done(s);
 }
+
+/* ---- a cycle's placements, set-based, through a scheduler process ---- */
+
+#define T 15000
+
+/*
+ * Three 4-GPU nodes ready, the scheduler stopped again, and jobs submitted
+ * while it is: its next term's first cycle places them all at once.
+ */
+static void three_nodes_no_leader(struct fx *f)
+{
+	int a;
+
+	fx_node(f, "n1", 4);
+	fx_node(f, "n2", 4);
+	fx_node(f, "n3", 4);
+	a = fx_sched_start(f, "s1", NULL);
+	FX_WAIT(f, T, "3", "SELECT count(*) FROM nodes WHERE state = 'ready'");
+	fx_sched_stop(f, a);
+}
+
+static const char *dstr(const struct proto_msg *m, const char *key)
+{
+	return json_string_value(json_object_get(m->data, key));
+}
+
+TY_TEST(a_cycle_placing_several_gangs_writes_each_one_s_rows)
+{
+	struct fx *f = fx_start();
+	long long job[3];
+	const int nn[3] = {2, 1, 1};
+	int s;
+
+	three_nodes_no_leader(f);
+	job[0] = fx_submit(f, ",'resources':{'nodes':2,'gpus_per_node':2}");
+	job[1] = fx_submit(f, ",'resources':{'nodes':1,'gpus_per_node':4}");
+	job[2] = fx_submit(f, ",'resources':{'nodes':1,'gpus_per_node':2}");
+	s = fx_sched_start(f, "s2", NULL);
+	for (int i = 0; i < 3; i++)
+		FX_WAIT(f, T, "scheduled 1", "SELECT state || ' ' || attempt FROM jobs WHERE id = $1",
+			fx_n(job[i]));
+	/* in one transaction: one cycle wrote them */
+	CHECK_STR_EQ(FX_Q(f, "SELECT count(DISTINCT created_at) || ' ' || count(*) FROM attempts"),
+		     "1 3");
+	for (int i = 0; i < 3; i++) {
+		long long prev = 0;
+
+		ty_test_context("job %lld", job[i]);
+		CHECK_STR_EQ(FX_Q(f,
+				  "SELECT nnodes || ' ' || world_size || ' ' || (launch->>'nnodes') || ' '"
+				  " || (master_port = (launch->>'master_port')::integer"
+				  " AND master_addr = launch->>'master_addr') || ' ' || epoch"
+				  " FROM attempts WHERE job_id = $1",
+				  fx_n(job[i])),
+			     ty_test_strf("%d %d %d true 2", nn[i], i == 1 ? 4 : 2 * nn[i], nn[i]));
+		/* the metrics token of the launch is the one whose hash the attempt keeps */
+		CHECK_STR_EQ(FX_Q(f,
+				  "SELECT encode(sha256(convert_to(launch->>'metrics_token', 'UTF8')),"
+				  " 'hex') = metrics_token_sha256 FROM attempts WHERE job_id = $1",
+				  fx_n(job[i])),
+			     "t");
+		CHECK_STR_EQ(FX_Q(f,
+				  "SELECT string_agg(node_rank || ':' || first_rank || ':' ||"
+				  " local_ranks || ':' || cardinality(gpus), ',' ORDER BY node_rank)"
+				  " FROM allocations WHERE job_id = $1 AND attempt = 1",
+				  fx_n(job[i])),
+			     nn[i] == 2 ? "0:0:2:2,1:2:2:2" : (i == 1 ? "0:0:4:4" : "0:0:2:2"));
+		/* one scheduled event, as before */
+		CHECK_STR_EQ(FX_Q(f,
+				  "SELECT count(*) || ' ' || min(data->>'attempt') || ' '"
+				  " || (min(message) LIKE 'attempt 1 scheduled on n%')"
+				  " FROM job_events WHERE job_id = $1 AND type = 'scheduled'",
+				  fx_n(job[i])),
+			     "1 1 true");
+		CHECK_STR_EQ(FX_Q(f,
+				  "SELECT (SELECT max(seq) FROM job_events WHERE job_id = $1)"
+				  " = last_event_seq FROM jobs WHERE id = $1",
+				  fx_n(job[i])),
+			     "t");
+		/* a launch to each node, with its boot, ids increasing with the node rank */
+		for (int r = 0; r < nn[i]; r++) {
+			const char *node = FX_Q(f,
+						"SELECT node_id FROM allocations WHERE job_id = $1"
+						" AND node_rank = $2",
+						fx_n(job[i]), fx_n(r));
+			const struct proto_msg *l;
+
+			REQUIRE(node != NULL);
+			l = fx_recv(f, node, "launch", job[i], T);
+			REQUIRE(l != NULL);
+			CHECK_INT_EQ(l->attempt, 1);
+			CHECK_INT_EQ(json_integer_value(json_object_get(l->data, "node_rank")), r);
+			CHECK_STR_EQ(dstr(l, "boot_id"), fx_node_boot(f, node));
+			CHECK(l->seq > prev);
+			prev = l->seq;
+		}
+	}
+	CHECK(strstr(fx_sched_log(f, s), "one by one") == NULL);
+	fx_sched_stop(f, s);
+}
+
+TY_TEST(a_placement_the_set_cannot_take_fails_alone)
+{
+	struct fx *f = fx_start();
+	long long good1, bad, good2;
+	const char *log;
+	int s;
+
+	three_nodes_no_leader(f);
+	good1 = fx_submit(f, ",'resources':{'nodes':1,'gpus_per_node':2}");
+	bad = fx_submit(f, ",'resources':{'nodes':1,'gpus_per_node':2}");
+	good2 = fx_submit(f, ",'resources':{'nodes':2,'gpus_per_node':1}");
+	/* one job's allocations are refused: the set-based insert fails whole */
+	FX_Q(f, "CREATE TABLE refused (job bigint)");
+	FX_Q(f, "INSERT INTO refused VALUES ($1)", fx_n(bad));
+	FX_Q(f, "CREATE FUNCTION refuse() RETURNS trigger LANGUAGE plpgsql AS $$"
+		" BEGIN IF NEW.job_id IN (SELECT job FROM refused) THEN"
+		" RAISE EXCEPTION 'refused by the test'; END IF; RETURN NEW; END $$");
+	FX_Q(f, "CREATE TRIGGER refuse BEFORE INSERT ON allocations"
+		" FOR EACH ROW EXECUTE FUNCTION refuse()");
+	s = fx_sched_start(f, "s2", NULL);
+	FX_WAIT(f, T, "scheduled", "SELECT state FROM jobs WHERE id = $1", fx_n(good1));
+	FX_WAIT(f, T, "scheduled", "SELECT state FROM jobs WHERE id = $1", fx_n(good2));
+	REQUIRE(fx_recv(f, FX_Q(f, "SELECT node_id FROM allocations WHERE job_id = $1", fx_n(good1)),
+			"launch", good1, T) != NULL);
+	log = fx_sched_log(f, s);
+	CHECK(strstr(log, "writing them one by one") != NULL);
+	CHECK(strstr(log, ty_test_strf("cannot place job %lld: ", bad)) != NULL);
+	/* the refused one left nothing behind: no attempt, event, or launch */
+	CHECK_STR_EQ(FX_Q(f, "SELECT state || ' ' || attempt FROM jobs WHERE id = $1", fx_n(bad)),
+		     "pending 0");
+	CHECK_STR_EQ(FX_Q(f, "SELECT count(*) FROM attempts WHERE job_id = $1", fx_n(bad)), "0");
+	CHECK_STR_EQ(FX_Q(f,
+			  "SELECT count(*) FROM job_events WHERE job_id = $1 AND type = 'scheduled'",
+			  fx_n(bad)),
+		     "0");
+	CHECK_INT_EQ(fx_count(f, "n1", "launch", bad, 0) + fx_count(f, "n2", "launch", bad, 0) +
+			 fx_count(f, "n3", "launch", bad, 0),
+		     0);
+	/* the others were written whole, one scheduled event each */
+	CHECK_STR_EQ(FX_Q(f,
+			  "SELECT count(*) FROM job_events WHERE job_id IN ($1, $2)"
+			  " AND type = 'scheduled'",
+			  fx_n(good1), fx_n(good2)),
+		     "2");
+	CHECK_STR_EQ(FX_Q(f, "SELECT count(*) FROM allocations WHERE job_id = $1", fx_n(good2)),
+		     "2");
+	/* once the trouble is gone, the job is placed like any other */
+	FX_Q(f, "DROP TRIGGER refuse ON allocations");
+	FX_WAIT(f, T, "scheduled 1", "SELECT state || ' ' || attempt FROM jobs WHERE id = $1",
+		fx_n(bad));
+	fx_sched_stop(f, s);
+}
