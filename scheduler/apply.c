@@ -76,62 +76,6 @@ static const char *jstr(const json_t *o, const char *key, const char *def)
 
 /* ---- writes shared by apply, placement and reconciliation ---- */
 
-int sched_outbox_add(struct sched *s, enum proto_type type, const char *node, int64_t job,
-		     int64_t attempt, json_t *data, struct ty_err *err)
-{
-	struct proto_msg m = {
-	    .type = type,
-	    .job = job,
-	    .attempt = attempt,
-	    .epoch = s->epoch,
-	    .ts = ty_wall_ms(),
-	    .data = data,
-	};
-	PGresult *res = NULL;
-	char *payload = NULL;
-	char idb[24], eb[24];
-	size_t len;
-	int rc;
-
-	snprintf(m.node, sizeof(m.node), "%s", node);
-	if ((rc = ty_pg_exec(&res, s->pg,
-			     "SELECT nextval(pg_get_serial_sequence('dispatch_outbox', 'id'))", 0,
-			     NULL, err)))
-		goto out;
-	m.seq = sched_col_i64(res, 0, 0);
-	if ((rc = proto_encode(&payload, &len, &m, err)))
-		goto out;
-	const char *p[] = {sched_i64(idb, m.seq), node, sched_i64(eb, s->epoch), payload};
-	if ((rc = ty_pg_exec(NULL, s->pg,
-			     "INSERT INTO dispatch_outbox (id, node_id, epoch, payload)"
-			     " VALUES ($1, $2, $3, $4)",
-			     4, p, err)))
-		goto out;
-	s->outbox_dirty = true;
-out:
-	PQclear(res);
-	free(payload);
-	return rc;
-}
-
-int sched_job_event(struct sched *s, int64_t job, const char *type, const char *state,
-		    const char *message, const json_t *data, struct ty_err *err)
-{
-	char jb[24], *d = data ? json_dumps(data, JSON_COMPACT) : NULL;
-	const char *p[] = {sched_i64(jb, job), type, state, message, d};
-	int rc;
-
-	if (data && !d)
-		return ty_err_set(err, TY_ENOMEM, NULL);
-	rc = ty_pg_exec(NULL, s->pg, "SELECT ty_job_event($1, $2, $3, $4, $5::jsonb)", 5, p, err);
-	free(d);
-	/* every change of a job's state comes with an event: the queue mirror reads it again */
-	sched_touch(s, job);
-	if (!rc)
-		ty_info("job %lld: %s", (long long)job, message);
-	return rc;
-}
-
 /*
  * Move the job from a state in `from` (an array literal) to `to`, when its
  * current attempt is `attempt`. *moved tells whether it did.

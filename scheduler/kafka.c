@@ -389,6 +389,7 @@ static bool transient(int rc, const char *sqlstate)
 static int apply_one(struct sched *s, int i, struct ty_err *err)
 {
 	const struct proto_msg *m = &s->bmsg[i];
+	struct sched_store_mark mark = sched_store_mark(&s->store);
 	struct ty_err merr = {0};
 	int rc;
 
@@ -406,6 +407,7 @@ static int apply_one(struct sched *s, int i, struct ty_err *err)
 			proto_type_name(m->type), m->node, (long long)m->job, (long long)m->attempt,
 			merr.msg);
 		rc = ty_pg_exec(NULL, s->pg, "ROLLBACK TO SAVEPOINT msg", 0, NULL, err);
+		sched_store_rewind(&s->store, mark); /* its events and outbox rows too */
 		goto out;
 	}
 	rc = ty_pg_exec(NULL, s->pg, "RELEASE SAVEPOINT msg", 0, NULL, err);
@@ -474,7 +476,7 @@ int sched_consume_apply(struct sched *s, struct ty_err *err)
 		return 0;
 	/* first in one go; should a message be bad, again with a savepoint each */
 	for (bool careful = false;; careful = true) {
-		if ((rc = sched_tx_begin(s->pg, s->epoch, err)))
+		if ((rc = sched_tx_begin(s, err)))
 			return rc;
 		if (!careful)
 			rc = apply_fast(s, err);
@@ -489,7 +491,7 @@ int sched_consume_apply(struct sched *s, struct ty_err *err)
 	}
 	if (sched_fault_armed && batch_has_events(s))
 		SCHED_FAULT(SCHED_FAULT_EVENTS_BEFORE_COMMIT);
-	if ((rc = ty_pg_commit(s->pg, err))) {
+	if ((rc = sched_tx_commit(s, err))) {
 		sched_mirror_stale(s, "event batch commit failed");
 		return rc;
 	}

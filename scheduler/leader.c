@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-int sched_tx_begin(struct ty_pg *pg, int64_t epoch, struct ty_err *err)
+int sched_tx_fence(struct ty_pg *pg, int64_t epoch, struct ty_err *err)
 {
 	PGresult *res = NULL;
 	int64_t current;
@@ -34,6 +34,12 @@ fail:
 	PQclear(res);
 	ty_pg_rollback(pg);
 	return rc;
+}
+
+int sched_tx_begin(struct sched *s, struct ty_err *err)
+{
+	sched_store_reset(&s->store);
+	return sched_tx_fence(s->pg, s->epoch, err);
 }
 
 int sched_epoch_bump(int64_t *epoch, struct ty_pg *pg, const char *holder, struct ty_err *err)
@@ -80,6 +86,7 @@ static void unlisten(struct sched *s)
 	s->jobs_changed = false;
 	s->queued.n = 0;
 	sched_queue_clear(s);
+	sched_store_free(&s->store);
 }
 
 static void unlock(struct sched *s)

@@ -281,7 +281,7 @@ int sched_rates_publish(struct sched *s, struct ty_err *err)
 	const struct sched_rates *r = &s->o.rates;
 	int rc;
 
-	if ((rc = sched_tx_begin(s->pg, s->epoch, err)))
+	if ((rc = sched_tx_begin(s, err)))
 		return rc;
 	if ((rc = ty_pg_exec(NULL, s->pg, "DELETE FROM usage_rates", 0, NULL, err)))
 		goto out;
@@ -299,6 +299,6 @@ out:
 	if (rc)
 		ty_pg_rollback(s->pg);
 	else
-		rc = ty_pg_commit(s->pg, err);
+		rc = sched_tx_commit(s, err);
 	return rc;
 }

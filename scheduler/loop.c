@@ -249,6 +249,7 @@ out:
 	sched_ids_free(&s->delivered);
 	sched_ids_free(&s->queued);
 	sched_queue_clear(s);
+	sched_store_free(&s->store);
 	ty_pg_close(s->pg);
 	ty_pg_close(s->lock_pg);
 	s->pg = s->lock_pg = NULL;

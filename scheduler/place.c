@@ -541,9 +541,9 @@ static const char *spec_str(const json_t *spec, const char *obj, const char *key
  * The attempt's part of the launch (proto/launch.h) of placement pl of the
  * job with spec, run as uid by team, with the attempt's metrics token.
  */
-static json_t *launch_common(const struct sched *s, const struct snap *sn,
-			     const struct sched_placement *pl, const json_t *spec, int64_t uid,
-			     const char *team, const char *token)
+static json_t *common_of(const struct sched *s, const struct snap *sn,
+			 const struct sched_placement *pl, const json_t *spec, int64_t uid,
+			 const char *team, const char *token)
 {
 	const json_t *command = json_object_get(spec, "command"), *res = json_object_get(spec, "resources");
 	const json_t *cpus = json_object_get(res, "cpus_per_node"), *mem = json_object_get(res, "memory_mb_per_node");
@@ -589,45 +589,40 @@ static json_t *launch_common(const struct sched *s, const struct snap *sn,
 	return out;
 }
 
-/*
- * Write one placement inside the cycle's transaction. *placed is false when
- * the job is no longer placeable (cancelled, placed meanwhile).
- */
-static int place(bool *placed, struct sched *s, const struct snap *sn,
-		 const struct sched_placement *pl, struct ty_err *err)
+/* One gang being written: its locked job row and its launch's common part. */
+struct gang {
+	const struct sched_placement *pl;
+	int64_t attempt;
+	json_t *common;
+	char *common_text;
+	char token_hash[TY_SHA256_HEX_LEN + 1];
+};
+
+static void gang_clear(struct gang *g)
 {
-	char jb[24], ab[24], eb[24], pb[24], nb[24], wb[24], rb[24], fb[24], lb[24], text[512];
-	const char *master = sn->nodes[pl->node[0]].id;
-	struct ty_buf gb = TY_BUF_INIT, names = TY_BUF_INIT;
-	json_t *spec = NULL, *common = NULL, *data = NULL, *edata = NULL;
-	char *common_text = NULL;
-	char token[64], token_hash[TY_SHA256_HEX_LEN + 1], team[64];
-	PGresult *res = NULL, *boot = NULL;
-	int64_t attempt, uid;
-	int rc;
+	json_decref(g->common);
+	free(g->common_text);
+	g->common = NULL;
+	g->common_text = NULL;
+}
 
-	*placed = false;
-	{
-		const char *p[] = {sched_i64(jb, pl->job)};
+/*
+ * The launch data every node of the gang shares (proto_launch_data adds a
+ * node's own), from the job's spec, with a fresh metrics token whose hash
+ * goes to attempts. TY_EPARSE: the job's spec is not one we can launch.
+ */
+static int launch_common(struct gang *g, struct sched *s, const struct snap *sn,
+			 const struct sched_store_job *row, struct ty_err *err)
+{
+	const struct sched_placement *pl = g->pl;
+	json_t *spec = NULL, *common = NULL;
+	char token[64];
+	int64_t uid;
+	int rc = 0;
 
-		if ((rc = ty_pg_exec(
-			 &res, s->pg,
-			 "SELECT j.attempt, j.spec, j.team_id, t.run_uid, t.name FROM jobs j"
-			 " JOIN teams t ON t.id = j.team_id WHERE j.id = $1 AND j.state = 'pending'"
-			 " AND NOT j.cancel_requested FOR UPDATE OF j",
-			 1, p, err)))
-			goto out;
-	}
-	if (PQntuples(res) != 1)
-		goto out; /* rc 0: nothing to do */
-	attempt = sched_col_i64(res, 0, 0) + 1;
 	/* the team's own uid, else the base + its id (docs/security.md, "Job isolation") */
-	uid = PQgetisnull(res, 0, 3) ? s->o.team_uid_base + sched_col_i64(res, 0, 2)
-				     : sched_col_i64(res, 0, 3);
-	snprintf(team, sizeof(team), "%s", PQgetvalue(res, 0, 4));
-	spec = json_loads(PQgetvalue(res, 0, 1), 0, NULL);
-	PQclear(res);
-	res = NULL;
+	uid = row->run_uid < 0 ? s->o.team_uid_base + row->team_id : row->run_uid;
+	spec = json_loads(row->spec, 0, NULL);
 	if (!json_is_object(spec)) {
 		rc = ty_err_set(err, TY_EPARSE, "job %lld has no valid spec", (long long)pl->job);
 		goto out;
@@ -641,104 +636,212 @@ static int place(bool *placed, struct sched *s, const struct snap *sn,
 		rc = ty_err_set(err, rc, "cannot draw random bytes for a metrics token");
 		goto out;
 	}
-	ty_sha256_hex(token_hash, token, strlen(token));
-	common = launch_common(s, sn, pl, spec, uid, team, token);
-	if (!common || !(common_text = json_dumps(common, JSON_COMPACT))) {
+	ty_sha256_hex(g->token_hash, token, strlen(token));
+	common = common_of(s, sn, pl, spec, uid, row->team, token);
+	if (!common || !(g->common_text = json_dumps(common, JSON_COMPACT))) {
 		rc = ty_err_set(err, TY_ENOMEM, NULL);
 		goto out;
 	}
-	{
-		const char *p[] = {sched_i64(jb, pl->job),
-				   sched_i64(ab, attempt),
-				   sched_i64(eb, s->epoch),
-				   master,
-				   sn->addr[pl->node[0]],
-				   sched_i64(pb, pl->master_port),
-				   sched_i64(nb, pl->nnodes),
-				   sched_i64(wb, pl->world_size),
-				   common_text,
-				   token_hash};
-
-		if ((rc = ty_pg_exec(NULL, s->pg,
-				     "INSERT INTO attempts (job_id, attempt, epoch, master_node,"
-				     " master_addr, master_port, nnodes, world_size, launch,"
-				     " metrics_token_sha256)"
-				     " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9::jsonb, $10)",
-				     10, p, err)))
-			goto out;
-	}
-	for (int r = 0; r < pl->nnodes; r++) {
-		const char *node = sn->nodes[pl->node[r]].id;
-		int first = r * pl->local_ranks;
-
-		const int *g = pl->gpus + (size_t)r * (size_t)pl->gpus_per_node;
-
-		if (gpu_list(&gb, g, pl->gpus_per_node)) {
-			rc = ty_err_set(err, TY_ENOMEM, NULL);
-			goto out;
-		}
-		const char *p[] = {sched_i64(jb, pl->job),
-				   sched_i64(ab, attempt),
-				   node,
-				   sched_i64(rb, r),
-				   sched_i64(fb, first),
-				   sched_i64(lb, pl->local_ranks),
-				   gb.data};
-		/* the launch names the node's boot: a later boot must not run it */
-		if ((rc = ty_pg_exec(&boot, s->pg,
-				     "INSERT INTO allocations (job_id, attempt, node_id, node_rank,"
-				     " first_rank, local_ranks, gpus)"
-				     " VALUES ($1, $2, $3, $4, $5, $6, $7::integer[])"
-				     " RETURNING (SELECT boot_id FROM nodes WHERE id = $3)",
-				     7, p, err)))
-			goto out;
-		data = proto_launch_data(common, &(struct proto_launch_node){
-						     .node_rank = r,
-						     .first_rank = first,
-						     .gpus = g,
-						     .ngpus = pl->gpus_per_node,
-						     .boot_id = ty_pg_val(boot, 0, 0),
-						 });
-		PQclear(boot);
-		boot = NULL;
-		if (!data) {
-			rc = ty_err_set(err, TY_ENOMEM, NULL);
-			goto out;
-		}
-		if ((rc = sched_outbox_add(s, PROTO_LAUNCH, node, pl->job, attempt, data, err)))
-			goto out;
-		json_decref(data);
-		data = NULL;
-		ty_buf_printf(&names, "%s%s", r ? ", " : "", node);
-	}
-	{
-		const char *p[] = {sched_i64(jb, pl->job), sched_i64(ab, attempt)};
-
-		if ((rc = ty_pg_exec(NULL, s->pg,
-				     "UPDATE jobs SET state = 'scheduled', attempt = $2,"
-				     " pending_reason = NULL, queue_position = NULL,"
-				     " reserved_until = NULL WHERE id = $1",
-				     2, p, err)))
-			goto out;
-	}
-	snprintf(text, sizeof(text), "attempt %lld scheduled on %s: %d rank%s, master %s:%d",
-		 (long long)attempt, names.data ? names.data : "", pl->world_size,
-		 pl->world_size == 1 ? "" : "s", master, pl->master_port);
-	edata = json_pack("{s:I, s:i, s:s, s:i}", "attempt", (json_int_t)attempt, "world_size",
-			  pl->world_size, "master_node", master, "master_port", pl->master_port);
-	if ((rc = sched_job_event(s, pl->job, "scheduled", "scheduled", text, edata, err)))
-		goto out;
-	*placed = true;
+	g->common = common;
+	common = NULL;
 out:
-	PQclear(res);
-	PQclear(boot);
 	json_decref(spec);
 	json_decref(common);
-	json_decref(data);
+	return rc;
+}
+
+static const struct sched_store_job *row_of(const struct sched_store_job *v, int n, int64_t job)
+{
+	int lo = 0, hi = n;
+
+	while (lo < hi) {
+		int mid = lo + (hi - lo) / 2;
+
+		if (v[mid].job == job)
+			return &v[mid];
+		if (v[mid].job < job)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return NULL;
+}
+
+/* The gang's `scheduled` event. */
+static int scheduled_event(struct sched *s, const struct snap *sn, const struct gang *g,
+			   struct ty_err *err)
+{
+	const struct sched_placement *pl = g->pl;
+	const char *master = sn->nodes[pl->node[0]].id;
+	struct ty_buf names = TY_BUF_INIT;
+	char text[512];
+	json_t *edata;
+	int rc;
+
+	for (int r = 0; r < pl->nnodes; r++)
+		ty_buf_printf(&names, "%s%s", r ? ", " : "", sn->nodes[pl->node[r]].id);
+	snprintf(text, sizeof(text), "attempt %lld scheduled on %s: %d rank%s, master %s:%d",
+		 (long long)g->attempt, names.data ? names.data : "", pl->world_size,
+		 pl->world_size == 1 ? "" : "s", master, pl->master_port);
+	edata = json_pack("{s:I, s:i, s:s, s:i}", "attempt", (json_int_t)g->attempt, "world_size",
+			  pl->world_size, "master_node", master, "master_port", pl->master_port);
+	rc = sched_job_event(s, pl->job, "scheduled", "scheduled", text, edata, err);
 	json_decref(edata);
-	free(common_text);
-	ty_buf_free(&gb);
 	ty_buf_free(&names);
+	return rc;
+}
+
+/*
+ * Write n placements inside the cycle's transaction, set-based: a fixed
+ * number of statements whatever n (store/placements.c), launches and events
+ * through the store's buffers. A job no longer placeable (cancelled, placed
+ * meanwhile, deleted) is left out; one whose spec cannot be launched is
+ * left out with a warning. *placed: the gangs written. Any failed statement
+ * fails the whole set (the caller rolls it back).
+ */
+static int place_set(int *placed, struct sched *s, const struct snap *sn,
+		     const struct sched_placement *const *pls, int n, struct ty_err *err)
+{
+	struct sched_store_job *rows = NULL;
+	struct sched_store_boot *boots = NULL;
+	struct sched_store_attempt *att = NULL;
+	struct sched_store_alloc *al = NULL;
+	struct gang *g = NULL;
+	int64_t *ids = NULL, *attempts = NULL;
+	const char **nodes = NULL;
+	char **gpus_text = NULL;
+	struct ty_buf gb = TY_BUF_INIT;
+	json_t *data = NULL;
+	int nrows = 0, nboots = 0, ng = 0, nnodes = 0, nal = 0, rc;
+
+	*placed = 0;
+	if (!(ids = calloc((size_t)n, sizeof(*ids))) || !(g = calloc((size_t)n, sizeof(*g)))) {
+		rc = ty_err_set(err, TY_ENOMEM, NULL);
+		goto out;
+	}
+	for (int i = 0; i < n; i++) {
+		ids[i] = pls[i]->job;
+		nnodes += pls[i]->nnodes;
+	}
+	if ((rc = sched_store_jobs_lock(&rows, &nrows, s, ids, n, err)))
+		goto out;
+	for (int i = 0; i < n; i++) {
+		const struct sched_store_job *row = row_of(rows, nrows, pls[i]->job);
+		struct ty_err gerr = {0};
+
+		if (!row)
+			continue; /* nothing to do */
+		g[ng] = (struct gang){.pl = pls[i], .attempt = row->attempt + 1};
+		if ((rc = launch_common(&g[ng], s, sn, row, &gerr))) {
+			gang_clear(&g[ng]);
+			if (rc == TY_ENOMEM) {
+				rc = ty_err_set(err, rc, "%s", gerr.msg);
+				goto out;
+			}
+			ty_warn("cannot place job %lld: %s", (long long)pls[i]->job, gerr.msg);
+			rc = 0;
+			continue;
+		}
+		ng++;
+	}
+	if (ng == 0)
+		goto out;
+	if (!(nodes = calloc((size_t)nnodes, sizeof(*nodes))) ||
+	    !(al = calloc((size_t)nnodes, sizeof(*al))) ||
+	    !(gpus_text = calloc((size_t)nnodes, sizeof(*gpus_text))) ||
+	    !(att = calloc((size_t)ng, sizeof(*att))) ||
+	    !(attempts = calloc((size_t)ng, sizeof(*attempts)))) {
+		rc = ty_err_set(err, TY_ENOMEM, NULL);
+		goto out;
+	}
+	nnodes = 0;
+	for (int i = 0; i < ng; i++)
+		for (int r = 0; r < g[i].pl->nnodes; r++)
+			nodes[nnodes++] = sn->nodes[g[i].pl->node[r]].id;
+	/* the launch names the node's boot: a later boot must not run it */
+	if ((rc = sched_store_boots(&boots, &nboots, s, nodes, nnodes, err)))
+		goto out;
+	for (int i = 0; i < ng; i++) {
+		const struct sched_placement *pl = g[i].pl;
+
+		ids[i] = pl->job;
+		attempts[i] = g[i].attempt;
+		att[i] = (struct sched_store_attempt){
+		    .job = pl->job,
+		    .attempt = g[i].attempt,
+		    .master_node = sn->nodes[pl->node[0]].id,
+		    .master_addr = sn->addr[pl->node[0]],
+		    .master_port = pl->master_port,
+		    .nnodes = pl->nnodes,
+		    .world_size = pl->world_size,
+		    .launch = g[i].common_text,
+		    .token_sha256 = g[i].token_hash,
+		};
+		for (int r = 0; r < pl->nnodes; r++) {
+			const char *node = sn->nodes[pl->node[r]].id;
+			const char *boot = sched_store_boot_of(boots, nboots, node);
+			int first = r * pl->local_ranks;
+
+			const int *gl = pl->gpus + (size_t)r * (size_t)pl->gpus_per_node;
+
+			if (gpu_list(&gb, gl, pl->gpus_per_node) ||
+			    !(gpus_text[nal] = strdup(gb.data))) {
+				rc = ty_err_set(err, TY_ENOMEM, NULL);
+				goto out;
+			}
+			al[nal] = (struct sched_store_alloc){
+			    .job = pl->job,
+			    .attempt = g[i].attempt,
+			    .node = node,
+			    .node_rank = r,
+			    .first_rank = first,
+			    .local_ranks = pl->local_ranks,
+			    .gpus = gpus_text[nal],
+			};
+			nal++;
+			/* no boot: the node is gone, and the allocation's insert fails */
+			data = proto_launch_data(g[i].common, &(struct proto_launch_node){
+								  .node_rank = r,
+								  .first_rank = first,
+								  .gpus = gl,
+								  .ngpus = pl->gpus_per_node,
+								  .boot_id = boot ? boot : "",
+							      });
+			if (!data) {
+				rc = ty_err_set(err, TY_ENOMEM, NULL);
+				goto out;
+			}
+			if ((rc = sched_outbox_add(s, PROTO_LAUNCH, node, pl->job, g[i].attempt,
+						   data, err)))
+				goto out;
+			json_decref(data);
+			data = NULL;
+		}
+	}
+	if ((rc = sched_store_attempts_add(s, att, ng, err)) ||
+	    (rc = sched_store_allocs_add(s, al, nal, err)) ||
+	    (rc = sched_store_jobs_scheduled(s, ids, attempts, ng, err)))
+		goto out;
+	for (int i = 0; i < ng; i++)
+		if ((rc = scheduled_event(s, sn, &g[i], err)))
+			goto out;
+	*placed = ng;
+out:
+	for (int i = 0; g && i < ng; i++)
+		gang_clear(&g[i]);
+	for (int i = 0; gpus_text && i < nal; i++)
+		free(gpus_text[i]);
+	sched_store_jobs_free(rows, nrows);
+	sched_store_boots_free(boots, nboots);
+	json_decref(data);
+	ty_buf_free(&gb);
+	free(g);
+	free(ids);
+	free(attempts);
+	free(nodes);
+	free(gpus_text);
+	free(att);
+	free(al);
 	return rc;
 }
 
@@ -772,7 +875,7 @@ static int cancel_pass(struct sched *s, struct ty_err *err)
 		PGresult *up = NULL;
 		int kills = 0;
 
-		if ((rc = sched_tx_begin(s->pg, s->epoch, err)))
+		if ((rc = sched_tx_begin(s, err)))
 			break;
 		if (!strcmp(state, "pending")) {
 			rc = ty_pg_exec(&up, s->pg,
@@ -820,7 +923,7 @@ static int cancel_pass(struct sched *s, struct ty_err *err)
 		PQclear(up);
 		if (rc)
 			ty_pg_rollback(s->pg);
-		else if (!(rc = ty_pg_commit(s->pg, err)) && kills > 0)
+		else if (!(rc = sched_tx_commit(s, err)) && kills > 0)
 			SCHED_FAULT(SCHED_FAULT_CANCEL_AFTER_COMMIT);
 	}
 	PQclear(res);
@@ -838,34 +941,69 @@ static bool fatal(int rc)
  * Run one decision under a savepoint: one job's trouble (a raced port, a
  * spec that does not parse) must not undo the others.
  */
-static int savepoint(struct sched *s, const char *what, int64_t job, int rc,
-		     const struct ty_err *derr, struct ty_err *err)
+static int savepoint(struct sched *s, struct sched_store_mark mark, const char *what, int64_t job,
+		     int rc, const struct ty_err *derr, struct ty_err *err)
 {
 	if (rc && fatal(rc))
 		return ty_err_set(err, rc, "%s", derr->msg);
 	if (rc) {
 		ty_warn("cannot %s job %lld: %s", what, (long long)job, derr->msg);
+		/* with the events and outbox rows buffered since */
+		sched_store_rewind(&s->store, mark);
 		return ty_pg_exec(NULL, s->pg, "ROLLBACK TO SAVEPOINT decision", 0, NULL, err);
 	}
 	return ty_pg_exec(NULL, s->pg, "RELEASE SAVEPOINT decision", 0, NULL, err);
 }
 
+/*
+ * All of the cycle's placements set-based, under one savepoint; should that
+ * fail (a raced port, a node gone), one at a time, each under its own, so
+ * that one gang's trouble does not undo the others.
+ */
 static int apply_placements(int *placed, struct sched *s, const struct snap *sn,
 			    const struct sched_decisions *d, struct ty_err *err)
 {
+	const struct sched_placement **all = NULL;
+	struct sched_store_mark mark = sched_store_mark(&s->store);
+	struct ty_err derr = {0};
 	int rc = 0;
 
 	*placed = 0;
+	if (d->nplacements == 0)
+		return 0;
+	if (!(all = calloc((size_t)d->nplacements, sizeof(*all))))
+		return ty_err_set(err, TY_ENOMEM, NULL);
+	for (int i = 0; i < d->nplacements; i++)
+		all[i] = &d->placements[i];
+	if ((rc = ty_pg_exec(NULL, s->pg, "SAVEPOINT placements", 0, NULL, err)))
+		goto out;
+	if (!(rc = place_set(placed, s, sn, all, d->nplacements, &derr))) {
+		rc = ty_pg_exec(NULL, s->pg, "RELEASE SAVEPOINT placements", 0, NULL, err);
+		goto out;
+	}
+	*placed = 0;
+	if (fatal(rc)) {
+		rc = ty_err_set(err, rc, "%s", derr.msg);
+		goto out;
+	}
+	ty_warn("cannot write the cycle's %d placement%s at once, writing them one by one: %s",
+		d->nplacements, d->nplacements == 1 ? "" : "s", derr.msg);
+	sched_store_rewind(&s->store, mark);
+	if ((rc = ty_pg_exec(NULL, s->pg, "ROLLBACK TO SAVEPOINT placements", 0, NULL, err)))
+		goto out;
 	for (int i = 0; i < d->nplacements && !rc; i++) {
-		struct ty_err derr = {0};
-		bool ok = false;
+		int ok = 0;
 
+		ty_err_clear(&derr);
+		mark = sched_store_mark(&s->store);
 		if ((rc = ty_pg_exec(NULL, s->pg, "SAVEPOINT decision", 0, NULL, err)))
 			break;
-		rc = savepoint(s, "place", d->placements[i].job,
-			       place(&ok, s, sn, &d->placements[i], &derr), &derr, err);
+		rc = savepoint(s, mark, "place", all[i]->job,
+			       place_set(&ok, s, sn, &all[i], 1, &derr), &derr, err);
 		*placed += ok;
 	}
+out:
+	free(all);
 	return rc;
 }
 
@@ -879,6 +1017,7 @@ static int apply_preemptions(struct sched *s, const struct snap *sn,
 		const struct sched_pending_in *for_job = &sn->pending[p->pending];
 		const char *team = sn->teams[for_job->team].name;
 		int64_t attempt = sn->running_attempt[p->running];
+		struct sched_store_mark mark;
 		struct ty_err derr = {0};
 		char why[REASON_MAX];
 		bool started = false;
@@ -894,10 +1033,11 @@ static int apply_preemptions(struct sched *s, const struct snap *sn,
 				 "attempt %lld preempted to place job %lld (team %s reclaiming its "
 				 "nominal quota)",
 				 (long long)attempt, (long long)p->for_job, team);
+		mark = sched_store_mark(&s->store);
 		if ((rc = ty_pg_exec(NULL, s->pg, "SAVEPOINT decision", 0, NULL, err)))
 			break;
 		rc = savepoint(
-		    s, "preempt", p->victim,
+		    s, mark, "preempt", p->victim,
 		    sched_preempt(&started, s, p->victim, attempt, p->for_job, why, &derr), &derr,
 		    err);
 	}
@@ -1173,7 +1313,7 @@ static int apply(struct sched *s, struct snap *sn, const struct sched_decisions 
 	size_t k;
 	int rc, placed = 0;
 
-	if ((rc = sched_tx_begin(s->pg, s->epoch, err))) {
+	if ((rc = sched_tx_begin(s, err))) {
 		sched_mirror_stale(s, "cycle not begun");
 		return rc;
 	}
@@ -1187,7 +1327,7 @@ static int apply(struct sched *s, struct snap *sn, const struct sched_decisions 
 	}
 	if (placed || d->npreemptions)
 		SCHED_FAULT(SCHED_FAULT_CYCLE_BEFORE_COMMIT);
-	if ((rc = ty_pg_commit(s->pg, err))) {
+	if ((rc = sched_tx_commit(s, err))) {
 		sched_mirror_stale(s, "cycle commit failed");
 		goto out;
 	}

@@ -156,7 +156,7 @@ int sched_preempt_kills(struct sched *s, struct ty_err *err)
 		return rc;
 	if (PQntuples(res) == 0)
 		goto out;
-	if ((rc = sched_tx_begin(s->pg, s->epoch, err)))
+	if ((rc = sched_tx_begin(s, err)))
 		goto out;
 	for (int i = 0; i < PQntuples(res) && !rc; i++) {
 		int64_t job = sched_col_i64(res, i, 0), attempt = sched_col_i64(res, i, 1);
@@ -188,7 +188,7 @@ int sched_preempt_kills(struct sched *s, struct ty_err *err)
 	if (rc)
 		ty_pg_rollback(s->pg);
 	else
-		rc = ty_pg_commit(s->pg, err);
+		rc = sched_tx_commit(s, err);
 out:
 	PQclear(res);
 	return rc;

@@ -99,7 +99,7 @@ int sched_liveness(struct sched *s, struct ty_err *err)
 	s->kafka_ok = now;
 	if (s->kafka_back)
 		p[1] = sched_i64(bb, now - s->kafka_back);
-	if ((rc = sched_tx_begin(s->pg, s->epoch, err)))
+	if ((rc = sched_tx_begin(s, err)))
 		return rc;
 	/*
 	 * A new term counts from its own start too: heartbeats that arrived
@@ -128,7 +128,7 @@ int sched_liveness(struct sched *s, struct ty_err *err)
 	res = NULL;
 	if ((rc = node_states(s, err)))
 		goto fail;
-	return ty_pg_commit(s->pg, err);
+	return sched_tx_commit(s, err);
 fail:
 	PQclear(res);
 	ty_pg_rollback(s->pg);
@@ -333,7 +333,7 @@ int sched_reconcile(struct sched *s, struct ty_err *err)
 	const char *p[] = {sched_i64(rb, s->o.resend_ms)};
 	int rc;
 
-	if ((rc = sched_tx_begin(s->pg, s->epoch, err)))
+	if ((rc = sched_tx_begin(s, err)))
 		return rc;
 	/* an exit event gets one reconcile period to arrive before the heartbeat's word is taken */
 	if ((rc = sched_apply_late_exits(s, s->o.reconcile_ms, err)) ||
@@ -342,5 +342,5 @@ int sched_reconcile(struct sched *s, struct ty_err *err)
 		ty_pg_rollback(s->pg);
 		return rc;
 	}
-	return ty_pg_commit(s->pg, err);
+	return sched_tx_commit(s, err);
 }

@@ -187,7 +187,7 @@ int sched_relay_settle(struct sched *s, struct ty_err *err)
 	SCHED_FAULT(SCHED_FAULT_RELAY_AFTER_SEND);
 	if (!(ids = ids_array(&s->delivered)))
 		return ty_err_set(err, TY_ENOMEM, NULL);
-	if ((rc = sched_tx_begin(s->pg, s->epoch, err)))
+	if ((rc = sched_tx_begin(s, err)))
 		goto out;
 	{
 		const char *p[] = {ids};
@@ -199,7 +199,7 @@ int sched_relay_settle(struct sched *s, struct ty_err *err)
 			goto out;
 		}
 	}
-	if ((rc = ty_pg_commit(s->pg, err)))
+	if ((rc = sched_tx_commit(s, err)))
 		goto out;
 	for (int i = 0; i < s->delivered.n; i++)
 		ids_del(&s->inflight, s->delivered.v[i]);

@@ -5,13 +5,15 @@
  *
  * One thread does everything but serve /metrics (metrics.c). While leading
  * it owns a work connection, a consumer and a producer; every write
- * transaction goes through sched_tx_begin(), so a deposed leader can never
- * commit.
+ * transaction goes through sched_tx_begin() and sched_tx_commit(), so a
+ * deposed leader can never commit, and the rows buffered in store/ are
+ * written with the rest.
  */
 #ifndef TY_SCHEDULER_H
 #define TY_SCHEDULER_H
 
 #include "proto.h"
+#include "store/store.h"
 #include "ty_err.h"
 #include "ty_pg.h"
 
@@ -235,6 +237,8 @@ struct sched {
 	 * the queue mirror is stale (read again whole).
 	 */
 	struct sched_metrics *metrics; /* --metrics-listen (metrics.c); NULL: no metrics */
+	/* job events and outbox rows of the open transaction, written at its commit (store/) */
+	struct sched_store store;
 	struct sched_holds {
 		int64_t epoch; /* the term they were decided in */
 		int n, cap;
@@ -253,7 +257,13 @@ struct sched {
  * the transaction is rolled back and TY_EFENCED returned. The row lock
  * makes a new leader's epoch bump wait for this transaction to end.
  */
-int sched_tx_begin(struct ty_pg *pg, int64_t epoch, struct ty_err *err);
+int sched_tx_fence(struct ty_pg *pg, int64_t epoch, struct ty_err *err);
+/*
+ * sched_tx_fence() on s->pg with this term's epoch, with empty store/
+ * buffers (the last transaction committed or rolled back). Ended by
+ * sched_tx_commit() (store/store.c) or ty_pg_rollback().
+ */
+int sched_tx_begin(struct sched *s, struct ty_err *err);
 
 /* Start a new term: increment leader.epoch (new value in *epoch), record holder. */
 int sched_epoch_bump(int64_t *epoch, struct ty_pg *pg, const char *holder, struct ty_err *err);
@@ -327,12 +337,6 @@ int sched_apply_heartbeats(struct sched *s, const struct proto_msg *m, const boo
 int sched_apply_ranks(struct sched *s, const struct proto_msg *m, const bool *ok, int n,
 		      bool *done, bool *bad, struct ty_err *err);
 
-/* Write one dispatch message to the outbox (seq = row id, epoch = s->epoch). */
-int sched_outbox_add(struct sched *s, enum proto_type type, const char *node, int64_t job,
-		     int64_t attempt, json_t *data, struct ty_err *err);
-/* Append a job event through ty_job_event(); data may be NULL. */
-int sched_job_event(struct sched *s, int64_t job, const char *type, const char *state,
-		    const char *message, const json_t *data, struct ty_err *err);
 /*
  * `kill` to every node of the attempt that has not reported an exit and is
  * not lost (except `except`, may be NULL); sets killed_at. *count (may be
@@ -756,6 +760,50 @@ const char *sched_metrics_outcome(const struct sched_decisions *d, int i);
 const char *sched_metrics_class(const char *cls);
 /* Pure: parse "IPV4-ADDRESS:PORT" ("localhost" allowed) into *out; TY_EINVAL. */
 int sched_metrics_listen_parse(struct sockaddr_in *out, const char *spec);
+
+/* ---- store/: buffered writes of a fenced transaction ---- */
+
+/*
+ * Write one dispatch message to the outbox (seq = row id, epoch = s->epoch)
+ * at the commit (store/outbox.c); takes a reference to data, which must not
+ * change afterwards. Sets s->outbox_dirty.
+ */
+int sched_outbox_add(struct sched *s, enum proto_type type, const char *node, int64_t job,
+		     int64_t attempt, json_t *data, struct ty_err *err);
+/*
+ * Append a job event, as ty_job_event() would, at the commit (store/events.c:
+ * ty_job_events(), in the order appended); data may be NULL (copied). Touches
+ * the job and logs the message now.
+ */
+int sched_job_event(struct sched *s, int64_t job, const char *type, const char *state,
+		    const char *message, const json_t *data, struct ty_err *err);
+/* Write what is buffered (events, then outbox rows) and empty the buffers. */
+int sched_store_flush(struct sched *s, struct ty_err *err);
+/*
+ * Commit the fenced transaction: sched_store_flush(), then COMMIT; on a
+ * failure of the flush, roll back. The buffers are empty afterwards.
+ */
+int sched_tx_commit(struct sched *s, struct ty_err *err);
+int sched_store__events_flush(struct sched *s, struct ty_err *err);
+/*
+ * Lock the jobs of jobs[n] that are still placeable (SELECT ... FOR UPDATE,
+ * one statement): *out (new, sorted by job) with *nout rows.
+ */
+int sched_store_jobs_lock(struct sched_store_job **out, int *nout, struct sched *s,
+			  const int64_t *jobs, int n, struct ty_err *err);
+/* The boots of nodes[n] (one statement): *out new, sorted by node id (strcmp). */
+int sched_store_boots(struct sched_store_boot **out, int *nout, struct sched *s,
+		      const char *const *nodes, int n, struct ty_err *err);
+/* Insert n attempts rows (epoch s->epoch), one statement. */
+int sched_store_attempts_add(struct sched *s, const struct sched_store_attempt *v, int n,
+			     struct ty_err *err);
+/* Insert n allocations rows, one statement. */
+int sched_store_allocs_add(struct sched *s, const struct sched_store_alloc *v, int n,
+			   struct ty_err *err);
+/* Move n jobs to `scheduled` with their new attempt, queue fields cleared; one statement. */
+int sched_store_jobs_scheduled(struct sched *s, const int64_t *jobs, const int64_t *attempts, int n,
+			       struct ty_err *err);
+int sched_store__outbox_flush(struct sched *s, struct ty_err *err);
 
 /* ---- small helpers (loop.c) ---- */
 

@@ -183,14 +183,14 @@ int sched_spot_sweep(struct sched *s, struct ty_err *err)
 		return rc;
 	if (PQntuples(res) == 0)
 		goto out;
-	if ((rc = sched_tx_begin(s->pg, s->epoch, err)))
+	if ((rc = sched_tx_begin(s, err)))
 		goto out;
 	for (int i = 0; i < PQntuples(res) && !rc; i++)
 		rc = sched_spot_handshake(s, PQgetvalue(res, i, 0), err);
 	if (rc)
 		ty_pg_rollback(s->pg);
 	else
-		rc = ty_pg_commit(s->pg, err);
+		rc = sched_tx_commit(s, err);
 out:
 	PQclear(res);
 	return rc;

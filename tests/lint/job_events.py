@@ -1,12 +1,14 @@
 #!/usr/bin/env python3
-"""Job events appended only through ty_job_event() (migrations/0001_init.sql).
+"""Job events appended only through ty_job_event() or ty_job_events().
 
-ty_job_event() bumps jobs.last_event_seq and inserts the event with that
-seq in one statement, so every job's sequence is gap-free and ordered
-whoever writes (API, scheduler, tests). Fails, naming file:line, for an
-INSERT (or MERGE) INTO job_events anywhere in a .c, .h, .sql, .sh or .py
-file of the repository, except inside the body of a CREATE FUNCTION
-ty_job_event in a .sql file (a later migration may redefine it). In C,
+ty_job_event() (migrations/0001_init.sql) bumps jobs.last_event_seq and
+inserts the event with that seq in one statement, so every job's sequence
+is gap-free and ordered whoever writes (API, scheduler, tests);
+ty_job_events() (0025) does the same for many events at once. Fails,
+naming file:line, for an INSERT (or MERGE) INTO job_events anywhere in a
+.c, .h, .sql, .sh or .py file of the repository, except inside the body of
+a CREATE FUNCTION ty_job_event or ty_job_events in a .sql file (a later
+migration may redefine them). In C,
 adjacent string literals are read as one, so a statement split across
 literals is still seen. There are no exceptions: a writer that
 ty_job_event() does not fit extends it in a new migration.
@@ -23,7 +25,7 @@ Q = r'(?:\\?")?'  # an identifier's quotes, escaped in a C literal
 INSERT_RE = re.compile(r"\b(insert|merge)\s+into\s+(?:" + Q + r"public" + Q + r"\s*\.\s*)?" + Q +
                        r"job_events" + Q + r"(?!\w)", re.I)
 DEFINE_RE = re.compile(r"\bcreate\s+(?:or\s+replace\s+)?function\s+(?:public\s*\.\s*)?"
-                       r"ty_job_event\s*\(", re.I)
+                       r"ty_job_events?\s*\(", re.I)
 EXTS = (".c", ".h", ".sql", ".sh", ".py")
 SELF = os.path.abspath(__file__)
 
@@ -85,6 +87,7 @@ SELF_TESTS = [
     ("another table", "x.c", 'f(){q("INSERT INTO job_events_archive VALUES (1)");}', 0),
     ("the definition", "m.sql", DEF, 0),
     ("a redefinition", "m.sql", DEF.replace("CREATE", "CREATE OR REPLACE"), 0),
+    ("the batch definition", "m.sql", DEF.replace("ty_job_event(", "ty_job_events("), 0),
     ("another function", "m.sql", DEF.replace("ty_job_event(", "ty_other_event("), 1),
     ("after the definition", "m.sql", DEF + "INSERT INTO job_events VALUES (1, 2);\n", 1),
     ("SQL comment", "m.sql", "-- INSERT INTO job_events is ty_job_event's\nSELECT 1;\n", 0),
@@ -121,7 +124,7 @@ def main():
     findings = scan(files)
     for path, ln, line in findings:
         print(f"{path}:{ln}: inserts into job_events: append events through ty_job_event() "
-              f"(migrations/0001_init.sql)\n    {line}")
+              f"or ty_job_events() (migrations/0001_init.sql, 0025_job_events_batch.sql)\n    {line}")
     print(f"job_events: {len(files)} files, {len(findings)} direct inserts, "
           f"{len(SELF_TESTS)} self-tests passed")
     return 1 if findings else 0

@@ -123,18 +123,18 @@ TY_TEST(fencing_rejects_an_old_epoch_and_orders_terms)
 	REQUIRE_INT_EQ(ty_pg_connect(&new, fx_db_url(f), &err), 0);
 
 	REQUIRE_INT_EQ(sched_epoch_bump(&e1, old, "old", &err), 0);
-	REQUIRE_INT_EQ(sched_tx_begin(old, e1, &err), 0);
+	REQUIRE_INT_EQ(sched_tx_fence(old, e1, &err), 0);
 	CHECK_INT_EQ(ty_pg_exec(NULL, old, "UPDATE nodes SET gpus = gpus", 0, NULL, &err), 0);
 	CHECK_INT_EQ(ty_pg_commit(old, &err), 0);
 
 	/* a new term: the old leader's next transaction is refused, and rolled back */
 	REQUIRE_INT_EQ(sched_epoch_bump(&e2, new, "new", &err), 0);
 	CHECK_INT_EQ(e2, e1 + 1);
-	CHECK_INT_EQ(sched_tx_begin(old, e1, &err), TY_EFENCED);
+	CHECK_INT_EQ(sched_tx_fence(old, e1, &err), TY_EFENCED);
 	CHECK(strstr(err.msg, "epoch") != NULL);
 	CHECK(!ty_pg_in_tx(old));
 	ty_err_clear(&err);
-	CHECK_INT_EQ(sched_tx_begin(new, e2, &err), 0);
+	CHECK_INT_EQ(sched_tx_fence(new, e2, &err), 0);
 
 	/* while the leader's transaction runs, a new term waits for it to end */
 	pid = fx_n(PQbackendPID(ty_pg_conn(old)));
@@ -146,7 +146,7 @@ TY_TEST(fencing_rejects_an_old_epoch_and_orders_terms)
 	pthread_join(th, NULL);
 	CHECK_INT_EQ(b.rc, 0);
 	CHECK_INT_EQ(b.epoch, e2 + 1);
-	CHECK_INT_EQ(sched_tx_begin(new, e2, &err), TY_EFENCED);
+	CHECK_INT_EQ(sched_tx_fence(new, e2, &err), TY_EFENCED);
 	ty_pg_close(old);
 	ty_pg_close(new);
 }

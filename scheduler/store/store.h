@@ -1,0 +1,93 @@
+/*
+ * The scheduler's set-based writes: job events and dispatch outbox rows,
+ * buffered during a fenced transaction and written just before it commits
+ * (events.c, outbox.c, and the commit in store.c), and a cycle's placements
+ * (placements.c). Included by scheduler.h, which declares the calls that
+ * take a struct sched.
+ */
+#ifndef TY_SCHED_STORE_H
+#define TY_SCHED_STORE_H
+
+#include "proto.h"
+#include "ty_buf.h"
+
+#include <stdint.h>
+
+/*
+ * One transaction's buffered rows. Events are kept as the PostgreSQL array
+ * literals ty_job_events() takes (one per column, the closing brace added
+ * at the flush), so a savepoint's mark is a length per column; outbox rows
+ * as messages without their seq, which is drawn at the flush.
+ */
+struct sched_store {
+	struct sched_store_events {
+		int n;
+		struct ty_buf job, type, state, message, data;
+	} ev;
+	struct sched_store_outbox {
+		int n, cap;
+		struct proto_msg *v; /* .seq 0 until the flush; .data a reference */
+	} ob;
+};
+
+/* Where the buffers stood at a savepoint (sched_store_mark). */
+struct sched_store_mark {
+	int nev, nob;
+	size_t job, type, state, message, data;
+};
+
+/* Forget everything buffered (a new transaction; the last one committed or rolled back). */
+void sched_store_reset(struct sched_store *st);
+void sched_store_free(struct sched_store *st);
+/* The buffers' lengths now, for sched_store_rewind at a ROLLBACK TO SAVEPOINT. */
+struct sched_store_mark sched_store_mark(const struct sched_store *st);
+/* Drop what was buffered after mark m. */
+void sched_store_rewind(struct sched_store *st, struct sched_store_mark m);
+
+/*
+ * Append v to a PostgreSQL array literal being built in b ("{" first, ","
+ * between; NULL: an SQL NULL). Returns 0 or TY_ENOMEM. sched_store__arr_end
+ * closes it ("{}" when empty).
+ */
+int sched_store__arr_add(struct ty_buf *b, const char *v);
+int sched_store__arr_end(struct ty_buf *b);
+
+/* ---- placements.c: a cycle's placements, set-based (the fallback calls them with n = 1) ---- */
+
+/* A job still placeable (pending, no cancel requested), locked for the transaction. */
+struct sched_store_job {
+	int64_t job;
+	int64_t attempt; /* the job's last attempt number (0: none yet) */
+	char *spec;	 /* owned: jobs.spec as text */
+	int64_t team_id;
+	int64_t run_uid; /* -1: the team has none */
+	char *team;	 /* owned: teams.name */
+};
+void sched_store_jobs_free(struct sched_store_job *v, int n);
+
+/* One attempts row of a placement (borrowed strings). */
+struct sched_store_attempt {
+	int64_t job, attempt;
+	const char *master_node, *master_addr;
+	int master_port, nnodes, world_size;
+	const char *launch;	   /* JSON text */
+	const char *token_sha256; /* attempts.metrics_token_sha256 */
+};
+
+/* One allocations row (borrowed strings). */
+struct sched_store_alloc {
+	int64_t job, attempt;
+	const char *node;
+	int node_rank, first_rank, local_ranks;
+	const char *gpus; /* an integer[] literal, "{0,1}" */
+};
+
+/* A node's boot (owned strings). */
+struct sched_store_boot {
+	char *node, *boot_id; /* boot_id "" when NULL */
+};
+void sched_store_boots_free(struct sched_store_boot *v, int n);
+/* The boot of node in v (sorted by strcmp of node, as returned); NULL when absent. */
+const char *sched_store_boot_of(const struct sched_store_boot *v, int n, const char *node);
+
+#endif

@@ -1,0 +1,395 @@
+/*
+ * scheduler/store/: job events and outbox rows buffered during a fenced
+ * transaction and written set-based at its commit, driven directly on the
+ * case's database (no scheduler process).
+ */
+#include "fixture.h"
+#include "scheduler.h"
+#include "ty_test.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define RES ",'resources':{'nodes':1,'gpus_per_node':1}"
+
+/* A scheduler that leads the case's database (epoch bumped), with nothing else. */
+static struct sched *lead(struct fx *f)
+{
+	struct sched *s = calloc(1, sizeof(*s));
+	struct ty_err err = {0};
+
+	REQUIRE(s != NULL);
+	REQUIRE_INT_EQ(ty_pg_connect(&s->pg, fx_db_url(f), &err), 0);
+	REQUIRE_INT_EQ(sched_epoch_bump(&s->epoch, s->pg, "test", &err), 0);
+	/* no mirrors to keep: touches are not recorded */
+	s->queue_stale = s->mirror.stale = true;
+	return s;
+}
+
+static void done(struct sched *s)
+{
+	sched_store_free(&s->store);
+	sched_queue_clear(s);
+	ty_pg_close(s->pg);
+	free(s);
+}
+
+static void commit(struct sched *s)
+{
+	struct ty_err err = {0};
+
+	if (sched_tx_commit(s, &err))
+		FAIL("cannot commit: %s", err.msg), ty_test_abort();
+}
+
+/* A kill to node for the job's attempt, through sched_outbox_add. */
+static int add_kill(struct sched *s, const char *node, long long job, long long attempt)
+{
+	json_t *d = json_pack("{s:s, s:i}", "reason", "test", "grace_seconds", 5);
+	struct ty_err err = {0};
+	int rc;
+
+	REQUIRE(d != NULL);
+	rc = sched_outbox_add(s, PROTO_KILL, node, job, attempt, d, &err);
+	json_decref(d);
+	return rc;
+}
+
+static const char *last_seq(struct fx *f, long long job)
+{
+	return FX_Q(f, "SELECT last_event_seq FROM jobs WHERE id = $1", fx_n(job));
+}
+
+TY_TEST(several_events_of_one_job_take_gapless_seqs_in_order)
+{
+	struct fx *f = fx_start();
+	struct sched *s = lead(f);
+	struct ty_err err = {0};
+	long long a = fx_submit(f, RES), b = fx_submit(f, RES);
+	int base_a = atoi(last_seq(f, a)), base_b = atoi(last_seq(f, b));
+	json_t *d = json_pack("{s:s, s:i}", "quote", "a \"b\" \\c", "n", 7);
+
+	REQUIRE(d != NULL);
+	REQUIRE_INT_EQ(sched_tx_begin(s, &err), 0);
+	CHECK_INT_EQ(sched_job_event(s, a, "t1", "pending", "first of a", NULL, &err), 0);
+	CHECK_INT_EQ(sched_job_event(s, b, "t1", "pending", "first of b", d, &err), 0);
+	CHECK_INT_EQ(sched_job_event(s, a, "t2", "pending", "second of a, \"quoted\" {x}", d, &err),
+		     0);
+	/* a job that does not exist: dropped, as ty_job_event() drops it */
+	CHECK_INT_EQ(sched_job_event(s, 987654321, "t1", "pending", "nobody", NULL, &err), 0);
+	CHECK_INT_EQ(sched_job_event(s, a, "t3", "pending", "third of a", NULL, &err), 0);
+	/* nothing written before the commit */
+	CHECK_STR_EQ(last_seq(f, a), fx_n(base_a));
+	CHECK_INT_EQ(s->store.ev.n, 5);
+	commit(s);
+	CHECK_INT_EQ(s->store.ev.n, 0);
+
+	CHECK_STR_EQ(last_seq(f, a), fx_n(base_a + 3));
+	CHECK_STR_EQ(last_seq(f, b), fx_n(base_b + 1));
+	CHECK_STR_EQ(FX_Q(f,
+			  "SELECT string_agg(seq - $2 || ':' || type || ':' || message, '|'"
+			  " ORDER BY seq) FROM job_events WHERE job_id = $1 AND seq > $2",
+			  fx_n(a), fx_n(base_a)),
+		     "1:t1:first of a|2:t2:second of a, \"quoted\" {x}|3:t3:third of a");
+	CHECK_STR_EQ(FX_Q(f, "SELECT data::text FROM job_events WHERE job_id = $1 AND seq = $2",
+			  fx_n(a), fx_n(base_a + 1)),
+		     "{}");
+	CHECK_STR_EQ(FX_Q(f, "SELECT data->>'quote' FROM job_events WHERE job_id = $1 AND seq = $2",
+			  fx_n(a), fx_n(base_a + 2)),
+		     "a \"b\" \\c");
+	CHECK_STR_EQ(FX_Q(f, "SELECT message FROM job_events WHERE job_id = $1 AND seq = $2",
+			  fx_n(b), fx_n(base_b + 1)),
+		     "first of b");
+	CHECK_STR_EQ(FX_Q(f, "SELECT count(*) FROM job_events WHERE job_id = 987654321"), "0");
+	/* the same rows ty_job_event() writes for the same event */
+	CHECK_STR_EQ(FX_Q(f,
+			  "SELECT ty_job_event($1, 't4', 'pending', 'one more', NULL)::text",
+			  fx_n(a)),
+		     fx_n(base_a + 4));
+	json_decref(d);
+	done(s);
+}
+
+TY_TEST(a_rolled_back_savepoint_drops_exactly_the_rows_buffered_after_it)
+{
+	struct fx *f = fx_start();
+	struct sched *s = lead(f);
+	struct ty_err err = {0};
+	long long a = fx_submit(f, RES);
+	int base = atoi(last_seq(f, a));
+	const char *before = FX_Q(f, "SELECT count(*) FROM dispatch_outbox");
+	struct sched_store_mark m;
+	json_t *d = json_pack("{s:s, s:i}", "reason", "test", "grace_seconds", 5);
+
+	REQUIRE_INT_EQ(sched_tx_begin(s, &err), 0);
+	CHECK_INT_EQ(sched_job_event(s, a, "kept", "pending", "kept", NULL, &err), 0);
+	CHECK_INT_EQ(sched_outbox_add(s, PROTO_KILL, "n-kept", a, 1, d, &err), 0);
+	m = sched_store_mark(&s->store);
+	REQUIRE_INT_EQ(ty_pg_exec(NULL, s->pg, "SAVEPOINT x", 0, NULL, &err), 0);
+	CHECK_INT_EQ(sched_job_event(s, a, "dropped", "pending", "dropped", d, &err), 0);
+	CHECK_INT_EQ(sched_outbox_add(s, PROTO_KILL, "n-dropped", a, 1, d, &err), 0);
+	CHECK_INT_EQ(sched_outbox_add(s, PROTO_KILL, "n-dropped", a, 2, d, &err), 0);
+	REQUIRE_INT_EQ(ty_pg_exec(NULL, s->pg, "ROLLBACK TO SAVEPOINT x", 0, NULL, &err), 0);
+	sched_store_rewind(&s->store, m);
+	CHECK_INT_EQ(s->store.ev.n, 1);
+	CHECK_INT_EQ(s->store.ob.n, 1);
+	/* appending after a rewind continues the arrays cleanly */
+	CHECK_INT_EQ(sched_job_event(s, a, "after", "pending", "after", NULL, &err), 0);
+	commit(s);
+
+	CHECK_STR_EQ(FX_Q(f,
+			  "SELECT string_agg(type, ',' ORDER BY seq) FROM job_events"
+			  " WHERE job_id = $1 AND seq > $2",
+			  fx_n(a), fx_n(base)),
+		     "kept,after");
+	CHECK_STR_EQ(last_seq(f, a), fx_n(base + 2));
+	CHECK_STR_EQ(FX_Q(f, "SELECT count(*) - $1 FROM dispatch_outbox", before), "1");
+	CHECK_STR_EQ(FX_Q(f, "SELECT string_agg(node_id, ',') FROM dispatch_outbox"), "n-kept");
+	json_decref(d);
+	done(s);
+}
+
+TY_TEST(a_rolled_back_transaction_leaves_nothing_for_the_next)
+{
+	struct fx *f = fx_start();
+	struct sched *s = lead(f);
+	struct ty_err err = {0};
+	long long a = fx_submit(f, RES);
+	int base = atoi(last_seq(f, a));
+
+	REQUIRE_INT_EQ(sched_tx_begin(s, &err), 0);
+	CHECK_INT_EQ(sched_job_event(s, a, "lost", "pending", "lost", NULL, &err), 0);
+	CHECK_INT_EQ(add_kill(s, "n1", a, 1), 0);
+	ty_pg_rollback(s->pg);
+	REQUIRE_INT_EQ(sched_tx_begin(s, &err), 0);
+	CHECK_INT_EQ(sched_job_event(s, a, "kept", "pending", "kept", NULL, &err), 0);
+	commit(s);
+	CHECK_STR_EQ(FX_Q(f,
+			  "SELECT string_agg(type, ',' ORDER BY seq) FROM job_events"
+			  " WHERE job_id = $1 AND seq > $2",
+			  fx_n(a), fx_n(base)),
+		     "kept");
+	CHECK_STR_EQ(FX_Q(f, "SELECT count(*) FROM dispatch_outbox"), "0");
+	done(s);
+}
+
+TY_TEST(outbox_rows_take_increasing_ids_that_are_their_messages_seq)
+{
+	struct fx *f = fx_start();
+	struct sched *s = lead(f);
+	struct ty_err err = {0};
+	json_t *d = json_pack("{s:s, s:i}", "reason", "test", "grace_seconds", 5);
+	const char *nodes[] = {"n1", "n2", "n3", "n1"};
+
+	REQUIRE_INT_EQ(sched_tx_begin(s, &err), 0);
+	for (int i = 0; i < 4; i++)
+		CHECK_INT_EQ(sched_outbox_add(s, PROTO_KILL, nodes[i], 40 + i, 1, d, &err), 0);
+	CHECK(s->outbox_dirty);
+	/* a message proto refuses is refused when added, not at the commit */
+	CHECK_INT_EQ(sched_outbox_add(s, PROTO_KILL, "n1", 50, 1, NULL, &err), TY_EINVAL);
+	CHECK(strstr(err.msg, "reason") != NULL);
+	CHECK_INT_EQ(s->store.ob.n, 4);
+	commit(s);
+	CHECK_STR_EQ(FX_Q(f, "SELECT count(*) FROM dispatch_outbox"), "4");
+	CHECK_STR_EQ(FX_Q(f, "SELECT count(DISTINCT id) FROM dispatch_outbox"), "4");
+	CHECK_STR_EQ(FX_Q(f, "SELECT count(*) FROM dispatch_outbox WHERE epoch = $1",
+			  fx_n(s->epoch)),
+		     "4");
+	/* ids increase in the order written; each message carries its row's id */
+	for (int i = 0; i < 4; i++) {
+		const char *row = FX_Q(f,
+				       "SELECT id || ' ' || node_id || ' ' || payload FROM"
+				       " (SELECT *, row_number() OVER (ORDER BY id) AS r"
+				       "  FROM dispatch_outbox) o WHERE r = $1",
+				       fx_n(i + 1));
+		const char *payload = row ? strchr(strchr(row, ' ') + 1, ' ') + 1 : NULL;
+		struct proto_msg m = {0};
+
+		REQUIRE(payload != NULL);
+		REQUIRE_INT_EQ(proto_decode(&m, payload, strlen(payload), &err), 0);
+		CHECK_INT_EQ(m.seq, atoll(row));
+		CHECK_INT_EQ(m.job, 40 + i);
+		CHECK_INT_EQ(m.epoch, s->epoch);
+		CHECK_STR_EQ(m.node, nodes[i]);
+		CHECK(m.type == PROTO_KILL);
+		CHECK_STR_EQ(json_string_value(json_object_get(m.data, "reason")), "test");
+		proto_msg_clear(&m);
+	}
+	json_decref(d);
+	done(s);
+}
+
+TY_TEST(a_failed_flush_rolls_the_transaction_back)
+{
+	struct fx *f = fx_start();
+	struct sched *s = lead(f);
+	struct ty_err err = {0};
+	long long a = fx_submit(f, RES);
+	int base = atoi(last_seq(f, a));
+
+	REQUIRE_INT_EQ(sched_tx_begin(s, &err), 0);
+	REQUIRE_INT_EQ(ty_pg_exec(NULL, s->pg, "UPDATE nodes SET gpus = gpus", 0, NULL, &err), 0);
+	/* message is NOT NULL in job_events: the events' statement fails */
+	CHECK_INT_EQ(sched_job_event(s, a, "bad", "pending", NULL, NULL, &err), 0);
+	CHECK_INT_EQ(add_kill(s, "n1", a, 1), 0);
+	CHECK(sched_tx_commit(s, &err) != 0);
+	CHECK(!ty_pg_in_tx(s->pg));
+	CHECK_INT_EQ(s->store.ev.n, 0);
+	CHECK_INT_EQ(s->store.ob.n, 0);
+	CHECK_STR_EQ(last_seq(f, a), fx_n(base));
+	CHECK_STR_EQ(FX_Q(f, "SELECT count(*) FROM dispatch_outbox"), "0");
+	done(s);
+}
+
+/* ---- a cycle's placements, set-based, through a scheduler process ---- */
+
+#define T 15000
+
+/*
+ * Three 4-GPU nodes ready, the scheduler stopped again, and jobs submitted
+ * while it is: its next term's first cycle places them all at once.
+ */
+static void three_nodes_no_leader(struct fx *f)
+{
+	int a;
+
+	fx_node(f, "n1", 4);
+	fx_node(f, "n2", 4);
+	fx_node(f, "n3", 4);
+	a = fx_sched_start(f, "s1", NULL);
+	FX_WAIT(f, T, "3", "SELECT count(*) FROM nodes WHERE state = 'ready'");
+	fx_sched_stop(f, a);
+}
+
+static const char *dstr(const struct proto_msg *m, const char *key)
+{
+	return json_string_value(json_object_get(m->data, key));
+}
+
+TY_TEST(a_cycle_placing_several_gangs_writes_each_one_s_rows)
+{
+	struct fx *f = fx_start();
+	long long job[3];
+	const int nn[3] = {2, 1, 1};
+	int s;
+
+	three_nodes_no_leader(f);
+	job[0] = fx_submit(f, ",'resources':{'nodes':2,'gpus_per_node':2}");
+	job[1] = fx_submit(f, ",'resources':{'nodes':1,'gpus_per_node':4}");
+	job[2] = fx_submit(f, ",'resources':{'nodes':1,'gpus_per_node':2}");
+	s = fx_sched_start(f, "s2", NULL);
+	for (int i = 0; i < 3; i++)
+		FX_WAIT(f, T, "scheduled 1", "SELECT state || ' ' || attempt FROM jobs WHERE id = $1",
+			fx_n(job[i]));
+	/* in one transaction: one cycle wrote them */
+	CHECK_STR_EQ(FX_Q(f, "SELECT count(DISTINCT created_at) || ' ' || count(*) FROM attempts"),
+		     "1 3");
+	for (int i = 0; i < 3; i++) {
+		long long prev = 0;
+
+		ty_test_context("job %lld", job[i]);
+		CHECK_STR_EQ(FX_Q(f,
+				  "SELECT nnodes || ' ' || world_size || ' ' || (launch->>'nnodes') || ' '"
+				  " || (master_port = (launch->>'master_port')::integer"
+				  " AND master_addr = launch->>'master_addr') || ' ' || epoch"
+				  " FROM attempts WHERE job_id = $1",
+				  fx_n(job[i])),
+			     ty_test_strf("%d %d %d true 2", nn[i], i == 1 ? 4 : 2 * nn[i], nn[i]));
+		/* the metrics token of the launch is the one whose hash the attempt keeps */
+		CHECK_STR_EQ(FX_Q(f,
+				  "SELECT encode(sha256(convert_to(launch->>'metrics_token', 'UTF8')),"
+				  " 'hex') = metrics_token_sha256 FROM attempts WHERE job_id = $1",
+				  fx_n(job[i])),
+			     "t");
+		CHECK_STR_EQ(FX_Q(f,
+				  "SELECT string_agg(node_rank || ':' || first_rank || ':' ||"
+				  " local_ranks || ':' || cardinality(gpus), ',' ORDER BY node_rank)"
+				  " FROM allocations WHERE job_id = $1 AND attempt = 1",
+				  fx_n(job[i])),
+			     nn[i] == 2 ? "0:0:2:2,1:2:2:2" : (i == 1 ? "0:0:4:4" : "0:0:2:2"));
+		/* one scheduled event, as before */
+		CHECK_STR_EQ(FX_Q(f,
+				  "SELECT count(*) || ' ' || min(data->>'attempt') || ' '"
+				  " || (min(message) LIKE 'attempt 1 scheduled on n%')"
+				  " FROM job_events WHERE job_id = $1 AND type = 'scheduled'",
+				  fx_n(job[i])),
+			     "1 1 true");
+		CHECK_STR_EQ(FX_Q(f,
+				  "SELECT (SELECT max(seq) FROM job_events WHERE job_id = $1)"
+				  " = last_event_seq FROM jobs WHERE id = $1",
+				  fx_n(job[i])),
+			     "t");
+		/* a launch to each node, with its boot, ids increasing with the node rank */
+		for (int r = 0; r < nn[i]; r++) {
+			const char *node = FX_Q(f,
+						"SELECT node_id FROM allocations WHERE job_id = $1"
+						" AND node_rank = $2",
+						fx_n(job[i]), fx_n(r));
+			const struct proto_msg *l;
+
+			REQUIRE(node != NULL);
+			l = fx_recv(f, node, "launch", job[i], T);
+			REQUIRE(l != NULL);
+			CHECK_INT_EQ(l->attempt, 1);
+			CHECK_INT_EQ(json_integer_value(json_object_get(l->data, "node_rank")), r);
+			CHECK_STR_EQ(dstr(l, "boot_id"), fx_node_boot(f, node));
+			CHECK(l->seq > prev);
+			prev = l->seq;
+		}
+	}
+	CHECK(strstr(fx_sched_log(f, s), "one by one") == NULL);
+	fx_sched_stop(f, s);
+}
+
+TY_TEST(a_placement_the_set_cannot_take_fails_alone)
+{
+	struct fx *f = fx_start();
+	long long good1, bad, good2;
+	const char *log;
+	int s;
+
+	three_nodes_no_leader(f);
+	good1 = fx_submit(f, ",'resources':{'nodes':1,'gpus_per_node':2}");
+	bad = fx_submit(f, ",'resources':{'nodes':1,'gpus_per_node':2}");
+	good2 = fx_submit(f, ",'resources':{'nodes':2,'gpus_per_node':1}");
+	/* one job's allocations are refused: the set-based insert fails whole */
+	FX_Q(f, "CREATE TABLE refused (job bigint)");
+	FX_Q(f, "INSERT INTO refused VALUES ($1)", fx_n(bad));
+	FX_Q(f, "CREATE FUNCTION refuse() RETURNS trigger LANGUAGE plpgsql AS $$"
+		" BEGIN IF NEW.job_id IN (SELECT job FROM refused) THEN"
+		" RAISE EXCEPTION 'refused by the test'; END IF; RETURN NEW; END $$");
+	FX_Q(f, "CREATE TRIGGER refuse BEFORE INSERT ON allocations"
+		" FOR EACH ROW EXECUTE FUNCTION refuse()");
+	s = fx_sched_start(f, "s2", NULL);
+	FX_WAIT(f, T, "scheduled", "SELECT state FROM jobs WHERE id = $1", fx_n(good1));
+	FX_WAIT(f, T, "scheduled", "SELECT state FROM jobs WHERE id = $1", fx_n(good2));
+	REQUIRE(fx_recv(f, FX_Q(f, "SELECT node_id FROM allocations WHERE job_id = $1", fx_n(good1)),
+			"launch", good1, T) != NULL);
+	log = fx_sched_log(f, s);
+	CHECK(strstr(log, "writing them one by one") != NULL);
+	CHECK(strstr(log, ty_test_strf("cannot place job %lld: ", bad)) != NULL);
+	/* the refused one left nothing behind: no attempt, event, or launch */
+	CHECK_STR_EQ(FX_Q(f, "SELECT state || ' ' || attempt FROM jobs WHERE id = $1", fx_n(bad)),
+		     "pending 0");
+	CHECK_STR_EQ(FX_Q(f, "SELECT count(*) FROM attempts WHERE job_id = $1", fx_n(bad)), "0");
+	CHECK_STR_EQ(FX_Q(f,
+			  "SELECT count(*) FROM job_events WHERE job_id = $1 AND type = 'scheduled'",
+			  fx_n(bad)),
+		     "0");
+	CHECK_INT_EQ(fx_count(f, "n1", "launch", bad, 0) + fx_count(f, "n2", "launch", bad, 0) +
+			 fx_count(f, "n3", "launch", bad, 0),
+		     0);
+	/* the others were written whole, one scheduled event each */
+	CHECK_STR_EQ(FX_Q(f,
+			  "SELECT count(*) FROM job_events WHERE job_id IN ($1, $2)"
+			  " AND type = 'scheduled'",
+			  fx_n(good1), fx_n(good2)),
+		     "2");
+	CHECK_STR_EQ(FX_Q(f, "SELECT count(*) FROM allocations WHERE job_id = $1", fx_n(good2)),
+		     "2");
+	/* once the trouble is gone, the job is placed like any other */
+	FX_Q(f, "DROP TRIGGER refuse ON allocations");
+	FX_WAIT(f, T, "scheduled 1", "SELECT state || ' ' || attempt FROM jobs WHERE id = $1",
+		fx_n(bad));
+	fx_sched_stop(f, s);
+}
