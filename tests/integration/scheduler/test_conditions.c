@@ -348,8 +348,15 @@ TY_TEST(attempt_a_condition_failed_is_requeued_without_spending_its_budget)
 	fx_run(f, x, l1);
 	FX_WAIT(f, T, "running", "SELECT state FROM jobs WHERE id = $1", fx_n(job));
 
-	/* the exit comes first; the heartbeat listing the condition later */
+	/*
+	 * the exit comes first; the heartbeat listing the condition later. The
+	 * node's heartbeats pause meanwhile: one without the condition (sent
+	 * before the executor saw it) would clear it, as a heartbeat of a node
+	 * whose condition is gone does.
+	 */
 	fx_node_runs(f, x, job, 1, false);
+	fx_node_beat(f, x, false);
+	settle(f);
 	fx_send(f, x, "attempt_exited", job, 1,
 		ty_test_strf("{'exit_code':-1,'failure_class':'hardware','message':'stopped: "
 			     "fatal xid condition on GPU 0','evidence':'" XID_EV "',"
@@ -384,6 +391,7 @@ TY_TEST(attempt_a_condition_failed_is_requeued_without_spending_its_budget)
 		     "drained|hardware: " XID_EV);
 	CHECK_STR_EQ(FX_Q(f, COUNTS_SQL, x), "1|1");
 	fx_node_conditions(f, x, ty_test_strf("[%s]", xid));
+	fx_node_beat(f, x, true);
 	settle(f);
 	CHECK_STR_EQ(FX_Q(f, COUNTS_SQL, x), "1|1");
 	CHECK_INT_EQ(log_count(f, ty_test_strf("node '%s' is drained", x)), 1);
