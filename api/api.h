@@ -26,6 +26,7 @@ enum api_role { API_ROLE_NONE, API_ROLE_VIEWER, API_ROLE_MEMBER, API_ROLE_ADMIN 
 
 struct api_server;
 struct api_req;
+struct api_submission;
 struct ty_ed25519_key;
 
 /*
@@ -109,6 +110,7 @@ struct api_req {
 	double started; /* api__metrics_now() at arrival */
 	char request_id[API_REQUEST_ID_LEN]; /* X-Request-Id of the reply */
 	const char *problem_code; /* the reply's problem code (arena), or NULL */
+	struct api_submission *sub; /* a job submission parked for its batch (submit.c) */
 };
 
 /* A problem to report: status, stable code, offending field, detail. */
@@ -336,6 +338,48 @@ int api_pending_admit(bool *refused, struct api_req *r, const char *team_id, con
  */
 int api_replay(struct api_req *r, const char *sql, int n, const char *const *params,
 	       const char *key, const char *hash, struct ty_err *err);
+/*
+ * Group commit of job submissions (submit.c): one thread with its own
+ * connection takes every submission queued while its previous batch
+ * committed and writes them with one multi-row INSERT and one COMMIT; a
+ * client is answered only after that commit.
+ */
+enum api_sub_result {
+	API_SUB_QUEUED,
+	API_SUB_CREATED, /* doc: the job document */
+	API_SUB_REPLAY,	 /* the key exists (an earlier or same-batch request): replay it */
+	API_SUB_REFUSED, /* doc: the 429 pending_jobs_limit detail */
+	API_SUB_FAILED,	 /* rc and err */
+};
+struct api_submission {
+	struct api_submission *next;
+	struct MHD_Connection *conn;
+	struct ty_arena *arena; /* the request's: doc is written there */
+	/* the jobs row and its job_events message (owned; freed by the submitter) */
+	json_t *row;
+	const char *team_id, *team, *key, *hash; /* arena */
+	bool limited;			   /* the team has a max_pending_jobs */
+	enum api_sub_result result;
+	const char *doc;
+	int rc;
+	struct ty_err err;
+};
+int api__submit_start(struct api_server *s, const char *database_url, struct ty_err *err);
+/* Writes and answers what is still queued, then joins the thread. */
+void api__submit_stop(struct api_server *s);
+/*
+ * Queue x for the next batch and suspend r's connection (r->parked): the
+ * handler is called again once x->result is set. False (x failed with
+ * TY_EUNAVAIL) when the submitter is stopping.
+ */
+bool api__submit_park(struct api_req *r, struct api_submission *x);
+/*
+ * Write the queued submissions x[0..n) on pg (pure of threads: the batch
+ * path, also the test seam): each ends CREATED, REPLAY, REFUSED or FAILED.
+ * Returns 0, or the code that failed every one of them.
+ */
+int api__submit_batch(struct ty_pg *pg, struct api_submission **x, int n);
+
 /* Trial metrics (job_metrics.c). */
 #define API_METRIC_NAME_MAX 128
 #define API_METRICS_PER_REPORT 100

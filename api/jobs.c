@@ -191,20 +191,39 @@ static int replay(struct api_req *r, const char *team_id, const char *key, const
 			  3, p, key, hash, err);
 }
 
+/* The answer to a submission once its batch is over (the handler's second call). */
+static int submitted(struct api_req *r, struct ty_err *err)
+{
+	struct api_submission *x = r->sub;
+
+	switch (x->result) {
+	case API_SUB_CREATED:
+		return api_reply_text(r, 201, x->doc);
+	case API_SUB_REFUSED:
+		return api_reply_error(r, 429, "pending_jobs_limit", NULL, "%s", x->doc);
+	case API_SUB_REPLAY:
+		return replay(r, x->team_id, x->key, x->hash, err);
+	default:
+		*err = x->err;
+		return x->rc ? x->rc : TY_EIO;
+	}
+}
+
 int api_h_jobs_submit(struct api_req *r, struct ty_err *err)
 {
 	struct api_problem p = {0};
 	const char *key = api_header(r, "Idempotency-Key");
 	char hash[TY_SHA256_HEX_LEN + 1];
-	const char *params[10], *team;
-	char *canon = NULL, *spec_text = NULL, *labels_text = NULL;
+	const char *team, *team_id;
+	char *canon = NULL;
 	json_t *spec = NULL;
-	PGresult *res = NULL;
-	long long max;
+	struct api_submission *x;
 	struct api_ask ask;
-	bool limited, refused;
+	bool limited;
 	int rc = 0;
 
+	if (r->sub)
+		return submitted(r, err);
 	if (key && !api_idempotency_key_ok(key))
 		return api_reply_error(r, 400, "invalid_header", "Idempotency-Key",
 				       "'Idempotency-Key' must be 1 to 255 printable ASCII "
@@ -213,69 +232,51 @@ int api_h_jobs_submit(struct api_req *r, struct ty_err *err)
 		return api_reply_problem(r, &p);
 	team = json_string_value(json_object_get(spec, "team"));
 	ask = api_ask_of(json_object_get(spec, "resources"));
-	if ((rc = api_submit_team_limited(&params[0], &limited, r, team, &ask, "resources",
+	if ((rc = api_submit_team_limited(&team_id, &limited, r, team, &ask, "resources",
 					  "the job", err)) ||
-	    !params[0])
+	    !team_id)
 		goto out; /* failed, or refused with a reply */
 	/* same key + same body (as parsed, so whitespace does not matter) = same job */
-	if (!(canon = ty_json_canonical(r->json)) || !(spec_text = json_dumps(spec, JSON_COMPACT)) ||
-	    !(labels_text = json_dumps(json_object_get(spec, "labels"), JSON_COMPACT))) {
+	if (!(canon = ty_json_canonical(r->json))) {
 		rc = ty_err_set(err, TY_ENOMEM, NULL);
 		goto out;
 	}
 	ty_sha256_hex(hash, canon, strlen(canon));
-	params[1] = json_string_value(json_object_get(spec, "name"));
-	params[2] = spec_text;
-	params[3] = json_string_value(json_object_get(spec, "priority_class"));
-	params[4] = ty_arena_printf(r->arena, "%lld",
-				    (long long)json_integer_value(json_object_get(spec, "priority")));
-	params[5] = labels_text;
-	params[6] = key;
-	params[7] = key ? hash : NULL;
-	params[8] = ty_arena_printf(r->arena, "submitted by token '%s'", r->auth.token_name);
-	if (key && (rc = replay(r, params[0], key, hash, err)) != TY_ECONFLICT)
+	/* a key seen before needs no batch (a race with one in flight is the batch's to settle) */
+	if (key && (rc = replay(r, team_id, key, hash, err)) != TY_ECONFLICT)
 		goto out; /* replayed, refused, or failed */
 	ty_err_clear(err);
-	if (limited) {
-		/* the team's row lock serialises its submissions while the limit is checked */
-		if ((rc = ty_pg_begin(r->pg, err)) || (rc = api_team_lock(&max, r, params[0], err)))
-			goto out; /* the pool rolls back */
-		/* a request with the same key may have held the lock: replay it, do not count */
-		if (key && (rc = replay(r, params[0], key, hash, err)) != TY_ECONFLICT) {
-			ty_pg_rollback(r->pg);
-			goto out;
-		}
-		ty_err_clear(err);
-		if ((rc = api_pending_admit(&refused, r, params[0], team, max, 1, err)) || refused) {
-			ty_pg_rollback(r->pg);
-			goto out;
-		}
-	}
-	rc = ty_pg_exec(&res, r->pg,
-			"WITH j AS (INSERT INTO jobs (team_id, name, spec, priority_class, priority,"
-			"  labels, idempotency_key, request_sha256)"
-			"  VALUES ($1, $2, $3, $4, $5, $6, $7, $8)"
-			"  RETURNING id, ty_job_json(jobs)::text AS doc)" /* nothing to hide yet */
-			/* ty_job_event is volatile: it sees the row j inserted */
-			" SELECT doc, ty_job_event(id, 'submitted', 'pending', $9, NULL) FROM j",
-			9, params, err);
-	if (rc && ty_pg_in_tx(r->pg))
-		ty_pg_rollback(r->pg);
-	if (rc == TY_ECONFLICT && key) {
-		/* a concurrent request with the same key won the race */
-		ty_err_clear(err);
-		rc = replay(r, params[0], key, hash, err);
+	rc = 0;
+	if (!(x = ty_arena_alloc(r->arena, sizeof(*x)))) {
+		rc = ty_err_set(err, TY_ENOMEM, NULL);
 		goto out;
 	}
-	if (rc || (limited && (rc = ty_pg_commit(r->pg, err))))
+	memset(x, 0, sizeof(*x));
+	x->team_id = team_id;
+	x->team = ty_arena_strdup(r->arena, team);
+	x->key = key ? ty_arena_strdup(r->arena, key) : NULL;
+	x->hash = ty_arena_strdup(r->arena, hash);
+	x->limited = limited;
+	x->row = json_pack("{s:I, s:O?, s:O, s:O?, s:O?, s:O?, s:s?, s:s?, s:s++}", "team_id",
+			   (json_int_t)atoll(team_id), "name", json_object_get(spec, "name"),
+			   "spec", spec, "priority_class", json_object_get(spec, "priority_class"),
+			   "priority", json_object_get(spec, "priority"), "labels",
+			   json_object_get(spec, "labels"), "idempotency_key", key,
+			   "request_sha256", key ? hash : NULL, "message",
+			   "submitted by token '", r->auth.token_name ? r->auth.token_name : "", "'");
+	if (!x->row || !x->team || !x->hash || (key && !x->key)) {
+		json_decref(x->row);
+		rc = ty_err_set(err, TY_ENOMEM, NULL);
 		goto out;
-	rc = api_reply_text(r, 201, PQgetvalue(res, 0, 0));
+	}
+	/* the pooled connection is not needed while the batch runs */
+	api__pool_put(r->srv, r->pg);
+	r->pg = NULL;
+	if (!api__submit_park(r, x))
+		rc = submitted(r, err);
 out:
-	PQclear(res);
 	json_decref(spec);
 	free(canon);
-	free(spec_text);
-	free(labels_text);
 	return rc;
 }
 

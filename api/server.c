@@ -26,6 +26,8 @@ struct api_server {
 	int pool_size, pool_free;
 	/* watcher: see watch.c */
 	struct api_watch *watch;
+	/* submission batches: see submit.c */
+	struct api_submitter *submitter;
 	/* webhook deliverer: see deliver.c */
 	struct api_deliver *deliver;
 	/* per-token rate limits, NULL when off: see ratelimit.c */
@@ -771,7 +773,8 @@ int api_server_start(struct api_server **out, const struct api_options *o, struc
 		}
 		s->pool_free++;
 	}
-	if ((rc = api__watch_start(s, o->database_url, err)))
+	if ((rc = api__watch_start(s, o->database_url, err)) ||
+	    (rc = api__submit_start(s, o->database_url, err)))
 		goto fail;
 	if ((rc = api__deliver_start(s, o->database_url, &o->webhook, err)) ||
 	    (rc = api__audit_prune_start(&s->pruner, o->database_url, o->audit_retention_days, err)))
@@ -823,6 +826,7 @@ void api_server_stop(struct api_server *s)
 	if (s->mhd)
 		MHD_quiesce_daemon(s->mhd);
 	api__watch_stop(s); /* resumes parked requests so MHD can finish them */
+	api__submit_stop(s); /* the same, once their batches are written */
 	api__deliver_stop(s);
 	api__audit_prune_stop(s->pruner);
 	if (s->mhd)
@@ -848,4 +852,11 @@ struct api_deliver **api__deliver_slot(struct api_server *s);
 struct api_deliver **api__deliver_slot(struct api_server *s)
 {
 	return &s->deliver;
+}
+
+/* submit.c reaches the server's submitter slot through this. */
+struct api_submitter **api__submit_slot(struct api_server *s);
+struct api_submitter **api__submit_slot(struct api_server *s)
+{
+	return &s->submitter;
 }
