@@ -238,6 +238,21 @@ void api__pool_put(struct api_server *s, struct ty_pg *pg);
 
 /* Authentication: fills r->auth from the Authorization header. */
 int api__authenticate(struct api_req *r, struct ty_err *err);
+/*
+ * The token cache (auth.c): api_tokens rows by hash, so a request spends no
+ * query on its token. Served only while live: the watcher (watch.c) LISTENs
+ * on trainyard_tokens (migrations/0027_token_notify.sql) and drops a
+ * revoked token's entry; while its connection is down the cache is empty
+ * and not filled. Thread-safe.
+ */
+struct api_tokens;
+struct api_tokens *api__tokens_new(void); /* NULL: no memory */
+void api__tokens_free(struct api_tokens *t);
+/* Drop token id's entry; id 0 drops every entry. */
+void api__tokens_forget(struct api_tokens *t, int64_t id);
+/* Listening (true: emptied and served from now) or not (emptied, not served). */
+void api__tokens_live(struct api_tokens *t, bool live);
+struct api_tokens *api__tokens(struct api_server *s);
 
 /* Watch: park a long-poll until an event for job_id or the deadline. */
 int api__watch_start(struct api_server *s, const char *database_url, struct ty_err *err);

@@ -26,6 +26,7 @@ struct api_server {
 	int pool_size, pool_free;
 	/* watcher: see watch.c */
 	struct api_watch *watch;
+	struct api_tokens *tokens; /* auth.c */
 	/* submission batches: see submit.c */
 	struct api_submitter *submitter;
 	/* webhook deliverer: see deliver.c */
@@ -773,6 +774,10 @@ int api_server_start(struct api_server **out, const struct api_options *o, struc
 		}
 		s->pool_free++;
 	}
+	if (!(s->tokens = api__tokens_new())) {
+		rc = ty_err_set(err, TY_ENOMEM, NULL);
+		goto fail;
+	}
 	if ((rc = api__watch_start(s, o->database_url, err)) ||
 	    (rc = api__submit_start(s, o->database_url, err)))
 		goto fail;
@@ -832,6 +837,7 @@ void api_server_stop(struct api_server *s)
 	if (s->mhd)
 		MHD_stop_daemon(s->mhd);
 	api_ratelimit_free(s->ratelimit);
+	api__tokens_free(s->tokens);
 	for (int i = 0; s->pool && i < s->pool_size; i++)
 		ty_pg_close(s->pool[i]);
 	free(s->pool);
@@ -859,4 +865,9 @@ struct api_submitter **api__submit_slot(struct api_server *s);
 struct api_submitter **api__submit_slot(struct api_server *s)
 {
 	return &s->submitter;
+}
+
+struct api_tokens *api__tokens(struct api_server *s)
+{
+	return s->tokens;
 }

@@ -316,6 +316,8 @@ int api_h_tokens_delete(struct api_req *r, struct ty_err *err)
 	PQclear(res);
 	if (rc || (rc = audit(r, "token.revoke", p[0], err)) || (rc = ty_pg_commit(r->pg, err)))
 		return rc;
+	/* here at once; other replicas when the notification arrives */
+	api__tokens_forget(api__tokens(r->srv), id);
 	r->status = 204;
 	return 0;
 }
