@@ -157,7 +157,7 @@ static bool cached(struct api_req *r, uint64_t *gen, struct api_tokens *t, const
 	pthread_mutex_lock(&t->mu);
 	*gen = t->gen;
 	for (e = t->live ? t->bucket[bucket_of(hash)] : NULL; e; e = e->next)
-		if (!strcmp(e->hash, hash))
+		if (ty_secure_equal(e->hash, hash))
 			break;
 	if (e) {
 		r->auth.token_id = e->id;
