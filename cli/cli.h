@@ -55,6 +55,7 @@ struct cli {
 	const char *cacert; /* CA file for https (borrowed from config); NULL: the system's */
 	long timeout_s;
 	CURL *curl; /* owned */
+	bool curl_global; /* curl_global_init done: curl_global_cleanup at exit */
 	/* the settings (not the command line) were at fault: no usage hint */
 	bool settings_failed;
 	/* commands that succeed but want a non-zero exit (watch) set this */

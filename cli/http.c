@@ -195,6 +195,14 @@ static int connect_settings(struct cli *cli, struct ty_err *err)
 	while (len > 0 && cli->server[len - 1] == '/')
 		cli->server[--len] = '\0';
 
+	/* TLS is set up for an https:// server only: a plain one pays nothing for it */
+	if (!cli->curl_global) {
+		if (curl_global_init(strncasecmp(cli->server, "https://", 8) == 0
+					     ? CURL_GLOBAL_SSL
+					     : CURL_GLOBAL_NOTHING) != CURLE_OK)
+			return ty_err_set(err, TY_ENOMEM, "cannot initialise libcurl");
+		cli->curl_global = true;
+	}
 	if (!(cli->curl = curl_easy_init()))
 		return ty_err_set(err, TY_ENOMEM, "cannot initialise libcurl");
 	return 0;
