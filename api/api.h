@@ -113,7 +113,58 @@ struct api_req {
 	struct api_submission *sub; /* a job submission parked for its batch (submit.c) */
 };
 
-/* A problem to report: status, stable code, offending field, detail. */
+/*
+ * Every problem the API answers with (docs/api.md "Errors"): its stable
+ * code (the problem+json "code" and the tail of its "type"), HTTP status
+ * and title. The one table: code names a problem, never a status.
+ */
+#define API_PROBLEMS(X) \
+	X(BODY_TOO_LARGE, "body_too_large", 413, "Body too large") \
+	X(CONFLICT, "conflict", 409, "Conflict") \
+	X(CORS_FORBIDDEN, "cors_forbidden", 403, "Cors forbidden") \
+	X(EXCEEDS_QUOTA, "exceeds_quota", 422, "Exceeds quota") \
+	X(FORBIDDEN, "forbidden", 403, "Forbidden") \
+	X(IDEMPOTENCY_CONFLICT, "idempotency_conflict", 409, "Idempotency conflict") \
+	X(INTERNAL, "internal", 500, "Internal") \
+	X(INVALID_FIELD, "invalid_field", 422, "Invalid field") \
+	X(INVALID_HEADER, "invalid_header", 400, "Invalid header") \
+	X(INVALID_JSON, "invalid_json", 400, "Invalid json") \
+	X(INVALID_PARAMETER, "invalid_parameter", 400, "Invalid parameter") \
+	X(JOB_FINISHED, "job_finished", 409, "Job finished") \
+	X(JOB_NOT_FOUND, "job_not_found", 404, "Job not found") \
+	X(JSON_TOO_DEEP, "json_too_deep", 400, "Json too deep") \
+	X(LOG_NOT_FOUND, "log_not_found", 404, "Log not found") \
+	X(LOGS_UNAVAILABLE, "logs_unavailable", 503, "Logs unavailable") \
+	X(METHOD_NOT_ALLOWED, "method_not_allowed", 405, "Method not allowed") \
+	X(MISSING_FIELD, "missing_field", 422, "Missing field") \
+	X(NODE_NOT_FOUND, "node_not_found", 404, "Node not found") \
+	X(NOT_FOUND, "not_found", 404, "Not found") \
+	X(PENDING_JOBS_LIMIT, "pending_jobs_limit", 429, "Pending jobs limit") \
+	X(RANK_NOT_FOUND, "rank_not_found", 404, "Rank not found") \
+	X(RATE_LIMITED, "rate_limited", 429, "Rate limited") \
+	X(RESERVED_ENV, "reserved_env", 422, "Reserved env") \
+	X(SWEEP_NOT_FOUND, "sweep_not_found", 404, "Sweep not found") \
+	X(TEAM_EXISTS, "team_exists", 409, "Team exists") \
+	X(TEAM_NOT_FOUND, "team_not_found", 404, "Team not found") \
+	X(TOKEN_NOT_FOUND, "token_not_found", 404, "Token not found") \
+	X(UID_TAKEN, "uid_taken", 409, "Uid taken") \
+	X(UNAUTHENTICATED, "unauthenticated", 401, "Unauthenticated") \
+	X(UNAVAILABLE, "unavailable", 503, "Unavailable") \
+	X(UNKNOWN_FIELD, "unknown_field", 400, "Unknown field") \
+	X(UNKNOWN_TEAM, "unknown_team", 422, "Unknown team") \
+	X(UNSUPPORTED_MEDIA_TYPE, "unsupported_media_type", 415, "Unsupported media type") \
+	X(WEBHOOK_INACTIVE, "webhook_inactive", 409, "Webhook inactive") \
+	X(WEBHOOK_LIMIT, "webhook_limit", 409, "Webhook limit") \
+	X(WEBHOOK_NOT_FOUND, "webhook_not_found", 404, "Webhook not found")
+
+enum api_pcode {
+#define API_PCODE_ENUM(name, code, status, title) API_P_##name,
+	API_PROBLEMS(API_PCODE_ENUM)
+#undef API_PCODE_ENUM
+	API_P_COUNT
+};
+
+/* A problem to report: status and stable code (from the table), offending field, detail. */
 struct api_problem {
 	unsigned status;
 	const char *code;
@@ -121,20 +172,26 @@ struct api_problem {
 	char detail[768];
 };
 
-int api_problem_set(struct api_problem *p, unsigned status, const char *code, const char *field,
-		    const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+/* Fill p with problem pc (pure); returns TY_EINVAL. */
+int api_problem_set(struct api_problem *p, enum api_pcode pc, const char *field,
+		    const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+/* The title of the problem whose code is code (static), or NULL for none in the table. */
+const char *api_problem_title(const char *code);
 
 /* Replies. They copy what they are given; all return 0 (or TY_ENOMEM). */
 int api_reply_json(struct api_req *r, unsigned status, json_t *body); /* steals body */
 int api_reply_text(struct api_req *r, unsigned status, const char *json_text);
 int api_reply_problem(struct api_req *r, const struct api_problem *p);
-int api_reply_error(struct api_req *r, unsigned status, const char *code, const char *field,
-		    const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+int api_reply_error(struct api_req *r, enum api_pcode pc, const char *field, const char *fmt,
+		    ...) __attribute__((format(printf, 4, 5)));
 int api_reply_header(struct api_req *r, const char *name, const char *value);
 /* 200 {"items": <items_json>, "next_cursor": <cursor or null>} (cursor may be NULL). */
 int api_reply_page(struct api_req *r, const char *items_json, const char *cursor,
 		   struct ty_err *err);
-/* Map a ty code (and message) to a problem reply: the one translation point. */
+/*
+ * Map a ty code (and message) to a problem reply: the one translation
+ * point from errors to problems (whose status comes from API_PROBLEMS).
+ */
 int api_reply_from_err(struct api_req *r, int code, const struct ty_err *err);
 
 /*

@@ -15,7 +15,7 @@ static const char *const job_states[] = {"pending",   "scheduled", "starting",
 
 static int job_not_found(struct api_req *r)
 {
-	return api_reply_error(r, 404, "job_not_found", NULL, "no job '%s'", r->params[0]);
+	return api_reply_error(r, API_P_JOB_NOT_FOUND, NULL, "no job '%s'", r->params[0]);
 }
 
 bool api_idempotency_key_ok(const char *k)
@@ -63,7 +63,7 @@ int api_submit_team_limited(const char **team_id, bool *limited, struct api_req 
 	*team_id = NULL;
 	*limited = false;
 	if (r->auth.role != API_ROLE_ADMIN && strcmp(team, r->auth.team) != 0)
-		return api_reply_error(r, 403, "forbidden", "team",
+		return api_reply_error(r, API_P_FORBIDDEN, "team",
 				       "a token of team '%s' cannot submit to team '%s'",
 				       r->auth.team, team);
 	if ((rc = ty_pg_exec(&res, r->pg,
@@ -73,14 +73,14 @@ int api_submit_team_limited(const char **team_id, bool *limited, struct api_req 
 			     1, params, err)))
 		return rc;
 	if (PQntuples(res) == 0) {
-		rc = api_reply_error(r, 422, "unknown_team", "team", "no team '%s'", team);
+		rc = api_reply_error(r, API_P_UNKNOWN_TEAM, "team", "no team '%s'", team);
 		goto out;
 	}
 	if (ty_pg_val(res, 0, 2)) {
 		long long cap = atoll(PQgetvalue(res, 0, 1)) + atoll(PQgetvalue(res, 0, 2));
 
 		if (gpus > cap) {
-			rc = api_reply_error(r, 422, "exceeds_quota", field,
+			rc = api_reply_error(r, API_P_EXCEEDS_QUOTA, field,
 					     "%s needs %lld GPUs but team '%s' can never hold more "
 					     "than %lld (nominal %s + borrowing limit %s)",
 					     what, gpus, team, cap, PQgetvalue(res, 0, 1),
@@ -89,14 +89,14 @@ int api_submit_team_limited(const char **team_id, bool *limited, struct api_req 
 		}
 	}
 	if (ty_pg_val(res, 0, 4) && ask->cpus > atoll(PQgetvalue(res, 0, 4))) {
-		rc = api_reply_error(r, 422, "exceeds_quota", field,
+		rc = api_reply_error(r, API_P_EXCEEDS_QUOTA, field,
 				     "%s needs %lld CPUs but team '%s' can never hold more than %s "
 				     "(max_cpus)",
 				     what, ask->cpus, team, PQgetvalue(res, 0, 4));
 		goto out;
 	}
 	if (ty_pg_val(res, 0, 5) && ask->memory_mb > atoll(PQgetvalue(res, 0, 5))) {
-		rc = api_reply_error(r, 422, "exceeds_quota", field,
+		rc = api_reply_error(r, API_P_EXCEEDS_QUOTA, field,
 				     "%s needs %lld MiB of memory but team '%s' can never hold more "
 				     "than %s (max_memory_mb)",
 				     what, ask->memory_mb, team, PQgetvalue(res, 0, 5));
@@ -148,7 +148,7 @@ int api_pending_admit(bool *refused, struct api_req *r, const char *team_id, con
 	if (pending + n <= max_pending)
 		return 0;
 	*refused = true;
-	return api_reply_error(r, 429, "pending_jobs_limit", NULL,
+	return api_reply_error(r, API_P_PENDING_JOBS_LIMIT, NULL,
 			       "team '%s' has %lld pending job(s) and a limit of %lld "
 			       "(max_pending_jobs): %lld more do not fit; submit again when some "
 			       "have started or were cancelled",
@@ -170,7 +170,7 @@ int api_replay(struct api_req *r, const char *sql, int n, const char *const *par
 	/* constant time: the stored hash is compared like a secret (docs/security.md) */
 	if (!ty_secure_equal(PQgetvalue(res, 0, 0), hash)) {
 		PQclear(res);
-		return api_reply_error(r, 409, "idempotency_conflict", NULL,
+		return api_reply_error(r, API_P_IDEMPOTENCY_CONFLICT, NULL,
 				       "Idempotency-Key '%s' was used with a different body", key);
 	}
 	rc = api_reply_text(r, 200, PQgetvalue(res, 0, 1));
@@ -200,7 +200,7 @@ static int submitted(struct api_req *r, struct ty_err *err)
 	case API_SUB_CREATED:
 		return api_reply_text(r, 201, x->doc);
 	case API_SUB_REFUSED:
-		return api_reply_error(r, 429, "pending_jobs_limit", NULL, "%s", x->doc);
+		return api_reply_error(r, API_P_PENDING_JOBS_LIMIT, NULL, "%s", x->doc);
 	case API_SUB_REPLAY:
 		return replay(r, x->team_id, x->key, x->hash, err);
 	default:
@@ -225,7 +225,7 @@ int api_h_jobs_submit(struct api_req *r, struct ty_err *err)
 	if (r->sub)
 		return submitted(r, err);
 	if (key && !api_idempotency_key_ok(key))
-		return api_reply_error(r, 400, "invalid_header", "Idempotency-Key",
+		return api_reply_error(r, API_P_INVALID_HEADER, "Idempotency-Key",
 				       "'Idempotency-Key' must be 1 to 255 printable ASCII "
 				       "characters");
 	if (!(spec = api_validate_job(r->json, &p)))
@@ -339,7 +339,7 @@ int api_h_jobs_list(struct api_req *r, struct ty_err *err)
 	int rc;
 
 	if (state && !(p[2] = api_job_states_param(r->arena, state)))
-		return api_reply_error(r, 400, "invalid_parameter", "state",
+		return api_reply_error(r, API_P_INVALID_PARAMETER, "state",
 				       "'state' must be a comma-separated list of job states");
 	if (label) {
 		const char *eq = strchr(label, '=');
@@ -347,24 +347,24 @@ int api_h_jobs_list(struct api_req *r, struct ty_err *err)
 		char *k, *t;
 
 		if (!eq || eq == label)
-			return api_reply_error(r, 400, "invalid_parameter", "label",
+			return api_reply_error(r, API_P_INVALID_PARAMETER, "label",
 					       "'label' must be 'key=value'");
 		k = ty_arena_strndup(r->arena, label, (size_t)(eq - label));
 		o = json_pack("{s:s}", k, eq + 1);
 		t = o ? json_dumps(o, JSON_COMPACT) : NULL;
 		json_decref(o);
 		if (!t)
-			return api_reply_error(r, 400, "invalid_parameter", "label",
+			return api_reply_error(r, API_P_INVALID_PARAMETER, "label",
 					       "'label' must be valid UTF-8 'key=value'");
 		p[3] = ty_arena_strdup(r->arena, t);
 		free(t);
 	}
 	if (cursor && !api_parse_id(&v, cursor))
-		return api_reply_error(r, 400, "invalid_parameter", "cursor",
+		return api_reply_error(r, API_P_INVALID_PARAMETER, "cursor",
 				       "'cursor' is not one this server gave out");
 	if (limit_s) {
 		if (!api_parse_id(&v, limit_s) || v > 500)
-			return api_reply_error(r, 400, "invalid_parameter", "limit",
+			return api_reply_error(r, API_P_INVALID_PARAMETER, "limit",
 					       "'limit' must be an integer from 1 to 500");
 		p[5] = limit_s;
 	}
@@ -431,7 +431,7 @@ static int end_job(struct api_req *r, bool stop, struct ty_err *err)
 	state = PQgetvalue(res, 0, 0);
 	if (!strcmp(state, "succeeded") || !strcmp(state, "failed") ||
 	    !strcmp(state, "cancelled") || !strcmp(state, "stopped")) {
-		api_reply_error(r, 409, "job_finished", NULL, "job %s is already %s", p[0], state);
+		api_reply_error(r, API_P_JOB_FINISHED, NULL, "job %s is already %s", p[0], state);
 		PQclear(res);
 		ty_pg_rollback(r->pg);
 		return 0;
@@ -492,7 +492,7 @@ int api_int_param(struct api_req *r, long long *out, const char *name, long long
 		return 0;
 	*out = strtoll(s, &end, 10);
 	if (!*s || *end || *out < min || *out > max)
-		return api_reply_error(r, 400, "invalid_parameter", name,
+		return api_reply_error(r, API_P_INVALID_PARAMETER, name,
 				       "'%s' must be an integer from %lld to %lld", name, min, max),
 		       -1;
 	return 0;
