@@ -214,7 +214,6 @@ out:
 	}
 	cli_strv_free(&pos);
 	cli_disconnect(&cli);
-	if (cli.curl_global)
-		curl_global_cleanup();
+	cli_cleanup(&cli);
 	return status;
 }
