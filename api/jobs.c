@@ -201,8 +201,11 @@ static int submitted(struct api_req *r, struct ty_err *err)
 		return api_reply_text(r, 201, x->doc);
 	case API_SUB_REFUSED:
 		return api_reply_error(r, API_P_PENDING_JOBS_LIMIT, NULL, "%s", x->doc);
-	case API_SUB_REPLAY:
-		return replay(r, x->team_id, x->key, x->hash, err);
+	case API_SUB_REPLAY: {
+		int rc = r->pg ? 0 : api__pool_get(&r->pg, r->srv, err);
+
+		return rc ? rc : replay(r, x->team_id, x->key, x->hash, err);
+	}
 	default:
 		*err = x->err;
 		return x->rc ? x->rc : TY_EIO;

@@ -515,8 +515,9 @@ static void dispatch(struct api_req *r)
 		}
 	}
 
-	if (r->route->flags & API_AUTH || r->route->role != API_ROLE_NONE ||
-	    strcmp(r->route->pattern, "/readyz") == 0) {
+	/* a submission back from its batch takes a connection only if it needs one */
+	if (!r->sub && (r->route->flags & API_AUTH || r->route->role != API_ROLE_NONE ||
+			strcmp(r->route->pattern, "/readyz") == 0)) {
 		if ((rc = api__pool_get(&r->pg, r->srv, &err))) {
 			api_reply_from_err(r, rc, &err);
 			return;
