@@ -446,9 +446,10 @@ void api__submit_stop(struct api_server *s);
  */
 bool api__submit_park(struct api_req *r, struct api_submission *x);
 /*
- * Write the queued submissions x[0..n) on pg (pure of threads: the batch
- * path, also the test seam): each ends CREATED, REPLAY, REFUSED or FAILED.
- * Returns 0, or the code that failed every one of them.
+ * Write the submissions x[0..n) (n at most 512) on pg, the submitter's own
+ * connection: the batch path itself, with no thread or connection of the
+ * server, which tests drive directly. Each ends CREATED, REPLAY, REFUSED or
+ * FAILED. Returns 0, or the code that failed every one of them.
  */
 int api__submit_batch(struct ty_pg *pg, struct api_submission **x, int n);
 
