@@ -26,6 +26,7 @@ enum api_role { API_ROLE_NONE, API_ROLE_VIEWER, API_ROLE_MEMBER, API_ROLE_ADMIN 
 
 struct api_server;
 struct api_req;
+struct api_submission;
 struct ty_ed25519_key;
 
 /*
@@ -109,9 +110,61 @@ struct api_req {
 	double started; /* api__metrics_now() at arrival */
 	char request_id[API_REQUEST_ID_LEN]; /* X-Request-Id of the reply */
 	const char *problem_code; /* the reply's problem code (arena), or NULL */
+	struct api_submission *sub; /* a job submission parked for its batch (submit.c) */
 };
 
-/* A problem to report: status, stable code, offending field, detail. */
+/*
+ * Every problem the API answers with (docs/api.md "Errors"): its stable
+ * code (the problem+json "code" and the tail of its "type"), HTTP status
+ * and title. The one table: code names a problem, never a status.
+ */
+#define API_PROBLEMS(X) \
+	X(BODY_TOO_LARGE, "body_too_large", 413, "Body too large") \
+	X(CONFLICT, "conflict", 409, "Conflict") \
+	X(CORS_FORBIDDEN, "cors_forbidden", 403, "Cors forbidden") \
+	X(EXCEEDS_QUOTA, "exceeds_quota", 422, "Exceeds quota") \
+	X(FORBIDDEN, "forbidden", 403, "Forbidden") \
+	X(IDEMPOTENCY_CONFLICT, "idempotency_conflict", 409, "Idempotency conflict") \
+	X(INTERNAL, "internal", 500, "Internal") \
+	X(INVALID_FIELD, "invalid_field", 422, "Invalid field") \
+	X(INVALID_HEADER, "invalid_header", 400, "Invalid header") \
+	X(INVALID_JSON, "invalid_json", 400, "Invalid json") \
+	X(INVALID_PARAMETER, "invalid_parameter", 400, "Invalid parameter") \
+	X(JOB_FINISHED, "job_finished", 409, "Job finished") \
+	X(JOB_NOT_FOUND, "job_not_found", 404, "Job not found") \
+	X(JSON_TOO_DEEP, "json_too_deep", 400, "Json too deep") \
+	X(LOG_NOT_FOUND, "log_not_found", 404, "Log not found") \
+	X(LOGS_UNAVAILABLE, "logs_unavailable", 503, "Logs unavailable") \
+	X(METHOD_NOT_ALLOWED, "method_not_allowed", 405, "Method not allowed") \
+	X(MISSING_FIELD, "missing_field", 422, "Missing field") \
+	X(NODE_NOT_FOUND, "node_not_found", 404, "Node not found") \
+	X(NOT_FOUND, "not_found", 404, "Not found") \
+	X(PENDING_JOBS_LIMIT, "pending_jobs_limit", 429, "Pending jobs limit") \
+	X(RANK_NOT_FOUND, "rank_not_found", 404, "Rank not found") \
+	X(RATE_LIMITED, "rate_limited", 429, "Rate limited") \
+	X(RESERVED_ENV, "reserved_env", 422, "Reserved env") \
+	X(SWEEP_NOT_FOUND, "sweep_not_found", 404, "Sweep not found") \
+	X(TEAM_EXISTS, "team_exists", 409, "Team exists") \
+	X(TEAM_NOT_FOUND, "team_not_found", 404, "Team not found") \
+	X(TOKEN_NOT_FOUND, "token_not_found", 404, "Token not found") \
+	X(UID_TAKEN, "uid_taken", 409, "Uid taken") \
+	X(UNAUTHENTICATED, "unauthenticated", 401, "Unauthenticated") \
+	X(UNAVAILABLE, "unavailable", 503, "Unavailable") \
+	X(UNKNOWN_FIELD, "unknown_field", 400, "Unknown field") \
+	X(UNKNOWN_TEAM, "unknown_team", 422, "Unknown team") \
+	X(UNSUPPORTED_MEDIA_TYPE, "unsupported_media_type", 415, "Unsupported media type") \
+	X(WEBHOOK_INACTIVE, "webhook_inactive", 409, "Webhook inactive") \
+	X(WEBHOOK_LIMIT, "webhook_limit", 409, "Webhook limit") \
+	X(WEBHOOK_NOT_FOUND, "webhook_not_found", 404, "Webhook not found")
+
+enum api_pcode {
+#define API_PCODE_ENUM(name, code, status, title) API_P_##name,
+	API_PROBLEMS(API_PCODE_ENUM)
+#undef API_PCODE_ENUM
+	API_P_COUNT
+};
+
+/* A problem to report: status and stable code (from the table), offending field, detail. */
 struct api_problem {
 	unsigned status;
 	const char *code;
@@ -119,20 +172,26 @@ struct api_problem {
 	char detail[768];
 };
 
-int api_problem_set(struct api_problem *p, unsigned status, const char *code, const char *field,
-		    const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+/* Fill p with problem pc (pure); returns TY_EINVAL. */
+int api_problem_set(struct api_problem *p, enum api_pcode pc, const char *field,
+		    const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+/* The title of the problem whose code is code (static), or NULL for none in the table. */
+const char *api_problem_title(const char *code);
 
 /* Replies. They copy what they are given; all return 0 (or TY_ENOMEM). */
 int api_reply_json(struct api_req *r, unsigned status, json_t *body); /* steals body */
 int api_reply_text(struct api_req *r, unsigned status, const char *json_text);
 int api_reply_problem(struct api_req *r, const struct api_problem *p);
-int api_reply_error(struct api_req *r, unsigned status, const char *code, const char *field,
-		    const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+int api_reply_error(struct api_req *r, enum api_pcode pc, const char *field, const char *fmt,
+		    ...) __attribute__((format(printf, 4, 5)));
 int api_reply_header(struct api_req *r, const char *name, const char *value);
 /* 200 {"items": <items_json>, "next_cursor": <cursor or null>} (cursor may be NULL). */
 int api_reply_page(struct api_req *r, const char *items_json, const char *cursor,
 		   struct ty_err *err);
-/* Map a ty code (and message) to a problem reply: the one translation point. */
+/*
+ * Map a ty code (and message) to a problem reply: the one translation
+ * point from errors to problems (whose status comes from API_PROBLEMS).
+ */
 int api_reply_from_err(struct api_req *r, int code, const struct ty_err *err);
 
 /*
@@ -236,6 +295,21 @@ void api__pool_put(struct api_server *s, struct ty_pg *pg);
 
 /* Authentication: fills r->auth from the Authorization header. */
 int api__authenticate(struct api_req *r, struct ty_err *err);
+/*
+ * The token cache (auth.c): api_tokens rows by hash, so a request spends no
+ * query on its token. Served only while live: the watcher (watch.c) LISTENs
+ * on trainyard_tokens (migrations/0027_token_notify.sql) and drops a
+ * revoked token's entry; while its connection is down the cache is empty
+ * and not filled. Thread-safe.
+ */
+struct api_tokens;
+struct api_tokens *api__tokens_new(void); /* NULL: no memory */
+void api__tokens_free(struct api_tokens *t);
+/* Drop token id's entry; id 0 drops every entry. */
+void api__tokens_forget(struct api_tokens *t, int64_t id);
+/* Listening (true: emptied and served from now) or not (emptied, not served). */
+void api__tokens_live(struct api_tokens *t, bool live);
+struct api_tokens *api__tokens(struct api_server *s);
 
 /* Watch: park a long-poll until an event for job_id or the deadline. */
 int api__watch_start(struct api_server *s, const char *database_url, struct ty_err *err);
@@ -336,6 +410,49 @@ int api_pending_admit(bool *refused, struct api_req *r, const char *team_id, con
  */
 int api_replay(struct api_req *r, const char *sql, int n, const char *const *params,
 	       const char *key, const char *hash, struct ty_err *err);
+/*
+ * Group commit of job submissions (submit.c): one thread with its own
+ * connection takes every submission queued while its previous batch
+ * committed and writes them with one multi-row INSERT and one COMMIT; a
+ * client is answered only after that commit.
+ */
+enum api_sub_result {
+	API_SUB_QUEUED,
+	API_SUB_CREATED, /* doc: the job document */
+	API_SUB_REPLAY,	 /* the key exists (an earlier or same-batch request): replay it */
+	API_SUB_REFUSED, /* doc: the 429 pending_jobs_limit detail */
+	API_SUB_FAILED,	 /* rc and err */
+};
+struct api_submission {
+	struct api_submission *next;
+	struct MHD_Connection *conn;
+	struct ty_arena *arena; /* the request's: doc is written there */
+	/* the jobs row and its job_events message (owned; freed by the submitter) */
+	json_t *row;
+	const char *team_id, *team, *key, *hash; /* arena */
+	bool limited;			   /* the team has a max_pending_jobs */
+	enum api_sub_result result;
+	const char *doc;
+	int rc;
+	struct ty_err err;
+};
+int api__submit_start(struct api_server *s, const char *database_url, struct ty_err *err);
+/* Writes and answers what is still queued, then joins the thread. */
+void api__submit_stop(struct api_server *s);
+/*
+ * Queue x for the next batch and suspend r's connection (r->parked): the
+ * handler is called again once x->result is set. False (x failed with
+ * TY_EUNAVAIL) when the submitter is stopping.
+ */
+bool api__submit_park(struct api_req *r, struct api_submission *x);
+/*
+ * Write the submissions x[0..n) (n at most 512) on pg, the submitter's own
+ * connection: the batch path itself, with no thread or connection of the
+ * server, which tests drive directly. Each ends CREATED, REPLAY, REFUSED or
+ * FAILED. Returns 0, or the code that failed every one of them.
+ */
+int api__submit_batch(struct ty_pg *pg, struct api_submission **x, int n);
+
 /* Trial metrics (job_metrics.c). */
 #define API_METRIC_NAME_MAX 128
 #define API_METRICS_PER_REPORT 100

@@ -294,7 +294,7 @@ out:
 
 static int bad_param(struct api_req *r, const char *name, const char *what)
 {
-	return api_reply_error(r, 400, "invalid_parameter", name, "'%s' must be %s", name, what);
+	return api_reply_error(r, API_P_INVALID_PARAMETER, name, "'%s' must be %s", name, what);
 }
 
 int api_h_audit_list(struct api_req *r, struct ty_err *err)
@@ -317,7 +317,7 @@ int api_h_audit_list(struct api_req *r, struct ty_err *err)
 	    api_int_param(r, &limit, "limit", 50, 1, 500))
 		return 0;
 	if (cursor && !api_parse_id(&v, cursor))
-		return api_reply_error(r, 400, "invalid_parameter", "cursor",
+		return api_reply_error(r, API_P_INVALID_PARAMETER, "cursor",
 				       "'cursor' is not one this server gave out");
 	p[0] = token;
 	p[1] = principal;

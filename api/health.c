@@ -16,7 +16,7 @@ int api_h_readyz(struct api_req *r, struct ty_err *err)
 	int rc = ty_schema_check(r->pg, "API", err);
 
 	if (rc == TY_ESTATE) /* not the schema this build needs: no traffic yet */
-		return api_reply_error(r, 503, "unavailable", NULL, "%s", err->msg);
+		return api_reply_error(r, API_P_UNAVAILABLE, NULL, "%s", err->msg);
 	return rc ? rc : api_reply_text(r, 200, "{\"status\":\"ready\"}");
 }
 

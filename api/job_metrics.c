@@ -29,20 +29,20 @@ int api_metrics_report_check(const json_t *body, struct api_problem *p)
 	const json_t *v;
 
 	json_object_foreach((json_t *)body, k, v) if (strcmp(k, "step") && strcmp(k, "metrics"))
-		return api_problem_set(p, 400, "unknown_field", k, "unknown field '%s'", k);
+		return api_problem_set(p, API_P_UNKNOWN_FIELD, k, "unknown field '%s'", k);
 	if (!step)
-		return api_problem_set(p, 422, "missing_field", "step",
+		return api_problem_set(p, API_P_MISSING_FIELD, "step",
 				       "'step' is required: the training step the metrics are of");
 	if (!json_is_integer(step) || json_integer_value(step) < 0 ||
 	    json_integer_value(step) > MAX_STEP)
-		return api_problem_set(p, 422, "invalid_field", "step",
+		return api_problem_set(p, API_P_INVALID_FIELD, "step",
 				       "'step' must be an integer from 0 to %lld", MAX_STEP);
 	if (!m)
-		return api_problem_set(p, 422, "missing_field", "metrics",
+		return api_problem_set(p, API_P_MISSING_FIELD, "metrics",
 				       "'metrics' is required: an object of name to number");
 	if (!json_is_object(m) || json_object_size(m) == 0 ||
 	    json_object_size(m) > API_METRICS_PER_REPORT)
-		return api_problem_set(p, 422, "invalid_field", "metrics",
+		return api_problem_set(p, API_P_INVALID_FIELD, "metrics",
 				       "'metrics' must be an object of 1 to %d names to numbers",
 				       API_METRICS_PER_REPORT);
 	json_object_foreach((json_t *)m, k, v) {
@@ -51,12 +51,12 @@ int api_metrics_report_check(const json_t *body, struct api_problem *p)
 		snprintf(field, sizeof(field), "metrics.%.200s", k);
 		if (!api_metric_name_ok(k))
 			return api_problem_set(
-			    p, 422, "invalid_field", field,
+			    p, API_P_INVALID_FIELD, field,
 			    "metric name '%.200s' must be 1 to %d characters of letters, digits and "
 			    "_ . : / -, starting with a letter or _",
 			    k, API_METRIC_NAME_MAX);
 		if (!json_is_number(v) || !isfinite(json_number_value(v)))
-			return api_problem_set(p, 422, "invalid_field", field,
+			return api_problem_set(p, API_P_INVALID_FIELD, field,
 					       "metric '%.200s' must be a finite number, not %s", k,
 					       ty_json_type_name(v));
 	}
@@ -68,7 +68,7 @@ static int trial_scope(struct api_req *r, int64_t job)
 {
 	if (!r->auth.trial_job || r->auth.trial_job == job)
 		return 0;
-	api_reply_error(r, 403, "forbidden", NULL,
+	api_reply_error(r, API_P_FORBIDDEN, NULL,
 			"this trial metrics token is for job %lld only, not job %lld",
 			(long long)r->auth.trial_job, (long long)job);
 	return -1;
@@ -83,7 +83,7 @@ int api_h_job_metrics_post(struct api_req *r, struct ty_err *err)
 	int rc;
 
 	if (!api_parse_id(&id, r->params[0]))
-		return api_reply_error(r, 404, "job_not_found", NULL, "no job '%s'", r->params[0]);
+		return api_reply_error(r, API_P_JOB_NOT_FOUND, NULL, "no job '%s'", r->params[0]);
 	if (trial_scope(r, id))
 		return 0;
 	if (api_metrics_report_check(r->json, &prob))
@@ -117,7 +117,7 @@ int api_h_job_metrics_post(struct api_req *r, struct ty_err *err)
 	if (rc)
 		return rc;
 	rc = PQntuples(res) ? api_reply_text(r, 200, PQgetvalue(res, 0, 0))
-			    : api_reply_error(r, 404, "job_not_found", NULL, "no job '%s'",
+			    : api_reply_error(r, API_P_JOB_NOT_FOUND, NULL, "no job '%s'",
 					      r->params[0]);
 	PQclear(res);
 	return rc;
@@ -132,11 +132,11 @@ int api_h_job_metrics_get(struct api_req *r, struct ty_err *err)
 	int rc;
 
 	if (!api_parse_id(&id, r->params[0]))
-		return api_reply_error(r, 404, "job_not_found", NULL, "no job '%s'", r->params[0]);
+		return api_reply_error(r, API_P_JOB_NOT_FOUND, NULL, "no job '%s'", r->params[0]);
 	if (trial_scope(r, id))
 		return 0;
 	if (name && !api_metric_name_ok(name))
-		return api_reply_error(r, 400, "invalid_parameter", "name",
+		return api_reply_error(r, API_P_INVALID_PARAMETER, "name",
 				       "'name' is not a metric name: 1 to %d characters of letters, "
 				       "digits and _ . : / -, starting with a letter or _",
 				       API_METRIC_NAME_MAX);
@@ -173,7 +173,7 @@ int api_h_job_metrics_get(struct api_req *r, struct ty_err *err)
 	if (rc)
 		return rc;
 	rc = PQntuples(res) ? api_reply_text(r, 200, PQgetvalue(res, 0, 0))
-			    : api_reply_error(r, 404, "job_not_found", NULL, "no job '%s'",
+			    : api_reply_error(r, API_P_JOB_NOT_FOUND, NULL, "no job '%s'",
 					      r->params[0]);
 	PQclear(res);
 	return rc;

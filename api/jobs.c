@@ -12,7 +12,7 @@
 
 static int job_not_found(struct api_req *r)
 {
-	return api_reply_error(r, 404, "job_not_found", NULL, "no job '%s'", r->params[0]);
+	return api_reply_error(r, API_P_JOB_NOT_FOUND, NULL, "no job '%s'", r->params[0]);
 }
 
 bool api_idempotency_key_ok(const char *k)
@@ -60,7 +60,7 @@ int api_submit_team_limited(const char **team_id, bool *limited, struct api_req 
 	*team_id = NULL;
 	*limited = false;
 	if (r->auth.role != API_ROLE_ADMIN && strcmp(team, r->auth.team) != 0)
-		return api_reply_error(r, 403, "forbidden", "team",
+		return api_reply_error(r, API_P_FORBIDDEN, "team",
 				       "a token of team '%s' cannot submit to team '%s'",
 				       r->auth.team, team);
 	if ((rc = ty_pg_exec(&res, r->pg,
@@ -70,14 +70,14 @@ int api_submit_team_limited(const char **team_id, bool *limited, struct api_req 
 			     1, params, err)))
 		return rc;
 	if (PQntuples(res) == 0) {
-		rc = api_reply_error(r, 422, "unknown_team", "team", "no team '%s'", team);
+		rc = api_reply_error(r, API_P_UNKNOWN_TEAM, "team", "no team '%s'", team);
 		goto out;
 	}
 	if (ty_pg_val(res, 0, 2)) {
 		long long cap = atoll(PQgetvalue(res, 0, 1)) + atoll(PQgetvalue(res, 0, 2));
 
 		if (gpus > cap) {
-			rc = api_reply_error(r, 422, "exceeds_quota", field,
+			rc = api_reply_error(r, API_P_EXCEEDS_QUOTA, field,
 					     "%s needs %lld GPUs but team '%s' can never hold more "
 					     "than %lld (nominal %s + borrowing limit %s)",
 					     what, gpus, team, cap, PQgetvalue(res, 0, 1),
@@ -86,14 +86,14 @@ int api_submit_team_limited(const char **team_id, bool *limited, struct api_req 
 		}
 	}
 	if (ty_pg_val(res, 0, 4) && ask->cpus > atoll(PQgetvalue(res, 0, 4))) {
-		rc = api_reply_error(r, 422, "exceeds_quota", field,
+		rc = api_reply_error(r, API_P_EXCEEDS_QUOTA, field,
 				     "%s needs %lld CPUs but team '%s' can never hold more than %s "
 				     "(max_cpus)",
 				     what, ask->cpus, team, PQgetvalue(res, 0, 4));
 		goto out;
 	}
 	if (ty_pg_val(res, 0, 5) && ask->memory_mb > atoll(PQgetvalue(res, 0, 5))) {
-		rc = api_reply_error(r, 422, "exceeds_quota", field,
+		rc = api_reply_error(r, API_P_EXCEEDS_QUOTA, field,
 				     "%s needs %lld MiB of memory but team '%s' can never hold more "
 				     "than %s (max_memory_mb)",
 				     what, ask->memory_mb, team, PQgetvalue(res, 0, 5));
@@ -145,7 +145,7 @@ int api_pending_admit(bool *refused, struct api_req *r, const char *team_id, con
 	if (pending + n <= max_pending)
 		return 0;
 	*refused = true;
-	return api_reply_error(r, 429, "pending_jobs_limit", NULL,
+	return api_reply_error(r, API_P_PENDING_JOBS_LIMIT, NULL,
 			       "team '%s' has %lld pending job(s) and a limit of %lld "
 			       "(max_pending_jobs): %lld more do not fit; submit again when some "
 			       "have started or were cancelled",
@@ -167,7 +167,7 @@ int api_replay(struct api_req *r, const char *sql, int n, const char *const *par
 	/* constant time: the stored hash is compared like a secret (docs/security.md) */
 	if (!ty_secure_equal(PQgetvalue(res, 0, 0), hash)) {
 		PQclear(res);
-		return api_reply_error(r, 409, "idempotency_conflict", NULL,
+		return api_reply_error(r, API_P_IDEMPOTENCY_CONFLICT, NULL,
 				       "Idempotency-Key '%s' was used with a different body", key);
 	}
 	rc = api_reply_text(r, 200, PQgetvalue(res, 0, 1));
@@ -188,91 +188,95 @@ static int replay(struct api_req *r, const char *team_id, const char *key, const
 			  3, p, key, hash, err);
 }
 
+/* The answer to a submission once its batch is over (the handler's second call). */
+static int submitted(struct api_req *r, struct ty_err *err)
+{
+	struct api_submission *x = r->sub;
+
+	switch (x->result) {
+	case API_SUB_CREATED:
+		return api_reply_text(r, 201, x->doc);
+	case API_SUB_REFUSED:
+		return api_reply_error(r, API_P_PENDING_JOBS_LIMIT, NULL, "%s", x->doc);
+	case API_SUB_REPLAY: {
+		int rc = r->pg ? 0 : api__pool_get(&r->pg, r->srv, err);
+
+		return rc ? rc : replay(r, x->team_id, x->key, x->hash, err);
+	}
+	default:
+		*err = x->err;
+		return x->rc ? x->rc : TY_EIO;
+	}
+}
+
 int api_h_jobs_submit(struct api_req *r, struct ty_err *err)
 {
 	struct api_problem p = {0};
 	const char *key = api_header(r, "Idempotency-Key");
 	char hash[TY_SHA256_HEX_LEN + 1];
-	const char *params[10], *team;
-	char *canon = NULL, *spec_text = NULL, *labels_text = NULL;
+	const char *team, *team_id;
+	char *canon = NULL;
 	json_t *spec = NULL;
-	PGresult *res = NULL;
-	long long max;
+	struct api_submission *x;
 	struct api_ask ask;
-	bool limited, refused;
+	bool limited;
 	int rc = 0;
 
+	if (r->sub)
+		return submitted(r, err);
 	if (key && !api_idempotency_key_ok(key))
-		return api_reply_error(r, 400, "invalid_header", "Idempotency-Key",
+		return api_reply_error(r, API_P_INVALID_HEADER, "Idempotency-Key",
 				       "'Idempotency-Key' must be 1 to 255 printable ASCII "
 				       "characters");
 	if (!(spec = api_validate_job(r->json, &p)))
 		return api_reply_problem(r, &p);
 	team = json_string_value(json_object_get(spec, "team"));
 	ask = api_ask_of(json_object_get(spec, "resources"));
-	if ((rc = api_submit_team_limited(&params[0], &limited, r, team, &ask, "resources",
+	if ((rc = api_submit_team_limited(&team_id, &limited, r, team, &ask, "resources",
 					  "the job", err)) ||
-	    !params[0])
+	    !team_id)
 		goto out; /* failed, or refused with a reply */
 	/* same key + same body (as parsed, so whitespace does not matter) = same job */
-	if (!(canon = ty_json_canonical(r->json)) || !(spec_text = json_dumps(spec, JSON_COMPACT)) ||
-	    !(labels_text = json_dumps(json_object_get(spec, "labels"), JSON_COMPACT))) {
+	if (!(canon = ty_json_canonical(r->json))) {
 		rc = ty_err_set(err, TY_ENOMEM, NULL);
 		goto out;
 	}
 	ty_sha256_hex(hash, canon, strlen(canon));
-	params[1] = json_string_value(json_object_get(spec, "name"));
-	params[2] = spec_text;
-	params[3] = json_string_value(json_object_get(spec, "priority_class"));
-	params[4] = ty_arena_printf(r->arena, "%lld",
-				    (long long)json_integer_value(json_object_get(spec, "priority")));
-	params[5] = labels_text;
-	params[6] = key;
-	params[7] = key ? hash : NULL;
-	params[8] = ty_arena_printf(r->arena, "submitted by token '%s'", r->auth.token_name);
-	if (key && (rc = replay(r, params[0], key, hash, err)) != TY_ECONFLICT)
+	/* a key seen before needs no batch (a race with one in flight is the batch's to settle) */
+	if (key && (rc = replay(r, team_id, key, hash, err)) != TY_ECONFLICT)
 		goto out; /* replayed, refused, or failed */
 	ty_err_clear(err);
-	if (limited) {
-		/* the team's row lock serialises its submissions while the limit is checked */
-		if ((rc = ty_pg_begin(r->pg, err)) || (rc = api_team_lock(&max, r, params[0], err)))
-			goto out; /* the pool rolls back */
-		/* a request with the same key may have held the lock: replay it, do not count */
-		if (key && (rc = replay(r, params[0], key, hash, err)) != TY_ECONFLICT) {
-			ty_pg_rollback(r->pg);
-			goto out;
-		}
-		ty_err_clear(err);
-		if ((rc = api_pending_admit(&refused, r, params[0], team, max, 1, err)) || refused) {
-			ty_pg_rollback(r->pg);
-			goto out;
-		}
-	}
-	rc = ty_pg_exec(&res, r->pg,
-			"WITH j AS (INSERT INTO jobs (team_id, name, spec, priority_class, priority,"
-			"  labels, idempotency_key, request_sha256)"
-			"  VALUES ($1, $2, $3, $4, $5, $6, $7, $8)"
-			"  RETURNING id, ty_job_json(jobs)::text AS doc)" /* nothing to hide yet */
-			/* ty_job_event is volatile: it sees the row j inserted */
-			" SELECT doc, ty_job_event(id, 'submitted', 'pending', $9, NULL) FROM j",
-			9, params, err);
-	if (rc && ty_pg_in_tx(r->pg))
-		ty_pg_rollback(r->pg);
-	if (rc == TY_ECONFLICT && key) {
-		/* a concurrent request with the same key won the race */
-		ty_err_clear(err);
-		rc = replay(r, params[0], key, hash, err);
+	rc = 0;
+	if (!(x = ty_arena_alloc(r->arena, sizeof(*x)))) {
+		rc = ty_err_set(err, TY_ENOMEM, NULL);
 		goto out;
 	}
-	if (rc || (limited && (rc = ty_pg_commit(r->pg, err))))
+	memset(x, 0, sizeof(*x));
+	x->team_id = team_id;
+	x->team = ty_arena_strdup(r->arena, team);
+	x->key = key ? ty_arena_strdup(r->arena, key) : NULL;
+	x->hash = ty_arena_strdup(r->arena, hash);
+	x->limited = limited;
+	x->row = json_pack("{s:I, s:O?, s:O, s:O?, s:O?, s:O?, s:s?, s:s?, s:s++}", "team_id",
+			   (json_int_t)atoll(team_id), "name", json_object_get(spec, "name"),
+			   "spec", spec, "priority_class", json_object_get(spec, "priority_class"),
+			   "priority", json_object_get(spec, "priority"), "labels",
+			   json_object_get(spec, "labels"), "idempotency_key", key,
+			   "request_sha256", key ? hash : NULL, "message",
+			   "submitted by token '", r->auth.token_name ? r->auth.token_name : "", "'");
+	if (!x->row || !x->team || !x->hash || (key && !x->key)) {
+		json_decref(x->row);
+		rc = ty_err_set(err, TY_ENOMEM, NULL);
 		goto out;
-	rc = api_reply_text(r, 201, PQgetvalue(res, 0, 0));
+	}
+	/* the pooled connection is not needed while the batch runs */
+	api__pool_put(r->srv, r->pg);
+	r->pg = NULL;
+	if (!api__submit_park(r, x))
+		rc = submitted(r, err);
 out:
-	PQclear(res);
 	json_decref(spec);
 	free(canon);
-	free(spec_text);
-	free(labels_text);
 	return rc;
 }
 
@@ -333,7 +337,7 @@ int api_h_jobs_list(struct api_req *r, struct ty_err *err)
 	int rc;
 
 	if (state && !(p[2] = api_job_states_param(r->arena, state)))
-		return api_reply_error(r, 400, "invalid_parameter", "state",
+		return api_reply_error(r, API_P_INVALID_PARAMETER, "state",
 				       "'state' must be a comma-separated list of job states");
 	if (label) {
 		const char *eq = strchr(label, '=');
@@ -341,24 +345,24 @@ int api_h_jobs_list(struct api_req *r, struct ty_err *err)
 		char *k, *t;
 
 		if (!eq || eq == label)
-			return api_reply_error(r, 400, "invalid_parameter", "label",
+			return api_reply_error(r, API_P_INVALID_PARAMETER, "label",
 					       "'label' must be 'key=value'");
 		k = ty_arena_strndup(r->arena, label, (size_t)(eq - label));
 		o = json_pack("{s:s}", k, eq + 1);
 		t = o ? json_dumps(o, JSON_COMPACT) : NULL;
 		json_decref(o);
 		if (!t)
-			return api_reply_error(r, 400, "invalid_parameter", "label",
+			return api_reply_error(r, API_P_INVALID_PARAMETER, "label",
 					       "'label' must be valid UTF-8 'key=value'");
 		p[3] = ty_arena_strdup(r->arena, t);
 		free(t);
 	}
 	if (cursor && !api_parse_id(&v, cursor))
-		return api_reply_error(r, 400, "invalid_parameter", "cursor",
+		return api_reply_error(r, API_P_INVALID_PARAMETER, "cursor",
 				       "'cursor' is not one this server gave out");
 	if (limit_s) {
 		if (!api_parse_id(&v, limit_s) || v > 500)
-			return api_reply_error(r, 400, "invalid_parameter", "limit",
+			return api_reply_error(r, API_P_INVALID_PARAMETER, "limit",
 					       "'limit' must be an integer from 1 to 500");
 		p[5] = limit_s;
 	}
@@ -424,7 +428,7 @@ static int end_job(struct api_req *r, bool stop, struct ty_err *err)
 	}
 	state = PQgetvalue(res, 0, 0);
 	if (proto_job_state_terminal(state)) {
-		api_reply_error(r, 409, "job_finished", NULL, "job %s is already %s", p[0], state);
+		api_reply_error(r, API_P_JOB_FINISHED, NULL, "job %s is already %s", p[0], state);
 		PQclear(res);
 		ty_pg_rollback(r->pg);
 		return 0;
@@ -485,7 +489,7 @@ int api_int_param(struct api_req *r, long long *out, const char *name, long long
 		return 0;
 	*out = strtoll(s, &end, 10);
 	if (!*s || *end || *out < min || *out > max)
-		return api_reply_error(r, 400, "invalid_parameter", name,
+		return api_reply_error(r, API_P_INVALID_PARAMETER, name,
 				       "'%s' must be an integer from %lld to %lld", name, min, max),
 		       -1;
 	return 0;

@@ -20,9 +20,9 @@ static const struct ty_opt options[] = {
 	{"port-file", TY_OPT_STR, NULL, 0, 0,
 	 "write the bound port to this file once listening (for tests and scripts)"},
 	{"threads", TY_OPT_INT, "16", 1, 256,
-	 "HTTP worker threads, each with its own epoll and PostgreSQL connection; a request "
-	 "holds its thread while it waits for a commit, so more threads than cores let "
-	 "concurrent submissions share PostgreSQL's WAL flushes"},
+	 "HTTP worker threads, each with its own epoll and PostgreSQL connection; a job "
+	 "submission waits for its batch's commit without holding one (concurrent "
+	 "submissions share one insert and one commit)"},
 	{"max-body-bytes", TY_OPT_INT, "1048576", 1024, 67108864,
 	 "largest request body accepted; larger ones get 413"},
 	{"max-json-depth", TY_OPT_INT, "32", 2, 1000, "deepest JSON nesting accepted"},

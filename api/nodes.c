@@ -68,7 +68,7 @@ int api_h_nodes_list(struct api_req *r, struct ty_err *err)
 	if (p[1] && strcmp(p[1], "ready") && strcmp(p[1], "not_ready") && strcmp(p[1], "suspect") &&
 	    strcmp(p[1], "draining") && strcmp(p[1], "drained") && strcmp(p[1], "preempting") &&
 	    strcmp(p[1], "lost"))
-		return api_reply_error(r, 400, "invalid_parameter", "state",
+		return api_reply_error(r, API_P_INVALID_PARAMETER, "state",
 				       "'state' must be 'ready', 'not_ready', 'suspect', 'draining', "
 				       "'drained', 'preempting' or 'lost'");
 	rc = ty_pg_exec(&res, r->pg,
@@ -94,7 +94,7 @@ int api_h_nodes_get(struct api_req *r, struct ty_err *err)
 	if (rc)
 		return rc;
 	if (PQntuples(res) == 0)
-		rc = api_reply_error(r, 404, "node_not_found", NULL, "no node '%s'", r->params[0]);
+		rc = api_reply_error(r, API_P_NODE_NOT_FOUND, NULL, "no node '%s'", r->params[0]);
 	else
 		rc = api_reply_text(r, 200, PQgetvalue(res, 0, 0));
 	PQclear(res);
@@ -128,7 +128,7 @@ static int node_admin(struct api_req *r, const char *action, const char *sql, co
 	if (!rc && PQntuples(res) == 0) {
 		PQclear(res);
 		ty_pg_rollback(r->pg);
-		return api_reply_error(r, 404, "node_not_found", NULL, "no node '%s'",
+		return api_reply_error(r, API_P_NODE_NOT_FOUND, NULL, "no node '%s'",
 				       r->params[0]);
 	}
 	if (rc ||
@@ -184,13 +184,13 @@ int api_h_nodes_preempt(struct api_req *r, struct ty_err *err)
 	json_object_foreach(r->json, key, v)
 	{
 		if (strcmp(key, "deadline_seconds"))
-			return api_reply_error(r, 400, "unknown_field", key,
+			return api_reply_error(r, API_P_UNKNOWN_FIELD, key,
 					       "unknown field '%s' (only 'deadline_seconds')",
 					       key);
 	}
 	if (d && (!json_is_integer(d) || json_integer_value(d) < 0 ||
 		  json_integer_value(d) > API_PREEMPT_DEADLINE_MAX))
-		return api_reply_error(r, 422, "invalid_field", "deadline_seconds",
+		return api_reply_error(r, API_P_INVALID_FIELD, "deadline_seconds",
 				       "'deadline_seconds' must be an integer from 0 to %d",
 				       API_PREEMPT_DEADLINE_MAX);
 	return node_admin(
@@ -214,7 +214,7 @@ int api_h_jobs_attempts(struct api_req *r, struct ty_err *err)
 	int rc;
 
 	if (!api_parse_id(&id, r->params[0]))
-		return api_reply_error(r, 404, "job_not_found", NULL, "no job '%s'", r->params[0]);
+		return api_reply_error(r, API_P_JOB_NOT_FOUND, NULL, "no job '%s'", r->params[0]);
 	rc = ty_pg_exec(&res, r->pg,
 			"SELECT json_build_object('items', coalesce((SELECT json_agg("
 			" json_build_object('attempt', t.attempt, 'state', t.state,"
@@ -247,7 +247,7 @@ int api_h_jobs_attempts(struct api_req *r, struct ty_err *err)
 	if (rc)
 		return rc;
 	if (PQntuples(res) == 0)
-		rc = api_reply_error(r, 404, "job_not_found", NULL, "no job '%s'", r->params[0]);
+		rc = api_reply_error(r, API_P_JOB_NOT_FOUND, NULL, "no job '%s'", r->params[0]);
 	else
 		rc = api_reply_text(r, 200, PQgetvalue(res, 0, 0));
 	PQclear(res);
@@ -288,19 +288,19 @@ int api_h_jobs_logs(struct api_req *r, struct ty_err *err)
 	int rc;
 
 	if (!api_parse_id(&id, r->params[0]))
-		return api_reply_error(r, 404, "job_not_found", NULL, "no job '%s'", r->params[0]);
+		return api_reply_error(r, API_P_JOB_NOT_FOUND, NULL, "no job '%s'", r->params[0]);
 	if (rank_s && strcmp(rank_s, "0") != 0 && (!api_parse_id(&v, rank_s) || v > INT_MAX))
-		return api_reply_error(r, 400, "invalid_parameter", "rank",
+		return api_reply_error(r, API_P_INVALID_PARAMETER, "rank",
 				       "'rank' must be a rank number from 0 to %d", INT_MAX);
 	if (rank_s && strcmp(rank_s, "0") != 0)
 		p[2] = ty_arena_printf(r->arena, "%lld", (long long)v);
 	if (attempt_s && (!api_parse_id(&v, attempt_s) || v > INT_MAX))
-		return api_reply_error(r, 400, "invalid_parameter", "attempt",
+		return api_reply_error(r, API_P_INVALID_PARAMETER, "attempt",
 				       "'attempt' must be an attempt number from 1 to %d", INT_MAX);
 	if (attempt_s)
 		p[3] = ty_arena_printf(r->arena, "%lld", (long long)v);
 	if (tail_s && (!api_parse_id(&v, tail_s) || v > 10000))
-		return api_reply_error(r, 400, "invalid_parameter", "tail",
+		return api_reply_error(r, API_P_INVALID_PARAMETER, "tail",
 				       "'tail' must be an integer from 1 to 10000");
 	if (tail_s)
 		tail = v;
@@ -317,11 +317,11 @@ int api_h_jobs_logs(struct api_req *r, struct ty_err *err)
 	if (rc)
 		return rc;
 	if (PQntuples(res) == 0) {
-		rc = api_reply_error(r, 404, "job_not_found", NULL, "no job '%s'", r->params[0]);
+		rc = api_reply_error(r, API_P_JOB_NOT_FOUND, NULL, "no job '%s'", r->params[0]);
 		goto out;
 	}
 	if (!ty_pg_val(res, 0, 1) || PQgetvalue(res, 0, 3)[0] != 't') {
-		rc = api_reply_error(r, 404, "rank_not_found", "rank",
+		rc = api_reply_error(r, API_P_RANK_NOT_FOUND, "rank",
 				     "job %s has no rank %s in %s attempt", r->params[0], p[2],
 				     attempt_s ? "that" : "its current");
 		goto out;
@@ -355,7 +355,7 @@ int api_h_jobs_logs(struct api_req *r, struct ty_err *err)
 	if (cc == CURLE_OK)
 		curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
 	if (cc == CURLE_OK && status == 404) {
-		rc = api_reply_error(r, 404, "log_not_found", "rank",
+		rc = api_reply_error(r, API_P_LOG_NOT_FOUND, "rank",
 				     "rank %s of job %s has no log on its node (yet)", p[2],
 				     r->params[0]);
 		goto out;
@@ -373,7 +373,7 @@ int api_h_jobs_logs(struct api_req *r, struct ty_err *err)
 			"%lld: %.*s",
 			claims.node, r->params[0], PQgetvalue(res, 0, 1), p[2], status, n,
 			n ? body.data : "");
-		rc = api_reply_error(r, 503, "logs_unavailable", NULL,
+		rc = api_reply_error(r, API_P_LOGS_UNAVAILABLE, NULL,
 				     "the node holding rank %s's log refused the API's log credential "
 				     "(HTTP %lld): its --log-pubkey must be the public half of the "
 				     "API's --log-key, and their clocks must agree",
@@ -381,7 +381,7 @@ int api_h_jobs_logs(struct api_req *r, struct ty_err *err)
 		goto out;
 	}
 	if (cc != CURLE_OK || status != 200) {
-		rc = api_reply_error(r, 503, "logs_unavailable", NULL,
+		rc = api_reply_error(r, API_P_LOGS_UNAVAILABLE, NULL,
 				     "the node holding rank %s's log did not answer: %s", p[2],
 				     cc != CURLE_OK ? errbuf : "unexpected status");
 		goto out;

@@ -42,14 +42,14 @@ int api_h_queue_list(struct api_req *r, struct ty_err *err)
 	int rc;
 
 	if (p[0] && !api_team_name_ok(p[0]))
-		return api_reply_error(r, 400, "invalid_parameter", "team",
+		return api_reply_error(r, API_P_INVALID_PARAMETER, "team",
 				       "'team' must be a team name (a-z, 0-9, '-')");
 	if (cursor && !parse_cursor(&p[1], &p[2], r, cursor))
-		return api_reply_error(r, 400, "invalid_parameter", "cursor",
+		return api_reply_error(r, API_P_INVALID_PARAMETER, "cursor",
 				       "'cursor' is not one this server gave out");
 	if (limit_s) {
 		if (!api_parse_id(&v, limit_s) || v > 500)
-			return api_reply_error(r, 400, "invalid_parameter", "limit",
+			return api_reply_error(r, API_P_INVALID_PARAMETER, "limit",
 					       "'limit' must be an integer from 1 to 500");
 		p[3] = limit_s;
 	}

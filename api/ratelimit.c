@@ -143,7 +143,7 @@ bool api__ratelimit_refuse(struct api_req *r, struct api_ratelimit *rl)
 		return false;
 	if (!(wait = api_ratelimit_take(rl, r->auth.token_id, api__metrics_now())))
 		return false;
-	api_reply_error(r, 429, "rate_limited", NULL,
+	api_reply_error(r, API_P_RATE_LIMITED, NULL,
 			"token '%s' made more than %d requests in a burst or %d a second on "
 			"average; retry in %d s",
 			r->auth.token_name, (int)rl->burst, (int)rl->rps, wait);

@@ -26,6 +26,9 @@ struct api_server {
 	int pool_size, pool_free;
 	/* watcher: see watch.c */
 	struct api_watch *watch;
+	struct api_tokens *tokens; /* auth.c */
+	/* submission batches: see submit.c */
+	struct api_submitter *submitter;
 	/* webhook deliverer: see deliver.c */
 	struct api_deliver *deliver;
 	/* per-token rate limits, NULL when off: see ratelimit.c */
@@ -94,36 +97,53 @@ int api_reply_header(struct api_req *r, const char *name, const char *value)
 	return 0;
 }
 
-int api_problem_set(struct api_problem *p, unsigned status, const char *code, const char *field,
+static const struct {
+	const char *code;
+	unsigned status;
+	const char *title;
+} problems[API_P_COUNT] = {
+#define API_PCODE_ROW(name, c, s, t) [API_P_##name] = {c, s, t},
+	API_PROBLEMS(API_PCODE_ROW)
+#undef API_PCODE_ROW
+};
+
+static void problem_vset(struct api_problem *p, enum api_pcode pc, const char *field,
+			 const char *fmt, va_list ap)
+{
+	p->status = problems[pc].status;
+	p->code = problems[pc].code;
+	snprintf(p->field, sizeof(p->field), "%s", field ? field : "");
+	vsnprintf(p->detail, sizeof(p->detail), fmt, ap);
+}
+
+int api_problem_set(struct api_problem *p, enum api_pcode pc, const char *field,
 		    const char *fmt, ...)
 {
 	va_list ap;
 
-	p->status = status;
-	p->code = code;
-	snprintf(p->field, sizeof(p->field), "%s", field ? field : "");
 	va_start(ap, fmt);
-	vsnprintf(p->detail, sizeof(p->detail), fmt, ap);
+	problem_vset(p, pc, field, fmt, ap);
 	va_end(ap);
 	return TY_EINVAL;
 }
 
+const char *api_problem_title(const char *code)
+{
+	for (int i = 0; i < API_P_COUNT; i++)
+		if (!strcmp(problems[i].code, code))
+			return problems[i].title;
+	return NULL;
+}
+
 int api_reply_problem(struct api_req *r, const struct api_problem *p)
 {
+	const char *title = api_problem_title(p->code);
 	json_t *o;
-	char title[64];
 	char *s;
 
-	/* "invalid_field" → "Invalid field" */
-	snprintf(title, sizeof(title), "%s", p->code);
-	for (char *c = title; *c; c++)
-		if (*c == '_')
-			*c = ' ';
-	if (title[0] >= 'a' && title[0] <= 'z')
-		title[0] = (char)(title[0] - 'a' + 'A');
 	o = json_pack("{s:s+, s:s, s:i, s:s, s:s}", "type", "https://trainyard.dev/problems/",
-		      p->code, "title", title, "status", (int)p->status, "code", p->code,
-		      "detail", p->detail);
+		      p->code, "title", title ? title : p->code, "status", (int)p->status, "code",
+		      p->code, "detail", p->detail);
 	if (!o)
 		return TY_ENOMEM;
 	if (p->field[0])
@@ -141,17 +161,14 @@ int api_reply_problem(struct api_req *r, const struct api_problem *p)
 	return 0;
 }
 
-int api_reply_error(struct api_req *r, unsigned status, const char *code, const char *field,
-		    const char *fmt, ...)
+int api_reply_error(struct api_req *r, enum api_pcode pc, const char *field, const char *fmt,
+		    ...)
 {
 	struct api_problem p = {0};
 	va_list ap;
 
-	p.status = status;
-	p.code = code;
-	snprintf(p.field, sizeof(p.field), "%s", field ? field : "");
 	va_start(ap, fmt);
-	vsnprintf(p.detail, sizeof(p.detail), fmt, ap);
+	problem_vset(&p, pc, field, fmt, ap);
 	va_end(ap);
 	return api_reply_problem(r, &p);
 }
@@ -159,26 +176,33 @@ int api_reply_error(struct api_req *r, unsigned status, const char *code, const 
 int api_reply_from_err(struct api_req *r, int code, const struct ty_err *err)
 {
 	const char *msg = err && err->msg[0] ? err->msg : ty_code_desc(code);
+	enum api_pcode pc;
 
 	switch (code) {
 	case TY_EUNAVAIL:
-		return api_reply_error(r, 503, "unavailable", NULL, "%s", msg);
-	case TY_ENOTFOUND:
-		return api_reply_error(r, 404, "not_found", NULL, "%s", msg);
-	case TY_EAUTH:
-		return api_reply_error(r, 401, "unauthenticated", NULL, "%s", msg);
-	case TY_EPERM:
-		return api_reply_error(r, 403, "forbidden", NULL, "%s", msg);
-	case TY_ECONFLICT:
-		return api_reply_error(r, 409, "conflict", NULL, "%s", msg);
-	case TY_EINVAL:
-		return api_reply_error(r, 422, "invalid_field", NULL, "%s", msg);
 	case TY_ETIMEDOUT:
-		return api_reply_error(r, 503, "unavailable", NULL, "%s", msg);
+		pc = API_P_UNAVAILABLE;
+		break;
+	case TY_ENOTFOUND:
+		pc = API_P_NOT_FOUND;
+		break;
+	case TY_EAUTH:
+		pc = API_P_UNAUTHENTICATED;
+		break;
+	case TY_EPERM:
+		pc = API_P_FORBIDDEN;
+		break;
+	case TY_ECONFLICT:
+		pc = API_P_CONFLICT;
+		break;
+	case TY_EINVAL:
+		pc = API_P_INVALID_FIELD;
+		break;
 	default:
 		ty_error("%s %s: %s", r->method, r->path, msg);
-		return api_reply_error(r, 500, "internal", NULL, "%s", msg);
+		pc = API_P_INTERNAL;
 	}
+	return api_reply_error(r, pc, NULL, "%s", msg);
 }
 
 const char *api_scope(struct api_req *r)
@@ -338,10 +362,10 @@ static int preflight(struct api_req *r, const char *allow)
 	const char *want = api_header(r, "Access-Control-Request-Method");
 
 	if (!origin_allowed(r->srv, origin))
-		return api_reply_error(r, 403, "cors_forbidden", NULL,
+		return api_reply_error(r, API_P_CORS_FORBIDDEN, NULL,
 				       "origin '%s' is not allowed", origin ? origin : "");
 	if (!want || !strstr(allow, want))
-		return api_reply_error(r, 403, "cors_forbidden", NULL,
+		return api_reply_error(r, API_P_CORS_FORBIDDEN, NULL,
 				       "method '%s' is not allowed on '%s'", want ? want : "",
 				       r->path);
 	r->origin = ty_arena_strdup(r->arena, origin);
@@ -410,7 +434,7 @@ static bool request_text_ok(struct api_req *r)
 	if (!api_text_ok(r->path, strlen(r->path), true)) {
 		char *shown = ty_arena_strdup(r->arena, r->path);
 
-		api_reply_error(r, 404, "not_found", NULL,
+		api_reply_error(r, API_P_NOT_FOUND, NULL,
 				"no route: the path is not UTF-8 text without control characters");
 		/* the request log line shows it with every byte but printable ASCII masked */
 		for (unsigned char *c = (unsigned char *)shown; c && *c; c++)
@@ -423,7 +447,7 @@ static bool request_text_ok(struct api_req *r)
 	if (bad) {
 		bool name_ok = api_text_ok(bad, strlen(bad), true);
 
-		api_reply_error(r, 400, "invalid_parameter", name_ok ? bad : NULL,
+		api_reply_error(r, API_P_INVALID_PARAMETER, name_ok ? bad : NULL,
 				"query parameter '%s' is not UTF-8 text", name_ok ? bad : "?");
 		return false;
 	}
@@ -443,11 +467,11 @@ static void dispatch(struct api_req *r)
 					  sizeof(allow));
 		if (!r->route) {
 			if (!allow[0])
-				api_reply_error(r, 404, "not_found", NULL, "no route '%s'", r->path);
+				api_reply_error(r, API_P_NOT_FOUND, NULL, "no route '%s'", r->path);
 			else if (strcmp(r->method, "OPTIONS") == 0)
 				preflight(r, allow);
 			else {
-				api_reply_error(r, 405, "method_not_allowed", NULL,
+				api_reply_error(r, API_P_METHOD_NOT_ALLOWED, NULL,
 						"'%s' does not allow %s", r->path, r->method);
 				api_reply_header(r, "Allow", allow);
 			}
@@ -459,41 +483,41 @@ static void dispatch(struct api_req *r)
 
 	if (r->route->flags & API_BODY) {
 		if (r->body_too_large) {
-			api_reply_error(r, 413, "body_too_large", NULL,
+			api_reply_error(r, API_P_BODY_TOO_LARGE, NULL,
 					"request body is larger than %zu bytes",
 					r->srv->opt.max_body_bytes);
 			return;
 		}
 		if (!r->json) {
 			if (!content_type_json(api_header(r, MHD_HTTP_HEADER_CONTENT_TYPE))) {
-				api_reply_error(r, 415, "unsupported_media_type", NULL,
+				api_reply_error(r, API_P_UNSUPPORTED_MEDIA_TYPE, NULL,
 						"send the body as 'application/json'");
 				return;
 			}
 			rc = ty_json_parse(&r->json, r->body.data ? r->body.data : "", r->body.len,
 					   r->srv->opt.max_json_depth, &err);
 			if (rc) {
-				api_reply_error(r, 400,
-						rc == TY_ETOOBIG ? "json_too_deep" : "invalid_json",
+				api_reply_error(r, rc == TY_ETOOBIG ? API_P_JSON_TOO_DEEP : API_P_INVALID_JSON,
 						NULL, "%s", err.msg);
 				return;
 			}
 			if (!json_is_object(r->json)) {
-				api_reply_error(r, 400, "invalid_json", NULL,
+				api_reply_error(r, API_P_INVALID_JSON, NULL,
 						"the body must be a JSON object, not %s",
 						ty_json_type_name(r->json));
 				return;
 			}
 			if (api_json_has_nul(field, sizeof(field), r->json)) {
-				api_reply_error(r, 422, "invalid_field", field,
+				api_reply_error(r, API_P_INVALID_FIELD, field,
 						"'%s' holds a NUL character (\\u0000)", field);
 				return;
 			}
 		}
 	}
 
-	if (r->route->flags & API_AUTH || r->route->role != API_ROLE_NONE ||
-	    strcmp(r->route->pattern, "/readyz") == 0) {
+	/* a submission back from its batch takes a connection only if it needs one */
+	if (!r->sub && (r->route->flags & API_AUTH || r->route->role != API_ROLE_NONE ||
+			strcmp(r->route->pattern, "/readyz") == 0)) {
 		if ((rc = api__pool_get(&r->pg, r->srv, &err))) {
 			api_reply_from_err(r, rc, &err);
 			return;
@@ -505,7 +529,7 @@ static void dispatch(struct api_req *r)
 			goto out;
 		}
 		if (r->auth.trial_job && !(r->route->flags & API_TRIAL)) {
-			api_reply_error(r, 403, "forbidden", NULL,
+			api_reply_error(r, API_P_FORBIDDEN, NULL,
 					"a trial metrics token may only report and read its "
 					"job's metrics, not %s %s",
 					r->method, r->route->pattern);
@@ -515,11 +539,11 @@ static void dispatch(struct api_req *r)
 			goto out;
 		if (r->auth.role < r->route->role) {
 			if (r->route->flags & API_JOB && !job_visible(r)) {
-				api_reply_error(r, 404, "job_not_found", NULL, "no job '%s'",
+				api_reply_error(r, API_P_JOB_NOT_FOUND, NULL, "no job '%s'",
 						r->params[0]);
 				goto out;
 			}
-			api_reply_error(r, 403, "forbidden", NULL, "%s %s needs the %s role",
+			api_reply_error(r, API_P_FORBIDDEN, NULL, "%s %s needs the %s role",
 					r->method, r->route->pattern,
 					r->route->role == API_ROLE_ADMIN ? "admin" : "member");
 			goto out;
@@ -541,7 +565,7 @@ static enum MHD_Result queue_reply(struct api_req *r)
 	enum MHD_Result ret;
 
 	if (!r->status)
-		api_reply_error(r, 500, "internal", NULL, "handler for %s %s gave no reply",
+		api_reply_error(r, API_P_INTERNAL, NULL, "handler for %s %s gave no reply",
 				r->method, r->path);
 	api__audit_request(r);
 	resp = MHD_create_response_from_buffer(r->resp_len, r->resp ? r->resp : (void *)"",
@@ -629,7 +653,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 		*con_cls = r;
 		if (!framing_ok(conn)) {
 			r->body_too_large = true; /* ignore what body there is */
-			api_reply_error(r, 400, "invalid_header", MHD_HTTP_HEADER_CONTENT_LENGTH,
+			api_reply_error(r, API_P_INVALID_HEADER, MHD_HTTP_HEADER_CONTENT_LENGTH,
 					"conflicting Content-Length or Transfer-Encoding headers");
 			api_reply_header(r, MHD_HTTP_HEADER_CONNECTION, "close");
 			return queue_reply(r);
@@ -639,7 +663,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 						 MHD_HTTP_HEADER_CONTENT_LENGTH);
 		if (cl && strtoull(cl, NULL, 10) > s->opt.max_body_bytes) {
 			r->body_too_large = true;
-			api_reply_error(r, 413, "body_too_large", NULL,
+			api_reply_error(r, API_P_BODY_TOO_LARGE, NULL,
 					"request body of %s bytes is larger than %zu bytes", cl,
 					s->opt.max_body_bytes);
 			return queue_reply(r);
@@ -771,7 +795,12 @@ int api_server_start(struct api_server **out, const struct api_options *o, struc
 		}
 		s->pool_free++;
 	}
-	if ((rc = api__watch_start(s, o->database_url, err)))
+	if (!(s->tokens = api__tokens_new())) {
+		rc = ty_err_set(err, TY_ENOMEM, NULL);
+		goto fail;
+	}
+	if ((rc = api__watch_start(s, o->database_url, err)) ||
+	    (rc = api__submit_start(s, o->database_url, err)))
 		goto fail;
 	if ((rc = api__deliver_start(s, o->database_url, &o->webhook, err)) ||
 	    (rc = api__audit_prune_start(&s->pruner, o->database_url, o->audit_retention_days, err)))
@@ -823,11 +852,13 @@ void api_server_stop(struct api_server *s)
 	if (s->mhd)
 		MHD_quiesce_daemon(s->mhd);
 	api__watch_stop(s); /* resumes parked requests so MHD can finish them */
+	api__submit_stop(s); /* the same, once their batches are written */
 	api__deliver_stop(s);
 	api__audit_prune_stop(s->pruner);
 	if (s->mhd)
 		MHD_stop_daemon(s->mhd);
 	api_ratelimit_free(s->ratelimit);
+	api__tokens_free(s->tokens);
 	for (int i = 0; s->pool && i < s->pool_size; i++)
 		ty_pg_close(s->pool[i]);
 	free(s->pool);
@@ -848,4 +879,16 @@ struct api_deliver **api__deliver_slot(struct api_server *s);
 struct api_deliver **api__deliver_slot(struct api_server *s)
 {
 	return &s->deliver;
+}
+
+/* submit.c reaches the server's submitter slot through this. */
+struct api_submitter **api__submit_slot(struct api_server *s);
+struct api_submitter **api__submit_slot(struct api_server *s)
+{
+	return &s->submitter;
+}
+
+struct api_tokens *api__tokens(struct api_server *s)
+{
+	return s->tokens;
 }

@@ -119,17 +119,17 @@ static int check_names(const json_t *obj, const char *path, struct api_problem *
 	json_t *v, *v2;
 
 	if (json_object_size(obj) == 0)
-		return api_problem_set(p, 422, "invalid_field", path,
+		return api_problem_set(p, API_P_INVALID_FIELD, path,
 				       "'%s' has no parameters", path);
 	if (json_object_size(obj) > API_SWEEP_MAX_PARAMS)
-		return api_problem_set(p, 422, "invalid_field", path,
+		return api_problem_set(p, API_P_INVALID_FIELD, path,
 				       "'%s' has %zu parameters, the limit is %d", path,
 				       json_object_size(obj), API_SWEEP_MAX_PARAMS);
 	json_object_foreach((json_t *)obj, k, v) {
 		char e1[128], e2[128];
 
 		if (!*k || strlen(k) > API_SWEEP_MAX_NAME)
-			return api_problem_set(p, 422, "invalid_field", path,
+			return api_problem_set(p, API_P_INVALID_FIELD, path,
 					       "'%s' has a parameter name that is not 1 to %d bytes",
 					       path, API_SWEEP_MAX_NAME);
 		api_sweep_env_name(e1, sizeof(e1), k);
@@ -138,7 +138,7 @@ static int check_names(const json_t *obj, const char *path, struct api_problem *
 				break;
 			api_sweep_env_name(e2, sizeof(e2), k2);
 			if (strcmp(e1, e2) == 0)
-				return api_problem_set(p, 422, "invalid_field", path,
+				return api_problem_set(p, API_P_INVALID_FIELD, path,
 						       "'%s': parameters '%s' and '%s' would both "
 						       "set %s",
 						       path, k2, k, e1);
@@ -154,12 +154,12 @@ static json_t *expand_trials(const json_t *list, struct api_problem *p)
 	size_t i;
 
 	if (!json_is_array(list))
-		return api_problem_set(p, 422, "invalid_field", "trials",
+		return api_problem_set(p, API_P_INVALID_FIELD, "trials",
 				       "'trials' must be an array of objects, not %s",
 				       ty_json_type_name(list)),
 		       NULL;
 	if (json_array_size(list) == 0 || json_array_size(list) > API_SWEEP_MAX_TRIALS)
-		return api_problem_set(p, 422, "invalid_field", "trials",
+		return api_problem_set(p, API_P_INVALID_FIELD, "trials",
 				       "'trials' must hold 1 to %d parameter sets, got %zu",
 				       API_SWEEP_MAX_TRIALS, json_array_size(list)),
 		       NULL;
@@ -168,7 +168,7 @@ static json_t *expand_trials(const json_t *list, struct api_problem *p)
 
 		snprintf(path, sizeof(path), "trials[%zu]", i);
 		if (!json_is_object(t))
-			return api_problem_set(p, 422, "invalid_field", path,
+			return api_problem_set(p, API_P_INVALID_FIELD, path,
 					       "'%s' must be an object, not %s", path,
 					       ty_json_type_name(t)),
 			       NULL;
@@ -176,7 +176,7 @@ static json_t *expand_trials(const json_t *list, struct api_problem *p)
 			return NULL;
 		json_object_foreach(t, k, v) {
 			if (!is_scalar(v))
-				return api_problem_set(p, 422, "invalid_field", path,
+				return api_problem_set(p, API_P_INVALID_FIELD, path,
 						       "'%s.%.64s' must be a string, number or "
 						       "boolean, not %s",
 						       path, k, ty_json_type_name(v)),
@@ -184,7 +184,7 @@ static json_t *expand_trials(const json_t *list, struct api_problem *p)
 		}
 	}
 	if (!(out = json_deep_copy(list)))
-		api_problem_set(p, 500, "internal", NULL, "out of memory expanding the sweep");
+		api_problem_set(p, API_P_INTERNAL, NULL, "out of memory expanding the sweep");
 	return out;
 }
 
@@ -195,7 +195,7 @@ static json_t *expand_grid(const json_t *grid, struct api_problem *p)
 	json_t *out = NULL, *v;
 
 	if (!json_is_object(grid))
-		return api_problem_set(p, 422, "invalid_field", "grid",
+		return api_problem_set(p, API_P_INVALID_FIELD, "grid",
 				       "'grid' must be an object of value lists, not %s",
 				       ty_json_type_name(grid)),
 		       NULL;
@@ -210,13 +210,13 @@ static json_t *expand_grid(const json_t *grid, struct api_problem *p)
 
 		snprintf(path, sizeof(path), "grid.%s", keys[i]);
 		if (!json_is_array(vals) || json_array_size(vals) == 0) {
-			api_problem_set(p, 422, "invalid_field", path,
+			api_problem_set(p, API_P_INVALID_FIELD, path,
 					"'%s' must be a non-empty array of values", path);
 			goto fail;
 		}
 		json_array_foreach(vals, j, v) {
 			if (!is_scalar(v)) {
-				api_problem_set(p, 422, "invalid_field", path,
+				api_problem_set(p, API_P_INVALID_FIELD, path,
 						"'%s[%zu]' must be a string, number or boolean, "
 						"not %s",
 						path, j, ty_json_type_name(v));
@@ -225,7 +225,7 @@ static json_t *expand_grid(const json_t *grid, struct api_problem *p)
 		}
 		total *= json_array_size(vals);
 		if (total > API_SWEEP_MAX_TRIALS) {
-			api_problem_set(p, 422, "invalid_field", "grid",
+			api_problem_set(p, API_P_INVALID_FIELD, "grid",
 					"'grid' has more than %d combinations", API_SWEEP_MAX_TRIALS);
 			goto fail;
 		}
@@ -251,7 +251,7 @@ static json_t *expand_grid(const json_t *grid, struct api_problem *p)
 	free(keys);
 	return out;
 oom:
-	api_problem_set(p, 500, "internal", NULL, "out of memory expanding the sweep");
+	api_problem_set(p, API_P_INTERNAL, NULL, "out of memory expanding the sweep");
 fail:
 	free(keys);
 	json_decref(out);
@@ -281,7 +281,7 @@ static int check_dist(struct rparam *rp, const char *name, const json_t *spec,
 	snprintf(path, sizeof(path), "random.params.%s", name);
 	rp->name = name;
 	if (!json_is_object(spec) || json_object_size(spec) != 1)
-		return api_problem_set(p, 422, "invalid_field", path,
+		return api_problem_set(p, API_P_INVALID_FIELD, path,
 				       "'%s' must be an object with one of 'uniform', "
 				       "'log_uniform', 'int_uniform' or 'choice'",
 				       path);
@@ -290,7 +290,7 @@ static int check_dist(struct rparam *rp, const char *name, const json_t *spec,
 	for (d = 0; dist_names[d] && strcmp(dist_names[d], k); d++)
 		;
 	if (!dist_names[d])
-		return api_problem_set(p, 400, "unknown_field", path,
+		return api_problem_set(p, API_P_UNKNOWN_FIELD, path,
 				       "'%s': unknown distribution '%.64s' (use 'uniform', "
 				       "'log_uniform', 'int_uniform' or 'choice')",
 				       path, k);
@@ -300,11 +300,11 @@ static int check_dist(struct rparam *rp, const char *name, const json_t *spec,
 		size_t i;
 
 		if (!json_is_array(v) || json_array_size(v) == 0)
-			return api_problem_set(p, 422, "invalid_field", path,
+			return api_problem_set(p, API_P_INVALID_FIELD, path,
 					       "'%s' must be a non-empty array of values", path);
 		json_array_foreach(v, i, a) {
 			if (!is_scalar(a))
-				return api_problem_set(p, 422, "invalid_field", path,
+				return api_problem_set(p, API_P_INVALID_FIELD, path,
 						       "'%s[%zu]' must be a string, number or "
 						       "boolean, not %s",
 						       path, i, ty_json_type_name(a));
@@ -313,14 +313,14 @@ static int check_dist(struct rparam *rp, const char *name, const json_t *spec,
 		return 0;
 	}
 	if (!json_is_array(v) || json_array_size(v) != 2)
-		return api_problem_set(p, 422, "invalid_field", path,
+		return api_problem_set(p, API_P_INVALID_FIELD, path,
 				       "'%s' must be [low, high]", path);
 	a = json_array_get(v, 0);
 	b = json_array_get(v, 1);
 	if (rp->d == D_INT_UNIFORM) {
 		if (!json_is_integer(a) || !json_is_integer(b) ||
 		    json_integer_value(a) > json_integer_value(b))
-			return api_problem_set(p, 422, "invalid_field", path,
+			return api_problem_set(p, API_P_INVALID_FIELD, path,
 					       "'%s' must be two integers [low, high] with low <= "
 					       "high",
 					       path);
@@ -330,15 +330,15 @@ static int check_dist(struct rparam *rp, const char *name, const json_t *spec,
 	}
 	if (!json_is_number(a) || !json_is_number(b) ||
 	    !(json_number_value(a) < json_number_value(b)))
-		return api_problem_set(p, 422, "invalid_field", path,
+		return api_problem_set(p, API_P_INVALID_FIELD, path,
 				       "'%s' must be two numbers [low, high] with low < high", path);
 	rp->a = json_number_value(a);
 	rp->b = json_number_value(b);
 	if (rp->d == D_UNIFORM && !isfinite(rp->b - rp->a))
-		return api_problem_set(p, 422, "invalid_field", path,
+		return api_problem_set(p, API_P_INVALID_FIELD, path,
 				       "'%s': high - low must be a finite number", path);
 	if (rp->d == D_LOG_UNIFORM && !(rp->a > 0))
-		return api_problem_set(p, 422, "invalid_field", path,
+		return api_problem_set(p, API_P_INVALID_FIELD, path,
 				       "'%s' must have a low bound above 0", path);
 	return 0;
 }
@@ -375,7 +375,7 @@ static json_t *expand_random(const json_t *rnd, struct api_problem *p)
 	uint64_t st;
 
 	if (!json_is_object(rnd))
-		return api_problem_set(p, 422, "invalid_field", "random",
+		return api_problem_set(p, API_P_INVALID_FIELD, "random",
 				       "'random' must be an object {count, seed, params}, not %s",
 				       ty_json_type_name(rnd)),
 		       NULL;
@@ -383,7 +383,7 @@ static json_t *expand_random(const json_t *rnd, struct api_problem *p)
 		char path[96];
 
 		snprintf(path, sizeof(path), "random.%.64s", unk);
-		return api_problem_set(p, 400, "unknown_field", path, "unknown field '%s'", path),
+		return api_problem_set(p, API_P_UNKNOWN_FIELD, path, "unknown field '%s'", path),
 		       NULL;
 	}
 	count = json_object_get(rnd, "count");
@@ -391,17 +391,17 @@ static json_t *expand_random(const json_t *rnd, struct api_problem *p)
 	params = json_object_get(rnd, "params");
 	if (!json_is_integer(count) || json_integer_value(count) < 1 ||
 	    json_integer_value(count) > API_SWEEP_MAX_TRIALS)
-		return api_problem_set(p, 422, count ? "invalid_field" : "missing_field",
+		return api_problem_set(p, count ? API_P_INVALID_FIELD : API_P_MISSING_FIELD,
 				       "random.count", "'random.count' must be an integer from 1 to %d",
 				       API_SWEEP_MAX_TRIALS),
 		       NULL;
 	if (!json_is_integer(seed) || json_integer_value(seed) < 0)
-		return api_problem_set(p, 422, seed ? "invalid_field" : "missing_field",
+		return api_problem_set(p, seed ? API_P_INVALID_FIELD : API_P_MISSING_FIELD,
 				       "random.seed",
 				       "'random.seed' must be an integer from 0 to 2^63-1"),
 		       NULL;
 	if (!json_is_object(params))
-		return api_problem_set(p, 422, params ? "invalid_field" : "missing_field",
+		return api_problem_set(p, params ? API_P_INVALID_FIELD : API_P_MISSING_FIELD,
 				       "random.params",
 				       "'random.params' must be an object of distributions"),
 		       NULL;
@@ -428,7 +428,7 @@ static json_t *expand_random(const json_t *rnd, struct api_problem *p)
 	free(names);
 	return out;
 oom:
-	api_problem_set(p, 500, "internal", NULL, "out of memory expanding the sweep");
+	api_problem_set(p, API_P_INTERNAL, NULL, "out of memory expanding the sweep");
 fail:
 	free(names);
 	json_decref(out);
@@ -447,7 +447,7 @@ json_t *api_sweep_expand(const json_t *body, struct api_problem *p)
 		if (!x)
 			continue;
 		if (kind)
-			return api_problem_set(p, 422, "invalid_field", kinds[i],
+			return api_problem_set(p, API_P_INVALID_FIELD, kinds[i],
 					       "give only one of 'trials', 'grid' or 'random', "
 					       "not both '%s' and '%s'",
 					       kind, kinds[i]),
@@ -456,7 +456,7 @@ json_t *api_sweep_expand(const json_t *body, struct api_problem *p)
 		v = x;
 	}
 	if (!kind)
-		return api_problem_set(p, 422, "missing_field", "trials",
+		return api_problem_set(p, API_P_MISSING_FIELD, "trials",
 				       "give exactly one of 'trials', 'grid' or 'random'"),
 		       NULL;
 	if (kind == kinds[0])

@@ -13,7 +13,7 @@ static const char *const objective_keys[] = {"metric", "direction", NULL};
 
 static int sweep_not_found(struct api_req *r)
 {
-	return api_reply_error(r, 404, "sweep_not_found", NULL, "no sweep '%s'", r->params[0]);
+	return api_reply_error(r, API_P_SWEEP_NOT_FOUND, NULL, "no sweep '%s'", r->params[0]);
 }
 
 /*
@@ -29,32 +29,32 @@ static int check_sweep(const json_t *body, json_t **objective, long long *max_co
 	*objective = NULL;
 	*max_conc = 0;
 	if ((unk = ty_json_unknown_key(body, sweep_keys)))
-		return api_problem_set(p, 400, "unknown_field", unk, "unknown field '%s'", unk);
+		return api_problem_set(p, API_P_UNKNOWN_FIELD, unk, "unknown field '%s'", unk);
 	v = json_object_get(body, "team");
 	if (!v)
-		return api_problem_set(p, 422, "missing_field", "team", "'team' is required");
+		return api_problem_set(p, API_P_MISSING_FIELD, "team", "'team' is required");
 	if (!json_is_string(v) || !api_team_name_ok(json_string_value(v)))
-		return api_problem_set(p, 422, "invalid_field", "team",
+		return api_problem_set(p, API_P_INVALID_FIELD, "team",
 				       "'team' must be a team name");
 	v = json_object_get(body, "name");
 	if (v && !json_is_null(v) &&
 	    (!json_is_string(v) || json_string_length(v) == 0 || json_string_length(v) > 128 ||
 	     strlen(json_string_value(v)) != json_string_length(v)))
-		return api_problem_set(p, 422, "invalid_field", "name",
+		return api_problem_set(p, API_P_INVALID_FIELD, "name",
 				       "'name' must be 1 to 128 characters");
 	v = json_object_get(body, "template");
 	if (!v)
-		return api_problem_set(p, 422, "missing_field", "template",
+		return api_problem_set(p, API_P_MISSING_FIELD, "template",
 				       "'template' is required: the job spec every trial runs");
 	if (!json_is_object(v))
-		return api_problem_set(p, 422, "invalid_field", "template",
+		return api_problem_set(p, API_P_INVALID_FIELD, "template",
 				       "'template' must be an object (a job spec), not %s",
 				       ty_json_type_name(v));
 	v = json_object_get(body, "max_concurrent");
 	if (v && !json_is_null(v)) {
 		if (!json_is_integer(v) || json_integer_value(v) < 1 ||
 		    json_integer_value(v) > API_SWEEP_MAX_TRIALS)
-			return api_problem_set(p, 422, "invalid_field", "max_concurrent",
+			return api_problem_set(p, API_P_INVALID_FIELD, "max_concurrent",
 					       "'max_concurrent' must be null or an integer from 1 "
 					       "to %d",
 					       API_SWEEP_MAX_TRIALS);
@@ -66,11 +66,11 @@ static int check_sweep(const json_t *body, json_t **objective, long long *max_co
 		char path[96];
 
 		if (!json_is_object(v))
-			return api_problem_set(p, 422, "invalid_field", "objective",
+			return api_problem_set(p, API_P_INVALID_FIELD, "objective",
 					       "'objective' must be an object {metric, direction}");
 		if ((unk = ty_json_unknown_key(v, objective_keys))) {
 			snprintf(path, sizeof(path), "objective.%.64s", unk);
-			return api_problem_set(p, 400, "unknown_field", path,
+			return api_problem_set(p, API_P_UNKNOWN_FIELD, path,
 					       "unknown field '%s'", path);
 		}
 		m = json_object_get(v, "metric");
@@ -78,19 +78,19 @@ static int check_sweep(const json_t *body, json_t **objective, long long *max_co
 		if (!json_is_string(m) || json_string_length(m) == 0 ||
 		    json_string_length(m) > 128 ||
 		    strlen(json_string_value(m)) != json_string_length(m))
-			return api_problem_set(p, 422, m ? "invalid_field" : "missing_field",
+			return api_problem_set(p, m ? API_P_INVALID_FIELD : API_P_MISSING_FIELD,
 					       "objective.metric",
 					       "'objective.metric' must be a metric name of 1 to 128 "
 					       "characters");
 		if (d && (!json_is_string(d) || (strcmp(json_string_value(d), "minimize") &&
 						 strcmp(json_string_value(d), "maximize"))))
-			return api_problem_set(p, 422, "invalid_field", "objective.direction",
+			return api_problem_set(p, API_P_INVALID_FIELD, "objective.direction",
 					       "'objective.direction' must be 'minimize' or "
 					       "'maximize'");
 		*objective = json_pack("{s:O,s:s}", "metric", m, "direction",
 				       d ? json_string_value(d) : "minimize");
 		if (!*objective)
-			return api_problem_set(p, 500, "internal", NULL, "out of memory");
+			return api_problem_set(p, API_P_INTERNAL, NULL, "out of memory");
 	}
 	return 0;
 }
@@ -102,11 +102,11 @@ static json_t *check_template(const json_t *body, struct api_problem *p)
 	const json_t *team = json_object_get(body, "team"), *tt;
 
 	if (!t)
-		return api_problem_set(p, 500, "internal", NULL, "out of memory"), NULL;
+		return api_problem_set(p, API_P_INTERNAL, NULL, "out of memory"), NULL;
 	tt = json_object_get(t, "team");
 	if (tt && !json_equal(tt, team)) {
 		json_decref(t);
-		return api_problem_set(p, 422, "invalid_field", "template.team",
+		return api_problem_set(p, API_P_INVALID_FIELD, "template.team",
 				       "'template.team' must be left out or equal 'team'"),
 		       NULL;
 	}
@@ -170,7 +170,7 @@ int api_h_sweeps_create(struct api_req *r, struct ty_err *err)
 	int rc = 0;
 
 	if (key && !api_idempotency_key_ok(key))
-		return api_reply_error(r, 400, "invalid_header", "Idempotency-Key",
+		return api_reply_error(r, API_P_INVALID_HEADER, "Idempotency-Key",
 				       "'Idempotency-Key' must be 1 to 255 printable ASCII "
 				       "characters");
 	if (check_sweep(r->json, &objective, &max_conc, &p) ||
@@ -325,11 +325,11 @@ int api_h_sweeps_list(struct api_req *r, struct ty_err *err)
 	int rc;
 
 	if (cursor && !api_parse_id(&v, cursor))
-		return api_reply_error(r, 400, "invalid_parameter", "cursor",
+		return api_reply_error(r, API_P_INVALID_PARAMETER, "cursor",
 				       "'cursor' is not one this server gave out");
 	if (limit_s) {
 		if (!api_parse_id(&v, limit_s) || v > 500)
-			return api_reply_error(r, 400, "invalid_parameter", "limit",
+			return api_reply_error(r, API_P_INVALID_PARAMETER, "limit",
 					       "'limit' must be an integer from 1 to 500");
 		p[3] = limit_s;
 	}
@@ -380,7 +380,7 @@ int api_h_sweeps_cancel(struct api_req *r, struct ty_err *err)
 	res = NULL;
 	if (r->auth.role < API_ROLE_MEMBER) {
 		ty_pg_rollback(r->pg);
-		return api_reply_error(r, 403, "forbidden", NULL,
+		return api_reply_error(r, API_P_FORBIDDEN, NULL,
 				       "POST /v1/sweeps/{}/cancel needs the member role");
 	}
 	/*

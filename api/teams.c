@@ -77,9 +77,9 @@ int api_h_teams_create(struct api_req *r, struct ty_err *err)
 	if (rc == TY_ECONFLICT) {
 		ty_pg_rollback(r->pg);
 		return uid_taken(r, params[9])
-			       ? api_reply_error(r, 409, "uid_taken", "run_uid",
+			       ? api_reply_error(r, API_P_UID_TAKEN, "run_uid",
 						 "uid %s is another team's", params[9])
-			       : api_reply_error(r, 409, "team_exists", "name",
+			       : api_reply_error(r, API_P_TEAM_EXISTS, "name",
 						 "team '%s' already exists", params[0]);
 	}
 	if (rc || (rc = audit(r, "team.create", params[0], err)) ||
@@ -129,7 +129,7 @@ int api_h_teams_get(struct api_req *r, struct ty_err *err)
 	if (rc)
 		return rc;
 	if (PQntuples(res) == 0)
-		rc = api_reply_error(r, 404, "team_not_found", NULL, "no team '%s'", r->params[0]);
+		rc = api_reply_error(r, API_P_TEAM_NOT_FOUND, NULL, "no team '%s'", r->params[0]);
 	else
 		rc = api_reply_text(r, 200, PQgetvalue(res, 0, 0));
 	PQclear(res);
@@ -186,13 +186,13 @@ int api_h_teams_patch(struct api_req *r, struct ty_err *err)
 			1 + 2 * NFIELDS, params, err);
 	if (rc == TY_ECONFLICT) {
 		ty_pg_rollback(r->pg);
-		return api_reply_error(r, 409, "uid_taken", "run_uid", "uid %s is another team's",
+		return api_reply_error(r, API_P_UID_TAKEN, "run_uid", "uid %s is another team's",
 				       params[18] ? params[18] : "?");
 	}
 	if (!rc && PQntuples(res) == 0) {
 		PQclear(res);
 		ty_pg_rollback(r->pg);
-		return api_reply_error(r, 404, "team_not_found", NULL, "no team '%s'", r->params[0]);
+		return api_reply_error(r, API_P_TEAM_NOT_FOUND, NULL, "no team '%s'", r->params[0]);
 	}
 	if (rc || (rc = audit(r, "team.update", r->params[0], err)) ||
 	    (rc = ty_pg_commit(r->pg, err))) {
@@ -219,32 +219,32 @@ int api_h_tokens_create(struct api_req *r, struct ty_err *err)
 	int rc;
 
 	if (unk)
-		return api_reply_error(r, 400, "unknown_field", unk, "unknown field '%s'", unk);
+		return api_reply_error(r, API_P_UNKNOWN_FIELD, unk, "unknown field '%s'", unk);
 	if (!name)
-		return api_reply_error(r, 422, "missing_field", "name", "'name' is required");
+		return api_reply_error(r, API_P_MISSING_FIELD, "name", "'name' is required");
 	if (!json_is_string(name) || json_string_length(name) < 1 ||
 	    json_string_length(name) > 128)
-		return api_reply_error(r, 422, "invalid_field", "name",
+		return api_reply_error(r, API_P_INVALID_FIELD, "name",
 				       "'name' must be a string of 1 to 128 characters");
 	if (!role)
-		return api_reply_error(r, 422, "missing_field", "role", "'role' is required");
+		return api_reply_error(r, API_P_MISSING_FIELD, "role", "'role' is required");
 	role_s = json_string_value(role);
 	if (!role_s || (strcmp(role_s, "admin") && strcmp(role_s, "member") &&
 			strcmp(role_s, "viewer")))
-		return api_reply_error(r, 422, "invalid_field", "role",
+		return api_reply_error(r, API_P_INVALID_FIELD, "role",
 				       "'role' must be one of 'admin', 'member', 'viewer'");
 	if (team && !json_is_null(team) && !json_is_string(team))
-		return api_reply_error(r, 422, "invalid_field", "team",
+		return api_reply_error(r, API_P_INVALID_FIELD, "team",
 				       "'team' must be a team name or null");
 	if (!strcmp(role_s, "admin")) {
 		if (team && !json_is_null(team))
-			return api_reply_error(r, 422, "invalid_field", "team",
+			return api_reply_error(r, API_P_INVALID_FIELD, "team",
 					       "admin tokens belong to no team: leave 'team' out");
 	} else {
 		const char *p[1];
 
 		if (!team || json_is_null(team))
-			return api_reply_error(r, 422, "missing_field", "team",
+			return api_reply_error(r, API_P_MISSING_FIELD, "team",
 					       "a %s token needs a 'team'", role_s);
 		p[0] = json_string_value(team);
 		if ((rc = ty_pg_exec(&res, r->pg, "SELECT id FROM teams WHERE name = $1", 1, p,
@@ -252,7 +252,7 @@ int api_h_tokens_create(struct api_req *r, struct ty_err *err)
 			return rc;
 		if (PQntuples(res) == 0) {
 			PQclear(res);
-			return api_reply_error(r, 422, "unknown_team", "team", "no team '%s'", p[0]);
+			return api_reply_error(r, API_P_UNKNOWN_TEAM, "team", "no team '%s'", p[0]);
 		}
 		team_id = ty_arena_strdup(r->arena, PQgetvalue(res, 0, 0));
 		PQclear(res);
@@ -300,7 +300,7 @@ int api_h_tokens_delete(struct api_req *r, struct ty_err *err)
 	int rc;
 
 	if (!api_parse_id(&id, r->params[0]))
-		return api_reply_error(r, 404, "token_not_found", NULL, "no token '%s'",
+		return api_reply_error(r, API_P_TOKEN_NOT_FOUND, NULL, "no token '%s'",
 				       r->params[0]);
 	if ((rc = ty_pg_begin(r->pg, err)))
 		return rc;
@@ -311,11 +311,13 @@ int api_h_tokens_delete(struct api_req *r, struct ty_err *err)
 	if (!rc && PQntuples(res) == 0) {
 		PQclear(res);
 		ty_pg_rollback(r->pg);
-		return api_reply_error(r, 404, "token_not_found", NULL, "no token %s", p[0]);
+		return api_reply_error(r, API_P_TOKEN_NOT_FOUND, NULL, "no token %s", p[0]);
 	}
 	PQclear(res);
 	if (rc || (rc = audit(r, "token.revoke", p[0], err)) || (rc = ty_pg_commit(r->pg, err)))
 		return rc;
+	/* here at once; other replicas when the notification arrives */
+	api__tokens_forget(api__tokens(r->srv), id);
 	r->status = 204;
 	return 0;
 }

@@ -93,22 +93,22 @@ int api_h_usage(struct api_req *r, struct ty_err *err)
 	int rc;
 
 	if (team && !api_team_name_ok(team))
-		return api_reply_error(r, 400, "invalid_parameter", "team",
+		return api_reply_error(r, API_P_INVALID_PARAMETER, "team",
 				       "'team' must be a team name (a-z, 0-9, '-')");
 	if (from && !ty_time_parse_rfc3339(&from_ms, from))
-		return api_reply_error(r, 400, "invalid_parameter", "from",
+		return api_reply_error(r, API_P_INVALID_PARAMETER, "from",
 				       "'from' must be an RFC 3339 time such as "
 				       "2026-01-31T00:00:00Z, not '%.64s'",
 				       from);
 	if (to && !ty_time_parse_rfc3339(&to_ms, to))
-		return api_reply_error(r, 400, "invalid_parameter", "to",
+		return api_reply_error(r, API_P_INVALID_PARAMETER, "to",
 				       "'to' must be an RFC 3339 time such as "
 				       "2026-01-31T00:00:00Z, not '%.64s'",
 				       to);
 	if (group) {
 		if (strcmp(group, "team") && strcmp(group, "job") && strcmp(group, "pool") &&
 		    strcmp(group, "day"))
-			return api_reply_error(r, 400, "invalid_parameter", "group_by",
+			return api_reply_error(r, API_P_INVALID_PARAMETER, "group_by",
 					       "'group_by' must be team, job, pool or day, not "
 					       "'%.32s'",
 					       group);
@@ -119,15 +119,15 @@ int api_h_usage(struct api_req *r, struct ty_err *err)
 	if (!from)
 		from_ms = to_ms - DEFAULT_RANGE_MS;
 	if (from_ms >= to_ms)
-		return api_reply_error(r, 400, "invalid_parameter", "from",
+		return api_reply_error(r, API_P_INVALID_PARAMETER, "from",
 				       "'from' must be before 'to' (or before now, without 'to')");
 	if (!strcmp(p[3], "day") && to_ms - from_ms > MAX_DAYS * DAY_MS)
-		return api_reply_error(r, 400, "invalid_parameter", "from",
+		return api_reply_error(r, API_P_INVALID_PARAMETER, "from",
 				       "group_by=day covers at most %d days", MAX_DAYS);
 	if (r->auth.role != API_ROLE_ADMIN) {
 		/* members and viewers see their own team's usage only */
 		if (team && strcmp(team, r->auth.team))
-			return api_reply_error(r, 403, "forbidden", "team",
+			return api_reply_error(r, API_P_FORBIDDEN, "team",
 					       "a token of team '%s' cannot see the usage of team "
 					       "'%s'",
 					       r->auth.team, team);
@@ -140,7 +140,7 @@ int api_h_usage(struct api_req *r, struct ty_err *err)
 			return rc;
 		if (PQntuples(res) == 0) {
 			PQclear(res);
-			return api_reply_error(r, 404, "team_not_found", "team", "no team '%s'",
+			return api_reply_error(r, API_P_TEAM_NOT_FOUND, "team", "no team '%s'",
 					       team);
 		}
 		p[0] = ty_arena_printf(r->arena, "%s", PQgetvalue(res, 0, 0));

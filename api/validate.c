@@ -44,7 +44,7 @@ static int invalid(struct api_problem *p, const char *field, const char *fmt, co
 	char detail[400];
 
 	snprintf(detail, sizeof(detail), fmt, a, x, y);
-	return api_problem_set(p, 422, "invalid_field", field, "'%s' %s", field, detail);
+	return api_problem_set(p, API_P_INVALID_FIELD, field, "'%s' %s", field, detail);
 }
 
 static void choices_text(char *out, size_t sz, const char *const *c)
@@ -84,14 +84,14 @@ static int check_field(json_t *out_obj, const struct proto_spec_field *f, const 
 				       ty_json_type_name(v), f->min, f->max);
 		x = json_integer_value(v);
 		if (x < f->min || x > f->max)
-			return api_problem_set(p, 422, "invalid_field", path,
+			return api_problem_set(p, API_P_INVALID_FIELD, path,
 					       "'%s' must be an integer from %lld to %lld, got %lld",
 					       path, f->min, f->max, x);
 		return json_object_set_new(out_obj, f->key, json_integer(x));
 	}
 	case PROTO_SPEC_BOOL:
 		if (!json_is_boolean(v))
-			return api_problem_set(p, 422, "invalid_field", path,
+			return api_problem_set(p, API_P_INVALID_FIELD, path,
 					       "'%s' must be a boolean, not %s", path,
 					       ty_json_type_name(v));
 		return json_object_set_new(out_obj, f->key, json_boolean(json_is_true(v)));
@@ -102,7 +102,7 @@ static int check_field(json_t *out_obj, const struct proto_spec_field *f, const 
 				if (strcmp(*c, json_string_value(v)) == 0)
 					return json_object_set_new(out_obj, f->key,
 								   json_string(*c));
-		return api_problem_set(p, 422, "invalid_field", path, "'%s' must be one of %s%s",
+		return api_problem_set(p, API_P_INVALID_FIELD, path, "'%s' must be one of %s%s",
 				       path, ch, f->nullable ? " or null" : "");
 	}
 	return 0;
@@ -143,28 +143,28 @@ static int check_map(json_t **out, const json_t *v, const char *what, size_t max
 		return 0;
 	}
 	if (!json_is_object(v))
-		return api_problem_set(p, 422, "invalid_field", what,
+		return api_problem_set(p, API_P_INVALID_FIELD, what,
 				       "'%s' must be an object of strings, not %s", what,
 				       ty_json_type_name(v));
 	if (json_object_size(v) > max_entries)
-		return api_problem_set(p, 422, "invalid_field", what,
+		return api_problem_set(p, API_P_INVALID_FIELD, what,
 				       "'%s' has %zu entries, the limit is %zu", what,
 				       json_object_size(v), max_entries);
 	json_object_foreach((json_t *)v, k, val) {
 		snprintf(path, sizeof(path), "%s.%.280s", what, k);
 		if (!key_ok(k))
-			return api_problem_set(p, 422, "invalid_field", path,
+			return api_problem_set(p, API_P_INVALID_FIELD, path,
 					       "'%s' is not a valid %s name", path,
 					       strcmp(what, "env") ? "label" : "variable");
 		if (!json_is_string(val))
-			return api_problem_set(p, 422, "invalid_field", path,
+			return api_problem_set(p, API_P_INVALID_FIELD, path,
 					       "'%s' must be a string, not %s", path,
 					       ty_json_type_name(val));
 		if (json_string_length(val) > max_val)
-			return api_problem_set(p, 422, "invalid_field", path,
+			return api_problem_set(p, API_P_INVALID_FIELD, path,
 					       "'%s' is longer than %zu characters", path, max_val);
 		if (strlen(json_string_value(val)) != json_string_length(val))
-			return api_problem_set(p, 422, "invalid_field", path,
+			return api_problem_set(p, API_P_INVALID_FIELD, path,
 					       "'%s' contains a NUL character", path);
 	}
 	*out = json_deep_copy(v);
@@ -177,17 +177,17 @@ static int check_command(json_t **out, const json_t *v, struct api_problem *p)
 	json_t *arg;
 
 	if (!v)
-		return api_problem_set(p, 422, "missing_field", "command",
+		return api_problem_set(p, API_P_MISSING_FIELD, "command",
 				       "'command' is required: the program and its arguments");
 	if (!json_is_array(v))
-		return api_problem_set(p, 422, "invalid_field", "command",
+		return api_problem_set(p, API_P_INVALID_FIELD, "command",
 				       "'command' must be an array of strings, not %s",
 				       ty_json_type_name(v));
 	if (json_array_size(v) == 0)
-		return api_problem_set(p, 422, "invalid_field", "command",
+		return api_problem_set(p, API_P_INVALID_FIELD, "command",
 				       "'command' is empty: give the program to run");
 	if (json_array_size(v) > MAX_ARGS)
-		return api_problem_set(p, 422, "invalid_field", "command",
+		return api_problem_set(p, API_P_INVALID_FIELD, "command",
 				       "'command' has %zu arguments, the limit is %d",
 				       json_array_size(v), MAX_ARGS);
 	json_array_foreach(v, i, arg) {
@@ -195,17 +195,17 @@ static int check_command(json_t **out, const json_t *v, struct api_problem *p)
 
 		snprintf(path, sizeof(path), "command[%zu]", i);
 		if (!json_is_string(arg))
-			return api_problem_set(p, 422, "invalid_field", path,
+			return api_problem_set(p, API_P_INVALID_FIELD, path,
 					       "'%s' must be a string, not %s", path,
 					       ty_json_type_name(arg));
 		if (json_string_length(arg) > MAX_STR)
-			return api_problem_set(p, 422, "invalid_field", path,
+			return api_problem_set(p, API_P_INVALID_FIELD, path,
 					       "'%s' is longer than %d bytes", path, MAX_STR);
 		if (strlen(json_string_value(arg)) != json_string_length(arg))
-			return api_problem_set(p, 422, "invalid_field", path,
+			return api_problem_set(p, API_P_INVALID_FIELD, path,
 					       "'%s' contains a NUL character", path);
 		if (i == 0 && json_string_length(arg) == 0)
-			return api_problem_set(p, 422, "invalid_field", path,
+			return api_problem_set(p, API_P_INVALID_FIELD, path,
 					       "'command[0]' must name a program");
 	}
 	*out = json_deep_copy(v);
@@ -217,16 +217,16 @@ static int check_name(const json_t *v, const char *field, size_t max, bool requi
 {
 	if (!v) {
 		if (required)
-			return api_problem_set(p, 422, "missing_field", field,
+			return api_problem_set(p, API_P_MISSING_FIELD, field,
 					       "'%s' is required", field);
 		return 0;
 	}
 	if (!json_is_string(v))
-		return api_problem_set(p, 422, "invalid_field", field,
+		return api_problem_set(p, API_P_INVALID_FIELD, field,
 				       "'%s' must be a string, not %s", field, ty_json_type_name(v));
 	if (json_string_length(v) == 0 || json_string_length(v) > max ||
 	    strlen(json_string_value(v)) != json_string_length(v))
-		return api_problem_set(p, 422, "invalid_field", field,
+		return api_problem_set(p, API_P_INVALID_FIELD, field,
 				       "'%s' must be 1 to %zu characters", field, max);
 	return 0;
 }
@@ -239,7 +239,7 @@ json_t *api_validate_job(const json_t *body, struct api_problem *p)
 	if (!out)
 		return NULL;
 	if ((unk = ty_json_unknown_key(body, job_top_keys))) {
-		api_problem_set(p, 400, "unknown_field", unk, "unknown field '%s'", unk);
+		api_problem_set(p, API_P_UNKNOWN_FIELD, unk, "unknown field '%s'", unk);
 		goto fail;
 	}
 	for (const char *const *o = sub_objects; *o; o++) {
@@ -249,14 +249,14 @@ json_t *api_validate_job(const json_t *body, struct api_problem *p)
 
 		if (!v) {
 			if (strcmp(*o, "resources") == 0) {
-				api_problem_set(p, 422, "missing_field", "resources",
+				api_problem_set(p, API_P_MISSING_FIELD, "resources",
 						"'resources' is required (at least {\"nodes\": 1})");
 				goto fail;
 			}
 			continue;
 		}
 		if (!json_is_object(v)) {
-			api_problem_set(p, 422, "invalid_field", *o, "'%s' must be an object, not %s",
+			api_problem_set(p, API_P_INVALID_FIELD, *o, "'%s' must be an object, not %s",
 					*o, ty_json_type_name(v));
 			goto fail;
 		}
@@ -268,7 +268,7 @@ json_t *api_validate_job(const json_t *body, struct api_problem *p)
 			char path[128];
 
 			snprintf(path, sizeof(path), "%s.%.100s", *o, unk);
-			api_problem_set(p, 400, "unknown_field", path, "unknown field '%s'", path);
+			api_problem_set(p, API_P_UNKNOWN_FIELD, path, "unknown field '%s'", path);
 			goto fail;
 		}
 	}
@@ -284,7 +284,7 @@ json_t *api_validate_job(const json_t *body, struct api_problem *p)
 	if (tmp && (check_name(tmp, "image", 1024, false, p) ||
 		    (strncmp(json_string_value(tmp), "oci:/", 5) &&
 		     strncmp(json_string_value(tmp), "oci-archive:/", 13) &&
-		     api_problem_set(p, 422, "invalid_field", "image",
+		     api_problem_set(p, API_P_INVALID_FIELD, "image",
 				     "'image' must be oci:/DIR[:TAG] or oci-archive:/FILE[:TAG], an "
 				     "image the nodes hold"))))
 		goto fail;
@@ -309,7 +309,7 @@ json_t *api_validate_job(const json_t *body, struct api_problem *p)
 				char path[300];
 
 				snprintf(path, sizeof(path), "env.%s", k);
-				api_problem_set(p, 422, "reserved_env", path,
+				api_problem_set(p, API_P_RESERVED_ENV, path,
 						"'%s' is set by Trainyard for every rank and cannot "
 						"be overridden",
 						k);
@@ -340,7 +340,7 @@ json_t *api_validate_job(const json_t *body, struct api_problem *p)
 
 	if (json_integer_value(json_object_get(out, "min_runtime_seconds")) >
 	    json_integer_value(json_object_get(out, "max_runtime_seconds"))) {
-		api_problem_set(p, 422, "invalid_field", "min_runtime_seconds",
+		api_problem_set(p, API_P_INVALID_FIELD, "min_runtime_seconds",
 				"'min_runtime_seconds' (%lld) is longer than 'max_runtime_seconds' "
 				"(%lld)",
 				json_integer_value(json_object_get(out, "min_runtime_seconds")),
@@ -351,7 +351,7 @@ json_t *api_validate_job(const json_t *body, struct api_problem *p)
 		long long h = json_integer_value(json_object_get(out, "hang_timeout_seconds"));
 
 		if (h != 0 && h < 60) {
-			api_problem_set(p, 422, "invalid_field", "hang_timeout_seconds",
+			api_problem_set(p, API_P_INVALID_FIELD, "hang_timeout_seconds",
 					"'hang_timeout_seconds' must be 0 (off) or from 60 to "
 					"604800, got %lld",
 					h);
@@ -362,7 +362,7 @@ json_t *api_validate_job(const json_t *body, struct api_problem *p)
 		long long t = json_integer_value(json_object_get(out, "start_timeout_seconds"));
 
 		if (t != 0 && t < 10) {
-			api_problem_set(p, 422, "invalid_field", "start_timeout_seconds",
+			api_problem_set(p, API_P_INVALID_FIELD, "start_timeout_seconds",
 					"'start_timeout_seconds' must be 0 (off) or from 10 to "
 					"86400, got %lld",
 					t);
@@ -373,7 +373,7 @@ json_t *api_validate_job(const json_t *body, struct api_problem *p)
 fail:
 	json_decref(out);
 	if (!p->code)
-		api_problem_set(p, 500, "internal", NULL, "out of memory validating the job");
+		api_problem_set(p, API_P_INTERNAL, NULL, "out of memory validating the job");
 	return NULL;
 }
 
@@ -396,7 +396,7 @@ static int check_limit(const json_t *body, const char *key, bool nullable, struc
 	if (!v || (nullable && json_is_null(v)))
 		return 0;
 	if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) > 1000000)
-		return api_problem_set(p, 422, "invalid_field", key,
+		return api_problem_set(p, API_P_INVALID_FIELD, key,
 				       "'%s' must be an integer from 0 to 1000000%s", key,
 				       nullable ? " or null (no limit)" : "");
 	return 0;
@@ -411,7 +411,7 @@ static int check_cap(const json_t *body, const char *key, long long max, const c
 	if (!v || json_is_null(v))
 		return 0;
 	if (!json_is_integer(v) || json_integer_value(v) < 1 || json_integer_value(v) > max)
-		return api_problem_set(p, 422, "invalid_field", key,
+		return api_problem_set(p, API_P_INVALID_FIELD, key,
 				       "'%s' must be an integer from 1 to %lld (%s) or null (no "
 				       "limit)",
 				       key, max, unit);
@@ -430,20 +430,20 @@ int api_validate_team(const json_t *body, bool create, struct api_problem *p)
 	int rc;
 
 	if (unk)
-		return api_problem_set(p, 400, "unknown_field", unk, "unknown field '%s'", unk);
+		return api_problem_set(p, API_P_UNKNOWN_FIELD, unk, "unknown field '%s'", unk);
 	v = json_object_get(body, "name");
 	if (create) {
 		if (!v)
-			return api_problem_set(p, 422, "missing_field", "name", "'name' is required");
+			return api_problem_set(p, API_P_MISSING_FIELD, "name", "'name' is required");
 		if (!json_is_string(v) || !api_team_name_ok(json_string_value(v)))
-			return api_problem_set(p, 422, "invalid_field", "name",
+			return api_problem_set(p, API_P_INVALID_FIELD, "name",
 					       "'name' must be 1 to 63 characters of a-z, 0-9 and "
 					       "'-', starting and ending with a letter or digit");
 		if (!json_object_get(body, "nominal_gpus"))
-			return api_problem_set(p, 422, "missing_field", "nominal_gpus",
+			return api_problem_set(p, API_P_MISSING_FIELD, "nominal_gpus",
 					       "'nominal_gpus' is required");
 	} else if (v) {
-		return api_problem_set(p, 422, "invalid_field", "name",
+		return api_problem_set(p, API_P_INVALID_FIELD, "name",
 				       "a team cannot be renamed");
 	}
 	if ((rc = check_limit(body, "nominal_gpus", false, p)) ||
@@ -457,7 +457,7 @@ int api_validate_team(const json_t *body, bool create, struct api_problem *p)
 	if (v && !json_is_null(v) &&
 	    (!json_is_integer(v) || json_integer_value(v) < API_MIN_RUN_UID ||
 	     json_integer_value(v) > API_MAX_RUN_UID))
-		return api_problem_set(p, 422, "invalid_field", "run_uid",
+		return api_problem_set(p, API_P_INVALID_FIELD, "run_uid",
 				       "'run_uid' must be an integer from %d to %d (the uid the "
 				       "team's ranks run as) or null (the scheduler's "
 				       "--team-uid-base + the team's id)",
@@ -466,7 +466,7 @@ int api_validate_team(const json_t *body, bool create, struct api_problem *p)
 	if (v && !json_is_null(v) &&
 	    (!json_is_integer(v) || json_integer_value(v) < API_MIN_IDLE_ALERT_S ||
 	     json_integer_value(v) > API_MAX_IDLE_ALERT_S))
-		return api_problem_set(p, 422, "invalid_field", "idle_gpu_alert_seconds",
+		return api_problem_set(p, API_P_INVALID_FIELD, "idle_gpu_alert_seconds",
 				       "'idle_gpu_alert_seconds' must be an integer from %d to %d "
 				       "(seconds a job may hold GPUs idle before it is reported) or "
 				       "null (never reported)",
@@ -474,13 +474,13 @@ int api_validate_team(const json_t *body, bool create, struct api_problem *p)
 	v = json_object_get(body, "cohort");
 	if (v && !json_is_null(v) &&
 	    (!json_is_string(v) || !api_team_name_ok(json_string_value(v))))
-		return api_problem_set(p, 422, "invalid_field", "cohort",
+		return api_problem_set(p, API_P_INVALID_FIELD, "cohort",
 				       "'cohort' must be a name like a team's (a-z, 0-9, '-') or "
 				       "null");
 	v = json_object_get(body, "weight");
 	if (v && (!json_is_number(v) || json_number_value(v) <= 0 ||
 		  json_number_value(v) > 1000000))
-		return api_problem_set(p, 422, "invalid_field", "weight",
+		return api_problem_set(p, API_P_INVALID_FIELD, "weight",
 				       "'weight' must be a number above 0 and at most 1000000");
 	return 0;
 }

@@ -2,7 +2,9 @@
  * Long-poll wake-ups. One thread LISTENs on PostgreSQL for job event
  * notifications (sent by a trigger, so events written by any API replica or
  * the scheduler wake watchers here) and resumes the requests parked on that
- * job, or whose wait has run out.
+ * job, or whose wait has run out. On the same connection it hears token
+ * revocations (trainyard_tokens) and keeps the token cache (auth.c) live
+ * only while it listens.
  *
  * A request arms its waiter before it queries for events and parks only if
  * nothing woke it meanwhile, so an event committed between the query and the
@@ -24,6 +26,7 @@ struct api_watch {
 	struct api_waiter *head;
 	bool stop;
 	char *url;
+	struct api_tokens *tokens;
 };
 
 struct api_watch **api__watch_slot(struct api_server *s);
@@ -70,7 +73,10 @@ static void *watch_main(void *arg)
 		if (!pg) {
 			ty_err_clear(&err);
 			if (ty_pg_connect(&pg, w->url, &err) ||
-			    ty_pg_exec(NULL, pg, "LISTEN trainyard_job_events", 0, NULL, &err)) {
+			    ty_pg_exec(NULL, pg, "SET application_name = 'trainyard-api watch'", 0,
+				       NULL, &err) ||
+			    ty_pg_exec(NULL, pg, "LISTEN trainyard_job_events", 0, NULL, &err) ||
+			    ty_pg_exec(NULL, pg, "LISTEN trainyard_tokens", 0, NULL, &err)) {
 				ty_pg_close(pg);
 				pg = NULL;
 				wake(w, 0, false);
@@ -78,6 +84,7 @@ static void *watch_main(void *arg)
 				continue;
 			}
 			/* notifications may have been missed while disconnected */
+			api__tokens_live(w->tokens, true);
 			wake(w, 0, true);
 		}
 		struct pollfd pfd = {.fd = PQsocket(ty_pg_conn(pg)), .events = POLLIN};
@@ -85,16 +92,24 @@ static void *watch_main(void *arg)
 		if (n > 0) {
 			PGnotify *nt;
 
-			if (!PQconsumeInput(ty_pg_conn(pg))) {
+			if (!PQconsumeInput(ty_pg_conn(pg)) ||
+			    PQstatus(ty_pg_conn(pg)) != CONNECTION_OK) {
 				ty_warn("watch connection lost, reconnecting");
+				/* a revocation now would go unheard: serve no cached token */
+				api__tokens_live(w->tokens, false);
 				ty_pg_close(pg);
 				pg = NULL;
 				continue;
 			}
 			while ((nt = PQnotifies(ty_pg_conn(pg)))) {
 				int64_t id = strtoll(nt->extra, NULL, 10);
+				bool token = !strcmp(nt->relname, "trainyard_tokens");
+
 				PQfreemem(nt);
-				wake(w, id, false);
+				if (token)
+					api__tokens_forget(w->tokens, id ? id : -1);
+				else
+					wake(w, id, false);
 			}
 		}
 		wake(w, -1, false); /* deadlines */
@@ -111,6 +126,7 @@ int api__watch_start(struct api_server *s, const char *database_url, struct ty_e
 		free(w);
 		return ty_err_set(err, TY_ENOMEM, NULL);
 	}
+	w->tokens = api__tokens(s);
 	pthread_mutex_init(&w->mu, NULL);
 	if (pthread_create(&w->thread, NULL, watch_main, w)) {
 		pthread_mutex_destroy(&w->mu);

@@ -74,28 +74,28 @@ int api_validate_webhook(const json_t *body, struct api_problem *p)
 	size_t i;
 
 	if ((unk = ty_json_unknown_key(body, webhook_keys)))
-		return api_problem_set(p, 400, "unknown_field", unk, "unknown field '%s'", unk);
+		return api_problem_set(p, API_P_UNKNOWN_FIELD, unk, "unknown field '%s'", unk);
 	for (i = 0; webhook_keys[i]; i++)
 		if (!json_object_get(body, webhook_keys[i]))
-			return api_problem_set(p, 422, "missing_field", webhook_keys[i],
+			return api_problem_set(p, API_P_MISSING_FIELD, webhook_keys[i],
 					       "'%s' is required", webhook_keys[i]);
 	v = json_object_get(body, "team");
 	if (!json_is_string(v) || !api_team_name_ok(json_string_value(v)))
-		return api_problem_set(p, 422, "invalid_field", "team",
+		return api_problem_set(p, API_P_INVALID_FIELD, "team",
 				       "'team' must be a team name");
 	v = json_object_get(body, "url");
 	if (!json_is_string(v) || json_string_length(v) > API_WEBHOOK_URL_MAX ||
 	    strlen(json_string_value(v)) != json_string_length(v))
-		return api_problem_set(p, 422, "invalid_field", "url",
+		return api_problem_set(p, API_P_INVALID_FIELD, "url",
 				       "'url' must be an http or https URL of at most %d characters",
 				       API_WEBHOOK_URL_MAX);
 	if (!url_ok(json_string_value(v), &why))
-		return api_problem_set(p, 422, "invalid_field", "url", "'url' is refused: %s",
+		return api_problem_set(p, API_P_INVALID_FIELD, "url", "'url' is refused: %s",
 				       why);
 	v = json_object_get(body, "events");
 	if (!json_is_array(v) || json_array_size(v) == 0 ||
 	    json_array_size(v) > API_WEBHOOK_EVENTS_MAX)
-		return api_problem_set(p, 422, "invalid_field", "events",
+		return api_problem_set(p, API_P_INVALID_FIELD, "events",
 				       "'events' must be an array of 1 to %d event names",
 				       API_WEBHOOK_EVENTS_MAX);
 	json_array_foreach(v, i, e) {
@@ -103,25 +103,25 @@ int api_validate_webhook(const json_t *body, struct api_problem *p)
 
 		snprintf(field, sizeof(field), "events[%zu]", i);
 		if (!json_is_string(e) || !api_webhook_event_ok(json_string_value(e)))
-			return api_problem_set(p, 422, "invalid_field", field,
+			return api_problem_set(p, API_P_INVALID_FIELD, field,
 					       "'%s' is not an event: use \"*\" or job.<state> with "
 					       "a state of pending, scheduled, starting, running, "
 					       "preempting, succeeded, failed, cancelled, stopped",
 					       json_is_string(e) ? json_string_value(e) : field);
 		for (size_t k = 0; k < i; k++)
 			if (json_equal(json_array_get(v, k), e))
-				return api_problem_set(p, 422, "invalid_field", field,
+				return api_problem_set(p, API_P_INVALID_FIELD, field,
 						       "'%s' is listed twice", json_string_value(e));
 	}
 	v = json_object_get(body, "secret");
 	if (!json_is_string(v) || json_string_length(v) < API_WEBHOOK_SECRET_MIN ||
 	    json_string_length(v) > API_WEBHOOK_SECRET_MAX)
-		return api_problem_set(p, 422, "invalid_field", "secret",
+		return api_problem_set(p, API_P_INVALID_FIELD, "secret",
 				       "'secret' must be %d to %d printable ASCII characters",
 				       API_WEBHOOK_SECRET_MIN, API_WEBHOOK_SECRET_MAX);
 	for (const char *c = json_string_value(v); *c; c++)
 		if (*c < 0x20 || *c > 0x7e)
-			return api_problem_set(p, 422, "invalid_field", "secret",
+			return api_problem_set(p, API_P_INVALID_FIELD, "secret",
 					       "'secret' must be %d to %d printable ASCII "
 					       "characters",
 					       API_WEBHOOK_SECRET_MIN, API_WEBHOOK_SECRET_MAX);
@@ -130,7 +130,7 @@ int api_validate_webhook(const json_t *body, struct api_problem *p)
 
 static int webhook_not_found(struct api_req *r)
 {
-	return api_reply_error(r, 404, "webhook_not_found", NULL, "no webhook '%s'",
+	return api_reply_error(r, API_P_WEBHOOK_NOT_FOUND, NULL, "no webhook '%s'",
 			       r->params[0]);
 }
 
@@ -142,14 +142,14 @@ static bool page_params(struct api_req *r, const char **cursor, const char **lim
 	*cursor = api_query(r, "cursor");
 	*limit = "50";
 	if (*cursor && !api_parse_id(&v, *cursor)) {
-		api_reply_error(r, 400, "invalid_parameter", "cursor",
+		api_reply_error(r, API_P_INVALID_PARAMETER, "cursor",
 				"'cursor' is not one this server gave out");
 		return false;
 	}
 	if (api_query(r, "limit")) {
 		*limit = api_query(r, "limit");
 		if (!api_parse_id(&v, *limit) || v > 500) {
-			api_reply_error(r, 400, "invalid_parameter", "limit",
+			api_reply_error(r, API_P_INVALID_PARAMETER, "limit",
 					"'limit' must be an integer from 1 to 500");
 			return false;
 		}
@@ -190,7 +190,7 @@ int api_h_webhooks_create(struct api_req *r, struct ty_err *err)
 		goto fail;
 	if (atoi(PQgetvalue(res, 0, 0)) >= API_WEBHOOKS_PER_TEAM) {
 		ty_pg_rollback(r->pg);
-		rc = api_reply_error(r, 409, "webhook_limit", "team",
+		rc = api_reply_error(r, API_P_WEBHOOK_LIMIT, "team",
 				     "team '%s' already has %d active webhooks; delete one first",
 				     json_string_value(json_object_get(r->json, "team")),
 				     API_WEBHOOKS_PER_TEAM);
@@ -298,7 +298,7 @@ static int lock_for_write(bool *found, bool *active, struct api_req *r, const ch
 	PQclear(res);
 	if (r->auth.role < API_ROLE_MEMBER) {
 		ty_pg_rollback(r->pg);
-		return api_reply_error(r, 403, "forbidden", NULL, "%s needs the member role", what);
+		return api_reply_error(r, API_P_FORBIDDEN, NULL, "%s needs the member role", what);
 	}
 	*found = true;
 	return 0;
@@ -342,7 +342,7 @@ int api_h_webhooks_ping(struct api_req *r, struct ty_err *err)
 		return rc;
 	if (!active) {
 		ty_pg_rollback(r->pg);
-		return api_reply_error(r, 409, "webhook_inactive", NULL,
+		return api_reply_error(r, API_P_WEBHOOK_INACTIVE, NULL,
 				       "webhook %s was deleted: it receives nothing", p[0]);
 	}
 	rc = ty_pg_exec(NULL, r->pg,
@@ -379,7 +379,7 @@ int api_h_webhooks_deliveries(struct api_req *r, struct ty_err *err)
 		return 0;
 	if (st && strcmp(st, "pending") && strcmp(st, "delivered") && strcmp(st, "failed") &&
 	    strcmp(st, "cancelled"))
-		return api_reply_error(r, 400, "invalid_parameter", "state",
+		return api_reply_error(r, API_P_INVALID_PARAMETER, "state",
 				       "'state' must be pending, delivered, failed or cancelled");
 	rc = ty_pg_exec(&res, r->pg,
 			"SELECT 1 FROM webhooks WHERE id = $1 AND ($2::bigint IS NULL OR team_id = $2)",

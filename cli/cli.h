@@ -54,7 +54,9 @@ struct cli {
 	char *token_read;  /* owned: the token read from --token-file; wiped when freed */
 	const char *cacert; /* CA file for https (borrowed from config); NULL: the system's */
 	long timeout_s;
-	CURL *curl; /* owned */
+	CURL *curl; /* owned; NULL for an http:// server (plain) */
+	bool curl_global; /* curl_global_init done: cli_cleanup ends it */
+	bool plain;	  /* http://: spoken over a socket, libcurl never loaded */
 	/* the settings (not the command line) were at fault: no usage hint */
 	bool settings_failed;
 	/* commands that succeed but want a non-zero exit (watch) set this */
@@ -112,6 +114,8 @@ int cli_parse_id(long long *out, const char *s, const char *what, struct ty_err 
 /* Resolve server, token and timeout (flag > env > config file > default). */
 int cli_connect(struct cli *cli, struct ty_err *err);
 void cli_disconnect(struct cli *cli);
+/* At exit: ends libcurl when an https:// server loaded it. */
+void cli_cleanup(struct cli *cli);
 
 struct cli_resp {
 	long status;

@@ -3,12 +3,85 @@
 #include "ty_config.h"
 #include "ty_json.h"
 
+#include <dlfcn.h>
 #include <errno.h>
+#include <netdb.h>
+#include <poll.h>
 #include <pwd.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
+
+/*
+ * libcurl, loaded at the first https:// request: a run against an http://
+ * server (the common case on a cluster's own network) neither loads it nor
+ * the TLS, Kerberos and LDAP libraries it brings.
+ */
+static struct {
+	void *lib;
+	CURLcode (*global_init)(long);
+	void (*global_cleanup)(void);
+	CURL *(*easy_init)(void);
+	void (*easy_cleanup)(CURL *);
+	void (*easy_reset)(CURL *);
+	CURLcode (*easy_setopt)(CURL *, CURLoption, ...);
+	CURLcode (*easy_perform)(CURL *);
+	CURLcode (*easy_getinfo)(CURL *, CURLINFO, ...);
+	const char *(*easy_strerror)(CURLcode);
+	struct curl_slist *(*slist_append)(struct curl_slist *, const char *);
+	void (*slist_free_all)(struct curl_slist *);
+} cx;
+#undef curl_easy_setopt /* curl.h's own macros, kept off with CURL_DISABLE_TYPECHECK or not */
+#undef curl_easy_getinfo
+#define curl_global_init cx.global_init
+#define curl_easy_init cx.easy_init
+#define curl_easy_cleanup cx.easy_cleanup
+#define curl_easy_reset cx.easy_reset
+#define curl_easy_setopt cx.easy_setopt
+#define curl_easy_perform cx.easy_perform
+#define curl_easy_getinfo cx.easy_getinfo
+#define curl_easy_strerror cx.easy_strerror
+#define curl_slist_append cx.slist_append
+#define curl_slist_free_all cx.slist_free_all
+
+static int curl_load(struct ty_err *err)
+{
+	static const char *const names[] = {
+		"curl_global_init",  "curl_global_cleanup", "curl_easy_init",
+		"curl_easy_cleanup", "curl_easy_reset",	    "curl_easy_setopt",
+		"curl_easy_perform", "curl_easy_getinfo",   "curl_easy_strerror",
+		"curl_slist_append", "curl_slist_free_all",
+	};
+	void **slot[] = {
+		(void **)&cx.global_init,  (void **)&cx.global_cleanup, (void **)&cx.easy_init,
+		(void **)&cx.easy_cleanup, (void **)&cx.easy_reset,	(void **)&cx.easy_setopt,
+		(void **)&cx.easy_perform, (void **)&cx.easy_getinfo,	(void **)&cx.easy_strerror,
+		(void **)&cx.slist_append, (void **)&cx.slist_free_all,
+	};
+
+	if (cx.lib)
+		return 0;
+	if (!(cx.lib = dlopen("libcurl.so.4", RTLD_NOW | RTLD_LOCAL)))
+		return ty_err_set(err, TY_EUNAVAIL, "an https:// server needs libcurl: %s",
+				  dlerror());
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+		if (!(*slot[i] = dlsym(cx.lib, names[i]))) {
+			dlclose(cx.lib);
+			cx.lib = NULL;
+			return ty_err_set(err, TY_EUNAVAIL, "libcurl.so.4 lacks %s", names[i]);
+		}
+	return 0;
+}
+
+void cli_cleanup(struct cli *cli)
+{
+	if (cli->curl_global)
+		cx.global_cleanup();
+	cli->curl_global = false;
+}
 
 #ifndef JOBCTL_VERSION
 #define JOBCTL_VERSION "0.0.0"
@@ -124,7 +197,7 @@ static int connect_settings(struct cli *cli, struct ty_err *err)
 	const char *server, *token;
 	size_t len;
 
-	if (cli->curl)
+	if (cli->curl || cli->plain)
 		return 0;
 	cli_disconnect(cli); /* the leftovers of an earlier failed attempt */
 	if (!(cli->config = ty_config_new(conf_opts, sizeof(conf_opts) / sizeof(conf_opts[0]),
@@ -195,6 +268,15 @@ static int connect_settings(struct cli *cli, struct ty_err *err)
 	while (len > 0 && cli->server[len - 1] == '/')
 		cli->server[--len] = '\0';
 
+	if ((cli->plain = strncasecmp(cli->server, "http://", 7) == 0))
+		return 0;
+	if ((rc = curl_load(err)))
+		return rc;
+	if (!cli->curl_global) {
+		if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK)
+			return ty_err_set(err, TY_ENOMEM, "cannot initialise libcurl");
+		cli->curl_global = true;
+	}
 	if (!(cli->curl = curl_easy_init()))
 		return ty_err_set(err, TY_ENOMEM, "cannot initialise libcurl");
 	return 0;
@@ -214,6 +296,7 @@ void cli_disconnect(struct cli *cli)
 	if (cli->curl)
 		curl_easy_cleanup(cli->curl);
 	cli->curl = NULL;
+	cli->plain = false;
 	ty_config_free(cli->config);
 	cli->config = NULL;
 	free(cli->server);
@@ -374,6 +457,296 @@ static int transport_error(struct cli *cli, CURLcode cc, const char *errbuf, lon
 	}
 }
 
+
+/* ---- plain HTTP/1.1 for an http:// server ---------------------------------- */
+
+static long long now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Wait for events on fd until deadline: 1 ready, 0 timed out, -1 error. */
+static int wait_fd(int fd, short events, long long deadline)
+{
+	for (;;) {
+		long long left = deadline - now_ms();
+		struct pollfd p = {.fd = fd, .events = events};
+		int n;
+
+		if (left <= 0)
+			return 0;
+		n = poll(&p, 1, left > 60000 ? 60000 : (int)left);
+		if (n > 0)
+			return 1;
+		if (n < 0 && errno != EINTR)
+			return -1;
+	}
+}
+
+struct plain_url {
+	char host[256], port[8];
+	const char *authority; /* the Host header: host[:port] as given */
+	size_t authority_len;
+	const char *prefix; /* the path the server URL names ("" or "/api") */
+};
+
+/* server is "http://host[:port][/prefix]"; -1 when it is not one. */
+static int plain_url(struct plain_url *u, const char *server)
+{
+	const char *h = server + 7, *end = h + strcspn(h, "/?#"), *port = NULL;
+	size_t hl;
+
+	if (memchr(h, '@', (size_t)(end - h)) || (*end && *end != '/'))
+		return -1; /* credentials in the URL, or a query: not a base URL */
+	u->authority = h;
+	u->authority_len = (size_t)(end - h);
+	u->prefix = end;
+	if (*h == '[') {
+		const char *rb = memchr(h, ']', (size_t)(end - h));
+
+		if (!rb || (rb + 1 < end && rb[1] != ':'))
+			return -1;
+		hl = (size_t)(rb - h - 1);
+		h++;
+		port = rb + 1 < end ? rb + 2 : NULL;
+	} else {
+		const char *colon = memchr(h, ':', (size_t)(end - h));
+
+		hl = (size_t)((colon ? colon : end) - h);
+		port = colon ? colon + 1 : NULL;
+	}
+	if (hl == 0 || hl >= sizeof(u->host))
+		return -1;
+	memcpy(u->host, h, hl);
+	u->host[hl] = '\0';
+	if (!port) {
+		strcpy(u->port, "80");
+		return 0;
+	}
+	if (end - port < 1 || end - port > 5 || strspn(port, "0123456789") < (size_t)(end - port))
+		return -1;
+	memcpy(u->port, port, (size_t)(end - port));
+	u->port[end - port] = '\0';
+	return 0;
+}
+
+static int plain_connect(int *out, struct cli *cli, const struct plain_url *u,
+			 long long deadline, long timeout_s, struct ty_err *err)
+{
+	struct addrinfo hints = {.ai_socktype = SOCK_STREAM}, *ai = NULL;
+	long long cdeadline = now_ms() + CONNECT_TIMEOUT_MS;
+	int g, last = ECONNREFUSED;
+
+	*out = -1;
+	if ((g = getaddrinfo(u->host, u->port, &hints, &ai)))
+		return ty_err_set(err, TY_EUNAVAIL, "cannot reach %s: %s", cli->server,
+				  gai_strerror(g));
+	if (cdeadline > deadline)
+		cdeadline = deadline;
+	for (struct addrinfo *a = ai; a; a = a->ai_next) {
+		int fd = socket(a->ai_family, a->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC,
+				a->ai_protocol);
+		int e = 0, w;
+		socklen_t el = sizeof(e);
+
+		if (fd < 0) {
+			last = errno;
+			continue;
+		}
+		if (connect(fd, a->ai_addr, a->ai_addrlen) != 0 && errno != EINPROGRESS) {
+			last = errno;
+		} else if ((w = wait_fd(fd, POLLOUT, cdeadline)) == 1 &&
+			   getsockopt(fd, SOL_SOCKET, SO_ERROR, &e, &el) == 0 && e == 0) {
+			*out = fd;
+			break;
+		} else {
+			last = w == 0 ? ETIMEDOUT : e ? e : errno;
+		}
+		close(fd);
+	}
+	freeaddrinfo(ai);
+	if (*out >= 0)
+		return 0;
+	if (last == ETIMEDOUT)
+		return ty_err_set(err, TY_ETIMEDOUT, "no answer from %s within %ld s", cli->server,
+				  timeout_s);
+	return ty_err_set(err, TY_EUNAVAIL, "cannot reach %s: %s", cli->server, strerror(last));
+}
+
+/* The body of a chunked answer, decoded in place; -1 when it is malformed. */
+static int unchunk(struct ty_buf *b, size_t from)
+{
+	size_t r = from, w = from;
+
+	for (;;) {
+		char *end;
+		unsigned long n;
+		const char *eol;
+
+		if (r >= b->len || !(eol = memchr(b->data + r, '\n', b->len - r)))
+			return -1;
+		n = strtoul(b->data + r, &end, 16);
+		if (end == b->data + r)
+			return -1;
+		r = (size_t)(eol - b->data) + 1;
+		if (n == 0)
+			break;
+		if (n > b->len - r || b->len - r - n < 2)
+			return -1;
+		memmove(b->data + w, b->data + r, n);
+		w += n;
+		r += n + 2; /* the chunk's CRLF */
+	}
+	b->len = w;
+	b->data[w] = '\0';
+	return 0;
+}
+
+/*
+ * One request over a new connection (Connection: close): the answer's
+ * headers go through on_header, its body through on_body, as with libcurl.
+ */
+static int plain_exchange(long *status, struct cli_resp *resp, struct ty_buf *answer,
+			  struct cli *cli, const char *method, const char *path,
+			  const char *accept, const char *payload, const char *idem_key,
+			  long timeout_s, struct ty_err *err)
+{
+	long long deadline = now_ms() + timeout_s * 1000LL;
+	struct ty_buf req = TY_BUF_INIT, raw = TY_BUF_INIT;
+	struct plain_url u;
+	char *hend = NULL;
+	long long length = -1;
+	bool chunked = false;
+	size_t off = 0, body_at;
+	int fd = -1, rc = 0;
+
+	*status = 0;
+	if (plain_url(&u, cli->server) != 0) {
+		cli->settings_failed = true;
+		return ty_err_set(err, TY_ECONFIG, "bad server URL '%.200s'", cli->server);
+	}
+	ty_buf_printf(&req, "%s %s%s HTTP/1.1\r\nHost: %.*s\r\nUser-Agent: jobctl/" JOBCTL_VERSION
+			    "\r\nAccept: %s\r\nConnection: close\r\n",
+		      method, u.prefix, path, (int)u.authority_len, u.authority, accept);
+	if (cli->token)
+		ty_buf_printf(&req, "Authorization: Bearer %s\r\n", cli->token);
+	if (idem_key)
+		ty_buf_printf(&req, "Idempotency-Key: %s\r\n", idem_key);
+	if (payload)
+		ty_buf_printf(&req, "Content-Type: application/json\r\nContent-Length: %zu\r\n\r\n%s",
+			      strlen(payload), payload);
+	else if (strcmp(method, "GET") != 0)
+		ty_buf_puts(&req, "Content-Length: 0\r\n\r\n");
+	else
+		ty_buf_puts(&req, "\r\n");
+	if (req.oom) {
+		rc = ty_err_set(err, TY_ENOMEM, NULL);
+		goto out;
+	}
+	if ((rc = plain_connect(&fd, cli, &u, deadline, timeout_s, err)))
+		goto out;
+	while (off < req.len) {
+		ssize_t n = send(fd, req.data + off, req.len - off, MSG_NOSIGNAL);
+		int w;
+
+		if (n > 0) {
+			off += (size_t)n;
+			continue;
+		}
+		if (n < 0 && errno != EAGAIN && errno != EINTR) {
+			rc = ty_err_set(err, TY_EUNAVAIL, "cannot reach %s: %s", cli->server,
+					strerror(errno));
+			goto out;
+		}
+		if ((w = wait_fd(fd, POLLOUT, deadline)) <= 0) {
+			rc = w == 0 ? ty_err_set(err, TY_ETIMEDOUT, "no answer from %s within %ld s",
+						 cli->server, timeout_s)
+				    : ty_err_set(err, TY_EUNAVAIL, "cannot reach %s: %s",
+						 cli->server, strerror(errno));
+			goto out;
+		}
+	}
+	/* the whole answer: the server closes the connection after it */
+	for (;;) {
+		char chunk[16384];
+		ssize_t n = recv(fd, chunk, sizeof(chunk), 0);
+		int w;
+
+		if (n > 0) {
+			if (raw.len + (size_t)n > MAX_ANSWER_BYTES + 65536) {
+				rc = ty_err_set(err, TY_EIO, "the answer from %s is too large",
+						cli->server);
+				goto out;
+			}
+			if (ty_buf_append(&raw, chunk, (size_t)n)) {
+				rc = ty_err_set(err, TY_ENOMEM, NULL);
+				goto out;
+			}
+			if (!hend && (hend = strstr(raw.data, "\r\n\r\n"))) {
+				const char *h = strstr(raw.data, "\r\n") + 2;
+
+				*hend = '\0';
+				for (const char *l = h; l && *l; l = strstr(l, "\r\n") ? strstr(l, "\r\n") + 2 : NULL) {
+					size_t ll = strcspn(l, "\r");
+
+					if (!strncasecmp(l, "content-length:", 15))
+						length = strtoll(l + 15, NULL, 10);
+					else if (!strncasecmp(l, "transfer-encoding:", 18) &&
+						 strstr(l, "chunked"))
+						chunked = true;
+					on_header((char *)l, 1, ll, resp);
+				}
+				*hend = '\r';
+			}
+			if (hend && length >= 0 && !chunked &&
+			    raw.len - (size_t)(hend + 4 - raw.data) >= (size_t)length)
+				break;
+			continue;
+		}
+		if (n == 0)
+			break;
+		if (errno != EAGAIN && errno != EINTR) {
+			rc = ty_err_set(err, TY_EUNAVAIL, "cannot reach %s: %s", cli->server,
+					strerror(errno));
+			goto out;
+		}
+		if ((w = wait_fd(fd, POLLIN, deadline)) <= 0) {
+			rc = w == 0 ? ty_err_set(err, TY_ETIMEDOUT, "no answer from %s within %ld s",
+						 cli->server, timeout_s)
+				    : ty_err_set(err, TY_EUNAVAIL, "cannot reach %s: %s",
+						 cli->server, strerror(errno));
+			goto out;
+		}
+	}
+	if (!hend || strncmp(raw.data, "HTTP/1.", 7) != 0 || raw.len < 12 ||
+	    (*status = strtol(raw.data + 9, NULL, 10)) < 100) {
+		rc = ty_err_set(err, TY_EUNAVAIL, "cannot reach %s: not an HTTP answer",
+				cli->server);
+		goto out;
+	}
+	body_at = (size_t)(hend + 4 - raw.data);
+	if (chunked && unchunk(&raw, body_at)) {
+		rc = ty_err_set(err, TY_EUNAVAIL, "cannot reach %s: a malformed chunked answer",
+				cli->server);
+		goto out;
+	}
+	if (length >= 0 && !chunked && raw.len - body_at > (size_t)length)
+		raw.len = body_at + (size_t)length;
+	if (raw.len > body_at && !on_body(raw.data + body_at, 1, raw.len - body_at, answer))
+		rc = ty_err_set(err, TY_EIO, "the answer from %s is too large", cli->server);
+out:
+	if (fd >= 0)
+		close(fd);
+	if (req.data)
+		memset(req.data, 0, req.len); /* it may hold the token */
+	ty_buf_free(&req);
+	ty_buf_free(&raw);
+	return rc;
+}
+
 /*
  * One exchange: a 2xx answer's status and headers go to resp and its body,
  * unparsed, to answer (which the caller frees either way); anything else
@@ -397,6 +770,19 @@ static int exchange(struct cli_resp *resp, struct ty_buf *answer, struct cli *cl
 		return rc;
 	if (timeout_s <= 0)
 		timeout_s = cli->timeout_s;
+	if (cli->plain) {
+		if (body && !(payload = json_dumps(body, JSON_COMPACT)))
+			return ty_err_set(err, TY_ENOMEM, NULL);
+		rc = plain_exchange(&status, resp, answer, cli, method, path, accept, payload,
+				    idem_key, timeout_s, err);
+		free(payload);
+		resp->status = status;
+		if (!rc && (status < 200 || status > 299))
+			rc = problem(cli, status, answer, err);
+		if (rc)
+			cli_resp_free(resp);
+		return rc;
+	}
 	c = cli->curl;
 	/* keeps the connection cache, forgets the previous request's options */
 	curl_easy_reset(c);

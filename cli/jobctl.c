@@ -172,10 +172,6 @@ int main(int argc, char **argv)
 	const char *name = NULL;
 	int rc, ci, status;
 
-	if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
-		fputs("jobctl: cannot initialise libcurl\n", stderr);
-		return CLI_EXIT_SERVER;
-	}
 	ci = 1 + cli_skip_options(argc - 1, argv + 1);
 	if (ci < argc && strcmp(argv[ci], "--") == 0) {
 		rc = ty_err_set(&err, TY_ECONFIG, "'--' before any command");
@@ -218,6 +214,6 @@ out:
 	}
 	cli_strv_free(&pos);
 	cli_disconnect(&cli);
-	curl_global_cleanup();
+	cli_cleanup(&cli);
 	return status;
 }

@@ -4,7 +4,8 @@ prints one line per figure and writes the JSON of bench/README.md ("Results
 as JSON"). DIR holds cpu.txt ("CLIENTS PGBENCH_PG_CPU_MS API_CPU_MS
 API_PG_CPU_MS" per client count) and, per client count C, the output of
 pgbench (pgbench-C.out), wrk (wrk-C.out) and trainyard-bench-submit
-(submit-C.json); what a tool did not print is "not measured".
+(submit-C.json), and copy.txt ("ROWS MICROSECONDS" of one COPY of the
+64 clients' rows); what a tool did not print is "not measured".
     report.py DIR [--json FILE]"""
 import argparse
 import json
@@ -16,6 +17,8 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import report_lib as rl  # noqa: E402
 
 GOAL_RATE, GOAL_P99_MS, GOAL_CLIENTS = 20000, 20, 64
+# issue 18: durable submissions at 64 clients at least half COPY's rate
+GOAL_COPY_RATIO = 0.5
 
 
 def read(path):
@@ -55,6 +58,12 @@ def measurement(d, c, pg_cpu, api_cpu, api_pg_cpu):
             "api": api or None}
 
 
+def copy_rate(d):
+    """Rows per second of the one COPY, or None."""
+    f = read(os.path.join(d, "copy.txt")).split()
+    return rl.rate(f[0], rl.num(f[1]) / 1e6) if len(f) == 2 and rl.num(f[1]) else None
+
+
 def measurements(d):
     rows = []
     for line in read(os.path.join(d, "cpu.txt")).splitlines():
@@ -64,7 +73,7 @@ def measurements(d):
     return rows
 
 
-def report(rows, json_path=None, out=sys.stdout):
+def report(rows, json_path=None, out=sys.stdout, copy=None):
     figures = []
     for m in rows:
         c, s, pg, http = m["clients"], m["submit_per_second"], m["pgbench_tps"], m["wrk_rps"]
@@ -102,6 +111,21 @@ def report(rows, json_path=None, out=sys.stdout):
         print(f"goal at {GOAL_CLIENTS} clients: >= {GOAL_RATE}/s and p99 <= {GOAL_P99_MS} ms: "
               f"{rl.verdict(goal['met'])} ({rl.fmt(goal['value'], '.0f', '/s')},"
               f" p99 {rl.fmt(goal['latency_ms']['p99'], '.1f', ' ms')})", file=out)
+    if goal or copy is not None:
+        s, p99 = (goal["value"], goal["latency_ms"]["p99"]) if goal else (None, None)
+        f = rl.figure(f"submit_per_second_{GOAL_CLIENTS}_vs_copy",
+                      f"submit/s, {GOAL_CLIENTS} clients, against COPY", "jobs/s", s, copy,
+                      "COPY of the same rows into jobs",
+                      reasons={"value": "trainyard-bench-submit reported no rate",
+                               "baseline": "COPY did not run",
+                               "met": "no submission rate, no COPY rate or no p99"},
+                      goal_ratio=GOAL_COPY_RATIO,
+                      met=None if rl.ratio(s, copy) is None or p99 is None else
+                      rl.ratio(s, copy) >= GOAL_COPY_RATIO and p99 <= GOAL_P99_MS)
+        print(f"COPY {rl.fmt(copy, '.0f', ' rows/s')}: submit/s at {GOAL_CLIENTS} clients"
+              f" ratio {rl.fmt(f['ratio'], '.2f')}; goal >= {GOAL_COPY_RATIO} and p99 <="
+              f" {GOAL_P99_MS} ms: {rl.verdict(f['met'])}{rl.why(f)}", file=out)
+        figures.append(f)
     if json_path:
         rl.write_json(json_path, {**rl.header("submit"), "figures": figures,
                                  "runs": [m["api"] for m in rows]})
@@ -112,7 +136,7 @@ def main(argv):
     ap.add_argument("dir")
     ap.add_argument("--json")
     a = ap.parse_args(argv)
-    report(measurements(a.dir), a.json)
+    report(measurements(a.dir), a.json, copy=copy_rate(a.dir))
     return 0
 
 

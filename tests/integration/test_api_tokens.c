@@ -2,7 +2,9 @@
 #include "ty_stack.h"
 #include "ty_test.h"
 
+#include <libpq-fe.h>
 #include <string.h>
+#include <unistd.h>
 
 TY_TEST(create_list_revoke)
 {
@@ -222,4 +224,112 @@ TY_TEST(unauthenticated)
 		}
 	}
 	ty_resp_free(&r);
+}
+
+/* ---- the token cache (api/auth.c) across replicas ---- */
+
+/* A new member token of team and its id. */
+static const char *mk_token(long long *id, const char *team)
+{
+	struct ty_resp r = {0};
+	const char *secret;
+
+	ty_http(&r, "POST", "/v1/tokens", ty_stack_get()->admin,
+		ty_tmpl(ty_test_strf("{'name':'%s','role':'member','team':'@T'}", ty_uniq("c")),
+			team),
+		NULL);
+	REQUIRE_STATUS(&r, 201);
+	*id = ty_jint(r.json, "id");
+	secret = ty_test_strf("%s", ty_jstr(r.json, "token"));
+	ty_resp_free(&r);
+	return secret;
+}
+
+/* GET /v1/jobs with token on the current server until it is refused (bounded): the last status. */
+static int until_refused(const char *token)
+{
+	struct ty_resp r = {0};
+	int status = 0;
+
+	for (int i = 0; i < 1000 && status != 401; i++) {
+		status = ty_http(&r, "GET", "/v1/jobs", token, NULL, NULL);
+		if (status != 401)
+			usleep(5 * 1000);
+	}
+	ty_resp_free(&r);
+	return status;
+}
+
+static void use_twice(const char *token)
+{
+	struct ty_resp r = {0};
+
+	/* the first fills the cache, the second is answered from it */
+	for (int i = 0; i < 2; i++) {
+		ty_http(&r, "GET", "/v1/jobs", token, NULL, NULL);
+		CHECK_STATUS(&r, 200);
+	}
+	ty_resp_free(&r);
+}
+
+TY_TEST(revocation_reaches_every_replica)
+{
+	const struct ty_stack *s = ty_stack_get();
+	const char *team = ty_mk_team("tok-cache", 4, -1);
+	struct ty_api *b = ty_test_api_start(s->db_url, NULL);
+	struct ty_resp r = {0};
+	long long id, id2;
+	const char *tok = mk_token(&id, team), *tok2 = mk_token(&id2, team);
+
+	ty_test_api_use(b);
+	use_twice(tok);
+	use_twice(tok2);
+	/* revoked through the first server: the second hears it */
+	ty_test_api_use(s->api);
+	use_twice(tok);
+	ty_http(&r, "DELETE", ty_test_strf("/v1/tokens/%lld", id), s->admin, NULL, NULL);
+	CHECK_STATUS(&r, 204);
+	CHECK_INT_EQ(until_refused(tok), 401);
+	ty_test_api_use(b);
+	CHECK_INT_EQ(until_refused(tok), 401);
+	/* revoked by an operator's SQL: the trigger tells both */
+	TY_STACK_SQL("UPDATE api_tokens SET revoked_at = now() WHERE id = $1",
+		     ty_test_strf("%lld", id2));
+	CHECK_INT_EQ(until_refused(tok2), 401);
+	ty_test_api_use(s->api);
+	CHECK_INT_EQ(until_refused(tok2), 401);
+	ty_test_api_stop(b);
+	ty_resp_free(&r);
+}
+
+/*
+ * A revocation nobody was told of (triggers off in that session): a
+ * replica whose listen connection is lost empties its cache, so it finds
+ * out at its next look-up.
+ */
+TY_TEST(a_lost_listen_connection_empties_the_cache)
+{
+	const struct ty_stack *s = ty_stack_get();
+	const char *team = ty_mk_team("tok-lost", 4, -1);
+	long long id;
+	const char *tok = mk_token(&id, team);
+	PGconn *c = PQconnectdb(s->db_url);
+	struct ty_resp r = {0};
+	PGresult *res;
+
+	use_twice(tok);
+	REQUIRE(PQstatus(c) == CONNECTION_OK);
+	PQclear(PQexec(c, "SET session_replication_role = replica"));
+	res = PQexecParams(c, "UPDATE api_tokens SET revoked_at = now() WHERE id = $1", 1, NULL,
+			   (const char *const[]){ty_test_strf("%lld", id)}, NULL, NULL, 0);
+	REQUIRE(PQresultStatus(res) == PGRES_COMMAND_OK);
+	PQclear(res);
+	PQfinish(c);
+	/* unheard, the cached entry still answers: the cache is in use */
+	ty_http(&r, "GET", "/v1/jobs", tok, NULL, NULL);
+	CHECK_STATUS(&r, 200);
+	ty_resp_free(&r);
+	TY_STACK_SQL("SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity"
+		     " WHERE application_name = 'trainyard-api watch'");
+	CHECK_INT_EQ(until_refused(tok), 401);
 }

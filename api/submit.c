@@ -1,0 +1,463 @@
+/*
+ * Group commit of job submissions: concurrent POST /v1/jobs requests share
+ * one multi-row INSERT and one COMMIT (one WAL flush) on the submitter's
+ * own connection, and each is answered only after that commit.
+ *
+ * A handler queues its submission and suspends its connection under the
+ * submitter's mutex; the submitter resumes it under the same mutex once the
+ * batch is over, so a resume never comes before its suspend. There is no
+ * fixed delay: the thread takes whatever queued while the last batch ran.
+ */
+#include "api.h"
+#include "ty_log.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* The most submissions one batch carries (one jsonb parameter). */
+#define BATCH_MAX 512
+
+struct api_submitter {
+	pthread_t thread;
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	struct api_submission *head, *tail;
+	bool stop;
+	char *url;
+};
+
+struct api_submitter **api__submit_slot(struct api_server *s);
+
+/*
+ * The batch: ids drawn in input order, rows whose key a committed (or
+ * concurrently committing) job holds skipped, one job_events row per job
+ * made. ty_job_event is volatile: it sees the rows ins inserted.
+ */
+static const char insert_sql[] =
+	"WITH input AS MATERIALIZED (SELECT nextval('jobs_id_seq') AS id, u.*"
+	"  FROM jsonb_to_recordset($1::jsonb) AS u(ord int, team_id bigint, name text,"
+	"  spec jsonb, priority_class text, priority int, labels jsonb, idempotency_key text,"
+	"  request_sha256 text, message text) ORDER BY u.ord),"
+	" ins AS (INSERT INTO jobs (id, team_id, name, spec, priority_class, priority, labels,"
+	"  idempotency_key, request_sha256)"
+	"  SELECT id, team_id, name, spec, priority_class, priority, labels, idempotency_key,"
+	"  request_sha256 FROM input ORDER BY ord"
+	"  ON CONFLICT (team_id, idempotency_key) DO NOTHING"
+	"  RETURNING id, ty_job_json(jobs)::text AS doc)" /* nothing to hide yet */
+	" SELECT i.ord, ins.doc, CASE WHEN ins.id IS NOT NULL"
+	"  THEN ty_job_event(ins.id, 'submitted', 'pending', i.message, NULL) END"
+	" FROM input i LEFT JOIN ins ON ins.id = i.id ORDER BY i.ord";
+
+static void fail(struct api_submission *x, int rc, const struct ty_err *err)
+{
+	x->result = API_SUB_FAILED;
+	x->rc = rc;
+	if (err)
+		x->err = *err;
+	else
+		ty_err_set(&x->err, rc, NULL);
+}
+
+/* The team rows of limited submissions locked (in id order: no deadlock) and admitted in turn. */
+struct team_count {
+	long long id, max, pending;
+};
+
+/* After the team locks: the limited keyed submissions whose key has a job by now are REPLAY. */
+static int replays(struct ty_pg *pg, struct api_submission **x, int n, struct ty_err *err)
+{
+	json_t *keys = json_array();
+	const char *p[1] = {NULL};
+	char *text = NULL;
+	PGresult *res = NULL;
+	int rc = 0;
+
+	for (int i = 0; keys && i < n; i++)
+		if (x[i]->limited && x[i]->key && x[i]->result == API_SUB_QUEUED &&
+		    json_array_append_new(keys, json_pack("{s:I, s:s}", "team_id",
+							 (json_int_t)atoll(x[i]->team_id), "key",
+							 x[i]->key))) {
+			rc = ty_err_set(err, TY_ENOMEM, NULL);
+			goto out;
+		}
+	if (!keys) {
+		rc = ty_err_set(err, TY_ENOMEM, NULL);
+		goto out;
+	}
+	if (json_array_size(keys) == 0)
+		goto out;
+	if (!(text = json_dumps(keys, JSON_COMPACT))) {
+		rc = ty_err_set(err, TY_ENOMEM, NULL);
+		goto out;
+	}
+	p[0] = text;
+	if ((rc = ty_pg_exec(&res, pg,
+			     "SELECT j.team_id, j.idempotency_key FROM jsonb_to_recordset($1::jsonb)"
+			     " AS k(team_id bigint, key text) JOIN jobs j"
+			     " ON j.team_id = k.team_id AND j.idempotency_key = k.key",
+			     1, p, err)))
+		goto out;
+	for (int k = 0; k < PQntuples(res); k++)
+		for (int i = 0; i < n; i++)
+			if (x[i]->key && x[i]->result == API_SUB_QUEUED &&
+			    !strcmp(x[i]->team_id, PQgetvalue(res, k, 0)) &&
+			    !strcmp(x[i]->key, PQgetvalue(res, k, 1)))
+				x[i]->result = API_SUB_REPLAY;
+out:
+	PQclear(res);
+	free(text);
+	json_decref(keys);
+	return rc;
+}
+
+static int admit(struct ty_pg *pg, struct api_submission **x, int n, struct ty_err *err)
+{
+	struct team_count *t = NULL;
+	struct ty_buf ids = TY_BUF_INIT;
+	const char *p[1];
+	PGresult *res = NULL;
+	int nt = 0, rc = 0;
+
+	ty_buf_puts(&ids, "{");
+	for (int i = 0; i < n; i++)
+		if (x[i]->limited && x[i]->result == API_SUB_QUEUED)
+			ty_buf_printf(&ids, "%s%s", ids.len > 1 ? "," : "", x[i]->team_id);
+	ty_buf_puts(&ids, "}");
+	if (ids.oom) {
+		rc = ty_err_set(err, TY_ENOMEM, NULL);
+		goto out;
+	}
+	if (ids.len == 2)
+		goto out; /* no limited team in this batch */
+	p[0] = ids.data;
+	/* the count must come after the lock, in a statement of its own (api.h, api_team_lock) */
+	if ((rc = ty_pg_exec(&res, pg,
+			     "SELECT id, coalesce(max_pending_jobs, -1) FROM teams"
+			     " WHERE id = ANY($1::bigint[]) ORDER BY id FOR UPDATE",
+			     1, p, err)))
+		goto out;
+	if (!(t = calloc((size_t)PQntuples(res) + 1, sizeof(*t)))) {
+		rc = ty_err_set(err, TY_ENOMEM, NULL);
+		goto out;
+	}
+	for (nt = 0; nt < PQntuples(res); nt++) {
+		t[nt].id = atoll(PQgetvalue(res, nt, 0));
+		t[nt].max = atoll(PQgetvalue(res, nt, 1));
+	}
+	PQclear(res);
+	if ((rc = ty_pg_exec(&res, pg,
+			     "SELECT team_id, count(*) FROM jobs WHERE team_id = ANY($1::bigint[])"
+			     " AND state = 'pending' GROUP BY team_id",
+			     1, p, err)))
+		goto out;
+	for (int i = 0; i < PQntuples(res); i++)
+		for (int k = 0; k < nt; k++)
+			if (t[k].id == atoll(PQgetvalue(res, i, 0)))
+				t[k].pending = atoll(PQgetvalue(res, i, 1));
+	/* a key whose job committed while this one waited replays it: it takes no slot */
+	if ((rc = replays(pg, x, n, err)))
+		goto out;
+	for (int i = 0; i < n; i++) {
+		struct team_count *c = NULL;
+
+		if (!x[i]->limited || x[i]->result != API_SUB_QUEUED)
+			continue;
+		for (int k = 0; k < nt; k++)
+			if (t[k].id == atoll(x[i]->team_id))
+				c = &t[k];
+		if (!c || c->max < 0) /* no team (the insert fails) or no limit any more */
+			continue;
+		if (c->pending + 1 <= c->max) {
+			c->pending++;
+			continue;
+		}
+		x[i]->result = API_SUB_REFUSED;
+		x[i]->doc = ty_arena_printf(x[i]->arena,
+					    "team '%s' has %lld pending job(s) and a limit of %lld "
+					    "(max_pending_jobs): 1 more do not fit; submit again when "
+					    "some have started or were cancelled",
+					    x[i]->team, c->pending, c->max);
+	}
+out:
+	PQclear(res);
+	free(t);
+	ty_buf_free(&ids);
+	return rc;
+}
+
+/* Insert the queued ones of x[0..n) in one statement; their results are set. */
+static int insert(struct ty_pg *pg, struct api_submission **x, int n, struct ty_err *err)
+{
+	json_t *rows = json_array();
+	const char *p[1] = {NULL};
+	char *text = NULL;
+	PGresult *res = NULL;
+	int rc = 0;
+
+	if (!rows) {
+		rc = ty_err_set(err, TY_ENOMEM, NULL);
+		goto out;
+	}
+	for (int i = 0; i < n; i++) {
+		if (x[i]->result != API_SUB_QUEUED)
+			continue;
+		if (json_object_set_new(x[i]->row, "ord", json_integer(i)) ||
+		    json_array_append(rows, x[i]->row)) {
+			rc = ty_err_set(err, TY_ENOMEM, NULL);
+			goto out;
+		}
+	}
+	if (json_array_size(rows) == 0)
+		goto out;
+	if (!(text = json_dumps(rows, JSON_COMPACT))) {
+		rc = ty_err_set(err, TY_ENOMEM, NULL);
+		goto out;
+	}
+	p[0] = text;
+	if ((rc = ty_pg_exec(&res, pg, insert_sql, 1, p, err)))
+		goto out;
+	for (int k = 0; k < PQntuples(res); k++) {
+		struct api_submission *s = x[atoi(PQgetvalue(res, k, 0))];
+		const char *doc = ty_pg_val(res, k, 1);
+
+		/* no row: the key is another job's by now */
+		s->result = doc ? API_SUB_CREATED : API_SUB_REPLAY;
+		if (doc && !(s->doc = ty_arena_strdup(s->arena, doc))) {
+			rc = ty_err_set(err, TY_ENOMEM, NULL);
+			goto out;
+		}
+	}
+out:
+	PQclear(res);
+	free(text);
+	json_decref(rows);
+	return rc;
+}
+
+/* Forget what a rolled-back attempt decided. */
+static void reset(struct api_submission **x, int n, const bool *dup)
+{
+	for (int i = 0; i < n; i++)
+		if (!dup[i]) {
+			x[i]->result = API_SUB_QUEUED;
+			x[i]->doc = NULL;
+		}
+}
+
+/* One transaction for the whole batch; per_row: each insert under its own savepoint. */
+static int attempt(struct ty_pg *pg, struct api_submission **x, int n, bool per_row,
+		   struct ty_err *err)
+{
+	int rc;
+
+	if ((rc = ty_pg_begin(pg, err)) || (rc = admit(pg, x, n, err)))
+		goto fail;
+	if (!per_row) {
+		if ((rc = insert(pg, x, n, err)))
+			goto fail;
+	} else {
+		for (int i = 0; i < n; i++) {
+			struct ty_err e = {0};
+			int r;
+
+			if (x[i]->result != API_SUB_QUEUED)
+				continue;
+			if ((rc = ty_pg_exec(NULL, pg, "SAVEPOINT one", 0, NULL, err)))
+				goto fail;
+			if (!(r = insert(pg, x + i, 1, &e))) {
+				rc = ty_pg_exec(NULL, pg, "RELEASE SAVEPOINT one", 0, NULL, err);
+			} else {
+				x[i]->doc = NULL;
+				fail(x[i], r, &e);
+				rc = ty_pg_exec(NULL, pg, "ROLLBACK TO SAVEPOINT one", 0, NULL, err);
+			}
+			if (rc)
+				goto fail;
+		}
+	}
+	if ((rc = ty_pg_commit(pg, err)))
+		return rc;
+	return 0;
+fail:
+	ty_pg_rollback(pg);
+	return rc;
+}
+
+int api__submit_batch(struct ty_pg *pg, struct api_submission **x, int n)
+{
+	struct ty_err err = {0};
+	bool dup[BATCH_MAX] = {false};
+	int rc;
+
+	if (n > BATCH_MAX)
+		return TY_EINVAL;
+	/* a key twice in the batch: the later ones replay the first one's job */
+	for (int i = 0; i < n; i++) {
+		x[i]->result = API_SUB_QUEUED;
+		for (int j = 0; x[i]->key && j < i && !dup[i]; j++)
+			if (!dup[j] && x[j]->key && !strcmp(x[i]->key, x[j]->key) &&
+			    !strcmp(x[i]->team_id, x[j]->team_id)) {
+				dup[i] = true;
+				x[i]->result = API_SUB_REPLAY;
+			}
+	}
+	rc = attempt(pg, x, n, false, &err);
+	if (rc && rc != TY_EUNAVAIL && rc != TY_ENOMEM && ty_pg_ok(pg)) {
+		/* a row failed: each one again under its own savepoint, so it fails alone */
+		ty_debug("submission batch of %d failed (%s): one savepoint per row", n, err.msg);
+		reset(x, n, dup);
+		ty_err_clear(&err);
+		rc = attempt(pg, x, n, true, &err);
+	}
+	if (rc) {
+		/* nothing of this batch is known to be committed: nobody is told otherwise */
+		for (int i = 0; i < n; i++)
+			fail(x[i], rc, &err);
+		return rc;
+	}
+	/* a replayed key whose first request did not create its job shares its answer */
+	for (int i = 0; i < n; i++)
+		for (int j = 0; dup[i] && j < i; j++)
+			if (!dup[j] && x[j]->key && !strcmp(x[i]->key, x[j]->key) &&
+			    !strcmp(x[i]->team_id, x[j]->team_id) &&
+			    (x[j]->result == API_SUB_REFUSED || x[j]->result == API_SUB_FAILED)) {
+				x[i]->result = x[j]->result;
+				x[i]->doc = x[j]->doc ? ty_arena_strdup(x[i]->arena, x[j]->doc)
+						      : NULL;
+				x[i]->rc = x[j]->rc;
+				x[i]->err = x[j]->err;
+			}
+	return 0;
+}
+
+static void answer(struct api_submitter *sb, struct api_submission **x, int n)
+{
+	for (int i = 0; i < n; i++) {
+		json_decref(x[i]->row);
+		x[i]->row = NULL;
+	}
+	pthread_mutex_lock(&sb->mu);
+	for (int i = 0; i < n; i++)
+		MHD_resume_connection(x[i]->conn); /* x[i] may be gone after this */
+	pthread_mutex_unlock(&sb->mu);
+}
+
+static void *submit_main(void *arg)
+{
+	struct api_submitter *sb = arg;
+	struct api_submission *batch[BATCH_MAX];
+	struct ty_pg *pg = NULL;
+	struct ty_err err = {0};
+
+	for (;;) {
+		int n = 0, rc;
+
+		pthread_mutex_lock(&sb->mu);
+		while (!sb->head && !sb->stop)
+			pthread_cond_wait(&sb->cv, &sb->mu);
+		while (sb->head && n < BATCH_MAX) {
+			batch[n++] = sb->head;
+			sb->head = sb->head->next;
+		}
+		if (!sb->head)
+			sb->tail = NULL;
+		pthread_mutex_unlock(&sb->mu);
+		if (n == 0)
+			break; /* stopping, nothing queued */
+		ty_err_clear(&err);
+		if (!pg && (rc = ty_pg_connect(&pg, sb->url, &err)) == 0 &&
+		    (rc = ty_pg_exec(NULL, pg, "SET application_name = 'trainyard-api submit'", 0,
+				     NULL, &err))) {
+			ty_pg_close(pg);
+			pg = NULL;
+		}
+		if (!pg) {
+			for (int i = 0; i < n; i++)
+				fail(batch[i], TY_EUNAVAIL, &err);
+		} else {
+			rc = api__submit_batch(pg, batch, n);
+			if (rc == TY_EUNAVAIL) {
+				/* a fresh connection for the next batch */
+				ty_pg_close(pg);
+				pg = NULL;
+			}
+		}
+		answer(sb, batch, n);
+	}
+	ty_pg_close(pg);
+	return NULL;
+}
+
+bool api__submit_park(struct api_req *r, struct api_submission *x)
+{
+	struct api_submitter *sb = *api__submit_slot(r->srv);
+	bool parked = false;
+
+	x->next = NULL;
+	x->conn = r->conn;
+	x->arena = r->arena;
+	x->result = API_SUB_QUEUED;
+	pthread_mutex_lock(&sb->mu);
+	if (!sb->stop) {
+		if (sb->tail)
+			sb->tail->next = x;
+		else
+			sb->head = x;
+		sb->tail = x;
+		MHD_suspend_connection(r->conn);
+		pthread_cond_signal(&sb->cv);
+		parked = true;
+	}
+	pthread_mutex_unlock(&sb->mu);
+	if (!parked) {
+		json_decref(x->row);
+		x->row = NULL;
+		fail(x, TY_EUNAVAIL, NULL);
+		ty_err_set(&x->err, TY_EUNAVAIL, "the server is stopping");
+	}
+	r->sub = x;
+	r->parked = parked;
+	return parked;
+}
+
+int api__submit_start(struct api_server *s, const char *database_url, struct ty_err *err)
+{
+	struct api_submitter *sb = calloc(1, sizeof(*sb));
+
+	if (!sb || !(sb->url = strdup(database_url))) {
+		free(sb);
+		return ty_err_set(err, TY_ENOMEM, NULL);
+	}
+	pthread_mutex_init(&sb->mu, NULL);
+	pthread_cond_init(&sb->cv, NULL);
+	if (pthread_create(&sb->thread, NULL, submit_main, sb)) {
+		pthread_cond_destroy(&sb->cv);
+		pthread_mutex_destroy(&sb->mu);
+		free(sb->url);
+		free(sb);
+		return ty_err_set(err, TY_EIO, "cannot start the submission thread");
+	}
+	*api__submit_slot(s) = sb;
+	return 0;
+}
+
+void api__submit_stop(struct api_server *s)
+{
+	struct api_submitter *sb = *api__submit_slot(s);
+
+	if (!sb)
+		return;
+	pthread_mutex_lock(&sb->mu);
+	sb->stop = true;
+	pthread_cond_signal(&sb->cv);
+	pthread_mutex_unlock(&sb->mu);
+	/* it writes what is queued before it ends: those clients are answered */
+	pthread_join(sb->thread, NULL);
+	pthread_cond_destroy(&sb->cv);
+	pthread_mutex_destroy(&sb->mu);
+	free(sb->url);
+	free(sb);
+	*api__submit_slot(s) = NULL;
+}
