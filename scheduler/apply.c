@@ -1701,6 +1701,9 @@ static int on_rank_started(bool *mine, struct sched *s, const struct proto_msg *
 		 &res, s->pg,
 		 "WITH a AS (SELECT 1 FROM allocations WHERE job_id = $1 AND attempt = $2"
 		 "  AND node_id = $4),"
+		 /* a started rank acknowledges the launch (an executor without launch_accepted) */
+		 " ack AS (UPDATE allocations SET accepted_at = now() WHERE job_id = $1"
+		 "  AND attempt = $2 AND node_id = $4 AND accepted_at IS NULL),"
 		 " r AS (INSERT INTO ranks (job_id, attempt, rank, node_id, local_rank, pid)"
 		 "  SELECT $1, $2, $3, $4, $5, $6 FROM a"
 		 "  ON CONFLICT (job_id, attempt, rank)"
@@ -1796,7 +1799,8 @@ static int on_attempt_running(struct sched *s, const struct proto_msg *m, struct
 	int rc;
 
 	if ((rc = ty_pg_exec(&res, s->pg,
-			     "UPDATE allocations SET running_at = now() WHERE job_id = $1"
+			     "UPDATE allocations SET running_at = now(),"
+			     " accepted_at = coalesce(accepted_at, now()) WHERE job_id = $1"
 			     " AND attempt = $2 AND node_id = $3 AND running_at IS NULL"
 			     " AND exited_at IS NULL RETURNING 1",
 			     3, p, err)))
@@ -2140,6 +2144,10 @@ int sched_apply_ranks(struct sched *s, const struct proto_msg *m, const bool *ok
 			 "  attempt integer, rank bigint, node text, a bigint, b bigint, ord integer)),"
 			 " k AS (SELECT m.* FROM m JOIN allocations a ON a.job_id = m.job"
 			 "  AND a.attempt = m.attempt AND a.node_id = m.node),"
+			 /* a started rank acknowledges the launch (sched_apply_acks) */
+			 " ack AS (UPDATE allocations a SET accepted_at = now()"
+			 "  FROM (SELECT DISTINCT job, attempt, node FROM m) x WHERE a.job_id = x.job"
+			 "  AND a.attempt = x.attempt AND a.node_id = x.node AND a.accepted_at IS NULL),"
 			 " r AS (INSERT INTO ranks (job_id, attempt, rank, node_id, local_rank, pid)"
 			 "  SELECT DISTINCT ON (job, attempt, rank) job, attempt, rank, node, a, b FROM k"
 			 "  ORDER BY job, attempt, rank, ord"
@@ -2177,6 +2185,49 @@ out:
 	json_decref(exited);
 	free(st);
 	free(ex);
+	return rc;
+}
+
+int sched_apply_acks(struct sched *s, const struct proto_msg *m, const bool *ok, int n,
+		     bool *done, struct ty_err *err)
+{
+	json_t *acks = json_array();
+	char *text = NULL;
+	int rc = 0;
+
+	if (!acks)
+		return ty_err_set(err, TY_ENOMEM, NULL);
+	for (int i = 0; i < n; i++) {
+		json_t *rec;
+
+		if (!ok[i] || m[i].type != PROTO_LAUNCH_ACCEPTED)
+			continue;
+		rec = json_pack("{s:I, s:I, s:s}", "job", (json_int_t)m[i].job, "attempt",
+				(json_int_t)m[i].attempt, "node", m[i].node);
+		if (!rec || json_array_append_new(acks, rec)) {
+			rc = ty_err_set(err, TY_ENOMEM, NULL);
+			goto out;
+		}
+		done[i] = true;
+	}
+	if (json_array_size(acks) == 0)
+		goto out;
+	if (!(text = json_dumps(acks, JSON_COMPACT))) {
+		rc = ty_err_set(err, TY_ENOMEM, NULL);
+		goto out;
+	}
+	const char *p[] = {text};
+	/* the first acknowledgement counts; a re-sent launch's adds nothing */
+	rc = ty_pg_exec(NULL, s->pg,
+			"UPDATE allocations a SET accepted_at = now()"
+			" FROM (SELECT DISTINCT * FROM jsonb_to_recordset($1::jsonb)"
+			"  AS m(job bigint, attempt integer, node text)) m"
+			" WHERE a.job_id = m.job AND a.attempt = m.attempt AND a.node_id = m.node"
+			" AND a.accepted_at IS NULL",
+			1, p, err);
+out:
+	json_decref(acks);
+	free(text);
 	return rc;
 }
 
@@ -2237,6 +2288,11 @@ int sched_apply(struct sched *s, const struct proto_msg *m, struct ty_err *err)
 		return on_heartbeat(s, m, err);
 	case PROTO_PREEMPT_NOTICE:
 		return on_preempt_notice(s, m, err);
+	case PROTO_LAUNCH_ACCEPTED: {
+		bool ok = true, done = false;
+
+		return sched_apply_acks(s, m, &ok, 1, &done, err);
+	}
 	case PROTO_RANK_STARTED:
 	case PROTO_RANK_EXITED: {
 		bool mine = true;

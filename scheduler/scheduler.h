@@ -325,6 +325,14 @@ int sched_apply_heartbeats(struct sched *s, const struct proto_msg *m, const boo
 			   bool *done, struct ty_err *err);
 int sched_apply_ranks(struct sched *s, const struct proto_msg *m, const bool *ok, int n,
 		      bool *done, bool *bad, struct ty_err *err);
+/*
+ * Apply every launch_accepted among the n messages at once (one statement,
+ * whatever n): the first acknowledgement of each allocation sets its
+ * accepted_at; those of nodes without a part in the attempt are ignored.
+ * done[i] is set for each such message.
+ */
+int sched_apply_acks(struct sched *s, const struct proto_msg *m, const bool *ok, int n,
+		     bool *done, struct ty_err *err);
 
 /* Write one dispatch message to the outbox (seq = row id, epoch = s->epoch). */
 int sched_outbox_add(struct sched *s, enum proto_type type, const char *node, int64_t job,

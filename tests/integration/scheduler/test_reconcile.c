@@ -137,6 +137,54 @@ TY_TEST(unacknowledged_launch_is_resent_once_per_period)
 	fx_sched_stop(f, 0);
 }
 
+TY_TEST(acknowledged_launch_is_never_resent_and_a_lost_ack_costs_one_resend)
+{
+	static const char *const resend[] = {"--resend-ms=2000", "--reconcile-ms=100", NULL};
+	struct fx *f = fx_start();
+	const struct proto_msg *l1, *l2, *m;
+	long long job;
+	int at_ack;
+
+	fx_node(f, "n1", 1);
+	fx_node(f, "n2", 1);
+	fx_sched_start(f, "s1", resend);
+	FX_WAIT(f, T, "2", "SELECT count(*) FROM nodes WHERE state = 'ready'");
+	job = fx_submit(f, ",'resources':{'nodes':2,'gpus_per_node':1}");
+	l1 = fx_recv(f, "n1", "launch", job, T);
+	l2 = fx_recv(f, "n2", "launch", job, T);
+	REQUIRE(l1 != NULL && l2 != NULL);
+	/* n1 acknowledges and starts nothing yet; n2's acknowledgement is lost */
+	fx_send(f, "n1", "launch_accepted", job, 1, "{'duplicate':false}");
+	FX_WAIT(f, T, "t",
+		"SELECT accepted_at IS NOT NULL FROM allocations WHERE job_id = $1"
+		" AND node_id = 'n1'",
+		fx_n(job));
+	CHECK_STR_EQ(FX_Q(f,
+			  "SELECT accepted_at IS NULL FROM allocations WHERE job_id = $1"
+			  " AND node_id = 'n2'",
+			  fx_n(job)),
+		     "t");
+	m = fx_recv(f, "n2", "launch", job, T);
+	REQUIRE(m != NULL);
+	CHECK_INT_EQ(m->attempt, 1);
+	CHECK(m->seq > l2->seq);
+	CHECK(json_equal(json_object_get(m->data, "gpus"), json_object_get(l2->data, "gpus")));
+	/* the executor acknowledges the re-sent launch (duplicate or not): no more */
+	fx_send(f, "n2", "launch_accepted", job, 1, "{'duplicate':true}");
+	FX_WAIT(f, T, "t",
+		"SELECT accepted_at IS NOT NULL FROM allocations WHERE job_id = $1"
+		" AND node_id = 'n2'",
+		fx_n(job));
+	at_ack = fx_count(f, "n2", "launch", job, 0);
+	fx_poll(f, 5000); /* two and a half resend periods */
+	/* one may have been decided just before the acknowledgment landed */
+	CHECK(fx_count(f, "n2", "launch", job, 0) <= at_ack + 1);
+	/* n1's heartbeats never listed the attempt: its acknowledgement alone counted */
+	CHECK_INT_EQ(fx_count(f, "n1", "launch", job, 0), 1);
+	CHECK_STR_EQ(FX_Q(f, "SELECT state FROM jobs WHERE id = $1", fx_n(job)), "scheduled");
+	fx_sched_stop(f, 0);
+}
+
 TY_TEST(exit_known_only_from_heartbeat_is_applied)
 {
 	struct fx *f = fx_start();
