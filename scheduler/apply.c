@@ -1048,8 +1048,8 @@ static int preflight_slow(struct sched *s, int64_t job, int64_t attempt, const j
  * decided is recorded as the node's condition, blames the node on the
  * condition's evidence and requeues without spending the job's budget.
  */
-static int alloc_exit(struct sched *s, const char *node, int64_t job, int64_t attempt,
-		      int exit_code, const char *cls, const char *message, const char *evidence,
+static int alloc_exit(bool *applied, struct sched *s, const char *node, int64_t job,
+		      int64_t attempt, int exit_code, const char *cls, const char *message, const char *evidence,
 		      const json_t *condition, const json_t *preflight, bool node_fault,
 		      enum proto_evidence_source src, struct ty_err *err)
 {
@@ -1060,6 +1060,8 @@ static int alloc_exit(struct sched *s, const char *node, int64_t job, int64_t at
 	json_t *cond = NULL, *one = NULL;
 	int rc;
 
+	if (applied)
+		*applied = false;
 	if ((rc = ty_pg_exec(&res, s->pg,
 			     "UPDATE allocations SET exited_at = now(), exit_code = $4,"
 			     " failure_class = $5, released_at = coalesce(released_at, now())"
@@ -1069,6 +1071,8 @@ static int alloc_exit(struct sched *s, const char *node, int64_t job, int64_t at
 		goto out;
 	if (PQntuples(res) == 0)
 		goto out; /* reported before, or never ours */
+	if (applied)
+		*applied = true;
 	PQclear(res);
 	res = NULL;
 	s->capacity_freed = true;
@@ -1259,7 +1263,7 @@ static int boot_changed(struct sched *s, const char *node, const struct node_row
 
 		/* a live allocation only (alloc_exit): the ring repeats older ends */
 		if (jint(e, "job", 0) >= 1 && jint(e, "attempt", 0) >= 1 && json_is_integer(code) &&
-		    (rc = alloc_exit(s, node, jint(e, "job", 0), jint(e, "attempt", 0),
+		    (rc = alloc_exit(NULL, s, node, jint(e, "job", 0), jint(e, "attempt", 0),
 				     (int)json_integer_value(code), jstr(e, "failure_class", ""),
 				     jstr(e, "message", ""), jstr(e, "evidence", ""),
 				     json_object_get(e, "condition"), NULL, true,
@@ -1532,20 +1536,21 @@ int sched_apply_late_exits(struct sched *s, int64_t min_age_ms, struct ty_err *e
 	for (int i = 0; i < s->nlate; i++) {
 		struct sched_late_exit *x = &s->late[i];
 		json_t *cond;
+		bool applied = false;
 
 		if (rc || now - x->seen_ms < min_age_ms) {
 			s->late[keep++] = *x;
 			continue;
 		}
-		ty_info(
-		    "job %lld: attempt %lld's exit on node '%s' known only from its heartbeats: "
-		    "applying it",
-		    (long long)x->job, (long long)x->attempt, x->node);
 		cond = x->condition ? json_loads(x->condition, 0, NULL) : NULL;
 		/* a no-op when the event came meanwhile */
-		rc = alloc_exit(s, x->node, x->job, x->attempt, x->exit_code, x->failure_class,
-				x->message, x->evidence, cond, NULL, true,
+		rc = alloc_exit(&applied, s, x->node, x->job, x->attempt, x->exit_code,
+				x->failure_class, x->message, x->evidence, cond, NULL, true,
 				x->log_only ? PROTO_EVIDENCE_LOG : PROTO_EVIDENCE_EXECUTOR, err);
+		if (!rc && applied)
+			ty_info("job %lld: applied attempt %lld's exit on node '%s' from its "
+				"heartbeats: its attempt_exited never arrived",
+				(long long)x->job, (long long)x->attempt, x->node);
 		json_decref(cond);
 		free(x->message);
 		free(x->evidence);
@@ -2331,7 +2336,7 @@ int sched_apply(struct sched *s, const struct proto_msg *m, struct ty_err *err)
 		if ((rc = sched_telemetry_record(s, m, err)))
 			return rc;
 		return alloc_exit(
-		    s, m->node, m->job, m->attempt, (int)jint(m->data, "exit_code", 0),
+		    NULL, s, m->node, m->job, m->attempt, (int)jint(m->data, "exit_code", 0),
 		    jstr(m->data, "failure_class", NULL), jstr(m->data, "message", NULL),
 		    jstr(m->data, "evidence", NULL), json_object_get(m->data, "condition"),
 		    json_object_get(m->data, "preflight"),
