@@ -643,6 +643,9 @@ static void on_launch(struct exec *x, const struct proto_msg *m)
 		skipped(x, &x->counters.duplicates, "duplicates");
 		ty_info("ignoring launch of job %lld attempt %lld: it already ran here",
 			(long long)m->job, (long long)m->attempt);
+		/* a re-sent launch: the acknowledgement of the first one was lost */
+		exec__emit(x, PROTO_LAUNCH_ACCEPTED, m->job, m->attempt,
+			   json_pack("{s:b}", "duplicate", 1));
 		return;
 	}
 	if (json_is_string(json_object_get(m->data, "boot_id")) &&
@@ -679,6 +682,9 @@ static void on_launch(struct exec *x, const struct proto_msg *m)
 	a->next = x->attempts;
 	x->attempts = a;
 	x->dirty = true;
+	/* before its ranks' events: the scheduler stops re-sending the launch */
+	exec__emit(x, PROTO_LAUNCH_ACCEPTED, a->job, a->attempt,
+		   json_pack("{s:b}", "duplicate", 0));
 	exec__telemetry_poke(x->telemetry); /* its GPUs' first sample now, not at the next tick */
 	ty_info("launched job %lld attempt %lld: %d rank(s) from rank %d in '%s'%s",
 		(long long)a->job, (long long)a->attempt, a->nranks, a->launch.first_rank, a->dir,

@@ -42,6 +42,7 @@ static const struct schema schemas[PROTO_TYPE_COUNT] = {
 	[PROTO_ATTEMPT_EXITED] = {true, {"exit_code:i", "failure_class:s", "message:s", NULL}},
 	[PROTO_CHECKPOINT_WRITTEN] = {true, {"path:s", "step:i", NULL}},
 	[PROTO_PREEMPT_NOTICE] = {false, {"deadline:i", NULL}},
+	[PROTO_LAUNCH_ACCEPTED] = {true, {NULL}},
 	[PROTO_REGISTER] = {false,
 			    {"address:s", "gpus:i", "labels:o", "boot_id:s", "log_url:s", NULL}},
 	[PROTO_HEARTBEAT] = {false, {"boot_id:s", "running:a", "finished:a", NULL}},

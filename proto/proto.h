@@ -40,6 +40,7 @@
 	X(ATTEMPT_EXITED, "attempt_exited", PROTO_TOPIC_EVENTS)               \
 	X(CHECKPOINT_WRITTEN, "checkpoint_written", PROTO_TOPIC_EVENTS)       \
 	X(PREEMPT_NOTICE, "preempt_notice", PROTO_TOPIC_EVENTS)               \
+	X(LAUNCH_ACCEPTED, "launch_accepted", PROTO_TOPIC_EVENTS)             \
 	X(REGISTER, "register", PROTO_TOPIC_NODES)                            \
 	X(HEARTBEAT, "heartbeat", PROTO_TOPIC_NODES)
 

@@ -981,8 +981,8 @@ static int preflight_slow(struct sched *s, int64_t job, int64_t attempt, const j
  * decided is recorded as the node's condition, blames the node on the
  * condition's evidence and requeues without spending the job's budget.
  */
-static int alloc_exit(struct sched *s, const char *node, int64_t job, int64_t attempt,
-		      int exit_code, const char *cls, const char *message, const char *evidence,
+static int alloc_exit(bool *applied, struct sched *s, const char *node, int64_t job,
+		      int64_t attempt, int exit_code, const char *cls, const char *message, const char *evidence,
 		      const json_t *condition, const json_t *preflight, bool node_fault,
 		      enum proto_evidence_source src, struct ty_err *err)
 {
@@ -993,6 +993,8 @@ static int alloc_exit(struct sched *s, const char *node, int64_t job, int64_t at
 	json_t *cond = NULL, *one = NULL;
 	int rc;
 
+	if (applied)
+		*applied = false;
 	if ((rc = ty_pg_exec(&res, s->pg,
 			     "UPDATE allocations SET exited_at = now(), exit_code = $4,"
 			     " failure_class = $5, released_at = coalesce(released_at, now())"
@@ -1002,6 +1004,8 @@ static int alloc_exit(struct sched *s, const char *node, int64_t job, int64_t at
 		goto out;
 	if (PQntuples(res) == 0)
 		goto out; /* reported before, or never ours */
+	if (applied)
+		*applied = true;
 	PQclear(res);
 	res = NULL;
 	s->capacity_freed = true;
@@ -1192,7 +1196,7 @@ static int boot_changed(struct sched *s, const char *node, const struct node_row
 
 		/* a live allocation only (alloc_exit): the ring repeats older ends */
 		if (jint(e, "job", 0) >= 1 && jint(e, "attempt", 0) >= 1 && json_is_integer(code) &&
-		    (rc = alloc_exit(s, node, jint(e, "job", 0), jint(e, "attempt", 0),
+		    (rc = alloc_exit(NULL, s, node, jint(e, "job", 0), jint(e, "attempt", 0),
 				     (int)json_integer_value(code), jstr(e, "failure_class", ""),
 				     jstr(e, "message", ""), jstr(e, "evidence", ""),
 				     json_object_get(e, "condition"), NULL, true,
@@ -1465,20 +1469,21 @@ int sched_apply_late_exits(struct sched *s, int64_t min_age_ms, struct ty_err *e
 	for (int i = 0; i < s->nlate; i++) {
 		struct sched_late_exit *x = &s->late[i];
 		json_t *cond;
+		bool applied = false;
 
 		if (rc || now - x->seen_ms < min_age_ms) {
 			s->late[keep++] = *x;
 			continue;
 		}
-		ty_info(
-		    "job %lld: attempt %lld's exit on node '%s' known only from its heartbeats: "
-		    "applying it",
-		    (long long)x->job, (long long)x->attempt, x->node);
 		cond = x->condition ? json_loads(x->condition, 0, NULL) : NULL;
 		/* a no-op when the event came meanwhile */
-		rc = alloc_exit(s, x->node, x->job, x->attempt, x->exit_code, x->failure_class,
-				x->message, x->evidence, cond, NULL, true,
+		rc = alloc_exit(&applied, s, x->node, x->job, x->attempt, x->exit_code,
+				x->failure_class, x->message, x->evidence, cond, NULL, true,
 				x->log_only ? PROTO_EVIDENCE_LOG : PROTO_EVIDENCE_EXECUTOR, err);
+		if (!rc && applied)
+			ty_info("job %lld: applied attempt %lld's exit on node '%s' from its "
+				"heartbeats: its attempt_exited never arrived",
+				(long long)x->job, (long long)x->attempt, x->node);
 		json_decref(cond);
 		free(x->message);
 		free(x->evidence);
@@ -1634,6 +1639,9 @@ static int on_rank_started(bool *mine, struct sched *s, const struct proto_msg *
 		 &res, s->pg,
 		 "WITH a AS (SELECT 1 FROM allocations WHERE job_id = $1 AND attempt = $2"
 		 "  AND node_id = $4),"
+		 /* a started rank acknowledges the launch (an executor without launch_accepted) */
+		 " ack AS (UPDATE allocations SET accepted_at = now() WHERE job_id = $1"
+		 "  AND attempt = $2 AND node_id = $4 AND accepted_at IS NULL),"
 		 " r AS (INSERT INTO ranks (job_id, attempt, rank, node_id, local_rank, pid)"
 		 "  SELECT $1, $2, $3, $4, $5, $6 FROM a"
 		 "  ON CONFLICT (job_id, attempt, rank)"
@@ -1659,31 +1667,34 @@ static int on_rank_started(bool *mine, struct sched *s, const struct proto_msg *
 }
 
 /*
- * Where the attempt resumed from (attempt_running.resume): the first node's
- * report is kept — every node reads the same checkpoint directory. Entries
- * of the skipped list keep only their documented fields.
+ * Where the attempt resumed from (attempt_running.resume), as it is kept:
+ * *skipped gets the skipped list with only its documented fields (new; NULL
+ * when the message has no resume: an executor that does not verify
+ * checkpoints), *path and *step (borrowed; NULL, -1 when none).
  */
-static int record_resume(struct sched *s, const struct proto_msg *m, struct ty_err *err)
+static int resume_clean(json_t **skipped, const char **path, int64_t *step,
+			const struct proto_msg *m, struct ty_err *err)
 {
 	const json_t *r = json_object_get(m->data, "resume"), *e;
-	const json_t *path = json_object_get(r, "path"), *step = json_object_get(r, "step");
-	json_t *skipped = NULL;
-	char jb[24], ab[24], sb[24], *text = NULL;
+	const json_t *jp = json_object_get(r, "path"), *js = json_object_get(r, "step");
 	size_t i;
-	int rc;
 
+	*skipped = NULL;
+	*path = json_is_string(jp) ? json_string_value(jp) : NULL;
+	*step = *path && json_is_integer(js) ? (int64_t)json_integer_value(js) : -1;
 	if (!json_is_object(r))
-		return 0; /* an executor that does not verify checkpoints */
-	if (!(skipped = json_array()))
+		return 0;
+	if (!(*skipped = json_array()))
 		return ty_err_set(err, TY_ENOMEM, NULL);
 	json_array_foreach(json_object_get(r, "skipped"), i, e)
 	{
 		json_t *k = json_object();
 		static const char *const strs[] = {"path", "status", "reason", NULL};
 
-		if (!k || json_array_append_new(skipped, k)) {
-			rc = ty_err_set(err, TY_ENOMEM, NULL);
-			goto out;
+		if (!k || json_array_append_new(*skipped, k)) {
+			json_decref(*skipped);
+			*skipped = NULL;
+			return ty_err_set(err, TY_ENOMEM, NULL);
 		}
 		for (int f = 0; strs[f]; f++) {
 			const char *v = jstr(e, strs[f], NULL);
@@ -1697,100 +1708,163 @@ static int record_resume(struct sched *s, const struct proto_msg *m, struct ty_e
 		if (i >= 63)
 			break; /* the newest are enough to say why */
 	}
-	if (!(text = json_dumps(skipped, JSON_COMPACT))) {
+	return 0;
+}
+
+/* Whether message i's attempt or node has other news in the batch, which keeps it in order. */
+static bool running_entangled(const struct proto_msg *m, const bool *ok, int n, int i)
+{
+	for (int j = 0; j < n; j++) {
+		if (j == i || !ok[j])
+			continue;
+		if (m[j].job == m[i].job && m[j].attempt == m[i].attempt &&
+		    m[j].type != PROTO_ATTEMPT_RUNNING && m[j].type != PROTO_RANK_STARTED &&
+		    m[j].type != PROTO_RANK_EXITED && m[j].type != PROTO_LAUNCH_ACCEPTED &&
+		    m[j].type != PROTO_CHECKPOINT_WRITTEN)
+			return true;
+		/* a register or notice of the node may end its attempts first */
+		if (!m[j].job && m[j].type != PROTO_HEARTBEAT && !strcmp(m[j].node, m[i].node))
+			return true;
+	}
+	return false;
+}
+
+int sched_apply_running(struct sched *s, const struct proto_msg *m, const bool *ok, int n,
+			bool *done, struct ty_err *err)
+{
+	json_t *recs = json_array();
+	char *text = NULL;
+	PGresult *res = NULL;
+	int rc = 0;
+
+	if (!recs)
+		return ty_err_set(err, TY_ENOMEM, NULL);
+	for (int i = 0; i < n; i++) {
+		json_t *rec, *skipped = NULL;
+		const char *path;
+		int64_t step;
+
+		if (!ok[i] || m[i].type != PROTO_ATTEMPT_RUNNING || running_entangled(m, ok, n, i))
+			continue;
+		if ((rc = resume_clean(&skipped, &path, &step, &m[i], err)))
+			goto out;
+		rec = json_pack("{s:I, s:I, s:s, s:i, s:b, s:s?, s:o, s:o}", "job",
+				(json_int_t)m[i].job, "attempt", (json_int_t)m[i].attempt, "node",
+				m[i].node, "ord", i, "res", skipped != NULL, "path", path, "step",
+				step >= 0 ? json_integer(step) : json_null(), "skipped",
+				skipped ? skipped : json_null());
+		if (!rec || json_array_append_new(recs, rec)) {
+			rc = ty_err_set(err, TY_ENOMEM, NULL);
+			goto out;
+		}
+		done[i] = true;
+	}
+	if (json_array_size(recs) == 0)
+		goto out;
+	if (!(text = json_dumps(recs, JSON_COMPACT))) {
 		rc = ty_err_set(err, TY_ENOMEM, NULL);
 		goto out;
 	}
-	const char *p[] = {sched_i64(jb, m->job), sched_i64(ab, m->attempt),
-			   json_is_string(path) ? json_string_value(path) : NULL,
-			   json_is_string(path) && json_is_integer(step)
-			       ? sched_i64(sb, (int64_t)json_integer_value(step))
-			       : NULL,
-			   text};
-	rc = ty_pg_exec(NULL, s->pg,
-			"UPDATE attempts SET resume_from = $3, resume_step = $4::bigint,"
-			" resume_skipped = $5::jsonb WHERE job_id = $1 AND attempt = $2"
-			" AND resume_skipped IS NULL",
-			5, p, err);
+	const char *p[] = {text};
+	/*
+	 * One statement for the batch: each node's part running (its first
+	 * report), where the attempt resumed from (the first node's resume of
+	 * those that counted, kept once), and the attempts whose every node now
+	 * runs, with their jobs, to running. The CTEs see the rows as they were
+	 * before the statement: the parts just marked are subtracted by hand.
+	 */
+	if ((rc = ty_pg_exec(
+		 &res, s->pg,
+		 "WITH m AS (SELECT * FROM jsonb_to_recordset($1::jsonb) AS m(job bigint,"
+		 "  attempt integer, node text, ord integer, res boolean, path text, step bigint,"
+		 "  skipped jsonb)),"
+		 " x AS (SELECT DISTINCT ON (job, attempt, node) * FROM m"
+		 "  ORDER BY job, attempt, node, ord),"
+		 " u AS (UPDATE allocations a SET running_at = now(),"
+		 "  accepted_at = coalesce(a.accepted_at, now()) FROM x WHERE a.job_id = x.job"
+		 "  AND a.attempt = x.attempt AND a.node_id = x.node AND a.running_at IS NULL"
+		 "  AND a.exited_at IS NULL"
+		 "  RETURNING a.job_id, a.attempt, a.node_id, x.ord, x.res, x.path, x.step, x.skipped),"
+		 " r AS (SELECT DISTINCT ON (job_id, attempt) * FROM u WHERE res"
+		 "  ORDER BY job_id, attempt, ord),"
+		 " g AS (SELECT t.job_id, t.attempt, t.world_size, t.resume_skipped IS NULL AS fresh,"
+		 "  k.nodes, k.waiting = 0 AS ready,"
+		 "  k.waiting = 0 AND t.state IN ('scheduled', 'starting') AS go"
+		 "  FROM attempts t, LATERAL (SELECT count(*) AS nodes, count(*) FILTER (WHERE"
+		 "   a.running_at IS NULL AND NOT EXISTS (SELECT 1 FROM u WHERE u.job_id = a.job_id"
+		 "   AND u.attempt = a.attempt AND u.node_id = a.node_id)) AS waiting"
+		 "   FROM allocations a WHERE a.job_id = t.job_id AND a.attempt = t.attempt) k"
+		 "  WHERE (t.job_id, t.attempt) IN (SELECT job_id, attempt FROM u)),"
+		 " t AS (UPDATE attempts t SET"
+		 "  resume_from = CASE WHEN g.fresh AND r.res THEN r.path ELSE t.resume_from END,"
+		 "  resume_step = CASE WHEN g.fresh AND r.res THEN r.step ELSE t.resume_step END,"
+		 "  resume_skipped = CASE WHEN g.fresh AND r.res THEN r.skipped"
+		 "   ELSE t.resume_skipped END,"
+		 "  state = CASE WHEN g.go THEN 'running' ELSE t.state END,"
+		 "  running_at = CASE WHEN g.go THEN now() ELSE t.running_at END"
+		 "  FROM g LEFT JOIN r ON r.job_id = g.job_id AND r.attempt = g.attempt"
+		 "  WHERE t.job_id = g.job_id AND t.attempt = g.attempt"
+		 "  AND (g.go OR (g.fresh AND r.res))"
+		 "  RETURNING t.job_id, t.attempt, g.go, t.resume_skipped IS NOT NULL AS resumed,"
+		 "  t.resume_from, t.resume_step,"
+		 "  jsonb_array_length(coalesce(t.resume_skipped, '[]')) AS nskipped),"
+		 /* the job follows its attempt's nodes, whatever the attempt's own state */
+		 " j AS (UPDATE jobs SET state = 'running' FROM g WHERE g.ready"
+		 "  AND jobs.id = g.job_id AND jobs.attempt = g.attempt"
+		 "  AND jobs.state IN ('scheduled', 'starting')"
+		 "  RETURNING jobs.id, g.attempt, g.nodes, g.world_size)"
+		 " SELECT j.id, j.attempt, coalesce(t.resumed, false), t.resume_from, t.resume_step,"
+		 "  t.nskipped, j.nodes, j.world_size FROM j LEFT JOIN t ON t.job_id = j.id"
+		 "  AND t.attempt = j.attempt AND t.go ORDER BY j.id",
+		 1, p, err)))
+		goto out;
+	for (int r = 0; r < PQntuples(res) && !rc; r++) {
+		char msg[640], resume[320] = "";
+		int64_t job = sched_col_i64(res, r, 0), attempt = sched_col_i64(res, r, 1);
+		int64_t nodes = sched_col_i64(res, r, 6), world = sched_col_i64(res, r, 7);
+		json_t *data;
+
+		/* where it resumed from, when the executor said (attempt_running.resume) */
+		if (!strcmp(PQgetvalue(res, r, 2), "t")) {
+			int64_t skipped = sched_col_i64(res, r, 5);
+			char sk[64] = "";
+
+			if (skipped > 0)
+				snprintf(sk, sizeof(sk), "%lld %scheckpoint%s failed verification",
+					 (long long)skipped, ty_pg_val(res, r, 3) ? "newer " : "",
+					 skipped == 1 ? "" : "s");
+			if (ty_pg_val(res, r, 3))
+				snprintf(resume, sizeof(resume),
+					 "; resumed from step %lld (%.200s%s%s)",
+					 (long long)sched_col_i64(res, r, 4), PQgetvalue(res, r, 3),
+					 *sk ? "; " : "", sk);
+			else
+				snprintf(resume, sizeof(resume), "; started from scratch (%s)",
+					 *sk ? sk : "no checkpoint");
+		}
+		snprintf(msg, sizeof(msg), "attempt %lld running: %lld rank%s on %lld node%s%s",
+			 (long long)attempt, (long long)world, world == 1 ? "" : "s",
+			 (long long)nodes, nodes == 1 ? "" : "s", resume);
+		if (!(data = json_pack("{s:I}", "attempt", (json_int_t)attempt))) {
+			rc = ty_err_set(err, TY_ENOMEM, NULL);
+			break;
+		}
+		rc = sched_job_event(s, job, "running", "running", msg, data, err);
+		json_decref(data);
+	}
 out:
-	json_decref(skipped);
+	PQclear(res);
+	json_decref(recs);
 	free(text);
 	return rc;
 }
 
+/* The batch path with n = 1. */
 static int on_attempt_running(struct sched *s, const struct proto_msg *m, struct ty_err *err)
 {
-	char jb[24], ab[24], text[640], resume[320] = "";
-	const char *p[] = {sched_i64(jb, m->job), sched_i64(ab, m->attempt), m->node};
-	PGresult *res = NULL;
-	json_t *data = NULL;
-	int64_t waiting, nodes, world;
-	bool moved;
-	int rc;
+	bool ok = true, done = false;
 
-	if ((rc = ty_pg_exec(&res, s->pg,
-			     "UPDATE allocations SET running_at = now() WHERE job_id = $1"
-			     " AND attempt = $2 AND node_id = $3 AND running_at IS NULL"
-			     " AND exited_at IS NULL RETURNING 1",
-			     3, p, err)))
-		goto out;
-	if (PQntuples(res) == 0)
-		goto out;
-	PQclear(res);
-	res = NULL;
-	if ((rc = record_resume(s, m, err)))
-		goto out;
-	if ((rc = ty_pg_exec(&res, s->pg,
-			     "SELECT count(*) FILTER (WHERE a.running_at IS NULL), count(*),"
-			     " min(t.world_size) FROM allocations a JOIN attempts t"
-			     " USING (job_id, attempt) WHERE a.job_id = $1 AND a.attempt = $2",
-			     2, p, err)))
-		goto out;
-	waiting = sched_col_i64(res, 0, 0);
-	nodes = sched_col_i64(res, 0, 1);
-	world = sched_col_i64(res, 0, 2);
-	PQclear(res);
-	res = NULL;
-	if (waiting > 0)
-		goto out;
-	if ((rc = ty_pg_exec(&res, s->pg,
-			     "UPDATE attempts SET state = 'running', running_at = now()"
-			     " WHERE job_id = $1 AND attempt = $2"
-			     " AND state IN ('scheduled', 'starting')"
-			     " RETURNING resume_skipped IS NOT NULL, resume_from, resume_step,"
-			     " jsonb_array_length(coalesce(resume_skipped, '[]'))",
-			     2, p, err)))
-		goto out;
-	/* where it resumed from, when the executor said (attempt_running.resume) */
-	if (PQntuples(res) == 1 && !strcmp(PQgetvalue(res, 0, 0), "t")) {
-		int64_t skipped = sched_col_i64(res, 0, 3);
-		char sk[64] = "";
-
-		if (skipped > 0)
-			snprintf(sk, sizeof(sk), "%lld %scheckpoint%s failed verification",
-				 (long long)skipped, ty_pg_val(res, 0, 1) ? "newer " : "",
-				 skipped == 1 ? "" : "s");
-		if (ty_pg_val(res, 0, 1))
-			snprintf(resume, sizeof(resume), "; resumed from step %lld (%.200s%s%s)",
-				 (long long)sched_col_i64(res, 0, 2), PQgetvalue(res, 0, 1),
-				 *sk ? "; " : "", sk);
-		else
-			snprintf(resume, sizeof(resume), "; started from scratch (%s)",
-				 *sk ? sk : "no checkpoint");
-	}
-	if ((rc = job_move(&moved, s, m->job, m->attempt, "{scheduled,starting}", "running", false,
-			   NULL, err)) ||
-	    !moved)
-		goto out;
-	snprintf(text, sizeof(text), "attempt %lld running: %lld rank%s on %lld node%s%s",
-		 (long long)m->attempt, (long long)world, world == 1 ? "" : "s", (long long)nodes,
-		 nodes == 1 ? "" : "s", resume);
-	data = json_pack("{s:I}", "attempt", (json_int_t)m->attempt);
-	rc = sched_job_event(s, m->job, "running", "running", text, data, err);
-out:
-	json_decref(data);
-	PQclear(res);
-	return rc;
+	return sched_apply_running(s, m, &ok, 1, &done, err);
 }
 
 /*
@@ -2073,6 +2147,10 @@ int sched_apply_ranks(struct sched *s, const struct proto_msg *m, const bool *ok
 			 "  attempt integer, rank bigint, node text, a bigint, b bigint, ord integer)),"
 			 " k AS (SELECT m.* FROM m JOIN allocations a ON a.job_id = m.job"
 			 "  AND a.attempt = m.attempt AND a.node_id = m.node),"
+			 /* a started rank acknowledges the launch (sched_apply_acks) */
+			 " ack AS (UPDATE allocations a SET accepted_at = now()"
+			 "  FROM (SELECT DISTINCT job, attempt, node FROM m) x WHERE a.job_id = x.job"
+			 "  AND a.attempt = x.attempt AND a.node_id = x.node AND a.accepted_at IS NULL),"
 			 " r AS (INSERT INTO ranks (job_id, attempt, rank, node_id, local_rank, pid)"
 			 "  SELECT DISTINCT ON (job, attempt, rank) job, attempt, rank, node, a, b FROM k"
 			 "  ORDER BY job, attempt, rank, ord"
@@ -2110,6 +2188,49 @@ out:
 	json_decref(exited);
 	free(st);
 	free(ex);
+	return rc;
+}
+
+int sched_apply_acks(struct sched *s, const struct proto_msg *m, const bool *ok, int n,
+		     bool *done, struct ty_err *err)
+{
+	json_t *acks = json_array();
+	char *text = NULL;
+	int rc = 0;
+
+	if (!acks)
+		return ty_err_set(err, TY_ENOMEM, NULL);
+	for (int i = 0; i < n; i++) {
+		json_t *rec;
+
+		if (!ok[i] || m[i].type != PROTO_LAUNCH_ACCEPTED)
+			continue;
+		rec = json_pack("{s:I, s:I, s:s}", "job", (json_int_t)m[i].job, "attempt",
+				(json_int_t)m[i].attempt, "node", m[i].node);
+		if (!rec || json_array_append_new(acks, rec)) {
+			rc = ty_err_set(err, TY_ENOMEM, NULL);
+			goto out;
+		}
+		done[i] = true;
+	}
+	if (json_array_size(acks) == 0)
+		goto out;
+	if (!(text = json_dumps(acks, JSON_COMPACT))) {
+		rc = ty_err_set(err, TY_ENOMEM, NULL);
+		goto out;
+	}
+	const char *p[] = {text};
+	/* the first acknowledgement counts; a re-sent launch's adds nothing */
+	rc = ty_pg_exec(NULL, s->pg,
+			"UPDATE allocations a SET accepted_at = now()"
+			" FROM (SELECT DISTINCT * FROM jsonb_to_recordset($1::jsonb)"
+			"  AS m(job bigint, attempt integer, node text)) m"
+			" WHERE a.job_id = m.job AND a.attempt = m.attempt AND a.node_id = m.node"
+			" AND a.accepted_at IS NULL",
+			1, p, err);
+out:
+	json_decref(acks);
+	free(text);
 	return rc;
 }
 
@@ -2170,6 +2291,11 @@ int sched_apply(struct sched *s, const struct proto_msg *m, struct ty_err *err)
 		return on_heartbeat(s, m, err);
 	case PROTO_PREEMPT_NOTICE:
 		return on_preempt_notice(s, m, err);
+	case PROTO_LAUNCH_ACCEPTED: {
+		bool ok = true, done = false;
+
+		return sched_apply_acks(s, m, &ok, 1, &done, err);
+	}
 	case PROTO_RANK_STARTED:
 	case PROTO_RANK_EXITED: {
 		bool mine = true;
@@ -2208,7 +2334,7 @@ int sched_apply(struct sched *s, const struct proto_msg *m, struct ty_err *err)
 		if ((rc = sched_telemetry_record(s, m, err)))
 			return rc;
 		return alloc_exit(
-		    s, m->node, m->job, m->attempt, (int)jint(m->data, "exit_code", 0),
+		    NULL, s, m->node, m->job, m->attempt, (int)jint(m->data, "exit_code", 0),
 		    jstr(m->data, "failure_class", NULL), jstr(m->data, "message", NULL),
 		    jstr(m->data, "evidence", NULL), json_object_get(m->data, "condition"),
 		    json_object_get(m->data, "preflight"),

@@ -135,7 +135,10 @@ fail:
 	return rc;
 }
 
-/* An active attempt's part that the node, heartbeating since, does not run. */
+/*
+ * An active attempt's part whose launch the node, heartbeating since, has
+ * not acknowledged (launch_accepted, or a rank started) within --resend-ms.
+ */
 static int resend_launches(struct sched *s, const char *const *p, struct ty_err *err)
 {
 	PGresult *res = NULL;
@@ -166,10 +169,9 @@ static int resend_launches(struct sched *s, const char *const *p, struct ty_err 
 			     " JOIN nodes n ON n.id = a.node_id"
 			     " WHERE a.exited_at IS NULL"
 			     " AND t.state IN ('scheduled', 'starting', 'running')"
+			     " AND a.accepted_at IS NULL"
 			     " AND n.state <> 'lost' AND n.last_heartbeat > a.launched_at"
 			     " AND a.launched_at < now() - $1::integer * interval '1 millisecond'"
-			     " AND NOT n.running @> jsonb_build_array(jsonb_build_object("
-			     "  'job', a.job_id, 'attempt', a.attempt))"
 			     " ORDER BY a.job_id, a.attempt, a.node_rank",
 			     1, p, err)))
 		return rc;

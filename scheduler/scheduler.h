@@ -336,6 +336,24 @@ int sched_apply_heartbeats(struct sched *s, const struct proto_msg *m, const boo
 			   bool *done, struct ty_err *err);
 int sched_apply_ranks(struct sched *s, const struct proto_msg *m, const bool *ok, int n,
 		      bool *done, bool *bad, struct ty_err *err);
+/*
+ * Apply every launch_accepted among the n messages at once (one statement,
+ * whatever n): the first acknowledgement of each allocation sets its
+ * accepted_at; those of nodes without a part in the attempt are ignored.
+ * done[i] is set for each such message.
+ */
+/*
+ * Apply the attempt_running among the n messages at once (one statement,
+ * whatever n): what sched_apply does for each, in their order — each node's
+ * part running, the first resume kept, attempts whose every node runs and
+ * their jobs to running, with the job event. Left to sched_apply: those of
+ * an attempt with other messages in the batch (an exit: order matters) and
+ * of a node with a register or notice in it. done[i] is set for each taken.
+ */
+int sched_apply_running(struct sched *s, const struct proto_msg *m, const bool *ok, int n,
+			bool *done, struct ty_err *err);
+int sched_apply_acks(struct sched *s, const struct proto_msg *m, const bool *ok, int n,
+		     bool *done, struct ty_err *err);
 
 /*
  * `kill` to every node of the attempt that has not reported an exit and is

@@ -1,9 +1,10 @@
 /*
  * Decayed GPU usage per team, derived from the usage ledger and brought
  * forward incrementally: each team's value is persisted in team_usage as of
- * a time, and only ledger rows that ended since then, plus the attempts not
- * in the ledger yet (running, or ended with a node still holding GPUs),
- * accruing up to now, are read — never the whole history.
+ * a time, and only ledger rows that ended since then, plus the allocations
+ * of attempts not in the ledger yet released since then, are read — never
+ * the whole history. What is held now comes from the cluster mirror, which
+ * holds every unreleased allocation and is refreshed before this runs.
  */
 #include "quota.h"
 #include "scheduler.h"
@@ -23,6 +24,22 @@ static int team_at(const struct sched_usage *t, int n, int64_t id)
 			hi = mid;
 	}
 	return lo < n && t[lo].team == id ? lo : -1;
+}
+
+/* GPUs held from lo to hi (ms) by a team, counted from its since_ms up to now. */
+static void accrue(double *add, const struct sched_usage *teams, int n, int64_t team,
+		   int64_t gpus, int64_t lo, int64_t hi, int64_t now_ms)
+{
+	int i = team_at(teams, n, team);
+
+	if (i < 0 || gpus <= 0)
+		return;
+	if (hi > now_ms)
+		hi = now_ms;
+	if (lo < teams[i].since_ms)
+		lo = teams[i].since_ms;
+	if (hi > lo)
+		add[i] += (double)gpus * (double)(hi - lo) / 1000.0;
 }
 
 int sched_usage_advance(struct sched_usage *teams, int n, struct sched *s, int64_t now_ms,
@@ -45,7 +62,9 @@ int sched_usage_advance(struct sched_usage *teams, int n, struct sched *s, int64
 	 * Held from the attempt's creation until released, as the ledger
 	 * counts: what a team holds is what others cannot use, whether its
 	 * ranks run yet or not. An attempt is either in the ledger (all of its
-	 * rows, written at once) or accrues from its allocations, never both.
+	 * rows, written at once, once every node released) or accrues from its
+	 * allocations, never both: live ones from the mirror (none of them is
+	 * in the ledger), released ones from PostgreSQL.
 	 */
 	const char *p[] = {sched_i64(fb, from)};
 	if ((rc = ty_pg_exec(&res, s->pg,
@@ -60,24 +79,19 @@ int sched_usage_advance(struct sched_usage *teams, int n, struct sched *s, int64
 			     " (extract(epoch FROM a.released_at) * 1000)::bigint"
 			     " FROM allocations a JOIN attempts t USING (job_id, attempt)"
 			     " JOIN jobs j ON j.id = a.job_id"
-			     " WHERE (a.released_at IS NULL"
-			     "  OR a.released_at > to_timestamp($1::bigint / 1000.0))"
+			     " WHERE a.released_at > to_timestamp($1::bigint / 1000.0)"
 			     " AND NOT EXISTS (SELECT 1 FROM usage_ledger l"
 			     "  WHERE l.job_id = a.job_id AND l.attempt = a.attempt)",
 			     1, p, err)))
 		goto out;
-	for (int r = 0; r < PQntuples(res); r++) {
-		int i = team_at(teams, n, sched_col_i64(res, r, 0));
-		int64_t gpus = sched_col_i64(res, r, 1), lo = sched_col_i64(res, r, 2), hi = now_ms;
+	for (int r = 0; r < PQntuples(res); r++)
+		accrue(add, teams, n, sched_col_i64(res, r, 0), sched_col_i64(res, r, 1),
+		       sched_col_i64(res, r, 2), sched_col_i64(res, r, 3), now_ms);
+	for (int k = 0; k < s->mirror.nallocs; k++) {
+		const struct sched_malloc *a = &s->mirror.allocs[k];
 
-		if (i < 0 || gpus <= 0)
-			continue;
-		if (ty_pg_val(res, r, 3) && sched_col_i64(res, r, 3) < hi)
-			hi = sched_col_i64(res, r, 3);
-		if (lo < teams[i].since_ms)
-			lo = teams[i].since_ms;
-		if (hi > lo)
-			add[i] += (double)gpus * (double)(hi - lo) / 1000.0;
+		accrue(add, teams, n, a->team_id, __builtin_popcountll(a->mask), a->start_ms,
+		       now_ms, now_ms);
 	}
 	for (int i = 0; i < n; i++) {
 		if (now_ms <= teams[i].since_ms)

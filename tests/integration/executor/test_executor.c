@@ -902,10 +902,12 @@ TY_TEST(checkpoint_dir_resume_and_progress_env)
 	CHECK(json_is_null(json_object_get(json_object_get(d, "resume"), "path")));
 }
 
+static long index_of(enum proto_type t, int64_t job, size_t n);
+
 TY_TEST(duplicate_launch_is_ignored)
 {
 	const char *quick = launch_data(1, "true");
-	const json_t *hb;
+	const json_t *hb, *d;
 	int64_t seq;
 
 	setup();
@@ -923,6 +925,17 @@ TY_TEST(duplicate_launch_is_ignored)
 	CHECK_INT_EQ(count_of(PROTO_RANK_STARTED, 1001), 2);
 	CHECK_INT_EQ(count_of(PROTO_RANK_STARTED, 1002), 1);
 	CHECK_INT_EQ(count_of(PROTO_ATTEMPT_EXITED, 1002), 1);
+	/*
+	 * Every accepted launch is acknowledged before its ranks start, and a
+	 * re-sent one of a finished attempt again (its first ack may be what
+	 * was lost); a refused replay is not.
+	 */
+	REQUIRE((d = wait_msg(PROTO_LAUNCH_ACCEPTED, 1001, 2)) != NULL);
+	CHECK(json_is_true(json_object_get(d, "duplicate")));
+	CHECK(json_is_false(json_object_get(wait_msg(PROTO_LAUNCH_ACCEPTED, 1001, 1), "duplicate")));
+	CHECK(index_of(PROTO_LAUNCH_ACCEPTED, 1001, 1) < index_of(PROTO_RANK_STARTED, 1001, 1));
+	REQUIRE(wait_msg(PROTO_LAUNCH_ACCEPTED, 1002, 1) != NULL);
+	CHECK_INT_EQ(count_of(PROTO_LAUNCH_ACCEPTED, 1002), 1);
 	CHECK(access(ty_test_strf("%s/attempts/1001.1/work/again.0", T.state), F_OK) != 0);
 }
 
@@ -1823,6 +1836,8 @@ TY_TEST(malformed_message_is_skipped)
 	CHECK_STR_EQ(json_string_value(json_object_get(d, "failure_class")), "system");
 	CHECK(strstr(json_string_value(json_object_get(d, "message")), "invalid launch") != NULL);
 	CHECK_INT_EQ(count_of(PROTO_RANK_STARTED, 1012), 0);
+	/* a rejected launch is answered by its exit alone, never acknowledged */
+	CHECK_INT_EQ(count_of(PROTO_LAUNCH_ACCEPTED, 1012), 0);
 	REQUIRE((d = wait_msg(PROTO_ATTEMPT_EXITED, 1016, 1)) != NULL);
 	CHECK_STR_EQ(json_string_value(json_object_get(d, "failure_class")), "system");
 	CHECK(strstr(json_string_value(json_object_get(d, "message")), "could not be started") !=

@@ -579,3 +579,48 @@ TY_TEST(sweep_runs_at_most_max_concurrent_trials)
 			  sweep),
 		     "pending");
 }
+
+/*
+ * A whole gang's attempt_running in one event batch (produced while no
+ * scheduler leads, then consumed at once): applied together, the same as one
+ * by one — every part running and acknowledged, the attempt and the job
+ * running with one event, the first node's resume kept.
+ */
+TY_TEST(attempt_running_of_a_gang_in_one_batch)
+{
+	struct fx *f = fx_start();
+	const struct proto_msg *l1, *l2;
+	long long job;
+	int s;
+
+	fx_node(f, "n1", 2);
+	fx_node(f, "n2", 2);
+	s = fx_sched_start(f, "s1", NULL);
+	FX_WAIT(f, T, "2", "SELECT count(*) FROM nodes WHERE state = 'ready'");
+	job = fx_submit(f, ",'resources':{'nodes':2,'gpus_per_node':1}");
+	l1 = fx_recv(f, "n1", "launch", job, T);
+	l2 = fx_recv(f, "n2", "launch", job, T);
+	REQUIRE(l1 != NULL && l2 != NULL);
+	fx_sched_stop(f, s);
+	fx_send(f, "n1", "attempt_running", job, 1,
+		"{'ranks':1,'resume':{'path':'/ckpt/step-20','step':20,'skipped':[]}}");
+	fx_send(f, "n2", "attempt_running", job, 1,
+		"{'ranks':1,'resume':{'path':'/ckpt/step-10','step':10,'skipped':[]}}");
+	fx_send(f, "n2", "attempt_running", job, 1, "{'ranks':1}"); /* redelivered */
+	s = fx_sched_start(f, "s2", NULL);
+	FX_WAIT(f, T, "running", "SELECT state FROM jobs WHERE id = $1", fx_n(job));
+	CHECK_STR_EQ(FX_Q(f, "SELECT state || ' ' || resume_step FROM attempts WHERE job_id = $1",
+			  fx_n(job)),
+		     "running 20");
+	CHECK_STR_EQ(FX_Q(f,
+			  "SELECT count(*) FROM allocations WHERE job_id = $1"
+			  " AND running_at IS NOT NULL AND accepted_at IS NOT NULL",
+			  fx_n(job)),
+		     "2");
+	CHECK_STR_EQ(FX_Q(f,
+			  "SELECT string_agg(message, ' | ') FROM job_events WHERE job_id = $1"
+			  " AND type = 'running'",
+			  fx_n(job)),
+		     "attempt 1 running: 2 ranks on 2 nodes; resumed from step 20 (/ckpt/step-20)");
+	fx_sched_stop(f, s);
+}

@@ -148,6 +148,56 @@ TY_TEST(succeeded_attempt_writes_one_row_per_node_priced_by_pool_and_model)
 	fx_sched_stop(f, 0);
 }
 
+/* Whether the team's usage is what the job's gang held from its attempt's creation on. */
+static const char *accrued_from_start(struct fx *f, long long job)
+{
+	return FX_Q(f,
+		    "SELECT abs(u.decayed_gpu_seconds - 2 * extract(epoch FROM u.updated_at"
+		    " - t.created_at)) < 0.01 FROM team_usage u, jobs j, attempts t"
+		    " WHERE j.id = $1 AND u.team_id = j.team_id AND t.job_id = j.id"
+		    " AND t.attempt = 1",
+		    fx_n(job));
+}
+
+/*
+ * A gang live across cycles: each cycle's decayed usage counts its GPUs
+ * from its attempt's creation up to the cycle's time, no more and no less
+ * (the live part comes from the mirror, the rest from PostgreSQL).
+ */
+TY_TEST(live_gang_accrues_from_its_attempts_creation_across_cycles)
+{
+	struct fx *f = fx_start();
+	const struct proto_msg *l;
+	const char *node, *first;
+	long long job, big;
+
+	start(f);
+	job = fx_submit(f, ",'resources':{'nodes':1,'gpus_per_node':2}");
+	FX_WAIT(f, T, "1", "SELECT count(*) FROM allocations WHERE job_id = $1", fx_n(job));
+	node = FX_Q(f, "SELECT node_id FROM allocations WHERE job_id = $1", fx_n(job));
+	REQUIRE((l = fx_recv(f, node, "launch", job, T)) != NULL);
+	fx_run(f, node, l);
+	/* the cycle after the placement sees the gang */
+	FX_WAIT(f, T, "2",
+		"SELECT gpus_in_use FROM team_usage WHERE team_id ="
+		" (SELECT team_id FROM jobs WHERE id = $1)",
+		fx_n(job));
+	CHECK_STR_EQ(accrued_from_start(f, job), "t");
+	first = FX_Q(f,
+		     "SELECT updated_at FROM team_usage WHERE team_id ="
+		     " (SELECT team_id FROM jobs WHERE id = $1)",
+		     fx_n(job));
+	/* a job that must wait changes what the team shows: a later cycle writes it again */
+	big = fx_submit(f, ",'resources':{'nodes':2,'gpus_per_node':4}");
+	FX_WAIT(f, T, "t",
+		"SELECT updated_at > $2::timestamptz AND pending_jobs = 1 FROM team_usage"
+		" WHERE team_id = (SELECT team_id FROM jobs WHERE id = $1)",
+		fx_n(job), first);
+	CHECK_STR_EQ(accrued_from_start(f, job), "t");
+	CHECK_STR_EQ(FX_Q(f, "SELECT state FROM jobs WHERE id = $1", fx_n(big)), "pending");
+	fx_sched_stop(f, 0);
+}
+
 TY_TEST(failed_attempt_loses_the_work_since_its_last_valid_checkpoint)
 {
 	struct fx *f = fx_start();

@@ -137,15 +137,65 @@ TY_TEST(unacknowledged_launch_is_resent_once_per_period)
 	fx_sched_stop(f, 0);
 }
 
+TY_TEST(acknowledged_launch_is_never_resent_and_a_lost_ack_costs_one_resend)
+{
+	static const char *const resend[] = {"--resend-ms=2000", "--reconcile-ms=100", NULL};
+	struct fx *f = fx_start();
+	const struct proto_msg *l1, *l2, *m;
+	long long job;
+	int at_ack;
+
+	fx_node(f, "n1", 1);
+	fx_node(f, "n2", 1);
+	fx_sched_start(f, "s1", resend);
+	FX_WAIT(f, T, "2", "SELECT count(*) FROM nodes WHERE state = 'ready'");
+	job = fx_submit(f, ",'resources':{'nodes':2,'gpus_per_node':1}");
+	l1 = fx_recv(f, "n1", "launch", job, T);
+	l2 = fx_recv(f, "n2", "launch", job, T);
+	REQUIRE(l1 != NULL && l2 != NULL);
+	/* n1 acknowledges and starts nothing yet; n2's acknowledgement is lost */
+	fx_send(f, "n1", "launch_accepted", job, 1, "{'duplicate':false}");
+	FX_WAIT(f, T, "t",
+		"SELECT accepted_at IS NOT NULL FROM allocations WHERE job_id = $1"
+		" AND node_id = 'n1'",
+		fx_n(job));
+	CHECK_STR_EQ(FX_Q(f,
+			  "SELECT accepted_at IS NULL FROM allocations WHERE job_id = $1"
+			  " AND node_id = 'n2'",
+			  fx_n(job)),
+		     "t");
+	m = fx_recv(f, "n2", "launch", job, T);
+	REQUIRE(m != NULL);
+	CHECK_INT_EQ(m->attempt, 1);
+	CHECK(m->seq > l2->seq);
+	CHECK(json_equal(json_object_get(m->data, "gpus"), json_object_get(l2->data, "gpus")));
+	/* the executor acknowledges the re-sent launch (duplicate or not): no more */
+	fx_send(f, "n2", "launch_accepted", job, 1, "{'duplicate':true}");
+	FX_WAIT(f, T, "t",
+		"SELECT accepted_at IS NOT NULL FROM allocations WHERE job_id = $1"
+		" AND node_id = 'n2'",
+		fx_n(job));
+	at_ack = fx_count(f, "n2", "launch", job, 0);
+	fx_poll(f, 5000); /* two and a half resend periods */
+	/* one may have been decided just before the acknowledgment landed */
+	CHECK(fx_count(f, "n2", "launch", job, 0) <= at_ack + 1);
+	/* n1's heartbeats never listed the attempt: its acknowledgement alone counted */
+	CHECK_INT_EQ(fx_count(f, "n1", "launch", job, 0), 1);
+	CHECK_STR_EQ(FX_Q(f, "SELECT state FROM jobs WHERE id = $1", fx_n(job)), "scheduled");
+	fx_sched_stop(f, 0);
+}
+
 TY_TEST(exit_known_only_from_heartbeat_is_applied)
 {
+	/* a period long enough for an event to overtake the heartbeat's word */
+	static const char *const slow[] = {"--reconcile-ms=4000", NULL};
 	struct fx *f = fx_start();
 	const struct proto_msg *l1, *l2;
 	long long job;
 
 	fx_node(f, "n1", 2);
 	fx_node(f, "n2", 2);
-	fx_sched_start(f, "s1", NULL);
+	fx_sched_start(f, "s1", slow);
 	FX_WAIT(f, T, "2", "SELECT count(*) FROM nodes WHERE state = 'ready'");
 	job = fx_submit(f, ",'resources':{'nodes':2,'gpus_per_node':2}");
 	l1 = fx_recv(f, "n1", "launch", job, T);
@@ -154,17 +204,32 @@ TY_TEST(exit_known_only_from_heartbeat_is_applied)
 	fx_run(f, "n1", l1);
 	fx_run(f, "n2", l2);
 	FX_WAIT(f, T, "running", "SELECT state FROM jobs WHERE id = $1", fx_n(job));
-	/* the attempt_exited events are lost: only the heartbeats say so */
-	fx_node_runs(f, "n1", job, 1, false);
+	/* n2's heartbeat tells of its end before its attempt_exited arrives */
 	fx_node_runs(f, "n2", job, 1, false);
-	fx_node_finished(f, "n1", job, 1, 0, "", "");
 	fx_node_finished(f, "n2", job, 1, 0, "", "");
+	FX_WAIT(f, T, "f",
+		"SELECT running @> jsonb_build_array(jsonb_build_object('job', $1::bigint,"
+		" 'attempt', 1)) FROM nodes WHERE id = 'n2'",
+		fx_n(job));
+	fx_exit(f, "n2", l2, 0, "", "");
+	/* n1's attempt_exited is lost: only the heartbeats say so */
+	fx_node_runs(f, "n1", job, 1, false);
+	fx_node_finished(f, "n1", job, 1, 0, "", "");
 	FX_WAIT(f, T, "succeeded", "SELECT state FROM jobs WHERE id = $1", fx_n(job));
 	CHECK_STR_EQ(FX_Q(f,
 			  "SELECT count(*) FROM allocations WHERE job_id = $1"
 			  " AND released_at IS NOT NULL",
 			  fx_n(job)),
 		     "2");
+	/*
+	 * Only what was applied from a heartbeat is logged as such; n2's
+	 * (noted first, so looked at no later than n1's) changed nothing.
+	 */
+	CHECK(strstr(fx_sched_log(f, 0),
+		     ty_test_strf("job %lld: applied attempt 1's exit on node 'n1' from its "
+				  "heartbeats: its attempt_exited never arrived",
+				  job)) != NULL);
+	CHECK(strstr(fx_sched_log(f, 0), "exit on node 'n2' from its heartbeats") == NULL);
 	fx_sched_stop(f, 0);
 }
 

@@ -20,6 +20,7 @@ static const char *const valid_data[PROTO_TYPE_COUNT] = {
 	[PROTO_ATTEMPT_EXITED] = "{\"exit_code\":3,\"failure_class\":\"user\",\"message\":\"x\"}",
 	[PROTO_CHECKPOINT_WRITTEN] = "{\"path\":\"step-10\",\"step\":10}",
 	[PROTO_PREEMPT_NOTICE] = "{\"deadline\":1764000000000}",
+	[PROTO_LAUNCH_ACCEPTED] = "{\"duplicate\":true}",
 	[PROTO_REGISTER] = "{\"address\":\"10.0.0.1\",\"gpus\":8,\"labels\":{\"rack\":\"r1\"},"
 			   "\"boot_id\":\"b1\",\"log_url\":\"http://10.0.0.1:9000\"}",
 	[PROTO_HEARTBEAT] = "{\"boot_id\":\"b1\",\"running\":[{\"job\":1,\"attempt\":1}],"
@@ -60,7 +61,7 @@ TY_TEST(every_type_round_trips)
 		CHECK(json_equal(out.data, in.data));
 		CHECK_STR_EQ(proto_type_topic((enum proto_type)t),
 			     t <= PROTO_HEALTH_CHECK	 ? PROTO_TOPIC_DISPATCH
-			     : t <= PROTO_PREEMPT_NOTICE ? PROTO_TOPIC_EVENTS
+			     : t <= PROTO_LAUNCH_ACCEPTED ? PROTO_TOPIC_EVENTS
 							 : PROTO_TOPIC_NODES);
 		free(text);
 		proto_msg_clear(&in);
