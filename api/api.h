@@ -410,6 +410,64 @@ int api_pending_admit(bool *refused, struct api_req *r, const char *team_id, con
  */
 int api_replay(struct api_req *r, const char *sql, int n, const char *const *params,
 	       const char *key, const char *hash, struct ty_err *err);
+/* Answer a repeated Idempotency-Key as api_replay does, from the stored hash and document. */
+int api_replay_doc(struct api_req *r, const char *stored_hash, const char *doc, const char *key,
+		   const char *hash);
+
+/*
+ * The job store (store_jobs.c): the API's job SQL as typed calls; no
+ * PGresult outside it. Documents and texts it returns are copies in the
+ * arena a.
+ *
+ * A job row's columns as text (NULL for SQL NULL; times as epoch
+ * microseconds), borrowed. pending_reason is the scheduler's, already
+ * redacted for the viewer; queue fields are ignored unless state is pending.
+ */
+struct api_job_row {
+	const char *id, *team, *name, *state, *spec, *attempt, *failure_class, *pending_reason,
+		*queue_position, *reserved_until_us, *preemptions, *spot_preemptions,
+		*created_at_us, *updated_at_us, *finished_at_us;
+	bool cancel_requested;
+};
+/*
+ * Append the job document (docs/api.md, "Jobs") of j to b: the bytes that
+ * PostgreSQL's json_build_object gave before (migrations/0017). Pure;
+ * 0 or TY_ENOMEM (b->oom).
+ */
+int api_job_doc(struct ty_buf *b, const struct api_job_row *j);
+/* *doc: job id as a viewer of team scope (NULL: an admin) sees it, or NULL when none. */
+int api_store_job_get(const char **doc, struct ty_pg *pg, struct ty_arena *a, const char *id,
+		      const char *scope, struct ty_err *err);
+/* The job of team_id with Idempotency-Key key: its request hash and document, or both NULL. */
+int api_store_job_by_key(const char **hash, const char **doc, struct ty_pg *pg,
+			 struct ty_arena *a, const char *team_id, const char *key,
+			 const char *scope, struct ty_err *err);
+/* GET /v1/jobs: NULL members are no condition; all texts are SQL parameters. */
+struct api_jobs_filter {
+	const char *scope, *team, *states /* text[] */, *labels /* jsonb */, *before /* id */;
+	int limit; /* 1..500 */
+};
+/* *items: a JSON array of up to f->limit documents, newest first; *cursor: NULL on the last page. */
+int api_store_jobs_page(const char **items, const char **cursor, struct ty_pg *pg,
+			struct ty_arena *a, const struct api_jobs_filter *f, struct ty_err *err);
+/* Lock job id (FOR UPDATE) as scope sees it: its state (NULL: no such job) and cancel flag. */
+int api_store_job_lock(const char **state, bool *cancel_requested, struct ty_pg *pg,
+		       struct ty_arena *a, const char *id, const char *scope, struct ty_err *err);
+/*
+ * In the caller's transaction, after api_store_job_lock: end a pending job
+ * (cancelled, or stopped), or ask the scheduler to end an active one; the
+ * job event carries message.
+ */
+int api_store_job_end(struct ty_pg *pg, const char *id, bool pending, bool stop,
+		      const char *message, struct ty_err *err);
+/*
+ * Insert the submissions of rows (a JSON array of jobs columns, each with
+ * its index into x as "ord"), one job_events row each: each one named is
+ * CREATED with its document (in its arena) or REPLAY (its key has a job).
+ */
+int api_store_jobs_insert(struct api_submission **x, struct ty_pg *pg, const char *rows,
+			  struct ty_err *err);
+
 /*
  * Group commit of job submissions (submit.c): one thread with its own
  * connection takes every submission queued while its previous batch

@@ -164,15 +164,22 @@ int api_replay(struct api_req *r, const char *sql, int n, const char *const *par
 		PQclear(res);
 		return ty_err_set(err, TY_ECONFLICT, "idempotency key vanished during submit");
 	}
+	rc = api_replay_doc(r, PQgetvalue(res, 0, 0), PQgetvalue(res, 0, 1), key, hash);
+	PQclear(res);
+	return rc;
+}
+
+int api_replay_doc(struct api_req *r, const char *stored_hash, const char *doc, const char *key,
+		   const char *hash)
+{
+	int rc;
+
 	/* constant time: the stored hash is compared like a secret (docs/security.md) */
-	if (!ty_secure_equal(PQgetvalue(res, 0, 0), hash)) {
-		PQclear(res);
+	if (!ty_secure_equal(stored_hash, hash))
 		return api_reply_error(r, API_P_IDEMPOTENCY_CONFLICT, NULL,
 				       "Idempotency-Key '%s' was used with a different body", key);
-	}
-	rc = api_reply_text(r, 200, PQgetvalue(res, 0, 1));
+	rc = api_reply_text(r, 200, doc);
 	api_reply_header(r, "Idempotent-Replayed", "true");
-	PQclear(res);
 	return rc;
 }
 
@@ -180,12 +187,15 @@ int api_replay(struct api_req *r, const char *sql, int n, const char *const *par
 static int replay(struct api_req *r, const char *team_id, const char *key, const char *hash,
 		  struct ty_err *err)
 {
-	const char *p[3] = {team_id, key, api_scope(r)};
+	const char *stored, *doc;
+	int rc;
 
-	return api_replay(r,
-			  "SELECT request_sha256, ty_job_json_for(j, $3::bigint)::text FROM jobs j"
-			  " WHERE team_id = $1 AND idempotency_key = $2",
-			  3, p, key, hash, err);
+	if ((rc = api_store_job_by_key(&stored, &doc, r->pg, r->arena, team_id, key, api_scope(r),
+				       err)))
+		return rc;
+	if (!doc)
+		return ty_err_set(err, TY_ECONFLICT, "idempotency key vanished during submit");
+	return api_replay_doc(r, stored, doc, key, hash);
 }
 
 /* The answer to a submission once its batch is over (the handler's second call). */
@@ -282,22 +292,15 @@ out:
 
 int api_h_jobs_get(struct api_req *r, struct ty_err *err)
 {
-	const char *p[2] = {r->params[0], api_scope(r)};
-	PGresult *res = NULL;
+	const char *doc;
 	int64_t id;
 	int rc;
 
 	if (!api_parse_id(&id, r->params[0]))
 		return job_not_found(r);
-	rc = ty_pg_exec(&res, r->pg,
-			"SELECT ty_job_json_for(j, $2::bigint)::text FROM jobs j"
-			" WHERE j.id = $1 AND ($2::bigint IS NULL OR j.team_id = $2)",
-			2, p, err);
-	if (rc)
+	if ((rc = api_store_job_get(&doc, r->pg, r->arena, r->params[0], api_scope(r), err)))
 		return rc;
-	rc = PQntuples(res) ? api_reply_text(r, 200, PQgetvalue(res, 0, 0)) : job_not_found(r);
-	PQclear(res);
-	return rc;
+	return doc ? api_reply_text(r, 200, doc) : job_not_found(r);
 }
 
 const char *api_job_states_param(struct ty_arena *a, const char *list)
@@ -331,12 +334,12 @@ int api_h_jobs_list(struct api_req *r, struct ty_err *err)
 	const char *team = api_query(r, "team"), *state = api_query(r, "state");
 	const char *label = api_query(r, "label"), *cursor = api_query(r, "cursor");
 	const char *limit_s = api_query(r, "limit");
-	const char *p[6] = {api_scope(r), team, NULL, NULL, cursor, "50"};
-	PGresult *res = NULL;
+	struct api_jobs_filter f = {api_scope(r), team, NULL, NULL, cursor, 50};
+	const char *items, *next;
 	int64_t v;
 	int rc;
 
-	if (state && !(p[2] = api_job_states_param(r->arena, state)))
+	if (state && !(f.states = api_job_states_param(r->arena, state)))
 		return api_reply_error(r, API_P_INVALID_PARAMETER, "state",
 				       "'state' must be a comma-separated list of job states");
 	if (label) {
@@ -354,7 +357,7 @@ int api_h_jobs_list(struct api_req *r, struct ty_err *err)
 		if (!t)
 			return api_reply_error(r, API_P_INVALID_PARAMETER, "label",
 					       "'label' must be valid UTF-8 'key=value'");
-		p[3] = ty_arena_strdup(r->arena, t);
+		f.labels = ty_arena_strdup(r->arena, t);
 		free(t);
 	}
 	if (cursor && !api_parse_id(&v, cursor))
@@ -364,29 +367,11 @@ int api_h_jobs_list(struct api_req *r, struct ty_err *err)
 		if (!api_parse_id(&v, limit_s) || v > 500)
 			return api_reply_error(r, API_P_INVALID_PARAMETER, "limit",
 					       "'limit' must be an integer from 1 to 500");
-		p[5] = limit_s;
+		f.limit = (int)v;
 	}
-	/* one more row than asked tells whether another page exists */
-	rc = ty_pg_exec(&res, r->pg,
-			"WITH page AS (SELECT * FROM jobs j"
-			"  WHERE ($1::bigint IS NULL OR j.team_id = $1)"
-			"  AND ($2::text IS NULL OR j.team_id = (SELECT id FROM teams WHERE name = $2))"
-			"  AND ($3::text[] IS NULL OR j.state = ANY($3::text[]))"
-			"  AND ($4::jsonb IS NULL OR j.labels @> $4::jsonb)"
-			"  AND ($5::bigint IS NULL OR j.id < $5)"
-			"  ORDER BY j.id DESC LIMIT $6::int + 1),"
-			" shown AS (SELECT * FROM page ORDER BY id DESC LIMIT $6::int)"
-			" SELECT coalesce((SELECT json_agg(ty_job_json_for(s, $1::bigint)"
-			"  ORDER BY s.id DESC)"
-			"  FROM shown s), '[]')::text,"
-			" CASE WHEN (SELECT count(*) FROM page) > $6::int"
-			"  THEN (SELECT min(id) FROM shown)::text END",
-			6, p, err);
-	if (rc)
+	if ((rc = api_store_jobs_page(&items, &next, r->pg, r->arena, &f, err)))
 		return rc;
-	rc = api_reply_page(r, PQgetvalue(res, 0, 0), ty_pg_val(res, 0, 1), err);
-	PQclear(res);
-	return rc;
+	return api_reply_page(r, items, next, err);
 }
 
 /*
@@ -397,17 +382,9 @@ int api_h_jobs_list(struct api_req *r, struct ty_err *err)
  */
 static int end_job(struct api_req *r, bool stop, struct ty_err *err)
 {
-	const char *p[2] = {r->params[0], api_scope(r)};
 	const char *who = r->auth.token_name ? r->auth.token_name : "";
-	const char *ev[2] = {r->params[0], stop ? "t" : "f"};
-	const char *pe[2] = {r->params[0],
-			     stop ? ty_arena_printf(r->arena, "stopped by token '%s'", who)
-				  : "cancelled while pending"};
-	const char *rq[3] = {r->params[0], stop ? "t" : "f",
-			     stop ? ty_arena_printf(r->arena, "stop requested by token '%s'", who)
-				  : "cancel requested"};
-	PGresult *res = NULL;
 	const char *state;
+	bool requested, pending;
 	int64_t id;
 	int rc;
 
@@ -415,55 +392,32 @@ static int end_job(struct api_req *r, bool stop, struct ty_err *err)
 		return job_not_found(r);
 	if ((rc = ty_pg_begin(r->pg, err)))
 		return rc;
-	rc = ty_pg_exec(&res, r->pg,
-			"SELECT state, cancel_requested FROM jobs"
-			" WHERE id = $1 AND ($2::bigint IS NULL OR team_id = $2) FOR UPDATE",
-			2, p, err);
-	if (rc)
+	if ((rc = api_store_job_lock(&state, &requested, r->pg, r->arena, r->params[0],
+				     api_scope(r), err)))
 		goto fail;
-	if (PQntuples(res) == 0) {
-		PQclear(res);
+	if (!state) {
 		ty_pg_rollback(r->pg);
 		return job_not_found(r);
 	}
-	state = PQgetvalue(res, 0, 0);
 	if (proto_job_state_terminal(state)) {
-		api_reply_error(r, API_P_JOB_FINISHED, NULL, "job %s is already %s", p[0], state);
-		PQclear(res);
 		ty_pg_rollback(r->pg);
-		return 0;
+		return api_reply_error(r, API_P_JOB_FINISHED, NULL, "job %s is already %s",
+				       r->params[0], state);
 	}
-	if (!strcmp(state, "pending")) {
-		rc = ty_pg_exec(NULL, r->pg,
-				"UPDATE jobs SET finished_at = now(),"
-				" state = CASE WHEN $2::boolean THEN 'stopped' ELSE 'cancelled' END"
-				" WHERE id = $1",
-				2, ev, err);
-		if (!rc)
-			rc = ty_pg_exec(NULL, r->pg,
-					"SELECT ty_job_event($1, state, state, $2, NULL)"
-					" FROM jobs WHERE id = $1",
-					2, pe, err);
-	} else if (PQgetvalue(res, 0, 1)[0] == 'f') {
-		/* the scheduler stops the gang and records the final state */
-		rc = ty_pg_exec(NULL, r->pg,
-				"UPDATE jobs SET cancel_requested = true, stop_requested = $2"
-				" WHERE id = $1",
-				2, rq, err);
-		if (!rc)
-			rc = ty_pg_exec(NULL, r->pg,
-					"SELECT ty_job_event($1, CASE WHEN $2::boolean"
-					" THEN 'stop_requested' ELSE 'cancel_requested' END, state,"
-					" $3, NULL) FROM jobs WHERE id = $1",
-					3, rq, err);
-	}
-	PQclear(res);
-	res = NULL;
+	pending = !strcmp(state, "pending");
+	if (pending || !requested)
+		rc = api_store_job_end(
+			r->pg, r->params[0], pending, stop,
+			pending ? (stop ? ty_arena_printf(r->arena, "stopped by token '%s'", who)
+					: "cancelled while pending")
+				: (stop ? ty_arena_printf(r->arena, "stop requested by token '%s'",
+							  who)
+					: "cancel requested"),
+			err);
 	if (rc || (rc = ty_pg_commit(r->pg, err)))
 		goto fail;
 	return api_h_jobs_get(r, err);
 fail:
-	PQclear(res);
 	ty_pg_rollback(r->pg);
 	return rc;
 }
