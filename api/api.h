@@ -639,4 +639,21 @@ int api_token_insert(int64_t *id, char *created_at, char *secret, size_t secrets
 		     struct ty_pg *pg, const char *name, const char *role, const char *team_id,
 		     struct ty_err *err);
 
+/*
+ * The token store (store_tokens.c): typed calls, no PGresult outside it.
+ * Lookups fill a (texts in arena) and set *found; no row is not an error.
+ */
+/* How long a trial metrics token outlives its attempt (a last report may race the exit). */
+#define API_TRIAL_TOKEN_GRACE "5 minutes"
+/* The unrevoked API token whose SHA-256 (hex) is hash. */
+int api_store_token_by_hash(bool *found, struct api_auth *a, struct ty_pg *pg,
+			    struct ty_arena *arena, const char *hash, struct ty_err *err);
+/* The attempt whose trial metrics token hashes to hash, while it runs or within the grace. */
+int api_store_trial_token_by_hash(bool *found, struct api_auth *a, struct ty_pg *pg,
+				  struct ty_arena *arena, const char *hash, struct ty_err *err);
+/* Store a token by its hash; created_at as in api_token_insert. */
+int api_store_token_insert(int64_t *id, char *created_at, struct ty_pg *pg, const char *hash,
+			   const char *name, const char *role, const char *team_id,
+			   struct ty_err *err);
+
 #endif
