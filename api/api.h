@@ -110,6 +110,7 @@ struct api_req {
 	double started; /* api__metrics_now() at arrival */
 	char request_id[API_REQUEST_ID_LEN]; /* X-Request-Id of the reply */
 	const char *problem_code; /* the reply's problem code (arena), or NULL */
+	const char *problem_field; /* the field of a problem returned by api_fail (arena) */
 	struct api_submission *sub; /* a job submission parked for its batch (submit.c) */
 };
 
@@ -193,6 +194,16 @@ int api_reply_page(struct api_req *r, const char *items_json, const char *cursor
  * point from errors to problems (whose status comes from API_PROBLEMS).
  */
 int api_reply_from_err(struct api_req *r, int code, const struct ty_err *err);
+/*
+ * A handler's refusal as an error: err gets problem pc's code (below TY's
+ * codes: API_ERR_PROBLEM) and the detail, r the field (may be NULL); it
+ * returns that code for the handler to return, and api_reply_from_err
+ * answers it with problem pc. It overwrites what err held: the refusal is
+ * the answer.
+ */
+#define API_ERR_PROBLEM(pc) (-1000 - (int)(pc))
+int api_fail(struct api_req *r, struct ty_err *err, enum api_pcode pc, const char *field,
+	     const char *fmt, ...) __attribute__((format(printf, 5, 6)));
 
 /*
  * Integer query parameter name in min..max into *out (def when absent).
@@ -412,7 +423,7 @@ int api_replay(struct api_req *r, const char *sql, int n, const char *const *par
 	       const char *key, const char *hash, struct ty_err *err);
 /* Answer a repeated Idempotency-Key as api_replay does, from the stored hash and document. */
 int api_replay_doc(struct api_req *r, const char *stored_hash, const char *doc, const char *key,
-		   const char *hash);
+		   const char *hash, struct ty_err *err);
 
 /*
  * The job store (store_jobs.c): the API's job SQL as typed calls; no

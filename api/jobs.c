@@ -10,9 +10,9 @@
 #include <string.h>
 
 
-static int job_not_found(struct api_req *r)
+static int job_not_found(struct api_req *r, struct ty_err *err)
 {
-	return api_reply_error(r, API_P_JOB_NOT_FOUND, NULL, "no job '%s'", r->params[0]);
+	return api_fail(r, err, API_P_JOB_NOT_FOUND, NULL, "no job '%s'", r->params[0]);
 }
 
 bool api_idempotency_key_ok(const char *k)
@@ -164,20 +164,20 @@ int api_replay(struct api_req *r, const char *sql, int n, const char *const *par
 		PQclear(res);
 		return ty_err_set(err, TY_ECONFLICT, "idempotency key vanished during submit");
 	}
-	rc = api_replay_doc(r, PQgetvalue(res, 0, 0), PQgetvalue(res, 0, 1), key, hash);
+	rc = api_replay_doc(r, PQgetvalue(res, 0, 0), PQgetvalue(res, 0, 1), key, hash, err);
 	PQclear(res);
 	return rc;
 }
 
 int api_replay_doc(struct api_req *r, const char *stored_hash, const char *doc, const char *key,
-		   const char *hash)
+		   const char *hash, struct ty_err *err)
 {
 	int rc;
 
 	/* constant time: the stored hash is compared like a secret (docs/security.md) */
 	if (!ty_secure_equal(stored_hash, hash))
-		return api_reply_error(r, API_P_IDEMPOTENCY_CONFLICT, NULL,
-				       "Idempotency-Key '%s' was used with a different body", key);
+		return api_fail(r, err, API_P_IDEMPOTENCY_CONFLICT, NULL,
+				"Idempotency-Key '%s' was used with a different body", key);
 	rc = api_reply_text(r, 200, doc);
 	api_reply_header(r, "Idempotent-Replayed", "true");
 	return rc;
@@ -195,7 +195,7 @@ static int replay(struct api_req *r, const char *team_id, const char *key, const
 		return rc;
 	if (!doc)
 		return ty_err_set(err, TY_ECONFLICT, "idempotency key vanished during submit");
-	return api_replay_doc(r, stored, doc, key, hash);
+	return api_replay_doc(r, stored, doc, key, hash, err);
 }
 
 /* The answer to a submission once its batch is over (the handler's second call). */
@@ -207,7 +207,7 @@ static int submitted(struct api_req *r, struct ty_err *err)
 	case API_SUB_CREATED:
 		return api_reply_text(r, 201, x->doc);
 	case API_SUB_REFUSED:
-		return api_reply_error(r, API_P_PENDING_JOBS_LIMIT, NULL, "%s", x->doc);
+		return api_fail(r, err, API_P_PENDING_JOBS_LIMIT, NULL, "%s", x->doc);
 	case API_SUB_REPLAY: {
 		int rc = r->pg ? 0 : api__pool_get(&r->pg, r->srv, err);
 
@@ -235,9 +235,8 @@ int api_h_jobs_submit(struct api_req *r, struct ty_err *err)
 	if (r->sub)
 		return submitted(r, err);
 	if (key && !api_idempotency_key_ok(key))
-		return api_reply_error(r, API_P_INVALID_HEADER, "Idempotency-Key",
-				       "'Idempotency-Key' must be 1 to 255 printable ASCII "
-				       "characters");
+		return api_fail(r, err, API_P_INVALID_HEADER, "Idempotency-Key",
+				"'Idempotency-Key' must be 1 to 255 printable ASCII characters");
 	if (!(spec = api_validate_job(r->json, &p)))
 		return api_reply_problem(r, &p);
 	team = json_string_value(json_object_get(spec, "team"));
@@ -297,10 +296,10 @@ int api_h_jobs_get(struct api_req *r, struct ty_err *err)
 	int rc;
 
 	if (!api_parse_id(&id, r->params[0]))
-		return job_not_found(r);
+		return job_not_found(r, err);
 	if ((rc = api_store_job_get(&doc, r->pg, r->arena, r->params[0], api_scope(r), err)))
 		return rc;
-	return doc ? api_reply_text(r, 200, doc) : job_not_found(r);
+	return doc ? api_reply_text(r, 200, doc) : job_not_found(r, err);
 }
 
 const char *api_job_states_param(struct ty_arena *a, const char *list)
@@ -340,33 +339,33 @@ int api_h_jobs_list(struct api_req *r, struct ty_err *err)
 	int rc;
 
 	if (state && !(f.states = api_job_states_param(r->arena, state)))
-		return api_reply_error(r, API_P_INVALID_PARAMETER, "state",
-				       "'state' must be a comma-separated list of job states");
+		return api_fail(r, err, API_P_INVALID_PARAMETER, "state",
+				"'state' must be a comma-separated list of job states");
 	if (label) {
 		const char *eq = strchr(label, '=');
 		json_t *o;
 		char *k, *t;
 
 		if (!eq || eq == label)
-			return api_reply_error(r, API_P_INVALID_PARAMETER, "label",
-					       "'label' must be 'key=value'");
+			return api_fail(r, err, API_P_INVALID_PARAMETER, "label",
+					"'label' must be 'key=value'");
 		k = ty_arena_strndup(r->arena, label, (size_t)(eq - label));
 		o = json_pack("{s:s}", k, eq + 1);
 		t = o ? json_dumps(o, JSON_COMPACT) : NULL;
 		json_decref(o);
 		if (!t)
-			return api_reply_error(r, API_P_INVALID_PARAMETER, "label",
-					       "'label' must be valid UTF-8 'key=value'");
+			return api_fail(r, err, API_P_INVALID_PARAMETER, "label",
+					"'label' must be valid UTF-8 'key=value'");
 		f.labels = ty_arena_strdup(r->arena, t);
 		free(t);
 	}
 	if (cursor && !api_parse_id(&v, cursor))
-		return api_reply_error(r, API_P_INVALID_PARAMETER, "cursor",
-				       "'cursor' is not one this server gave out");
+		return api_fail(r, err, API_P_INVALID_PARAMETER, "cursor",
+				"'cursor' is not one this server gave out");
 	if (limit_s) {
 		if (!api_parse_id(&v, limit_s) || v > 500)
-			return api_reply_error(r, API_P_INVALID_PARAMETER, "limit",
-					       "'limit' must be an integer from 1 to 500");
+			return api_fail(r, err, API_P_INVALID_PARAMETER, "limit",
+					"'limit' must be an integer from 1 to 500");
 		f.limit = (int)v;
 	}
 	if ((rc = api_store_jobs_page(&items, &next, r->pg, r->arena, &f, err)))
@@ -389,7 +388,7 @@ static int end_job(struct api_req *r, bool stop, struct ty_err *err)
 	int rc;
 
 	if (!api_parse_id(&id, r->params[0]))
-		return job_not_found(r);
+		return job_not_found(r, err);
 	if ((rc = ty_pg_begin(r->pg, err)))
 		return rc;
 	if ((rc = api_store_job_lock(&state, &requested, r->pg, r->arena, r->params[0],
@@ -397,12 +396,12 @@ static int end_job(struct api_req *r, bool stop, struct ty_err *err)
 		goto fail;
 	if (!state) {
 		ty_pg_rollback(r->pg);
-		return job_not_found(r);
+		return job_not_found(r, err);
 	}
 	if (proto_job_state_terminal(state)) {
 		ty_pg_rollback(r->pg);
-		return api_reply_error(r, API_P_JOB_FINISHED, NULL, "job %s is already %s",
-				       r->params[0], state);
+		return api_fail(r, err, API_P_JOB_FINISHED, NULL, "job %s is already %s",
+				r->params[0], state);
 	}
 	pending = !strcmp(state, "pending");
 	if (pending || !requested)
@@ -458,7 +457,7 @@ int api_h_jobs_events(struct api_req *r, struct ty_err *err)
 	int rc;
 
 	if (!api_parse_id(&id, r->params[0]))
-		return job_not_found(r);
+		return job_not_found(r, err);
 	if (api_int_param(r, &after, "after", 0, 0, 2147483647) ||
 	    api_int_param(r, &wait, "wait", 0, 0, 60) ||
 	    api_int_param(r, &limit, "limit", 100, 1, 1000))
@@ -499,7 +498,7 @@ int api_h_jobs_events(struct api_req *r, struct ty_err *err)
 		return rc;
 	if (PQntuples(res) == 0) {
 		PQclear(res);
-		return job_not_found(r);
+		return job_not_found(r, err);
 	}
 	{
 		struct ty_buf b = TY_BUF_INIT;

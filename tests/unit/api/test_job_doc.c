@@ -1,7 +1,8 @@
 /*
  * api/ the job document built in C (api_job_doc), pure: for a job in each
  * state, the bytes PostgreSQL's json_build_object (migrations/0017) gave
- * for the same row, written down here.
+ * for the same row, written down here; and api_fail, the handlers' refusals
+ * as errors.
  */
 #include "api.h"
 #include "ty_test.h"
@@ -145,4 +146,32 @@ TY_TEST(job_doc_strings_escaped_as_postgresql_does)
 		  "null, \"preemptions\" : 0, \"spot_preemptions\" : 0, \"created_at\" : "
 		  "\"1970-01-01T00:00:00.000Z\", \"updated_at\" : \"1969-12-31T23:59:59.999Z\", "
 		  "\"finished_at\" : null}");
+}
+
+/* api_fail: a handler's refusal as an error that api_reply_from_err answers (server.c) */
+TY_TEST(fail_carries_the_problem)
+{
+	struct api_req r;
+	struct ty_err err = {0};
+	int rc;
+
+	memset(&r, 0, sizeof(r));
+	r.arena = ty_arena_new();
+	REQUIRE(r.arena);
+	/* an earlier, handled error does not mask the refusal */
+	ty_err_set(&err, TY_ECONFLICT, "idempotency key vanished");
+	rc = api_fail(&r, &err, API_P_INVALID_PARAMETER, "limit", "'%s' must be %d to %d",
+		      "limit", 1, 500);
+	CHECK_INT_EQ(rc, API_ERR_PROBLEM(API_P_INVALID_PARAMETER));
+	CHECK_INT_EQ(err.code, rc);
+	CHECK_STR_EQ(err.msg, "'limit' must be 1 to 500");
+	CHECK_STR_EQ(r.problem_field, "limit");
+	/* below every ty code, one per problem */
+	CHECK(API_ERR_PROBLEM(0) < TY_ESTATE);
+	CHECK(API_ERR_PROBLEM(API_P_JOB_NOT_FOUND) != API_ERR_PROBLEM(API_P_JOB_FINISHED));
+	ty_err_clear(&err);
+	rc = api_fail(&r, &err, API_P_JOB_NOT_FOUND, NULL, "no job '%s'", "7");
+	CHECK_INT_EQ(rc, API_ERR_PROBLEM(API_P_JOB_NOT_FOUND));
+	CHECK(r.problem_field == NULL);
+	ty_arena_free(r.arena);
 }
