@@ -112,6 +112,7 @@ struct api_req {
 	const char *problem_code; /* the reply's problem code (arena), or NULL */
 	const char *problem_field; /* the field of a problem returned by api_fail (arena) */
 	struct api_submission *sub; /* a job submission parked for its batch (submit.c) */
+	bool audited; /* its audit row is written already (by the submission batch) */
 };
 
 /*
@@ -473,8 +474,10 @@ int api_store_job_end(struct ty_pg *pg, const char *id, bool pending, bool stop,
 		      const char *message, struct ty_err *err);
 /*
  * Insert the submissions of rows (a JSON array of jobs columns, each with
- * its index into x as "ord"), one job_events row each: each one named is
- * CREATED with its document (in its arena) or REPLAY (its key has a job).
+ * its index into x as "ord" and its request's audit facts as "audit"), one
+ * job_events row each, and the audit_requests row (201) of each one that
+ * has "audit": each one named is CREATED with its document (in its arena)
+ * or REPLAY (its key has a job).
  */
 int api_store_jobs_insert(struct api_submission **x, struct ty_pg *pg, const char *rows,
 			  struct ty_err *err);
@@ -605,6 +608,12 @@ int64_t api_audit_created_id(const char *body, size_t len);
  * pool. A failed write is logged, never turned into the reply.
  */
 void api__audit_request(struct api_req *r);
+/*
+ * r's audit_requests columns that do not depend on the reply (all but
+ * created_id, status and problem_code) as a new JSON object of texts, or
+ * NULL: for the submission batch, which writes a created job's row itself.
+ */
+json_t *api__audit_facts(struct api_req *r);
 int api_h_audit_list(struct api_req *r, struct ty_err *err);
 /*
  * The retention pruner: a thread with its own connection that deletes

@@ -205,6 +205,7 @@ static int submitted(struct api_req *r, struct ty_err *err)
 
 	switch (x->result) {
 	case API_SUB_CREATED:
+		r->audited = true; /* by the batch, with the job */
 		return api_reply_text(r, 201, x->doc);
 	case API_SUB_REFUSED:
 		return api_fail(r, err, API_P_PENDING_JOBS_LIMIT, NULL, "%s", x->doc);
@@ -266,13 +267,14 @@ int api_h_jobs_submit(struct api_req *r, struct ty_err *err)
 	x->key = key ? ty_arena_strdup(r->arena, key) : NULL;
 	x->hash = ty_arena_strdup(r->arena, hash);
 	x->limited = limited;
-	x->row = json_pack("{s:I, s:O?, s:O, s:O?, s:O?, s:O?, s:s?, s:s?, s:s++}", "team_id",
+	x->row = json_pack("{s:I, s:O?, s:O, s:O?, s:O?, s:O?, s:s?, s:s?, s:s++, s:o}", "team_id",
 			   (json_int_t)atoll(team_id), "name", json_object_get(spec, "name"),
 			   "spec", spec, "priority_class", json_object_get(spec, "priority_class"),
 			   "priority", json_object_get(spec, "priority"), "labels",
 			   json_object_get(spec, "labels"), "idempotency_key", key,
 			   "request_sha256", key ? hash : NULL, "message",
-			   "submitted by token '", r->auth.token_name ? r->auth.token_name : "", "'");
+			   "submitted by token '", r->auth.token_name ? r->auth.token_name : "", "'",
+			   "audit", api__audit_facts(r));
 	if (!x->row || !x->team || !x->hash || (key && !x->key)) {
 		json_decref(x->row);
 		rc = ty_err_set(err, TY_ENOMEM, NULL);

@@ -325,13 +325,15 @@ int api_store_job_end(struct ty_pg *pg, const char *id, bool pending, bool stop,
  * a committed (or concurrently committing) job holds skipped, one job_events
  * row per job made. ty_job_event is volatile: it sees the rows ins inserted.
  * The columns are JOB_COLUMNS' after ord, the team's name left to the caller,
- * the pending reason unredacted: a new job has nothing to hide yet.
+ * the pending reason unredacted: a new job has nothing to hide yet. A
+ * created job's audit row (201) commits with it, in the batch's one
+ * transaction, rather than in one of its own after the reply (audit.c).
  */
 static const char insert_sql[] =
     "WITH input AS MATERIALIZED (SELECT nextval('jobs_id_seq') AS id, u.*"
     "  FROM jsonb_to_recordset($1::jsonb) AS u(ord int, team_id bigint, name text,"
     "  spec jsonb, priority_class text, priority int, labels jsonb, idempotency_key text,"
-    "  request_sha256 text, message text) ORDER BY u.ord),"
+    "  request_sha256 text, message text, audit jsonb) ORDER BY u.ord),"
     " ins AS (INSERT INTO jobs AS j (id, team_id, name, spec, priority_class, priority,"
     "  labels, idempotency_key, request_sha256)"
     "  SELECT id, team_id, name, spec, priority_class, priority, labels, idempotency_key,"
@@ -343,7 +345,16 @@ static const char insert_sql[] =
     "  j.preemptions, j.spot_preemptions,"
     "  (extract(epoch FROM j.created_at) * 1000000)::bigint AS created_at,"
     "  (extract(epoch FROM j.updated_at) * 1000000)::bigint AS updated_at,"
-    "  (extract(epoch FROM j.finished_at) * 1000000)::bigint AS finished_at)"
+    "  (extract(epoch FROM j.finished_at) * 1000000)::bigint AS finished_at),"
+    " aud AS (INSERT INTO audit_requests (request_id, token_id, principal, role, team,"
+    "  trial_job, method, route, path, target_ids, created_id, status, peer, summary)"
+    "  SELECT a.request_id, a.token_id::bigint, a.principal, a.role, a.team,"
+    "  a.trial_job::bigint, a.method, a.route, a.path, a.target_ids::text[], ins.id, 201,"
+    "  a.peer::inet, a.summary FROM input i JOIN ins ON ins.id = i.id,"
+    "  jsonb_to_record(i.audit) AS a(request_id text, token_id text, principal text,"
+    "  role text, team text, trial_job text, method text, route text, path text,"
+    "  target_ids text, peer text, summary text)"
+    "  WHERE i.audit IS NOT NULL)"
     " SELECT i.ord, ins.*, CASE WHEN ins.id IS NOT NULL"
     "  THEN ty_job_event(ins.id, 'submitted', 'pending', i.message, NULL) END"
     " FROM input i LEFT JOIN ins ON ins.id = i.id ORDER BY i.ord";
