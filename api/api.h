@@ -110,7 +110,9 @@ struct api_req {
 	double started; /* api__metrics_now() at arrival */
 	char request_id[API_REQUEST_ID_LEN]; /* X-Request-Id of the reply */
 	const char *problem_code; /* the reply's problem code (arena), or NULL */
+	const char *problem_field; /* the field of a problem returned by api_fail (arena) */
 	struct api_submission *sub; /* a job submission parked for its batch (submit.c) */
+	bool audited; /* its audit row is written already (by the submission batch) */
 };
 
 /*
@@ -193,6 +195,16 @@ int api_reply_page(struct api_req *r, const char *items_json, const char *cursor
  * point from errors to problems (whose status comes from API_PROBLEMS).
  */
 int api_reply_from_err(struct api_req *r, int code, const struct ty_err *err);
+/*
+ * A handler's refusal as an error: err gets problem pc's code (below TY's
+ * codes: API_ERR_PROBLEM) and the detail, r the field (may be NULL); it
+ * returns that code for the handler to return, and api_reply_from_err
+ * answers it with problem pc. It overwrites what err held: the refusal is
+ * the answer.
+ */
+#define API_ERR_PROBLEM(pc) (-1000 - (int)(pc))
+int api_fail(struct api_req *r, struct ty_err *err, enum api_pcode pc, const char *field,
+	     const char *fmt, ...) __attribute__((format(printf, 5, 6)));
 
 /*
  * Integer query parameter name in min..max into *out (def when absent).
@@ -410,6 +422,66 @@ int api_pending_admit(bool *refused, struct api_req *r, const char *team_id, con
  */
 int api_replay(struct api_req *r, const char *sql, int n, const char *const *params,
 	       const char *key, const char *hash, struct ty_err *err);
+/* Answer a repeated Idempotency-Key as api_replay does, from the stored hash and document. */
+int api_replay_doc(struct api_req *r, const char *stored_hash, const char *doc, const char *key,
+		   const char *hash, struct ty_err *err);
+
+/*
+ * The job store (store_jobs.c): the API's job SQL as typed calls; no
+ * PGresult outside it. Documents and texts it returns are copies in the
+ * arena a.
+ *
+ * A job row's columns as text (NULL for SQL NULL; times as epoch
+ * microseconds), borrowed. pending_reason is the scheduler's, already
+ * redacted for the viewer; queue fields are ignored unless state is pending.
+ */
+struct api_job_row {
+	const char *id, *team, *name, *state, *spec, *attempt, *failure_class, *pending_reason,
+		*queue_position, *reserved_until_us, *preemptions, *spot_preemptions,
+		*created_at_us, *updated_at_us, *finished_at_us;
+	bool cancel_requested;
+};
+/*
+ * Append the job document (docs/api.md, "Jobs") of j to b: the bytes that
+ * PostgreSQL's json_build_object gave before (migrations/0017). Pure;
+ * 0 or TY_ENOMEM (b->oom).
+ */
+int api_job_doc(struct ty_buf *b, const struct api_job_row *j);
+/* *doc: job id as a viewer of team scope (NULL: an admin) sees it, or NULL when none. */
+int api_store_job_get(const char **doc, struct ty_pg *pg, struct ty_arena *a, const char *id,
+		      const char *scope, struct ty_err *err);
+/* The job of team_id with Idempotency-Key key: its request hash and document, or both NULL. */
+int api_store_job_by_key(const char **hash, const char **doc, struct ty_pg *pg,
+			 struct ty_arena *a, const char *team_id, const char *key,
+			 const char *scope, struct ty_err *err);
+/* GET /v1/jobs: NULL members are no condition; all texts are SQL parameters. */
+struct api_jobs_filter {
+	const char *scope, *team, *states /* text[] */, *labels /* jsonb */, *before /* id */;
+	int limit; /* 1..500 */
+};
+/* *items: a JSON array of up to f->limit documents, newest first; *cursor: NULL on the last page. */
+int api_store_jobs_page(const char **items, const char **cursor, struct ty_pg *pg,
+			struct ty_arena *a, const struct api_jobs_filter *f, struct ty_err *err);
+/* Lock job id (FOR UPDATE) as scope sees it: its state (NULL: no such job) and cancel flag. */
+int api_store_job_lock(const char **state, bool *cancel_requested, struct ty_pg *pg,
+		       struct ty_arena *a, const char *id, const char *scope, struct ty_err *err);
+/*
+ * In the caller's transaction, after api_store_job_lock: end a pending job
+ * (cancelled, or stopped), or ask the scheduler to end an active one; the
+ * job event carries message.
+ */
+int api_store_job_end(struct ty_pg *pg, const char *id, bool pending, bool stop,
+		      const char *message, struct ty_err *err);
+/*
+ * Insert the submissions of rows (a JSON array of jobs columns, each with
+ * its index into x as "ord" and its request's audit facts as "audit"), one
+ * job_events row each, and the audit_requests row (201) of each one that
+ * has "audit": each one named is CREATED with its document (in its arena)
+ * or REPLAY (its key has a job).
+ */
+int api_store_jobs_insert(struct api_submission **x, struct ty_pg *pg, const char *rows,
+			  struct ty_err *err);
+
 /*
  * Group commit of job submissions (submit.c): one thread with its own
  * connection takes every submission queued while its previous batch
@@ -536,6 +608,12 @@ int64_t api_audit_created_id(const char *body, size_t len);
  * pool. A failed write is logged, never turned into the reply.
  */
 void api__audit_request(struct api_req *r);
+/*
+ * r's audit_requests columns that do not depend on the reply (all but
+ * created_id, status and problem_code) as a new JSON object of texts, or
+ * NULL: for the submission batch, which writes a created job's row itself.
+ */
+json_t *api__audit_facts(struct api_req *r);
 int api_h_audit_list(struct api_req *r, struct ty_err *err);
 /*
  * The retention pruner: a thread with its own connection that deletes
@@ -580,5 +658,22 @@ bool api_parse_id(int64_t *out, const char *s);
 int api_token_insert(int64_t *id, char *created_at, char *secret, size_t secretsz,
 		     struct ty_pg *pg, const char *name, const char *role, const char *team_id,
 		     struct ty_err *err);
+
+/*
+ * The token store (store_tokens.c): typed calls, no PGresult outside it.
+ * Lookups fill a (texts in arena) and set *found; no row is not an error.
+ */
+/* How long a trial metrics token outlives its attempt (a last report may race the exit). */
+#define API_TRIAL_TOKEN_GRACE "5 minutes"
+/* The unrevoked API token whose SHA-256 (hex) is hash. */
+int api_store_token_by_hash(bool *found, struct api_auth *a, struct ty_pg *pg,
+			    struct ty_arena *arena, const char *hash, struct ty_err *err);
+/* The attempt whose trial metrics token hashes to hash, while it runs or within the grace. */
+int api_store_trial_token_by_hash(bool *found, struct api_auth *a, struct ty_pg *pg,
+				  struct ty_arena *arena, const char *hash, struct ty_err *err);
+/* Store a token by its hash; created_at as in api_token_insert. */
+int api_store_token_insert(int64_t *id, char *created_at, struct ty_pg *pg, const char *hash,
+			   const char *name, const char *role, const char *team_id,
+			   struct ty_err *err);
 
 #endif

@@ -215,6 +215,38 @@ static const char *targets_of(struct api_req *r)
 	return out;
 }
 
+/* The columns that do not depend on the reply: all but 10-12 (created_id, status, problem). */
+static void facts_of(const char *p[16], struct api_req *r)
+{
+	p[0] = r->request_id;
+	if (r->auth.token_id)
+		p[1] = ty_arena_printf(r->arena, "%lld", (long long)r->auth.token_id);
+	p[2] = r->auth.role ? clean(r, r->auth.token_name, 200) : NULL;
+	p[3] = role_name(r->auth.role);
+	p[4] = r->auth.role ? clean(r, r->auth.team, 200) : NULL;
+	if (r->auth.trial_job)
+		p[5] = ty_arena_printf(r->arena, "%lld", (long long)r->auth.trial_job);
+	p[6] = r->method;
+	p[7] = r->route ? r->route->pattern : NULL;
+	p[8] = clean(r, r->path, 2048);
+	p[9] = targets_of(r);
+	p[13] = peer_of(r);
+	/* a short summary only: the body may hold secrets (tokens, webhook secrets) */
+	if (json_is_object(r->json))
+		p[14] = clean(r, json_string_value(json_object_get(r->json, "name")), 200);
+}
+
+json_t *api__audit_facts(struct api_req *r)
+{
+	const char *p[16] = {NULL};
+
+	facts_of(p, r);
+	return json_pack("{s:s, s:s?, s:s?, s:s?, s:s?, s:s?, s:s, s:s?, s:s?, s:s?, s:s?, s:s?}",
+			 "request_id", p[0], "token_id", p[1], "principal", p[2], "role", p[3],
+			 "team", p[4], "trial_job", p[5], "method", p[6], "route", p[7], "path",
+			 p[8], "target_ids", p[9], "peer", p[13], "summary", p[14]);
+}
+
 void api__audit_request(struct api_req *r)
 {
 	struct ty_err err = {0};
@@ -222,7 +254,7 @@ void api__audit_request(struct api_req *r)
 	int64_t created;
 	int rc;
 
-	if (!api_audit_method(r->method))
+	if (!api_audit_method(r->method) || r->audited)
 		goto out;
 	if (!r->pg) {
 		if ((rc = api__pool_get(&r->pg, r->srv, &err)))
@@ -242,26 +274,11 @@ void api__audit_request(struct api_req *r)
 			memset(&r->auth, 0, sizeof(r->auth));
 	}
 	created = r->status == 201 ? api_audit_created_id(r->resp, r->resp_len) : 0;
-	p[0] = r->request_id;
-	if (r->auth.token_id)
-		p[1] = ty_arena_printf(r->arena, "%lld", (long long)r->auth.token_id);
-	p[2] = r->auth.role ? clean(r, r->auth.token_name, 200) : NULL;
-	p[3] = role_name(r->auth.role);
-	p[4] = r->auth.role ? clean(r, r->auth.team, 200) : NULL;
-	if (r->auth.trial_job)
-		p[5] = ty_arena_printf(r->arena, "%lld", (long long)r->auth.trial_job);
-	p[6] = r->method;
-	p[7] = r->route ? r->route->pattern : NULL;
-	p[8] = clean(r, r->path, 2048);
-	p[9] = targets_of(r);
+	facts_of(p, r);
 	if (created)
 		p[10] = ty_arena_printf(r->arena, "%lld", (long long)created);
 	p[11] = ty_arena_printf(r->arena, "%u", r->status);
 	p[12] = r->problem_code;
-	p[13] = peer_of(r);
-	/* a short summary only: the body may hold secrets (tokens, webhook secrets) */
-	if (json_is_object(r->json))
-		p[14] = clean(r, json_string_value(json_object_get(r->json, "name")), 200);
 	/*
 	 * An asynchronous commit (set_config local to this statement's own
 	 * transaction): no second WAL flush per request. The mutation itself

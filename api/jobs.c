@@ -10,9 +10,9 @@
 #include <string.h>
 
 
-static int job_not_found(struct api_req *r)
+static int job_not_found(struct api_req *r, struct ty_err *err)
 {
-	return api_reply_error(r, API_P_JOB_NOT_FOUND, NULL, "no job '%s'", r->params[0]);
+	return api_fail(r, err, API_P_JOB_NOT_FOUND, NULL, "no job '%s'", r->params[0]);
 }
 
 bool api_idempotency_key_ok(const char *k)
@@ -164,15 +164,22 @@ int api_replay(struct api_req *r, const char *sql, int n, const char *const *par
 		PQclear(res);
 		return ty_err_set(err, TY_ECONFLICT, "idempotency key vanished during submit");
 	}
-	/* constant time: the stored hash is compared like a secret (docs/security.md) */
-	if (!ty_secure_equal(PQgetvalue(res, 0, 0), hash)) {
-		PQclear(res);
-		return api_reply_error(r, API_P_IDEMPOTENCY_CONFLICT, NULL,
-				       "Idempotency-Key '%s' was used with a different body", key);
-	}
-	rc = api_reply_text(r, 200, PQgetvalue(res, 0, 1));
-	api_reply_header(r, "Idempotent-Replayed", "true");
+	rc = api_replay_doc(r, PQgetvalue(res, 0, 0), PQgetvalue(res, 0, 1), key, hash, err);
 	PQclear(res);
+	return rc;
+}
+
+int api_replay_doc(struct api_req *r, const char *stored_hash, const char *doc, const char *key,
+		   const char *hash, struct ty_err *err)
+{
+	int rc;
+
+	/* constant time: the stored hash is compared like a secret (docs/security.md) */
+	if (!ty_secure_equal(stored_hash, hash))
+		return api_fail(r, err, API_P_IDEMPOTENCY_CONFLICT, NULL,
+				"Idempotency-Key '%s' was used with a different body", key);
+	rc = api_reply_text(r, 200, doc);
+	api_reply_header(r, "Idempotent-Replayed", "true");
 	return rc;
 }
 
@@ -180,12 +187,15 @@ int api_replay(struct api_req *r, const char *sql, int n, const char *const *par
 static int replay(struct api_req *r, const char *team_id, const char *key, const char *hash,
 		  struct ty_err *err)
 {
-	const char *p[3] = {team_id, key, api_scope(r)};
+	const char *stored, *doc;
+	int rc;
 
-	return api_replay(r,
-			  "SELECT request_sha256, ty_job_json_for(j, $3::bigint)::text FROM jobs j"
-			  " WHERE team_id = $1 AND idempotency_key = $2",
-			  3, p, key, hash, err);
+	if ((rc = api_store_job_by_key(&stored, &doc, r->pg, r->arena, team_id, key, api_scope(r),
+				       err)))
+		return rc;
+	if (!doc)
+		return ty_err_set(err, TY_ECONFLICT, "idempotency key vanished during submit");
+	return api_replay_doc(r, stored, doc, key, hash, err);
 }
 
 /* The answer to a submission once its batch is over (the handler's second call). */
@@ -195,9 +205,10 @@ static int submitted(struct api_req *r, struct ty_err *err)
 
 	switch (x->result) {
 	case API_SUB_CREATED:
+		r->audited = true; /* by the batch, with the job */
 		return api_reply_text(r, 201, x->doc);
 	case API_SUB_REFUSED:
-		return api_reply_error(r, API_P_PENDING_JOBS_LIMIT, NULL, "%s", x->doc);
+		return api_fail(r, err, API_P_PENDING_JOBS_LIMIT, NULL, "%s", x->doc);
 	case API_SUB_REPLAY: {
 		int rc = r->pg ? 0 : api__pool_get(&r->pg, r->srv, err);
 
@@ -225,9 +236,8 @@ int api_h_jobs_submit(struct api_req *r, struct ty_err *err)
 	if (r->sub)
 		return submitted(r, err);
 	if (key && !api_idempotency_key_ok(key))
-		return api_reply_error(r, API_P_INVALID_HEADER, "Idempotency-Key",
-				       "'Idempotency-Key' must be 1 to 255 printable ASCII "
-				       "characters");
+		return api_fail(r, err, API_P_INVALID_HEADER, "Idempotency-Key",
+				"'Idempotency-Key' must be 1 to 255 printable ASCII characters");
 	if (!(spec = api_validate_job(r->json, &p)))
 		return api_reply_problem(r, &p);
 	team = json_string_value(json_object_get(spec, "team"));
@@ -257,13 +267,14 @@ int api_h_jobs_submit(struct api_req *r, struct ty_err *err)
 	x->key = key ? ty_arena_strdup(r->arena, key) : NULL;
 	x->hash = ty_arena_strdup(r->arena, hash);
 	x->limited = limited;
-	x->row = json_pack("{s:I, s:O?, s:O, s:O?, s:O?, s:O?, s:s?, s:s?, s:s++}", "team_id",
+	x->row = json_pack("{s:I, s:O?, s:O, s:O?, s:O?, s:O?, s:s?, s:s?, s:s++, s:o}", "team_id",
 			   (json_int_t)atoll(team_id), "name", json_object_get(spec, "name"),
 			   "spec", spec, "priority_class", json_object_get(spec, "priority_class"),
 			   "priority", json_object_get(spec, "priority"), "labels",
 			   json_object_get(spec, "labels"), "idempotency_key", key,
 			   "request_sha256", key ? hash : NULL, "message",
-			   "submitted by token '", r->auth.token_name ? r->auth.token_name : "", "'");
+			   "submitted by token '", r->auth.token_name ? r->auth.token_name : "", "'",
+			   "audit", api__audit_facts(r));
 	if (!x->row || !x->team || !x->hash || (key && !x->key)) {
 		json_decref(x->row);
 		rc = ty_err_set(err, TY_ENOMEM, NULL);
@@ -282,22 +293,15 @@ out:
 
 int api_h_jobs_get(struct api_req *r, struct ty_err *err)
 {
-	const char *p[2] = {r->params[0], api_scope(r)};
-	PGresult *res = NULL;
+	const char *doc;
 	int64_t id;
 	int rc;
 
 	if (!api_parse_id(&id, r->params[0]))
-		return job_not_found(r);
-	rc = ty_pg_exec(&res, r->pg,
-			"SELECT ty_job_json_for(j, $2::bigint)::text FROM jobs j"
-			" WHERE j.id = $1 AND ($2::bigint IS NULL OR j.team_id = $2)",
-			2, p, err);
-	if (rc)
+		return job_not_found(r, err);
+	if ((rc = api_store_job_get(&doc, r->pg, r->arena, r->params[0], api_scope(r), err)))
 		return rc;
-	rc = PQntuples(res) ? api_reply_text(r, 200, PQgetvalue(res, 0, 0)) : job_not_found(r);
-	PQclear(res);
-	return rc;
+	return doc ? api_reply_text(r, 200, doc) : job_not_found(r, err);
 }
 
 const char *api_job_states_param(struct ty_arena *a, const char *list)
@@ -331,62 +335,44 @@ int api_h_jobs_list(struct api_req *r, struct ty_err *err)
 	const char *team = api_query(r, "team"), *state = api_query(r, "state");
 	const char *label = api_query(r, "label"), *cursor = api_query(r, "cursor");
 	const char *limit_s = api_query(r, "limit");
-	const char *p[6] = {api_scope(r), team, NULL, NULL, cursor, "50"};
-	PGresult *res = NULL;
+	struct api_jobs_filter f = {api_scope(r), team, NULL, NULL, cursor, 50};
+	const char *items, *next;
 	int64_t v;
 	int rc;
 
-	if (state && !(p[2] = api_job_states_param(r->arena, state)))
-		return api_reply_error(r, API_P_INVALID_PARAMETER, "state",
-				       "'state' must be a comma-separated list of job states");
+	if (state && !(f.states = api_job_states_param(r->arena, state)))
+		return api_fail(r, err, API_P_INVALID_PARAMETER, "state",
+				"'state' must be a comma-separated list of job states");
 	if (label) {
 		const char *eq = strchr(label, '=');
 		json_t *o;
 		char *k, *t;
 
 		if (!eq || eq == label)
-			return api_reply_error(r, API_P_INVALID_PARAMETER, "label",
-					       "'label' must be 'key=value'");
+			return api_fail(r, err, API_P_INVALID_PARAMETER, "label",
+					"'label' must be 'key=value'");
 		k = ty_arena_strndup(r->arena, label, (size_t)(eq - label));
 		o = json_pack("{s:s}", k, eq + 1);
 		t = o ? json_dumps(o, JSON_COMPACT) : NULL;
 		json_decref(o);
 		if (!t)
-			return api_reply_error(r, API_P_INVALID_PARAMETER, "label",
-					       "'label' must be valid UTF-8 'key=value'");
-		p[3] = ty_arena_strdup(r->arena, t);
+			return api_fail(r, err, API_P_INVALID_PARAMETER, "label",
+					"'label' must be valid UTF-8 'key=value'");
+		f.labels = ty_arena_strdup(r->arena, t);
 		free(t);
 	}
 	if (cursor && !api_parse_id(&v, cursor))
-		return api_reply_error(r, API_P_INVALID_PARAMETER, "cursor",
-				       "'cursor' is not one this server gave out");
+		return api_fail(r, err, API_P_INVALID_PARAMETER, "cursor",
+				"'cursor' is not one this server gave out");
 	if (limit_s) {
 		if (!api_parse_id(&v, limit_s) || v > 500)
-			return api_reply_error(r, API_P_INVALID_PARAMETER, "limit",
-					       "'limit' must be an integer from 1 to 500");
-		p[5] = limit_s;
+			return api_fail(r, err, API_P_INVALID_PARAMETER, "limit",
+					"'limit' must be an integer from 1 to 500");
+		f.limit = (int)v;
 	}
-	/* one more row than asked tells whether another page exists */
-	rc = ty_pg_exec(&res, r->pg,
-			"WITH page AS (SELECT * FROM jobs j"
-			"  WHERE ($1::bigint IS NULL OR j.team_id = $1)"
-			"  AND ($2::text IS NULL OR j.team_id = (SELECT id FROM teams WHERE name = $2))"
-			"  AND ($3::text[] IS NULL OR j.state = ANY($3::text[]))"
-			"  AND ($4::jsonb IS NULL OR j.labels @> $4::jsonb)"
-			"  AND ($5::bigint IS NULL OR j.id < $5)"
-			"  ORDER BY j.id DESC LIMIT $6::int + 1),"
-			" shown AS (SELECT * FROM page ORDER BY id DESC LIMIT $6::int)"
-			" SELECT coalesce((SELECT json_agg(ty_job_json_for(s, $1::bigint)"
-			"  ORDER BY s.id DESC)"
-			"  FROM shown s), '[]')::text,"
-			" CASE WHEN (SELECT count(*) FROM page) > $6::int"
-			"  THEN (SELECT min(id) FROM shown)::text END",
-			6, p, err);
-	if (rc)
+	if ((rc = api_store_jobs_page(&items, &next, r->pg, r->arena, &f, err)))
 		return rc;
-	rc = api_reply_page(r, PQgetvalue(res, 0, 0), ty_pg_val(res, 0, 1), err);
-	PQclear(res);
-	return rc;
+	return api_reply_page(r, items, next, err);
 }
 
 /*
@@ -397,73 +383,42 @@ int api_h_jobs_list(struct api_req *r, struct ty_err *err)
  */
 static int end_job(struct api_req *r, bool stop, struct ty_err *err)
 {
-	const char *p[2] = {r->params[0], api_scope(r)};
 	const char *who = r->auth.token_name ? r->auth.token_name : "";
-	const char *ev[2] = {r->params[0], stop ? "t" : "f"};
-	const char *pe[2] = {r->params[0],
-			     stop ? ty_arena_printf(r->arena, "stopped by token '%s'", who)
-				  : "cancelled while pending"};
-	const char *rq[3] = {r->params[0], stop ? "t" : "f",
-			     stop ? ty_arena_printf(r->arena, "stop requested by token '%s'", who)
-				  : "cancel requested"};
-	PGresult *res = NULL;
 	const char *state;
+	bool requested, pending;
 	int64_t id;
 	int rc;
 
 	if (!api_parse_id(&id, r->params[0]))
-		return job_not_found(r);
+		return job_not_found(r, err);
 	if ((rc = ty_pg_begin(r->pg, err)))
 		return rc;
-	rc = ty_pg_exec(&res, r->pg,
-			"SELECT state, cancel_requested FROM jobs"
-			" WHERE id = $1 AND ($2::bigint IS NULL OR team_id = $2) FOR UPDATE",
-			2, p, err);
-	if (rc)
+	if ((rc = api_store_job_lock(&state, &requested, r->pg, r->arena, r->params[0],
+				     api_scope(r), err)))
 		goto fail;
-	if (PQntuples(res) == 0) {
-		PQclear(res);
+	if (!state) {
 		ty_pg_rollback(r->pg);
-		return job_not_found(r);
+		return job_not_found(r, err);
 	}
-	state = PQgetvalue(res, 0, 0);
 	if (proto_job_state_terminal(state)) {
-		api_reply_error(r, API_P_JOB_FINISHED, NULL, "job %s is already %s", p[0], state);
-		PQclear(res);
 		ty_pg_rollback(r->pg);
-		return 0;
+		return api_fail(r, err, API_P_JOB_FINISHED, NULL, "job %s is already %s",
+				r->params[0], state);
 	}
-	if (!strcmp(state, "pending")) {
-		rc = ty_pg_exec(NULL, r->pg,
-				"UPDATE jobs SET finished_at = now(),"
-				" state = CASE WHEN $2::boolean THEN 'stopped' ELSE 'cancelled' END"
-				" WHERE id = $1",
-				2, ev, err);
-		if (!rc)
-			rc = ty_pg_exec(NULL, r->pg,
-					"SELECT ty_job_event($1, state, state, $2, NULL)"
-					" FROM jobs WHERE id = $1",
-					2, pe, err);
-	} else if (PQgetvalue(res, 0, 1)[0] == 'f') {
-		/* the scheduler stops the gang and records the final state */
-		rc = ty_pg_exec(NULL, r->pg,
-				"UPDATE jobs SET cancel_requested = true, stop_requested = $2"
-				" WHERE id = $1",
-				2, rq, err);
-		if (!rc)
-			rc = ty_pg_exec(NULL, r->pg,
-					"SELECT ty_job_event($1, CASE WHEN $2::boolean"
-					" THEN 'stop_requested' ELSE 'cancel_requested' END, state,"
-					" $3, NULL) FROM jobs WHERE id = $1",
-					3, rq, err);
-	}
-	PQclear(res);
-	res = NULL;
+	pending = !strcmp(state, "pending");
+	if (pending || !requested)
+		rc = api_store_job_end(
+			r->pg, r->params[0], pending, stop,
+			pending ? (stop ? ty_arena_printf(r->arena, "stopped by token '%s'", who)
+					: "cancelled while pending")
+				: (stop ? ty_arena_printf(r->arena, "stop requested by token '%s'",
+							  who)
+					: "cancel requested"),
+			err);
 	if (rc || (rc = ty_pg_commit(r->pg, err)))
 		goto fail;
 	return api_h_jobs_get(r, err);
 fail:
-	PQclear(res);
 	ty_pg_rollback(r->pg);
 	return rc;
 }
@@ -504,7 +459,7 @@ int api_h_jobs_events(struct api_req *r, struct ty_err *err)
 	int rc;
 
 	if (!api_parse_id(&id, r->params[0]))
-		return job_not_found(r);
+		return job_not_found(r, err);
 	if (api_int_param(r, &after, "after", 0, 0, 2147483647) ||
 	    api_int_param(r, &wait, "wait", 0, 0, 60) ||
 	    api_int_param(r, &limit, "limit", 100, 1, 1000))
@@ -545,7 +500,7 @@ int api_h_jobs_events(struct api_req *r, struct ty_err *err)
 		return rc;
 	if (PQntuples(res) == 0) {
 		PQclear(res);
-		return job_not_found(r);
+		return job_not_found(r, err);
 	}
 	{
 		struct ty_buf b = TY_BUF_INIT;

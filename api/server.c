@@ -178,6 +178,9 @@ int api_reply_from_err(struct api_req *r, int code, const struct ty_err *err)
 	const char *msg = err && err->msg[0] ? err->msg : ty_code_desc(code);
 	enum api_pcode pc;
 
+	if (code <= API_ERR_PROBLEM(0) && code > API_ERR_PROBLEM(API_P_COUNT))
+		return api_reply_error(r, (enum api_pcode)(API_ERR_PROBLEM(0) - code),
+				       r->problem_field, "%s", msg);
 	switch (code) {
 	case TY_EUNAVAIL:
 	case TY_ETIMEDOUT:
@@ -203,6 +206,19 @@ int api_reply_from_err(struct api_req *r, int code, const struct ty_err *err)
 		pc = API_P_INTERNAL;
 	}
 	return api_reply_error(r, pc, NULL, "%s", msg);
+}
+
+int api_fail(struct api_req *r, struct ty_err *err, enum api_pcode pc, const char *field,
+	     const char *fmt, ...)
+{
+	va_list ap;
+
+	r->problem_field = field ? ty_arena_strdup(r->arena, field) : NULL;
+	ty_err_clear(err);
+	va_start(ap, fmt);
+	ty_err_setv(err, API_ERR_PROBLEM(pc), fmt, ap);
+	va_end(ap);
+	return API_ERR_PROBLEM(pc);
 }
 
 const char *api_scope(struct api_req *r)

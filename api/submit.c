@@ -30,26 +30,6 @@ struct api_submitter {
 
 struct api_submitter **api__submit_slot(struct api_server *s);
 
-/*
- * The batch: ids drawn in input order, rows whose key a committed (or
- * concurrently committing) job holds skipped, one job_events row per job
- * made. ty_job_event is volatile: it sees the rows ins inserted.
- */
-static const char insert_sql[] =
-	"WITH input AS MATERIALIZED (SELECT nextval('jobs_id_seq') AS id, u.*"
-	"  FROM jsonb_to_recordset($1::jsonb) AS u(ord int, team_id bigint, name text,"
-	"  spec jsonb, priority_class text, priority int, labels jsonb, idempotency_key text,"
-	"  request_sha256 text, message text) ORDER BY u.ord),"
-	" ins AS (INSERT INTO jobs (id, team_id, name, spec, priority_class, priority, labels,"
-	"  idempotency_key, request_sha256)"
-	"  SELECT id, team_id, name, spec, priority_class, priority, labels, idempotency_key,"
-	"  request_sha256 FROM input ORDER BY ord"
-	"  ON CONFLICT (team_id, idempotency_key) DO NOTHING"
-	"  RETURNING id, ty_job_json(jobs)::text AS doc)" /* nothing to hide yet */
-	" SELECT i.ord, ins.doc, CASE WHEN ins.id IS NOT NULL"
-	"  THEN ty_job_event(ins.id, 'submitted', 'pending', i.message, NULL) END"
-	" FROM input i LEFT JOIN ins ON ins.id = i.id ORDER BY i.ord";
-
 static void fail(struct api_submission *x, int rc, const struct ty_err *err)
 {
 	x->result = API_SUB_FAILED;
@@ -191,9 +171,7 @@ out:
 static int insert(struct ty_pg *pg, struct api_submission **x, int n, struct ty_err *err)
 {
 	json_t *rows = json_array();
-	const char *p[1] = {NULL};
 	char *text = NULL;
-	PGresult *res = NULL;
 	int rc = 0;
 
 	if (!rows) {
@@ -215,22 +193,8 @@ static int insert(struct ty_pg *pg, struct api_submission **x, int n, struct ty_
 		rc = ty_err_set(err, TY_ENOMEM, NULL);
 		goto out;
 	}
-	p[0] = text;
-	if ((rc = ty_pg_exec(&res, pg, insert_sql, 1, p, err)))
-		goto out;
-	for (int k = 0; k < PQntuples(res); k++) {
-		struct api_submission *s = x[atoi(PQgetvalue(res, k, 0))];
-		const char *doc = ty_pg_val(res, k, 1);
-
-		/* no row: the key is another job's by now */
-		s->result = doc ? API_SUB_CREATED : API_SUB_REPLAY;
-		if (doc && !(s->doc = ty_arena_strdup(s->arena, doc))) {
-			rc = ty_err_set(err, TY_ENOMEM, NULL);
-			goto out;
-		}
-	}
+	rc = api_store_jobs_insert(x, pg, text, err);
 out:
-	PQclear(res);
 	free(text);
 	json_decref(rows);
 	return rc;

@@ -567,3 +567,38 @@ TY_TEST(retention_prunes_old_records)
 		CHECK(said);
 	}
 }
+
+/*
+ * A created job's row is written by the submission batch, in the job's own
+ * transaction (api/store_jobs.c); a replay of its key, answered after the
+ * batch, still gets a row of its own: one row each, the right status.
+ */
+TY_TEST(audit_submission_rows_from_the_batch)
+{
+	const struct ty_stack *s = ty_stack_get();
+	const char *team = ty_mk_team("aud", 64, -1);
+	const char *body = ty_tmpl("{'team':'@T','name':'aud-batch','command':['true'],"
+				   "'resources':{}}",
+				   team);
+	const char *hdr[] = {"Idempotency-Key: aud-batch-1", NULL};
+	struct ty_resp r = {0};
+	const char *rid, *id;
+
+	ty_http(&r, "POST", "/v1/jobs", s->admin, body, hdr);
+	REQUIRE_STATUS(&r, 201);
+	rid = ty_test_strf("%s", ty_resp_header(&r, "X-Request-Id"));
+	id = lld(ty_jint(r.json, "id"));
+	CHECK_STR_EQ(DB("SELECT count(*) || ' ' || min(status) || ' ' || min(created_id)"
+			" || ' ' || min(summary) || ' ' || min(route)"
+			" FROM audit_requests WHERE request_id = $1",
+			rid),
+		     ty_test_strf("1 201 %s aud-batch /v1/jobs", id));
+	ty_http(&r, "POST", "/v1/jobs", s->admin, body, hdr);
+	REQUIRE_STATUS(&r, 200);
+	rid = ty_test_strf("%s", ty_resp_header(&r, "X-Request-Id"));
+	CHECK_STR_EQ(DB("SELECT count(*) || ' ' || min(status) || ' ' || (min(created_id) IS NULL)"
+			" FROM audit_requests WHERE request_id = $1",
+			rid),
+		     "1 200 true");
+	ty_resp_free(&r);
+}
