@@ -1460,18 +1460,91 @@ void sched_late_exits_clear(struct sched *s)
 	s->nlate = s->caplate = 0;
 }
 
+/*
+ * Which due late exits (*due[i]) are still unconfirmed (their part has not
+ * exited), in one statement: most were confirmed by their attempt_exited
+ * meanwhile, and alloc_exit would find nothing to do, one statement each.
+ */
+static int late_pending(bool *pending, struct sched *s, const bool *due, struct ty_err *err)
+{
+	json_t *keys = json_array();
+	PGresult *res = NULL;
+	char *text = NULL;
+	int rc = 0;
+
+	if (!keys)
+		return ty_err_set(err, TY_ENOMEM, NULL);
+	for (int i = 0; i < s->nlate; i++) {
+		pending[i] = false;
+		if (due[i] && json_array_append_new(
+				  keys, json_pack("{s:i, s:I, s:I, s:s}", "i", i, "job",
+						  (json_int_t)s->late[i].job, "attempt",
+						  (json_int_t)s->late[i].attempt, "node",
+						  s->late[i].node))) {
+			rc = ty_err_set(err, TY_ENOMEM, NULL);
+			goto out;
+		}
+	}
+	if (json_array_size(keys) == 0)
+		goto out;
+	if (!(text = json_dumps(keys, JSON_COMPACT))) {
+		rc = ty_err_set(err, TY_ENOMEM, NULL);
+		goto out;
+	}
+	const char *p[] = {text};
+	if ((rc = ty_pg_exec(&res, s->pg,
+			     "SELECT k.i FROM jsonb_to_recordset($1::jsonb)"
+			     " AS k(i integer, job bigint, attempt integer, node text)"
+			     " JOIN allocations a ON a.job_id = k.job AND a.attempt = k.attempt"
+			     "  AND a.node_id = k.node WHERE a.exited_at IS NULL",
+			     1, p, err)))
+		goto out;
+	for (int r = 0; r < PQntuples(res); r++) {
+		int64_t i = sched_col_i64(res, r, 0);
+
+		if (i >= 0 && i < s->nlate)
+			pending[i] = true;
+	}
+out:
+	PQclear(res);
+	free(text);
+	json_decref(keys);
+	return rc;
+}
+
 int sched_apply_late_exits(struct sched *s, int64_t min_age_ms, struct ty_err *err)
 {
 	int64_t now = ty_mono_ms();
+	bool *due = calloc((size_t)s->nlate + 1, sizeof(*due)),
+	     *pending = calloc((size_t)s->nlate + 1, sizeof(*pending));
 	int rc = 0, keep = 0;
 
+	if (!due || !pending) {
+		free(due);
+		free(pending);
+		return ty_err_set(err, TY_ENOMEM, NULL);
+	}
+	for (int i = 0; i < s->nlate; i++)
+		due[i] = now - s->late[i].seen_ms >= min_age_ms;
+	if ((rc = late_pending(pending, s, due, err))) {
+		free(due);
+		free(pending);
+		return rc;
+	}
 	for (int i = 0; i < s->nlate; i++) {
 		struct sched_late_exit *x = &s->late[i];
 		json_t *cond;
 		bool applied = false;
 
-		if (rc || now - x->seen_ms < min_age_ms) {
+		if (rc || !due[i]) {
 			s->late[keep++] = *x;
+			continue;
+		}
+		if (!pending[i]) {
+			/* its attempt_exited came meanwhile */
+			free(x->message);
+			free(x->evidence);
+			free(x->condition);
 			continue;
 		}
 		cond = x->condition ? json_loads(x->condition, 0, NULL) : NULL;
@@ -1489,6 +1562,8 @@ int sched_apply_late_exits(struct sched *s, int64_t min_age_ms, struct ty_err *e
 		free(x->condition);
 	}
 	s->nlate = keep;
+	free(due);
+	free(pending);
 	return rc;
 }
 
@@ -1853,21 +1928,28 @@ static int on_attempt_running(struct sched *s, const struct proto_msg *m, struct
 	return sched_apply_running(s, m, &ok, 1, &done, err);
 }
 
+/* Whether node has a register or notice in the batch, which may end its attempts first. */
+static bool node_busy(const struct proto_msg *m, const bool *ok, int n, const char *node)
+{
+	for (int j = 0; j < n; j++)
+		if (ok[j] && !m[j].job && m[j].type != PROTO_HEARTBEAT && !strcmp(m[j].node, node))
+			return true;
+	return false;
+}
+
 /*
  * Whether plain exit i must wait for the per-message path: its attempt has
  * a message in the batch that no set-based path before it took (nor is a
- * plain exit), or its node a register or notice.
+ * plain exit), or a node of it with an exit in the batch has a register or
+ * notice there. All exits of an attempt go the same way.
  */
 static bool exit_entangled(const struct proto_msg *m, const bool *ok, const bool *done, int n,
 			   int i)
 {
 	for (int j = 0; j < n; j++) {
-		if (j == i || !ok[j])
+		if (!ok[j] || m[j].job != m[i].job || m[j].attempt != m[i].attempt)
 			continue;
-		if (m[j].job == m[i].job && m[j].attempt == m[i].attempt && !done[j] &&
-		    !plain_exit(&m[j]))
-			return true;
-		if (!m[j].job && m[j].type != PROTO_HEARTBEAT && !strcmp(m[j].node, m[i].node))
+		if (plain_exit(&m[j]) ? node_busy(m, ok, n, m[j].node) : !done[j])
 			return true;
 	}
 	return false;
