@@ -22,8 +22,7 @@
 #define LIVE "{scheduled,starting,running,preempting}"
 /* An attempt being preempted (a condition on attempts): it may still end on its own. */
 #define PREEMPTING "(state = 'stopping' AND failure_class = 'preempted')"
-/* attempts.message of an attempt whose ranks all exited 0 while it was being stopped */
-#define FINISHED_FIRST "finished before it was stopped"
+#define FINISHED_FIRST SCHED_FINISHED_FIRST
 
 /* A failure class attempts.failure_class accepts (proto/lifecycle.h), or NULL. */
 static const char *norm_class(const char *cls)
@@ -1461,18 +1460,91 @@ void sched_late_exits_clear(struct sched *s)
 	s->nlate = s->caplate = 0;
 }
 
+/*
+ * Which due late exits (*due[i]) are still unconfirmed (their part has not
+ * exited), in one statement: most were confirmed by their attempt_exited
+ * meanwhile, and alloc_exit would find nothing to do, one statement each.
+ */
+static int late_pending(bool *pending, struct sched *s, const bool *due, struct ty_err *err)
+{
+	json_t *keys = json_array();
+	PGresult *res = NULL;
+	char *text = NULL;
+	int rc = 0;
+
+	if (!keys)
+		return ty_err_set(err, TY_ENOMEM, NULL);
+	for (int i = 0; i < s->nlate; i++) {
+		pending[i] = false;
+		if (due[i] && json_array_append_new(
+				  keys, json_pack("{s:i, s:I, s:I, s:s}", "i", i, "job",
+						  (json_int_t)s->late[i].job, "attempt",
+						  (json_int_t)s->late[i].attempt, "node",
+						  s->late[i].node))) {
+			rc = ty_err_set(err, TY_ENOMEM, NULL);
+			goto out;
+		}
+	}
+	if (json_array_size(keys) == 0)
+		goto out;
+	if (!(text = json_dumps(keys, JSON_COMPACT))) {
+		rc = ty_err_set(err, TY_ENOMEM, NULL);
+		goto out;
+	}
+	const char *p[] = {text};
+	if ((rc = ty_pg_exec(&res, s->pg,
+			     "SELECT k.i FROM jsonb_to_recordset($1::jsonb)"
+			     " AS k(i integer, job bigint, attempt integer, node text)"
+			     " JOIN allocations a ON a.job_id = k.job AND a.attempt = k.attempt"
+			     "  AND a.node_id = k.node WHERE a.exited_at IS NULL",
+			     1, p, err)))
+		goto out;
+	for (int r = 0; r < PQntuples(res); r++) {
+		int64_t i = sched_col_i64(res, r, 0);
+
+		if (i >= 0 && i < s->nlate)
+			pending[i] = true;
+	}
+out:
+	PQclear(res);
+	free(text);
+	json_decref(keys);
+	return rc;
+}
+
 int sched_apply_late_exits(struct sched *s, int64_t min_age_ms, struct ty_err *err)
 {
 	int64_t now = ty_mono_ms();
+	bool *due = calloc((size_t)s->nlate + 1, sizeof(*due)),
+	     *pending = calloc((size_t)s->nlate + 1, sizeof(*pending));
 	int rc = 0, keep = 0;
 
+	if (!due || !pending) {
+		free(due);
+		free(pending);
+		return ty_err_set(err, TY_ENOMEM, NULL);
+	}
+	for (int i = 0; i < s->nlate; i++)
+		due[i] = now - s->late[i].seen_ms >= min_age_ms;
+	if ((rc = late_pending(pending, s, due, err))) {
+		free(due);
+		free(pending);
+		return rc;
+	}
 	for (int i = 0; i < s->nlate; i++) {
 		struct sched_late_exit *x = &s->late[i];
 		json_t *cond;
 		bool applied = false;
 
-		if (rc || now - x->seen_ms < min_age_ms) {
+		if (rc || !due[i]) {
 			s->late[keep++] = *x;
+			continue;
+		}
+		if (!pending[i]) {
+			/* its attempt_exited came meanwhile */
+			free(x->message);
+			free(x->evidence);
+			free(x->condition);
 			continue;
 		}
 		cond = x->condition ? json_loads(x->condition, 0, NULL) : NULL;
@@ -1490,6 +1562,8 @@ int sched_apply_late_exits(struct sched *s, int64_t min_age_ms, struct ty_err *e
 		free(x->condition);
 	}
 	s->nlate = keep;
+	free(due);
+	free(pending);
 	return rc;
 }
 
@@ -1584,35 +1658,6 @@ out:
 }
 
 /* ---- job events ---- */
-
-struct alloc_row {
-	int first_rank;
-	int local_ranks;
-};
-
-/* The node's allocation of the attempt; TY_ENOTFOUND when there is none. */
-static int alloc_get(struct alloc_row *a, struct sched *s, const struct proto_msg *m,
-		     struct ty_err *err)
-{
-	char jb[24], ab[24];
-	const char *p[] = {sched_i64(jb, m->job), sched_i64(ab, m->attempt), m->node};
-	PGresult *res = NULL;
-	int rc;
-
-	if ((rc = ty_pg_exec(&res, s->pg,
-			     "SELECT first_rank, local_ranks FROM allocations"
-			     " WHERE job_id = $1 AND attempt = $2 AND node_id = $3",
-			     3, p, err)))
-		return rc;
-	if (PQntuples(res) != 1) {
-		PQclear(res);
-		return TY_ENOTFOUND;
-	}
-	a->first_rank = (int)sched_col_i64(res, 0, 0);
-	a->local_ranks = (int)sched_col_i64(res, 0, 1);
-	PQclear(res);
-	return 0;
-}
 
 /*
  * One statement per rank (the executor sends one per rank, so this is the
@@ -1711,6 +1756,22 @@ static int resume_clean(json_t **skipped, const char **path, int64_t *step,
 	return 0;
 }
 
+/*
+ * An attempt_exited the set-based path takes: exit 0, no failure class, no
+ * condition, no pre-flight verdict, no telemetry (whose summary is combined
+ * per message), the node not blamed for anything.
+ */
+static bool plain_exit(const struct proto_msg *m)
+{
+	const char *cls = jstr(m->data, "failure_class", NULL);
+	const json_t *c = json_object_get(m->data, "condition"),
+		     *t = json_object_get(m->data, "telemetry");
+
+	return m->type == PROTO_ATTEMPT_EXITED && jint(m->data, "exit_code", 0) == 0 &&
+	       (!cls || !*cls) && (!c || json_is_null(c)) && (!t || json_is_null(t)) &&
+	       !json_is_object(json_object_get(m->data, "preflight"));
+}
+
 /* Whether message i's attempt or node has other news in the batch, which keeps it in order. */
 static bool running_entangled(const struct proto_msg *m, const bool *ok, int n, int i)
 {
@@ -1720,7 +1781,7 @@ static bool running_entangled(const struct proto_msg *m, const bool *ok, int n, 
 		if (m[j].job == m[i].job && m[j].attempt == m[i].attempt &&
 		    m[j].type != PROTO_ATTEMPT_RUNNING && m[j].type != PROTO_RANK_STARTED &&
 		    m[j].type != PROTO_RANK_EXITED && m[j].type != PROTO_LAUNCH_ACCEPTED &&
-		    m[j].type != PROTO_CHECKPOINT_WRITTEN)
+		    m[j].type != PROTO_CHECKPOINT_WRITTEN && !plain_exit(&m[j]))
 			return true;
 		/* a register or notice of the node may end its attempts first */
 		if (!m[j].job && m[j].type != PROTO_HEARTBEAT && !strcmp(m[j].node, m[i].node))
@@ -1865,6 +1926,108 @@ static int on_attempt_running(struct sched *s, const struct proto_msg *m, struct
 	bool ok = true, done = false;
 
 	return sched_apply_running(s, m, &ok, 1, &done, err);
+}
+
+/* Whether node has a register or notice in the batch, which may end its attempts first. */
+static bool node_busy(const struct proto_msg *m, const bool *ok, int n, const char *node)
+{
+	for (int j = 0; j < n; j++)
+		if (ok[j] && !m[j].job && m[j].type != PROTO_HEARTBEAT && !strcmp(m[j].node, node))
+			return true;
+	return false;
+}
+
+/*
+ * Whether plain exit i must wait for the per-message path: its attempt has
+ * a message in the batch that no set-based path before it took (nor is a
+ * plain exit), or a node of it with an exit in the batch has a register or
+ * notice there. All exits of an attempt go the same way.
+ */
+static bool exit_entangled(const struct proto_msg *m, const bool *ok, const bool *done, int n,
+			   int i)
+{
+	for (int j = 0; j < n; j++) {
+		if (!ok[j] || m[j].job != m[i].job || m[j].attempt != m[i].attempt)
+			continue;
+		if (plain_exit(&m[j]) ? node_busy(m, ok, n, m[j].node) : !done[j])
+			return true;
+	}
+	return false;
+}
+
+int sched_apply_exits(struct sched *s, const struct proto_msg *m, const bool *ok, int n,
+		      bool *done, struct ty_err *err)
+{
+	struct sched_store_exit *x = calloc((size_t)n + 1, sizeof(*x));
+	enum sched_store_exit_fate *fate = calloc((size_t)n + 1, sizeof(*fate));
+	struct sched_store_ended *ended = NULL;
+	int64_t *jobs = NULL, *attempts = NULL;
+	int *idx = calloc((size_t)n + 1, sizeof(*idx)), nx = 0, nmarked = 0, nended = 0, rc = 0;
+
+	if (!x || !fate || !idx) {
+		rc = ty_err_set(err, TY_ENOMEM, NULL);
+		goto out;
+	}
+	for (int i = 0; i < n; i++) {
+		if (!ok[i] || done[i] || !plain_exit(&m[i]) || exit_entangled(m, ok, done, n, i))
+			continue;
+		x[nx] = (struct sched_store_exit){m[i].job, m[i].attempt, m[i].node};
+		idx[nx++] = i;
+	}
+	if (nx == 0)
+		goto out;
+	if ((rc = sched_store_exits_mark(fate, s, x, nx, err)))
+		goto out;
+	/* the marked ones' attempts may have ended; the deferred ones go in order */
+	for (int k = 0; k < nx; k++) {
+		if (fate[k] == SCHED_EXIT_DEFER)
+			continue;
+		done[idx[k]] = true;
+		if (fate[k] != SCHED_EXIT_MARKED)
+			continue;
+		s->capacity_freed = true;
+		sched_touch(s, x[k].job); /* a requeued job may start once its last GPUs are released */
+		x[nmarked++] = x[k];
+	}
+	if (nmarked == 0)
+		goto out;
+	if ((rc = sched_store_exits_settle(&ended, &nended, s, x, nmarked, err)) || nended == 0)
+		goto out;
+	if (!(jobs = calloc((size_t)nended, sizeof(*jobs))) ||
+	    !(attempts = calloc((size_t)nended, sizeof(*attempts)))) {
+		rc = ty_err_set(err, TY_ENOMEM, NULL);
+		goto out;
+	}
+	for (int e = 0; e < nended && !rc; e++) {
+		const struct sched_store_ended *d = &ended[e];
+		char text[256];
+		json_t *data;
+
+		jobs[e] = d->job;
+		attempts[e] = d->attempt;
+		if (!d->moved)
+			continue;
+		snprintf(text, sizeof(text),
+			 "attempt %lld succeeded: every rank on %lld node%s exited 0%s",
+			 (long long)d->attempt, (long long)d->nodes, d->nodes == 1 ? "" : "s",
+			 d->stopping ? " (" FINISHED_FIRST ")" : "");
+		if (!(data = json_pack("{s:I}", "attempt", (json_int_t)d->attempt))) {
+			rc = ty_err_set(err, TY_ENOMEM, NULL);
+			break;
+		}
+		rc = sched_job_event(s, d->job, "succeeded", "succeeded", text, data, err);
+		json_decref(data);
+	}
+	if (!rc)
+		rc = sched_ledger_attempts_end(s, jobs, attempts, nended, err);
+out:
+	free(x);
+	free(fate);
+	free(idx);
+	free(ended);
+	free(jobs);
+	free(attempts);
+	return rc;
 }
 
 /*
@@ -2243,7 +2406,7 @@ static int on_checkpoint_written(struct sched *s, const struct proto_msg *m, str
 {
 	char jb[24], ab[24], sb[24];
 	const char *p[] = {sched_i64(jb, m->job), sched_i64(ab, m->attempt),
-			   sched_i64(sb, jint(m->data, "step", 0))};
+			   sched_i64(sb, jint(m->data, "step", 0)), m->node};
 
 	if (!json_is_true(json_object_get(m->data, "valid")))
 		return 0; /* torn, corrupt or unverified: resume and loss go by the older one */
@@ -2251,8 +2414,10 @@ static int on_checkpoint_written(struct sched *s, const struct proto_msg *m, str
 			  "UPDATE attempts SET last_checkpoint_at = now(), last_checkpoint_step = $3"
 			  " WHERE job_id = $1 AND attempt = $2"
 			  " AND state IN ('scheduled', 'starting', 'running', 'stopping')"
-			  " AND (last_checkpoint_step IS NULL OR last_checkpoint_step < $3)",
-			  3, p, err);
+			  " AND (last_checkpoint_step IS NULL OR last_checkpoint_step < $3)"
+			  " AND EXISTS (SELECT 1 FROM allocations a WHERE a.job_id = $1"
+			  "  AND a.attempt = $2 AND a.node_id = $4)",
+			  4, p, err);
 }
 
 /* A spot interruption notice (job 0): the node, not an attempt, is being taken. */
@@ -2281,7 +2446,6 @@ static int on_preempt_notice(struct sched *s, const struct proto_msg *m, struct 
 
 int sched_apply(struct sched *s, const struct proto_msg *m, struct ty_err *err)
 {
-	struct alloc_row a;
 	int rc;
 
 	switch (m->type) {
@@ -2309,37 +2473,31 @@ int sched_apply(struct sched *s, const struct proto_msg *m, struct ty_err *err)
 		return rc;
 	}
 	case PROTO_ATTEMPT_RUNNING:
-	case PROTO_ATTEMPT_EXITED:
+		return on_attempt_running(s, m, err);
 	case PROTO_CHECKPOINT_WRITTEN:
+		return on_checkpoint_written(s, m, err);
+	case PROTO_ATTEMPT_EXITED:
 		break;
 	default:
 		ty_debug("ignoring %s message from node '%s'", proto_type_name(m->type), m->node);
 		return 0;
 	}
-	if ((rc = alloc_get(&a, s, m, err)) == TY_ENOTFOUND) {
-		ty_debug("ignoring %s of job %lld attempt %lld: node '%s' has no part in it",
-			 proto_type_name(m->type), (long long)m->job, (long long)m->attempt,
-			 m->node);
-		return 0;
-	}
-	if (rc)
-		return rc;
-	switch (m->type) {
-	case PROTO_ATTEMPT_RUNNING:
-		return on_attempt_running(s, m, err);
-	case PROTO_CHECKPOINT_WRITTEN:
-		return on_checkpoint_written(s, m, err);
-	default:
-		/* first, so that the ledger row of the gang's last node counts its idle time */
-		if ((rc = sched_telemetry_record(s, m, err)))
+	/* every write below names the node's allocation: one of a node with no part is a no-op */
+	if (plain_exit(m)) {
+		bool ok = true, done = false;
+
+		if ((rc = sched_apply_exits(s, m, &ok, 1, &done, err)) || done)
 			return rc;
-		return alloc_exit(
-		    NULL, s, m->node, m->job, m->attempt, (int)jint(m->data, "exit_code", 0),
-		    jstr(m->data, "failure_class", NULL), jstr(m->data, "message", NULL),
-		    jstr(m->data, "evidence", NULL), json_object_get(m->data, "condition"),
-		    json_object_get(m->data, "preflight"),
-		    !json_is_false(json_object_get(m->data, "node_fault")),
-		    proto_evidence_source_parse(jstr(m->data, PROTO_EVIDENCE_SOURCE_FIELD, NULL)),
-		    err);
 	}
+	/* first, so that the ledger row of the gang's last node counts its idle time */
+	if ((rc = sched_telemetry_record(s, m, err)))
+		return rc;
+	return alloc_exit(NULL, s, m->node, m->job, m->attempt, (int)jint(m->data, "exit_code", 0),
+			  jstr(m->data, "failure_class", NULL), jstr(m->data, "message", NULL),
+			  jstr(m->data, "evidence", NULL), json_object_get(m->data, "condition"),
+			  json_object_get(m->data, "preflight"),
+			  !json_is_false(json_object_get(m->data, "node_fault")),
+			  proto_evidence_source_parse(
+			      jstr(m->data, PROTO_EVIDENCE_SOURCE_FIELD, NULL)),
+			  err);
 }

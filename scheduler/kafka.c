@@ -418,7 +418,8 @@ out:
 /*
  * The batch in one go, without savepoints: the rank events (most of the
  * batch) in two statements, plain heartbeats, launch acknowledgements and
- * attempt_running in one each, then the rest in order. A message's own fault
+ * attempt_running in one each, plain successful exits in a few, then the
+ * rest in order. A message's own fault
  * is APPLY_BAD (the caller redoes the batch carefully).
  */
 static int apply_fast(struct sched *s, struct ty_err *err)
@@ -435,7 +436,8 @@ static int apply_fast(struct sched *s, struct ty_err *err)
 	if ((rc = sched_apply_ranks(s, m, ok, s->nbatch, done, &bad, err)) ||
 	    (rc = sched_apply_heartbeats(s, m, ok, s->nbatch, done, err)) ||
 	    (rc = sched_apply_acks(s, m, ok, s->nbatch, done, err)) ||
-	    (rc = sched_apply_running(s, m, ok, s->nbatch, done, err)))
+	    (rc = sched_apply_running(s, m, ok, s->nbatch, done, err)) ||
+	    (rc = sched_apply_exits(s, m, ok, s->nbatch, done, err)))
 		goto fail;
 	if (bad) {
 		ty_debug("a rank event names a rank outside its node's range: applying the batch "

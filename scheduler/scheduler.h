@@ -347,13 +347,26 @@ int sched_apply_ranks(struct sched *s, const struct proto_msg *m, const bool *ok
  * whatever n): what sched_apply does for each, in their order — each node's
  * part running, the first resume kept, attempts whose every node runs and
  * their jobs to running, with the job event. Left to sched_apply: those of
- * an attempt with other messages in the batch (an exit: order matters) and
- * of a node with a register or notice in it. done[i] is set for each taken.
+ * an attempt with other messages in the batch (an exit other than a plain
+ * success: order matters) and of a node with a register or notice in it. done[i] is set for each taken.
  */
 int sched_apply_running(struct sched *s, const struct proto_msg *m, const bool *ok, int n,
 			bool *done, struct ty_err *err);
 int sched_apply_acks(struct sched *s, const struct proto_msg *m, const bool *ok, int n,
 		     bool *done, struct ty_err *err);
+/*
+ * Apply the plain successful attempt_exited (exit 0, no failure class,
+ * condition, pre-flight or telemetry) among the n messages at once, after
+ * the other set-based paths (whose done[] it reads): each node's part
+ * exited and released, attempts whose every node exited 0 and their jobs to
+ * succeeded with the job event, their ledger rows — a few statements
+ * whatever n. Left to sched_apply: exits of an attempt with a message in
+ * the batch no set-based path took, of a node with a register or notice in
+ * it, and of an attempt not plain (being preempted, ended, or with a part
+ * that ended otherwise). done[i] is set for each taken.
+ */
+int sched_apply_exits(struct sched *s, const struct proto_msg *m, const bool *ok, int n,
+		      bool *done, struct ty_err *err);
 
 /*
  * `kill` to every node of the attempt that has not reported an exit and is
@@ -571,6 +584,9 @@ void sched_ledger_compute(struct sched_ledger_row *out, const struct sched_ledge
  * holding GPUs is left alone.
  */
 int sched_ledger_attempt_end(struct sched *s, int64_t job, int64_t attempt, struct ty_err *err);
+/* sched_ledger_attempt_end for the attempts (jobs[i], attempts[i]) of n: two statements. */
+int sched_ledger_attempts_end(struct sched *s, const int64_t *jobs, const int64_t *attempts,
+			      int n, struct ty_err *err);
 /* Inside a fenced transaction: replace usage_rates with s->o.rates (for the API). */
 int sched_rates_publish(struct sched *s, struct ty_err *err);
 
@@ -822,6 +838,22 @@ int sched_store_allocs_add(struct sched *s, const struct sched_store_alloc *v, i
 int sched_store_jobs_scheduled(struct sched *s, const int64_t *jobs, const int64_t *attempts, int n,
 			       struct ty_err *err);
 int sched_store__outbox_flush(struct sched *s, struct ty_err *err);
+/* attempts.message of an attempt whose ranks all exited 0 while it was being stopped */
+#define SCHED_FINISHED_FIRST "finished before it was stopped"
+/*
+ * Mark the n exits' parts exited 0 and released (one statement) where the
+ * attempt is plain: active, or stopping but not preempted, with no part
+ * ended other than by exiting 0. fate[n] says what became of each.
+ */
+int sched_store_exits_mark(enum sched_store_exit_fate *fate, struct sched *s,
+			   const struct sched_store_exit *v, int n, struct ty_err *err);
+/*
+ * Of the attempts of v[n], those whose every node has exited 0 and that are
+ * still plain, with their jobs, to succeeded (one statement): *out (new,
+ * sorted by job, attempt) with *nout rows.
+ */
+int sched_store_exits_settle(struct sched_store_ended **out, int *nout, struct sched *s,
+			     const struct sched_store_exit *v, int n, struct ty_err *err);
 
 /* ---- small helpers (loop.c) ---- */
 

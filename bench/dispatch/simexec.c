@@ -5,10 +5,11 @@
  *
  * Each node registers (simulated: true) and heartbeats with its running and
  * recently finished attempts, as trainyard-executor does. A launch for one
- * of its nodes is answered at once with rank_started for every local rank
- * and attempt_running; after --run-ms the attempt exits 0 (rank_exited per
- * rank, then attempt_exited). A kill ends it as cancelled (preempted for
- * reason "preempted"); a launch seen before is ignored. It consumes every
+ * of its nodes is answered at once with launch_accepted, rank_started for
+ * every local rank and attempt_running; after --run-ms the attempt exits 0
+ * (rank_exited per rank, then attempt_exited). A kill ends it as cancelled
+ * (preempted for reason "preempted"); a launch seen before is acknowledged
+ * again (launch_accepted, duplicate) and not run. It consumes every
  * partition of trainyard.dispatch from its end and keeps only messages for
  * its nodes. Every message carries the node's own seq, as from a real
  * executor. One thread; the only state is in memory.
@@ -205,7 +206,10 @@ static void on_launch(struct sim *s, struct node *n, const struct proto_msg *m)
 	int nranks = (int)json_integer_value(json_object_get(m->data, "local_world_size"));
 
 	if (ran_here(n, m->job, m->attempt)) {
+		/* a re-sent launch of an attempt it runs or ran: acknowledged again, not run */
 		s->duplicates++;
+		emit(s, n, PROTO_LAUNCH_ACCEPTED, m->job, m->attempt,
+		     json_pack("{s:b}", "duplicate", 1));
 		return;
 	}
 	if (n->nrun == n->caprun) {
@@ -222,6 +226,7 @@ static void on_launch(struct sim *s, struct node *n, const struct proto_msg *m)
 	n->run[n->nrun++] = (struct run){m->job, m->attempt, first, nranks,
 					 ty_mono_ms() + s->run_ms};
 	s->launches++;
+	emit(s, n, PROTO_LAUNCH_ACCEPTED, m->job, m->attempt, json_pack("{s:b}", "duplicate", 0));
 	if (s->rank_events)
 		for (int k = 0; k < nranks; k++)
 			emit(s, n, PROTO_RANK_STARTED, m->job, m->attempt,

@@ -11,6 +11,7 @@
 #include "proto.h"
 #include "ty_buf.h"
 
+#include <stdbool.h>
 #include <stdint.h>
 
 /*
@@ -89,5 +90,27 @@ struct sched_store_boot {
 void sched_store_boots_free(struct sched_store_boot *v, int n);
 /* The boot of node in v (sorted by strcmp of node, as returned); NULL when absent. */
 const char *sched_store_boot_of(const struct sched_store_boot *v, int n, const char *node);
+
+/* ---- exits.c: attempt_exited's plain success (exit 0, no class), set-based ---- */
+
+/* One node's exit of an attempt (borrowed node). */
+struct sched_store_exit {
+	int64_t job, attempt;
+	const char *node;
+};
+
+/* What sched_store_exits_mark did with an exit. */
+enum sched_store_exit_fate {
+	SCHED_EXIT_NONE,   /* nothing to do: reported before, or not the node's attempt */
+	SCHED_EXIT_MARKED, /* its part exited 0 and released */
+	SCHED_EXIT_DEFER,  /* its attempt is not plain: the per-message path judges it */
+};
+
+/* An attempt that sched_store_exits_settle moved to succeeded. */
+struct sched_store_ended {
+	int64_t job, attempt, nodes;
+	bool stopping; /* it was being stopped (not preempted) */
+	bool moved;    /* its job moved to succeeded too */
+};
 
 #endif

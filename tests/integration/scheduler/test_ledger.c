@@ -422,3 +422,114 @@ TY_TEST(bad_rates_file_stops_the_scheduler_naming_it)
 			FAIL("stderr '%s' does not say '%s'", buf, cases[i].says);
 	}
 }
+
+/* A 2-node gang (1 GPU on n1 and n2): its launches in l[0] (n1), l[1] (n2), running. */
+static long long gang(struct fx *f, const struct proto_msg **l)
+{
+	long long job = fx_submit(f, ",'resources':{'nodes':2,'gpus_per_node':1},"
+				     "'spot':{'allowed':true},'retry':{'user':0}");
+
+	l[0] = fx_recv(f, "n1", "launch", job, T);
+	l[1] = fx_recv(f, "n2", "launch", job, T);
+	REQUIRE(l[0] != NULL && l[1] != NULL);
+	fx_run(f, "n1", l[0]);
+	fx_run(f, "n2", l[1]);
+	FX_WAIT(f, T, "running", "SELECT state FROM jobs WHERE id = $1", fx_n(job));
+	return job;
+}
+
+/* "state attempt-state/failure-class events" of job: what its end looks like. */
+static const char *ending(struct fx *f, long long job)
+{
+	return FX_Q(f,
+		    "SELECT j.state || ' ' || t.state || '/' || coalesce(t.failure_class, '-')"
+		    " || ' ' || coalesce(t.message, '-') || ' ' || (SELECT string_agg(e.type,"
+		    " ',' ORDER BY e.seq) FROM job_events e WHERE e.job_id = j.id"
+		    " AND e.type IN ('succeeded', 'failed', 'requeued', 'cancelled'))"
+		    " FROM jobs j JOIN attempts t ON t.job_id = j.id AND t.attempt = 1"
+		    " WHERE j.id = $1",
+		    fx_n(job));
+}
+
+/*
+ * Several gangs' exits in one event batch (produced while no scheduler
+ * leads): the plain successes are applied together, a gang with a failed
+ * node one message at a time, and every one ends as one by one would —
+ * states, one event each, ledger rows whose numbers match the allocations.
+ * A success redelivered, in the batch or later, changes nothing.
+ */
+TY_TEST(exits_of_several_gangs_in_one_batch_end_as_one_by_one)
+{
+	struct fx *f = fx_start();
+	const struct proto_msg *a[2], *b[2], *c[2];
+	long long ja, jb, jc;
+	const char *events;
+
+	start(f);
+	ja = gang(f, a);
+	jb = gang(f, b);
+	jc = gang(f, c);
+	fx_sched_stop(f, 0);
+	fx_exit(f, "n1", a[0], 0, "", "");
+	/* b: its failure first, then its other node's success (which must wait for it) */
+	fx_exit(f, "n2", b[1], 1, "user", "loss is NaN");
+	fx_exit(f, "n1", b[0], 0, "", "");
+	fx_exit(f, "n2", a[1], 0, "", "");
+	fx_exit(f, "n1", a[0], 0, "", ""); /* redelivered */
+	/* c: one node of two done */
+	fx_exit(f, "n1", c[0], 0, "", "");
+	{
+		const char *args[] = {rates_arg(), NULL};
+
+		fx_sched_start(f, "s2", args);
+	}
+	fx_sync(f, T);
+
+	CHECK_STR_EQ(ending(f, ja), "succeeded succeeded/- - succeeded");
+	CHECK_STR_EQ(FX_Q(f,
+			  "SELECT message FROM job_events WHERE job_id = $1 AND type = 'succeeded'",
+			  fx_n(ja)),
+		     "attempt 1 succeeded: every rank on 2 nodes exited 0");
+	CHECK_INT_EQ(check_rows(f, ja, 1, "none"), 2);
+	CHECK_STR_EQ(priced(f, ja, "n1"), "spot H100 2.5");
+	CHECK_STR_EQ(FX_Q(f,
+			  "SELECT count(*) FROM allocations WHERE job_id = $1 AND exit_code = 0"
+			  " AND failure_class IS NULL AND released_at IS NOT NULL",
+			  fx_n(ja)),
+		     "2");
+
+	/* the user failure decides b; the success of its other node changes nothing of it */
+	CHECK_STR_EQ(ending(f, jb), "failed failed/user loss is NaN failed");
+	CHECK_INT_EQ(check_rows(f, jb, 1, "start"), 2);
+	CHECK_STR_EQ(FX_Q(f,
+			  "SELECT string_agg(node_id || '=' || exit_code, ',' ORDER BY node_id)"
+			  " FROM allocations WHERE job_id = $1 AND released_at IS NOT NULL",
+			  fx_n(jb)),
+		     "n1=0,n2=1");
+
+	/* c's other node still holds its GPU: running, nothing in the ledger */
+	CHECK_STR_EQ(FX_Q(f,
+			  "SELECT j.state || ' ' || string_agg(a.node_id || '=' ||"
+			  " coalesce(a.exit_code::text, 'live') || '/' || (a.released_at IS NOT NULL),"
+			  " ',' ORDER BY a.node_id) FROM jobs j JOIN allocations a ON a.job_id = j.id"
+			  " WHERE j.id = $1 GROUP BY j.state",
+			  fx_n(jc)),
+		     "running n1=0/true,n2=live/false");
+	CHECK_STR_EQ(FX_Q(f, "SELECT count(*) FROM usage_ledger WHERE job_id = $1", fx_n(jc)),
+		     "0");
+
+	/* a's exit once more, on its own: nothing changes */
+	events = FX_Q(f, "SELECT count(*) || '/' || max(seq) FROM job_events");
+	fx_exit(f, "n2", a[1], 0, "", "");
+	fx_sync(f, T);
+	CHECK_STR_EQ(FX_Q(f, "SELECT count(*) || '/' || max(seq) FROM job_events"), events);
+	CHECK_STR_EQ(ending(f, ja), "succeeded succeeded/- - succeeded");
+	CHECK_INT_EQ(check_rows(f, ja, 1, "none"), 2);
+
+	/* c's last node, alone: the per-message path is the same function */
+	fx_exit(f, "n2", c[1], 0, "", "");
+	FX_WAIT(f, T, "succeeded", "SELECT state FROM jobs WHERE id = $1", fx_n(jc));
+	CHECK_STR_EQ(ending(f, jc), "succeeded succeeded/- - succeeded");
+	CHECK_INT_EQ(check_rows(f, jc, 1, "none"), 2);
+	fx_sched_stop(f, 1);
+}
