@@ -177,10 +177,15 @@ TY_TEST(live_gang_accrues_from_its_attempts_creation_across_cycles)
 	node = FX_Q(f, "SELECT node_id FROM allocations WHERE job_id = $1", fx_n(job));
 	REQUIRE((l = fx_recv(f, node, "launch", job, T)) != NULL);
 	fx_run(f, node, l);
-	/* the cycle after the placement sees the gang */
-	FX_WAIT(f, T, "2",
-		"SELECT gpus_in_use FROM team_usage WHERE team_id ="
-		" (SELECT team_id FROM jobs WHERE id = $1)",
+	/*
+	 * a cycle after the placement sees the gang (the placing cycle already
+	 * shows its GPUs in use, but its usage is as of its snapshot, taken
+	 * before the attempt existed; a later one is written within 10 s)
+	 */
+	FX_WAIT(f, 2 * T, "t",
+		"SELECT u.gpus_in_use = 2 AND u.updated_at > t.created_at FROM team_usage u,"
+		" jobs j, attempts t WHERE j.id = $1 AND u.team_id = j.team_id"
+		" AND t.job_id = j.id AND t.attempt = 1",
 		fx_n(job));
 	CHECK_STR_EQ(accrued_from_start(f, job), "t");
 	first = FX_Q(f,
