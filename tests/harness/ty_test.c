@@ -26,8 +26,8 @@ struct test_case {
 static struct test_case cases[MAX_CASES];
 static int ncases;
 
-static void (*hooks[3][MAX_HOOKS])(void);
-static int nhooks[3];
+static void (*hooks[TY_TEST_TEARDOWN + 1][MAX_HOOKS])(void);
+static int nhooks[TY_TEST_TEARDOWN + 1];
 
 static jmp_buf case_jmp;
 static pthread_t case_thread;
@@ -324,6 +324,8 @@ int main(int argc, char **argv)
 			printf("ok   %s (%" PRId64 " ms)\n", tc->name, now_ms() - start);
 			passed++;
 		}
+		if (setjmp(case_jmp) == 0)
+			run_hooks(TY_TEST_CASE_END);
 		pthread_mutex_lock(&lock);
 		ty_arena_free(scratch);
 		scratch = NULL;

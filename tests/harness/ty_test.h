@@ -93,10 +93,12 @@ const char *ty_test_program(void);
 
 /*
  * Hooks for fixtures. case_failed runs after a case that failed (to print
- * logs); teardown runs once after the last case, and a failure reported
- * there fails the run.
+ * logs); case_end after every case (after case_failed), before the case's
+ * scratch memory is freed: a fixture's threads that use it stop there;
+ * teardown runs once after the last case, and a failure reported there
+ * fails the run.
  */
-enum ty_test_hook { TY_TEST_CASE_START, TY_TEST_CASE_FAILED, TY_TEST_TEARDOWN };
+enum ty_test_hook { TY_TEST_CASE_START, TY_TEST_CASE_FAILED, TY_TEST_CASE_END, TY_TEST_TEARDOWN };
 void ty_test_on(enum ty_test_hook hook, void (*fn)(void));
 
 #endif

@@ -358,6 +358,12 @@ static void on_case_failed(void)
 	sched_logs();
 }
 
+/* its heartbeat thread uses the case's scratch strings, which are freed next */
+static void on_case_end(void)
+{
+	cleanup();
+}
+
 static void on_teardown(void)
 {
 	cleanup();
@@ -373,6 +379,7 @@ struct fx *fx_start(void)
 	if (!hooks_added) {
 		ty_test_on(TY_TEST_CASE_START, on_case_start);
 		ty_test_on(TY_TEST_CASE_FAILED, on_case_failed);
+		ty_test_on(TY_TEST_CASE_END, on_case_end);
 		ty_test_on(TY_TEST_TEARDOWN, on_teardown);
 		hooks_added = true;
 	}
