@@ -108,6 +108,11 @@ bool proto_attempt_state_active(const char *name)
 	return i < PROTO_ATTEMPT_STATE_COUNT && attempt_active[i];
 }
 
+const char *proto_budget_name(enum proto_budget b)
+{
+	return b == PROTO_BUDGET_USER ? "user" : b == PROTO_BUDGET_SYSTEM ? "system" : NULL;
+}
+
 enum proto_budget proto_failure_budget(const char *name)
 {
 	int i = find_class(name);

@@ -44,6 +44,8 @@
 
 /* The retry budget a failure class spends (jobs' spec retry.user / retry.system). */
 enum proto_budget { PROTO_BUDGET_NONE, PROTO_BUDGET_USER, PROTO_BUDGET_SYSTEM };
+/* "user", "system" (the spec's retry fields); NULL for PROTO_BUDGET_NONE. */
+const char *proto_budget_name(enum proto_budget b);
 
 /*
  * name, string, budget, blames: the failure counts against the node that

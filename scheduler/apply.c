@@ -30,19 +30,6 @@ static const char *norm_class(const char *cls)
 	return proto_failure_class_name(proto_failure_class_parse(cls));
 }
 
-/* The retry budget a class spends: "system", "user" (spec retry.*), or NULL (never retried). */
-static const char *budget_of(const char *cls)
-{
-	switch (proto_failure_budget(cls)) {
-	case PROTO_BUDGET_USER:
-		return "user";
-	case PROTO_BUDGET_SYSTEM:
-		return "system";
-	default:
-		return NULL;
-	}
-}
-
 /*
  * Whether a node's part that ended with class cls (and a non-zero exit)
  * failed on its own, rather than being stopped by Trainyard: a stop for a
@@ -309,7 +296,7 @@ static int used_of(const json_t *retries, const char *budget)
 
 	json_object_foreach((json_t *)retries, cls, v)
 	{
-		const char *b = norm_class(cls) ? budget_of(cls) : NULL;
+		const char *b = proto_budget_name(proto_failure_budget(cls));
 
 		if (b && !strcmp(b, budget) && json_is_integer(v))
 			used += (int)json_integer_value(v);
@@ -407,9 +394,7 @@ int sched_fail_attempt(struct sched *s, int64_t job, int64_t attempt, const char
 		.backoff_base_s = s->o.retry_backoff_s,
 		.backoff_max_s = s->o.retry_backoff_max_s,
 	    });
-	budget = verdict.budget == PROTO_BUDGET_USER	 ? "user"
-		 : verdict.budget == PROTO_BUDGET_SYSTEM ? "system"
-							 : NULL;
+	budget = proto_budget_name(verdict.budget);
 	data = json_pack("{s:I, s:s, s:s?, s:s?}", "attempt", (json_int_t)attempt, "failure_class",
 			 cls, "node", node, "evidence", evidence);
 	if (!data || !retries) {

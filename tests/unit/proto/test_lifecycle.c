@@ -47,6 +47,9 @@ TY_TEST(budgets_and_blame_per_class)
 	    {"bogus", PROTO_BUDGET_NONE, false},
 	};
 
+	CHECK_STR_EQ(proto_budget_name(PROTO_BUDGET_USER), "user");
+	CHECK_STR_EQ(proto_budget_name(PROTO_BUDGET_SYSTEM), "system");
+	CHECK(proto_budget_name(PROTO_BUDGET_NONE) == NULL);
 	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
 		ty_test_context("%s", rows[i].cls);
 		CHECK_INT_EQ(proto_failure_budget(rows[i].cls), rows[i].budget);
