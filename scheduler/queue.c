@@ -158,14 +158,14 @@ static void queue_defaults(const char *p[QUEUE_NDEFAULTS], char buf[QUEUE_NDEFAU
 {
 	static const struct {
 		const char *obj, *key;
-	} ints[] = {{"resources", "nodes"},	   {"resources", "gpus_per_node"},
+	} fields[] = {{"resources", "nodes"},	   {"resources", "gpus_per_node"},
 		    {NULL, "launch"},		   {NULL, "min_runtime_seconds"},
 		    {NULL, "max_runtime_seconds"}, {"spot", "allowed"},
 		    {"spot", "fallback"},	   {"spot", "max_preemptions"},
 		    {"resources", "cpus_per_node"}, {"resources", "memory_mb_per_node"}};
 
 	for (int i = 0; i < QUEUE_NDEFAULTS; i++) {
-		const struct proto_spec_field *f = proto_spec_field(ints[i].obj, ints[i].key);
+		const struct proto_spec_field *f = proto_spec_field(fields[i].obj, fields[i].key);
 
 		if (f->type == PROTO_SPEC_ENUM)
 			p[i] = f->sdef;
