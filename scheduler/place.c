@@ -820,7 +820,7 @@ static int place_set(int *placed, struct sched *s, const struct snap *sn,
 	}
 	if ((rc = sched_store_attempts_add(s, att, ng, err)) ||
 	    (rc = sched_store_allocs_add(s, al, nal, err)) ||
-	    (rc = sched_store_jobs_scheduled(s, ids, attempts, ng, err)))
+	    (rc = sched_store_jobs_scheduled(s->pg, ids, attempts, ng, err)))
 		goto out;
 	for (int i = 0; i < ng; i++)
 		if ((rc = scheduled_event(s, sn, &g[i], err)))
