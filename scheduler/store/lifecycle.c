@@ -212,9 +212,8 @@ out:
 }
 
 /* still due now that the row is locked (a node may have reported meanwhile) */
-static const char SQL_KILL_DUE_LOCK[] =
-    "SELECT 1 FROM attempts WHERE job_id = $1 AND attempt = $2"
-    " AND state = 'stopping' AND kill_at <= now() FOR UPDATE";
+static const char SQL_KILL_DUE_LOCK[] = "SELECT 1 FROM attempts WHERE job_id = $1 AND attempt = $2"
+					" AND state = 'stopping' AND kill_at <= now() FOR UPDATE";
 
 int sched_store_kill_due_lock(bool *due, struct ty_pg *pg, int64_t job, int64_t attempt,
 			      struct ty_err *err)

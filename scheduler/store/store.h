@@ -202,4 +202,48 @@ int sched_store_checkpoint_nodes(char ***out, int *nout, struct ty_pg *pg, int64
 /* Free v[n] and its strings; NULL-safe. */
 void sched_store_strs_free(char **v, int n);
 
+/* ---- cancels.c: the cancels (stops) the scheduler has still to carry out ---- */
+
+/* A job whose cancel or stop was requested. */
+struct sched_store_cancel {
+	int64_t job, attempt;
+	char state[16]; /* jobs.state: pending, or active with an active attempt */
+	bool stop;	/* stop_requested */
+};
+/* The jobs to end (pending) or stop (active attempt), by id: *out new. */
+int sched_store_cancels(struct sched_store_cancel **out, int *nout, struct ty_pg *pg,
+			struct ty_err *err);
+
+/* ---- cycle_load.c: what a cycle reads beside the mirror ---- */
+
+/* The database's clock in ms since the epoch (one clock for the whole cycle). */
+int sched_store_now_ms(int64_t *now_ms, struct ty_pg *pg, struct ty_err *err);
+/* active[k]: how many jobs of sweep sweeps[k] are scheduled, starting, running or preempting. */
+int sched_store_sweeps_active(int *active, struct ty_pg *pg, const int64_t *sweeps, int n,
+			      struct ty_err *err);
+
+/* ---- queue_publish.c: what a cycle publishes of the queue and the teams ---- */
+
+/* A pending job's queue fields (borrowed reason). */
+struct sched_store_queue_row {
+	int64_t job;
+	const char *reason;
+	int position;	     /* 1-based; 0: none (NULL) */
+	int64_t reserved_ms; /* -1: none (NULL) */
+};
+/* Write v[n]'s queue fields where the job is still pending; one statement. */
+int sched_store_queue_publish(struct ty_pg *pg, const struct sched_store_queue_row *v, int n,
+			      struct ty_err *err);
+/* Clear the queue fields of jobs[n] that are no longer pending; one statement. */
+int sched_store_queue_left(struct ty_pg *pg, const int64_t *jobs, int n, struct ty_err *err);
+/* A team's team_usage row. */
+struct sched_store_team_usage {
+	int64_t team;
+	double decayed, fair_share;
+	int64_t used, borrowed, lent, pending;
+};
+/* Upsert v[n]'s team_usage rows (teams that exist), as of now_ms; one statement. */
+int sched_store_team_usage_write(struct ty_pg *pg, const struct sched_store_team_usage *v, int n,
+				 int64_t now_ms, struct ty_err *err);
+
 #endif
