@@ -15,26 +15,19 @@ static const char SQL_QUEUE_PUBLISH[] =
     "  AS u(id bigint, reason text, pos integer, resv bigint)"
     " WHERE j.id = u.id AND j.state = 'pending'";
 
-/* Run sql with the compact JSON text of rows as $1 (and p2 as $2 when given). */
-static int exec_json(struct ty_pg *pg, const char *sql, json_t *rows, const char *p2,
-		     struct ty_err *err)
+/* The compact JSON text of rows (new, in *text); consumes rows (NULL: out of memory). */
+static int dump(char **text, json_t *rows, struct ty_err *err)
 {
-	char *text = NULL;
-	int rc;
-
-	if (!rows || !(text = json_dumps(rows, JSON_COMPACT)))
-		return ty_err_set(err, TY_ENOMEM, NULL);
-	const char *p[] = {text, p2};
-
-	rc = ty_pg_exec(NULL, pg, sql, p2 ? 2 : 1, p, err);
-	free(text);
-	return rc;
+	*text = rows ? json_dumps(rows, JSON_COMPACT) : NULL;
+	json_decref(rows);
+	return *text ? 0 : ty_err_set(err, TY_ENOMEM, NULL);
 }
 
 int sched_store_queue_publish(struct ty_pg *pg, const struct sched_store_queue_row *v, int n,
 			      struct ty_err *err)
 {
 	json_t *rows;
+	char *text;
 	int rc;
 
 	if (n == 0)
@@ -53,8 +46,12 @@ int sched_store_queue_publish(struct ty_pg *pg, const struct sched_store_queue_r
 			json_decref(rows);
 			return ty_err_set(err, TY_ENOMEM, NULL);
 		}
-	rc = exec_json(pg, SQL_QUEUE_PUBLISH, rows, NULL, err);
-	json_decref(rows);
+	if ((rc = dump(&text, rows, err)))
+		return rc;
+	const char *p[] = {text};
+
+	rc = ty_pg_exec(NULL, pg, SQL_QUEUE_PUBLISH, 1, p, err);
+	free(text);
 	return rc;
 }
 
@@ -67,6 +64,7 @@ static const char SQL_QUEUE_LEFT[] =
 int sched_store_queue_left(struct ty_pg *pg, const int64_t *jobs, int n, struct ty_err *err)
 {
 	json_t *ids;
+	char *text;
 	int rc;
 
 	if (n == 0)
@@ -78,8 +76,12 @@ int sched_store_queue_left(struct ty_pg *pg, const int64_t *jobs, int n, struct 
 			json_decref(ids);
 			return ty_err_set(err, TY_ENOMEM, NULL);
 		}
-	rc = exec_json(pg, SQL_QUEUE_LEFT, ids, NULL, err);
-	json_decref(ids);
+	if ((rc = dump(&text, ids, err)))
+		return rc;
+	const char *p[] = {text};
+
+	rc = ty_pg_exec(NULL, pg, SQL_QUEUE_LEFT, 1, p, err);
+	free(text);
 	return rc;
 }
 
@@ -101,7 +103,7 @@ int sched_store_team_usage_write(struct ty_pg *pg, const struct sched_store_team
 				 int64_t now_ms, struct ty_err *err)
 {
 	json_t *rows;
-	char nb[24];
+	char nb[24], *text;
 	int rc;
 
 	if (n == 0)
@@ -118,7 +120,11 @@ int sched_store_team_usage_write(struct ty_pg *pg, const struct sched_store_team
 			json_decref(rows);
 			return ty_err_set(err, TY_ENOMEM, NULL);
 		}
-	rc = exec_json(pg, SQL_TEAM_USAGE, rows, sched_i64(nb, now_ms), err);
-	json_decref(rows);
+	if ((rc = dump(&text, rows, err)))
+		return rc;
+	const char *p[] = {text, sched_i64(nb, now_ms)};
+
+	rc = ty_pg_exec(NULL, pg, SQL_TEAM_USAGE, 2, p, err);
+	free(text);
 	return rc;
 }
