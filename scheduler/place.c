@@ -328,9 +328,9 @@ struct sweep_run {
 static int load_sweeps(struct sweep_run **out, int *nout, struct snap *sn, struct sched *s,
 		       struct ty_err *err)
 {
-	struct ty_buf ids = {0};
 	struct sweep_run *v = NULL;
-	PGresult *res = NULL;
+	int64_t *ids = NULL;
+	int *active = NULL;
 	int n = 0, rc = 0;
 
 	*out = NULL;
@@ -345,40 +345,22 @@ static int load_sweeps(struct sweep_run **out, int *nout, struct snap *sn, struc
 			seen = v[k].id == q->sweep_id;
 		if (seen)
 			continue;
-		if (!v && !(v = snap_alloc(sn, (size_t)s->queue.n, sizeof(*v))))
+		if (!v && (!(v = snap_alloc(sn, (size_t)s->queue.n, sizeof(*v))) ||
+			   !(ids = snap_alloc(sn, (size_t)s->queue.n, sizeof(*ids))) ||
+			   !(active = snap_alloc(sn, (size_t)s->queue.n, sizeof(*active)))))
 			return ty_err_set(err, TY_ENOMEM, NULL);
-		v[n++] = (struct sweep_run){.id = q->sweep_id, .max = q->sweep_max};
-		if (ty_buf_printf(&ids, "%s%lld", ids.len ? "," : "{", (long long)q->sweep_id)) {
-			rc = ty_err_set(err, TY_ENOMEM, NULL);
-			goto out;
-		}
+		v[n] = (struct sweep_run){.id = q->sweep_id, .max = q->sweep_max};
+		ids[n++] = q->sweep_id;
 	}
 	if (n == 0)
-		goto out;
-	if (ty_buf_printf(&ids, "}")) {
-		rc = ty_err_set(err, TY_ENOMEM, NULL);
-		goto out;
-	}
-	{
-		const char *p[] = {ids.data};
-
-		if ((rc = ty_pg_exec(&res, s->pg,
-				     "SELECT sweep_id, count(*) FROM jobs WHERE sweep_id = ANY ($1::bigint[])"
-				     " AND state IN ('scheduled', 'starting', 'running', 'preempting')"
-				     " GROUP BY sweep_id",
-				     1, p, err)))
-			goto out;
-	}
-	for (int r = 0; r < PQntuples(res); r++)
-		for (int k = 0; k < n; k++)
-			if (v[k].id == sched_col_i64(res, r, 0))
-				v[k].active = (int)sched_col_i64(res, r, 1);
+		return 0;
+	if ((rc = sched_store_sweeps_active(active, s->pg, ids, n, err)))
+		return rc;
+	for (int k = 0; k < n; k++)
+		v[k].active = active[k];
 	*out = v;
 	*nout = n;
-out:
-	PQclear(res);
-	ty_buf_free(&ids);
-	return rc;
+	return 0;
 }
 
 /*
@@ -478,17 +460,14 @@ static int load_pending(struct snap *sn, struct sched *s, struct ty_err *err)
 
 static int snap_load(struct snap *sn, struct sched *s, struct ty_err *err)
 {
-	PGresult *res = NULL;
 	int rc;
 
 	memset(sn, 0, sizeof(*sn));
 	if (!(sn->arena = ty_arena_new()))
 		return ty_err_set(err, TY_ENOMEM, NULL);
 	/* one clock for the whole cycle: the database's */
-	if ((rc = ty_pg_exec(&res, s->pg, "SELECT (extract(epoch FROM now()) * 1000)::bigint", 0,
-			     NULL, err)))
+	if ((rc = sched_store_now_ms(&sn->in.now_ms, s->pg, err)))
 		goto out;
-	sn->in.now_ms = sched_col_i64(res, 0, 0);
 	sched_config_default(&sn->in.cfg);
 	sn->in.cfg.half_life_s = s->o.usage_half_life_s;
 	for (int c = 0; c < SCHED_NCLASSES; c++)
@@ -500,7 +479,6 @@ static int snap_load(struct snap *sn, struct sched *s, struct ty_err *err)
 	    (rc = load_running(sn, s, err)) || (rc = load_pending(sn, s, err)))
 		goto out;
 out:
-	PQclear(res);
 	if (rc)
 		snap_free(sn);
 	return rc;
@@ -820,7 +798,7 @@ static int place_set(int *placed, struct sched *s, const struct snap *sn,
 	}
 	if ((rc = sched_store_attempts_add(s, att, ng, err)) ||
 	    (rc = sched_store_allocs_add(s, al, nal, err)) ||
-	    (rc = sched_store_jobs_scheduled(s, ids, attempts, ng, err)))
+	    (rc = sched_store_jobs_scheduled(s->pg, ids, attempts, ng, err)))
 		goto out;
 	for (int i = 0; i < ng; i++)
 		if ((rc = scheduled_event(s, sn, &g[i], err)))
@@ -851,67 +829,42 @@ out:
  */
 static int cancel_pass(struct sched *s, struct ty_err *err)
 {
-	PGresult *res = NULL;
-	int rc;
+	struct sched_store_cancel *v = NULL;
+	int rc, n = 0;
 
-	if ((rc = ty_pg_exec(&res, s->pg,
-			     "SELECT j.id, j.attempt, j.state, j.stop_requested"
-			     " FROM jobs j LEFT JOIN attempts t"
-			     " ON t.job_id = j.id AND t.attempt = j.attempt"
-			     " WHERE j.cancel_requested"
-			     " AND j.state IN ('pending', 'scheduled', 'starting', 'running',"
-			     "  'preempting')" /* the partial index jobs_cancel_unfinished */
-			     " AND (j.state = 'pending'"
-			     " OR (j.state IN ('scheduled', 'starting', 'running', 'preempting')"
-			     " AND t.state IN ('scheduled', 'starting', 'running')))"
-			     " ORDER BY j.id",
-			     0, NULL, err)))
+	if ((rc = sched_store_cancels(&v, &n, s->pg, err)))
 		return rc;
-	for (int i = 0; i < PQntuples(res) && !rc; i++) {
-		int64_t job = sched_col_i64(res, i, 0), attempt = sched_col_i64(res, i, 1);
-		const char *state = PQgetvalue(res, i, 2);
-		char jb[24], ab[24], text[256];
-		const char *p[] = {sched_i64(jb, job), sched_i64(ab, attempt)};
-		PGresult *up = NULL;
+	for (int i = 0; i < n && !rc; i++) {
+		int64_t job = v[i].job, attempt = v[i].attempt;
+		const char *state = v[i].state;
+		char text[256];
 		int kills = 0;
 
 		if ((rc = sched_tx_begin(s, err)))
 			break;
 		if (!strcmp(state, "pending")) {
-			rc = ty_pg_exec(&up, s->pg,
-					"UPDATE jobs SET finished_at = now(),"
-					" state = CASE WHEN stop_requested THEN 'stopped'"
-					" ELSE 'cancelled' END,"
-					" pending_reason = NULL, queue_position = NULL,"
-					" reserved_until = NULL"
-					" WHERE id = $1 AND state = 'pending' RETURNING state",
-					1, p, err);
-			if (!rc && PQntuples(up) > 0) {
-				const char *to = PQgetvalue(up, 0, 0);
+			const char *to;
 
+			rc = sched_store_job_cancel_pending(&to, s->pg, job, err);
+			if (!rc && to)
 				rc = sched_job_event(s, job, to, to,
 						     !strcmp(to, "stopped") ? "stopped while pending"
 									    : "cancelled while pending",
 						     NULL, err);
-			}
 		} else {
-			rc = ty_pg_exec(
-			    &up, s->pg,
-			    "UPDATE attempts SET state = 'stopping' WHERE job_id = $1"
-			    " AND attempt = $2"
-			    " AND state IN ('scheduled', 'starting', 'running') RETURNING 1",
-			    2, p, err);
-			if (!rc && PQntuples(up) > 0) {
+			bool moved = false;
+
+			rc = sched_store_attempt_stopping(&moved, s->pg, job, attempt, err);
+			if (!rc && moved) {
 				json_t *data = json_pack("{s:I}", "attempt", (json_int_t)attempt);
 
 				if (!(rc = sched_kill_nodes(&kills, s, job, attempt, "cancel", NULL,
 							    err))) {
-					snprintf(
-					    text, sizeof(text),
-					    "%s requested: stopping attempt %lld (kill sent to "
-					    "%d node%s)",
-					    PQgetvalue(res, i, 3)[0] == 't' ? "stop" : "cancel",
-					    (long long)attempt, kills, kills == 1 ? "" : "s");
+					snprintf(text, sizeof(text),
+						 "%s requested: stopping attempt %lld (kill sent to "
+						 "%d node%s)",
+						 v[i].stop ? "stop" : "cancel", (long long)attempt,
+						 kills, kills == 1 ? "" : "s");
 					rc = sched_job_event(s, job, "stopping", state, text, data,
 							     err);
 				}
@@ -920,13 +873,12 @@ static int cancel_pass(struct sched *s, struct ty_err *err)
 					rc = sched_settle_attempt(s, job, attempt, err);
 			}
 		}
-		PQclear(up);
 		if (rc)
 			ty_pg_rollback(s->pg);
 		else if (!(rc = sched_tx_commit(s, err)) && kills > 0)
 			SCHED_FAULT(SCHED_FAULT_CANCEL_AFTER_COMMIT);
 	}
-	PQclear(res);
+	free(v);
 	return rc;
 }
 
@@ -1097,7 +1049,8 @@ static bool far_back_fresh(const struct pend_row *was, int64_t job, int position
 	       now_ms - was->written_ms < QUEUE_REFRESH_MS + (job % 60) * 1000;
 }
 
-static int queue_row(json_t *rows, struct qchanges *ch, struct snap *sn, int64_t job,
+static int queue_row(struct sched_store_queue_row *rows, int *nrows, struct qchanges *ch,
+		     struct snap *sn, int64_t job,
 		     const struct pend_row *was, const char *reason, int position,
 		     int64_t reserved_ms, int64_t now_ms)
 {
@@ -1114,10 +1067,9 @@ static int queue_row(json_t *rows, struct qchanges *ch, struct snap *sn, int64_t
 	c->reserved_ms = reserved_ms;
 	c->written_ms = now_ms;
 	ch->n++;
-	return json_array_append_new(
-	    rows, json_pack("{s:I, s:s, s:o, s:o}", "id", (json_int_t)job, "reason", reason, "pos",
-			    position > 0 ? json_integer(position) : json_null(), "resv",
-			    reserved_ms >= 0 ? json_integer(reserved_ms) : json_null()));
+	rows[(*nrows)++] = (struct sched_store_queue_row){
+	    .job = job, .reason = c->reason, .position = position, .reserved_ms = reserved_ms};
+	return 0;
 }
 
 static int cmp_i64(const void *a, const void *b)
@@ -1137,15 +1089,16 @@ static int publish_queue(struct sched_ids *now_queued, struct qchanges *ch, stru
 			 struct snap *sn, const struct sched_decisions *d, struct ty_err *err)
 {
 	const struct sched_input *in = &sn->in;
-	json_t *rows = json_array(), *gone = json_array();
-	char *text = NULL, reason[REASON_MAX], when[64], pwhen[64];
-	int64_t mono = ty_mono_ms();
-	int rc = 0, n = 0;
+	struct sched_store_queue_row *rows = NULL;
+	int64_t *gone = NULL, mono = ty_mono_ms();
+	char reason[REASON_MAX], when[64], pwhen[64];
+	int rc = 0, n = 0, nrows = 0, ngone = 0;
 
 	memset(now_queued, 0, sizeof(*now_queued));
 	ch->n = 0;
-	if (!rows || !gone ||
-	    !(ch->v = snap_alloc(sn, (size_t)(in->npending + sn->nheld), sizeof(*ch->v))))
+	if (!(ch->v = snap_alloc(sn, (size_t)(in->npending + sn->nheld), sizeof(*ch->v))) ||
+	    !(rows = snap_alloc(sn, (size_t)(in->npending + sn->nheld), sizeof(*rows))) ||
+	    !(gone = snap_alloc(sn, (size_t)s->queued.n, sizeof(*gone))))
 		goto oom;
 	if (in->npending + sn->nheld > 0 &&
 	    !(now_queued->v = calloc((size_t)(in->npending + sn->nheld), sizeof(int64_t))))
@@ -1166,7 +1119,7 @@ static int publish_queue(struct sched_ids *now_queued, struct qchanges *ch, stru
 			  o->reason == SCHED_WAIT_BACKOFF);
 		when_text(pwhen, sizeof(pwhen), o->protected_until_ms, in->now_ms, false);
 		sched_reason_format_at(reason, sizeof(reason), in, d, i, when, pwhen);
-		if (queue_row(rows, ch, sn, in->pending[i].job, &sn->prow[i], reason,
+		if (queue_row(rows, &nrows, ch, sn, in->pending[i].job, &sn->prow[i], reason,
 			      o->position + 1, resv, mono))
 			goto oom;
 	}
@@ -1178,58 +1131,28 @@ static int publish_queue(struct sched_ids *now_queued, struct qchanges *ch, stru
 				 "waiting for attempt %lld to stop on every node",
 				 (long long)sn->hrow[i].attempt);
 		now_queued->v[n++] = sn->held[i];
-		if (queue_row(rows, ch, sn, sn->held[i], &sn->hrow[i], reason, 0, -1, mono))
+		if (queue_row(rows, &nrows, ch, sn, sn->held[i], &sn->hrow[i], reason, 0, -1, mono))
 			goto oom;
 	}
 	now_queued->n = n;
 	if (n > 0)
 		qsort(now_queued->v, (size_t)n, sizeof(int64_t), cmp_i64);
 	for (int i = 0; i < s->queued.n; i++)
-		if ((n == 0 || !bsearch(&s->queued.v[i], now_queued->v, (size_t)n, sizeof(int64_t),
-					cmp_i64)) &&
-		    json_array_append_new(gone, json_integer(s->queued.v[i])))
-			goto oom;
-	if (json_array_size(rows) > 0) {
-		if (!(text = json_dumps(rows, JSON_COMPACT)))
-			goto oom;
-		const char *p[] = {text};
-		if ((rc = ty_pg_exec(
-			 NULL, s->pg,
-			 "UPDATE jobs j SET pending_reason = u.reason, queue_position = u.pos,"
-			 " reserved_until = to_timestamp(u.resv / 1000.0)"
-			 " FROM jsonb_to_recordset($1::jsonb)"
-			 "  AS u(id bigint, reason text, pos integer, resv bigint)"
-			 " WHERE j.id = u.id AND j.state = 'pending'",
-			 1, p, err)))
-			goto out;
-		free(text);
-		text = NULL;
-	}
-	if (json_array_size(gone) > 0) {
-		if (!(text = json_dumps(gone, JSON_COMPACT)))
-			goto oom;
-		const char *p[] = {text};
-		if ((rc = ty_pg_exec(
-			 NULL, s->pg,
-			 "UPDATE jobs SET pending_reason = NULL, queue_position = NULL,"
-			 " reserved_until = NULL"
-			 " WHERE id IN (SELECT jsonb_array_elements_text($1::jsonb)::bigint)"
-			 " AND state <> 'pending'",
-			 1, p, err)))
-			goto out;
-	}
-	if (json_array_size(rows) + json_array_size(gone) > 0)
-		ty_debug("queue: %zu job(s) with a new position or reason, %zu left the queue",
-			 json_array_size(rows), json_array_size(gone));
+		if (n == 0 || !bsearch(&s->queued.v[i], now_queued->v, (size_t)n, sizeof(int64_t),
+				       cmp_i64))
+			gone[ngone++] = s->queued.v[i];
+	if ((rc = sched_store_queue_publish(s->pg, rows, nrows, err)) ||
+	    (rc = sched_store_queue_left(s->pg, gone, ngone, err)))
+		goto out;
+	if (nrows + ngone > 0)
+		ty_debug("queue: %d job(s) with a new position or reason, %d left the queue", nrows,
+			 ngone);
 	goto out;
 oom:
 	rc = ty_err_set(err, TY_ENOMEM, NULL);
 out:
 	if (rc)
 		sched_ids_free(now_queued);
-	json_decref(rows);
-	json_decref(gone);
-	free(text);
 	return rc;
 }
 
@@ -1238,15 +1161,17 @@ out:
  * when its decayed usage was last written USAGE_PERSIST_MS ago; the decayed
  * value is always written with the time it is as of.
  */
-static int publish_teams(json_t **written, struct sched *s, const struct snap *sn,
-			 const struct sched_decisions *d, struct ty_err *err)
+static int publish_teams(struct sched_store_team_usage **written, int *nwritten, struct sched *s,
+			 const struct snap *sn, const struct sched_decisions *d,
+			 struct ty_err *err)
 {
 	const struct sched_input *in = &sn->in;
-	json_t *rows = json_array();
-	char *text = NULL;
-	int rc = 0;
+	struct sched_store_team_usage *rows = NULL;
+	int rc, n = 0;
 
-	if (!rows)
+	*written = NULL;
+	*nwritten = 0;
+	if (in->nteams > 0 && !(rows = calloc((size_t)in->nteams, sizeof(*rows))))
 		return ty_err_set(err, TY_ENOMEM, NULL);
 	for (int i = 0; i < in->nteams && i < d->nteams; i++) {
 		const struct sched_team_out *t = &d->teams[i];
@@ -1260,47 +1185,21 @@ static int publish_teams(json_t **written, struct sched *s, const struct snap *s
 		    fabs(was->fair_share - t->fairshare) < FAIRSHARE_EPSILON &&
 		    in->now_ms - was->since_ms < USAGE_PERSIST_MS)
 			continue;
-		if (json_array_append_new(
-			rows, json_pack("{s:I, s:f, s:f, s:I, s:I, s:I, s:I}", "team",
-					(json_int_t)was->id, "decayed", sn->usage[i].decayed, "fs",
-					t->fairshare, "used", (json_int_t)t->used, "borrowed",
-					(json_int_t)t->borrowed, "lent", (json_int_t)t->lent,
-					"pending", (json_int_t)pending))) {
-			rc = ty_err_set(err, TY_ENOMEM, NULL);
-			goto out;
-		}
+		rows[n++] = (struct sched_store_team_usage){.team = was->id,
+							    .decayed = sn->usage[i].decayed,
+							    .fair_share = t->fairshare,
+							    .used = t->used,
+							    .borrowed = t->borrowed,
+							    .lent = t->lent,
+							    .pending = pending};
 	}
-	if (json_array_size(rows) == 0)
-		goto out;
-	char nb[24];
-	if (!(text = json_dumps(rows, JSON_COMPACT))) {
-		rc = ty_err_set(err, TY_ENOMEM, NULL);
-		goto out;
+	if ((rc = sched_store_team_usage_write(s->pg, rows, n, in->now_ms, err))) {
+		free(rows);
+		return rc;
 	}
-	const char *p[] = {text, sched_i64(nb, in->now_ms)};
-	rc = ty_pg_exec(
-	    NULL, s->pg,
-	    "INSERT INTO team_usage (team_id, decayed_gpu_seconds, fair_share, gpus_in_use,"
-	    " gpus_borrowed, gpus_lent, pending_jobs, updated_at)"
-	    " SELECT u.team, u.decayed, u.fs, u.used, u.borrowed, u.lent, u.pending,"
-	    " to_timestamp($2::bigint / 1000.0)"
-	    " FROM jsonb_to_recordset($1::jsonb) AS u(team bigint, decayed float8, fs float8,"
-	    "  used integer, borrowed integer, lent integer, pending integer)"
-	    " JOIN teams t ON t.id = u.team"
-	    " ON CONFLICT (team_id) DO UPDATE SET"
-	    " decayed_gpu_seconds = EXCLUDED.decayed_gpu_seconds,"
-	    " fair_share = EXCLUDED.fair_share, gpus_in_use = EXCLUDED.gpus_in_use,"
-	    " gpus_borrowed = EXCLUDED.gpus_borrowed, gpus_lent = EXCLUDED.gpus_lent,"
-	    " pending_jobs = EXCLUDED.pending_jobs, updated_at = EXCLUDED.updated_at",
-	    2, p, err);
-out:
-	if (!rc) {
-		*written = rows; /* recorded in the mirror once committed */
-		rows = NULL;
-	}
-	json_decref(rows);
-	free(text);
-	return rc;
+	*written = rows; /* recorded in the mirror once committed */
+	*nwritten = n;
+	return 0;
 }
 
 /* Every decision of the cycle in one fenced transaction. */
@@ -1308,10 +1207,9 @@ static int apply(struct sched *s, struct snap *sn, const struct sched_decisions 
 		 struct ty_err *err)
 {
 	struct sched_ids queued = {0};
+	struct sched_store_team_usage *usage = NULL;
 	struct qchanges ch = {0};
-	json_t *usage = NULL, *u;
-	size_t k;
-	int rc, placed = 0;
+	int rc, placed = 0, nusage = 0;
 
 	if ((rc = sched_tx_begin(s, err))) {
 		sched_mirror_stale(s, "cycle not begun");
@@ -1320,7 +1218,7 @@ static int apply(struct sched *s, struct snap *sn, const struct sched_decisions 
 	if ((rc = apply_placements(&placed, s, sn, d, err)) ||
 	    (rc = apply_preemptions(s, sn, d, err)) ||
 	    (rc = publish_queue(&queued, &ch, s, sn, d, err)) ||
-	    (rc = publish_teams(&usage, s, sn, d, err))) {
+	    (rc = publish_teams(&usage, &nusage, s, sn, d, err))) {
 		ty_pg_rollback(s->pg);
 		sched_mirror_stale(s, "cycle rolled back");
 		goto out;
@@ -1334,17 +1232,10 @@ static int apply(struct sched *s, struct snap *sn, const struct sched_decisions 
 	if (placed || d->npreemptions)
 		SCHED_FAULT(SCHED_FAULT_CYCLE_AFTER_COMMIT);
 	/* committed: the team_usage rows it wrote are what the mirror holds now */
-	json_array_foreach(usage, k, u)
-	{
-		sched_mirror_team_usage(
-		    s, json_integer_value(json_object_get(u, "team")),
-		    json_number_value(json_object_get(u, "decayed")),
-		    json_number_value(json_object_get(u, "fs")),
-		    json_integer_value(json_object_get(u, "used")),
-		    json_integer_value(json_object_get(u, "borrowed")),
-		    json_integer_value(json_object_get(u, "lent")),
-		    json_integer_value(json_object_get(u, "pending")), sn->in.now_ms);
-	}
+	for (int i = 0; i < nusage; i++)
+		sched_mirror_team_usage(s, usage[i].team, usage[i].decayed, usage[i].fair_share,
+					usage[i].used, usage[i].borrowed, usage[i].lent,
+					usage[i].pending, sn->in.now_ms);
 	sched_ids_free(&s->queued);
 	s->queued = queued;
 	memset(&queued, 0, sizeof(queued));
@@ -1357,7 +1248,7 @@ static int apply(struct sched *s, struct snap *sn, const struct sched_decisions 
 		ty_debug("cycle: placed %d of %d pending job(s), %d preemption(s)", placed,
 			 sn->in.npending, d->npreemptions);
 out:
-	json_decref(usage);
+	free(usage);
 	sched_ids_free(&queued);
 	return rc;
 }

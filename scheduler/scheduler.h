@@ -834,9 +834,6 @@ int sched_store_attempts_add(struct sched *s, const struct sched_store_attempt *
 /* Insert n allocations rows, one statement. */
 int sched_store_allocs_add(struct sched *s, const struct sched_store_alloc *v, int n,
 			   struct ty_err *err);
-/* Move n jobs to `scheduled` with their new attempt, queue fields cleared; one statement. */
-int sched_store_jobs_scheduled(struct sched *s, const int64_t *jobs, const int64_t *attempts, int n,
-			       struct ty_err *err);
 int sched_store__outbox_flush(struct sched *s, struct ty_err *err);
 /* attempts.message of an attempt whose ranks all exited 0 while it was being stopped */
 #define SCHED_FINISHED_FIRST "finished before it was stopped"

@@ -1,8 +1,8 @@
 /*
  * A cycle's placements written set-based: the placeable jobs locked, the
- * nodes' boots read, attempts, allocations and the jobs' move to scheduled
- * inserted or updated from arrays, one statement each whatever the number
- * of gangs.
+ * nodes' boots read, attempts and allocations inserted from arrays, one
+ * statement each whatever the number of gangs (the jobs' move to scheduled
+ * is lifecycle.c's).
  */
 #include "scheduler.h"
 
@@ -31,11 +31,6 @@ static const char SQL_ALLOCS[] =
     " FROM unnest($1::bigint[], $2::integer[], $3::text[], $4::integer[], $5::integer[],"
     " $6::integer[], $7::text[])"
     " AS a(job, attempt, node, node_rank, first_rank, local_ranks, gpus)";
-static const char SQL_JOBS_SCHEDULED[] =
-    "UPDATE jobs SET state = 'scheduled', attempt = u.attempt, pending_reason = NULL,"
-    " queue_position = NULL, reserved_until = NULL"
-    " FROM unnest($1::bigint[], $2::integer[]) AS u(id, attempt) WHERE jobs.id = u.id";
-
 /* Array literals of n columns, built together; 0 or TY_ENOMEM. */
 static int add_i64(struct ty_buf *b, int64_t v)
 {
@@ -238,26 +233,5 @@ int sched_store_allocs_add(struct sched *s, const struct sched_store_alloc *v, i
 		rc = ty_pg_exec(NULL, s->pg, SQL_ALLOCS, 7, p, err);
 	}
 	free_all(b, 7);
-	return rc;
-}
-
-int sched_store_jobs_scheduled(struct sched *s, const int64_t *jobs, const int64_t *attempts, int n,
-			       struct ty_err *err)
-{
-	struct ty_buf b[2] = {0};
-	int rc = 0;
-
-	if (n == 0)
-		return 0;
-	for (int i = 0; i < n && !rc; i++)
-		rc = add_i64(&b[0], jobs[i]) || add_i64(&b[1], attempts[i]) ? TY_ENOMEM : 0;
-	if (rc || end_all(b, 2)) {
-		rc = ty_err_set(err, TY_ENOMEM, NULL);
-	} else {
-		const char *p[] = {b[0].data, b[1].data};
-
-		rc = ty_pg_exec(NULL, s->pg, SQL_JOBS_SCHEDULED, 2, p, err);
-	}
-	free_all(b, 2);
 	return rc;
 }

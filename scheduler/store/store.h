@@ -113,4 +113,137 @@ struct sched_store_ended {
 	bool moved;    /* its job moved to succeeded too */
 };
 
+/* ---- lifecycle.c: from the scheduler's decisions (place.c, preempt.c) ---- */
+
+struct ty_pg;
+struct ty_err;
+
+/* A job's attempt. */
+struct sched_store_ja {
+	int64_t job, attempt;
+};
+
+/* Move n jobs to `scheduled` with their new attempt, queue fields cleared; one statement. */
+int sched_store_jobs_scheduled(struct ty_pg *pg, const int64_t *jobs, const int64_t *attempts,
+			       int n, struct ty_err *err);
+/*
+ * A pending job whose cancel (or stop) was requested ended: *to "stopped"
+ * (stop_requested) or "cancelled" (static strings), NULL when it was no
+ * longer pending.
+ */
+int sched_store_job_cancel_pending(const char **to, struct ty_pg *pg, int64_t job,
+				   struct ty_err *err);
+/* An active attempt to stopping (a cancel); *moved false when it was not active. */
+int sched_store_attempt_stopping(bool *moved, struct ty_pg *pg, int64_t job, int64_t attempt,
+				 struct ty_err *err);
+
+/* What starts a preemption (borrowed strings). */
+struct sched_store_preempt_req {
+	int64_t job, attempt;
+	int64_t for_job;       /* 0: none */
+	const char *why;       /* attempts.message */
+	const char *spot_node; /* NULL: none */
+	int64_t deadline_ms;   /* 0: none */
+	int64_t margin_s;      /* kill_at is at most deadline - margin */
+};
+/* A preemption started: the job's checkpoint signal and the seconds until kill_at. */
+struct sched_store_preempt {
+	char *signal; /* owned */
+	int grace_s;
+};
+/*
+ * The attempt of an active job with no cancel requested to stopping, failure
+ * class preempted, kill_at after the job's checkpoint grace (cut short by a
+ * deadline); *moved false when it was over or being stopped already.
+ * out->signal is new (free it).
+ */
+int sched_store_attempt_preempt(struct sched_store_preempt *out, bool *moved, struct ty_pg *pg,
+				const struct sched_store_preempt_req *r, struct ty_err *err);
+/* The job to preempting (its attempt moved by sched_store_attempt_preempt). */
+int sched_store_job_preempting(struct ty_pg *pg, int64_t job, struct ty_err *err);
+/* The stopping attempts whose kill_at passed and that hold unkilled nodes: *out new. */
+int sched_store_kills_due(struct sched_store_ja **out, int *nout, struct ty_pg *pg,
+			  struct ty_err *err);
+/* Lock the attempt (FOR UPDATE); *due whether it is still stopping and past kill_at. */
+int sched_store_kill_due_lock(bool *due, struct ty_pg *pg, int64_t job, int64_t attempt,
+			      struct ty_err *err);
+/* A preempted attempt that ended on every node. */
+struct sched_store_preempted {
+	int64_t for_job; /* 0: none */
+	char *spot_node; /* owned; NULL: not a spot preemption */
+};
+/*
+ * A stopping, preempted attempt to failed; *moved false when settled
+ * before. out->spot_node is new (free it).
+ */
+int sched_store_attempt_preempt_failed(struct sched_store_preempted *out, bool *moved,
+				       struct ty_pg *pg, int64_t job, int64_t attempt,
+				       struct ty_err *err);
+/*
+ * A preempting job whose cancel (or stop) was requested meanwhile ended: *to
+ * "stopped" or "cancelled" (static), NULL when it was not so.
+ */
+int sched_store_job_preempt_cancelled(const char **to, struct ty_pg *pg, int64_t job,
+				      int64_t attempt, struct ty_err *err);
+/*
+ * A preempting job back to pending, no retry spent: preemptions (and
+ * spot_preemptions when spot) + 1, their new values in *preemptions and
+ * *spot_preemptions; *moved false when it was not preempting.
+ */
+int sched_store_job_requeued(bool *moved, int64_t *preemptions, int64_t *spot_preemptions,
+			     struct ty_pg *pg, int64_t job, int64_t attempt, bool spot,
+			     struct ty_err *err);
+
+/* ---- preemptions.c: what the preemption protocol reads ---- */
+
+/* The nodes still running a part of the attempt (not lost), by node rank: *out new. */
+int sched_store_checkpoint_nodes(char ***out, int *nout, struct ty_pg *pg, int64_t job,
+				 int64_t attempt, struct ty_err *err);
+/* Free v[n] and its strings; NULL-safe. */
+void sched_store_strs_free(char **v, int n);
+
+/* ---- cancels.c: the cancels (stops) the scheduler has still to carry out ---- */
+
+/* A job whose cancel or stop was requested. */
+struct sched_store_cancel {
+	int64_t job, attempt;
+	char state[16]; /* jobs.state: pending, or active with an active attempt */
+	bool stop;	/* stop_requested */
+};
+/* The jobs to end (pending) or stop (active attempt), by id: *out new. */
+int sched_store_cancels(struct sched_store_cancel **out, int *nout, struct ty_pg *pg,
+			struct ty_err *err);
+
+/* ---- cycle_load.c: what a cycle reads beside the mirror ---- */
+
+/* The database's clock in ms since the epoch (one clock for the whole cycle). */
+int sched_store_now_ms(int64_t *now_ms, struct ty_pg *pg, struct ty_err *err);
+/* active[k]: how many jobs of sweep sweeps[k] are scheduled, starting, running or preempting. */
+int sched_store_sweeps_active(int *active, struct ty_pg *pg, const int64_t *sweeps, int n,
+			      struct ty_err *err);
+
+/* ---- queue_publish.c: what a cycle publishes of the queue and the teams ---- */
+
+/* A pending job's queue fields (borrowed reason). */
+struct sched_store_queue_row {
+	int64_t job;
+	const char *reason;
+	int position;	     /* 1-based; 0: none (NULL) */
+	int64_t reserved_ms; /* -1: none (NULL) */
+};
+/* Write v[n]'s queue fields where the job is still pending; one statement. */
+int sched_store_queue_publish(struct ty_pg *pg, const struct sched_store_queue_row *v, int n,
+			      struct ty_err *err);
+/* Clear the queue fields of jobs[n] that are no longer pending; one statement. */
+int sched_store_queue_left(struct ty_pg *pg, const int64_t *jobs, int n, struct ty_err *err);
+/* A team's team_usage row. */
+struct sched_store_team_usage {
+	int64_t team;
+	double decayed, fair_share;
+	int64_t used, borrowed, lent, pending;
+};
+/* Upsert v[n]'s team_usage rows (teams that exist), as of now_ms; one statement. */
+int sched_store_team_usage_write(struct ty_pg *pg, const struct sched_store_team_usage *v, int n,
+				 int64_t now_ms, struct ty_err *err);
+
 #endif

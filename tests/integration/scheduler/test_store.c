@@ -393,3 +393,80 @@ TY_TEST(a_placement_the_set_cannot_take_fails_alone)
 		fx_n(bad));
 	fx_sched_stop(f, s);
 }
+
+/* A job's queue fields: reason, position, reserved_until in ms ("-": NULL). */
+static const char SQL_QUEUE_FIELDS[] =
+    "SELECT coalesce(pending_reason, '-') || ' ' || coalesce(queue_position::text, '-') || ' '"
+    " || coalesce((extract(epoch FROM reserved_until) * 1000)::bigint::text, '-')"
+    " FROM jobs WHERE id = $1";
+
+TY_TEST(queue_fields_are_written_for_pending_jobs_and_cleared_for_those_that_left)
+{
+	struct fx *f = fx_start();
+	struct sched *s = lead(f);
+	struct ty_err err = {0};
+	long long a = fx_submit(f, RES), b = fx_submit(f, RES), c = fx_submit(f, RES);
+
+	/* c ended meanwhile, its queue fields still set; b is written as if still queued */
+	FX_Q(f,
+	     "UPDATE jobs SET state = 'cancelled', finished_at = now(), pending_reason = 'old',"
+	     " queue_position = 3 WHERE id = $1",
+	     fx_n(c));
+	{
+		const struct sched_store_queue_row rows[] = {
+		    {.job = a, .reason = "first \"in\" line", .position = 1,
+		     .reserved_ms = 1700000000000},
+		    {.job = b, .reason = "held", .position = 0, .reserved_ms = -1},
+		    /* not pending: untouched by the publication */
+		    {.job = c, .reason = "new", .position = 2, .reserved_ms = -1},
+		};
+		const int64_t left[] = {a, c, 987654321};
+
+		REQUIRE_INT_EQ(sched_tx_begin(s, &err), 0);
+		CHECK_INT_EQ(sched_store_queue_publish(s->pg, rows, 3, &err), 0);
+		/* a is pending: the clearing leaves it */
+		CHECK_INT_EQ(sched_store_queue_left(s->pg, left, 3, &err), 0);
+		CHECK_INT_EQ(sched_store_queue_publish(s->pg, NULL, 0, &err), 0);
+		CHECK_INT_EQ(sched_store_queue_left(s->pg, NULL, 0, &err), 0);
+		commit(s);
+	}
+	CHECK_STR_EQ(FX_Q(f, SQL_QUEUE_FIELDS, fx_n(a)), "first \"in\" line 1 1700000000000");
+	CHECK_STR_EQ(FX_Q(f, SQL_QUEUE_FIELDS, fx_n(b)), "held - -");
+	CHECK_STR_EQ(FX_Q(f, SQL_QUEUE_FIELDS, fx_n(c)), "- - -");
+	done(s);
+}
+
+/* A team's team_usage row, updated_at in ms. */
+static const char SQL_TEAM_USAGE_ROW[] =
+    "SELECT decayed_gpu_seconds || ' ' || fair_share || ' ' || gpus_in_use || ' '"
+    " || gpus_borrowed || ' ' || gpus_lent || ' ' || pending_jobs || ' '"
+    " || (extract(epoch FROM updated_at) * 1000)::bigint FROM team_usage WHERE team_id = $1";
+
+TY_TEST(team_usage_rows_are_upserted_for_teams_that_exist)
+{
+	struct fx *f = fx_start();
+	struct sched *s = lead(f);
+	struct ty_err err = {0};
+	long long a = fx_submit(f, RES);
+	int64_t team = atoll(FX_Q(f, "SELECT team_id FROM jobs WHERE id = $1", fx_n(a)));
+	struct sched_store_team_usage v[] = {
+	    {.team = team, .decayed = 12.5, .fair_share = 0.25, .used = 4, .borrowed = 1,
+	     .lent = 2, .pending = 3},
+	    /* a team deleted meanwhile: skipped, not an error */
+	    {.team = 987654321, .decayed = 1, .fair_share = 1},
+	};
+
+	REQUIRE_INT_EQ(sched_tx_begin(s, &err), 0);
+	CHECK_INT_EQ(sched_store_team_usage_write(s->pg, v, 2, 1700000000000, &err), 0);
+	commit(s);
+	CHECK_STR_EQ(FX_Q(f, SQL_TEAM_USAGE_ROW, fx_n(team)), "12.5 0.25 4 1 2 3 1700000000000");
+	CHECK_STR_EQ(FX_Q(f, "SELECT count(*) FROM team_usage WHERE team_id = 987654321"), "0");
+	/* written again: the row is replaced */
+	v[0].used = 0;
+	v[0].pending = 0;
+	REQUIRE_INT_EQ(sched_tx_begin(s, &err), 0);
+	CHECK_INT_EQ(sched_store_team_usage_write(s->pg, v, 1, 1700000060000, &err), 0);
+	commit(s);
+	CHECK_STR_EQ(FX_Q(f, SQL_TEAM_USAGE_ROW, fx_n(team)), "12.5 0.25 0 1 2 0 1700000060000");
+	done(s);
+}

@@ -1,0 +1,130 @@
+/*
+ * What a scheduling cycle publishes (place.c): the pending jobs' reasons,
+ * queue positions and reservations, the queue fields of jobs that left the
+ * queue, and the teams' usage rows; one statement each whatever the number
+ * of rows.
+ */
+#include "scheduler.h"
+
+#include <stdlib.h>
+
+static const char SQL_QUEUE_PUBLISH[] =
+    "UPDATE jobs j SET pending_reason = u.reason, queue_position = u.pos,"
+    " reserved_until = to_timestamp(u.resv / 1000.0)"
+    " FROM jsonb_to_recordset($1::jsonb)"
+    "  AS u(id bigint, reason text, pos integer, resv bigint)"
+    " WHERE j.id = u.id AND j.state = 'pending'";
+
+/* The compact JSON text of rows (new, in *text); consumes rows (NULL: out of memory). */
+static int dump(char **text, json_t *rows, struct ty_err *err)
+{
+	*text = rows ? json_dumps(rows, JSON_COMPACT) : NULL;
+	json_decref(rows);
+	return *text ? 0 : ty_err_set(err, TY_ENOMEM, NULL);
+}
+
+int sched_store_queue_publish(struct ty_pg *pg, const struct sched_store_queue_row *v, int n,
+			      struct ty_err *err)
+{
+	json_t *rows;
+	char *text;
+	int rc;
+
+	if (n == 0)
+		return 0;
+	if (!(rows = json_array()))
+		return ty_err_set(err, TY_ENOMEM, NULL);
+	for (int i = 0; i < n; i++)
+		if (json_array_append_new(
+			rows,
+			json_pack("{s:I, s:s, s:o, s:o}", "id", (json_int_t)v[i].job, "reason",
+				  v[i].reason, "pos",
+				  v[i].position > 0 ? json_integer(v[i].position) : json_null(),
+				  "resv",
+				  v[i].reserved_ms >= 0 ? json_integer(v[i].reserved_ms)
+							: json_null()))) {
+			json_decref(rows);
+			return ty_err_set(err, TY_ENOMEM, NULL);
+		}
+	if ((rc = dump(&text, rows, err)))
+		return rc;
+	const char *p[] = {text};
+
+	rc = ty_pg_exec(NULL, pg, SQL_QUEUE_PUBLISH, 1, p, err);
+	free(text);
+	return rc;
+}
+
+static const char SQL_QUEUE_LEFT[] =
+    "UPDATE jobs SET pending_reason = NULL, queue_position = NULL,"
+    " reserved_until = NULL"
+    " WHERE id IN (SELECT jsonb_array_elements_text($1::jsonb)::bigint)"
+    " AND state <> 'pending'";
+
+int sched_store_queue_left(struct ty_pg *pg, const int64_t *jobs, int n, struct ty_err *err)
+{
+	json_t *ids;
+	char *text;
+	int rc;
+
+	if (n == 0)
+		return 0;
+	if (!(ids = json_array()))
+		return ty_err_set(err, TY_ENOMEM, NULL);
+	for (int i = 0; i < n; i++)
+		if (json_array_append_new(ids, json_integer(jobs[i]))) {
+			json_decref(ids);
+			return ty_err_set(err, TY_ENOMEM, NULL);
+		}
+	if ((rc = dump(&text, ids, err)))
+		return rc;
+	const char *p[] = {text};
+
+	rc = ty_pg_exec(NULL, pg, SQL_QUEUE_LEFT, 1, p, err);
+	free(text);
+	return rc;
+}
+
+static const char SQL_TEAM_USAGE[] =
+    "INSERT INTO team_usage (team_id, decayed_gpu_seconds, fair_share, gpus_in_use,"
+    " gpus_borrowed, gpus_lent, pending_jobs, updated_at)"
+    " SELECT u.team, u.decayed, u.fs, u.used, u.borrowed, u.lent, u.pending,"
+    " to_timestamp($2::bigint / 1000.0)"
+    " FROM jsonb_to_recordset($1::jsonb) AS u(team bigint, decayed float8, fs float8,"
+    "  used integer, borrowed integer, lent integer, pending integer)"
+    " JOIN teams t ON t.id = u.team"
+    " ON CONFLICT (team_id) DO UPDATE SET"
+    " decayed_gpu_seconds = EXCLUDED.decayed_gpu_seconds,"
+    " fair_share = EXCLUDED.fair_share, gpus_in_use = EXCLUDED.gpus_in_use,"
+    " gpus_borrowed = EXCLUDED.gpus_borrowed, gpus_lent = EXCLUDED.gpus_lent,"
+    " pending_jobs = EXCLUDED.pending_jobs, updated_at = EXCLUDED.updated_at";
+
+int sched_store_team_usage_write(struct ty_pg *pg, const struct sched_store_team_usage *v, int n,
+				 int64_t now_ms, struct ty_err *err)
+{
+	json_t *rows;
+	char nb[24], *text;
+	int rc;
+
+	if (n == 0)
+		return 0;
+	if (!(rows = json_array()))
+		return ty_err_set(err, TY_ENOMEM, NULL);
+	for (int i = 0; i < n; i++)
+		if (json_array_append_new(
+			rows, json_pack("{s:I, s:f, s:f, s:I, s:I, s:I, s:I}", "team",
+					(json_int_t)v[i].team, "decayed", v[i].decayed, "fs",
+					v[i].fair_share, "used", (json_int_t)v[i].used, "borrowed",
+					(json_int_t)v[i].borrowed, "lent", (json_int_t)v[i].lent,
+					"pending", (json_int_t)v[i].pending))) {
+			json_decref(rows);
+			return ty_err_set(err, TY_ENOMEM, NULL);
+		}
+	if ((rc = dump(&text, rows, err)))
+		return rc;
+	const char *p[] = {text, sched_i64(nb, now_ms)};
+
+	rc = ty_pg_exec(NULL, pg, SQL_TEAM_USAGE, 2, p, err);
+	free(text);
+	return rc;
+}
