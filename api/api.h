@@ -205,6 +205,8 @@ int api_reply_from_err(struct api_req *r, int code, const struct ty_err *err);
 #define API_ERR_PROBLEM(pc) (-1000 - (int)(pc))
 int api_fail(struct api_req *r, struct ty_err *err, enum api_pcode pc, const char *field,
 	     const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+/* api_fail with the problem a pure check filled (api_validate_team and the like). */
+int api_fail_problem(struct api_req *r, struct ty_err *err, const struct api_problem *p);
 
 /*
  * Integer query parameter name in min..max into *out (def when absent).

@@ -221,6 +221,18 @@ int api_fail(struct api_req *r, struct ty_err *err, enum api_pcode pc, const cha
 	return API_ERR_PROBLEM(pc);
 }
 
+int api_fail_problem(struct api_req *r, struct ty_err *err, const struct api_problem *p)
+{
+	int pc = 0;
+
+	while (pc < API_P_COUNT && strcmp(problems[pc].code, p->code))
+		pc++;
+	if (pc == API_P_COUNT) /* a check's bug: not a code of the table */
+		pc = API_P_INTERNAL;
+	return api_fail(r, err, (enum api_pcode)pc, p->field[0] ? p->field : NULL, "%s",
+			p->detail);
+}
+
 const char *api_scope(struct api_req *r)
 {
 	return r->auth.role == API_ROLE_ADMIN

@@ -1,0 +1,79 @@
+/*
+ * The API's SQL as typed calls (store_*.c): the statements are constants
+ * beside their call, no PGresult leaves a store file. Documents come back
+ * as JSON text in the caller's arena; "not there" is a NULL document or a
+ * false flag, never an error. Every call returns 0 or a ty code with err
+ * filled (TY_ECONFLICT for a unique violation).
+ */
+#ifndef TY_API_STORE_H
+#define TY_API_STORE_H
+
+#include "api.h"
+
+/*
+ * For the store files only: a copy of res's value at row, col in a (*out
+ * NULL for SQL NULL). Returns 0 or TY_ENOMEM.
+ */
+int api__store_text(const char **out, struct ty_arena *a, const PGresult *res, int row, int col,
+		    struct ty_err *err);
+
+/* ---- store_audit.c ---- */
+/* An audit_log row: token token_id did action to object (in the caller's transaction). */
+int api_store_audit_log(struct ty_pg *pg, int64_t token_id, const char *action,
+			const char *object, struct ty_err *err);
+
+/* ---- store_teams.c ---- */
+/*
+ * The team columns a body sets, in their order in both statements; each is
+ * also the body's field name (api_validate_team checks the values).
+ */
+#define API_TEAM_COLUMNS(X)                                                                        \
+	X(nominal_gpus)                                                                            \
+	X(borrowing_limit_gpus)                                                                    \
+	X(lending_limit_gpus)                                                                      \
+	X(cohort)                                                                                  \
+	X(weight)                                                                                  \
+	X(max_pending_jobs)                                                                        \
+	X(max_cpus)                                                                                \
+	X(max_memory_mb)                                                                           \
+	X(run_uid)                                                                                 \
+	X(idle_gpu_alert_seconds)
+enum api_team_col {
+#define API_TEAM_COL_ENUM(c) API_TEAM_##c,
+	API_TEAM_COLUMNS(API_TEAM_COL_ENUM)
+#undef API_TEAM_COL_ENUM
+	API_TEAM_NCOLS
+};
+/* The body field of column c (static). */
+const char *api_team_col_name(enum api_team_col c);
+/* Column values as text (NULL: SQL NULL); given: whether a patch sets it. */
+struct api_team_set {
+	bool given[API_TEAM_NCOLS];
+	const char *value[API_TEAM_NCOLS];
+};
+/* Insert team name with s's values (weight NULL: 1); *doc its document. */
+int api_store_team_insert(const char **doc, struct ty_pg *pg, struct ty_arena *a, const char *name,
+			  const struct api_team_set *s, struct ty_err *err);
+/* Set s's given columns of team name; *doc its document, NULL when no such team. */
+int api_store_team_update(const char **doc, struct ty_pg *pg, struct ty_arena *a, const char *name,
+			  const struct api_team_set *s, struct ty_err *err);
+/* Whether some team runs as uid (text). */
+int api_store_team_uid_taken(bool *taken, struct ty_pg *pg, const char *uid, struct ty_err *err);
+/* {"items": [...]} of every team, or of team only (not NULL). */
+int api_store_teams_list(const char **doc, struct ty_pg *pg, struct ty_arena *a, const char *team,
+			 struct ty_err *err);
+/* Team name's document, NULL when none (or when own is set and is not name). */
+int api_store_team_get(const char **doc, struct ty_pg *pg, struct ty_arena *a, const char *name,
+		       const char *own, struct ty_err *err);
+/* Team name's id (text), NULL when none. */
+int api_store_team_id(const char **id, struct ty_pg *pg, struct ty_arena *a, const char *name,
+		      struct ty_err *err);
+
+/* ---- store_tokens.c (more) ---- */
+/* {"items": [...]} of every token (no secrets). */
+int api_store_tokens_list(const char **doc, struct ty_pg *pg, struct ty_arena *a,
+			  struct ty_err *err);
+/* Revoke token id (text; idempotent); *found false when there is none. */
+int api_store_token_revoke(bool *found, struct ty_pg *pg, const char *id, struct ty_err *err);
+
+#endif
