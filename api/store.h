@@ -69,6 +69,40 @@ int api_store_team_get(const char **doc, struct ty_pg *pg, struct ty_arena *a, c
 int api_store_team_id(const char **id, struct ty_pg *pg, struct ty_arena *a, const char *name,
 		      struct ty_err *err);
 
+/* ---- store_nodes.c ---- */
+/* {"items": [...]} of the nodes, of those in state only when it is set; scope as api_scope. */
+int api_store_nodes_list(const char **doc, struct ty_pg *pg, struct ty_arena *a, const char *scope,
+			 const char *state, struct ty_err *err);
+/* Node id's document (its running jobs those of scope), NULL when none. */
+int api_store_node_get(const char **doc, struct ty_pg *pg, struct ty_arena *a, const char *scope,
+		       const char *id, struct ty_err *err);
+/* What an admin does to a node (docs/api.md "Nodes"). */
+enum api_node_op { API_NODE_DRAIN, API_NODE_UNDRAIN, API_NODE_PREEMPT };
+/*
+ * Apply op to node id (arg: preempt's deadline in seconds, text; NULL
+ * otherwise) and notify the scheduler ('node:<id>' on
+ * trainyard_job_events), in the caller's transaction. *doc the node's
+ * document, NULL when none. Idempotent.
+ */
+int api_store_node_admin(const char **doc, struct ty_pg *pg, struct ty_arena *a,
+			 enum api_node_op op, const char *id, const char *arg, struct ty_err *err);
+
+/* ---- store_attempts.c ---- */
+/* {"items": [...]} of job id's attempts, NULL when no such job in scope. */
+int api_store_job_attempts(const char **doc, struct ty_pg *pg, struct ty_arena *a, const char *id,
+			   const char *scope, struct ty_err *err);
+/* Where a rank's log is (texts in the arena). */
+struct api_log_where {
+	bool job; /* the job is there, in scope */
+	const char *attempt; /* the attempt asked for (or the current one); NULL: none */
+	bool rank; /* that attempt has the rank */
+	const char *log_url, *node; /* of the rank's node */
+};
+/* Rank rank (text) of job id's attempt (text; NULL: the current one). */
+int api_store_log_where(struct api_log_where *w, struct ty_pg *pg, struct ty_arena *a,
+			const char *id, const char *scope, const char *rank, const char *attempt,
+			struct ty_err *err);
+
 /* ---- store_tokens.c (more) ---- */
 /* {"items": [...]} of every token (no secrets). */
 int api_store_tokens_list(const char **doc, struct ty_pg *pg, struct ty_arena *a,
