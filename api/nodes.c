@@ -56,8 +56,7 @@ static int node_admin(struct api_req *r, const char *action, enum api_node_op op
 		ty_pg_rollback(r->pg);
 		return api_fail(r, err, API_P_NODE_NOT_FOUND, NULL, "no node '%s'", r->params[0]);
 	}
-	if (rc ||
-	    (rc = api_store_audit_log(r->pg, r->auth.token_id, action, r->params[0], err)) ||
+	if (rc || (rc = api_store_audit_log(r->pg, r->auth.token_id, action, r->params[0], err)) ||
 	    (rc = ty_pg_commit(r->pg, err))) {
 		ty_pg_rollback(r->pg);
 		return rc;
@@ -99,8 +98,9 @@ int api_h_nodes_preempt(struct api_req *r, struct ty_err *err)
 		return api_fail(r, err, API_P_INVALID_FIELD, "deadline_seconds",
 				"'deadline_seconds' must be an integer from 0 to %d",
 				API_PREEMPT_DEADLINE_MAX);
-	secs = ty_arena_printf(r->arena, "%lld",
-			       d ? (long long)json_integer_value(d) : (long long)API_PREEMPT_DEADLINE);
+	secs =
+	    ty_arena_printf(r->arena, "%lld",
+			    d ? (long long)json_integer_value(d) : (long long)API_PREEMPT_DEADLINE);
 	if (!secs)
 		return ty_err_set(err, TY_ENOMEM, NULL);
 	return node_admin(r, "node.preempt", API_NODE_PREEMPT, secs, err);
@@ -229,8 +229,7 @@ int api_h_jobs_logs(struct api_req *r, struct ty_err *err)
 				body.data[i] = '?';
 		ty_warn("node '%s' refused the log credential for job %s attempt %s rank %s with "
 			"%lld: %.*s",
-			claims.node, r->params[0], w.attempt, rank, status, n,
-			n ? body.data : "");
+			claims.node, r->params[0], w.attempt, rank, status, n, n ? body.data : "");
 		rc = api_fail(r, err, API_P_LOGS_UNAVAILABLE, NULL,
 			      "the node holding rank %s's log refused the API's log credential "
 			      "(HTTP %lld): its --log-pubkey must be the public half of the "

@@ -103,6 +103,11 @@ int api_store_log_where(struct api_log_where *w, struct ty_pg *pg, struct ty_are
 			const char *id, const char *scope, const char *rank, const char *attempt,
 			struct ty_err *err);
 
+/* ---- store_jobs.c (more) ---- */
+/* Whether job id (text) is there, in scope (api_scope's; NULL: any team). */
+int api_store_job_visible(bool *found, struct ty_pg *pg, const char *id, const char *scope,
+			  struct ty_err *err);
+
 /* ---- store_tokens.c (more) ---- */
 /* {"items": [...]} of every token (no secrets). */
 int api_store_tokens_list(const char **doc, struct ty_pg *pg, struct ty_arena *a,

@@ -20,7 +20,7 @@ static int team_set(struct api_team_set *s, struct api_req *r, struct ty_err *er
 			s->value[i] = json_string_value(v);
 		else if (json_is_integer(v))
 			s->value[i] =
-				ty_arena_printf(r->arena, "%lld", (long long)json_integer_value(v));
+			    ty_arena_printf(r->arena, "%lld", (long long)json_integer_value(v));
 		else
 			s->value[i] = ty_arena_printf(r->arena, "%.17g", json_number_value(v));
 		if ((json_is_integer(v) || json_is_real(v)) && !s->value[i])
