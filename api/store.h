@@ -21,6 +21,47 @@ int api__store_text(const char **out, struct ty_arena *a, const PGresult *res, i
 /* An audit_log row: token token_id did action to object (in the caller's transaction). */
 int api_store_audit_log(struct ty_pg *pg, int64_t token_id, const char *action,
 			const char *object, struct ty_err *err);
+/* audit_requests' columns, in the order of api_store_audit_request's row. */
+#define API_AUDIT_COLUMNS(X)                                                                       \
+	X(request_id)                                                                              \
+	X(token_id)                                                                                \
+	X(principal)                                                                               \
+	X(role)                                                                                    \
+	X(team)                                                                                    \
+	X(trial_job)                                                                               \
+	X(method)                                                                                  \
+	X(route)                                                                                   \
+	X(path)                                                                                    \
+	X(target_ids)                                                                              \
+	X(created_id)                                                                              \
+	X(status)                                                                                  \
+	X(problem_code)                                                                            \
+	X(peer)                                                                                    \
+	X(summary)
+enum api_audit_col {
+#define API_AUDIT_COL_ENUM(c) API_AUDIT_##c,
+	API_AUDIT_COLUMNS(API_AUDIT_COL_ENUM)
+#undef API_AUDIT_COL_ENUM
+	API_AUDIT_NCOLS
+};
+/*
+ * One audit_requests row (texts; NULL: SQL NULL; target_ids a text[]
+ * literal), committed asynchronously: a crash may lose the last few.
+ */
+int api_store_audit_request(struct ty_pg *pg, const char *const row[API_AUDIT_NCOLS],
+			    struct ty_err *err);
+/* GET /v1/audit's filters (texts; NULL: none), newest first. */
+struct api_audit_filter {
+	const char *token_id, *principal, *team, *method, *path_prefix, *status;
+	const char *since_ms, *until_ms; /* epoch milliseconds: at >= since, at < until */
+	const char *before_id; /* the cursor: rows with a smaller id */
+	const char *limit;
+};
+/* A page: its JSON array in *items, the next page's cursor or NULL in *next. */
+int api_store_audit_page(const char **items, const char **next, struct ty_pg *pg,
+			 struct ty_arena *a, const struct api_audit_filter *f, struct ty_err *err);
+/* Delete up to batch rows older than days days; *n how many. */
+int api_store_audit_prune(long long *n, struct ty_pg *pg, int days, int batch, struct ty_err *err);
 
 /* ---- store_teams.c ---- */
 /*
@@ -102,6 +143,18 @@ struct api_log_where {
 int api_store_log_where(struct api_log_where *w, struct ty_pg *pg, struct ty_arena *a,
 			const char *id, const char *scope, const char *rank, const char *attempt,
 			struct ty_err *err);
+
+/* ---- store_queue.c ---- */
+/* A page of the pending queue (texts; NULL: no filter, no cursor). */
+struct api_queue_filter {
+	const char *team; /* only this team's jobs */
+	const char *after_key, *after_id; /* the cursor: the previous page's last entry */
+	const char *limit; /* entries per page */
+	const char *viewer; /* the caller's team id (api_scope): other teams' jobs are masked */
+};
+/* The page's JSON array in *items, and the next page's cursor or NULL in *next. */
+int api_store_queue_page(const char **items, const char **next, struct ty_pg *pg,
+			 struct ty_arena *a, const struct api_queue_filter *f, struct ty_err *err);
 
 /* ---- store_jobs.c (more) ---- */
 /* Whether job id (text) is there, in scope (api_scope's; NULL: any team). */
