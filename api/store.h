@@ -120,7 +120,7 @@ int api_store_node_get(const char **doc, struct ty_pg *pg, struct ty_arena *a, c
 /* What an admin does to a node (docs/api.md "Nodes"). */
 enum api_node_op { API_NODE_DRAIN, API_NODE_UNDRAIN, API_NODE_PREEMPT };
 /*
- * Apply op to node id (arg: preempt's deadline in seconds, text; NULL
+ * Apply op to node id (arg: preempt's deadline in seconds, text; unused
  * otherwise) and notify the scheduler ('node:<id>' on
  * trainyard_job_events), in the caller's transaction. *doc the node's
  * document, NULL when none. Idempotent.

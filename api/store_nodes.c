@@ -96,33 +96,33 @@ int api_store_node_get(const char **doc, struct ty_pg *pg, struct ty_arena *a, c
 }
 
 /*
- * One UPDATE whose SET clause may use $3 (the op's argument), returning
+ * One UPDATE each (NODE_ADMIN_SET, its SET clause, NODE_ADMIN_RETURN), whose
+ * SET clause may use $3 (the op's argument), returning
  * the node's document. A lost node keeps its state; draining it still
  * records the drain, so it comes back drained.
  */
-#define NODE_ADMIN_SQL(set)                                                                        \
-	"WITH u AS (UPDATE nodes n SET " set " WHERE n.id = $2"                                    \
-	" RETURNING n.*) SELECT " NODE_JSON_SQL "::text FROM u n"
+#define NODE_ADMIN_SET "WITH u AS (UPDATE nodes n SET "
+#define NODE_ADMIN_RETURN " WHERE n.id = $2 RETURNING n.*) SELECT " NODE_JSON_SQL "::text FROM u n"
 
-static const char *const admin_sql[] = {
-	/* a preempting node stays so; its drain reason makes it come back drained */
-	[API_NODE_DRAIN] = NODE_ADMIN_SQL(
-		"state = CASE WHEN n.state IN ('lost', 'preempting') THEN n.state"
-		" WHEN EXISTS (SELECT 1 FROM allocations a WHERE a.node_id = n.id"
-		"  AND a.released_at IS NULL) THEN 'draining' ELSE 'drained' END,"
-		" drain_reason = coalesce(n.drain_reason, 'drained by an admin')"),
-	[API_NODE_UNDRAIN] = NODE_ADMIN_SQL(
-		"state = CASE WHEN n.state = 'lost' THEN 'lost' ELSE 'ready' END,"
-		" drain_reason = NULL, failures_since = now(),"
-		" preempt_deadline = NULL, preempt_notice = NULL, preempt_seq = NULL"),
-	[API_NODE_PREEMPT] = NODE_ADMIN_SQL(
-		"state = CASE WHEN n.state = 'lost' THEN 'lost' ELSE 'preempting' END,"
-		" preempt_deadline = now() + make_interval(secs => $3::int),"
-		" preempt_notice = '{\"provider\": \"local\", \"action\": \"preempt\","
-		" \"detail\": \"POST /v1/nodes/{id}/preempt\"}',"
-		/* an executor's own notice keeps its seq: its heartbeats still end it */
-		" preempt_seq = CASE WHEN n.state = 'preempting' THEN n.preempt_seq END"),
-};
+/* a preempting node stays so; its drain reason makes it come back drained */
+static const char drain_sql[] =
+	NODE_ADMIN_SET "state = CASE WHEN n.state IN ('lost', 'preempting') THEN n.state"
+	" WHEN EXISTS (SELECT 1 FROM allocations a WHERE a.node_id = n.id"
+	"  AND a.released_at IS NULL) THEN 'draining' ELSE 'drained' END,"
+	" drain_reason = coalesce(n.drain_reason, 'drained by an admin')" NODE_ADMIN_RETURN;
+
+static const char undrain_sql[] =
+	NODE_ADMIN_SET "state = CASE WHEN n.state = 'lost' THEN 'lost' ELSE 'ready' END,"
+	" drain_reason = NULL, failures_since = now(),"
+	" preempt_deadline = NULL, preempt_notice = NULL, preempt_seq = NULL" NODE_ADMIN_RETURN;
+
+static const char preempt_sql[] =
+	NODE_ADMIN_SET "state = CASE WHEN n.state = 'lost' THEN 'lost' ELSE 'preempting' END,"
+	" preempt_deadline = now() + make_interval(secs => $3::int),"
+	" preempt_notice = '{\"provider\": \"local\", \"action\": \"preempt\","
+	" \"detail\": \"POST /v1/nodes/{id}/preempt\"}',"
+	/* an executor's own notice keeps its seq: its heartbeats still end it */
+	" preempt_seq = CASE WHEN n.state = 'preempting' THEN n.preempt_seq END" NODE_ADMIN_RETURN;
 
 static const char notify_sql[] = "SELECT pg_notify('trainyard_job_events', 'node:' || $1)";
 
@@ -134,8 +134,20 @@ int api_store_node_admin(const char **doc, struct ty_pg *pg, struct ty_arena *a,
 	int rc;
 
 	*doc = NULL;
-	if ((rc = ty_pg_exec(&res, pg, admin_sql[op], arg ? 3 : 2, p, err)) ||
-	    (rc = doc_of(doc, a, res, err)) || !*doc)
+	switch (op) {
+	case API_NODE_DRAIN:
+		rc = ty_pg_exec(&res, pg, drain_sql, 2, p, err);
+		break;
+	case API_NODE_UNDRAIN:
+		rc = ty_pg_exec(&res, pg, undrain_sql, 2, p, err);
+		break;
+	case API_NODE_PREEMPT:
+		rc = ty_pg_exec(&res, pg, preempt_sql, 3, p, err);
+		break;
+	default:
+		return ty_err_set(err, TY_EINVAL, "no node operation %d", (int)op);
+	}
+	if (rc || (rc = doc_of(doc, a, res, err)) || !*doc)
 		return rc;
 	return ty_pg_exec(NULL, pg, notify_sql, 1, p + 1, err);
 }
