@@ -205,6 +205,8 @@ int api_reply_from_err(struct api_req *r, int code, const struct ty_err *err);
 #define API_ERR_PROBLEM(pc) (-1000 - (int)(pc))
 int api_fail(struct api_req *r, struct ty_err *err, enum api_pcode pc, const char *field,
 	     const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+/* api_fail with the problem a pure check filled (api_validate_team and the like). */
+int api_fail_problem(struct api_req *r, struct ty_err *err, const struct api_problem *p);
 
 /*
  * Integer query parameter name in min..max into *out (def when absent).
@@ -289,10 +291,11 @@ void api_ratelimit_free(struct api_ratelimit *rl);
 /* Take one token from key's bucket (full at first use): 0, or seconds to wait. */
 int api_ratelimit_take(struct api_ratelimit *rl, int64_t key, double now);
 /*
- * Whether the authenticated request r is over its token's limit in rl (may
- * be NULL: off); then a 429 rate_limited problem with Retry-After is queued.
+ * 0, or when the authenticated request r is over its token's limit in rl
+ * (may be NULL: off) the error of a 429 rate_limited problem, with its
+ * Retry-After header queued.
  */
-bool api__ratelimit_refuse(struct api_req *r, struct api_ratelimit *rl);
+int api__ratelimit_check(struct api_req *r, struct api_ratelimit *rl, struct ty_err *err);
 
 int api_server_start(struct api_server **out, const struct api_options *o, struct ty_err *err);
 /* Stops accepting, ends parked watches, waits for handlers, frees. */

@@ -3,6 +3,7 @@
  * reply point (server.c) on the request's own connection, and GET /v1/audit.
  */
 #include "api.h"
+#include "store.h"
 #include "ty_log.h"
 #include "ty_time.h"
 
@@ -215,42 +216,48 @@ static const char *targets_of(struct api_req *r)
 	return out;
 }
 
-/* The columns that do not depend on the reply: all but 10-12 (created_id, status, problem). */
-static void facts_of(const char *p[16], struct api_req *r)
+/* The columns that do not depend on the reply: all but created_id, status and problem_code. */
+static void facts_of(const char *p[API_AUDIT_NCOLS], struct api_req *r)
 {
-	p[0] = r->request_id;
+	p[API_AUDIT_request_id] = r->request_id;
 	if (r->auth.token_id)
-		p[1] = ty_arena_printf(r->arena, "%lld", (long long)r->auth.token_id);
-	p[2] = r->auth.role ? clean(r, r->auth.token_name, 200) : NULL;
-	p[3] = role_name(r->auth.role);
-	p[4] = r->auth.role ? clean(r, r->auth.team, 200) : NULL;
+		p[API_AUDIT_token_id] =
+		    ty_arena_printf(r->arena, "%lld", (long long)r->auth.token_id);
+	p[API_AUDIT_principal] = r->auth.role ? clean(r, r->auth.token_name, 200) : NULL;
+	p[API_AUDIT_role] = role_name(r->auth.role);
+	p[API_AUDIT_team] = r->auth.role ? clean(r, r->auth.team, 200) : NULL;
 	if (r->auth.trial_job)
-		p[5] = ty_arena_printf(r->arena, "%lld", (long long)r->auth.trial_job);
-	p[6] = r->method;
-	p[7] = r->route ? r->route->pattern : NULL;
-	p[8] = clean(r, r->path, 2048);
-	p[9] = targets_of(r);
-	p[13] = peer_of(r);
+		p[API_AUDIT_trial_job] =
+		    ty_arena_printf(r->arena, "%lld", (long long)r->auth.trial_job);
+	p[API_AUDIT_method] = r->method;
+	p[API_AUDIT_route] = r->route ? r->route->pattern : NULL;
+	p[API_AUDIT_path] = clean(r, r->path, 2048);
+	p[API_AUDIT_target_ids] = targets_of(r);
+	p[API_AUDIT_peer] = peer_of(r);
 	/* a short summary only: the body may hold secrets (tokens, webhook secrets) */
 	if (json_is_object(r->json))
-		p[14] = clean(r, json_string_value(json_object_get(r->json, "name")), 200);
+		p[API_AUDIT_summary] =
+		    clean(r, json_string_value(json_object_get(r->json, "name")), 200);
 }
 
 json_t *api__audit_facts(struct api_req *r)
 {
-	const char *p[16] = {NULL};
+	const char *p[API_AUDIT_NCOLS] = {NULL};
 
 	facts_of(p, r);
 	return json_pack("{s:s, s:s?, s:s?, s:s?, s:s?, s:s?, s:s, s:s?, s:s?, s:s?, s:s?, s:s?}",
-			 "request_id", p[0], "token_id", p[1], "principal", p[2], "role", p[3],
-			 "team", p[4], "trial_job", p[5], "method", p[6], "route", p[7], "path",
-			 p[8], "target_ids", p[9], "peer", p[13], "summary", p[14]);
+			 "request_id", p[API_AUDIT_request_id], "token_id", p[API_AUDIT_token_id],
+			 "principal", p[API_AUDIT_principal], "role", p[API_AUDIT_role], "team",
+			 p[API_AUDIT_team], "trial_job", p[API_AUDIT_trial_job], "method",
+			 p[API_AUDIT_method], "route", p[API_AUDIT_route], "path",
+			 p[API_AUDIT_path], "target_ids", p[API_AUDIT_target_ids], "peer",
+			 p[API_AUDIT_peer], "summary", p[API_AUDIT_summary]);
 }
 
 void api__audit_request(struct api_req *r)
 {
 	struct ty_err err = {0};
-	const char *p[16] = {NULL};
+	const char *p[API_AUDIT_NCOLS] = {NULL};
 	int64_t created;
 	int rc;
 
@@ -276,23 +283,11 @@ void api__audit_request(struct api_req *r)
 	created = r->status == 201 ? api_audit_created_id(r->resp, r->resp_len) : 0;
 	facts_of(p, r);
 	if (created)
-		p[10] = ty_arena_printf(r->arena, "%lld", (long long)created);
-	p[11] = ty_arena_printf(r->arena, "%u", r->status);
-	p[12] = r->problem_code;
-	/*
-	 * An asynchronous commit (set_config local to this statement's own
-	 * transaction): no second WAL flush per request. The mutation itself
-	 * committed synchronously before; a PostgreSQL crash may lose the last
-	 * few hundred ms of audit rows (docs/security.md "Audit log").
-	 */
-	rc = ty_pg_exec(NULL, r->pg,
-			"INSERT INTO audit_requests (request_id, token_id, principal, role, team,"
-			" trial_job, method, route, path, target_ids, created_id, status,"
-			" problem_code, peer, summary)"
-			" SELECT $1, $2::bigint, $3, $4, $5, $6::bigint, $7, $8, $9, $10::text[],"
-			" $11::bigint, $12::int, $13, $14::inet, $15"
-			" WHERE set_config('synchronous_commit', 'off', true) = 'off'",
-			15, p, &err);
+		p[API_AUDIT_created_id] = ty_arena_printf(r->arena, "%lld", (long long)created);
+	p[API_AUDIT_status] = ty_arena_printf(r->arena, "%u", r->status);
+	p[API_AUDIT_problem_code] = r->problem_code;
+	/* committed asynchronously: see api_store_audit_request */
+	rc = api_store_audit_request(r->pg, p, &err);
 	if (rc)
 		goto fail;
 	goto out;
@@ -309,9 +304,9 @@ out:
 
 /* ---- GET /v1/audit ---------------------------------------------------- */
 
-static int bad_param(struct api_req *r, const char *name, const char *what)
+static int bad_param(struct api_req *r, const char *name, const char *what, struct ty_err *err)
 {
-	return api_reply_error(r, API_P_INVALID_PARAMETER, name, "'%s' must be %s", name, what);
+	return api_fail(r, err, API_P_INVALID_PARAMETER, name, "'%s' must be %s", name, what);
 }
 
 int api_h_audit_list(struct api_req *r, struct ty_err *err)
@@ -321,74 +316,45 @@ int api_h_audit_list(struct api_req *r, struct ty_err *err)
 	const char *prefix = api_query(r, "path_prefix"), *since = api_query(r, "since");
 	const char *until = api_query(r, "until"), *cursor = api_query(r, "cursor");
 	long long status, limit;
-	const char *p[10] = {NULL};
+	struct api_audit_filter f = {0};
+	const char *items, *next;
 	int64_t v, ms;
-	PGresult *res = NULL;
 	int rc;
 
 	if (token && !api_parse_id(&v, token))
-		return bad_param(r, "token_id", "a token id");
+		return bad_param(r, "token_id", "a token id", err);
 	if (method && !api_audit_method(method))
-		return bad_param(r, "method", "POST, PUT, PATCH or DELETE");
+		return bad_param(r, "method", "POST, PUT, PATCH or DELETE", err);
 	if (api_int_param(r, &status, "status", 0, 100, 599) ||
 	    api_int_param(r, &limit, "limit", 50, 1, 500))
 		return 0;
 	if (cursor && !api_parse_id(&v, cursor))
-		return api_reply_error(r, API_P_INVALID_PARAMETER, "cursor",
-				       "'cursor' is not one this server gave out");
-	p[0] = token;
-	p[1] = principal;
-	p[2] = team;
-	p[3] = method;
-	p[4] = prefix;
+		return api_fail(r, err, API_P_INVALID_PARAMETER, "cursor",
+				"'cursor' is not one this server gave out");
+	f.token_id = token;
+	f.principal = principal;
+	f.team = team;
+	f.method = method;
+	f.path_prefix = prefix;
 	if (api_query(r, "status"))
-		p[5] = ty_arena_printf(r->arena, "%lld", status);
+		f.status = ty_arena_printf(r->arena, "%lld", status);
 	if (since) {
 		if (!ty_time_parse_rfc3339(&ms, since))
 			return bad_param(r, "since",
-					 "an RFC 3339 time such as 2026-01-31T00:00:00Z");
-		p[6] = ty_arena_printf(r->arena, "%lld", (long long)ms);
+					 "an RFC 3339 time such as 2026-01-31T00:00:00Z", err);
+		f.since_ms = ty_arena_printf(r->arena, "%lld", (long long)ms);
 	}
 	if (until) {
 		if (!ty_time_parse_rfc3339(&ms, until))
 			return bad_param(r, "until",
-					 "an RFC 3339 time such as 2026-01-31T00:00:00Z");
-		p[7] = ty_arena_printf(r->arena, "%lld", (long long)ms);
+					 "an RFC 3339 time such as 2026-01-31T00:00:00Z", err);
+		f.until_ms = ty_arena_printf(r->arena, "%lld", (long long)ms);
 	}
-	p[8] = cursor;
-	p[9] = ty_arena_printf(r->arena, "%lld", limit);
-	/* one more row than asked tells whether another page exists */
-	rc = ty_pg_exec(&res, r->pg,
-			"WITH page AS (SELECT * FROM audit_requests a"
-			"  WHERE ($1::bigint IS NULL OR a.token_id = $1)"
-			"  AND ($2::text IS NULL OR a.principal = $2)"
-			"  AND ($3::text IS NULL OR a.team = $3)"
-			"  AND ($4::text IS NULL OR a.method = $4)"
-			"  AND ($5::text IS NULL OR starts_with(a.path, $5))"
-			"  AND ($6::int IS NULL OR a.status = $6)"
-			"  AND ($7::bigint IS NULL"
-			"   OR a.at >= 'epoch'::timestamptz + $7::bigint * interval '1 ms')"
-			"  AND ($8::bigint IS NULL"
-			"   OR a.at < 'epoch'::timestamptz + $8::bigint * interval '1 ms')"
-			"  AND ($9::bigint IS NULL OR a.id < $9)"
-			"  ORDER BY a.id DESC LIMIT $10::int + 1),"
-			" shown AS (SELECT * FROM page ORDER BY id DESC LIMIT $10::int)"
-			" SELECT coalesce((SELECT json_agg(json_build_object('id', s.id,"
-			"  'time', ty_ts(s.at), 'request_id', s.request_id, 'token_id', s.token_id,"
-			"  'principal', s.principal, 'role', s.role, 'team', s.team,"
-			"  'trial_job', s.trial_job, 'method', s.method, 'route', s.route,"
-			"  'path', s.path, 'target_ids', s.target_ids, 'created_id', s.created_id,"
-			"  'status', s.status, 'problem_code', s.problem_code,"
-			"  'peer', host(s.peer), 'summary', s.summary) ORDER BY s.id DESC)"
-			"  FROM shown s), '[]')::text,"
-			" CASE WHEN (SELECT count(*) FROM page) > $10::int"
-			"  THEN (SELECT min(id) FROM shown)::text END",
-			10, p, err);
-	if (rc)
+	f.before_id = cursor;
+	f.limit = ty_arena_printf(r->arena, "%lld", limit);
+	if ((rc = api_store_audit_page(&items, &next, r->pg, r->arena, &f, err)))
 		return rc;
-	rc = api_reply_page(r, PQgetvalue(res, 0, 0), ty_pg_val(res, 0, 1), err);
-	PQclear(res);
-	return rc;
+	return api_reply_page(r, items, next, err);
 }
 
 /* ---- retention -------------------------------------------------------- */
@@ -403,44 +369,32 @@ struct api_audit_pruner {
 	pthread_cond_t cv;
 	bool stop, started;
 	char *url;
-	char days[16];
+	int days;
 };
 
 /* One pass: delete the rows older than the retention, a batch at a time. */
 static void prune_pass(struct api_audit_pruner *p, struct ty_pg **pg)
 {
-	char batch[16];
-	const char *params[2] = {p->days, batch};
 	struct ty_err err = {0};
 	long long total = 0, n;
 	bool stop = false;
 
-	snprintf(batch, sizeof(batch), "%d", PRUNE_BATCH);
 	if (!*pg && ty_pg_connect(pg, p->url, &err)) {
 		ty_warn("audit: cannot prune: %s", err.msg);
 		return;
 	}
 	do {
-		PGresult *res = NULL;
-
-		if (ty_pg_exec(&res, *pg,
-			       "WITH d AS (DELETE FROM audit_requests WHERE id IN (SELECT id"
-			       "  FROM audit_requests WHERE at < now() - $1::int * interval '1 day'"
-			       "  ORDER BY at LIMIT $2::int) RETURNING 1)"
-			       " SELECT count(*) FROM d",
-			       2, params, &err)) {
+		if (api_store_audit_prune(&n, *pg, p->days, PRUNE_BATCH, &err)) {
 			ty_warn("audit: cannot prune: %s", err.msg);
 			break;
 		}
-		n = strtoll(PQgetvalue(res, 0, 0), NULL, 10);
-		PQclear(res);
 		total += n;
 		pthread_mutex_lock(&p->mu);
 		stop = p->stop;
 		pthread_mutex_unlock(&p->mu);
 	} while (n == PRUNE_BATCH && !stop);
 	if (total)
-		ty_info("audit: pruned %lld record(s) older than %s day(s)", total, p->days);
+		ty_info("audit: pruned %lld record(s) older than %d day(s)", total, p->days);
 }
 
 static void *prune_main(void *arg)
@@ -477,7 +431,7 @@ int api__audit_prune_start(struct api_audit_pruner **out, const char *database_u
 		free(p);
 		return ty_err_set(err, TY_ENOMEM, NULL);
 	}
-	snprintf(p->days, sizeof(p->days), "%d", days);
+	p->days = days;
 	pthread_mutex_init(&p->mu, NULL);
 	pthread_cond_init(&p->cv, NULL);
 	if (pthread_create(&p->thread, NULL, prune_main, p)) {

@@ -15,8 +15,12 @@ int api_h_readyz(struct api_req *r, struct ty_err *err)
 {
 	int rc = ty_schema_check(r->pg, "API", err);
 
-	if (rc == TY_ESTATE) /* not the schema this build needs: no traffic yet */
-		return api_reply_error(r, API_P_UNAVAILABLE, NULL, "%s", err->msg);
+	if (rc == TY_ESTATE) { /* not the schema this build needs: no traffic yet */
+		char msg[sizeof(err->msg)];
+
+		memcpy(msg, err->msg, sizeof(msg)); /* api_fail rewrites err */
+		return api_fail(r, err, API_P_UNAVAILABLE, NULL, "%s", msg);
+	}
 	return rc ? rc : api_reply_text(r, 200, "{\"status\":\"ready\"}");
 }
 

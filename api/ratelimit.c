@@ -133,21 +133,20 @@ int api_ratelimit_take(struct api_ratelimit *rl, int64_t key, double now)
 	return wait;
 }
 
-bool api__ratelimit_refuse(struct api_req *r, struct api_ratelimit *rl)
+int api__ratelimit_check(struct api_req *r, struct api_ratelimit *rl, struct ty_err *err)
 {
 	char secs[16];
 	int wait;
 
 	/* trial metrics tokens (token_id 0) are bound to one attempt and two routes */
 	if (!rl || r->auth.token_id <= 0)
-		return false;
+		return 0;
 	if (!(wait = api_ratelimit_take(rl, r->auth.token_id, api__metrics_now())))
-		return false;
-	api_reply_error(r, API_P_RATE_LIMITED, NULL,
+		return 0;
+	snprintf(secs, sizeof(secs), "%d", wait);
+	api_reply_header(r, "Retry-After", secs);
+	return api_fail(r, err, API_P_RATE_LIMITED, NULL,
 			"token '%s' made more than %d requests in a burst or %d a second on "
 			"average; retry in %d s",
 			r->auth.token_name, (int)rl->burst, (int)rl->rps, wait);
-	snprintf(secs, sizeof(secs), "%d", wait);
-	api_reply_header(r, "Retry-After", secs);
-	return true;
 }

@@ -1,5 +1,6 @@
 /* The HTTP server: request lifecycle, route dispatch, limits, CORS, replies. */
 #include "api.h"
+#include "store.h"
 #include "ty_json.h"
 #include "ty_log.h"
 #include "ty_time.h"
@@ -208,17 +209,50 @@ int api_reply_from_err(struct api_req *r, int code, const struct ty_err *err)
 	return api_reply_error(r, pc, NULL, "%s", msg);
 }
 
+static int failv(struct api_req *r, struct ty_err *err, enum api_pcode pc, const char *field,
+		 const char *fmt, va_list ap)
+{
+	r->problem_field = field ? ty_arena_strdup(r->arena, field) : NULL;
+	ty_err_clear(err);
+	ty_err_setv(err, API_ERR_PROBLEM(pc), fmt, ap);
+	return API_ERR_PROBLEM(pc);
+}
+
 int api_fail(struct api_req *r, struct ty_err *err, enum api_pcode pc, const char *field,
 	     const char *fmt, ...)
 {
 	va_list ap;
+	int rc;
 
-	r->problem_field = field ? ty_arena_strdup(r->arena, field) : NULL;
-	ty_err_clear(err);
 	va_start(ap, fmt);
-	ty_err_setv(err, API_ERR_PROBLEM(pc), fmt, ap);
+	rc = failv(r, err, pc, field, fmt, ap);
 	va_end(ap);
-	return API_ERR_PROBLEM(pc);
+	return rc;
+}
+
+/* The dispatcher's own refusals: answered as a handler's are, by api_reply_from_err. */
+static void __attribute__((format(printf, 4, 5)))
+refuse(struct api_req *r, enum api_pcode pc, const char *field, const char *fmt, ...)
+{
+	struct ty_err err = {0};
+	va_list ap;
+	int rc;
+
+	va_start(ap, fmt);
+	rc = failv(r, &err, pc, field, fmt, ap);
+	va_end(ap);
+	api_reply_from_err(r, rc, &err);
+}
+
+int api_fail_problem(struct api_req *r, struct ty_err *err, const struct api_problem *p)
+{
+	int pc = 0;
+
+	while (pc < API_P_COUNT && strcmp(problems[pc].code, p->code))
+		pc++;
+	if (pc == API_P_COUNT) /* a check's bug: not a code of the table */
+		pc = API_P_INTERNAL;
+	return api_fail(r, err, (enum api_pcode)pc, p->field[0] ? p->field : NULL, "%s", p->detail);
 }
 
 const char *api_scope(struct api_req *r)
@@ -377,13 +411,16 @@ static int preflight(struct api_req *r, const char *allow)
 	const char *origin = api_header(r, "Origin");
 	const char *want = api_header(r, "Access-Control-Request-Method");
 
-	if (!origin_allowed(r->srv, origin))
-		return api_reply_error(r, API_P_CORS_FORBIDDEN, NULL,
-				       "origin '%s' is not allowed", origin ? origin : "");
-	if (!want || !strstr(allow, want))
-		return api_reply_error(r, API_P_CORS_FORBIDDEN, NULL,
-				       "method '%s' is not allowed on '%s'", want ? want : "",
-				       r->path);
+	if (!origin_allowed(r->srv, origin)) {
+		refuse(r, API_P_CORS_FORBIDDEN, NULL, "origin '%s' is not allowed",
+		       origin ? origin : "");
+		return 0;
+	}
+	if (!want || !strstr(allow, want)) {
+		refuse(r, API_P_CORS_FORBIDDEN, NULL, "method '%s' is not allowed on '%s'",
+		       want ? want : "", r->path);
+		return 0;
+	}
 	r->origin = ty_arena_strdup(r->arena, origin);
 	reply_set(r, 204, NULL, 0, NULL);
 	api_reply_header(r, "Access-Control-Allow-Methods", allow);
@@ -404,22 +441,15 @@ static bool content_type_json(const char *ct)
 /* Whether the job named by the path exists in the caller's team (or at all, for admins). */
 static bool job_visible(struct api_req *r)
 {
-	const char *p[2] = {r->params[0], NULL};
-	PGresult *res = NULL;
+	struct ty_err err = {0};
+	bool found;
 	int64_t id;
-	bool ok;
 
 	if (!api_parse_id(&id, r->params[0]))
 		return false;
-	if (r->auth.role != API_ROLE_ADMIN)
-		p[1] = ty_arena_printf(r->arena, "%lld", (long long)r->auth.team_id);
-	if (ty_pg_exec(&res, r->pg,
-		       "SELECT 1 FROM jobs WHERE id = $1 AND ($2::bigint IS NULL OR team_id = $2)", 2,
-		       p, NULL))
+	if (api_store_job_visible(&found, r->pg, r->params[0], api_scope(r), &err))
 		return true; /* cannot tell: the role answer reveals nothing either way */
-	ok = PQntuples(res) > 0;
-	PQclear(res);
-	return ok;
+	return found;
 }
 
 /* One query parameter: its name and value must be UTF-8 text (PostgreSQL takes nothing else). */
@@ -450,8 +480,8 @@ static bool request_text_ok(struct api_req *r)
 	if (!api_text_ok(r->path, strlen(r->path), true)) {
 		char *shown = ty_arena_strdup(r->arena, r->path);
 
-		api_reply_error(r, API_P_NOT_FOUND, NULL,
-				"no route: the path is not UTF-8 text without control characters");
+		refuse(r, API_P_NOT_FOUND, NULL,
+		       "no route: the path is not UTF-8 text without control characters");
 		/* the request log line shows it with every byte but printable ASCII masked */
 		for (unsigned char *c = (unsigned char *)shown; c && *c; c++)
 			if (*c < 0x20 || *c >= 0x7f)
@@ -463,8 +493,8 @@ static bool request_text_ok(struct api_req *r)
 	if (bad) {
 		bool name_ok = api_text_ok(bad, strlen(bad), true);
 
-		api_reply_error(r, API_P_INVALID_PARAMETER, name_ok ? bad : NULL,
-				"query parameter '%s' is not UTF-8 text", name_ok ? bad : "?");
+		refuse(r, API_P_INVALID_PARAMETER, name_ok ? bad : NULL,
+		       "query parameter '%s' is not UTF-8 text", name_ok ? bad : "?");
 		return false;
 	}
 	return true;
@@ -483,12 +513,12 @@ static void dispatch(struct api_req *r)
 					  sizeof(allow));
 		if (!r->route) {
 			if (!allow[0])
-				api_reply_error(r, API_P_NOT_FOUND, NULL, "no route '%s'", r->path);
+				refuse(r, API_P_NOT_FOUND, NULL, "no route '%s'", r->path);
 			else if (strcmp(r->method, "OPTIONS") == 0)
 				preflight(r, allow);
 			else {
-				api_reply_error(r, API_P_METHOD_NOT_ALLOWED, NULL,
-						"'%s' does not allow %s", r->path, r->method);
+				refuse(r, API_P_METHOD_NOT_ALLOWED, NULL, "'%s' does not allow %s",
+				       r->path, r->method);
 				api_reply_header(r, "Allow", allow);
 			}
 			return;
@@ -499,33 +529,33 @@ static void dispatch(struct api_req *r)
 
 	if (r->route->flags & API_BODY) {
 		if (r->body_too_large) {
-			api_reply_error(r, API_P_BODY_TOO_LARGE, NULL,
-					"request body is larger than %zu bytes",
-					r->srv->opt.max_body_bytes);
+			refuse(r, API_P_BODY_TOO_LARGE, NULL,
+			       "request body is larger than %zu bytes", r->srv->opt.max_body_bytes);
 			return;
 		}
 		if (!r->json) {
 			if (!content_type_json(api_header(r, MHD_HTTP_HEADER_CONTENT_TYPE))) {
-				api_reply_error(r, API_P_UNSUPPORTED_MEDIA_TYPE, NULL,
-						"send the body as 'application/json'");
+				refuse(r, API_P_UNSUPPORTED_MEDIA_TYPE, NULL,
+				       "send the body as 'application/json'");
 				return;
 			}
 			rc = ty_json_parse(&r->json, r->body.data ? r->body.data : "", r->body.len,
 					   r->srv->opt.max_json_depth, &err);
 			if (rc) {
-				api_reply_error(r, rc == TY_ETOOBIG ? API_P_JSON_TOO_DEEP : API_P_INVALID_JSON,
-						NULL, "%s", err.msg);
+				refuse(r,
+				       rc == TY_ETOOBIG ? API_P_JSON_TOO_DEEP : API_P_INVALID_JSON,
+				       NULL, "%s", err.msg);
 				return;
 			}
 			if (!json_is_object(r->json)) {
-				api_reply_error(r, API_P_INVALID_JSON, NULL,
-						"the body must be a JSON object, not %s",
-						ty_json_type_name(r->json));
+				refuse(r, API_P_INVALID_JSON, NULL,
+				       "the body must be a JSON object, not %s",
+				       ty_json_type_name(r->json));
 				return;
 			}
 			if (api_json_has_nul(field, sizeof(field), r->json)) {
-				api_reply_error(r, API_P_INVALID_FIELD, field,
-						"'%s' holds a NUL character (\\u0000)", field);
+				refuse(r, API_P_INVALID_FIELD, field,
+				       "'%s' holds a NUL character (\\u0000)", field);
 				return;
 			}
 		}
@@ -545,23 +575,24 @@ static void dispatch(struct api_req *r)
 			goto out;
 		}
 		if (r->auth.trial_job && !(r->route->flags & API_TRIAL)) {
-			api_reply_error(r, API_P_FORBIDDEN, NULL,
-					"a trial metrics token may only report and read its "
-					"job's metrics, not %s %s",
-					r->method, r->route->pattern);
+			refuse(r, API_P_FORBIDDEN, NULL,
+			       "a trial metrics token may only report and read its "
+			       "job's metrics, not %s %s",
+			       r->method, r->route->pattern);
 			goto out;
 		}
-		if (api__ratelimit_refuse(r, r->srv->ratelimit))
+		if ((rc = api__ratelimit_check(r, r->srv->ratelimit, &err))) {
+			api_reply_from_err(r, rc, &err);
 			goto out;
+		}
 		if (r->auth.role < r->route->role) {
 			if (r->route->flags & API_JOB && !job_visible(r)) {
-				api_reply_error(r, API_P_JOB_NOT_FOUND, NULL, "no job '%s'",
-						r->params[0]);
+				refuse(r, API_P_JOB_NOT_FOUND, NULL, "no job '%s'", r->params[0]);
 				goto out;
 			}
-			api_reply_error(r, API_P_FORBIDDEN, NULL, "%s %s needs the %s role",
-					r->method, r->route->pattern,
-					r->route->role == API_ROLE_ADMIN ? "admin" : "member");
+			refuse(r, API_P_FORBIDDEN, NULL, "%s %s needs the %s role", r->method,
+			       r->route->pattern,
+			       r->route->role == API_ROLE_ADMIN ? "admin" : "member");
 			goto out;
 		}
 	}
@@ -581,8 +612,8 @@ static enum MHD_Result queue_reply(struct api_req *r)
 	enum MHD_Result ret;
 
 	if (!r->status)
-		api_reply_error(r, API_P_INTERNAL, NULL, "handler for %s %s gave no reply",
-				r->method, r->path);
+		refuse(r, API_P_INTERNAL, NULL, "handler for %s %s gave no reply", r->method,
+		       r->path);
 	api__audit_request(r);
 	resp = MHD_create_response_from_buffer(r->resp_len, r->resp ? r->resp : (void *)"",
 					       r->resp ? MHD_RESPMEM_MUST_FREE
@@ -669,8 +700,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 		*con_cls = r;
 		if (!framing_ok(conn)) {
 			r->body_too_large = true; /* ignore what body there is */
-			api_reply_error(r, API_P_INVALID_HEADER, MHD_HTTP_HEADER_CONTENT_LENGTH,
-					"conflicting Content-Length or Transfer-Encoding headers");
+			refuse(r, API_P_INVALID_HEADER, MHD_HTTP_HEADER_CONTENT_LENGTH,
+			       "conflicting Content-Length or Transfer-Encoding headers");
 			api_reply_header(r, MHD_HTTP_HEADER_CONNECTION, "close");
 			return queue_reply(r);
 		}
@@ -679,9 +710,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 						 MHD_HTTP_HEADER_CONTENT_LENGTH);
 		if (cl && strtoull(cl, NULL, 10) > s->opt.max_body_bytes) {
 			r->body_too_large = true;
-			api_reply_error(r, API_P_BODY_TOO_LARGE, NULL,
-					"request body of %s bytes is larger than %zu bytes", cl,
-					s->opt.max_body_bytes);
+			refuse(r, API_P_BODY_TOO_LARGE, NULL,
+			       "request body of %s bytes is larger than %zu bytes", cl,
+			       s->opt.max_body_bytes);
 			return queue_reply(r);
 		}
 		return MHD_YES;

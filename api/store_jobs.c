@@ -5,6 +5,7 @@
  * C from the row's columns, not by PostgreSQL (docs/api.md, "Jobs").
  */
 #include "api.h"
+#include "store.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -389,4 +390,22 @@ int api_store_jobs_insert(struct api_submission **x, struct ty_pg *pg, const cha
 	}
 	PQclear(res);
 	return rc;
+}
+
+static const char visible_sql[] =
+	"SELECT 1 FROM jobs WHERE id = $1 AND ($2::bigint IS NULL OR team_id = $2)";
+
+int api_store_job_visible(bool *found, struct ty_pg *pg, const char *id, const char *scope,
+			  struct ty_err *err)
+{
+	const char *p[2] = {id, scope};
+	PGresult *res = NULL;
+	int rc;
+
+	*found = false;
+	if ((rc = ty_pg_exec(&res, pg, visible_sql, 2, p, err)))
+		return rc;
+	*found = PQntuples(res) > 0;
+	PQclear(res);
+	return 0;
 }

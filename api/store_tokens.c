@@ -4,6 +4,7 @@
  * PGresult leaves this file.
  */
 #include "api.h"
+#include "store.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -98,6 +99,45 @@ int api_store_token_insert(int64_t *id, char *created_at, struct ty_pg *pg, cons
 	*id = strtoll(PQgetvalue(res, 0, 0), NULL, 10);
 	if (created_at)
 		snprintf(created_at, 32, "%s", PQgetvalue(res, 0, 1));
+	PQclear(res);
+	return 0;
+}
+
+static const char list_sql[] =
+	"SELECT json_build_object('items', coalesce(json_agg(json_build_object("
+	"'id', t.id, 'name', t.name, 'role', t.role, 'team', m.name,"
+	" 'created_at', ty_ts(t.created_at), 'revoked_at', ty_ts(t.revoked_at))"
+	" ORDER BY t.id), '[]'))::text"
+	" FROM api_tokens t LEFT JOIN teams m ON m.id = t.team_id";
+
+int api_store_tokens_list(const char **doc, struct ty_pg *pg, struct ty_arena *a,
+			  struct ty_err *err)
+{
+	PGresult *res = NULL;
+	int rc;
+
+	*doc = NULL;
+	if ((rc = ty_pg_exec(&res, pg, list_sql, 0, NULL, err)))
+		return rc;
+	rc = api__store_text(doc, a, res, 0, 0, err);
+	PQclear(res);
+	return rc;
+}
+
+static const char revoke_sql[] =
+	"UPDATE api_tokens SET revoked_at = coalesce(revoked_at, now())"
+	" WHERE id = $1 RETURNING id";
+
+int api_store_token_revoke(bool *found, struct ty_pg *pg, const char *id, struct ty_err *err)
+{
+	const char *p[1] = {id};
+	PGresult *res = NULL;
+	int rc;
+
+	*found = false;
+	if ((rc = ty_pg_exec(&res, pg, revoke_sql, 1, p, err)))
+		return rc;
+	*found = PQntuples(res) > 0;
 	PQclear(res);
 	return 0;
 }

@@ -121,7 +121,8 @@ static long index_of(const json_t *list, const char *id)
 /*
  * Answers GET <prefix>/logs/<job>/<attempt>/<rank>?tail=N with a body naming
  * the request, so a test sees exactly what the API asked; any path under
- * /broken gets 500. One connection at a time, HTTP/1.0, until the program ends.
+ * /broken gets 500, under /gone 404 (no such log). One connection at a time,
+ * HTTP/1.0, until the program ends.
  */
 static int log_port;
 static atomic_int log_requests;
@@ -147,6 +148,9 @@ static void serve_one(int c)
 	if (!strncmp(target, "/broken/", 8)) {
 		snprintf(head, sizeof(head),
 			 "HTTP/1.0 500 Internal Server Error\r\nContent-Length: 0\r\n\r\n");
+		body[0] = '\0';
+	} else if (!strncmp(target, "/gone/", 6)) {
+		snprintf(head, sizeof(head), "HTTP/1.0 404 Not Found\r\nContent-Length: 0\r\n\r\n");
 		body[0] = '\0';
 	} else {
 		snprintf(body, sizeof(body), "%s %s\nsecond line\n", method, target);
@@ -1041,7 +1045,7 @@ TY_TEST(logs_relayed_from_the_node)
 	const char *stranger = ty_mk_token("viewer", other);
 	const char *base = ty_uniq("lg");
 	const char *up = ty_test_strf("%s-up", base), *broken = ty_test_strf("%s-broken", base),
-		   *dead = ty_test_strf("%s-dead", base);
+		   *dead = ty_test_strf("%s-dead", base), *gone = ty_test_strf("%s-gone", base);
 	long long j = ty_mk_job(s->admin, team, NULL);
 	const char *logs = ty_test_strf("/v1/jobs/%lld/logs", j);
 	struct ty_resp r = {0};
@@ -1051,6 +1055,7 @@ TY_TEST(logs_relayed_from_the_node)
 	mk_node(up, "10.3.0.1", 8, "ready", log_url());
 	mk_node(broken, "10.3.0.2", 8, "ready", ty_test_strf("%s/broken", log_url()));
 	mk_node(dead, "10.3.0.3", 8, "ready", dead_url());
+	mk_node(gone, "10.3.0.4", 8, "ready", ty_test_strf("%s/gone", log_url()));
 	mk_attempt(j, 1, "failed", up, 29500);
 	DB("UPDATE attempts SET ended_at = now(), exit_code = 1, failure_class = 'user'"
 	   " WHERE job_id = $1::bigint AND attempt = 1",
@@ -1059,6 +1064,7 @@ TY_TEST(logs_relayed_from_the_node)
 	mk_rank(j, 1, 1, up);
 	mk_rank(j, 1, 2, broken);
 	mk_rank(j, 1, 3, dead);
+	mk_rank(j, 1, 5, gone);
 	mk_attempt(j, 2, "running", up, 29500);
 	mk_rank(j, 2, 0, up);
 	mk_rank(j, 2, 1, dead);
@@ -1104,6 +1110,9 @@ TY_TEST(logs_relayed_from_the_node)
 	CHECK_PROBLEM(&r, 503, "logs_unavailable", NULL);
 	ty_http(&r, "GET", ty_test_strf("%s?rank=1", logs), viewer, NULL, NULL);
 	CHECK_PROBLEM(&r, 503, "logs_unavailable", NULL);
+	/* the node has no log for the rank (yet): the client's 404, not the node's fault */
+	ty_http(&r, "GET", ty_test_strf("%s?rank=5&attempt=1", logs), viewer, NULL, NULL);
+	CHECK_PROBLEM(&r, 404, "log_not_found", "rank");
 
 	/* another team's job: not found, and its node is never asked */
 	before = atomic_load(&log_requests);

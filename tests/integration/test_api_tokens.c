@@ -154,6 +154,11 @@ TY_TEST(delete_unknown_is_404)
 
 	ty_http(&r, "DELETE", "/v1/tokens/987654321", s->admin, NULL, NULL);
 	CHECK_PROBLEM(&r, 404, "token_not_found", NULL);
+	/* an id no token can have is refused before any query */
+	ty_http(&r, "DELETE", "/v1/tokens/abc", s->admin, NULL, NULL);
+	CHECK_PROBLEM(&r, 404, "token_not_found", NULL);
+	ty_http(&r, "DELETE", "/v1/tokens/0", s->admin, NULL, NULL);
+	CHECK_PROBLEM(&r, 404, "token_not_found", NULL);
 	ty_resp_free(&r);
 }
 

@@ -1,0 +1,171 @@
+/*
+ * The API's SQL as typed calls (store_*.c): the statements are constants
+ * beside their call, no PGresult leaves a store file. Documents come back
+ * as JSON text in the caller's arena; "not there" is a NULL document or a
+ * false flag, never an error. Every call returns 0 or a ty code with err
+ * filled (TY_ECONFLICT for a unique violation).
+ */
+#ifndef TY_API_STORE_H
+#define TY_API_STORE_H
+
+#include "api.h"
+
+/*
+ * For the store files only: a copy of res's value at row, col in a (*out
+ * NULL for SQL NULL). Returns 0 or TY_ENOMEM.
+ */
+int api__store_text(const char **out, struct ty_arena *a, const PGresult *res, int row, int col,
+		    struct ty_err *err);
+
+/* ---- store_audit.c ---- */
+/* An audit_log row: token token_id did action to object (in the caller's transaction). */
+int api_store_audit_log(struct ty_pg *pg, int64_t token_id, const char *action,
+			const char *object, struct ty_err *err);
+/* audit_requests' columns, in the order of api_store_audit_request's row. */
+#define API_AUDIT_COLUMNS(X)                                                                       \
+	X(request_id)                                                                              \
+	X(token_id)                                                                                \
+	X(principal)                                                                               \
+	X(role)                                                                                    \
+	X(team)                                                                                    \
+	X(trial_job)                                                                               \
+	X(method)                                                                                  \
+	X(route)                                                                                   \
+	X(path)                                                                                    \
+	X(target_ids)                                                                              \
+	X(created_id)                                                                              \
+	X(status)                                                                                  \
+	X(problem_code)                                                                            \
+	X(peer)                                                                                    \
+	X(summary)
+enum api_audit_col {
+#define API_AUDIT_COL_ENUM(c) API_AUDIT_##c,
+	API_AUDIT_COLUMNS(API_AUDIT_COL_ENUM)
+#undef API_AUDIT_COL_ENUM
+	API_AUDIT_NCOLS
+};
+/*
+ * One audit_requests row (texts; NULL: SQL NULL; target_ids a text[]
+ * literal), committed asynchronously: a crash may lose the last few.
+ */
+int api_store_audit_request(struct ty_pg *pg, const char *const row[API_AUDIT_NCOLS],
+			    struct ty_err *err);
+/* GET /v1/audit's filters (texts; NULL: none), newest first. */
+struct api_audit_filter {
+	const char *token_id, *principal, *team, *method, *path_prefix, *status;
+	const char *since_ms, *until_ms; /* epoch milliseconds: at >= since, at < until */
+	const char *before_id; /* the cursor: rows with a smaller id */
+	const char *limit;
+};
+/* A page: its JSON array in *items, the next page's cursor or NULL in *next. */
+int api_store_audit_page(const char **items, const char **next, struct ty_pg *pg,
+			 struct ty_arena *a, const struct api_audit_filter *f, struct ty_err *err);
+/* Delete up to batch rows older than days days; *n how many. */
+int api_store_audit_prune(long long *n, struct ty_pg *pg, int days, int batch, struct ty_err *err);
+
+/* ---- store_teams.c ---- */
+/*
+ * The team columns a body sets, in their order in both statements; each is
+ * also the body's field name (api_validate_team checks the values).
+ */
+#define API_TEAM_COLUMNS(X)                                                                        \
+	X(nominal_gpus)                                                                            \
+	X(borrowing_limit_gpus)                                                                    \
+	X(lending_limit_gpus)                                                                      \
+	X(cohort)                                                                                  \
+	X(weight)                                                                                  \
+	X(max_pending_jobs)                                                                        \
+	X(max_cpus)                                                                                \
+	X(max_memory_mb)                                                                           \
+	X(run_uid)                                                                                 \
+	X(idle_gpu_alert_seconds)
+enum api_team_col {
+#define API_TEAM_COL_ENUM(c) API_TEAM_##c,
+	API_TEAM_COLUMNS(API_TEAM_COL_ENUM)
+#undef API_TEAM_COL_ENUM
+	API_TEAM_NCOLS
+};
+/* The body field of column c (static). */
+const char *api_team_col_name(enum api_team_col c);
+/* Column values as text (NULL: SQL NULL); given: whether a patch sets it. */
+struct api_team_set {
+	bool given[API_TEAM_NCOLS];
+	const char *value[API_TEAM_NCOLS];
+};
+/* Insert team name with s's values (weight NULL: 1); *doc its document. */
+int api_store_team_insert(const char **doc, struct ty_pg *pg, struct ty_arena *a, const char *name,
+			  const struct api_team_set *s, struct ty_err *err);
+/* Set s's given columns of team name; *doc its document, NULL when no such team. */
+int api_store_team_update(const char **doc, struct ty_pg *pg, struct ty_arena *a, const char *name,
+			  const struct api_team_set *s, struct ty_err *err);
+/* Whether some team runs as uid (text). */
+int api_store_team_uid_taken(bool *taken, struct ty_pg *pg, const char *uid, struct ty_err *err);
+/* {"items": [...]} of every team, or of team only (not NULL). */
+int api_store_teams_list(const char **doc, struct ty_pg *pg, struct ty_arena *a, const char *team,
+			 struct ty_err *err);
+/* Team name's document, NULL when none (or when own is set and is not name). */
+int api_store_team_get(const char **doc, struct ty_pg *pg, struct ty_arena *a, const char *name,
+		       const char *own, struct ty_err *err);
+/* Team name's id (text), NULL when none. */
+int api_store_team_id(const char **id, struct ty_pg *pg, struct ty_arena *a, const char *name,
+		      struct ty_err *err);
+
+/* ---- store_nodes.c ---- */
+/* {"items": [...]} of the nodes, of those in state only when it is set; scope as api_scope. */
+int api_store_nodes_list(const char **doc, struct ty_pg *pg, struct ty_arena *a, const char *scope,
+			 const char *state, struct ty_err *err);
+/* Node id's document (its running jobs those of scope), NULL when none. */
+int api_store_node_get(const char **doc, struct ty_pg *pg, struct ty_arena *a, const char *scope,
+		       const char *id, struct ty_err *err);
+/* What an admin does to a node (docs/api.md "Nodes"). */
+enum api_node_op { API_NODE_DRAIN, API_NODE_UNDRAIN, API_NODE_PREEMPT };
+/*
+ * Apply op to node id (arg: preempt's deadline in seconds, text; unused
+ * otherwise) and notify the scheduler ('node:<id>' on
+ * trainyard_job_events), in the caller's transaction. *doc the node's
+ * document, NULL when none. Idempotent.
+ */
+int api_store_node_admin(const char **doc, struct ty_pg *pg, struct ty_arena *a,
+			 enum api_node_op op, const char *id, const char *arg, struct ty_err *err);
+
+/* ---- store_attempts.c ---- */
+/* {"items": [...]} of job id's attempts, NULL when no such job in scope. */
+int api_store_job_attempts(const char **doc, struct ty_pg *pg, struct ty_arena *a, const char *id,
+			   const char *scope, struct ty_err *err);
+/* Where a rank's log is (texts in the arena). */
+struct api_log_where {
+	bool job; /* the job is there, in scope */
+	const char *attempt; /* the attempt asked for (or the current one); NULL: none */
+	bool rank; /* that attempt has the rank */
+	const char *log_url, *node; /* of the rank's node */
+};
+/* Rank rank (text) of job id's attempt (text; NULL: the current one). */
+int api_store_log_where(struct api_log_where *w, struct ty_pg *pg, struct ty_arena *a,
+			const char *id, const char *scope, const char *rank, const char *attempt,
+			struct ty_err *err);
+
+/* ---- store_queue.c ---- */
+/* A page of the pending queue (texts; NULL: no filter, no cursor). */
+struct api_queue_filter {
+	const char *team; /* only this team's jobs */
+	const char *after_key, *after_id; /* the cursor: the previous page's last entry */
+	const char *limit; /* entries per page */
+	const char *viewer; /* the caller's team id (api_scope): other teams' jobs are masked */
+};
+/* The page's JSON array in *items, and the next page's cursor or NULL in *next. */
+int api_store_queue_page(const char **items, const char **next, struct ty_pg *pg,
+			 struct ty_arena *a, const struct api_queue_filter *f, struct ty_err *err);
+
+/* ---- store_jobs.c (more) ---- */
+/* Whether job id (text) is there, in scope (api_scope's; NULL: any team). */
+int api_store_job_visible(bool *found, struct ty_pg *pg, const char *id, const char *scope,
+			  struct ty_err *err);
+
+/* ---- store_tokens.c (more) ---- */
+/* {"items": [...]} of every token (no secrets). */
+int api_store_tokens_list(const char **doc, struct ty_pg *pg, struct ty_arena *a,
+			  struct ty_err *err);
+/* Revoke token id (text; idempotent); *found false when there is none. */
+int api_store_token_revoke(bool *found, struct ty_pg *pg, const char *id, struct ty_err *err);
+
+#endif

@@ -1,0 +1,64 @@
+/*
+ * The queue's SQL as a typed call (store.h): one page of the pending
+ * queue, in the order the scheduler published.
+ */
+#include "store.h"
+
+/*
+ * Queue order is (queue_position, id) with never-positioned jobs last; the
+ * sort key maps NULL to the largest int4 so the order is one row comparison.
+ * It is the expression of the index jobs_queue_order (migration 0006).
+ */
+#define QUEUE_KEY_SQL "coalesce(j.queue_position, 2147483647)"
+
+/*
+ * The queue is shared, so everyone sees every entry; of other teams'
+ * jobs only what says nothing about them: no id, no name, and no
+ * reason (the scheduler's free text says more about a job than its
+ * team needs to share). Other teams' jobs named in one's own reasons
+ * are redacted. $1 team filter, $2/$3 cursor, $4 limit, $5 the viewer.
+ */
+static const char page_sql[] =
+	"WITH page AS (SELECT j.*, " QUEUE_KEY_SQL " AS k FROM jobs j"
+	"  WHERE j.state = 'pending'"
+	"  AND ($1::text IS NULL OR j.team_id = (SELECT id FROM teams WHERE name = $1))"
+	"  AND ($2::int IS NULL OR (" QUEUE_KEY_SQL ", j.id) > ($2::int, $3::bigint))"
+	"  ORDER BY k, j.id LIMIT $4::int + 1),"
+	" shown AS (SELECT * FROM page ORDER BY k, id LIMIT $4::int)"
+	" SELECT coalesce((SELECT json_agg(json_build_object("
+	"  'position', s.queue_position,"
+	"  'job', CASE WHEN s.mine THEN s.id END,"
+	"  'team', t.name,"
+	"  'name', CASE WHEN s.mine THEN s.name END,"
+	"  'priority_class', s.priority_class, 'priority', s.priority,"
+	"  'gpus', s.nodes * s.gpus_per_node, 'nodes', s.nodes,"
+	"  'gpus_per_node', s.gpus_per_node,"
+	"  'submitted_at', ty_ts(s.created_at),"
+	"  'fair_share', coalesce(u.fair_share, 1),"
+	"  'reason', CASE WHEN s.mine THEN ty_redact_jobs("
+	"   ty_pending_reason(s.state, s.pending_reason), $5::bigint) END,"
+	"  'reserved_until', ty_ts(s.reserved_until)) ORDER BY s.k, s.id)"
+	"  FROM (SELECT x.*, ($5::bigint IS NULL OR x.team_id = $5) AS mine,"
+	"    (x.spec->'resources'->>'nodes')::int AS nodes,"
+	"    (x.spec->'resources'->>'gpus_per_node')::int AS gpus_per_node"
+	"    FROM shown x) s"
+	"  JOIN teams t ON t.id = s.team_id"
+	"  LEFT JOIN team_usage u ON u.team_id = s.team_id), '[]')::text,"
+	" CASE WHEN (SELECT count(*) FROM page) > $4::int"
+	"  THEN (SELECT k || '.' || id FROM shown ORDER BY k DESC, id DESC LIMIT 1) END";
+
+int api_store_queue_page(const char **items, const char **next, struct ty_pg *pg,
+			 struct ty_arena *a, const struct api_queue_filter *f, struct ty_err *err)
+{
+	const char *p[5] = {f->team, f->after_key, f->after_id, f->limit, f->viewer};
+	PGresult *res = NULL;
+	int rc;
+
+	*items = *next = NULL;
+	if ((rc = ty_pg_exec(&res, pg, page_sql, 5, p, err)))
+		return rc;
+	if (!(rc = api__store_text(items, a, res, 0, 0, err)))
+		rc = api__store_text(next, a, res, 0, 1, err);
+	PQclear(res);
+	return rc;
+}

@@ -1,0 +1,165 @@
+/*
+ * The teams SQL as typed calls (store.h): a team's document is
+ * ty_team_json's (migrations), returned as text.
+ */
+#include "store.h"
+
+#include <string.h>
+
+int api__store_text(const char **out, struct ty_arena *a, const PGresult *res, int row, int col,
+		    struct ty_err *err)
+{
+	const char *v = ty_pg_val(res, row, col);
+
+	*out = NULL;
+	if (v && !(*out = ty_arena_strdup(a, v)))
+		return ty_err_set(err, TY_ENOMEM, NULL);
+	return 0;
+}
+
+const char *api_team_col_name(enum api_team_col c)
+{
+	static const char *const names[] = {
+#define API_TEAM_COL_NAME(c) #c,
+		API_TEAM_COLUMNS(API_TEAM_COL_NAME)
+#undef API_TEAM_COL_NAME
+	};
+
+	return names[c];
+}
+
+/* The one-row result's first value into *doc (NULL when no row); clears res. */
+static int doc_of(const char **doc, struct ty_arena *a, PGresult *res, struct ty_err *err)
+{
+	int rc = 0;
+
+	*doc = NULL;
+	if (PQntuples(res) > 0)
+		rc = api__store_text(doc, a, res, 0, 0, err);
+	PQclear(res);
+	return rc;
+}
+
+static const char insert_sql[] =
+	"INSERT INTO teams (name, nominal_gpus, borrowing_limit_gpus,"
+	" lending_limit_gpus, cohort, weight, max_pending_jobs, max_cpus,"
+	" max_memory_mb, run_uid, idle_gpu_alert_seconds)"
+	" VALUES ($1, $2, $3, $4, $5, coalesce($6::float8, 1), $7, $8, $9, $10, $11)"
+	" RETURNING ty_team_json(teams)::text";
+
+int api_store_team_insert(const char **doc, struct ty_pg *pg, struct ty_arena *a, const char *name,
+			  const struct api_team_set *s, struct ty_err *err)
+{
+	const char *p[1 + API_TEAM_NCOLS];
+	PGresult *res = NULL;
+	int rc;
+
+	*doc = NULL;
+	p[0] = name;
+	memcpy(p + 1, s->value, sizeof(s->value));
+	if ((rc = ty_pg_exec(&res, pg, insert_sql, 1 + API_TEAM_NCOLS, p, err)))
+		return rc;
+	return doc_of(doc, a, res, err);
+}
+
+/* $2k is "is the column given", $2k+1 its value: one fixed statement */
+static const char update_sql[] =
+	"UPDATE teams SET"
+	" nominal_gpus = CASE WHEN $2 THEN $3::int ELSE nominal_gpus END,"
+	" borrowing_limit_gpus = CASE WHEN $4 THEN $5::int ELSE borrowing_limit_gpus END,"
+	" lending_limit_gpus = CASE WHEN $6 THEN $7::int ELSE lending_limit_gpus END,"
+	" cohort = CASE WHEN $8 THEN $9 ELSE cohort END,"
+	" weight = CASE WHEN $10 THEN coalesce($11::float8, 1) ELSE weight END,"
+	" max_pending_jobs = CASE WHEN $12 THEN $13::int ELSE max_pending_jobs END,"
+	" max_cpus = CASE WHEN $14 THEN $15::int ELSE max_cpus END,"
+	" max_memory_mb = CASE WHEN $16 THEN $17::bigint ELSE max_memory_mb END,"
+	" run_uid = CASE WHEN $18 THEN $19::int ELSE run_uid END,"
+	" idle_gpu_alert_seconds = CASE WHEN $20 THEN $21::int"
+	"  ELSE idle_gpu_alert_seconds END,"
+	" updated_at = now()"
+	" WHERE name = $1 RETURNING ty_team_json(teams)::text";
+
+int api_store_team_update(const char **doc, struct ty_pg *pg, struct ty_arena *a, const char *name,
+			  const struct api_team_set *s, struct ty_err *err)
+{
+	const char *p[1 + 2 * API_TEAM_NCOLS];
+	PGresult *res = NULL;
+	int rc;
+
+	*doc = NULL;
+	p[0] = name;
+	for (int i = 0; i < API_TEAM_NCOLS; i++) {
+		p[1 + 2 * i] = s->given[i] ? "t" : "f";
+		p[2 + 2 * i] = s->given[i] ? s->value[i] : NULL;
+	}
+	if ((rc = ty_pg_exec(&res, pg, update_sql, 1 + 2 * API_TEAM_NCOLS, p, err)))
+		return rc;
+	return doc_of(doc, a, res, err);
+}
+
+static const char uid_sql[] = "SELECT 1 FROM teams WHERE run_uid = $1::int";
+
+int api_store_team_uid_taken(bool *taken, struct ty_pg *pg, const char *uid, struct ty_err *err)
+{
+	const char *p[1] = {uid};
+	PGresult *res = NULL;
+	int rc;
+
+	*taken = false;
+	if (!uid)
+		return 0;
+	if ((rc = ty_pg_exec(&res, pg, uid_sql, 1, p, err)))
+		return rc;
+	*taken = PQntuples(res) > 0;
+	PQclear(res);
+	return 0;
+}
+
+static const char list_sql[] =
+	"SELECT json_build_object('items', coalesce(json_agg(ty_team_json(t)"
+	" ORDER BY t.name), '[]'))::text FROM teams t"
+	" WHERE $1::text IS NULL OR t.name = $1";
+
+int api_store_teams_list(const char **doc, struct ty_pg *pg, struct ty_arena *a, const char *team,
+			 struct ty_err *err)
+{
+	const char *p[1] = {team};
+	PGresult *res = NULL;
+	int rc;
+
+	*doc = NULL;
+	if ((rc = ty_pg_exec(&res, pg, list_sql, 1, p, err)))
+		return rc;
+	return doc_of(doc, a, res, err);
+}
+
+static const char get_sql[] = "SELECT ty_team_json(t)::text FROM teams t"
+			      " WHERE t.name = $1 AND ($2::text IS NULL OR t.name = $2)";
+
+int api_store_team_get(const char **doc, struct ty_pg *pg, struct ty_arena *a, const char *name,
+		       const char *own, struct ty_err *err)
+{
+	const char *p[2] = {name, own};
+	PGresult *res = NULL;
+	int rc;
+
+	*doc = NULL;
+	if ((rc = ty_pg_exec(&res, pg, get_sql, 2, p, err)))
+		return rc;
+	return doc_of(doc, a, res, err);
+}
+
+static const char id_sql[] = "SELECT id::text FROM teams WHERE name = $1";
+
+int api_store_team_id(const char **id, struct ty_pg *pg, struct ty_arena *a, const char *name,
+		      struct ty_err *err)
+{
+	const char *p[1] = {name};
+	PGresult *res = NULL;
+	int rc;
+
+	*id = NULL;
+	if ((rc = ty_pg_exec(&res, pg, id_sql, 1, p, err)))
+		return rc;
+	return doc_of(id, a, res, err);
+}
