@@ -34,7 +34,8 @@ enum ty_code {
 #undef TY_ERR_ENUM
 };
 
-#define TY_ERR_MSG_MAX 512
+/* As long as an API problem's detail (api/api.h), which refusals carry here. */
+#define TY_ERR_MSG_MAX 768
 
 /* Caller-owned; zero-initialise it (struct ty_err err = {0};). */
 struct ty_err {
