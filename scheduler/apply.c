@@ -17,11 +17,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define ACTIVE "{scheduled,starting,running}"
-/* A job's states while an attempt of it holds nodes: active, or being preempted. */
-#define LIVE "{scheduled,starting,running,preempting}"
-/* An attempt being preempted (a condition on attempts): it may still end on its own. */
-#define PREEMPTING "(state = 'stopping' AND failure_class = 'preempted')"
 #define FINISHED_FIRST SCHED_FINISHED_FIRST
 
 /* A failure class attempts.failure_class accepts (proto/lifecycle.h), or NULL. */
@@ -61,32 +56,6 @@ static const char *jstr(const json_t *o, const char *key, const char *def)
 }
 
 /* ---- writes shared by apply, placement and reconciliation ---- */
-
-/*
- * Move the job from a state in `from` (an array literal) to `to`, when its
- * current attempt is `attempt`. *moved tells whether it did.
- */
-static int job_move(bool *moved, struct sched *s, int64_t job, int64_t attempt, const char *from,
-		    const char *to, bool finish, const char *cls, struct ty_err *err)
-{
-	char jb[24], ab[24];
-	const char *p[] = {
-	    sched_i64(jb, job), sched_i64(ab, attempt), from, to, finish ? "t" : "f", cls};
-	PGresult *res = NULL;
-	int rc;
-
-	*moved = false;
-	rc = ty_pg_exec(&res, s->pg,
-			"UPDATE jobs SET state = $4,"
-			" finished_at = CASE WHEN $5::boolean THEN now() ELSE finished_at END,"
-			" failure_class = coalesce($6, failure_class)"
-			" WHERE id = $1 AND attempt = $2 AND state = ANY ($3::text[]) RETURNING 1",
-			6, p, err);
-	if (!rc)
-		*moved = PQntuples(res) > 0;
-	PQclear(res);
-	return rc;
-}
 
 int sched_kill_nodes(int *count, struct sched *s, int64_t job, int64_t attempt, const char *reason,
 		     const char *except, struct ty_err *err)
@@ -310,7 +279,7 @@ int sched_fail_attempt(struct sched *s, int64_t job, int64_t attempt, const char
 {
 	bool by_condition = how & SCHED_FAIL_CONDITION;
 	bool blame = how & SCHED_FAIL_BLAME, spend = !(how & (SCHED_FAIL_FREE | SCHED_FAIL_CONDITION));
-	char jb[24], ab[24], eb[24], bb[24], text[1024], *retries_text = NULL;
+	char jb[24], bb[24], text[1024], *retries_text = NULL;
 	const char *blamed;
 	const char *budget, *state;
 	PGresult *res = NULL;
@@ -325,28 +294,12 @@ int sched_fail_attempt(struct sched *s, int64_t job, int64_t attempt, const char
 		evidence = NULL;
 	/* blame: the node whose report failed the attempt first (docs/dispatch.md) */
 	blamed = blame && node && sched_class_blames(cls) ? node : NULL;
-	{
-		const char *p[] = {sched_i64(jb, job),
-				   sched_i64(ab, attempt),
-				   exit_code ? sched_i64(eb, *exit_code) : NULL,
-				   cls,
-				   why,
-				   evidence,
-				   blamed};
-
-		if ((rc = ty_pg_exec(&res, s->pg,
-				     "UPDATE attempts SET state = 'failed', ended_at = now(),"
-				     " exit_code = $3, failure_class = $4, message = $5,"
-				     " evidence = $6, blamed_node = $7"
-				     " WHERE job_id = $1 AND attempt = $2 AND (state = ANY ('" ACTIVE
-				     "') OR " PREEMPTING ") RETURNING 1",
-				     7, p, err)))
-			goto out;
-		if (PQntuples(res) == 0)
-			goto out; /* already over: nothing to do */
-		PQclear(res);
-		res = NULL;
-	}
+	if ((rc = sched_store_attempt_failed(&moved, s->pg,
+					     &(struct sched_store_failure){job, attempt, exit_code, cls,
+									   why, evidence, blamed},
+					     err)) ||
+	    !moved)
+		goto out; /* already over: nothing to do */
 	/* written now when every node has released its GPUs, else at the last release */
 	if ((rc = sched_ledger_attempt_end(s, job, attempt, err)))
 		goto out;
@@ -408,7 +361,8 @@ int sched_fail_attempt(struct sched *s, int64_t job, int64_t attempt, const char
 		state = !strcmp(ty_pg_val(res, 0, 5), "t") ? "stopped" : "cancelled";
 		snprintf(text, sizeof(text), "attempt %lld failed: %s (%s); %s as requested",
 			 (long long)attempt, why, cls, state);
-		if ((rc = job_move(&moved, s, job, attempt, LIVE, state, true, cls, err)))
+		if ((rc = sched_store_job_cancelled(&moved, s->pg, job, attempt,
+						    !strcmp(state, "stopped"), cls, err)))
 			goto out;
 	} else if (verdict.verdict == SCHED_RETRY_REQUEUE) {
 		int64_t backoff = verdict.backoff_s;
@@ -462,14 +416,14 @@ int sched_fail_attempt(struct sched *s, int64_t job, int64_t attempt, const char
 				     " WHERE id = $1",
 				     4, p, err)))
 			goto out;
-		if ((rc = job_move(&moved, s, job, attempt, LIVE, state, false, cls, err)))
+		if ((rc = sched_store_job_requeued(&moved, s->pg, job, attempt, cls, err)))
 			goto out;
 		s->capacity_freed = true;
 	} else {
 		snprintf(text, sizeof(text), "attempt %lld failed: %s (%s)", (long long)attempt,
 			 why, cls);
 		state = "failed";
-		if ((rc = job_move(&moved, s, job, attempt, LIVE, state, true, cls, err)))
+		if ((rc = sched_store_job_failed(&moved, s->pg, job, attempt, cls, err)))
 			goto out;
 	}
 	if (moved)
@@ -548,13 +502,8 @@ int sched_settle_attempt(struct sched *s, int64_t job, int64_t attempt, struct t
 	}
 	if ((is_active(state) || stopping) && bad == 0) {
 		/* every rank exited 0 on its own: finished, whatever stop had begun */
-		if ((rc = ty_pg_exec(NULL, s->pg,
-				     "UPDATE attempts SET state = 'succeeded', ended_at = now(),"
-				     " exit_code = 0, failure_class = NULL, message = CASE"
-				     "  WHEN state = 'stopping' THEN '" FINISHED_FIRST "' END"
-				     " WHERE job_id = $1 AND attempt = $2",
-				     2, p, err)) ||
-		    (rc = job_move(&moved, s, job, attempt, LIVE, "succeeded", true, NULL, err)))
+		if ((rc = sched_store_attempt_succeeded(s->pg, job, attempt, err)) ||
+		    (rc = sched_store_job_succeeded(&moved, s->pg, job, attempt, err)))
 			goto out;
 		snprintf(text, sizeof(text),
 			 "attempt %lld succeeded: every rank on %lld node%s exited 0%s",
@@ -563,16 +512,10 @@ int sched_settle_attempt(struct sched *s, int64_t job, int64_t attempt, struct t
 		if (moved)
 			rc = sched_job_event(s, job, "succeeded", "succeeded", text, data, err);
 	} else if (stopping) {
-		if ((rc = ty_pg_exec(
-			 NULL, s->pg,
-			 "UPDATE attempts SET state = 'cancelled', ended_at = now(),"
-			 " failure_class = 'cancelled', message = 'cancelled as requested'"
-			 " WHERE job_id = $1 AND attempt = $2",
-			 2, p, err)) ||
+		if ((rc = sched_store_attempt_cancelled(s->pg, job, attempt, err)) ||
 		    (rc = end_state(&to, s, job, err)) ||
-		    (rc = job_move(&moved, s, job, attempt,
-				   "{scheduled,starting,running,preempting}", to, true, NULL,
-				   err)))
+		    (rc = sched_store_job_cancelled(&moved, s->pg, job, attempt,
+						    !strcmp(to, "stopped"), NULL, err)))
 			goto out;
 		snprintf(text, sizeof(text), "%s: attempt %lld stopped on every node", to,
 			 (long long)attempt);
@@ -1026,7 +969,7 @@ static int alloc_exit(bool *applied, struct sched *s, const char *node, int64_t 
 	 * the preemption's stop) still decides the attempt.
 	 */
 	if ((rc = ty_pg_exec(&res, s->pg,
-			     "SELECT state, coalesce(" PREEMPTING " AND NOT EXISTS (SELECT 1"
+			     "SELECT state, coalesce(" SCHED_STORE_PREEMPTING " AND NOT EXISTS (SELECT 1"
 			     "  FROM allocations a WHERE a.job_id = $1 AND a.attempt = $2"
 			     "  AND a.node_id <> $3 AND a.exited_at IS NOT NULL"
 			     "  AND (a.exit_code IS DISTINCT FROM 0 OR a.failure_class IS NOT NULL)),"
@@ -1645,51 +1588,28 @@ out:
 /* ---- job events ---- */
 
 /*
- * One statement per rank (the executor sends one per rank, so this is the
- * hottest event): the rank row if the node has a part in the attempt, and
- * on the attempt's first rank the attempt and the job to `starting`.
- * *mine is false when the node has no allocation in it (ignored).
+ * A rank started: on the attempt's first rank the attempt and the job move
+ * to `starting`. *mine is false when the node has no allocation in it
+ * (ignored).
  */
 static int on_rank_started(bool *mine, struct sched *s, const struct proto_msg *m,
 			   struct ty_err *err)
 {
-	char jb[24], ab[24], rb[24], lb[24], pb[24], text[256];
-	const char *p[] = {sched_i64(jb, m->job),
-			   sched_i64(ab, m->attempt),
-			   sched_i64(rb, jint(m->data, "rank", 0)),
-			   m->node,
-			   sched_i64(lb, jint(m->data, "local_rank", 0)),
-			   sched_i64(pb, jint(m->data, "pid", 0))};
-	PGresult *res = NULL;
+	const struct sched_store_rank r = {.job = m->job,
+					   .attempt = m->attempt,
+					   .rank = jint(m->data, "rank", 0),
+					   .node = m->node,
+					   .local_rank = jint(m->data, "local_rank", 0),
+					   .pid = jint(m->data, "pid", 0)};
+	char text[256];
 	json_t *data = NULL;
 	bool moved;
 	int rc;
 
-	if ((rc = ty_pg_exec(
-		 &res, s->pg,
-		 "WITH a AS (SELECT 1 FROM allocations WHERE job_id = $1 AND attempt = $2"
-		 "  AND node_id = $4),"
-		 /* a started rank acknowledges the launch (an executor without launch_accepted) */
-		 " ack AS (UPDATE allocations SET accepted_at = now() WHERE job_id = $1"
-		 "  AND attempt = $2 AND node_id = $4 AND accepted_at IS NULL),"
-		 " r AS (INSERT INTO ranks (job_id, attempt, rank, node_id, local_rank, pid)"
-		 "  SELECT $1, $2, $3, $4, $5, $6 FROM a"
-		 "  ON CONFLICT (job_id, attempt, rank)"
-		 "  DO UPDATE SET pid = coalesce(ranks.pid, EXCLUDED.pid) RETURNING 1),"
-		 " t AS (UPDATE attempts SET state = 'starting' WHERE job_id = $1 AND attempt = $2"
-		 "  AND state = 'scheduled' AND EXISTS (SELECT 1 FROM a) RETURNING 1),"
-		 " j AS (UPDATE jobs SET state = 'starting' WHERE id = $1 AND attempt = $2"
-		 "  AND state = 'scheduled' AND EXISTS (SELECT 1 FROM t) RETURNING 1)"
-		 " SELECT (SELECT count(*) FROM a), (SELECT count(*) FROM r), (SELECT count(*) FROM j)",
-		 6, p, err)))
+	if ((rc = sched_store_attempt_starting(mine, &moved, s->pg, &r, err)) || !moved)
 		return rc;
-	*mine = sched_col_i64(res, 0, 0) > 0;
-	moved = sched_col_i64(res, 0, 2) > 0;
-	PQclear(res);
-	if (!moved)
-		return 0;
 	snprintf(text, sizeof(text), "attempt %lld starting: rank %lld started on node %s",
-		 (long long)m->attempt, (long long)jint(m->data, "rank", 0), m->node);
+		 (long long)m->attempt, (long long)r.rank, m->node);
 	data = json_pack("{s:I, s:s}", "attempt", (json_int_t)m->attempt, "node", m->node);
 	rc = sched_job_event(s, m->job, "starting", "starting", text, data, err);
 	json_decref(data);
@@ -1778,130 +1698,71 @@ static bool running_entangled(const struct proto_msg *m, const bool *ok, int n, 
 int sched_apply_running(struct sched *s, const struct proto_msg *m, const bool *ok, int n,
 			bool *done, struct ty_err *err)
 {
-	json_t *recs = json_array();
-	char *text = NULL;
-	PGresult *res = NULL;
-	int rc = 0;
+	struct sched_store_running *v = calloc((size_t)n + 1, sizeof(*v));
+	json_t **skipped = calloc((size_t)n + 1, sizeof(*skipped));
+	struct sched_store_run *runs = NULL;
+	int rc = 0, nv = 0, nruns = 0;
 
-	if (!recs)
-		return ty_err_set(err, TY_ENOMEM, NULL);
+	if (!v || !skipped) {
+		rc = ty_err_set(err, TY_ENOMEM, NULL);
+		goto out;
+	}
 	for (int i = 0; i < n; i++) {
-		json_t *rec, *skipped = NULL;
 		const char *path;
 		int64_t step;
 
 		if (!ok[i] || m[i].type != PROTO_ATTEMPT_RUNNING || running_entangled(m, ok, n, i))
 			continue;
-		if ((rc = resume_clean(&skipped, &path, &step, &m[i], err)))
+		if ((rc = resume_clean(&skipped[nv], &path, &step, &m[i], err)))
 			goto out;
-		rec = json_pack("{s:I, s:I, s:s, s:i, s:b, s:s?, s:o, s:o}", "job",
-				(json_int_t)m[i].job, "attempt", (json_int_t)m[i].attempt, "node",
-				m[i].node, "ord", i, "res", skipped != NULL, "path", path, "step",
-				step >= 0 ? json_integer(step) : json_null(), "skipped",
-				skipped ? skipped : json_null());
-		if (!rec || json_array_append_new(recs, rec)) {
-			rc = ty_err_set(err, TY_ENOMEM, NULL);
-			goto out;
-		}
+		v[nv] = (struct sched_store_running){m[i].job, m[i].attempt, m[i].node,
+						     skipped[nv], path, step};
+		nv++;
 		done[i] = true;
 	}
-	if (json_array_size(recs) == 0)
+	if (nv == 0)
 		goto out;
-	if (!(text = json_dumps(recs, JSON_COMPACT))) {
-		rc = ty_err_set(err, TY_ENOMEM, NULL);
+	if ((rc = sched_store_attempts_running(&runs, &nruns, s->pg, v, nv, err)))
 		goto out;
-	}
-	const char *p[] = {text};
-	/*
-	 * One statement for the batch: each node's part running (its first
-	 * report), where the attempt resumed from (the first node's resume of
-	 * those that counted, kept once), and the attempts whose every node now
-	 * runs, with their jobs, to running. The CTEs see the rows as they were
-	 * before the statement: the parts just marked are subtracted by hand.
-	 */
-	if ((rc = ty_pg_exec(
-		 &res, s->pg,
-		 "WITH m AS (SELECT * FROM jsonb_to_recordset($1::jsonb) AS m(job bigint,"
-		 "  attempt integer, node text, ord integer, res boolean, path text, step bigint,"
-		 "  skipped jsonb)),"
-		 " x AS (SELECT DISTINCT ON (job, attempt, node) * FROM m"
-		 "  ORDER BY job, attempt, node, ord),"
-		 " u AS (UPDATE allocations a SET running_at = now(),"
-		 "  accepted_at = coalesce(a.accepted_at, now()) FROM x WHERE a.job_id = x.job"
-		 "  AND a.attempt = x.attempt AND a.node_id = x.node AND a.running_at IS NULL"
-		 "  AND a.exited_at IS NULL"
-		 "  RETURNING a.job_id, a.attempt, a.node_id, x.ord, x.res, x.path, x.step, x.skipped),"
-		 " r AS (SELECT DISTINCT ON (job_id, attempt) * FROM u WHERE res"
-		 "  ORDER BY job_id, attempt, ord),"
-		 " g AS (SELECT t.job_id, t.attempt, t.world_size, t.resume_skipped IS NULL AS fresh,"
-		 "  k.nodes, k.waiting = 0 AS ready,"
-		 "  k.waiting = 0 AND t.state IN ('scheduled', 'starting') AS go"
-		 "  FROM attempts t, LATERAL (SELECT count(*) AS nodes, count(*) FILTER (WHERE"
-		 "   a.running_at IS NULL AND NOT EXISTS (SELECT 1 FROM u WHERE u.job_id = a.job_id"
-		 "   AND u.attempt = a.attempt AND u.node_id = a.node_id)) AS waiting"
-		 "   FROM allocations a WHERE a.job_id = t.job_id AND a.attempt = t.attempt) k"
-		 "  WHERE (t.job_id, t.attempt) IN (SELECT job_id, attempt FROM u)),"
-		 " t AS (UPDATE attempts t SET"
-		 "  resume_from = CASE WHEN g.fresh AND r.res THEN r.path ELSE t.resume_from END,"
-		 "  resume_step = CASE WHEN g.fresh AND r.res THEN r.step ELSE t.resume_step END,"
-		 "  resume_skipped = CASE WHEN g.fresh AND r.res THEN r.skipped"
-		 "   ELSE t.resume_skipped END,"
-		 "  state = CASE WHEN g.go THEN 'running' ELSE t.state END,"
-		 "  running_at = CASE WHEN g.go THEN now() ELSE t.running_at END"
-		 "  FROM g LEFT JOIN r ON r.job_id = g.job_id AND r.attempt = g.attempt"
-		 "  WHERE t.job_id = g.job_id AND t.attempt = g.attempt"
-		 "  AND (g.go OR (g.fresh AND r.res))"
-		 "  RETURNING t.job_id, t.attempt, g.go, t.resume_skipped IS NOT NULL AS resumed,"
-		 "  t.resume_from, t.resume_step,"
-		 "  jsonb_array_length(coalesce(t.resume_skipped, '[]')) AS nskipped),"
-		 /* the job follows its attempt's nodes, whatever the attempt's own state */
-		 " j AS (UPDATE jobs SET state = 'running' FROM g WHERE g.ready"
-		 "  AND jobs.id = g.job_id AND jobs.attempt = g.attempt"
-		 "  AND jobs.state IN ('scheduled', 'starting')"
-		 "  RETURNING jobs.id, g.attempt, g.nodes, g.world_size)"
-		 " SELECT j.id, j.attempt, coalesce(t.resumed, false), t.resume_from, t.resume_step,"
-		 "  t.nskipped, j.nodes, j.world_size FROM j LEFT JOIN t ON t.job_id = j.id"
-		 "  AND t.attempt = j.attempt AND t.go ORDER BY j.id",
-		 1, p, err)))
-		goto out;
-	for (int r = 0; r < PQntuples(res) && !rc; r++) {
+	for (int r = 0; r < nruns && !rc; r++) {
+		const struct sched_store_run *u = &runs[r];
 		char msg[640], resume[320] = "";
-		int64_t job = sched_col_i64(res, r, 0), attempt = sched_col_i64(res, r, 1);
-		int64_t nodes = sched_col_i64(res, r, 6), world = sched_col_i64(res, r, 7);
 		json_t *data;
 
 		/* where it resumed from, when the executor said (attempt_running.resume) */
-		if (!strcmp(PQgetvalue(res, r, 2), "t")) {
-			int64_t skipped = sched_col_i64(res, r, 5);
+		if (u->resumed) {
 			char sk[64] = "";
 
-			if (skipped > 0)
+			if (u->nskipped > 0)
 				snprintf(sk, sizeof(sk), "%lld %scheckpoint%s failed verification",
-					 (long long)skipped, ty_pg_val(res, r, 3) ? "newer " : "",
-					 skipped == 1 ? "" : "s");
-			if (ty_pg_val(res, r, 3))
+					 (long long)u->nskipped, u->resume_from ? "newer " : "",
+					 u->nskipped == 1 ? "" : "s");
+			if (u->resume_from)
 				snprintf(resume, sizeof(resume),
 					 "; resumed from step %lld (%.200s%s%s)",
-					 (long long)sched_col_i64(res, r, 4), PQgetvalue(res, r, 3),
-					 *sk ? "; " : "", sk);
+					 (long long)u->resume_step, u->resume_from, *sk ? "; " : "",
+					 sk);
 			else
 				snprintf(resume, sizeof(resume), "; started from scratch (%s)",
 					 *sk ? sk : "no checkpoint");
 		}
 		snprintf(msg, sizeof(msg), "attempt %lld running: %lld rank%s on %lld node%s%s",
-			 (long long)attempt, (long long)world, world == 1 ? "" : "s",
-			 (long long)nodes, nodes == 1 ? "" : "s", resume);
-		if (!(data = json_pack("{s:I}", "attempt", (json_int_t)attempt))) {
+			 (long long)u->attempt, (long long)u->world_size,
+			 u->world_size == 1 ? "" : "s", (long long)u->nodes,
+			 u->nodes == 1 ? "" : "s", resume);
+		if (!(data = json_pack("{s:I}", "attempt", (json_int_t)u->attempt))) {
 			rc = ty_err_set(err, TY_ENOMEM, NULL);
 			break;
 		}
-		rc = sched_job_event(s, job, "running", "running", msg, data, err);
+		rc = sched_job_event(s, u->job, "running", "running", msg, data, err);
 		json_decref(data);
 	}
 out:
-	PQclear(res);
-	json_decref(recs);
-	free(text);
+	for (int i = 0; skipped && i < nv; i++)
+		json_decref(skipped[i]);
+	free(skipped);
+	free(v);
+	sched_store_runs_free(runs, nruns);
 	return rc;
 }
 
@@ -1961,7 +1822,7 @@ int sched_apply_exits(struct sched *s, const struct proto_msg *m, const bool *ok
 	}
 	if (nx == 0)
 		goto out;
-	if ((rc = sched_store_exits_mark(fate, s, x, nx, err)))
+	if ((rc = sched_store_exits_mark(fate, s->pg, x, nx, err)))
 		goto out;
 	/* the marked ones' attempts may have ended; the deferred ones go in order */
 	for (int k = 0; k < nx; k++) {
@@ -1976,7 +1837,7 @@ int sched_apply_exits(struct sched *s, const struct proto_msg *m, const bool *ok
 	}
 	if (nmarked == 0)
 		goto out;
-	if ((rc = sched_store_exits_settle(&ended, &nended, s, x, nmarked, err)) || nended == 0)
+	if ((rc = sched_store_attempts_succeeded(&ended, &nended, s->pg, x, nmarked, err)) || nended == 0)
 		goto out;
 	if (!(jobs = calloc((size_t)nended, sizeof(*jobs))) ||
 	    !(attempts = calloc((size_t)nended, sizeof(*attempts)))) {
@@ -2023,44 +1884,20 @@ out:
 static int on_rank_exited(bool *mine, struct sched *s, const struct proto_msg *m,
 			  struct ty_err *err)
 {
-	int64_t rank = jint(m->data, "rank", -1);
-	char jb[24], ab[24], rb[24], xb[24], sb[24];
-	const char *p[] = {sched_i64(jb, m->job),
-			   sched_i64(ab, m->attempt),
-			   sched_i64(rb, rank),
-			   m->node,
-			   sched_i64(xb, jint(m->data, "exit_code", 0)),
-			   sched_i64(sb, jint(m->data, "signal", 0))};
-	PGresult *res = NULL;
+	const struct sched_store_rank r = {.job = m->job,
+					   .attempt = m->attempt,
+					   .rank = jint(m->data, "rank", -1),
+					   .node = m->node,
+					   .exit_code = jint(m->data, "exit_code", 0),
+					   .signal = jint(m->data, "signal", 0)};
 	int64_t first, n;
 	int rc;
 
-	if ((rc = ty_pg_exec(
-		 &res, s->pg,
-		 "WITH a AS (SELECT first_rank, local_ranks FROM allocations WHERE job_id = $1"
-		 "  AND attempt = $2 AND node_id = $4),"
-		 " r AS (INSERT INTO ranks (job_id, attempt, rank, node_id, local_rank,"
-		 "  exit_code, signal, ended_at)"
-		 "  SELECT $1, $2, $3::integer, $4, $3::integer - a.first_rank, $5, $6, now()"
-		 "  FROM a WHERE $3::integer >= a.first_rank"
-		 "  AND $3::integer < a.first_rank + a.local_ranks"
-		 "  ON CONFLICT (job_id, attempt, rank) DO UPDATE"
-		 "  SET exit_code = EXCLUDED.exit_code, signal = EXCLUDED.signal,"
-		 "  ended_at = EXCLUDED.ended_at WHERE ranks.ended_at IS NULL RETURNING 1)"
-		 " SELECT a.first_rank, a.local_ranks, (SELECT count(*) FROM r) FROM a",
-		 6, p, err)))
+	if ((rc = sched_store_rank_exited(mine, &first, &n, s->pg, &r, err)) || !*mine)
 		return rc;
-	*mine = PQntuples(res) > 0;
-	if (!*mine) {
-		PQclear(res);
-		return 0;
-	}
-	first = sched_col_i64(res, 0, 0);
-	n = sched_col_i64(res, 0, 1);
-	PQclear(res);
-	if (rank < first || rank >= first + n)
+	if (r.rank < first || r.rank >= first + n)
 		return ty_err_set(err, TY_EINVAL, "rank %lld is not one of node %s's ranks %lld-%lld",
-				  (long long)rank, m->node, (long long)first,
+				  (long long)r.rank, m->node, (long long)first,
 				  (long long)(first + n - 1));
 	return 0;
 }
@@ -2217,10 +2054,10 @@ out:
 int sched_apply_ranks(struct sched *s, const struct proto_msg *m, const bool *ok, int n,
 		      bool *done, bool *bad, struct ty_err *err)
 {
-	json_t *started = json_array(), *exited = json_array();
-	char *st = NULL, *ex = NULL;
-	PGresult *res = NULL;
-	int rc = 0;
+	struct sched_store_rank *started = calloc((size_t)n + 1, sizeof(*started));
+	struct sched_store_rank *exited = calloc((size_t)n + 1, sizeof(*exited));
+	struct sched_store_moved *moved = NULL;
+	int rc = 0, nstarted = 0, nexited = 0, nmoved = 0;
 
 	*bad = false;
 	if (!started || !exited) {
@@ -2228,114 +2065,48 @@ int sched_apply_ranks(struct sched *s, const struct proto_msg *m, const bool *ok
 		goto out;
 	}
 	for (int i = 0; i < n; i++) {
-		json_t *rec;
-
 		done[i] = false;
 		if (!ok[i] || (m[i].type != PROTO_RANK_STARTED && m[i].type != PROTO_RANK_EXITED))
 			continue;
-		rec = json_pack("{s:I, s:I, s:I, s:s, s:I, s:I, s:i}", "job", (json_int_t)m[i].job,
-				"attempt", (json_int_t)m[i].attempt, "rank",
-				(json_int_t)jint(m[i].data, "rank", -1), "node", m[i].node, "a",
-				(json_int_t)jint(m[i].data,
-						 m[i].type == PROTO_RANK_STARTED ? "local_rank"
-										 : "exit_code",
-						 0),
-				"b",
-				(json_int_t)jint(m[i].data,
-						 m[i].type == PROTO_RANK_STARTED ? "pid" : "signal", 0),
-				"ord", i);
-		if (!rec || json_array_append_new(m[i].type == PROTO_RANK_STARTED ? started : exited,
-						  rec)) {
-			rc = ty_err_set(err, TY_ENOMEM, NULL);
-			goto out;
-		}
+		if (m[i].type == PROTO_RANK_STARTED)
+			started[nstarted++] = (struct sched_store_rank){
+			    .job = m[i].job,
+			    .attempt = m[i].attempt,
+			    .rank = jint(m[i].data, "rank", -1),
+			    .node = m[i].node,
+			    .local_rank = jint(m[i].data, "local_rank", 0),
+			    .pid = jint(m[i].data, "pid", 0)};
+		else
+			exited[nexited++] = (struct sched_store_rank){
+			    .job = m[i].job,
+			    .attempt = m[i].attempt,
+			    .rank = jint(m[i].data, "rank", -1),
+			    .node = m[i].node,
+			    .exit_code = jint(m[i].data, "exit_code", 0),
+			    .signal = jint(m[i].data, "signal", 0)};
 		done[i] = true;
 	}
-	if (json_array_size(exited)) {
-		if (!(ex = json_dumps(exited, JSON_COMPACT))) {
-			rc = ty_err_set(err, TY_ENOMEM, NULL);
-			goto out;
-		}
-		const char *p[] = {ex};
-		/* the first report of a rank wins, as one by one; out-of-range ranks are bad */
-		if ((rc = ty_pg_exec(
-			 &res, s->pg,
-			 "WITH m AS (SELECT * FROM jsonb_to_recordset($1::jsonb) AS m(job bigint,"
-			 "  attempt integer, rank bigint, node text, a bigint, b bigint, ord integer)),"
-			 " k AS (SELECT m.*, a.first_rank, m.rank >= a.first_rank"
-			 "  AND m.rank < a.first_rank + a.local_ranks AS fits FROM m JOIN allocations a"
-			 "  ON a.job_id = m.job AND a.attempt = m.attempt AND a.node_id = m.node),"
-			 " r AS (INSERT INTO ranks (job_id, attempt, rank, node_id, local_rank,"
-			 "  exit_code, signal, ended_at)"
-			 "  SELECT DISTINCT ON (job, attempt, rank) job, attempt, rank, node,"
-			 "  rank - first_rank, a, b, now() FROM k WHERE fits"
-			 "  ORDER BY job, attempt, rank, ord"
-			 "  ON CONFLICT (job_id, attempt, rank) DO UPDATE"
-			 "  SET exit_code = EXCLUDED.exit_code, signal = EXCLUDED.signal,"
-			 "  ended_at = EXCLUDED.ended_at WHERE ranks.ended_at IS NULL RETURNING 1)"
-			 " SELECT (SELECT count(*) FROM k WHERE NOT fits), (SELECT count(*) FROM r)",
-			 1, p, err)))
-			goto out;
-		*bad = sched_col_i64(res, 0, 0) > 0;
-		PQclear(res);
-		res = NULL;
-		if (*bad)
-			goto out;
-	}
-	if (json_array_size(started)) {
-		if (!(st = json_dumps(started, JSON_COMPACT))) {
-			rc = ty_err_set(err, TY_ENOMEM, NULL);
-			goto out;
-		}
-		const char *p[] = {st};
-		/* on an attempt's first rank, the attempt and its job move to starting */
-		if ((rc = ty_pg_exec(
-			 &res, s->pg,
-			 "WITH m AS (SELECT * FROM jsonb_to_recordset($1::jsonb) AS m(job bigint,"
-			 "  attempt integer, rank bigint, node text, a bigint, b bigint, ord integer)),"
-			 " k AS (SELECT m.* FROM m JOIN allocations a ON a.job_id = m.job"
-			 "  AND a.attempt = m.attempt AND a.node_id = m.node),"
-			 /* a started rank acknowledges the launch (sched_apply_acks) */
-			 " ack AS (UPDATE allocations a SET accepted_at = now()"
-			 "  FROM (SELECT DISTINCT job, attempt, node FROM m) x WHERE a.job_id = x.job"
-			 "  AND a.attempt = x.attempt AND a.node_id = x.node AND a.accepted_at IS NULL),"
-			 " r AS (INSERT INTO ranks (job_id, attempt, rank, node_id, local_rank, pid)"
-			 "  SELECT DISTINCT ON (job, attempt, rank) job, attempt, rank, node, a, b FROM k"
-			 "  ORDER BY job, attempt, rank, ord"
-			 "  ON CONFLICT (job_id, attempt, rank)"
-			 "  DO UPDATE SET pid = coalesce(ranks.pid, EXCLUDED.pid) RETURNING 1),"
-			 " t AS (UPDATE attempts SET state = 'starting'"
-			 "  FROM (SELECT DISTINCT job, attempt FROM k) x WHERE attempts.job_id = x.job"
-			 "  AND attempts.attempt = x.attempt AND attempts.state = 'scheduled'"
-			 "  RETURNING attempts.job_id, attempts.attempt),"
-			 " j AS (UPDATE jobs SET state = 'starting' FROM t WHERE jobs.id = t.job_id"
-			 "  AND jobs.attempt = t.attempt AND jobs.state = 'scheduled'"
-			 "  RETURNING jobs.id, t.attempt)"
-			 " SELECT j.id, j.attempt, f.rank, f.node FROM j, LATERAL (SELECT rank, node"
-			 "  FROM k WHERE k.job = j.id AND k.attempt = j.attempt ORDER BY ord LIMIT 1) f"
-			 " ORDER BY j.id",
-			 1, p, err)))
-			goto out;
-		for (int r = 0; r < PQntuples(res) && !rc; r++) {
-			char text[256];
-			json_t *data;
-			int64_t job = sched_col_i64(res, r, 0), attempt = sched_col_i64(res, r, 1);
+	if (nexited && ((rc = sched_store_ranks_exited(bad, s->pg, exited, nexited, err)) || *bad))
+		goto out;
+	if (nstarted &&
+	    (rc = sched_store_attempts_starting(&moved, &nmoved, s->pg, started, nstarted, err)))
+		goto out;
+	for (int r = 0; r < nmoved && !rc; r++) {
+		const struct sched_store_rank *f = &started[moved[r].first];
+		char text[256];
+		json_t *data;
 
-			snprintf(text, sizeof(text), "attempt %lld starting: rank %lld started on node %s",
-				 (long long)attempt, (long long)sched_col_i64(res, r, 2),
-				 PQgetvalue(res, r, 3));
-			data = json_pack("{s:I, s:s}", "attempt", (json_int_t)attempt, "node",
-					 PQgetvalue(res, r, 3));
-			rc = sched_job_event(s, job, "starting", "starting", text, data, err);
-			json_decref(data);
-		}
+		snprintf(text, sizeof(text), "attempt %lld starting: rank %lld started on node %s",
+			 (long long)moved[r].attempt, (long long)f->rank, f->node);
+		data = json_pack("{s:I, s:s}", "attempt", (json_int_t)moved[r].attempt, "node",
+				 f->node);
+		rc = sched_job_event(s, moved[r].job, "starting", "starting", text, data, err);
+		json_decref(data);
 	}
 out:
-	PQclear(res);
-	json_decref(started);
-	json_decref(exited);
-	free(st);
-	free(ex);
+	free(started);
+	free(exited);
+	free(moved);
 	return rc;
 }
 

@@ -51,7 +51,10 @@ void sched_store_rewind(struct sched_store *st, struct sched_store_mark m);
  * closes it ("{}" when empty).
  */
 int sched_store__arr_add(struct ty_buf *b, const char *v);
+int sched_store__arr_i64(struct ty_buf *b, int64_t v);
 int sched_store__arr_end(struct ty_buf *b);
+
+struct ty_pg;
 
 /* ---- placements.c: a cycle's placements, set-based (the fallback calls them with n = 1) ---- */
 
@@ -93,6 +96,11 @@ const char *sched_store_boot_of(const struct sched_store_boot *v, int n, const c
 
 /* ---- exits.c: attempt_exited's plain success (exit 0, no class), set-based ---- */
 
+/* The attempt states (of attempts t) whose exits the set-based path settles as sched_settle_attempt would. */
+#define SCHED_STORE_PLAIN_STATE                                                                    \
+	"(t.state IN ('scheduled', 'starting', 'running')"                                         \
+	" OR (t.state = 'stopping' AND t.failure_class IS DISTINCT FROM 'preempted'))"
+
 /* One node's exit of an attempt (borrowed node). */
 struct sched_store_exit {
 	int64_t job, attempt;
@@ -112,5 +120,124 @@ struct sched_store_ended {
 	bool stopping; /* it was being stopped (not preempted) */
 	bool moved;    /* its job moved to succeeded too */
 };
+
+/*
+ * Mark the n exits' parts exited 0 and released (one statement) where the
+ * attempt is plain: active, or stopping but not preempted, with no part
+ * ended other than by exiting 0. fate[n] says what became of each.
+ */
+int sched_store_exits_mark(enum sched_store_exit_fate *fate, struct ty_pg *pg,
+			   const struct sched_store_exit *v, int n, struct ty_err *err);
+
+/* ---- lifecycle.c: every write of jobs.state and attempts.state ---- */
+
+/* An attempt being preempted (a condition on attempts): it may still end on its own. */
+#define SCHED_STORE_PREEMPTING "(state = 'stopping' AND failure_class = 'preempted')"
+
+/*
+ * The job's move from a live state (scheduled, starting, running,
+ * preempting) while attempt is its current one; *moved says whether it
+ * moved. cls (NULL: kept) becomes jobs.failure_class. All but requeued set
+ * finished_at.
+ */
+int sched_store_job_succeeded(bool *moved, struct ty_pg *pg, int64_t job, int64_t attempt,
+			      struct ty_err *err);
+int sched_store_job_failed(bool *moved, struct ty_pg *pg, int64_t job, int64_t attempt,
+			   const char *cls, struct ty_err *err);
+int sched_store_job_requeued(bool *moved, struct ty_pg *pg, int64_t job, int64_t attempt,
+			     const char *cls, struct ty_err *err);
+/* To stopped (stopped) or cancelled. */
+int sched_store_job_cancelled(bool *moved, struct ty_pg *pg, int64_t job, int64_t attempt,
+			      bool stopped, const char *cls, struct ty_err *err);
+
+/* An attempt's failure (borrowed strings; NULL: SQL NULL). */
+struct sched_store_failure {
+	int64_t job, attempt;
+	const int *exit_code;
+	const char *cls, *message, *evidence, *blamed;
+};
+/* The attempt to failed while active or being preempted; *moved: it was. */
+int sched_store_attempt_failed(bool *moved, struct ty_pg *pg, const struct sched_store_failure *f,
+			       struct ty_err *err);
+/* The attempt to succeeded (stopping: "finished before it was stopped"), unguarded: the caller judged it. */
+int sched_store_attempt_succeeded(struct ty_pg *pg, int64_t job, int64_t attempt,
+				  struct ty_err *err);
+/* The attempt to cancelled ("cancelled as requested"), unguarded: the caller judged it. */
+int sched_store_attempt_cancelled(struct ty_pg *pg, int64_t job, int64_t attempt,
+				  struct ty_err *err);
+
+/* A rank's start or end as reported (borrowed node). */
+struct sched_store_rank {
+	int64_t job, attempt, rank;
+	const char *node;
+	int64_t local_rank, pid;  /* rank_started */
+	int64_t exit_code, signal; /* rank_exited */
+};
+/*
+ * A started rank: its row when the node has a part in the attempt (*mine),
+ * the launch acknowledged, and on the attempt's first rank the attempt and
+ * the job to starting (*moved). One statement.
+ */
+int sched_store_attempt_starting(bool *mine, bool *moved, struct ty_pg *pg,
+				 const struct sched_store_rank *r, struct ty_err *err);
+
+/* A job that moved, with its attempt; first: the index in v of its first started rank. */
+struct sched_store_moved {
+	int64_t job, attempt;
+	int first;
+};
+/*
+ * The n started ranks of a batch (in order) as sched_store_attempt_starting
+ * each, one statement: *out (new, sorted by job) the jobs moved to starting.
+ */
+int sched_store_attempts_starting(struct sched_store_moved **out, int *nout, struct ty_pg *pg,
+				  const struct sched_store_rank *v, int n, struct ty_err *err);
+
+/* A node's attempt_running (borrowed). */
+struct sched_store_running {
+	int64_t job, attempt;
+	const char *node;
+	const json_t *skipped; /* the resume's skipped checkpoints; NULL: no resume reported */
+	const char *path;      /* where it resumed from; NULL: none */
+	int64_t step;	       /* -1: none */
+};
+/* An attempt (and its job) that moved to running. */
+struct sched_store_run {
+	int64_t job, attempt, nodes, world_size;
+	bool resumed;	   /* its resume is recorded */
+	char *resume_from; /* owned; NULL: started from scratch */
+	int64_t resume_step, nskipped;
+};
+void sched_store_runs_free(struct sched_store_run *v, int n);
+/*
+ * The n attempt_running messages (in order), one statement: each node's
+ * part running (its first report), the resume of the first node that
+ * reports one kept, and the attempts whose every node runs, with their
+ * jobs, to running. *out (new, sorted by job): the jobs moved.
+ */
+int sched_store_attempts_running(struct sched_store_run **out, int *nout, struct ty_pg *pg,
+				 const struct sched_store_running *v, int n, struct ty_err *err);
+/*
+ * Of the attempts of v[n], those whose every node has exited 0 and that are
+ * still plain, with their jobs, to succeeded (one statement): *out (new,
+ * sorted by job, attempt) with *nout rows.
+ */
+int sched_store_attempts_succeeded(struct sched_store_ended **out, int *nout, struct ty_pg *pg,
+				   const struct sched_store_exit *v, int n, struct ty_err *err);
+
+/* ---- ranks.c: ranks' ends ---- */
+
+/* v[n] as the JSON records the rank statements read ($1): new text in *out. */
+int sched_store__ranks_json(char **out, const struct sched_store_rank *v, int n, bool started,
+			    struct ty_err *err);
+/*
+ * An ended rank, when the node has a part in the attempt (*mine) and it is
+ * in the node's range; the range back (*first, *nranks) to judge it.
+ */
+int sched_store_rank_exited(bool *mine, int64_t *first, int64_t *nranks, struct ty_pg *pg,
+			    const struct sched_store_rank *r, struct ty_err *err);
+/* The n ended ranks of a batch, one statement; *bad: one is outside its node's range (the others are written). */
+int sched_store_ranks_exited(bool *bad, struct ty_pg *pg, const struct sched_store_rank *v, int n,
+			     struct ty_err *err);
 
 #endif
