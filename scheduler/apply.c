@@ -60,36 +60,27 @@ static const char *jstr(const json_t *o, const char *key, const char *def)
 int sched_kill_nodes(int *count, struct sched *s, int64_t job, int64_t attempt, const char *reason,
 		     const char *except, struct ty_err *err)
 {
-	char jb[24], ab[24];
-	const char *p[] = {sched_i64(jb, job), sched_i64(ab, attempt), except};
-	PGresult *res = NULL;
+	char **nodes = NULL;
 	json_t *data = NULL;
-	int rc;
+	int rc, n = 0;
 
 	if (count)
 		*count = 0;
-	if ((rc = ty_pg_exec(&res, s->pg,
-			     "UPDATE allocations a SET killed_at = now() FROM nodes n"
-			     " WHERE a.job_id = $1 AND a.attempt = $2 AND a.exited_at IS NULL"
-			     " AND n.id = a.node_id AND n.state <> 'lost'"
-			     " AND a.node_id IS DISTINCT FROM $3"
-			     " RETURNING a.node_id",
-			     3, p, err)))
+	if ((rc = sched_store_allocs_kill(&nodes, &n, s->pg, job, attempt, except, err)))
 		goto out;
 	data = json_pack("{s:s, s:i}", "reason", reason, "grace_seconds", s->o.kill_grace_seconds);
 	if (!data) {
 		rc = ty_err_set(err, TY_ENOMEM, NULL);
 		goto out;
 	}
-	for (int i = 0; i < PQntuples(res); i++)
-		if ((rc = sched_outbox_add(s, PROTO_KILL, PQgetvalue(res, i, 0), job, attempt, data,
-					   err)))
+	for (int i = 0; i < n; i++)
+		if ((rc = sched_outbox_add(s, PROTO_KILL, nodes[i], job, attempt, data, err)))
 			goto out;
 	if (count)
-		*count = PQntuples(res);
+		*count = n;
 out:
 	json_decref(data);
-	PQclear(res);
+	sched_store_strs_free(nodes, n);
 	return rc;
 }
 
@@ -279,10 +270,10 @@ int sched_fail_attempt(struct sched *s, int64_t job, int64_t attempt, const char
 {
 	bool by_condition = how & SCHED_FAIL_CONDITION;
 	bool blame = how & SCHED_FAIL_BLAME, spend = !(how & (SCHED_FAIL_FREE | SCHED_FAIL_CONDITION));
-	char jb[24], bb[24], text[1024], *retries_text = NULL;
+	char text[1024], *retries_text = NULL;
 	const char *blamed;
 	const char *budget, *state;
-	PGresult *res = NULL;
+	struct sched_store_job_retry jr = {0};
 	json_t *spec_retry = NULL, *retries = NULL, *data = NULL;
 	struct sched_retry_out verdict;
 	int rc;
@@ -315,20 +306,13 @@ int sched_fail_attempt(struct sched *s, int64_t job, int64_t attempt, const char
 				   err)))
 		goto out;
 
-	{
-		const char *p[] = {sched_i64(jb, job)};
-
-		if ((rc = ty_pg_exec(&res, s->pg,
-				     "SELECT state, attempt, cancel_requested, spec->'retry',"
-				     " retries, stop_requested FROM jobs WHERE id = $1 FOR UPDATE",
-				     1, p, err)))
-			goto out;
-	}
-	if (PQntuples(res) != 1 || sched_col_i64(res, 0, 1) != attempt ||
-	    !(is_active(ty_pg_val(res, 0, 0)) || !strcmp(ty_pg_val(res, 0, 0), "preempting")))
+	if ((rc = sched_store_job_retry(&jr, s->pg, job, err)))
+		goto out;
+	if (!jr.exists || jr.attempt != attempt ||
+	    !(is_active(jr.state) || !strcmp(jr.state, "preempting")))
 		goto out; /* the job has moved on */
-	spec_retry = json_loads(ty_pg_val(res, 0, 3) ? ty_pg_val(res, 0, 3) : "{}", 0, NULL);
-	retries = json_loads(ty_pg_val(res, 0, 4) ? ty_pg_val(res, 0, 4) : "{}", 0, NULL);
+	spec_retry = json_loads(jr.retry ? jr.retry : "{}", 0, NULL);
+	retries = json_loads(jr.retries ? jr.retries : "{}", 0, NULL);
 	if (!json_is_object(retries)) {
 		json_decref(retries);
 		retries = json_object();
@@ -338,7 +322,7 @@ int sched_fail_attempt(struct sched *s, int64_t job, int64_t attempt, const char
 	    &(struct sched_retry_in){
 		.cls = cls,
 		.spend = spend,
-		.cancel_requested = !strcmp(ty_pg_val(res, 0, 2), "t"),
+		.cancel_requested = jr.cancel_requested,
 		.limit_user = (int)jint(spec_retry, "user", proto_spec_default_int("retry", "user")),
 		.limit_system =
 		    (int)jint(spec_retry, "system", proto_spec_default_int("retry", "system")),
@@ -358,7 +342,7 @@ int sched_fail_attempt(struct sched *s, int64_t job, int64_t attempt, const char
 		json_object_set_new(data, "exit_code", json_integer(*exit_code));
 
 	if (verdict.verdict == SCHED_RETRY_END) {
-		state = !strcmp(ty_pg_val(res, 0, 5), "t") ? "stopped" : "cancelled";
+		state = jr.stop_requested ? "stopped" : "cancelled";
 		snprintf(text, sizeof(text), "attempt %lld failed: %s (%s); %s as requested",
 			 (long long)attempt, why, cls, state);
 		if ((rc = sched_store_job_cancelled(&moved, s->pg, job, attempt,
@@ -404,17 +388,8 @@ int sched_fail_attempt(struct sched *s, int64_t job, int64_t attempt, const char
 		}
 		if (backoff > 0)
 			json_object_set_new(data, "backoff_seconds", json_integer(backoff));
-		const char *p[] = {sched_i64(jb, job), retries_text, sched_i64(bb, backoff),
-				   blamed};
-		if ((rc = ty_pg_exec(NULL, s->pg,
-				     "UPDATE jobs SET retries = $2::jsonb,"
-				     " not_before = CASE WHEN $3::int > 0"
-				     "  THEN now() + make_interval(secs => $3::int) END,"
-				     " excluded_nodes = CASE WHEN $4::text IS NULL"
-				     "  OR $4 = ANY (excluded_nodes) THEN excluded_nodes"
-				     "  ELSE excluded_nodes || $4::text END"
-				     " WHERE id = $1",
-				     4, p, err)))
+		if ((rc = sched_store_job_retry_spent(s->pg, job, retries_text, backoff, blamed,
+						      err)))
 			goto out;
 		if ((rc = sched_store_job_requeued(&moved, s->pg, job, attempt, cls, err)))
 			goto out;
@@ -432,7 +407,7 @@ int sched_fail_attempt(struct sched *s, int64_t job, int64_t attempt, const char
 	if (moved && !rc && !strcmp(state, "pending"))
 		sched_metrics_requeued(s, cls, spend);
 out:
-	PQclear(res);
+	sched_store_job_retry_free(&jr);
 	json_decref(spec_retry);
 	json_decref(retries);
 	json_decref(data);
@@ -443,52 +418,35 @@ out:
 /* The state a job whose cancel was requested ends in: "stopped" or "cancelled". */
 static int end_state(const char **to, struct sched *s, int64_t job, struct ty_err *err)
 {
-	char jb[24];
-	const char *p[] = {sched_i64(jb, job)};
-	PGresult *res = NULL;
+	bool stop;
 	int rc;
 
 	*to = "cancelled";
-	if ((rc = ty_pg_exec(&res, s->pg, "SELECT stop_requested FROM jobs WHERE id = $1", 1, p,
-			     err)))
+	if ((rc = sched_store_job_stop_requested(&stop, s->pg, job, err)))
 		return rc;
-	if (PQntuples(res) == 1 && !strcmp(PQgetvalue(res, 0, 0), "t"))
+	if (stop)
 		*to = "stopped";
-	PQclear(res);
 	return 0;
 }
 
 int sched_settle_attempt(struct sched *s, int64_t job, int64_t attempt, struct ty_err *err)
 {
-	char jb[24], ab[24], text[256];
-	const char *p[] = {sched_i64(jb, job), sched_i64(ab, attempt)};
-	PGresult *res = NULL;
+	char text[256];
+	struct sched_store_parts a;
 	const char *state, *to;
 	int64_t live, bad, total;
 	json_t *data = NULL;
 	bool moved, preempting, stopping;
 	int rc;
 
-	/* bad: parts that ended other than by their ranks' own exit 0 */
-	if ((rc = ty_pg_exec(&res, s->pg,
-			     "SELECT t.state, count(*) FILTER (WHERE a.exited_at IS NULL),"
-			     " count(*) FILTER (WHERE a.exit_code IS DISTINCT FROM 0"
-			     "  OR a.failure_class IS NOT NULL), count(*),"
-			     " t.failure_class"
-			     " FROM attempts t JOIN allocations a USING (job_id, attempt)"
-			     " WHERE t.job_id = $1 AND t.attempt = $2"
-			     " GROUP BY t.state, t.failure_class",
-			     2, p, err)))
+	if ((rc = sched_store_attempt_parts(&a, s->pg, job, attempt, err)) || !a.exists)
 		goto out;
-	if (PQntuples(res) != 1)
-		goto out;
-	state = ty_pg_val(res, 0, 0);
-	live = sched_col_i64(res, 0, 1);
-	bad = sched_col_i64(res, 0, 2);
-	total = sched_col_i64(res, 0, 3);
-	stopping = state && !strcmp(state, "stopping");
-	/* PREEMPTING, read here: the join makes its column names ambiguous */
-	preempting = stopping && ty_pg_val(res, 0, 4) && !strcmp(ty_pg_val(res, 0, 4), "preempted");
+	state = a.state;
+	live = a.live;
+	bad = a.bad;
+	total = a.total;
+	stopping = !strcmp(state, "stopping");
+	preempting = stopping && a.preempted;
 	if (live > 0)
 		goto out;
 	if (preempting && bad > 0) {
@@ -527,7 +485,6 @@ int sched_settle_attempt(struct sched *s, int64_t job, int64_t attempt, struct t
 		rc = sched_ledger_attempt_end(s, job, attempt, err);
 out:
 	json_decref(data);
-	PQclear(res);
 	return rc;
 }
 
@@ -798,14 +755,8 @@ int sched_conditions_metrics(struct sched *s, struct ty_err *err)
 static int exclude_node(struct sched *s, int64_t job, int64_t attempt, const char *node,
 			struct ty_err *err)
 {
-	char jb[24], ab[24];
-	const char *p[] = {sched_i64(jb, job), sched_i64(ab, attempt), node};
-	int rc;
+	int rc = sched_store_job_exclude(s->pg, job, attempt, node, err);
 
-	rc = ty_pg_exec(NULL, s->pg,
-			"UPDATE jobs SET excluded_nodes = excluded_nodes || $3::text"
-			" WHERE id = $1 AND attempt = $2 AND NOT ($3 = ANY (excluded_nodes))",
-			3, p, err);
 	sched_touch(s, job);
 	return rc;
 }
@@ -845,24 +796,16 @@ static int preflight_slow(struct sched *s, int64_t job, int64_t attempt, const j
 		const char *node = json_string_value(v);
 		const json_t *nv;
 		double gbps = 0;
-		char jb[24], ab[24], evidence[256];
+		char evidence[256];
 		size_t k;
-		PGresult *res = NULL;
+		bool mine;
 
 		if (!node)
 			continue;
-		{
-			const char *p[] = {sched_i64(jb, job), sched_i64(ab, attempt), node};
-
-			if ((rc = ty_pg_exec(&res, s->pg,
-					     "SELECT 1 FROM allocations WHERE job_id = $1"
-					     " AND attempt = $2 AND node_id = $3",
-					     3, p, err)))
-				return rc;
-		}
-		k = (size_t)PQntuples(res);
-		PQclear(res);
-		if (k == 0)
+		if ((rc = sched_store_alloc_exists(
+			 &mine, s->pg, &(struct sched_store_part){job, attempt, node}, err)))
+			return rc;
+		if (!mine)
 			continue; /* not a node of this gang: ignore what it says */
 		json_array_foreach(json_object_get(verdict, "nodes"), k, nv)
 			if (json_is_string(json_object_get(nv, "node")) &&
@@ -913,28 +856,21 @@ static int alloc_exit(bool *applied, struct sched *s, const char *node, int64_t 
 		      const json_t *condition, const json_t *preflight, bool node_fault,
 		      enum proto_evidence_source src, struct ty_err *err)
 {
-	char jb[24], ab[24], eb[24], why[768];
-	const char *p[] = {sched_i64(jb, job), sched_i64(ab, attempt), node,
-			   sched_i64(eb, exit_code), cls && *cls ? cls : NULL};
-	PGresult *res = NULL;
+	const struct sched_store_part part = {job, attempt, node};
+	struct sched_store_after_exit t;
+	char why[768];
 	json_t *cond = NULL, *one = NULL;
+	bool done;
 	int rc;
 
 	if (applied)
 		*applied = false;
-	if ((rc = ty_pg_exec(&res, s->pg,
-			     "UPDATE allocations SET exited_at = now(), exit_code = $4,"
-			     " failure_class = $5, released_at = coalesce(released_at, now())"
-			     " WHERE job_id = $1 AND attempt = $2 AND node_id = $3"
-			     " AND exited_at IS NULL RETURNING 1",
-			     5, p, err)))
-		goto out;
-	if (PQntuples(res) == 0)
+	if ((rc = sched_store_alloc_exited(&done, s->pg, &part, exit_code,
+					   cls && *cls ? cls : NULL, err)) ||
+	    !done)
 		goto out; /* reported before, or never ours */
 	if (applied)
 		*applied = true;
-	PQclear(res);
-	res = NULL;
 	s->capacity_freed = true;
 	sched_touch(s, job); /* a requeued job may start once its last GPUs are released */
 	if (exit_code != 0 && cls && !strcmp(cls, "hardware") && condition &&
@@ -963,26 +899,12 @@ static int alloc_exit(bool *applied, struct sched *s, const char *node, int64_t 
 			src = PROTO_EVIDENCE_EXECUTOR;
 		}
 	}
-	/*
-	 * Column 2: the attempt is being preempted and no other node's part has
-	 * ended other than by exiting 0, so a failure of this node's own (not
-	 * the preemption's stop) still decides the attempt.
-	 */
-	if ((rc = ty_pg_exec(&res, s->pg,
-			     "SELECT state, coalesce(" SCHED_STORE_PREEMPTING " AND NOT EXISTS (SELECT 1"
-			     "  FROM allocations a WHERE a.job_id = $1 AND a.attempt = $2"
-			     "  AND a.node_id <> $3 AND a.exited_at IS NOT NULL"
-			     "  AND (a.exit_code IS DISTINCT FROM 0 OR a.failure_class IS NOT NULL)),"
-			     " false) FROM attempts t WHERE t.job_id = $1 AND t.attempt = $2",
-			     3, p, err)))
-		goto out;
-	if (PQntuples(res) != 1)
+	if ((rc = sched_store_attempt_after_exit(&t, s->pg, &part, err)) || !t.exists)
 		goto out;
 	if (exit_code != 0 && json_is_object(preflight) &&
 	    (rc = preflight_slow(s, job, attempt, preflight, src, err)))
 		goto out;
-	if (exit_code != 0 && (is_active(ty_pg_val(res, 0, 0)) ||
-			       (!strcmp(ty_pg_val(res, 0, 1), "t") && own_failure(cls)))) {
+	if (exit_code != 0 && (is_active(t.state) || (t.preempting_alone && own_failure(cls)))) {
 		if (message && *message)
 			snprintf(why, sizeof(why), "%s", message);
 		else
@@ -1003,7 +925,7 @@ static int alloc_exit(bool *applied, struct sched *s, const char *node, int64_t 
 		 * rest of the gang was killed because of the first failure.
 		 */
 		if (exit_code != 0 && cls && !strcmp(cls, "hardware") &&
-		    !strcmp(ty_pg_val(res, 0, 0), "failed")) {
+		    !strcmp(t.state, "failed")) {
 			snprintf(why, sizeof(why), "%s",
 				 message && *message ? message : "hardware failure");
 			if ((rc = sched_blame_node(s, node, job, attempt, cls,
@@ -1017,46 +939,32 @@ static int alloc_exit(bool *applied, struct sched *s, const char *node, int64_t 
 out:
 	json_decref(cond);
 	json_decref(one);
-	PQclear(res);
 	return rc;
 }
 
 int sched_node_gone(struct sched *s, const char *node, const char *cls, const char *why, bool blame,
 		    struct ty_err *err)
 {
-	const char *p[] = {node, cls};
-	PGresult *res = NULL, *st = NULL;
-	int rc;
+	struct sched_store_part *parts = NULL;
+	int rc, n = 0;
 
-	if ((rc = ty_pg_exec(&res, s->pg,
-			     "UPDATE allocations SET exited_at = coalesce(exited_at, now()),"
-			     " failure_class = coalesce(failure_class, $2), released_at = now()"
-			     " WHERE node_id = $1 AND released_at IS NULL"
-			     " RETURNING job_id, attempt",
-			     2, p, err)))
+	if ((rc = sched_store_node_released(&parts, &n, s->pg, node, cls, err)))
 		return rc;
-	for (int i = 0; i < PQntuples(res) && !rc; i++) {
-		int64_t job = sched_col_i64(res, i, 0), attempt = sched_col_i64(res, i, 1);
-		char jb[24], ab[24];
-		const char *q[] = {sched_i64(jb, job), sched_i64(ab, attempt)};
+	for (int i = 0; i < n && !rc; i++) {
+		int64_t job = parts[i].job, attempt = parts[i].attempt;
+		char state[16];
 
 		s->capacity_freed = true;
 		sched_touch(s, job);
-		if ((rc =
-			 ty_pg_exec(&st, s->pg,
-				    "SELECT state FROM attempts WHERE job_id = $1 AND attempt = $2",
-				    2, q, err)))
+		if ((rc = sched_store_attempt_state(state, sizeof(state), s->pg, job, attempt, err)))
 			break;
-		if (is_active(ty_pg_val(st, 0, 0)))
+		if (is_active(state))
 			rc = sched_fail_attempt(s, job, attempt, node, cls, NULL, why, NULL, blame,
 						err);
 		else
 			rc = sched_settle_attempt(s, job, attempt, err);
-		PQclear(st);
-		st = NULL;
 	}
-	PQclear(st);
-	PQclear(res);
+	free(parts);
 	return rc;
 }
 
@@ -2113,43 +2021,20 @@ out:
 int sched_apply_acks(struct sched *s, const struct proto_msg *m, const bool *ok, int n,
 		     bool *done, struct ty_err *err)
 {
-	json_t *acks = json_array();
-	char *text = NULL;
-	int rc = 0;
+	struct sched_store_part *v = calloc((size_t)n + 1, sizeof(*v));
+	int rc = 0, nv = 0;
 
-	if (!acks)
+	if (!v)
 		return ty_err_set(err, TY_ENOMEM, NULL);
 	for (int i = 0; i < n; i++) {
-		json_t *rec;
-
 		if (!ok[i] || m[i].type != PROTO_LAUNCH_ACCEPTED)
 			continue;
-		rec = json_pack("{s:I, s:I, s:s}", "job", (json_int_t)m[i].job, "attempt",
-				(json_int_t)m[i].attempt, "node", m[i].node);
-		if (!rec || json_array_append_new(acks, rec)) {
-			rc = ty_err_set(err, TY_ENOMEM, NULL);
-			goto out;
-		}
+		v[nv++] = (struct sched_store_part){m[i].job, m[i].attempt, m[i].node};
 		done[i] = true;
 	}
-	if (json_array_size(acks) == 0)
-		goto out;
-	if (!(text = json_dumps(acks, JSON_COMPACT))) {
-		rc = ty_err_set(err, TY_ENOMEM, NULL);
-		goto out;
-	}
-	const char *p[] = {text};
-	/* the first acknowledgement counts; a re-sent launch's adds nothing */
-	rc = ty_pg_exec(NULL, s->pg,
-			"UPDATE allocations a SET accepted_at = now()"
-			" FROM (SELECT DISTINCT * FROM jsonb_to_recordset($1::jsonb)"
-			"  AS m(job bigint, attempt integer, node text)) m"
-			" WHERE a.job_id = m.job AND a.attempt = m.attempt AND a.node_id = m.node"
-			" AND a.accepted_at IS NULL",
-			1, p, err);
-out:
-	json_decref(acks);
-	free(text);
+	if (nv > 0)
+		rc = sched_store_allocs_accepted(s->pg, v, nv, err);
+	free(v);
 	return rc;
 }
 

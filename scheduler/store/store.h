@@ -12,6 +12,7 @@
 #include "ty_buf.h"
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 /*
@@ -224,6 +225,88 @@ int sched_store_attempts_running(struct sched_store_run **out, int *nout, struct
  */
 int sched_store_attempts_succeeded(struct sched_store_ended **out, int *nout, struct ty_pg *pg,
 				   const struct sched_store_exit *v, int n, struct ty_err *err);
+
+/* ---- allocations.c: the nodes' parts of attempts as reported ---- */
+
+/* A node's part of an attempt (borrowed node). */
+struct sched_store_part {
+	int64_t job, attempt;
+	const char *node;
+};
+void sched_store_strs_free(char **v, int n);
+/* The n launches acknowledged (each part's first acknowledgement), one statement. */
+int sched_store_allocs_accepted(struct ty_pg *pg, const struct sched_store_part *v, int n,
+				struct ty_err *err);
+/*
+ * The attempt's parts not exited, on nodes not lost, but except's (NULL:
+ * none) killed now: their nodes in *nodes (new) with *n entries.
+ */
+int sched_store_allocs_kill(char ***nodes, int *n, struct ty_pg *pg, int64_t job, int64_t attempt,
+			    const char *except, struct ty_err *err);
+/* The part's first report of its end (cls NULL: none), its GPUs released; *applied: it was. */
+int sched_store_alloc_exited(bool *applied, struct ty_pg *pg, const struct sched_store_part *a,
+			     int exit_code, const char *cls, struct ty_err *err);
+/*
+ * Every part the node still holds ended (class cls where none was
+ * reported) and released: *out (new; .node is node) with *nout parts.
+ */
+int sched_store_node_released(struct sched_store_part **out, int *nout, struct ty_pg *pg,
+			      const char *node, const char *cls, struct ty_err *err);
+/* Whether the node has a part in the attempt. */
+int sched_store_alloc_exists(bool *exists, struct ty_pg *pg, const struct sched_store_part *a,
+			     struct ty_err *err);
+/* The attempt's state into state (size bytes; "" when there is no such attempt). */
+int sched_store_attempt_state(char *state, size_t size, struct ty_pg *pg, int64_t job,
+			      int64_t attempt, struct ty_err *err);
+
+/* An attempt as a node's exit finds it (sched_store_attempt_after_exit). */
+struct sched_store_after_exit {
+	bool exists;
+	char state[16];
+	/* being preempted, and no other node's part ended other than by exiting 0 */
+	bool preempting_alone;
+};
+int sched_store_attempt_after_exit(struct sched_store_after_exit *out, struct ty_pg *pg,
+				   const struct sched_store_part *a, struct ty_err *err);
+
+/* An attempt's parts, to settle it. */
+struct sched_store_parts {
+	bool exists; /* the attempt has parts */
+	char state[16];
+	bool preempted; /* attempts.failure_class is preempted */
+	int64_t live;	/* parts not exited */
+	int64_t bad;	/* parts that ended other than by their ranks' own exit 0 */
+	int64_t total;
+};
+int sched_store_attempt_parts(struct sched_store_parts *out, struct ty_pg *pg, int64_t job,
+			      int64_t attempt, struct ty_err *err);
+
+/* ---- retries.c: a failed attempt's job: budget, backoff, exclusions ---- */
+
+/* What judging a failure reads of the job (sched_store_job_retry). */
+struct sched_store_job_retry {
+	bool exists;
+	char state[16];
+	int64_t attempt;
+	bool cancel_requested, stop_requested;
+	char *retry;   /* owned: spec->'retry' as text; NULL when absent */
+	char *retries; /* owned: jobs.retries as text; NULL when NULL */
+};
+void sched_store_job_retry_free(struct sched_store_job_retry *r);
+/* The job, locked for the transaction (FOR UPDATE). */
+int sched_store_job_retry(struct sched_store_job_retry *out, struct ty_pg *pg, int64_t job,
+			  struct ty_err *err);
+/*
+ * A retry taken: jobs.retries (JSON text), not_before backoff_s from now
+ * (none when 0), exclude (NULL: none) added to excluded_nodes.
+ */
+int sched_store_job_retry_spent(struct ty_pg *pg, int64_t job, const char *retries,
+				int64_t backoff_s, const char *exclude, struct ty_err *err);
+/* node excluded from the job's later attempts while attempt is still its latest. */
+int sched_store_job_exclude(struct ty_pg *pg, int64_t job, int64_t attempt, const char *node,
+			    struct ty_err *err);
+/* Whether the job's cancel is a stop (jobs.stop_requested). */
+int sched_store_job_stop_requested(bool *stop, struct ty_pg *pg, int64_t job, struct ty_err *err);
 
 /* ---- ranks.c: ranks' ends ---- */
 
