@@ -89,8 +89,6 @@ bool sched_class_blames(const char *cls)
 	return proto_failure_blames(cls);
 }
 
-/* The failure classes that count towards a node's suspect/drained thresholds. */
-#define COUNTED_CLASSES "{system,hardware}"
 /* Teams whose log-only failures make those failures count (docs/dispatch.md). */
 #define LOG_ONLY_TEAMS 2
 
@@ -140,79 +138,38 @@ int sched_blame_node(struct sched *s, const char *node, int64_t job, int64_t att
 		     const char *cls, const char *evidence, const char *why,
 		     enum proto_evidence_source src, struct ty_err *err)
 {
-	char jb[24], ab[24], wb[24], reason[768], account[192];
-	PGresult *res = NULL;
+	char reason[768], account[192];
+	struct sched_store_node_score sc;
 	int64_t score, seen_pts, log_pts, log_teams;
 	const char *state, *to = NULL;
+	bool added;
 	int rc;
 
-	{
-		const char *p[] = {node,     sched_i64(jb, job), sched_i64(ab, attempt),
-				   cls,	     evidence,		 why,
-				   proto_evidence_source_name(src)};
-
-		if ((rc = ty_pg_exec(
-			 &res, s->pg,
-			 "INSERT INTO node_failures (node_id, job_id, attempt,"
-			 " failure_class, evidence, message, evidence_source)"
-			 " SELECT $1, $2, $3, $4, $5, $6, $7 WHERE EXISTS"
-			 " (SELECT 1 FROM nodes WHERE id = $1)"
-			 " ON CONFLICT (job_id, attempt, node_id) DO NOTHING RETURNING 1",
-			 7, p, err)))
-			goto out;
-		if (PQntuples(res) == 0)
-			goto out; /* recorded before */
-		PQclear(res);
-		res = NULL;
-	}
+	if ((rc = sched_store_node_failure_add(
+		 &added, s->pg,
+		 &(struct sched_store_node_failure){node, job, attempt, cls, evidence, why,
+						    proto_evidence_source_name(src)},
+		 err)) ||
+	    !added)
+		goto out; /* recorded before */
 	if (src == PROTO_EVIDENCE_LOG && (rc = health_check_ask(s, node, job, attempt, cls, err)))
 		goto out;
-	{
-		/*
-		 * Distinct jobs within the window since the last undrain; hardware
-		 * counts 2. Jobs whose failures here were decided by rank logs
-		 * alone count only when such jobs come from LOG_ONLY_TEAMS teams.
-		 * Columns: state, points, busy, executor-observed points, log-only
-		 * points (counted or not), teams of the log-only failures.
-		 */
-		char tb[24];
-		const char *p[] = {node, sched_i64(wb, s->o.failure_window_s),
-				   sched_i64(tb, LOG_ONLY_TEAMS)};
-
-		if ((rc = ty_pg_exec(
-			 &res, s->pg,
-			 "WITH f AS (SELECT f.job_id, f.evidence_source, j.team_id,"
-			 "  CASE WHEN f.failure_class = 'hardware' THEN 2 ELSE 1 END AS w"
-			 "  FROM node_failures f JOIN nodes n ON n.id = f.node_id"
-			 "  JOIN jobs j ON j.id = f.job_id WHERE f.node_id = $1"
-			 "  AND f.failure_class = ANY ('" COUNTED_CLASSES "')"
-			 "  AND f.created_at > n.failures_since"
-			 "  AND f.created_at > now() - make_interval(secs => $2::int)),"
-			 " per_job AS (SELECT job_id, max(w) AS w,"
-			 "  bool_and(evidence_source = 'log') AS log_only FROM f GROUP BY job_id),"
-			 " t AS (SELECT count(DISTINCT team_id) AS teams FROM f"
-			 "  WHERE evidence_source = 'log')"
-			 " SELECT n.state,"
-			 " coalesce((SELECT sum(w) FROM per_job WHERE NOT log_only), 0)"
-			 "  + CASE WHEN (SELECT teams FROM t) >= $3::int THEN coalesce((SELECT sum(w) FROM per_job WHERE log_only), 0) ELSE 0 END,"
-			 " EXISTS (SELECT 1 FROM allocations a WHERE a.node_id = n.id"
-			 "  AND a.released_at IS NULL),"
-			 " coalesce((SELECT sum(w) FROM per_job WHERE NOT log_only), 0),"
-			 " coalesce((SELECT sum(w) FROM per_job WHERE log_only), 0),"
-			 " (SELECT teams FROM t)"
-			 " FROM nodes n WHERE n.id = $1 FOR UPDATE OF n",
-			 3, p, err)))
-			goto out;
-	}
-	if (PQntuples(res) != 1)
+	/*
+	 * Distinct jobs within the window since the last undrain; jobs whose
+	 * failures here were decided by rank logs alone count only when such
+	 * jobs come from LOG_ONLY_TEAMS teams.
+	 */
+	if ((rc = sched_store_node_score(&sc, s->pg, node, s->o.failure_window_s, LOG_ONLY_TEAMS,
+					 err)) ||
+	    !sc.exists)
 		goto out;
-	state = PQgetvalue(res, 0, 0);
-	score = sched_col_i64(res, 0, 1);
-	seen_pts = sched_col_i64(res, 0, 3);
-	log_pts = sched_col_i64(res, 0, 4);
-	log_teams = sched_col_i64(res, 0, 5);
+	state = sc.state;
+	score = sc.score;
+	seen_pts = sc.seen_pts;
+	log_pts = sc.log_pts;
+	log_teams = sc.log_teams;
 	if (score >= s->o.drain_after && (!strcmp(state, "ready") || !strcmp(state, "suspect")))
-		to = !strcmp(PQgetvalue(res, 0, 2), "t") ? "draining" : "drained";
+		to = sc.busy ? "draining" : "drained";
 	else if (score >= s->o.suspect_after && !strcmp(state, "ready"))
 		to = "suspect";
 	if (!to) {
@@ -230,20 +187,12 @@ int sched_blame_node(struct sched *s, const char *node, int64_t job, int64_t att
 		 (long long)score, s->o.failure_window_s,
 		 !strcmp(to, "suspect") ? s->o.suspect_after : s->o.drain_after, (long long)job,
 		 (long long)attempt, cls, account);
-	PQclear(res);
-	res = NULL;
-	{
-		const char *p[] = {node, to, !strcmp(to, "suspect") ? NULL : reason};
-
-		if ((rc = ty_pg_exec(NULL, s->pg,
-				     "UPDATE nodes SET state = $2, drain_reason = $3 WHERE id = $1",
-				     3, p, err)))
-			goto out;
-	}
+	if ((rc = sched_store_node_blamed(s->pg, node, to, !strcmp(to, "suspect") ? NULL : reason,
+					  err)))
+		goto out;
 	sched_mirror_touch_node(s, node);
 	ty_warn("node '%s' is %s: %s", node, to, reason);
 out:
-	PQclear(res);
 	return rc;
 }
 
@@ -494,54 +443,7 @@ out:
 #define CONDITION_NAME_MAX 128
 /* first_seen and last_seen: epoch ms up to the end of year 9999 */
 #define CONDITION_MS_MAX INT64_C(253402300799999)
-/* cleared conditions are kept this long (pruned when the node registers) */
-#define CONDITION_HISTORY_DAYS "30"
 
-/*
- * Record node's conditions ($3, clean ones as [{kind, severity, gpu,
- * gpu_uuid, port, code, evidence, first_seen, last_seen}]) as its boot $2
- * (NULL: the node's current one) reports them. An occurrence is (kind,
- * gpu, port, code, first_seen) of a boot: one recorded before is brought up
- * to date (reopened if an older message had cleared it), a new one
- * inserted. With $4 (a heartbeat's or register's whole list) every current
- * condition not listed is cleared, an earlier boot's included. Rows back:
- * what ('new', 'fatal': listed before as degraded, now fatal; 'cleared'),
- * severity, kind, evidence.
- */
-#define CONDITIONS_RECORD_SQL                                                                      \
-	"WITH k AS (SELECT DISTINCT ON (kind, coalesce(gpu, -1), coalesce(port, ''),"             \
-	"  coalesce(code, -1), first_seen) *,"                                                    \
-	"  timestamptz 'epoch' + first_seen * interval '1 millisecond' AS fs,"                    \
-	"  timestamptz 'epoch' + last_seen * interval '1 millisecond' AS ls"                      \
-	"  FROM jsonb_to_recordset($3::jsonb) AS c(kind text, severity text, gpu integer,"        \
-	"  gpu_uuid text, port text, code bigint, evidence text, first_seen bigint,"              \
-	"  last_seen bigint)"                                                                      \
-	"  ORDER BY kind, coalesce(gpu, -1), coalesce(port, ''), coalesce(code, -1), first_seen," \
-	"  last_seen DESC),"                                                                       \
-	" b AS (SELECT coalesce($2, (SELECT boot_id FROM nodes WHERE id = $1)) AS boot),"         \
-	" old AS (SELECT t.id, t.severity AS was, k.* FROM node_conditions t, k, b"               \
-	"  WHERE t.node_id = $1 AND t.boot_id = b.boot AND t.kind = k.kind"                       \
-	"  AND coalesce(t.gpu, -1) = coalesce(k.gpu, -1)"                                          \
-	"  AND coalesce(t.port, '') = coalesce(k.port, '')"                                        \
-	"  AND coalesce(t.code, -1) = coalesce(k.code, -1) AND t.first_seen = k.fs),"             \
-	" upd AS (UPDATE node_conditions t SET severity = old.severity,"                           \
-	"  gpu_uuid = old.gpu_uuid, evidence = old.evidence,"                                      \
-	"  last_seen = greatest(t.last_seen, old.ls), cleared_at = NULL"                           \
-	"  FROM old WHERE t.id = old.id RETURNING t.id),"                                          \
-	" ins AS (INSERT INTO node_conditions (node_id, boot_id, kind, severity, gpu, gpu_uuid,"  \
-	"  port, code, evidence, first_seen, last_seen)"                                           \
-	"  SELECT $1, b.boot, k.kind, k.severity, k.gpu, k.gpu_uuid, k.port, k.code, k.evidence," \
-	"  k.fs, k.ls FROM k, b WHERE NOT EXISTS (SELECT 1 FROM old WHERE old.kind = k.kind"      \
-	"  AND old.gpu IS NOT DISTINCT FROM k.gpu AND old.port IS NOT DISTINCT FROM k.port"       \
-	"  AND old.code IS NOT DISTINCT FROM k.code AND old.fs = k.fs)"                            \
-	"  RETURNING severity, kind, evidence),"                                                   \
-	" clr AS (UPDATE node_conditions t SET cleared_at = now() WHERE $4::boolean"              \
-	"  AND t.node_id = $1 AND t.cleared_at IS NULL AND t.id NOT IN (SELECT id FROM old)"      \
-	"  RETURNING t.severity, t.kind, t.evidence)"                                              \
-	" SELECT 'new', severity, kind, evidence FROM ins"                                         \
-	" UNION ALL SELECT 'fatal', severity, kind, evidence FROM old"                             \
-	"  WHERE was <> 'fatal' AND severity = 'fatal'"                                            \
-	" UNION ALL SELECT 'cleared', severity, kind, evidence FROM clr"
 
 /*
  * A copy of condition c with its documented fields only into *out (new), or
@@ -641,25 +543,16 @@ static int conditions_clean(json_t **out, struct sched *s, const struct proto_ms
 static int condition_drain(struct sched *s, const char *node, const char *evidence,
 			   struct ty_err *err)
 {
-	char reason[PROTO_CONDITION_EVIDENCE_MAX + 16];
-	const char *p[] = {node, reason};
-	PGresult *res = NULL;
+	char reason[PROTO_CONDITION_EVIDENCE_MAX + 16], state[16];
 	int rc;
 
 	snprintf(reason, sizeof(reason), "hardware: %s", evidence);
-	if ((rc = ty_pg_exec(&res, s->pg,
-			     "UPDATE nodes n SET drain_reason = $2,"
-			     " state = CASE WHEN n.state NOT IN ('ready', 'suspect') THEN n.state"
-			     "  WHEN EXISTS (SELECT 1 FROM allocations a WHERE a.node_id = n.id"
-			     "  AND a.released_at IS NULL) THEN 'draining' ELSE 'drained' END"
-			     " WHERE n.id = $1 RETURNING n.state",
-			     2, p, err)))
+	if ((rc = sched_store_condition_drain(state, sizeof(state), s->pg, node, reason, err)))
 		return rc;
-	if (PQntuples(res) == 1) {
+	if (*state) {
 		sched_mirror_touch_node(s, node);
-		ty_warn("node '%s' is %s: %s", node, PQgetvalue(res, 0, 0), reason);
+		ty_warn("node '%s' is %s: %s", node, state, reason);
 	}
-	PQclear(res);
 	return 0;
 }
 
@@ -673,36 +566,29 @@ static int condition_drain(struct sched *s, const char *node, const char *eviden
 static int conditions_record(struct sched *s, const char *node, const char *boot_id,
 			     const json_t *clean, bool whole, struct ty_err *err)
 {
-	char *text = json_dumps(clean, JSON_COMPACT);
-	const char *p[] = {node, boot_id, text, whole ? "t" : "f"};
+	struct sched_store_condition_change *v = NULL;
 	const char *drain = NULL;
-	PGresult *res = NULL;
-	int rc;
+	int rc, n = 0;
 
-	if (!text)
-		return ty_err_set(err, TY_ENOMEM, NULL);
-	if ((rc = ty_pg_exec(&res, s->pg, CONDITIONS_RECORD_SQL, 4, p, err)))
-		goto out;
-	for (int r = 0; r < PQntuples(res); r++) {
-		const char *what = PQgetvalue(res, r, 0), *sev = PQgetvalue(res, r, 1);
-		const char *kind = PQgetvalue(res, r, 2), *ev = PQgetvalue(res, r, 3);
-		bool fatal = !strcmp(sev, "fatal");
+	if ((rc = sched_store_conditions_record(&v, &n, s->pg, node, boot_id, clean, whole, err)))
+		return rc;
+	for (int r = 0; r < n; r++) {
+		const char *sev = v[r].severity, *kind = v[r].kind, *ev = v[r].evidence;
 
-		if (!strcmp(what, "cleared"))
+		if (v[r].what == SCHED_CONDITION_CLEARED)
 			ty_info("node '%s': %s condition %s cleared: %s", node, sev, kind, ev);
-		else if (fatal)
+		else if (v[r].fatal)
 			ty_warn("node '%s': fatal condition %s%s: %s", node, kind,
-				!strcmp(what, "fatal") ? " (degraded before)" : "", ev);
+				v[r].what == SCHED_CONDITION_NOW_FATAL ? " (degraded before)" : "",
+				ev);
 		else
 			ty_info("node '%s': degraded condition %s: %s", node, kind, ev);
-		if (fatal && strcmp(what, "cleared") && !drain)
+		if (v[r].fatal && v[r].what != SCHED_CONDITION_CLEARED && !drain)
 			drain = ev;
 	}
 	if (drain)
 		rc = condition_drain(s, node, drain, err);
-out:
-	PQclear(res);
-	free(text);
+	sched_store_condition_changes_free(v, n);
 	return rc;
 }
 
@@ -725,29 +611,23 @@ static int conditions_apply(struct sched *s, const struct proto_msg *m, const ch
 
 int sched_conditions_metrics(struct sched *s, struct ty_err *err)
 {
+	struct sched_store_condition_count *c = NULL;
 	struct sched_condition_count *v = NULL;
-	PGresult *res = NULL;
-	int rc, n;
+	int rc, n = 0;
 
 	if (!s->metrics)
 		return 0;
-	if ((rc = ty_pg_exec(&res, s->pg,
-			     "SELECT node_id, kind, severity, count(*) FROM node_conditions"
-			     " WHERE cleared_at IS NULL GROUP BY 1, 2, 3 ORDER BY 1, 2, 3",
-			     0, NULL, err)))
+	if ((rc = sched_store_conditions_count(&c, &n, s->pg, err)))
 		return rc;
-	n = PQntuples(res);
 	if (n > 0 && !(v = calloc((size_t)n, sizeof(*v)))) {
-		PQclear(res);
+		sched_store_condition_counts_free(c, n);
 		return ty_err_set(err, TY_ENOMEM, NULL);
 	}
 	for (int r = 0; r < n; r++)
-		v[r] = (struct sched_condition_count){PQgetvalue(res, r, 0), PQgetvalue(res, r, 1),
-						      PQgetvalue(res, r, 2),
-						      (int)sched_col_i64(res, r, 3)};
+		v[r] = (struct sched_condition_count){c[r].node, c[r].kind, c[r].severity, c[r].n};
 	sched_metrics_node_conditions(s, v, n);
 	free(v);
-	PQclear(res);
+	sched_store_condition_counts_free(c, n);
 	return 0;
 }
 
@@ -824,15 +704,8 @@ static int preflight_slow(struct sched *s, int64_t job, int64_t attempt, const j
 				(long long)job, (long long)attempt, evidence);
 			continue;
 		}
-		{
-			const char *p[] = {node};
-
-			if ((rc = ty_pg_exec(NULL, s->pg,
-					     "UPDATE nodes SET state = 'suspect'"
-					     " WHERE id = $1 AND state = 'ready'",
-					     1, p, err)))
-				return rc;
-		}
+		if ((rc = sched_store_node_suspect(s->pg, node, err)))
+			return rc;
 		sched_mirror_touch_node(s, node);
 		ty_warn("job %lld attempt %lld: %s; node '%s' is suspect", (long long)job,
 			(long long)attempt, evidence, node);
@@ -1142,13 +1015,9 @@ static int on_register(struct sched *s, const struct proto_msg *m, struct ty_err
 	{
 		const char *q[] = {m->node};
 
-		/* its conditions now; history older than CONDITION_HISTORY_DAYS goes */
+		/* its conditions now; the history of long cleared ones goes */
 		if ((rc = conditions_apply(s, m, boot_id, err)) ||
-		    (rc = ty_pg_exec(NULL, s->pg,
-				     "DELETE FROM node_conditions WHERE node_id = $1"
-				     " AND cleared_at < now() - interval '" CONDITION_HISTORY_DAYS
-				     " days'",
-				     1, q, err)))
+		    (rc = sched_store_conditions_prune(s->pg, q[0], err)))
 			goto out;
 	}
 	if (!n.exists)

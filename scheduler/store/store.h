@@ -308,6 +308,84 @@ int sched_store_job_exclude(struct ty_pg *pg, int64_t job, int64_t attempt, cons
 /* Whether the job's cancel is a stop (jobs.stop_requested). */
 int sched_store_job_stop_requested(bool *stop, struct ty_pg *pg, int64_t job, struct ty_err *err);
 
+/* ---- node_failures.c: failures blamed on nodes, and the states they lead to ---- */
+
+/* A failure blamed on a node (borrowed strings). */
+struct sched_store_node_failure {
+	const char *node;
+	int64_t job, attempt;
+	const char *cls, *evidence, *message, *source; /* source: evidence_source's name */
+};
+/* Record it, when the node exists and the failure is new (*added). */
+int sched_store_node_failure_add(bool *added, struct ty_pg *pg,
+				 const struct sched_store_node_failure *f, struct ty_err *err);
+
+/* A node's blame within the failure window (sched_store_node_score). */
+struct sched_store_node_score {
+	bool exists;
+	char state[16];
+	int64_t score;	  /* the points that count */
+	bool busy;	  /* it holds GPUs of an attempt */
+	int64_t seen_pts; /* points observed by executors */
+	int64_t log_pts;  /* points from rank logs alone, counted or not */
+	int64_t log_teams; /* teams of the jobs of those */
+};
+/*
+ * The node's points from failures of distinct jobs within window_s since its
+ * last undrain (hardware counts 2); those from rank logs alone count when
+ * they come from log_only_teams teams or more. Locks the node.
+ */
+int sched_store_node_score(struct sched_store_node_score *out, struct ty_pg *pg, const char *node,
+			   int64_t window_s, int64_t log_only_teams, struct ty_err *err);
+/* The node to state to with drain_reason reason (NULL: none). */
+int sched_store_node_blamed(struct ty_pg *pg, const char *node, const char *to, const char *reason,
+			    struct ty_err *err);
+/* The node to suspect if it is ready. */
+int sched_store_node_suspect(struct ty_pg *pg, const char *node, struct ty_err *err);
+
+/* ---- node_conditions.c: nodes' health conditions ---- */
+
+/* What recording a node's conditions changed (sched_store_conditions_record). */
+enum sched_condition_what {
+	SCHED_CONDITION_NEW,	   /* recorded for the first time */
+	SCHED_CONDITION_NOW_FATAL, /* recorded before as degraded, now fatal */
+	SCHED_CONDITION_CLEARED,   /* no longer listed */
+};
+struct sched_store_condition_change {
+	enum sched_condition_what what;
+	char severity[16];
+	bool fatal; /* severity is fatal */
+	char *kind, *evidence; /* owned */
+};
+void sched_store_condition_changes_free(struct sched_store_condition_change *v, int n);
+/*
+ * Record the node's conditions clean (a JSON array of clean conditions:
+ * kind, severity, gpu, gpu_uuid, port, code, evidence, first_seen,
+ * last_seen) as its boot boot_id (NULL: the node's current one) reports
+ * them; whole: clean is the whole current list, so every current condition
+ * not in it is cleared. *out (new): what changed.
+ */
+int sched_store_conditions_record(struct sched_store_condition_change **out, int *nout,
+				  struct ty_pg *pg, const char *node, const char *boot_id,
+				  const json_t *clean, bool whole, struct ty_err *err);
+/*
+ * A fatal condition's drain: drain_reason reason, and a ready or suspect
+ * node draining (busy) or drained. The node's state after it into state
+ * (size bytes; "" when there is no such node).
+ */
+int sched_store_condition_drain(char *state, size_t size, struct ty_pg *pg, const char *node,
+				const char *reason, struct ty_err *err);
+/* Delete the node's conditions cleared more than CONDITION_HISTORY_DAYS ago. */
+int sched_store_conditions_prune(struct ty_pg *pg, const char *node, struct ty_err *err);
+/* The current conditions per node, kind and severity (owned strings). */
+struct sched_store_condition_count {
+	char *node, *kind, *severity;
+	int n;
+};
+void sched_store_condition_counts_free(struct sched_store_condition_count *v, int n);
+int sched_store_conditions_count(struct sched_store_condition_count **out, int *nout,
+				 struct ty_pg *pg, struct ty_err *err);
+
 /* ---- ranks.c: ranks' ends ---- */
 
 /* v[n] as the JSON records the rank statements read ($1): new text in *out. */
