@@ -843,51 +843,12 @@ int sched_node_gone(struct sched *s, const char *node, const char *cls, const ch
 
 /* ---- node messages ---- */
 
-struct node_row {
-	bool exists;
-	bool lost;
-	bool preempting;
-	int64_t preempt_seq; /* 0: none, or set through the API */
-	int64_t last_seq;
-	int gpus;
-	int64_t cpus, memory_mb; /* 0 = not reported */
-	char boot_id[256];
-};
-
-static int node_get(struct node_row *n, struct sched *s, const char *node, struct ty_err *err)
-{
-	const char *p[] = {node};
-	PGresult *res = NULL;
-	int rc;
-
-	memset(n, 0, sizeof(*n));
-	if ((rc = ty_pg_exec(&res, s->pg,
-			     "SELECT boot_id, state, last_seq, gpus, preempt_seq,"
-			     " coalesce(cpus, 0), coalesce(memory_mb, 0) FROM nodes"
-			     " WHERE id = $1 FOR UPDATE",
-			     1, p, err)))
-		return rc;
-	if (PQntuples(res) == 1) {
-		n->exists = true;
-		snprintf(n->boot_id, sizeof(n->boot_id), "%s", PQgetvalue(res, 0, 0));
-		n->lost = !strcmp(PQgetvalue(res, 0, 1), "lost");
-		n->last_seq = sched_col_i64(res, 0, 2);
-		n->gpus = (int)sched_col_i64(res, 0, 3);
-		n->preempting = !strcmp(PQgetvalue(res, 0, 1), "preempting");
-		n->preempt_seq = sched_col_i64(res, 0, 4);
-		n->cpus = sched_col_i64(res, 0, 5);
-		n->memory_mb = sched_col_i64(res, 0, 6);
-	}
-	PQclear(res);
-	return 0;
-}
-
 /*
  * A new boot of node: what its previous boot's ranks finished while no
  * executor watched (the register's `finished`, read from their shims) is
  * applied first; every other attempt there is lost.
  */
-static int boot_changed(struct sched *s, const char *node, const struct node_row *n,
+static int boot_changed(struct sched *s, const char *node, const struct sched_store_node *n,
 			const char *boot_id, const json_t *finished, struct ty_err *err)
 {
 	const json_t *e;
@@ -929,8 +890,8 @@ static int on_register(struct sched *s, const struct proto_msg *m, struct ty_err
 	const json_t *inv = json_object_get(d, "inventory");
 	const json_t *sim = json_object_get(d, "simulated");
 	const char *boot_id = jstr(d, "boot_id", "");
-	char *labels = NULL, *inventory = NULL, gb[24], sb[24], cb[24], mb[24];
-	struct node_row n;
+	char *labels = NULL, *inventory = NULL, *was = NULL, cb[24], mb[24];
+	struct sched_store_node n;
 	int64_t gpus = jint(d, "gpus", 0);
 	/* absent (an older executor) or not a positive count: not limited (NULL) */
 	int64_t cpus = jint(d, "cpus", 0), memory_mb = jint(d, "memory_mb", 0);
@@ -943,9 +904,6 @@ static int on_register(struct sched *s, const struct proto_msg *m, struct ty_err
 	 */
 	const char *fault = jstr(d, "fault", "");
 	int64_t expected = jint(d, "expected_gpus", 0);
-	char eb[24];
-	PGresult *res = NULL;
-	const char *was;
 	int rc;
 
 	if (strcmp(isolation, "runc") && strcmp(isolation, "none"))
@@ -958,7 +916,7 @@ static int on_register(struct sched *s, const struct proto_msg *m, struct ty_err
 	if (cpus > INT_MAX)
 		cpus = INT_MAX;
 
-	if ((rc = node_get(&n, s, m->node, err)))
+	if ((rc = sched_store_node_get(&n, s->pg, m->node, err)))
 		return rc;
 	if (n.exists && m->seq <= n.last_seq)
 		return 0; /* redelivered or replayed */
@@ -970,60 +928,34 @@ static int on_register(struct sched *s, const struct proto_msg *m, struct ty_err
 		rc = ty_err_set(err, TY_ENOMEM, NULL);
 		goto out;
 	}
-	const char *p[] = {m->node,
-			   jstr(d, "address", ""),
-			   labels,
-			   sched_i64(gb, gpus),
-			   json_is_true(sim) ? "t" : "f",
-			   boot_id,
-			   jstr(d, "log_url", ""),
-			   inventory,
-			   sched_i64(sb, m->seq),
-			   cpus > 0 ? sched_i64(cb, cpus) : NULL,
-			   memory_mb > 0 ? sched_i64(mb, memory_mb) : NULL,
-			   isolation,
-			   fault,
-			   expected > 0 ? sched_i64(eb, expected) : NULL};
-	/*
-	 * The state is left alone (an admin's drain, suspect, preempting): the
-	 * fault is beside it, and the mirror reads a node as ready only in state
-	 * ready without one. RETURNING gives the fault before this register (the
-	 * CTE reads the row as it was; node_get locked it).
-	 */
-	if ((rc = ty_pg_exec(&res, s->pg,
-			     "WITH old AS (SELECT fault FROM nodes WHERE id = $1)"
-			     " INSERT INTO nodes (id, address, labels, gpus, simulated, boot_id,"
-			     " log_url, inventory, last_seq, cpus, memory_mb, isolation, fault,"
-			     " expected_gpus)"
-			     " VALUES ($1, $2, $3::jsonb, $4, $5, $6, $7, $8::jsonb, $9, $10, $11, $12,"
-			     " $13, $14)"
-			     " ON CONFLICT (id) DO UPDATE SET address = EXCLUDED.address,"
-			     " labels = EXCLUDED.labels, gpus = EXCLUDED.gpus,"
-			     " cpus = EXCLUDED.cpus, memory_mb = EXCLUDED.memory_mb,"
-			     " isolation = EXCLUDED.isolation,"
-			     " simulated = EXCLUDED.simulated, boot_id = EXCLUDED.boot_id,"
-			     " log_url = EXCLUDED.log_url, inventory = EXCLUDED.inventory,"
-			     " fault = EXCLUDED.fault, expected_gpus = EXCLUDED.expected_gpus,"
-			     " last_seq = EXCLUDED.last_seq, last_heartbeat = now(),"
-			     " state = CASE WHEN nodes.state <> 'lost' THEN nodes.state"
-			     "  WHEN nodes.drain_reason IS NULL THEN 'ready' ELSE 'drained' END"
-			     " RETURNING (SELECT fault FROM old)",
-			     14, p, err)))
+	if ((rc = sched_store_node_register(
+		 &was, s->pg,
+		 &(struct sched_store_register){.node = m->node,
+						.address = jstr(d, "address", ""),
+						.labels = labels,
+						.boot_id = boot_id,
+						.log_url = jstr(d, "log_url", ""),
+						.inventory = inventory,
+						.gpus = gpus,
+						.seq = m->seq,
+						.simulated = json_is_true(sim),
+						.cpus = cpus,
+						.memory_mb = memory_mb,
+						.expected_gpus = expected,
+						.isolation = isolation,
+						.fault = fault},
+		 err)))
 		goto out;
-	was = ty_pg_val(res, 0, 0);
 	sched_mirror_touch_node(s, m->node); /* address, labels, capacity or state may be new */
-	{
-		const char *q[] = {m->node};
-
-		/* its conditions now; the history of long cleared ones goes */
-		if ((rc = conditions_apply(s, m, boot_id, err)) ||
-		    (rc = sched_store_conditions_prune(s->pg, q[0], err)))
-			goto out;
-	}
+	/* its conditions now; the history of long cleared ones goes */
+	if ((rc = conditions_apply(s, m, boot_id, err)) ||
+	    (rc = sched_store_conditions_prune(s->pg, m->node, err)))
+		goto out;
 	if (!n.exists)
 		ty_info("node '%s' registered: %lld GPUs, %s CPUs, %s MiB at %s", m->node,
-			(long long)gpus, cpus > 0 ? cb : "unreported",
-			memory_mb > 0 ? mb : "unreported", jstr(d, "address", ""));
+			(long long)gpus, cpus > 0 ? sched_i64(cb, cpus) : "unreported",
+			memory_mb > 0 ? sched_i64(mb, memory_mb) : "unreported",
+			jstr(d, "address", ""));
 	else if (n.lost)
 		ty_info("node '%s' is back", m->node);
 	if (fault && (!was || strcmp(was, fault)))
@@ -1037,7 +969,7 @@ static int on_register(struct sched *s, const struct proto_msg *m, struct ty_err
 	    n.memory_mb != (memory_mb > 0 ? memory_mb : 0) || (!fault && was))
 		s->capacity_freed = true;
 out:
-	PQclear(res);
+	free(was);
 	free(labels);
 	free(inventory);
 	return rc;
@@ -1084,36 +1016,20 @@ static int finished_records(json_t *clean, const char *node, const json_t *finis
  */
 static int note_finished(struct sched *s, const json_t *clean, struct ty_err *err)
 {
-	PGresult *res = NULL;
-	char *text = NULL;
-	int rc = 0;
+	struct sched_store_finished *f = NULL;
+	int rc = 0, nf = 0;
 
 	if (json_array_size(clean) == 0)
 		return 0;
-	if (!(text = json_dumps(clean, JSON_COMPACT)))
-		return ty_err_set(err, TY_ENOMEM, NULL);
-	const char *p[] = {text};
-	if ((rc = ty_pg_exec(&res, s->pg,
-			     "SELECT DISTINCT ON (f.node, f.job, f.attempt) f.job, f.attempt,"
-			     " f.exit_code, f.failure_class, f.message, f.evidence, f.node,"
-			     " f.log_only, nullif(f.condition, 'null')::text"
-			     " FROM jsonb_to_recordset($1::jsonb) AS f(node text, job bigint,"
-			     "  attempt integer, exit_code integer, failure_class text, message text,"
-			     "  evidence text, log_only boolean, condition jsonb)"
-			     " JOIN allocations a ON a.job_id = f.job AND a.attempt = f.attempt"
-			     "  AND a.node_id = f.node"
-			     " WHERE a.exited_at IS NULL",
-			     1, p, err)))
-		goto out;
-	for (int r = 0; r < PQntuples(res); r++) {
-		int64_t job = sched_col_i64(res, r, 0), attempt = sched_col_i64(res, r, 1);
-		const char *node = PQgetvalue(res, r, 6);
+	if ((rc = sched_store_finished_unconfirmed(&f, &nf, s->pg, clean, err)))
+		return rc;
+	for (int r = 0; r < nf; r++) {
 		struct sched_late_exit *x;
 		int k;
 
 		for (k = 0; k < s->nlate; k++)
-			if (s->late[k].job == job && s->late[k].attempt == attempt &&
-			    !strcmp(s->late[k].node, node))
+			if (s->late[k].job == f[r].job && s->late[k].attempt == f[r].attempt &&
+			    !strcmp(s->late[k].node, f[r].node))
 				break;
 		if (k < s->nlate)
 			continue;
@@ -1130,26 +1046,22 @@ static int note_finished(struct sched *s, const json_t *clean, struct ty_err *er
 		}
 		x = &s->late[s->nlate];
 		memset(x, 0, sizeof(*x));
-		snprintf(x->node, sizeof(x->node), "%s", node);
-		x->job = job;
-		x->attempt = attempt;
-		x->exit_code = (int)sched_col_i64(res, r, 2);
-		snprintf(x->failure_class, sizeof(x->failure_class), "%s", PQgetvalue(res, r, 3));
-		if (!(x->message = strdup(PQgetvalue(res, r, 4))) ||
-		    !(x->evidence = strdup(PQgetvalue(res, r, 5))) ||
-		    (ty_pg_val(res, r, 8) && !(x->condition = strdup(ty_pg_val(res, r, 8))))) {
-			free(x->message);
-			free(x->evidence);
-			rc = ty_err_set(err, TY_ENOMEM, NULL);
-			goto out;
-		}
-		x->log_only = !strcmp(PQgetvalue(res, r, 7), "t");
+		snprintf(x->node, sizeof(x->node), "%s", f[r].node);
+		x->job = f[r].job;
+		x->attempt = f[r].attempt;
+		x->exit_code = f[r].exit_code;
+		snprintf(x->failure_class, sizeof(x->failure_class), "%s", f[r].failure_class);
+		/* moved: the store's row keeps none of them */
+		x->message = f[r].message;
+		x->evidence = f[r].evidence;
+		x->condition = f[r].condition;
+		f[r].message = f[r].evidence = f[r].condition = NULL;
+		x->log_only = f[r].log_only;
 		x->seen_ms = ty_mono_ms();
 		s->nlate++;
 	}
 out:
-	PQclear(res);
-	free(text);
+	sched_store_finished_free(f, nf);
 	return rc;
 }
 
@@ -1172,48 +1084,31 @@ void sched_late_exits_clear(struct sched *s)
  */
 static int late_pending(bool *pending, struct sched *s, const bool *due, struct ty_err *err)
 {
-	json_t *keys = json_array();
-	PGresult *res = NULL;
-	char *text = NULL;
-	int rc = 0;
+	struct sched_store_part *v = calloc((size_t)s->nlate + 1, sizeof(*v));
+	bool *live = calloc((size_t)s->nlate + 1, sizeof(*live));
+	int *idx = calloc((size_t)s->nlate + 1, sizeof(*idx));
+	int rc = 0, nv = 0;
 
-	if (!keys)
-		return ty_err_set(err, TY_ENOMEM, NULL);
-	for (int i = 0; i < s->nlate; i++) {
-		pending[i] = false;
-		if (due[i] && json_array_append_new(
-				  keys, json_pack("{s:i, s:I, s:I, s:s}", "i", i, "job",
-						  (json_int_t)s->late[i].job, "attempt",
-						  (json_int_t)s->late[i].attempt, "node",
-						  s->late[i].node))) {
-			rc = ty_err_set(err, TY_ENOMEM, NULL);
-			goto out;
-		}
-	}
-	if (json_array_size(keys) == 0)
-		goto out;
-	if (!(text = json_dumps(keys, JSON_COMPACT))) {
+	if (!v || !live || !idx) {
 		rc = ty_err_set(err, TY_ENOMEM, NULL);
 		goto out;
 	}
-	const char *p[] = {text};
-	if ((rc = ty_pg_exec(&res, s->pg,
-			     "SELECT k.i FROM jsonb_to_recordset($1::jsonb)"
-			     " AS k(i integer, job bigint, attempt integer, node text)"
-			     " JOIN allocations a ON a.job_id = k.job AND a.attempt = k.attempt"
-			     "  AND a.node_id = k.node WHERE a.exited_at IS NULL",
-			     1, p, err)))
-		goto out;
-	for (int r = 0; r < PQntuples(res); r++) {
-		int64_t i = sched_col_i64(res, r, 0);
-
-		if (i >= 0 && i < s->nlate)
-			pending[i] = true;
+	for (int i = 0; i < s->nlate; i++) {
+		pending[i] = false;
+		if (!due[i])
+			continue;
+		v[nv] = (struct sched_store_part){s->late[i].job, s->late[i].attempt,
+						  s->late[i].node};
+		idx[nv++] = i;
 	}
+	if (nv == 0 || (rc = sched_store_parts_live(live, s->pg, v, nv, err)))
+		goto out;
+	for (int k = 0; k < nv; k++)
+		pending[idx[k]] = live[k];
 out:
-	PQclear(res);
-	free(text);
-	json_decref(keys);
+	free(v);
+	free(live);
+	free(idx);
 	return rc;
 }
 
@@ -1277,14 +1172,14 @@ static int on_heartbeat(struct sched *s, const struct proto_msg *m, struct ty_er
 	const json_t *d = m->data, *e, *notice;
 	const char *boot_id = jstr(d, "boot_id", "");
 	json_t *running = json_array();
-	char *rtext = NULL, sb[24];
-	struct node_row n;
+	char *rtext = NULL;
+	struct sched_store_node n;
 	size_t i;
 	int rc;
 
 	if (!running)
 		return ty_err_set(err, TY_ENOMEM, NULL);
-	if ((rc = node_get(&n, s, m->node, err)))
+	if ((rc = sched_store_node_get(&n, s->pg, m->node, err)))
 		goto out;
 	if (!n.exists) {
 		ty_debug("heartbeat from unregistered node '%s' ignored", m->node);
@@ -1306,14 +1201,7 @@ static int on_heartbeat(struct sched *s, const struct proto_msg *m, struct ty_er
 		rc = ty_err_set(err, TY_ENOMEM, NULL);
 		goto out;
 	}
-	const char *p[] = {m->node, sched_i64(sb, m->seq), rtext, boot_id};
-	if ((rc = ty_pg_exec(NULL, s->pg,
-			     "UPDATE nodes SET last_heartbeat = now(), last_seq = $2,"
-			     " running = $3::jsonb, boot_id = $4,"
-			     " state = CASE WHEN state <> 'lost' THEN state"
-			     "  WHEN drain_reason IS NULL THEN 'ready' ELSE 'drained' END"
-			     " WHERE id = $1",
-			     4, p, err)))
+	if ((rc = sched_store_node_heartbeat(s->pg, m->node, m->seq, rtext, boot_id, err)))
 		goto out;
 	if (n.lost) {
 		sched_mirror_touch_node(s, m->node);
@@ -1696,20 +1584,20 @@ static bool plain_heartbeat(const struct proto_msg *m)
 int sched_apply_heartbeats(struct sched *s, const struct proto_msg *m, const bool *ok, int n,
 			   bool *done, struct ty_err *err)
 {
-	json_t *beats = json_array(), *clean = json_array(), *idle = json_array();
+	json_t *clean = json_array(), *idle = json_array();
 	/* each heartbeat's cleaned running[] (NULL: not taken here) */
-	json_t **cleaned = n > 0 ? calloc((size_t)n, sizeof(*cleaned)) : NULL;
-	char *text = NULL;
-	PGresult *res = NULL;
-	int rc = 0, nidle = 0;
+	json_t **cleaned = calloc((size_t)n + 1, sizeof(*cleaned));
+	struct sched_store_beat *beats = calloc((size_t)n + 1, sizeof(*beats));
+	struct sched_store_beat_applied *applied = NULL;
+	int rc = 0, nidle = 0, nbeats = 0, napplied = 0;
 
-	if (!beats || !clean || !idle || (n > 0 && !cleaned)) {
+	if (!beats || !clean || !idle || !cleaned) {
 		rc = ty_err_set(err, TY_ENOMEM, NULL);
 		goto out;
 	}
 	for (int i = 0; i < n; i++) {
 		const json_t *running = json_object_get(m[i].data, "running"), *e;
-		json_t *clean_running, *rec;
+		json_t *clean_running;
 		bool other = false;
 		size_t k;
 
@@ -1733,68 +1621,41 @@ int sched_apply_heartbeats(struct sched *s, const struct proto_msg *m, const boo
 			if (r)
 				json_array_append_new(clean_running, r);
 		}
-		cleaned[i] = json_incref(clean_running);
-		rec = json_pack("{s:s, s:I, s:s, s:o, s:i}", "node", m[i].node, "seq",
-				(json_int_t)m[i].seq, "boot", jstr(m[i].data, "boot_id", ""),
-				"running", clean_running, "ord", i);
-		if (!rec || json_array_append_new(beats, rec)) {
-			rc = ty_err_set(err, TY_ENOMEM, NULL);
-			goto out;
-		}
+		cleaned[i] = clean_running;
+		beats[nbeats++] = (struct sched_store_beat){m[i].node, jstr(m[i].data, "boot_id", ""),
+							    m[i].seq, clean_running};
 	}
-	if (json_array_size(beats) == 0)
+	if (nbeats == 0)
 		goto out;
-	if (!(text = json_dumps(beats, JSON_COMPACT | JSON_REAL_PRECISION(15)))) {
-		rc = ty_err_set(err, TY_ENOMEM, NULL);
-		goto out;
-	}
 	/*
-	 * The newest heartbeat of each node that is ready (not lost, not
-	 * preempting), of the boot it registered and newer than what was
-	 * applied: what on_heartbeat does in that case, for all at once — a
-	 * plain heartbeat lists no condition, so the node's current ones are
-	 * cleared (column 2 says which). The others (and every heartbeat of a
-	 * node the statement skipped) are left to sched_apply one by one.
+	 * The newest heartbeat of each node that is ready, of the boot it
+	 * registered and newer than what was applied: what on_heartbeat does in
+	 * that case, for all at once. The others (and every heartbeat of a node
+	 * the statement skipped) are left to sched_apply one by one.
 	 */
-	const char *p[] = {text};
-	if ((rc = ty_pg_exec(
-		 &res, s->pg,
-		 "WITH m AS (SELECT * FROM jsonb_to_recordset($1::jsonb) AS m(node text, seq bigint,"
-		 "  boot text, running jsonb, ord integer)),"
-		 " l AS (SELECT DISTINCT ON (node) * FROM m ORDER BY node, ord DESC),"
-		 " u AS (UPDATE nodes n SET last_heartbeat = now(), last_seq = l.seq,"
-		 "  running = l.running FROM l WHERE n.id = l.node AND n.boot_id = l.boot"
-		 "  AND n.state NOT IN ('lost', 'preempting') AND n.last_seq < l.seq"
-		 "  RETURNING n.id),"
-		 " cl AS (UPDATE node_conditions t SET cleared_at = now() FROM u"
-		 "  WHERE t.node_id = u.id AND t.cleared_at IS NULL"
-		 "  RETURNING t.node_id, t.severity || ' condition ' || t.kind || ': ' || t.evidence"
-		 "  AS what)"
-		 " SELECT id, (SELECT string_agg(what, '; ') FROM cl WHERE cl.node_id = u.id)"
-		 " FROM u ORDER BY id",
-		 1, p, err)))
+	if ((rc = sched_store_node_heartbeats(&applied, &napplied, s->pg, beats, nbeats, err)))
 		goto out;
-	for (int r = 0; r < PQntuples(res); r++)
-		if (ty_pg_val(res, r, 1))
-			ty_info("node '%s': cleared %s", PQgetvalue(res, r, 0), PQgetvalue(res, r, 1));
+	for (int r = 0; r < napplied; r++)
+		if (applied[r].cleared)
+			ty_info("node '%s': cleared %s", applied[r].node, applied[r].cleared);
 	for (int i = 0; i < n; i++) {
 		const char *key[] = {m[i].node};
 
 		if (!ok[i] || !plain_heartbeat(&m[i]))
 			continue;
 		/* sorted ids: a binary search */
-		int lo = 0, hi = PQntuples(res);
+		int lo = 0, hi = napplied;
 
 		while (lo < hi) {
 			int mid = lo + (hi - lo) / 2;
-			int c = strcmp(PQgetvalue(res, mid, 0), key[0]);
+			int c = strcmp(applied[mid].node, key[0]);
 
 			if (c < 0)
 				lo = mid + 1;
 			else
 				hi = mid;
 		}
-		if (lo < PQntuples(res) && !strcmp(PQgetvalue(res, lo, 0), key[0])) {
+		if (lo < napplied && !strcmp(applied[lo].node, key[0])) {
 			int k;
 
 			done[i] = true;
@@ -1817,14 +1678,13 @@ int sched_apply_heartbeats(struct sched *s, const struct proto_msg *m, const boo
 	if (nidle > 0)
 		rc = sched_idle_check(s, idle, err);
 out:
-	PQclear(res);
-	json_decref(beats);
+	sched_store_beats_free(applied, napplied);
+	free(beats);
 	json_decref(clean);
 	json_decref(idle);
 	for (int i = 0; cleaned && i < n; i++)
 		json_decref(cleaned[i]);
 	free(cleaned);
-	free(text);
 	return rc;
 }
 
@@ -1914,29 +1774,20 @@ int sched_apply_acks(struct sched *s, const struct proto_msg *m, const bool *ok,
  */
 static int on_checkpoint_written(struct sched *s, const struct proto_msg *m, struct ty_err *err)
 {
-	char jb[24], ab[24], sb[24];
-	const char *p[] = {sched_i64(jb, m->job), sched_i64(ab, m->attempt),
-			   sched_i64(sb, jint(m->data, "step", 0)), m->node};
-
 	if (!json_is_true(json_object_get(m->data, "valid")))
 		return 0; /* torn, corrupt or unverified: resume and loss go by the older one */
-	return ty_pg_exec(NULL, s->pg,
-			  "UPDATE attempts SET last_checkpoint_at = now(), last_checkpoint_step = $3"
-			  " WHERE job_id = $1 AND attempt = $2"
-			  " AND state IN ('scheduled', 'starting', 'running', 'stopping')"
-			  " AND (last_checkpoint_step IS NULL OR last_checkpoint_step < $3)"
-			  " AND EXISTS (SELECT 1 FROM allocations a WHERE a.job_id = $1"
-			  "  AND a.attempt = $2 AND a.node_id = $4)",
-			  4, p, err);
+	return sched_store_checkpoint_written(
+	    s->pg, &(struct sched_store_part){m->job, m->attempt, m->node},
+	    jint(m->data, "step", 0), err);
 }
 
 /* A spot interruption notice (job 0): the node, not an attempt, is being taken. */
 static int on_preempt_notice(struct sched *s, const struct proto_msg *m, struct ty_err *err)
 {
-	struct node_row n;
+	struct sched_store_node n;
 	int rc;
 
-	if ((rc = node_get(&n, s, m->node, err)))
+	if ((rc = sched_store_node_get(&n, s->pg, m->node, err)))
 		return rc;
 	if (!n.exists || n.lost) {
 		ty_info("spot notice from %s node '%s' ignored", n.exists ? "lost" : "unknown",

@@ -386,6 +386,90 @@ void sched_store_condition_counts_free(struct sched_store_condition_count *v, in
 int sched_store_conditions_count(struct sched_store_condition_count **out, int *nout,
 				 struct ty_pg *pg, struct ty_err *err);
 
+/* ---- nodes_reported.c: registers, heartbeats and the exits they repeat ---- */
+
+/* A node's row as a register or heartbeat finds it (sched_store_node_get). */
+struct sched_store_node {
+	bool exists;
+	bool lost;
+	bool preempting;
+	int64_t preempt_seq; /* 0: none, or set through the API */
+	int64_t last_seq;
+	int gpus;
+	int64_t cpus, memory_mb; /* 0 = not reported */
+	char boot_id[256];
+};
+/* The node, locked for the transaction (FOR UPDATE). */
+int sched_store_node_get(struct sched_store_node *n, struct ty_pg *pg, const char *node,
+			 struct ty_err *err);
+
+/* A register (borrowed strings; NULL: SQL NULL). */
+struct sched_store_register {
+	const char *node, *address, *labels, *boot_id, *log_url, *inventory; /* JSON: labels, inventory */
+	int64_t gpus, seq;
+	bool simulated;
+	int64_t cpus, memory_mb, expected_gpus; /* 0 or less: not reported (NULL) */
+	const char *isolation, *fault;
+};
+/*
+ * Insert or update the node (its state left alone, a lost one back):
+ * *fault_was (new; NULL when none) its fault before this register.
+ */
+int sched_store_node_register(char **fault_was, struct ty_pg *pg,
+			      const struct sched_store_register *r, struct ty_err *err);
+/* A heartbeat of the node (running: JSON text of its cleaned running[]); a lost node is back. */
+int sched_store_node_heartbeat(struct ty_pg *pg, const char *node, int64_t seq,
+			       const char *running, const char *boot_id, struct ty_err *err);
+
+/* A plain heartbeat (borrowed). */
+struct sched_store_beat {
+	const char *node, *boot_id;
+	int64_t seq;
+	const json_t *running; /* cleaned running[] */
+};
+/* A node whose heartbeat sched_store_node_heartbeats applied (owned strings). */
+struct sched_store_beat_applied {
+	char *node;
+	char *cleared; /* its conditions cleared, as one text; NULL: none */
+};
+void sched_store_beats_free(struct sched_store_beat_applied *v, int n);
+/*
+ * The n plain heartbeats (in order), one statement: the newest of each node
+ * that is not lost nor preempting, of the boot it registered and newer than
+ * what was applied, its current conditions cleared. *out (new, sorted by
+ * node): the nodes applied.
+ */
+int sched_store_node_heartbeats(struct sched_store_beat_applied **out, int *nout, struct ty_pg *pg,
+				const struct sched_store_beat *v, int n, struct ty_err *err);
+
+/* A finished attempt a heartbeat repeats whose part has not exited. */
+struct sched_store_finished {
+	char node[PROTO_NODE_ID_MAX + 1];
+	int64_t job, attempt;
+	int exit_code;
+	char failure_class[32];
+	char *message, *evidence; /* owned */
+	char *condition;	  /* owned JSON text; NULL when none */
+	bool log_only;
+};
+void sched_store_finished_free(struct sched_store_finished *v, int n);
+/*
+ * Of records (a JSON array of {node, job, attempt, exit_code,
+ * failure_class, message, evidence, log_only, condition}), those whose part
+ * has not exited, once per part: *out (new).
+ */
+int sched_store_finished_unconfirmed(struct sched_store_finished **out, int *nout,
+				     struct ty_pg *pg, const json_t *records, struct ty_err *err);
+/* live[i]: whether part v[i] has not exited; one statement. */
+int sched_store_parts_live(bool *live, struct ty_pg *pg, const struct sched_store_part *v, int n,
+			   struct ty_err *err);
+
+/* ---- checkpoints.c: attempts' verified checkpoints ---- */
+
+/* A verified checkpoint at step, reported by node a->node of the attempt. */
+int sched_store_checkpoint_written(struct ty_pg *pg, const struct sched_store_part *a,
+				   int64_t step, struct ty_err *err);
+
 /* ---- ranks.c: ranks' ends ---- */
 
 /* v[n] as the JSON records the rank statements read ($1): new text in *out. */
