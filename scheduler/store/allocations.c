@@ -55,11 +55,12 @@ out:
 	return rc;
 }
 
-static const char SQL_ALLOCS_KILL[] = "UPDATE allocations a SET killed_at = now() FROM nodes n"
-				      " WHERE a.job_id = $1 AND a.attempt = $2 AND a.exited_at IS NULL"
-				      " AND n.id = a.node_id AND n.state <> 'lost'"
-				      " AND a.node_id IS DISTINCT FROM $3"
-				      " RETURNING a.node_id";
+static const char SQL_ALLOCS_KILL[] =
+    "UPDATE allocations a SET killed_at = now() FROM nodes n"
+    " WHERE a.job_id = $1 AND a.attempt = $2 AND a.exited_at IS NULL"
+    " AND n.id = a.node_id AND n.state <> 'lost'"
+    " AND a.node_id IS DISTINCT FROM $3"
+    " RETURNING a.node_id";
 
 int sched_store_allocs_kill(char ***nodes, int *n, struct ty_pg *pg, int64_t job, int64_t attempt,
 			    const char *except, struct ty_err *err)
@@ -240,7 +241,7 @@ int sched_store_attempt_parts(struct sched_store_parts *out, struct ty_pg *pg, i
 		out->live = sched_col_i64(res, 0, 1);
 		out->bad = sched_col_i64(res, 0, 2);
 		out->total = sched_col_i64(res, 0, 3);
-		/* read here: the join makes the columns' names ambiguous in SCHED_STORE_PREEMPTING */
+		/* read here: the join makes SCHED_STORE_PREEMPTING ambiguous */
 		out->preempted = ty_pg_val(res, 0, 4) && !strcmp(ty_pg_val(res, 0, 4), "preempted");
 	}
 	PQclear(res);

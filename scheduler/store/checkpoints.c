@@ -13,8 +13,8 @@ static const char SQL_CHECKPOINT_WRITTEN[] =
     " AND EXISTS (SELECT 1 FROM allocations a WHERE a.job_id = $1"
     "  AND a.attempt = $2 AND a.node_id = $4)";
 
-int sched_store_checkpoint_written(struct ty_pg *pg, const struct sched_store_part *a,
-				   int64_t step, struct ty_err *err)
+int sched_store_checkpoint_written(struct ty_pg *pg, const struct sched_store_part *a, int64_t step,
+				   struct ty_err *err)
 {
 	char jb[24], ab[24], sb[24];
 	const char *p[] = {sched_i64(jb, a->job), sched_i64(ab, a->attempt), sched_i64(sb, step),

@@ -1,26 +1,29 @@
 /*
  * The job and attempt lifecycle: every statement that writes jobs.state or
- * attempts.state, one function per transition.
+ * attempts.state, one function per transition (sched_store_...).
  *
- *  what          from                                   to          trigger                          function
- *  attempt       scheduled                              starting    a node's first rank started      sched_store_attempt_starting,
- *  + its job     scheduled                              starting                                     sched_store_attempts_starting
- *  attempt       scheduled, starting                    running     every node's attempt_running     sched_store_attempts_running
- *  its job       scheduled, starting                    running     (the job follows the nodes)
- *  attempt       active, stopping not preempted         succeeded   every node exited 0              sched_store_attempts_succeeded (batch),
- *                                                                                                    sched_store_attempt_succeeded
- *  attempt       active, stopping being preempted       failed      a node's failure, a node gone    sched_store_attempt_failed
- *  attempt       stopping                               cancelled   every node stopped               sched_store_attempt_cancelled
- *  job           scheduled, starting, running,          succeeded   its attempt succeeded            sched_store_job_succeeded,
- *                preempting                                                                          sched_store_attempts_succeeded
- *  job           (same)                                 failed      its attempt failed, no retry     sched_store_job_failed
- *  job           (same)                                 pending     its attempt failed, retried      sched_store_job_requeued
- *  job           (same)                                 cancelled,  its attempt ended with a cancel  sched_store_job_cancelled
- *                                                       stopped     (or stop) requested
+ *  row      from                   to         trigger                         function
+ *  attempt, scheduled              starting   a node's first rank started     attempt_starting,
+ *   its job                                                                   attempts_starting
+ *  attempt, scheduled, starting    running    every node's attempt_running    attempts_running
+ *   its job
+ *  attempt  active, stopping (a)   succeeded  every node exited 0             attempt_succeeded,
+ *                                                                             attempts_succeeded
+ *  job      live                   succeeded  its attempt succeeded           job_succeeded,
+ *                                                                             attempts_succeeded
+ *  attempt  active, preempted (b)  failed     a node's failure, a node gone   attempt_failed
+ *  job      live                   failed     its attempt failed, no retry    job_failed
+ *  job      live                   pending    its attempt failed, retried     job_requeued
+ *  attempt  stopping               cancelled  every node stopped              attempt_cancelled
+ *  job      live                   cancelled  its attempt ended, a cancel or  job_cancelled
+ *                                  stopped    a stop requested
  *
- * "active": scheduled, starting, running. A job moves only while the
+ * active: scheduled, starting, running; live: active or preempting (the
+ * job's states while an attempt of it holds nodes); (a) not being
+ * preempted; (b) stopping, being preempted. A job moves only while the
  * attempt named is its current one; every transition is guarded by the
- * state it leaves, so applying anything twice changes nothing.
+ * state it leaves (or judged by the caller in the transaction), so
+ * applying anything twice changes nothing.
  */
 #include "scheduler.h"
 
@@ -77,8 +80,7 @@ int sched_store_job_requeued(bool *moved, struct ty_pg *pg, int64_t job, int64_t
 int sched_store_job_cancelled(bool *moved, struct ty_pg *pg, int64_t job, int64_t attempt,
 			      bool stopped, const char *cls, struct ty_err *err)
 {
-	return job_move(moved, pg, job, attempt, stopped ? "stopped" : "cancelled", true, cls,
-			err);
+	return job_move(moved, pg, job, attempt, stopped ? "stopped" : "cancelled", true, cls, err);
 }
 
 static const char SQL_ATTEMPT_FAILED[] =
@@ -315,11 +317,12 @@ int sched_store_attempts_running(struct sched_store_run **out, int *nout, struct
 	if (!recs)
 		return ty_err_set(err, TY_ENOMEM, NULL);
 	for (int i = 0; i < n; i++) {
-		json_t *rec = json_pack(
-		    "{s:I, s:I, s:s, s:i, s:b, s:s?, s:o, s:O?}", "job", (json_int_t)v[i].job,
-		    "attempt", (json_int_t)v[i].attempt, "node", v[i].node, "ord", i, "res",
-		    v[i].skipped != NULL, "path", v[i].path, "step",
-		    v[i].step >= 0 ? json_integer(v[i].step) : json_null(), "skipped", v[i].skipped);
+		json_t *rec =
+		    json_pack("{s:I, s:I, s:s, s:i, s:b, s:s?, s:o, s:O?}", "job",
+			      (json_int_t)v[i].job, "attempt", (json_int_t)v[i].attempt, "node",
+			      v[i].node, "ord", i, "res", v[i].skipped != NULL, "path", v[i].path,
+			      "step", v[i].step >= 0 ? json_integer(v[i].step) : json_null(),
+			      "skipped", v[i].skipped);
 
 		if (!rec || json_array_append_new(recs, rec)) {
 			rc = ty_err_set(err, TY_ENOMEM, NULL);

@@ -21,8 +21,8 @@ int sched_store_node_failure_add(bool *added, struct ty_pg *pg,
 				 const struct sched_store_node_failure *f, struct ty_err *err)
 {
 	char jb[24], ab[24];
-	const char *p[] = {f->node,	 sched_i64(jb, f->job), sched_i64(ab, f->attempt),
-			   f->cls,	 f->evidence,		f->message,
+	const char *p[] = {f->node,  sched_i64(jb, f->job), sched_i64(ab, f->attempt),
+			   f->cls,   f->evidence,	    f->message,
 			   f->source};
 	PGresult *res = NULL;
 	int rc;
@@ -55,7 +55,8 @@ static const char SQL_NODE_SCORE[] =
     "  WHERE evidence_source = 'log')"
     " SELECT n.state,"
     " coalesce((SELECT sum(w) FROM per_job WHERE NOT log_only), 0)"
-    "  + CASE WHEN (SELECT teams FROM t) >= $3::int THEN coalesce((SELECT sum(w) FROM per_job WHERE log_only), 0) ELSE 0 END,"
+    "  + CASE WHEN (SELECT teams FROM t) >= $3::int THEN coalesce((SELECT sum(w) FROM per_job "
+    "WHERE log_only), 0) ELSE 0 END,"
     " EXISTS (SELECT 1 FROM allocations a WHERE a.node_id = n.id"
     "  AND a.released_at IS NULL),"
     " coalesce((SELECT sum(w) FROM per_job WHERE NOT log_only), 0),"
@@ -86,7 +87,8 @@ int sched_store_node_score(struct sched_store_node_score *out, struct ty_pg *pg,
 	return 0;
 }
 
-static const char SQL_NODE_BLAMED[] = "UPDATE nodes SET state = $2, drain_reason = $3 WHERE id = $1";
+static const char SQL_NODE_BLAMED[] =
+    "UPDATE nodes SET state = $2, drain_reason = $3 WHERE id = $1";
 
 int sched_store_node_blamed(struct ty_pg *pg, const char *node, const char *to, const char *reason,
 			    struct ty_err *err)

@@ -100,8 +100,8 @@ static const char SQL_NODE_HEARTBEAT[] =
     "  WHEN drain_reason IS NULL THEN 'ready' ELSE 'drained' END"
     " WHERE id = $1";
 
-int sched_store_node_heartbeat(struct ty_pg *pg, const char *node, int64_t seq,
-			       const char *running, const char *boot_id, struct ty_err *err)
+int sched_store_node_heartbeat(struct ty_pg *pg, const char *node, int64_t seq, const char *running,
+			       const char *boot_id, struct ty_err *err)
 {
 	char sb[24];
 	const char *p[] = {node, sched_i64(sb, seq), running, boot_id};
@@ -219,8 +219,8 @@ void sched_store_finished_free(struct sched_store_finished *v, int n)
 	free(v);
 }
 
-int sched_store_finished_unconfirmed(struct sched_store_finished **out, int *nout,
-				     struct ty_pg *pg, const json_t *records, struct ty_err *err)
+int sched_store_finished_unconfirmed(struct sched_store_finished **out, int *nout, struct ty_pg *pg,
+				     const json_t *records, struct ty_err *err)
 {
 	struct sched_store_finished *o = NULL;
 	PGresult *res = NULL;
@@ -245,8 +245,7 @@ int sched_store_finished_unconfirmed(struct sched_store_finished **out, int *nou
 		x->job = sched_col_i64(res, no, 0);
 		x->attempt = sched_col_i64(res, no, 1);
 		x->exit_code = (int)sched_col_i64(res, no, 2);
-		snprintf(x->failure_class, sizeof(x->failure_class), "%s",
-			 PQgetvalue(res, no, 3));
+		snprintf(x->failure_class, sizeof(x->failure_class), "%s", PQgetvalue(res, no, 3));
 		snprintf(x->node, sizeof(x->node), "%s", PQgetvalue(res, no, 6));
 		x->log_only = !strcmp(PQgetvalue(res, no, 7), "t");
 		if (!(x->message = strdup(PQgetvalue(res, no, 4))) ||
@@ -287,10 +286,9 @@ int sched_store_parts_live(bool *live, struct ty_pg *pg, const struct sched_stor
 	if (!keys)
 		return ty_err_set(err, TY_ENOMEM, NULL);
 	for (int i = 0; i < n; i++)
-		if (json_array_append_new(keys, json_pack("{s:i, s:I, s:I, s:s}", "i", i, "job",
-							  (json_int_t)v[i].job, "attempt",
-							  (json_int_t)v[i].attempt, "node",
-							  v[i].node))) {
+		if (json_array_append_new(
+			keys, json_pack("{s:i, s:I, s:I, s:s}", "i", i, "job", (json_int_t)v[i].job,
+					"attempt", (json_int_t)v[i].attempt, "node", v[i].node))) {
 			rc = ty_err_set(err, TY_ENOMEM, NULL);
 			goto out;
 		}

@@ -19,8 +19,8 @@ int sched_store__ranks_json(char **out, const struct sched_store_rank *v, int n,
 		/* a, b: local_rank and pid of a start, exit_code and signal of an end */
 		json_t *rec = json_pack(
 		    "{s:I, s:I, s:I, s:s, s:I, s:I, s:i}", "job", (json_int_t)v[i].job, "attempt",
-		    (json_int_t)v[i].attempt, "rank", (json_int_t)v[i].rank, "node", v[i].node,
-		    "a", (json_int_t)(started ? v[i].local_rank : v[i].exit_code), "b",
+		    (json_int_t)v[i].attempt, "rank", (json_int_t)v[i].rank, "node", v[i].node, "a",
+		    (json_int_t)(started ? v[i].local_rank : v[i].exit_code), "b",
 		    (json_int_t)(started ? v[i].pid : v[i].signal), "ord", i);
 
 		if (!rec || json_array_append_new(a, rec)) {

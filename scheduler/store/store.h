@@ -97,7 +97,7 @@ const char *sched_store_boot_of(const struct sched_store_boot *v, int n, const c
 
 /* ---- exits.c: attempt_exited's plain success (exit 0, no class), set-based ---- */
 
-/* The attempt states (of attempts t) whose exits the set-based path settles as sched_settle_attempt would. */
+/* The states of attempts t whose exits the set-based path settles as sched_settle_attempt would. */
 #define SCHED_STORE_PLAIN_STATE                                                                    \
 	"(t.state IN ('scheduled', 'starting', 'running')"                                         \
 	" OR (t.state = 'stopping' AND t.failure_class IS DISTINCT FROM 'preempted'))"
@@ -160,10 +160,10 @@ struct sched_store_failure {
 /* The attempt to failed while active or being preempted; *moved: it was. */
 int sched_store_attempt_failed(bool *moved, struct ty_pg *pg, const struct sched_store_failure *f,
 			       struct ty_err *err);
-/* The attempt to succeeded (stopping: "finished before it was stopped"), unguarded: the caller judged it. */
+/* The attempt to succeeded (stopping: "finished before it was stopped"); the caller judged it. */
 int sched_store_attempt_succeeded(struct ty_pg *pg, int64_t job, int64_t attempt,
 				  struct ty_err *err);
-/* The attempt to cancelled ("cancelled as requested"), unguarded: the caller judged it. */
+/* The attempt to cancelled ("cancelled as requested"); the caller judged it. */
 int sched_store_attempt_cancelled(struct ty_pg *pg, int64_t job, int64_t attempt,
 				  struct ty_err *err);
 
@@ -481,7 +481,7 @@ int sched_store__ranks_json(char **out, const struct sched_store_rank *v, int n,
  */
 int sched_store_rank_exited(bool *mine, int64_t *first, int64_t *nranks, struct ty_pg *pg,
 			    const struct sched_store_rank *r, struct ty_err *err);
-/* The n ended ranks of a batch, one statement; *bad: one is outside its node's range (the others are written). */
+/* The n ended ranks of a batch, one statement; *bad: one is outside its node's range. */
 int sched_store_ranks_exited(bool *bad, struct ty_pg *pg, const struct sched_store_rank *v, int n,
 			     struct ty_err *err);
 
