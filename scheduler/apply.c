@@ -17,11 +17,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define ACTIVE "{scheduled,starting,running}"
-/* A job's states while an attempt of it holds nodes: active, or being preempted. */
-#define LIVE "{scheduled,starting,running,preempting}"
-/* An attempt being preempted (a condition on attempts): it may still end on its own. */
-#define PREEMPTING "(state = 'stopping' AND failure_class = 'preempted')"
 #define FINISHED_FIRST SCHED_FINISHED_FIRST
 
 /* A failure class attempts.failure_class accepts (proto/lifecycle.h), or NULL. */
@@ -62,65 +57,30 @@ static const char *jstr(const json_t *o, const char *key, const char *def)
 
 /* ---- writes shared by apply, placement and reconciliation ---- */
 
-/*
- * Move the job from a state in `from` (an array literal) to `to`, when its
- * current attempt is `attempt`. *moved tells whether it did.
- */
-static int job_move(bool *moved, struct sched *s, int64_t job, int64_t attempt, const char *from,
-		    const char *to, bool finish, const char *cls, struct ty_err *err)
-{
-	char jb[24], ab[24];
-	const char *p[] = {
-	    sched_i64(jb, job), sched_i64(ab, attempt), from, to, finish ? "t" : "f", cls};
-	PGresult *res = NULL;
-	int rc;
-
-	*moved = false;
-	rc = ty_pg_exec(&res, s->pg,
-			"UPDATE jobs SET state = $4,"
-			" finished_at = CASE WHEN $5::boolean THEN now() ELSE finished_at END,"
-			" failure_class = coalesce($6, failure_class)"
-			" WHERE id = $1 AND attempt = $2 AND state = ANY ($3::text[]) RETURNING 1",
-			6, p, err);
-	if (!rc)
-		*moved = PQntuples(res) > 0;
-	PQclear(res);
-	return rc;
-}
-
 int sched_kill_nodes(int *count, struct sched *s, int64_t job, int64_t attempt, const char *reason,
 		     const char *except, struct ty_err *err)
 {
-	char jb[24], ab[24];
-	const char *p[] = {sched_i64(jb, job), sched_i64(ab, attempt), except};
-	PGresult *res = NULL;
+	char **nodes = NULL;
 	json_t *data = NULL;
-	int rc;
+	int rc, n = 0;
 
 	if (count)
 		*count = 0;
-	if ((rc = ty_pg_exec(&res, s->pg,
-			     "UPDATE allocations a SET killed_at = now() FROM nodes n"
-			     " WHERE a.job_id = $1 AND a.attempt = $2 AND a.exited_at IS NULL"
-			     " AND n.id = a.node_id AND n.state <> 'lost'"
-			     " AND a.node_id IS DISTINCT FROM $3"
-			     " RETURNING a.node_id",
-			     3, p, err)))
+	if ((rc = sched_store_allocs_kill(&nodes, &n, s->pg, job, attempt, except, err)))
 		goto out;
 	data = json_pack("{s:s, s:i}", "reason", reason, "grace_seconds", s->o.kill_grace_seconds);
 	if (!data) {
 		rc = ty_err_set(err, TY_ENOMEM, NULL);
 		goto out;
 	}
-	for (int i = 0; i < PQntuples(res); i++)
-		if ((rc = sched_outbox_add(s, PROTO_KILL, PQgetvalue(res, i, 0), job, attempt, data,
-					   err)))
+	for (int i = 0; i < n; i++)
+		if ((rc = sched_outbox_add(s, PROTO_KILL, nodes[i], job, attempt, data, err)))
 			goto out;
 	if (count)
-		*count = PQntuples(res);
+		*count = n;
 out:
 	json_decref(data);
-	PQclear(res);
+	sched_store_strs_free(nodes, n);
 	return rc;
 }
 
@@ -129,8 +89,6 @@ bool sched_class_blames(const char *cls)
 	return proto_failure_blames(cls);
 }
 
-/* The failure classes that count towards a node's suspect/drained thresholds. */
-#define COUNTED_CLASSES "{system,hardware}"
 /* Teams whose log-only failures make those failures count (docs/dispatch.md). */
 #define LOG_ONLY_TEAMS 2
 
@@ -180,79 +138,38 @@ int sched_blame_node(struct sched *s, const char *node, int64_t job, int64_t att
 		     const char *cls, const char *evidence, const char *why,
 		     enum proto_evidence_source src, struct ty_err *err)
 {
-	char jb[24], ab[24], wb[24], reason[768], account[192];
-	PGresult *res = NULL;
+	char reason[768], account[192];
+	struct sched_store_node_score sc;
 	int64_t score, seen_pts, log_pts, log_teams;
 	const char *state, *to = NULL;
+	bool added;
 	int rc;
 
-	{
-		const char *p[] = {node,     sched_i64(jb, job), sched_i64(ab, attempt),
-				   cls,	     evidence,		 why,
-				   proto_evidence_source_name(src)};
-
-		if ((rc = ty_pg_exec(
-			 &res, s->pg,
-			 "INSERT INTO node_failures (node_id, job_id, attempt,"
-			 " failure_class, evidence, message, evidence_source)"
-			 " SELECT $1, $2, $3, $4, $5, $6, $7 WHERE EXISTS"
-			 " (SELECT 1 FROM nodes WHERE id = $1)"
-			 " ON CONFLICT (job_id, attempt, node_id) DO NOTHING RETURNING 1",
-			 7, p, err)))
-			goto out;
-		if (PQntuples(res) == 0)
-			goto out; /* recorded before */
-		PQclear(res);
-		res = NULL;
-	}
+	if ((rc = sched_store_node_failure_add(
+		 &added, s->pg,
+		 &(struct sched_store_node_failure){node, job, attempt, cls, evidence, why,
+						    proto_evidence_source_name(src)},
+		 err)) ||
+	    !added)
+		goto out; /* recorded before */
 	if (src == PROTO_EVIDENCE_LOG && (rc = health_check_ask(s, node, job, attempt, cls, err)))
 		goto out;
-	{
-		/*
-		 * Distinct jobs within the window since the last undrain; hardware
-		 * counts 2. Jobs whose failures here were decided by rank logs
-		 * alone count only when such jobs come from LOG_ONLY_TEAMS teams.
-		 * Columns: state, points, busy, executor-observed points, log-only
-		 * points (counted or not), teams of the log-only failures.
-		 */
-		char tb[24];
-		const char *p[] = {node, sched_i64(wb, s->o.failure_window_s),
-				   sched_i64(tb, LOG_ONLY_TEAMS)};
-
-		if ((rc = ty_pg_exec(
-			 &res, s->pg,
-			 "WITH f AS (SELECT f.job_id, f.evidence_source, j.team_id,"
-			 "  CASE WHEN f.failure_class = 'hardware' THEN 2 ELSE 1 END AS w"
-			 "  FROM node_failures f JOIN nodes n ON n.id = f.node_id"
-			 "  JOIN jobs j ON j.id = f.job_id WHERE f.node_id = $1"
-			 "  AND f.failure_class = ANY ('" COUNTED_CLASSES "')"
-			 "  AND f.created_at > n.failures_since"
-			 "  AND f.created_at > now() - make_interval(secs => $2::int)),"
-			 " per_job AS (SELECT job_id, max(w) AS w,"
-			 "  bool_and(evidence_source = 'log') AS log_only FROM f GROUP BY job_id),"
-			 " t AS (SELECT count(DISTINCT team_id) AS teams FROM f"
-			 "  WHERE evidence_source = 'log')"
-			 " SELECT n.state,"
-			 " coalesce((SELECT sum(w) FROM per_job WHERE NOT log_only), 0)"
-			 "  + CASE WHEN (SELECT teams FROM t) >= $3::int THEN coalesce((SELECT sum(w) FROM per_job WHERE log_only), 0) ELSE 0 END,"
-			 " EXISTS (SELECT 1 FROM allocations a WHERE a.node_id = n.id"
-			 "  AND a.released_at IS NULL),"
-			 " coalesce((SELECT sum(w) FROM per_job WHERE NOT log_only), 0),"
-			 " coalesce((SELECT sum(w) FROM per_job WHERE log_only), 0),"
-			 " (SELECT teams FROM t)"
-			 " FROM nodes n WHERE n.id = $1 FOR UPDATE OF n",
-			 3, p, err)))
-			goto out;
-	}
-	if (PQntuples(res) != 1)
+	/*
+	 * Distinct jobs within the window since the last undrain; jobs whose
+	 * failures here were decided by rank logs alone count only when such
+	 * jobs come from LOG_ONLY_TEAMS teams.
+	 */
+	if ((rc = sched_store_node_score(&sc, s->pg, node, s->o.failure_window_s, LOG_ONLY_TEAMS,
+					 err)) ||
+	    !sc.exists)
 		goto out;
-	state = PQgetvalue(res, 0, 0);
-	score = sched_col_i64(res, 0, 1);
-	seen_pts = sched_col_i64(res, 0, 3);
-	log_pts = sched_col_i64(res, 0, 4);
-	log_teams = sched_col_i64(res, 0, 5);
+	state = sc.state;
+	score = sc.score;
+	seen_pts = sc.seen_pts;
+	log_pts = sc.log_pts;
+	log_teams = sc.log_teams;
 	if (score >= s->o.drain_after && (!strcmp(state, "ready") || !strcmp(state, "suspect")))
-		to = !strcmp(PQgetvalue(res, 0, 2), "t") ? "draining" : "drained";
+		to = sc.busy ? "draining" : "drained";
 	else if (score >= s->o.suspect_after && !strcmp(state, "ready"))
 		to = "suspect";
 	if (!to) {
@@ -270,20 +187,12 @@ int sched_blame_node(struct sched *s, const char *node, int64_t job, int64_t att
 		 (long long)score, s->o.failure_window_s,
 		 !strcmp(to, "suspect") ? s->o.suspect_after : s->o.drain_after, (long long)job,
 		 (long long)attempt, cls, account);
-	PQclear(res);
-	res = NULL;
-	{
-		const char *p[] = {node, to, !strcmp(to, "suspect") ? NULL : reason};
-
-		if ((rc = ty_pg_exec(NULL, s->pg,
-				     "UPDATE nodes SET state = $2, drain_reason = $3 WHERE id = $1",
-				     3, p, err)))
-			goto out;
-	}
+	if ((rc = sched_store_node_blamed(s->pg, node, to, !strcmp(to, "suspect") ? NULL : reason,
+					  err)))
+		goto out;
 	sched_mirror_touch_node(s, node);
 	ty_warn("node '%s' is %s: %s", node, to, reason);
 out:
-	PQclear(res);
 	return rc;
 }
 
@@ -310,10 +219,10 @@ int sched_fail_attempt(struct sched *s, int64_t job, int64_t attempt, const char
 {
 	bool by_condition = how & SCHED_FAIL_CONDITION;
 	bool blame = how & SCHED_FAIL_BLAME, spend = !(how & (SCHED_FAIL_FREE | SCHED_FAIL_CONDITION));
-	char jb[24], ab[24], eb[24], bb[24], text[1024], *retries_text = NULL;
+	char text[1024], *retries_text = NULL;
 	const char *blamed;
 	const char *budget, *state;
-	PGresult *res = NULL;
+	struct sched_store_job_retry jr = {0};
 	json_t *spec_retry = NULL, *retries = NULL, *data = NULL;
 	struct sched_retry_out verdict;
 	int rc;
@@ -325,28 +234,12 @@ int sched_fail_attempt(struct sched *s, int64_t job, int64_t attempt, const char
 		evidence = NULL;
 	/* blame: the node whose report failed the attempt first (docs/dispatch.md) */
 	blamed = blame && node && sched_class_blames(cls) ? node : NULL;
-	{
-		const char *p[] = {sched_i64(jb, job),
-				   sched_i64(ab, attempt),
-				   exit_code ? sched_i64(eb, *exit_code) : NULL,
-				   cls,
-				   why,
-				   evidence,
-				   blamed};
-
-		if ((rc = ty_pg_exec(&res, s->pg,
-				     "UPDATE attempts SET state = 'failed', ended_at = now(),"
-				     " exit_code = $3, failure_class = $4, message = $5,"
-				     " evidence = $6, blamed_node = $7"
-				     " WHERE job_id = $1 AND attempt = $2 AND (state = ANY ('" ACTIVE
-				     "') OR " PREEMPTING ") RETURNING 1",
-				     7, p, err)))
-			goto out;
-		if (PQntuples(res) == 0)
-			goto out; /* already over: nothing to do */
-		PQclear(res);
-		res = NULL;
-	}
+	if ((rc = sched_store_attempt_failed(&moved, s->pg,
+					     &(struct sched_store_failure){job, attempt, exit_code, cls,
+									   why, evidence, blamed},
+					     err)) ||
+	    !moved)
+		goto out; /* already over: nothing to do */
 	/* written now when every node has released its GPUs, else at the last release */
 	if ((rc = sched_ledger_attempt_end(s, job, attempt, err)))
 		goto out;
@@ -362,20 +255,13 @@ int sched_fail_attempt(struct sched *s, int64_t job, int64_t attempt, const char
 				   err)))
 		goto out;
 
-	{
-		const char *p[] = {sched_i64(jb, job)};
-
-		if ((rc = ty_pg_exec(&res, s->pg,
-				     "SELECT state, attempt, cancel_requested, spec->'retry',"
-				     " retries, stop_requested FROM jobs WHERE id = $1 FOR UPDATE",
-				     1, p, err)))
-			goto out;
-	}
-	if (PQntuples(res) != 1 || sched_col_i64(res, 0, 1) != attempt ||
-	    !(is_active(ty_pg_val(res, 0, 0)) || !strcmp(ty_pg_val(res, 0, 0), "preempting")))
+	if ((rc = sched_store_job_retry(&jr, s->pg, job, err)))
+		goto out;
+	if (!jr.exists || jr.attempt != attempt ||
+	    !(is_active(jr.state) || !strcmp(jr.state, "preempting")))
 		goto out; /* the job has moved on */
-	spec_retry = json_loads(ty_pg_val(res, 0, 3) ? ty_pg_val(res, 0, 3) : "{}", 0, NULL);
-	retries = json_loads(ty_pg_val(res, 0, 4) ? ty_pg_val(res, 0, 4) : "{}", 0, NULL);
+	spec_retry = json_loads(jr.retry ? jr.retry : "{}", 0, NULL);
+	retries = json_loads(jr.retries ? jr.retries : "{}", 0, NULL);
 	if (!json_is_object(retries)) {
 		json_decref(retries);
 		retries = json_object();
@@ -385,7 +271,7 @@ int sched_fail_attempt(struct sched *s, int64_t job, int64_t attempt, const char
 	    &(struct sched_retry_in){
 		.cls = cls,
 		.spend = spend,
-		.cancel_requested = !strcmp(ty_pg_val(res, 0, 2), "t"),
+		.cancel_requested = jr.cancel_requested,
 		.limit_user = (int)jint(spec_retry, "user", proto_spec_default_int("retry", "user")),
 		.limit_system =
 		    (int)jint(spec_retry, "system", proto_spec_default_int("retry", "system")),
@@ -405,10 +291,11 @@ int sched_fail_attempt(struct sched *s, int64_t job, int64_t attempt, const char
 		json_object_set_new(data, "exit_code", json_integer(*exit_code));
 
 	if (verdict.verdict == SCHED_RETRY_END) {
-		state = !strcmp(ty_pg_val(res, 0, 5), "t") ? "stopped" : "cancelled";
+		state = jr.stop_requested ? "stopped" : "cancelled";
 		snprintf(text, sizeof(text), "attempt %lld failed: %s (%s); %s as requested",
 			 (long long)attempt, why, cls, state);
-		if ((rc = job_move(&moved, s, job, attempt, LIVE, state, true, cls, err)))
+		if ((rc = sched_store_job_cancelled(&moved, s->pg, job, attempt,
+						    !strcmp(state, "stopped"), cls, err)))
 			goto out;
 	} else if (verdict.verdict == SCHED_RETRY_REQUEUE) {
 		int64_t backoff = verdict.backoff_s;
@@ -450,26 +337,17 @@ int sched_fail_attempt(struct sched *s, int64_t job, int64_t attempt, const char
 		}
 		if (backoff > 0)
 			json_object_set_new(data, "backoff_seconds", json_integer(backoff));
-		const char *p[] = {sched_i64(jb, job), retries_text, sched_i64(bb, backoff),
-				   blamed};
-		if ((rc = ty_pg_exec(NULL, s->pg,
-				     "UPDATE jobs SET retries = $2::jsonb,"
-				     " not_before = CASE WHEN $3::int > 0"
-				     "  THEN now() + make_interval(secs => $3::int) END,"
-				     " excluded_nodes = CASE WHEN $4::text IS NULL"
-				     "  OR $4 = ANY (excluded_nodes) THEN excluded_nodes"
-				     "  ELSE excluded_nodes || $4::text END"
-				     " WHERE id = $1",
-				     4, p, err)))
+		if ((rc = sched_store_job_retry_spent(s->pg, job, retries_text, backoff, blamed,
+						      err)))
 			goto out;
-		if ((rc = job_move(&moved, s, job, attempt, LIVE, state, false, cls, err)))
+		if ((rc = sched_store_job_requeued(&moved, s->pg, job, attempt, cls, err)))
 			goto out;
 		s->capacity_freed = true;
 	} else {
 		snprintf(text, sizeof(text), "attempt %lld failed: %s (%s)", (long long)attempt,
 			 why, cls);
 		state = "failed";
-		if ((rc = job_move(&moved, s, job, attempt, LIVE, state, true, cls, err)))
+		if ((rc = sched_store_job_failed(&moved, s->pg, job, attempt, cls, err)))
 			goto out;
 	}
 	if (moved)
@@ -478,7 +356,7 @@ int sched_fail_attempt(struct sched *s, int64_t job, int64_t attempt, const char
 	if (moved && !rc && !strcmp(state, "pending"))
 		sched_metrics_requeued(s, cls, spend);
 out:
-	PQclear(res);
+	sched_store_job_retry_free(&jr);
 	json_decref(spec_retry);
 	json_decref(retries);
 	json_decref(data);
@@ -489,52 +367,35 @@ out:
 /* The state a job whose cancel was requested ends in: "stopped" or "cancelled". */
 static int end_state(const char **to, struct sched *s, int64_t job, struct ty_err *err)
 {
-	char jb[24];
-	const char *p[] = {sched_i64(jb, job)};
-	PGresult *res = NULL;
+	bool stop;
 	int rc;
 
 	*to = "cancelled";
-	if ((rc = ty_pg_exec(&res, s->pg, "SELECT stop_requested FROM jobs WHERE id = $1", 1, p,
-			     err)))
+	if ((rc = sched_store_job_stop_requested(&stop, s->pg, job, err)))
 		return rc;
-	if (PQntuples(res) == 1 && !strcmp(PQgetvalue(res, 0, 0), "t"))
+	if (stop)
 		*to = "stopped";
-	PQclear(res);
 	return 0;
 }
 
 int sched_settle_attempt(struct sched *s, int64_t job, int64_t attempt, struct ty_err *err)
 {
-	char jb[24], ab[24], text[256];
-	const char *p[] = {sched_i64(jb, job), sched_i64(ab, attempt)};
-	PGresult *res = NULL;
+	char text[256];
+	struct sched_store_parts a;
 	const char *state, *to;
 	int64_t live, bad, total;
 	json_t *data = NULL;
 	bool moved, preempting, stopping;
 	int rc;
 
-	/* bad: parts that ended other than by their ranks' own exit 0 */
-	if ((rc = ty_pg_exec(&res, s->pg,
-			     "SELECT t.state, count(*) FILTER (WHERE a.exited_at IS NULL),"
-			     " count(*) FILTER (WHERE a.exit_code IS DISTINCT FROM 0"
-			     "  OR a.failure_class IS NOT NULL), count(*),"
-			     " t.failure_class"
-			     " FROM attempts t JOIN allocations a USING (job_id, attempt)"
-			     " WHERE t.job_id = $1 AND t.attempt = $2"
-			     " GROUP BY t.state, t.failure_class",
-			     2, p, err)))
+	if ((rc = sched_store_attempt_parts(&a, s->pg, job, attempt, err)) || !a.exists)
 		goto out;
-	if (PQntuples(res) != 1)
-		goto out;
-	state = ty_pg_val(res, 0, 0);
-	live = sched_col_i64(res, 0, 1);
-	bad = sched_col_i64(res, 0, 2);
-	total = sched_col_i64(res, 0, 3);
-	stopping = state && !strcmp(state, "stopping");
-	/* PREEMPTING, read here: the join makes its column names ambiguous */
-	preempting = stopping && ty_pg_val(res, 0, 4) && !strcmp(ty_pg_val(res, 0, 4), "preempted");
+	state = a.state;
+	live = a.live;
+	bad = a.bad;
+	total = a.total;
+	stopping = !strcmp(state, "stopping");
+	preempting = stopping && a.preempted;
 	if (live > 0)
 		goto out;
 	if (preempting && bad > 0) {
@@ -548,13 +409,8 @@ int sched_settle_attempt(struct sched *s, int64_t job, int64_t attempt, struct t
 	}
 	if ((is_active(state) || stopping) && bad == 0) {
 		/* every rank exited 0 on its own: finished, whatever stop had begun */
-		if ((rc = ty_pg_exec(NULL, s->pg,
-				     "UPDATE attempts SET state = 'succeeded', ended_at = now(),"
-				     " exit_code = 0, failure_class = NULL, message = CASE"
-				     "  WHEN state = 'stopping' THEN '" FINISHED_FIRST "' END"
-				     " WHERE job_id = $1 AND attempt = $2",
-				     2, p, err)) ||
-		    (rc = job_move(&moved, s, job, attempt, LIVE, "succeeded", true, NULL, err)))
+		if ((rc = sched_store_attempt_succeeded(s->pg, job, attempt, err)) ||
+		    (rc = sched_store_job_succeeded(&moved, s->pg, job, attempt, err)))
 			goto out;
 		snprintf(text, sizeof(text),
 			 "attempt %lld succeeded: every rank on %lld node%s exited 0%s",
@@ -563,16 +419,10 @@ int sched_settle_attempt(struct sched *s, int64_t job, int64_t attempt, struct t
 		if (moved)
 			rc = sched_job_event(s, job, "succeeded", "succeeded", text, data, err);
 	} else if (stopping) {
-		if ((rc = ty_pg_exec(
-			 NULL, s->pg,
-			 "UPDATE attempts SET state = 'cancelled', ended_at = now(),"
-			 " failure_class = 'cancelled', message = 'cancelled as requested'"
-			 " WHERE job_id = $1 AND attempt = $2",
-			 2, p, err)) ||
+		if ((rc = sched_store_attempt_cancelled(s->pg, job, attempt, err)) ||
 		    (rc = end_state(&to, s, job, err)) ||
-		    (rc = job_move(&moved, s, job, attempt,
-				   "{scheduled,starting,running,preempting}", to, true, NULL,
-				   err)))
+		    (rc = sched_store_job_cancelled(&moved, s->pg, job, attempt,
+						    !strcmp(to, "stopped"), NULL, err)))
 			goto out;
 		snprintf(text, sizeof(text), "%s: attempt %lld stopped on every node", to,
 			 (long long)attempt);
@@ -584,7 +434,6 @@ int sched_settle_attempt(struct sched *s, int64_t job, int64_t attempt, struct t
 		rc = sched_ledger_attempt_end(s, job, attempt, err);
 out:
 	json_decref(data);
-	PQclear(res);
 	return rc;
 }
 
@@ -594,54 +443,7 @@ out:
 #define CONDITION_NAME_MAX 128
 /* first_seen and last_seen: epoch ms up to the end of year 9999 */
 #define CONDITION_MS_MAX INT64_C(253402300799999)
-/* cleared conditions are kept this long (pruned when the node registers) */
-#define CONDITION_HISTORY_DAYS "30"
 
-/*
- * Record node's conditions ($3, clean ones as [{kind, severity, gpu,
- * gpu_uuid, port, code, evidence, first_seen, last_seen}]) as its boot $2
- * (NULL: the node's current one) reports them. An occurrence is (kind,
- * gpu, port, code, first_seen) of a boot: one recorded before is brought up
- * to date (reopened if an older message had cleared it), a new one
- * inserted. With $4 (a heartbeat's or register's whole list) every current
- * condition not listed is cleared, an earlier boot's included. Rows back:
- * what ('new', 'fatal': listed before as degraded, now fatal; 'cleared'),
- * severity, kind, evidence.
- */
-#define CONDITIONS_RECORD_SQL                                                                      \
-	"WITH k AS (SELECT DISTINCT ON (kind, coalesce(gpu, -1), coalesce(port, ''),"             \
-	"  coalesce(code, -1), first_seen) *,"                                                    \
-	"  timestamptz 'epoch' + first_seen * interval '1 millisecond' AS fs,"                    \
-	"  timestamptz 'epoch' + last_seen * interval '1 millisecond' AS ls"                      \
-	"  FROM jsonb_to_recordset($3::jsonb) AS c(kind text, severity text, gpu integer,"        \
-	"  gpu_uuid text, port text, code bigint, evidence text, first_seen bigint,"              \
-	"  last_seen bigint)"                                                                      \
-	"  ORDER BY kind, coalesce(gpu, -1), coalesce(port, ''), coalesce(code, -1), first_seen," \
-	"  last_seen DESC),"                                                                       \
-	" b AS (SELECT coalesce($2, (SELECT boot_id FROM nodes WHERE id = $1)) AS boot),"         \
-	" old AS (SELECT t.id, t.severity AS was, k.* FROM node_conditions t, k, b"               \
-	"  WHERE t.node_id = $1 AND t.boot_id = b.boot AND t.kind = k.kind"                       \
-	"  AND coalesce(t.gpu, -1) = coalesce(k.gpu, -1)"                                          \
-	"  AND coalesce(t.port, '') = coalesce(k.port, '')"                                        \
-	"  AND coalesce(t.code, -1) = coalesce(k.code, -1) AND t.first_seen = k.fs),"             \
-	" upd AS (UPDATE node_conditions t SET severity = old.severity,"                           \
-	"  gpu_uuid = old.gpu_uuid, evidence = old.evidence,"                                      \
-	"  last_seen = greatest(t.last_seen, old.ls), cleared_at = NULL"                           \
-	"  FROM old WHERE t.id = old.id RETURNING t.id),"                                          \
-	" ins AS (INSERT INTO node_conditions (node_id, boot_id, kind, severity, gpu, gpu_uuid,"  \
-	"  port, code, evidence, first_seen, last_seen)"                                           \
-	"  SELECT $1, b.boot, k.kind, k.severity, k.gpu, k.gpu_uuid, k.port, k.code, k.evidence," \
-	"  k.fs, k.ls FROM k, b WHERE NOT EXISTS (SELECT 1 FROM old WHERE old.kind = k.kind"      \
-	"  AND old.gpu IS NOT DISTINCT FROM k.gpu AND old.port IS NOT DISTINCT FROM k.port"       \
-	"  AND old.code IS NOT DISTINCT FROM k.code AND old.fs = k.fs)"                            \
-	"  RETURNING severity, kind, evidence),"                                                   \
-	" clr AS (UPDATE node_conditions t SET cleared_at = now() WHERE $4::boolean"              \
-	"  AND t.node_id = $1 AND t.cleared_at IS NULL AND t.id NOT IN (SELECT id FROM old)"      \
-	"  RETURNING t.severity, t.kind, t.evidence)"                                              \
-	" SELECT 'new', severity, kind, evidence FROM ins"                                         \
-	" UNION ALL SELECT 'fatal', severity, kind, evidence FROM old"                             \
-	"  WHERE was <> 'fatal' AND severity = 'fatal'"                                            \
-	" UNION ALL SELECT 'cleared', severity, kind, evidence FROM clr"
 
 /*
  * A copy of condition c with its documented fields only into *out (new), or
@@ -741,25 +543,16 @@ static int conditions_clean(json_t **out, struct sched *s, const struct proto_ms
 static int condition_drain(struct sched *s, const char *node, const char *evidence,
 			   struct ty_err *err)
 {
-	char reason[PROTO_CONDITION_EVIDENCE_MAX + 16];
-	const char *p[] = {node, reason};
-	PGresult *res = NULL;
+	char reason[PROTO_CONDITION_EVIDENCE_MAX + 16], state[16];
 	int rc;
 
 	snprintf(reason, sizeof(reason), "hardware: %s", evidence);
-	if ((rc = ty_pg_exec(&res, s->pg,
-			     "UPDATE nodes n SET drain_reason = $2,"
-			     " state = CASE WHEN n.state NOT IN ('ready', 'suspect') THEN n.state"
-			     "  WHEN EXISTS (SELECT 1 FROM allocations a WHERE a.node_id = n.id"
-			     "  AND a.released_at IS NULL) THEN 'draining' ELSE 'drained' END"
-			     " WHERE n.id = $1 RETURNING n.state",
-			     2, p, err)))
+	if ((rc = sched_store_condition_drain(state, sizeof(state), s->pg, node, reason, err)))
 		return rc;
-	if (PQntuples(res) == 1) {
+	if (*state) {
 		sched_mirror_touch_node(s, node);
-		ty_warn("node '%s' is %s: %s", node, PQgetvalue(res, 0, 0), reason);
+		ty_warn("node '%s' is %s: %s", node, state, reason);
 	}
-	PQclear(res);
 	return 0;
 }
 
@@ -773,36 +566,29 @@ static int condition_drain(struct sched *s, const char *node, const char *eviden
 static int conditions_record(struct sched *s, const char *node, const char *boot_id,
 			     const json_t *clean, bool whole, struct ty_err *err)
 {
-	char *text = json_dumps(clean, JSON_COMPACT);
-	const char *p[] = {node, boot_id, text, whole ? "t" : "f"};
+	struct sched_store_condition_change *v = NULL;
 	const char *drain = NULL;
-	PGresult *res = NULL;
-	int rc;
+	int rc, n = 0;
 
-	if (!text)
-		return ty_err_set(err, TY_ENOMEM, NULL);
-	if ((rc = ty_pg_exec(&res, s->pg, CONDITIONS_RECORD_SQL, 4, p, err)))
-		goto out;
-	for (int r = 0; r < PQntuples(res); r++) {
-		const char *what = PQgetvalue(res, r, 0), *sev = PQgetvalue(res, r, 1);
-		const char *kind = PQgetvalue(res, r, 2), *ev = PQgetvalue(res, r, 3);
-		bool fatal = !strcmp(sev, "fatal");
+	if ((rc = sched_store_conditions_record(&v, &n, s->pg, node, boot_id, clean, whole, err)))
+		return rc;
+	for (int r = 0; r < n; r++) {
+		const char *sev = v[r].severity, *kind = v[r].kind, *ev = v[r].evidence;
 
-		if (!strcmp(what, "cleared"))
+		if (v[r].what == SCHED_CONDITION_CLEARED)
 			ty_info("node '%s': %s condition %s cleared: %s", node, sev, kind, ev);
-		else if (fatal)
+		else if (v[r].fatal)
 			ty_warn("node '%s': fatal condition %s%s: %s", node, kind,
-				!strcmp(what, "fatal") ? " (degraded before)" : "", ev);
+				v[r].what == SCHED_CONDITION_NOW_FATAL ? " (degraded before)" : "",
+				ev);
 		else
 			ty_info("node '%s': degraded condition %s: %s", node, kind, ev);
-		if (fatal && strcmp(what, "cleared") && !drain)
+		if (v[r].fatal && v[r].what != SCHED_CONDITION_CLEARED && !drain)
 			drain = ev;
 	}
 	if (drain)
 		rc = condition_drain(s, node, drain, err);
-out:
-	PQclear(res);
-	free(text);
+	sched_store_condition_changes_free(v, n);
 	return rc;
 }
 
@@ -825,29 +611,23 @@ static int conditions_apply(struct sched *s, const struct proto_msg *m, const ch
 
 int sched_conditions_metrics(struct sched *s, struct ty_err *err)
 {
+	struct sched_store_condition_count *c = NULL;
 	struct sched_condition_count *v = NULL;
-	PGresult *res = NULL;
-	int rc, n;
+	int rc, n = 0;
 
 	if (!s->metrics)
 		return 0;
-	if ((rc = ty_pg_exec(&res, s->pg,
-			     "SELECT node_id, kind, severity, count(*) FROM node_conditions"
-			     " WHERE cleared_at IS NULL GROUP BY 1, 2, 3 ORDER BY 1, 2, 3",
-			     0, NULL, err)))
+	if ((rc = sched_store_conditions_count(&c, &n, s->pg, err)))
 		return rc;
-	n = PQntuples(res);
 	if (n > 0 && !(v = calloc((size_t)n, sizeof(*v)))) {
-		PQclear(res);
+		sched_store_condition_counts_free(c, n);
 		return ty_err_set(err, TY_ENOMEM, NULL);
 	}
 	for (int r = 0; r < n; r++)
-		v[r] = (struct sched_condition_count){PQgetvalue(res, r, 0), PQgetvalue(res, r, 1),
-						      PQgetvalue(res, r, 2),
-						      (int)sched_col_i64(res, r, 3)};
+		v[r] = (struct sched_condition_count){c[r].node, c[r].kind, c[r].severity, c[r].n};
 	sched_metrics_node_conditions(s, v, n);
 	free(v);
-	PQclear(res);
+	sched_store_condition_counts_free(c, n);
 	return 0;
 }
 
@@ -855,14 +635,8 @@ int sched_conditions_metrics(struct sched *s, struct ty_err *err)
 static int exclude_node(struct sched *s, int64_t job, int64_t attempt, const char *node,
 			struct ty_err *err)
 {
-	char jb[24], ab[24];
-	const char *p[] = {sched_i64(jb, job), sched_i64(ab, attempt), node};
-	int rc;
+	int rc = sched_store_job_exclude(s->pg, job, attempt, node, err);
 
-	rc = ty_pg_exec(NULL, s->pg,
-			"UPDATE jobs SET excluded_nodes = excluded_nodes || $3::text"
-			" WHERE id = $1 AND attempt = $2 AND NOT ($3 = ANY (excluded_nodes))",
-			3, p, err);
 	sched_touch(s, job);
 	return rc;
 }
@@ -902,24 +676,16 @@ static int preflight_slow(struct sched *s, int64_t job, int64_t attempt, const j
 		const char *node = json_string_value(v);
 		const json_t *nv;
 		double gbps = 0;
-		char jb[24], ab[24], evidence[256];
+		char evidence[256];
 		size_t k;
-		PGresult *res = NULL;
+		bool mine;
 
 		if (!node)
 			continue;
-		{
-			const char *p[] = {sched_i64(jb, job), sched_i64(ab, attempt), node};
-
-			if ((rc = ty_pg_exec(&res, s->pg,
-					     "SELECT 1 FROM allocations WHERE job_id = $1"
-					     " AND attempt = $2 AND node_id = $3",
-					     3, p, err)))
-				return rc;
-		}
-		k = (size_t)PQntuples(res);
-		PQclear(res);
-		if (k == 0)
+		if ((rc = sched_store_alloc_exists(
+			 &mine, s->pg, &(struct sched_store_part){job, attempt, node}, err)))
+			return rc;
+		if (!mine)
 			continue; /* not a node of this gang: ignore what it says */
 		json_array_foreach(json_object_get(verdict, "nodes"), k, nv)
 			if (json_is_string(json_object_get(nv, "node")) &&
@@ -938,15 +704,8 @@ static int preflight_slow(struct sched *s, int64_t job, int64_t attempt, const j
 				(long long)job, (long long)attempt, evidence);
 			continue;
 		}
-		{
-			const char *p[] = {node};
-
-			if ((rc = ty_pg_exec(NULL, s->pg,
-					     "UPDATE nodes SET state = 'suspect'"
-					     " WHERE id = $1 AND state = 'ready'",
-					     1, p, err)))
-				return rc;
-		}
+		if ((rc = sched_store_node_suspect(s->pg, node, err)))
+			return rc;
 		sched_mirror_touch_node(s, node);
 		ty_warn("job %lld attempt %lld: %s; node '%s' is suspect", (long long)job,
 			(long long)attempt, evidence, node);
@@ -970,28 +729,21 @@ static int alloc_exit(bool *applied, struct sched *s, const char *node, int64_t 
 		      const json_t *condition, const json_t *preflight, bool node_fault,
 		      enum proto_evidence_source src, struct ty_err *err)
 {
-	char jb[24], ab[24], eb[24], why[768];
-	const char *p[] = {sched_i64(jb, job), sched_i64(ab, attempt), node,
-			   sched_i64(eb, exit_code), cls && *cls ? cls : NULL};
-	PGresult *res = NULL;
+	const struct sched_store_part part = {job, attempt, node};
+	struct sched_store_after_exit t;
+	char why[768];
 	json_t *cond = NULL, *one = NULL;
+	bool done;
 	int rc;
 
 	if (applied)
 		*applied = false;
-	if ((rc = ty_pg_exec(&res, s->pg,
-			     "UPDATE allocations SET exited_at = now(), exit_code = $4,"
-			     " failure_class = $5, released_at = coalesce(released_at, now())"
-			     " WHERE job_id = $1 AND attempt = $2 AND node_id = $3"
-			     " AND exited_at IS NULL RETURNING 1",
-			     5, p, err)))
-		goto out;
-	if (PQntuples(res) == 0)
+	if ((rc = sched_store_alloc_exited(&done, s->pg, &part, exit_code,
+					   cls && *cls ? cls : NULL, err)) ||
+	    !done)
 		goto out; /* reported before, or never ours */
 	if (applied)
 		*applied = true;
-	PQclear(res);
-	res = NULL;
 	s->capacity_freed = true;
 	sched_touch(s, job); /* a requeued job may start once its last GPUs are released */
 	if (exit_code != 0 && cls && !strcmp(cls, "hardware") && condition &&
@@ -1020,26 +772,12 @@ static int alloc_exit(bool *applied, struct sched *s, const char *node, int64_t 
 			src = PROTO_EVIDENCE_EXECUTOR;
 		}
 	}
-	/*
-	 * Column 2: the attempt is being preempted and no other node's part has
-	 * ended other than by exiting 0, so a failure of this node's own (not
-	 * the preemption's stop) still decides the attempt.
-	 */
-	if ((rc = ty_pg_exec(&res, s->pg,
-			     "SELECT state, coalesce(" PREEMPTING " AND NOT EXISTS (SELECT 1"
-			     "  FROM allocations a WHERE a.job_id = $1 AND a.attempt = $2"
-			     "  AND a.node_id <> $3 AND a.exited_at IS NOT NULL"
-			     "  AND (a.exit_code IS DISTINCT FROM 0 OR a.failure_class IS NOT NULL)),"
-			     " false) FROM attempts t WHERE t.job_id = $1 AND t.attempt = $2",
-			     3, p, err)))
-		goto out;
-	if (PQntuples(res) != 1)
+	if ((rc = sched_store_attempt_after_exit(&t, s->pg, &part, err)) || !t.exists)
 		goto out;
 	if (exit_code != 0 && json_is_object(preflight) &&
 	    (rc = preflight_slow(s, job, attempt, preflight, src, err)))
 		goto out;
-	if (exit_code != 0 && (is_active(ty_pg_val(res, 0, 0)) ||
-			       (!strcmp(ty_pg_val(res, 0, 1), "t") && own_failure(cls)))) {
+	if (exit_code != 0 && (is_active(t.state) || (t.preempting_alone && own_failure(cls)))) {
 		if (message && *message)
 			snprintf(why, sizeof(why), "%s", message);
 		else
@@ -1060,7 +798,7 @@ static int alloc_exit(bool *applied, struct sched *s, const char *node, int64_t 
 		 * rest of the gang was killed because of the first failure.
 		 */
 		if (exit_code != 0 && cls && !strcmp(cls, "hardware") &&
-		    !strcmp(ty_pg_val(res, 0, 0), "failed")) {
+		    !strcmp(t.state, "failed")) {
 			snprintf(why, sizeof(why), "%s",
 				 message && *message ? message : "hardware failure");
 			if ((rc = sched_blame_node(s, node, job, attempt, cls,
@@ -1074,96 +812,43 @@ static int alloc_exit(bool *applied, struct sched *s, const char *node, int64_t 
 out:
 	json_decref(cond);
 	json_decref(one);
-	PQclear(res);
 	return rc;
 }
 
 int sched_node_gone(struct sched *s, const char *node, const char *cls, const char *why, bool blame,
 		    struct ty_err *err)
 {
-	const char *p[] = {node, cls};
-	PGresult *res = NULL, *st = NULL;
-	int rc;
+	struct sched_store_part *parts = NULL;
+	int rc, n = 0;
 
-	if ((rc = ty_pg_exec(&res, s->pg,
-			     "UPDATE allocations SET exited_at = coalesce(exited_at, now()),"
-			     " failure_class = coalesce(failure_class, $2), released_at = now()"
-			     " WHERE node_id = $1 AND released_at IS NULL"
-			     " RETURNING job_id, attempt",
-			     2, p, err)))
+	if ((rc = sched_store_node_released(&parts, &n, s->pg, node, cls, err)))
 		return rc;
-	for (int i = 0; i < PQntuples(res) && !rc; i++) {
-		int64_t job = sched_col_i64(res, i, 0), attempt = sched_col_i64(res, i, 1);
-		char jb[24], ab[24];
-		const char *q[] = {sched_i64(jb, job), sched_i64(ab, attempt)};
+	for (int i = 0; i < n && !rc; i++) {
+		int64_t job = parts[i].job, attempt = parts[i].attempt;
+		char state[16];
 
 		s->capacity_freed = true;
 		sched_touch(s, job);
-		if ((rc =
-			 ty_pg_exec(&st, s->pg,
-				    "SELECT state FROM attempts WHERE job_id = $1 AND attempt = $2",
-				    2, q, err)))
+		if ((rc = sched_store_attempt_state(state, sizeof(state), s->pg, job, attempt, err)))
 			break;
-		if (is_active(ty_pg_val(st, 0, 0)))
+		if (is_active(state))
 			rc = sched_fail_attempt(s, job, attempt, node, cls, NULL, why, NULL, blame,
 						err);
 		else
 			rc = sched_settle_attempt(s, job, attempt, err);
-		PQclear(st);
-		st = NULL;
 	}
-	PQclear(st);
-	PQclear(res);
+	free(parts);
 	return rc;
 }
 
 /* ---- node messages ---- */
-
-struct node_row {
-	bool exists;
-	bool lost;
-	bool preempting;
-	int64_t preempt_seq; /* 0: none, or set through the API */
-	int64_t last_seq;
-	int gpus;
-	int64_t cpus, memory_mb; /* 0 = not reported */
-	char boot_id[256];
-};
-
-static int node_get(struct node_row *n, struct sched *s, const char *node, struct ty_err *err)
-{
-	const char *p[] = {node};
-	PGresult *res = NULL;
-	int rc;
-
-	memset(n, 0, sizeof(*n));
-	if ((rc = ty_pg_exec(&res, s->pg,
-			     "SELECT boot_id, state, last_seq, gpus, preempt_seq,"
-			     " coalesce(cpus, 0), coalesce(memory_mb, 0) FROM nodes"
-			     " WHERE id = $1 FOR UPDATE",
-			     1, p, err)))
-		return rc;
-	if (PQntuples(res) == 1) {
-		n->exists = true;
-		snprintf(n->boot_id, sizeof(n->boot_id), "%s", PQgetvalue(res, 0, 0));
-		n->lost = !strcmp(PQgetvalue(res, 0, 1), "lost");
-		n->last_seq = sched_col_i64(res, 0, 2);
-		n->gpus = (int)sched_col_i64(res, 0, 3);
-		n->preempting = !strcmp(PQgetvalue(res, 0, 1), "preempting");
-		n->preempt_seq = sched_col_i64(res, 0, 4);
-		n->cpus = sched_col_i64(res, 0, 5);
-		n->memory_mb = sched_col_i64(res, 0, 6);
-	}
-	PQclear(res);
-	return 0;
-}
 
 /*
  * A new boot of node: what its previous boot's ranks finished while no
  * executor watched (the register's `finished`, read from their shims) is
  * applied first; every other attempt there is lost.
  */
-static int boot_changed(struct sched *s, const char *node, const struct node_row *n,
+static int boot_changed(struct sched *s, const char *node, const struct sched_store_node *n,
 			const char *boot_id, const json_t *finished, struct ty_err *err)
 {
 	const json_t *e;
@@ -1205,8 +890,8 @@ static int on_register(struct sched *s, const struct proto_msg *m, struct ty_err
 	const json_t *inv = json_object_get(d, "inventory");
 	const json_t *sim = json_object_get(d, "simulated");
 	const char *boot_id = jstr(d, "boot_id", "");
-	char *labels = NULL, *inventory = NULL, gb[24], sb[24], cb[24], mb[24];
-	struct node_row n;
+	char *labels = NULL, *inventory = NULL, *was = NULL, cb[24], mb[24];
+	struct sched_store_node n;
 	int64_t gpus = jint(d, "gpus", 0);
 	/* absent (an older executor) or not a positive count: not limited (NULL) */
 	int64_t cpus = jint(d, "cpus", 0), memory_mb = jint(d, "memory_mb", 0);
@@ -1219,9 +904,6 @@ static int on_register(struct sched *s, const struct proto_msg *m, struct ty_err
 	 */
 	const char *fault = jstr(d, "fault", "");
 	int64_t expected = jint(d, "expected_gpus", 0);
-	char eb[24];
-	PGresult *res = NULL;
-	const char *was;
 	int rc;
 
 	if (strcmp(isolation, "runc") && strcmp(isolation, "none"))
@@ -1234,7 +916,7 @@ static int on_register(struct sched *s, const struct proto_msg *m, struct ty_err
 	if (cpus > INT_MAX)
 		cpus = INT_MAX;
 
-	if ((rc = node_get(&n, s, m->node, err)))
+	if ((rc = sched_store_node_get(&n, s->pg, m->node, err)))
 		return rc;
 	if (n.exists && m->seq <= n.last_seq)
 		return 0; /* redelivered or replayed */
@@ -1246,64 +928,34 @@ static int on_register(struct sched *s, const struct proto_msg *m, struct ty_err
 		rc = ty_err_set(err, TY_ENOMEM, NULL);
 		goto out;
 	}
-	const char *p[] = {m->node,
-			   jstr(d, "address", ""),
-			   labels,
-			   sched_i64(gb, gpus),
-			   json_is_true(sim) ? "t" : "f",
-			   boot_id,
-			   jstr(d, "log_url", ""),
-			   inventory,
-			   sched_i64(sb, m->seq),
-			   cpus > 0 ? sched_i64(cb, cpus) : NULL,
-			   memory_mb > 0 ? sched_i64(mb, memory_mb) : NULL,
-			   isolation,
-			   fault,
-			   expected > 0 ? sched_i64(eb, expected) : NULL};
-	/*
-	 * The state is left alone (an admin's drain, suspect, preempting): the
-	 * fault is beside it, and the mirror reads a node as ready only in state
-	 * ready without one. RETURNING gives the fault before this register (the
-	 * CTE reads the row as it was; node_get locked it).
-	 */
-	if ((rc = ty_pg_exec(&res, s->pg,
-			     "WITH old AS (SELECT fault FROM nodes WHERE id = $1)"
-			     " INSERT INTO nodes (id, address, labels, gpus, simulated, boot_id,"
-			     " log_url, inventory, last_seq, cpus, memory_mb, isolation, fault,"
-			     " expected_gpus)"
-			     " VALUES ($1, $2, $3::jsonb, $4, $5, $6, $7, $8::jsonb, $9, $10, $11, $12,"
-			     " $13, $14)"
-			     " ON CONFLICT (id) DO UPDATE SET address = EXCLUDED.address,"
-			     " labels = EXCLUDED.labels, gpus = EXCLUDED.gpus,"
-			     " cpus = EXCLUDED.cpus, memory_mb = EXCLUDED.memory_mb,"
-			     " isolation = EXCLUDED.isolation,"
-			     " simulated = EXCLUDED.simulated, boot_id = EXCLUDED.boot_id,"
-			     " log_url = EXCLUDED.log_url, inventory = EXCLUDED.inventory,"
-			     " fault = EXCLUDED.fault, expected_gpus = EXCLUDED.expected_gpus,"
-			     " last_seq = EXCLUDED.last_seq, last_heartbeat = now(),"
-			     " state = CASE WHEN nodes.state <> 'lost' THEN nodes.state"
-			     "  WHEN nodes.drain_reason IS NULL THEN 'ready' ELSE 'drained' END"
-			     " RETURNING (SELECT fault FROM old)",
-			     14, p, err)))
+	if ((rc = sched_store_node_register(
+		 &was, s->pg,
+		 &(struct sched_store_register){.node = m->node,
+						.address = jstr(d, "address", ""),
+						.labels = labels,
+						.boot_id = boot_id,
+						.log_url = jstr(d, "log_url", ""),
+						.inventory = inventory,
+						.gpus = gpus,
+						.seq = m->seq,
+						.simulated = json_is_true(sim),
+						.cpus = cpus,
+						.memory_mb = memory_mb,
+						.expected_gpus = expected,
+						.isolation = isolation,
+						.fault = fault},
+		 err)))
 		goto out;
-	was = ty_pg_val(res, 0, 0);
 	sched_mirror_touch_node(s, m->node); /* address, labels, capacity or state may be new */
-	{
-		const char *q[] = {m->node};
-
-		/* its conditions now; history older than CONDITION_HISTORY_DAYS goes */
-		if ((rc = conditions_apply(s, m, boot_id, err)) ||
-		    (rc = ty_pg_exec(NULL, s->pg,
-				     "DELETE FROM node_conditions WHERE node_id = $1"
-				     " AND cleared_at < now() - interval '" CONDITION_HISTORY_DAYS
-				     " days'",
-				     1, q, err)))
-			goto out;
-	}
+	/* its conditions now; the history of long cleared ones goes */
+	if ((rc = conditions_apply(s, m, boot_id, err)) ||
+	    (rc = sched_store_conditions_prune(s->pg, m->node, err)))
+		goto out;
 	if (!n.exists)
 		ty_info("node '%s' registered: %lld GPUs, %s CPUs, %s MiB at %s", m->node,
-			(long long)gpus, cpus > 0 ? cb : "unreported",
-			memory_mb > 0 ? mb : "unreported", jstr(d, "address", ""));
+			(long long)gpus, cpus > 0 ? sched_i64(cb, cpus) : "unreported",
+			memory_mb > 0 ? sched_i64(mb, memory_mb) : "unreported",
+			jstr(d, "address", ""));
 	else if (n.lost)
 		ty_info("node '%s' is back", m->node);
 	if (fault && (!was || strcmp(was, fault)))
@@ -1317,7 +969,7 @@ static int on_register(struct sched *s, const struct proto_msg *m, struct ty_err
 	    n.memory_mb != (memory_mb > 0 ? memory_mb : 0) || (!fault && was))
 		s->capacity_freed = true;
 out:
-	PQclear(res);
+	free(was);
 	free(labels);
 	free(inventory);
 	return rc;
@@ -1364,36 +1016,20 @@ static int finished_records(json_t *clean, const char *node, const json_t *finis
  */
 static int note_finished(struct sched *s, const json_t *clean, struct ty_err *err)
 {
-	PGresult *res = NULL;
-	char *text = NULL;
-	int rc = 0;
+	struct sched_store_finished *f = NULL;
+	int rc = 0, nf = 0;
 
 	if (json_array_size(clean) == 0)
 		return 0;
-	if (!(text = json_dumps(clean, JSON_COMPACT)))
-		return ty_err_set(err, TY_ENOMEM, NULL);
-	const char *p[] = {text};
-	if ((rc = ty_pg_exec(&res, s->pg,
-			     "SELECT DISTINCT ON (f.node, f.job, f.attempt) f.job, f.attempt,"
-			     " f.exit_code, f.failure_class, f.message, f.evidence, f.node,"
-			     " f.log_only, nullif(f.condition, 'null')::text"
-			     " FROM jsonb_to_recordset($1::jsonb) AS f(node text, job bigint,"
-			     "  attempt integer, exit_code integer, failure_class text, message text,"
-			     "  evidence text, log_only boolean, condition jsonb)"
-			     " JOIN allocations a ON a.job_id = f.job AND a.attempt = f.attempt"
-			     "  AND a.node_id = f.node"
-			     " WHERE a.exited_at IS NULL",
-			     1, p, err)))
-		goto out;
-	for (int r = 0; r < PQntuples(res); r++) {
-		int64_t job = sched_col_i64(res, r, 0), attempt = sched_col_i64(res, r, 1);
-		const char *node = PQgetvalue(res, r, 6);
+	if ((rc = sched_store_finished_unconfirmed(&f, &nf, s->pg, clean, err)))
+		return rc;
+	for (int r = 0; r < nf; r++) {
 		struct sched_late_exit *x;
 		int k;
 
 		for (k = 0; k < s->nlate; k++)
-			if (s->late[k].job == job && s->late[k].attempt == attempt &&
-			    !strcmp(s->late[k].node, node))
+			if (s->late[k].job == f[r].job && s->late[k].attempt == f[r].attempt &&
+			    !strcmp(s->late[k].node, f[r].node))
 				break;
 		if (k < s->nlate)
 			continue;
@@ -1410,26 +1046,22 @@ static int note_finished(struct sched *s, const json_t *clean, struct ty_err *er
 		}
 		x = &s->late[s->nlate];
 		memset(x, 0, sizeof(*x));
-		snprintf(x->node, sizeof(x->node), "%s", node);
-		x->job = job;
-		x->attempt = attempt;
-		x->exit_code = (int)sched_col_i64(res, r, 2);
-		snprintf(x->failure_class, sizeof(x->failure_class), "%s", PQgetvalue(res, r, 3));
-		if (!(x->message = strdup(PQgetvalue(res, r, 4))) ||
-		    !(x->evidence = strdup(PQgetvalue(res, r, 5))) ||
-		    (ty_pg_val(res, r, 8) && !(x->condition = strdup(ty_pg_val(res, r, 8))))) {
-			free(x->message);
-			free(x->evidence);
-			rc = ty_err_set(err, TY_ENOMEM, NULL);
-			goto out;
-		}
-		x->log_only = !strcmp(PQgetvalue(res, r, 7), "t");
+		snprintf(x->node, sizeof(x->node), "%s", f[r].node);
+		x->job = f[r].job;
+		x->attempt = f[r].attempt;
+		x->exit_code = f[r].exit_code;
+		snprintf(x->failure_class, sizeof(x->failure_class), "%s", f[r].failure_class);
+		/* moved: the store's row keeps none of them */
+		x->message = f[r].message;
+		x->evidence = f[r].evidence;
+		x->condition = f[r].condition;
+		f[r].message = f[r].evidence = f[r].condition = NULL;
+		x->log_only = f[r].log_only;
 		x->seen_ms = ty_mono_ms();
 		s->nlate++;
 	}
 out:
-	PQclear(res);
-	free(text);
+	sched_store_finished_free(f, nf);
 	return rc;
 }
 
@@ -1452,48 +1084,31 @@ void sched_late_exits_clear(struct sched *s)
  */
 static int late_pending(bool *pending, struct sched *s, const bool *due, struct ty_err *err)
 {
-	json_t *keys = json_array();
-	PGresult *res = NULL;
-	char *text = NULL;
-	int rc = 0;
+	struct sched_store_part *v = calloc((size_t)s->nlate + 1, sizeof(*v));
+	bool *live = calloc((size_t)s->nlate + 1, sizeof(*live));
+	int *idx = calloc((size_t)s->nlate + 1, sizeof(*idx));
+	int rc = 0, nv = 0;
 
-	if (!keys)
-		return ty_err_set(err, TY_ENOMEM, NULL);
-	for (int i = 0; i < s->nlate; i++) {
-		pending[i] = false;
-		if (due[i] && json_array_append_new(
-				  keys, json_pack("{s:i, s:I, s:I, s:s}", "i", i, "job",
-						  (json_int_t)s->late[i].job, "attempt",
-						  (json_int_t)s->late[i].attempt, "node",
-						  s->late[i].node))) {
-			rc = ty_err_set(err, TY_ENOMEM, NULL);
-			goto out;
-		}
-	}
-	if (json_array_size(keys) == 0)
-		goto out;
-	if (!(text = json_dumps(keys, JSON_COMPACT))) {
+	if (!v || !live || !idx) {
 		rc = ty_err_set(err, TY_ENOMEM, NULL);
 		goto out;
 	}
-	const char *p[] = {text};
-	if ((rc = ty_pg_exec(&res, s->pg,
-			     "SELECT k.i FROM jsonb_to_recordset($1::jsonb)"
-			     " AS k(i integer, job bigint, attempt integer, node text)"
-			     " JOIN allocations a ON a.job_id = k.job AND a.attempt = k.attempt"
-			     "  AND a.node_id = k.node WHERE a.exited_at IS NULL",
-			     1, p, err)))
-		goto out;
-	for (int r = 0; r < PQntuples(res); r++) {
-		int64_t i = sched_col_i64(res, r, 0);
-
-		if (i >= 0 && i < s->nlate)
-			pending[i] = true;
+	for (int i = 0; i < s->nlate; i++) {
+		pending[i] = false;
+		if (!due[i])
+			continue;
+		v[nv] = (struct sched_store_part){s->late[i].job, s->late[i].attempt,
+						  s->late[i].node};
+		idx[nv++] = i;
 	}
+	if (nv == 0 || (rc = sched_store_parts_live(live, s->pg, v, nv, err)))
+		goto out;
+	for (int k = 0; k < nv; k++)
+		pending[idx[k]] = live[k];
 out:
-	PQclear(res);
-	free(text);
-	json_decref(keys);
+	free(v);
+	free(live);
+	free(idx);
 	return rc;
 }
 
@@ -1557,14 +1172,14 @@ static int on_heartbeat(struct sched *s, const struct proto_msg *m, struct ty_er
 	const json_t *d = m->data, *e, *notice;
 	const char *boot_id = jstr(d, "boot_id", "");
 	json_t *running = json_array();
-	char *rtext = NULL, sb[24];
-	struct node_row n;
+	char *rtext = NULL;
+	struct sched_store_node n;
 	size_t i;
 	int rc;
 
 	if (!running)
 		return ty_err_set(err, TY_ENOMEM, NULL);
-	if ((rc = node_get(&n, s, m->node, err)))
+	if ((rc = sched_store_node_get(&n, s->pg, m->node, err)))
 		goto out;
 	if (!n.exists) {
 		ty_debug("heartbeat from unregistered node '%s' ignored", m->node);
@@ -1586,14 +1201,7 @@ static int on_heartbeat(struct sched *s, const struct proto_msg *m, struct ty_er
 		rc = ty_err_set(err, TY_ENOMEM, NULL);
 		goto out;
 	}
-	const char *p[] = {m->node, sched_i64(sb, m->seq), rtext, boot_id};
-	if ((rc = ty_pg_exec(NULL, s->pg,
-			     "UPDATE nodes SET last_heartbeat = now(), last_seq = $2,"
-			     " running = $3::jsonb, boot_id = $4,"
-			     " state = CASE WHEN state <> 'lost' THEN state"
-			     "  WHEN drain_reason IS NULL THEN 'ready' ELSE 'drained' END"
-			     " WHERE id = $1",
-			     4, p, err)))
+	if ((rc = sched_store_node_heartbeat(s->pg, m->node, m->seq, rtext, boot_id, err)))
 		goto out;
 	if (n.lost) {
 		sched_mirror_touch_node(s, m->node);
@@ -1645,51 +1253,28 @@ out:
 /* ---- job events ---- */
 
 /*
- * One statement per rank (the executor sends one per rank, so this is the
- * hottest event): the rank row if the node has a part in the attempt, and
- * on the attempt's first rank the attempt and the job to `starting`.
- * *mine is false when the node has no allocation in it (ignored).
+ * A rank started: on the attempt's first rank the attempt and the job move
+ * to `starting`. *mine is false when the node has no allocation in it
+ * (ignored).
  */
 static int on_rank_started(bool *mine, struct sched *s, const struct proto_msg *m,
 			   struct ty_err *err)
 {
-	char jb[24], ab[24], rb[24], lb[24], pb[24], text[256];
-	const char *p[] = {sched_i64(jb, m->job),
-			   sched_i64(ab, m->attempt),
-			   sched_i64(rb, jint(m->data, "rank", 0)),
-			   m->node,
-			   sched_i64(lb, jint(m->data, "local_rank", 0)),
-			   sched_i64(pb, jint(m->data, "pid", 0))};
-	PGresult *res = NULL;
+	const struct sched_store_rank r = {.job = m->job,
+					   .attempt = m->attempt,
+					   .rank = jint(m->data, "rank", 0),
+					   .node = m->node,
+					   .local_rank = jint(m->data, "local_rank", 0),
+					   .pid = jint(m->data, "pid", 0)};
+	char text[256];
 	json_t *data = NULL;
 	bool moved;
 	int rc;
 
-	if ((rc = ty_pg_exec(
-		 &res, s->pg,
-		 "WITH a AS (SELECT 1 FROM allocations WHERE job_id = $1 AND attempt = $2"
-		 "  AND node_id = $4),"
-		 /* a started rank acknowledges the launch (an executor without launch_accepted) */
-		 " ack AS (UPDATE allocations SET accepted_at = now() WHERE job_id = $1"
-		 "  AND attempt = $2 AND node_id = $4 AND accepted_at IS NULL),"
-		 " r AS (INSERT INTO ranks (job_id, attempt, rank, node_id, local_rank, pid)"
-		 "  SELECT $1, $2, $3, $4, $5, $6 FROM a"
-		 "  ON CONFLICT (job_id, attempt, rank)"
-		 "  DO UPDATE SET pid = coalesce(ranks.pid, EXCLUDED.pid) RETURNING 1),"
-		 " t AS (UPDATE attempts SET state = 'starting' WHERE job_id = $1 AND attempt = $2"
-		 "  AND state = 'scheduled' AND EXISTS (SELECT 1 FROM a) RETURNING 1),"
-		 " j AS (UPDATE jobs SET state = 'starting' WHERE id = $1 AND attempt = $2"
-		 "  AND state = 'scheduled' AND EXISTS (SELECT 1 FROM t) RETURNING 1)"
-		 " SELECT (SELECT count(*) FROM a), (SELECT count(*) FROM r), (SELECT count(*) FROM j)",
-		 6, p, err)))
+	if ((rc = sched_store_attempt_starting(mine, &moved, s->pg, &r, err)) || !moved)
 		return rc;
-	*mine = sched_col_i64(res, 0, 0) > 0;
-	moved = sched_col_i64(res, 0, 2) > 0;
-	PQclear(res);
-	if (!moved)
-		return 0;
 	snprintf(text, sizeof(text), "attempt %lld starting: rank %lld started on node %s",
-		 (long long)m->attempt, (long long)jint(m->data, "rank", 0), m->node);
+		 (long long)m->attempt, (long long)r.rank, m->node);
 	data = json_pack("{s:I, s:s}", "attempt", (json_int_t)m->attempt, "node", m->node);
 	rc = sched_job_event(s, m->job, "starting", "starting", text, data, err);
 	json_decref(data);
@@ -1778,130 +1363,71 @@ static bool running_entangled(const struct proto_msg *m, const bool *ok, int n, 
 int sched_apply_running(struct sched *s, const struct proto_msg *m, const bool *ok, int n,
 			bool *done, struct ty_err *err)
 {
-	json_t *recs = json_array();
-	char *text = NULL;
-	PGresult *res = NULL;
-	int rc = 0;
+	struct sched_store_running *v = calloc((size_t)n + 1, sizeof(*v));
+	json_t **skipped = calloc((size_t)n + 1, sizeof(*skipped));
+	struct sched_store_run *runs = NULL;
+	int rc = 0, nv = 0, nruns = 0;
 
-	if (!recs)
-		return ty_err_set(err, TY_ENOMEM, NULL);
+	if (!v || !skipped) {
+		rc = ty_err_set(err, TY_ENOMEM, NULL);
+		goto out;
+	}
 	for (int i = 0; i < n; i++) {
-		json_t *rec, *skipped = NULL;
 		const char *path;
 		int64_t step;
 
 		if (!ok[i] || m[i].type != PROTO_ATTEMPT_RUNNING || running_entangled(m, ok, n, i))
 			continue;
-		if ((rc = resume_clean(&skipped, &path, &step, &m[i], err)))
+		if ((rc = resume_clean(&skipped[nv], &path, &step, &m[i], err)))
 			goto out;
-		rec = json_pack("{s:I, s:I, s:s, s:i, s:b, s:s?, s:o, s:o}", "job",
-				(json_int_t)m[i].job, "attempt", (json_int_t)m[i].attempt, "node",
-				m[i].node, "ord", i, "res", skipped != NULL, "path", path, "step",
-				step >= 0 ? json_integer(step) : json_null(), "skipped",
-				skipped ? skipped : json_null());
-		if (!rec || json_array_append_new(recs, rec)) {
-			rc = ty_err_set(err, TY_ENOMEM, NULL);
-			goto out;
-		}
+		v[nv] = (struct sched_store_running){m[i].job, m[i].attempt, m[i].node,
+						     skipped[nv], path, step};
+		nv++;
 		done[i] = true;
 	}
-	if (json_array_size(recs) == 0)
+	if (nv == 0)
 		goto out;
-	if (!(text = json_dumps(recs, JSON_COMPACT))) {
-		rc = ty_err_set(err, TY_ENOMEM, NULL);
+	if ((rc = sched_store_attempts_running(&runs, &nruns, s->pg, v, nv, err)))
 		goto out;
-	}
-	const char *p[] = {text};
-	/*
-	 * One statement for the batch: each node's part running (its first
-	 * report), where the attempt resumed from (the first node's resume of
-	 * those that counted, kept once), and the attempts whose every node now
-	 * runs, with their jobs, to running. The CTEs see the rows as they were
-	 * before the statement: the parts just marked are subtracted by hand.
-	 */
-	if ((rc = ty_pg_exec(
-		 &res, s->pg,
-		 "WITH m AS (SELECT * FROM jsonb_to_recordset($1::jsonb) AS m(job bigint,"
-		 "  attempt integer, node text, ord integer, res boolean, path text, step bigint,"
-		 "  skipped jsonb)),"
-		 " x AS (SELECT DISTINCT ON (job, attempt, node) * FROM m"
-		 "  ORDER BY job, attempt, node, ord),"
-		 " u AS (UPDATE allocations a SET running_at = now(),"
-		 "  accepted_at = coalesce(a.accepted_at, now()) FROM x WHERE a.job_id = x.job"
-		 "  AND a.attempt = x.attempt AND a.node_id = x.node AND a.running_at IS NULL"
-		 "  AND a.exited_at IS NULL"
-		 "  RETURNING a.job_id, a.attempt, a.node_id, x.ord, x.res, x.path, x.step, x.skipped),"
-		 " r AS (SELECT DISTINCT ON (job_id, attempt) * FROM u WHERE res"
-		 "  ORDER BY job_id, attempt, ord),"
-		 " g AS (SELECT t.job_id, t.attempt, t.world_size, t.resume_skipped IS NULL AS fresh,"
-		 "  k.nodes, k.waiting = 0 AS ready,"
-		 "  k.waiting = 0 AND t.state IN ('scheduled', 'starting') AS go"
-		 "  FROM attempts t, LATERAL (SELECT count(*) AS nodes, count(*) FILTER (WHERE"
-		 "   a.running_at IS NULL AND NOT EXISTS (SELECT 1 FROM u WHERE u.job_id = a.job_id"
-		 "   AND u.attempt = a.attempt AND u.node_id = a.node_id)) AS waiting"
-		 "   FROM allocations a WHERE a.job_id = t.job_id AND a.attempt = t.attempt) k"
-		 "  WHERE (t.job_id, t.attempt) IN (SELECT job_id, attempt FROM u)),"
-		 " t AS (UPDATE attempts t SET"
-		 "  resume_from = CASE WHEN g.fresh AND r.res THEN r.path ELSE t.resume_from END,"
-		 "  resume_step = CASE WHEN g.fresh AND r.res THEN r.step ELSE t.resume_step END,"
-		 "  resume_skipped = CASE WHEN g.fresh AND r.res THEN r.skipped"
-		 "   ELSE t.resume_skipped END,"
-		 "  state = CASE WHEN g.go THEN 'running' ELSE t.state END,"
-		 "  running_at = CASE WHEN g.go THEN now() ELSE t.running_at END"
-		 "  FROM g LEFT JOIN r ON r.job_id = g.job_id AND r.attempt = g.attempt"
-		 "  WHERE t.job_id = g.job_id AND t.attempt = g.attempt"
-		 "  AND (g.go OR (g.fresh AND r.res))"
-		 "  RETURNING t.job_id, t.attempt, g.go, t.resume_skipped IS NOT NULL AS resumed,"
-		 "  t.resume_from, t.resume_step,"
-		 "  jsonb_array_length(coalesce(t.resume_skipped, '[]')) AS nskipped),"
-		 /* the job follows its attempt's nodes, whatever the attempt's own state */
-		 " j AS (UPDATE jobs SET state = 'running' FROM g WHERE g.ready"
-		 "  AND jobs.id = g.job_id AND jobs.attempt = g.attempt"
-		 "  AND jobs.state IN ('scheduled', 'starting')"
-		 "  RETURNING jobs.id, g.attempt, g.nodes, g.world_size)"
-		 " SELECT j.id, j.attempt, coalesce(t.resumed, false), t.resume_from, t.resume_step,"
-		 "  t.nskipped, j.nodes, j.world_size FROM j LEFT JOIN t ON t.job_id = j.id"
-		 "  AND t.attempt = j.attempt AND t.go ORDER BY j.id",
-		 1, p, err)))
-		goto out;
-	for (int r = 0; r < PQntuples(res) && !rc; r++) {
+	for (int r = 0; r < nruns && !rc; r++) {
+		const struct sched_store_run *u = &runs[r];
 		char msg[640], resume[320] = "";
-		int64_t job = sched_col_i64(res, r, 0), attempt = sched_col_i64(res, r, 1);
-		int64_t nodes = sched_col_i64(res, r, 6), world = sched_col_i64(res, r, 7);
 		json_t *data;
 
 		/* where it resumed from, when the executor said (attempt_running.resume) */
-		if (!strcmp(PQgetvalue(res, r, 2), "t")) {
-			int64_t skipped = sched_col_i64(res, r, 5);
+		if (u->resumed) {
 			char sk[64] = "";
 
-			if (skipped > 0)
+			if (u->nskipped > 0)
 				snprintf(sk, sizeof(sk), "%lld %scheckpoint%s failed verification",
-					 (long long)skipped, ty_pg_val(res, r, 3) ? "newer " : "",
-					 skipped == 1 ? "" : "s");
-			if (ty_pg_val(res, r, 3))
+					 (long long)u->nskipped, u->resume_from ? "newer " : "",
+					 u->nskipped == 1 ? "" : "s");
+			if (u->resume_from)
 				snprintf(resume, sizeof(resume),
 					 "; resumed from step %lld (%.200s%s%s)",
-					 (long long)sched_col_i64(res, r, 4), PQgetvalue(res, r, 3),
-					 *sk ? "; " : "", sk);
+					 (long long)u->resume_step, u->resume_from, *sk ? "; " : "",
+					 sk);
 			else
 				snprintf(resume, sizeof(resume), "; started from scratch (%s)",
 					 *sk ? sk : "no checkpoint");
 		}
 		snprintf(msg, sizeof(msg), "attempt %lld running: %lld rank%s on %lld node%s%s",
-			 (long long)attempt, (long long)world, world == 1 ? "" : "s",
-			 (long long)nodes, nodes == 1 ? "" : "s", resume);
-		if (!(data = json_pack("{s:I}", "attempt", (json_int_t)attempt))) {
+			 (long long)u->attempt, (long long)u->world_size,
+			 u->world_size == 1 ? "" : "s", (long long)u->nodes,
+			 u->nodes == 1 ? "" : "s", resume);
+		if (!(data = json_pack("{s:I}", "attempt", (json_int_t)u->attempt))) {
 			rc = ty_err_set(err, TY_ENOMEM, NULL);
 			break;
 		}
-		rc = sched_job_event(s, job, "running", "running", msg, data, err);
+		rc = sched_job_event(s, u->job, "running", "running", msg, data, err);
 		json_decref(data);
 	}
 out:
-	PQclear(res);
-	json_decref(recs);
-	free(text);
+	for (int i = 0; skipped && i < nv; i++)
+		json_decref(skipped[i]);
+	free(skipped);
+	free(v);
+	sched_store_runs_free(runs, nruns);
 	return rc;
 }
 
@@ -1961,7 +1487,7 @@ int sched_apply_exits(struct sched *s, const struct proto_msg *m, const bool *ok
 	}
 	if (nx == 0)
 		goto out;
-	if ((rc = sched_store_exits_mark(fate, s, x, nx, err)))
+	if ((rc = sched_store_exits_mark(fate, s->pg, x, nx, err)))
 		goto out;
 	/* the marked ones' attempts may have ended; the deferred ones go in order */
 	for (int k = 0; k < nx; k++) {
@@ -1976,7 +1502,7 @@ int sched_apply_exits(struct sched *s, const struct proto_msg *m, const bool *ok
 	}
 	if (nmarked == 0)
 		goto out;
-	if ((rc = sched_store_exits_settle(&ended, &nended, s, x, nmarked, err)) || nended == 0)
+	if ((rc = sched_store_attempts_succeeded(&ended, &nended, s->pg, x, nmarked, err)) || nended == 0)
 		goto out;
 	if (!(jobs = calloc((size_t)nended, sizeof(*jobs))) ||
 	    !(attempts = calloc((size_t)nended, sizeof(*attempts)))) {
@@ -2023,44 +1549,20 @@ out:
 static int on_rank_exited(bool *mine, struct sched *s, const struct proto_msg *m,
 			  struct ty_err *err)
 {
-	int64_t rank = jint(m->data, "rank", -1);
-	char jb[24], ab[24], rb[24], xb[24], sb[24];
-	const char *p[] = {sched_i64(jb, m->job),
-			   sched_i64(ab, m->attempt),
-			   sched_i64(rb, rank),
-			   m->node,
-			   sched_i64(xb, jint(m->data, "exit_code", 0)),
-			   sched_i64(sb, jint(m->data, "signal", 0))};
-	PGresult *res = NULL;
+	const struct sched_store_rank r = {.job = m->job,
+					   .attempt = m->attempt,
+					   .rank = jint(m->data, "rank", -1),
+					   .node = m->node,
+					   .exit_code = jint(m->data, "exit_code", 0),
+					   .signal = jint(m->data, "signal", 0)};
 	int64_t first, n;
 	int rc;
 
-	if ((rc = ty_pg_exec(
-		 &res, s->pg,
-		 "WITH a AS (SELECT first_rank, local_ranks FROM allocations WHERE job_id = $1"
-		 "  AND attempt = $2 AND node_id = $4),"
-		 " r AS (INSERT INTO ranks (job_id, attempt, rank, node_id, local_rank,"
-		 "  exit_code, signal, ended_at)"
-		 "  SELECT $1, $2, $3::integer, $4, $3::integer - a.first_rank, $5, $6, now()"
-		 "  FROM a WHERE $3::integer >= a.first_rank"
-		 "  AND $3::integer < a.first_rank + a.local_ranks"
-		 "  ON CONFLICT (job_id, attempt, rank) DO UPDATE"
-		 "  SET exit_code = EXCLUDED.exit_code, signal = EXCLUDED.signal,"
-		 "  ended_at = EXCLUDED.ended_at WHERE ranks.ended_at IS NULL RETURNING 1)"
-		 " SELECT a.first_rank, a.local_ranks, (SELECT count(*) FROM r) FROM a",
-		 6, p, err)))
+	if ((rc = sched_store_rank_exited(mine, &first, &n, s->pg, &r, err)) || !*mine)
 		return rc;
-	*mine = PQntuples(res) > 0;
-	if (!*mine) {
-		PQclear(res);
-		return 0;
-	}
-	first = sched_col_i64(res, 0, 0);
-	n = sched_col_i64(res, 0, 1);
-	PQclear(res);
-	if (rank < first || rank >= first + n)
+	if (r.rank < first || r.rank >= first + n)
 		return ty_err_set(err, TY_EINVAL, "rank %lld is not one of node %s's ranks %lld-%lld",
-				  (long long)rank, m->node, (long long)first,
+				  (long long)r.rank, m->node, (long long)first,
 				  (long long)(first + n - 1));
 	return 0;
 }
@@ -2082,20 +1584,20 @@ static bool plain_heartbeat(const struct proto_msg *m)
 int sched_apply_heartbeats(struct sched *s, const struct proto_msg *m, const bool *ok, int n,
 			   bool *done, struct ty_err *err)
 {
-	json_t *beats = json_array(), *clean = json_array(), *idle = json_array();
+	json_t *clean = json_array(), *idle = json_array();
 	/* each heartbeat's cleaned running[] (NULL: not taken here) */
-	json_t **cleaned = n > 0 ? calloc((size_t)n, sizeof(*cleaned)) : NULL;
-	char *text = NULL;
-	PGresult *res = NULL;
-	int rc = 0, nidle = 0;
+	json_t **cleaned = calloc((size_t)n + 1, sizeof(*cleaned));
+	struct sched_store_beat *beats = calloc((size_t)n + 1, sizeof(*beats));
+	struct sched_store_beat_applied *applied = NULL;
+	int rc = 0, nidle = 0, nbeats = 0, napplied = 0;
 
-	if (!beats || !clean || !idle || (n > 0 && !cleaned)) {
+	if (!beats || !clean || !idle || !cleaned) {
 		rc = ty_err_set(err, TY_ENOMEM, NULL);
 		goto out;
 	}
 	for (int i = 0; i < n; i++) {
 		const json_t *running = json_object_get(m[i].data, "running"), *e;
-		json_t *clean_running, *rec;
+		json_t *clean_running;
 		bool other = false;
 		size_t k;
 
@@ -2119,68 +1621,41 @@ int sched_apply_heartbeats(struct sched *s, const struct proto_msg *m, const boo
 			if (r)
 				json_array_append_new(clean_running, r);
 		}
-		cleaned[i] = json_incref(clean_running);
-		rec = json_pack("{s:s, s:I, s:s, s:o, s:i}", "node", m[i].node, "seq",
-				(json_int_t)m[i].seq, "boot", jstr(m[i].data, "boot_id", ""),
-				"running", clean_running, "ord", i);
-		if (!rec || json_array_append_new(beats, rec)) {
-			rc = ty_err_set(err, TY_ENOMEM, NULL);
-			goto out;
-		}
+		cleaned[i] = clean_running;
+		beats[nbeats++] = (struct sched_store_beat){m[i].node, jstr(m[i].data, "boot_id", ""),
+							    m[i].seq, clean_running};
 	}
-	if (json_array_size(beats) == 0)
+	if (nbeats == 0)
 		goto out;
-	if (!(text = json_dumps(beats, JSON_COMPACT | JSON_REAL_PRECISION(15)))) {
-		rc = ty_err_set(err, TY_ENOMEM, NULL);
-		goto out;
-	}
 	/*
-	 * The newest heartbeat of each node that is ready (not lost, not
-	 * preempting), of the boot it registered and newer than what was
-	 * applied: what on_heartbeat does in that case, for all at once — a
-	 * plain heartbeat lists no condition, so the node's current ones are
-	 * cleared (column 2 says which). The others (and every heartbeat of a
-	 * node the statement skipped) are left to sched_apply one by one.
+	 * The newest heartbeat of each node that is ready, of the boot it
+	 * registered and newer than what was applied: what on_heartbeat does in
+	 * that case, for all at once. The others (and every heartbeat of a node
+	 * the statement skipped) are left to sched_apply one by one.
 	 */
-	const char *p[] = {text};
-	if ((rc = ty_pg_exec(
-		 &res, s->pg,
-		 "WITH m AS (SELECT * FROM jsonb_to_recordset($1::jsonb) AS m(node text, seq bigint,"
-		 "  boot text, running jsonb, ord integer)),"
-		 " l AS (SELECT DISTINCT ON (node) * FROM m ORDER BY node, ord DESC),"
-		 " u AS (UPDATE nodes n SET last_heartbeat = now(), last_seq = l.seq,"
-		 "  running = l.running FROM l WHERE n.id = l.node AND n.boot_id = l.boot"
-		 "  AND n.state NOT IN ('lost', 'preempting') AND n.last_seq < l.seq"
-		 "  RETURNING n.id),"
-		 " cl AS (UPDATE node_conditions t SET cleared_at = now() FROM u"
-		 "  WHERE t.node_id = u.id AND t.cleared_at IS NULL"
-		 "  RETURNING t.node_id, t.severity || ' condition ' || t.kind || ': ' || t.evidence"
-		 "  AS what)"
-		 " SELECT id, (SELECT string_agg(what, '; ') FROM cl WHERE cl.node_id = u.id)"
-		 " FROM u ORDER BY id",
-		 1, p, err)))
+	if ((rc = sched_store_node_heartbeats(&applied, &napplied, s->pg, beats, nbeats, err)))
 		goto out;
-	for (int r = 0; r < PQntuples(res); r++)
-		if (ty_pg_val(res, r, 1))
-			ty_info("node '%s': cleared %s", PQgetvalue(res, r, 0), PQgetvalue(res, r, 1));
+	for (int r = 0; r < napplied; r++)
+		if (applied[r].cleared)
+			ty_info("node '%s': cleared %s", applied[r].node, applied[r].cleared);
 	for (int i = 0; i < n; i++) {
 		const char *key[] = {m[i].node};
 
 		if (!ok[i] || !plain_heartbeat(&m[i]))
 			continue;
 		/* sorted ids: a binary search */
-		int lo = 0, hi = PQntuples(res);
+		int lo = 0, hi = napplied;
 
 		while (lo < hi) {
 			int mid = lo + (hi - lo) / 2;
-			int c = strcmp(PQgetvalue(res, mid, 0), key[0]);
+			int c = strcmp(applied[mid].node, key[0]);
 
 			if (c < 0)
 				lo = mid + 1;
 			else
 				hi = mid;
 		}
-		if (lo < PQntuples(res) && !strcmp(PQgetvalue(res, lo, 0), key[0])) {
+		if (lo < napplied && !strcmp(applied[lo].node, key[0])) {
 			int k;
 
 			done[i] = true;
@@ -2203,24 +1678,23 @@ int sched_apply_heartbeats(struct sched *s, const struct proto_msg *m, const boo
 	if (nidle > 0)
 		rc = sched_idle_check(s, idle, err);
 out:
-	PQclear(res);
-	json_decref(beats);
+	sched_store_beats_free(applied, napplied);
+	free(beats);
 	json_decref(clean);
 	json_decref(idle);
 	for (int i = 0; cleaned && i < n; i++)
 		json_decref(cleaned[i]);
 	free(cleaned);
-	free(text);
 	return rc;
 }
 
 int sched_apply_ranks(struct sched *s, const struct proto_msg *m, const bool *ok, int n,
 		      bool *done, bool *bad, struct ty_err *err)
 {
-	json_t *started = json_array(), *exited = json_array();
-	char *st = NULL, *ex = NULL;
-	PGresult *res = NULL;
-	int rc = 0;
+	struct sched_store_rank *started = calloc((size_t)n + 1, sizeof(*started));
+	struct sched_store_rank *exited = calloc((size_t)n + 1, sizeof(*exited));
+	struct sched_store_moved *moved = NULL;
+	int rc = 0, nstarted = 0, nexited = 0, nmoved = 0;
 
 	*bad = false;
 	if (!started || !exited) {
@@ -2228,157 +1702,68 @@ int sched_apply_ranks(struct sched *s, const struct proto_msg *m, const bool *ok
 		goto out;
 	}
 	for (int i = 0; i < n; i++) {
-		json_t *rec;
-
 		done[i] = false;
 		if (!ok[i] || (m[i].type != PROTO_RANK_STARTED && m[i].type != PROTO_RANK_EXITED))
 			continue;
-		rec = json_pack("{s:I, s:I, s:I, s:s, s:I, s:I, s:i}", "job", (json_int_t)m[i].job,
-				"attempt", (json_int_t)m[i].attempt, "rank",
-				(json_int_t)jint(m[i].data, "rank", -1), "node", m[i].node, "a",
-				(json_int_t)jint(m[i].data,
-						 m[i].type == PROTO_RANK_STARTED ? "local_rank"
-										 : "exit_code",
-						 0),
-				"b",
-				(json_int_t)jint(m[i].data,
-						 m[i].type == PROTO_RANK_STARTED ? "pid" : "signal", 0),
-				"ord", i);
-		if (!rec || json_array_append_new(m[i].type == PROTO_RANK_STARTED ? started : exited,
-						  rec)) {
-			rc = ty_err_set(err, TY_ENOMEM, NULL);
-			goto out;
-		}
+		if (m[i].type == PROTO_RANK_STARTED)
+			started[nstarted++] = (struct sched_store_rank){
+			    .job = m[i].job,
+			    .attempt = m[i].attempt,
+			    .rank = jint(m[i].data, "rank", -1),
+			    .node = m[i].node,
+			    .local_rank = jint(m[i].data, "local_rank", 0),
+			    .pid = jint(m[i].data, "pid", 0)};
+		else
+			exited[nexited++] = (struct sched_store_rank){
+			    .job = m[i].job,
+			    .attempt = m[i].attempt,
+			    .rank = jint(m[i].data, "rank", -1),
+			    .node = m[i].node,
+			    .exit_code = jint(m[i].data, "exit_code", 0),
+			    .signal = jint(m[i].data, "signal", 0)};
 		done[i] = true;
 	}
-	if (json_array_size(exited)) {
-		if (!(ex = json_dumps(exited, JSON_COMPACT))) {
-			rc = ty_err_set(err, TY_ENOMEM, NULL);
-			goto out;
-		}
-		const char *p[] = {ex};
-		/* the first report of a rank wins, as one by one; out-of-range ranks are bad */
-		if ((rc = ty_pg_exec(
-			 &res, s->pg,
-			 "WITH m AS (SELECT * FROM jsonb_to_recordset($1::jsonb) AS m(job bigint,"
-			 "  attempt integer, rank bigint, node text, a bigint, b bigint, ord integer)),"
-			 " k AS (SELECT m.*, a.first_rank, m.rank >= a.first_rank"
-			 "  AND m.rank < a.first_rank + a.local_ranks AS fits FROM m JOIN allocations a"
-			 "  ON a.job_id = m.job AND a.attempt = m.attempt AND a.node_id = m.node),"
-			 " r AS (INSERT INTO ranks (job_id, attempt, rank, node_id, local_rank,"
-			 "  exit_code, signal, ended_at)"
-			 "  SELECT DISTINCT ON (job, attempt, rank) job, attempt, rank, node,"
-			 "  rank - first_rank, a, b, now() FROM k WHERE fits"
-			 "  ORDER BY job, attempt, rank, ord"
-			 "  ON CONFLICT (job_id, attempt, rank) DO UPDATE"
-			 "  SET exit_code = EXCLUDED.exit_code, signal = EXCLUDED.signal,"
-			 "  ended_at = EXCLUDED.ended_at WHERE ranks.ended_at IS NULL RETURNING 1)"
-			 " SELECT (SELECT count(*) FROM k WHERE NOT fits), (SELECT count(*) FROM r)",
-			 1, p, err)))
-			goto out;
-		*bad = sched_col_i64(res, 0, 0) > 0;
-		PQclear(res);
-		res = NULL;
-		if (*bad)
-			goto out;
-	}
-	if (json_array_size(started)) {
-		if (!(st = json_dumps(started, JSON_COMPACT))) {
-			rc = ty_err_set(err, TY_ENOMEM, NULL);
-			goto out;
-		}
-		const char *p[] = {st};
-		/* on an attempt's first rank, the attempt and its job move to starting */
-		if ((rc = ty_pg_exec(
-			 &res, s->pg,
-			 "WITH m AS (SELECT * FROM jsonb_to_recordset($1::jsonb) AS m(job bigint,"
-			 "  attempt integer, rank bigint, node text, a bigint, b bigint, ord integer)),"
-			 " k AS (SELECT m.* FROM m JOIN allocations a ON a.job_id = m.job"
-			 "  AND a.attempt = m.attempt AND a.node_id = m.node),"
-			 /* a started rank acknowledges the launch (sched_apply_acks) */
-			 " ack AS (UPDATE allocations a SET accepted_at = now()"
-			 "  FROM (SELECT DISTINCT job, attempt, node FROM m) x WHERE a.job_id = x.job"
-			 "  AND a.attempt = x.attempt AND a.node_id = x.node AND a.accepted_at IS NULL),"
-			 " r AS (INSERT INTO ranks (job_id, attempt, rank, node_id, local_rank, pid)"
-			 "  SELECT DISTINCT ON (job, attempt, rank) job, attempt, rank, node, a, b FROM k"
-			 "  ORDER BY job, attempt, rank, ord"
-			 "  ON CONFLICT (job_id, attempt, rank)"
-			 "  DO UPDATE SET pid = coalesce(ranks.pid, EXCLUDED.pid) RETURNING 1),"
-			 " t AS (UPDATE attempts SET state = 'starting'"
-			 "  FROM (SELECT DISTINCT job, attempt FROM k) x WHERE attempts.job_id = x.job"
-			 "  AND attempts.attempt = x.attempt AND attempts.state = 'scheduled'"
-			 "  RETURNING attempts.job_id, attempts.attempt),"
-			 " j AS (UPDATE jobs SET state = 'starting' FROM t WHERE jobs.id = t.job_id"
-			 "  AND jobs.attempt = t.attempt AND jobs.state = 'scheduled'"
-			 "  RETURNING jobs.id, t.attempt)"
-			 " SELECT j.id, j.attempt, f.rank, f.node FROM j, LATERAL (SELECT rank, node"
-			 "  FROM k WHERE k.job = j.id AND k.attempt = j.attempt ORDER BY ord LIMIT 1) f"
-			 " ORDER BY j.id",
-			 1, p, err)))
-			goto out;
-		for (int r = 0; r < PQntuples(res) && !rc; r++) {
-			char text[256];
-			json_t *data;
-			int64_t job = sched_col_i64(res, r, 0), attempt = sched_col_i64(res, r, 1);
+	if (nexited && ((rc = sched_store_ranks_exited(bad, s->pg, exited, nexited, err)) || *bad))
+		goto out;
+	if (nstarted &&
+	    (rc = sched_store_attempts_starting(&moved, &nmoved, s->pg, started, nstarted, err)))
+		goto out;
+	for (int r = 0; r < nmoved && !rc; r++) {
+		const struct sched_store_rank *f = &started[moved[r].first];
+		char text[256];
+		json_t *data;
 
-			snprintf(text, sizeof(text), "attempt %lld starting: rank %lld started on node %s",
-				 (long long)attempt, (long long)sched_col_i64(res, r, 2),
-				 PQgetvalue(res, r, 3));
-			data = json_pack("{s:I, s:s}", "attempt", (json_int_t)attempt, "node",
-					 PQgetvalue(res, r, 3));
-			rc = sched_job_event(s, job, "starting", "starting", text, data, err);
-			json_decref(data);
-		}
+		snprintf(text, sizeof(text), "attempt %lld starting: rank %lld started on node %s",
+			 (long long)moved[r].attempt, (long long)f->rank, f->node);
+		data = json_pack("{s:I, s:s}", "attempt", (json_int_t)moved[r].attempt, "node",
+				 f->node);
+		rc = sched_job_event(s, moved[r].job, "starting", "starting", text, data, err);
+		json_decref(data);
 	}
 out:
-	PQclear(res);
-	json_decref(started);
-	json_decref(exited);
-	free(st);
-	free(ex);
+	free(started);
+	free(exited);
+	free(moved);
 	return rc;
 }
 
 int sched_apply_acks(struct sched *s, const struct proto_msg *m, const bool *ok, int n,
 		     bool *done, struct ty_err *err)
 {
-	json_t *acks = json_array();
-	char *text = NULL;
-	int rc = 0;
+	struct sched_store_part *v = calloc((size_t)n + 1, sizeof(*v));
+	int rc = 0, nv = 0;
 
-	if (!acks)
+	if (!v)
 		return ty_err_set(err, TY_ENOMEM, NULL);
 	for (int i = 0; i < n; i++) {
-		json_t *rec;
-
 		if (!ok[i] || m[i].type != PROTO_LAUNCH_ACCEPTED)
 			continue;
-		rec = json_pack("{s:I, s:I, s:s}", "job", (json_int_t)m[i].job, "attempt",
-				(json_int_t)m[i].attempt, "node", m[i].node);
-		if (!rec || json_array_append_new(acks, rec)) {
-			rc = ty_err_set(err, TY_ENOMEM, NULL);
-			goto out;
-		}
+		v[nv++] = (struct sched_store_part){m[i].job, m[i].attempt, m[i].node};
 		done[i] = true;
 	}
-	if (json_array_size(acks) == 0)
-		goto out;
-	if (!(text = json_dumps(acks, JSON_COMPACT))) {
-		rc = ty_err_set(err, TY_ENOMEM, NULL);
-		goto out;
-	}
-	const char *p[] = {text};
-	/* the first acknowledgement counts; a re-sent launch's adds nothing */
-	rc = ty_pg_exec(NULL, s->pg,
-			"UPDATE allocations a SET accepted_at = now()"
-			" FROM (SELECT DISTINCT * FROM jsonb_to_recordset($1::jsonb)"
-			"  AS m(job bigint, attempt integer, node text)) m"
-			" WHERE a.job_id = m.job AND a.attempt = m.attempt AND a.node_id = m.node"
-			" AND a.accepted_at IS NULL",
-			1, p, err);
-out:
-	json_decref(acks);
-	free(text);
+	if (nv > 0)
+		rc = sched_store_allocs_accepted(s->pg, v, nv, err);
+	free(v);
 	return rc;
 }
 
@@ -2389,29 +1774,20 @@ out:
  */
 static int on_checkpoint_written(struct sched *s, const struct proto_msg *m, struct ty_err *err)
 {
-	char jb[24], ab[24], sb[24];
-	const char *p[] = {sched_i64(jb, m->job), sched_i64(ab, m->attempt),
-			   sched_i64(sb, jint(m->data, "step", 0)), m->node};
-
 	if (!json_is_true(json_object_get(m->data, "valid")))
 		return 0; /* torn, corrupt or unverified: resume and loss go by the older one */
-	return ty_pg_exec(NULL, s->pg,
-			  "UPDATE attempts SET last_checkpoint_at = now(), last_checkpoint_step = $3"
-			  " WHERE job_id = $1 AND attempt = $2"
-			  " AND state IN ('scheduled', 'starting', 'running', 'stopping')"
-			  " AND (last_checkpoint_step IS NULL OR last_checkpoint_step < $3)"
-			  " AND EXISTS (SELECT 1 FROM allocations a WHERE a.job_id = $1"
-			  "  AND a.attempt = $2 AND a.node_id = $4)",
-			  4, p, err);
+	return sched_store_checkpoint_written(
+	    s->pg, &(struct sched_store_part){m->job, m->attempt, m->node},
+	    jint(m->data, "step", 0), err);
 }
 
 /* A spot interruption notice (job 0): the node, not an attempt, is being taken. */
 static int on_preempt_notice(struct sched *s, const struct proto_msg *m, struct ty_err *err)
 {
-	struct node_row n;
+	struct sched_store_node n;
 	int rc;
 
-	if ((rc = node_get(&n, s, m->node, err)))
+	if ((rc = sched_store_node_get(&n, s->pg, m->node, err)))
 		return rc;
 	if (!n.exists || n.lost) {
 		ty_info("spot notice from %s node '%s' ignored", n.exists ? "lost" : "unknown",

@@ -172,7 +172,7 @@ int sched_preempt_settle(struct sched *s, int64_t job, int64_t attempt, struct t
 		goto out;
 	}
 	/* back in the queue at its old place (ordered by submit time); no retry is spent */
-	if ((rc = sched_store_job_requeued(&moved, &preemptions, &spot_preemptions, s->pg, job,
+	if ((rc = sched_store_job_preempt_requeued(&moved, &preemptions, &spot_preemptions, s->pg, job,
 					   attempt, pd.spot_node != NULL, err)))
 		goto out;
 	if (moved && pd.spot_node) {

@@ -837,21 +837,6 @@ int sched_store_allocs_add(struct sched *s, const struct sched_store_alloc *v, i
 int sched_store__outbox_flush(struct sched *s, struct ty_err *err);
 /* attempts.message of an attempt whose ranks all exited 0 while it was being stopped */
 #define SCHED_FINISHED_FIRST "finished before it was stopped"
-/*
- * Mark the n exits' parts exited 0 and released (one statement) where the
- * attempt is plain: active, or stopping but not preempted, with no part
- * ended other than by exiting 0. fate[n] says what became of each.
- */
-int sched_store_exits_mark(enum sched_store_exit_fate *fate, struct sched *s,
-			   const struct sched_store_exit *v, int n, struct ty_err *err);
-/*
- * Of the attempts of v[n], those whose every node has exited 0 and that are
- * still plain, with their jobs, to succeeded (one statement): *out (new,
- * sorted by job, attempt) with *nout rows.
- */
-int sched_store_exits_settle(struct sched_store_ended **out, int *nout, struct sched *s,
-			     const struct sched_store_exit *v, int n, struct ty_err *err);
-
 /* ---- small helpers (loop.c) ---- */
 
 /* Decimal text of v in buf (which must hold 24 bytes); returns buf. */

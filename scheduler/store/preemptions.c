@@ -13,13 +13,6 @@ static const char SQL_CHECKPOINT_NODES[] =
     " AND a.exited_at IS NULL AND n.state <> 'lost'"
     " ORDER BY a.node_rank";
 
-void sched_store_strs_free(char **v, int n)
-{
-	for (int i = 0; v && i < n; i++)
-		free(v[i]);
-	free(v);
-}
-
 int sched_store_checkpoint_nodes(char ***out, int *nout, struct ty_pg *pg, int64_t job,
 				 int64_t attempt, struct ty_err *err)
 {

@@ -85,6 +85,13 @@ int sched_store__arr_add(struct ty_buf *b, const char *v)
 	return b->oom ? TY_ENOMEM : 0;
 }
 
+int sched_store__arr_i64(struct ty_buf *b, int64_t v)
+{
+	char buf[24];
+
+	return sched_store__arr_add(b, sched_i64(buf, v));
+}
+
 int sched_store__arr_end(struct ty_buf *b)
 {
 	ty_buf_puts(b, b->len ? "}" : "{}");
@@ -111,4 +118,11 @@ int sched_tx_commit(struct sched *s, struct ty_err *err)
 		return rc;
 	}
 	return ty_pg_commit(s->pg, err);
+}
+
+void sched_store_strs_free(char **v, int n)
+{
+	for (int i = 0; v && i < n; i++)
+		free(v[i]);
+	free(v);
 }

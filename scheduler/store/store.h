@@ -12,6 +12,7 @@
 #include "ty_buf.h"
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 /*
@@ -51,7 +52,12 @@ void sched_store_rewind(struct sched_store *st, struct sched_store_mark m);
  * closes it ("{}" when empty).
  */
 int sched_store__arr_add(struct ty_buf *b, const char *v);
+int sched_store__arr_i64(struct ty_buf *b, int64_t v);
 int sched_store__arr_end(struct ty_buf *b);
+/* Free v[n] and its strings (the string lists calls return); NULL-safe. */
+void sched_store_strs_free(char **v, int n);
+
+struct ty_pg;
 
 /* ---- placements.c: a cycle's placements, set-based (the fallback calls them with n = 1) ---- */
 
@@ -92,6 +98,11 @@ void sched_store_boots_free(struct sched_store_boot *v, int n);
 const char *sched_store_boot_of(const struct sched_store_boot *v, int n, const char *node);
 
 /* ---- exits.c: attempt_exited's plain success (exit 0, no class), set-based ---- */
+
+/* The states of attempts t whose exits the set-based path settles as sched_settle_attempt would. */
+#define SCHED_STORE_PLAIN_STATE                                                                    \
+	"(t.state IN ('scheduled', 'starting', 'running')"                                         \
+	" OR (t.state = 'stopping' AND t.failure_class IS DISTINCT FROM 'preempted'))"
 
 /* One node's exit of an attempt (borrowed node). */
 struct sched_store_exit {
@@ -190,7 +201,7 @@ int sched_store_job_preempt_cancelled(const char **to, struct ty_pg *pg, int64_t
  * spot_preemptions when spot) + 1, their new values in *preemptions and
  * *spot_preemptions; *moved false when it was not preempting.
  */
-int sched_store_job_requeued(bool *moved, int64_t *preemptions, int64_t *spot_preemptions,
+int sched_store_job_preempt_requeued(bool *moved, int64_t *preemptions, int64_t *spot_preemptions,
 			     struct ty_pg *pg, int64_t job, int64_t attempt, bool spot,
 			     struct ty_err *err);
 
@@ -199,8 +210,6 @@ int sched_store_job_requeued(bool *moved, int64_t *preemptions, int64_t *spot_pr
 /* The nodes still running a part of the attempt (not lost), by node rank: *out new. */
 int sched_store_checkpoint_nodes(char ***out, int *nout, struct ty_pg *pg, int64_t job,
 				 int64_t attempt, struct ty_err *err);
-/* Free v[n] and its strings; NULL-safe. */
-void sched_store_strs_free(char **v, int n);
 
 /* ---- cancels.c: the cancels (stops) the scheduler has still to carry out ---- */
 
@@ -245,5 +254,367 @@ struct sched_store_team_usage {
 /* Upsert v[n]'s team_usage rows (teams that exist), as of now_ms; one statement. */
 int sched_store_team_usage_write(struct ty_pg *pg, const struct sched_store_team_usage *v, int n,
 				 int64_t now_ms, struct ty_err *err);
+
+/*
+ * Mark the n exits' parts exited 0 and released (one statement) where the
+ * attempt is plain: active, or stopping but not preempted, with no part
+ * ended other than by exiting 0. fate[n] says what became of each.
+ */
+int sched_store_exits_mark(enum sched_store_exit_fate *fate, struct ty_pg *pg,
+			   const struct sched_store_exit *v, int n, struct ty_err *err);
+
+/* ---- lifecycle.c: every write of jobs.state and attempts.state ---- */
+
+/* An attempt being preempted (a condition on attempts): it may still end on its own. */
+#define SCHED_STORE_PREEMPTING "(state = 'stopping' AND failure_class = 'preempted')"
+
+/*
+ * The job's move from a live state (scheduled, starting, running,
+ * preempting) while attempt is its current one; *moved says whether it
+ * moved. cls (NULL: kept) becomes jobs.failure_class. All but requeued set
+ * finished_at.
+ */
+int sched_store_job_succeeded(bool *moved, struct ty_pg *pg, int64_t job, int64_t attempt,
+			      struct ty_err *err);
+int sched_store_job_failed(bool *moved, struct ty_pg *pg, int64_t job, int64_t attempt,
+			   const char *cls, struct ty_err *err);
+int sched_store_job_requeued(bool *moved, struct ty_pg *pg, int64_t job, int64_t attempt,
+			     const char *cls, struct ty_err *err);
+/* To stopped (stopped) or cancelled. */
+int sched_store_job_cancelled(bool *moved, struct ty_pg *pg, int64_t job, int64_t attempt,
+			      bool stopped, const char *cls, struct ty_err *err);
+
+/* An attempt's failure (borrowed strings; NULL: SQL NULL). */
+struct sched_store_failure {
+	int64_t job, attempt;
+	const int *exit_code;
+	const char *cls, *message, *evidence, *blamed;
+};
+/* The attempt to failed while active or being preempted; *moved: it was. */
+int sched_store_attempt_failed(bool *moved, struct ty_pg *pg, const struct sched_store_failure *f,
+			       struct ty_err *err);
+/* The attempt to succeeded (stopping: "finished before it was stopped"); the caller judged it. */
+int sched_store_attempt_succeeded(struct ty_pg *pg, int64_t job, int64_t attempt,
+				  struct ty_err *err);
+/* The attempt to cancelled ("cancelled as requested"); the caller judged it. */
+int sched_store_attempt_cancelled(struct ty_pg *pg, int64_t job, int64_t attempt,
+				  struct ty_err *err);
+
+/* A rank's start or end as reported (borrowed node). */
+struct sched_store_rank {
+	int64_t job, attempt, rank;
+	const char *node;
+	int64_t local_rank, pid;  /* rank_started */
+	int64_t exit_code, signal; /* rank_exited */
+};
+/*
+ * A started rank: its row when the node has a part in the attempt (*mine),
+ * the launch acknowledged, and on the attempt's first rank the attempt and
+ * the job to starting (*moved). One statement.
+ */
+int sched_store_attempt_starting(bool *mine, bool *moved, struct ty_pg *pg,
+				 const struct sched_store_rank *r, struct ty_err *err);
+
+/* A job that moved, with its attempt; first: the index in v of its first started rank. */
+struct sched_store_moved {
+	int64_t job, attempt;
+	int first;
+};
+/*
+ * The n started ranks of a batch (in order) as sched_store_attempt_starting
+ * each, one statement: *out (new, sorted by job) the jobs moved to starting.
+ */
+int sched_store_attempts_starting(struct sched_store_moved **out, int *nout, struct ty_pg *pg,
+				  const struct sched_store_rank *v, int n, struct ty_err *err);
+
+/* A node's attempt_running (borrowed). */
+struct sched_store_running {
+	int64_t job, attempt;
+	const char *node;
+	const json_t *skipped; /* the resume's skipped checkpoints; NULL: no resume reported */
+	const char *path;      /* where it resumed from; NULL: none */
+	int64_t step;	       /* -1: none */
+};
+/* An attempt (and its job) that moved to running. */
+struct sched_store_run {
+	int64_t job, attempt, nodes, world_size;
+	bool resumed;	   /* its resume is recorded */
+	char *resume_from; /* owned; NULL: started from scratch */
+	int64_t resume_step, nskipped;
+};
+void sched_store_runs_free(struct sched_store_run *v, int n);
+/*
+ * The n attempt_running messages (in order), one statement: each node's
+ * part running (its first report), the resume of the first node that
+ * reports one kept, and the attempts whose every node runs, with their
+ * jobs, to running. *out (new, sorted by job): the jobs moved.
+ */
+int sched_store_attempts_running(struct sched_store_run **out, int *nout, struct ty_pg *pg,
+				 const struct sched_store_running *v, int n, struct ty_err *err);
+/*
+ * Of the attempts of v[n], those whose every node has exited 0 and that are
+ * still plain, with their jobs, to succeeded (one statement): *out (new,
+ * sorted by job, attempt) with *nout rows.
+ */
+int sched_store_attempts_succeeded(struct sched_store_ended **out, int *nout, struct ty_pg *pg,
+				   const struct sched_store_exit *v, int n, struct ty_err *err);
+
+/* ---- allocations.c: the nodes' parts of attempts as reported ---- */
+
+/* A node's part of an attempt (borrowed node). */
+struct sched_store_part {
+	int64_t job, attempt;
+	const char *node;
+};
+/* The n launches acknowledged (each part's first acknowledgement), one statement. */
+int sched_store_allocs_accepted(struct ty_pg *pg, const struct sched_store_part *v, int n,
+				struct ty_err *err);
+/*
+ * The attempt's parts not exited, on nodes not lost, but except's (NULL:
+ * none) killed now: their nodes in *nodes (new) with *n entries.
+ */
+int sched_store_allocs_kill(char ***nodes, int *n, struct ty_pg *pg, int64_t job, int64_t attempt,
+			    const char *except, struct ty_err *err);
+/* The part's first report of its end (cls NULL: none), its GPUs released; *applied: it was. */
+int sched_store_alloc_exited(bool *applied, struct ty_pg *pg, const struct sched_store_part *a,
+			     int exit_code, const char *cls, struct ty_err *err);
+/*
+ * Every part the node still holds ended (class cls where none was
+ * reported) and released: *out (new; .node is node) with *nout parts.
+ */
+int sched_store_node_released(struct sched_store_part **out, int *nout, struct ty_pg *pg,
+			      const char *node, const char *cls, struct ty_err *err);
+/* Whether the node has a part in the attempt. */
+int sched_store_alloc_exists(bool *exists, struct ty_pg *pg, const struct sched_store_part *a,
+			     struct ty_err *err);
+/* The attempt's state into state (size bytes; "" when there is no such attempt). */
+int sched_store_attempt_state(char *state, size_t size, struct ty_pg *pg, int64_t job,
+			      int64_t attempt, struct ty_err *err);
+
+/* An attempt as a node's exit finds it (sched_store_attempt_after_exit). */
+struct sched_store_after_exit {
+	bool exists;
+	char state[16];
+	/* being preempted, and no other node's part ended other than by exiting 0 */
+	bool preempting_alone;
+};
+int sched_store_attempt_after_exit(struct sched_store_after_exit *out, struct ty_pg *pg,
+				   const struct sched_store_part *a, struct ty_err *err);
+
+/* An attempt's parts, to settle it. */
+struct sched_store_parts {
+	bool exists; /* the attempt has parts */
+	char state[16];
+	bool preempted; /* attempts.failure_class is preempted */
+	int64_t live;	/* parts not exited */
+	int64_t bad;	/* parts that ended other than by their ranks' own exit 0 */
+	int64_t total;
+};
+int sched_store_attempt_parts(struct sched_store_parts *out, struct ty_pg *pg, int64_t job,
+			      int64_t attempt, struct ty_err *err);
+
+/* ---- retries.c: a failed attempt's job: budget, backoff, exclusions ---- */
+
+/* What judging a failure reads of the job (sched_store_job_retry). */
+struct sched_store_job_retry {
+	bool exists;
+	char state[16];
+	int64_t attempt;
+	bool cancel_requested, stop_requested;
+	char *retry;   /* owned: spec->'retry' as text; NULL when absent */
+	char *retries; /* owned: jobs.retries as text; NULL when NULL */
+};
+void sched_store_job_retry_free(struct sched_store_job_retry *r);
+/* The job, locked for the transaction (FOR UPDATE). */
+int sched_store_job_retry(struct sched_store_job_retry *out, struct ty_pg *pg, int64_t job,
+			  struct ty_err *err);
+/*
+ * A retry taken: jobs.retries (JSON text), not_before backoff_s from now
+ * (none when 0), exclude (NULL: none) added to excluded_nodes.
+ */
+int sched_store_job_retry_spent(struct ty_pg *pg, int64_t job, const char *retries,
+				int64_t backoff_s, const char *exclude, struct ty_err *err);
+/* node excluded from the job's later attempts while attempt is still its latest. */
+int sched_store_job_exclude(struct ty_pg *pg, int64_t job, int64_t attempt, const char *node,
+			    struct ty_err *err);
+/* Whether the job's cancel is a stop (jobs.stop_requested). */
+int sched_store_job_stop_requested(bool *stop, struct ty_pg *pg, int64_t job, struct ty_err *err);
+
+/* ---- node_failures.c: failures blamed on nodes, and the states they lead to ---- */
+
+/* A failure blamed on a node (borrowed strings). */
+struct sched_store_node_failure {
+	const char *node;
+	int64_t job, attempt;
+	const char *cls, *evidence, *message, *source; /* source: evidence_source's name */
+};
+/* Record it, when the node exists and the failure is new (*added). */
+int sched_store_node_failure_add(bool *added, struct ty_pg *pg,
+				 const struct sched_store_node_failure *f, struct ty_err *err);
+
+/* A node's blame within the failure window (sched_store_node_score). */
+struct sched_store_node_score {
+	bool exists;
+	char state[16];
+	int64_t score;	  /* the points that count */
+	bool busy;	  /* it holds GPUs of an attempt */
+	int64_t seen_pts; /* points observed by executors */
+	int64_t log_pts;  /* points from rank logs alone, counted or not */
+	int64_t log_teams; /* teams of the jobs of those */
+};
+/*
+ * The node's points from failures of distinct jobs within window_s since its
+ * last undrain (hardware counts 2); those from rank logs alone count when
+ * they come from log_only_teams teams or more. Locks the node.
+ */
+int sched_store_node_score(struct sched_store_node_score *out, struct ty_pg *pg, const char *node,
+			   int64_t window_s, int64_t log_only_teams, struct ty_err *err);
+/* The node to state to with drain_reason reason (NULL: none). */
+int sched_store_node_blamed(struct ty_pg *pg, const char *node, const char *to, const char *reason,
+			    struct ty_err *err);
+/* The node to suspect if it is ready. */
+int sched_store_node_suspect(struct ty_pg *pg, const char *node, struct ty_err *err);
+
+/* ---- node_conditions.c: nodes' health conditions ---- */
+
+/* What recording a node's conditions changed (sched_store_conditions_record). */
+enum sched_condition_what {
+	SCHED_CONDITION_NEW,	   /* recorded for the first time */
+	SCHED_CONDITION_NOW_FATAL, /* recorded before as degraded, now fatal */
+	SCHED_CONDITION_CLEARED,   /* no longer listed */
+};
+struct sched_store_condition_change {
+	enum sched_condition_what what;
+	char severity[16];
+	bool fatal; /* severity is fatal */
+	char *kind, *evidence; /* owned */
+};
+void sched_store_condition_changes_free(struct sched_store_condition_change *v, int n);
+/*
+ * Record the node's conditions clean (a JSON array of clean conditions:
+ * kind, severity, gpu, gpu_uuid, port, code, evidence, first_seen,
+ * last_seen) as its boot boot_id (NULL: the node's current one) reports
+ * them; whole: clean is the whole current list, so every current condition
+ * not in it is cleared. *out (new): what changed.
+ */
+int sched_store_conditions_record(struct sched_store_condition_change **out, int *nout,
+				  struct ty_pg *pg, const char *node, const char *boot_id,
+				  const json_t *clean, bool whole, struct ty_err *err);
+/*
+ * A fatal condition's drain: drain_reason reason, and a ready or suspect
+ * node draining (busy) or drained. The node's state after it into state
+ * (size bytes; "" when there is no such node).
+ */
+int sched_store_condition_drain(char *state, size_t size, struct ty_pg *pg, const char *node,
+				const char *reason, struct ty_err *err);
+/* Delete the node's conditions cleared more than CONDITION_HISTORY_DAYS ago. */
+int sched_store_conditions_prune(struct ty_pg *pg, const char *node, struct ty_err *err);
+/* The current conditions per node, kind and severity (owned strings). */
+struct sched_store_condition_count {
+	char *node, *kind, *severity;
+	int n;
+};
+void sched_store_condition_counts_free(struct sched_store_condition_count *v, int n);
+int sched_store_conditions_count(struct sched_store_condition_count **out, int *nout,
+				 struct ty_pg *pg, struct ty_err *err);
+
+/* ---- nodes_reported.c: registers, heartbeats and the exits they repeat ---- */
+
+/* A node's row as a register or heartbeat finds it (sched_store_node_get). */
+struct sched_store_node {
+	bool exists;
+	bool lost;
+	bool preempting;
+	int64_t preempt_seq; /* 0: none, or set through the API */
+	int64_t last_seq;
+	int gpus;
+	int64_t cpus, memory_mb; /* 0 = not reported */
+	char boot_id[256];
+};
+/* The node, locked for the transaction (FOR UPDATE). */
+int sched_store_node_get(struct sched_store_node *n, struct ty_pg *pg, const char *node,
+			 struct ty_err *err);
+
+/* A register (borrowed strings; NULL: SQL NULL). */
+struct sched_store_register {
+	const char *node, *address, *labels, *boot_id, *log_url, *inventory; /* JSON: labels, inventory */
+	int64_t gpus, seq;
+	bool simulated;
+	int64_t cpus, memory_mb, expected_gpus; /* 0 or less: not reported (NULL) */
+	const char *isolation, *fault;
+};
+/*
+ * Insert or update the node (its state left alone, a lost one back):
+ * *fault_was (new; NULL when none) its fault before this register.
+ */
+int sched_store_node_register(char **fault_was, struct ty_pg *pg,
+			      const struct sched_store_register *r, struct ty_err *err);
+/* A heartbeat of the node (running: JSON text of its cleaned running[]); a lost node is back. */
+int sched_store_node_heartbeat(struct ty_pg *pg, const char *node, int64_t seq,
+			       const char *running, const char *boot_id, struct ty_err *err);
+
+/* A plain heartbeat (borrowed). */
+struct sched_store_beat {
+	const char *node, *boot_id;
+	int64_t seq;
+	const json_t *running; /* cleaned running[] */
+};
+/* A node whose heartbeat sched_store_node_heartbeats applied (owned strings). */
+struct sched_store_beat_applied {
+	char *node;
+	char *cleared; /* its conditions cleared, as one text; NULL: none */
+};
+void sched_store_beats_free(struct sched_store_beat_applied *v, int n);
+/*
+ * The n plain heartbeats (in order), one statement: the newest of each node
+ * that is not lost nor preempting, of the boot it registered and newer than
+ * what was applied, its current conditions cleared. *out (new, sorted by
+ * node): the nodes applied.
+ */
+int sched_store_node_heartbeats(struct sched_store_beat_applied **out, int *nout, struct ty_pg *pg,
+				const struct sched_store_beat *v, int n, struct ty_err *err);
+
+/* A finished attempt a heartbeat repeats whose part has not exited. */
+struct sched_store_finished {
+	char node[PROTO_NODE_ID_MAX + 1];
+	int64_t job, attempt;
+	int exit_code;
+	char failure_class[32];
+	char *message, *evidence; /* owned */
+	char *condition;	  /* owned JSON text; NULL when none */
+	bool log_only;
+};
+void sched_store_finished_free(struct sched_store_finished *v, int n);
+/*
+ * Of records (a JSON array of {node, job, attempt, exit_code,
+ * failure_class, message, evidence, log_only, condition}), those whose part
+ * has not exited, once per part: *out (new).
+ */
+int sched_store_finished_unconfirmed(struct sched_store_finished **out, int *nout,
+				     struct ty_pg *pg, const json_t *records, struct ty_err *err);
+/* live[i]: whether part v[i] has not exited; one statement. */
+int sched_store_parts_live(bool *live, struct ty_pg *pg, const struct sched_store_part *v, int n,
+			   struct ty_err *err);
+
+/* ---- checkpoints.c: attempts' verified checkpoints ---- */
+
+/* A verified checkpoint at step, reported by node a->node of the attempt. */
+int sched_store_checkpoint_written(struct ty_pg *pg, const struct sched_store_part *a,
+				   int64_t step, struct ty_err *err);
+
+/* ---- ranks.c: ranks' ends ---- */
+
+/* v[n] as the JSON records the rank statements read ($1): new text in *out. */
+int sched_store__ranks_json(char **out, const struct sched_store_rank *v, int n, bool started,
+			    struct ty_err *err);
+/*
+ * An ended rank, when the node has a part in the attempt (*mine) and it is
+ * in the node's range; the range back (*first, *nranks) to judge it.
+ */
+int sched_store_rank_exited(bool *mine, int64_t *first, int64_t *nranks, struct ty_pg *pg,
+			    const struct sched_store_rank *r, struct ty_err *err);
+/* The n ended ranks of a batch, one statement; *bad: one is outside its node's range. */
+int sched_store_ranks_exited(bool *bad, struct ty_pg *pg, const struct sched_store_rank *v, int n,
+			     struct ty_err *err);
 
 #endif

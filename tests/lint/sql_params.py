@@ -115,8 +115,9 @@ def string_macros_of(files):
         src = src.replace("\\\n", " ")
         for m in re.finditer(r"^[ \t]*#[ \t]*define[ \t]+([A-Z_][A-Z0-9_]*)[ \t]+(.*)$", src, re.M):
             defs[m.group(1)] = m.group(2)
-        # static const char name[] = "..." "...";
-        for m in re.finditer(r"\bstatic\s+const\s+char\s+(\w+)\s*\[\]\s*=\s*([^;]*);", src):
+        # static const char name[] = "..." "..."; (a literal may hold a ';')
+        for m in re.finditer(r'\bstatic\s+const\s+char\s+(\w+)\s*\[\]\s*=\s*'
+                             r'((?:"(?:[^"\\\n]|\\.)*"|[^;"])*);', src):
             defs[m.group(1)] = m.group(2)
     macros, grew = set(), True
     while grew:
@@ -253,6 +254,8 @@ SELF_TESTS = [
      'f(){ty_pg_exec(&r, pg, Q " WHERE k = " "1" K, 0, 0, e);}', []),
     ("macro definition", "#define DB(...) TY_STACK_SQL(__VA_ARGS__)", []),
     ("PQexecParams var", "f(){PQexecParams(c, text, 0, 0, 0, 0, 0, 0);}", ["sink"]),
+    ("constant with ';'", 'static const char SQL_X[] = "SELECT string_agg(a, \'; \')"\n'
+     ' " FROM t";\nf(){ty_pg_exec(&r, pg, SQL_X, 0, 0, e);}', []),
 ]
 
 

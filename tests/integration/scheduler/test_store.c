@@ -7,6 +7,7 @@
 #include "scheduler.h"
 #include "ty_test.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -468,5 +469,129 @@ TY_TEST(team_usage_rows_are_upserted_for_teams_that_exist)
 	CHECK_INT_EQ(sched_store_team_usage_write(s->pg, v, 1, 1700000060000, &err), 0);
 	commit(s);
 	CHECK_STR_EQ(FX_Q(f, SQL_TEAM_USAGE_ROW, fx_n(team)), "12.5 0.25 0 1 2 0 1700000060000");
+	done(s);
+}
+
+/* A message of the executor on node, as the consumer decodes it (data: JSON text, owned by m). */
+static struct proto_msg msg(enum proto_type type, const char *node, long long job, const char *data)
+{
+	struct proto_msg m = {.type = type, .job = job, .attempt = 1};
+
+	snprintf(m.node, sizeof(m.node), "%s", node);
+	m.data = json_loads(data, 0, NULL);
+	REQUIRE(m.data != NULL);
+	return m;
+}
+
+static const char *node_of(struct fx *f, long long job, int rank)
+{
+	return FX_Q(f, "SELECT node_id FROM allocations WHERE job_id = $1 AND node_rank = $2",
+		    fx_n(job), fx_n(rank));
+}
+
+TY_TEST(a_batch_s_ranks_and_running_move_each_attempt_once_with_its_first_rank_s_words)
+{
+	struct fx *f = fx_start();
+	struct ty_err err = {0};
+	struct sched *s;
+	long long a, b;
+	char a0[64], a1[64], b0[64];
+	bool ok[4] = {true, true, true, true}, took[4], bad;
+	int p;
+
+	three_nodes_no_leader(f);
+	a = fx_submit(f, ",'resources':{'nodes':2,'gpus_per_node':2}");
+	b = fx_submit(f, ",'resources':{'nodes':1,'gpus_per_node':1}");
+	p = fx_sched_start(f, "s2", NULL);
+	FX_WAIT(f, T, "scheduled 1", "SELECT state || ' ' || attempt FROM jobs WHERE id = $1",
+		fx_n(a));
+	FX_WAIT(f, T, "scheduled 1", "SELECT state || ' ' || attempt FROM jobs WHERE id = $1",
+		fx_n(b));
+	fx_sched_stop(f, p);
+	snprintf(a0, sizeof(a0), "%s", node_of(f, a, 0));
+	snprintf(a1, sizeof(a1), "%s", node_of(f, a, 1));
+	snprintf(b0, sizeof(b0), "%s", node_of(f, b, 0));
+	s = lead(f);
+
+	/* a's first rank in the batch is node 1's: its words are the event's */
+	struct proto_msg st[4] = {
+	    msg(PROTO_RANK_STARTED, a1, a, "{\"rank\": 3, \"local_rank\": 1, \"pid\": 31}"),
+	    msg(PROTO_RANK_STARTED, b0, b, "{\"rank\": 0, \"local_rank\": 0, \"pid\": 40}"),
+	    msg(PROTO_RANK_STARTED, a0, a, "{\"rank\": 0, \"local_rank\": 0, \"pid\": 30}"),
+	    msg(PROTO_RANK_STARTED, a1, a, "{\"rank\": 3, \"local_rank\": 1, \"pid\": 99}"),
+	};
+	REQUIRE_INT_EQ(sched_tx_begin(s, &err), 0);
+	CHECK_INT_EQ(sched_apply_ranks(s, st, ok, 4, took, &bad, &err), 0);
+	CHECK(!bad && took[0] && took[1] && took[2] && took[3]);
+	commit(s);
+	for (int i = 0; i < 2; i++) {
+		long long job = i ? b : a;
+
+		ty_test_context("job %lld", job);
+		CHECK_STR_EQ(FX_Q(f,
+				  "SELECT j.state || ' ' || t.state FROM jobs j"
+				  " JOIN attempts t ON t.job_id = j.id AND t.attempt = j.attempt"
+				  " WHERE j.id = $1",
+				  fx_n(job)),
+			     "starting starting");
+		CHECK_STR_EQ(FX_Q(f,
+				  "SELECT string_agg(message || ' ' || (data->>'node'), '|')"
+				  " FROM job_events WHERE job_id = $1 AND type = 'starting'",
+				  fx_n(job)),
+			     i ? ty_test_strf("attempt 1 starting: rank 0 started on node %s %s", b0,
+					      b0)
+			       : ty_test_strf("attempt 1 starting: rank 3 started on node %s %s", a1,
+					      a1));
+	}
+	/* the first report of a rank wins (its pid), each launch acknowledged */
+	CHECK_STR_EQ(FX_Q(f,
+			  "SELECT string_agg(rank || ':' || pid, ',' ORDER BY rank) FROM ranks"
+			  " WHERE job_id = $1",
+			  fx_n(a)),
+		     "0:30,3:31");
+	CHECK_STR_EQ(FX_Q(f,
+			  "SELECT count(*) FROM allocations WHERE job_id IN ($1, $2)"
+			  " AND accepted_at IS NOT NULL",
+			  fx_n(a), fx_n(b)),
+		     "3");
+
+	/* a rank outside its node's range makes the batch bad */
+	struct proto_msg ex[1] = {msg(PROTO_RANK_EXITED, a0, a, "{\"rank\": 3, \"exit_code\": 0}")};
+	REQUIRE_INT_EQ(sched_tx_begin(s, &err), 0);
+	CHECK_INT_EQ(sched_apply_ranks(s, ex, ok, 1, took, &bad, &err), 0);
+	CHECK(bad);
+	ty_pg_rollback(s->pg);
+
+	/* both of a's nodes running, only node 0 reporting a resume: a runs, from it */
+	struct proto_msg run[3] = {
+	    msg(PROTO_ATTEMPT_RUNNING, a1, a, "{}"),
+	    msg(PROTO_ATTEMPT_RUNNING, a0, a,
+		"{\"resume\": {\"path\": \"/ck/7\", \"step\": 7, \"skipped\": [{\"path\":"
+		" \"/ck/9\", \"step\": 9, \"status\": \"corrupt\", \"reason\": \"bad sum\"}]}}"),
+	    msg(PROTO_ATTEMPT_RUNNING, b0, b, "{}"),
+	};
+	REQUIRE_INT_EQ(sched_tx_begin(s, &err), 0);
+	CHECK_INT_EQ(sched_apply_running(s, run, ok, 3, took, &err), 0);
+	CHECK(took[0] && took[1] && took[2]);
+	commit(s);
+	CHECK_STR_EQ(FX_Q(f,
+			  "SELECT j.state || ' ' || t.state || ' ' || t.resume_from || ' '"
+			  " || t.resume_step || ' ' || jsonb_array_length(t.resume_skipped)"
+			  " FROM jobs j JOIN attempts t ON t.job_id = j.id AND t.attempt = j.attempt"
+			  " WHERE j.id = $1",
+			  fx_n(a)),
+		     "running running /ck/7 7 1");
+	CHECK_STR_EQ(FX_Q(f, "SELECT message FROM job_events WHERE job_id = $1 AND type = 'running'",
+			  fx_n(a)),
+		     "attempt 1 running: 4 ranks on 2 nodes; resumed from step 7 (/ck/7; 1 newer "
+		     "checkpoint failed verification)");
+	CHECK_STR_EQ(FX_Q(f, "SELECT message FROM job_events WHERE job_id = $1 AND type = 'running'",
+			  fx_n(b)),
+		     "attempt 1 running: 1 rank on 1 node");
+	for (int i = 0; i < 4; i++)
+		json_decref(st[i].data);
+	json_decref(ex[0].data);
+	for (int i = 0; i < 3; i++)
+		json_decref(run[i].data);
 	done(s);
 }
