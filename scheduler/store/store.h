@@ -113,4 +113,36 @@ struct sched_store_ended {
 	bool moved;    /* its job moved to succeeded too */
 };
 
+/* ---- mirror_load.c: the cluster mirror's rows (mirror.c) ---- */
+
+struct sched_mnode;
+struct sched_malloc;
+struct sched_mport;
+struct sched_mteam;
+struct ty_pg;
+struct ty_err;
+
+/* The teams table's fingerprint ("count|sum of row hashes") into buf. */
+int sched_store_team_mark(char *buf, size_t n, struct ty_pg *pg, struct ty_err *err);
+/*
+ * Every team with its team_usage row, sorted by id. The array in *out (and
+ * its strings) is new, the caller's whenever it is not NULL: on TY_ENOMEM too,
+ * partly filled.
+ */
+int sched_store_mirror_teams(struct sched_mteam **out, int *nout, struct ty_pg *pg,
+			     struct ty_err *err);
+/*
+ * The nodes that are not lost (ids NULL), or those of ids[0..nids) whatever
+ * their state, with (*present)[i] false for a lost one (present may be NULL).
+ * New arrays, owned as sched_store_mirror_teams' are.
+ */
+int sched_store_mirror_nodes(struct sched_mnode **out, bool **present, int *nout,
+			     struct ty_pg *pg, const char *const *ids, int nids,
+			     struct ty_err *err);
+/* Live allocations, and ports held: all (jobs NULL) or those of jobs[0..njobs). New arrays. */
+int sched_store_mirror_allocs(struct sched_malloc **out, int *nout, struct ty_pg *pg,
+			      const int64_t *jobs, int njobs, struct ty_err *err);
+int sched_store_mirror_ports(struct sched_mport **out, int *nout, struct ty_pg *pg,
+			     const int64_t *jobs, int njobs, struct ty_err *err);
+
 #endif
