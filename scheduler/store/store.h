@@ -145,4 +145,22 @@ int sched_store_mirror_allocs(struct sched_malloc **out, int *nout, struct ty_pg
 int sched_store_mirror_ports(struct sched_mport **out, int *nout, struct ty_pg *pg,
 			     const int64_t *jobs, int njobs, struct ty_err *err);
 
+/* ---- savepoint.c: savepoints with the buffers' mark and rewind ---- */
+
+enum sched_savepoint {
+	SCHED_SAVEPOINT_MSG,	    /* kafka.c: one message of a batch */
+	SCHED_SAVEPOINT_DECISION,   /* place.c: one decision */
+	SCHED_SAVEPOINT_PLACEMENTS, /* place.c: a cycle's placements at once */
+};
+
+/* SAVEPOINT sp; where st's buffers stand in *mark. */
+int sched_store_savepoint(struct sched_store_mark *mark, struct ty_pg *pg, struct sched_store *st,
+			  enum sched_savepoint sp, struct ty_err *err);
+/* ROLLBACK TO SAVEPOINT sp; what st buffered since mark is dropped (also when that fails). */
+int sched_store_savepoint_rollback(struct ty_pg *pg, struct sched_store *st,
+				   enum sched_savepoint sp, struct sched_store_mark mark,
+				   struct ty_err *err);
+/* RELEASE SAVEPOINT sp. */
+int sched_store_savepoint_release(struct ty_pg *pg, enum sched_savepoint sp, struct ty_err *err);
+
 #endif
