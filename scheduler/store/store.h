@@ -163,4 +163,16 @@ int sched_store_savepoint_rollback(struct ty_pg *pg, struct sched_store *st,
 /* RELEASE SAVEPOINT sp. */
 int sched_store_savepoint_release(struct ty_pg *pg, enum sched_savepoint sp, struct ty_err *err);
 
+/* ---- term.c: the leader's epoch and advisory lock (leader.c) ---- */
+
+/* The epoch, row 1 of leader read FOR SHARE (in the caller's transaction). */
+int sched_store_term_epoch(int64_t *epoch, struct ty_pg *pg, struct ty_err *err);
+/* A new term: the epoch incremented with holder, the new one in *epoch. */
+int sched_store_term_bump(int64_t *epoch, struct ty_pg *pg, const char *holder,
+			  struct ty_err *err);
+/* The leader lock (SCHED_LOCK_KEY) on pg's session: taken if free, released, held? */
+int sched_store_lock_try(bool *got, struct ty_pg *pg, struct ty_err *err);
+int sched_store_lock_release(struct ty_pg *pg, struct ty_err *err);
+int sched_store_lock_held(bool *held, struct ty_pg *pg, struct ty_err *err);
+
 #endif
