@@ -175,4 +175,72 @@ int sched_store_lock_try(bool *got, struct ty_pg *pg, struct ty_err *err);
 int sched_store_lock_release(struct ty_pg *pg, struct ty_err *err);
 int sched_store_lock_held(bool *held, struct ty_pg *pg, struct ty_err *err);
 
+/* ---- node_liveness.c: the timed node transitions (reconcile.c) ---- */
+
+/* Node ids, each owned. */
+struct sched_store_nodes {
+	char **v;
+	int n;
+};
+void sched_store_nodes_free(struct sched_store_nodes *v);
+
+/*
+ * Nodes not heard from for timeout_ms, counted from the term's start and,
+ * when back_ms >= 0, from back_ms ago (the broker answered again): to lost.
+ */
+int sched_store_nodes_lost(struct sched_store_nodes *out, struct ty_pg *pg, int timeout_ms,
+			   int64_t back_ms, struct ty_err *err);
+/* Draining nodes with no live allocation: to drained. */
+int sched_store_nodes_drained(struct sched_store_nodes *out, struct ty_pg *pg,
+			      struct ty_err *err);
+/* Suspect nodes whose failures within window_s fell below suspect_after: to ready. */
+int sched_store_nodes_ready_again(struct sched_store_nodes *out, struct ty_pg *pg,
+				  int64_t window_s, int64_t suspect_after, struct ty_err *err);
+
+/* ---- reconcile.c: reconciliation's reads and marks (reconcile.c) ---- */
+
+/* Whether the outbox's oldest row is older than age_ms (the relay is behind). */
+int sched_store_relay_behind(bool *behind, struct ty_pg *pg, int age_ms, struct ty_err *err);
+
+/* An active attempt's part whose launch its node, heartbeating since, has not acknowledged. */
+struct sched_store_unacked {
+	int64_t job, attempt;
+	int node_rank, first_rank;
+	char *node;    /* owned */
+	char *gpus;    /* owned: a JSON array of GPU indices */
+	char *launch;  /* owned: attempts.launch as JSON text */
+	char *boot_id; /* owned; NULL when the node has none */
+};
+void sched_store_unacked_free(struct sched_store_unacked *v, int n);
+/* Those launched more than age_ms ago, by job, attempt, node rank: a new array. */
+int sched_store_unacked(struct sched_store_unacked **out, int *nout, struct ty_pg *pg,
+			int age_ms, struct ty_err *err);
+/* allocations.launched_at / killed_at of one part set to now. */
+int sched_store_part_launched(struct ty_pg *pg, int64_t job, int64_t attempt, const char *node,
+			      struct ty_err *err);
+int sched_store_part_killed(struct ty_pg *pg, int64_t job, int64_t attempt, const char *node,
+			    struct ty_err *err);
+
+/* A node's part of an attempt. */
+struct sched_store_part {
+	int64_t job, attempt;
+	char *node;	/* owned */
+	bool allocated; /* strays: the node has an allocation of it */
+	bool preempted; /* strays: it is stopping, preempted */
+};
+void sched_store_parts_free(struct sched_store_part *v, int n);
+/*
+ * Attempts nodes (not lost) say they run that are over (not killed, or
+ * killed more than age_ms ago and heartbeating since) or unknown, by node,
+ * job, attempt; a part whose node reported its exit is left out. A new array.
+ */
+int sched_store_strays(struct sched_store_part **out, int *nout, struct ty_pg *pg, int age_ms,
+		       struct ty_err *err);
+/*
+ * Parts of ended attempts killed more than age_ms ago on a node that has
+ * heartbeated since and does not run them: released as exited, cancelled.
+ */
+int sched_store_release_unstarted(struct sched_store_part **out, int *nout, struct ty_pg *pg,
+				  int age_ms, struct ty_err *err);
+
 #endif
