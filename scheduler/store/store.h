@@ -243,4 +243,38 @@ int sched_store_strays(struct sched_store_part **out, int *nout, struct ty_pg *p
 int sched_store_release_unstarted(struct sched_store_part **out, int *nout, struct ty_pg *pg,
 				  int age_ms, struct ty_err *err);
 
+/* ---- spot_drain.c: spot notices' rows (spot.c) ---- */
+
+/*
+ * Node to preempting with its notice's deadline, text (jsonb) and first
+ * message seq; *changed false when it was already so (or is lost).
+ */
+int sched_store_spot_notice(bool *changed, struct ty_pg *pg, const char *node,
+			    int64_t deadline_ms, const char *notice, int64_t seq,
+			    struct ty_err *err);
+/* Attempts on node already being preempted: kill_at no later than its deadline - margin_s. */
+int sched_store_spot_kill_by(struct ty_pg *pg, const char *node, int margin_s,
+			     struct ty_err *err);
+
+/* An active attempt with a live rank on a preempting node. */
+struct sched_store_spot_gang {
+	int64_t job, attempt;
+	int64_t deadline_ms; /* the node's, epoch ms */
+	int64_t left_s;	     /* seconds to it, rounded up, >= 0 */
+	char *provider;	     /* owned: the notice's, "unknown" when absent */
+};
+void sched_store_spot_gangs_free(struct sched_store_spot_gang *v, int n);
+/* Those of node (if preempting), by job and attempt: a new array. */
+int sched_store_spot_gangs(struct sched_store_spot_gang **out, int *nout, struct ty_pg *pg,
+			   const char *node, struct ty_err *err);
+/*
+ * A preempting node back to ready, draining or drained, its notice cleared;
+ * the new state in state ("" when it was not preempting).
+ */
+int sched_store_spot_clear(char *state, size_t len, struct ty_pg *pg, const char *node,
+			   struct ty_err *err);
+/* The preempting nodes with an active attempt's live rank on them, by id. */
+int sched_store_spot_preempting(struct sched_store_nodes *out, struct ty_pg *pg,
+				struct ty_err *err);
+
 #endif
