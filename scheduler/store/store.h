@@ -277,4 +277,18 @@ int sched_store_spot_clear(char *state, size_t len, struct ty_pg *pg, const char
 int sched_store_spot_preempting(struct sched_store_nodes *out, struct ty_pg *pg,
 				struct ty_err *err);
 
+/* ---- queue_load.c: the pending-job mirror's rows (queue.c) ---- */
+
+struct sched_qjob;
+void sched_store_qjobs_free(struct sched_qjob *v, int n);
+/* Every pending job not cancelled, by id: a new array (and strings) in *out. */
+int sched_store_queue_pending(struct sched_qjob **out, int *nout, struct ty_pg *pg,
+			      struct ty_err *err);
+/*
+ * The jobs of jobs[0..njobs) whatever their state, (*queued)[i] true for a
+ * pending one not cancelled: new arrays in *out and *queued.
+ */
+int sched_store_queue_of(struct sched_qjob **out, bool **queued, int *nout, struct ty_pg *pg,
+			 const int64_t *jobs, int njobs, struct ty_err *err);
+
 #endif
