@@ -291,4 +291,35 @@ int sched_store_queue_pending(struct sched_qjob **out, int *nout, struct ty_pg *
 int sched_store_queue_of(struct sched_qjob **out, bool **queued, int *nout, struct ty_pg *pg,
 			 const int64_t *jobs, int njobs, struct ty_err *err);
 
+/* ---- ledger.c: the usage ledger's rows (ledger.c) ---- */
+
+/* A node's part of an ended attempt, as read, and its ledger row as computed. */
+struct sched_store_ledger {
+	int64_t team, job, attempt;
+	char *node, *pool, *model; /* owned: ty_node_pool, ty_gpu_model */
+	int gpus;
+	int64_t start_ms, end_ms, checkpoint_ms; /* checkpoint 0: none */
+	char *outcome, *failure_class;		 /* owned: attempts.state; NULL when none */
+	double idle_seconds;			 /* -1 when not reported */
+	/* filled by the caller for sched_store_ledger_insert */
+	double rate, gpu_seconds, lost_gpu_seconds, cost;
+	double idle_gpu_seconds; /* < 0: unknown (NULL) */
+};
+void sched_store_ledger_free(struct sched_store_ledger *v, int n);
+/*
+ * One per node of the attempts (jobs[i], attempts[i]) that have ended with
+ * every node released and are not in the ledger yet, by job, attempt and
+ * node rank: a new array.
+ */
+int sched_store_ledger_ended(struct sched_store_ledger **out, int *nout, struct ty_pg *pg,
+			     const int64_t *jobs, const int64_t *attempts, int n,
+			     struct ty_err *err);
+/* v[0..n)'s ledger rows, in one statement (a row already there is left alone). */
+int sched_store_ledger_insert(struct ty_pg *pg, const struct sched_store_ledger *v, int n,
+			      struct ty_err *err);
+/* usage_rates replaced by v[0..n). */
+struct sched_rate;
+int sched_store_rates_replace(struct ty_pg *pg, const struct sched_rate *v, int n,
+			      struct ty_err *err);
+
 #endif
