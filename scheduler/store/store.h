@@ -322,4 +322,38 @@ struct sched_rate;
 int sched_store_rates_replace(struct ty_pg *pg, const struct sched_rate *v, int n,
 			      struct ty_err *err);
 
+/* ---- telemetry.c: GPU telemetry's rows (telemetry.c) ---- */
+
+/* A node's telemetry (JSON text) kept with its allocation, unless one is there; *first: it was not. */
+int sched_store_telemetry_node(bool *first, struct ty_pg *pg, int64_t job, int64_t attempt,
+			       const char *node, const char *telemetry, struct ty_err *err);
+/* A node's telemetry as kept, and its GPU count. */
+struct sched_store_telemetry {
+	char *telemetry; /* owned: JSON text */
+	int gpus;
+};
+void sched_store_telemetry_free(struct sched_store_telemetry *v, int n);
+/* The attempt's nodes with telemetry, by node rank: a new array. */
+int sched_store_telemetry_nodes(struct sched_store_telemetry **out, int *nout, struct ty_pg *pg,
+				int64_t job, int64_t attempt, struct ty_err *err);
+/* attempts.gpu_telemetry set to telemetry (JSON text). */
+int sched_store_telemetry_attempt(struct ty_pg *pg, int64_t job, int64_t attempt,
+				  const char *telemetry, struct ty_err *err);
+
+/* An attempt idle past its team's limit on a node, its alert just stamped. */
+struct sched_store_idle {
+	int64_t job, attempt, gpus, limit_s;
+	char *node, *state; /* owned; state: the job's */
+	double idle_seconds, util;
+	bool has_util;
+};
+void sched_store_idle_free(struct sched_store_idle *v, int n);
+/*
+ * From beats (JSON [{node, ord, running}], the newest of each node counts):
+ * the live attempts idle at least their team's limit since after their last
+ * alert, one node each (the longest idle), their idle_alert_at set to now.
+ */
+int sched_store_idle_alerts(struct sched_store_idle **out, int *nout, struct ty_pg *pg,
+			    const char *beats, struct ty_err *err);
+
 #endif
