@@ -239,26 +239,6 @@ int sched_store_mirror_nodes(struct sched_mnode **out, bool **present, int *nout
 	return oom ? ty_err_set(err, TY_ENOMEM, NULL) : 0;
 }
 
-/* Runs sql (with the literal of jobs as $1 when jobs is not NULL); the rows in *res. */
-static int select_of(PGresult **res, struct ty_pg *pg, const char *sql, const char *sql_of,
-		     const int64_t *jobs, int njobs, struct ty_err *err)
-{
-	struct ty_buf lit = TY_BUF_INIT;
-	int rc;
-
-	if (!jobs)
-		return ty_pg_exec(res, pg, sql, 0, NULL, err);
-	if (ids_i64(&lit, jobs, njobs)) {
-		ty_buf_free(&lit);
-		return ty_err_set(err, TY_ENOMEM, NULL);
-	}
-	const char *p[] = {lit.data};
-
-	rc = ty_pg_exec(res, pg, sql_of, 1, p, err);
-	ty_buf_free(&lit);
-	return rc;
-}
-
 int sched_store_mirror_allocs(struct sched_malloc **out, int *nout, struct ty_pg *pg,
 			      const int64_t *jobs, int njobs, struct ty_err *err)
 {
@@ -268,7 +248,21 @@ int sched_store_mirror_allocs(struct sched_malloc **out, int *nout, struct ty_pg
 
 	*out = NULL;
 	*nout = 0;
-	if ((rc = select_of(&res, pg, SQL_ALLOCS, SQL_ALLOCS_OF, jobs, njobs, err)))
+	if (jobs) {
+		struct ty_buf lit = TY_BUF_INIT;
+
+		if (ids_i64(&lit, jobs, njobs)) {
+			ty_buf_free(&lit);
+			return ty_err_set(err, TY_ENOMEM, NULL);
+		}
+		const char *p[] = {lit.data};
+
+		rc = ty_pg_exec(&res, pg, SQL_ALLOCS_OF, 1, p, err);
+		ty_buf_free(&lit);
+	} else {
+		rc = ty_pg_exec(&res, pg, SQL_ALLOCS, 0, NULL, err);
+	}
+	if (rc)
 		return rc;
 	n = PQntuples(res);
 	if (!(v = calloc((size_t)n + 1, sizeof(*v)))) {
@@ -310,7 +304,21 @@ int sched_store_mirror_ports(struct sched_mport **out, int *nout, struct ty_pg *
 
 	*out = NULL;
 	*nout = 0;
-	if ((rc = select_of(&res, pg, SQL_PORTS, SQL_PORTS_OF, jobs, njobs, err)))
+	if (jobs) {
+		struct ty_buf lit = TY_BUF_INIT;
+
+		if (ids_i64(&lit, jobs, njobs)) {
+			ty_buf_free(&lit);
+			return ty_err_set(err, TY_ENOMEM, NULL);
+		}
+		const char *p[] = {lit.data};
+
+		rc = ty_pg_exec(&res, pg, SQL_PORTS_OF, 1, p, err);
+		ty_buf_free(&lit);
+	} else {
+		rc = ty_pg_exec(&res, pg, SQL_PORTS, 0, NULL, err);
+	}
+	if (rc)
 		return rc;
 	n = PQntuples(res);
 	if (!(v = calloc((size_t)n + 1, sizeof(*v)))) {

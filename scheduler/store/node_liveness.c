@@ -48,18 +48,11 @@ void sched_store_nodes_free(struct sched_store_nodes *v)
 	v->n = 0;
 }
 
-/* The node ids sql returns (column 0) into *out. */
-static int nodes_of(struct sched_store_nodes *out, struct ty_pg *pg, const char *sql, int n,
-		    const char *const *p, struct ty_err *err)
+/* The node ids in column 0 of res (which it clears) into *out. */
+static int nodes_of(struct sched_store_nodes *out, PGresult *res, struct ty_err *err)
 {
-	PGresult *res = NULL;
-	int rc, rows;
+	int rows = PQntuples(res);
 
-	out->v = NULL;
-	out->n = 0;
-	if ((rc = ty_pg_exec(&res, pg, sql, n, p, err)))
-		return rc;
-	rows = PQntuples(res);
 	if (rows && !(out->v = calloc((size_t)rows, sizeof(*out->v)))) {
 		PQclear(res);
 		return ty_err_set(err, TY_ENOMEM, NULL);
@@ -82,13 +75,27 @@ int sched_store_nodes_lost(struct sched_store_nodes *out, struct ty_pg *pg, int 
 	char tb[24], bb[24];
 	const char *p[] = {sched_i64(tb, timeout_ms), back_ms < 0 ? NULL : sched_i64(bb, back_ms)};
 
-	return nodes_of(out, pg, SQL_LOST, 2, p, err);
+	PGresult *res = NULL;
+	int rc;
+
+	out->v = NULL;
+	out->n = 0;
+	if ((rc = ty_pg_exec(&res, pg, SQL_LOST, 2, p, err)))
+		return rc;
+	return nodes_of(out, res, err);
 }
 
 int sched_store_nodes_drained(struct sched_store_nodes *out, struct ty_pg *pg,
 			      struct ty_err *err)
 {
-	return nodes_of(out, pg, SQL_DRAINED, 0, NULL, err);
+	PGresult *res = NULL;
+	int rc;
+
+	out->v = NULL;
+	out->n = 0;
+	if ((rc = ty_pg_exec(&res, pg, SQL_DRAINED, 0, NULL, err)))
+		return rc;
+	return nodes_of(out, res, err);
 }
 
 int sched_store_nodes_ready_again(struct sched_store_nodes *out, struct ty_pg *pg,
@@ -97,5 +104,12 @@ int sched_store_nodes_ready_again(struct sched_store_nodes *out, struct ty_pg *p
 	char wb[24], tb[24];
 	const char *p[] = {sched_i64(wb, window_s), sched_i64(tb, suspect_after)};
 
-	return nodes_of(out, pg, SQL_READY_AGAIN, 2, p, err);
+	PGresult *res = NULL;
+	int rc;
+
+	out->v = NULL;
+	out->n = 0;
+	if ((rc = ty_pg_exec(&res, pg, SQL_READY_AGAIN, 2, p, err)))
+		return rc;
+	return nodes_of(out, res, err);
 }

@@ -131,26 +131,22 @@ int sched_store_unacked(struct sched_store_unacked **out, int *nout, struct ty_p
 	return 0;
 }
 
-/* One allocations row's mark (SQL_LAUNCHED, SQL_KILLED) set to now. */
-static int part_mark(struct ty_pg *pg, const char *sql, int64_t job, int64_t attempt,
-		     const char *node, struct ty_err *err)
+int sched_store_part_launched(struct ty_pg *pg, int64_t job, int64_t attempt, const char *node,
+			      struct ty_err *err)
 {
 	char jb[24], ab[24];
 	const char *p[] = {sched_i64(jb, job), sched_i64(ab, attempt), node};
 
-	return ty_pg_exec(NULL, pg, sql, 3, p, err);
-}
-
-int sched_store_part_launched(struct ty_pg *pg, int64_t job, int64_t attempt, const char *node,
-			      struct ty_err *err)
-{
-	return part_mark(pg, SQL_LAUNCHED, job, attempt, node, err);
+	return ty_pg_exec(NULL, pg, SQL_LAUNCHED, 3, p, err);
 }
 
 int sched_store_part_killed(struct ty_pg *pg, int64_t job, int64_t attempt, const char *node,
 			    struct ty_err *err)
 {
-	return part_mark(pg, SQL_KILLED, job, attempt, node, err);
+	char jb[24], ab[24];
+	const char *p[] = {sched_i64(jb, job), sched_i64(ab, attempt), node};
+
+	return ty_pg_exec(NULL, pg, SQL_KILLED, 3, p, err);
 }
 
 void sched_store_parts_free(struct sched_store_part *v, int n)
@@ -160,22 +156,17 @@ void sched_store_parts_free(struct sched_store_part *v, int n)
 	free(v);
 }
 
-/* Rows of job, attempt, node; or (strays) of node, job, attempt and the two flags. */
-static int parts_of(struct sched_store_part **out, int *nout, struct ty_pg *pg, const char *sql,
-		    int age_ms, bool strays, struct ty_err *err)
+/*
+ * Rows of job, attempt, node; or (strays) of node, job, attempt and the two
+ * flags: res (which it clears) into a new array.
+ */
+static int parts_of(struct sched_store_part **out, int *nout, PGresult *res, bool strays,
+		    struct ty_err *err)
 {
-	char ab[24];
-	const char *p[] = {sched_i64(ab, age_ms)};
 	struct sched_store_part *v = NULL;
-	PGresult *res = NULL;
 	bool oom = false;
-	int rc, n;
+	int n = PQntuples(res);
 
-	*out = NULL;
-	*nout = 0;
-	if ((rc = ty_pg_exec(&res, pg, sql, 1, p, err)))
-		return rc;
-	n = PQntuples(res);
 	if (n && !(v = calloc((size_t)n, sizeof(*v)))) {
 		PQclear(res);
 		return ty_err_set(err, TY_ENOMEM, NULL);
@@ -204,11 +195,29 @@ static int parts_of(struct sched_store_part **out, int *nout, struct ty_pg *pg, 
 int sched_store_strays(struct sched_store_part **out, int *nout, struct ty_pg *pg, int age_ms,
 		       struct ty_err *err)
 {
-	return parts_of(out, nout, pg, SQL_STRAYS, age_ms, true, err);
+	char ab[24];
+	const char *p[] = {sched_i64(ab, age_ms)};
+	PGresult *res = NULL;
+	int rc;
+
+	*out = NULL;
+	*nout = 0;
+	if ((rc = ty_pg_exec(&res, pg, SQL_STRAYS, 1, p, err)))
+		return rc;
+	return parts_of(out, nout, res, true, err);
 }
 
 int sched_store_release_unstarted(struct sched_store_part **out, int *nout, struct ty_pg *pg,
 				  int age_ms, struct ty_err *err)
 {
-	return parts_of(out, nout, pg, SQL_RELEASE_UNSTARTED, age_ms, false, err);
+	char ab[24];
+	const char *p[] = {sched_i64(ab, age_ms)};
+	PGresult *res = NULL;
+	int rc;
+
+	*out = NULL;
+	*nout = 0;
+	if ((rc = ty_pg_exec(&res, pg, SQL_RELEASE_UNSTARTED, 1, p, err)))
+		return rc;
+	return parts_of(out, nout, res, false, err);
 }

@@ -18,15 +18,11 @@ static const char SQL_LOCK_HELD[] =
     " AND pid = pg_backend_pid() AND granted"
     " AND ((classid::bigint << 32) | objid::bigint) = " SCHED_LOCK_KEY;
 
-/* The one epoch sql returns in *epoch. */
-static int epoch_of(int64_t *epoch, struct ty_pg *pg, const char *sql, int n,
-		    const char *const *p, struct ty_err *err)
+/* The one epoch in res (which it clears) in *epoch. */
+static int epoch_of(int64_t *epoch, PGresult *res, struct ty_err *err)
 {
-	PGresult *res = NULL;
-	int rc;
+	int rc = 0;
 
-	if ((rc = ty_pg_exec(&res, pg, sql, n, p, err)))
-		return rc;
 	if (PQntuples(res) != 1)
 		rc = ty_err_set(err, TY_EDB, "table 'leader' has no row 1: is the schema migrated?");
 	else
@@ -37,7 +33,12 @@ static int epoch_of(int64_t *epoch, struct ty_pg *pg, const char *sql, int n,
 
 int sched_store_term_epoch(int64_t *epoch, struct ty_pg *pg, struct ty_err *err)
 {
-	return epoch_of(epoch, pg, SQL_EPOCH, 0, NULL, err);
+	PGresult *res = NULL;
+	int rc;
+
+	if ((rc = ty_pg_exec(&res, pg, SQL_EPOCH, 0, NULL, err)))
+		return rc;
+	return epoch_of(epoch, res, err);
 }
 
 int sched_store_term_bump(int64_t *epoch, struct ty_pg *pg, const char *holder,
@@ -45,7 +46,12 @@ int sched_store_term_bump(int64_t *epoch, struct ty_pg *pg, const char *holder,
 {
 	const char *p[] = {holder};
 
-	return epoch_of(epoch, pg, SQL_EPOCH_BUMP, 1, p, err);
+	PGresult *res = NULL;
+	int rc;
+
+	if ((rc = ty_pg_exec(&res, pg, SQL_EPOCH_BUMP, 1, p, err)))
+		return rc;
+	return epoch_of(epoch, res, err);
 }
 
 int sched_store_lock_try(bool *got, struct ty_pg *pg, struct ty_err *err)
