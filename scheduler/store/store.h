@@ -1,9 +1,10 @@
 /*
- * The scheduler's set-based writes: job events and dispatch outbox rows,
+ * The scheduler's statements: job events and dispatch outbox rows,
  * buffered during a fenced transaction and written just before it commits
- * (events.c, outbox.c, and the commit in store.c), and a cycle's placements
- * (placements.c). Included by scheduler.h, which declares the calls that
- * take a struct sched.
+ * (events.c, outbox.c, and the commit in store.c), a cycle's placements
+ * (placements.c), and the typed calls of the other files' statements (a
+ * section each, below). Included by scheduler.h, which declares the calls
+ * that take a struct sched.
  */
 #ifndef TY_SCHED_STORE_H
 #define TY_SCHED_STORE_H
@@ -355,5 +356,21 @@ void sched_store_idle_free(struct sched_store_idle *v, int n);
  */
 int sched_store_idle_alerts(struct sched_store_idle **out, int *nout, struct ty_pg *pg,
 			    const char *beats, struct ty_err *err);
+
+/* ---- relay.c: the outbox relay's rows (relay.c) ---- */
+
+/* A dispatch_outbox row to produce. */
+struct sched_store_outbox_row {
+	int64_t id;
+	char *node;    /* owned */
+	char *payload; /* owned, NUL-terminated */
+	size_t len;
+};
+void sched_store_outbox_rows_free(struct sched_store_outbox_row *v, int n);
+/* The oldest rows (1000 at most) but those of skip[0..nskip), by id: a new array. */
+int sched_store_outbox_next(struct sched_store_outbox_row **out, int *nout, struct ty_pg *pg,
+			    const int64_t *skip, int nskip, struct ty_err *err);
+/* The rows of ids[0..n) deleted (delivered). */
+int sched_store_outbox_delete(struct ty_pg *pg, const int64_t *ids, int n, struct ty_err *err);
 
 #endif
