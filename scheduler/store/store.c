@@ -112,3 +112,10 @@ int sched_tx_commit(struct sched *s, struct ty_err *err)
 	}
 	return ty_pg_commit(s->pg, err);
 }
+
+int64_t sched_col_i64(const PGresult *res, int row, int col)
+{
+	const char *v = ty_pg_val(res, row, col);
+
+	return v ? strtoll(v, NULL, 10) : 0;
+}

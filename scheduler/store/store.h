@@ -373,4 +373,17 @@ int sched_store_outbox_next(struct sched_store_outbox_row **out, int *nout, stru
 /* The rows of ids[0..n) deleted (delivered). */
 int sched_store_outbox_delete(struct ty_pg *pg, const int64_t *ids, int n, struct ty_err *err);
 
+/* ---- usage.c: usage accrual's rows (usage.c) ---- */
+
+/* GPUs a team held from start_ms to end_ms. */
+struct sched_store_span {
+	int64_t team, gpus, start_ms, end_ms;
+};
+/*
+ * The spans that ended after from_ms: ledger rows, and released allocations
+ * of attempts not in the ledger yet. A new array (free()).
+ */
+int sched_store_usage_spans(struct sched_store_span **out, int *nout, struct ty_pg *pg,
+			    int64_t from_ms, struct ty_err *err);
+
 #endif
