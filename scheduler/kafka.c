@@ -389,7 +389,7 @@ static bool transient(int rc, const char *sqlstate)
 static int apply_one(struct sched *s, int i, struct ty_err *err)
 {
 	const struct proto_msg *m = &s->bmsg[i];
-	struct sched_store_mark mark;
+	struct sched_store_mark mark = {0};
 	struct ty_err merr = {0};
 	int rc;
 

@@ -74,7 +74,7 @@ static void unlock(struct sched *s)
 bool sched_lock_held(struct sched *s)
 {
 	struct ty_err err = {0};
-	bool held;
+	bool held = false;
 
 	/* a lost connection took the session lock with it: no reconnect here */
 	if (PQstatus(ty_pg_conn(s->lock_pg)) != CONNECTION_OK)
@@ -88,7 +88,7 @@ bool sched_lock_held(struct sched *s)
 
 int sched_lead_try(bool *won, struct sched *s, struct ty_err *err)
 {
-	bool got;
+	bool got = false;
 	int rc;
 
 	*won = false;

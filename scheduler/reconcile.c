@@ -107,7 +107,7 @@ fail:
 static int resend_launches(struct sched *s, struct ty_err *err)
 {
 	struct sched_store_unacked *v = NULL;
-	bool behind;
+	bool behind = false;
 	int rc, n = 0;
 
 	/*

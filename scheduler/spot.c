@@ -26,7 +26,7 @@ int sched_spot_notice(struct sched *s, const char *node, int64_t seq, const json
 	char *text = NULL;
 	json_t *keep = NULL;
 	int64_t deadline;
-	bool changed;
+	bool changed = false;
 	int rc;
 
 	if (!json_is_integer(dl) || json_integer_value(dl) <= 0)

@@ -222,7 +222,7 @@ int sched_telemetry_record(struct sched *s, const struct proto_msg *m, struct ty
 	struct sched_store_telemetry *rows = NULL;
 	char bad[160], *text = NULL;
 	json_t *o = NULL;
-	bool first;
+	bool first = false;
 	int *gpus = NULL, n, rc = 0;
 
 	if (!t || json_is_null(t))

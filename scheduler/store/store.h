@@ -325,7 +325,10 @@ int sched_store_rates_replace(struct ty_pg *pg, const struct sched_rate *v, int 
 
 /* ---- telemetry.c: GPU telemetry's rows (telemetry.c) ---- */
 
-/* A node's telemetry (JSON text) kept with its allocation, unless one is there; *first: it was not. */
+/*
+ * A node's telemetry (JSON text) kept with its allocation unless one is
+ * there already; *first: it was not.
+ */
 int sched_store_telemetry_node(bool *first, struct ty_pg *pg, int64_t job, int64_t attempt,
 			       const char *node, const char *telemetry, struct ty_err *err);
 /* A node's telemetry as kept, and its GPU count. */

@@ -24,7 +24,8 @@ static int epoch_of(int64_t *epoch, PGresult *res, struct ty_err *err)
 	int rc = 0;
 
 	if (PQntuples(res) != 1)
-		rc = ty_err_set(err, TY_EDB, "table 'leader' has no row 1: is the schema migrated?");
+		rc =
+		    ty_err_set(err, TY_EDB, "table 'leader' has no row 1: is the schema migrated?");
 	else
 		*epoch = sched_col_i64(res, 0, 0);
 	PQclear(res);
