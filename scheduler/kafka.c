@@ -389,13 +389,13 @@ static bool transient(int rc, const char *sqlstate)
 static int apply_one(struct sched *s, int i, struct ty_err *err)
 {
 	const struct proto_msg *m = &s->bmsg[i];
-	struct sched_store_mark mark = sched_store_mark(&s->store);
+	struct sched_store_mark mark = {0};
 	struct ty_err merr = {0};
 	int rc;
 
 	if (!s->bok[i])
 		return 0; /* malformed or refused: counted when taken */
-	if ((rc = ty_pg_exec(NULL, s->pg, "SAVEPOINT msg", 0, NULL, err)))
+	if ((rc = sched_store_savepoint(&mark, s->pg, &s->store, SCHED_SAVEPOINT_MSG, err)))
 		goto out;
 	if ((rc = sched_apply(s, m, &merr))) {
 		if (transient(rc, ty_pg_sqlstate(s->pg))) {
@@ -406,11 +406,11 @@ static int apply_one(struct sched *s, int i, struct ty_err *err)
 		ty_warn("skipping %s message from node '%s' (job %lld attempt %lld): %s",
 			proto_type_name(m->type), m->node, (long long)m->job, (long long)m->attempt,
 			merr.msg);
-		rc = ty_pg_exec(NULL, s->pg, "ROLLBACK TO SAVEPOINT msg", 0, NULL, err);
-		sched_store_rewind(&s->store, mark); /* its events and outbox rows too */
+		rc = sched_store_savepoint_rollback(s->pg, &s->store, SCHED_SAVEPOINT_MSG, mark,
+						    err);
 		goto out;
 	}
-	rc = ty_pg_exec(NULL, s->pg, "RELEASE SAVEPOINT msg", 0, NULL, err);
+	rc = sched_store_savepoint_release(s->pg, SCHED_SAVEPOINT_MSG, err);
 out:
 	return rc;
 }

@@ -8,30 +8,20 @@
 
 int sched_tx_fence(struct ty_pg *pg, int64_t epoch, struct ty_err *err)
 {
-	PGresult *res = NULL;
-	int64_t current;
+	int64_t current = 0;
 	int rc;
 
 	if ((rc = ty_pg_begin(pg, err)))
 		return rc;
-	if ((rc = ty_pg_exec(&res, pg, "SELECT epoch FROM leader WHERE id = 1 FOR SHARE", 0, NULL,
-			     err)))
+	if ((rc = sched_store_term_epoch(&current, pg, err)))
 		goto fail;
-	if (PQntuples(res) != 1) {
-		rc =
-		    ty_err_set(err, TY_EDB, "table 'leader' has no row 1: is the schema migrated?");
-		goto fail;
-	}
-	current = sched_col_i64(res, 0, 0);
 	if (current != epoch) {
 		rc = ty_err_set(err, TY_EFENCED, "leader epoch is %lld, this term's is %lld",
 				(long long)current, (long long)epoch);
 		goto fail;
 	}
-	PQclear(res);
 	return 0;
 fail:
-	PQclear(res);
 	ty_pg_rollback(pg);
 	return rc;
 }
@@ -44,34 +34,18 @@ int sched_tx_begin(struct sched *s, struct ty_err *err)
 
 int sched_epoch_bump(int64_t *epoch, struct ty_pg *pg, const char *holder, struct ty_err *err)
 {
-	PGresult *res = NULL;
-	const char *p[] = {holder};
 	int rc;
 
 	*epoch = 0;
 	if ((rc = ty_pg_begin(pg, err)))
 		return rc;
-	if ((rc = ty_pg_exec(&res, pg,
-			     "UPDATE leader SET epoch = epoch + 1, holder = $1, updated_at = now()"
-			     " WHERE id = 1 RETURNING epoch",
-			     1, p, err)))
-		goto fail;
-	if (PQntuples(res) != 1) {
-		rc =
-		    ty_err_set(err, TY_EDB, "table 'leader' has no row 1: is the schema migrated?");
-		goto fail;
+	if ((rc = sched_store_term_bump(epoch, pg, holder, err)) ||
+	    (rc = ty_pg_commit(pg, err))) {
+		ty_pg_rollback(pg);
+		*epoch = 0;
+		return rc;
 	}
-	*epoch = sched_col_i64(res, 0, 0);
-	PQclear(res);
-	res = NULL;
-	if ((rc = ty_pg_commit(pg, err)))
-		goto fail;
 	return 0;
-fail:
-	PQclear(res);
-	ty_pg_rollback(pg);
-	*epoch = 0;
-	return rc;
 }
 
 /* A standby reads nothing from its work connection: it must not collect notifications. */
@@ -92,53 +66,36 @@ static void unlisten(struct sched *s)
 static void unlock(struct sched *s)
 {
 	struct ty_err err = {0};
-	PGresult *res = NULL;
 
-	if (ty_pg_exec(&res, s->lock_pg, "SELECT pg_advisory_unlock(" SCHED_LOCK_KEY ")", 0, NULL,
-		       &err))
+	if (sched_store_lock_release(s->lock_pg, &err))
 		ty_warn("cannot release the leader lock: %s", err.msg);
-	PQclear(res);
 }
 
 bool sched_lock_held(struct sched *s)
 {
 	struct ty_err err = {0};
-	PGresult *res = NULL;
-	bool held;
+	bool held = false;
 
 	/* a lost connection took the session lock with it: no reconnect here */
 	if (PQstatus(ty_pg_conn(s->lock_pg)) != CONNECTION_OK)
 		return false;
-	if (ty_pg_exec(&res, s->lock_pg,
-		       "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'"
-		       " AND pid = pg_backend_pid() AND granted"
-		       " AND ((classid::bigint << 32) | objid::bigint) = " SCHED_LOCK_KEY,
-		       0, NULL, &err)) {
+	if (sched_store_lock_held(&held, s->lock_pg, &err)) {
 		ty_warn("cannot check the leader lock: %s", err.msg);
-		PQclear(res);
 		return false;
 	}
-	held = sched_col_i64(res, 0, 0) > 0;
-	PQclear(res);
 	return held;
 }
 
 int sched_lead_try(bool *won, struct sched *s, struct ty_err *err)
 {
-	PGresult *res = NULL;
-	const char *got;
+	bool got = false;
 	int rc;
 
 	*won = false;
-	if ((rc = ty_pg_exec(&res, s->lock_pg, "SELECT pg_try_advisory_lock(" SCHED_LOCK_KEY ")", 0,
-			     NULL, err)))
+	if ((rc = sched_store_lock_try(&got, s->lock_pg, err)))
 		return rc;
-	got = ty_pg_val(res, 0, 0);
-	if (!got || strcmp(got, "t") != 0) {
-		PQclear(res);
+	if (!got)
 		return 0;
-	}
-	PQclear(res);
 	if ((rc = ty_schema_check(s->pg, "scheduler", err)) ||
 	    (rc = sched_epoch_bump(&s->epoch, s->pg, s->o.id, err)) ||
 	    (rc = sched_rates_publish(s, err))) {

@@ -36,13 +36,6 @@ const char *sched_i64(char *buf, int64_t v)
 	return buf;
 }
 
-int64_t sched_col_i64(const PGresult *res, int row, int col)
-{
-	const char *v = ty_pg_val(res, row, col);
-
-	return v ? strtoll(v, NULL, 10) : 0;
-}
-
 /* Sleeps up to ms; a signal ends it early. */
 static void nap(int ms)
 {

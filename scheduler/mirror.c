@@ -26,7 +26,6 @@
  * edited by hand).
  */
 #include "scheduler.h"
-#include "ty_buf.h"
 #include "ty_log.h"
 #include "ty_time.h"
 
@@ -38,88 +37,11 @@
 #define MIRROR_RELOAD_MS 60000
 #define MIRROR_TOUCHED_MAX 20000 /* beyond this many changed keys a full reload is cheaper */
 
-#define NODE_SELECT                                                                                \
-	"SELECT id, address, gpus, state = 'ready' AND fault IS NULL, labels->>'zone',"           \
-	" labels->>'rack', labels->>'block', state <> 'lost', state = 'preempting',"              \
-	" coalesce(labels->>'pool' = 'spot', false), coalesce(cpus, 0),"                          \
-	" coalesce(memory_mb, 0), fault IS NOT NULL FROM nodes"
-
-#define ALLOC_SELECT                                                                               \
-	"SELECT a.job_id, a.attempt, a.node_id, array_to_string(a.gpus, ','),"                     \
-	" j.team_id, j.priority_class, j.priority,"                                                \
-	" (extract(epoch FROM t.created_at) * 1000)::bigint,"                                      \
-	" coalesce((j.spec->>'min_runtime_seconds')::bigint, 0),"                                  \
-	" coalesce((j.spec->>'max_runtime_seconds')::bigint, 86400),"                              \
-	" coalesce((j.spec->>'preemptible')::boolean, true),"                                      \
-	" NOT (t.state IN ('scheduled', 'starting', 'running')"                                    \
-	"  AND j.attempt = t.attempt AND NOT j.cancel_requested"                                   \
-	"  AND j.state IN ('scheduled', 'starting', 'running')),"                                  \
-	" coalesce(t.preempted_for, 0), a.node_rank,"                                              \
-	" coalesce((j.spec->'resources'->>'cpus_per_node')::bigint, 1),"                           \
-	" coalesce((j.spec->'resources'->>'memory_mb_per_node')::bigint, 1024)"                    \
-	" FROM allocations a JOIN attempts t USING (job_id, attempt)"                              \
-	" JOIN jobs j ON j.id = a.job_id WHERE a.released_at IS NULL"
-
-/* ports of live attempts, and of ended ones whose rank 0 may still hold it */
-#define PORT_SELECT                                                                                \
-	"SELECT t.job_id, t.attempt, coalesce(t.master_node, ''), coalesce(t.master_port, 0)"     \
-	" FROM attempts t WHERE (t.ended_at IS NULL OR EXISTS (SELECT 1 FROM allocations a"        \
-	" WHERE a.job_id = t.job_id AND a.attempt = t.attempt"                                     \
-	" AND a.node_id = t.master_node AND a.released_at IS NULL))"
-
-#define TEAM_SELECT                                                                                \
-	"SELECT t.id, t.name, t.nominal_gpus,"                                                     \
-	" coalesce(t.borrowing_limit_gpus, -1),"                                                   \
-	" coalesce(t.lending_limit_gpus, -1), t.cohort, t.weight,"                                 \
-	" u.team_id IS NOT NULL, coalesce(u.decayed_gpu_seconds, 0),"                              \
-	" (extract(epoch FROM coalesce(u.updated_at, t.created_at)) * 1000)::bigint,"              \
-	" coalesce(u.fair_share, 1), coalesce(u.gpus_in_use, 0),"                                  \
-	" coalesce(u.gpus_borrowed, 0), coalesce(u.gpus_lent, 0),"                                 \
-	" coalesce(u.pending_jobs, 0), coalesce(t.max_cpus, 0), coalesce(t.max_memory_mb, 0)"    \
-	" FROM teams t LEFT JOIN team_usage u ON u.team_id = t.id ORDER BY t.id"
-
-/*
- * A fingerprint of every team row, computed by the server (one row back).
- * Not max(updated_at): updated_at is the writing transaction's start, so a
- * PATCH that started before and committed after the last read would not
- * move it.
- */
-#define TEAM_MARK "SELECT count(*), coalesce(sum(hashtext(t::text)), 0) FROM teams t"
-
 /* ---- small things ---- */
-
-static char *dup_or_null(const PGresult *res, int r, int c, bool *oom)
-{
-	const char *v = ty_pg_val(res, r, c);
-	char *d;
-
-	if (!v)
-		return NULL;
-	if (!(d = strdup(v)))
-		*oom = true;
-	return d;
-}
 
 static int cmp_str(const char *a, const char *b)
 {
 	return strcmp(a ? a : "", b ? b : "");
-}
-
-static uint64_t gpu_mask(const char *list)
-{
-	uint64_t m = 0;
-
-	while (list && *list) {
-		char *end;
-		long g = strtol(list, &end, 10);
-
-		if (end == list)
-			break;
-		if (g >= 0 && g < 64)
-			m |= (uint64_t)1 << g;
-		list = *end == ',' ? end + 1 : end;
-	}
-	return m;
 }
 
 static int cmp_i64(int64_t x, int64_t y)
@@ -301,173 +223,42 @@ void sched_mirror_team_usage(struct sched *s, int64_t team, double decayed, doub
 	/* a team the mirror does not know yet: its row is read with it */
 }
 
-/* ---- reading rows ---- */
-
-static int read_nodes(struct sched_mnode **out, int *nout, bool **present, const PGresult *res)
-{
-	int n = PQntuples(res);
-	struct sched_mnode *v = calloc((size_t)n + 1, sizeof(*v));
-	bool oom = false;
-
-	if (present && !(*present = calloc((size_t)n + 1, sizeof(bool)))) {
-		free(v);
-		return TY_ENOMEM;
-	}
-	if (!v)
-		return TY_ENOMEM;
-	for (int r = 0; r < n; r++) {
-		struct sched_mnode *nd = &v[r];
-
-		nd->id = dup_or_null(res, r, 0, &oom);
-		nd->addr = dup_or_null(res, r, 1, &oom);
-		nd->gpus = (int)sched_col_i64(res, r, 2);
-		nd->ready = !strcmp(PQgetvalue(res, r, 3), "t");
-		nd->zone = dup_or_null(res, r, 4, &oom);
-		nd->rack = dup_or_null(res, r, 5, &oom);
-		nd->block = dup_or_null(res, r, 6, &oom);
-		nd->preempting = !strcmp(PQgetvalue(res, r, 8), "t");
-		nd->spot = !strcmp(PQgetvalue(res, r, 9), "t");
-		nd->cpus = sched_col_i64(res, r, 10);
-		nd->memory_mb = sched_col_i64(res, r, 11);
-		nd->fault = !strcmp(PQgetvalue(res, r, 12), "t");
-		if (present)
-			(*present)[r] = !strcmp(PQgetvalue(res, r, 7), "t");
-		if (!nd->id)
-			oom = true;
-	}
-	*out = v;
-	*nout = n;
-	return oom ? TY_ENOMEM : 0;
-}
-
-static void read_alloc(struct sched_malloc *a, const PGresult *res, int r)
-{
-	memset(a, 0, sizeof(*a));
-	a->job = sched_col_i64(res, r, 0);
-	a->attempt = sched_col_i64(res, r, 1);
-	snprintf(a->node, sizeof(a->node), "%s", PQgetvalue(res, r, 2));
-	a->mask = gpu_mask(PQgetvalue(res, r, 3));
-	a->team_id = sched_col_i64(res, r, 4);
-	snprintf(a->cls, sizeof(a->cls), "%s", PQgetvalue(res, r, 5));
-	a->priority = (int)sched_col_i64(res, r, 6);
-	a->start_ms = sched_col_i64(res, r, 7);
-	a->min_runtime_s = sched_col_i64(res, r, 8);
-	a->max_runtime_s = sched_col_i64(res, r, 9);
-	a->preemptible = !strcmp(PQgetvalue(res, r, 10), "t");
-	a->preempting = !strcmp(PQgetvalue(res, r, 11), "t");
-	a->preempted_for = sched_col_i64(res, r, 12);
-	a->node_rank = (int)sched_col_i64(res, r, 13);
-	a->cpus_per_node = sched_col_i64(res, r, 14);
-	a->memory_mb_per_node = sched_col_i64(res, r, 15);
-}
-
-static void read_port(struct sched_mport *p, const PGresult *res, int r)
-{
-	memset(p, 0, sizeof(*p));
-	p->job = sched_col_i64(res, r, 0);
-	p->attempt = sched_col_i64(res, r, 1);
-	snprintf(p->node, sizeof(p->node), "%s", PQgetvalue(res, r, 2));
-	p->port = (int)sched_col_i64(res, r, 3);
-}
+/* ---- loading ---- */
 
 static int load_teams(struct sched_mirror *m, struct ty_pg *pg, struct ty_err *err)
 {
-	PGresult *res = NULL;
-	struct sched_mteam *v;
-	bool oom = false;
-	int rc, n;
+	struct sched_mteam *v = NULL;
+	int rc, n = 0;
 
-	if ((rc = ty_pg_exec(&res, pg, TEAM_SELECT, 0, NULL, err)))
-		return rc;
-	n = PQntuples(res);
-	if (!(v = calloc((size_t)n + 1, sizeof(*v)))) {
-		PQclear(res);
-		return ty_err_set(err, TY_ENOMEM, NULL);
+	rc = sched_store_mirror_teams(&v, &n, pg, err);
+	if (v) {
+		teams_free(m);
+		m->teams = v;
+		m->nteams = n;
 	}
-	for (int i = 0; i < n; i++) {
-		struct sched_mteam *t = &v[i];
-
-		t->id = sched_col_i64(res, i, 0);
-		if (!(t->name = dup_or_null(res, i, 1, &oom)))
-			oom = true;
-		t->nominal = sched_col_i64(res, i, 2);
-		t->borrowing_limit = sched_col_i64(res, i, 3);
-		t->lending_limit = sched_col_i64(res, i, 4);
-		t->cohort = dup_or_null(res, i, 5, &oom);
-		t->weight = strtod(PQgetvalue(res, i, 6), NULL);
-		t->have_row = !strcmp(PQgetvalue(res, i, 7), "t");
-		t->decayed = strtod(PQgetvalue(res, i, 8), NULL);
-		t->since_ms = sched_col_i64(res, i, 9);
-		t->fair_share = strtod(PQgetvalue(res, i, 10), NULL);
-		t->used = sched_col_i64(res, i, 11);
-		t->borrowed = sched_col_i64(res, i, 12);
-		t->lent = sched_col_i64(res, i, 13);
-		t->pending = sched_col_i64(res, i, 14);
-		t->max_cpus = sched_col_i64(res, i, 15);
-		t->max_memory_mb = sched_col_i64(res, i, 16);
-	}
-	PQclear(res);
-	teams_free(m);
-	m->teams = v;
-	m->nteams = n;
-	return oom ? ty_err_set(err, TY_ENOMEM, NULL) : 0;
-}
-
-static int team_mark(char *buf, size_t n, struct ty_pg *pg, struct ty_err *err)
-{
-	PGresult *res = NULL;
-	int rc;
-
-	if ((rc = ty_pg_exec(&res, pg, TEAM_MARK, 0, NULL, err)))
-		return rc;
-	snprintf(buf, n, "%s|%s", PQgetvalue(res, 0, 0), PQgetvalue(res, 0, 1));
-	PQclear(res);
-	return 0;
+	return rc;
 }
 
 /* Everything, into m (whose data is replaced). */
 static int load_all(struct sched_mirror *m, struct ty_pg *pg, struct ty_err *err)
 {
-	PGresult *res = NULL;
-	struct sched_mnode *nodes = NULL;
-	int rc, n = 0;
+	int rc;
 
 	data_free(m);
-	if ((rc = team_mark(m->team_mark, sizeof(m->team_mark), pg, err)) ||
+	if ((rc = sched_store_team_mark(m->team_mark, sizeof(m->team_mark), pg, err)) ||
 	    (rc = load_teams(m, pg, err)))
 		return rc;
-	if ((rc = ty_pg_exec(&res, pg, NODE_SELECT " WHERE state <> 'lost'", 0, NULL, err)))
-		return rc;
-	rc = read_nodes(&nodes, &n, NULL, res);
-	PQclear(res);
-	m->nodes = nodes;
-	m->nnodes = n;
+	rc = sched_store_mirror_nodes(&m->nodes, NULL, &m->nnodes, pg, NULL, 0, err);
 	if (rc)
-		return ty_err_set(err, rc, NULL);
+		return rc;
 	qsort(m->nodes, (size_t)m->nnodes, sizeof(*m->nodes), cmp_node);
-	if ((rc = ty_pg_exec(&res, pg, ALLOC_SELECT, 0, NULL, err)))
+	if ((rc = sched_store_mirror_allocs(&m->allocs, &m->nallocs, pg, NULL, 0, err)))
 		return rc;
-	n = PQntuples(res);
-	if (!(m->allocs = calloc((size_t)n + 1, sizeof(*m->allocs)))) {
-		PQclear(res);
-		return ty_err_set(err, TY_ENOMEM, NULL);
-	}
-	for (int r = 0; r < n; r++)
-		read_alloc(&m->allocs[r], res, r);
-	m->nallocs = m->capallocs = n;
-	PQclear(res);
+	m->capallocs = m->nallocs;
 	qsort(m->allocs, (size_t)m->nallocs, sizeof(*m->allocs), cmp_alloc);
-	if ((rc = ty_pg_exec(&res, pg, PORT_SELECT, 0, NULL, err)))
+	if ((rc = sched_store_mirror_ports(&m->ports, &m->nports, pg, NULL, 0, err)))
 		return rc;
-	n = PQntuples(res);
-	if (!(m->ports = calloc((size_t)n + 1, sizeof(*m->ports)))) {
-		PQclear(res);
-		return ty_err_set(err, TY_ENOMEM, NULL);
-	}
-	for (int r = 0; r < n; r++)
-		read_port(&m->ports[r], res, r);
-	m->nports = m->capports = n;
-	PQclear(res);
+	m->capports = m->nports;
 	qsort(m->ports, (size_t)m->nports, sizeof(*m->ports), cmp_port);
 	return 0;
 }
@@ -493,30 +284,17 @@ static bool job_in(const int64_t *v, int n, int64_t job)
 static int refresh_jobs(struct sched_mirror *m, struct ty_pg *pg, struct ty_err *err)
 {
 	struct sched_ids *t = &m->tjobs;
-	struct ty_buf ids = TY_BUF_INIT;
-	PGresult *ra = NULL, *rp = NULL;
-	int rc, k = 0, n;
+	struct sched_malloc *ra = NULL;
+	struct sched_mport *rp = NULL;
+	int rc, k = 0, n, nra = 0, nrp = 0;
 
 	qsort(t->v, (size_t)t->n, sizeof(*t->v), cmp_i64p);
-	ty_buf_puts(&ids, "{");
 	for (int i = 0; i < t->n; i++)
-		if (i == 0 || t->v[i] != t->v[i - 1]) {
-			ty_buf_printf(&ids, "%s%lld", k ? "," : "", (long long)t->v[i]);
+		if (i == 0 || t->v[i] != t->v[i - 1])
 			t->v[k++] = t->v[i];
-		}
 	t->n = k;
-	ty_buf_puts(&ids, "}");
-	if (ids.oom) {
-		ty_buf_free(&ids);
-		return ty_err_set(err, TY_ENOMEM, NULL);
-	}
-	const char *p[] = {ids.data};
-	rc = ty_pg_exec(&ra, pg, ALLOC_SELECT " AND a.job_id = ANY ($1::bigint[])", 1, p, err);
-	if (!rc)
-		rc = ty_pg_exec(&rp, pg, PORT_SELECT " AND t.job_id = ANY ($1::bigint[])", 1, p,
-				err);
-	ty_buf_free(&ids);
-	if (rc)
+	if ((rc = sched_store_mirror_allocs(&ra, &nra, pg, t->v, t->n, err)) ||
+	    (rc = sched_store_mirror_ports(&rp, &nrp, pg, t->v, t->n, err)))
 		goto out;
 	/* drop the touched jobs' rows, then append what they hold now */
 	n = 0;
@@ -529,8 +307,8 @@ static int refresh_jobs(struct sched_mirror *m, struct ty_pg *pg, struct ty_err 
 		if (!job_in(t->v, t->n, m->ports[i].job))
 			m->ports[n++] = m->ports[i];
 	m->nports = n;
-	if (m->nallocs + PQntuples(ra) > m->capallocs) {
-		int cap = m->nallocs + PQntuples(ra) + 256;
+	if (m->nallocs + nra > m->capallocs) {
+		int cap = m->nallocs + nra + 256;
 		struct sched_malloc *v = realloc(m->allocs, (size_t)cap * sizeof(*v));
 
 		if (!v) {
@@ -540,8 +318,8 @@ static int refresh_jobs(struct sched_mirror *m, struct ty_pg *pg, struct ty_err 
 		m->allocs = v;
 		m->capallocs = cap;
 	}
-	if (m->nports + PQntuples(rp) > m->capports) {
-		int cap = m->nports + PQntuples(rp) + 256;
+	if (m->nports + nrp > m->capports) {
+		int cap = m->nports + nrp + 256;
 		struct sched_mport *v = realloc(m->ports, (size_t)cap * sizeof(*v));
 
 		if (!v) {
@@ -551,57 +329,36 @@ static int refresh_jobs(struct sched_mirror *m, struct ty_pg *pg, struct ty_err 
 		m->ports = v;
 		m->capports = cap;
 	}
-	for (int r = 0; r < PQntuples(ra); r++)
-		read_alloc(&m->allocs[m->nallocs++], ra, r);
-	for (int r = 0; r < PQntuples(rp); r++)
-		read_port(&m->ports[m->nports++], rp, r);
+	for (int r = 0; r < nra; r++)
+		m->allocs[m->nallocs++] = ra[r];
+	for (int r = 0; r < nrp; r++)
+		m->ports[m->nports++] = rp[r];
 	qsort(m->allocs, (size_t)m->nallocs, sizeof(*m->allocs), cmp_alloc);
 	qsort(m->ports, (size_t)m->nports, sizeof(*m->ports), cmp_port);
 out:
-	PQclear(ra);
-	PQclear(rp);
+	free(ra);
+	free(rp);
 	return rc;
 }
 
 /* Read the touched nodes again: update, add, or drop (lost, deleted) each. */
 static int refresh_nodes(struct sched_mirror *m, struct ty_pg *pg, struct ty_err *err)
 {
-	struct ty_buf ids = TY_BUF_INIT;
 	struct sched_mnode *got = NULL, *v;
 	bool *present = NULL;
-	PGresult *res = NULL;
 	int rc, k = 0, ngot = 0, n;
 
 	qsort(m->tnodes, (size_t)m->ntnodes, sizeof(*m->tnodes), cmp_strp);
-	ty_buf_puts(&ids, "{");
 	for (int i = 0; i < m->ntnodes; i++) {
 		if (i > 0 && !strcmp(m->tnodes[i], m->tnodes[k - 1])) {
 			free(m->tnodes[i]);
 			continue;
 		}
-		ty_buf_puts(&ids, k ? ",\"" : "\"");
-		for (const char *c = m->tnodes[i]; *c; c++) {
-			if (*c == '"' || *c == '\\')
-				ty_buf_puts(&ids, "\\");
-			ty_buf_printf(&ids, "%c", *c);
-		}
-		ty_buf_puts(&ids, "\"");
 		m->tnodes[k++] = m->tnodes[i];
 	}
 	m->ntnodes = k;
-	ty_buf_puts(&ids, "}");
-	if (ids.oom) {
-		ty_buf_free(&ids);
-		return ty_err_set(err, TY_ENOMEM, NULL);
-	}
-	const char *p[] = {ids.data};
-	rc = ty_pg_exec(&res, pg, NODE_SELECT " WHERE id = ANY ($1::text[])", 1, p, err);
-	ty_buf_free(&ids);
-	if (rc)
-		return rc;
-	rc = read_nodes(&got, &ngot, &present, res);
-	PQclear(res);
-	if (rc)
+	if ((rc = sched_store_mirror_nodes(&got, &present, &ngot, pg,
+					   (const char *const *)m->tnodes, m->ntnodes, err)))
 		goto out;
 	/* keep the untouched nodes, then add the touched ones that are not lost */
 	n = 0;
@@ -615,7 +372,7 @@ static int refresh_nodes(struct sched_mirror *m, struct ty_pg *pg, struct ty_err
 	}
 	m->nnodes = n;
 	if (!(v = realloc(m->nodes, ((size_t)n + (size_t)ngot + 1) * sizeof(*v)))) {
-		rc = TY_ENOMEM;
+		rc = ty_err_set(err, TY_ENOMEM, NULL);
 		goto out;
 	}
 	m->nodes = v;
@@ -631,7 +388,7 @@ out:
 		node_clear(&got[i]);
 	free(got);
 	free(present);
-	return rc ? ty_err_set(err, rc, NULL) : 0;
+	return rc;
 }
 
 static int refresh(struct sched *s, struct ty_err *err)
@@ -652,7 +409,7 @@ static int refresh(struct sched *s, struct ty_err *err)
 			 m->nnodes, m->nallocs, m->nports, m->nteams);
 		return 0;
 	}
-	if ((rc = team_mark(mark, sizeof(mark), s->pg, err)))
+	if ((rc = sched_store_team_mark(mark, sizeof(mark), s->pg, err)))
 		return rc;
 	if (strcmp(mark, m->team_mark)) {
 		if ((rc = load_teams(m, s->pg, err)))

@@ -901,10 +901,10 @@ static int savepoint(struct sched *s, struct sched_store_mark mark, const char *
 	if (rc) {
 		ty_warn("cannot %s job %lld: %s", what, (long long)job, derr->msg);
 		/* with the events and outbox rows buffered since */
-		sched_store_rewind(&s->store, mark);
-		return ty_pg_exec(NULL, s->pg, "ROLLBACK TO SAVEPOINT decision", 0, NULL, err);
+		return sched_store_savepoint_rollback(s->pg, &s->store, SCHED_SAVEPOINT_DECISION,
+						      mark, err);
 	}
-	return ty_pg_exec(NULL, s->pg, "RELEASE SAVEPOINT decision", 0, NULL, err);
+	return sched_store_savepoint_release(s->pg, SCHED_SAVEPOINT_DECISION, err);
 }
 
 /*
@@ -916,7 +916,7 @@ static int apply_placements(int *placed, struct sched *s, const struct snap *sn,
 			    const struct sched_decisions *d, struct ty_err *err)
 {
 	const struct sched_placement **all = NULL;
-	struct sched_store_mark mark = sched_store_mark(&s->store);
+	struct sched_store_mark mark;
 	struct ty_err derr = {0};
 	int rc = 0;
 
@@ -927,10 +927,10 @@ static int apply_placements(int *placed, struct sched *s, const struct snap *sn,
 		return ty_err_set(err, TY_ENOMEM, NULL);
 	for (int i = 0; i < d->nplacements; i++)
 		all[i] = &d->placements[i];
-	if ((rc = ty_pg_exec(NULL, s->pg, "SAVEPOINT placements", 0, NULL, err)))
+	if ((rc = sched_store_savepoint(&mark, s->pg, &s->store, SCHED_SAVEPOINT_PLACEMENTS, err)))
 		goto out;
 	if (!(rc = place_set(placed, s, sn, all, d->nplacements, &derr))) {
-		rc = ty_pg_exec(NULL, s->pg, "RELEASE SAVEPOINT placements", 0, NULL, err);
+		rc = sched_store_savepoint_release(s->pg, SCHED_SAVEPOINT_PLACEMENTS, err);
 		goto out;
 	}
 	*placed = 0;
@@ -940,15 +940,15 @@ static int apply_placements(int *placed, struct sched *s, const struct snap *sn,
 	}
 	ty_warn("cannot write the cycle's %d placement%s at once, writing them one by one: %s",
 		d->nplacements, d->nplacements == 1 ? "" : "s", derr.msg);
-	sched_store_rewind(&s->store, mark);
-	if ((rc = ty_pg_exec(NULL, s->pg, "ROLLBACK TO SAVEPOINT placements", 0, NULL, err)))
+	if ((rc = sched_store_savepoint_rollback(s->pg, &s->store, SCHED_SAVEPOINT_PLACEMENTS, mark,
+						 err)))
 		goto out;
 	for (int i = 0; i < d->nplacements && !rc; i++) {
 		int ok = 0;
 
 		ty_err_clear(&derr);
-		mark = sched_store_mark(&s->store);
-		if ((rc = ty_pg_exec(NULL, s->pg, "SAVEPOINT decision", 0, NULL, err)))
+		if ((rc = sched_store_savepoint(&mark, s->pg, &s->store, SCHED_SAVEPOINT_DECISION,
+						err)))
 			break;
 		rc = savepoint(s, mark, "place", all[i]->job,
 			       place_set(&ok, s, sn, &all[i], 1, &derr), &derr, err);
@@ -985,8 +985,8 @@ static int apply_preemptions(struct sched *s, const struct snap *sn,
 				 "attempt %lld preempted to place job %lld (team %s reclaiming its "
 				 "nominal quota)",
 				 (long long)attempt, (long long)p->for_job, team);
-		mark = sched_store_mark(&s->store);
-		if ((rc = ty_pg_exec(NULL, s->pg, "SAVEPOINT decision", 0, NULL, err)))
+		if ((rc = sched_store_savepoint(&mark, s->pg, &s->store, SCHED_SAVEPOINT_DECISION,
+						err)))
 			break;
 		rc = savepoint(
 		    s, mark, "preempt", p->victim,

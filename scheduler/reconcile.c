@@ -26,54 +26,32 @@ static int64_t blind_ms(const struct sched *s)
  */
 static int node_states(struct sched *s, struct ty_err *err)
 {
-	char wb[24], tb[24];
-	const char *p[] = {sched_i64(wb, s->o.failure_window_s), sched_i64(tb, s->o.suspect_after)};
-	PGresult *res = NULL;
+	struct sched_store_nodes v = {0};
 	int rc;
 
-	if ((rc = ty_pg_exec(&res, s->pg,
-			     "UPDATE nodes n SET state = 'drained' WHERE n.state = 'draining'"
-			     " AND NOT EXISTS (SELECT 1 FROM allocations a WHERE a.node_id = n.id"
-			     "  AND a.released_at IS NULL) RETURNING n.id",
-			     0, NULL, err)))
+	if ((rc = sched_store_nodes_drained(&v, s->pg, err)))
 		return rc;
-	for (int i = 0; i < PQntuples(res); i++) {
-		sched_mirror_touch_node(s, PQgetvalue(res, i, 0));
-		ty_info("node '%s' drained: no work left on it", PQgetvalue(res, i, 0));
+	for (int i = 0; i < v.n; i++) {
+		sched_mirror_touch_node(s, v.v[i]);
+		ty_info("node '%s' drained: no work left on it", v.v[i]);
 	}
-	PQclear(res);
-	if ((rc = ty_pg_exec(&res, s->pg,
-			     "UPDATE nodes n SET state = 'ready' WHERE n.state = 'suspect'"
-			     " AND coalesce((SELECT sum(w) FROM (SELECT max(CASE WHEN"
-			     "  f.failure_class = 'hardware' THEN 2 ELSE 1 END) AS w"
-			     "  FROM node_failures f WHERE f.node_id = n.id"
-			     "  AND f.failure_class IN ('system', 'hardware')"
-			     "  AND f.created_at > n.failures_since"
-			     "  AND f.created_at > now() - make_interval(secs => $1::int)"
-			     "  GROUP BY f.job_id) x), 0) < $2::int"
-			     /* measured slow by a pre-flight check: suspect for the window */
-			     " AND NOT EXISTS (SELECT 1 FROM node_failures f WHERE f.node_id = n.id"
-			     "  AND f.message = '" SCHED_PREFLIGHT_WHY "'"
-			     "  AND f.created_at > n.failures_since"
-			     "  AND f.created_at > now() - make_interval(secs => $1::int))"
-			     " RETURNING n.id",
-			     2, p, err)))
+	sched_store_nodes_free(&v);
+	if ((rc = sched_store_nodes_ready_again(&v, s->pg, s->o.failure_window_s,
+						s->o.suspect_after, err)))
 		return rc;
-	for (int i = 0; i < PQntuples(res); i++) {
-		sched_mirror_touch_node(s, PQgetvalue(res, i, 0));
+	for (int i = 0; i < v.n; i++) {
+		sched_mirror_touch_node(s, v.v[i]);
 		s->capacity_freed = true;
-		ty_info("node '%s' is ready again: its failures left the window",
-			PQgetvalue(res, i, 0));
+		ty_info("node '%s' is ready again: its failures left the window", v.v[i]);
 	}
-	PQclear(res);
+	sched_store_nodes_free(&v);
 	return 0;
 }
 
 int sched_liveness(struct sched *s, struct ty_err *err)
 {
-	char tb[24], bb[24], why[256];
-	const char *p[] = {sched_i64(tb, s->o.node_timeout_ms), NULL};
-	PGresult *res = NULL;
+	struct sched_store_nodes lost = {0};
+	char why[256];
 	int64_t now;
 	int rc;
 
@@ -97,25 +75,13 @@ int sched_liveness(struct sched *s, struct ty_err *err)
 		s->kafka_back = now;
 	}
 	s->kafka_ok = now;
-	if (s->kafka_back)
-		p[1] = sched_i64(bb, now - s->kafka_back);
 	if ((rc = sched_tx_begin(s, err)))
 		return rc;
-	/*
-	 * A new term counts from its own start too: heartbeats that arrived
-	 * while no one led were not applied.
-	 */
-	if ((rc = ty_pg_exec(&res, s->pg,
-			     "UPDATE nodes n SET state = 'lost' FROM leader l"
-			     " WHERE l.id = 1 AND n.state <> 'lost'"
-			     " AND greatest(n.last_heartbeat, l.updated_at,"
-			     "  now() - $2::bigint * interval '1 millisecond')"
-			     " < now() - $1::integer * interval '1 millisecond'"
-			     " RETURNING n.id",
-			     2, p, err)))
+	if ((rc = sched_store_nodes_lost(&lost, s->pg, s->o.node_timeout_ms,
+					 s->kafka_back ? now - s->kafka_back : -1, err)))
 		goto fail;
-	for (int i = 0; i < PQntuples(res); i++) {
-		const char *node = PQgetvalue(res, i, 0);
+	for (int i = 0; i < lost.n; i++) {
+		const char *node = lost.v[i];
 
 		sched_mirror_touch_node(s, node);
 		ty_warn("node '%s' lost: no heartbeat for %d ms", node, s->o.node_timeout_ms);
@@ -124,13 +90,12 @@ int sched_liveness(struct sched *s, struct ty_err *err)
 		if ((rc = sched_node_gone(s, node, "node_lost", why, true, err)))
 			goto fail;
 	}
-	PQclear(res);
-	res = NULL;
+	sched_store_nodes_free(&lost);
 	if ((rc = node_states(s, err)))
 		goto fail;
 	return sched_tx_commit(s, err);
 fail:
-	PQclear(res);
+	sched_store_nodes_free(&lost);
 	ty_pg_rollback(s->pg);
 	return rc;
 }
@@ -139,10 +104,11 @@ fail:
  * An active attempt's part whose launch the node, heartbeating since, has
  * not acknowledged (launch_accepted, or a rank started) within --resend-ms.
  */
-static int resend_launches(struct sched *s, const char *const *p, struct ty_err *err)
+static int resend_launches(struct sched *s, struct ty_err *err)
 {
-	PGresult *res = NULL;
-	int rc;
+	struct sched_store_unacked *v = NULL;
+	bool behind = false;
+	int rc, n = 0;
 
 	/*
 	 * While this consumer lags, a launch's acknowledgement may be waiting
@@ -158,43 +124,25 @@ static int resend_launches(struct sched *s, const char *const *p, struct ty_err 
 	 * left yet: sending it again would only lengthen the backlog (measured:
 	 * 55,000 re-sends in one bench/dispatch run that way).
 	 */
-	if ((rc = ty_pg_exec(&res, s->pg,
-			     "SELECT 1 FROM dispatch_outbox WHERE id = (SELECT min(id)"
-			     " FROM dispatch_outbox) AND created_at < now() - $1::integer"
-			     " * interval '1 millisecond'",
-			     1, p, err)))
+	if ((rc = sched_store_relay_behind(&behind, s->pg, s->o.resend_ms, err)))
 		return rc;
-	if (PQntuples(res) > 0) {
-		PQclear(res);
+	if (behind) {
 		ty_debug("the outbox relay is behind: no launch is re-sent this pass");
 		return 0;
 	}
-	PQclear(res);
-	res = NULL;
-	if ((rc = ty_pg_exec(&res, s->pg,
-			     "SELECT a.job_id, a.attempt, a.node_id, a.node_rank, a.first_rank,"
-			     " array_to_json(a.gpus), t.launch, n.boot_id"
-			     " FROM allocations a JOIN attempts t USING (job_id, attempt)"
-			     " JOIN nodes n ON n.id = a.node_id"
-			     " WHERE a.exited_at IS NULL"
-			     " AND t.state IN ('scheduled', 'starting', 'running')"
-			     " AND a.accepted_at IS NULL"
-			     " AND n.state <> 'lost' AND n.last_heartbeat > a.launched_at"
-			     " AND a.launched_at < now() - $1::integer * interval '1 millisecond'"
-			     " ORDER BY a.job_id, a.attempt, a.node_rank",
-			     1, p, err)))
+	if ((rc = sched_store_unacked(&v, &n, s->pg, s->o.resend_ms, err)))
 		return rc;
-	for (int i = 0; i < PQntuples(res) && !rc; i++) {
-		json_t *gpus = json_loads(PQgetvalue(res, i, 5), 0, NULL);
-		json_t *common = json_loads(PQgetvalue(res, i, 6), 0, NULL);
+	for (int i = 0; i < n && !rc; i++) {
+		const struct sched_store_unacked *u = &v[i];
+		json_t *gpus = u->gpus ? json_loads(u->gpus, 0, NULL) : NULL;
+		json_t *common = u->launch ? json_loads(u->launch, 0, NULL) : NULL;
 		json_t *data = NULL;
-		int64_t job = sched_col_i64(res, i, 0), attempt = sched_col_i64(res, i, 1);
-		const char *node = PQgetvalue(res, i, 2);
+		const char *node = u->node;
 		bool finished = false;
 
 		/* a node that lists it as finished got it: its exit is on the way */
 		for (int k = 0; k < s->nlate && !finished; k++)
-			finished = s->late[k].job == job && s->late[k].attempt == attempt &&
+			finished = s->late[k].job == u->job && s->late[k].attempt == u->attempt &&
 				   !strcmp(s->late[k].node, node);
 		if (finished) {
 			json_decref(gpus);
@@ -207,33 +155,27 @@ static int resend_launches(struct sched *s, const char *const *p, struct ty_err 
 			for (int k = 0; k < ng; k++)
 				g[k] = (int)json_integer_value(json_array_get(gpus, (size_t)k));
 			data = proto_launch_data(common, &(struct proto_launch_node){
-							     .node_rank = (int)sched_col_i64(res, i, 3),
-							     .first_rank = (int)sched_col_i64(res, i, 4),
+							     .node_rank = u->node_rank,
+							     .first_rank = u->first_rank,
 							     .gpus = g,
 							     .ngpus = ng,
-							     .boot_id = ty_pg_val(res, i, 7),
+							     .boot_id = u->boot_id,
 							 });
 		}
 		if (!data) {
 			rc = ty_err_set(err, TY_ENOMEM, NULL);
-		} else if (!(rc = sched_outbox_add(s, PROTO_LAUNCH, node, job, attempt, data,
+		} else if (!(rc = sched_outbox_add(s, PROTO_LAUNCH, node, u->job, u->attempt, data,
 						   err))) {
-			const char *q[] = {PQgetvalue(res, i, 0), PQgetvalue(res, i, 1), node};
-
 			ty_info("job %lld: re-sending the launch of attempt %lld to node '%s', "
 				"which has not acknowledged it",
-				(long long)job, (long long)attempt, node);
-			rc = ty_pg_exec(
-			    NULL, s->pg,
-			    "UPDATE allocations SET launched_at = now() WHERE job_id = $1"
-			    " AND attempt = $2 AND node_id = $3",
-			    3, q, err);
+				(long long)u->job, (long long)u->attempt, node);
+			rc = sched_store_part_launched(s->pg, u->job, u->attempt, node, err);
 		}
 		json_decref(gpus);
 		json_decref(common);
 		json_decref(data);
 	}
-	PQclear(res);
+	sched_store_unacked_free(v, n);
 	return rc;
 }
 
@@ -242,63 +184,37 @@ static int resend_launches(struct sched *s, const char *const *p, struct ty_err 
  * A part whose end the node reported itself (exit_code set) is left alone:
  * a heartbeat sent before that report may be applied after it.
  */
-static int resend_kills(struct sched *s, const char *const *p, struct ty_err *err)
+static int resend_kills(struct sched *s, struct ty_err *err)
 {
-	PGresult *res = NULL;
+	struct sched_store_part_found *v = NULL;
 	json_t *data = NULL, *pdata = NULL;
-	int rc;
+	int rc, n = 0;
 
-	if ((rc = ty_pg_exec(
-		 &res, s->pg,
-		 "SELECT n.id, r.job, r.attempt, a.job_id IS NOT NULL,"
-		 " coalesce(t.state = 'stopping' AND t.failure_class = 'preempted', false)"
-		 " FROM nodes n CROSS JOIN LATERAL"
-		 "  jsonb_to_recordset(n.running) AS r(job bigint, attempt integer)"
-		 " LEFT JOIN attempts t ON t.job_id = r.job AND t.attempt = r.attempt"
-		 " LEFT JOIN allocations a ON a.job_id = r.job"
-		 "  AND a.attempt = r.attempt AND a.node_id = n.id"
-		 " WHERE n.state <> 'lost' AND (a.job_id IS NULL"
-		 "  OR (t.state NOT IN ('scheduled', 'starting', 'running')"
-		 "   AND a.exit_code IS NULL"
-		 /* a preempted attempt runs through its checkpoint grace period, and the
-		  * first kill of its live parts is sched_preempt_kills()'s to send */
-		 "   AND (a.killed_at IS NULL AND NOT (t.state = 'stopping'"
-		 "     AND t.kill_at IS NOT NULL AND a.exited_at IS NULL)"
-		 "    OR (n.last_heartbeat > a.killed_at"
-		 "    AND a.killed_at < now() - $1::integer * interval '1 millisecond'))))"
-		 " ORDER BY n.id, r.job, r.attempt",
-		 1, p, err)))
+	if ((rc = sched_store_strays(&v, &n, s->pg, s->o.resend_ms, err)))
 		return rc;
-	if (PQntuples(res) > 0 &&
-	    (!(data = json_pack("{s:s, s:i}", "reason", "over", "grace_seconds",
-				s->o.kill_grace_seconds)) ||
-	     !(pdata = json_pack("{s:s, s:i}", "reason", "preempted", "grace_seconds",
-				 s->o.kill_grace_seconds)))) {
+	if (n > 0 && (!(data = json_pack("{s:s, s:i}", "reason", "over", "grace_seconds",
+					  s->o.kill_grace_seconds)) ||
+		      !(pdata = json_pack("{s:s, s:i}", "reason", "preempted", "grace_seconds",
+					  s->o.kill_grace_seconds)))) {
 		json_decref(data);
-		PQclear(res);
+		sched_store_parts_found_free(v, n);
 		return ty_err_set(err, TY_ENOMEM, NULL);
 	}
-	for (int i = 0; i < PQntuples(res) && !rc; i++) {
-		const char *q[] = {PQgetvalue(res, i, 1), PQgetvalue(res, i, 2),
-				   PQgetvalue(res, i, 0)};
-		int64_t job = sched_col_i64(res, i, 1), attempt = sched_col_i64(res, i, 2);
-		bool preempted = !strcmp(PQgetvalue(res, i, 4), "t");
+	for (int i = 0; i < n && !rc; i++) {
+		const struct sched_store_part_found *k = &v[i];
 
 		ty_info("job %lld: node '%s' runs attempt %lld, which is %s: killing it",
-			(long long)job, q[2], (long long)attempt,
-			preempted ? "being preempted" : "over");
-		if ((rc = sched_outbox_add(s, PROTO_KILL, q[2], job, attempt,
-					   preempted ? pdata : data, err)))
+			(long long)k->job, k->node, (long long)k->attempt,
+			k->preempted ? "being preempted" : "over");
+		if ((rc = sched_outbox_add(s, PROTO_KILL, k->node, k->job, k->attempt,
+					   k->preempted ? pdata : data, err)))
 			break;
-		if (!strcmp(PQgetvalue(res, i, 3), "t"))
-			rc = ty_pg_exec(NULL, s->pg,
-					"UPDATE allocations SET killed_at = now() WHERE job_id = $1"
-					" AND attempt = $2 AND node_id = $3",
-					3, q, err);
+		if (k->allocated)
+			rc = sched_store_part_killed(s->pg, k->job, k->attempt, k->node, err);
 	}
 	json_decref(data);
 	json_decref(pdata);
-	PQclear(res);
+	sched_store_parts_found_free(v, n);
 	return rc;
 }
 
@@ -307,49 +223,34 @@ static int resend_kills(struct sched *s, const char *const *p, struct ty_err *er
  * neither runs it nor finished it: the node never got the launch. Its GPUs
  * are free.
  */
-static int release_unstarted(struct sched *s, const char *const *p, struct ty_err *err)
+static int release_unstarted(struct sched *s, struct ty_err *err)
 {
-	PGresult *res = NULL;
-	int rc;
+	struct sched_store_part_found *v = NULL;
+	int rc, n = 0;
 
-	if ((rc = ty_pg_exec(&res, s->pg,
-			     "UPDATE allocations a SET exited_at = now(),"
-			     " failure_class = 'cancelled', released_at = now()"
-			     " FROM attempts t, nodes n"
-			     " WHERE t.job_id = a.job_id AND t.attempt = a.attempt"
-			     " AND n.id = a.node_id AND a.released_at IS NULL"
-			     " AND t.state NOT IN ('scheduled', 'starting', 'running')"
-			     " AND a.killed_at IS NOT NULL AND n.last_heartbeat > a.killed_at"
-			     " AND a.killed_at < now() - $1::integer * interval '1 millisecond'"
-			     " AND NOT n.running @> jsonb_build_array(jsonb_build_object("
-			     "  'job', a.job_id, 'attempt', a.attempt))"
-			     " RETURNING a.job_id, a.attempt, a.node_id",
-			     1, p, err)))
+	if ((rc = sched_store_release_unstarted(&v, &n, s->pg, s->o.resend_ms, err)))
 		return rc;
-	for (int i = 0; i < PQntuples(res) && !rc; i++) {
-		ty_info("job %s: node '%s' never ran attempt %s: its GPUs are free",
-			PQgetvalue(res, i, 0), PQgetvalue(res, i, 2), PQgetvalue(res, i, 1));
+	for (int i = 0; i < n && !rc; i++) {
+		ty_info("job %lld: node '%s' never ran attempt %lld: its GPUs are free",
+			(long long)v[i].job, v[i].node, (long long)v[i].attempt);
 		s->capacity_freed = true;
-		sched_touch(s, sched_col_i64(res, i, 0));
-		rc = sched_settle_attempt(s, sched_col_i64(res, i, 0), sched_col_i64(res, i, 1),
-					  err);
+		sched_touch(s, v[i].job);
+		rc = sched_settle_attempt(s, v[i].job, v[i].attempt, err);
 	}
-	PQclear(res);
+	sched_store_parts_found_free(v, n);
 	return rc;
 }
 
 int sched_reconcile(struct sched *s, struct ty_err *err)
 {
-	char rb[24];
-	const char *p[] = {sched_i64(rb, s->o.resend_ms)};
 	int rc;
 
 	if ((rc = sched_tx_begin(s, err)))
 		return rc;
 	/* an exit event gets one reconcile period to arrive before the heartbeat's word is taken */
 	if ((rc = sched_apply_late_exits(s, s->o.reconcile_ms, err)) ||
-	    (rc = resend_launches(s, p, err)) || (rc = resend_kills(s, p, err)) ||
-	    (rc = release_unstarted(s, p, err))) {
+	    (rc = resend_launches(s, err)) || (rc = resend_kills(s, err)) ||
+	    (rc = release_unstarted(s, err))) {
 		ty_pg_rollback(s->pg);
 		return rc;
 	}

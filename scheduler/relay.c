@@ -8,13 +8,10 @@
  */
 #include "fault.h"
 #include "scheduler.h"
-#include "ty_buf.h"
 #include "ty_log.h"
 
 #include <stdlib.h>
 #include <string.h>
-
-#define RELAY_MAX_STR "1000" /* rows per pass */
 
 _Static_assert(sizeof(void *) >= sizeof(int64_t), "outbox ids travel as message opaques");
 
@@ -70,22 +67,6 @@ static void ids_del(struct sched_ids *ids, int64_t id)
 	ids->n--;
 }
 
-/* PostgreSQL array literal "{1,2,3}" of ids (new string, NULL on ENOMEM). */
-static char *ids_array(const struct sched_ids *ids)
-{
-	struct ty_buf b = TY_BUF_INIT;
-
-	ty_buf_puts(&b, "{");
-	for (int i = 0; i < ids->n; i++)
-		ty_buf_printf(&b, "%s%lld", i ? "," : "", (long long)ids->v[i]);
-	ty_buf_puts(&b, "}");
-	if (b.oom) {
-		ty_buf_free(&b);
-		return NULL;
-	}
-	return ty_buf_detach(&b);
-}
-
 void sched_relay_dr(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque)
 {
 	struct sched *s = opaque;
@@ -108,26 +89,18 @@ void sched_relay_dr(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque)
 
 int sched_relay(struct sched *s, struct ty_err *err)
 {
-	PGresult *res = NULL;
-	char *skip = NULL;
-	int rc = 0, sent = 0;
+	struct sched_store_outbox_row *v = NULL;
+	int rc = 0, sent = 0, n = 0;
 
 	if (!s->producer || s->dispatch_partitions <= 0)
 		return 0;
-	if (!(skip = ids_array(&s->inflight)))
-		return ty_err_set(err, TY_ENOMEM, NULL);
-	const char *p[] = {skip};
-
-	if ((rc = ty_pg_exec(&res, s->pg,
-			     "SELECT id, node_id, payload FROM dispatch_outbox"
-			     " WHERE id <> ALL ($1::bigint[]) ORDER BY id LIMIT " RELAY_MAX_STR,
-			     1, p, err)))
-		goto out;
-	for (int i = 0; i < PQntuples(res); i++) {
-		int64_t id = sched_col_i64(res, i, 0);
-		const char *node = PQgetvalue(res, i, 1);
-		const char *payload = PQgetvalue(res, i, 2);
-		size_t len = (size_t)PQgetlength(res, i, 2);
+	if ((rc = sched_store_outbox_next(&v, &n, s->pg, s->inflight.v, s->inflight.n, err)))
+		return rc;
+	for (int i = 0; i < n; i++) {
+		int64_t id = v[i].id;
+		const char *node = v[i].node;
+		const char *payload = v[i].payload;
+		size_t len = v[i].len;
 		char sig[TY_ED25519_SIG_HEX_LEN + 1];
 		rd_kafka_resp_err_t e;
 
@@ -157,7 +130,7 @@ int sched_relay(struct sched *s, struct ty_err *err)
 			break;
 		}
 		sent++;
-		if (sched_fault_armed && sent == 1 && PQntuples(res) > 1 &&
+		if (sched_fault_armed && sent == 1 && n > 1 &&
 		    sched_fault_due(SCHED_FAULT_RELAY_MID)) {
 			rd_kafka_flush(s->producer, 5000); /* the first row really is on the broker */
 			sched_fault_crash(SCHED_FAULT_RELAY_MID);
@@ -165,16 +138,13 @@ int sched_relay(struct sched *s, struct ty_err *err)
 	}
 	if (sent)
 		ty_debug("relayed %d dispatch message(s)", sent);
-	sched_metrics_outbox(s, PQntuples(res) - sent);
-out:
-	PQclear(res);
-	free(skip);
+	sched_metrics_outbox(s, n - sent);
+	sched_store_outbox_rows_free(v, n);
 	return rc;
 }
 
 int sched_relay_settle(struct sched *s, struct ty_err *err)
 {
-	char *ids = NULL;
 	int rc;
 
 	if (!s->producer)
@@ -185,26 +155,16 @@ int sched_relay_settle(struct sched *s, struct ty_err *err)
 	if (s->delivered.n == 0)
 		return 0;
 	SCHED_FAULT(SCHED_FAULT_RELAY_AFTER_SEND);
-	if (!(ids = ids_array(&s->delivered)))
-		return ty_err_set(err, TY_ENOMEM, NULL);
 	if ((rc = sched_tx_begin(s, err)))
-		goto out;
-	{
-		const char *p[] = {ids};
-
-		if ((rc = ty_pg_exec(NULL, s->pg,
-				     "DELETE FROM dispatch_outbox WHERE id = ANY ($1::bigint[])", 1,
-				     p, err))) {
-			ty_pg_rollback(s->pg);
-			goto out;
-		}
+		return rc;
+	if ((rc = sched_store_outbox_delete(s->pg, s->delivered.v, s->delivered.n, err))) {
+		ty_pg_rollback(s->pg);
+		return rc;
 	}
 	if ((rc = sched_tx_commit(s, err)))
-		goto out;
+		return rc;
 	for (int i = 0; i < s->delivered.n; i++)
 		ids_del(&s->inflight, s->delivered.v[i]);
 	s->delivered.n = 0;
-out:
-	free(ids);
-	return rc;
+	return 0;
 }

@@ -219,9 +219,10 @@ int sched_telemetry_record(struct sched *s, const struct proto_msg *m, struct ty
 {
 	const json_t *t = json_object_get(m->data, "telemetry");
 	struct sched_telemetry one, all, *v = NULL;
-	char jb[24], ab[24], bad[160], *text = NULL;
-	PGresult *res = NULL;
+	struct sched_store_telemetry *rows = NULL;
+	char bad[160], *text = NULL;
 	json_t *o = NULL;
+	bool first = false;
 	int *gpus = NULL, n, rc = 0;
 
 	if (!t || json_is_null(t))
@@ -244,40 +245,23 @@ int sched_telemetry_record(struct sched *s, const struct proto_msg *m, struct ty
 		rc = ty_err_set(err, TY_ENOMEM, NULL);
 		goto out;
 	}
-	{
-		const char *p[] = {sched_i64(jb, m->job), sched_i64(ab, m->attempt), m->node, text};
-
-		/* the first report of the node is kept: a redelivered one changes nothing */
-		if ((rc =
-			 ty_pg_exec(&res, s->pg,
-				    "UPDATE allocations SET telemetry = $4::jsonb WHERE job_id = $1"
-				    " AND attempt = $2 AND node_id = $3 AND telemetry IS NULL"
-				    " RETURNING 1",
-				    4, p, err)))
-			goto out;
-		if (PQntuples(res) == 0)
-			goto out;
-		PQclear(res);
-		res = NULL;
-		if ((rc = ty_pg_exec(&res, s->pg,
-				     "SELECT telemetry::text, cardinality(gpus) FROM allocations"
-				     " WHERE job_id = $1 AND attempt = $2 AND telemetry IS NOT NULL"
-				     " ORDER BY node_rank",
-				     2, p, err)))
-			goto out;
-	}
-	n = PQntuples(res);
+	if ((rc = sched_store_telemetry_node(&first, s->pg, m->job, m->attempt, m->node, text,
+					     err)) ||
+	    !first)
+		goto out;
+	if ((rc = sched_store_telemetry_nodes(&rows, &n, s->pg, m->job, m->attempt, err)))
+		goto out;
 	if (!(v = calloc((size_t)n, sizeof(*v))) || !(gpus = calloc((size_t)n, sizeof(*gpus)))) {
 		rc = ty_err_set(err, TY_ENOMEM, NULL);
 		goto out;
 	}
 	for (int i = 0; i < n; i++) {
-		json_t *stored = json_loads(PQgetvalue(res, i, 0), 0, NULL);
+		json_t *stored = json_loads(rows[i].telemetry, 0, NULL);
 
 		/* written above by this function: well formed */
 		sched_telemetry_parse(&v[i], bad, sizeof(bad), stored);
 		json_decref(stored);
-		gpus[i] = (int)sched_col_i64(res, i, 1);
+		gpus[i] = rows[i].gpus;
 	}
 	sched_telemetry_combine(&all, v, gpus, n);
 	json_decref(o);
@@ -288,19 +272,12 @@ int sched_telemetry_record(struct sched *s, const struct proto_msg *m, struct ty
 		rc = ty_err_set(err, TY_ENOMEM, NULL);
 		goto out;
 	}
-	{
-		const char *p[] = {jb, ab, text};
-
-		rc = ty_pg_exec(NULL, s->pg,
-				"UPDATE attempts SET gpu_telemetry = $3::jsonb"
-				" WHERE job_id = $1 AND attempt = $2",
-				3, p, err);
-	}
+	rc = sched_store_telemetry_attempt(s->pg, m->job, m->attempt, text, err);
 	if (!rc)
 		ty_debug("job %lld attempt %lld: telemetry of node '%s' recorded (%d node%s)",
 			 (long long)m->job, (long long)m->attempt, m->node, n, n == 1 ? "" : "s");
 out:
-	PQclear(res);
+	sched_store_telemetry_free(rows, n);
 	json_decref(o);
 	free(text);
 	free(v);
@@ -401,71 +378,38 @@ static const char *dur(char *buf, size_t sz, double seconds)
 
 int sched_idle_check(struct sched *s, const json_t *beats, struct ty_err *err)
 {
-	PGresult *res = NULL;
+	struct sched_store_idle *v = NULL;
 	char *text;
-	int rc;
+	int rc, n = 0;
 
 	if (!(text = json_dumps(beats, JSON_COMPACT)))
 		return ty_err_set(err, TY_ENOMEM, NULL);
-	const char *p[] = {text};
-	/*
-	 * The newest heartbeat of each node; its attempts idle at least their
-	 * team's limit, still live on the node, whose idle stretch began after
-	 * the attempt's last gpus_idle event (now − idle_seconds: the stretch's
-	 * start on the scheduler's clock); one node per attempt (the longest).
-	 */
-	rc = ty_pg_exec(
-	    &res, s->pg,
-	    "WITH h AS (SELECT DISTINCT ON (node) node, running FROM jsonb_to_recordset($1::jsonb)"
-	    "  AS h(node text, ord integer, running jsonb) ORDER BY node, ord DESC),"
-	    " c AS (SELECT h.node, r.* FROM h, jsonb_to_recordset(h.running)"
-	    "  AS r(job bigint, attempt integer, idle_seconds float8, gpu_util float8)),"
-	    " k AS (SELECT c.*, tm.idle_gpu_alert_seconds AS lim, j.state,"
-	    "  cardinality(a.gpus) AS gpus FROM c"
-	    "  JOIN jobs j ON j.id = c.job AND j.attempt = c.attempt"
-	    "  JOIN teams tm ON tm.id = j.team_id"
-	    "  JOIN attempts t ON t.job_id = c.job AND t.attempt = c.attempt"
-	    "  JOIN allocations a ON a.job_id = c.job AND a.attempt = c.attempt"
-	    "   AND a.node_id = c.node"
-	    "  WHERE c.idle_seconds >= tm.idle_gpu_alert_seconds"
-	    "  AND t.state IN ('starting', 'running') AND a.exited_at IS NULL"
-	    "  AND a.released_at IS NULL AND (t.idle_alert_at IS NULL"
-	    "   OR t.idle_alert_at < now() - make_interval(secs => c.idle_seconds))),"
-	    " x AS (SELECT DISTINCT ON (job, attempt) * FROM k"
-	    "  ORDER BY job, attempt, idle_seconds DESC, node)"
-	    " UPDATE attempts t SET idle_alert_at = now() FROM x"
-	    " WHERE t.job_id = x.job AND t.attempt = x.attempt"
-	    " RETURNING x.job, x.attempt, x.node, x.idle_seconds, x.gpu_util, x.gpus, x.lim,"
-	    " x.state",
-	    1, p, err);
+	rc = sched_store_idle_alerts(&v, &n, s->pg, text, err);
 	free(text);
-	for (int i = 0; !rc && i < PQntuples(res); i++) {
-		int64_t job = sched_col_i64(res, i, 0), attempt = sched_col_i64(res, i, 1);
-		int64_t gpus = sched_col_i64(res, i, 5), lim = sched_col_i64(res, i, 6);
-		const char *node = PQgetvalue(res, i, 2);
-		double idle = strtod(PQgetvalue(res, i, 3), NULL);
-		bool has_util = !PQgetisnull(res, i, 4);
-		double util = has_util ? strtod(PQgetvalue(res, i, 4), NULL) : 0;
+	for (int i = 0; !rc && i < n; i++) {
+		const struct sched_store_idle *x = &v[i];
+		int64_t gpus = x->gpus, lim = x->limit_s;
+		double idle = x->idle_seconds, util = x->util;
 		char d1[32], d2[32], utext[48] = "", msg[320];
 		json_t *data;
 
-		if (has_util)
+		if (x->has_util)
 			snprintf(utext, sizeof(utext), "GPU utilisation %.1f %%; ", util);
 		snprintf(msg, sizeof(msg),
 			 "attempt %lld has held %lld GPU%s on %s idle for %s (%steam limit %s)",
-			 (long long)attempt, (long long)gpus, gpus == 1 ? "" : "s", node,
+			 (long long)x->attempt, (long long)gpus, gpus == 1 ? "" : "s", x->node,
 			 dur(d1, sizeof(d1), idle), utext, dur(d2, sizeof(d2), (double)lim));
-		data = json_pack("{s:I, s:s, s:I, s:f, s:o, s:I}", "attempt", (json_int_t)attempt,
-				 "node", node, "gpus", (json_int_t)gpus, "idle_seconds", idle,
-				 "gpu_util", has_util ? json_real(util) : json_null(),
-				 "limit_seconds", (json_int_t)lim);
+		data = json_pack("{s:I, s:s, s:I, s:f, s:o, s:I}", "attempt",
+				 (json_int_t)x->attempt, "node", x->node, "gpus", (json_int_t)gpus,
+				 "idle_seconds", idle, "gpu_util",
+				 x->has_util ? json_real(util) : json_null(), "limit_seconds",
+				 (json_int_t)lim);
 		if (!data)
 			rc = ty_err_set(err, TY_ENOMEM, NULL);
 		else
-			rc = sched_job_event(s, job, EVENT_GPUS_IDLE, PQgetvalue(res, i, 7), msg,
-					     data, err);
+			rc = sched_job_event(s, x->job, EVENT_GPUS_IDLE, x->state, msg, data, err);
 		json_decref(data);
 	}
-	PQclear(res);
+	sched_store_idle_free(v, n);
 	return rc;
 }

@@ -45,11 +45,10 @@ static void accrue(double *add, const struct sched_usage *teams, int n, int64_t 
 int sched_usage_advance(struct sched_usage *teams, int n, struct sched *s, int64_t now_ms,
 			struct ty_err *err)
 {
+	struct sched_store_span *spans = NULL;
 	double *add = NULL;
-	PGresult *res = NULL;
 	int64_t from = now_ms;
-	char fb[24];
-	int rc;
+	int rc, nspans = 0;
 
 	if (n == 0)
 		return 0;
@@ -66,27 +65,11 @@ int sched_usage_advance(struct sched_usage *teams, int n, struct sched *s, int64
 	 * allocations, never both: live ones from the mirror (none of them is
 	 * in the ledger), released ones from PostgreSQL.
 	 */
-	const char *p[] = {sched_i64(fb, from)};
-	if ((rc = ty_pg_exec(&res, s->pg,
-			     "SELECT l.team_id, l.gpus,"
-			     " (extract(epoch FROM l.started_at) * 1000)::bigint,"
-			     " (extract(epoch FROM l.ended_at) * 1000)::bigint"
-			     " FROM usage_ledger l"
-			     " WHERE l.ended_at > to_timestamp($1::bigint / 1000.0)"
-			     " UNION ALL"
-			     " SELECT j.team_id, cardinality(a.gpus),"
-			     " (extract(epoch FROM t.created_at) * 1000)::bigint,"
-			     " (extract(epoch FROM a.released_at) * 1000)::bigint"
-			     " FROM allocations a JOIN attempts t USING (job_id, attempt)"
-			     " JOIN jobs j ON j.id = a.job_id"
-			     " WHERE a.released_at > to_timestamp($1::bigint / 1000.0)"
-			     " AND NOT EXISTS (SELECT 1 FROM usage_ledger l"
-			     "  WHERE l.job_id = a.job_id AND l.attempt = a.attempt)",
-			     1, p, err)))
+	if ((rc = sched_store_usage_spans(&spans, &nspans, s->pg, from, err)))
 		goto out;
-	for (int r = 0; r < PQntuples(res); r++)
-		accrue(add, teams, n, sched_col_i64(res, r, 0), sched_col_i64(res, r, 1),
-		       sched_col_i64(res, r, 2), sched_col_i64(res, r, 3), now_ms);
+	for (int r = 0; r < nspans; r++)
+		accrue(add, teams, n, spans[r].team, spans[r].gpus, spans[r].start_ms,
+		       spans[r].end_ms, now_ms);
 	for (int k = 0; k < s->mirror.nallocs; k++) {
 		const struct sched_malloc *a = &s->mirror.allocs[k];
 
@@ -102,7 +85,7 @@ int sched_usage_advance(struct sched_usage *teams, int n, struct sched *s, int64
 		teams[i].since_ms = now_ms;
 	}
 out:
-	PQclear(res);
+	free(spans);
 	free(add);
 	return rc;
 }

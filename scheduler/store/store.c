@@ -126,3 +126,10 @@ void sched_store_strs_free(char **v, int n)
 		free(v[i]);
 	free(v);
 }
+
+int64_t sched_col_i64(const PGresult *res, int row, int col)
+{
+	const char *v = ty_pg_val(res, row, col);
+
+	return v ? strtoll(v, NULL, 10) : 0;
+}

@@ -150,6 +150,68 @@ TY_TEST(a_rolled_back_savepoint_drops_exactly_the_rows_buffered_after_it)
 	done(s);
 }
 
+TY_TEST(the_savepoint_calls_undo_the_statements_and_the_rows_buffered_together)
+{
+	struct fx *f = fx_start();
+	struct sched *s = lead(f);
+	struct ty_err err = {0};
+	long long a = fx_submit(f, RES);
+	int base = atoi(last_seq(f, a));
+	struct sched_store_mark m1, m2;
+	char ab[24];
+	const char *p[] = {sched_i64(ab, a)};
+
+	REQUIRE_INT_EQ(sched_tx_begin(s, &err), 0);
+	/* released: what was done under it stays */
+	REQUIRE_INT_EQ(sched_store_savepoint(&m1, s->pg, &s->store, SCHED_SAVEPOINT_MSG, &err), 0);
+	CHECK_INT_EQ(m1.nev, 0);
+	REQUIRE_INT_EQ(
+	    ty_pg_exec(NULL, s->pg, "UPDATE jobs SET priority = 7 WHERE id = $1", 1, p, &err), 0);
+	CHECK_INT_EQ(sched_job_event(s, a, "kept", "pending", "kept", NULL, &err), 0);
+	REQUIRE_INT_EQ(sched_store_savepoint_release(s->pg, SCHED_SAVEPOINT_MSG, &err), 0);
+	/* rolled back: the statement and the event both go */
+	REQUIRE_INT_EQ(sched_store_savepoint(&m2, s->pg, &s->store, SCHED_SAVEPOINT_MSG, &err), 0);
+	CHECK_INT_EQ(m2.nev, 1);
+	REQUIRE_INT_EQ(
+	    ty_pg_exec(NULL, s->pg, "UPDATE jobs SET priority = 9 WHERE id = $1", 1, p, &err), 0);
+	CHECK_INT_EQ(sched_job_event(s, a, "dropped", "pending", "dropped", NULL, &err), 0);
+	CHECK_INT_EQ(add_kill(s, "n-dropped", a, 1), 0);
+	REQUIRE_INT_EQ(
+	    sched_store_savepoint_rollback(s->pg, &s->store, SCHED_SAVEPOINT_MSG, m2, &err), 0);
+	CHECK_INT_EQ(s->store.ev.n, 1);
+	CHECK_INT_EQ(s->store.ob.n, 0);
+	commit(s);
+
+	CHECK_STR_EQ(FX_Q(f, "SELECT priority FROM jobs WHERE id = $1", fx_n(a)), "7");
+	CHECK_STR_EQ(FX_Q(f,
+			  "SELECT string_agg(type, ',' ORDER BY seq) FROM job_events"
+			  " WHERE job_id = $1 AND seq > $2",
+			  fx_n(a), fx_n(base)),
+		     "kept");
+	CHECK_STR_EQ(FX_Q(f, "SELECT count(*) FROM dispatch_outbox WHERE node_id = 'n-dropped'"),
+		     "0");
+	done(s);
+}
+
+TY_TEST(a_rollback_to_a_savepoint_never_set_fails_and_still_drops_the_rows)
+{
+	struct fx *f = fx_start();
+	struct sched *s = lead(f);
+	struct ty_err err = {0};
+	long long a = fx_submit(f, RES);
+	struct sched_store_mark m;
+
+	REQUIRE_INT_EQ(sched_tx_begin(s, &err), 0);
+	m = sched_store_mark(&s->store);
+	CHECK_INT_EQ(sched_job_event(s, a, "dropped", "pending", "dropped", NULL, &err), 0);
+	/* no SAVEPOINT msg in this transaction */
+	CHECK(sched_store_savepoint_rollback(s->pg, &s->store, SCHED_SAVEPOINT_MSG, m, &err) != 0);
+	CHECK(strstr(err.msg, "msg") != NULL);
+	CHECK_INT_EQ(s->store.ev.n, 0);
+	ty_pg_rollback(s->pg);
+	done(s);
+}
+
 TY_TEST(a_rolled_back_transaction_leaves_nothing_for_the_next)
 {
 	struct fx *f = fx_start();
