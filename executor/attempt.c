@@ -351,7 +351,7 @@ static void rank_exited(struct exec_rank *r, int64_t status, int term_signal)
 			term_signal ? term_signal : code);
 		if (code != 0 && a->state == EXEC_RUNNING) {
 			a->pre_failed = r->local;
-			exec__attempt_stop(a, a->default_grace_ms, EXEC_CLASS_SYSTEM,
+			exec__attempt_stop(a, a->default_grace_ms, EXEC_CLASS(SYSTEM),
 					   EXEC_EXIT_NONE, "preflight failed");
 		} else if (code == 0 && !r->last_alive_ms)
 			r->last_alive_ms = ty_mono_ms();
@@ -374,12 +374,12 @@ static void rank_exited(struct exec_rank *r, int64_t status, int term_signal)
 	 * signal) ends it as preempted, not as a failure of its own.
 	 */
 	if (runtime_failed && a->state == EXEC_RUNNING)
-		exec__attempt_stop(a, a->default_grace_ms, EXEC_CLASS_SYSTEM, EXEC_EXIT_NONE,
+		exec__attempt_stop(a, a->default_grace_ms, EXEC_CLASS(SYSTEM), EXEC_EXIT_NONE,
 				   "the OCI runtime could not start rank %d in the container (exit "
 				   "code %d; its message is in the rank's log)",
 				   r->rank, code);
 	else if (a->state == EXEC_RUNNING && a->checkpoint_signal && (term_signal || code != 0))
-		exec__attempt_stop(a, a->default_grace_ms, EXEC_CLASS_PREEMPTED, EXEC_EXIT_NONE,
+		exec__attempt_stop(a, a->default_grace_ms, EXEC_CLASS(PREEMPTED), EXEC_EXIT_NONE,
 				   "preempted: rank %d ended after the checkpoint signal (%s)",
 				   r->rank, signal_name(a->checkpoint_signal));
 	/*
@@ -393,11 +393,11 @@ static void rank_exited(struct exec_rank *r, int64_t status, int term_signal)
 			r->cgroup_oom = cgroup_oom_rose(r);
 		}
 		if (term_signal)
-			exec__attempt_stop(a, a->default_grace_ms, EXEC_CLASS_SYSTEM, code,
+			exec__attempt_stop(a, a->default_grace_ms, EXEC_CLASS(SYSTEM), code,
 					   "rank %d was killed by signal %d (%s)", r->rank,
 					   term_signal, signal_name(term_signal));
 		else
-			exec__attempt_stop(a, a->default_grace_ms, EXEC_CLASS_USER, code,
+			exec__attempt_stop(a, a->default_grace_ms, EXEC_CLASS(USER), code,
 					   "rank %d exited with code %d", r->rank, code);
 	} else if (code == 0 && !r->last_alive_ms)
 		r->last_alive_ms = ty_mono_ms(); /* it ran: that counts as started */
@@ -559,7 +559,7 @@ static void container_delete(struct exec_attempt *a)
 static void set_hardware(struct exec_attempt *a, const struct hw_condition *c)
 {
 	snprintf(a->outcome.failure_class, sizeof(a->outcome.failure_class), "%s",
-		 EXEC_CLASS_HARDWARE);
+		 EXEC_CLASS(HARDWARE));
 	snprintf(a->outcome.evidence, sizeof(a->outcome.evidence), "%s", c->evidence);
 	a->outcome.log_only = false;
 	a->job_fault = false;
@@ -582,7 +582,7 @@ static void hardware_rule(struct exec_attempt *a)
 				     a->started_wall_ms))
 		return;
 	ty_info("job %lld attempt %lld: %s, not %s: %s was first seen while it ran",
-		(long long)a->job, (long long)a->attempt, EXEC_CLASS_HARDWARE,
+		(long long)a->job, (long long)a->attempt, EXEC_CLASS(HARDWARE),
 		a->outcome.failure_class, proto_condition_kind_name(c.kind));
 	set_hardware(a, &c);
 }
@@ -592,11 +592,11 @@ void exec__attempt_hardware(struct exec_attempt *a, const struct hw_condition *c
 	if (a->have_outcome || a->state != EXEC_RUNNING)
 		return;
 	if (c->gpu >= 0)
-		exec__attempt_stop(a, a->default_grace_ms, EXEC_CLASS_HARDWARE, EXEC_EXIT_NONE,
+		exec__attempt_stop(a, a->default_grace_ms, EXEC_CLASS(HARDWARE), EXEC_EXIT_NONE,
 				   "stopped: fatal %s condition on GPU %d",
 				   proto_condition_kind_name(c->kind), c->gpu);
 	else
-		exec__attempt_stop(a, a->default_grace_ms, EXEC_CLASS_HARDWARE, EXEC_EXIT_NONE,
+		exec__attempt_stop(a, a->default_grace_ms, EXEC_CLASS(HARDWARE), EXEC_EXIT_NONE,
 				   "stopped: fatal %s condition of the node",
 				   proto_condition_kind_name(c->kind));
 	set_hardware(a, c);
@@ -641,7 +641,7 @@ static void finish(struct exec_attempt *a)
 	if (a->classify_rank >= 0)
 		classify(a);
 	if (a->phase == EXEC_PHASE_PREFLIGHT && a->pre_failed >= 0 &&
-	    strcmp(o->failure_class, EXEC_CLASS_SYSTEM) == 0)
+	    strcmp(o->failure_class, EXEC_CLASS(SYSTEM)) == 0)
 		preflight_evidence(a);
 	hardware_rule(a);
 	data = json_pack("{s:i, s:s, s:s}", "exit_code", o->exit_code, "failure_class",
@@ -806,7 +806,7 @@ bool exec__attempt_checkpoint(struct exec_attempt *a, int sig, int64_t wait_ms)
 	a->checkpoint_signal = sig;
 	if (a->phase != EXEC_PHASE_RUN) {
 		/* nothing of the job ran: nothing to checkpoint */
-		exec__attempt_stop(a, a->default_grace_ms, EXEC_CLASS_PREEMPTED, EXEC_EXIT_NONE,
+		exec__attempt_stop(a, a->default_grace_ms, EXEC_CLASS(PREEMPTED), EXEC_EXIT_NONE,
 				   "preempted before the job's ranks started");
 		return true;
 	}
@@ -864,7 +864,7 @@ static void on_runtime_over(uv_timer_t *t)
 {
 	struct exec_attempt *a = t->data;
 
-	exec__attempt_stop(a, a->default_grace_ms, EXEC_CLASS_TIMEOUT, EXEC_EXIT_NONE,
+	exec__attempt_stop(a, a->default_grace_ms, EXEC_CLASS(TIMEOUT), EXEC_EXIT_NONE,
 			   "max runtime exceeded");
 }
 
@@ -943,13 +943,13 @@ static void on_live_tick(uv_timer_t *t)
 				 a->ranks[silent].rank,
 				 a->phase == EXEC_PHASE_PREFLIGHT ? " (preflight)" : "",
 				 (long long)(a->start_timeout_ms / 1000));
-		stop_with_tails(a, EXEC_CLASS_START_TIMEOUT, head);
+		stop_with_tails(a, EXEC_CLASS(START_TIMEOUT), head);
 		return;
 	}
 	if (a->hang_timeout_ms && now - latest >= a->hang_timeout_ms) {
 		snprintf(head, sizeof(head), "no rank showed output or progress for %lld s",
 			 (long long)(a->hang_timeout_ms / 1000));
-		stop_with_tails(a, EXEC_CLASS_HANG, head);
+		stop_with_tails(a, EXEC_CLASS(HANG), head);
 	}
 }
 
@@ -1274,7 +1274,7 @@ static void scan_done(uv_work_t *req, int status)
 	/* the handshake: the ranks answered the signal with a good checkpoint */
 	if (a->state == EXEC_RUNNING && a->checkpoint_signal && w->newest_valid >= 0 &&
 	    w->newest_valid > a->ckpt_signal_step)
-		exec__attempt_stop(a, a->default_grace_ms, EXEC_CLASS_PREEMPTED, EXEC_EXIT_NONE,
+		exec__attempt_stop(a, a->default_grace_ms, EXEC_CLASS(PREEMPTED), EXEC_EXIT_NONE,
 				   "preempted: checkpoint step %lld verified after the checkpoint "
 				   "signal",
 				   (long long)w->newest_valid);
@@ -1322,7 +1322,7 @@ static void on_ckpt_tick(uv_timer_t *t)
 	if (a->state != EXEC_RUNNING && a->state != EXEC_STOPPING)
 		return;
 	if (a->state == EXEC_RUNNING && a->ckpt_stop_at && ty_mono_ms() >= a->ckpt_stop_at) {
-		exec__attempt_stop(a, a->default_grace_ms, EXEC_CLASS_PREEMPTED, EXEC_EXIT_NONE,
+		exec__attempt_stop(a, a->default_grace_ms, EXEC_CLASS(PREEMPTED), EXEC_EXIT_NONE,
 				   "preempted: no newer checkpoint within %lld ms of the "
 				   "checkpoint signal",
 				   (long long)a->ckpt_wait_ms);
@@ -1341,7 +1341,7 @@ static bool spawn_all(struct exec_attempt *a, char *const *argv, bool preflight)
 
 	/* what a restarted executor needs to tell a finished attempt (rank_exit.c) */
 	if (!preflight && exec_local_ranks_write(a->dir, a->nranks, &err)) {
-		exec__attempt_stop(a, a->default_grace_ms, EXEC_CLASS_SYSTEM, EXEC_EXIT_NONE,
+		exec__attempt_stop(a, a->default_grace_ms, EXEC_CLASS(SYSTEM), EXEC_EXIT_NONE,
 				   "the job's ranks could not be started: %s", err.msg);
 		return false;
 	}
@@ -1352,7 +1352,7 @@ static bool spawn_all(struct exec_attempt *a, char *const *argv, bool preflight)
 		if (spawn_rank(a, r, argv, preflight, &err)) {
 			ty_warn("cannot start job %lld rank %d%s: %s", (long long)a->job, r->rank,
 				preflight ? " (preflight)" : "", err.msg);
-			exec__attempt_stop(a, a->default_grace_ms, EXEC_CLASS_SYSTEM,
+			exec__attempt_stop(a, a->default_grace_ms, EXEC_CLASS(SYSTEM),
 					   EXEC_EXIT_NONE, "rank %d could not be started%s: %s",
 					   r->rank, preflight ? " (preflight)" : "", err.msg);
 			return false;
@@ -1388,7 +1388,7 @@ static void run_phase(struct exec_attempt *a)
 		ty_info("job %lld attempt %lld: preflight passed on %d rank(s)", (long long)a->job,
 			(long long)a->attempt, a->nranks);
 		if (!(ranks = calloc((size_t)a->nranks, sizeof(*ranks)))) {
-			exec__attempt_stop(a, 0, EXEC_CLASS_SYSTEM, EXEC_EXIT_NONE,
+			exec__attempt_stop(a, 0, EXEC_CLASS(SYSTEM), EXEC_EXIT_NONE,
 					   "cannot start the ranks: out of memory");
 			return;
 		}
@@ -1615,13 +1615,13 @@ static void resume_done(uv_work_t *req, int status)
 		goto out;	     /* stopped (kill, shutdown) while it ran */
 	}
 	if (w->rc) {
-		exec__attempt_stop(a, 0, EXEC_CLASS_SYSTEM, EXEC_EXIT_NONE, "checkpoints: %s",
+		exec__attempt_stop(a, 0, EXEC_CLASS(SYSTEM), EXEC_EXIT_NONE, "checkpoints: %s",
 				   w->error);
 		goto out;
 	}
 	if (w->crc) {
 		a->job_fault = w->job_fault;
-		exec__attempt_stop(a, 0, EXEC_CLASS_SYSTEM, EXEC_EXIT_NONE, "container: %s",
+		exec__attempt_stop(a, 0, EXEC_CLASS(SYSTEM), EXEC_EXIT_NONE, "container: %s",
 				   w->cerror);
 		goto out;
 	}
@@ -1721,14 +1721,14 @@ int exec__attempt_start(struct exec_attempt **out, struct exec *x, struct proto_
 		    sizeof(a->workdir) ||
 	    exec_mkdirs(a->workdir, &err)) {
 		free(w);
-		exec__attempt_stop(a, 0, EXEC_CLASS_SYSTEM, EXEC_EXIT_NONE, "%s", err.msg);
+		exec__attempt_stop(a, 0, EXEC_CLASS(SYSTEM), EXEC_EXIT_NONE, "%s", err.msg);
 		return 0;
 	}
 	if ((size_t)snprintf(a->ckpt_dir, sizeof(a->ckpt_dir), "%s/job-%lld", o->checkpoint_root,
 			     (long long)a->job) >= sizeof(a->ckpt_dir) ||
 	    exec_mkdirs(a->ckpt_dir, &err)) {
 		free(w);
-		exec__attempt_stop(a, 0, EXEC_CLASS_SYSTEM, EXEC_EXIT_NONE, "checkpoints: %s",
+		exec__attempt_stop(a, 0, EXEC_CLASS(SYSTEM), EXEC_EXIT_NONE, "checkpoints: %s",
 				   err.msg[0] ? err.msg : "checkpoint root is too long");
 		return 0;
 	}
@@ -1737,7 +1737,7 @@ int exec__attempt_start(struct exec_attempt **out, struct exec *x, struct proto_
 		/* no uid: the launch's (the scheduler's) fault; a device missing: the node's */
 		a->job_fault = l->uid < 0;
 		resume_free(w);
-		exec__attempt_stop(a, 0, EXEC_CLASS_SYSTEM, EXEC_EXIT_NONE, "container: %s",
+		exec__attempt_stop(a, 0, EXEC_CLASS(SYSTEM), EXEC_EXIT_NONE, "container: %s",
 				   err.msg);
 		return 0;
 	}
@@ -1751,7 +1751,7 @@ int exec__attempt_start(struct exec_attempt **out, struct exec *x, struct proto_
 			a->ctr_init = w->init;
 		}
 		resume_free(w);
-		exec__attempt_stop(a, 0, EXEC_CLASS_SYSTEM, EXEC_EXIT_NONE,
+		exec__attempt_stop(a, 0, EXEC_CLASS(SYSTEM), EXEC_EXIT_NONE,
 				   "checkpoints: cannot verify them: %s", uv_strerror(urc));
 		return 0;
 	}

@@ -36,16 +36,16 @@ static const char *const class_names[EXEC_RULE_CLASSES] = {
     [EXEC_RULE_NOT_USER] = "not_user",
 };
 
-/* the failure class a rule class's match decides (NULL: it decides none) */
-static const char *const class_verdicts[EXEC_RULE_CLASSES] = {
-    [EXEC_RULE_HARDWARE] = EXEC_CLASS_HARDWARE,
-    [EXEC_RULE_OOM] = EXEC_CLASS_OOM,
-    [EXEC_RULE_SYSTEM] = EXEC_CLASS_SYSTEM,
-    [EXEC_RULE_USER_TRACEBACK] = EXEC_CLASS_USER,
-    [EXEC_RULE_WEAK_SYSTEM] = EXEC_CLASS_SYSTEM,
-    [EXEC_RULE_USER] = EXEC_CLASS_USER,
-    [EXEC_RULE_OOM_KILL] = EXEC_CLASS_OOM,
-    [EXEC_RULE_NOT_USER] = NULL,
+/* the failure class a rule class's match decides (PROTO_FAILURE_CLASS_COUNT: none) */
+static const enum proto_failure_class class_verdicts[EXEC_RULE_CLASSES] = {
+    [EXEC_RULE_HARDWARE] = PROTO_FAILURE_HARDWARE,
+    [EXEC_RULE_OOM] = PROTO_FAILURE_OOM,
+    [EXEC_RULE_SYSTEM] = PROTO_FAILURE_SYSTEM,
+    [EXEC_RULE_USER_TRACEBACK] = PROTO_FAILURE_USER,
+    [EXEC_RULE_WEAK_SYSTEM] = PROTO_FAILURE_SYSTEM,
+    [EXEC_RULE_USER] = PROTO_FAILURE_USER,
+    [EXEC_RULE_OOM_KILL] = PROTO_FAILURE_OOM,
+    [EXEC_RULE_NOT_USER] = PROTO_FAILURE_CLASS_COUNT,
 };
 
 /* what one log is searched for, strongest first */
@@ -280,7 +280,7 @@ static bool match_logs(struct exec_verdict *v, const struct exec_classifier *c,
 		if ((logs[i].rank == rank) == others)
 			continue;
 		if (match_class(line, sizeof(line), c, cls, logs[i].text)) {
-			set_verdict(v, class_verdicts[cls], logs[i].rank, line);
+			set_verdict(v, proto_failure_class_name(class_verdicts[cls]), logs[i].rank, line);
 			v->log_only = true;
 			return true;
 		}
@@ -317,7 +317,7 @@ static void decide(struct exec_verdict *v, const struct exec_classifier *c,
 	/* a broken GPU anywhere explains what its peers saw */
 	for (size_t i = 0; i < nlogs; i++)
 		if (match_class(line, sizeof(line), c, EXEC_RULE_HARDWARE, logs[i].text)) {
-			set_verdict(v, EXEC_CLASS_HARDWARE, logs[i].rank, line);
+			set_verdict(v, EXEC_CLASS(HARDWARE), logs[i].rank, line);
 			v->log_only = true;
 			return;
 		}
@@ -332,7 +332,7 @@ static void decide(struct exec_verdict *v, const struct exec_classifier *c,
 		snprintf(what, sizeof(what), "exit code %d", end->exit_code);
 	if (killed && end->cgroup_oom) {
 		snprintf(line, sizeof(line), "%s, memory cgroup oom_kill", what);
-		set_verdict(v, EXEC_CLASS_OOM, end->rank, line);
+		set_verdict(v, EXEC_CLASS(OOM), end->rank, line);
 		return;
 	}
 	if (killed && match_logs(v, c, EXEC_RULE_OOM_KILL, logs, nlogs, end->rank, false))
@@ -341,7 +341,7 @@ static void decide(struct exec_verdict *v, const struct exec_classifier *c,
 		return;
 	if (killed)
 		strcat(what, ", no OOM evidence");
-	set_verdict(v, end->signal || killed ? EXEC_CLASS_SYSTEM : EXEC_CLASS_USER, end->rank,
+	set_verdict(v, end->signal || killed ? EXEC_CLASS(SYSTEM) : EXEC_CLASS(USER), end->rank,
 		    what);
 	v->log_only = true; /* the exit code is the job's; a signal, below */
 }
@@ -354,7 +354,7 @@ void exec_classify(struct exec_verdict *v, const struct exec_classifier *c,
 	 * A signal the executor did not send is its own observation, and says
 	 * system by itself: a log line that agrees does not make it the job's word.
 	 */
-	if (end->signal && !strcmp(v->failure_class, EXEC_CLASS_SYSTEM))
+	if (end->signal && !strcmp(v->failure_class, EXEC_CLASS(SYSTEM)))
 		v->log_only = false;
 }
 

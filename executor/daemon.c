@@ -425,7 +425,7 @@ static void report_orphans(struct exec *x)
 		if (!r->job || (!orphan_gone(r) && now < x->orphan_deadline))
 			continue;
 		if (!exec_finished_find(&x->finished, r->job, r->attempt))
-			finish_now(x, r->job, r->attempt, EXEC_EXIT_NONE, EXEC_CLASS_SYSTEM,
+			finish_now(x, r->job, r->attempt, EXEC_EXIT_NONE, EXEC_CLASS(SYSTEM),
 				   "executor restarted");
 		r->job = 0;
 	}
@@ -554,7 +554,7 @@ static void fence_check(struct exec *x, int64_t now)
 		return;
 	for (struct exec_attempt *a = x->attempts; a; a = a->next)
 		if (a->state == EXEC_RUNNING) {
-			exec__attempt_stop(a, x->o->kill_grace_ms, EXEC_CLASS_SYSTEM,
+			exec__attempt_stop(a, x->o->kill_grace_ms, EXEC_CLASS(SYSTEM),
 					   EXEC_EXIT_NONE,
 					   "fenced: no heartbeat reached the broker for %lld ms",
 					   (long long)(now - x->hb_delivered));
@@ -663,7 +663,7 @@ static void on_launch(struct exec *x, const struct proto_msg *m)
 		ty_info("refusing launch of job %lld attempt %lld: this node is being preempted",
 			(long long)m->job, (long long)m->attempt);
 		memset(&l, 0, sizeof(l));
-		finish_now(x, m->job, m->attempt, EXEC_EXIT_NONE, EXEC_CLASS_PREEMPTED,
+		finish_now(x, m->job, m->attempt, EXEC_EXIT_NONE, EXEC_CLASS(PREEMPTED),
 			   "not started: this node is being preempted (spot notice)");
 		goto out;
 	}
@@ -671,11 +671,11 @@ static void on_launch(struct exec *x, const struct proto_msg *m)
 		ty_warn("rejecting launch of job %lld attempt %lld: %s", (long long)m->job,
 			(long long)m->attempt, err.msg);
 		snprintf(msg, sizeof(msg), "invalid launch: %.200s", err.msg);
-		finish_now(x, m->job, m->attempt, EXEC_EXIT_NONE, EXEC_CLASS_SYSTEM, msg);
+		finish_now(x, m->job, m->attempt, EXEC_EXIT_NONE, EXEC_CLASS(SYSTEM), msg);
 		goto out;
 	}
 	if (exec__attempt_start(&a, x, &l)) {
-		finish_now(x, m->job, m->attempt, EXEC_EXIT_NONE, EXEC_CLASS_SYSTEM,
+		finish_now(x, m->job, m->attempt, EXEC_EXIT_NONE, EXEC_CLASS(SYSTEM),
 			   "cannot start the attempt: out of memory");
 		goto out;
 	}
@@ -704,12 +704,12 @@ static void on_kill(struct exec *x, const struct proto_msg *m)
 	if (grace < 0 || grace > 3600)
 		grace = grace < 0 ? 0 : 3600;
 	if (a && reason && !strcmp(reason, "preempted")) {
-		exec__attempt_stop(a, (int64_t)grace * 1000, EXEC_CLASS_PREEMPTED, EXEC_EXIT_NONE,
+		exec__attempt_stop(a, (int64_t)grace * 1000, EXEC_CLASS(PREEMPTED), EXEC_EXIT_NONE,
 				   "preempted by the scheduler");
 		return;
 	}
 	if (a) {
-		exec__attempt_stop(a, (int64_t)grace * 1000, EXEC_CLASS_CANCELLED, EXEC_EXIT_NONE,
+		exec__attempt_stop(a, (int64_t)grace * 1000, EXEC_CLASS(CANCELLED), EXEC_EXIT_NONE,
 				   "killed by the scheduler (reason '%.64s')", reason);
 		return;
 	}
@@ -721,7 +721,7 @@ static void on_kill(struct exec *x, const struct proto_msg *m)
 	}
 	/* report it, so the scheduler hears from this node and a late launch is ignored */
 	snprintf(msg, sizeof(msg), "killed before it ran here (reason '%.64s')", reason);
-	finish_now(x, m->job, m->attempt, EXEC_EXIT_NONE, EXEC_CLASS_CANCELLED, msg);
+	finish_now(x, m->job, m->attempt, EXEC_EXIT_NONE, EXEC_CLASS(CANCELLED), msg);
 }
 
 /*
@@ -1293,7 +1293,7 @@ static void on_signal(uv_signal_t *h, int sig)
 	ty_info("stopping on signal %d", sig);
 	exec__warm_stop(x);
 	for (struct exec_attempt *a = x->attempts; a; a = a->next)
-		exec__attempt_stop(a, x->o->kill_grace_ms, EXEC_CLASS_SYSTEM, EXEC_EXIT_NONE,
+		exec__attempt_stop(a, x->o->kill_grace_ms, EXEC_CLASS(SYSTEM), EXEC_EXIT_NONE,
 				   "executor stopped");
 	maybe_close(x);
 }

@@ -16,6 +16,7 @@
 
 #include "hw.h"
 #include "launch.h"
+#include "lifecycle.h"
 #include "proto.h"
 #include "runtime.h"
 #include "ty_buf.h"
@@ -38,16 +39,8 @@
 #define EXEC_CLASS_MAX 16
 #define EXEC_MESSAGE_MAX 256
 
-/* Failure classes this executor reports (docs/dispatch.md). */
-#define EXEC_CLASS_USER "user"
-#define EXEC_CLASS_SYSTEM "system"
-#define EXEC_CLASS_CANCELLED "cancelled"
-#define EXEC_CLASS_TIMEOUT "timeout"
-#define EXEC_CLASS_PREEMPTED "preempted"
-#define EXEC_CLASS_OOM "oom"
-#define EXEC_CLASS_HARDWARE "hardware"
-#define EXEC_CLASS_HANG "hang"
-#define EXEC_CLASS_START_TIMEOUT "start_timeout"
+/* A failure class's name, from proto/lifecycle.h's list (docs/dispatch.md): EXEC_CLASS(SYSTEM). */
+#define EXEC_CLASS(name) proto_failure_class_name(PROTO_FAILURE_##name)
 #define EXEC_EVIDENCE_MAX 1024 /* bytes of attempt_exited.evidence */
 /* exit_code of an attempt that Trainyard ended rather than one of its ranks */
 #define EXEC_EXIT_NONE (-1)
