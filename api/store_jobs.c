@@ -409,3 +409,62 @@ int api_store_job_visible(bool *found, struct ty_pg *pg, const char *id, const c
 	PQclear(res);
 	return 0;
 }
+
+static const char pending_sql[] =
+	"SELECT count(*) FROM jobs WHERE team_id = $1 AND state = 'pending'";
+
+int api_store_jobs_pending(long long *n, struct ty_pg *pg, const char *team_id,
+			   struct ty_err *err)
+{
+	const char *p[1] = {team_id};
+	PGresult *res = NULL;
+	int rc;
+
+	*n = 0;
+	if ((rc = ty_pg_exec(&res, pg, pending_sql, 1, p, err)))
+		return rc;
+	*n = atoll(PQgetvalue(res, 0, 0));
+	PQclear(res);
+	return 0;
+}
+
+/*
+ * As job cancel does, trial by trial: pending ones end now, started ones
+ * get cancel_requested and the scheduler stops their gangs.
+ */
+static const char end_of_sweep_sql[] =
+	"WITH t AS (SELECT id, state FROM jobs WHERE sweep_id = $1"
+	"  AND state NOT IN ('succeeded', 'failed', 'cancelled', 'stopped')"
+	"  AND NOT cancel_requested ORDER BY id FOR UPDATE),"
+	" p AS (UPDATE jobs j SET state = 'cancelled', finished_at = now()"
+	"  FROM t WHERE j.id = t.id AND t.state = 'pending' RETURNING j.id),"
+	" c AS (UPDATE jobs j SET cancel_requested = true"
+	"  FROM t WHERE j.id = t.id AND t.state <> 'pending' RETURNING j.id)"
+	" SELECT (SELECT coalesce(array_agg(id), '{}') FROM p)::text,"
+	"  (SELECT coalesce(array_agg(id), '{}') FROM c)::text";
+/* the events in statements of their own: ty_job_event updates the rows again */
+static const char end_of_sweep_cancelled_sql[] =
+	"SELECT ty_job_event(x, 'cancelled', 'cancelled',"
+	"  'cancelled while pending (sweep cancel)', NULL)"
+	" FROM unnest($1::bigint[]) x ORDER BY x";
+static const char end_of_sweep_requested_sql[] =
+	"SELECT ty_job_event(j.id, 'cancel_requested', j.state,"
+	"  'cancel requested (sweep cancel)', NULL)"
+	" FROM jobs j WHERE j.id = ANY($1::bigint[]) ORDER BY j.id";
+
+int api_store_jobs_end_of_sweep(struct ty_pg *pg, struct ty_arena *a, const char *sweep_id,
+				struct ty_err *err)
+{
+	const char *p[1] = {sweep_id}, *ended = NULL, *requested = NULL;
+	PGresult *res = NULL;
+	int rc;
+
+	if ((rc = ty_pg_exec(&res, pg, end_of_sweep_sql, 1, p, err)))
+		return rc;
+	if (!(rc = api__store_text(&ended, a, res, 0, 0, err)))
+		rc = api__store_text(&requested, a, res, 0, 1, err);
+	PQclear(res);
+	if (rc || (rc = ty_pg_exec(NULL, pg, end_of_sweep_cancelled_sql, 1, &ended, err)))
+		return rc;
+	return ty_pg_exec(NULL, pg, end_of_sweep_requested_sql, 1, &requested, err);
+}
