@@ -210,11 +210,11 @@ int api_fail_problem(struct api_req *r, struct ty_err *err, const struct api_pro
 
 /*
  * Integer query parameter name in min..max into *out (def when absent).
- * 0, or -1 when it is malformed or out of range and a 400
- * invalid_parameter naming it was queued as the reply.
+ * 0, or the 400 invalid_parameter refusal naming it (api_fail) when it is
+ * malformed or out of range.
  */
-int api_int_param(struct api_req *r, long long *out, const char *name, long long def,
-		  long long min, long long max);
+int api_int_param(struct api_req *r, struct ty_err *err, long long *out, const char *name,
+		  long long def, long long min, long long max);
 /* The team id non-admins are limited to (arena text), or NULL for an admin. */
 const char *api_scope(struct api_req *r);
 /* Query parameter (borrowed from MHD) or NULL. */

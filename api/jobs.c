@@ -379,8 +379,8 @@ int api_h_jobs_stop(struct api_req *r, struct ty_err *err)
 	return end_job(r, true, err);
 }
 
-int api_int_param(struct api_req *r, long long *out, const char *name, long long def,
-		     long long min, long long max)
+int api_int_param(struct api_req *r, struct ty_err *err, long long *out, const char *name,
+		  long long def, long long min, long long max)
 {
 	const char *s = api_query(r, name);
 	char *end;
@@ -390,9 +390,8 @@ int api_int_param(struct api_req *r, long long *out, const char *name, long long
 		return 0;
 	*out = strtoll(s, &end, 10);
 	if (!*s || *end || *out < min || *out > max)
-		return api_reply_error(r, API_P_INVALID_PARAMETER, name,
-				       "'%s' must be an integer from %lld to %lld", name, min, max),
-		       -1;
+		return api_fail(r, err, API_P_INVALID_PARAMETER, name,
+				"'%s' must be an integer from %lld to %lld", name, min, max);
 	return 0;
 }
 
@@ -406,10 +405,10 @@ int api_h_jobs_events(struct api_req *r, struct ty_err *err)
 
 	if (!api_parse_id(&id, r->params[0]))
 		return job_not_found(r, err);
-	if (api_int_param(r, &after, "after", 0, 0, 2147483647) ||
-	    api_int_param(r, &wait, "wait", 0, 0, 60) ||
-	    api_int_param(r, &limit, "limit", 100, 1, 1000))
-		return 0;
+	if ((rc = api_int_param(r, err, &after, "after", 0, 0, 2147483647)) ||
+	    (rc = api_int_param(r, err, &wait, "wait", 0, 0, 60)) ||
+	    (rc = api_int_param(r, err, &limit, "limit", 100, 1, 1000)))
+		return rc;
 	if (!r->wait_deadline_ms)
 		r->wait_deadline_ms = ty_mono_ms() + wait * 1000;
 	p[0] = r->params[0];

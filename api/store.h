@@ -297,4 +297,32 @@ int api_store_sweep_lock(bool *found, struct ty_pg *pg, const char *id, const ch
 /* Mark sweep id cancelled (idempotent). */
 int api_store_sweep_cancelled(struct ty_pg *pg, const char *id, struct ty_err *err);
 
+/* ---- store_usage.c ---- */
+/*
+ * GET /v1/usage's document: usage of team team_id (NULL: all teams) from
+ * from_ms to to_ms (epoch milliseconds as text; NULL: 30 days before to,
+ * and now), grouped by group_by (team, job, pool or day).
+ */
+int api_store_usage(const char **doc, struct ty_pg *pg, struct ty_arena *a, const char *team_id,
+		    const char *from_ms, const char *to_ms, const char *group_by,
+		    struct ty_err *err);
+
+/* ---- store_job_metrics.c ---- */
+/* One trial metrics report (texts; attempt NULL: the job's current one). */
+struct api_metrics_report {
+	const char *job_id, *step, *attempt;
+	const char *metrics; /* a JSON object of name to number */
+	const char *scope; /* api_scope's */
+};
+/* Store m, merged into an earlier report of its step; *doc the stored row, NULL: no such job. */
+int api_store_job_metrics_put(const char **doc, struct ty_pg *pg, struct ty_arena *a,
+			      const struct api_metrics_report *m, struct ty_err *err);
+/*
+ * GET /v1/jobs/{id}/metrics's document: up to limit steps after after_step
+ * (of metric name only, when not NULL); NULL when no such job in scope.
+ */
+int api_store_job_metrics_page(const char **doc, struct ty_pg *pg, struct ty_arena *a,
+			       const char *job_id, const char *scope, const char *name,
+			       long long after_step, long long limit, struct ty_err *err);
+
 #endif
