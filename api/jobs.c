@@ -398,8 +398,7 @@ int api_int_param(struct api_req *r, struct ty_err *err, long long *out, const c
 int api_h_jobs_events(struct api_req *r, struct ty_err *err)
 {
 	long long after, wait, limit;
-	const char *p[4];
-	PGresult *res = NULL;
+	struct api_job_events ev;
 	int64_t id;
 	int rc;
 
@@ -411,52 +410,36 @@ int api_h_jobs_events(struct api_req *r, struct ty_err *err)
 		return rc;
 	if (!r->wait_deadline_ms)
 		r->wait_deadline_ms = ty_mono_ms() + wait * 1000;
-	p[0] = r->params[0];
-	p[1] = api_scope(r);
-	p[2] = ty_arena_printf(r->arena, "%lld", after);
-	p[3] = ty_arena_printf(r->arena, "%lld", limit);
 	for (;;) {
 		bool waiting = ty_mono_ms() < r->wait_deadline_ms;
 
 		/* armed before the query, so an event written meanwhile wakes us */
 		if (waiting)
 			api__watch_arm(r, id, r->wait_deadline_ms);
-		rc = ty_pg_exec(&res, r->pg,
-				"SELECT j.state, e.doc::text, e.last FROM jobs j,"
-				" LATERAL (SELECT coalesce(json_agg(json_build_object('seq', seq,"
-				"  'type', type, 'state', state,"
-				"  'message', ty_redact_jobs(message, $2::bigint),"
-				"  'data', ty_redact_event_data(data, $2::bigint),"
-				"  'time', ty_ts(created_at)) ORDER BY seq), '[]') AS doc,"
-				"  max(seq) AS last FROM (SELECT * FROM job_events"
-				"  WHERE job_id = j.id AND seq > $3::int ORDER BY seq LIMIT $4::int) x) e"
-				" WHERE j.id = $1 AND ($2::bigint IS NULL OR j.team_id = $2)",
-				4, p, err);
-		if (rc || PQntuples(res) == 0 || ty_pg_val(res, 0, 2) || !waiting) {
+		rc = api_store_job_events(&ev, r->pg, r->arena, r->params[0], api_scope(r), after,
+					  limit, err);
+		if (rc || !ev.state || ev.last || !waiting) {
 			api__watch_disarm(r);
 			break;
 		}
-		PQclear(res);
-		res = NULL;
 		if (api__watch_park(r))
 			return 0; /* called again when woken */
 	}
 	if (rc)
 		return rc;
-	if (PQntuples(res) == 0) {
-		PQclear(res);
+	if (!ev.state)
 		return job_not_found(r, err);
-	}
 	{
 		struct ty_buf b = TY_BUF_INIT;
 
-		ty_buf_printf(&b, "{\"events\":%s,\"next_after\":%s,\"state\":\"%s\"}",
-			      PQgetvalue(res, 0, 1),
-			      ty_pg_val(res, 0, 2) ? PQgetvalue(res, 0, 2) : p[2],
-			      PQgetvalue(res, 0, 0));
+		ty_buf_printf(&b, "{\"events\":%s,\"next_after\":", ev.events);
+		if (ev.last)
+			ty_buf_puts(&b, ev.last);
+		else
+			ty_buf_printf(&b, "%lld", after);
+		ty_buf_printf(&b, ",\"state\":\"%s\"}", ev.state);
 		rc = b.oom ? ty_err_set(err, TY_ENOMEM, NULL) : api_reply_text(r, 200, b.data);
 		ty_buf_free(&b);
 	}
-	PQclear(res);
 	return rc;
 }

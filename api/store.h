@@ -188,6 +188,16 @@ int api_store_queue_page(const char **items, const char **next, struct ty_pg *pg
  */
 int api_store_jobs_end_of_sweep(struct ty_pg *pg, struct ty_arena *a, const char *sweep_id,
 				struct ty_err *err);
+/* A page of a job's events (texts in the arena). */
+struct api_job_events {
+	const char *state; /* the job's; NULL: no such job in scope */
+	const char *events; /* their JSON array, redacted for the viewer */
+	const char *last; /* the last one's seq; NULL: none after the cursor */
+};
+/* Up to limit events of job id after seq after (scope as api_scope's). */
+int api_store_job_events(struct api_job_events *ev, struct ty_pg *pg, struct ty_arena *a,
+			 const char *id, const char *scope, long long after, long long limit,
+			 struct ty_err *err);
 /* How many of team team_id's jobs are pending. */
 int api_store_jobs_pending(long long *n, struct ty_pg *pg, const char *team_id,
 			   struct ty_err *err);

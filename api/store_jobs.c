@@ -468,3 +468,37 @@ int api_store_jobs_end_of_sweep(struct ty_pg *pg, struct ty_arena *a, const char
 		return rc;
 	return ty_pg_exec(NULL, pg, end_of_sweep_requested_sql, 1, &requested, err);
 }
+
+static const char events_sql[] =
+	"SELECT j.state, e.doc::text, e.last FROM jobs j,"
+	" LATERAL (SELECT coalesce(json_agg(json_build_object('seq', seq,"
+	"  'type', type, 'state', state,"
+	"  'message', ty_redact_jobs(message, $2::bigint),"
+	"  'data', ty_redact_event_data(data, $2::bigint),"
+	"  'time', ty_ts(created_at)) ORDER BY seq), '[]') AS doc,"
+	"  max(seq) AS last FROM (SELECT * FROM job_events"
+	"  WHERE job_id = j.id AND seq > $3::int ORDER BY seq LIMIT $4::int) x) e"
+	" WHERE j.id = $1 AND ($2::bigint IS NULL OR j.team_id = $2)";
+
+int api_store_job_events(struct api_job_events *ev, struct ty_pg *pg, struct ty_arena *a,
+			 const char *id, const char *scope, long long after, long long limit,
+			 struct ty_err *err)
+{
+	char afterb[24], limb[24];
+	const char *p[4] = {id, scope, afterb, limb};
+	PGresult *res = NULL;
+	int rc = 0;
+
+	memset(ev, 0, sizeof(*ev));
+	snprintf(afterb, sizeof(afterb), "%lld", after);
+	snprintf(limb, sizeof(limb), "%lld", limit);
+	if ((rc = ty_pg_exec(&res, pg, events_sql, 4, p, err)))
+		return rc;
+	if (PQntuples(res) > 0 && !(rc = api__store_text(&ev->events, a, res, 0, 1, err)) &&
+	    !(rc = api__store_text(&ev->last, a, res, 0, 2, err)))
+		rc = api__store_text(&ev->state, a, res, 0, 0, err);
+	if (rc)
+		ev->state = NULL;
+	PQclear(res);
+	return rc;
+}
