@@ -335,4 +335,24 @@ int api_store_job_metrics_page(const char **doc, struct ty_pg *pg, struct ty_are
 			       const char *job_id, const char *scope, const char *name,
 			       long long after_step, long long limit, struct ty_err *err);
 
+/* ---- store_metrics.c ---- */
+/* GET /metrics's scrape-time queries: their first columns label, the rest are gauge values. */
+enum api_gauge_query {
+	API_GAUGES_JOBS, /* team, state | jobs */
+	API_GAUGES_QUEUE, /* team | pending jobs, oldest pending age */
+	API_GAUGES_TEAMS, /* team | allocated, nominal, borrowed GPUs, fair share */
+	API_GAUGES_IDLE, /* team | jobs holding idle GPUs */
+	API_GAUGES_NODES, /* state | nodes */
+	API_GAUGES_OUTBOX, /* | dispatch outbox rows */
+	API_GAUGES_COUNT
+};
+/* Rows of text (SQL NULL as ""), row-major: v[row * ncols + col]. */
+struct api_rows {
+	int n, ncols;
+	const char **v;
+};
+/* The rows of query q (in the arena). */
+int api_store_gauge_rows(struct api_rows *rows, struct ty_pg *pg, struct ty_arena *a,
+			 enum api_gauge_query q, struct ty_err *err);
+
 #endif
