@@ -130,6 +130,17 @@ int api_store_team_limits(struct api_team_limits *t, struct ty_pg *pg, struct ty
  */
 int api_store_team_lock(long long *max_pending, struct ty_pg *pg, const char *team_id,
 			struct ty_err *err);
+/* A limited team of a submission batch: its max_pending_jobs (-1: none) and pending jobs. */
+struct api_team_pending {
+	long long id, max, pending;
+};
+/*
+ * Lock the rows of teams team_ids[0..n) (texts, in id order, held to the
+ * commit) and count their pending jobs after the lock; *out a new array of
+ * *nt (free) of the teams there are.
+ */
+int api_store_teams_pending(struct api_team_pending **out, int *nt, struct ty_pg *pg,
+			    const char *const *team_ids, int n, struct ty_err *err);
 /* Team name's id (text), NULL when none. */
 int api_store_team_id(const char **id, struct ty_pg *pg, struct ty_arena *a, const char *name,
 		      struct ty_err *err);
@@ -198,6 +209,13 @@ struct api_job_events {
 int api_store_job_events(struct api_job_events *ev, struct ty_pg *pg, struct ty_arena *a,
 			 const char *id, const char *scope, long long after, long long limit,
 			 struct ty_err *err);
+/* An Idempotency-Key of a team, and whether a job has it. */
+struct api_job_key {
+	const char *team_id, *key;
+	bool taken; /* out */
+};
+/* Which of k[0..n) some job already has. */
+int api_store_jobs_keyed(struct api_job_key *k, int n, struct ty_pg *pg, struct ty_err *err);
 /* How many of team team_id's jobs are pending. */
 int api_store_jobs_pending(long long *n, struct ty_pg *pg, const char *team_id,
 			   struct ty_err *err);

@@ -502,3 +502,44 @@ int api_store_job_events(struct api_job_events *ev, struct ty_pg *pg, struct ty_
 	PQclear(res);
 	return rc;
 }
+
+static const char keyed_sql[] =
+	"SELECT j.team_id, j.idempotency_key FROM jsonb_to_recordset($1::jsonb)"
+	" AS k(team_id bigint, key text) JOIN jobs j"
+	" ON j.team_id = k.team_id AND j.idempotency_key = k.key";
+
+int api_store_jobs_keyed(struct api_job_key *k, int n, struct ty_pg *pg, struct ty_err *err)
+{
+	json_t *keys = json_array();
+	const char *p[1] = {NULL};
+	char *text = NULL;
+	PGresult *res = NULL;
+	int rc = 0;
+
+	for (int i = 0; i < n; i++)
+		k[i].taken = false;
+	for (int i = 0; keys && i < n; i++)
+		if (json_array_append_new(keys, json_pack("{s:I, s:s}", "team_id",
+							  (json_int_t)atoll(k[i].team_id), "key",
+							  k[i].key))) {
+			rc = ty_err_set(err, TY_ENOMEM, NULL);
+			goto out;
+		}
+	if (!keys || !(text = json_dumps(keys, JSON_COMPACT))) {
+		rc = ty_err_set(err, TY_ENOMEM, NULL);
+		goto out;
+	}
+	p[0] = text;
+	if ((rc = ty_pg_exec(&res, pg, keyed_sql, 1, p, err)))
+		goto out;
+	for (int r = 0; r < PQntuples(res); r++)
+		for (int i = 0; i < n; i++)
+			if (!strcmp(k[i].team_id, PQgetvalue(res, r, 0)) &&
+			    !strcmp(k[i].key, PQgetvalue(res, r, 1)))
+				k[i].taken = true;
+out:
+	PQclear(res);
+	free(text);
+	json_decref(keys);
+	return rc;
+}
