@@ -210,11 +210,11 @@ int api_fail_problem(struct api_req *r, struct ty_err *err, const struct api_pro
 
 /*
  * Integer query parameter name in min..max into *out (def when absent).
- * 0, or -1 when it is malformed or out of range and a 400
- * invalid_parameter naming it was queued as the reply.
+ * 0, or the 400 invalid_parameter refusal naming it (api_fail) when it is
+ * malformed or out of range.
  */
-int api_int_param(struct api_req *r, long long *out, const char *name, long long def,
-		  long long min, long long max);
+int api_int_param(struct api_req *r, struct ty_err *err, long long *out, const char *name,
+		  long long def, long long min, long long max);
 /* The team id non-admins are limited to (arena text), or NULL for an admin. */
 const char *api_scope(struct api_req *r);
 /* Query parameter (borrowed from MHD) or NULL. */
@@ -366,8 +366,8 @@ bool api_idempotency_key_ok(const char *k);
  * The team a job (or each sweep trial) of gpus GPUs is submitted to: the
  * token may submit there (else 403 forbidden), the team exists (else 422
  * unknown_team) and can ever hold gpus (else 422 exceeds_quota at field,
- * "<what> needs N GPUs ..."). *team_id: its id (arena), or NULL when a
- * refusal was queued as the reply. Returns a ty_err code.
+ * "<what> needs N GPUs ..."). *team_id: its id (arena). Returns 0, a ty
+ * code, or the refusal's (api_fail).
  */
 int api_submit_team(const char **team_id, struct api_req *r, const char *team, long long gpus,
 		    const char *field, const char *what, struct ty_err *err);
@@ -412,20 +412,16 @@ int api_team_lock(long long *max_pending, struct api_req *r, const char *team_id
 		  struct ty_err *err);
 /*
  * After api_team_lock: whether n more pending jobs fit under max_pending
- * (< 0: no limit). 0 with *refused false when they fit; *refused true when
- * a 429 pending_jobs_limit problem naming team was queued as the reply.
+ * (< 0: no limit). 0 when they fit, else a 429 pending_jobs_limit refusal
+ * naming team (api_fail).
  */
-int api_pending_admit(bool *refused, struct api_req *r, const char *team_id, const char *team,
+int api_pending_admit(struct api_req *r, const char *team_id, const char *team,
 		      long long max_pending, long long n, struct ty_err *err);
 /*
- * Answer a repeated Idempotency-Key: sql (n params) selects the stored
- * request_sha256 and the created object's JSON; the same body hash replays
- * it (200, Idempotent-Replayed), another is 409 idempotency_conflict.
- * TY_ECONFLICT (nothing replied) when no row has the key (yet).
+ * Answer a repeated Idempotency-Key from the stored request_sha256 and the
+ * created object's JSON: the same body hash replays it (200,
+ * Idempotent-Replayed), another is a 409 idempotency_conflict refusal.
  */
-int api_replay(struct api_req *r, const char *sql, int n, const char *const *params,
-	       const char *key, const char *hash, struct ty_err *err);
-/* Answer a repeated Idempotency-Key as api_replay does, from the stored hash and document. */
 int api_replay_doc(struct api_req *r, const char *stored_hash, const char *doc, const char *key,
 		   const char *hash, struct ty_err *err);
 

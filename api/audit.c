@@ -325,9 +325,9 @@ int api_h_audit_list(struct api_req *r, struct ty_err *err)
 		return bad_param(r, "token_id", "a token id", err);
 	if (method && !api_audit_method(method))
 		return bad_param(r, "method", "POST, PUT, PATCH or DELETE", err);
-	if (api_int_param(r, &status, "status", 0, 100, 599) ||
-	    api_int_param(r, &limit, "limit", 50, 1, 500))
-		return 0;
+	if ((rc = api_int_param(r, err, &status, "status", 0, 100, 599)) ||
+	    (rc = api_int_param(r, err, &limit, "limit", 50, 1, 500)))
+		return rc;
 	if (cursor && !api_parse_id(&v, cursor))
 		return api_fail(r, err, API_P_INVALID_PARAMETER, "cursor",
 				"'cursor' is not one this server gave out");

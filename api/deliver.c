@@ -8,6 +8,7 @@
  * receivers dedupe on Trainyard-Delivery.
  */
 #include "api.h"
+#include "store.h"
 #include "ty_crypto.h"
 #include "ty_log.h"
 #include "ty_time.h"
@@ -134,7 +135,8 @@ static struct curl_slist *add_hdr(struct curl_slist *l, bool *ok, const char *fm
 }
 
 /* Set up the POST of one claimed row; NULL when out of memory. */
-static struct transfer *transfer_new(const struct api_deliver *d, const PGresult *res, int row)
+static struct transfer *transfer_new(const struct api_deliver *d,
+				     const struct api_delivery_claim *c)
 {
 	struct transfer *t = calloc(1, sizeof(*t));
 	char sig[API_WEBHOOK_SIG_LEN];
@@ -142,24 +144,24 @@ static struct transfer *transfer_new(const struct api_deliver *d, const PGresult
 
 	if (!t)
 		return NULL;
-	t->id = strtoll(PQgetvalue(res, row, 0), NULL, 10);
-	t->n = atoi(PQgetvalue(res, row, 1));
-	t->body = strdup(PQgetvalue(res, row, 3));
-	t->secret = strdup(PQgetvalue(res, row, 5));
+	t->id = c->id;
+	t->n = c->n;
+	t->body = strdup(c->body);
+	t->secret = strdup(c->secret);
 	if (!t->body || !t->secret || !(t->easy = curl_easy_init()) ||
 	    api_webhook_signature(sig, sizeof(sig), t->secret, (long long)time(NULL), t->body,
 				  strlen(t->body)))
 		goto fail;
 	t->hdrs = add_hdr(t->hdrs, &ok, "Content-Type: application/json");
 	t->hdrs = add_hdr(t->hdrs, &ok, "User-Agent: Trainyard-Webhooks/1");
-	t->hdrs = add_hdr(t->hdrs, &ok, "Trainyard-Event: %s", PQgetvalue(res, row, 2));
+	t->hdrs = add_hdr(t->hdrs, &ok, "Trainyard-Event: %s", c->event);
 	t->hdrs = add_hdr(t->hdrs, &ok, "Trainyard-Delivery: %lld", (long long)t->id);
 	t->hdrs = add_hdr(t->hdrs, &ok, "Trainyard-Signature: %s", sig);
 	t->hdrs = add_hdr(t->hdrs, &ok, "Expect:"); /* no 100-continue round trip */
 	OPENSSL_cleanse(sig, sizeof(sig));
 	if (!ok)
 		goto fail;
-	curl_easy_setopt(t->easy, CURLOPT_URL, PQgetvalue(res, row, 4));
+	curl_easy_setopt(t->easy, CURLOPT_URL, c->url);
 	curl_easy_setopt(t->easy, CURLOPT_PROTOCOLS_STR, "http,https");
 	curl_easy_setopt(t->easy, CURLOPT_FOLLOWLOCATION, 0L);
 	curl_easy_setopt(t->easy, CURLOPT_NOSIGNAL, 1L);
@@ -183,32 +185,19 @@ fail:
  */
 static int claim(struct api_deliver *d, struct ty_pg *pg, int nfree, struct ty_err *err)
 {
-	char lim[16], lease[16];
-	const char *p[2] = {lim, lease};
-	PGresult *res = NULL;
-	int rc;
+	struct api_delivery_claim *c = NULL;
+	int rc, n;
 
-	snprintf(lim, sizeof(lim), "%d", nfree);
-	snprintf(lease, sizeof(lease), "%d", d->o.timeout_ms + LEASE_MARGIN_MS);
-	rc = ty_pg_exec(&res, pg,
-			"UPDATE webhook_deliveries d SET attempts = d.attempts + 1,"
-			" locked_until = now() + $2::int * interval '1 millisecond'"
-			" FROM webhooks w"
-			" WHERE w.id = d.webhook_id AND d.id IN (SELECT q.id FROM webhook_deliveries q"
-			"  WHERE q.state = 'pending' AND q.next_attempt_at <= now()"
-			"  AND (q.locked_until IS NULL OR q.locked_until <= now())"
-			"  ORDER BY q.next_attempt_at, q.id LIMIT $1::int FOR UPDATE SKIP LOCKED)"
-			" RETURNING d.id, d.attempts, d.event, d.payload::text, w.url, w.secret",
-			2, p, err);
-	if (rc)
+	if ((rc = api_store_deliveries_claim(&c, &n, pg, nfree, d->o.timeout_ms + LEASE_MARGIN_MS,
+					     err)))
 		return rc;
-	for (int i = 0; i < PQntuples(res); i++) {
-		struct transfer *t = transfer_new(d, res, i);
+	for (int i = 0; i < n; i++) {
+		struct transfer *t = transfer_new(d, &c[i]);
 		int slot = 0;
 
 		if (!t) {
-			ty_warn("webhook delivery %s: out of memory, retried after its lease",
-				PQgetvalue(res, i, 0));
+			ty_warn("webhook delivery %lld: out of memory, retried after its lease",
+				(long long)c[i].id);
 			continue;
 		}
 		while (d->slots[slot])
@@ -222,28 +211,20 @@ static int claim(struct api_deliver *d, struct ty_pg *pg, int nfree, struct ty_e
 		d->inflight++;
 		ty_debug("webhook delivery %lld: attempt %d", (long long)t->id, t->n);
 	}
-	/* the lease text of this result holds secrets: clear it before freeing */
-	for (int i = 0; i < PQntuples(res); i++)
-		OPENSSL_cleanse(PQgetvalue(res, i, 5), strlen(PQgetvalue(res, i, 5)));
-	PQclear(res);
+	api_store_claims_free(c, n);
 	return 0;
 }
 
 /* Milliseconds until the next delivery is due (IDLE_MS when none is). */
 static int64_t next_due_ms(struct ty_pg *pg, struct ty_err *err)
 {
-	PGresult *res = NULL;
 	int64_t ms = IDLE_MS;
+	bool any;
 
-	if (ty_pg_exec(&res, pg,
-		       "SELECT ceil(extract(epoch FROM min(greatest(next_attempt_at,"
-		       "  coalesce(locked_until, next_attempt_at))) - now()) * 1000)::bigint"
-		       " FROM webhook_deliveries WHERE state = 'pending'",
-		       0, NULL, err))
+	if (api_store_deliveries_next_due(&any, &ms, pg, err))
 		return 200; /* look again soon; the caller reconnects */
-	if (ty_pg_val(res, 0, 0))
-		ms = strtoll(PQgetvalue(res, 0, 0), NULL, 10);
-	PQclear(res);
+	if (!any)
+		ms = IDLE_MS;
 	return ms < 0 ? 0 : ms > IDLE_MS ? IDLE_MS : ms;
 }
 
@@ -251,60 +232,40 @@ static int64_t next_due_ms(struct ty_pg *pg, struct ty_err *err)
 static int record(struct api_deliver *d, struct ty_pg *pg, struct transfer *t, CURLcode cc,
 		  struct ty_err *err)
 {
-	char idb[24], nb[16], durb[24], stb[24], okb[2], maxb[16], delayb[24], errtext[300] = "";
+	char errtext[300] = "";
 	long status = 0;
-	bool ok;
-	int64_t dur = ty_mono_ms() - t->started_ms;
-	const char *p[8] = {idb, nb, durb, NULL, NULL, okb, maxb, delayb};
-	PGresult *res = NULL;
+	int64_t dur = ty_mono_ms() - t->started_ms, webhook_id;
+	struct api_delivery_attempt at = {.id = t->id, .n = t->n};
+	bool failed;
 	int rc;
 
 	if (cc == CURLE_OK)
 		curl_easy_getinfo(t->easy, CURLINFO_RESPONSE_CODE, &status);
-	ok = cc == CURLE_OK && status >= 200 && status < 300;
-	snprintf(idb, sizeof(idb), "%lld", (long long)t->id);
-	snprintf(nb, sizeof(nb), "%d", t->n);
-	snprintf(durb, sizeof(durb), "%lld", (long long)(dur > 0x7fffffff ? 0x7fffffff : dur));
-	snprintf(okb, sizeof(okb), "%s", ok ? "t" : "f");
-	snprintf(maxb, sizeof(maxb), "%d", d->o.max_attempts);
-	snprintf(delayb, sizeof(delayb), "%lld",
-		 (long long)api_webhook_backoff_ms(d->o.backoff_ms, d->o.backoff_max_ms, t->n,
-						   next_rand(d)));
+	at.ok = cc == CURLE_OK && status >= 200 && status < 300;
+	at.duration_ms = (int)(dur > 0x7fffffff ? 0x7fffffff : dur);
+	at.max_attempts = d->o.max_attempts;
+	at.delay_ms = api_webhook_backoff_ms(d->o.backoff_ms, d->o.backoff_max_ms, t->n,
+					     next_rand(d));
 	if (cc == CURLE_OK) {
-		snprintf(stb, sizeof(stb), "%ld", status);
-		p[3] = stb;
-		if (!ok) {
+		at.answered = true;
+		at.http_status = status;
+		if (!at.ok) {
 			snprintf(errtext, sizeof(errtext), "HTTP %ld", status);
-			p[4] = errtext;
+			at.error = errtext;
 		}
 	} else {
 		snprintf(errtext, sizeof(errtext), "%s",
 			 t->errbuf[0] ? t->errbuf : curl_easy_strerror(cc));
-		p[4] = errtext;
+		at.error = errtext;
 	}
-	rc = ty_pg_exec(&res, pg,
-			"WITH a AS (INSERT INTO webhook_attempts"
-			"  (delivery_id, n, started_at, duration_ms, http_status, error)"
-			"  VALUES ($1, $2, now() - $3::int * interval '1 millisecond', $3, $4, $5)"
-			"  ON CONFLICT DO NOTHING)"
-			" UPDATE webhook_deliveries SET locked_until = NULL, last_status = $4,"
-			"  last_error = $5,"
-			"  state = CASE WHEN $6::boolean THEN 'delivered'"
-			"   WHEN attempts >= $7::int THEN 'failed' ELSE 'pending' END,"
-			"  delivered_at = CASE WHEN $6::boolean THEN now() END,"
-			"  next_attempt_at = CASE WHEN $6::boolean THEN next_attempt_at"
-			"   ELSE now() + $8::bigint * interval '1 millisecond' END"
-			" WHERE id = $1 AND state = 'pending' RETURNING state, webhook_id",
-			8, p, err);
-	if (rc)
+	if ((rc = api_store_delivery_record(&failed, &webhook_id, pg, &at, err)))
 		return rc;
-	if (PQntuples(res) && !strcmp(PQgetvalue(res, 0, 0), "failed"))
-		ty_warn("webhook %s: delivery %s failed after %d attempts, the last: %s",
-			PQgetvalue(res, 0, 1), idb, t->n, errtext);
+	if (failed)
+		ty_warn("webhook %lld: delivery %lld failed after %d attempts, the last: %s",
+			(long long)webhook_id, (long long)t->id, t->n, errtext);
 	else
-		ty_debug("webhook delivery %s: attempt %d %s", idb, t->n,
-			 ok ? "delivered" : p[4]);
-	PQclear(res);
+		ty_debug("webhook delivery %lld: attempt %d %s", (long long)t->id, t->n,
+			 at.ok ? "delivered" : at.error);
 	return 0;
 }
 
@@ -345,35 +306,28 @@ static int reap(struct api_deliver *d, struct ty_pg **pg)
 /* On shutdown: drop the POSTs in flight and hand their rows back at once. */
 static void release_all(struct api_deliver *d, struct ty_pg *pg)
 {
-	char ids[4096];
-	size_t o = 0;
+	int64_t *ids = calloc((size_t)d->o.concurrency, sizeof(*ids));
+	int n = 0;
 
-	ids[o++] = '{';
 	for (int i = 0; i < d->o.concurrency; i++) {
 		struct transfer *t = d->slots[i];
 
 		if (!t)
 			continue;
-		if (o + 24 < sizeof(ids))
-			o += (size_t)snprintf(ids + o, sizeof(ids) - o, "%s%lld", o > 1 ? "," : "",
-					      (long long)t->id);
+		if (ids)
+			ids[n++] = t->id;
 		curl_multi_remove_handle(d->multi, t->easy);
 		transfer_free(t);
 		d->slots[i] = NULL;
 	}
-	ids[o++] = '}';
-	ids[o] = '\0';
-	if (pg && o > 2) {
-		const char *p[1] = {ids};
+	if (pg && n > 0) {
 		struct ty_err err = {0};
 
-		if (ty_pg_exec(NULL, pg,
-			       "UPDATE webhook_deliveries SET locked_until = NULL"
-			       " WHERE id = ANY($1::bigint[]) AND state = 'pending'",
-			       1, p, &err))
-			ty_warn("webhook deliveries %s stay claimed until their lease ends: %s",
-				ids, err.msg);
+		if (api_store_deliveries_release(pg, ids, n, &err))
+			ty_warn("%d webhook deliveries stay claimed until their lease ends: %s", n,
+				err.msg);
 	}
+	free(ids);
 	d->inflight = 0;
 }
 

@@ -3,6 +3,7 @@
  * attempt's token, or a member of its team) and GET /v1/jobs/{id}/metrics.
  */
 #include "api.h"
+#include "store.h"
 #include "ty_json.h"
 
 #include <math.h>
@@ -63,118 +64,73 @@ int api_metrics_report_check(const json_t *body, struct api_problem *p)
 	return 0;
 }
 
-/* A trial token reaches its own job only: 403 for any other (0: allowed). */
-static int trial_scope(struct api_req *r, int64_t job)
+static int job_not_found(struct api_req *r, struct ty_err *err)
+{
+	return api_fail(r, err, API_P_JOB_NOT_FOUND, NULL, "no job '%s'", r->params[0]);
+}
+
+/* A trial token reaches its own job only: 403 for any other. */
+static int trial_scope(struct api_req *r, int64_t job, struct ty_err *err)
 {
 	if (!r->auth.trial_job || r->auth.trial_job == job)
 		return 0;
-	api_reply_error(r, API_P_FORBIDDEN, NULL,
+	return api_fail(r, err, API_P_FORBIDDEN, NULL,
 			"this trial metrics token is for job %lld only, not job %lld",
 			(long long)r->auth.trial_job, (long long)job);
-	return -1;
 }
 
 int api_h_job_metrics_post(struct api_req *r, struct ty_err *err)
 {
 	struct api_problem prob = {0};
+	struct api_metrics_report m = {0};
 	char *metrics = NULL;
-	PGresult *res = NULL;
+	const char *doc;
 	int64_t id;
 	int rc;
 
 	if (!api_parse_id(&id, r->params[0]))
-		return api_reply_error(r, API_P_JOB_NOT_FOUND, NULL, "no job '%s'", r->params[0]);
-	if (trial_scope(r, id))
-		return 0;
+		return job_not_found(r, err);
+	if ((rc = trial_scope(r, id, err)))
+		return rc;
 	if (api_metrics_report_check(r->json, &prob))
-		return api_reply_problem(r, &prob);
+		return api_fail_problem(r, err, &prob);
 	if (!(metrics = json_dumps(json_object_get(r->json, "metrics"), JSON_COMPACT)))
 		return ty_err_set(err, TY_ENOMEM, NULL);
-	{
-		const char *p[5] = {
-		    r->params[0],
-		    ty_arena_printf(r->arena, "%lld",
-				    (long long)json_integer_value(json_object_get(r->json, "step"))),
-		    r->auth.trial_job ? ty_arena_printf(r->arena, "%d", r->auth.trial_attempt)
-				      : NULL,
-		    metrics, api_scope(r)};
-
-		/* a repeated step merges: the newest value of each name wins */
-		rc = ty_pg_exec(&res, r->pg,
-				"INSERT INTO job_metrics AS m (job_id, step, attempt, metrics)"
-				" SELECT j.id, $2, coalesce($3::integer, nullif(j.attempt, 0)),"
-				" $4::jsonb FROM jobs j"
-				" WHERE j.id = $1 AND ($5::bigint IS NULL OR j.team_id = $5)"
-				" ON CONFLICT (job_id, step) DO UPDATE SET"
-				" metrics = m.metrics || excluded.metrics,"
-				" attempt = excluded.attempt, reported_at = now()"
-				" RETURNING json_build_object('job_id', job_id, 'step', step,"
-				" 'attempt', attempt, 'metrics', metrics,"
-				" 'reported_at', ty_ts(reported_at))::text",
-				5, p, err);
-	}
+	m.job_id = r->params[0];
+	m.step = ty_arena_printf(r->arena, "%lld",
+				 (long long)json_integer_value(json_object_get(r->json, "step")));
+	m.attempt = r->auth.trial_job ? ty_arena_printf(r->arena, "%d", r->auth.trial_attempt)
+				      : NULL;
+	m.metrics = metrics;
+	m.scope = api_scope(r);
+	rc = api_store_job_metrics_put(&doc, r->pg, r->arena, &m, err);
 	free(metrics);
 	if (rc)
 		return rc;
-	rc = PQntuples(res) ? api_reply_text(r, 200, PQgetvalue(res, 0, 0))
-			    : api_reply_error(r, API_P_JOB_NOT_FOUND, NULL, "no job '%s'",
-					      r->params[0]);
-	PQclear(res);
-	return rc;
+	return doc ? api_reply_text(r, 200, doc) : job_not_found(r, err);
 }
 
 int api_h_job_metrics_get(struct api_req *r, struct ty_err *err)
 {
-	const char *name = api_query(r, "name");
+	const char *name = api_query(r, "name"), *doc;
 	long long after, limit;
-	PGresult *res = NULL;
 	int64_t id;
 	int rc;
 
 	if (!api_parse_id(&id, r->params[0]))
-		return api_reply_error(r, API_P_JOB_NOT_FOUND, NULL, "no job '%s'", r->params[0]);
-	if (trial_scope(r, id))
-		return 0;
-	if (name && !api_metric_name_ok(name))
-		return api_reply_error(r, API_P_INVALID_PARAMETER, "name",
-				       "'name' is not a metric name: 1 to %d characters of letters, "
-				       "digits and _ . : / -, starting with a letter or _",
-				       API_METRIC_NAME_MAX);
-	if (api_int_param(r, &after, "after_step", -1, -1, MAX_STEP) ||
-	    api_int_param(r, &limit, "limit", 100, 1, 1000))
-		return 0;
-	{
-		const char *p[5] = {r->params[0], api_scope(r), name,
-				    ty_arena_printf(r->arena, "%lld", after),
-				    ty_arena_printf(r->arena, "%lld", limit)};
-
-		/* one more row than asked tells whether another page exists */
-		rc = ty_pg_exec(
-		    &res, r->pg,
-		    "SELECT json_build_object('job_id', j.id,"
-		    " 'items', coalesce((SELECT json_agg(json_build_object('step', x.step,"
-		    "  'attempt', x.attempt, 'metrics', x.metrics, 'reported_at', ty_ts(x.reported_at))"
-		    "  ORDER BY x.step) FROM (SELECT step, attempt, reported_at,"
-		    "   CASE WHEN $3::text IS NULL THEN metrics"
-		    "   ELSE jsonb_build_object($3::text, metrics->$3::text) END AS metrics"
-		    "   FROM job_metrics WHERE job_id = j.id AND step > $4::bigint"
-		    "   AND ($3::text IS NULL OR metrics ? $3::text)"
-		    "   ORDER BY step LIMIT $5::integer) x), '[]'),"
-		    " 'next_after_step', (SELECT CASE WHEN count(*) > $5::integer"
-		    "  THEN max(step) FILTER (WHERE rn <= $5::integer) END"
-		    "  FROM (SELECT step, row_number() OVER (ORDER BY step) AS rn FROM job_metrics"
-		    "   WHERE job_id = j.id AND step > $4::bigint"
-		    "   AND ($3::text IS NULL OR metrics ? $3::text)"
-		    "   ORDER BY step LIMIT $5::integer + 1) y),"
-		    " 'latest', ty_job_latest_metrics(j.id))::text"
-		    " FROM jobs j WHERE j.id = $1 AND ($2::bigint IS NULL OR j.team_id = $2)",
-		    5, p, err);
-	}
-	if (rc)
+		return job_not_found(r, err);
+	if ((rc = trial_scope(r, id, err)))
 		return rc;
-	rc = PQntuples(res) ? api_reply_text(r, 200, PQgetvalue(res, 0, 0))
-			    : api_reply_error(r, API_P_JOB_NOT_FOUND, NULL, "no job '%s'",
-					      r->params[0]);
-	PQclear(res);
-	return rc;
+	if (name && !api_metric_name_ok(name))
+		return api_fail(r, err, API_P_INVALID_PARAMETER, "name",
+				"'name' is not a metric name: 1 to %d characters of letters, "
+				"digits and _ . : / -, starting with a letter or _",
+				API_METRIC_NAME_MAX);
+	if ((rc = api_int_param(r, err, &after, "after_step", -1, -1, MAX_STEP)) ||
+	    (rc = api_int_param(r, err, &limit, "limit", 100, 1, 1000)))
+		return rc;
+	if ((rc = api_store_job_metrics_page(&doc, r->pg, r->arena, r->params[0], api_scope(r),
+					     name, after, limit, err)))
+		return rc;
+	return doc ? api_reply_text(r, 200, doc) : job_not_found(r, err);
 }

@@ -1,6 +1,7 @@
 /* Job routes: submit, read, list, cancel, stop, events (with long-poll watch). */
 #include "api.h"
 #include "lifecycle.h"
+#include "store.h"
 #include "ty_crypto.h"
 #include "ty_json.h"
 #include "ty_time.h"
@@ -53,120 +54,66 @@ int api_submit_team_limited(const char **team_id, bool *limited, struct api_req 
 			    const char *what, struct ty_err *err)
 {
 	long long gpus = ask->gpus;
-	const char *params[1] = {team};
-	PGresult *res = NULL;
+	struct api_team_limits t;
 	int rc;
 
 	*team_id = NULL;
 	*limited = false;
 	if (r->auth.role != API_ROLE_ADMIN && strcmp(team, r->auth.team) != 0)
-		return api_reply_error(r, API_P_FORBIDDEN, "team",
-				       "a token of team '%s' cannot submit to team '%s'",
-				       r->auth.team, team);
-	if ((rc = ty_pg_exec(&res, r->pg,
-			     "SELECT id, nominal_gpus, borrowing_limit_gpus,"
-			     " max_pending_jobs IS NOT NULL, max_cpus, max_memory_mb"
-			     " FROM teams WHERE name = $1",
-			     1, params, err)))
+		return api_fail(r, err, API_P_FORBIDDEN, "team",
+				"a token of team '%s' cannot submit to team '%s'", r->auth.team,
+				team);
+	if ((rc = api_store_team_limits(&t, r->pg, r->arena, team, err)))
 		return rc;
-	if (PQntuples(res) == 0) {
-		rc = api_reply_error(r, API_P_UNKNOWN_TEAM, "team", "no team '%s'", team);
-		goto out;
-	}
-	if (ty_pg_val(res, 0, 2)) {
-		long long cap = atoll(PQgetvalue(res, 0, 1)) + atoll(PQgetvalue(res, 0, 2));
+	if (!t.id)
+		return api_fail(r, err, API_P_UNKNOWN_TEAM, "team", "no team '%s'", team);
+	if (t.borrowing) {
+		long long cap = atoll(t.nominal) + atoll(t.borrowing);
 
-		if (gpus > cap) {
-			rc = api_reply_error(r, API_P_EXCEEDS_QUOTA, field,
-					     "%s needs %lld GPUs but team '%s' can never hold more "
-					     "than %lld (nominal %s + borrowing limit %s)",
-					     what, gpus, team, cap, PQgetvalue(res, 0, 1),
-					     PQgetvalue(res, 0, 2));
-			goto out;
-		}
+		if (gpus > cap)
+			return api_fail(r, err, API_P_EXCEEDS_QUOTA, field,
+					"%s needs %lld GPUs but team '%s' can never hold more "
+					"than %lld (nominal %s + borrowing limit %s)",
+					what, gpus, team, cap, t.nominal, t.borrowing);
 	}
-	if (ty_pg_val(res, 0, 4) && ask->cpus > atoll(PQgetvalue(res, 0, 4))) {
-		rc = api_reply_error(r, API_P_EXCEEDS_QUOTA, field,
-				     "%s needs %lld CPUs but team '%s' can never hold more than %s "
-				     "(max_cpus)",
-				     what, ask->cpus, team, PQgetvalue(res, 0, 4));
-		goto out;
-	}
-	if (ty_pg_val(res, 0, 5) && ask->memory_mb > atoll(PQgetvalue(res, 0, 5))) {
-		rc = api_reply_error(r, API_P_EXCEEDS_QUOTA, field,
-				     "%s needs %lld MiB of memory but team '%s' can never hold more "
-				     "than %s (max_memory_mb)",
-				     what, ask->memory_mb, team, PQgetvalue(res, 0, 5));
-		goto out;
-	}
-	*team_id = ty_arena_strdup(r->arena, PQgetvalue(res, 0, 0));
-	*limited = PQgetvalue(res, 0, 3)[0] == 't';
-out:
-	PQclear(res);
-	return rc;
+	if (t.max_cpus && ask->cpus > atoll(t.max_cpus))
+		return api_fail(r, err, API_P_EXCEEDS_QUOTA, field,
+				"%s needs %lld CPUs but team '%s' can never hold more than %s "
+				"(max_cpus)",
+				what, ask->cpus, team, t.max_cpus);
+	if (t.max_memory_mb && ask->memory_mb > atoll(t.max_memory_mb))
+		return api_fail(r, err, API_P_EXCEEDS_QUOTA, field,
+				"%s needs %lld MiB of memory but team '%s' can never hold more "
+				"than %s (max_memory_mb)",
+				what, ask->memory_mb, team, t.max_memory_mb);
+	*team_id = t.id;
+	*limited = t.limited;
+	return 0;
 }
 
 int api_team_lock(long long *max_pending, struct api_req *r, const char *team_id,
 		  struct ty_err *err)
 {
-	const char *p[1] = {team_id};
-	PGresult *res = NULL;
-	int rc;
-
-	*max_pending = -1;
-	if ((rc = ty_pg_exec(&res, r->pg,
-			     "SELECT max_pending_jobs FROM teams WHERE id = $1 FOR UPDATE", 1, p,
-			     err)))
-		return rc;
-	/* no limit any more (or no team): nothing to count */
-	if (PQntuples(res) == 1 && ty_pg_val(res, 0, 0))
-		*max_pending = atoll(PQgetvalue(res, 0, 0));
-	PQclear(res);
-	return 0;
+	return api_store_team_lock(max_pending, r->pg, team_id, err);
 }
 
-int api_pending_admit(bool *refused, struct api_req *r, const char *team_id, const char *team,
+int api_pending_admit(struct api_req *r, const char *team_id, const char *team,
 		      long long max_pending, long long n, struct ty_err *err)
 {
-	const char *p[1] = {team_id};
-	PGresult *res = NULL;
 	long long pending;
 	int rc;
 
-	*refused = false;
 	if (max_pending < 0)
 		return 0;
-	if ((rc = ty_pg_exec(&res, r->pg,
-			     "SELECT count(*) FROM jobs WHERE team_id = $1 AND state = 'pending'", 1,
-			     p, err)))
+	if ((rc = api_store_jobs_pending(&pending, r->pg, team_id, err)))
 		return rc;
-	pending = atoll(PQgetvalue(res, 0, 0));
-	PQclear(res);
 	if (pending + n <= max_pending)
 		return 0;
-	*refused = true;
-	return api_reply_error(r, API_P_PENDING_JOBS_LIMIT, NULL,
-			       "team '%s' has %lld pending job(s) and a limit of %lld "
-			       "(max_pending_jobs): %lld more do not fit; submit again when some "
-			       "have started or were cancelled",
-			       team, pending, max_pending, n);
-}
-
-int api_replay(struct api_req *r, const char *sql, int n, const char *const *params,
-	       const char *key, const char *hash, struct ty_err *err)
-{
-	PGresult *res = NULL;
-	int rc;
-
-	if ((rc = ty_pg_exec(&res, r->pg, sql, n, params, err)))
-		return rc;
-	if (PQntuples(res) == 0) {
-		PQclear(res);
-		return ty_err_set(err, TY_ECONFLICT, "idempotency key vanished during submit");
-	}
-	rc = api_replay_doc(r, PQgetvalue(res, 0, 0), PQgetvalue(res, 0, 1), key, hash, err);
-	PQclear(res);
-	return rc;
+	return api_fail(r, err, API_P_PENDING_JOBS_LIMIT, NULL,
+			"team '%s' has %lld pending job(s) and a limit of %lld "
+			"(max_pending_jobs): %lld more do not fit; submit again when some "
+			"have started or were cancelled",
+			team, pending, max_pending, n);
 }
 
 int api_replay_doc(struct api_req *r, const char *stored_hash, const char *doc, const char *key,
@@ -239,13 +186,12 @@ int api_h_jobs_submit(struct api_req *r, struct ty_err *err)
 		return api_fail(r, err, API_P_INVALID_HEADER, "Idempotency-Key",
 				"'Idempotency-Key' must be 1 to 255 printable ASCII characters");
 	if (!(spec = api_validate_job(r->json, &p)))
-		return api_reply_problem(r, &p);
+		return api_fail_problem(r, err, &p);
 	team = json_string_value(json_object_get(spec, "team"));
 	ask = api_ask_of(json_object_get(spec, "resources"));
 	if ((rc = api_submit_team_limited(&team_id, &limited, r, team, &ask, "resources",
-					  "the job", err)) ||
-	    !team_id)
-		goto out; /* failed, or refused with a reply */
+					  "the job", err)))
+		goto out;
 	/* same key + same body (as parsed, so whitespace does not matter) = same job */
 	if (!(canon = ty_json_canonical(r->json))) {
 		rc = ty_err_set(err, TY_ENOMEM, NULL);
@@ -433,8 +379,8 @@ int api_h_jobs_stop(struct api_req *r, struct ty_err *err)
 	return end_job(r, true, err);
 }
 
-int api_int_param(struct api_req *r, long long *out, const char *name, long long def,
-		     long long min, long long max)
+int api_int_param(struct api_req *r, struct ty_err *err, long long *out, const char *name,
+		  long long def, long long min, long long max)
 {
 	const char *s = api_query(r, name);
 	char *end;
@@ -444,74 +390,56 @@ int api_int_param(struct api_req *r, long long *out, const char *name, long long
 		return 0;
 	*out = strtoll(s, &end, 10);
 	if (!*s || *end || *out < min || *out > max)
-		return api_reply_error(r, API_P_INVALID_PARAMETER, name,
-				       "'%s' must be an integer from %lld to %lld", name, min, max),
-		       -1;
+		return api_fail(r, err, API_P_INVALID_PARAMETER, name,
+				"'%s' must be an integer from %lld to %lld", name, min, max);
 	return 0;
 }
 
 int api_h_jobs_events(struct api_req *r, struct ty_err *err)
 {
 	long long after, wait, limit;
-	const char *p[4];
-	PGresult *res = NULL;
+	struct api_job_events ev;
 	int64_t id;
 	int rc;
 
 	if (!api_parse_id(&id, r->params[0]))
 		return job_not_found(r, err);
-	if (api_int_param(r, &after, "after", 0, 0, 2147483647) ||
-	    api_int_param(r, &wait, "wait", 0, 0, 60) ||
-	    api_int_param(r, &limit, "limit", 100, 1, 1000))
-		return 0;
+	if ((rc = api_int_param(r, err, &after, "after", 0, 0, 2147483647)) ||
+	    (rc = api_int_param(r, err, &wait, "wait", 0, 0, 60)) ||
+	    (rc = api_int_param(r, err, &limit, "limit", 100, 1, 1000)))
+		return rc;
 	if (!r->wait_deadline_ms)
 		r->wait_deadline_ms = ty_mono_ms() + wait * 1000;
-	p[0] = r->params[0];
-	p[1] = api_scope(r);
-	p[2] = ty_arena_printf(r->arena, "%lld", after);
-	p[3] = ty_arena_printf(r->arena, "%lld", limit);
 	for (;;) {
 		bool waiting = ty_mono_ms() < r->wait_deadline_ms;
 
 		/* armed before the query, so an event written meanwhile wakes us */
 		if (waiting)
 			api__watch_arm(r, id, r->wait_deadline_ms);
-		rc = ty_pg_exec(&res, r->pg,
-				"SELECT j.state, e.doc::text, e.last FROM jobs j,"
-				" LATERAL (SELECT coalesce(json_agg(json_build_object('seq', seq,"
-				"  'type', type, 'state', state,"
-				"  'message', ty_redact_jobs(message, $2::bigint),"
-				"  'data', ty_redact_event_data(data, $2::bigint),"
-				"  'time', ty_ts(created_at)) ORDER BY seq), '[]') AS doc,"
-				"  max(seq) AS last FROM (SELECT * FROM job_events"
-				"  WHERE job_id = j.id AND seq > $3::int ORDER BY seq LIMIT $4::int) x) e"
-				" WHERE j.id = $1 AND ($2::bigint IS NULL OR j.team_id = $2)",
-				4, p, err);
-		if (rc || PQntuples(res) == 0 || ty_pg_val(res, 0, 2) || !waiting) {
+		rc = api_store_job_events(&ev, r->pg, r->arena, r->params[0], api_scope(r), after,
+					  limit, err);
+		if (rc || !ev.state || ev.last || !waiting) {
 			api__watch_disarm(r);
 			break;
 		}
-		PQclear(res);
-		res = NULL;
 		if (api__watch_park(r))
 			return 0; /* called again when woken */
 	}
 	if (rc)
 		return rc;
-	if (PQntuples(res) == 0) {
-		PQclear(res);
+	if (!ev.state)
 		return job_not_found(r, err);
-	}
 	{
 		struct ty_buf b = TY_BUF_INIT;
 
-		ty_buf_printf(&b, "{\"events\":%s,\"next_after\":%s,\"state\":\"%s\"}",
-			      PQgetvalue(res, 0, 1),
-			      ty_pg_val(res, 0, 2) ? PQgetvalue(res, 0, 2) : p[2],
-			      PQgetvalue(res, 0, 0));
+		ty_buf_printf(&b, "{\"events\":%s,\"next_after\":", ev.events);
+		if (ev.last)
+			ty_buf_puts(&b, ev.last);
+		else
+			ty_buf_printf(&b, "%lld", after);
+		ty_buf_printf(&b, ",\"state\":\"%s\"}", ev.state);
 		rc = b.oom ? ty_err_set(err, TY_ENOMEM, NULL) : api_reply_text(r, 200, b.data);
 		ty_buf_free(&b);
 	}
-	PQclear(res);
 	return rc;
 }

@@ -5,6 +5,7 @@
  * query each. docs/metrics.md lists every series.
  */
 #include "api.h"
+#include "store.h"
 #include "ty_log.h"
 #include "ty_metrics.h"
 
@@ -74,37 +75,25 @@ struct gauge {
 
 /* The query's first columns are the label values, the rest one value per gauge. */
 struct query {
-	const char *sql;
+	enum api_gauge_query q;
 	int nlabels;
 	struct gauge gauges[4];
 	int ngauges;
 };
 
 static const struct query queries[] = {
-    {"SELECT t.name, s.state, count(j.id)"
-     " FROM teams t"
-     " CROSS JOIN (SELECT unnest(ARRAY['pending', 'scheduled', 'starting', 'running',"
-     "  'preempting']) UNION SELECT DISTINCT state FROM jobs) s(state)"
-     " LEFT JOIN jobs j ON j.team_id = t.id AND j.state = s.state"
-     " GROUP BY 1, 2 ORDER BY 1, 2",
+    {API_GAUGES_JOBS,
      2,
      {{"trainyard_jobs", "Jobs by state and team.", {"team", "state", NULL}}},
      1},
-    {"SELECT t.name, count(j.id),"
-     " coalesce(extract(epoch FROM now() - min(j.created_at)), 0)::float8"
-     " FROM teams t LEFT JOIN jobs j ON j.team_id = t.id AND j.state = 'pending'"
-     " GROUP BY 1 ORDER BY 1",
+    {API_GAUGES_QUEUE,
      1,
      {{"trainyard_queue_pending_jobs", "Pending jobs per team.", {"team", NULL}},
       {"trainyard_queue_oldest_pending_age_seconds",
        "Age of the team's oldest pending job (0 when none is pending).",
        {"team", NULL}}},
      2},
-    {"SELECT t.name,"
-     " (SELECT coalesce(sum(cardinality(a.gpus)), 0) FROM allocations a"
-     "  JOIN jobs j ON j.id = a.job_id WHERE a.released_at IS NULL AND j.team_id = t.id),"
-     " t.nominal_gpus, coalesce(u.gpus_borrowed, 0), coalesce(u.fair_share, 1)"
-     " FROM teams t LEFT JOIN team_usage u ON u.team_id = t.id ORDER BY 1",
+    {API_GAUGES_TEAMS,
      1,
      {{"trainyard_team_gpus_allocated",
        "GPUs held by the team's live allocations.",
@@ -117,52 +106,31 @@ static const struct query queries[] = {
        "The team's fair-share factor 2^(-usage/share) (as of the last scheduler cycle).",
        {"team", NULL}}},
      4},
-    /*
-     * Jobs a node's last heartbeat reported idle (every GPU of the attempt
-     * there, uninterrupted) for at least their team's limit; nodes.running
-     * holds what the scheduler kept of the heartbeat (docs/dispatch.md).
-     */
-    {"SELECT t.name, count(DISTINCT x.job_id) FROM teams t LEFT JOIN ("
-     "  SELECT j.team_id, j.id AS job_id FROM nodes n"
-     "  CROSS JOIN LATERAL jsonb_to_recordset(n.running)"
-     "   AS r(job bigint, attempt integer, idle_seconds float8)"
-     "  JOIN jobs j ON j.id = r.job AND j.attempt = r.attempt"
-     "  JOIN teams tm ON tm.id = j.team_id"
-     "  JOIN allocations a ON a.job_id = r.job AND a.attempt = r.attempt"
-     "   AND a.node_id = n.id"
-     "  WHERE n.state <> 'lost' AND jsonb_typeof(n.running) = 'array'"
-     "  AND jsonb_path_exists(n.running, '$[*] ? (@.idle_seconds >= 60)')"
-     "  AND r.idle_seconds >= tm.idle_gpu_alert_seconds"
-     "  AND j.state IN ('starting', 'running')"
-     "  AND a.exited_at IS NULL AND a.released_at IS NULL) x ON x.team_id = t.id"
-     " GROUP BY 1 ORDER BY 1",
+    {API_GAUGES_IDLE,
      1,
      {{"trainyard_jobs_gpus_idle",
        "Jobs holding GPUs idle on a node for at least their team's idle_gpu_alert_seconds "
        "(as of the node's last heartbeat).",
        {"team", NULL}}},
      1},
-    {"SELECT s.state, count(n.id)"
-     " FROM unnest(ARRAY['ready', 'not_ready', 'suspect', 'draining', 'drained', 'preempting',"
-     "  'lost']) s(state) LEFT JOIN nodes n ON ty_node_state(n.state, n.fault) = s.state"
-     " GROUP BY 1 ORDER BY 1",
+    {API_GAUGES_NODES,
      1,
      {{"trainyard_nodes", "Registered nodes by state, as GET /v1/nodes shows it.",
        {"state", NULL}}},
      1},
-    {"SELECT count(*) FROM dispatch_outbox",
+    {API_GAUGES_OUTBOX,
      0,
      {{"trainyard_dispatch_outbox_rows",
        "Dispatch messages written and not yet relayed to Kafka.",
        {NULL}}},
      1},
 };
-
-static int scrape_db(struct ty_metrics *m, struct ty_pg *pg, struct ty_err *err)
+static int scrape_db(struct ty_metrics *m, struct ty_pg *pg, struct ty_arena *a,
+		     struct ty_err *err)
 {
 	for (size_t q = 0; q < sizeof(queries) / sizeof(queries[0]); q++) {
 		const struct query *qu = &queries[q];
-		PGresult *res = NULL;
+		struct api_rows res;
 		int rc;
 
 		for (int g = 0; g < qu->ngauges; g++) {
@@ -171,25 +139,23 @@ static int scrape_db(struct ty_metrics *m, struct ty_pg *pg, struct ty_err *err)
 						    0, err)))
 				return rc;
 		}
-		if ((rc = ty_pg_exec(&res, pg, qu->sql, 0, NULL, err)))
+		if ((rc = api_store_gauge_rows(&res, pg, a, qu->q, err)))
 			return rc;
-		for (int row = 0; row < PQntuples(res); row++) {
+		for (int row = 0; row < res.n; row++) {
+			const char *const *cols = res.v + (size_t)row * (size_t)res.ncols;
 			const char *values[3] = {NULL, NULL, NULL};
 
 			for (int l = 0; l < qu->nlabels; l++)
-				values[l] = PQgetvalue(res, row, l);
+				values[l] = cols[l];
 			for (int g = 0; g < qu->ngauges; g++) {
-				double v = strtod(PQgetvalue(res, row, qu->nlabels + g), NULL);
+				double v = strtod(cols[qu->nlabels + g], NULL);
 
 				if ((rc = ty_metrics_set(m, qu->gauges[g].name,
-							 qu->nlabels ? values : NULL, v))) {
-					PQclear(res);
+							 qu->nlabels ? values : NULL, v)))
 					return ty_err_set(err, rc, "metrics: cannot set %s",
 							  qu->gauges[g].name);
-				}
 			}
 		}
-		PQclear(res);
 	}
 	return 0;
 }
@@ -205,7 +171,7 @@ int api_h_metrics(struct api_req *r, struct ty_err *err)
 		ty_metrics_free(db);
 		return ty_err_set(err, TY_ENOMEM, NULL);
 	}
-	if (!(rc = api__pool_get(&r->pg, r->srv, err)) && !(rc = scrape_db(db, r->pg, err)) &&
+	if (!(rc = api__pool_get(&r->pg, r->srv, err)) && !(rc = scrape_db(db, r->pg, r->arena, err)) &&
 	    !(rc = ty_metrics_write(requests, &out)) && (rc = ty_metrics_write(db, &out)))
 		ty_err_set(err, rc, NULL);
 	ty_metrics_free(db);

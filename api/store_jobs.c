@@ -409,3 +409,137 @@ int api_store_job_visible(bool *found, struct ty_pg *pg, const char *id, const c
 	PQclear(res);
 	return 0;
 }
+
+static const char pending_sql[] =
+	"SELECT count(*) FROM jobs WHERE team_id = $1 AND state = 'pending'";
+
+int api_store_jobs_pending(long long *n, struct ty_pg *pg, const char *team_id,
+			   struct ty_err *err)
+{
+	const char *p[1] = {team_id};
+	PGresult *res = NULL;
+	int rc;
+
+	*n = 0;
+	if ((rc = ty_pg_exec(&res, pg, pending_sql, 1, p, err)))
+		return rc;
+	*n = atoll(PQgetvalue(res, 0, 0));
+	PQclear(res);
+	return 0;
+}
+
+/*
+ * As job cancel does, trial by trial: pending ones end now, started ones
+ * get cancel_requested and the scheduler stops their gangs.
+ */
+static const char end_of_sweep_sql[] =
+	"WITH t AS (SELECT id, state FROM jobs WHERE sweep_id = $1"
+	"  AND state NOT IN ('succeeded', 'failed', 'cancelled', 'stopped')"
+	"  AND NOT cancel_requested ORDER BY id FOR UPDATE),"
+	" p AS (UPDATE jobs j SET state = 'cancelled', finished_at = now()"
+	"  FROM t WHERE j.id = t.id AND t.state = 'pending' RETURNING j.id),"
+	" c AS (UPDATE jobs j SET cancel_requested = true"
+	"  FROM t WHERE j.id = t.id AND t.state <> 'pending' RETURNING j.id)"
+	" SELECT (SELECT coalesce(array_agg(id), '{}') FROM p)::text,"
+	"  (SELECT coalesce(array_agg(id), '{}') FROM c)::text";
+/* the events in statements of their own: ty_job_event updates the rows again */
+static const char end_of_sweep_cancelled_sql[] =
+	"SELECT ty_job_event(x, 'cancelled', 'cancelled',"
+	"  'cancelled while pending (sweep cancel)', NULL)"
+	" FROM unnest($1::bigint[]) x ORDER BY x";
+static const char end_of_sweep_requested_sql[] =
+	"SELECT ty_job_event(j.id, 'cancel_requested', j.state,"
+	"  'cancel requested (sweep cancel)', NULL)"
+	" FROM jobs j WHERE j.id = ANY($1::bigint[]) ORDER BY j.id";
+
+int api_store_jobs_end_of_sweep(struct ty_pg *pg, struct ty_arena *a, const char *sweep_id,
+				struct ty_err *err)
+{
+	const char *p[1] = {sweep_id}, *ended = NULL, *requested = NULL;
+	PGresult *res = NULL;
+	int rc;
+
+	if ((rc = ty_pg_exec(&res, pg, end_of_sweep_sql, 1, p, err)))
+		return rc;
+	if (!(rc = api__store_text(&ended, a, res, 0, 0, err)))
+		rc = api__store_text(&requested, a, res, 0, 1, err);
+	PQclear(res);
+	if (rc || (rc = ty_pg_exec(NULL, pg, end_of_sweep_cancelled_sql, 1, &ended, err)))
+		return rc;
+	return ty_pg_exec(NULL, pg, end_of_sweep_requested_sql, 1, &requested, err);
+}
+
+static const char events_sql[] =
+	"SELECT j.state, e.doc::text, e.last FROM jobs j,"
+	" LATERAL (SELECT coalesce(json_agg(json_build_object('seq', seq,"
+	"  'type', type, 'state', state,"
+	"  'message', ty_redact_jobs(message, $2::bigint),"
+	"  'data', ty_redact_event_data(data, $2::bigint),"
+	"  'time', ty_ts(created_at)) ORDER BY seq), '[]') AS doc,"
+	"  max(seq) AS last FROM (SELECT * FROM job_events"
+	"  WHERE job_id = j.id AND seq > $3::int ORDER BY seq LIMIT $4::int) x) e"
+	" WHERE j.id = $1 AND ($2::bigint IS NULL OR j.team_id = $2)";
+
+int api_store_job_events(struct api_job_events *ev, struct ty_pg *pg, struct ty_arena *a,
+			 const char *id, const char *scope, long long after, long long limit,
+			 struct ty_err *err)
+{
+	char afterb[24], limb[24];
+	const char *p[4] = {id, scope, afterb, limb};
+	PGresult *res = NULL;
+	int rc = 0;
+
+	memset(ev, 0, sizeof(*ev));
+	snprintf(afterb, sizeof(afterb), "%lld", after);
+	snprintf(limb, sizeof(limb), "%lld", limit);
+	if ((rc = ty_pg_exec(&res, pg, events_sql, 4, p, err)))
+		return rc;
+	if (PQntuples(res) > 0 && !(rc = api__store_text(&ev->events, a, res, 0, 1, err)) &&
+	    !(rc = api__store_text(&ev->last, a, res, 0, 2, err)))
+		rc = api__store_text(&ev->state, a, res, 0, 0, err);
+	if (rc)
+		ev->state = NULL;
+	PQclear(res);
+	return rc;
+}
+
+static const char keyed_sql[] =
+	"SELECT j.team_id, j.idempotency_key FROM jsonb_to_recordset($1::jsonb)"
+	" AS k(team_id bigint, key text) JOIN jobs j"
+	" ON j.team_id = k.team_id AND j.idempotency_key = k.key";
+
+int api_store_jobs_keyed(struct api_job_key *k, int n, struct ty_pg *pg, struct ty_err *err)
+{
+	json_t *keys = json_array();
+	const char *p[1] = {NULL};
+	char *text = NULL;
+	PGresult *res = NULL;
+	int rc = 0;
+
+	for (int i = 0; i < n; i++)
+		k[i].taken = false;
+	for (int i = 0; keys && i < n; i++)
+		if (json_array_append_new(keys, json_pack("{s:I, s:s}", "team_id",
+							  (json_int_t)atoll(k[i].team_id), "key",
+							  k[i].key))) {
+			rc = ty_err_set(err, TY_ENOMEM, NULL);
+			goto out;
+		}
+	if (!keys || !(text = json_dumps(keys, JSON_COMPACT))) {
+		rc = ty_err_set(err, TY_ENOMEM, NULL);
+		goto out;
+	}
+	p[0] = text;
+	if ((rc = ty_pg_exec(&res, pg, keyed_sql, 1, p, err)))
+		goto out;
+	for (int r = 0; r < PQntuples(res); r++)
+		for (int i = 0; i < n; i++)
+			if (!strcmp(k[i].team_id, PQgetvalue(res, r, 0)) &&
+			    !strcmp(k[i].key, PQgetvalue(res, r, 1)))
+				k[i].taken = true;
+out:
+	PQclear(res);
+	free(text);
+	json_decref(keys);
+	return rc;
+}

@@ -4,6 +4,7 @@
  */
 #include "store.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 int api__store_text(const char **out, struct ty_arena *a, const PGresult *res, int row, int col,
@@ -162,4 +163,106 @@ int api_store_team_id(const char **id, struct ty_pg *pg, struct ty_arena *a, con
 	if ((rc = ty_pg_exec(&res, pg, id_sql, 1, p, err)))
 		return rc;
 	return doc_of(id, a, res, err);
+}
+
+static const char limits_sql[] = "SELECT id, nominal_gpus, borrowing_limit_gpus,"
+				 " max_pending_jobs IS NOT NULL, max_cpus, max_memory_mb"
+				 " FROM teams WHERE name = $1";
+
+int api_store_team_limits(struct api_team_limits *t, struct ty_pg *pg, struct ty_arena *a,
+			  const char *name, struct ty_err *err)
+{
+	const char *p[1] = {name};
+	PGresult *res = NULL;
+	int rc;
+
+	memset(t, 0, sizeof(*t));
+	if ((rc = ty_pg_exec(&res, pg, limits_sql, 1, p, err)))
+		return rc;
+	if (PQntuples(res) > 0 &&
+	    !(rc = api__store_text(&t->id, a, res, 0, 0, err)) &&
+	    !(rc = api__store_text(&t->nominal, a, res, 0, 1, err)) &&
+	    !(rc = api__store_text(&t->borrowing, a, res, 0, 2, err)) &&
+	    !(rc = api__store_text(&t->max_cpus, a, res, 0, 4, err)) &&
+	    !(rc = api__store_text(&t->max_memory_mb, a, res, 0, 5, err)))
+		t->limited = PQgetvalue(res, 0, 3)[0] == 't';
+	if (rc)
+		t->id = NULL;
+	PQclear(res);
+	return rc;
+}
+
+static const char lock_sql[] = "SELECT max_pending_jobs FROM teams WHERE id = $1 FOR UPDATE";
+
+int api_store_team_lock(long long *max_pending, struct ty_pg *pg, const char *team_id,
+			struct ty_err *err)
+{
+	const char *p[1] = {team_id};
+	PGresult *res = NULL;
+	int rc;
+
+	*max_pending = -1;
+	if ((rc = ty_pg_exec(&res, pg, lock_sql, 1, p, err)))
+		return rc;
+	/* no limit any more (or no team): nothing to count */
+	if (PQntuples(res) == 1 && ty_pg_val(res, 0, 0))
+		*max_pending = atoll(PQgetvalue(res, 0, 0));
+	PQclear(res);
+	return 0;
+}
+
+/* in id order: concurrent batches lock teams without a deadlock */
+static const char pending_lock_sql[] = "SELECT id, coalesce(max_pending_jobs, -1) FROM teams"
+				       " WHERE id = ANY($1::bigint[]) ORDER BY id FOR UPDATE";
+static const char pending_count_sql[] =
+	"SELECT team_id, count(*) FROM jobs WHERE team_id = ANY($1::bigint[])"
+	" AND state = 'pending' GROUP BY team_id";
+
+int api_store_teams_pending(struct api_team_pending **out, int *nt, struct ty_pg *pg,
+			    const char *const *team_ids, int n, struct ty_err *err)
+{
+	struct api_team_pending *t = NULL;
+	struct ty_buf ids = TY_BUF_INIT;
+	const char *p[1];
+	PGresult *res = NULL;
+	int rc = 0, k = 0;
+
+	*out = NULL;
+	*nt = 0;
+	ty_buf_puts(&ids, "{");
+	for (int i = 0; i < n; i++)
+		ty_buf_printf(&ids, "%s%s", i ? "," : "", team_ids[i]);
+	ty_buf_puts(&ids, "}");
+	if (ids.oom) {
+		rc = ty_err_set(err, TY_ENOMEM, NULL);
+		goto out;
+	}
+	p[0] = ids.data;
+	/* the count must come after the lock, in a statement of its own (api.h, api_team_lock) */
+	if ((rc = ty_pg_exec(&res, pg, pending_lock_sql, 1, p, err)))
+		goto out;
+	if (!(t = calloc((size_t)PQntuples(res) + 1, sizeof(*t)))) {
+		rc = ty_err_set(err, TY_ENOMEM, NULL);
+		goto out;
+	}
+	for (k = 0; k < PQntuples(res); k++) {
+		t[k].id = atoll(PQgetvalue(res, k, 0));
+		t[k].max = atoll(PQgetvalue(res, k, 1));
+	}
+	PQclear(res);
+	res = NULL;
+	if ((rc = ty_pg_exec(&res, pg, pending_count_sql, 1, p, err)))
+		goto out;
+	for (int i = 0; i < PQntuples(res); i++)
+		for (int j = 0; j < k; j++)
+			if (t[j].id == atoll(PQgetvalue(res, i, 0)))
+				t[j].pending = atoll(PQgetvalue(res, i, 1));
+	*out = t;
+	*nt = k;
+	t = NULL;
+out:
+	PQclear(res);
+	free(t);
+	ty_buf_free(&ids);
+	return rc;
 }

@@ -9,6 +9,7 @@
  * fixed delay: the thread takes whatever queued while the last batch ran.
  */
 #include "api.h"
+#include "store.h"
 #include "ty_log.h"
 
 #include <pthread.h>
@@ -40,107 +41,54 @@ static void fail(struct api_submission *x, int rc, const struct ty_err *err)
 		ty_err_set(&x->err, rc, NULL);
 }
 
-/* The team rows of limited submissions locked (in id order: no deadlock) and admitted in turn. */
-struct team_count {
-	long long id, max, pending;
-};
-
 /* After the team locks: the limited keyed submissions whose key has a job by now are REPLAY. */
 static int replays(struct ty_pg *pg, struct api_submission **x, int n, struct ty_err *err)
 {
-	json_t *keys = json_array();
-	const char *p[1] = {NULL};
-	char *text = NULL;
-	PGresult *res = NULL;
-	int rc = 0;
+	struct api_job_key *k = calloc((size_t)n, sizeof(*k));
+	int *of = calloc((size_t)n, sizeof(*of));
+	int nk = 0, rc = 0;
 
-	for (int i = 0; keys && i < n; i++)
-		if (x[i]->limited && x[i]->key && x[i]->result == API_SUB_QUEUED &&
-		    json_array_append_new(keys, json_pack("{s:I, s:s}", "team_id",
-							 (json_int_t)atoll(x[i]->team_id), "key",
-							 x[i]->key))) {
-			rc = ty_err_set(err, TY_ENOMEM, NULL);
-			goto out;
+	if (!k || !of) {
+		rc = ty_err_set(err, TY_ENOMEM, NULL);
+		goto out;
+	}
+	for (int i = 0; i < n; i++)
+		if (x[i]->limited && x[i]->key && x[i]->result == API_SUB_QUEUED) {
+			k[nk].team_id = x[i]->team_id;
+			k[nk].key = x[i]->key;
+			of[nk++] = i;
 		}
-	if (!keys) {
-		rc = ty_err_set(err, TY_ENOMEM, NULL);
+	if (nk == 0 || (rc = api_store_jobs_keyed(k, nk, pg, err)))
 		goto out;
-	}
-	if (json_array_size(keys) == 0)
-		goto out;
-	if (!(text = json_dumps(keys, JSON_COMPACT))) {
-		rc = ty_err_set(err, TY_ENOMEM, NULL);
-		goto out;
-	}
-	p[0] = text;
-	if ((rc = ty_pg_exec(&res, pg,
-			     "SELECT j.team_id, j.idempotency_key FROM jsonb_to_recordset($1::jsonb)"
-			     " AS k(team_id bigint, key text) JOIN jobs j"
-			     " ON j.team_id = k.team_id AND j.idempotency_key = k.key",
-			     1, p, err)))
-		goto out;
-	for (int k = 0; k < PQntuples(res); k++)
-		for (int i = 0; i < n; i++)
-			if (x[i]->key && x[i]->result == API_SUB_QUEUED &&
-			    !strcmp(x[i]->team_id, PQgetvalue(res, k, 0)) &&
-			    !strcmp(x[i]->key, PQgetvalue(res, k, 1)))
-				x[i]->result = API_SUB_REPLAY;
+	for (int j = 0; j < nk; j++)
+		if (k[j].taken)
+			x[of[j]]->result = API_SUB_REPLAY;
 out:
-	PQclear(res);
-	free(text);
-	json_decref(keys);
+	free(k);
+	free(of);
 	return rc;
 }
 
 static int admit(struct ty_pg *pg, struct api_submission **x, int n, struct ty_err *err)
 {
-	struct team_count *t = NULL;
-	struct ty_buf ids = TY_BUF_INIT;
-	const char *p[1];
-	PGresult *res = NULL;
-	int nt = 0, rc = 0;
+	struct api_team_pending *t = NULL;
+	const char **ids = calloc((size_t)n + 1, sizeof(*ids));
+	int nids = 0, nt = 0, rc = 0;
 
-	ty_buf_puts(&ids, "{");
+	if (!ids)
+		return ty_err_set(err, TY_ENOMEM, NULL);
 	for (int i = 0; i < n; i++)
 		if (x[i]->limited && x[i]->result == API_SUB_QUEUED)
-			ty_buf_printf(&ids, "%s%s", ids.len > 1 ? "," : "", x[i]->team_id);
-	ty_buf_puts(&ids, "}");
-	if (ids.oom) {
-		rc = ty_err_set(err, TY_ENOMEM, NULL);
-		goto out;
-	}
-	if (ids.len == 2)
+			ids[nids++] = x[i]->team_id;
+	if (nids == 0)
 		goto out; /* no limited team in this batch */
-	p[0] = ids.data;
-	/* the count must come after the lock, in a statement of its own (api.h, api_team_lock) */
-	if ((rc = ty_pg_exec(&res, pg,
-			     "SELECT id, coalesce(max_pending_jobs, -1) FROM teams"
-			     " WHERE id = ANY($1::bigint[]) ORDER BY id FOR UPDATE",
-			     1, p, err)))
+	if ((rc = api_store_teams_pending(&t, &nt, pg, ids, nids, err)))
 		goto out;
-	if (!(t = calloc((size_t)PQntuples(res) + 1, sizeof(*t)))) {
-		rc = ty_err_set(err, TY_ENOMEM, NULL);
-		goto out;
-	}
-	for (nt = 0; nt < PQntuples(res); nt++) {
-		t[nt].id = atoll(PQgetvalue(res, nt, 0));
-		t[nt].max = atoll(PQgetvalue(res, nt, 1));
-	}
-	PQclear(res);
-	if ((rc = ty_pg_exec(&res, pg,
-			     "SELECT team_id, count(*) FROM jobs WHERE team_id = ANY($1::bigint[])"
-			     " AND state = 'pending' GROUP BY team_id",
-			     1, p, err)))
-		goto out;
-	for (int i = 0; i < PQntuples(res); i++)
-		for (int k = 0; k < nt; k++)
-			if (t[k].id == atoll(PQgetvalue(res, i, 0)))
-				t[k].pending = atoll(PQgetvalue(res, i, 1));
 	/* a key whose job committed while this one waited replays it: it takes no slot */
 	if ((rc = replays(pg, x, n, err)))
 		goto out;
 	for (int i = 0; i < n; i++) {
-		struct team_count *c = NULL;
+		struct api_team_pending *c = NULL;
 
 		if (!x[i]->limited || x[i]->result != API_SUB_QUEUED)
 			continue;
@@ -161,9 +109,8 @@ static int admit(struct ty_pg *pg, struct api_submission **x, int n, struct ty_e
 					    x[i]->team, c->pending, c->max);
 	}
 out:
-	PQclear(res);
 	free(t);
-	ty_buf_free(&ids);
+	free(ids);
 	return rc;
 }
 

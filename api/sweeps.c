@@ -1,5 +1,6 @@
 /* Sweep routes: create (all trials in one transaction), read, list, cancel. */
 #include "sweep.h"
+#include "store.h"
 #include "ty_crypto.h"
 #include "ty_json.h"
 
@@ -11,9 +12,9 @@ static const char *const sweep_keys[] = {"team",   "name",           "template",
 					 "random", "max_concurrent", "objective", NULL};
 static const char *const objective_keys[] = {"metric", "direction", NULL};
 
-static int sweep_not_found(struct api_req *r)
+static int sweep_not_found(struct api_req *r, struct ty_err *err)
 {
-	return api_reply_error(r, API_P_SWEEP_NOT_FOUND, NULL, "no sweep '%s'", r->params[0]);
+	return api_fail(r, err, API_P_SWEEP_NOT_FOUND, NULL, "no sweep '%s'", r->params[0]);
 }
 
 /*
@@ -126,12 +127,14 @@ static json_t *check_template(const json_t *body, struct api_problem *p)
 static int replay(struct api_req *r, const char *team_id, const char *key, const char *hash,
 		  struct ty_err *err)
 {
-	const char *p[2] = {team_id, key};
+	const char *stored, *doc;
+	int rc;
 
-	return api_replay(r,
-			  "SELECT request_sha256, ty_sweep_json(s, true)::text FROM sweeps s"
-			  " WHERE team_id = $1 AND idempotency_key = $2",
-			  2, p, key, hash, err);
+	if ((rc = api_store_sweep_by_key(&stored, &doc, r->pg, r->arena, team_id, key, err)))
+		return rc;
+	if (!stored)
+		return ty_err_set(err, TY_ECONFLICT, "idempotency key vanished during submit");
+	return api_replay_doc(r, stored, doc, key, hash, err);
 }
 
 /* [{"spec": ..., "params": ...}, ...] for every parameter set. */
@@ -159,31 +162,29 @@ int api_h_sweeps_create(struct api_req *r, struct ty_err *err)
 	struct api_problem p = {0};
 	const char *key = api_header(r, "Idempotency-Key");
 	char hash[TY_SHA256_HEX_LEN + 1];
-	const char *params[12], *team;
+	struct api_sweep_new sw = {0};
+	const char *team, *id, *doc;
 	char *canon = NULL, *rows_text = NULL, *tmpl_text = NULL, *search_text = NULL,
 	     *obj_text = NULL;
 	json_t *objective = NULL, *spec = NULL, *sets = NULL, *rows = NULL, *search = NULL;
-	PGresult *res = NULL;
 	long long max_conc;
 	struct api_ask ask;
-	bool limited, refused;
+	bool limited;
 	int rc = 0;
 
 	if (key && !api_idempotency_key_ok(key))
-		return api_reply_error(r, API_P_INVALID_HEADER, "Idempotency-Key",
-				       "'Idempotency-Key' must be 1 to 255 printable ASCII "
-				       "characters");
+		return api_fail(r, err, API_P_INVALID_HEADER, "Idempotency-Key",
+				"'Idempotency-Key' must be 1 to 255 printable ASCII characters");
 	if (check_sweep(r->json, &objective, &max_conc, &p) ||
 	    !(spec = check_template(r->json, &p)) || !(sets = api_sweep_expand(r->json, &p))) {
-		rc = api_reply_problem(r, &p);
+		rc = api_fail_problem(r, err, &p);
 		goto out;
 	}
 	team = json_string_value(json_object_get(r->json, "team"));
 	ask = api_ask_of(json_object_get(spec, "resources"));
-	if ((rc = api_submit_team_limited(&params[0], &limited, r, team, &ask,
-					  "template.resources", "each trial", err)) ||
-	    !params[0])
-		goto out; /* failed, or refused with a reply */
+	if ((rc = api_submit_team_limited(&sw.team_id, &limited, r, team, &ask,
+					  "template.resources", "each trial", err)))
+		goto out;
 
 	{
 		const char *kind = json_object_get(r->json, "trials") ? "trials"
@@ -203,86 +204,59 @@ int api_h_sweeps_create(struct api_req *r, struct ty_err *err)
 		goto out;
 	}
 	ty_sha256_hex(hash, canon, strlen(canon));
-	if (key && (rc = replay(r, params[0], key, hash, err)) != TY_ECONFLICT)
+	if (key && (rc = replay(r, sw.team_id, key, hash, err)) != TY_ECONFLICT)
 		goto out; /* replayed, refused, or failed */
 	ty_err_clear(err);
 	{
 		const json_t *nm = json_object_get(r->json, "name");
 
-		params[1] = json_is_string(nm) ? json_string_value(nm) : NULL;
+		sw.name = json_is_string(nm) ? json_string_value(nm) : NULL;
 	}
-	params[2] = tmpl_text;
-	params[3] = search_text;
-	params[4] = max_conc ? ty_arena_printf(r->arena, "%lld", max_conc) : NULL;
-	params[5] = obj_text;
-	params[6] = key;
-	params[7] = key ? hash : NULL;
-	params[8] = rows_text;
-	params[9] = json_string_value(json_object_get(spec, "priority_class"));
-	params[10] = ty_arena_printf(r->arena, "%lld",
-				     (long long)json_integer_value(json_object_get(spec, "priority")));
-	params[11] = ty_arena_printf(r->arena, "submitted by token '%s' as a sweep trial",
+	sw.template = tmpl_text;
+	sw.search = search_text;
+	sw.max_concurrent = max_conc ? ty_arena_printf(r->arena, "%lld", max_conc) : NULL;
+	sw.objective = obj_text;
+	sw.key = key;
+	sw.hash = key ? hash : NULL;
+	sw.trials = rows_text;
+	sw.priority_class = json_string_value(json_object_get(spec, "priority_class"));
+	sw.priority = ty_arena_printf(r->arena, "%lld",
+				      (long long)json_integer_value(json_object_get(spec, "priority")));
+	sw.message = ty_arena_printf(r->arena, "submitted by token '%s' as a sweep trial",
 				     r->auth.token_name);
 	if ((rc = ty_pg_begin(r->pg, err)))
 		goto out;
 	if (limited) {
 		long long max;
 
-		if ((rc = api_team_lock(&max, r, params[0], err)))
+		if ((rc = api_team_lock(&max, r, sw.team_id, err)))
 			goto out; /* the pool rolls back */
 		/* under the team's row lock: a same-key request that held it is replayed */
-		if (key && (rc = replay(r, params[0], key, hash, err)) != TY_ECONFLICT) {
+		if (key && (rc = replay(r, sw.team_id, key, hash, err)) != TY_ECONFLICT) {
 			ty_pg_rollback(r->pg);
 			goto out;
 		}
 		ty_err_clear(err);
-		if ((rc = api_pending_admit(&refused, r, params[0], team, max,
-					    (long long)json_array_size(sets), err)) ||
-		    refused) {
+		if ((rc = api_pending_admit(r, sw.team_id, team, max,
+					    (long long)json_array_size(sets), err))) {
 			ty_pg_rollback(r->pg);
 			goto out;
 		}
 	}
 	/* the sweep, its trial jobs and their first events: one transaction */
-	rc = ty_pg_exec(&res, r->pg,
-			"WITH s AS (INSERT INTO sweeps (team_id, name, template, search,"
-			"  max_concurrent, objective, idempotency_key, request_sha256)"
-			"  VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING id),"
-			" j AS (INSERT INTO jobs (team_id, name, spec, priority_class, priority,"
-			"  labels, sweep_id, sweep_trial, sweep_params)"
-			"  SELECT $1, t.v->'spec'->>'name', t.v->'spec', $10, $11::int,"
-			"   t.v->'spec'->'labels', s.id, t.i - 1, t.v->'params'"
-			"  FROM s, jsonb_array_elements($9::jsonb) WITH ORDINALITY AS t(v, i)"
-			"  RETURNING id),"
-			/* volatile, so it sees j's rows; the main query reads e, so e runs */
-			" e AS (SELECT count(ty_job_event(id, 'submitted', 'pending', $12, NULL))"
-			"  FROM j)"
-			" SELECT s.id FROM s, e",
-			12, params, err);
-	if (!rc) {
-		const char *id[1];
-
-		id[0] = ty_arena_strdup(r->arena, PQgetvalue(res, 0, 0));
-		PQclear(res);
-		res = NULL;
-		rc = ty_pg_commit(r->pg, err);
-		if (!rc)
-			rc = ty_pg_exec(&res, r->pg,
-					"SELECT ty_sweep_json(s, true)::text FROM sweeps s"
-					" WHERE id = $1",
-					1, id, err);
-		if (!rc)
-			rc = api_reply_text(r, 201, PQgetvalue(res, 0, 0));
+	if (!(rc = api_store_sweep_insert(&id, r->pg, r->arena, &sw, err))) {
+		if (!(rc = ty_pg_commit(r->pg, err)) &&
+		    !(rc = api_store_sweep_get(&doc, r->pg, r->arena, id, NULL, err)))
+			rc = api_reply_text(r, 201, doc);
 		goto out;
 	}
 	ty_pg_rollback(r->pg);
 	if (rc == TY_ECONFLICT && key) {
 		/* a concurrent request with the same key won the race */
 		ty_err_clear(err);
-		rc = replay(r, params[0], key, hash, err);
+		rc = replay(r, sw.team_id, key, hash, err);
 	}
 out:
-	PQclear(res);
 	json_decref(objective);
 	json_decref(spec);
 	json_decref(sets);
@@ -298,135 +272,67 @@ out:
 
 int api_h_sweeps_get(struct api_req *r, struct ty_err *err)
 {
-	const char *p[2] = {r->params[0], api_scope(r)};
-	PGresult *res = NULL;
+	const char *doc;
 	int64_t id;
 	int rc;
 
 	if (!api_parse_id(&id, r->params[0]))
-		return sweep_not_found(r);
-	rc = ty_pg_exec(&res, r->pg,
-			"SELECT ty_sweep_json(s, true)::text FROM sweeps s"
-			" WHERE s.id = $1 AND ($2::bigint IS NULL OR s.team_id = $2)",
-			2, p, err);
-	if (rc)
+		return sweep_not_found(r, err);
+	if ((rc = api_store_sweep_get(&doc, r->pg, r->arena, r->params[0], api_scope(r), err)))
 		return rc;
-	rc = PQntuples(res) ? api_reply_text(r, 200, PQgetvalue(res, 0, 0)) : sweep_not_found(r);
-	PQclear(res);
-	return rc;
+	return doc ? api_reply_text(r, 200, doc) : sweep_not_found(r, err);
 }
 
 int api_h_sweeps_list(struct api_req *r, struct ty_err *err)
 {
 	const char *cursor = api_query(r, "cursor"), *limit_s = api_query(r, "limit");
-	const char *p[4] = {api_scope(r), api_query(r, "team"), cursor, "50"};
-	PGresult *res = NULL;
+	struct api_page_filter f = {api_scope(r), api_query(r, "team"), cursor, "50"};
+	const char *items, *next;
 	int64_t v;
 	int rc;
 
 	if (cursor && !api_parse_id(&v, cursor))
-		return api_reply_error(r, API_P_INVALID_PARAMETER, "cursor",
-				       "'cursor' is not one this server gave out");
+		return api_fail(r, err, API_P_INVALID_PARAMETER, "cursor",
+				"'cursor' is not one this server gave out");
 	if (limit_s) {
 		if (!api_parse_id(&v, limit_s) || v > 500)
-			return api_reply_error(r, API_P_INVALID_PARAMETER, "limit",
-					       "'limit' must be an integer from 1 to 500");
-		p[3] = limit_s;
+			return api_fail(r, err, API_P_INVALID_PARAMETER, "limit",
+					"'limit' must be an integer from 1 to 500");
+		f.limit = limit_s;
 	}
-	/* one more row than asked tells whether another page exists */
-	rc = ty_pg_exec(&res, r->pg,
-			"WITH page AS (SELECT * FROM sweeps s"
-			"  WHERE ($1::bigint IS NULL OR s.team_id = $1)"
-			"  AND ($2::text IS NULL OR s.team_id = (SELECT id FROM teams WHERE name = $2))"
-			"  AND ($3::bigint IS NULL OR s.id < $3)"
-			"  ORDER BY s.id DESC LIMIT $4::int + 1),"
-			" shown AS (SELECT * FROM page ORDER BY id DESC LIMIT $4::int)"
-			" SELECT coalesce((SELECT json_agg(ty_sweep_json(x, false) ORDER BY x.id DESC)"
-			"  FROM shown x), '[]')::text,"
-			" CASE WHEN (SELECT count(*) FROM page) > $4::int"
-			"  THEN (SELECT min(id) FROM shown)::text END",
-			4, p, err);
-	if (rc)
+	if ((rc = api_store_sweeps_page(&items, &next, r->pg, r->arena, &f, err)))
 		return rc;
-	rc = api_reply_page(r, PQgetvalue(res, 0, 0), ty_pg_val(res, 0, 1), err);
-	PQclear(res);
-	return rc;
+	return api_reply_page(r, items, next, err);
 }
 
 int api_h_sweeps_cancel(struct api_req *r, struct ty_err *err)
 {
-	const char *p[2] = {r->params[0], api_scope(r)};
-	const char *ev[1] = {r->params[0]};
-	PGresult *res = NULL;
+	bool found;
 	int64_t id;
 	int rc;
 
 	if (!api_parse_id(&id, r->params[0]))
-		return sweep_not_found(r);
+		return sweep_not_found(r, err);
 	if ((rc = ty_pg_begin(r->pg, err)))
 		return rc;
-	rc = ty_pg_exec(&res, r->pg,
-			"SELECT id FROM sweeps"
-			" WHERE id = $1 AND ($2::bigint IS NULL OR team_id = $2) FOR UPDATE",
-			2, p, err);
-	if (rc)
+	if ((rc = api_store_sweep_lock(&found, r->pg, r->params[0], api_scope(r), err)))
 		goto fail;
-	if (PQntuples(res) == 0) {
-		PQclear(res);
+	if (!found) {
 		ty_pg_rollback(r->pg);
-		return sweep_not_found(r);
+		return sweep_not_found(r, err);
 	}
-	PQclear(res);
-	res = NULL;
 	if (r->auth.role < API_ROLE_MEMBER) {
 		ty_pg_rollback(r->pg);
-		return api_reply_error(r, API_P_FORBIDDEN, NULL,
-				       "POST /v1/sweeps/{}/cancel needs the member role");
+		return api_fail(r, err, API_P_FORBIDDEN, NULL,
+				"POST /v1/sweeps/{}/cancel needs the member role");
 	}
-	/*
-	 * As job cancel does, trial by trial: pending ones end now, started
-	 * ones get cancel_requested and the scheduler stops their gangs.
-	 */
-	rc = ty_pg_exec(&res, r->pg,
-			"WITH t AS (SELECT id, state FROM jobs WHERE sweep_id = $1"
-			"  AND state NOT IN ('succeeded', 'failed', 'cancelled', 'stopped')"
-			"  AND NOT cancel_requested ORDER BY id FOR UPDATE),"
-			" p AS (UPDATE jobs j SET state = 'cancelled', finished_at = now()"
-			"  FROM t WHERE j.id = t.id AND t.state = 'pending' RETURNING j.id),"
-			" c AS (UPDATE jobs j SET cancel_requested = true"
-			"  FROM t WHERE j.id = t.id AND t.state <> 'pending' RETURNING j.id)"
-			" SELECT (SELECT coalesce(array_agg(id), '{}') FROM p)::text,"
-			"  (SELECT coalesce(array_agg(id), '{}') FROM c)::text",
-			1, ev, err);
-	/* the events in statements of their own: ty_job_event updates the rows again */
-	if (!rc) {
-		const char *ids[2] = {ty_arena_strdup(r->arena, PQgetvalue(res, 0, 0)),
-				      ty_arena_strdup(r->arena, PQgetvalue(res, 0, 1))};
-
-		PQclear(res);
-		res = NULL;
-		rc = ty_pg_exec(NULL, r->pg,
-				"SELECT ty_job_event(x, 'cancelled', 'cancelled',"
-				"  'cancelled while pending (sweep cancel)', NULL)"
-				" FROM unnest($1::bigint[]) x ORDER BY x",
-				1, &ids[0], err);
-		if (!rc)
-			rc = ty_pg_exec(NULL, r->pg,
-					"SELECT ty_job_event(j.id, 'cancel_requested', j.state,"
-					"  'cancel requested (sweep cancel)', NULL)"
-					" FROM jobs j WHERE j.id = ANY($1::bigint[]) ORDER BY j.id",
-					1, &ids[1], err);
-	}
-	if (!rc)
-		rc = ty_pg_exec(NULL, r->pg,
-				"UPDATE sweeps SET cancelled_at = coalesce(cancelled_at, now())"
-				" WHERE id = $1",
-				1, ev, err);
-	if (rc || (rc = ty_pg_commit(r->pg, err)))
+	/* as job cancel does, trial by trial (store_jobs.c) */
+	if ((rc = api_store_jobs_end_of_sweep(r->pg, r->arena, r->params[0], err)) ||
+	    (rc = api_store_sweep_cancelled(r->pg, r->params[0], err)) ||
+	    (rc = ty_pg_commit(r->pg, err)))
 		goto fail;
 	return api_h_sweeps_get(r, err);
 fail:
-	PQclear(res);
 	ty_pg_rollback(r->pg);
 	return rc;
 }

@@ -6,6 +6,7 @@
  */
 #include "api.h"
 #include "lifecycle.h"
+#include "store.h"
 #include "ty_json.h"
 
 #include <curl/curl.h>
@@ -128,203 +129,140 @@ int api_validate_webhook(const json_t *body, struct api_problem *p)
 	return 0;
 }
 
-static int webhook_not_found(struct api_req *r)
+static int webhook_not_found(struct api_req *r, struct ty_err *err)
 {
-	return api_reply_error(r, API_P_WEBHOOK_NOT_FOUND, NULL, "no webhook '%s'",
-			       r->params[0]);
+	return api_fail(r, err, API_P_WEBHOOK_NOT_FOUND, NULL, "no webhook '%s'", r->params[0]);
 }
 
-/* Cursor and limit of a list; false when a reply (400) was queued. */
-static bool page_params(struct api_req *r, const char **cursor, const char **limit)
+/* Cursor and limit of a list, or the 400 refusing them. */
+static int page_params(struct api_req *r, const char **cursor, const char **limit,
+		       struct ty_err *err)
 {
 	int64_t v;
 
 	*cursor = api_query(r, "cursor");
 	*limit = "50";
-	if (*cursor && !api_parse_id(&v, *cursor)) {
-		api_reply_error(r, API_P_INVALID_PARAMETER, "cursor",
+	if (*cursor && !api_parse_id(&v, *cursor))
+		return api_fail(r, err, API_P_INVALID_PARAMETER, "cursor",
 				"'cursor' is not one this server gave out");
-		return false;
-	}
 	if (api_query(r, "limit")) {
 		*limit = api_query(r, "limit");
-		if (!api_parse_id(&v, *limit) || v > 500) {
-			api_reply_error(r, API_P_INVALID_PARAMETER, "limit",
+		if (!api_parse_id(&v, *limit) || v > 500)
+			return api_fail(r, err, API_P_INVALID_PARAMETER, "limit",
 					"'limit' must be an integer from 1 to 500");
-			return false;
-		}
 	}
-	return true;
+	return 0;
 }
 
 int api_h_webhooks_create(struct api_req *r, struct ty_err *err)
 {
 	struct api_problem p;
-	const char *params[5] = {NULL};
+	struct api_webhook_new w = {0};
+	const char *team = json_string_value(json_object_get(r->json, "team")), *doc;
 	char tok[24], *events = NULL;
-	PGresult *res = NULL;
-	int rc;
+	int rc, n;
 
 	if (api_validate_webhook(r->json, &p))
-		return api_reply_problem(r, &p);
-	if ((rc = api_submit_team(&params[0], r,
-				  json_string_value(json_object_get(r->json, "team")), 0, "team",
-				  "the webhook", err)) ||
-	    !params[0])
-		return rc; /* failed, or refused with a reply */
+		return api_fail_problem(r, err, &p);
+	if ((rc = api_submit_team(&w.team_id, r, team, 0, "team", "the webhook", err)))
+		return rc;
 	if (!(events = json_dumps(json_object_get(r->json, "events"), JSON_COMPACT)))
 		return ty_err_set(err, TY_ENOMEM, NULL);
 	snprintf(tok, sizeof(tok), "%lld", (long long)r->auth.token_id);
-	params[1] = json_string_value(json_object_get(r->json, "url"));
-	params[2] = events;
-	params[3] = json_string_value(json_object_get(r->json, "secret"));
-	params[4] = tok;
+	w.url = json_string_value(json_object_get(r->json, "url"));
+	w.events = events;
+	w.secret = json_string_value(json_object_get(r->json, "secret"));
+	w.created_by = tok;
 	if ((rc = ty_pg_begin(r->pg, err)))
 		goto out;
 	/* the per-team limit, counted under the team's row lock */
-	rc = ty_pg_exec(&res, r->pg,
-			"SELECT (SELECT count(*) FROM webhooks WHERE team_id = t.id AND active)"
-			" FROM teams t WHERE t.id = $1 FOR UPDATE",
-			1, params, err);
-	if (rc)
+	if ((rc = api_store_webhooks_active(&n, r->pg, w.team_id, err)))
 		goto fail;
-	if (atoi(PQgetvalue(res, 0, 0)) >= API_WEBHOOKS_PER_TEAM) {
+	if (n >= API_WEBHOOKS_PER_TEAM) {
 		ty_pg_rollback(r->pg);
-		rc = api_reply_error(r, API_P_WEBHOOK_LIMIT, "team",
-				     "team '%s' already has %d active webhooks; delete one first",
-				     json_string_value(json_object_get(r->json, "team")),
-				     API_WEBHOOKS_PER_TEAM);
+		rc = api_fail(r, err, API_P_WEBHOOK_LIMIT, "team",
+			      "team '%s' already has %d active webhooks; delete one first", team,
+			      API_WEBHOOKS_PER_TEAM);
 		goto out;
 	}
-	PQclear(res);
-	res = NULL;
-	rc = ty_pg_exec(&res, r->pg,
-			"INSERT INTO webhooks (team_id, url, events, secret, created_by)"
-			" SELECT $1, $2, array(SELECT json_array_elements_text($3::json)), $4, $5"
-			" RETURNING ty_webhook_json(webhooks)::text",
-			5, params, err);
-	if (rc || (rc = ty_pg_commit(r->pg, err)))
+	if ((rc = api_store_webhook_insert(&doc, r->pg, r->arena, &w, err)) ||
+	    (rc = ty_pg_commit(r->pg, err)))
 		goto fail;
-	rc = api_reply_text(r, 201, PQgetvalue(res, 0, 0));
+	rc = api_reply_text(r, 201, doc);
 	goto out;
 fail:
 	ty_pg_rollback(r->pg);
 out:
-	PQclear(res);
 	free(events);
 	return rc;
 }
 
 int api_h_webhooks_get(struct api_req *r, struct ty_err *err)
 {
-	const char *p[2] = {r->params[0], api_scope(r)};
-	PGresult *res = NULL;
+	const char *doc;
 	int64_t id;
 	int rc;
 
 	if (!api_parse_id(&id, r->params[0]))
-		return webhook_not_found(r);
-	rc = ty_pg_exec(&res, r->pg,
-			"SELECT ty_webhook_json(w)::text FROM webhooks w"
-			" WHERE w.id = $1 AND ($2::bigint IS NULL OR w.team_id = $2)",
-			2, p, err);
-	if (rc)
+		return webhook_not_found(r, err);
+	if ((rc = api_store_webhook_get(&doc, r->pg, r->arena, r->params[0], api_scope(r), err)))
 		return rc;
-	rc = PQntuples(res) ? api_reply_text(r, 200, PQgetvalue(res, 0, 0)) : webhook_not_found(r);
-	PQclear(res);
-	return rc;
+	return doc ? api_reply_text(r, 200, doc) : webhook_not_found(r, err);
 }
 
 int api_h_webhooks_list(struct api_req *r, struct ty_err *err)
 {
-	const char *p[4] = {api_scope(r), api_query(r, "team"), NULL, NULL};
-	PGresult *res = NULL;
+	struct api_page_filter f = {.scope = api_scope(r), .team = api_query(r, "team")};
+	const char *items, *next;
 	int rc;
 
-	if (!page_params(r, &p[2], &p[3]))
-		return 0;
-	/* one more row than asked tells whether another page exists */
-	rc = ty_pg_exec(&res, r->pg,
-			"WITH page AS (SELECT * FROM webhooks w"
-			"  WHERE ($1::bigint IS NULL OR w.team_id = $1)"
-			"  AND ($2::text IS NULL OR w.team_id = (SELECT id FROM teams WHERE name = $2))"
-			"  AND ($3::bigint IS NULL OR w.id < $3)"
-			"  ORDER BY w.id DESC LIMIT $4::int + 1),"
-			" shown AS (SELECT * FROM page ORDER BY id DESC LIMIT $4::int)"
-			" SELECT coalesce((SELECT json_agg(ty_webhook_json(x) ORDER BY x.id DESC)"
-			"  FROM shown x), '[]')::text,"
-			" CASE WHEN (SELECT count(*) FROM page) > $4::int"
-			"  THEN (SELECT min(id) FROM shown)::text END",
-			4, p, err);
-	if (rc)
+	if ((rc = page_params(r, &f.cursor, &f.limit, err)) ||
+	    (rc = api_store_webhooks_page(&items, &next, r->pg, r->arena, &f, err)))
 		return rc;
-	rc = api_reply_page(r, PQgetvalue(res, 0, 0), ty_pg_val(res, 0, 1), err);
-	PQclear(res);
-	return rc;
+	return api_reply_page(r, items, next, err);
 }
 
 /*
  * Lock the webhook for a write: 404 for a missing one or another team's,
  * then 403 for a viewer (so a viewer of another team cannot probe ids).
- * *found: whether the caller may go on (inside the open transaction).
+ * Returns 0 inside the open transaction, or the refusal or error with none.
  */
-static int lock_for_write(bool *found, bool *active, struct api_req *r, const char *what,
-			  struct ty_err *err)
+static int lock_for_write(bool *active, struct api_req *r, const char *what, struct ty_err *err)
 {
-	const char *p[2] = {r->params[0], api_scope(r)};
-	PGresult *res = NULL;
+	bool found;
 	int64_t id;
 	int rc;
 
-	*found = false;
 	if (!api_parse_id(&id, r->params[0]))
-		return webhook_not_found(r);
+		return webhook_not_found(r, err);
 	if ((rc = ty_pg_begin(r->pg, err)))
 		return rc;
-	rc = ty_pg_exec(&res, r->pg,
-			"SELECT active FROM webhooks"
-			" WHERE id = $1 AND ($2::bigint IS NULL OR team_id = $2) FOR UPDATE",
-			2, p, err);
-	if (rc) {
+	if ((rc = api_store_webhook_lock(&found, active, r->pg, r->params[0], api_scope(r),
+					 err))) {
 		ty_pg_rollback(r->pg);
 		return rc;
 	}
-	if (PQntuples(res) == 0) {
-		PQclear(res);
+	if (!found) {
 		ty_pg_rollback(r->pg);
-		return webhook_not_found(r);
+		return webhook_not_found(r, err);
 	}
-	*active = PQgetvalue(res, 0, 0)[0] == 't';
-	PQclear(res);
 	if (r->auth.role < API_ROLE_MEMBER) {
 		ty_pg_rollback(r->pg);
-		return api_reply_error(r, API_P_FORBIDDEN, NULL, "%s needs the member role", what);
+		return api_fail(r, err, API_P_FORBIDDEN, NULL, "%s needs the member role", what);
 	}
-	*found = true;
 	return 0;
 }
 
 int api_h_webhooks_delete(struct api_req *r, struct ty_err *err)
 {
-	const char *p[1] = {r->params[0]};
-	bool found, active;
+	bool active;
 	int rc;
 
-	if ((rc = lock_for_write(&found, &active, r, "DELETE /v1/webhooks/{}", err)) || !found)
+	if ((rc = lock_for_write(&active, r, "DELETE /v1/webhooks/{}", err)))
 		return rc;
 	/* a second delete changes nothing and answers the same */
-	rc = ty_pg_exec(NULL, r->pg,
-			"UPDATE webhooks SET active = false,"
-			" deactivated_at = coalesce(deactivated_at, now()) WHERE id = $1",
-			1, p, err);
-	if (!rc)
-		rc = ty_pg_exec(NULL, r->pg,
-				"UPDATE webhook_deliveries SET state = 'cancelled',"
-				" locked_until = NULL,"
-				" last_error = coalesce(last_error || '; ', '') || 'webhook deleted'"
-				" WHERE webhook_id = $1 AND state = 'pending'",
-				1, p, err);
-	if (rc || (rc = ty_pg_commit(r->pg, err))) {
+	if ((rc = api_store_webhook_deactivate(r->pg, r->params[0], err)) ||
+	    (rc = ty_pg_commit(r->pg, err))) {
 		ty_pg_rollback(r->pg);
 		return rc;
 	}
@@ -333,79 +271,46 @@ int api_h_webhooks_delete(struct api_req *r, struct ty_err *err)
 
 int api_h_webhooks_ping(struct api_req *r, struct ty_err *err)
 {
-	const char *p[1] = {r->params[0]};
-	PGresult *res = NULL;
-	bool found, active;
+	const char *doc = NULL;
+	bool active;
 	int rc;
 
-	if ((rc = lock_for_write(&found, &active, r, "POST /v1/webhooks/{}/ping", err)) || !found)
+	if ((rc = lock_for_write(&active, r, "POST /v1/webhooks/{}/ping", err)))
 		return rc;
 	if (!active) {
 		ty_pg_rollback(r->pg);
-		return api_reply_error(r, API_P_WEBHOOK_INACTIVE, NULL,
-				       "webhook %s was deleted: it receives nothing", p[0]);
+		return api_fail(r, err, API_P_WEBHOOK_INACTIVE, NULL,
+				"webhook %s was deleted: it receives nothing", r->params[0]);
 	}
-	rc = ty_pg_exec(NULL, r->pg,
-			"SELECT ty_webhook_enqueue(team_id, id, 'ping', NULL, now())"
-			" FROM webhooks WHERE id = $1",
-			1, p, err);
-	if (!rc)
-		rc = ty_pg_exec(&res, r->pg,
-				"SELECT ty_webhook_delivery_json(d)::text FROM webhook_deliveries d"
-				" WHERE d.webhook_id = $1 ORDER BY d.id DESC LIMIT 1",
-				1, p, err);
-	if (rc || (rc = ty_pg_commit(r->pg, err))) {
-		PQclear(res);
+	if ((rc = api_store_webhook_ping(&doc, r->pg, r->arena, r->params[0], err)) ||
+	    (rc = ty_pg_commit(r->pg, err))) {
 		ty_pg_rollback(r->pg);
 		return rc;
 	}
-	rc = api_reply_text(r, 202, PQgetvalue(res, 0, 0));
-	PQclear(res);
-	return rc;
+	return api_reply_text(r, 202, doc);
 }
 
 int api_h_webhooks_deliveries(struct api_req *r, struct ty_err *err)
 {
-	const char *p[4] = {r->params[0], NULL, NULL, api_query(r, "state")};
-	const char *w[2] = {r->params[0], api_scope(r)};
-	const char *st = p[3];
-	PGresult *res = NULL;
+	const char *st = api_query(r, "state"), *cursor, *limit, *items, *next;
+	bool found;
 	int64_t id;
 	int rc;
 
 	if (!api_parse_id(&id, r->params[0]))
-		return webhook_not_found(r);
-	if (!page_params(r, &p[1], &p[2]))
-		return 0;
+		return webhook_not_found(r, err);
+	if ((rc = page_params(r, &cursor, &limit, err)))
+		return rc;
 	if (st && strcmp(st, "pending") && strcmp(st, "delivered") && strcmp(st, "failed") &&
 	    strcmp(st, "cancelled"))
-		return api_reply_error(r, API_P_INVALID_PARAMETER, "state",
-				       "'state' must be pending, delivered, failed or cancelled");
-	rc = ty_pg_exec(&res, r->pg,
-			"SELECT 1 FROM webhooks WHERE id = $1 AND ($2::bigint IS NULL OR team_id = $2)",
-			2, w, err);
-	if (rc)
+		return api_fail(r, err, API_P_INVALID_PARAMETER, "state",
+				"'state' must be pending, delivered, failed or cancelled");
+	if ((rc = api_store_webhook_visible(&found, r->pg, r->params[0], api_scope(r), err)))
 		return rc;
-	if (PQntuples(res) == 0) {
-		PQclear(res);
-		return webhook_not_found(r);
-	}
-	PQclear(res);
-	res = NULL;
-	rc = ty_pg_exec(&res, r->pg,
-			"WITH page AS (SELECT * FROM webhook_deliveries d"
-			"  WHERE d.webhook_id = $1 AND ($4::text IS NULL OR d.state = $4)"
-			"  AND ($2::bigint IS NULL OR d.id < $2)"
-			"  ORDER BY d.id DESC LIMIT $3::int + 1),"
-			" shown AS (SELECT * FROM page ORDER BY id DESC LIMIT $3::int)"
-			" SELECT coalesce((SELECT json_agg(ty_webhook_delivery_json(x)"
-			"  ORDER BY x.id DESC) FROM shown x), '[]')::text,"
-			" CASE WHEN (SELECT count(*) FROM page) > $3::int"
-			"  THEN (SELECT min(id) FROM shown)::text END",
-			4, p, err);
-	if (rc)
+	if (!found)
+		return webhook_not_found(r, err);
+	if ((rc = api_store_deliveries_page(&items, &next, r->pg, r->arena, r->params[0], st,
+					    cursor, limit, err)))
 		return rc;
-	rc = api_reply_page(r, PQgetvalue(res, 0, 0), ty_pg_val(res, 0, 1), err);
-	PQclear(res);
-	return rc;
+	return api_reply_page(r, items, next, err);
 }

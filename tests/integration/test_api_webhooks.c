@@ -792,3 +792,32 @@ TY_TEST(validation_table)
 	ty_resp_free(&r);
 	check_log_clean();
 }
+
+TY_TEST(the_per_team_limit_counts_active_webhooks)
+{
+	const struct ty_stack *s = stack();
+	const char *team = ty_mk_team("whlim", 4, -1);
+	const char *member = ty_mk_token("member", team);
+	const char *body = ty_test_strf("{\"team\":\"%s\",\"url\":\"%s\",\"events\":[\"*\"],"
+					"\"secret\":\"0123456789abcdef\"}",
+					team, hook_url("/ok/lim"));
+	struct ty_resp r = {0};
+	long long first = 0;
+
+	(void)s;
+	for (int i = 0; i < 25; i++) {
+		ty_http(&r, "POST", "/v1/webhooks", member, body, NULL);
+		REQUIRE_STATUS(&r, 201);
+		if (i == 0)
+			first = ty_jint(r.json, "id");
+	}
+	ty_http(&r, "POST", "/v1/webhooks", member, body, NULL);
+	CHECK_PROBLEM(&r, 409, "webhook_limit", "team");
+	CHECK(strstr(ty_jstr(r.json, "detail"), "already has 25 active webhooks") != NULL);
+	/* a deleted webhook no longer counts */
+	ty_http(&r, "DELETE", ty_test_strf("/v1/webhooks/%lld", first), member, NULL, NULL);
+	CHECK_STATUS(&r, 200);
+	ty_http(&r, "POST", "/v1/webhooks", member, body, NULL);
+	CHECK_STATUS(&r, 201);
+	ty_resp_free(&r);
+}
