@@ -11,3 +11,7 @@ set_tests_properties(lint_secret_compare PROPERTIES LABELS unit TIMEOUT 60)
 add_test(NAME lint_job_events COMMAND /usr/bin/python3
          ${CMAKE_CURRENT_SOURCE_DIR}/lint/job_events.py --root ${TY_SOURCE_DIR})
 set_tests_properties(lint_job_events PROPERTIES LABELS unit TIMEOUT 60)
+
+add_test(NAME lint_store_layers COMMAND /usr/bin/python3
+         ${CMAKE_CURRENT_SOURCE_DIR}/lint/store_layers.py --root ${TY_SOURCE_DIR})
+set_tests_properties(lint_store_layers PROPERTIES LABELS unit TIMEOUT 60)
