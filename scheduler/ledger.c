@@ -194,7 +194,7 @@ int sched_ledger_attempts_end(struct sched *s, const int64_t *jobs, const int64_
 	struct sched_store_ledger *v = NULL;
 	int rc, rows = 0;
 
-	if ((rc = sched_store_ledger_ended(&v, &rows, s->pg, jobs, attempts, n, err)) || !rows)
+	if ((rc = sched_store_ledger_ended(&v, &rows, s->term.pg, jobs, attempts, n, err)) || !rows)
 		goto out;
 	for (int i = 0; i < rows; i++) {
 		struct sched_store_ledger *l = &v[i];
@@ -221,7 +221,7 @@ int sched_ledger_attempts_end(struct sched *s, const int64_t *jobs, const int64_
 		l->cost = row.cost;
 		l->idle_gpu_seconds = row.idle_gpu_seconds;
 	}
-	if ((rc = sched_store_ledger_insert(s->pg, v, rows, err)))
+	if ((rc = sched_store_ledger_insert(s->term.pg, v, rows, err)))
 		goto out;
 	ty_debug("usage ledger: %d row%s of %d attempt%s", rows, rows == 1 ? "" : "s", n,
 		 n == 1 ? "" : "s");
@@ -242,9 +242,9 @@ int sched_rates_publish(struct sched *s, struct ty_err *err)
 
 	if ((rc = sched_tx_begin(s, err)))
 		return rc;
-	rc = sched_store_rates_replace(s->pg, r->v, r->n, err);
+	rc = sched_store_rates_replace(s->term.pg, r->v, r->n, err);
 	if (rc)
-		ty_pg_rollback(s->pg);
+		ty_pg_rollback(s->term.pg);
 	else
 		rc = sched_tx_commit(s, err);
 	return rc;

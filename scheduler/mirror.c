@@ -132,29 +132,29 @@ static void touched_free(struct sched_mirror *m)
 
 void sched_mirror_clear(struct sched *s)
 {
-	data_free(&s->mirror);
-	touched_free(&s->mirror);
-	s->mirror.stale = true;
-	s->mirror.team_mark[0] = 0;
+	data_free(&s->world.mirror);
+	touched_free(&s->world.mirror);
+	s->world.mirror.stale = true;
+	s->world.mirror.team_mark[0] = 0;
 }
 
 void sched_mirror_stale(struct sched *s, const char *why)
 {
-	if (!s->mirror.stale && why)
+	if (!s->world.mirror.stale && why)
 		ty_debug("mirror: read whole at the next cycle (%s)", why);
-	s->mirror.stale = true;
+	s->world.mirror.stale = true;
 }
 
 /* ---- touches ---- */
 
 void sched_mirror_touch_job(struct sched *s, int64_t job)
 {
-	struct sched_ids *t = &s->mirror.tjobs;
+	struct sched_ids *t = &s->world.mirror.tjobs;
 
-	if (s->mirror.stale)
+	if (s->world.mirror.stale)
 		return;
 	if (t->n >= MIRROR_TOUCHED_MAX) {
-		s->mirror.stale = true;
+		s->world.mirror.stale = true;
 		return;
 	}
 	if (t->n == t->cap) {
@@ -162,7 +162,7 @@ void sched_mirror_touch_job(struct sched *s, int64_t job)
 		int64_t *v = realloc(t->v, (size_t)cap * sizeof(*v));
 
 		if (!v) {
-			s->mirror.stale = true;
+			s->world.mirror.stale = true;
 			return;
 		}
 		t->v = v;
@@ -173,7 +173,7 @@ void sched_mirror_touch_job(struct sched *s, int64_t job)
 
 void sched_mirror_touch_node(struct sched *s, const char *node)
 {
-	struct sched_mirror *m = &s->mirror;
+	struct sched_mirror *m = &s->world.mirror;
 	char *d;
 
 	if (m->stale)
@@ -204,7 +204,7 @@ void sched_mirror_team_usage(struct sched *s, int64_t team, double decayed, doub
 			     int64_t used, int64_t borrowed, int64_t lent, int64_t pending,
 			     int64_t since_ms)
 {
-	struct sched_mirror *m = &s->mirror;
+	struct sched_mirror *m = &s->world.mirror;
 
 	for (int i = 0; i < m->nteams; i++)
 		if (m->teams[i].id == team) {
@@ -393,7 +393,7 @@ out:
 
 static int refresh(struct sched *s, struct ty_err *err)
 {
-	struct sched_mirror *m = &s->mirror;
+	struct sched_mirror *m = &s->world.mirror;
 	int64_t now = ty_mono_ms();
 	char mark[sizeof(m->team_mark)];
 	int rc;
@@ -401,7 +401,7 @@ static int refresh(struct sched *s, struct ty_err *err)
 	if (m->stale || now >= m->loaded + MIRROR_RELOAD_MS) {
 		/* what is touched from here on is read again next time */
 		touched_free(m);
-		if ((rc = load_all(m, s->pg, err)))
+		if ((rc = load_all(m, s->term.pg, err)))
 			return rc;
 		m->stale = false;
 		m->loaded = now;
@@ -409,24 +409,24 @@ static int refresh(struct sched *s, struct ty_err *err)
 			 m->nnodes, m->nallocs, m->nports, m->nteams);
 		return 0;
 	}
-	if ((rc = sched_store_team_mark(mark, sizeof(mark), s->pg, err)))
+	if ((rc = sched_store_team_mark(mark, sizeof(mark), s->term.pg, err)))
 		return rc;
 	if (strcmp(mark, m->team_mark)) {
-		if ((rc = load_teams(m, s->pg, err)))
+		if ((rc = load_teams(m, s->term.pg, err)))
 			return rc;
 		snprintf(m->team_mark, sizeof(m->team_mark), "%s", mark);
 	}
 	if (m->ntnodes > 0 || m->tjobs.n > 0)
 		ty_debug("mirror: read again %d job(s), %d node(s)", m->tjobs.n, m->ntnodes);
 	if (m->ntnodes > 0) {
-		if ((rc = refresh_nodes(m, s->pg, err)))
+		if ((rc = refresh_nodes(m, s->term.pg, err)))
 			return rc;
 		for (int i = 0; i < m->ntnodes; i++)
 			free(m->tnodes[i]);
 		m->ntnodes = 0;
 	}
 	if (m->tjobs.n > 0) {
-		if ((rc = refresh_jobs(m, s->pg, err)))
+		if ((rc = refresh_jobs(m, s->term.pg, err)))
 			return rc;
 		m->tjobs.n = 0;
 	}
@@ -438,9 +438,9 @@ int sched_mirror_refresh(struct sched *s, struct ty_err *err)
 	int rc = refresh(s, err);
 
 	if (rc)
-		s->mirror.stale = true;
+		s->world.mirror.stale = true;
 	else if (s->o.check_mirror && (rc = sched_mirror_check(s, err)))
-		s->mirror.stale = true;
+		s->world.mirror.stale = true;
 	return rc;
 }
 
@@ -541,11 +541,11 @@ int sched_mirror_check(struct sched *s, struct ty_err *err)
 		struct sched_mirror fresh = {0};
 		int rc;
 
-		if ((rc = load_all(&fresh, s->pg, err))) {
+		if ((rc = load_all(&fresh, s->term.pg, err))) {
 			data_free(&fresh);
 			return rc;
 		}
-		diff(why, sizeof(why), &s->mirror, &fresh);
+		diff(why, sizeof(why), &s->world.mirror, &fresh);
 		data_free(&fresh);
 		if (!why[0])
 			return 0;

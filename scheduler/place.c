@@ -46,7 +46,7 @@ struct team_row {
 
 /* What jobs holds for a pending job now. */
 struct pend_row {
-	int q; /* index in s->queue */
+	int q; /* index in s->world.queue */
 	int64_t attempt;
 	const char *reason;  /* NULL when none */
 	int position;	     /* 1-based, 0 when NULL */
@@ -133,7 +133,7 @@ static void snap_free(struct snap *sn)
 /* Teams from the mirror (mirror.c), usage brought forward to now. */
 static int load_teams(struct snap *sn, struct sched *s, struct ty_err *err)
 {
-	const struct sched_mirror *m = &s->mirror;
+	const struct sched_mirror *m = &s->world.mirror;
 	int rc, n = m->nteams;
 
 	sn->teams = snap_alloc(sn, (size_t)n, sizeof(*sn->teams));
@@ -178,7 +178,7 @@ static int load_teams(struct snap *sn, struct sched *s, struct ty_err *err)
 /* Nodes not lost and the ports held on them, from the mirror. */
 static int load_nodes(struct snap *sn, struct sched *s, struct ty_err *err)
 {
-	const struct sched_mirror *m = &s->mirror;
+	const struct sched_mirror *m = &s->world.mirror;
 	int *ports = NULL;
 	int n = m->nnodes;
 
@@ -223,7 +223,7 @@ static int load_nodes(struct snap *sn, struct sched *s, struct ty_err *err)
 /* Gangs holding GPUs, from the mirror's live allocations. */
 static int load_running(struct snap *sn, struct sched *s, struct ty_err *err)
 {
-	const struct sched_mirror *m = &s->mirror;
+	const struct sched_mirror *m = &s->world.mirror;
 	int *node = NULL, n = m->nallocs, g = -1;
 	uint64_t *gpus = NULL;
 
@@ -335,8 +335,8 @@ static int load_sweeps(struct sweep_run **out, int *nout, struct snap *sn, struc
 
 	*out = NULL;
 	*nout = 0;
-	for (int i = 0; i < s->queue.n; i++) {
-		const struct sched_qjob *q = &s->queue.v[i];
+	for (int i = 0; i < s->world.queue.n; i++) {
+		const struct sched_qjob *q = &s->world.queue.v[i];
 		bool seen = false;
 
 		if (!q->sweep_id || q->sweep_max <= 0)
@@ -345,16 +345,16 @@ static int load_sweeps(struct sweep_run **out, int *nout, struct snap *sn, struc
 			seen = v[k].id == q->sweep_id;
 		if (seen)
 			continue;
-		if (!v && (!(v = snap_alloc(sn, (size_t)s->queue.n, sizeof(*v))) ||
-			   !(ids = snap_alloc(sn, (size_t)s->queue.n, sizeof(*ids))) ||
-			   !(active = snap_alloc(sn, (size_t)s->queue.n, sizeof(*active)))))
+		if (!v && (!(v = snap_alloc(sn, (size_t)s->world.queue.n, sizeof(*v))) ||
+			   !(ids = snap_alloc(sn, (size_t)s->world.queue.n, sizeof(*ids))) ||
+			   !(active = snap_alloc(sn, (size_t)s->world.queue.n, sizeof(*active)))))
 			return ty_err_set(err, TY_ENOMEM, NULL);
 		v[n] = (struct sweep_run){.id = q->sweep_id, .max = q->sweep_max};
 		ids[n++] = q->sweep_id;
 	}
 	if (n == 0)
 		return 0;
-	if ((rc = sched_store_sweeps_active(active, s->pg, ids, n, err)))
+	if ((rc = sched_store_sweeps_active(active, s->term.pg, ids, n, err)))
 		return rc;
 	for (int k = 0; k < n; k++)
 		v[k].active = active[k];
@@ -396,7 +396,7 @@ static int load_pending(struct snap *sn, struct sched *s, struct ty_err *err)
 	if ((rc = sched_queue_refresh(s, err)) ||
 	    (rc = load_sweeps(&sweeps, &nsweeps, sn, s, err)))
 		return rc;
-	n = s->queue.n;
+	n = s->world.queue.n;
 	sn->pending = snap_alloc(sn, (size_t)n, sizeof(*sn->pending));
 	sn->prow = snap_alloc(sn, (size_t)n, sizeof(*sn->prow));
 	sn->held = snap_alloc(sn, (size_t)n, sizeof(*sn->held));
@@ -405,7 +405,7 @@ static int load_pending(struct snap *sn, struct sched *s, struct ty_err *err)
 	if (!sn->pending || !sn->prow || !sn->held || !sn->held_team || !sn->hrow)
 		return ty_err_set(err, TY_ENOMEM, NULL);
 	for (int i = 0; i < n; i++) {
-		const struct sched_qjob *q = &s->queue.v[i];
+		const struct sched_qjob *q = &s->world.queue.v[i];
 		int team = team_index(sn, q->team_id);
 		struct pend_row *row;
 		const char *why = NULL;
@@ -466,7 +466,7 @@ static int snap_load(struct snap *sn, struct sched *s, struct ty_err *err)
 	if (!(sn->arena = ty_arena_new()))
 		return ty_err_set(err, TY_ENOMEM, NULL);
 	/* one clock for the whole cycle: the database's */
-	if ((rc = sched_store_now_ms(&sn->in.now_ms, s->pg, err)))
+	if ((rc = sched_store_now_ms(&sn->in.now_ms, s->term.pg, err)))
 		goto out;
 	sched_config_default(&sn->in.cfg);
 	sn->in.cfg.half_life_s = s->o.usage_half_life_s;
@@ -798,7 +798,7 @@ static int place_set(int *placed, struct sched *s, const struct snap *sn,
 	}
 	if ((rc = sched_store_attempts_add(s, att, ng, err)) ||
 	    (rc = sched_store_allocs_add(s, al, nal, err)) ||
-	    (rc = sched_store_jobs_scheduled(s->pg, ids, attempts, ng, err)))
+	    (rc = sched_store_jobs_scheduled(s->term.pg, ids, attempts, ng, err)))
 		goto out;
 	for (int i = 0; i < ng; i++)
 		if ((rc = scheduled_event(s, sn, &g[i], err)))
@@ -832,7 +832,7 @@ static int cancel_pass(struct sched *s, struct ty_err *err)
 	struct sched_store_cancel *v = NULL;
 	int rc, n = 0;
 
-	if ((rc = sched_store_cancels(&v, &n, s->pg, err)))
+	if ((rc = sched_store_cancels(&v, &n, s->term.pg, err)))
 		return rc;
 	for (int i = 0; i < n && !rc; i++) {
 		int64_t job = v[i].job, attempt = v[i].attempt;
@@ -845,7 +845,7 @@ static int cancel_pass(struct sched *s, struct ty_err *err)
 		if (!strcmp(state, "pending")) {
 			const char *to;
 
-			rc = sched_store_job_cancel_pending(&to, s->pg, job, err);
+			rc = sched_store_job_cancel_pending(&to, s->term.pg, job, err);
 			if (!rc && to)
 				rc = sched_job_event(s, job, to, to,
 						     !strcmp(to, "stopped") ? "stopped while pending"
@@ -854,7 +854,7 @@ static int cancel_pass(struct sched *s, struct ty_err *err)
 		} else {
 			bool moved = false;
 
-			rc = sched_store_attempt_stopping(&moved, s->pg, job, attempt, err);
+			rc = sched_store_attempt_stopping(&moved, s->term.pg, job, attempt, err);
 			if (!rc && moved) {
 				json_t *data = json_pack("{s:I}", "attempt", (json_int_t)attempt);
 
@@ -874,7 +874,7 @@ static int cancel_pass(struct sched *s, struct ty_err *err)
 			}
 		}
 		if (rc)
-			ty_pg_rollback(s->pg);
+			ty_pg_rollback(s->term.pg);
 		else if (!(rc = sched_tx_commit(s, err)) && kills > 0)
 			SCHED_FAULT(SCHED_FAULT_CANCEL_AFTER_COMMIT);
 	}
@@ -901,10 +901,10 @@ static int savepoint(struct sched *s, struct sched_store_mark mark, const char *
 	if (rc) {
 		ty_warn("cannot %s job %lld: %s", what, (long long)job, derr->msg);
 		/* with the events and outbox rows buffered since */
-		return sched_store_savepoint_rollback(s->pg, &s->store, SCHED_SAVEPOINT_DECISION,
-						      mark, err);
+		return sched_store_savepoint_rollback(s->term.pg, &s->term.store,
+						      SCHED_SAVEPOINT_DECISION, mark, err);
 	}
-	return sched_store_savepoint_release(s->pg, SCHED_SAVEPOINT_DECISION, err);
+	return sched_store_savepoint_release(s->term.pg, SCHED_SAVEPOINT_DECISION, err);
 }
 
 /*
@@ -927,10 +927,11 @@ static int apply_placements(int *placed, struct sched *s, const struct snap *sn,
 		return ty_err_set(err, TY_ENOMEM, NULL);
 	for (int i = 0; i < d->nplacements; i++)
 		all[i] = &d->placements[i];
-	if ((rc = sched_store_savepoint(&mark, s->pg, &s->store, SCHED_SAVEPOINT_PLACEMENTS, err)))
+	if ((rc = sched_store_savepoint(&mark, s->term.pg, &s->term.store,
+					SCHED_SAVEPOINT_PLACEMENTS, err)))
 		goto out;
 	if (!(rc = place_set(placed, s, sn, all, d->nplacements, &derr))) {
-		rc = sched_store_savepoint_release(s->pg, SCHED_SAVEPOINT_PLACEMENTS, err);
+		rc = sched_store_savepoint_release(s->term.pg, SCHED_SAVEPOINT_PLACEMENTS, err);
 		goto out;
 	}
 	*placed = 0;
@@ -940,15 +941,15 @@ static int apply_placements(int *placed, struct sched *s, const struct snap *sn,
 	}
 	ty_warn("cannot write the cycle's %d placement%s at once, writing them one by one: %s",
 		d->nplacements, d->nplacements == 1 ? "" : "s", derr.msg);
-	if ((rc = sched_store_savepoint_rollback(s->pg, &s->store, SCHED_SAVEPOINT_PLACEMENTS, mark,
-						 err)))
+	if ((rc = sched_store_savepoint_rollback(s->term.pg, &s->term.store,
+						 SCHED_SAVEPOINT_PLACEMENTS, mark, err)))
 		goto out;
 	for (int i = 0; i < d->nplacements && !rc; i++) {
 		int ok = 0;
 
 		ty_err_clear(&derr);
-		if ((rc = sched_store_savepoint(&mark, s->pg, &s->store, SCHED_SAVEPOINT_DECISION,
-						err)))
+		if ((rc = sched_store_savepoint(&mark, s->term.pg, &s->term.store,
+						SCHED_SAVEPOINT_DECISION, err)))
 			break;
 		rc = savepoint(s, mark, "place", all[i]->job,
 			       place_set(&ok, s, sn, &all[i], 1, &derr), &derr, err);
@@ -985,8 +986,8 @@ static int apply_preemptions(struct sched *s, const struct snap *sn,
 				 "attempt %lld preempted to place job %lld (team %s reclaiming its "
 				 "nominal quota)",
 				 (long long)attempt, (long long)p->for_job, team);
-		if ((rc = sched_store_savepoint(&mark, s->pg, &s->store, SCHED_SAVEPOINT_DECISION,
-						err)))
+		if ((rc = sched_store_savepoint(&mark, s->term.pg, &s->term.store,
+						SCHED_SAVEPOINT_DECISION, err)))
 			break;
 		rc = savepoint(
 		    s, mark, "preempt", p->victim,
@@ -1098,7 +1099,7 @@ static int publish_queue(struct sched_ids *now_queued, struct qchanges *ch, stru
 	ch->n = 0;
 	if (!(ch->v = snap_alloc(sn, (size_t)(in->npending + sn->nheld), sizeof(*ch->v))) ||
 	    !(rows = snap_alloc(sn, (size_t)(in->npending + sn->nheld), sizeof(*rows))) ||
-	    !(gone = snap_alloc(sn, (size_t)s->queued.n, sizeof(*gone))))
+	    !(gone = snap_alloc(sn, (size_t)s->world.queued.n, sizeof(*gone))))
 		goto oom;
 	if (in->npending + sn->nheld > 0 &&
 	    !(now_queued->v = calloc((size_t)(in->npending + sn->nheld), sizeof(int64_t))))
@@ -1137,12 +1138,12 @@ static int publish_queue(struct sched_ids *now_queued, struct qchanges *ch, stru
 	now_queued->n = n;
 	if (n > 0)
 		qsort(now_queued->v, (size_t)n, sizeof(int64_t), cmp_i64);
-	for (int i = 0; i < s->queued.n; i++)
-		if (n == 0 || !bsearch(&s->queued.v[i], now_queued->v, (size_t)n, sizeof(int64_t),
-				       cmp_i64))
-			gone[ngone++] = s->queued.v[i];
-	if ((rc = sched_store_queue_publish(s->pg, rows, nrows, err)) ||
-	    (rc = sched_store_queue_left(s->pg, gone, ngone, err)))
+	for (int i = 0; i < s->world.queued.n; i++)
+		if (n == 0 || !bsearch(&s->world.queued.v[i], now_queued->v, (size_t)n,
+				       sizeof(int64_t), cmp_i64))
+			gone[ngone++] = s->world.queued.v[i];
+	if ((rc = sched_store_queue_publish(s->term.pg, rows, nrows, err)) ||
+	    (rc = sched_store_queue_left(s->term.pg, gone, ngone, err)))
 		goto out;
 	if (nrows + ngone > 0)
 		ty_debug("queue: %d job(s) with a new position or reason, %d left the queue", nrows,
@@ -1193,7 +1194,7 @@ static int publish_teams(struct sched_store_team_usage **written, int *nwritten,
 							    .lent = t->lent,
 							    .pending = pending};
 	}
-	if ((rc = sched_store_team_usage_write(s->pg, rows, n, in->now_ms, err))) {
+	if ((rc = sched_store_team_usage_write(s->term.pg, rows, n, in->now_ms, err))) {
 		free(rows);
 		return rc;
 	}
@@ -1219,7 +1220,7 @@ static int apply(struct sched *s, struct snap *sn, const struct sched_decisions 
 	    (rc = apply_preemptions(s, sn, d, err)) ||
 	    (rc = publish_queue(&queued, &ch, s, sn, d, err)) ||
 	    (rc = publish_teams(&usage, &nusage, s, sn, d, err))) {
-		ty_pg_rollback(s->pg);
+		ty_pg_rollback(s->term.pg);
 		sched_mirror_stale(s, "cycle rolled back");
 		goto out;
 	}
@@ -1236,14 +1237,14 @@ static int apply(struct sched *s, struct snap *sn, const struct sched_decisions 
 		sched_mirror_team_usage(s, usage[i].team, usage[i].decayed, usage[i].fair_share,
 					usage[i].used, usage[i].borrowed, usage[i].lent,
 					usage[i].pending, sn->in.now_ms);
-	sched_ids_free(&s->queued);
-	s->queued = queued;
+	sched_ids_free(&s->world.queued);
+	s->world.queued = queued;
 	memset(&queued, 0, sizeof(queued));
 	/* the mirror holds what jobs holds now */
 	for (int i = 0; i < ch.n; i++)
 		if (sched_queue_set_reason(s, ch.v[i].q, ch.v[i].reason,
 					   ch.v[i].position, ch.v[i].reserved_ms, ch.v[i].written_ms))
-			s->queue_stale = true; /* out of memory: read it all again */
+			s->world.queue_stale = true; /* out of memory: read it all again */
 	if (placed || d->npreemptions)
 		ty_debug("cycle: placed %d of %d pending job(s), %d preemption(s)", placed,
 			 sn->in.npending, d->npreemptions);
@@ -1274,7 +1275,7 @@ int sched_holds_of(const struct sched_holds *h, int64_t job, int *first)
 /* Tell each pending job the nodes the last cycle held for it (held_nodes). */
 static int holds_load(struct snap *sn, const struct sched *s, struct ty_err *err)
 {
-	const struct sched_holds *h = &s->holds;
+	const struct sched_holds *h = &s->world.holds;
 
 	for (int i = 0; i < sn->in.npending && h->n > 0; i++) {
 		struct sched_pending_in *p = &sn->pending[i];
@@ -1362,7 +1363,7 @@ void sched_holds_free(struct sched_holds *h)
 static void holds_keep(struct sched *s, const struct snap *sn, const struct sched_decisions *d)
 {
 	/* out of memory: the jobs start where they fit best next cycle */
-	if (sched_holds_keep(&s->holds, s->epoch, &sn->in, d))
+	if (sched_holds_keep(&s->world.holds, s->term.epoch, &sn->in, d))
 		ty_warn("cycle: out of memory keeping the nodes held for preemptions");
 }
 
@@ -1378,8 +1379,8 @@ int sched_cycle(struct sched *s, struct ty_err *err)
 	    (rc = sched_preempt_kills(s, err)))
 		return rc;
 	/* holds of another term, or from before a whole reload, are not trusted */
-	if (s->queue_stale || s->holds.epoch != s->epoch)
-		s->holds.n = 0;
+	if (s->world.queue_stale || s->world.holds.epoch != s->term.epoch)
+		s->world.holds.n = 0;
 	if ((rc = snap_load(&sn, s, err)))
 		return rc;
 	if ((rc = holds_load(&sn, s, err)))
@@ -1392,7 +1393,7 @@ int sched_cycle(struct sched *s, struct ty_err *err)
 	m2 = sched_metrics_clock();
 	rc = apply(s, &sn, d, err);
 	if (rc)
-		s->holds.n = 0;
+		s->world.holds.n = 0;
 	else
 		holds_keep(s, &sn, d);
 	if (!rc)

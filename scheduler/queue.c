@@ -24,13 +24,13 @@
 
 void sched_touch(struct sched *s, int64_t job)
 {
-	struct sched_ids *t = &s->touched;
+	struct sched_ids *t = &s->world.touched;
 
 	sched_mirror_touch_job(s, job); /* its allocations and attempts too */
-	if (s->queue_stale)
+	if (s->world.queue_stale)
 		return;
 	if (t->n == TOUCHED_MAX) {
-		s->queue_stale = true;
+		s->world.queue_stale = true;
 		t->n = 0;
 		return;
 	}
@@ -39,7 +39,8 @@ void sched_touch(struct sched *s, int64_t job)
 		int64_t *v = realloc(t->v, (size_t)cap * sizeof(*v));
 
 		if (!v) {
-			s->queue_stale = true; /* read everything again rather than miss one */
+			s->world.queue_stale =
+			    true; /* read everything again rather than miss one */
 			t->n = 0;
 			return;
 		}
@@ -59,12 +60,12 @@ static void qjob_clear(struct sched_qjob *j)
 
 void sched_queue_clear(struct sched *s)
 {
-	for (int i = 0; i < s->queue.n; i++)
-		qjob_clear(&s->queue.v[i]);
-	free(s->queue.v);
-	memset(&s->queue, 0, sizeof(s->queue));
-	sched_ids_free(&s->touched);
-	s->queue_stale = true;
+	for (int i = 0; i < s->world.queue.n; i++)
+		qjob_clear(&s->world.queue.v[i]);
+	free(s->world.queue.v);
+	memset(&s->world.queue, 0, sizeof(s->world.queue));
+	sched_ids_free(&s->world.touched);
+	s->world.queue_stale = true;
 	sched_mirror_clear(s);
 }
 
@@ -85,13 +86,13 @@ static int find(const struct sched_qjob *v, int n, int64_t job)
 
 int sched_queue_find(const struct sched *s, int64_t job)
 {
-	return find(s->queue.v, s->queue.n, job);
+	return find(s->world.queue.v, s->world.queue.n, job);
 }
 
 int sched_queue_set_reason(struct sched *s, int i, const char *reason, int position,
 			   int64_t reserved_ms, int64_t written_ms)
 {
-	struct sched_qjob *j = &s->queue.v[i];
+	struct sched_qjob *j = &s->world.queue.v[i];
 	char *r = reason ? strdup(reason) : NULL;
 
 	if (reason && !r)
@@ -146,28 +147,28 @@ static int reload_all(struct sched *s, struct ty_err *err)
 	struct sched_queue q = {0};
 	int rc;
 
-	if ((rc = sched_store_queue_pending(&q.v, &q.n, s->pg, err)))
+	if ((rc = sched_store_queue_pending(&q.v, &q.n, s->term.pg, err)))
 		return rc;
 	q.cap = q.n + 1;
-	for (int i = 0, k = 0; i < q.n && k < s->queue.n;) {
-		if (q.v[i].id == s->queue.v[k].id)
-			keep_written(&q.v[i++], &s->queue.v[k++]);
-		else if (q.v[i].id < s->queue.v[k].id)
+	for (int i = 0, k = 0; i < q.n && k < s->world.queue.n;) {
+		if (q.v[i].id == s->world.queue.v[k].id)
+			keep_written(&q.v[i++], &s->world.queue.v[k++]);
+		else if (q.v[i].id < s->world.queue.v[k].id)
 			i++;
 		else
 			k++;
 	}
-	for (int i = 0; i < s->queue.n; i++)
-		qjob_clear(&s->queue.v[i]);
-	free(s->queue.v);
-	s->queue = q;
+	for (int i = 0; i < s->world.queue.n; i++)
+		qjob_clear(&s->world.queue.v[i]);
+	free(s->world.queue.v);
+	s->world.queue = q;
 	return 0;
 }
 
 /* Read the touched jobs again: update, add or drop each. */
 static int reload_touched(struct sched *s, struct ty_err *err)
 {
-	struct sched_ids *t = &s->touched;
+	struct sched_ids *t = &s->world.touched;
 	struct sched_qjob *got = NULL;
 	bool *queued = NULL, drop = false, unsorted = false;
 	int rc, k = 0, n0, ngot = 0;
@@ -177,29 +178,29 @@ static int reload_touched(struct sched *s, struct ty_err *err)
 		if (i == 0 || t->v[i] != t->v[i - 1])
 			t->v[k++] = t->v[i];
 	t->n = k;
-	if ((rc = sched_store_queue_of(&got, &queued, &ngot, s->pg, t->v, t->n, err)))
+	if ((rc = sched_store_queue_of(&got, &queued, &ngot, s->term.pg, t->v, t->n, err)))
 		return rc;
-	if (reserve(&s->queue, s->queue.n + ngot)) {
+	if (reserve(&s->world.queue, s->world.queue.n + ngot)) {
 		rc = ty_err_set(err, TY_ENOMEM, NULL);
 		goto out;
 	}
-	n0 = s->queue.n; /* the sorted part: rows appended below are not searched */
+	n0 = s->world.queue.n; /* the sorted part: rows appended below are not searched */
 	for (int r = 0; r < ngot; r++) {
-		int at = find(s->queue.v, n0, got[r].id);
+		int at = find(s->world.queue.v, n0, got[r].id);
 
 		if (at >= 0 && !queued[r]) {
-			s->queue.v[at].gone = true; /* compacted below */
+			s->world.queue.v[at].gone = true; /* compacted below */
 			drop = true;
 			continue;
 		}
 		if (at >= 0) {
-			struct sched_qjob was = s->queue.v[at];
+			struct sched_qjob was = s->world.queue.v[at];
 
-			s->queue.v[at] = got[r];
-			keep_written(&s->queue.v[at], &was);
+			s->world.queue.v[at] = got[r];
+			keep_written(&s->world.queue.v[at], &was);
 			qjob_clear(&was);
 		} else if (queued[r]) {
-			s->queue.v[s->queue.n++] = got[r];
+			s->world.queue.v[s->world.queue.n++] = got[r];
 			unsorted = true;
 		} else {
 			continue;
@@ -209,16 +210,17 @@ static int reload_touched(struct sched *s, struct ty_err *err)
 	if (drop) {
 		int n = 0;
 
-		for (int i = 0; i < s->queue.n; i++) {
-			if (s->queue.v[i].gone)
-				qjob_clear(&s->queue.v[i]);
+		for (int i = 0; i < s->world.queue.n; i++) {
+			if (s->world.queue.v[i].gone)
+				qjob_clear(&s->world.queue.v[i]);
 			else
-				s->queue.v[n++] = s->queue.v[i];
+				s->world.queue.v[n++] = s->world.queue.v[i];
 		}
-		s->queue.n = n;
+		s->world.queue.n = n;
 	}
 	if (unsorted)
-		qsort(s->queue.v, (size_t)s->queue.n, sizeof(*s->queue.v), cmp_qjob);
+		qsort(s->world.queue.v, (size_t)s->world.queue.n, sizeof(*s->world.queue.v),
+		      cmp_qjob);
 out:
 	sched_store_qjobs_free(got, ngot);
 	free(queued);
@@ -230,23 +232,23 @@ int sched_queue_refresh(struct sched *s, struct ty_err *err)
 	int64_t now = ty_mono_ms();
 	int rc;
 
-	if (s->queue_stale || now >= s->queue_loaded + QUEUE_RELOAD_MS) {
+	if (s->world.queue_stale || now >= s->world.queue_loaded + QUEUE_RELOAD_MS) {
 		/* what is touched from here on is read again next time */
-		s->touched.n = 0;
+		s->world.touched.n = 0;
 		if ((rc = reload_all(s, err)))
 			return rc;
-		s->queue_stale = false;
-		s->queue_loaded = now;
-		ty_debug("queue: %d pending job(s) loaded", s->queue.n);
+		s->world.queue_stale = false;
+		s->world.queue_loaded = now;
+		ty_debug("queue: %d pending job(s) loaded", s->world.queue.n);
 		return 0;
 	}
-	if (s->touched.n == 0)
+	if (s->world.touched.n == 0)
 		return 0;
 	if ((rc = reload_touched(s, err))) {
-		s->queue_stale = true;
-		s->touched.n = 0;
+		s->world.queue_stale = true;
+		s->world.touched.n = 0;
 		return rc;
 	}
-	s->touched.n = 0;
+	s->world.touched.n = 0;
 	return 0;
 }

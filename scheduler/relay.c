@@ -74,7 +74,7 @@ void sched_relay_dr(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque)
 
 	if (m->err) {
 		/* produced again on the next pass */
-		ids_del(&s->inflight, id);
+		ids_del(&s->bus.inflight, id);
 		if (m->err != RD_KAFKA_RESP_ERR__PURGE_QUEUE &&
 		    m->err != RD_KAFKA_RESP_ERR__PURGE_INFLIGHT) {
 			sched_metrics_kafka_error(s, SCHED_KAFKA_DELIVERY);
@@ -83,8 +83,9 @@ void sched_relay_dr(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque)
 		}
 		return;
 	}
-	if (ids_add(&s->delivered, id))
-		ids_del(&s->inflight, id); /* out of memory: produce again rather than lose it */
+	if (ids_add(&s->bus.delivered, id))
+		ids_del(&s->bus.inflight,
+			id); /* out of memory: produce again rather than lose it */
 }
 
 int sched_relay(struct sched *s, struct ty_err *err)
@@ -92,9 +93,10 @@ int sched_relay(struct sched *s, struct ty_err *err)
 	struct sched_store_outbox_row *v = NULL;
 	int rc = 0, sent = 0, n = 0;
 
-	if (!s->producer || s->dispatch_partitions <= 0)
+	if (!s->bus.producer || s->bus.dispatch_partitions <= 0)
 		return 0;
-	if ((rc = sched_store_outbox_next(&v, &n, s->pg, s->inflight.v, s->inflight.n, err)))
+	if ((rc = sched_store_outbox_next(&v, &n, s->term.pg, s->bus.inflight.v, s->bus.inflight.n,
+					  err)))
 		return rc;
 	for (int i = 0; i < n; i++) {
 		int64_t id = v[i].id;
@@ -110,10 +112,9 @@ int sched_relay(struct sched *s, struct ty_err *err)
 			continue;
 		}
 		e = rd_kafka_producev(
-		    s->producer, RD_KAFKA_V_TOPIC(PROTO_TOPIC_DISPATCH),
-		    RD_KAFKA_V_PARTITION(proto_node_partition(node, s->dispatch_partitions)),
-		    RD_KAFKA_V_KEY(node, strlen(node)),
-		    RD_KAFKA_V_VALUE((void *)payload, len),
+		    s->bus.producer, RD_KAFKA_V_TOPIC(PROTO_TOPIC_DISPATCH),
+		    RD_KAFKA_V_PARTITION(proto_node_partition(node, s->bus.dispatch_partitions)),
+		    RD_KAFKA_V_KEY(node, strlen(node)), RD_KAFKA_V_VALUE((void *)payload, len),
 		    RD_KAFKA_V_HEADER(PROTO_HDR_SIG, sig, TY_ED25519_SIG_HEX_LEN),
 		    RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
 		    RD_KAFKA_V_OPAQUE((void *)(intptr_t)id), RD_KAFKA_V_END);
@@ -125,14 +126,15 @@ int sched_relay(struct sched *s, struct ty_err *err)
 				node, rd_kafka_err2str(e));
 			continue;
 		}
-		if (ids_add(&s->inflight, id)) {
+		if (ids_add(&s->bus.inflight, id)) {
 			rc = ty_err_set(err, TY_ENOMEM, NULL);
 			break;
 		}
 		sent++;
 		if (sched_fault_armed && sent == 1 && n > 1 &&
 		    sched_fault_due(SCHED_FAULT_RELAY_MID)) {
-			rd_kafka_flush(s->producer, 5000); /* the first row really is on the broker */
+			rd_kafka_flush(s->bus.producer,
+				       5000); /* the first row really is on the broker */
 			sched_fault_crash(SCHED_FAULT_RELAY_MID);
 		}
 	}
@@ -147,24 +149,25 @@ int sched_relay_settle(struct sched *s, struct ty_err *err)
 {
 	int rc;
 
-	if (!s->producer)
+	if (!s->bus.producer)
 		return 0;
-	rd_kafka_poll(s->producer, 0);
+	rd_kafka_poll(s->bus.producer, 0);
 	if ((rc = sched_kafka_producer_check(s, err)))
 		return rc;
-	if (s->delivered.n == 0)
+	if (s->bus.delivered.n == 0)
 		return 0;
 	SCHED_FAULT(SCHED_FAULT_RELAY_AFTER_SEND);
 	if ((rc = sched_tx_begin(s, err)))
 		return rc;
-	if ((rc = sched_store_outbox_delete(s->pg, s->delivered.v, s->delivered.n, err))) {
-		ty_pg_rollback(s->pg);
+	if ((rc = sched_store_outbox_delete(s->term.pg, s->bus.delivered.v, s->bus.delivered.n,
+					    err))) {
+		ty_pg_rollback(s->term.pg);
 		return rc;
 	}
 	if ((rc = sched_tx_commit(s, err)))
 		return rc;
-	for (int i = 0; i < s->delivered.n; i++)
-		ids_del(&s->inflight, s->delivered.v[i]);
-	s->delivered.n = 0;
+	for (int i = 0; i < s->bus.delivered.n; i++)
+		ids_del(&s->bus.inflight, s->bus.delivered.v[i]);
+	s->bus.delivered.n = 0;
 	return 0;
 }

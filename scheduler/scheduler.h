@@ -187,12 +187,37 @@ struct sched_late_exit {
 	int64_t seen_ms; /* monotonic, first seen */
 };
 
-struct sched {
-	struct sched_opts o;
+/*
+ * The nodes the last committed cycle held for jobs waiting for their
+ * victims (its SCHED_RESV_PREEMPTION reservations), passed to the next
+ * decision as sched_pending_in.held_nodes (place.c). Sorted by job; grown
+ * as a cycle needs (a big cluster holds hundreds of nodes at once), freed
+ * by sched_holds_free(). Node ids longer than node[] are not kept (the
+ * job then starts where it fits best). Forgotten on a new term and when
+ * the queue mirror is stale (read again whole).
+ */
+struct sched_holds {
+	int64_t epoch; /* the term they were decided in */
+	int n, cap;
+	struct sched_hold {
+		int64_t job;
+		char node[96]; /* node id; longer ids are not kept */
+	} *v;	       /* cap entries, n used */
+};
+
+/* The connections to PostgreSQL and the term they carry (leader.c). */
+struct sched_term {
 	struct ty_pg *lock_pg; /* holds the advisory lock while leading */
 	struct ty_pg *pg;      /* every other statement */
 	bool leading;
-	int64_t epoch;	      /* of the current term */
+	int64_t epoch;	/* of the current term */
+	int listen_pid; /* backend pid of pg when LISTEN was issued on it (0: not yet) */
+	/* job events and outbox rows of the open transaction, written at its commit (store/) */
+	struct sched_store store;
+};
+
+/* The broker: the clients of a term, the outbox rows in flight and the broker's health. */
+struct sched_bus {
 	rd_kafka_t *consumer; /* events + nodes, manual assignment, while leading */
 	rd_kafka_queue_t *cq; /* its queue, which writes to wake[1] when it fills */
 	int wake[2];	      /* pipe, open while cq is set: see sched_consume */
@@ -201,52 +226,55 @@ struct sched {
 	int assigned_partitions;    /* of events + nodes */
 	struct sched_ids inflight;  /* produced, delivery not reported (or not deleted) */
 	struct sched_ids delivered; /* acknowledged, row not deleted yet */
+	bool outbox_dirty;	    /* relay now */
+	bool down;		    /* the broker did not answer the last liveness probe */
+	int64_t back;		    /* monotonic ms when it answered again (0: never lost) */
+	int64_t ok;		    /* monotonic ms of the last probe it answered */
+};
+
+/* The consumed batch being applied (kafka.c, apply.c) and what it left for later. */
+struct sched_inbox {
 	rd_kafka_message_t **batch; /* consumed and not yet applied (kept on failure) */
 	struct proto_msg *bmsg;	    /* batch[i] decoded, when bok[i] */
 	bool *bok;		    /* batch[i] is well formed and its node's (else skipped) */
 	int nbatch;
+	bool lagging;		      /* the last poll filled a whole batch */
 	struct sched_late_exit *late; /* applied by reconciliation when still missing */
 	int nlate, caplate;
+	long long malformed;	  /* messages skipped as malformed or inapplicable */
+	long long bad_conditions; /* node condition entries skipped as invalid */
+};
+
+/* What the scheduler knows of jobs and nodes between cycles (queue.c, mirror.c, place.c). */
+struct sched_world {
+	struct sched_queue queue;   /* the pending-job mirror (queue.c) */
+	struct sched_ids touched;   /* jobs whose rows changed since the mirror was refreshed */
+	struct sched_ids queued;    /* jobs given a queue position or reason by the last cycle */
+	bool queue_stale;	    /* reload the whole mirror at the next cycle */
+	int64_t queue_loaded;	    /* monotonic ms of the last whole reload */
+	struct sched_mirror mirror; /* nodes, live allocations, ports, teams (mirror.c) */
+	struct sched_holds holds;   /* nodes held for jobs waiting for their victims */
+};
+
+/* When the loop runs what (loop.c). */
+struct sched_clock {
 	bool capacity_freed; /* run a placement cycle now */
 	bool jobs_changed;   /* another session wrote a job event (a submission, a cancel) */
-	int listen_pid;	     /* backend pid of s->pg when LISTEN was issued on it (0: not yet) */
 	int64_t last_cycle;  /* monotonic ms of the last cycle's start */
 	int64_t cycle_gap;   /* least ms from it to a cycle a change triggers */
-	struct sched_ids queued;  /* jobs given a queue position or reason by the last cycle */
-	struct sched_queue queue; /* the pending-job mirror (queue.c) */
-	struct sched_ids touched; /* jobs whose rows changed since the mirror was refreshed */
-	bool queue_stale;	  /* reload the whole mirror at the next cycle */
-	struct sched_mirror mirror; /* nodes, live allocations, ports, teams (mirror.c) */
-	int64_t queue_loaded;	  /* monotonic ms of the last whole reload */
-	bool outbox_dirty;	  /* relay now */
-	bool lagging;		  /* the last poll filled a whole batch */
-	bool kafka_down;	  /* the broker did not answer the last liveness probe */
-	int64_t kafka_back;	  /* monotonic ms when it answered again (0: never lost) */
-	int64_t kafka_ok;	  /* monotonic ms of the last probe it answered */
 	int64_t next_cycle, next_reconcile, next_liveness, next_relay; /* monotonic ms */
 	int64_t last_error_log;
-	long long malformed; /* messages skipped as malformed or inapplicable */
-	long long bad_conditions; /* node condition entries skipped as invalid */
-	/*
-	 * The nodes the last committed cycle held for jobs waiting for their
-	 * victims (its SCHED_RESV_PREEMPTION reservations), passed to the next
-	 * decision as sched_pending_in.held_nodes (place.c). Sorted by job; grown
-	 * as a cycle needs (a big cluster holds hundreds of nodes at once), freed
-	 * by sched_holds_free(). Node ids longer than node[] are not kept (the
-	 * job then starts where it fits best). Forgotten on a new term and when
-	 * the queue mirror is stale (read again whole).
-	 */
+};
+
+/* The whole scheduler: only the loop and the files that orchestrate several parts take it. */
+struct sched {
+	struct sched_opts o;
+	struct sched_term term;
+	struct sched_bus bus;
+	struct sched_inbox in;
+	struct sched_world world;
+	struct sched_clock clock;
 	struct sched_metrics *metrics; /* --metrics-listen (metrics.c); NULL: no metrics */
-	/* job events and outbox rows of the open transaction, written at its commit (store/) */
-	struct sched_store store;
-	struct sched_holds {
-		int64_t epoch; /* the term they were decided in */
-		int n, cap;
-		struct sched_hold {
-			int64_t job;
-			char node[96]; /* node id; longer ids are not kept */
-		} *v;	       /* cap entries, n used */
-	} holds;
 };
 
 /* ---- leader.c ---- */
@@ -259,7 +287,7 @@ struct sched {
  */
 int sched_tx_fence(struct ty_pg *pg, int64_t epoch, struct ty_err *err);
 /*
- * sched_tx_fence() on s->pg with this term's epoch, with empty store/
+ * sched_tx_fence() on s->term.pg with this term's epoch, with empty store/
  * buffers (the last transaction committed or rolled back). Ended by
  * sched_tx_commit() (store/store.c) or ty_pg_rollback().
  */
@@ -269,7 +297,7 @@ int sched_tx_begin(struct sched *s, struct ty_err *err);
 int sched_epoch_bump(int64_t *epoch, struct ty_pg *pg, const char *holder, struct ty_err *err);
 
 /*
- * Try once to become leader: take the advisory lock on s->lock_pg, bump the
+ * Try once to become leader: take the advisory lock on s->term.lock_pg, bump the
  * epoch, create the Kafka clients. *won tells whether it did; on any
  * failure after the lock was taken, the lock is released again.
  */
@@ -296,9 +324,9 @@ int sched_kafka_producer_check(struct sched *s, struct ty_err *err);
 int sched_kafka_refresh(struct sched *s, struct ty_err *err);
 /* Whether the broker answers the consumer now (a watermark query). */
 bool sched_kafka_reachable(struct sched *s);
-/* Poll up to a batch of messages into s->batch (waiting up to wait_ms for the first). */
+/* Poll up to a batch of messages into s->in.batch (waiting up to wait_ms for the first). */
 void sched_consume(struct sched *s, int wait_ms);
-/* Apply s->batch in one fenced transaction, then commit its offsets. */
+/* Apply s->in.batch in one fenced transaction, then commit its offsets. */
 int sched_consume_apply(struct sched *s, struct ty_err *err);
 
 /* ---- relay.c ---- */
@@ -679,14 +707,14 @@ void sched_mirror_team_usage(struct sched *s, int64_t team, double decayed, doub
 /* Read everything again at the next refresh (why: for the debug log, may be NULL). */
 void sched_mirror_stale(struct sched *s, const char *why);
 /*
- * Bring s->mirror up to date (outside any transaction): whole when stale or
+ * Bring s->world.mirror up to date (outside any transaction): whole when stale or
  * every minute, else the touched jobs and nodes, and the teams when their
  * count or max(updated_at) changed. With --check-mirror, then compares it
  * with a fresh load (sched_mirror_check).
  */
 int sched_mirror_refresh(struct sched *s, struct ty_err *err);
 /*
- * Compare s->mirror with a fresh load; 0 when equal, else logs "mirror
+ * Compare s->world.mirror with a fresh load; 0 when equal, else logs "mirror
  * diverges from PostgreSQL: ..." and returns TY_EINVAL.
  */
 int sched_mirror_check(struct sched *s, struct ty_err *err);
@@ -698,13 +726,13 @@ void sched_mirror_clear(struct sched *s);
 /* Note that job's row changed (its next refresh reads it again). */
 void sched_touch(struct sched *s, int64_t job);
 /*
- * Bring s->queue up to date: a whole reload when stale (new term, lost
+ * Bring s->world.queue up to date: a whole reload when stale (new term, lost
  * notifications) or every minute, else the touched jobs only.
  */
 int sched_queue_refresh(struct sched *s, struct ty_err *err);
-/* Index of job in s->queue, or -1. */
+/* Index of job in s->world.queue, or -1. */
 int sched_queue_find(const struct sched *s, int64_t job);
-/* Record what was published for s->queue.v[i] at written_ms (reason copied). TY_ENOMEM. */
+/* Record what was published for s->world.queue.v[i] at written_ms (reason copied). TY_ENOMEM. */
 int sched_queue_set_reason(struct sched *s, int i, const char *reason, int position,
 			   int64_t reserved_ms, int64_t written_ms);
 /* Forget the mirror (end of a term); the next refresh reloads it. */
@@ -713,8 +741,8 @@ void sched_queue_clear(struct sched *s);
 /* ---- loop.c: cycle triggers ---- */
 
 /*
- * LISTEN on s->pg for job events (re-issued after a reconnect, which marks
- * the queue mirror stale) and note, in s->jobs_changed and the touched
+ * LISTEN on s->term.pg for job events (re-issued after a reconnect, which marks
+ * the queue mirror stale) and note, in s->clock.jobs_changed and the touched
  * jobs, events written by any other session.
  */
 void sched_notice_jobs(struct sched *s);
@@ -755,7 +783,7 @@ void sched_metrics_role(struct sched *s);
 /*
  * After a cycle committed: cycles, durations (seconds, of which
  * decide_seconds in sched_decide), decisions, queue wait of placed first
- * attempts, preemptions it decided, pending jobs by reason (s->queue must
+ * attempts, preemptions it decided, pending jobs by reason (s->world.queue must
  * still be the queue the cycle read), team gauges, nodes by state.
  */
 void sched_metrics_cycle(struct sched *s, const struct sched_input *in,
@@ -769,7 +797,7 @@ enum sched_kafka_error { SCHED_KAFKA_PRODUCE, SCHED_KAFKA_DELIVERY, SCHED_KAFKA_
 void sched_metrics_kafka_error(struct sched *s, enum sched_kafka_error what);
 /* A consumed message refused as not its node's (proto.h's reasons). */
 void sched_metrics_rejected(struct sched *s, enum proto_reject why);
-/* The relay saw unsent rows not produced yet (plus s->inflight in flight). */
+/* The relay saw unsent rows not produced yet (plus s->bus.inflight in flight). */
 void sched_metrics_outbox(struct sched *s, int unsent);
 /*
  * Consumer lag per assigned partition (cached watermarks), skipped messages
@@ -798,9 +826,9 @@ int sched_metrics_listen_parse(struct sockaddr_in *out, const char *spec);
 /* ---- store/: buffered writes of a fenced transaction ---- */
 
 /*
- * Write one dispatch message to the outbox (seq = row id, epoch = s->epoch)
+ * Write one dispatch message to the outbox (seq = row id, epoch = s->term.epoch)
  * at the commit (store/outbox.c); takes a reference to data, which must not
- * change afterwards. Sets s->outbox_dirty.
+ * change afterwards. Sets s->bus.outbox_dirty.
  */
 int sched_outbox_add(struct sched *s, enum proto_type type, const char *node, int64_t job,
 		     int64_t attempt, json_t *data, struct ty_err *err);
@@ -828,7 +856,7 @@ int sched_store_jobs_lock(struct sched_store_job **out, int *nout, struct sched 
 /* The boots of nodes[n] (one statement): *out new, sorted by node id (strcmp). */
 int sched_store_boots(struct sched_store_boot **out, int *nout, struct sched *s,
 		      const char *const *nodes, int n, struct ty_err *err);
-/* Insert n attempts rows (epoch s->epoch), one statement. */
+/* Insert n attempts rows (epoch s->term.epoch), one statement. */
 int sched_store_attempts_add(struct sched *s, const struct sched_store_attempt *v, int n,
 			     struct ty_err *err);
 /* Insert n allocations rows, one statement. */

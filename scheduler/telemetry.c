@@ -245,11 +245,11 @@ int sched_telemetry_record(struct sched *s, const struct proto_msg *m, struct ty
 		rc = ty_err_set(err, TY_ENOMEM, NULL);
 		goto out;
 	}
-	if ((rc = sched_store_telemetry_node(&first, s->pg, m->job, m->attempt, m->node, text,
+	if ((rc = sched_store_telemetry_node(&first, s->term.pg, m->job, m->attempt, m->node, text,
 					     err)) ||
 	    !first)
 		goto out;
-	if ((rc = sched_store_telemetry_nodes(&rows, &n, s->pg, m->job, m->attempt, err)))
+	if ((rc = sched_store_telemetry_nodes(&rows, &n, s->term.pg, m->job, m->attempt, err)))
 		goto out;
 	if (!(v = calloc((size_t)n, sizeof(*v))) || !(gpus = calloc((size_t)n, sizeof(*gpus)))) {
 		rc = ty_err_set(err, TY_ENOMEM, NULL);
@@ -272,7 +272,7 @@ int sched_telemetry_record(struct sched *s, const struct proto_msg *m, struct ty
 		rc = ty_err_set(err, TY_ENOMEM, NULL);
 		goto out;
 	}
-	rc = sched_store_telemetry_attempt(s->pg, m->job, m->attempt, text, err);
+	rc = sched_store_telemetry_attempt(s->term.pg, m->job, m->attempt, text, err);
 	if (!rc)
 		ty_debug("job %lld attempt %lld: telemetry of node '%s' recorded (%d node%s)",
 			 (long long)m->job, (long long)m->attempt, m->node, n, n == 1 ? "" : "s");
@@ -384,7 +384,7 @@ int sched_idle_check(struct sched *s, const json_t *beats, struct ty_err *err)
 
 	if (!(text = json_dumps(beats, JSON_COMPACT)))
 		return ty_err_set(err, TY_ENOMEM, NULL);
-	rc = sched_store_idle_alerts(&v, &n, s->pg, text, err);
+	rc = sched_store_idle_alerts(&v, &n, s->term.pg, text, err);
 	free(text);
 	for (int i = 0; !rc && i < n; i++) {
 		const struct sched_store_idle *x = &v[i];

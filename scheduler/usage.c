@@ -65,13 +65,13 @@ int sched_usage_advance(struct sched_usage *teams, int n, struct sched *s, int64
 	 * allocations, never both: live ones from the mirror (none of them is
 	 * in the ledger), released ones from PostgreSQL.
 	 */
-	if ((rc = sched_store_usage_spans(&spans, &nspans, s->pg, from, err)))
+	if ((rc = sched_store_usage_spans(&spans, &nspans, s->term.pg, from, err)))
 		goto out;
 	for (int r = 0; r < nspans; r++)
 		accrue(add, teams, n, spans[r].team, spans[r].gpus, spans[r].start_ms,
 		       spans[r].end_ms, now_ms);
-	for (int k = 0; k < s->mirror.nallocs; k++) {
-		const struct sched_malloc *a = &s->mirror.allocs[k];
+	for (int k = 0; k < s->world.mirror.nallocs; k++) {
+		const struct sched_malloc *a = &s->world.mirror.allocs[k];
 
 		accrue(add, teams, n, a->team_id, __builtin_popcountll(a->mask), a->start_ms,
 		       now_ms, now_ms);

@@ -13,9 +13,9 @@ static const char SQL_EVENTS[] =
 int sched_job_event(struct sched *s, int64_t job, const char *type, const char *state,
 		    const char *message, const json_t *data, struct ty_err *err)
 {
-	struct sched_store_events *ev = &s->store.ev;
+	struct sched_store_events *ev = &s->term.store.ev;
 	char jb[24], *d = data ? json_dumps(data, JSON_COMPACT) : NULL;
-	struct sched_store_mark m = sched_store_mark(&s->store);
+	struct sched_store_mark m = sched_store_mark(&s->term.store);
 
 	if (data && !d)
 		return ty_err_set(err, TY_ENOMEM, NULL);
@@ -23,7 +23,7 @@ int sched_job_event(struct sched *s, int64_t job, const char *type, const char *
 	    sched_store__arr_add(&ev->type, type) || sched_store__arr_add(&ev->state, state) ||
 	    sched_store__arr_add(&ev->message, message) || sched_store__arr_add(&ev->data, d)) {
 		free(d);
-		sched_store_rewind(&s->store, m);
+		sched_store_rewind(&s->term.store, m);
 		return ty_err_set(err, TY_ENOMEM, NULL);
 	}
 	free(d);
@@ -36,7 +36,7 @@ int sched_job_event(struct sched *s, int64_t job, const char *type, const char *
 
 int sched_store__events_flush(struct sched *s, struct ty_err *err)
 {
-	struct sched_store_events *ev = &s->store.ev;
+	struct sched_store_events *ev = &s->term.store.ev;
 	int rc;
 
 	if (ev->n == 0)
@@ -48,5 +48,5 @@ int sched_store__events_flush(struct sched *s, struct ty_err *err)
 	const char *p[] = {ev->job.data, ev->type.data, ev->state.data, ev->message.data,
 			   ev->data.data};
 
-	return ty_pg_exec(NULL, s->pg, SQL_EVENTS, 5, p, err);
+	return ty_pg_exec(NULL, s->term.pg, SQL_EVENTS, 5, p, err);
 }

@@ -107,7 +107,7 @@ int sched_store_jobs_lock(struct sched_store_job **out, int *nout, struct sched 
 	}
 	const char *p[] = {ids.data};
 
-	if ((rc = ty_pg_exec(&res, s->pg, SQL_JOBS_LOCK, 1, p, err)))
+	if ((rc = ty_pg_exec(&res, s->term.pg, SQL_JOBS_LOCK, 1, p, err)))
 		goto out;
 	rows = PQntuples(res);
 	if (rows && !(v = calloc((size_t)rows, sizeof(*v)))) {
@@ -153,7 +153,7 @@ int sched_store_boots(struct sched_store_boot **out, int *nout, struct sched *s,
 	}
 	const char *p[] = {ids.data};
 
-	if ((rc = ty_pg_exec(&res, s->pg, SQL_BOOTS, 1, p, err)))
+	if ((rc = ty_pg_exec(&res, s->term.pg, SQL_BOOTS, 1, p, err)))
 		goto out;
 	rows = PQntuples(res);
 	if (rows && !(v = calloc((size_t)rows, sizeof(*v)))) {
@@ -198,11 +198,12 @@ int sched_store_attempts_add(struct sched *s, const struct sched_store_attempt *
 	if (rc || end_all(b, 9)) {
 		rc = ty_err_set(err, TY_ENOMEM, NULL);
 	} else {
-		const char *p[] = {b[0].data, b[1].data, sched_i64(eb, s->epoch), b[2].data, b[3].data,
-				   b[4].data, b[5].data,			b[6].data, b[7].data,
+		const char *p[] = {b[0].data, b[1].data, sched_i64(eb, s->term.epoch),
+				   b[2].data, b[3].data, b[4].data,
+				   b[5].data, b[6].data, b[7].data,
 				   b[8].data};
 
-		rc = ty_pg_exec(NULL, s->pg, SQL_ATTEMPTS, 10, p, err);
+		rc = ty_pg_exec(NULL, s->term.pg, SQL_ATTEMPTS, 10, p, err);
 	}
 	free_all(b, 9);
 	return rc;
@@ -230,7 +231,7 @@ int sched_store_allocs_add(struct sched *s, const struct sched_store_alloc *v, i
 		const char *p[] = {b[0].data, b[1].data, b[2].data, b[3].data,
 				   b[4].data, b[5].data, b[6].data};
 
-		rc = ty_pg_exec(NULL, s->pg, SQL_ALLOCS, 7, p, err);
+		rc = ty_pg_exec(NULL, s->term.pg, SQL_ALLOCS, 7, p, err);
 	}
 	free_all(b, 7);
 	return rc;

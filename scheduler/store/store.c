@@ -104,7 +104,7 @@ int sched_store_flush(struct sched *s, struct ty_err *err)
 
 	if ((rc = sched_store__events_flush(s, err)) || (rc = sched_store__outbox_flush(s, err)))
 		return rc;
-	sched_store_reset(&s->store);
+	sched_store_reset(&s->term.store);
 	return 0;
 }
 
@@ -112,12 +112,12 @@ int sched_tx_commit(struct sched *s, struct ty_err *err)
 {
 	int rc = sched_store_flush(s, err);
 
-	sched_store_reset(&s->store);
+	sched_store_reset(&s->term.store);
 	if (rc) {
-		ty_pg_rollback(s->pg);
+		ty_pg_rollback(s->term.pg);
 		return rc;
 	}
-	return ty_pg_commit(s->pg, err);
+	return ty_pg_commit(s->term.pg, err);
 }
 
 void sched_store_strs_free(char **v, int n)
