@@ -190,7 +190,7 @@ int sched_blame_node(struct sched *s, const char *node, int64_t job, int64_t att
 	if ((rc = sched_store_node_blamed(s->term.pg, node, to,
 					  !strcmp(to, "suspect") ? NULL : reason, err)))
 		goto out;
-	sched_mirror_touch_node(s, node);
+	sched_mirror_touch_node(&s->world.mirror, node);
 	ty_warn("node '%s' is %s: %s", node, to, reason);
 out:
 	return rc;
@@ -241,7 +241,7 @@ int sched_fail_attempt(struct sched *s, int64_t job, int64_t attempt, const char
 	    !moved)
 		goto out; /* already over: nothing to do */
 	/* written now when every node has released its GPUs, else at the last release */
-	if ((rc = sched_ledger_attempt_end(s, job, attempt, err)))
+	if ((rc = sched_ledger_attempt_end(s->term.pg, &s->o.rates, job, attempt, err)))
 		goto out;
 	if (blamed &&
 	    (rc = sched_blame_node(s, blamed, job, attempt, cls, evidence, why,
@@ -431,7 +431,7 @@ int sched_settle_attempt(struct sched *s, int64_t job, int64_t attempt, struct t
 	}
 	/* succeeded, cancelled or stopped, or the last node of a failed gang released */
 	if (!rc)
-		rc = sched_ledger_attempt_end(s, job, attempt, err);
+		rc = sched_ledger_attempt_end(s->term.pg, &s->o.rates, job, attempt, err);
 out:
 	json_decref(data);
 	return rc;
@@ -550,7 +550,7 @@ static int condition_drain(struct sched *s, const char *node, const char *eviden
 	if ((rc = sched_store_condition_drain(state, sizeof(state), s->term.pg, node, reason, err)))
 		return rc;
 	if (*state) {
-		sched_mirror_touch_node(s, node);
+		sched_mirror_touch_node(&s->world.mirror, node);
 		ty_warn("node '%s' is %s: %s", node, state, reason);
 	}
 	return 0;
@@ -638,7 +638,7 @@ static int exclude_node(struct sched *s, int64_t job, int64_t attempt, const cha
 {
 	int rc = sched_store_job_exclude(s->term.pg, job, attempt, node, err);
 
-	sched_touch(s, job);
+	sched_touch(&s->world, job);
 	return rc;
 }
 
@@ -707,7 +707,7 @@ static int preflight_slow(struct sched *s, int64_t job, int64_t attempt, const j
 		}
 		if ((rc = sched_store_node_suspect(s->term.pg, node, err)))
 			return rc;
-		sched_mirror_touch_node(s, node);
+		sched_mirror_touch_node(&s->world.mirror, node);
 		ty_warn("job %lld attempt %lld: %s; node '%s' is suspect", (long long)job,
 			(long long)attempt, evidence, node);
 	}
@@ -746,7 +746,7 @@ static int alloc_exit(bool *applied, struct sched *s, const char *node, int64_t 
 	if (applied)
 		*applied = true;
 	s->clock.capacity_freed = true;
-	sched_touch(s, job); /* a requeued job may start once its last GPUs are released */
+	sched_touch(&s->world, job); /* a requeued job may start once its last GPUs are released */
 	if (exit_code != 0 && cls && !strcmp(cls, "hardware") && condition &&
 	    !json_is_null(condition)) {
 		struct ty_err cerr = {0};
@@ -829,7 +829,7 @@ int sched_node_gone(struct sched *s, const char *node, const char *cls, const ch
 		char state[16];
 
 		s->clock.capacity_freed = true;
-		sched_touch(s, job);
+		sched_touch(&s->world, job);
 		if ((rc = sched_store_attempt_state(state, sizeof(state), s->term.pg, job, attempt,
 						    err)))
 			break;
@@ -948,7 +948,8 @@ static int on_register(struct sched *s, const struct proto_msg *m, struct ty_err
 						.fault = fault},
 		 err)))
 		goto out;
-	sched_mirror_touch_node(s, m->node); /* address, labels, capacity or state may be new */
+	/* address, labels, capacity or state may be new */
+	sched_mirror_touch_node(&s->world.mirror, m->node);
 	/* its conditions now; the history of long cleared ones goes */
 	if ((rc = conditions_apply(s, m, boot_id, err)) ||
 	    (rc = sched_store_conditions_prune(s->term.pg, m->node, err)))
@@ -1207,7 +1208,7 @@ static int on_heartbeat(struct sched *s, const struct proto_msg *m, struct ty_er
 	if ((rc = sched_store_node_heartbeat(s->term.pg, m->node, m->seq, rtext, boot_id, err)))
 		goto out;
 	if (n.lost) {
-		sched_mirror_touch_node(s, m->node);
+		sched_mirror_touch_node(&s->world.mirror, m->node);
 		ty_info("node '%s' is back", m->node);
 		s->clock.capacity_freed = true;
 	}
@@ -1500,7 +1501,8 @@ int sched_apply_exits(struct sched *s, const struct proto_msg *m, const bool *ok
 		if (fate[k] != SCHED_EXIT_MARKED)
 			continue;
 		s->clock.capacity_freed = true;
-		sched_touch(s, x[k].job); /* a requeued job may start once its last GPUs are released */
+		/* a requeued job may start once its last GPUs are released */
+		sched_touch(&s->world, x[k].job);
 		x[nmarked++] = x[k];
 	}
 	if (nmarked == 0)
@@ -1534,7 +1536,8 @@ int sched_apply_exits(struct sched *s, const struct proto_msg *m, const bool *ok
 		json_decref(data);
 	}
 	if (!rc)
-		rc = sched_ledger_attempts_end(s, jobs, attempts, nended, err);
+		rc =
+		    sched_ledger_attempts_end(s->term.pg, &s->o.rates, jobs, attempts, nended, err);
 out:
 	free(x);
 	free(fate);
@@ -1856,7 +1859,7 @@ int sched_apply(struct sched *s, const struct proto_msg *m, struct ty_err *err)
 			return rc;
 	}
 	/* first, so that the ledger row of the gang's last node counts its idle time */
-	if ((rc = sched_telemetry_record(s, m, err)))
+	if ((rc = sched_telemetry_record(s->term.pg, m, err)))
 		return rc;
 	return alloc_exit(NULL, s, m->node, m->job, m->attempt, (int)jint(m->data, "exit_code", 0),
 			  jstr(m->data, "failure_class", NULL), jstr(m->data, "message", NULL),

@@ -274,7 +274,7 @@ static void take(struct sched *s, rd_kafka_message_t *km)
 
 	if (km->err) {
 		if (km->err != RD_KAFKA_RESP_ERR__PARTITION_EOF) {
-			sched_metrics_kafka_error(s, SCHED_KAFKA_CONSUME);
+			sched_metrics_kafka_error(s->metrics, SCHED_KAFKA_CONSUME);
 			ty_warn("kafka consumer: %s", rd_kafka_message_errstr(km));
 		}
 		rd_kafka_message_destroy(km);
@@ -483,7 +483,7 @@ int sched_consume_apply(struct sched *s, struct ty_err *err)
 		return 0;
 	/* first in one go; should a message be bad, again with a savepoint each */
 	for (bool careful = false;; careful = true) {
-		if ((rc = sched_tx_begin(s, err)))
+		if ((rc = sched_tx_begin(&s->term, err)))
 			return rc;
 		if (!careful)
 			rc = apply_fast(s, err);
@@ -492,14 +492,14 @@ int sched_consume_apply(struct sched *s, struct ty_err *err)
 		if (!rc)
 			break;
 		ty_pg_rollback(s->term.pg);
-		sched_mirror_stale(s, "event batch rolled back");
+		sched_mirror_stale(&s->world.mirror, "event batch rolled back");
 		if (rc != APPLY_BAD || careful)
 			return rc; /* the batch is kept and applied again */
 	}
 	if (sched_fault_armed && batch_has_events(s))
 		SCHED_FAULT(SCHED_FAULT_EVENTS_BEFORE_COMMIT);
-	if ((rc = sched_tx_commit(s, err))) {
-		sched_mirror_stale(s, "event batch commit failed");
+	if ((rc = sched_tx_commit(&s->term, err))) {
+		sched_mirror_stale(&s->world.mirror, "event batch commit failed");
 		return rc;
 	}
 	if (sched_fault_armed && batch_has_events(s))

@@ -26,10 +26,10 @@ fail:
 	return rc;
 }
 
-int sched_tx_begin(struct sched *s, struct ty_err *err)
+int sched_tx_begin(struct sched_term *t, struct ty_err *err)
 {
-	sched_store_reset(&s->term.store);
-	return sched_tx_fence(s->term.pg, s->term.epoch, err);
+	sched_store_reset(&t->store);
+	return sched_tx_fence(t->pg, t->epoch, err);
 }
 
 int sched_epoch_bump(int64_t *epoch, struct ty_pg *pg, const char *holder, struct ty_err *err)
@@ -59,7 +59,7 @@ static void unlisten(struct sched *s)
 	s->term.listen_pid = 0;
 	s->clock.jobs_changed = false;
 	s->world.queued.n = 0;
-	sched_queue_clear(s);
+	sched_queue_clear(&s->world);
 	sched_store_free(&s->term.store);
 }
 
@@ -98,7 +98,7 @@ int sched_lead_try(bool *won, struct sched *s, struct ty_err *err)
 		return 0;
 	if ((rc = ty_schema_check(s->term.pg, "scheduler", err)) ||
 	    (rc = sched_epoch_bump(&s->term.epoch, s->term.pg, s->o.id, err)) ||
-	    (rc = sched_rates_publish(s, err))) {
+	    (rc = sched_rates_publish(&s->term, &s->o.rates, err))) {
 		unlock(s);
 		return rc;
 	}
@@ -115,7 +115,7 @@ int sched_lead_try(bool *won, struct sched *s, struct ty_err *err)
 	s->clock.capacity_freed = true;
 	s->bus.outbox_dirty = true;
 	s->world.queue_stale = true; /* the mirror is read whole at the first cycle */
-	sched_mirror_stale(s, "new term");
+	sched_mirror_stale(&s->world.mirror, "new term");
 	s->clock.next_cycle = s->clock.next_reconcile = s->clock.next_liveness =
 	    s->clock.next_relay = 0;
 	*won = true;

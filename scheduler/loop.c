@@ -75,7 +75,7 @@ void sched_notice_jobs(struct sched *s)
 		s->term.listen_pid = PQbackendPID(ty_pg_conn(s->term.pg));
 		s->clock.jobs_changed = true;
 		s->world.queue_stale = true;
-		sched_mirror_stale(s, "new session");
+		sched_mirror_stale(&s->world.mirror, "new session");
 		conn = ty_pg_conn(s->term.pg);
 	}
 	PQconsumeInput(conn);
@@ -87,14 +87,14 @@ void sched_notice_jobs(struct sched *s)
 
 			s->clock.jobs_changed = true;
 			if (end != n->extra && !*end && job > 0)
-				sched_touch(s, job);
+				sched_touch(&s->world, job);
 			else if (!strncmp(n->extra, "node:", 5) && n->extra[5]) {
 				/* the API drained or undrained a node */
-				sched_mirror_touch_node(s, n->extra + 5);
+				sched_mirror_touch_node(&s->world.mirror, n->extra + 5);
 				s->clock.capacity_freed = true;
 			} else {
 				s->world.queue_stale = true; /* a payload we do not understand */
-				sched_mirror_stale(s, "notification not understood");
+				sched_mirror_stale(&s->world.mirror, "notification not understood");
 			}
 		}
 		PQfreemem(n);
@@ -173,7 +173,7 @@ static int lead_turn(struct sched *s, struct ty_err *err)
 	if (s->bus.outbox_dirty || now >= s->clock.next_relay) {
 		s->bus.outbox_dirty = false;
 		s->clock.next_relay = now + RELAY_EVERY_MS;
-		if ((rc = sched_relay(s, err)))
+		if ((rc = sched_relay(&s->bus, s->term.pg, s->o.dispatch_key, s->metrics, err)))
 			return rc;
 	}
 	return 0;
@@ -225,8 +225,8 @@ int sched_run(struct sched *s, volatile sig_atomic_t *stop, struct ty_err *err)
 			continue;
 		}
 		rc = lead_turn(s, &e);
-		if (rc)
-			sched_mirror_stale(s, "a turn failed"); /* whatever it was: read it all again */
+		if (rc) /* whatever it was: read it all again */
+			sched_mirror_stale(&s->world.mirror, "a turn failed");
 		if (rc == TY_EFENCED) {
 			sched_step_down(s, e.msg);
 		} else if (rc) {
@@ -244,7 +244,7 @@ out:
 	sched_ids_free(&s->bus.inflight);
 	sched_ids_free(&s->bus.delivered);
 	sched_ids_free(&s->world.queued);
-	sched_queue_clear(s);
+	sched_queue_clear(&s->world);
 	sched_store_free(&s->term.store);
 	ty_pg_close(s->term.pg);
 	ty_pg_close(s->term.lock_pg);

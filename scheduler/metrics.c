@@ -417,9 +417,14 @@ void sched_metrics_stop(struct sched_metrics *m)
 
 /* ---- updates from the loop (all NULL-safe: no --metrics-listen, no metrics) ---- */
 
+static struct ty_metrics *mreg(const struct sched_metrics *m)
+{
+	return m ? m->reg : NULL;
+}
+
 static struct ty_metrics *reg(const struct sched *s)
 {
-	return s->metrics ? s->metrics->reg : NULL;
+	return mreg(s->metrics);
 }
 
 double sched_metrics_clock(void)
@@ -528,7 +533,7 @@ void sched_metrics_cycle(struct sched *s, const struct sched_input *in,
 
 		decided_add(decided, &ndecided, outcome, label);
 		if (o->reason == SCHED_PLACED) {
-			int q = sched_queue_find(s, in->pending[i].job);
+			int q = sched_queue_find(&s->world.queue, in->pending[i].job);
 
 			/* a requeued job's submission predates its earlier attempts */
 			if (q >= 0 && s->world.queue.v[q].attempt == 0)
@@ -548,7 +553,7 @@ void sched_metrics_cycle(struct sched *s, const struct sched_input *in,
 	if (s->world.queue.n > 0 && !(placed = calloc((size_t)s->world.queue.n, sizeof(*placed))))
 		return;
 	for (int k = 0; k < d->nplacements; k++) {
-		int q = sched_queue_find(s, d->placements[k].job);
+		int q = sched_queue_find(&s->world.queue, d->placements[k].job);
 
 		if (q >= 0 && !placed[q]) {
 			placed[q] = true;
@@ -648,7 +653,7 @@ void sched_metrics_requeued(struct sched *s, const char *cls, bool retry)
 		ty_metrics_add(reg(s), M_RETRIES, c, 1);
 }
 
-void sched_metrics_kafka_error(struct sched *s, enum sched_kafka_error what)
+void sched_metrics_kafka_error(struct sched_metrics *m, enum sched_kafka_error what)
 {
 	static const char *const names[] = {
 	    [SCHED_KAFKA_PRODUCE] = M_PRODUCE_ERRORS,
@@ -656,8 +661,8 @@ void sched_metrics_kafka_error(struct sched *s, enum sched_kafka_error what)
 	    [SCHED_KAFKA_CONSUME] = M_CONSUME_ERRORS,
 	};
 
-	if (reg(s) && (int)what >= 0 && (size_t)what < sizeof(names) / sizeof(names[0]))
-		ty_metrics_add(reg(s), names[what], NULL, 1);
+	if (mreg(m) && (int)what >= 0 && (size_t)what < sizeof(names) / sizeof(names[0]))
+		ty_metrics_add(mreg(m), names[what], NULL, 1);
 }
 
 void sched_metrics_rejected(struct sched *s, enum proto_reject why)
@@ -666,12 +671,12 @@ void sched_metrics_rejected(struct sched *s, enum proto_reject why)
 		ty_metrics_add(reg(s), M_REJECTED, (const char *[]){proto_reject_name(why)}, 1);
 }
 
-void sched_metrics_outbox(struct sched *s, int unsent)
+void sched_metrics_outbox(struct sched_metrics *m, int unsent, int inflight)
 {
-	if (!reg(s))
+	if (!mreg(m))
 		return;
-	ty_metrics_set(reg(s), M_OUTBOX, NULL, (double)unsent + s->bus.inflight.n);
-	ty_metrics_set(reg(s), M_INFLIGHT, NULL, s->bus.inflight.n);
+	ty_metrics_set(mreg(m), M_OUTBOX, NULL, (double)unsent + inflight);
+	ty_metrics_set(mreg(m), M_INFLIGHT, NULL, inflight);
 }
 
 void sched_metrics_kafka(struct sched *s)

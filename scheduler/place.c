@@ -168,7 +168,8 @@ static int load_teams(struct snap *sn, struct sched *s, struct ty_err *err)
 	}
 	sn->in.teams = sn->teams;
 	sn->in.nteams = n;
-	if ((rc = sched_usage_advance(sn->usage, n, s, sn->in.now_ms, err)))
+	if ((rc = sched_usage_advance(sn->usage, n, s->term.pg, &s->world.mirror,
+				      s->o.usage_half_life_s, sn->in.now_ms, err)))
 		return rc;
 	for (int i = 0; i < n; i++)
 		sn->teams[i].usage = sn->usage[i].decayed;
@@ -393,7 +394,7 @@ static int load_pending(struct snap *sn, struct sched *s, struct ty_err *err)
 	int rc, n, np = 0, nsweeps = 0;
 	struct sweep_run *sweeps = NULL;
 
-	if ((rc = sched_queue_refresh(s, err)) ||
+	if ((rc = sched_queue_refresh(&s->world, s->term.pg, err)) ||
 	    (rc = load_sweeps(&sweeps, &nsweeps, sn, s, err)))
 		return rc;
 	n = s->world.queue.n;
@@ -840,7 +841,7 @@ static int cancel_pass(struct sched *s, struct ty_err *err)
 		char text[256];
 		int kills = 0;
 
-		if ((rc = sched_tx_begin(s, err)))
+		if ((rc = sched_tx_begin(&s->term, err)))
 			break;
 		if (!strcmp(state, "pending")) {
 			const char *to;
@@ -875,7 +876,7 @@ static int cancel_pass(struct sched *s, struct ty_err *err)
 		}
 		if (rc)
 			ty_pg_rollback(s->term.pg);
-		else if (!(rc = sched_tx_commit(s, err)) && kills > 0)
+		else if (!(rc = sched_tx_commit(&s->term, err)) && kills > 0)
 			SCHED_FAULT(SCHED_FAULT_CANCEL_AFTER_COMMIT);
 	}
 	free(v);
@@ -1212,8 +1213,8 @@ static int apply(struct sched *s, struct snap *sn, const struct sched_decisions 
 	struct qchanges ch = {0};
 	int rc, placed = 0, nusage = 0;
 
-	if ((rc = sched_tx_begin(s, err))) {
-		sched_mirror_stale(s, "cycle not begun");
+	if ((rc = sched_tx_begin(&s->term, err))) {
+		sched_mirror_stale(&s->world.mirror, "cycle not begun");
 		return rc;
 	}
 	if ((rc = apply_placements(&placed, s, sn, d, err)) ||
@@ -1221,29 +1222,30 @@ static int apply(struct sched *s, struct snap *sn, const struct sched_decisions 
 	    (rc = publish_queue(&queued, &ch, s, sn, d, err)) ||
 	    (rc = publish_teams(&usage, &nusage, s, sn, d, err))) {
 		ty_pg_rollback(s->term.pg);
-		sched_mirror_stale(s, "cycle rolled back");
+		sched_mirror_stale(&s->world.mirror, "cycle rolled back");
 		goto out;
 	}
 	if (placed || d->npreemptions)
 		SCHED_FAULT(SCHED_FAULT_CYCLE_BEFORE_COMMIT);
-	if ((rc = sched_tx_commit(s, err))) {
-		sched_mirror_stale(s, "cycle commit failed");
+	if ((rc = sched_tx_commit(&s->term, err))) {
+		sched_mirror_stale(&s->world.mirror, "cycle commit failed");
 		goto out;
 	}
 	if (placed || d->npreemptions)
 		SCHED_FAULT(SCHED_FAULT_CYCLE_AFTER_COMMIT);
 	/* committed: the team_usage rows it wrote are what the mirror holds now */
 	for (int i = 0; i < nusage; i++)
-		sched_mirror_team_usage(s, usage[i].team, usage[i].decayed, usage[i].fair_share,
-					usage[i].used, usage[i].borrowed, usage[i].lent,
-					usage[i].pending, sn->in.now_ms);
+		sched_mirror_team_usage(&s->world.mirror, usage[i].team, usage[i].decayed,
+					usage[i].fair_share, usage[i].used, usage[i].borrowed,
+					usage[i].lent, usage[i].pending, sn->in.now_ms);
 	sched_ids_free(&s->world.queued);
 	s->world.queued = queued;
 	memset(&queued, 0, sizeof(queued));
 	/* the mirror holds what jobs holds now */
 	for (int i = 0; i < ch.n; i++)
-		if (sched_queue_set_reason(s, ch.v[i].q, ch.v[i].reason,
-					   ch.v[i].position, ch.v[i].reserved_ms, ch.v[i].written_ms))
+		if (sched_queue_set_reason(&s->world.queue, ch.v[i].q, ch.v[i].reason,
+					   ch.v[i].position, ch.v[i].reserved_ms,
+					   ch.v[i].written_ms))
 			s->world.queue_stale = true; /* out of memory: read it all again */
 	if (placed || d->npreemptions)
 		ty_debug("cycle: placed %d of %d pending job(s), %d preemption(s)", placed,

@@ -104,7 +104,7 @@ int sched_preempt_kills(struct sched *s, struct ty_err *err)
 		return rc;
 	if (n == 0)
 		goto out;
-	if ((rc = sched_tx_begin(s, err)))
+	if ((rc = sched_tx_begin(&s->term, err)))
 		goto out;
 	for (int i = 0; i < n && !rc; i++) {
 		int64_t job = due[i].job, attempt = due[i].attempt;
@@ -130,7 +130,7 @@ int sched_preempt_kills(struct sched *s, struct ty_err *err)
 	if (rc)
 		ty_pg_rollback(s->term.pg);
 	else
-		rc = sched_tx_commit(s, err);
+		rc = sched_tx_commit(&s->term, err);
 out:
 	free(due);
 	return rc;
@@ -149,7 +149,7 @@ int sched_preempt_settle(struct sched *s, int64_t job, int64_t attempt, struct t
 	if ((rc = sched_store_attempt_preempt_failed(&pd, &moved, s->term.pg, job, attempt, err)) ||
 	    !moved)
 		goto out; /* settled before */
-	if ((rc = sched_ledger_attempt_end(s, job, attempt, err)))
+	if ((rc = sched_ledger_attempt_end(s->term.pg, &s->o.rates, job, attempt, err)))
 		goto out;
 	if (!(data = json_pack("{s:I, s:s}", "attempt", (json_int_t)attempt, "failure_class",
 			       "preempted"))) {

@@ -32,7 +32,7 @@ static int node_states(struct sched *s, struct ty_err *err)
 	if ((rc = sched_store_nodes_drained(&v, s->term.pg, err)))
 		return rc;
 	for (int i = 0; i < v.n; i++) {
-		sched_mirror_touch_node(s, v.v[i]);
+		sched_mirror_touch_node(&s->world.mirror, v.v[i]);
 		ty_info("node '%s' drained: no work left on it", v.v[i]);
 	}
 	sched_store_nodes_free(&v);
@@ -40,7 +40,7 @@ static int node_states(struct sched *s, struct ty_err *err)
 						s->o.suspect_after, err)))
 		return rc;
 	for (int i = 0; i < v.n; i++) {
-		sched_mirror_touch_node(s, v.v[i]);
+		sched_mirror_touch_node(&s->world.mirror, v.v[i]);
 		s->clock.capacity_freed = true;
 		ty_info("node '%s' is ready again: its failures left the window", v.v[i]);
 	}
@@ -75,7 +75,7 @@ int sched_liveness(struct sched *s, struct ty_err *err)
 		s->bus.back = now;
 	}
 	s->bus.ok = now;
-	if ((rc = sched_tx_begin(s, err)))
+	if ((rc = sched_tx_begin(&s->term, err)))
 		return rc;
 	if ((rc = sched_store_nodes_lost(&lost, s->term.pg, s->o.node_timeout_ms,
 					 s->bus.back ? now - s->bus.back : -1, err)))
@@ -83,7 +83,7 @@ int sched_liveness(struct sched *s, struct ty_err *err)
 	for (int i = 0; i < lost.n; i++) {
 		const char *node = lost.v[i];
 
-		sched_mirror_touch_node(s, node);
+		sched_mirror_touch_node(&s->world.mirror, node);
 		ty_warn("node '%s' lost: no heartbeat for %d ms", node, s->o.node_timeout_ms);
 		snprintf(why, sizeof(why), "node %s lost: no heartbeat for %d ms", node,
 			 s->o.node_timeout_ms);
@@ -93,7 +93,7 @@ int sched_liveness(struct sched *s, struct ty_err *err)
 	sched_store_nodes_free(&lost);
 	if ((rc = node_states(s, err)))
 		goto fail;
-	return sched_tx_commit(s, err);
+	return sched_tx_commit(&s->term, err);
 fail:
 	sched_store_nodes_free(&lost);
 	ty_pg_rollback(s->term.pg);
@@ -235,7 +235,7 @@ static int release_unstarted(struct sched *s, struct ty_err *err)
 		ty_info("job %lld: node '%s' never ran attempt %lld: its GPUs are free",
 			(long long)v[i].job, v[i].node, (long long)v[i].attempt);
 		s->clock.capacity_freed = true;
-		sched_touch(s, v[i].job);
+		sched_touch(&s->world, v[i].job);
 		rc = sched_settle_attempt(s, v[i].job, v[i].attempt, err);
 	}
 	sched_store_parts_found_free(v, n);
@@ -246,7 +246,7 @@ int sched_reconcile(struct sched *s, struct ty_err *err)
 {
 	int rc;
 
-	if ((rc = sched_tx_begin(s, err)))
+	if ((rc = sched_tx_begin(&s->term, err)))
 		return rc;
 	/* an exit event gets one reconcile period to arrive before the heartbeat's word is taken */
 	if ((rc = sched_apply_late_exits(s, s->o.reconcile_ms, err)) ||
@@ -255,5 +255,5 @@ int sched_reconcile(struct sched *s, struct ty_err *err)
 		ty_pg_rollback(s->term.pg);
 		return rc;
 	}
-	return sched_tx_commit(s, err);
+	return sched_tx_commit(&s->term, err);
 }

@@ -287,11 +287,11 @@ struct sched {
  */
 int sched_tx_fence(struct ty_pg *pg, int64_t epoch, struct ty_err *err);
 /*
- * sched_tx_fence() on s->term.pg with this term's epoch, with empty store/
+ * sched_tx_fence() on t->pg with t's epoch, with empty store/
  * buffers (the last transaction committed or rolled back). Ended by
  * sched_tx_commit() (store/store.c) or ty_pg_rollback().
  */
-int sched_tx_begin(struct sched *s, struct ty_err *err);
+int sched_tx_begin(struct sched_term *t, struct ty_err *err);
 
 /* Start a new term: increment leader.epoch (new value in *epoch), record holder. */
 int sched_epoch_bump(int64_t *epoch, struct ty_pg *pg, const char *holder, struct ty_err *err);
@@ -331,9 +331,16 @@ int sched_consume_apply(struct sched *s, struct ty_err *err);
 
 /* ---- relay.c ---- */
 
-/* Produce every outbox row not in flight. */
-int sched_relay(struct sched *s, struct ty_err *err);
-/* Serve delivery reports and delete the rows Kafka acknowledged. */
+/*
+ * Produce every outbox row not in flight (read on pg) with b's producer,
+ * signed with key; m (may be NULL) counts errors and the backlog.
+ */
+int sched_relay(struct sched_bus *b, struct ty_pg *pg, const struct ty_ed25519_key *key,
+		struct sched_metrics *m, struct ty_err *err);
+/*
+ * Serve delivery reports and delete the rows Kafka acknowledged. Takes the
+ * whole: it may replace the producer (sched_kafka_producer_check).
+ */
 int sched_relay_settle(struct sched *s, struct ty_err *err);
 void sched_ids_free(struct sched_ids *ids);
 /* Delivery report callback (the producer's opaque is s). */
@@ -564,10 +571,13 @@ struct sched_usage {
  * Bring each team's decayed usage forward to now_ms:
  * u(now) = u(since) · 2^(−(now − since)/half-life) + GPU-seconds in
  * (since, now] of its usage ledger rows and, for attempts not in the ledger
- * yet, of its allocations (held until released, or now). teams (n of them,
- * sorted by team id) are updated in place.
+ * yet, of its allocations (held until released, or now): those released
+ * read on pg, the live ones from the mirror m. half_life_s:
+ * --usage-half-life-hours. teams (n of them, sorted by team id) are
+ * updated in place.
  */
-int sched_usage_advance(struct sched_usage *teams, int n, struct sched *s, int64_t now_ms,
+int sched_usage_advance(struct sched_usage *teams, int n, struct ty_pg *pg,
+			const struct sched_mirror *m, int64_t half_life_s, int64_t now_ms,
 			struct ty_err *err);
 
 /* ---- ledger.c: the usage ledger (docs/scheduling.md, "Accounting") ---- */
@@ -605,18 +615,20 @@ struct sched_ledger_row {
 void sched_ledger_compute(struct sched_ledger_row *out, const struct sched_ledger_in *in);
 
 /*
- * Inside a fenced transaction, from every path that ends an attempt (or
+ * Inside a fenced transaction on pg, from every path that ends an attempt (or
  * releases a node of an ended one): once the attempt has ended and every
- * node of it released its GPUs, write its ledger rows (one per node).
+ * node of it released its GPUs, write its ledger rows (one per node, at rates).
  * Idempotent: an attempt already in the ledger, still active or still
  * holding GPUs is left alone.
  */
-int sched_ledger_attempt_end(struct sched *s, int64_t job, int64_t attempt, struct ty_err *err);
+int sched_ledger_attempt_end(struct ty_pg *pg, const struct sched_rates *rates, int64_t job,
+			     int64_t attempt, struct ty_err *err);
 /* sched_ledger_attempt_end for the attempts (jobs[i], attempts[i]) of n: two statements. */
-int sched_ledger_attempts_end(struct sched *s, const int64_t *jobs, const int64_t *attempts,
-			      int n, struct ty_err *err);
-/* Inside a fenced transaction: replace usage_rates with s->o.rates (for the API). */
-int sched_rates_publish(struct sched *s, struct ty_err *err);
+int sched_ledger_attempts_end(struct ty_pg *pg, const struct sched_rates *rates,
+			      const int64_t *jobs, const int64_t *attempts, int n,
+			      struct ty_err *err);
+/* In its own fenced transaction of term t: replace usage_rates with r (for the API). */
+int sched_rates_publish(struct sched_term *t, const struct sched_rates *r, struct ty_err *err);
 
 /* ---- telemetry.c: GPU telemetry and idle GPUs (docs/dispatch.md) ---- */
 
@@ -662,12 +674,12 @@ json_t *sched_telemetry_node_json(const struct sched_telemetry *t);
 /* New object: the summary as stored in attempts.gpu_telemetry (unknown: null). */
 json_t *sched_telemetry_attempt_json(const struct sched_telemetry *t);
 /*
- * Inside a fenced transaction: keep m's (an attempt_exited) telemetry on
+ * Inside a fenced transaction on pg: keep m's (an attempt_exited) telemetry on
  * its node's allocation, the first report only, and write the attempt's
  * summary again. A missing or malformed telemetry is logged and ignored:
  * it never fails the message.
  */
-int sched_telemetry_record(struct sched *s, const struct proto_msg *m, struct ty_err *err);
+int sched_telemetry_record(struct ty_pg *pg, const struct proto_msg *m, struct ty_err *err);
 /*
  * Pure: a heartbeat running[] entry's idle_seconds and gpu_util (-1 when
  * absent or malformed); false when either is present and malformed.
@@ -697,46 +709,47 @@ int sched_idle_check(struct sched *s, const json_t *beats, struct ty_err *err);
 /* ---- mirror.c: nodes, live allocations, ports and teams ---- */
 
 /* A job's allocations, attempts or state may have changed: read them again. */
-void sched_mirror_touch_job(struct sched *s, int64_t job);
+void sched_mirror_touch_job(struct sched_mirror *m, int64_t job);
 /* A node registered, came back or was lost: read it again. */
-void sched_mirror_touch_node(struct sched *s, const char *node);
+void sched_mirror_touch_node(struct sched_mirror *m, const char *node);
 /* What a committed cycle wrote to team_usage for team. */
-void sched_mirror_team_usage(struct sched *s, int64_t team, double decayed, double fair_share,
-			     int64_t used, int64_t borrowed, int64_t lent, int64_t pending,
-			     int64_t since_ms);
+void sched_mirror_team_usage(struct sched_mirror *m, int64_t team, double decayed,
+			     double fair_share, int64_t used, int64_t borrowed, int64_t lent,
+			     int64_t pending, int64_t since_ms);
 /* Read everything again at the next refresh (why: for the debug log, may be NULL). */
-void sched_mirror_stale(struct sched *s, const char *why);
+void sched_mirror_stale(struct sched_mirror *m, const char *why);
 /*
- * Bring s->world.mirror up to date (outside any transaction): whole when stale or
- * every minute, else the touched jobs and nodes, and the teams when their
- * count or max(updated_at) changed. With --check-mirror, then compares it
- * with a fresh load (sched_mirror_check).
+ * Bring s->world.mirror up to date (outside any transaction): whole when
+ * stale or every minute, else the touched jobs and nodes, and the teams
+ * when their count or max(updated_at) changed. With --check-mirror, then
+ * compares it with a fresh load (sched_mirror_check).
  */
 int sched_mirror_refresh(struct sched *s, struct ty_err *err);
 /*
  * Compare s->world.mirror with a fresh load; 0 when equal, else logs "mirror
- * diverges from PostgreSQL: ..." and returns TY_EINVAL.
+ * diverges from PostgreSQL: ..." and returns TY_EINVAL. Takes the whole:
+ * before comparing again it collects the notifications (sched_notice_jobs).
  */
 int sched_mirror_check(struct sched *s, struct ty_err *err);
 /* Free the mirror; it is read whole at the next refresh. */
-void sched_mirror_clear(struct sched *s);
+void sched_mirror_clear(struct sched_mirror *m);
 
 /* ---- queue.c: the pending-job mirror ---- */
 
-/* Note that job's row changed (its next refresh reads it again). */
-void sched_touch(struct sched *s, int64_t job);
+/* Note that job's row changed (its next refresh reads it, and its allocations, again). */
+void sched_touch(struct sched_world *w, int64_t job);
 /*
- * Bring s->world.queue up to date: a whole reload when stale (new term, lost
- * notifications) or every minute, else the touched jobs only.
+ * Bring w->queue up to date from pg: a whole reload when stale (new term,
+ * lost notifications) or every minute, else the touched jobs only.
  */
-int sched_queue_refresh(struct sched *s, struct ty_err *err);
-/* Index of job in s->world.queue, or -1. */
-int sched_queue_find(const struct sched *s, int64_t job);
-/* Record what was published for s->world.queue.v[i] at written_ms (reason copied). TY_ENOMEM. */
-int sched_queue_set_reason(struct sched *s, int i, const char *reason, int position,
+int sched_queue_refresh(struct sched_world *w, struct ty_pg *pg, struct ty_err *err);
+/* Index of job in q, or -1. */
+int sched_queue_find(const struct sched_queue *q, int64_t job);
+/* Record what was published for q->v[i] at written_ms (reason copied). TY_ENOMEM. */
+int sched_queue_set_reason(struct sched_queue *q, int i, const char *reason, int position,
 			   int64_t reserved_ms, int64_t written_ms);
-/* Forget the mirror (end of a term); the next refresh reloads it. */
-void sched_queue_clear(struct sched *s);
+/* Forget the mirror and the cluster mirror (end of a term); the next refresh reloads them. */
+void sched_queue_clear(struct sched_world *w);
 
 /* ---- loop.c: cycle triggers ---- */
 
@@ -776,7 +789,7 @@ int sched_metrics_start(struct sched_metrics **out, int *port, const char *liste
 /* Stop serving and free everything (NULL-safe). */
 void sched_metrics_stop(struct sched_metrics *m);
 /*
- * Updates from the loop's thread; each does nothing when s->metrics is NULL.
+ * Updates from the loop's thread; each does nothing when s->metrics (or m) is NULL.
  * role: leader 1/0 and epoch (each turn; a standby drops the team gauges).
  */
 void sched_metrics_role(struct sched *s);
@@ -794,11 +807,11 @@ void sched_metrics_preempted(struct sched *s, const char *reason);
 /* A job went back to pending after an attempt of class cls; retry: it spent a retry. */
 void sched_metrics_requeued(struct sched *s, const char *cls, bool retry);
 enum sched_kafka_error { SCHED_KAFKA_PRODUCE, SCHED_KAFKA_DELIVERY, SCHED_KAFKA_CONSUME };
-void sched_metrics_kafka_error(struct sched *s, enum sched_kafka_error what);
+void sched_metrics_kafka_error(struct sched_metrics *m, enum sched_kafka_error what);
 /* A consumed message refused as not its node's (proto.h's reasons). */
 void sched_metrics_rejected(struct sched *s, enum proto_reject why);
-/* The relay saw unsent rows not produced yet (plus s->bus.inflight in flight). */
-void sched_metrics_outbox(struct sched *s, int unsent);
+/* The relay saw unsent rows not produced yet, and inflight in flight. */
+void sched_metrics_outbox(struct sched_metrics *m, int unsent, int inflight);
 /*
  * Consumer lag per assigned partition (cached watermarks), skipped messages
  * and skipped condition entries.
@@ -840,13 +853,13 @@ int sched_outbox_add(struct sched *s, enum proto_type type, const char *node, in
 int sched_job_event(struct sched *s, int64_t job, const char *type, const char *state,
 		    const char *message, const json_t *data, struct ty_err *err);
 /* Write what is buffered (events, then outbox rows) and empty the buffers. */
-int sched_store_flush(struct sched *s, struct ty_err *err);
+int sched_store_flush(struct sched_term *t, struct ty_err *err);
 /*
  * Commit the fenced transaction: sched_store_flush(), then COMMIT; on a
  * failure of the flush, roll back. The buffers are empty afterwards.
  */
-int sched_tx_commit(struct sched *s, struct ty_err *err);
-int sched_store__events_flush(struct sched *s, struct ty_err *err);
+int sched_tx_commit(struct sched_term *t, struct ty_err *err);
+int sched_store__events_flush(struct sched_term *t, struct ty_err *err);
 /*
  * Lock the jobs of jobs[n] that are still placeable (SELECT ... FOR UPDATE,
  * one statement): *out (new, sorted by job) with *nout rows.
@@ -862,7 +875,7 @@ int sched_store_attempts_add(struct sched *s, const struct sched_store_attempt *
 /* Insert n allocations rows, one statement. */
 int sched_store_allocs_add(struct sched *s, const struct sched_store_alloc *v, int n,
 			   struct ty_err *err);
-int sched_store__outbox_flush(struct sched *s, struct ty_err *err);
+int sched_store__outbox_flush(struct sched_term *t, struct ty_err *err);
 /* attempts.message of an attempt whose ranks all exited 0 while it was being stopped */
 #define SCHED_FINISHED_FIRST "finished before it was stopped"
 /* ---- small helpers (loop.c) ---- */

@@ -54,7 +54,7 @@ int sched_spot_notice(struct sched *s, const char *node, int64_t seq, const json
 	if ((rc = sched_store_spot_notice(&changed, s->term.pg, node, deadline, text, seq, err)) ||
 	    !changed)
 		goto out;
-	sched_mirror_touch_node(s, node);
+	sched_mirror_touch_node(&s->world.mirror, node);
 	ty_warn("node '%s' is preempting: spot notice (%s %s), deadline in %lld ms", node,
 		jstr(notice, "provider") ? jstr(notice, "provider") : "unknown provider",
 		jstr(notice, "action") ? jstr(notice, "action") : "",
@@ -100,7 +100,7 @@ int sched_spot_clear(struct sched *s, const char *node, const char *why, struct 
 		return rc;
 	if (state[0]) {
 		ty_info("node '%s' is %s again: %s", node, state, why);
-		sched_mirror_touch_node(s, node);
+		sched_mirror_touch_node(&s->world.mirror, node);
 		s->clock.capacity_freed = true;
 	}
 	return 0;
@@ -122,14 +122,14 @@ int sched_spot_sweep(struct sched *s, struct ty_err *err)
 		return rc;
 	if (v.n == 0)
 		goto out;
-	if ((rc = sched_tx_begin(s, err)))
+	if ((rc = sched_tx_begin(&s->term, err)))
 		goto out;
 	for (int i = 0; i < v.n && !rc; i++)
 		rc = sched_spot_handshake(s, v.v[i], err);
 	if (rc)
 		ty_pg_rollback(s->term.pg);
 	else
-		rc = sched_tx_commit(s, err);
+		rc = sched_tx_commit(&s->term, err);
 out:
 	sched_store_nodes_free(&v);
 	return rc;

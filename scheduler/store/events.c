@@ -29,14 +29,14 @@ int sched_job_event(struct sched *s, int64_t job, const char *type, const char *
 	free(d);
 	ev->n++;
 	/* every change of a job's state comes with an event: the queue mirror reads it again */
-	sched_touch(s, job);
+	sched_touch(&s->world, job);
 	ty_info("job %lld: %s", (long long)job, message ? message : "");
 	return 0;
 }
 
-int sched_store__events_flush(struct sched *s, struct ty_err *err)
+int sched_store__events_flush(struct sched_term *t, struct ty_err *err)
 {
-	struct sched_store_events *ev = &s->term.store.ev;
+	struct sched_store_events *ev = &t->store.ev;
 	int rc;
 
 	if (ev->n == 0)
@@ -48,5 +48,5 @@ int sched_store__events_flush(struct sched *s, struct ty_err *err)
 	const char *p[] = {ev->job.data, ev->type.data, ev->state.data, ev->message.data,
 			   ev->data.data};
 
-	return ty_pg_exec(NULL, s->term.pg, SQL_EVENTS, 5, p, err);
+	return ty_pg_exec(NULL, t->pg, SQL_EVENTS, 5, p, err);
 }

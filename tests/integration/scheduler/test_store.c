@@ -30,7 +30,7 @@ static struct sched *lead(struct fx *f)
 static void done(struct sched *s)
 {
 	sched_store_free(&s->term.store);
-	sched_queue_clear(s);
+	sched_queue_clear(&s->world);
 	ty_pg_close(s->term.pg);
 	free(s);
 }
@@ -39,7 +39,7 @@ static void commit(struct sched *s)
 {
 	struct ty_err err = {0};
 
-	if (sched_tx_commit(s, &err))
+	if (sched_tx_commit(&s->term, &err))
 		FAIL("cannot commit: %s", err.msg), ty_test_abort();
 }
 
@@ -71,7 +71,7 @@ TY_TEST(several_events_of_one_job_take_gapless_seqs_in_order)
 	json_t *d = json_pack("{s:s, s:i}", "quote", "a \"b\" \\c", "n", 7);
 
 	REQUIRE(d != NULL);
-	REQUIRE_INT_EQ(sched_tx_begin(s, &err), 0);
+	REQUIRE_INT_EQ(sched_tx_begin(&s->term, &err), 0);
 	CHECK_INT_EQ(sched_job_event(s, a, "t1", "pending", "first of a", NULL, &err), 0);
 	CHECK_INT_EQ(sched_job_event(s, b, "t1", "pending", "first of b", d, &err), 0);
 	CHECK_INT_EQ(sched_job_event(s, a, "t2", "pending", "second of a, \"quoted\" {x}", d, &err),
@@ -122,7 +122,7 @@ TY_TEST(a_rolled_back_savepoint_drops_exactly_the_rows_buffered_after_it)
 	struct sched_store_mark m;
 	json_t *d = json_pack("{s:s, s:i}", "reason", "test", "grace_seconds", 5);
 
-	REQUIRE_INT_EQ(sched_tx_begin(s, &err), 0);
+	REQUIRE_INT_EQ(sched_tx_begin(&s->term, &err), 0);
 	CHECK_INT_EQ(sched_job_event(s, a, "kept", "pending", "kept", NULL, &err), 0);
 	CHECK_INT_EQ(sched_outbox_add(s, PROTO_KILL, "n-kept", a, 1, d, &err), 0);
 	m = sched_store_mark(&s->term.store);
@@ -161,7 +161,7 @@ TY_TEST(the_savepoint_calls_undo_the_statements_and_the_rows_buffered_together)
 	char ab[24];
 	const char *p[] = {sched_i64(ab, a)};
 
-	REQUIRE_INT_EQ(sched_tx_begin(s, &err), 0);
+	REQUIRE_INT_EQ(sched_tx_begin(&s->term, &err), 0);
 	/* released: what was done under it stays */
 	REQUIRE_INT_EQ(
 	    sched_store_savepoint(&m1, s->term.pg, &s->term.store, SCHED_SAVEPOINT_MSG, &err), 0);
@@ -206,7 +206,7 @@ TY_TEST(a_rollback_to_a_savepoint_never_set_fails_and_still_drops_the_rows)
 	long long a = fx_submit(f, RES);
 	struct sched_store_mark m;
 
-	REQUIRE_INT_EQ(sched_tx_begin(s, &err), 0);
+	REQUIRE_INT_EQ(sched_tx_begin(&s->term, &err), 0);
 	m = sched_store_mark(&s->term.store);
 	CHECK_INT_EQ(sched_job_event(s, a, "dropped", "pending", "dropped", NULL, &err), 0);
 	/* no SAVEPOINT msg in this transaction */
@@ -226,11 +226,11 @@ TY_TEST(a_rolled_back_transaction_leaves_nothing_for_the_next)
 	long long a = fx_submit(f, RES);
 	int base = atoi(last_seq(f, a));
 
-	REQUIRE_INT_EQ(sched_tx_begin(s, &err), 0);
+	REQUIRE_INT_EQ(sched_tx_begin(&s->term, &err), 0);
 	CHECK_INT_EQ(sched_job_event(s, a, "lost", "pending", "lost", NULL, &err), 0);
 	CHECK_INT_EQ(add_kill(s, "n1", a, 1), 0);
 	ty_pg_rollback(s->term.pg);
-	REQUIRE_INT_EQ(sched_tx_begin(s, &err), 0);
+	REQUIRE_INT_EQ(sched_tx_begin(&s->term, &err), 0);
 	CHECK_INT_EQ(sched_job_event(s, a, "kept", "pending", "kept", NULL, &err), 0);
 	commit(s);
 	CHECK_STR_EQ(FX_Q(f,
@@ -250,7 +250,7 @@ TY_TEST(outbox_rows_take_increasing_ids_that_are_their_messages_seq)
 	json_t *d = json_pack("{s:s, s:i}", "reason", "test", "grace_seconds", 5);
 	const char *nodes[] = {"n1", "n2", "n3", "n1"};
 
-	REQUIRE_INT_EQ(sched_tx_begin(s, &err), 0);
+	REQUIRE_INT_EQ(sched_tx_begin(&s->term, &err), 0);
 	for (int i = 0; i < 4; i++)
 		CHECK_INT_EQ(sched_outbox_add(s, PROTO_KILL, nodes[i], 40 + i, 1, d, &err), 0);
 	CHECK(s->bus.outbox_dirty);
@@ -296,13 +296,13 @@ TY_TEST(a_failed_flush_rolls_the_transaction_back)
 	long long a = fx_submit(f, RES);
 	int base = atoi(last_seq(f, a));
 
-	REQUIRE_INT_EQ(sched_tx_begin(s, &err), 0);
+	REQUIRE_INT_EQ(sched_tx_begin(&s->term, &err), 0);
 	REQUIRE_INT_EQ(ty_pg_exec(NULL, s->term.pg, "UPDATE nodes SET gpus = gpus", 0, NULL, &err),
 		       0);
 	/* message is NOT NULL in job_events: the events' statement fails */
 	CHECK_INT_EQ(sched_job_event(s, a, "bad", "pending", NULL, NULL, &err), 0);
 	CHECK_INT_EQ(add_kill(s, "n1", a, 1), 0);
-	CHECK(sched_tx_commit(s, &err) != 0);
+	CHECK(sched_tx_commit(&s->term, &err) != 0);
 	CHECK(!ty_pg_in_tx(s->term.pg));
 	CHECK_INT_EQ(s->term.store.ev.n, 0);
 	CHECK_INT_EQ(s->term.store.ob.n, 0);
@@ -492,7 +492,7 @@ TY_TEST(queue_fields_are_written_for_pending_jobs_and_cleared_for_those_that_lef
 		};
 		const int64_t left[] = {a, c, 987654321};
 
-		REQUIRE_INT_EQ(sched_tx_begin(s, &err), 0);
+		REQUIRE_INT_EQ(sched_tx_begin(&s->term, &err), 0);
 		CHECK_INT_EQ(sched_store_queue_publish(s->term.pg, rows, 3, &err), 0);
 		/* a is pending: the clearing leaves it */
 		CHECK_INT_EQ(sched_store_queue_left(s->term.pg, left, 3, &err), 0);
@@ -526,7 +526,7 @@ TY_TEST(team_usage_rows_are_upserted_for_teams_that_exist)
 	    {.team = 987654321, .decayed = 1, .fair_share = 1},
 	};
 
-	REQUIRE_INT_EQ(sched_tx_begin(s, &err), 0);
+	REQUIRE_INT_EQ(sched_tx_begin(&s->term, &err), 0);
 	CHECK_INT_EQ(sched_store_team_usage_write(s->term.pg, v, 2, 1700000000000, &err), 0);
 	commit(s);
 	CHECK_STR_EQ(FX_Q(f, SQL_TEAM_USAGE_ROW, fx_n(team)), "12.5 0.25 4 1 2 3 1700000000000");
@@ -534,7 +534,7 @@ TY_TEST(team_usage_rows_are_upserted_for_teams_that_exist)
 	/* written again: the row is replaced */
 	v[0].used = 0;
 	v[0].pending = 0;
-	REQUIRE_INT_EQ(sched_tx_begin(s, &err), 0);
+	REQUIRE_INT_EQ(sched_tx_begin(&s->term, &err), 0);
 	CHECK_INT_EQ(sched_store_team_usage_write(s->term.pg, v, 1, 1700000060000, &err), 0);
 	commit(s);
 	CHECK_STR_EQ(FX_Q(f, SQL_TEAM_USAGE_ROW, fx_n(team)), "12.5 0.25 0 1 2 0 1700000060000");
@@ -589,7 +589,7 @@ TY_TEST(a_batch_s_ranks_and_running_move_each_attempt_once_with_its_first_rank_s
 	    msg(PROTO_RANK_STARTED, a0, a, "{\"rank\": 0, \"local_rank\": 0, \"pid\": 30}"),
 	    msg(PROTO_RANK_STARTED, a1, a, "{\"rank\": 3, \"local_rank\": 1, \"pid\": 99}"),
 	};
-	REQUIRE_INT_EQ(sched_tx_begin(s, &err), 0);
+	REQUIRE_INT_EQ(sched_tx_begin(&s->term, &err), 0);
 	CHECK_INT_EQ(sched_apply_ranks(s, st, ok, 4, took, &bad, &err), 0);
 	CHECK(!bad && took[0] && took[1] && took[2] && took[3]);
 	commit(s);
@@ -626,7 +626,7 @@ TY_TEST(a_batch_s_ranks_and_running_move_each_attempt_once_with_its_first_rank_s
 
 	/* a rank outside its node's range makes the batch bad */
 	struct proto_msg ex[1] = {msg(PROTO_RANK_EXITED, a0, a, "{\"rank\": 3, \"exit_code\": 0}")};
-	REQUIRE_INT_EQ(sched_tx_begin(s, &err), 0);
+	REQUIRE_INT_EQ(sched_tx_begin(&s->term, &err), 0);
 	CHECK_INT_EQ(sched_apply_ranks(s, ex, ok, 1, took, &bad, &err), 0);
 	CHECK(bad);
 	ty_pg_rollback(s->term.pg);
@@ -639,7 +639,7 @@ TY_TEST(a_batch_s_ranks_and_running_move_each_attempt_once_with_its_first_rank_s
 		" \"/ck/9\", \"step\": 9, \"status\": \"corrupt\", \"reason\": \"bad sum\"}]}}"),
 	    msg(PROTO_ATTEMPT_RUNNING, b0, b, "{}"),
 	};
-	REQUIRE_INT_EQ(sched_tx_begin(s, &err), 0);
+	REQUIRE_INT_EQ(sched_tx_begin(&s->term, &err), 0);
 	CHECK_INT_EQ(sched_apply_running(s, run, ok, 3, took, &err), 0);
 	CHECK(took[0] && took[1] && took[2]);
 	commit(s);
