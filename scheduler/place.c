@@ -702,7 +702,7 @@ static int place_set(int *placed, struct sched *s, const struct snap *sn,
 		ids[i] = pls[i]->job;
 		nnodes += pls[i]->nnodes;
 	}
-	if ((rc = sched_store_jobs_lock(&rows, &nrows, s, ids, n, err)))
+	if ((rc = sched_store_jobs_lock(&rows, &nrows, s->term.pg, ids, n, err)))
 		goto out;
 	for (int i = 0; i < n; i++) {
 		const struct sched_store_job *row = row_of(rows, nrows, pls[i]->job);
@@ -738,7 +738,7 @@ static int place_set(int *placed, struct sched *s, const struct snap *sn,
 		for (int r = 0; r < g[i].pl->nnodes; r++)
 			nodes[nnodes++] = sn->nodes[g[i].pl->node[r]].id;
 	/* the launch names the node's boot: a later boot must not run it */
-	if ((rc = sched_store_boots(&boots, &nboots, s, nodes, nnodes, err)))
+	if ((rc = sched_store_boots(&boots, &nboots, s->term.pg, nodes, nnodes, err)))
 		goto out;
 	for (int i = 0; i < ng; i++) {
 		const struct sched_placement *pl = g[i].pl;
@@ -797,8 +797,8 @@ static int place_set(int *placed, struct sched *s, const struct snap *sn,
 			data = NULL;
 		}
 	}
-	if ((rc = sched_store_attempts_add(s, att, ng, err)) ||
-	    (rc = sched_store_allocs_add(s, al, nal, err)) ||
+	if ((rc = sched_store_attempts_add(&s->term, att, ng, err)) ||
+	    (rc = sched_store_allocs_add(s->term.pg, al, nal, err)) ||
 	    (rc = sched_store_jobs_scheduled(s->term.pg, ids, attempts, ng, err)))
 		goto out;
 	for (int i = 0; i < ng; i++)

@@ -864,16 +864,16 @@ int sched_store__events_flush(struct sched_term *t, struct ty_err *err);
  * Lock the jobs of jobs[n] that are still placeable (SELECT ... FOR UPDATE,
  * one statement): *out (new, sorted by job) with *nout rows.
  */
-int sched_store_jobs_lock(struct sched_store_job **out, int *nout, struct sched *s,
+int sched_store_jobs_lock(struct sched_store_job **out, int *nout, struct ty_pg *pg,
 			  const int64_t *jobs, int n, struct ty_err *err);
 /* The boots of nodes[n] (one statement): *out new, sorted by node id (strcmp). */
-int sched_store_boots(struct sched_store_boot **out, int *nout, struct sched *s,
+int sched_store_boots(struct sched_store_boot **out, int *nout, struct ty_pg *pg,
 		      const char *const *nodes, int n, struct ty_err *err);
-/* Insert n attempts rows (epoch s->term.epoch), one statement. */
-int sched_store_attempts_add(struct sched *s, const struct sched_store_attempt *v, int n,
+/* Insert n attempts rows (epoch t->epoch), one statement. */
+int sched_store_attempts_add(const struct sched_term *t, const struct sched_store_attempt *v, int n,
 			     struct ty_err *err);
 /* Insert n allocations rows, one statement. */
-int sched_store_allocs_add(struct sched *s, const struct sched_store_alloc *v, int n,
+int sched_store_allocs_add(struct ty_pg *pg, const struct sched_store_alloc *v, int n,
 			   struct ty_err *err);
 int sched_store__outbox_flush(struct sched_term *t, struct ty_err *err);
 /* attempts.message of an attempt whose ranks all exited 0 while it was being stopped */
