@@ -66,7 +66,7 @@ int sched_kill_nodes(int *count, struct sched *s, int64_t job, int64_t attempt, 
 
 	if (count)
 		*count = 0;
-	if ((rc = sched_store_allocs_kill(&nodes, &n, s->pg, job, attempt, except, err)))
+	if ((rc = sched_store_allocs_kill(&nodes, &n, s->term.pg, job, attempt, except, err)))
 		goto out;
 	data = json_pack("{s:s, s:i}", "reason", reason, "grace_seconds", s->o.kill_grace_seconds);
 	if (!data) {
@@ -146,7 +146,7 @@ int sched_blame_node(struct sched *s, const char *node, int64_t job, int64_t att
 	int rc;
 
 	if ((rc = sched_store_node_failure_add(
-		 &added, s->pg,
+		 &added, s->term.pg,
 		 &(struct sched_store_node_failure){node, job, attempt, cls, evidence, why,
 						    proto_evidence_source_name(src)},
 		 err)) ||
@@ -159,8 +159,8 @@ int sched_blame_node(struct sched *s, const char *node, int64_t job, int64_t att
 	 * failures here were decided by rank logs alone count only when such
 	 * jobs come from LOG_ONLY_TEAMS teams.
 	 */
-	if ((rc = sched_store_node_score(&sc, s->pg, node, s->o.failure_window_s, LOG_ONLY_TEAMS,
-					 err)) ||
+	if ((rc = sched_store_node_score(&sc, s->term.pg, node, s->o.failure_window_s,
+					 LOG_ONLY_TEAMS, err)) ||
 	    !sc.exists)
 		goto out;
 	state = sc.state;
@@ -187,10 +187,10 @@ int sched_blame_node(struct sched *s, const char *node, int64_t job, int64_t att
 		 (long long)score, s->o.failure_window_s,
 		 !strcmp(to, "suspect") ? s->o.suspect_after : s->o.drain_after, (long long)job,
 		 (long long)attempt, cls, account);
-	if ((rc = sched_store_node_blamed(s->pg, node, to, !strcmp(to, "suspect") ? NULL : reason,
-					  err)))
+	if ((rc = sched_store_node_blamed(s->term.pg, node, to,
+					  !strcmp(to, "suspect") ? NULL : reason, err)))
 		goto out;
-	sched_mirror_touch_node(s, node);
+	sched_mirror_touch_node(&s->world.mirror, node);
 	ty_warn("node '%s' is %s: %s", node, to, reason);
 out:
 	return rc;
@@ -234,14 +234,14 @@ int sched_fail_attempt(struct sched *s, int64_t job, int64_t attempt, const char
 		evidence = NULL;
 	/* blame: the node whose report failed the attempt first (docs/dispatch.md) */
 	blamed = blame && node && sched_class_blames(cls) ? node : NULL;
-	if ((rc = sched_store_attempt_failed(&moved, s->pg,
-					     &(struct sched_store_failure){job, attempt, exit_code, cls,
-									   why, evidence, blamed},
-					     err)) ||
+	if ((rc = sched_store_attempt_failed(
+		 &moved, s->term.pg,
+		 &(struct sched_store_failure){job, attempt, exit_code, cls, why, evidence, blamed},
+		 err)) ||
 	    !moved)
 		goto out; /* already over: nothing to do */
 	/* written now when every node has released its GPUs, else at the last release */
-	if ((rc = sched_ledger_attempt_end(s, job, attempt, err)))
+	if ((rc = sched_ledger_attempt_end(s->term.pg, &s->o.rates, job, attempt, err)))
 		goto out;
 	if (blamed &&
 	    (rc = sched_blame_node(s, blamed, job, attempt, cls, evidence, why,
@@ -255,7 +255,7 @@ int sched_fail_attempt(struct sched *s, int64_t job, int64_t attempt, const char
 				   err)))
 		goto out;
 
-	if ((rc = sched_store_job_retry(&jr, s->pg, job, err)))
+	if ((rc = sched_store_job_retry(&jr, s->term.pg, job, err)))
 		goto out;
 	if (!jr.exists || jr.attempt != attempt ||
 	    !(is_active(jr.state) || !strcmp(jr.state, "preempting")))
@@ -294,7 +294,7 @@ int sched_fail_attempt(struct sched *s, int64_t job, int64_t attempt, const char
 		state = jr.stop_requested ? "stopped" : "cancelled";
 		snprintf(text, sizeof(text), "attempt %lld failed: %s (%s); %s as requested",
 			 (long long)attempt, why, cls, state);
-		if ((rc = sched_store_job_cancelled(&moved, s->pg, job, attempt,
+		if ((rc = sched_store_job_cancelled(&moved, s->term.pg, job, attempt,
 						    !strcmp(state, "stopped"), cls, err)))
 			goto out;
 	} else if (verdict.verdict == SCHED_RETRY_REQUEUE) {
@@ -337,17 +337,17 @@ int sched_fail_attempt(struct sched *s, int64_t job, int64_t attempt, const char
 		}
 		if (backoff > 0)
 			json_object_set_new(data, "backoff_seconds", json_integer(backoff));
-		if ((rc = sched_store_job_retry_spent(s->pg, job, retries_text, backoff, blamed,
-						      err)))
+		if ((rc = sched_store_job_retry_spent(s->term.pg, job, retries_text, backoff,
+						      blamed, err)))
 			goto out;
-		if ((rc = sched_store_job_requeued(&moved, s->pg, job, attempt, cls, err)))
+		if ((rc = sched_store_job_requeued(&moved, s->term.pg, job, attempt, cls, err)))
 			goto out;
-		s->capacity_freed = true;
+		s->clock.capacity_freed = true;
 	} else {
 		snprintf(text, sizeof(text), "attempt %lld failed: %s (%s)", (long long)attempt,
 			 why, cls);
 		state = "failed";
-		if ((rc = sched_store_job_failed(&moved, s->pg, job, attempt, cls, err)))
+		if ((rc = sched_store_job_failed(&moved, s->term.pg, job, attempt, cls, err)))
 			goto out;
 	}
 	if (moved)
@@ -371,7 +371,7 @@ static int end_state(const char **to, struct sched *s, int64_t job, struct ty_er
 	int rc;
 
 	*to = "cancelled";
-	if ((rc = sched_store_job_stop_requested(&stop, s->pg, job, err)))
+	if ((rc = sched_store_job_stop_requested(&stop, s->term.pg, job, err)))
 		return rc;
 	if (stop)
 		*to = "stopped";
@@ -388,7 +388,7 @@ int sched_settle_attempt(struct sched *s, int64_t job, int64_t attempt, struct t
 	bool moved, preempting, stopping;
 	int rc;
 
-	if ((rc = sched_store_attempt_parts(&a, s->pg, job, attempt, err)) || !a.exists)
+	if ((rc = sched_store_attempt_parts(&a, s->term.pg, job, attempt, err)) || !a.exists)
 		goto out;
 	state = a.state;
 	live = a.live;
@@ -409,8 +409,8 @@ int sched_settle_attempt(struct sched *s, int64_t job, int64_t attempt, struct t
 	}
 	if ((is_active(state) || stopping) && bad == 0) {
 		/* every rank exited 0 on its own: finished, whatever stop had begun */
-		if ((rc = sched_store_attempt_succeeded(s->pg, job, attempt, err)) ||
-		    (rc = sched_store_job_succeeded(&moved, s->pg, job, attempt, err)))
+		if ((rc = sched_store_attempt_succeeded(s->term.pg, job, attempt, err)) ||
+		    (rc = sched_store_job_succeeded(&moved, s->term.pg, job, attempt, err)))
 			goto out;
 		snprintf(text, sizeof(text),
 			 "attempt %lld succeeded: every rank on %lld node%s exited 0%s",
@@ -419,9 +419,9 @@ int sched_settle_attempt(struct sched *s, int64_t job, int64_t attempt, struct t
 		if (moved)
 			rc = sched_job_event(s, job, "succeeded", "succeeded", text, data, err);
 	} else if (stopping) {
-		if ((rc = sched_store_attempt_cancelled(s->pg, job, attempt, err)) ||
+		if ((rc = sched_store_attempt_cancelled(s->term.pg, job, attempt, err)) ||
 		    (rc = end_state(&to, s, job, err)) ||
-		    (rc = sched_store_job_cancelled(&moved, s->pg, job, attempt,
+		    (rc = sched_store_job_cancelled(&moved, s->term.pg, job, attempt,
 						    !strcmp(to, "stopped"), NULL, err)))
 			goto out;
 		snprintf(text, sizeof(text), "%s: attempt %lld stopped on every node", to,
@@ -431,7 +431,7 @@ int sched_settle_attempt(struct sched *s, int64_t job, int64_t attempt, struct t
 	}
 	/* succeeded, cancelled or stopped, or the last node of a failed gang released */
 	if (!rc)
-		rc = sched_ledger_attempt_end(s, job, attempt, err);
+		rc = sched_ledger_attempt_end(s->term.pg, &s->o.rates, job, attempt, err);
 out:
 	json_decref(data);
 	return rc;
@@ -494,7 +494,7 @@ static int condition_clean(json_t **out, const json_t *c, struct ty_err *err)
 /*
  * The conditions a node's message lists (its `conditions`; absent or null:
  * none) into *out (new array): each entry that is not a condition is logged,
- * counted (s->bad_conditions) and skipped, never failing the message. *out
+ * counted (s->in.bad_conditions) and skipped, never failing the message. *out
  * is NULL when the list itself is not an array: nothing can be said of the
  * node's conditions then, and they are left as they are.
  */
@@ -506,7 +506,7 @@ static int conditions_clean(json_t **out, struct sched *s, const struct proto_ms
 
 	*out = NULL;
 	if (list && !json_is_null(list) && !json_is_array(list)) {
-		s->bad_conditions++;
+		s->in.bad_conditions++;
 		ty_warn("node '%s': the conditions of its %s are not a list: left as they were",
 			m->node, proto_type_name(m->type));
 		return 0;
@@ -525,7 +525,7 @@ static int conditions_clean(json_t **out, struct sched *s, const struct proto_ms
 			return ty_err_set(err, TY_ENOMEM, NULL);
 		}
 		if (rc) {
-			s->bad_conditions++;
+			s->in.bad_conditions++;
 			ty_warn("node '%s': skipping condition %zu of its %s: %s", m->node, i,
 				proto_type_name(m->type), cerr.msg);
 		}
@@ -547,10 +547,10 @@ static int condition_drain(struct sched *s, const char *node, const char *eviden
 	int rc;
 
 	snprintf(reason, sizeof(reason), "hardware: %s", evidence);
-	if ((rc = sched_store_condition_drain(state, sizeof(state), s->pg, node, reason, err)))
+	if ((rc = sched_store_condition_drain(state, sizeof(state), s->term.pg, node, reason, err)))
 		return rc;
 	if (*state) {
-		sched_mirror_touch_node(s, node);
+		sched_mirror_touch_node(&s->world.mirror, node);
 		ty_warn("node '%s' is %s: %s", node, state, reason);
 	}
 	return 0;
@@ -570,7 +570,8 @@ static int conditions_record(struct sched *s, const char *node, const char *boot
 	const char *drain = NULL;
 	int rc, n = 0;
 
-	if ((rc = sched_store_conditions_record(&v, &n, s->pg, node, boot_id, clean, whole, err)))
+	if ((rc = sched_store_conditions_record(&v, &n, s->term.pg, node, boot_id, clean, whole,
+						err)))
 		return rc;
 	for (int r = 0; r < n; r++) {
 		const char *sev = v[r].severity, *kind = v[r].kind, *ev = v[r].evidence;
@@ -617,7 +618,7 @@ int sched_conditions_metrics(struct sched *s, struct ty_err *err)
 
 	if (!s->metrics)
 		return 0;
-	if ((rc = sched_store_conditions_count(&c, &n, s->pg, err)))
+	if ((rc = sched_store_conditions_count(&c, &n, s->term.pg, err)))
 		return rc;
 	if (n > 0 && !(v = calloc((size_t)n, sizeof(*v)))) {
 		sched_store_condition_counts_free(c, n);
@@ -635,9 +636,9 @@ int sched_conditions_metrics(struct sched *s, struct ty_err *err)
 static int exclude_node(struct sched *s, int64_t job, int64_t attempt, const char *node,
 			struct ty_err *err)
 {
-	int rc = sched_store_job_exclude(s->pg, job, attempt, node, err);
+	int rc = sched_store_job_exclude(s->term.pg, job, attempt, node, err);
 
-	sched_touch(s, job);
+	sched_touch(&s->world, job);
 	return rc;
 }
 
@@ -683,7 +684,7 @@ static int preflight_slow(struct sched *s, int64_t job, int64_t attempt, const j
 		if (!node)
 			continue;
 		if ((rc = sched_store_alloc_exists(
-			 &mine, s->pg, &(struct sched_store_part){job, attempt, node}, err)))
+			 &mine, s->term.pg, &(struct sched_store_part){job, attempt, node}, err)))
 			return rc;
 		if (!mine)
 			continue; /* not a node of this gang: ignore what it says */
@@ -704,9 +705,9 @@ static int preflight_slow(struct sched *s, int64_t job, int64_t attempt, const j
 				(long long)job, (long long)attempt, evidence);
 			continue;
 		}
-		if ((rc = sched_store_node_suspect(s->pg, node, err)))
+		if ((rc = sched_store_node_suspect(s->term.pg, node, err)))
 			return rc;
-		sched_mirror_touch_node(s, node);
+		sched_mirror_touch_node(&s->world.mirror, node);
 		ty_warn("job %lld attempt %lld: %s; node '%s' is suspect", (long long)job,
 			(long long)attempt, evidence, node);
 	}
@@ -738,14 +739,14 @@ static int alloc_exit(bool *applied, struct sched *s, const char *node, int64_t 
 
 	if (applied)
 		*applied = false;
-	if ((rc = sched_store_alloc_exited(&done, s->pg, &part, exit_code,
+	if ((rc = sched_store_alloc_exited(&done, s->term.pg, &part, exit_code,
 					   cls && *cls ? cls : NULL, err)) ||
 	    !done)
 		goto out; /* reported before, or never ours */
 	if (applied)
 		*applied = true;
-	s->capacity_freed = true;
-	sched_touch(s, job); /* a requeued job may start once its last GPUs are released */
+	s->clock.capacity_freed = true;
+	sched_touch(&s->world, job); /* a requeued job may start once its last GPUs are released */
 	if (exit_code != 0 && cls && !strcmp(cls, "hardware") && condition &&
 	    !json_is_null(condition)) {
 		struct ty_err cerr = {0};
@@ -756,7 +757,7 @@ static int alloc_exit(bool *applied, struct sched *s, const char *node, int64_t 
 		}
 		if (rc) {
 			rc = 0;
-			s->bad_conditions++;
+			s->in.bad_conditions++;
 			ty_warn("job %lld attempt %lld: node '%s' reports a hardware failure with "
 				"a condition that is none (%s): judged like any hardware failure",
 				(long long)job, (long long)attempt, node, cerr.msg);
@@ -772,7 +773,7 @@ static int alloc_exit(bool *applied, struct sched *s, const char *node, int64_t 
 			src = PROTO_EVIDENCE_EXECUTOR;
 		}
 	}
-	if ((rc = sched_store_attempt_after_exit(&t, s->pg, &part, err)) || !t.exists)
+	if ((rc = sched_store_attempt_after_exit(&t, s->term.pg, &part, err)) || !t.exists)
 		goto out;
 	if (exit_code != 0 && json_is_object(preflight) &&
 	    (rc = preflight_slow(s, job, attempt, preflight, src, err)))
@@ -821,15 +822,16 @@ int sched_node_gone(struct sched *s, const char *node, const char *cls, const ch
 	struct sched_store_part *parts = NULL;
 	int rc, n = 0;
 
-	if ((rc = sched_store_node_released(&parts, &n, s->pg, node, cls, err)))
+	if ((rc = sched_store_node_released(&parts, &n, s->term.pg, node, cls, err)))
 		return rc;
 	for (int i = 0; i < n && !rc; i++) {
 		int64_t job = parts[i].job, attempt = parts[i].attempt;
 		char state[16];
 
-		s->capacity_freed = true;
-		sched_touch(s, job);
-		if ((rc = sched_store_attempt_state(state, sizeof(state), s->pg, job, attempt, err)))
+		s->clock.capacity_freed = true;
+		sched_touch(&s->world, job);
+		if ((rc = sched_store_attempt_state(state, sizeof(state), s->term.pg, job, attempt,
+						    err)))
 			break;
 		if (is_active(state))
 			rc = sched_fail_attempt(s, job, attempt, node, cls, NULL, why, NULL, blame,
@@ -916,7 +918,7 @@ static int on_register(struct sched *s, const struct proto_msg *m, struct ty_err
 	if (cpus > INT_MAX)
 		cpus = INT_MAX;
 
-	if ((rc = sched_store_node_get(&n, s->pg, m->node, err)))
+	if ((rc = sched_store_node_get(&n, s->term.pg, m->node, err)))
 		return rc;
 	if (n.exists && m->seq <= n.last_seq)
 		return 0; /* redelivered or replayed */
@@ -929,7 +931,7 @@ static int on_register(struct sched *s, const struct proto_msg *m, struct ty_err
 		goto out;
 	}
 	if ((rc = sched_store_node_register(
-		 &was, s->pg,
+		 &was, s->term.pg,
 		 &(struct sched_store_register){.node = m->node,
 						.address = jstr(d, "address", ""),
 						.labels = labels,
@@ -946,10 +948,11 @@ static int on_register(struct sched *s, const struct proto_msg *m, struct ty_err
 						.fault = fault},
 		 err)))
 		goto out;
-	sched_mirror_touch_node(s, m->node); /* address, labels, capacity or state may be new */
+	/* address, labels, capacity or state may be new */
+	sched_mirror_touch_node(&s->world.mirror, m->node);
 	/* its conditions now; the history of long cleared ones goes */
 	if ((rc = conditions_apply(s, m, boot_id, err)) ||
-	    (rc = sched_store_conditions_prune(s->pg, m->node, err)))
+	    (rc = sched_store_conditions_prune(s->term.pg, m->node, err)))
 		goto out;
 	if (!n.exists)
 		ty_info("node '%s' registered: %lld GPUs, %s CPUs, %s MiB at %s", m->node,
@@ -967,7 +970,7 @@ static int on_register(struct sched *s, const struct proto_msg *m, struct ty_err
 			m->node, was);
 	if (!n.exists || n.lost || n.gpus != gpus || n.cpus != (cpus > 0 ? cpus : 0) ||
 	    n.memory_mb != (memory_mb > 0 ? memory_mb : 0) || (!fault && was))
-		s->capacity_freed = true;
+		s->clock.capacity_freed = true;
 out:
 	free(was);
 	free(labels);
@@ -1021,30 +1024,31 @@ static int note_finished(struct sched *s, const json_t *clean, struct ty_err *er
 
 	if (json_array_size(clean) == 0)
 		return 0;
-	if ((rc = sched_store_finished_unconfirmed(&f, &nf, s->pg, clean, err)))
+	if ((rc = sched_store_finished_unconfirmed(&f, &nf, s->term.pg, clean, err)))
 		return rc;
 	for (int r = 0; r < nf; r++) {
 		struct sched_late_exit *x;
 		int k;
 
-		for (k = 0; k < s->nlate; k++)
-			if (s->late[k].job == f[r].job && s->late[k].attempt == f[r].attempt &&
-			    !strcmp(s->late[k].node, f[r].node))
+		for (k = 0; k < s->in.nlate; k++)
+			if (s->in.late[k].job == f[r].job &&
+			    s->in.late[k].attempt == f[r].attempt &&
+			    !strcmp(s->in.late[k].node, f[r].node))
 				break;
-		if (k < s->nlate)
+		if (k < s->in.nlate)
 			continue;
-		if (s->nlate == s->caplate) {
-			int cap = s->caplate ? s->caplate * 2 : 16;
-			struct sched_late_exit *v = realloc(s->late, (size_t)cap * sizeof(*v));
+		if (s->in.nlate == s->in.caplate) {
+			int cap = s->in.caplate ? s->in.caplate * 2 : 16;
+			struct sched_late_exit *v = realloc(s->in.late, (size_t)cap * sizeof(*v));
 
 			if (!v) {
 				rc = ty_err_set(err, TY_ENOMEM, NULL);
 				goto out;
 			}
-			s->late = v;
-			s->caplate = cap;
+			s->in.late = v;
+			s->in.caplate = cap;
 		}
-		x = &s->late[s->nlate];
+		x = &s->in.late[s->in.nlate];
 		memset(x, 0, sizeof(*x));
 		snprintf(x->node, sizeof(x->node), "%s", f[r].node);
 		x->job = f[r].job;
@@ -1058,7 +1062,7 @@ static int note_finished(struct sched *s, const json_t *clean, struct ty_err *er
 		f[r].message = f[r].evidence = f[r].condition = NULL;
 		x->log_only = f[r].log_only;
 		x->seen_ms = ty_mono_ms();
-		s->nlate++;
+		s->in.nlate++;
 	}
 out:
 	sched_store_finished_free(f, nf);
@@ -1067,14 +1071,14 @@ out:
 
 void sched_late_exits_clear(struct sched *s)
 {
-	for (int i = 0; i < s->nlate; i++) {
-		free(s->late[i].message);
-		free(s->late[i].evidence);
-		free(s->late[i].condition);
+	for (int i = 0; i < s->in.nlate; i++) {
+		free(s->in.late[i].message);
+		free(s->in.late[i].evidence);
+		free(s->in.late[i].condition);
 	}
-	free(s->late);
-	s->late = NULL;
-	s->nlate = s->caplate = 0;
+	free(s->in.late);
+	s->in.late = NULL;
+	s->in.nlate = s->in.caplate = 0;
 }
 
 /*
@@ -1084,24 +1088,24 @@ void sched_late_exits_clear(struct sched *s)
  */
 static int late_pending(bool *pending, struct sched *s, const bool *due, struct ty_err *err)
 {
-	struct sched_store_part *v = calloc((size_t)s->nlate + 1, sizeof(*v));
-	bool *live = calloc((size_t)s->nlate + 1, sizeof(*live));
-	int *idx = calloc((size_t)s->nlate + 1, sizeof(*idx));
+	struct sched_store_part *v = calloc((size_t)s->in.nlate + 1, sizeof(*v));
+	bool *live = calloc((size_t)s->in.nlate + 1, sizeof(*live));
+	int *idx = calloc((size_t)s->in.nlate + 1, sizeof(*idx));
 	int rc = 0, nv = 0;
 
 	if (!v || !live || !idx) {
 		rc = ty_err_set(err, TY_ENOMEM, NULL);
 		goto out;
 	}
-	for (int i = 0; i < s->nlate; i++) {
+	for (int i = 0; i < s->in.nlate; i++) {
 		pending[i] = false;
 		if (!due[i])
 			continue;
-		v[nv] = (struct sched_store_part){s->late[i].job, s->late[i].attempt,
-						  s->late[i].node};
+		v[nv] = (struct sched_store_part){s->in.late[i].job, s->in.late[i].attempt,
+						  s->in.late[i].node};
 		idx[nv++] = i;
 	}
-	if (nv == 0 || (rc = sched_store_parts_live(live, s->pg, v, nv, err)))
+	if (nv == 0 || (rc = sched_store_parts_live(live, s->term.pg, v, nv, err)))
 		goto out;
 	for (int k = 0; k < nv; k++)
 		pending[idx[k]] = live[k];
@@ -1115,8 +1119,8 @@ out:
 int sched_apply_late_exits(struct sched *s, int64_t min_age_ms, struct ty_err *err)
 {
 	int64_t now = ty_mono_ms();
-	bool *due = calloc((size_t)s->nlate + 1, sizeof(*due)),
-	     *pending = calloc((size_t)s->nlate + 1, sizeof(*pending));
+	bool *due = calloc((size_t)s->in.nlate + 1, sizeof(*due)),
+	     *pending = calloc((size_t)s->in.nlate + 1, sizeof(*pending));
 	int rc = 0, keep = 0;
 
 	if (!due || !pending) {
@@ -1124,20 +1128,20 @@ int sched_apply_late_exits(struct sched *s, int64_t min_age_ms, struct ty_err *e
 		free(pending);
 		return ty_err_set(err, TY_ENOMEM, NULL);
 	}
-	for (int i = 0; i < s->nlate; i++)
-		due[i] = now - s->late[i].seen_ms >= min_age_ms;
+	for (int i = 0; i < s->in.nlate; i++)
+		due[i] = now - s->in.late[i].seen_ms >= min_age_ms;
 	if ((rc = late_pending(pending, s, due, err))) {
 		free(due);
 		free(pending);
 		return rc;
 	}
-	for (int i = 0; i < s->nlate; i++) {
-		struct sched_late_exit *x = &s->late[i];
+	for (int i = 0; i < s->in.nlate; i++) {
+		struct sched_late_exit *x = &s->in.late[i];
 		json_t *cond;
 		bool applied = false;
 
 		if (rc || !due[i]) {
-			s->late[keep++] = *x;
+			s->in.late[keep++] = *x;
 			continue;
 		}
 		if (!pending[i]) {
@@ -1161,7 +1165,7 @@ int sched_apply_late_exits(struct sched *s, int64_t min_age_ms, struct ty_err *e
 		free(x->evidence);
 		free(x->condition);
 	}
-	s->nlate = keep;
+	s->in.nlate = keep;
 	free(due);
 	free(pending);
 	return rc;
@@ -1179,7 +1183,7 @@ static int on_heartbeat(struct sched *s, const struct proto_msg *m, struct ty_er
 
 	if (!running)
 		return ty_err_set(err, TY_ENOMEM, NULL);
-	if ((rc = sched_store_node_get(&n, s->pg, m->node, err)))
+	if ((rc = sched_store_node_get(&n, s->term.pg, m->node, err)))
 		goto out;
 	if (!n.exists) {
 		ty_debug("heartbeat from unregistered node '%s' ignored", m->node);
@@ -1201,12 +1205,12 @@ static int on_heartbeat(struct sched *s, const struct proto_msg *m, struct ty_er
 		rc = ty_err_set(err, TY_ENOMEM, NULL);
 		goto out;
 	}
-	if ((rc = sched_store_node_heartbeat(s->pg, m->node, m->seq, rtext, boot_id, err)))
+	if ((rc = sched_store_node_heartbeat(s->term.pg, m->node, m->seq, rtext, boot_id, err)))
 		goto out;
 	if (n.lost) {
-		sched_mirror_touch_node(s, m->node);
+		sched_mirror_touch_node(&s->world.mirror, m->node);
 		ty_info("node '%s' is back", m->node);
-		s->capacity_freed = true;
+		s->clock.capacity_freed = true;
 	}
 	if ((rc = conditions_apply(s, m, boot_id, err)))
 		goto out;
@@ -1271,7 +1275,7 @@ static int on_rank_started(bool *mine, struct sched *s, const struct proto_msg *
 	bool moved;
 	int rc;
 
-	if ((rc = sched_store_attempt_starting(mine, &moved, s->pg, &r, err)) || !moved)
+	if ((rc = sched_store_attempt_starting(mine, &moved, s->term.pg, &r, err)) || !moved)
 		return rc;
 	snprintf(text, sizeof(text), "attempt %lld starting: rank %lld started on node %s",
 		 (long long)m->attempt, (long long)r.rank, m->node);
@@ -1387,7 +1391,7 @@ int sched_apply_running(struct sched *s, const struct proto_msg *m, const bool *
 	}
 	if (nv == 0)
 		goto out;
-	if ((rc = sched_store_attempts_running(&runs, &nruns, s->pg, v, nv, err)))
+	if ((rc = sched_store_attempts_running(&runs, &nruns, s->term.pg, v, nv, err)))
 		goto out;
 	for (int r = 0; r < nruns && !rc; r++) {
 		const struct sched_store_run *u = &runs[r];
@@ -1487,7 +1491,7 @@ int sched_apply_exits(struct sched *s, const struct proto_msg *m, const bool *ok
 	}
 	if (nx == 0)
 		goto out;
-	if ((rc = sched_store_exits_mark(fate, s->pg, x, nx, err)))
+	if ((rc = sched_store_exits_mark(fate, s->term.pg, x, nx, err)))
 		goto out;
 	/* the marked ones' attempts may have ended; the deferred ones go in order */
 	for (int k = 0; k < nx; k++) {
@@ -1496,13 +1500,15 @@ int sched_apply_exits(struct sched *s, const struct proto_msg *m, const bool *ok
 		done[idx[k]] = true;
 		if (fate[k] != SCHED_EXIT_MARKED)
 			continue;
-		s->capacity_freed = true;
-		sched_touch(s, x[k].job); /* a requeued job may start once its last GPUs are released */
+		s->clock.capacity_freed = true;
+		/* a requeued job may start once its last GPUs are released */
+		sched_touch(&s->world, x[k].job);
 		x[nmarked++] = x[k];
 	}
 	if (nmarked == 0)
 		goto out;
-	if ((rc = sched_store_attempts_succeeded(&ended, &nended, s->pg, x, nmarked, err)) || nended == 0)
+	if ((rc = sched_store_attempts_succeeded(&ended, &nended, s->term.pg, x, nmarked, err)) ||
+	    nended == 0)
 		goto out;
 	if (!(jobs = calloc((size_t)nended, sizeof(*jobs))) ||
 	    !(attempts = calloc((size_t)nended, sizeof(*attempts)))) {
@@ -1530,7 +1536,8 @@ int sched_apply_exits(struct sched *s, const struct proto_msg *m, const bool *ok
 		json_decref(data);
 	}
 	if (!rc)
-		rc = sched_ledger_attempts_end(s, jobs, attempts, nended, err);
+		rc =
+		    sched_ledger_attempts_end(s->term.pg, &s->o.rates, jobs, attempts, nended, err);
 out:
 	free(x);
 	free(fate);
@@ -1558,7 +1565,7 @@ static int on_rank_exited(bool *mine, struct sched *s, const struct proto_msg *m
 	int64_t first, n;
 	int rc;
 
-	if ((rc = sched_store_rank_exited(mine, &first, &n, s->pg, &r, err)) || !*mine)
+	if ((rc = sched_store_rank_exited(mine, &first, &n, s->term.pg, &r, err)) || !*mine)
 		return rc;
 	if (r.rank < first || r.rank >= first + n)
 		return ty_err_set(err, TY_EINVAL, "rank %lld is not one of node %s's ranks %lld-%lld",
@@ -1633,7 +1640,7 @@ int sched_apply_heartbeats(struct sched *s, const struct proto_msg *m, const boo
 	 * that case, for all at once. The others (and every heartbeat of a node
 	 * the statement skipped) are left to sched_apply one by one.
 	 */
-	if ((rc = sched_store_node_heartbeats(&applied, &napplied, s->pg, beats, nbeats, err)))
+	if ((rc = sched_store_node_heartbeats(&applied, &napplied, s->term.pg, beats, nbeats, err)))
 		goto out;
 	for (int r = 0; r < napplied; r++)
 		if (applied[r].cleared)
@@ -1723,10 +1730,11 @@ int sched_apply_ranks(struct sched *s, const struct proto_msg *m, const bool *ok
 			    .signal = jint(m[i].data, "signal", 0)};
 		done[i] = true;
 	}
-	if (nexited && ((rc = sched_store_ranks_exited(bad, s->pg, exited, nexited, err)) || *bad))
+	if (nexited &&
+	    ((rc = sched_store_ranks_exited(bad, s->term.pg, exited, nexited, err)) || *bad))
 		goto out;
-	if (nstarted &&
-	    (rc = sched_store_attempts_starting(&moved, &nmoved, s->pg, started, nstarted, err)))
+	if (nstarted && (rc = sched_store_attempts_starting(&moved, &nmoved, s->term.pg, started,
+							    nstarted, err)))
 		goto out;
 	for (int r = 0; r < nmoved && !rc; r++) {
 		const struct sched_store_rank *f = &started[moved[r].first];
@@ -1762,7 +1770,7 @@ int sched_apply_acks(struct sched *s, const struct proto_msg *m, const bool *ok,
 		done[i] = true;
 	}
 	if (nv > 0)
-		rc = sched_store_allocs_accepted(s->pg, v, nv, err);
+		rc = sched_store_allocs_accepted(s->term.pg, v, nv, err);
 	free(v);
 	return rc;
 }
@@ -1777,7 +1785,7 @@ static int on_checkpoint_written(struct sched *s, const struct proto_msg *m, str
 	if (!json_is_true(json_object_get(m->data, "valid")))
 		return 0; /* torn, corrupt or unverified: resume and loss go by the older one */
 	return sched_store_checkpoint_written(
-	    s->pg, &(struct sched_store_part){m->job, m->attempt, m->node},
+	    s->term.pg, &(struct sched_store_part){m->job, m->attempt, m->node},
 	    jint(m->data, "step", 0), err);
 }
 
@@ -1787,7 +1795,7 @@ static int on_preempt_notice(struct sched *s, const struct proto_msg *m, struct 
 	struct sched_store_node n;
 	int rc;
 
-	if ((rc = sched_store_node_get(&n, s->pg, m->node, err)))
+	if ((rc = sched_store_node_get(&n, s->term.pg, m->node, err)))
 		return rc;
 	if (!n.exists || n.lost) {
 		ty_info("spot notice from %s node '%s' ignored", n.exists ? "lost" : "unknown",
@@ -1851,7 +1859,7 @@ int sched_apply(struct sched *s, const struct proto_msg *m, struct ty_err *err)
 			return rc;
 	}
 	/* first, so that the ledger row of the gang's last node counts its idle time */
-	if ((rc = sched_telemetry_record(s, m, err)))
+	if ((rc = sched_telemetry_record(s->term.pg, m, err)))
 		return rc;
 	return alloc_exit(NULL, s, m->node, m->job, m->attempt, (int)jint(m->data, "exit_code", 0),
 			  jstr(m->data, "failure_class", NULL), jstr(m->data, "message", NULL),

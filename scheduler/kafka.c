@@ -65,22 +65,22 @@ int sched_kafka_refresh(struct sched *s, struct ty_err *err)
 	int32_t n;
 	int rc = 0, total = 0;
 
-	if ((rc = partitions(&n, s->producer, PROTO_TOPIC_DISPATCH, err)))
+	if ((rc = partitions(&n, s->bus.producer, PROTO_TOPIC_DISPATCH, err)))
 		return rc;
-	if (n != s->dispatch_partitions) {
+	if (n != s->bus.dispatch_partitions) {
 		if (n > 0)
 			ty_info("topic '%s' has %d partitions", PROTO_TOPIC_DISPATCH, (int)n);
 		else
 			ty_warn("topic '%s' does not exist: dispatch waits for it",
 				PROTO_TOPIC_DISPATCH);
-		s->dispatch_partitions = n;
+		s->bus.dispatch_partitions = n;
 	}
 
-	if (rd_kafka_assignment(s->consumer, &now))
+	if (rd_kafka_assignment(s->bus.consumer, &now))
 		return ty_err_set(err, TY_EKAFKA, "cannot read the consumer's assignment");
 	add = rd_kafka_topic_partition_list_new(8);
 	for (size_t t = 0; t < sizeof(consumed) / sizeof(consumed[0]); t++) {
-		if ((rc = partitions(&n, s->consumer, consumed[t], err)))
+		if ((rc = partitions(&n, s->bus.consumer, consumed[t], err)))
 			goto out;
 		if (n == 0)
 			ty_warn("topic '%s' does not exist: nothing to consume from it yet",
@@ -94,7 +94,7 @@ int sched_kafka_refresh(struct sched *s, struct ty_err *err)
 		}
 	}
 	if (add->cnt > 0) {
-		if ((e = rd_kafka_incremental_assign(s->consumer, add))) {
+		if ((e = rd_kafka_incremental_assign(s->bus.consumer, add))) {
 			rc = ty_err_set(err, TY_EKAFKA, "cannot assign partitions: %s",
 					rd_kafka_error_string(e));
 			rd_kafka_error_destroy(e);
@@ -103,7 +103,7 @@ int sched_kafka_refresh(struct sched *s, struct ty_err *err)
 		ty_info("consuming %d partition(s) of '%s' and '%s'", total, consumed[0],
 			consumed[1]);
 	}
-	s->assigned_partitions = total;
+	s->bus.assigned_partitions = total;
 out:
 	rd_kafka_topic_partition_list_destroy(now);
 	rd_kafka_topic_partition_list_destroy(add);
@@ -115,22 +115,22 @@ int sched_kafka_producer_check(struct sched *s, struct ty_err *err)
 	char why[512];
 	rd_kafka_resp_err_t e;
 
-	if (!s->producer || !(e = rd_kafka_fatal_error(s->producer, why, sizeof(why))))
+	if (!s->bus.producer || !(e = rd_kafka_fatal_error(s->bus.producer, why, sizeof(why))))
 		return 0;
 	/* an idempotent producer that lost its guarantees is replaced */
 	ty_error("dispatch producer failed (%s): %s; starting a new one", rd_kafka_err2name(e),
 		 why);
-	rd_kafka_purge(s->producer, RD_KAFKA_PURGE_F_QUEUE | RD_KAFKA_PURGE_F_INFLIGHT);
-	rd_kafka_poll(s->producer, 0);
-	rd_kafka_destroy(s->producer);
-	s->producer = NULL;
+	rd_kafka_purge(s->bus.producer, RD_KAFKA_PURGE_F_QUEUE | RD_KAFKA_PURGE_F_INFLIGHT);
+	rd_kafka_poll(s->bus.producer, 0);
+	rd_kafka_destroy(s->bus.producer);
+	s->bus.producer = NULL;
 	/* what it delivered is deleted below (delivered ⊆ inflight, so it fits), the rest is
 	 * produced again */
-	s->inflight.n = 0;
-	for (int i = 0; i < s->delivered.n; i++)
-		s->inflight.v[s->inflight.n++] = s->delivered.v[i];
-	s->outbox_dirty = true;
-	return producer_new(&s->producer, s, err);
+	s->bus.inflight.n = 0;
+	for (int i = 0; i < s->bus.delivered.n; i++)
+		s->bus.inflight.v[s->bus.inflight.n++] = s->bus.delivered.v[i];
+	s->bus.outbox_dirty = true;
+	return producer_new(&s->bus.producer, s, err);
 }
 
 /*
@@ -145,16 +145,16 @@ static int consumer_wakeup(struct sched *s, struct ty_err *err)
 
 	if (pipe2(fds, O_NONBLOCK | O_CLOEXEC))
 		return ty_err_set(err, TY_EIO, "cannot create a pipe: %s", strerror(errno));
-	if (!(s->cq = rd_kafka_queue_get_consumer(s->consumer))) {
+	if (!(s->bus.cq = rd_kafka_queue_get_consumer(s->bus.consumer))) {
 		close(fds[0]);
 		close(fds[1]);
 		return ty_err_set(err, TY_EKAFKA, "cannot get the kafka consumer queue");
 	}
-	/* the pipe is open exactly while s->cq is set */
-	s->wake[0] = fds[0];
-	s->wake[1] = fds[1];
+	/* the pipe is open exactly while s->bus.cq is set */
+	s->bus.wake[0] = fds[0];
+	s->bus.wake[1] = fds[1];
 	/* before any assignment, so no message can arrive unannounced */
-	rd_kafka_queue_io_event_enable(s->cq, s->wake[1], "c", 1);
+	rd_kafka_queue_io_event_enable(s->bus.cq, s->bus.wake[1], "c", 1);
 	return 0;
 }
 
@@ -170,9 +170,9 @@ int sched_kafka_start(struct sched *s, struct ty_err *err)
 	};
 	int rc;
 
-	if ((rc = ty_kafka_consumer_new(&s->consumer, s->o.bootstrap, SCHED_CONSUMER_GROUP, extra,
-					err)) ||
-	    (rc = consumer_wakeup(s, err)) || (rc = producer_new(&s->producer, s, err)) ||
+	if ((rc = ty_kafka_consumer_new(&s->bus.consumer, s->o.bootstrap, SCHED_CONSUMER_GROUP,
+					extra, err)) ||
+	    (rc = consumer_wakeup(s, err)) || (rc = producer_new(&s->bus.producer, s, err)) ||
 	    (rc = sched_kafka_refresh(s, err))) {
 		sched_kafka_stop(s, 0);
 		return rc;
@@ -184,58 +184,58 @@ bool sched_kafka_reachable(struct sched *s)
 {
 	int64_t lo, hi;
 
-	return s->consumer && s->assigned_partitions > 0 &&
-	       rd_kafka_query_watermark_offsets(s->consumer, PROTO_TOPIC_NODES, 0, &lo, &hi,
+	return s->bus.consumer && s->bus.assigned_partitions > 0 &&
+	       rd_kafka_query_watermark_offsets(s->bus.consumer, PROTO_TOPIC_NODES, 0, &lo, &hi,
 						PROBE_TIMEOUT_MS) == RD_KAFKA_RESP_ERR_NO_ERROR;
 }
 
 static void batch_drop(struct sched *s)
 {
-	for (int i = 0; i < s->nbatch; i++) {
-		if (s->bok[i])
-			proto_msg_clear(&s->bmsg[i]);
-		rd_kafka_message_destroy(s->batch[i]);
+	for (int i = 0; i < s->in.nbatch; i++) {
+		if (s->in.bok[i])
+			proto_msg_clear(&s->in.bmsg[i]);
+		rd_kafka_message_destroy(s->in.batch[i]);
 	}
-	s->nbatch = 0;
+	s->in.nbatch = 0;
 }
 
 void sched_kafka_stop(struct sched *s, int flush_ms)
 {
 	batch_drop(s);
-	free(s->batch);
-	free(s->bmsg);
-	free(s->bok);
-	s->batch = NULL;
-	s->bmsg = NULL;
-	s->bok = NULL;
-	if (s->producer) {
+	free(s->in.batch);
+	free(s->in.bmsg);
+	free(s->in.bok);
+	s->in.batch = NULL;
+	s->in.bmsg = NULL;
+	s->in.bok = NULL;
+	if (s->bus.producer) {
 		if (flush_ms > 0) {
 			/* delivery reports arrive during the flush */
-			rd_kafka_flush(s->producer, flush_ms);
+			rd_kafka_flush(s->bus.producer, flush_ms);
 		} else {
-			rd_kafka_purge(s->producer,
+			rd_kafka_purge(s->bus.producer,
 				       RD_KAFKA_PURGE_F_QUEUE | RD_KAFKA_PURGE_F_INFLIGHT);
-			rd_kafka_poll(s->producer, 0);
+			rd_kafka_poll(s->bus.producer, 0);
 		}
-		rd_kafka_destroy(s->producer);
-		s->producer = NULL;
+		rd_kafka_destroy(s->bus.producer);
+		s->bus.producer = NULL;
 	}
-	if (s->cq) {
-		rd_kafka_queue_io_event_enable(s->cq, -1, NULL, 0);
-		rd_kafka_queue_destroy(s->cq);
-		s->cq = NULL;
-		close(s->wake[0]);
-		close(s->wake[1]);
+	if (s->bus.cq) {
+		rd_kafka_queue_io_event_enable(s->bus.cq, -1, NULL, 0);
+		rd_kafka_queue_destroy(s->bus.cq);
+		s->bus.cq = NULL;
+		close(s->bus.wake[0]);
+		close(s->bus.wake[1]);
 	}
-	if (s->consumer) {
-		ty_kafka_destroy(s->consumer, 0);
-		s->consumer = NULL;
+	if (s->bus.consumer) {
+		ty_kafka_destroy(s->bus.consumer, 0);
+		s->bus.consumer = NULL;
 	}
-	s->inflight.n = 0;
-	s->delivered.n = 0;
+	s->bus.inflight.n = 0;
+	s->bus.delivered.n = 0;
 	sched_late_exits_clear(s);
-	s->dispatch_partitions = 0;
-	s->assigned_partitions = 0;
+	s->bus.dispatch_partitions = 0;
+	s->bus.assigned_partitions = 0;
 }
 
 /*
@@ -269,29 +269,29 @@ static bool authentic(struct sched *s, const rd_kafka_message_t *km, const struc
  */
 static void take(struct sched *s, rd_kafka_message_t *km)
 {
-	struct proto_msg *m = &s->bmsg[s->nbatch];
+	struct proto_msg *m = &s->in.bmsg[s->in.nbatch];
 	struct ty_err merr = {0};
 
 	if (km->err) {
 		if (km->err != RD_KAFKA_RESP_ERR__PARTITION_EOF) {
-			sched_metrics_kafka_error(s, SCHED_KAFKA_CONSUME);
+			sched_metrics_kafka_error(s->metrics, SCHED_KAFKA_CONSUME);
 			ty_warn("kafka consumer: %s", rd_kafka_message_errstr(km));
 		}
 		rd_kafka_message_destroy(km);
 		return;
 	}
-	s->bok[s->nbatch] = false;
+	s->in.bok[s->in.nbatch] = false;
 	if (proto_decode(m, km->payload ? km->payload : "", km->payload ? km->len : 0, &merr)) {
-		s->malformed++;
+		s->in.malformed++;
 		ty_warn("skipping malformed message at %s [%d] offset %lld: %s",
 			rd_kafka_topic_name(km->rkt), (int)km->partition, (long long)km->offset,
 			merr.msg);
 	} else if (!authentic(s, km, m)) {
 		proto_msg_clear(m);
 	} else {
-		s->bok[s->nbatch] = true;
+		s->in.bok[s->in.nbatch] = true;
 	}
-	s->batch[s->nbatch++] = km;
+	s->in.batch[s->in.nbatch++] = km;
 }
 
 /*
@@ -300,14 +300,14 @@ static void take(struct sched *s, rd_kafka_message_t *km)
  */
 static void wait_for_work(struct sched *s, int wait_ms)
 {
-	PGconn *conn = s->pg ? ty_pg_conn(s->pg) : NULL;
-	struct pollfd p[2] = {{.fd = s->wake[0], .events = POLLIN}, {.fd = -1}};
+	PGconn *conn = s->term.pg ? ty_pg_conn(s->term.pg) : NULL;
+	struct pollfd p[2] = {{.fd = s->bus.wake[0], .events = POLLIN}, {.fd = -1}};
 	char buf[64];
 
-	if (conn && PQstatus(conn) == CONNECTION_OK && !ty_pg_in_tx(s->pg))
+	if (conn && PQstatus(conn) == CONNECTION_OK && !ty_pg_in_tx(s->term.pg))
 		p[1] = (struct pollfd){.fd = PQsocket(conn), .events = POLLIN};
 	if (poll(p, 2, wait_ms) > 0 && (p[0].revents & POLLIN))
-		while (read(s->wake[0], buf, sizeof(buf)) > 0)
+		while (read(s->bus.wake[0], buf, sizeof(buf)) > 0)
 			; /* drained: a write after this is a new wake-up */
 }
 
@@ -315,35 +315,36 @@ void sched_consume(struct sched *s, int wait_ms)
 {
 	rd_kafka_message_t *km;
 
-	if (s->nbatch > 0) /* a batch that failed to apply is retried first */
+	if (s->in.nbatch > 0) /* a batch that failed to apply is retried first */
 		return;
-	if (!s->batch) {
-		s->batch = calloc(BATCH_MAX, sizeof(*s->batch));
-		s->bmsg = calloc(BATCH_MAX, sizeof(*s->bmsg));
-		s->bok = calloc(BATCH_MAX, sizeof(*s->bok));
-		if (!s->batch || !s->bmsg || !s->bok) {
-			free(s->batch);
-			free(s->bmsg);
-			free(s->bok);
-			s->batch = NULL;
-			s->bmsg = NULL;
-			s->bok = NULL;
+	if (!s->in.batch) {
+		s->in.batch = calloc(BATCH_MAX, sizeof(*s->in.batch));
+		s->in.bmsg = calloc(BATCH_MAX, sizeof(*s->in.bmsg));
+		s->in.bok = calloc(BATCH_MAX, sizeof(*s->in.bok));
+		if (!s->in.batch || !s->in.bmsg || !s->in.bok) {
+			free(s->in.batch);
+			free(s->in.bmsg);
+			free(s->in.bok);
+			s->in.batch = NULL;
+			s->in.bmsg = NULL;
+			s->in.bok = NULL;
 			return;
 		}
 	}
-	if (wait_ms > 0 && s->cq) {
-		if ((km = rd_kafka_consumer_poll(s->consumer, 0)))
+	if (wait_ms > 0 && s->bus.cq) {
+		if ((km = rd_kafka_consumer_poll(s->bus.consumer, 0)))
 			take(s, km);
 		else
 			wait_for_work(s, wait_ms);
 		wait_ms = 0;
 	}
-	while (s->nbatch < BATCH_MAX) {
-		if (!(km = rd_kafka_consumer_poll(s->consumer, s->nbatch == 0 ? wait_ms : 0)))
+	while (s->in.nbatch < BATCH_MAX) {
+		if (!(km =
+			  rd_kafka_consumer_poll(s->bus.consumer, s->in.nbatch == 0 ? wait_ms : 0)))
 			break;
 		take(s, km);
 	}
-	s->lagging = s->nbatch == BATCH_MAX;
+	s->in.lagging = s->in.nbatch == BATCH_MAX;
 }
 
 /* The next offset of every partition the batch touched. */
@@ -351,8 +352,8 @@ static rd_kafka_topic_partition_list_t *batch_offsets(struct sched *s)
 {
 	rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(8);
 
-	for (int i = 0; i < s->nbatch; i++) {
-		const rd_kafka_message_t *km = s->batch[i];
+	for (int i = 0; i < s->in.nbatch; i++) {
+		const rd_kafka_message_t *km = s->in.batch[i];
 		const char *topic = rd_kafka_topic_name(km->rkt);
 		rd_kafka_topic_partition_t *tp =
 		    rd_kafka_topic_partition_list_find(l, topic, km->partition);
@@ -388,29 +389,30 @@ static bool transient(int rc, const char *sqlstate)
 /* Apply batch message i under a savepoint: a bad one is skipped, not fatal. */
 static int apply_one(struct sched *s, int i, struct ty_err *err)
 {
-	const struct proto_msg *m = &s->bmsg[i];
+	const struct proto_msg *m = &s->in.bmsg[i];
 	struct sched_store_mark mark = {0};
 	struct ty_err merr = {0};
 	int rc;
 
-	if (!s->bok[i])
+	if (!s->in.bok[i])
 		return 0; /* malformed or refused: counted when taken */
-	if ((rc = sched_store_savepoint(&mark, s->pg, &s->store, SCHED_SAVEPOINT_MSG, err)))
+	if ((rc = sched_store_savepoint(&mark, s->term.pg, &s->term.store, SCHED_SAVEPOINT_MSG,
+					err)))
 		goto out;
 	if ((rc = sched_apply(s, m, &merr))) {
-		if (transient(rc, ty_pg_sqlstate(s->pg))) {
+		if (transient(rc, ty_pg_sqlstate(s->term.pg))) {
 			ty_err_set(err, rc, "%s", merr.msg);
 			goto out;
 		}
-		s->malformed++;
+		s->in.malformed++;
 		ty_warn("skipping %s message from node '%s' (job %lld attempt %lld): %s",
 			proto_type_name(m->type), m->node, (long long)m->job, (long long)m->attempt,
 			merr.msg);
-		rc = sched_store_savepoint_rollback(s->pg, &s->store, SCHED_SAVEPOINT_MSG, mark,
-						    err);
+		rc = sched_store_savepoint_rollback(s->term.pg, &s->term.store, SCHED_SAVEPOINT_MSG,
+						    mark, err);
 		goto out;
 	}
-	rc = sched_store_savepoint_release(s->pg, SCHED_SAVEPOINT_MSG, err);
+	rc = sched_store_savepoint_release(s->term.pg, SCHED_SAVEPOINT_MSG, err);
 out:
 	return rc;
 }
@@ -424,20 +426,20 @@ out:
  */
 static int apply_fast(struct sched *s, struct ty_err *err)
 {
-	const struct proto_msg *m = s->bmsg;
-	const bool *ok = s->bok;
-	bool *done = calloc((size_t)s->nbatch, sizeof(*done)), bad;
+	const struct proto_msg *m = s->in.bmsg;
+	const bool *ok = s->in.bok;
+	bool *done = calloc((size_t)s->in.nbatch, sizeof(*done)), bad;
 	int rc = 0;
 
 	if (!done) {
 		rc = ty_err_set(err, TY_ENOMEM, NULL);
 		goto out;
 	}
-	if ((rc = sched_apply_ranks(s, m, ok, s->nbatch, done, &bad, err)) ||
-	    (rc = sched_apply_heartbeats(s, m, ok, s->nbatch, done, err)) ||
-	    (rc = sched_apply_acks(s, m, ok, s->nbatch, done, err)) ||
-	    (rc = sched_apply_running(s, m, ok, s->nbatch, done, err)) ||
-	    (rc = sched_apply_exits(s, m, ok, s->nbatch, done, err)))
+	if ((rc = sched_apply_ranks(s, m, ok, s->in.nbatch, done, &bad, err)) ||
+	    (rc = sched_apply_heartbeats(s, m, ok, s->in.nbatch, done, err)) ||
+	    (rc = sched_apply_acks(s, m, ok, s->in.nbatch, done, err)) ||
+	    (rc = sched_apply_running(s, m, ok, s->in.nbatch, done, err)) ||
+	    (rc = sched_apply_exits(s, m, ok, s->in.nbatch, done, err)))
 		goto fail;
 	if (bad) {
 		ty_debug("a rank event names a rank outside its node's range: applying the batch "
@@ -445,7 +447,7 @@ static int apply_fast(struct sched *s, struct ty_err *err)
 		rc = APPLY_BAD;
 		goto out;
 	}
-	for (int i = 0; i < s->nbatch && !rc; i++) {
+	for (int i = 0; i < s->in.nbatch && !rc; i++) {
 		if (!ok[i] || done[i])
 			continue;
 		if ((rc = sched_apply(s, &m[i], err)))
@@ -453,7 +455,7 @@ static int apply_fast(struct sched *s, struct ty_err *err)
 	}
 	goto out;
 fail:
-	if (!transient(rc, ty_pg_sqlstate(s->pg))) {
+	if (!transient(rc, ty_pg_sqlstate(s->term.pg))) {
 		ty_debug("applying a batch failed (%s): again message by message", err->msg);
 		rc = APPLY_BAD;
 	}
@@ -465,8 +467,8 @@ out:
 /* Whether the batch holds a message of trainyard.events (not only node messages). */
 static bool batch_has_events(const struct sched *s)
 {
-	for (int i = 0; i < s->nbatch; i++)
-		if (!strcmp(rd_kafka_topic_name(s->batch[i]->rkt), PROTO_TOPIC_EVENTS))
+	for (int i = 0; i < s->in.nbatch; i++)
+		if (!strcmp(rd_kafka_topic_name(s->in.batch[i]->rkt), PROTO_TOPIC_EVENTS))
 			return true;
 	return false;
 }
@@ -477,27 +479,27 @@ int sched_consume_apply(struct sched *s, struct ty_err *err)
 	rd_kafka_resp_err_t e;
 	int rc;
 
-	if (s->nbatch == 0)
+	if (s->in.nbatch == 0)
 		return 0;
 	/* first in one go; should a message be bad, again with a savepoint each */
 	for (bool careful = false;; careful = true) {
-		if ((rc = sched_tx_begin(s, err)))
+		if ((rc = sched_tx_begin(&s->term, err)))
 			return rc;
 		if (!careful)
 			rc = apply_fast(s, err);
-		for (int i = 0; careful && i < s->nbatch && !rc; i++)
+		for (int i = 0; careful && i < s->in.nbatch && !rc; i++)
 			rc = apply_one(s, i, err);
 		if (!rc)
 			break;
-		ty_pg_rollback(s->pg);
-		sched_mirror_stale(s, "event batch rolled back");
+		ty_pg_rollback(s->term.pg);
+		sched_mirror_stale(&s->world.mirror, "event batch rolled back");
 		if (rc != APPLY_BAD || careful)
 			return rc; /* the batch is kept and applied again */
 	}
 	if (sched_fault_armed && batch_has_events(s))
 		SCHED_FAULT(SCHED_FAULT_EVENTS_BEFORE_COMMIT);
-	if ((rc = sched_tx_commit(s, err))) {
-		sched_mirror_stale(s, "event batch commit failed");
+	if ((rc = sched_tx_commit(&s->term, err))) {
+		sched_mirror_stale(&s->world.mirror, "event batch commit failed");
 		return rc;
 	}
 	if (sched_fault_armed && batch_has_events(s))
@@ -505,12 +507,12 @@ int sched_consume_apply(struct sched *s, struct ty_err *err)
 	/* only now may Kafka forget these messages */
 	offsets = batch_offsets(s);
 	/* asynchronous: a broker outage must not stall the loop (and its liveness clock) */
-	if ((e = rd_kafka_commit(s->consumer, offsets, 1)))
+	if ((e = rd_kafka_commit(s->bus.consumer, offsets, 1)))
 		ty_warn("cannot commit consumer offsets (the events will be applied again, "
 			"harmlessly): %s",
 			rd_kafka_err2str(e));
 	rd_kafka_topic_partition_list_destroy(offsets);
-	ty_debug("applied %d message(s)", s->nbatch);
+	ty_debug("applied %d message(s)", s->in.nbatch);
 	batch_drop(s);
 	return 0;
 }

@@ -26,10 +26,10 @@ fail:
 	return rc;
 }
 
-int sched_tx_begin(struct sched *s, struct ty_err *err)
+int sched_tx_begin(struct sched_term *t, struct ty_err *err)
 {
-	sched_store_reset(&s->store);
-	return sched_tx_fence(s->pg, s->epoch, err);
+	sched_store_reset(&t->store);
+	return sched_tx_fence(t->pg, t->epoch, err);
 }
 
 int sched_epoch_bump(int64_t *epoch, struct ty_pg *pg, const char *holder, struct ty_err *err)
@@ -53,21 +53,21 @@ static void unlisten(struct sched *s)
 {
 	struct ty_err err = {0};
 
-	if (s->listen_pid && !ty_pg_in_tx(s->pg) &&
-	    ty_pg_exec(NULL, s->pg, "UNLISTEN *", 0, NULL, &err))
+	if (s->term.listen_pid && !ty_pg_in_tx(s->term.pg) &&
+	    ty_pg_exec(NULL, s->term.pg, "UNLISTEN *", 0, NULL, &err))
 		ty_debug("cannot stop listening: %s", err.msg);
-	s->listen_pid = 0;
-	s->jobs_changed = false;
-	s->queued.n = 0;
-	sched_queue_clear(s);
-	sched_store_free(&s->store);
+	s->term.listen_pid = 0;
+	s->clock.jobs_changed = false;
+	s->world.queued.n = 0;
+	sched_queue_clear(&s->world);
+	sched_store_free(&s->term.store);
 }
 
 static void unlock(struct sched *s)
 {
 	struct ty_err err = {0};
 
-	if (sched_store_lock_release(s->lock_pg, &err))
+	if (sched_store_lock_release(s->term.lock_pg, &err))
 		ty_warn("cannot release the leader lock: %s", err.msg);
 }
 
@@ -77,9 +77,9 @@ bool sched_lock_held(struct sched *s)
 	bool held = false;
 
 	/* a lost connection took the session lock with it: no reconnect here */
-	if (PQstatus(ty_pg_conn(s->lock_pg)) != CONNECTION_OK)
+	if (PQstatus(ty_pg_conn(s->term.lock_pg)) != CONNECTION_OK)
 		return false;
-	if (sched_store_lock_held(&held, s->lock_pg, &err)) {
+	if (sched_store_lock_held(&held, s->term.lock_pg, &err)) {
 		ty_warn("cannot check the leader lock: %s", err.msg);
 		return false;
 	}
@@ -92,68 +92,69 @@ int sched_lead_try(bool *won, struct sched *s, struct ty_err *err)
 	int rc;
 
 	*won = false;
-	if ((rc = sched_store_lock_try(&got, s->lock_pg, err)))
+	if ((rc = sched_store_lock_try(&got, s->term.lock_pg, err)))
 		return rc;
 	if (!got)
 		return 0;
-	if ((rc = ty_schema_check(s->pg, "scheduler", err)) ||
-	    (rc = sched_epoch_bump(&s->epoch, s->pg, s->o.id, err)) ||
-	    (rc = sched_rates_publish(s, err))) {
+	if ((rc = ty_schema_check(s->term.pg, "scheduler", err)) ||
+	    (rc = sched_epoch_bump(&s->term.epoch, s->term.pg, s->o.id, err)) ||
+	    (rc = sched_rates_publish(&s->term, &s->o.rates, err))) {
 		unlock(s);
 		return rc;
 	}
-	ty_info("leading as '%s' with epoch %lld", s->o.id, (long long)s->epoch);
+	ty_info("leading as '%s' with epoch %lld", s->o.id, (long long)s->term.epoch);
 	if ((rc = sched_kafka_start(s, err))) {
 		unlock(s);
-		s->epoch = 0;
+		s->term.epoch = 0;
 		return rc;
 	}
-	s->leading = true;
-	s->kafka_down = false;
-	s->kafka_back = 0;
-	s->kafka_ok = 0;
-	s->capacity_freed = true;
-	s->outbox_dirty = true;
-	s->queue_stale = true; /* the mirror is read whole at the first cycle */
-	sched_mirror_stale(s, "new term");
-	s->next_cycle = s->next_reconcile = s->next_liveness = s->next_relay = 0;
+	s->term.leading = true;
+	s->bus.down = false;
+	s->bus.back = 0;
+	s->bus.ok = 0;
+	s->clock.capacity_freed = true;
+	s->bus.outbox_dirty = true;
+	s->world.queue_stale = true; /* the mirror is read whole at the first cycle */
+	sched_mirror_stale(&s->world.mirror, "new term");
+	s->clock.next_cycle = s->clock.next_reconcile = s->clock.next_liveness =
+	    s->clock.next_relay = 0;
 	*won = true;
 	return 0;
 }
 
 void sched_step_down(struct sched *s, const char *why)
 {
-	if (!s->leading)
+	if (!s->term.leading)
 		return;
-	ty_warn("no longer leading (epoch %lld): %s", (long long)s->epoch, why);
+	ty_warn("no longer leading (epoch %lld): %s", (long long)s->term.epoch, why);
 	/* rows in flight stay in the outbox: the next leader produces them again */
 	sched_kafka_stop(s, 0);
-	if (ty_pg_in_tx(s->pg))
-		ty_pg_rollback(s->pg);
+	if (ty_pg_in_tx(s->term.pg))
+		ty_pg_rollback(s->term.pg);
 	unlisten(s);
 	unlock(s);
-	s->leading = false;
-	s->epoch = 0;
+	s->term.leading = false;
+	s->term.epoch = 0;
 }
 
 void sched_resign(struct sched *s, int flush_ms)
 {
 	struct ty_err err = {0};
 
-	if (!s->leading)
+	if (!s->term.leading)
 		return;
-	if (s->producer)
-		rd_kafka_flush(s->producer, flush_ms);
+	if (s->bus.producer)
+		rd_kafka_flush(s->bus.producer, flush_ms);
 	if (sched_relay_settle(s, &err))
 		ty_warn(
 		    "cannot delete delivered outbox rows (the next leader sends them again): %s",
 		    err.msg);
 	sched_kafka_stop(s, 0);
-	if (ty_pg_in_tx(s->pg))
-		ty_pg_rollback(s->pg);
+	if (ty_pg_in_tx(s->term.pg))
+		ty_pg_rollback(s->term.pg);
 	unlisten(s);
 	unlock(s);
-	ty_info("resigned the lead (epoch %lld)", (long long)s->epoch);
-	s->leading = false;
-	s->epoch = 0;
+	ty_info("resigned the lead (epoch %lld)", (long long)s->term.epoch);
+	s->term.leading = false;
+	s->term.epoch = 0;
 }

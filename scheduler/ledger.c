@@ -188,13 +188,14 @@ void sched_ledger_compute(struct sched_ledger_row *out, const struct sched_ledge
 		out->idle_gpu_seconds = fmin(gpus * in->idle_seconds, out->gpu_seconds);
 }
 
-int sched_ledger_attempts_end(struct sched *s, const int64_t *jobs, const int64_t *attempts, int n,
+int sched_ledger_attempts_end(struct ty_pg *pg, const struct sched_rates *rates,
+			      const int64_t *jobs, const int64_t *attempts, int n,
 			      struct ty_err *err)
 {
 	struct sched_store_ledger *v = NULL;
 	int rc, rows = 0;
 
-	if ((rc = sched_store_ledger_ended(&v, &rows, s->pg, jobs, attempts, n, err)) || !rows)
+	if ((rc = sched_store_ledger_ended(&v, &rows, pg, jobs, attempts, n, err)) || !rows)
 		goto out;
 	for (int i = 0; i < rows; i++) {
 		struct sched_store_ledger *l = &v[i];
@@ -204,8 +205,7 @@ int sched_ledger_attempts_end(struct sched *s, const int64_t *jobs, const int64_
 		    .end_ms = l->end_ms,
 		    .checkpoint_ms = l->checkpoint_ms,
 		    .outcome = l->outcome ? l->outcome : "",
-		    .rate = sched_rate_of(&s->o.rates, l->pool ? l->pool : "",
-					  l->model ? l->model : ""),
+		    .rate = sched_rate_of(rates, l->pool ? l->pool : "", l->model ? l->model : ""),
 		    .idle_seconds = l->idle_seconds,
 		};
 		struct sched_ledger_row row;
@@ -221,7 +221,7 @@ int sched_ledger_attempts_end(struct sched *s, const int64_t *jobs, const int64_
 		l->cost = row.cost;
 		l->idle_gpu_seconds = row.idle_gpu_seconds;
 	}
-	if ((rc = sched_store_ledger_insert(s->pg, v, rows, err)))
+	if ((rc = sched_store_ledger_insert(pg, v, rows, err)))
 		goto out;
 	ty_debug("usage ledger: %d row%s of %d attempt%s", rows, rows == 1 ? "" : "s", n,
 		 n == 1 ? "" : "s");
@@ -230,22 +230,22 @@ out:
 	return rc;
 }
 
-int sched_ledger_attempt_end(struct sched *s, int64_t job, int64_t attempt, struct ty_err *err)
+int sched_ledger_attempt_end(struct ty_pg *pg, const struct sched_rates *rates, int64_t job,
+			     int64_t attempt, struct ty_err *err)
 {
-	return sched_ledger_attempts_end(s, &job, &attempt, 1, err);
+	return sched_ledger_attempts_end(pg, rates, &job, &attempt, 1, err);
 }
 
-int sched_rates_publish(struct sched *s, struct ty_err *err)
+int sched_rates_publish(struct sched_term *t, const struct sched_rates *r, struct ty_err *err)
 {
-	const struct sched_rates *r = &s->o.rates;
 	int rc;
 
-	if ((rc = sched_tx_begin(s, err)))
+	if ((rc = sched_tx_begin(t, err)))
 		return rc;
-	rc = sched_store_rates_replace(s->pg, r->v, r->n, err);
+	rc = sched_store_rates_replace(t->pg, r->v, r->n, err);
 	if (rc)
-		ty_pg_rollback(s->pg);
+		ty_pg_rollback(t->pg);
 	else
-		rc = sched_tx_commit(s, err);
+		rc = sched_tx_commit(t, err);
 	return rc;
 }

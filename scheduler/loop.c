@@ -56,45 +56,45 @@ static int64_t max64(int64_t a, int64_t b)
 
 void sched_notice_jobs(struct sched *s)
 {
-	PGconn *conn = ty_pg_conn(s->pg);
+	PGconn *conn = ty_pg_conn(s->term.pg);
 	struct ty_err err = {0};
 	PGnotify *n;
 	int pid;
 
-	if (!conn || PQstatus(conn) != CONNECTION_OK || ty_pg_in_tx(s->pg))
+	if (!conn || PQstatus(conn) != CONNECTION_OK || ty_pg_in_tx(s->term.pg))
 		return;
 	pid = PQbackendPID(conn);
-	if (pid != s->listen_pid) {
+	if (pid != s->term.listen_pid) {
 		/* a new session (first turn, or ty_pg reconnected): listen again, and since
 		 * notifications may have been missed meanwhile, look once now */
-		if (ty_pg_exec(NULL, s->pg, "LISTEN trainyard_job_events", 0, NULL, &err)) {
+		if (ty_pg_exec(NULL, s->term.pg, "LISTEN trainyard_job_events", 0, NULL, &err)) {
 			ty_warn("cannot listen for job events (cycles run every %d ms): %s",
 				s->o.cycle_ms, err.msg);
 			return;
 		}
-		s->listen_pid = PQbackendPID(ty_pg_conn(s->pg));
-		s->jobs_changed = true;
-		s->queue_stale = true;
-		sched_mirror_stale(s, "new session");
-		conn = ty_pg_conn(s->pg);
+		s->term.listen_pid = PQbackendPID(ty_pg_conn(s->term.pg));
+		s->clock.jobs_changed = true;
+		s->world.queue_stale = true;
+		sched_mirror_stale(&s->world.mirror, "new session");
+		conn = ty_pg_conn(s->term.pg);
 	}
 	PQconsumeInput(conn);
 	while ((n = PQnotifies(conn))) {
 		/* our own events touched their jobs when written (sched_job_event) */
-		if (n->be_pid != s->listen_pid) {
+		if (n->be_pid != s->term.listen_pid) {
 			char *end;
 			long long job = strtoll(n->extra, &end, 10);
 
-			s->jobs_changed = true;
+			s->clock.jobs_changed = true;
 			if (end != n->extra && !*end && job > 0)
-				sched_touch(s, job);
+				sched_touch(&s->world, job);
 			else if (!strncmp(n->extra, "node:", 5) && n->extra[5]) {
 				/* the API drained or undrained a node */
-				sched_mirror_touch_node(s, n->extra + 5);
-				s->capacity_freed = true;
+				sched_mirror_touch_node(&s->world.mirror, n->extra + 5);
+				s->clock.capacity_freed = true;
 			} else {
-				s->queue_stale = true; /* a payload we do not understand */
-				sched_mirror_stale(s, "notification not understood");
+				s->world.queue_stale = true; /* a payload we do not understand */
+				sched_mirror_stale(&s->world.mirror, "notification not understood");
 			}
 		}
 		PQfreemem(n);
@@ -108,13 +108,15 @@ static int lead_turn(struct sched *s, struct ty_err *err)
 
 	/* notifications libpq read along with the last turn's results: before any wait */
 	sched_notice_jobs(s);
-	next =
-	    min64(min64(s->next_cycle, s->next_reconcile), min64(s->next_liveness, s->next_relay));
+	next = min64(min64(s->clock.next_cycle, s->clock.next_reconcile),
+		     min64(s->clock.next_liveness, s->clock.next_relay));
 	wait = (int)(next > now ? min64(next - now, TURN_WAIT_MAX_MS) : 0);
-	if ((s->capacity_freed || s->jobs_changed) && wait > s->last_cycle + s->cycle_gap - now)
-		wait = (int)(s->last_cycle + s->cycle_gap > now ? s->last_cycle + s->cycle_gap - now
-								: 0);
-	if (s->outbox_dirty || s->delivered.n > 0)
+	if ((s->clock.capacity_freed || s->clock.jobs_changed) &&
+	    wait > s->clock.last_cycle + s->clock.cycle_gap - now)
+		wait = (int)(s->clock.last_cycle + s->clock.cycle_gap > now
+				 ? s->clock.last_cycle + s->clock.cycle_gap - now
+				 : 0);
+	if (s->bus.outbox_dirty || s->bus.delivered.n > 0)
 		wait = 0;
 	sched_consume(s, wait);
 	if ((rc = sched_consume_apply(s, err)) || (rc = sched_relay_settle(s, err)))
@@ -124,7 +126,7 @@ static int lead_turn(struct sched *s, struct ty_err *err)
 	 * cycle at scale takes hundreds of milliseconds, and one batch per
 	 * cycle let exits wait until their launches were sent again.
 	 */
-	for (int64_t until = ty_mono_ms() + LAG_DRAIN_MS; s->lagging && ty_mono_ms() < until;) {
+	for (int64_t until = ty_mono_ms() + LAG_DRAIN_MS; s->in.lagging && ty_mono_ms() < until;) {
 		sched_consume(s, 0);
 		if ((rc = sched_consume_apply(s, err)))
 			return rc;
@@ -132,28 +134,29 @@ static int lead_turn(struct sched *s, struct ty_err *err)
 
 	now = ty_mono_ms();
 	/* a lagging consumer has heartbeats still unread: judge no one by them */
-	if (now >= s->next_liveness && !s->lagging) {
-		s->next_liveness = now + min64(500, s->o.node_timeout_ms / 4);
+	if (now >= s->clock.next_liveness && !s->in.lagging) {
+		s->clock.next_liveness = now + min64(500, s->o.node_timeout_ms / 4);
 		if ((rc = sched_liveness(s, err)))
 			return rc;
 	}
 	sched_notice_jobs(s);
 	/* on change, but at most every cycle_gap: a burst of submissions is one cycle */
-	if (((s->capacity_freed || s->jobs_changed) && now >= s->last_cycle + s->cycle_gap) ||
-	    now >= s->next_cycle) {
-		s->capacity_freed = s->jobs_changed = false;
-		s->last_cycle = now;
-		s->next_cycle = now + s->o.cycle_ms;
+	if (((s->clock.capacity_freed || s->clock.jobs_changed) &&
+	     now >= s->clock.last_cycle + s->clock.cycle_gap) ||
+	    now >= s->clock.next_cycle) {
+		s->clock.capacity_freed = s->clock.jobs_changed = false;
+		s->clock.last_cycle = now;
+		s->clock.next_cycle = now + s->o.cycle_ms;
 		rc = sched_cycle(s, err);
-		s->cycle_gap = min64(max64(4 * (ty_mono_ms() - now), CYCLE_GAP_MIN_MS),
-				     CYCLE_GAP_MAX_MS);
+		s->clock.cycle_gap =
+		    min64(max64(4 * (ty_mono_ms() - now), CYCLE_GAP_MIN_MS), CYCLE_GAP_MAX_MS);
 		if (rc) {
 			sched_metrics_cycle_failed(s);
 			return rc;
 		}
 	}
-	if (now >= s->next_reconcile) {
-		s->next_reconcile = now + s->o.reconcile_ms;
+	if (now >= s->clock.next_reconcile) {
+		s->clock.next_reconcile = now + s->o.reconcile_ms;
 		if (!sched_lock_held(s))
 			return ty_err_set(err, TY_EFENCED, "the leader lock was lost");
 		struct ty_err kerr = {0};
@@ -167,10 +170,10 @@ static int lead_turn(struct sched *s, struct ty_err *err)
 		if ((rc = sched_reconcile(s, err)))
 			return rc;
 	}
-	if (s->outbox_dirty || now >= s->next_relay) {
-		s->outbox_dirty = false;
-		s->next_relay = now + RELAY_EVERY_MS;
-		if ((rc = sched_relay(s, err)))
+	if (s->bus.outbox_dirty || now >= s->clock.next_relay) {
+		s->bus.outbox_dirty = false;
+		s->clock.next_relay = now + RELAY_EVERY_MS;
+		if ((rc = sched_relay(&s->bus, s->term.pg, s->o.dispatch_key, s->metrics, err)))
 			return rc;
 	}
 	return 0;
@@ -183,8 +186,8 @@ static int connect_all(struct sched *s, volatile sig_atomic_t *stop)
 	while (!*stop) {
 		struct ty_err err = {0};
 
-		if ((s->pg || !ty_pg_connect(&s->pg, s->o.database_url, &err)) &&
-		    (s->lock_pg || !ty_pg_connect(&s->lock_pg, s->o.database_url, &err)))
+		if ((s->term.pg || !ty_pg_connect(&s->term.pg, s->o.database_url, &err)) &&
+		    (s->term.lock_pg || !ty_pg_connect(&s->term.lock_pg, s->o.database_url, &err)))
 			return 0;
 		if (!warned)
 			ty_warn("%s (retrying)", err.msg);
@@ -207,7 +210,7 @@ int sched_run(struct sched *s, volatile sig_atomic_t *stop, struct ty_err *err)
 		int rc;
 
 		sched_metrics_role(s);
-		if (!s->leading) {
+		if (!s->term.leading) {
 			bool won = false;
 
 			/* a new reason (the schema moved on) is told at once, the same one every 10 s */
@@ -222,8 +225,8 @@ int sched_run(struct sched *s, volatile sig_atomic_t *stop, struct ty_err *err)
 			continue;
 		}
 		rc = lead_turn(s, &e);
-		if (rc)
-			sched_mirror_stale(s, "a turn failed"); /* whatever it was: read it all again */
+		if (rc) /* whatever it was: read it all again */
+			sched_mirror_stale(&s->world.mirror, "a turn failed");
 		if (rc == TY_EFENCED) {
 			sched_step_down(s, e.msg);
 		} else if (rc) {
@@ -238,14 +241,14 @@ int sched_run(struct sched *s, volatile sig_atomic_t *stop, struct ty_err *err)
 	sched_resign(s, SHUTDOWN_FLUSH_MS);
 out:
 	sched_kafka_stop(s, 0);
-	sched_ids_free(&s->inflight);
-	sched_ids_free(&s->delivered);
-	sched_ids_free(&s->queued);
-	sched_queue_clear(s);
-	sched_store_free(&s->store);
-	ty_pg_close(s->pg);
-	ty_pg_close(s->lock_pg);
-	s->pg = s->lock_pg = NULL;
+	sched_ids_free(&s->bus.inflight);
+	sched_ids_free(&s->bus.delivered);
+	sched_ids_free(&s->world.queued);
+	sched_queue_clear(&s->world);
+	sched_store_free(&s->term.store);
+	ty_pg_close(s->term.pg);
+	ty_pg_close(s->term.lock_pg);
+	s->term.pg = s->term.lock_pg = NULL;
 	(void)err;
 	return 0;
 }

@@ -348,7 +348,7 @@ int main(int argc, char **argv)
 out:
 	sched_metrics_stop(s.metrics);
 	sched_rates_free(&s.o.rates);
-	sched_holds_free(&s.holds);
+	sched_holds_free(&s.world.holds);
 	ty_ed25519_key_free(dispatch_key);
 	memset(secret, 0, sizeof(secret));
 	ty_config_free(c);

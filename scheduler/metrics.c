@@ -59,8 +59,8 @@ struct sched_metrics {
 	int nteams;
 	char **lags; /* "topic\npartition" series given a lag (owned) */
 	int nlags;
-	long long skipped; /* s->malformed already counted */
-	long long bad_conditions; /* s->bad_conditions already counted */
+	long long skipped;	  /* s->in.malformed already counted */
+	long long bad_conditions; /* s->in.bad_conditions already counted */
 	char **conds; /* "node\nkind\nseverity" series given a count (owned) */
 	int nconds;
 	bool led;	   /* gauges hold a leader's values (cleared when standing by) */
@@ -417,9 +417,14 @@ void sched_metrics_stop(struct sched_metrics *m)
 
 /* ---- updates from the loop (all NULL-safe: no --metrics-listen, no metrics) ---- */
 
+static struct ty_metrics *mreg(const struct sched_metrics *m)
+{
+	return m ? m->reg : NULL;
+}
+
 static struct ty_metrics *reg(const struct sched *s)
 {
-	return s->metrics ? s->metrics->reg : NULL;
+	return mreg(s->metrics);
 }
 
 double sched_metrics_clock(void)
@@ -463,9 +468,9 @@ void sched_metrics_role(struct sched *s)
 
 	if (!m)
 		return;
-	ty_metrics_set(m, M_LEADER, NULL, s->leading ? 1 : 0);
-	ty_metrics_set(m, M_EPOCH, NULL, s->leading ? (double)s->epoch : 0);
-	if (s->leading || !s->metrics->led)
+	ty_metrics_set(m, M_LEADER, NULL, s->term.leading ? 1 : 0);
+	ty_metrics_set(m, M_EPOCH, NULL, s->term.leading ? (double)s->term.epoch : 0);
+	if (s->term.leading || !s->metrics->led)
 		return;
 	/* stepped down: a standby knows no queue, teams, nodes or partitions */
 	s->metrics->led = false;
@@ -528,10 +533,10 @@ void sched_metrics_cycle(struct sched *s, const struct sched_input *in,
 
 		decided_add(decided, &ndecided, outcome, label);
 		if (o->reason == SCHED_PLACED) {
-			int q = sched_queue_find(s, in->pending[i].job);
+			int q = sched_queue_find(&s->world.queue, in->pending[i].job);
 
 			/* a requeued job's submission predates its earlier attempts */
-			if (q >= 0 && s->queue.v[q].attempt == 0)
+			if (q >= 0 && s->world.queue.v[q].attempt == 0)
 				ty_metrics_observe(
 				    m, M_QUEUE_WAIT,
 				    (const char *[]){sched_class_name(in->pending[i].cls)},
@@ -545,18 +550,18 @@ void sched_metrics_cycle(struct sched *s, const struct sched_input *in,
 				pending[k]++;
 	}
 	/* the queue mirror still holds the jobs given to this cycle, and those it held back */
-	if (s->queue.n > 0 && !(placed = calloc((size_t)s->queue.n, sizeof(*placed))))
+	if (s->world.queue.n > 0 && !(placed = calloc((size_t)s->world.queue.n, sizeof(*placed))))
 		return;
 	for (int k = 0; k < d->nplacements; k++) {
-		int q = sched_queue_find(s, d->placements[k].job);
+		int q = sched_queue_find(&s->world.queue, d->placements[k].job);
 
 		if (q >= 0 && !placed[q]) {
 			placed[q] = true;
 			nplaced++;
 		}
 	}
-	for (int q = 0; q < s->queue.n; q++) {
-		const struct sched_qjob *j = &s->queue.v[q];
+	for (int q = 0; q < s->world.queue.n; q++) {
+		const struct sched_qjob *j = &s->world.queue.v[q];
 
 		if (placed[q])
 			continue;
@@ -572,8 +577,8 @@ void sched_metrics_cycle(struct sched *s, const struct sched_input *in,
 
 		for (int k = 0; pending_labels[k]; k++)
 			counted += pending[k];
-		if (s->queue.n - nplaced > (int)counted)
-			pending[PENDING_SWEEP] += (double)(s->queue.n - nplaced) - counted;
+		if (s->world.queue.n - nplaced > (int)counted)
+			pending[PENDING_SWEEP] += (double)(s->world.queue.n - nplaced) - counted;
 	}
 	/* one update per series, not per job: the queue may hold tens of thousands */
 	for (int k = 0; k < ndecided; k++)
@@ -608,8 +613,8 @@ void sched_metrics_cycle(struct sched *s, const struct sched_input *in,
 	}
 	teams_set(sm, names, nnames);
 
-	for (int i = 0; i < s->mirror.nnodes; i++) {
-		const struct sched_mnode *n = &s->mirror.nodes[i];
+	for (int i = 0; i < s->world.mirror.nnodes; i++) {
+		const struct sched_mnode *n = &s->world.mirror.nodes[i];
 
 		not_ready += n->fault;
 		if (n->preempting)
@@ -648,7 +653,7 @@ void sched_metrics_requeued(struct sched *s, const char *cls, bool retry)
 		ty_metrics_add(reg(s), M_RETRIES, c, 1);
 }
 
-void sched_metrics_kafka_error(struct sched *s, enum sched_kafka_error what)
+void sched_metrics_kafka_error(struct sched_metrics *m, enum sched_kafka_error what)
 {
 	static const char *const names[] = {
 	    [SCHED_KAFKA_PRODUCE] = M_PRODUCE_ERRORS,
@@ -656,8 +661,8 @@ void sched_metrics_kafka_error(struct sched *s, enum sched_kafka_error what)
 	    [SCHED_KAFKA_CONSUME] = M_CONSUME_ERRORS,
 	};
 
-	if (reg(s) && (int)what >= 0 && (size_t)what < sizeof(names) / sizeof(names[0]))
-		ty_metrics_add(reg(s), names[what], NULL, 1);
+	if (mreg(m) && (int)what >= 0 && (size_t)what < sizeof(names) / sizeof(names[0]))
+		ty_metrics_add(mreg(m), names[what], NULL, 1);
 }
 
 void sched_metrics_rejected(struct sched *s, enum proto_reject why)
@@ -666,12 +671,12 @@ void sched_metrics_rejected(struct sched *s, enum proto_reject why)
 		ty_metrics_add(reg(s), M_REJECTED, (const char *[]){proto_reject_name(why)}, 1);
 }
 
-void sched_metrics_outbox(struct sched *s, int unsent)
+void sched_metrics_outbox(struct sched_metrics *m, int unsent, int inflight)
 {
-	if (!reg(s))
+	if (!mreg(m))
 		return;
-	ty_metrics_set(reg(s), M_OUTBOX, NULL, (double)unsent + s->inflight.n);
-	ty_metrics_set(reg(s), M_INFLIGHT, NULL, s->inflight.n);
+	ty_metrics_set(mreg(m), M_OUTBOX, NULL, (double)unsent + inflight);
+	ty_metrics_set(mreg(m), M_INFLIGHT, NULL, inflight);
 }
 
 void sched_metrics_kafka(struct sched *s)
@@ -683,17 +688,17 @@ void sched_metrics_kafka(struct sched *s)
 
 	if (!sm)
 		return;
-	if (s->malformed > sm->skipped) {
-		ty_metrics_add(sm->reg, M_SKIPPED, NULL, (double)(s->malformed - sm->skipped));
-		sm->skipped = s->malformed;
+	if (s->in.malformed > sm->skipped) {
+		ty_metrics_add(sm->reg, M_SKIPPED, NULL, (double)(s->in.malformed - sm->skipped));
+		sm->skipped = s->in.malformed;
 	}
-	if (s->bad_conditions > sm->bad_conditions) {
+	if (s->in.bad_conditions > sm->bad_conditions) {
 		ty_metrics_add(sm->reg, M_BAD_CONDITIONS, NULL,
-			       (double)(s->bad_conditions - sm->bad_conditions));
-		sm->bad_conditions = s->bad_conditions;
+			       (double)(s->in.bad_conditions - sm->bad_conditions));
+		sm->bad_conditions = s->in.bad_conditions;
 	}
-	if (s->consumer && !rd_kafka_assignment(s->consumer, &parts) &&
-	    rd_kafka_position(s->consumer, parts) == RD_KAFKA_RESP_ERR_NO_ERROR &&
+	if (s->bus.consumer && !rd_kafka_assignment(s->bus.consumer, &parts) &&
+	    rd_kafka_position(s->bus.consumer, parts) == RD_KAFKA_RESP_ERR_NO_ERROR &&
 	    (now = calloc((size_t)parts->cnt + 1, sizeof(*now)))) {
 		for (int i = 0; i < parts->cnt; i++) {
 			const rd_kafka_topic_partition_t *p = &parts->elems[i];
@@ -702,8 +707,8 @@ void sched_metrics_kafka(struct sched *s)
 
 			/* cached by the fetcher: no request; unknown until the first fetch */
 			if (p->offset < 0 ||
-			    rd_kafka_get_watermark_offsets(s->consumer, p->topic, p->partition, &lo,
-							   &hi) ||
+			    rd_kafka_get_watermark_offsets(s->bus.consumer, p->topic, p->partition,
+							   &lo, &hi) ||
 			    hi < 0)
 				continue;
 			snprintf(pb, sizeof(pb), "%d", (int)p->partition);

@@ -130,31 +130,31 @@ static void touched_free(struct sched_mirror *m)
 	sched_ids_free(&m->tjobs);
 }
 
-void sched_mirror_clear(struct sched *s)
+void sched_mirror_clear(struct sched_mirror *m)
 {
-	data_free(&s->mirror);
-	touched_free(&s->mirror);
-	s->mirror.stale = true;
-	s->mirror.team_mark[0] = 0;
+	data_free(m);
+	touched_free(m);
+	m->stale = true;
+	m->team_mark[0] = 0;
 }
 
-void sched_mirror_stale(struct sched *s, const char *why)
+void sched_mirror_stale(struct sched_mirror *m, const char *why)
 {
-	if (!s->mirror.stale && why)
+	if (!m->stale && why)
 		ty_debug("mirror: read whole at the next cycle (%s)", why);
-	s->mirror.stale = true;
+	m->stale = true;
 }
 
 /* ---- touches ---- */
 
-void sched_mirror_touch_job(struct sched *s, int64_t job)
+void sched_mirror_touch_job(struct sched_mirror *m, int64_t job)
 {
-	struct sched_ids *t = &s->mirror.tjobs;
+	struct sched_ids *t = &m->tjobs;
 
-	if (s->mirror.stale)
+	if (m->stale)
 		return;
 	if (t->n >= MIRROR_TOUCHED_MAX) {
-		s->mirror.stale = true;
+		m->stale = true;
 		return;
 	}
 	if (t->n == t->cap) {
@@ -162,7 +162,7 @@ void sched_mirror_touch_job(struct sched *s, int64_t job)
 		int64_t *v = realloc(t->v, (size_t)cap * sizeof(*v));
 
 		if (!v) {
-			s->mirror.stale = true;
+			m->stale = true;
 			return;
 		}
 		t->v = v;
@@ -171,9 +171,8 @@ void sched_mirror_touch_job(struct sched *s, int64_t job)
 	t->v[t->n++] = job;
 }
 
-void sched_mirror_touch_node(struct sched *s, const char *node)
+void sched_mirror_touch_node(struct sched_mirror *m, const char *node)
 {
-	struct sched_mirror *m = &s->mirror;
 	char *d;
 
 	if (m->stale)
@@ -200,12 +199,10 @@ void sched_mirror_touch_node(struct sched *s, const char *node)
 	m->tnodes[m->ntnodes++] = d;
 }
 
-void sched_mirror_team_usage(struct sched *s, int64_t team, double decayed, double fair_share,
-			     int64_t used, int64_t borrowed, int64_t lent, int64_t pending,
-			     int64_t since_ms)
+void sched_mirror_team_usage(struct sched_mirror *m, int64_t team, double decayed,
+			     double fair_share, int64_t used, int64_t borrowed, int64_t lent,
+			     int64_t pending, int64_t since_ms)
 {
-	struct sched_mirror *m = &s->mirror;
-
 	for (int i = 0; i < m->nteams; i++)
 		if (m->teams[i].id == team) {
 			struct sched_mteam *t = &m->teams[i];
@@ -391,9 +388,8 @@ out:
 	return rc;
 }
 
-static int refresh(struct sched *s, struct ty_err *err)
+static int refresh(struct sched_mirror *m, struct ty_pg *pg, struct ty_err *err)
 {
-	struct sched_mirror *m = &s->mirror;
 	int64_t now = ty_mono_ms();
 	char mark[sizeof(m->team_mark)];
 	int rc;
@@ -401,7 +397,7 @@ static int refresh(struct sched *s, struct ty_err *err)
 	if (m->stale || now >= m->loaded + MIRROR_RELOAD_MS) {
 		/* what is touched from here on is read again next time */
 		touched_free(m);
-		if ((rc = load_all(m, s->pg, err)))
+		if ((rc = load_all(m, pg, err)))
 			return rc;
 		m->stale = false;
 		m->loaded = now;
@@ -409,24 +405,24 @@ static int refresh(struct sched *s, struct ty_err *err)
 			 m->nnodes, m->nallocs, m->nports, m->nteams);
 		return 0;
 	}
-	if ((rc = sched_store_team_mark(mark, sizeof(mark), s->pg, err)))
+	if ((rc = sched_store_team_mark(mark, sizeof(mark), pg, err)))
 		return rc;
 	if (strcmp(mark, m->team_mark)) {
-		if ((rc = load_teams(m, s->pg, err)))
+		if ((rc = load_teams(m, pg, err)))
 			return rc;
 		snprintf(m->team_mark, sizeof(m->team_mark), "%s", mark);
 	}
 	if (m->ntnodes > 0 || m->tjobs.n > 0)
 		ty_debug("mirror: read again %d job(s), %d node(s)", m->tjobs.n, m->ntnodes);
 	if (m->ntnodes > 0) {
-		if ((rc = refresh_nodes(m, s->pg, err)))
+		if ((rc = refresh_nodes(m, pg, err)))
 			return rc;
 		for (int i = 0; i < m->ntnodes; i++)
 			free(m->tnodes[i]);
 		m->ntnodes = 0;
 	}
 	if (m->tjobs.n > 0) {
-		if ((rc = refresh_jobs(m, s->pg, err)))
+		if ((rc = refresh_jobs(m, pg, err)))
 			return rc;
 		m->tjobs.n = 0;
 	}
@@ -435,12 +431,12 @@ static int refresh(struct sched *s, struct ty_err *err)
 
 int sched_mirror_refresh(struct sched *s, struct ty_err *err)
 {
-	int rc = refresh(s, err);
+	int rc = refresh(&s->world.mirror, s->term.pg, err);
 
 	if (rc)
-		s->mirror.stale = true;
+		s->world.mirror.stale = true;
 	else if (s->o.check_mirror && (rc = sched_mirror_check(s, err)))
-		s->mirror.stale = true;
+		s->world.mirror.stale = true;
 	return rc;
 }
 
@@ -541,11 +537,11 @@ int sched_mirror_check(struct sched *s, struct ty_err *err)
 		struct sched_mirror fresh = {0};
 		int rc;
 
-		if ((rc = load_all(&fresh, s->pg, err))) {
+		if ((rc = load_all(&fresh, s->term.pg, err))) {
 			data_free(&fresh);
 			return rc;
 		}
-		diff(why, sizeof(why), &s->mirror, &fresh);
+		diff(why, sizeof(why), &s->world.mirror, &fresh);
 		data_free(&fresh);
 		if (!why[0])
 			return 0;
@@ -555,7 +551,7 @@ int sched_mirror_check(struct sched *s, struct ty_err *err)
 			 * load: collect its notifications, refresh and compare again.
 			 */
 			sched_notice_jobs(s);
-			if ((rc = refresh(s, err)))
+			if ((rc = refresh(&s->world.mirror, s->term.pg, err)))
 				return rc;
 		}
 	}

@@ -46,7 +46,7 @@ struct team_row {
 
 /* What jobs holds for a pending job now. */
 struct pend_row {
-	int q; /* index in s->queue */
+	int q; /* index in s->world.queue */
 	int64_t attempt;
 	const char *reason;  /* NULL when none */
 	int position;	     /* 1-based, 0 when NULL */
@@ -133,7 +133,7 @@ static void snap_free(struct snap *sn)
 /* Teams from the mirror (mirror.c), usage brought forward to now. */
 static int load_teams(struct snap *sn, struct sched *s, struct ty_err *err)
 {
-	const struct sched_mirror *m = &s->mirror;
+	const struct sched_mirror *m = &s->world.mirror;
 	int rc, n = m->nteams;
 
 	sn->teams = snap_alloc(sn, (size_t)n, sizeof(*sn->teams));
@@ -168,7 +168,8 @@ static int load_teams(struct snap *sn, struct sched *s, struct ty_err *err)
 	}
 	sn->in.teams = sn->teams;
 	sn->in.nteams = n;
-	if ((rc = sched_usage_advance(sn->usage, n, s, sn->in.now_ms, err)))
+	if ((rc = sched_usage_advance(sn->usage, n, s->term.pg, &s->world.mirror,
+				      s->o.usage_half_life_s, sn->in.now_ms, err)))
 		return rc;
 	for (int i = 0; i < n; i++)
 		sn->teams[i].usage = sn->usage[i].decayed;
@@ -178,7 +179,7 @@ static int load_teams(struct snap *sn, struct sched *s, struct ty_err *err)
 /* Nodes not lost and the ports held on them, from the mirror. */
 static int load_nodes(struct snap *sn, struct sched *s, struct ty_err *err)
 {
-	const struct sched_mirror *m = &s->mirror;
+	const struct sched_mirror *m = &s->world.mirror;
 	int *ports = NULL;
 	int n = m->nnodes;
 
@@ -223,7 +224,7 @@ static int load_nodes(struct snap *sn, struct sched *s, struct ty_err *err)
 /* Gangs holding GPUs, from the mirror's live allocations. */
 static int load_running(struct snap *sn, struct sched *s, struct ty_err *err)
 {
-	const struct sched_mirror *m = &s->mirror;
+	const struct sched_mirror *m = &s->world.mirror;
 	int *node = NULL, n = m->nallocs, g = -1;
 	uint64_t *gpus = NULL;
 
@@ -335,8 +336,8 @@ static int load_sweeps(struct sweep_run **out, int *nout, struct snap *sn, struc
 
 	*out = NULL;
 	*nout = 0;
-	for (int i = 0; i < s->queue.n; i++) {
-		const struct sched_qjob *q = &s->queue.v[i];
+	for (int i = 0; i < s->world.queue.n; i++) {
+		const struct sched_qjob *q = &s->world.queue.v[i];
 		bool seen = false;
 
 		if (!q->sweep_id || q->sweep_max <= 0)
@@ -345,16 +346,16 @@ static int load_sweeps(struct sweep_run **out, int *nout, struct snap *sn, struc
 			seen = v[k].id == q->sweep_id;
 		if (seen)
 			continue;
-		if (!v && (!(v = snap_alloc(sn, (size_t)s->queue.n, sizeof(*v))) ||
-			   !(ids = snap_alloc(sn, (size_t)s->queue.n, sizeof(*ids))) ||
-			   !(active = snap_alloc(sn, (size_t)s->queue.n, sizeof(*active)))))
+		if (!v && (!(v = snap_alloc(sn, (size_t)s->world.queue.n, sizeof(*v))) ||
+			   !(ids = snap_alloc(sn, (size_t)s->world.queue.n, sizeof(*ids))) ||
+			   !(active = snap_alloc(sn, (size_t)s->world.queue.n, sizeof(*active)))))
 			return ty_err_set(err, TY_ENOMEM, NULL);
 		v[n] = (struct sweep_run){.id = q->sweep_id, .max = q->sweep_max};
 		ids[n++] = q->sweep_id;
 	}
 	if (n == 0)
 		return 0;
-	if ((rc = sched_store_sweeps_active(active, s->pg, ids, n, err)))
+	if ((rc = sched_store_sweeps_active(active, s->term.pg, ids, n, err)))
 		return rc;
 	for (int k = 0; k < n; k++)
 		v[k].active = active[k];
@@ -393,10 +394,10 @@ static int load_pending(struct snap *sn, struct sched *s, struct ty_err *err)
 	int rc, n, np = 0, nsweeps = 0;
 	struct sweep_run *sweeps = NULL;
 
-	if ((rc = sched_queue_refresh(s, err)) ||
+	if ((rc = sched_queue_refresh(&s->world, s->term.pg, err)) ||
 	    (rc = load_sweeps(&sweeps, &nsweeps, sn, s, err)))
 		return rc;
-	n = s->queue.n;
+	n = s->world.queue.n;
 	sn->pending = snap_alloc(sn, (size_t)n, sizeof(*sn->pending));
 	sn->prow = snap_alloc(sn, (size_t)n, sizeof(*sn->prow));
 	sn->held = snap_alloc(sn, (size_t)n, sizeof(*sn->held));
@@ -405,7 +406,7 @@ static int load_pending(struct snap *sn, struct sched *s, struct ty_err *err)
 	if (!sn->pending || !sn->prow || !sn->held || !sn->held_team || !sn->hrow)
 		return ty_err_set(err, TY_ENOMEM, NULL);
 	for (int i = 0; i < n; i++) {
-		const struct sched_qjob *q = &s->queue.v[i];
+		const struct sched_qjob *q = &s->world.queue.v[i];
 		int team = team_index(sn, q->team_id);
 		struct pend_row *row;
 		const char *why = NULL;
@@ -466,7 +467,7 @@ static int snap_load(struct snap *sn, struct sched *s, struct ty_err *err)
 	if (!(sn->arena = ty_arena_new()))
 		return ty_err_set(err, TY_ENOMEM, NULL);
 	/* one clock for the whole cycle: the database's */
-	if ((rc = sched_store_now_ms(&sn->in.now_ms, s->pg, err)))
+	if ((rc = sched_store_now_ms(&sn->in.now_ms, s->term.pg, err)))
 		goto out;
 	sched_config_default(&sn->in.cfg);
 	sn->in.cfg.half_life_s = s->o.usage_half_life_s;
@@ -701,7 +702,7 @@ static int place_set(int *placed, struct sched *s, const struct snap *sn,
 		ids[i] = pls[i]->job;
 		nnodes += pls[i]->nnodes;
 	}
-	if ((rc = sched_store_jobs_lock(&rows, &nrows, s, ids, n, err)))
+	if ((rc = sched_store_jobs_lock(&rows, &nrows, s->term.pg, ids, n, err)))
 		goto out;
 	for (int i = 0; i < n; i++) {
 		const struct sched_store_job *row = row_of(rows, nrows, pls[i]->job);
@@ -737,7 +738,7 @@ static int place_set(int *placed, struct sched *s, const struct snap *sn,
 		for (int r = 0; r < g[i].pl->nnodes; r++)
 			nodes[nnodes++] = sn->nodes[g[i].pl->node[r]].id;
 	/* the launch names the node's boot: a later boot must not run it */
-	if ((rc = sched_store_boots(&boots, &nboots, s, nodes, nnodes, err)))
+	if ((rc = sched_store_boots(&boots, &nboots, s->term.pg, nodes, nnodes, err)))
 		goto out;
 	for (int i = 0; i < ng; i++) {
 		const struct sched_placement *pl = g[i].pl;
@@ -796,9 +797,9 @@ static int place_set(int *placed, struct sched *s, const struct snap *sn,
 			data = NULL;
 		}
 	}
-	if ((rc = sched_store_attempts_add(s, att, ng, err)) ||
-	    (rc = sched_store_allocs_add(s, al, nal, err)) ||
-	    (rc = sched_store_jobs_scheduled(s->pg, ids, attempts, ng, err)))
+	if ((rc = sched_store_attempts_add(&s->term, att, ng, err)) ||
+	    (rc = sched_store_allocs_add(s->term.pg, al, nal, err)) ||
+	    (rc = sched_store_jobs_scheduled(s->term.pg, ids, attempts, ng, err)))
 		goto out;
 	for (int i = 0; i < ng; i++)
 		if ((rc = scheduled_event(s, sn, &g[i], err)))
@@ -832,7 +833,7 @@ static int cancel_pass(struct sched *s, struct ty_err *err)
 	struct sched_store_cancel *v = NULL;
 	int rc, n = 0;
 
-	if ((rc = sched_store_cancels(&v, &n, s->pg, err)))
+	if ((rc = sched_store_cancels(&v, &n, s->term.pg, err)))
 		return rc;
 	for (int i = 0; i < n && !rc; i++) {
 		int64_t job = v[i].job, attempt = v[i].attempt;
@@ -840,12 +841,12 @@ static int cancel_pass(struct sched *s, struct ty_err *err)
 		char text[256];
 		int kills = 0;
 
-		if ((rc = sched_tx_begin(s, err)))
+		if ((rc = sched_tx_begin(&s->term, err)))
 			break;
 		if (!strcmp(state, "pending")) {
 			const char *to;
 
-			rc = sched_store_job_cancel_pending(&to, s->pg, job, err);
+			rc = sched_store_job_cancel_pending(&to, s->term.pg, job, err);
 			if (!rc && to)
 				rc = sched_job_event(s, job, to, to,
 						     !strcmp(to, "stopped") ? "stopped while pending"
@@ -854,7 +855,7 @@ static int cancel_pass(struct sched *s, struct ty_err *err)
 		} else {
 			bool moved = false;
 
-			rc = sched_store_attempt_stopping(&moved, s->pg, job, attempt, err);
+			rc = sched_store_attempt_stopping(&moved, s->term.pg, job, attempt, err);
 			if (!rc && moved) {
 				json_t *data = json_pack("{s:I}", "attempt", (json_int_t)attempt);
 
@@ -874,8 +875,8 @@ static int cancel_pass(struct sched *s, struct ty_err *err)
 			}
 		}
 		if (rc)
-			ty_pg_rollback(s->pg);
-		else if (!(rc = sched_tx_commit(s, err)) && kills > 0)
+			ty_pg_rollback(s->term.pg);
+		else if (!(rc = sched_tx_commit(&s->term, err)) && kills > 0)
 			SCHED_FAULT(SCHED_FAULT_CANCEL_AFTER_COMMIT);
 	}
 	free(v);
@@ -901,10 +902,10 @@ static int savepoint(struct sched *s, struct sched_store_mark mark, const char *
 	if (rc) {
 		ty_warn("cannot %s job %lld: %s", what, (long long)job, derr->msg);
 		/* with the events and outbox rows buffered since */
-		return sched_store_savepoint_rollback(s->pg, &s->store, SCHED_SAVEPOINT_DECISION,
-						      mark, err);
+		return sched_store_savepoint_rollback(s->term.pg, &s->term.store,
+						      SCHED_SAVEPOINT_DECISION, mark, err);
 	}
-	return sched_store_savepoint_release(s->pg, SCHED_SAVEPOINT_DECISION, err);
+	return sched_store_savepoint_release(s->term.pg, SCHED_SAVEPOINT_DECISION, err);
 }
 
 /*
@@ -927,10 +928,11 @@ static int apply_placements(int *placed, struct sched *s, const struct snap *sn,
 		return ty_err_set(err, TY_ENOMEM, NULL);
 	for (int i = 0; i < d->nplacements; i++)
 		all[i] = &d->placements[i];
-	if ((rc = sched_store_savepoint(&mark, s->pg, &s->store, SCHED_SAVEPOINT_PLACEMENTS, err)))
+	if ((rc = sched_store_savepoint(&mark, s->term.pg, &s->term.store,
+					SCHED_SAVEPOINT_PLACEMENTS, err)))
 		goto out;
 	if (!(rc = place_set(placed, s, sn, all, d->nplacements, &derr))) {
-		rc = sched_store_savepoint_release(s->pg, SCHED_SAVEPOINT_PLACEMENTS, err);
+		rc = sched_store_savepoint_release(s->term.pg, SCHED_SAVEPOINT_PLACEMENTS, err);
 		goto out;
 	}
 	*placed = 0;
@@ -940,15 +942,15 @@ static int apply_placements(int *placed, struct sched *s, const struct snap *sn,
 	}
 	ty_warn("cannot write the cycle's %d placement%s at once, writing them one by one: %s",
 		d->nplacements, d->nplacements == 1 ? "" : "s", derr.msg);
-	if ((rc = sched_store_savepoint_rollback(s->pg, &s->store, SCHED_SAVEPOINT_PLACEMENTS, mark,
-						 err)))
+	if ((rc = sched_store_savepoint_rollback(s->term.pg, &s->term.store,
+						 SCHED_SAVEPOINT_PLACEMENTS, mark, err)))
 		goto out;
 	for (int i = 0; i < d->nplacements && !rc; i++) {
 		int ok = 0;
 
 		ty_err_clear(&derr);
-		if ((rc = sched_store_savepoint(&mark, s->pg, &s->store, SCHED_SAVEPOINT_DECISION,
-						err)))
+		if ((rc = sched_store_savepoint(&mark, s->term.pg, &s->term.store,
+						SCHED_SAVEPOINT_DECISION, err)))
 			break;
 		rc = savepoint(s, mark, "place", all[i]->job,
 			       place_set(&ok, s, sn, &all[i], 1, &derr), &derr, err);
@@ -985,8 +987,8 @@ static int apply_preemptions(struct sched *s, const struct snap *sn,
 				 "attempt %lld preempted to place job %lld (team %s reclaiming its "
 				 "nominal quota)",
 				 (long long)attempt, (long long)p->for_job, team);
-		if ((rc = sched_store_savepoint(&mark, s->pg, &s->store, SCHED_SAVEPOINT_DECISION,
-						err)))
+		if ((rc = sched_store_savepoint(&mark, s->term.pg, &s->term.store,
+						SCHED_SAVEPOINT_DECISION, err)))
 			break;
 		rc = savepoint(
 		    s, mark, "preempt", p->victim,
@@ -1098,7 +1100,7 @@ static int publish_queue(struct sched_ids *now_queued, struct qchanges *ch, stru
 	ch->n = 0;
 	if (!(ch->v = snap_alloc(sn, (size_t)(in->npending + sn->nheld), sizeof(*ch->v))) ||
 	    !(rows = snap_alloc(sn, (size_t)(in->npending + sn->nheld), sizeof(*rows))) ||
-	    !(gone = snap_alloc(sn, (size_t)s->queued.n, sizeof(*gone))))
+	    !(gone = snap_alloc(sn, (size_t)s->world.queued.n, sizeof(*gone))))
 		goto oom;
 	if (in->npending + sn->nheld > 0 &&
 	    !(now_queued->v = calloc((size_t)(in->npending + sn->nheld), sizeof(int64_t))))
@@ -1137,12 +1139,12 @@ static int publish_queue(struct sched_ids *now_queued, struct qchanges *ch, stru
 	now_queued->n = n;
 	if (n > 0)
 		qsort(now_queued->v, (size_t)n, sizeof(int64_t), cmp_i64);
-	for (int i = 0; i < s->queued.n; i++)
-		if (n == 0 || !bsearch(&s->queued.v[i], now_queued->v, (size_t)n, sizeof(int64_t),
-				       cmp_i64))
-			gone[ngone++] = s->queued.v[i];
-	if ((rc = sched_store_queue_publish(s->pg, rows, nrows, err)) ||
-	    (rc = sched_store_queue_left(s->pg, gone, ngone, err)))
+	for (int i = 0; i < s->world.queued.n; i++)
+		if (n == 0 || !bsearch(&s->world.queued.v[i], now_queued->v, (size_t)n,
+				       sizeof(int64_t), cmp_i64))
+			gone[ngone++] = s->world.queued.v[i];
+	if ((rc = sched_store_queue_publish(s->term.pg, rows, nrows, err)) ||
+	    (rc = sched_store_queue_left(s->term.pg, gone, ngone, err)))
 		goto out;
 	if (nrows + ngone > 0)
 		ty_debug("queue: %d job(s) with a new position or reason, %d left the queue", nrows,
@@ -1193,7 +1195,7 @@ static int publish_teams(struct sched_store_team_usage **written, int *nwritten,
 							    .lent = t->lent,
 							    .pending = pending};
 	}
-	if ((rc = sched_store_team_usage_write(s->pg, rows, n, in->now_ms, err))) {
+	if ((rc = sched_store_team_usage_write(s->term.pg, rows, n, in->now_ms, err))) {
 		free(rows);
 		return rc;
 	}
@@ -1211,39 +1213,40 @@ static int apply(struct sched *s, struct snap *sn, const struct sched_decisions 
 	struct qchanges ch = {0};
 	int rc, placed = 0, nusage = 0;
 
-	if ((rc = sched_tx_begin(s, err))) {
-		sched_mirror_stale(s, "cycle not begun");
+	if ((rc = sched_tx_begin(&s->term, err))) {
+		sched_mirror_stale(&s->world.mirror, "cycle not begun");
 		return rc;
 	}
 	if ((rc = apply_placements(&placed, s, sn, d, err)) ||
 	    (rc = apply_preemptions(s, sn, d, err)) ||
 	    (rc = publish_queue(&queued, &ch, s, sn, d, err)) ||
 	    (rc = publish_teams(&usage, &nusage, s, sn, d, err))) {
-		ty_pg_rollback(s->pg);
-		sched_mirror_stale(s, "cycle rolled back");
+		ty_pg_rollback(s->term.pg);
+		sched_mirror_stale(&s->world.mirror, "cycle rolled back");
 		goto out;
 	}
 	if (placed || d->npreemptions)
 		SCHED_FAULT(SCHED_FAULT_CYCLE_BEFORE_COMMIT);
-	if ((rc = sched_tx_commit(s, err))) {
-		sched_mirror_stale(s, "cycle commit failed");
+	if ((rc = sched_tx_commit(&s->term, err))) {
+		sched_mirror_stale(&s->world.mirror, "cycle commit failed");
 		goto out;
 	}
 	if (placed || d->npreemptions)
 		SCHED_FAULT(SCHED_FAULT_CYCLE_AFTER_COMMIT);
 	/* committed: the team_usage rows it wrote are what the mirror holds now */
 	for (int i = 0; i < nusage; i++)
-		sched_mirror_team_usage(s, usage[i].team, usage[i].decayed, usage[i].fair_share,
-					usage[i].used, usage[i].borrowed, usage[i].lent,
-					usage[i].pending, sn->in.now_ms);
-	sched_ids_free(&s->queued);
-	s->queued = queued;
+		sched_mirror_team_usage(&s->world.mirror, usage[i].team, usage[i].decayed,
+					usage[i].fair_share, usage[i].used, usage[i].borrowed,
+					usage[i].lent, usage[i].pending, sn->in.now_ms);
+	sched_ids_free(&s->world.queued);
+	s->world.queued = queued;
 	memset(&queued, 0, sizeof(queued));
 	/* the mirror holds what jobs holds now */
 	for (int i = 0; i < ch.n; i++)
-		if (sched_queue_set_reason(s, ch.v[i].q, ch.v[i].reason,
-					   ch.v[i].position, ch.v[i].reserved_ms, ch.v[i].written_ms))
-			s->queue_stale = true; /* out of memory: read it all again */
+		if (sched_queue_set_reason(&s->world.queue, ch.v[i].q, ch.v[i].reason,
+					   ch.v[i].position, ch.v[i].reserved_ms,
+					   ch.v[i].written_ms))
+			s->world.queue_stale = true; /* out of memory: read it all again */
 	if (placed || d->npreemptions)
 		ty_debug("cycle: placed %d of %d pending job(s), %d preemption(s)", placed,
 			 sn->in.npending, d->npreemptions);
@@ -1274,7 +1277,7 @@ int sched_holds_of(const struct sched_holds *h, int64_t job, int *first)
 /* Tell each pending job the nodes the last cycle held for it (held_nodes). */
 static int holds_load(struct snap *sn, const struct sched *s, struct ty_err *err)
 {
-	const struct sched_holds *h = &s->holds;
+	const struct sched_holds *h = &s->world.holds;
 
 	for (int i = 0; i < sn->in.npending && h->n > 0; i++) {
 		struct sched_pending_in *p = &sn->pending[i];
@@ -1362,7 +1365,7 @@ void sched_holds_free(struct sched_holds *h)
 static void holds_keep(struct sched *s, const struct snap *sn, const struct sched_decisions *d)
 {
 	/* out of memory: the jobs start where they fit best next cycle */
-	if (sched_holds_keep(&s->holds, s->epoch, &sn->in, d))
+	if (sched_holds_keep(&s->world.holds, s->term.epoch, &sn->in, d))
 		ty_warn("cycle: out of memory keeping the nodes held for preemptions");
 }
 
@@ -1378,8 +1381,8 @@ int sched_cycle(struct sched *s, struct ty_err *err)
 	    (rc = sched_preempt_kills(s, err)))
 		return rc;
 	/* holds of another term, or from before a whole reload, are not trusted */
-	if (s->queue_stale || s->holds.epoch != s->epoch)
-		s->holds.n = 0;
+	if (s->world.queue_stale || s->world.holds.epoch != s->term.epoch)
+		s->world.holds.n = 0;
 	if ((rc = snap_load(&sn, s, err)))
 		return rc;
 	if ((rc = holds_load(&sn, s, err)))
@@ -1392,7 +1395,7 @@ int sched_cycle(struct sched *s, struct ty_err *err)
 	m2 = sched_metrics_clock();
 	rc = apply(s, &sn, d, err);
 	if (rc)
-		s->holds.n = 0;
+		s->world.holds.n = 0;
 	else
 		holds_keep(s, &sn, d);
 	if (!rc)

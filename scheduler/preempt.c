@@ -37,12 +37,12 @@ static int start(bool *started, struct sched *s, int64_t job, int64_t attempt, i
 	bool moved;
 
 	*started = false;
-	if ((rc = sched_store_attempt_preempt(&pr, &moved, s->pg, &req, err)) || !moved)
+	if ((rc = sched_store_attempt_preempt(&pr, &moved, s->term.pg, &req, err)) || !moved)
 		goto out; /* over, or being stopped for another reason: nothing to do */
-	if ((rc = sched_store_job_preempting(s->pg, job, err)))
+	if ((rc = sched_store_job_preempting(s->term.pg, job, err)))
 		goto out;
 	/* the checkpoint signal to every node still running its part */
-	if ((rc = sched_store_checkpoint_nodes(&nodes, &nnodes, s->pg, job, attempt, err)))
+	if ((rc = sched_store_checkpoint_nodes(&nodes, &nnodes, s->term.pg, job, attempt, err)))
 		goto out;
 	if (!(data = json_pack("{s:s, s:i}", "signal", pr.signal, "grace_seconds", pr.grace_s))) {
 		rc = ty_err_set(err, TY_ENOMEM, NULL);
@@ -100,11 +100,11 @@ int sched_preempt_kills(struct sched *s, struct ty_err *err)
 	struct sched_store_ja *due = NULL;
 	int rc, n = 0;
 
-	if ((rc = sched_store_kills_due(&due, &n, s->pg, err)))
+	if ((rc = sched_store_kills_due(&due, &n, s->term.pg, err)))
 		return rc;
 	if (n == 0)
 		goto out;
-	if ((rc = sched_tx_begin(s, err)))
+	if ((rc = sched_tx_begin(&s->term, err)))
 		goto out;
 	for (int i = 0; i < n && !rc; i++) {
 		int64_t job = due[i].job, attempt = due[i].attempt;
@@ -112,7 +112,7 @@ int sched_preempt_kills(struct sched *s, struct ty_err *err)
 		bool still = false;
 		int kills = 0;
 
-		if ((rc = sched_store_kill_due_lock(&still, s->pg, job, attempt, err)))
+		if ((rc = sched_store_kill_due_lock(&still, s->term.pg, job, attempt, err)))
 			break;
 		if (still &&
 		    !(rc = sched_kill_nodes(&kills, s, job, attempt, "preempted", NULL, err)) &&
@@ -128,9 +128,9 @@ int sched_preempt_kills(struct sched *s, struct ty_err *err)
 		}
 	}
 	if (rc)
-		ty_pg_rollback(s->pg);
+		ty_pg_rollback(s->term.pg);
 	else
-		rc = sched_tx_commit(s, err);
+		rc = sched_tx_commit(&s->term, err);
 out:
 	free(due);
 	return rc;
@@ -146,10 +146,10 @@ int sched_preempt_settle(struct sched *s, int64_t job, int64_t attempt, struct t
 	bool moved;
 	int rc;
 
-	if ((rc = sched_store_attempt_preempt_failed(&pd, &moved, s->pg, job, attempt, err)) ||
+	if ((rc = sched_store_attempt_preempt_failed(&pd, &moved, s->term.pg, job, attempt, err)) ||
 	    !moved)
 		goto out; /* settled before */
-	if ((rc = sched_ledger_attempt_end(s, job, attempt, err)))
+	if ((rc = sched_ledger_attempt_end(s->term.pg, &s->o.rates, job, attempt, err)))
 		goto out;
 	if (!(data = json_pack("{s:I, s:s}", "attempt", (json_int_t)attempt, "failure_class",
 			       "preempted"))) {
@@ -160,9 +160,9 @@ int sched_preempt_settle(struct sched *s, int64_t job, int64_t attempt, struct t
 		json_object_set_new(data, "preempted_for", json_integer(pd.for_job));
 	if (pd.spot_node)
 		json_object_set_new(data, "spot_node", json_string(pd.spot_node));
-	s->capacity_freed = true;
+	s->clock.capacity_freed = true;
 	/* a cancel requested while it was being preempted wins */
-	if ((rc = sched_store_job_preempt_cancelled(&to, s->pg, job, attempt, err)))
+	if ((rc = sched_store_job_preempt_cancelled(&to, s->term.pg, job, attempt, err)))
 		goto out;
 	if (to) {
 		snprintf(text, sizeof(text),
@@ -172,8 +172,9 @@ int sched_preempt_settle(struct sched *s, int64_t job, int64_t attempt, struct t
 		goto out;
 	}
 	/* back in the queue at its old place (ordered by submit time); no retry is spent */
-	if ((rc = sched_store_job_preempt_requeued(&moved, &preemptions, &spot_preemptions, s->pg, job,
-					   attempt, pd.spot_node != NULL, err)))
+	if ((rc = sched_store_job_preempt_requeued(&moved, &preemptions, &spot_preemptions,
+						   s->term.pg, job, attempt, pd.spot_node != NULL,
+						   err)))
 		goto out;
 	if (moved && pd.spot_node) {
 		json_object_set_new(data, "spot_preemptions", json_integer(spot_preemptions));

@@ -22,15 +22,15 @@
 #define QUEUE_RELOAD_MS 60000 /* full reload, in case a change slipped by */
 #define TOUCHED_MAX 20000     /* beyond this many changed jobs a full reload is cheaper */
 
-void sched_touch(struct sched *s, int64_t job)
+void sched_touch(struct sched_world *w, int64_t job)
 {
-	struct sched_ids *t = &s->touched;
+	struct sched_ids *t = &w->touched;
 
-	sched_mirror_touch_job(s, job); /* its allocations and attempts too */
-	if (s->queue_stale)
+	sched_mirror_touch_job(&w->mirror, job); /* its allocations and attempts too */
+	if (w->queue_stale)
 		return;
 	if (t->n == TOUCHED_MAX) {
-		s->queue_stale = true;
+		w->queue_stale = true;
 		t->n = 0;
 		return;
 	}
@@ -39,7 +39,7 @@ void sched_touch(struct sched *s, int64_t job)
 		int64_t *v = realloc(t->v, (size_t)cap * sizeof(*v));
 
 		if (!v) {
-			s->queue_stale = true; /* read everything again rather than miss one */
+			w->queue_stale = true; /* read everything again rather than miss one */
 			t->n = 0;
 			return;
 		}
@@ -57,15 +57,15 @@ static void qjob_clear(struct sched_qjob *j)
 	j->reason = j->excluded = j->last_failure = NULL;
 }
 
-void sched_queue_clear(struct sched *s)
+void sched_queue_clear(struct sched_world *w)
 {
-	for (int i = 0; i < s->queue.n; i++)
-		qjob_clear(&s->queue.v[i]);
-	free(s->queue.v);
-	memset(&s->queue, 0, sizeof(s->queue));
-	sched_ids_free(&s->touched);
-	s->queue_stale = true;
-	sched_mirror_clear(s);
+	for (int i = 0; i < w->queue.n; i++)
+		qjob_clear(&w->queue.v[i]);
+	free(w->queue.v);
+	memset(&w->queue, 0, sizeof(w->queue));
+	sched_ids_free(&w->touched);
+	w->queue_stale = true;
+	sched_mirror_clear(&w->mirror);
 }
 
 static int find(const struct sched_qjob *v, int n, int64_t job)
@@ -83,15 +83,15 @@ static int find(const struct sched_qjob *v, int n, int64_t job)
 	return lo < n && v[lo].id == job ? lo : -1;
 }
 
-int sched_queue_find(const struct sched *s, int64_t job)
+int sched_queue_find(const struct sched_queue *q, int64_t job)
 {
-	return find(s->queue.v, s->queue.n, job);
+	return find(q->v, q->n, job);
 }
 
-int sched_queue_set_reason(struct sched *s, int i, const char *reason, int position,
+int sched_queue_set_reason(struct sched_queue *q, int i, const char *reason, int position,
 			   int64_t reserved_ms, int64_t written_ms)
 {
-	struct sched_qjob *j = &s->queue.v[i];
+	struct sched_qjob *j = &q->v[i];
 	char *r = reason ? strdup(reason) : NULL;
 
 	if (reason && !r)
@@ -141,33 +141,33 @@ static int reserve(struct sched_queue *q, int n)
 	return 0;
 }
 
-static int reload_all(struct sched *s, struct ty_err *err)
+static int reload_all(struct sched_world *w, struct ty_pg *pg, struct ty_err *err)
 {
 	struct sched_queue q = {0};
 	int rc;
 
-	if ((rc = sched_store_queue_pending(&q.v, &q.n, s->pg, err)))
+	if ((rc = sched_store_queue_pending(&q.v, &q.n, pg, err)))
 		return rc;
 	q.cap = q.n + 1;
-	for (int i = 0, k = 0; i < q.n && k < s->queue.n;) {
-		if (q.v[i].id == s->queue.v[k].id)
-			keep_written(&q.v[i++], &s->queue.v[k++]);
-		else if (q.v[i].id < s->queue.v[k].id)
+	for (int i = 0, k = 0; i < q.n && k < w->queue.n;) {
+		if (q.v[i].id == w->queue.v[k].id)
+			keep_written(&q.v[i++], &w->queue.v[k++]);
+		else if (q.v[i].id < w->queue.v[k].id)
 			i++;
 		else
 			k++;
 	}
-	for (int i = 0; i < s->queue.n; i++)
-		qjob_clear(&s->queue.v[i]);
-	free(s->queue.v);
-	s->queue = q;
+	for (int i = 0; i < w->queue.n; i++)
+		qjob_clear(&w->queue.v[i]);
+	free(w->queue.v);
+	w->queue = q;
 	return 0;
 }
 
 /* Read the touched jobs again: update, add or drop each. */
-static int reload_touched(struct sched *s, struct ty_err *err)
+static int reload_touched(struct sched_world *w, struct ty_pg *pg, struct ty_err *err)
 {
-	struct sched_ids *t = &s->touched;
+	struct sched_ids *t = &w->touched;
 	struct sched_qjob *got = NULL;
 	bool *queued = NULL, drop = false, unsorted = false;
 	int rc, k = 0, n0, ngot = 0;
@@ -177,29 +177,29 @@ static int reload_touched(struct sched *s, struct ty_err *err)
 		if (i == 0 || t->v[i] != t->v[i - 1])
 			t->v[k++] = t->v[i];
 	t->n = k;
-	if ((rc = sched_store_queue_of(&got, &queued, &ngot, s->pg, t->v, t->n, err)))
+	if ((rc = sched_store_queue_of(&got, &queued, &ngot, pg, t->v, t->n, err)))
 		return rc;
-	if (reserve(&s->queue, s->queue.n + ngot)) {
+	if (reserve(&w->queue, w->queue.n + ngot)) {
 		rc = ty_err_set(err, TY_ENOMEM, NULL);
 		goto out;
 	}
-	n0 = s->queue.n; /* the sorted part: rows appended below are not searched */
+	n0 = w->queue.n; /* the sorted part: rows appended below are not searched */
 	for (int r = 0; r < ngot; r++) {
-		int at = find(s->queue.v, n0, got[r].id);
+		int at = find(w->queue.v, n0, got[r].id);
 
 		if (at >= 0 && !queued[r]) {
-			s->queue.v[at].gone = true; /* compacted below */
+			w->queue.v[at].gone = true; /* compacted below */
 			drop = true;
 			continue;
 		}
 		if (at >= 0) {
-			struct sched_qjob was = s->queue.v[at];
+			struct sched_qjob was = w->queue.v[at];
 
-			s->queue.v[at] = got[r];
-			keep_written(&s->queue.v[at], &was);
+			w->queue.v[at] = got[r];
+			keep_written(&w->queue.v[at], &was);
 			qjob_clear(&was);
 		} else if (queued[r]) {
-			s->queue.v[s->queue.n++] = got[r];
+			w->queue.v[w->queue.n++] = got[r];
 			unsorted = true;
 		} else {
 			continue;
@@ -209,44 +209,44 @@ static int reload_touched(struct sched *s, struct ty_err *err)
 	if (drop) {
 		int n = 0;
 
-		for (int i = 0; i < s->queue.n; i++) {
-			if (s->queue.v[i].gone)
-				qjob_clear(&s->queue.v[i]);
+		for (int i = 0; i < w->queue.n; i++) {
+			if (w->queue.v[i].gone)
+				qjob_clear(&w->queue.v[i]);
 			else
-				s->queue.v[n++] = s->queue.v[i];
+				w->queue.v[n++] = w->queue.v[i];
 		}
-		s->queue.n = n;
+		w->queue.n = n;
 	}
 	if (unsorted)
-		qsort(s->queue.v, (size_t)s->queue.n, sizeof(*s->queue.v), cmp_qjob);
+		qsort(w->queue.v, (size_t)w->queue.n, sizeof(*w->queue.v), cmp_qjob);
 out:
 	sched_store_qjobs_free(got, ngot);
 	free(queued);
 	return rc;
 }
 
-int sched_queue_refresh(struct sched *s, struct ty_err *err)
+int sched_queue_refresh(struct sched_world *w, struct ty_pg *pg, struct ty_err *err)
 {
 	int64_t now = ty_mono_ms();
 	int rc;
 
-	if (s->queue_stale || now >= s->queue_loaded + QUEUE_RELOAD_MS) {
+	if (w->queue_stale || now >= w->queue_loaded + QUEUE_RELOAD_MS) {
 		/* what is touched from here on is read again next time */
-		s->touched.n = 0;
-		if ((rc = reload_all(s, err)))
+		w->touched.n = 0;
+		if ((rc = reload_all(w, pg, err)))
 			return rc;
-		s->queue_stale = false;
-		s->queue_loaded = now;
-		ty_debug("queue: %d pending job(s) loaded", s->queue.n);
+		w->queue_stale = false;
+		w->queue_loaded = now;
+		ty_debug("queue: %d pending job(s) loaded", w->queue.n);
 		return 0;
 	}
-	if (s->touched.n == 0)
+	if (w->touched.n == 0)
 		return 0;
-	if ((rc = reload_touched(s, err))) {
-		s->queue_stale = true;
-		s->touched.n = 0;
+	if ((rc = reload_touched(w, pg, err))) {
+		w->queue_stale = true;
+		w->touched.n = 0;
 		return rc;
 	}
-	s->touched.n = 0;
+	w->touched.n = 0;
 	return 0;
 }

@@ -29,19 +29,19 @@ static int node_states(struct sched *s, struct ty_err *err)
 	struct sched_store_nodes v = {0};
 	int rc;
 
-	if ((rc = sched_store_nodes_drained(&v, s->pg, err)))
+	if ((rc = sched_store_nodes_drained(&v, s->term.pg, err)))
 		return rc;
 	for (int i = 0; i < v.n; i++) {
-		sched_mirror_touch_node(s, v.v[i]);
+		sched_mirror_touch_node(&s->world.mirror, v.v[i]);
 		ty_info("node '%s' drained: no work left on it", v.v[i]);
 	}
 	sched_store_nodes_free(&v);
-	if ((rc = sched_store_nodes_ready_again(&v, s->pg, s->o.failure_window_s,
+	if ((rc = sched_store_nodes_ready_again(&v, s->term.pg, s->o.failure_window_s,
 						s->o.suspect_after, err)))
 		return rc;
 	for (int i = 0; i < v.n; i++) {
-		sched_mirror_touch_node(s, v.v[i]);
-		s->capacity_freed = true;
+		sched_mirror_touch_node(&s->world.mirror, v.v[i]);
+		s->clock.capacity_freed = true;
 		ty_info("node '%s' is ready again: its failures left the window", v.v[i]);
 	}
 	sched_store_nodes_free(&v);
@@ -61,29 +61,29 @@ int sched_liveness(struct sched *s, struct ty_err *err)
 	 * pause): nobody is judged then, and everyone gets a full timeout after.
 	 */
 	if (!sched_kafka_reachable(s)) {
-		if (!s->kafka_down)
+		if (!s->bus.down)
 			ty_warn("kafka does not answer: no node is declared lost until it does");
-		s->kafka_down = true;
+		s->bus.down = true;
 		return 0;
 	}
 	/* after the probe: a probe that waited for the broker was a blind spell too */
 	now = ty_mono_ms();
-	if (s->kafka_down || (s->kafka_ok && now - s->kafka_ok > blind_ms(s))) {
+	if (s->bus.down || (s->bus.ok && now - s->bus.ok > blind_ms(s))) {
 		ty_info("kafka answers again after %lld ms: every node has %d ms to be heard from",
-			(long long)(now - s->kafka_ok), s->o.node_timeout_ms);
-		s->kafka_down = false;
-		s->kafka_back = now;
+			(long long)(now - s->bus.ok), s->o.node_timeout_ms);
+		s->bus.down = false;
+		s->bus.back = now;
 	}
-	s->kafka_ok = now;
-	if ((rc = sched_tx_begin(s, err)))
+	s->bus.ok = now;
+	if ((rc = sched_tx_begin(&s->term, err)))
 		return rc;
-	if ((rc = sched_store_nodes_lost(&lost, s->pg, s->o.node_timeout_ms,
-					 s->kafka_back ? now - s->kafka_back : -1, err)))
+	if ((rc = sched_store_nodes_lost(&lost, s->term.pg, s->o.node_timeout_ms,
+					 s->bus.back ? now - s->bus.back : -1, err)))
 		goto fail;
 	for (int i = 0; i < lost.n; i++) {
 		const char *node = lost.v[i];
 
-		sched_mirror_touch_node(s, node);
+		sched_mirror_touch_node(&s->world.mirror, node);
 		ty_warn("node '%s' lost: no heartbeat for %d ms", node, s->o.node_timeout_ms);
 		snprintf(why, sizeof(why), "node %s lost: no heartbeat for %d ms", node,
 			 s->o.node_timeout_ms);
@@ -93,10 +93,10 @@ int sched_liveness(struct sched *s, struct ty_err *err)
 	sched_store_nodes_free(&lost);
 	if ((rc = node_states(s, err)))
 		goto fail;
-	return sched_tx_commit(s, err);
+	return sched_tx_commit(&s->term, err);
 fail:
 	sched_store_nodes_free(&lost);
-	ty_pg_rollback(s->pg);
+	ty_pg_rollback(s->term.pg);
 	return rc;
 }
 
@@ -115,7 +115,7 @@ static int resend_launches(struct sched *s, struct ty_err *err)
 	 * unread: heartbeats (another topic) can be read seconds ahead of it
 	 * (measured: 18.8 re-sends per gang in bench/dispatch at 2,000 nodes).
 	 */
-	if (s->lagging) {
+	if (s->in.lagging) {
 		ty_debug("events are still being read: no launch is re-sent this pass");
 		return 0;
 	}
@@ -124,13 +124,13 @@ static int resend_launches(struct sched *s, struct ty_err *err)
 	 * left yet: sending it again would only lengthen the backlog (measured:
 	 * 55,000 re-sends in one bench/dispatch run that way).
 	 */
-	if ((rc = sched_store_relay_behind(&behind, s->pg, s->o.resend_ms, err)))
+	if ((rc = sched_store_relay_behind(&behind, s->term.pg, s->o.resend_ms, err)))
 		return rc;
 	if (behind) {
 		ty_debug("the outbox relay is behind: no launch is re-sent this pass");
 		return 0;
 	}
-	if ((rc = sched_store_unacked(&v, &n, s->pg, s->o.resend_ms, err)))
+	if ((rc = sched_store_unacked(&v, &n, s->term.pg, s->o.resend_ms, err)))
 		return rc;
 	for (int i = 0; i < n && !rc; i++) {
 		const struct sched_store_unacked *u = &v[i];
@@ -141,9 +141,10 @@ static int resend_launches(struct sched *s, struct ty_err *err)
 		bool finished = false;
 
 		/* a node that lists it as finished got it: its exit is on the way */
-		for (int k = 0; k < s->nlate && !finished; k++)
-			finished = s->late[k].job == u->job && s->late[k].attempt == u->attempt &&
-				   !strcmp(s->late[k].node, node);
+		for (int k = 0; k < s->in.nlate && !finished; k++)
+			finished = s->in.late[k].job == u->job &&
+				   s->in.late[k].attempt == u->attempt &&
+				   !strcmp(s->in.late[k].node, node);
 		if (finished) {
 			json_decref(gpus);
 			json_decref(common);
@@ -169,7 +170,7 @@ static int resend_launches(struct sched *s, struct ty_err *err)
 			ty_info("job %lld: re-sending the launch of attempt %lld to node '%s', "
 				"which has not acknowledged it",
 				(long long)u->job, (long long)u->attempt, node);
-			rc = sched_store_part_launched(s->pg, u->job, u->attempt, node, err);
+			rc = sched_store_part_launched(s->term.pg, u->job, u->attempt, node, err);
 		}
 		json_decref(gpus);
 		json_decref(common);
@@ -190,7 +191,7 @@ static int resend_kills(struct sched *s, struct ty_err *err)
 	json_t *data = NULL, *pdata = NULL;
 	int rc, n = 0;
 
-	if ((rc = sched_store_strays(&v, &n, s->pg, s->o.resend_ms, err)))
+	if ((rc = sched_store_strays(&v, &n, s->term.pg, s->o.resend_ms, err)))
 		return rc;
 	if (n > 0 && (!(data = json_pack("{s:s, s:i}", "reason", "over", "grace_seconds",
 					  s->o.kill_grace_seconds)) ||
@@ -210,7 +211,7 @@ static int resend_kills(struct sched *s, struct ty_err *err)
 					   k->preempted ? pdata : data, err)))
 			break;
 		if (k->allocated)
-			rc = sched_store_part_killed(s->pg, k->job, k->attempt, k->node, err);
+			rc = sched_store_part_killed(s->term.pg, k->job, k->attempt, k->node, err);
 	}
 	json_decref(data);
 	json_decref(pdata);
@@ -228,13 +229,13 @@ static int release_unstarted(struct sched *s, struct ty_err *err)
 	struct sched_store_part_found *v = NULL;
 	int rc, n = 0;
 
-	if ((rc = sched_store_release_unstarted(&v, &n, s->pg, s->o.resend_ms, err)))
+	if ((rc = sched_store_release_unstarted(&v, &n, s->term.pg, s->o.resend_ms, err)))
 		return rc;
 	for (int i = 0; i < n && !rc; i++) {
 		ty_info("job %lld: node '%s' never ran attempt %lld: its GPUs are free",
 			(long long)v[i].job, v[i].node, (long long)v[i].attempt);
-		s->capacity_freed = true;
-		sched_touch(s, v[i].job);
+		s->clock.capacity_freed = true;
+		sched_touch(&s->world, v[i].job);
 		rc = sched_settle_attempt(s, v[i].job, v[i].attempt, err);
 	}
 	sched_store_parts_found_free(v, n);
@@ -245,14 +246,14 @@ int sched_reconcile(struct sched *s, struct ty_err *err)
 {
 	int rc;
 
-	if ((rc = sched_tx_begin(s, err)))
+	if ((rc = sched_tx_begin(&s->term, err)))
 		return rc;
 	/* an exit event gets one reconcile period to arrive before the heartbeat's word is taken */
 	if ((rc = sched_apply_late_exits(s, s->o.reconcile_ms, err)) ||
 	    (rc = resend_launches(s, err)) || (rc = resend_kills(s, err)) ||
 	    (rc = release_unstarted(s, err))) {
-		ty_pg_rollback(s->pg);
+		ty_pg_rollback(s->term.pg);
 		return rc;
 	}
-	return sched_tx_commit(s, err);
+	return sched_tx_commit(&s->term, err);
 }

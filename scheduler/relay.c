@@ -74,27 +74,29 @@ void sched_relay_dr(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque)
 
 	if (m->err) {
 		/* produced again on the next pass */
-		ids_del(&s->inflight, id);
+		ids_del(&s->bus.inflight, id);
 		if (m->err != RD_KAFKA_RESP_ERR__PURGE_QUEUE &&
 		    m->err != RD_KAFKA_RESP_ERR__PURGE_INFLIGHT) {
-			sched_metrics_kafka_error(s, SCHED_KAFKA_DELIVERY);
+			sched_metrics_kafka_error(s->metrics, SCHED_KAFKA_DELIVERY);
 			ty_warn("delivery of outbox row %lld failed: %s", (long long)id,
 				rd_kafka_err2str(m->err));
 		}
 		return;
 	}
-	if (ids_add(&s->delivered, id))
-		ids_del(&s->inflight, id); /* out of memory: produce again rather than lose it */
+	/* out of memory: produce again rather than lose it */
+	if (ids_add(&s->bus.delivered, id))
+		ids_del(&s->bus.inflight, id);
 }
 
-int sched_relay(struct sched *s, struct ty_err *err)
+int sched_relay(struct sched_bus *b, struct ty_pg *pg, const struct ty_ed25519_key *key,
+		struct sched_metrics *m, struct ty_err *err)
 {
 	struct sched_store_outbox_row *v = NULL;
 	int rc = 0, sent = 0, n = 0;
 
-	if (!s->producer || s->dispatch_partitions <= 0)
+	if (!b->producer || b->dispatch_partitions <= 0)
 		return 0;
-	if ((rc = sched_store_outbox_next(&v, &n, s->pg, s->inflight.v, s->inflight.n, err)))
+	if ((rc = sched_store_outbox_next(&v, &n, pg, b->inflight.v, b->inflight.n, err)))
 		return rc;
 	for (int i = 0; i < n; i++) {
 		int64_t id = v[i].id;
@@ -104,41 +106,41 @@ int sched_relay(struct sched *s, struct ty_err *err)
 		char sig[TY_ED25519_SIG_HEX_LEN + 1];
 		rd_kafka_resp_err_t e;
 
-		if (proto_sign(sig, s->o.dispatch_key, payload, len)) {
+		if (proto_sign(sig, key, payload, len)) {
 			ty_error("cannot sign outbox row %lld for node '%s': left for the next pass",
 				 (long long)id, node);
 			continue;
 		}
 		e = rd_kafka_producev(
-		    s->producer, RD_KAFKA_V_TOPIC(PROTO_TOPIC_DISPATCH),
-		    RD_KAFKA_V_PARTITION(proto_node_partition(node, s->dispatch_partitions)),
-		    RD_KAFKA_V_KEY(node, strlen(node)),
-		    RD_KAFKA_V_VALUE((void *)payload, len),
+		    b->producer, RD_KAFKA_V_TOPIC(PROTO_TOPIC_DISPATCH),
+		    RD_KAFKA_V_PARTITION(proto_node_partition(node, b->dispatch_partitions)),
+		    RD_KAFKA_V_KEY(node, strlen(node)), RD_KAFKA_V_VALUE((void *)payload, len),
 		    RD_KAFKA_V_HEADER(PROTO_HDR_SIG, sig, TY_ED25519_SIG_HEX_LEN),
 		    RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
 		    RD_KAFKA_V_OPAQUE((void *)(intptr_t)id), RD_KAFKA_V_END);
 		if (e == RD_KAFKA_RESP_ERR__QUEUE_FULL)
 			break;
 		if (e) {
-			sched_metrics_kafka_error(s, SCHED_KAFKA_PRODUCE);
+			sched_metrics_kafka_error(m, SCHED_KAFKA_PRODUCE);
 			ty_warn("cannot produce outbox row %lld for node '%s': %s", (long long)id,
 				node, rd_kafka_err2str(e));
 			continue;
 		}
-		if (ids_add(&s->inflight, id)) {
+		if (ids_add(&b->inflight, id)) {
 			rc = ty_err_set(err, TY_ENOMEM, NULL);
 			break;
 		}
 		sent++;
 		if (sched_fault_armed && sent == 1 && n > 1 &&
 		    sched_fault_due(SCHED_FAULT_RELAY_MID)) {
-			rd_kafka_flush(s->producer, 5000); /* the first row really is on the broker */
+			/* the first row really is on the broker */
+			rd_kafka_flush(b->producer, 5000);
 			sched_fault_crash(SCHED_FAULT_RELAY_MID);
 		}
 	}
 	if (sent)
 		ty_debug("relayed %d dispatch message(s)", sent);
-	sched_metrics_outbox(s, n - sent);
+	sched_metrics_outbox(m, n - sent, b->inflight.n);
 	sched_store_outbox_rows_free(v, n);
 	return rc;
 }
@@ -147,24 +149,25 @@ int sched_relay_settle(struct sched *s, struct ty_err *err)
 {
 	int rc;
 
-	if (!s->producer)
+	if (!s->bus.producer)
 		return 0;
-	rd_kafka_poll(s->producer, 0);
+	rd_kafka_poll(s->bus.producer, 0);
 	if ((rc = sched_kafka_producer_check(s, err)))
 		return rc;
-	if (s->delivered.n == 0)
+	if (s->bus.delivered.n == 0)
 		return 0;
 	SCHED_FAULT(SCHED_FAULT_RELAY_AFTER_SEND);
-	if ((rc = sched_tx_begin(s, err)))
+	if ((rc = sched_tx_begin(&s->term, err)))
 		return rc;
-	if ((rc = sched_store_outbox_delete(s->pg, s->delivered.v, s->delivered.n, err))) {
-		ty_pg_rollback(s->pg);
+	if ((rc = sched_store_outbox_delete(s->term.pg, s->bus.delivered.v, s->bus.delivered.n,
+					    err))) {
+		ty_pg_rollback(s->term.pg);
 		return rc;
 	}
-	if ((rc = sched_tx_commit(s, err)))
+	if ((rc = sched_tx_commit(&s->term, err)))
 		return rc;
-	for (int i = 0; i < s->delivered.n; i++)
-		ids_del(&s->inflight, s->delivered.v[i]);
-	s->delivered.n = 0;
+	for (int i = 0; i < s->bus.delivered.n; i++)
+		ids_del(&s->bus.inflight, s->bus.delivered.v[i]);
+	s->bus.delivered.n = 0;
 	return 0;
 }

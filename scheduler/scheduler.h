@@ -187,12 +187,37 @@ struct sched_late_exit {
 	int64_t seen_ms; /* monotonic, first seen */
 };
 
-struct sched {
-	struct sched_opts o;
+/*
+ * The nodes the last committed cycle held for jobs waiting for their
+ * victims (its SCHED_RESV_PREEMPTION reservations), passed to the next
+ * decision as sched_pending_in.held_nodes (place.c). Sorted by job; grown
+ * as a cycle needs (a big cluster holds hundreds of nodes at once), freed
+ * by sched_holds_free(). Node ids longer than node[] are not kept (the
+ * job then starts where it fits best). Forgotten on a new term and when
+ * the queue mirror is stale (read again whole).
+ */
+struct sched_holds {
+	int64_t epoch; /* the term they were decided in */
+	int n, cap;
+	struct sched_hold {
+		int64_t job;
+		char node[96]; /* node id; longer ids are not kept */
+	} *v;	       /* cap entries, n used */
+};
+
+/* The connections to PostgreSQL and the term they carry (leader.c). */
+struct sched_term {
 	struct ty_pg *lock_pg; /* holds the advisory lock while leading */
 	struct ty_pg *pg;      /* every other statement */
 	bool leading;
-	int64_t epoch;	      /* of the current term */
+	int64_t epoch;	/* of the current term */
+	int listen_pid; /* backend pid of pg when LISTEN was issued on it (0: not yet) */
+	/* job events and outbox rows of the open transaction, written at its commit (store/) */
+	struct sched_store store;
+};
+
+/* The broker: the clients of a term, the outbox rows in flight and the broker's health. */
+struct sched_bus {
 	rd_kafka_t *consumer; /* events + nodes, manual assignment, while leading */
 	rd_kafka_queue_t *cq; /* its queue, which writes to wake[1] when it fills */
 	int wake[2];	      /* pipe, open while cq is set: see sched_consume */
@@ -201,52 +226,55 @@ struct sched {
 	int assigned_partitions;    /* of events + nodes */
 	struct sched_ids inflight;  /* produced, delivery not reported (or not deleted) */
 	struct sched_ids delivered; /* acknowledged, row not deleted yet */
+	bool outbox_dirty;	    /* relay now */
+	bool down;		    /* the broker did not answer the last liveness probe */
+	int64_t back;		    /* monotonic ms when it answered again (0: never lost) */
+	int64_t ok;		    /* monotonic ms of the last probe it answered */
+};
+
+/* The consumed batch being applied (kafka.c, apply.c) and what it left for later. */
+struct sched_inbox {
 	rd_kafka_message_t **batch; /* consumed and not yet applied (kept on failure) */
 	struct proto_msg *bmsg;	    /* batch[i] decoded, when bok[i] */
 	bool *bok;		    /* batch[i] is well formed and its node's (else skipped) */
 	int nbatch;
+	bool lagging;		      /* the last poll filled a whole batch */
 	struct sched_late_exit *late; /* applied by reconciliation when still missing */
 	int nlate, caplate;
+	long long malformed;	  /* messages skipped as malformed or inapplicable */
+	long long bad_conditions; /* node condition entries skipped as invalid */
+};
+
+/* What the scheduler knows of jobs and nodes between cycles (queue.c, mirror.c, place.c). */
+struct sched_world {
+	struct sched_queue queue;   /* the pending-job mirror (queue.c) */
+	struct sched_ids touched;   /* jobs whose rows changed since the mirror was refreshed */
+	struct sched_ids queued;    /* jobs given a queue position or reason by the last cycle */
+	bool queue_stale;	    /* reload the whole mirror at the next cycle */
+	int64_t queue_loaded;	    /* monotonic ms of the last whole reload */
+	struct sched_mirror mirror; /* nodes, live allocations, ports, teams (mirror.c) */
+	struct sched_holds holds;   /* nodes held for jobs waiting for their victims */
+};
+
+/* When the loop runs what (loop.c). */
+struct sched_clock {
 	bool capacity_freed; /* run a placement cycle now */
 	bool jobs_changed;   /* another session wrote a job event (a submission, a cancel) */
-	int listen_pid;	     /* backend pid of s->pg when LISTEN was issued on it (0: not yet) */
 	int64_t last_cycle;  /* monotonic ms of the last cycle's start */
 	int64_t cycle_gap;   /* least ms from it to a cycle a change triggers */
-	struct sched_ids queued;  /* jobs given a queue position or reason by the last cycle */
-	struct sched_queue queue; /* the pending-job mirror (queue.c) */
-	struct sched_ids touched; /* jobs whose rows changed since the mirror was refreshed */
-	bool queue_stale;	  /* reload the whole mirror at the next cycle */
-	struct sched_mirror mirror; /* nodes, live allocations, ports, teams (mirror.c) */
-	int64_t queue_loaded;	  /* monotonic ms of the last whole reload */
-	bool outbox_dirty;	  /* relay now */
-	bool lagging;		  /* the last poll filled a whole batch */
-	bool kafka_down;	  /* the broker did not answer the last liveness probe */
-	int64_t kafka_back;	  /* monotonic ms when it answered again (0: never lost) */
-	int64_t kafka_ok;	  /* monotonic ms of the last probe it answered */
 	int64_t next_cycle, next_reconcile, next_liveness, next_relay; /* monotonic ms */
 	int64_t last_error_log;
-	long long malformed; /* messages skipped as malformed or inapplicable */
-	long long bad_conditions; /* node condition entries skipped as invalid */
-	/*
-	 * The nodes the last committed cycle held for jobs waiting for their
-	 * victims (its SCHED_RESV_PREEMPTION reservations), passed to the next
-	 * decision as sched_pending_in.held_nodes (place.c). Sorted by job; grown
-	 * as a cycle needs (a big cluster holds hundreds of nodes at once), freed
-	 * by sched_holds_free(). Node ids longer than node[] are not kept (the
-	 * job then starts where it fits best). Forgotten on a new term and when
-	 * the queue mirror is stale (read again whole).
-	 */
+};
+
+/* The whole scheduler: only the loop and the files that orchestrate several parts take it. */
+struct sched {
+	struct sched_opts o;
+	struct sched_term term;
+	struct sched_bus bus;
+	struct sched_inbox in;
+	struct sched_world world;
+	struct sched_clock clock;
 	struct sched_metrics *metrics; /* --metrics-listen (metrics.c); NULL: no metrics */
-	/* job events and outbox rows of the open transaction, written at its commit (store/) */
-	struct sched_store store;
-	struct sched_holds {
-		int64_t epoch; /* the term they were decided in */
-		int n, cap;
-		struct sched_hold {
-			int64_t job;
-			char node[96]; /* node id; longer ids are not kept */
-		} *v;	       /* cap entries, n used */
-	} holds;
 };
 
 /* ---- leader.c ---- */
@@ -259,17 +287,17 @@ struct sched {
  */
 int sched_tx_fence(struct ty_pg *pg, int64_t epoch, struct ty_err *err);
 /*
- * sched_tx_fence() on s->pg with this term's epoch, with empty store/
+ * sched_tx_fence() on t->pg with t's epoch, with empty store/
  * buffers (the last transaction committed or rolled back). Ended by
  * sched_tx_commit() (store/store.c) or ty_pg_rollback().
  */
-int sched_tx_begin(struct sched *s, struct ty_err *err);
+int sched_tx_begin(struct sched_term *t, struct ty_err *err);
 
 /* Start a new term: increment leader.epoch (new value in *epoch), record holder. */
 int sched_epoch_bump(int64_t *epoch, struct ty_pg *pg, const char *holder, struct ty_err *err);
 
 /*
- * Try once to become leader: take the advisory lock on s->lock_pg, bump the
+ * Try once to become leader: take the advisory lock on s->term.lock_pg, bump the
  * epoch, create the Kafka clients. *won tells whether it did; on any
  * failure after the lock was taken, the lock is released again.
  */
@@ -296,16 +324,23 @@ int sched_kafka_producer_check(struct sched *s, struct ty_err *err);
 int sched_kafka_refresh(struct sched *s, struct ty_err *err);
 /* Whether the broker answers the consumer now (a watermark query). */
 bool sched_kafka_reachable(struct sched *s);
-/* Poll up to a batch of messages into s->batch (waiting up to wait_ms for the first). */
+/* Poll up to a batch of messages into s->in.batch (waiting up to wait_ms for the first). */
 void sched_consume(struct sched *s, int wait_ms);
-/* Apply s->batch in one fenced transaction, then commit its offsets. */
+/* Apply s->in.batch in one fenced transaction, then commit its offsets. */
 int sched_consume_apply(struct sched *s, struct ty_err *err);
 
 /* ---- relay.c ---- */
 
-/* Produce every outbox row not in flight. */
-int sched_relay(struct sched *s, struct ty_err *err);
-/* Serve delivery reports and delete the rows Kafka acknowledged. */
+/*
+ * Produce every outbox row not in flight (read on pg) with b's producer,
+ * signed with key; m (may be NULL) counts errors and the backlog.
+ */
+int sched_relay(struct sched_bus *b, struct ty_pg *pg, const struct ty_ed25519_key *key,
+		struct sched_metrics *m, struct ty_err *err);
+/*
+ * Serve delivery reports and delete the rows Kafka acknowledged. Takes the
+ * whole: it may replace the producer (sched_kafka_producer_check).
+ */
 int sched_relay_settle(struct sched *s, struct ty_err *err);
 void sched_ids_free(struct sched_ids *ids);
 /* Delivery report callback (the producer's opaque is s). */
@@ -536,10 +571,13 @@ struct sched_usage {
  * Bring each team's decayed usage forward to now_ms:
  * u(now) = u(since) · 2^(−(now − since)/half-life) + GPU-seconds in
  * (since, now] of its usage ledger rows and, for attempts not in the ledger
- * yet, of its allocations (held until released, or now). teams (n of them,
- * sorted by team id) are updated in place.
+ * yet, of its allocations (held until released, or now): those released
+ * read on pg, the live ones from the mirror m. half_life_s:
+ * --usage-half-life-hours. teams (n of them, sorted by team id) are
+ * updated in place.
  */
-int sched_usage_advance(struct sched_usage *teams, int n, struct sched *s, int64_t now_ms,
+int sched_usage_advance(struct sched_usage *teams, int n, struct ty_pg *pg,
+			const struct sched_mirror *m, int64_t half_life_s, int64_t now_ms,
 			struct ty_err *err);
 
 /* ---- ledger.c: the usage ledger (docs/scheduling.md, "Accounting") ---- */
@@ -577,18 +615,20 @@ struct sched_ledger_row {
 void sched_ledger_compute(struct sched_ledger_row *out, const struct sched_ledger_in *in);
 
 /*
- * Inside a fenced transaction, from every path that ends an attempt (or
+ * Inside a fenced transaction on pg, from every path that ends an attempt (or
  * releases a node of an ended one): once the attempt has ended and every
- * node of it released its GPUs, write its ledger rows (one per node).
+ * node of it released its GPUs, write its ledger rows (one per node, at rates).
  * Idempotent: an attempt already in the ledger, still active or still
  * holding GPUs is left alone.
  */
-int sched_ledger_attempt_end(struct sched *s, int64_t job, int64_t attempt, struct ty_err *err);
+int sched_ledger_attempt_end(struct ty_pg *pg, const struct sched_rates *rates, int64_t job,
+			     int64_t attempt, struct ty_err *err);
 /* sched_ledger_attempt_end for the attempts (jobs[i], attempts[i]) of n: two statements. */
-int sched_ledger_attempts_end(struct sched *s, const int64_t *jobs, const int64_t *attempts,
-			      int n, struct ty_err *err);
-/* Inside a fenced transaction: replace usage_rates with s->o.rates (for the API). */
-int sched_rates_publish(struct sched *s, struct ty_err *err);
+int sched_ledger_attempts_end(struct ty_pg *pg, const struct sched_rates *rates,
+			      const int64_t *jobs, const int64_t *attempts, int n,
+			      struct ty_err *err);
+/* In its own fenced transaction of term t: replace usage_rates with r (for the API). */
+int sched_rates_publish(struct sched_term *t, const struct sched_rates *r, struct ty_err *err);
 
 /* ---- telemetry.c: GPU telemetry and idle GPUs (docs/dispatch.md) ---- */
 
@@ -634,12 +674,12 @@ json_t *sched_telemetry_node_json(const struct sched_telemetry *t);
 /* New object: the summary as stored in attempts.gpu_telemetry (unknown: null). */
 json_t *sched_telemetry_attempt_json(const struct sched_telemetry *t);
 /*
- * Inside a fenced transaction: keep m's (an attempt_exited) telemetry on
+ * Inside a fenced transaction on pg: keep m's (an attempt_exited) telemetry on
  * its node's allocation, the first report only, and write the attempt's
  * summary again. A missing or malformed telemetry is logged and ignored:
  * it never fails the message.
  */
-int sched_telemetry_record(struct sched *s, const struct proto_msg *m, struct ty_err *err);
+int sched_telemetry_record(struct ty_pg *pg, const struct proto_msg *m, struct ty_err *err);
 /*
  * Pure: a heartbeat running[] entry's idle_seconds and gpu_util (-1 when
  * absent or malformed); false when either is present and malformed.
@@ -669,52 +709,53 @@ int sched_idle_check(struct sched *s, const json_t *beats, struct ty_err *err);
 /* ---- mirror.c: nodes, live allocations, ports and teams ---- */
 
 /* A job's allocations, attempts or state may have changed: read them again. */
-void sched_mirror_touch_job(struct sched *s, int64_t job);
+void sched_mirror_touch_job(struct sched_mirror *m, int64_t job);
 /* A node registered, came back or was lost: read it again. */
-void sched_mirror_touch_node(struct sched *s, const char *node);
+void sched_mirror_touch_node(struct sched_mirror *m, const char *node);
 /* What a committed cycle wrote to team_usage for team. */
-void sched_mirror_team_usage(struct sched *s, int64_t team, double decayed, double fair_share,
-			     int64_t used, int64_t borrowed, int64_t lent, int64_t pending,
-			     int64_t since_ms);
+void sched_mirror_team_usage(struct sched_mirror *m, int64_t team, double decayed,
+			     double fair_share, int64_t used, int64_t borrowed, int64_t lent,
+			     int64_t pending, int64_t since_ms);
 /* Read everything again at the next refresh (why: for the debug log, may be NULL). */
-void sched_mirror_stale(struct sched *s, const char *why);
+void sched_mirror_stale(struct sched_mirror *m, const char *why);
 /*
- * Bring s->mirror up to date (outside any transaction): whole when stale or
- * every minute, else the touched jobs and nodes, and the teams when their
- * count or max(updated_at) changed. With --check-mirror, then compares it
- * with a fresh load (sched_mirror_check).
+ * Bring s->world.mirror up to date (outside any transaction): whole when
+ * stale or every minute, else the touched jobs and nodes, and the teams
+ * when their count or max(updated_at) changed. With --check-mirror, then
+ * compares it with a fresh load (sched_mirror_check).
  */
 int sched_mirror_refresh(struct sched *s, struct ty_err *err);
 /*
- * Compare s->mirror with a fresh load; 0 when equal, else logs "mirror
- * diverges from PostgreSQL: ..." and returns TY_EINVAL.
+ * Compare s->world.mirror with a fresh load; 0 when equal, else logs "mirror
+ * diverges from PostgreSQL: ..." and returns TY_EINVAL. Takes the whole:
+ * before comparing again it collects the notifications (sched_notice_jobs).
  */
 int sched_mirror_check(struct sched *s, struct ty_err *err);
 /* Free the mirror; it is read whole at the next refresh. */
-void sched_mirror_clear(struct sched *s);
+void sched_mirror_clear(struct sched_mirror *m);
 
 /* ---- queue.c: the pending-job mirror ---- */
 
-/* Note that job's row changed (its next refresh reads it again). */
-void sched_touch(struct sched *s, int64_t job);
+/* Note that job's row changed (its next refresh reads it, and its allocations, again). */
+void sched_touch(struct sched_world *w, int64_t job);
 /*
- * Bring s->queue up to date: a whole reload when stale (new term, lost
- * notifications) or every minute, else the touched jobs only.
+ * Bring w->queue up to date from pg: a whole reload when stale (new term,
+ * lost notifications) or every minute, else the touched jobs only.
  */
-int sched_queue_refresh(struct sched *s, struct ty_err *err);
-/* Index of job in s->queue, or -1. */
-int sched_queue_find(const struct sched *s, int64_t job);
-/* Record what was published for s->queue.v[i] at written_ms (reason copied). TY_ENOMEM. */
-int sched_queue_set_reason(struct sched *s, int i, const char *reason, int position,
+int sched_queue_refresh(struct sched_world *w, struct ty_pg *pg, struct ty_err *err);
+/* Index of job in q, or -1. */
+int sched_queue_find(const struct sched_queue *q, int64_t job);
+/* Record what was published for q->v[i] at written_ms (reason copied). TY_ENOMEM. */
+int sched_queue_set_reason(struct sched_queue *q, int i, const char *reason, int position,
 			   int64_t reserved_ms, int64_t written_ms);
-/* Forget the mirror (end of a term); the next refresh reloads it. */
-void sched_queue_clear(struct sched *s);
+/* Forget the mirror and the cluster mirror (end of a term); the next refresh reloads them. */
+void sched_queue_clear(struct sched_world *w);
 
 /* ---- loop.c: cycle triggers ---- */
 
 /*
- * LISTEN on s->pg for job events (re-issued after a reconnect, which marks
- * the queue mirror stale) and note, in s->jobs_changed and the touched
+ * LISTEN on s->term.pg for job events (re-issued after a reconnect, which marks
+ * the queue mirror stale) and note, in s->clock.jobs_changed and the touched
  * jobs, events written by any other session.
  */
 void sched_notice_jobs(struct sched *s);
@@ -748,14 +789,14 @@ int sched_metrics_start(struct sched_metrics **out, int *port, const char *liste
 /* Stop serving and free everything (NULL-safe). */
 void sched_metrics_stop(struct sched_metrics *m);
 /*
- * Updates from the loop's thread; each does nothing when s->metrics is NULL.
+ * Updates from the loop's thread; each does nothing when s->metrics (or m) is NULL.
  * role: leader 1/0 and epoch (each turn; a standby drops the team gauges).
  */
 void sched_metrics_role(struct sched *s);
 /*
  * After a cycle committed: cycles, durations (seconds, of which
  * decide_seconds in sched_decide), decisions, queue wait of placed first
- * attempts, preemptions it decided, pending jobs by reason (s->queue must
+ * attempts, preemptions it decided, pending jobs by reason (s->world.queue must
  * still be the queue the cycle read), team gauges, nodes by state.
  */
 void sched_metrics_cycle(struct sched *s, const struct sched_input *in,
@@ -766,11 +807,11 @@ void sched_metrics_preempted(struct sched *s, const char *reason);
 /* A job went back to pending after an attempt of class cls; retry: it spent a retry. */
 void sched_metrics_requeued(struct sched *s, const char *cls, bool retry);
 enum sched_kafka_error { SCHED_KAFKA_PRODUCE, SCHED_KAFKA_DELIVERY, SCHED_KAFKA_CONSUME };
-void sched_metrics_kafka_error(struct sched *s, enum sched_kafka_error what);
+void sched_metrics_kafka_error(struct sched_metrics *m, enum sched_kafka_error what);
 /* A consumed message refused as not its node's (proto.h's reasons). */
 void sched_metrics_rejected(struct sched *s, enum proto_reject why);
-/* The relay saw unsent rows not produced yet (plus s->inflight in flight). */
-void sched_metrics_outbox(struct sched *s, int unsent);
+/* The relay saw unsent rows not produced yet, and inflight in flight. */
+void sched_metrics_outbox(struct sched_metrics *m, int unsent, int inflight);
 /*
  * Consumer lag per assigned partition (cached watermarks), skipped messages
  * and skipped condition entries.
@@ -798,9 +839,9 @@ int sched_metrics_listen_parse(struct sockaddr_in *out, const char *spec);
 /* ---- store/: buffered writes of a fenced transaction ---- */
 
 /*
- * Write one dispatch message to the outbox (seq = row id, epoch = s->epoch)
+ * Write one dispatch message to the outbox (seq = row id, epoch = s->term.epoch)
  * at the commit (store/outbox.c); takes a reference to data, which must not
- * change afterwards. Sets s->outbox_dirty.
+ * change afterwards. Sets s->bus.outbox_dirty.
  */
 int sched_outbox_add(struct sched *s, enum proto_type type, const char *node, int64_t job,
 		     int64_t attempt, json_t *data, struct ty_err *err);
@@ -812,29 +853,29 @@ int sched_outbox_add(struct sched *s, enum proto_type type, const char *node, in
 int sched_job_event(struct sched *s, int64_t job, const char *type, const char *state,
 		    const char *message, const json_t *data, struct ty_err *err);
 /* Write what is buffered (events, then outbox rows) and empty the buffers. */
-int sched_store_flush(struct sched *s, struct ty_err *err);
+int sched_store_flush(struct sched_term *t, struct ty_err *err);
 /*
  * Commit the fenced transaction: sched_store_flush(), then COMMIT; on a
  * failure of the flush, roll back. The buffers are empty afterwards.
  */
-int sched_tx_commit(struct sched *s, struct ty_err *err);
-int sched_store__events_flush(struct sched *s, struct ty_err *err);
+int sched_tx_commit(struct sched_term *t, struct ty_err *err);
+int sched_store__events_flush(struct sched_term *t, struct ty_err *err);
 /*
  * Lock the jobs of jobs[n] that are still placeable (SELECT ... FOR UPDATE,
  * one statement): *out (new, sorted by job) with *nout rows.
  */
-int sched_store_jobs_lock(struct sched_store_job **out, int *nout, struct sched *s,
+int sched_store_jobs_lock(struct sched_store_job **out, int *nout, struct ty_pg *pg,
 			  const int64_t *jobs, int n, struct ty_err *err);
 /* The boots of nodes[n] (one statement): *out new, sorted by node id (strcmp). */
-int sched_store_boots(struct sched_store_boot **out, int *nout, struct sched *s,
+int sched_store_boots(struct sched_store_boot **out, int *nout, struct ty_pg *pg,
 		      const char *const *nodes, int n, struct ty_err *err);
-/* Insert n attempts rows (epoch s->epoch), one statement. */
-int sched_store_attempts_add(struct sched *s, const struct sched_store_attempt *v, int n,
+/* Insert n attempts rows (epoch t->epoch), one statement. */
+int sched_store_attempts_add(const struct sched_term *t, const struct sched_store_attempt *v, int n,
 			     struct ty_err *err);
 /* Insert n allocations rows, one statement. */
-int sched_store_allocs_add(struct sched *s, const struct sched_store_alloc *v, int n,
+int sched_store_allocs_add(struct ty_pg *pg, const struct sched_store_alloc *v, int n,
 			   struct ty_err *err);
-int sched_store__outbox_flush(struct sched *s, struct ty_err *err);
+int sched_store__outbox_flush(struct sched_term *t, struct ty_err *err);
 /* attempts.message of an attempt whose ranks all exited 0 while it was being stopped */
 #define SCHED_FINISHED_FIRST "finished before it was stopped"
 /* ---- small helpers (loop.c) ---- */

@@ -51,10 +51,10 @@ int sched_spot_notice(struct sched *s, const char *node, int64_t seq, const json
 		rc = ty_err_set(err, TY_ENOMEM, NULL);
 		goto out;
 	}
-	if ((rc = sched_store_spot_notice(&changed, s->pg, node, deadline, text, seq, err)) ||
+	if ((rc = sched_store_spot_notice(&changed, s->term.pg, node, deadline, text, seq, err)) ||
 	    !changed)
 		goto out;
-	sched_mirror_touch_node(s, node);
+	sched_mirror_touch_node(&s->world.mirror, node);
 	ty_warn("node '%s' is preempting: spot notice (%s %s), deadline in %lld ms", node,
 		jstr(notice, "provider") ? jstr(notice, "provider") : "unknown provider",
 		jstr(notice, "action") ? jstr(notice, "action") : "",
@@ -73,10 +73,9 @@ int sched_spot_handshake(struct sched *s, const char *node, struct ty_err *err)
 	int rc, n = 0;
 
 	/* the kill comes kill grace early, so SIGKILL lands by deadline - margin */
-	if ((rc = sched_store_spot_kill_by(s->pg, node,
-					   s->o.spot_kill_margin_s + s->o.kill_grace_seconds,
-					   err)) ||
-	    (rc = sched_store_spot_gangs(&v, &n, s->pg, node, err)))
+	if ((rc = sched_store_spot_kill_by(
+		 s->term.pg, node, s->o.spot_kill_margin_s + s->o.kill_grace_seconds, err)) ||
+	    (rc = sched_store_spot_gangs(&v, &n, s->term.pg, node, err)))
 		return rc;
 	for (int i = 0; i < n && !rc; i++) {
 		bool started;
@@ -97,12 +96,12 @@ int sched_spot_clear(struct sched *s, const char *node, const char *why, struct 
 	char state[16];
 	int rc;
 
-	if ((rc = sched_store_spot_clear(state, sizeof(state), s->pg, node, err)))
+	if ((rc = sched_store_spot_clear(state, sizeof(state), s->term.pg, node, err)))
 		return rc;
 	if (state[0]) {
 		ty_info("node '%s' is %s again: %s", node, state, why);
-		sched_mirror_touch_node(s, node);
-		s->capacity_freed = true;
+		sched_mirror_touch_node(&s->world.mirror, node);
+		s->clock.capacity_freed = true;
 	}
 	return 0;
 }
@@ -114,23 +113,23 @@ int sched_spot_sweep(struct sched *s, struct ty_err *err)
 	int rc;
 
 	/* a node the mirror has yet to read again (the API's trigger) may be preempting too */
-	any = s->mirror.stale || s->mirror.ntnodes > 0;
-	for (int i = 0; i < s->mirror.nnodes && !any; i++)
-		any = s->mirror.nodes[i].preempting;
+	any = s->world.mirror.stale || s->world.mirror.ntnodes > 0;
+	for (int i = 0; i < s->world.mirror.nnodes && !any; i++)
+		any = s->world.mirror.nodes[i].preempting;
 	if (!any)
 		return 0; /* the usual case costs no query */
-	if ((rc = sched_store_spot_preempting(&v, s->pg, err)))
+	if ((rc = sched_store_spot_preempting(&v, s->term.pg, err)))
 		return rc;
 	if (v.n == 0)
 		goto out;
-	if ((rc = sched_tx_begin(s, err)))
+	if ((rc = sched_tx_begin(&s->term, err)))
 		goto out;
 	for (int i = 0; i < v.n && !rc; i++)
 		rc = sched_spot_handshake(s, v.v[i], err);
 	if (rc)
-		ty_pg_rollback(s->pg);
+		ty_pg_rollback(s->term.pg);
 	else
-		rc = sched_tx_commit(s, err);
+		rc = sched_tx_commit(&s->term, err);
 out:
 	sched_store_nodes_free(&v);
 	return rc;

@@ -215,7 +215,7 @@ void sched_telemetry_combine(struct sched_telemetry *out, const struct sched_tel
 
 /* ---- attempt_exited.telemetry ---- */
 
-int sched_telemetry_record(struct sched *s, const struct proto_msg *m, struct ty_err *err)
+int sched_telemetry_record(struct ty_pg *pg, const struct proto_msg *m, struct ty_err *err)
 {
 	const json_t *t = json_object_get(m->data, "telemetry");
 	struct sched_telemetry one, all, *v = NULL;
@@ -245,11 +245,10 @@ int sched_telemetry_record(struct sched *s, const struct proto_msg *m, struct ty
 		rc = ty_err_set(err, TY_ENOMEM, NULL);
 		goto out;
 	}
-	if ((rc = sched_store_telemetry_node(&first, s->pg, m->job, m->attempt, m->node, text,
-					     err)) ||
+	if ((rc = sched_store_telemetry_node(&first, pg, m->job, m->attempt, m->node, text, err)) ||
 	    !first)
 		goto out;
-	if ((rc = sched_store_telemetry_nodes(&rows, &n, s->pg, m->job, m->attempt, err)))
+	if ((rc = sched_store_telemetry_nodes(&rows, &n, pg, m->job, m->attempt, err)))
 		goto out;
 	if (!(v = calloc((size_t)n, sizeof(*v))) || !(gpus = calloc((size_t)n, sizeof(*gpus)))) {
 		rc = ty_err_set(err, TY_ENOMEM, NULL);
@@ -272,7 +271,7 @@ int sched_telemetry_record(struct sched *s, const struct proto_msg *m, struct ty
 		rc = ty_err_set(err, TY_ENOMEM, NULL);
 		goto out;
 	}
-	rc = sched_store_telemetry_attempt(s->pg, m->job, m->attempt, text, err);
+	rc = sched_store_telemetry_attempt(pg, m->job, m->attempt, text, err);
 	if (!rc)
 		ty_debug("job %lld attempt %lld: telemetry of node '%s' recorded (%d node%s)",
 			 (long long)m->job, (long long)m->attempt, m->node, n, n == 1 ? "" : "s");
@@ -384,7 +383,7 @@ int sched_idle_check(struct sched *s, const json_t *beats, struct ty_err *err)
 
 	if (!(text = json_dumps(beats, JSON_COMPACT)))
 		return ty_err_set(err, TY_ENOMEM, NULL);
-	rc = sched_store_idle_alerts(&v, &n, s->pg, text, err);
+	rc = sched_store_idle_alerts(&v, &n, s->term.pg, text, err);
 	free(text);
 	for (int i = 0; !rc && i < n; i++) {
 		const struct sched_store_idle *x = &v[i];

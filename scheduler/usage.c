@@ -42,7 +42,8 @@ static void accrue(double *add, const struct sched_usage *teams, int n, int64_t 
 		add[i] += (double)gpus * (double)(hi - lo) / 1000.0;
 }
 
-int sched_usage_advance(struct sched_usage *teams, int n, struct sched *s, int64_t now_ms,
+int sched_usage_advance(struct sched_usage *teams, int n, struct ty_pg *pg,
+			const struct sched_mirror *m, int64_t half_life_s, int64_t now_ms,
 			struct ty_err *err)
 {
 	struct sched_store_span *spans = NULL;
@@ -65,13 +66,13 @@ int sched_usage_advance(struct sched_usage *teams, int n, struct sched *s, int64
 	 * allocations, never both: live ones from the mirror (none of them is
 	 * in the ledger), released ones from PostgreSQL.
 	 */
-	if ((rc = sched_store_usage_spans(&spans, &nspans, s->pg, from, err)))
+	if ((rc = sched_store_usage_spans(&spans, &nspans, pg, from, err)))
 		goto out;
 	for (int r = 0; r < nspans; r++)
 		accrue(add, teams, n, spans[r].team, spans[r].gpus, spans[r].start_ms,
 		       spans[r].end_ms, now_ms);
-	for (int k = 0; k < s->mirror.nallocs; k++) {
-		const struct sched_malloc *a = &s->mirror.allocs[k];
+	for (int k = 0; k < m->nallocs; k++) {
+		const struct sched_malloc *a = &m->allocs[k];
 
 		accrue(add, teams, n, a->team_id, __builtin_popcountll(a->mask), a->start_ms,
 		       now_ms, now_ms);
@@ -79,9 +80,9 @@ int sched_usage_advance(struct sched_usage *teams, int n, struct sched *s, int64
 	for (int i = 0; i < n; i++) {
 		if (now_ms <= teams[i].since_ms)
 			continue;
-		teams[i].decayed = quota_usage_decay(teams[i].decayed, now_ms - teams[i].since_ms,
-						     s->o.usage_half_life_s) +
-				   add[i];
+		teams[i].decayed =
+		    quota_usage_decay(teams[i].decayed, now_ms - teams[i].since_ms, half_life_s) +
+		    add[i];
 		teams[i].since_ms = now_ms;
 	}
 out:

@@ -13,9 +13,9 @@ static const char SQL_EVENTS[] =
 int sched_job_event(struct sched *s, int64_t job, const char *type, const char *state,
 		    const char *message, const json_t *data, struct ty_err *err)
 {
-	struct sched_store_events *ev = &s->store.ev;
+	struct sched_store_events *ev = &s->term.store.ev;
 	char jb[24], *d = data ? json_dumps(data, JSON_COMPACT) : NULL;
-	struct sched_store_mark m = sched_store_mark(&s->store);
+	struct sched_store_mark m = sched_store_mark(&s->term.store);
 
 	if (data && !d)
 		return ty_err_set(err, TY_ENOMEM, NULL);
@@ -23,20 +23,20 @@ int sched_job_event(struct sched *s, int64_t job, const char *type, const char *
 	    sched_store__arr_add(&ev->type, type) || sched_store__arr_add(&ev->state, state) ||
 	    sched_store__arr_add(&ev->message, message) || sched_store__arr_add(&ev->data, d)) {
 		free(d);
-		sched_store_rewind(&s->store, m);
+		sched_store_rewind(&s->term.store, m);
 		return ty_err_set(err, TY_ENOMEM, NULL);
 	}
 	free(d);
 	ev->n++;
 	/* every change of a job's state comes with an event: the queue mirror reads it again */
-	sched_touch(s, job);
+	sched_touch(&s->world, job);
 	ty_info("job %lld: %s", (long long)job, message ? message : "");
 	return 0;
 }
 
-int sched_store__events_flush(struct sched *s, struct ty_err *err)
+int sched_store__events_flush(struct sched_term *t, struct ty_err *err)
 {
-	struct sched_store_events *ev = &s->store.ev;
+	struct sched_store_events *ev = &t->store.ev;
 	int rc;
 
 	if (ev->n == 0)
@@ -48,5 +48,5 @@ int sched_store__events_flush(struct sched *s, struct ty_err *err)
 	const char *p[] = {ev->job.data, ev->type.data, ev->state.data, ev->message.data,
 			   ev->data.data};
 
-	return ty_pg_exec(NULL, s->pg, SQL_EVENTS, 5, p, err);
+	return ty_pg_exec(NULL, t->pg, SQL_EVENTS, 5, p, err);
 }

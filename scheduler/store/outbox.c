@@ -22,7 +22,7 @@ static const char SQL_INSERT[] =
 int sched_outbox_add(struct sched *s, enum proto_type type, const char *node, int64_t job,
 		     int64_t attempt, json_t *data, struct ty_err *err)
 {
-	struct sched_store_outbox *ob = &s->store.ob;
+	struct sched_store_outbox *ob = &s->term.store.ob;
 	struct proto_msg *m;
 	char *payload = NULL;
 	size_t len;
@@ -42,7 +42,7 @@ int sched_outbox_add(struct sched *s, enum proto_type type, const char *node, in
 	    .type = type,
 	    .job = job,
 	    .attempt = attempt,
-	    .epoch = s->epoch,
+	    .epoch = s->term.epoch,
 	    .ts = ty_wall_ms(),
 	    .data = json_incref(data),
 	};
@@ -54,7 +54,7 @@ int sched_outbox_add(struct sched *s, enum proto_type type, const char *node, in
 		return rc;
 	}
 	free(payload);
-	s->outbox_dirty = true;
+	s->bus.outbox_dirty = true;
 	return 0;
 }
 
@@ -65,9 +65,9 @@ static int cmp_i64(const void *a, const void *b)
 	return (x > y) - (x < y);
 }
 
-int sched_store__outbox_flush(struct sched *s, struct ty_err *err)
+int sched_store__outbox_flush(struct sched_term *t, struct ty_err *err)
 {
-	struct sched_store_outbox *ob = &s->store.ob;
+	struct sched_store_outbox *ob = &t->store.ob;
 	struct ty_buf ids = {0}, nodes = {0}, payloads = {0};
 	PGresult *res = NULL;
 	int64_t *seq = NULL;
@@ -78,7 +78,7 @@ int sched_store__outbox_flush(struct sched *s, struct ty_err *err)
 		return 0;
 	const char *pn[] = {sched_i64(nb, ob->n)};
 
-	if ((rc = ty_pg_exec(&res, s->pg, SQL_IDS, 1, pn, err)))
+	if ((rc = ty_pg_exec(&res, t->pg, SQL_IDS, 1, pn, err)))
 		goto out;
 	if (PQntuples(res) != ob->n) {
 		rc = ty_err_set(err, TY_EDB, "drew %d outbox ids, wanted %d", PQntuples(res), ob->n);
@@ -109,9 +109,9 @@ int sched_store__outbox_flush(struct sched *s, struct ty_err *err)
 		    sched_store__arr_end(&payloads)))
 		rc = ty_err_set(err, TY_ENOMEM, NULL);
 	if (!rc) {
-		const char *p[] = {ids.data, nodes.data, sched_i64(eb, s->epoch), payloads.data};
+		const char *p[] = {ids.data, nodes.data, sched_i64(eb, t->epoch), payloads.data};
 
-		rc = ty_pg_exec(NULL, s->pg, SQL_INSERT, 4, p, err);
+		rc = ty_pg_exec(NULL, t->pg, SQL_INSERT, 4, p, err);
 	}
 out:
 	PQclear(res);

@@ -89,7 +89,7 @@ const char *sched_store_boot_of(const struct sched_store_boot *v, int n, const c
 	return NULL;
 }
 
-int sched_store_jobs_lock(struct sched_store_job **out, int *nout, struct sched *s,
+int sched_store_jobs_lock(struct sched_store_job **out, int *nout, struct ty_pg *pg,
 			  const int64_t *jobs, int n, struct ty_err *err)
 {
 	struct ty_buf ids = TY_BUF_INIT;
@@ -107,7 +107,7 @@ int sched_store_jobs_lock(struct sched_store_job **out, int *nout, struct sched 
 	}
 	const char *p[] = {ids.data};
 
-	if ((rc = ty_pg_exec(&res, s->pg, SQL_JOBS_LOCK, 1, p, err)))
+	if ((rc = ty_pg_exec(&res, pg, SQL_JOBS_LOCK, 1, p, err)))
 		goto out;
 	rows = PQntuples(res);
 	if (rows && !(v = calloc((size_t)rows, sizeof(*v)))) {
@@ -135,7 +135,7 @@ out:
 	return rc;
 }
 
-int sched_store_boots(struct sched_store_boot **out, int *nout, struct sched *s,
+int sched_store_boots(struct sched_store_boot **out, int *nout, struct ty_pg *pg,
 		      const char *const *nodes, int n, struct ty_err *err)
 {
 	struct ty_buf ids = TY_BUF_INIT;
@@ -153,7 +153,7 @@ int sched_store_boots(struct sched_store_boot **out, int *nout, struct sched *s,
 	}
 	const char *p[] = {ids.data};
 
-	if ((rc = ty_pg_exec(&res, s->pg, SQL_BOOTS, 1, p, err)))
+	if ((rc = ty_pg_exec(&res, pg, SQL_BOOTS, 1, p, err)))
 		goto out;
 	rows = PQntuples(res);
 	if (rows && !(v = calloc((size_t)rows, sizeof(*v)))) {
@@ -176,7 +176,7 @@ out:
 	return rc;
 }
 
-int sched_store_attempts_add(struct sched *s, const struct sched_store_attempt *v, int n,
+int sched_store_attempts_add(const struct sched_term *t, const struct sched_store_attempt *v, int n,
 			     struct ty_err *err)
 {
 	struct ty_buf b[9] = {0};
@@ -198,17 +198,18 @@ int sched_store_attempts_add(struct sched *s, const struct sched_store_attempt *
 	if (rc || end_all(b, 9)) {
 		rc = ty_err_set(err, TY_ENOMEM, NULL);
 	} else {
-		const char *p[] = {b[0].data, b[1].data, sched_i64(eb, s->epoch), b[2].data, b[3].data,
-				   b[4].data, b[5].data,			b[6].data, b[7].data,
+		const char *p[] = {b[0].data, b[1].data, sched_i64(eb, t->epoch),
+				   b[2].data, b[3].data, b[4].data,
+				   b[5].data, b[6].data, b[7].data,
 				   b[8].data};
 
-		rc = ty_pg_exec(NULL, s->pg, SQL_ATTEMPTS, 10, p, err);
+		rc = ty_pg_exec(NULL, t->pg, SQL_ATTEMPTS, 10, p, err);
 	}
 	free_all(b, 9);
 	return rc;
 }
 
-int sched_store_allocs_add(struct sched *s, const struct sched_store_alloc *v, int n,
+int sched_store_allocs_add(struct ty_pg *pg, const struct sched_store_alloc *v, int n,
 			   struct ty_err *err)
 {
 	struct ty_buf b[7] = {0};
@@ -230,7 +231,7 @@ int sched_store_allocs_add(struct sched *s, const struct sched_store_alloc *v, i
 		const char *p[] = {b[0].data, b[1].data, b[2].data, b[3].data,
 				   b[4].data, b[5].data, b[6].data};
 
-		rc = ty_pg_exec(NULL, s->pg, SQL_ALLOCS, 7, p, err);
+		rc = ty_pg_exec(NULL, pg, SQL_ALLOCS, 7, p, err);
 	}
 	free_all(b, 7);
 	return rc;

@@ -98,26 +98,26 @@ int sched_store__arr_end(struct ty_buf *b)
 	return b->oom ? TY_ENOMEM : 0;
 }
 
-int sched_store_flush(struct sched *s, struct ty_err *err)
+int sched_store_flush(struct sched_term *t, struct ty_err *err)
 {
 	int rc;
 
-	if ((rc = sched_store__events_flush(s, err)) || (rc = sched_store__outbox_flush(s, err)))
+	if ((rc = sched_store__events_flush(t, err)) || (rc = sched_store__outbox_flush(t, err)))
 		return rc;
-	sched_store_reset(&s->store);
+	sched_store_reset(&t->store);
 	return 0;
 }
 
-int sched_tx_commit(struct sched *s, struct ty_err *err)
+int sched_tx_commit(struct sched_term *t, struct ty_err *err)
 {
-	int rc = sched_store_flush(s, err);
+	int rc = sched_store_flush(t, err);
 
-	sched_store_reset(&s->store);
+	sched_store_reset(&t->store);
 	if (rc) {
-		ty_pg_rollback(s->pg);
+		ty_pg_rollback(t->pg);
 		return rc;
 	}
-	return ty_pg_commit(s->pg, err);
+	return ty_pg_commit(t->pg, err);
 }
 
 void sched_store_strs_free(char **v, int n)

@@ -20,18 +20,18 @@ static struct sched *lead(struct fx *f)
 	struct ty_err err = {0};
 
 	REQUIRE(s != NULL);
-	REQUIRE_INT_EQ(ty_pg_connect(&s->pg, fx_db_url(f), &err), 0);
-	REQUIRE_INT_EQ(sched_epoch_bump(&s->epoch, s->pg, "test", &err), 0);
+	REQUIRE_INT_EQ(ty_pg_connect(&s->term.pg, fx_db_url(f), &err), 0);
+	REQUIRE_INT_EQ(sched_epoch_bump(&s->term.epoch, s->term.pg, "test", &err), 0);
 	/* no mirrors to keep: touches are not recorded */
-	s->queue_stale = s->mirror.stale = true;
+	s->world.queue_stale = s->world.mirror.stale = true;
 	return s;
 }
 
 static void done(struct sched *s)
 {
-	sched_store_free(&s->store);
-	sched_queue_clear(s);
-	ty_pg_close(s->pg);
+	sched_store_free(&s->term.store);
+	sched_queue_clear(&s->world);
+	ty_pg_close(s->term.pg);
 	free(s);
 }
 
@@ -39,7 +39,7 @@ static void commit(struct sched *s)
 {
 	struct ty_err err = {0};
 
-	if (sched_tx_commit(s, &err))
+	if (sched_tx_commit(&s->term, &err))
 		FAIL("cannot commit: %s", err.msg), ty_test_abort();
 }
 
@@ -71,7 +71,7 @@ TY_TEST(several_events_of_one_job_take_gapless_seqs_in_order)
 	json_t *d = json_pack("{s:s, s:i}", "quote", "a \"b\" \\c", "n", 7);
 
 	REQUIRE(d != NULL);
-	REQUIRE_INT_EQ(sched_tx_begin(s, &err), 0);
+	REQUIRE_INT_EQ(sched_tx_begin(&s->term, &err), 0);
 	CHECK_INT_EQ(sched_job_event(s, a, "t1", "pending", "first of a", NULL, &err), 0);
 	CHECK_INT_EQ(sched_job_event(s, b, "t1", "pending", "first of b", d, &err), 0);
 	CHECK_INT_EQ(sched_job_event(s, a, "t2", "pending", "second of a, \"quoted\" {x}", d, &err),
@@ -81,9 +81,9 @@ TY_TEST(several_events_of_one_job_take_gapless_seqs_in_order)
 	CHECK_INT_EQ(sched_job_event(s, a, "t3", "pending", "third of a", NULL, &err), 0);
 	/* nothing written before the commit */
 	CHECK_STR_EQ(last_seq(f, a), fx_n(base_a));
-	CHECK_INT_EQ(s->store.ev.n, 5);
+	CHECK_INT_EQ(s->term.store.ev.n, 5);
 	commit(s);
-	CHECK_INT_EQ(s->store.ev.n, 0);
+	CHECK_INT_EQ(s->term.store.ev.n, 0);
 
 	CHECK_STR_EQ(last_seq(f, a), fx_n(base_a + 3));
 	CHECK_STR_EQ(last_seq(f, b), fx_n(base_b + 1));
@@ -122,18 +122,18 @@ TY_TEST(a_rolled_back_savepoint_drops_exactly_the_rows_buffered_after_it)
 	struct sched_store_mark m;
 	json_t *d = json_pack("{s:s, s:i}", "reason", "test", "grace_seconds", 5);
 
-	REQUIRE_INT_EQ(sched_tx_begin(s, &err), 0);
+	REQUIRE_INT_EQ(sched_tx_begin(&s->term, &err), 0);
 	CHECK_INT_EQ(sched_job_event(s, a, "kept", "pending", "kept", NULL, &err), 0);
 	CHECK_INT_EQ(sched_outbox_add(s, PROTO_KILL, "n-kept", a, 1, d, &err), 0);
-	m = sched_store_mark(&s->store);
-	REQUIRE_INT_EQ(ty_pg_exec(NULL, s->pg, "SAVEPOINT x", 0, NULL, &err), 0);
+	m = sched_store_mark(&s->term.store);
+	REQUIRE_INT_EQ(ty_pg_exec(NULL, s->term.pg, "SAVEPOINT x", 0, NULL, &err), 0);
 	CHECK_INT_EQ(sched_job_event(s, a, "dropped", "pending", "dropped", d, &err), 0);
 	CHECK_INT_EQ(sched_outbox_add(s, PROTO_KILL, "n-dropped", a, 1, d, &err), 0);
 	CHECK_INT_EQ(sched_outbox_add(s, PROTO_KILL, "n-dropped", a, 2, d, &err), 0);
-	REQUIRE_INT_EQ(ty_pg_exec(NULL, s->pg, "ROLLBACK TO SAVEPOINT x", 0, NULL, &err), 0);
-	sched_store_rewind(&s->store, m);
-	CHECK_INT_EQ(s->store.ev.n, 1);
-	CHECK_INT_EQ(s->store.ob.n, 1);
+	REQUIRE_INT_EQ(ty_pg_exec(NULL, s->term.pg, "ROLLBACK TO SAVEPOINT x", 0, NULL, &err), 0);
+	sched_store_rewind(&s->term.store, m);
+	CHECK_INT_EQ(s->term.store.ev.n, 1);
+	CHECK_INT_EQ(s->term.store.ob.n, 1);
 	/* appending after a rewind continues the arrays cleanly */
 	CHECK_INT_EQ(sched_job_event(s, a, "after", "pending", "after", NULL, &err), 0);
 	commit(s);
@@ -161,25 +161,30 @@ TY_TEST(the_savepoint_calls_undo_the_statements_and_the_rows_buffered_together)
 	char ab[24];
 	const char *p[] = {sched_i64(ab, a)};
 
-	REQUIRE_INT_EQ(sched_tx_begin(s, &err), 0);
+	REQUIRE_INT_EQ(sched_tx_begin(&s->term, &err), 0);
 	/* released: what was done under it stays */
-	REQUIRE_INT_EQ(sched_store_savepoint(&m1, s->pg, &s->store, SCHED_SAVEPOINT_MSG, &err), 0);
+	REQUIRE_INT_EQ(
+	    sched_store_savepoint(&m1, s->term.pg, &s->term.store, SCHED_SAVEPOINT_MSG, &err), 0);
 	CHECK_INT_EQ(m1.nev, 0);
 	REQUIRE_INT_EQ(
-	    ty_pg_exec(NULL, s->pg, "UPDATE jobs SET priority = 7 WHERE id = $1", 1, p, &err), 0);
+	    ty_pg_exec(NULL, s->term.pg, "UPDATE jobs SET priority = 7 WHERE id = $1", 1, p, &err),
+	    0);
 	CHECK_INT_EQ(sched_job_event(s, a, "kept", "pending", "kept", NULL, &err), 0);
-	REQUIRE_INT_EQ(sched_store_savepoint_release(s->pg, SCHED_SAVEPOINT_MSG, &err), 0);
+	REQUIRE_INT_EQ(sched_store_savepoint_release(s->term.pg, SCHED_SAVEPOINT_MSG, &err), 0);
 	/* rolled back: the statement and the event both go */
-	REQUIRE_INT_EQ(sched_store_savepoint(&m2, s->pg, &s->store, SCHED_SAVEPOINT_MSG, &err), 0);
+	REQUIRE_INT_EQ(
+	    sched_store_savepoint(&m2, s->term.pg, &s->term.store, SCHED_SAVEPOINT_MSG, &err), 0);
 	CHECK_INT_EQ(m2.nev, 1);
 	REQUIRE_INT_EQ(
-	    ty_pg_exec(NULL, s->pg, "UPDATE jobs SET priority = 9 WHERE id = $1", 1, p, &err), 0);
+	    ty_pg_exec(NULL, s->term.pg, "UPDATE jobs SET priority = 9 WHERE id = $1", 1, p, &err),
+	    0);
 	CHECK_INT_EQ(sched_job_event(s, a, "dropped", "pending", "dropped", NULL, &err), 0);
 	CHECK_INT_EQ(add_kill(s, "n-dropped", a, 1), 0);
-	REQUIRE_INT_EQ(
-	    sched_store_savepoint_rollback(s->pg, &s->store, SCHED_SAVEPOINT_MSG, m2, &err), 0);
-	CHECK_INT_EQ(s->store.ev.n, 1);
-	CHECK_INT_EQ(s->store.ob.n, 0);
+	REQUIRE_INT_EQ(sched_store_savepoint_rollback(s->term.pg, &s->term.store,
+						      SCHED_SAVEPOINT_MSG, m2, &err),
+		       0);
+	CHECK_INT_EQ(s->term.store.ev.n, 1);
+	CHECK_INT_EQ(s->term.store.ob.n, 0);
 	commit(s);
 
 	CHECK_STR_EQ(FX_Q(f, "SELECT priority FROM jobs WHERE id = $1", fx_n(a)), "7");
@@ -201,14 +206,15 @@ TY_TEST(a_rollback_to_a_savepoint_never_set_fails_and_still_drops_the_rows)
 	long long a = fx_submit(f, RES);
 	struct sched_store_mark m;
 
-	REQUIRE_INT_EQ(sched_tx_begin(s, &err), 0);
-	m = sched_store_mark(&s->store);
+	REQUIRE_INT_EQ(sched_tx_begin(&s->term, &err), 0);
+	m = sched_store_mark(&s->term.store);
 	CHECK_INT_EQ(sched_job_event(s, a, "dropped", "pending", "dropped", NULL, &err), 0);
 	/* no SAVEPOINT msg in this transaction */
-	CHECK(sched_store_savepoint_rollback(s->pg, &s->store, SCHED_SAVEPOINT_MSG, m, &err) != 0);
+	CHECK(sched_store_savepoint_rollback(s->term.pg, &s->term.store, SCHED_SAVEPOINT_MSG, m,
+					     &err) != 0);
 	CHECK(strstr(err.msg, "msg") != NULL);
-	CHECK_INT_EQ(s->store.ev.n, 0);
-	ty_pg_rollback(s->pg);
+	CHECK_INT_EQ(s->term.store.ev.n, 0);
+	ty_pg_rollback(s->term.pg);
 	done(s);
 }
 
@@ -220,11 +226,11 @@ TY_TEST(a_rolled_back_transaction_leaves_nothing_for_the_next)
 	long long a = fx_submit(f, RES);
 	int base = atoi(last_seq(f, a));
 
-	REQUIRE_INT_EQ(sched_tx_begin(s, &err), 0);
+	REQUIRE_INT_EQ(sched_tx_begin(&s->term, &err), 0);
 	CHECK_INT_EQ(sched_job_event(s, a, "lost", "pending", "lost", NULL, &err), 0);
 	CHECK_INT_EQ(add_kill(s, "n1", a, 1), 0);
-	ty_pg_rollback(s->pg);
-	REQUIRE_INT_EQ(sched_tx_begin(s, &err), 0);
+	ty_pg_rollback(s->term.pg);
+	REQUIRE_INT_EQ(sched_tx_begin(&s->term, &err), 0);
 	CHECK_INT_EQ(sched_job_event(s, a, "kept", "pending", "kept", NULL, &err), 0);
 	commit(s);
 	CHECK_STR_EQ(FX_Q(f,
@@ -244,20 +250,20 @@ TY_TEST(outbox_rows_take_increasing_ids_that_are_their_messages_seq)
 	json_t *d = json_pack("{s:s, s:i}", "reason", "test", "grace_seconds", 5);
 	const char *nodes[] = {"n1", "n2", "n3", "n1"};
 
-	REQUIRE_INT_EQ(sched_tx_begin(s, &err), 0);
+	REQUIRE_INT_EQ(sched_tx_begin(&s->term, &err), 0);
 	for (int i = 0; i < 4; i++)
 		CHECK_INT_EQ(sched_outbox_add(s, PROTO_KILL, nodes[i], 40 + i, 1, d, &err), 0);
-	CHECK(s->outbox_dirty);
+	CHECK(s->bus.outbox_dirty);
 	/* a message proto refuses is refused when added, not at the commit */
 	CHECK_INT_EQ(sched_outbox_add(s, PROTO_KILL, "n1", 50, 1, NULL, &err), TY_EINVAL);
 	CHECK(strstr(err.msg, "reason") != NULL);
-	CHECK_INT_EQ(s->store.ob.n, 4);
+	CHECK_INT_EQ(s->term.store.ob.n, 4);
 	commit(s);
 	CHECK_STR_EQ(FX_Q(f, "SELECT count(*) FROM dispatch_outbox"), "4");
 	CHECK_STR_EQ(FX_Q(f, "SELECT count(DISTINCT id) FROM dispatch_outbox"), "4");
-	CHECK_STR_EQ(FX_Q(f, "SELECT count(*) FROM dispatch_outbox WHERE epoch = $1",
-			  fx_n(s->epoch)),
-		     "4");
+	CHECK_STR_EQ(
+	    FX_Q(f, "SELECT count(*) FROM dispatch_outbox WHERE epoch = $1", fx_n(s->term.epoch)),
+	    "4");
 	/* ids increase in the order written; each message carries its row's id */
 	for (int i = 0; i < 4; i++) {
 		const char *row = FX_Q(f,
@@ -272,7 +278,7 @@ TY_TEST(outbox_rows_take_increasing_ids_that_are_their_messages_seq)
 		REQUIRE_INT_EQ(proto_decode(&m, payload, strlen(payload), &err), 0);
 		CHECK_INT_EQ(m.seq, atoll(row));
 		CHECK_INT_EQ(m.job, 40 + i);
-		CHECK_INT_EQ(m.epoch, s->epoch);
+		CHECK_INT_EQ(m.epoch, s->term.epoch);
 		CHECK_STR_EQ(m.node, nodes[i]);
 		CHECK(m.type == PROTO_KILL);
 		CHECK_STR_EQ(json_string_value(json_object_get(m.data, "reason")), "test");
@@ -290,15 +296,16 @@ TY_TEST(a_failed_flush_rolls_the_transaction_back)
 	long long a = fx_submit(f, RES);
 	int base = atoi(last_seq(f, a));
 
-	REQUIRE_INT_EQ(sched_tx_begin(s, &err), 0);
-	REQUIRE_INT_EQ(ty_pg_exec(NULL, s->pg, "UPDATE nodes SET gpus = gpus", 0, NULL, &err), 0);
+	REQUIRE_INT_EQ(sched_tx_begin(&s->term, &err), 0);
+	REQUIRE_INT_EQ(ty_pg_exec(NULL, s->term.pg, "UPDATE nodes SET gpus = gpus", 0, NULL, &err),
+		       0);
 	/* message is NOT NULL in job_events: the events' statement fails */
 	CHECK_INT_EQ(sched_job_event(s, a, "bad", "pending", NULL, NULL, &err), 0);
 	CHECK_INT_EQ(add_kill(s, "n1", a, 1), 0);
-	CHECK(sched_tx_commit(s, &err) != 0);
-	CHECK(!ty_pg_in_tx(s->pg));
-	CHECK_INT_EQ(s->store.ev.n, 0);
-	CHECK_INT_EQ(s->store.ob.n, 0);
+	CHECK(sched_tx_commit(&s->term, &err) != 0);
+	CHECK(!ty_pg_in_tx(s->term.pg));
+	CHECK_INT_EQ(s->term.store.ev.n, 0);
+	CHECK_INT_EQ(s->term.store.ob.n, 0);
 	CHECK_STR_EQ(last_seq(f, a), fx_n(base));
 	CHECK_STR_EQ(FX_Q(f, "SELECT count(*) FROM dispatch_outbox"), "0");
 	done(s);
@@ -485,12 +492,12 @@ TY_TEST(queue_fields_are_written_for_pending_jobs_and_cleared_for_those_that_lef
 		};
 		const int64_t left[] = {a, c, 987654321};
 
-		REQUIRE_INT_EQ(sched_tx_begin(s, &err), 0);
-		CHECK_INT_EQ(sched_store_queue_publish(s->pg, rows, 3, &err), 0);
+		REQUIRE_INT_EQ(sched_tx_begin(&s->term, &err), 0);
+		CHECK_INT_EQ(sched_store_queue_publish(s->term.pg, rows, 3, &err), 0);
 		/* a is pending: the clearing leaves it */
-		CHECK_INT_EQ(sched_store_queue_left(s->pg, left, 3, &err), 0);
-		CHECK_INT_EQ(sched_store_queue_publish(s->pg, NULL, 0, &err), 0);
-		CHECK_INT_EQ(sched_store_queue_left(s->pg, NULL, 0, &err), 0);
+		CHECK_INT_EQ(sched_store_queue_left(s->term.pg, left, 3, &err), 0);
+		CHECK_INT_EQ(sched_store_queue_publish(s->term.pg, NULL, 0, &err), 0);
+		CHECK_INT_EQ(sched_store_queue_left(s->term.pg, NULL, 0, &err), 0);
 		commit(s);
 	}
 	CHECK_STR_EQ(FX_Q(f, SQL_QUEUE_FIELDS, fx_n(a)), "first \"in\" line 1 1700000000000");
@@ -519,16 +526,16 @@ TY_TEST(team_usage_rows_are_upserted_for_teams_that_exist)
 	    {.team = 987654321, .decayed = 1, .fair_share = 1},
 	};
 
-	REQUIRE_INT_EQ(sched_tx_begin(s, &err), 0);
-	CHECK_INT_EQ(sched_store_team_usage_write(s->pg, v, 2, 1700000000000, &err), 0);
+	REQUIRE_INT_EQ(sched_tx_begin(&s->term, &err), 0);
+	CHECK_INT_EQ(sched_store_team_usage_write(s->term.pg, v, 2, 1700000000000, &err), 0);
 	commit(s);
 	CHECK_STR_EQ(FX_Q(f, SQL_TEAM_USAGE_ROW, fx_n(team)), "12.5 0.25 4 1 2 3 1700000000000");
 	CHECK_STR_EQ(FX_Q(f, "SELECT count(*) FROM team_usage WHERE team_id = 987654321"), "0");
 	/* written again: the row is replaced */
 	v[0].used = 0;
 	v[0].pending = 0;
-	REQUIRE_INT_EQ(sched_tx_begin(s, &err), 0);
-	CHECK_INT_EQ(sched_store_team_usage_write(s->pg, v, 1, 1700000060000, &err), 0);
+	REQUIRE_INT_EQ(sched_tx_begin(&s->term, &err), 0);
+	CHECK_INT_EQ(sched_store_team_usage_write(s->term.pg, v, 1, 1700000060000, &err), 0);
 	commit(s);
 	CHECK_STR_EQ(FX_Q(f, SQL_TEAM_USAGE_ROW, fx_n(team)), "12.5 0.25 0 1 2 0 1700000060000");
 	done(s);
@@ -582,7 +589,7 @@ TY_TEST(a_batch_s_ranks_and_running_move_each_attempt_once_with_its_first_rank_s
 	    msg(PROTO_RANK_STARTED, a0, a, "{\"rank\": 0, \"local_rank\": 0, \"pid\": 30}"),
 	    msg(PROTO_RANK_STARTED, a1, a, "{\"rank\": 3, \"local_rank\": 1, \"pid\": 99}"),
 	};
-	REQUIRE_INT_EQ(sched_tx_begin(s, &err), 0);
+	REQUIRE_INT_EQ(sched_tx_begin(&s->term, &err), 0);
 	CHECK_INT_EQ(sched_apply_ranks(s, st, ok, 4, took, &bad, &err), 0);
 	CHECK(!bad && took[0] && took[1] && took[2] && took[3]);
 	commit(s);
@@ -619,10 +626,10 @@ TY_TEST(a_batch_s_ranks_and_running_move_each_attempt_once_with_its_first_rank_s
 
 	/* a rank outside its node's range makes the batch bad */
 	struct proto_msg ex[1] = {msg(PROTO_RANK_EXITED, a0, a, "{\"rank\": 3, \"exit_code\": 0}")};
-	REQUIRE_INT_EQ(sched_tx_begin(s, &err), 0);
+	REQUIRE_INT_EQ(sched_tx_begin(&s->term, &err), 0);
 	CHECK_INT_EQ(sched_apply_ranks(s, ex, ok, 1, took, &bad, &err), 0);
 	CHECK(bad);
-	ty_pg_rollback(s->pg);
+	ty_pg_rollback(s->term.pg);
 
 	/* both of a's nodes running, only node 0 reporting a resume: a runs, from it */
 	struct proto_msg run[3] = {
@@ -632,7 +639,7 @@ TY_TEST(a_batch_s_ranks_and_running_move_each_attempt_once_with_its_first_rank_s
 		" \"/ck/9\", \"step\": 9, \"status\": \"corrupt\", \"reason\": \"bad sum\"}]}}"),
 	    msg(PROTO_ATTEMPT_RUNNING, b0, b, "{}"),
 	};
-	REQUIRE_INT_EQ(sched_tx_begin(s, &err), 0);
+	REQUIRE_INT_EQ(sched_tx_begin(&s->term, &err), 0);
 	CHECK_INT_EQ(sched_apply_running(s, run, ok, 3, took, &err), 0);
 	CHECK(took[0] && took[1] && took[2]);
 	commit(s);

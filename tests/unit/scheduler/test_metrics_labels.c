@@ -156,8 +156,8 @@ TY_TEST(updates_without_a_registry_do_nothing)
 	sched_metrics_cycle_failed(&s);
 	sched_metrics_preempted(&s, "spot");
 	sched_metrics_requeued(&s, "user", true);
-	sched_metrics_kafka_error(&s, SCHED_KAFKA_CONSUME);
-	sched_metrics_outbox(&s, 3);
+	sched_metrics_kafka_error(s.metrics, SCHED_KAFKA_CONSUME);
+	sched_metrics_outbox(s.metrics, 3, 0);
 	sched_metrics_kafka(&s);
 	sched_metrics_stop(NULL);
 	CHECK(s.metrics == NULL);
