@@ -16,6 +16,8 @@
  */
 int api__store_text(const char **out, struct ty_arena *a, const PGresult *res, int row, int col,
 		    struct ty_err *err);
+/* The first row's first value copied into a (*out NULL: no row, or NULL); res is cleared. */
+int api__store_first(const char **out, struct ty_arena *a, PGresult *res, struct ty_err *err);
 
 /* The filters of a list of webhooks or sweeps (texts; NULL: none), newest first. */
 struct api_page_filter {

@@ -6,18 +6,6 @@
 
 #include <stdio.h>
 
-/* The first value of a result with at most one row into *doc (NULL when none); clears res. */
-static int first_of(const char **doc, struct ty_arena *a, PGresult *res, struct ty_err *err)
-{
-	int rc = 0;
-
-	*doc = NULL;
-	if (PQntuples(res) > 0)
-		rc = api__store_text(doc, a, res, 0, 0, err);
-	PQclear(res);
-	return rc;
-}
-
 /* a repeated step merges: the newest value of each name wins */
 static const char put_sql[] =
 	"INSERT INTO job_metrics AS m (job_id, step, attempt, metrics)"
@@ -41,7 +29,7 @@ int api_store_job_metrics_put(const char **doc, struct ty_pg *pg, struct ty_aren
 	*doc = NULL;
 	if ((rc = ty_pg_exec(&res, pg, put_sql, 5, p, err)))
 		return rc;
-	return first_of(doc, a, res, err);
+	return api__store_first(doc, a, res, err);
 }
 
 /* one more row than asked tells whether another page exists */
@@ -78,5 +66,5 @@ int api_store_job_metrics_page(const char **doc, struct ty_pg *pg, struct ty_are
 	snprintf(lim, sizeof(lim), "%lld", limit);
 	if ((rc = ty_pg_exec(&res, pg, page_sql, 5, p, err)))
 		return rc;
-	return first_of(doc, a, res, err);
+	return api__store_first(doc, a, res, err);
 }

@@ -5,18 +5,6 @@
  */
 #include "store.h"
 
-/* The first value of a result with at most one row into *doc (NULL when none); clears res. */
-static int first_of(const char **doc, struct ty_arena *a, PGresult *res, struct ty_err *err)
-{
-	int rc = 0;
-
-	*doc = NULL;
-	if (PQntuples(res) > 0)
-		rc = api__store_text(doc, a, res, 0, 0, err);
-	PQclear(res);
-	return rc;
-}
-
 static const char by_key_sql[] = "SELECT request_sha256, ty_sweep_json(s, true)::text FROM sweeps s"
 				 " WHERE team_id = $1 AND idempotency_key = $2";
 
@@ -66,7 +54,7 @@ int api_store_sweep_insert(const char **id, struct ty_pg *pg, struct ty_arena *a
 	*id = NULL;
 	if ((rc = ty_pg_exec(&res, pg, insert_sql, 12, p, err)))
 		return rc;
-	return first_of(id, a, res, err);
+	return api__store_first(id, a, res, err);
 }
 
 static const char get_sql[] = "SELECT ty_sweep_json(s, true)::text FROM sweeps s"
@@ -82,7 +70,7 @@ int api_store_sweep_get(const char **doc, struct ty_pg *pg, struct ty_arena *a, 
 	*doc = NULL;
 	if ((rc = ty_pg_exec(&res, pg, get_sql, 2, p, err)))
 		return rc;
-	return first_of(doc, a, res, err);
+	return api__store_first(doc, a, res, err);
 }
 
 /* one more row than asked tells whether another page exists */

@@ -18,6 +18,17 @@ int api__store_text(const char **out, struct ty_arena *a, const PGresult *res, i
 	return 0;
 }
 
+int api__store_first(const char **out, struct ty_arena *a, PGresult *res, struct ty_err *err)
+{
+	int rc = 0;
+
+	*out = NULL;
+	if (PQntuples(res) > 0)
+		rc = api__store_text(out, a, res, 0, 0, err);
+	PQclear(res);
+	return rc;
+}
+
 const char *api_team_col_name(enum api_team_col c)
 {
 	static const char *const names[] = {

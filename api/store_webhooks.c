@@ -19,18 +19,6 @@ static int page_of(const char **items, const char **next, struct ty_arena *a, PG
 	return rc;
 }
 
-/* The first value of a result with at most one row into *doc (NULL when none); clears res. */
-static int first_of(const char **doc, struct ty_arena *a, PGresult *res, struct ty_err *err)
-{
-	int rc = 0;
-
-	*doc = NULL;
-	if (PQntuples(res) > 0)
-		rc = api__store_text(doc, a, res, 0, 0, err);
-	PQclear(res);
-	return rc;
-}
-
 static const char active_count_sql[] =
 	"SELECT (SELECT count(*) FROM webhooks WHERE team_id = t.id AND active)"
 	" FROM teams t WHERE t.id = $1 FOR UPDATE";
@@ -65,7 +53,7 @@ int api_store_webhook_insert(const char **doc, struct ty_pg *pg, struct ty_arena
 	*doc = NULL;
 	if ((rc = ty_pg_exec(&res, pg, insert_sql, 5, p, err)))
 		return rc;
-	return first_of(doc, a, res, err);
+	return api__store_first(doc, a, res, err);
 }
 
 static const char get_sql[] = "SELECT ty_webhook_json(w)::text FROM webhooks w"
@@ -81,7 +69,7 @@ int api_store_webhook_get(const char **doc, struct ty_pg *pg, struct ty_arena *a
 	*doc = NULL;
 	if ((rc = ty_pg_exec(&res, pg, get_sql, 2, p, err)))
 		return rc;
-	return first_of(doc, a, res, err);
+	return api__store_first(doc, a, res, err);
 }
 
 /* one more row than asked tells whether another page exists */
@@ -187,7 +175,7 @@ int api_store_webhook_ping(const char **doc, struct ty_pg *pg, struct ty_arena *
 	if ((rc = ty_pg_exec(NULL, pg, ping_sql, 1, p, err)) ||
 	    (rc = ty_pg_exec(&res, pg, last_delivery_sql, 1, p, err)))
 		return rc;
-	return first_of(doc, a, res, err);
+	return api__store_first(doc, a, res, err);
 }
 
 static const char deliveries_sql[] =
