@@ -1784,6 +1784,8 @@ static int on_checkpoint_written(struct sched *s, const struct proto_msg *m, str
 {
 	if (!json_is_true(json_object_get(m->data, "valid")))
 		return 0; /* torn, corrupt or unverified: resume and loss go by the older one */
+	/* the mirror's allocations carry it: victims are chosen by the work they would lose */
+	sched_mirror_touch_job(&s->world.mirror, m->job);
 	return sched_store_checkpoint_written(
 	    s->term.pg, &(struct sched_store_part){m->job, m->attempt, m->node},
 	    jint(m->data, "step", 0), err);

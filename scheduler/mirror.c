@@ -469,6 +469,7 @@ static bool same_alloc(const struct sched_malloc *a, const struct sched_malloc *
 	return a->job == b->job && a->attempt == b->attempt && !strcmp(a->node, b->node) &&
 	       a->mask == b->mask && a->team_id == b->team_id && !strcmp(a->cls, b->cls) &&
 	       a->priority == b->priority && a->start_ms == b->start_ms &&
+	       a->checkpoint_ms == b->checkpoint_ms &&
 	       a->min_runtime_s == b->min_runtime_s && a->max_runtime_s == b->max_runtime_s &&
 	       a->preemptible == b->preemptible && a->preempting == b->preempting &&
 	       a->preempted_for == b->preempted_for && a->node_rank == b->node_rank &&

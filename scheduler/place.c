@@ -252,8 +252,9 @@ static int load_running(struct snap *sn, struct sched *s, struct ty_err *err)
 			r->cls = class_of(a->cls);
 			r->priority = a->priority;
 			r->start_ms = a->start_ms;
-			/* checkpoints come later: all work since the start is at stake */
-			r->checkpoint_ms = r->start_ms;
+			/* work since the newest verified checkpoint (or the start) is at stake */
+			r->checkpoint_ms = a->checkpoint_ms > a->start_ms ? a->checkpoint_ms
+									  : a->start_ms;
 			r->min_runtime_s = a->min_runtime_s;
 			r->end_by_ms = r->start_ms + a->max_runtime_s * 1000;
 			r->preemptible = a->preemptible;

@@ -131,6 +131,7 @@ struct sched_malloc {
 	char cls[16];
 	int priority;
 	int64_t start_ms, min_runtime_s, max_runtime_s;
+	int64_t checkpoint_ms; /* attempts.last_checkpoint_at (verified), 0 when none */
 	bool preemptible, preempting;
 	int64_t preempted_for;
 	int64_t cpus_per_node, memory_mb_per_node; /* held on this node (the job's spec) */

@@ -32,7 +32,8 @@ static const char SQL_NODES_OF[] =
 	"  AND j.state IN ('scheduled', 'starting', 'running')),"                                  \
 	" coalesce(t.preempted_for, 0), a.node_rank,"                                              \
 	" coalesce((j.spec->'resources'->>'cpus_per_node')::bigint, 1),"                           \
-	" coalesce((j.spec->'resources'->>'memory_mb_per_node')::bigint, 1024)"                    \
+	" coalesce((j.spec->'resources'->>'memory_mb_per_node')::bigint, 1024),"                   \
+	" coalesce((extract(epoch FROM t.last_checkpoint_at) * 1000)::bigint, 0)"                  \
 	" FROM allocations a JOIN attempts t USING (job_id, attempt)"                              \
 	" JOIN jobs j ON j.id = a.job_id WHERE a.released_at IS NULL"
 static const char SQL_ALLOCS[] = ALLOC_SELECT;
@@ -288,6 +289,7 @@ int sched_store_mirror_allocs(struct sched_malloc **out, int *nout, struct ty_pg
 		a->node_rank = (int)sched_col_i64(res, r, 13);
 		a->cpus_per_node = sched_col_i64(res, r, 14);
 		a->memory_mb_per_node = sched_col_i64(res, r, 15);
+		a->checkpoint_ms = sched_col_i64(res, r, 16);
 	}
 	PQclear(res);
 	*out = v;

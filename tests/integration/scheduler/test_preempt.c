@@ -535,6 +535,33 @@ TY_TEST(a_lost_node_completes_a_preemption)
 	fx_sched_stop(f, 0);
 }
 
+/*
+ * Victims are chosen by the work they would lose: the older gang (a1)
+ * checkpointed after the younger one (a2) started, so a1 loses less and is
+ * the one preempted (by age alone it would be a2, as above).
+ */
+TY_TEST(reclaim_preempts_the_gang_that_loses_least_since_its_checkpoint)
+{
+	struct world w;
+	struct fx *f;
+	const struct proto_msg *c;
+	const char *cnode;
+
+	borrowed_cluster(&w, no_min_runtime, ",'checkpoint':{'grace_seconds':30}");
+	f = w.f;
+	fx_poll(f, 50); /* the checkpoint's time is after a2's start, to the millisecond */
+	fx_send(f, w.n1, "checkpoint_written", w.a1, 1,
+		"{'path':'/ckpt/step-100','step':100,'valid':true}");
+	FX_WAIT(f, T, "100", "SELECT last_checkpoint_step FROM attempts WHERE job_id = $1",
+		fx_n(w.a1));
+	fx_submit_to(f, w.b, ",'resources':{'nodes':1,'gpus_per_node':2}");
+	c = recv_either(f, "checkpoint", T, &cnode);
+	REQUIRE(c != NULL);
+	CHECK_INT_EQ(c->job, w.a1);
+	CHECK_STR_EQ(cnode, w.n1);
+	fx_sched_stop(f, 0);
+}
+
 TY_TEST(min_runtime_protects_a_young_gang)
 {
 	struct world w;
