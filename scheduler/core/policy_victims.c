@@ -117,7 +117,18 @@ static bool victim_ok(const struct ctx *c, int r, int t, int cls, bool reclaim)
 	return c->reclaim_used[u] - c->team_freed[u] > c->qt[u].nominal;
 }
 
-/* Victim preference: already stopping, lower class, lower priority, less work lost, younger, id. */
+/* GPU-milliseconds a gang would lose if stopped at now: its GPUs × the time since its checkpoint. */
+static int64_t work_lost(const struct sched_running_in *r, int64_t now)
+{
+	int64_t since = r->checkpoint_ms > r->start_ms ? r->checkpoint_ms : r->start_ms;
+	int64_t gpus = 0;
+
+	for (int k = 0; k < r->nnodes; k++)
+		gpus += popc(r->gpus[k]);
+	return (now > since ? now - since : 0) * (gpus > 0 ? gpus : 1);
+}
+
+/* Victim preference: already stopping, lower class, lower priority, fewer GPU-ms lost, younger, id. */
 int sched__cmp_victim(const void *a, const void *b, void *arg)
 {
 	const struct ctx *pref_ctx = arg;
@@ -131,8 +142,8 @@ int sched__cmp_victim(const void *a, const void *b, void *arg)
 		return x->cls > y->cls ? -1 : 1;
 	if (x->priority != y->priority)
 		return x->priority < y->priority ? -1 : 1;
-	lx = pref_ctx->now - (x->checkpoint_ms > x->start_ms ? x->checkpoint_ms : x->start_ms);
-	ly = pref_ctx->now - (y->checkpoint_ms > y->start_ms ? y->checkpoint_ms : y->start_ms);
+	lx = work_lost(x, pref_ctx->now);
+	ly = work_lost(y, pref_ctx->now);
 	if (lx != ly)
 		return lx < ly ? -1 : 1;
 	if (x->start_ms != y->start_ms)

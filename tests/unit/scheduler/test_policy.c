@@ -208,6 +208,28 @@ TY_TEST(reclaim_prefers_lower_class_then_priority_then_least_work_lost)
 	}
 }
 
+/*
+ * Work lost is GPUs × time since the checkpoint: an 8-GPU gang that saved
+ * 20 minutes ago loses more (8 × 1200 s) than a 2-GPU gang that never
+ * saved in its hour (2 × 3600 s), though its time alone is shorter.
+ */
+TY_TEST(reclaim_counts_work_lost_in_gpu_time)
+{
+	struct fx f;
+	struct sched_running_in *r;
+	int a, b;
+
+	reclaim_setup(&f, &a, &b);
+	r = fx_run(&f, 21, b, "n1:0-7", 3600, 3600);
+	r->checkpoint_ms = NOW_MS - S(1200);
+	fx_run(&f, 22, b, "n2:0-1", 3600, 3600);
+	fx_run(&f, 23, b, "n2:2-7", 3600, 3600)->preemptible = false;
+	fx_pend(&f, 100, a, 1, 2, 0);
+	fx_decide(&f);
+	CHECK_STR_EQ(fx_victims(&f), "22");
+	fx_done(&f);
+}
+
 TY_TEST(reclaim_skips_protected_and_non_preemptible)
 {
 	static const struct {
