@@ -117,15 +117,14 @@ static bool victim_ok(const struct ctx *c, int r, int t, int cls, bool reclaim)
 	return c->reclaim_used[u] - c->team_freed[u] > c->qt[u].nominal;
 }
 
-/* GPU-milliseconds a gang would lose if stopped at now: its GPUs × the time since its checkpoint. */
-static int64_t work_lost(const struct sched_running_in *r, int64_t now)
+/* GPU-milliseconds running gang r would lose if stopped now: its GPUs × the time since its checkpoint. */
+static int64_t work_lost(const struct ctx *c, int r)
 {
-	int64_t since = r->checkpoint_ms > r->start_ms ? r->checkpoint_ms : r->start_ms;
-	int64_t gpus = 0;
+	const struct sched_running_in *ru = &c->in->running[r];
+	int64_t since = ru->checkpoint_ms > ru->start_ms ? ru->checkpoint_ms : ru->start_ms;
+	int64_t gpus = c->run_gpus[r];
 
-	for (int k = 0; k < r->nnodes; k++)
-		gpus += popc(r->gpus[k]);
-	return (now > since ? now - since : 0) * (gpus > 0 ? gpus : 1);
+	return (c->now > since ? c->now - since : 0) * (gpus > 0 ? gpus : 1);
 }
 
 /* Victim preference: already stopping, lower class, lower priority, fewer GPU-ms lost, younger, id. */
@@ -142,8 +141,8 @@ int sched__cmp_victim(const void *a, const void *b, void *arg)
 		return x->cls > y->cls ? -1 : 1;
 	if (x->priority != y->priority)
 		return x->priority < y->priority ? -1 : 1;
-	lx = work_lost(x, pref_ctx->now);
-	ly = work_lost(y, pref_ctx->now);
+	lx = work_lost(pref_ctx, *(const int *)a);
+	ly = work_lost(pref_ctx, *(const int *)b);
 	if (lx != ly)
 		return lx < ly ? -1 : 1;
 	if (x->start_ms != y->start_ms)
