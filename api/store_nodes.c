@@ -57,18 +57,6 @@ static const char list_sql[] =
 	" ORDER BY n.id), '[]'))::text FROM nodes n"
 	" WHERE $2::text IS NULL OR ty_node_state(n.state, n.fault) = $2";
 
-/* The first value of res's first row into *doc (NULL when no row); clears res. */
-static int doc_of(const char **doc, struct ty_arena *a, PGresult *res, struct ty_err *err)
-{
-	int rc = 0;
-
-	*doc = NULL;
-	if (PQntuples(res) > 0)
-		rc = api__store_text(doc, a, res, 0, 0, err);
-	PQclear(res);
-	return rc;
-}
-
 int api_store_nodes_list(const char **doc, struct ty_pg *pg, struct ty_arena *a, const char *scope,
 			 const char *state, struct ty_err *err)
 {
@@ -78,7 +66,7 @@ int api_store_nodes_list(const char **doc, struct ty_pg *pg, struct ty_arena *a,
 
 	if ((rc = ty_pg_exec(&res, pg, list_sql, 2, p, err)))
 		return rc;
-	return doc_of(doc, a, res, err);
+	return api__store_first(doc, a, res, err);
 }
 
 static const char get_sql[] = "SELECT " NODE_JSON_SQL "::text FROM nodes n WHERE n.id = $2";
@@ -92,7 +80,7 @@ int api_store_node_get(const char **doc, struct ty_pg *pg, struct ty_arena *a, c
 
 	if ((rc = ty_pg_exec(&res, pg, get_sql, 2, p, err)))
 		return rc;
-	return doc_of(doc, a, res, err);
+	return api__store_first(doc, a, res, err);
 }
 
 /*
@@ -147,7 +135,7 @@ int api_store_node_admin(const char **doc, struct ty_pg *pg, struct ty_arena *a,
 	default:
 		return ty_err_set(err, TY_EINVAL, "no node operation %d", (int)op);
 	}
-	if (rc || (rc = doc_of(doc, a, res, err)) || !*doc)
+	if (rc || (rc = api__store_first(doc, a, res, err)) || !*doc)
 		return rc;
 	return ty_pg_exec(NULL, pg, notify_sql, 1, p + 1, err);
 }

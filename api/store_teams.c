@@ -40,18 +40,6 @@ const char *api_team_col_name(enum api_team_col c)
 	return names[c];
 }
 
-/* The one-row result's first value into *doc (NULL when no row); clears res. */
-static int doc_of(const char **doc, struct ty_arena *a, PGresult *res, struct ty_err *err)
-{
-	int rc = 0;
-
-	*doc = NULL;
-	if (PQntuples(res) > 0)
-		rc = api__store_text(doc, a, res, 0, 0, err);
-	PQclear(res);
-	return rc;
-}
-
 static const char insert_sql[] =
 	"INSERT INTO teams (name, nominal_gpus, borrowing_limit_gpus,"
 	" lending_limit_gpus, cohort, weight, max_pending_jobs, max_cpus,"
@@ -71,7 +59,7 @@ int api_store_team_insert(const char **doc, struct ty_pg *pg, struct ty_arena *a
 	memcpy(p + 1, s->value, sizeof(s->value));
 	if ((rc = ty_pg_exec(&res, pg, insert_sql, 1 + API_TEAM_NCOLS, p, err)))
 		return rc;
-	return doc_of(doc, a, res, err);
+	return api__store_first(doc, a, res, err);
 }
 
 /* $2k is "is the column given", $2k+1 its value: one fixed statement */
@@ -106,7 +94,7 @@ int api_store_team_update(const char **doc, struct ty_pg *pg, struct ty_arena *a
 	}
 	if ((rc = ty_pg_exec(&res, pg, update_sql, 1 + 2 * API_TEAM_NCOLS, p, err)))
 		return rc;
-	return doc_of(doc, a, res, err);
+	return api__store_first(doc, a, res, err);
 }
 
 static const char uid_sql[] = "SELECT 1 FROM teams WHERE run_uid = $1::int";
@@ -142,7 +130,7 @@ int api_store_teams_list(const char **doc, struct ty_pg *pg, struct ty_arena *a,
 	*doc = NULL;
 	if ((rc = ty_pg_exec(&res, pg, list_sql, 1, p, err)))
 		return rc;
-	return doc_of(doc, a, res, err);
+	return api__store_first(doc, a, res, err);
 }
 
 static const char get_sql[] = "SELECT ty_team_json(t)::text FROM teams t"
@@ -158,7 +146,7 @@ int api_store_team_get(const char **doc, struct ty_pg *pg, struct ty_arena *a, c
 	*doc = NULL;
 	if ((rc = ty_pg_exec(&res, pg, get_sql, 2, p, err)))
 		return rc;
-	return doc_of(doc, a, res, err);
+	return api__store_first(doc, a, res, err);
 }
 
 static const char id_sql[] = "SELECT id::text FROM teams WHERE name = $1";
@@ -173,7 +161,7 @@ int api_store_team_id(const char **id, struct ty_pg *pg, struct ty_arena *a, con
 	*id = NULL;
 	if ((rc = ty_pg_exec(&res, pg, id_sql, 1, p, err)))
 		return rc;
-	return doc_of(id, a, res, err);
+	return api__store_first(id, a, res, err);
 }
 
 static const char limits_sql[] = "SELECT id, nominal_gpus, borrowing_limit_gpus,"
