@@ -4,6 +4,7 @@
  * of it has released its GPUs (docs/scheduling.md, "Accounting").
  */
 #include "scheduler.h"
+#include "lifecycle.h"
 #include "ty_json.h"
 #include "ty_log.h"
 
@@ -166,10 +167,29 @@ double sched_rate_of(const struct sched_rates *r, const char *pool, const char *
 	return dflt ? dflt->per_gpu_hour : 0;
 }
 
+enum proto_goodput sched_goodput_lost_category(const char *failure_class)
+{
+	switch (proto_failure_class_parse(failure_class)) {
+	case PROTO_FAILURE_PREEMPTED:
+		return PROTO_GOODPUT_LOST_PREEMPTION;
+	case PROTO_FAILURE_HANG:
+		return PROTO_GOODPUT_HANG;
+	case PROTO_FAILURE_SYSTEM:
+	case PROTO_FAILURE_HARDWARE:
+	case PROTO_FAILURE_NODE_LOST:
+	case PROTO_FAILURE_START_TIMEOUT:
+		return PROTO_GOODPUT_LOST_INFRA;
+	default:
+		/* user, oom, timeout, cancelled; and no class: only a known one blames us */
+		return PROTO_GOODPUT_LOST_USER;
+	}
+}
+
 void sched_ledger_compute(struct sched_ledger_row *out, const struct sched_ledger_in *in)
 {
 	int64_t span = in->end_ms > in->start_ms ? in->end_ms - in->start_ms : 0, lost = 0;
-	double gpus = in->gpus > 0 ? in->gpus : 0;
+	int64_t g = in->gpus > 0 ? in->gpus : 0, kept, ckpt, idle, wait;
+	double gpus = (double)g;
 
 	if (in->outcome && !strcmp(in->outcome, "failed")) {
 		/* work since the last valid checkpoint (of this attempt) is gone */
@@ -186,6 +206,28 @@ void sched_ledger_compute(struct sched_ledger_row *out, const struct sched_ledge
 	out->idle_gpu_seconds = -1;
 	if (in->idle_seconds >= 0)
 		out->idle_gpu_seconds = fmin(gpus * in->idle_seconds, out->gpu_seconds);
+
+	/*
+	 * Goodput, in integer GPU-milliseconds so the categories add up
+	 * exactly: the lost window first (by class), then, of the kept part,
+	 * checkpoint writing, then idle GPUs, and what remains is useful.
+	 */
+	memset(out->goodput, 0, sizeof(out->goodput));
+	out->gpu_ms = g * span;
+	kept = span - lost;
+	if (lost)
+		out->goodput[sched_goodput_lost_category(in->failure_class)] = g * lost;
+	ckpt = in->checkpoint_write_ms > 0 ? in->checkpoint_write_ms : 0;
+	ckpt = g * (ckpt < kept ? ckpt : kept);
+	idle = in->idle_seconds > 0 ? (int64_t)llround(fmin(in->idle_seconds, 1e12) * 1000.0) : 0;
+	idle = g * idle;
+	if (idle > g * kept - ckpt)
+		idle = g * kept - ckpt;
+	out->goodput[PROTO_GOODPUT_CHECKPOINT] = ckpt;
+	out->goodput[PROTO_GOODPUT_IDLE] = idle;
+	out->goodput[PROTO_GOODPUT_USEFUL] = g * kept - ckpt - idle;
+	wait = in->queued_ms > 0 && in->start_ms > in->queued_ms ? in->start_ms - in->queued_ms : 0;
+	out->queue_wait_gpu_ms = g * wait;
 }
 
 int sched_ledger_attempts_end(struct ty_pg *pg, const struct sched_rates *rates,
@@ -207,6 +249,9 @@ int sched_ledger_attempts_end(struct ty_pg *pg, const struct sched_rates *rates,
 		    .outcome = l->outcome ? l->outcome : "",
 		    .rate = sched_rate_of(rates, l->pool ? l->pool : "", l->model ? l->model : ""),
 		    .idle_seconds = l->idle_seconds,
+		    .failure_class = l->failure_class,
+		    .checkpoint_write_ms = l->checkpoint_write_ms,
+		    .queued_ms = l->queued_ms,
 		};
 		struct sched_ledger_row row;
 
@@ -220,6 +265,9 @@ int sched_ledger_attempts_end(struct ty_pg *pg, const struct sched_rates *rates,
 		l->lost_gpu_seconds = row.lost_gpu_seconds;
 		l->cost = row.cost;
 		l->idle_gpu_seconds = row.idle_gpu_seconds;
+		l->gpu_ms = row.gpu_ms;
+		memcpy(l->goodput, row.goodput, sizeof(l->goodput));
+		l->queue_wait_gpu_ms = row.queue_wait_gpu_ms;
 	}
 	if ((rc = sched_store_ledger_insert(pg, v, rows, err)))
 		goto out;

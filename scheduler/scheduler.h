@@ -12,6 +12,7 @@
 #ifndef TY_SCHEDULER_H
 #define TY_SCHEDULER_H
 
+#include "goodput.h"
 #include "proto.h"
 #include "store/store.h"
 #include "ty_err.h"
@@ -603,6 +604,9 @@ struct sched_ledger_in {
 	const char *outcome;	  /* "succeeded", "failed" (preemptions too) or "cancelled" */
 	double rate;		  /* per GPU-hour */
 	double idle_seconds;	  /* the node's telemetry: all its GPUs idle; < 0 unknown */
+	const char *failure_class;   /* a failed attempt's class; NULL when none */
+	int64_t checkpoint_write_ms; /* writing the checkpoints it kept (attempts column) */
+	int64_t queued_ms;	     /* waiting since: submission or the previous attempt's end */
 };
 
 struct sched_ledger_row {
@@ -610,10 +614,16 @@ struct sched_ledger_row {
 	double lost_gpu_seconds; /* failed: gpus × (end − last checkpoint, or start); else 0 */
 	double cost;		 /* gpu_seconds / 3600 × rate */
 	double idle_gpu_seconds; /* gpus × idle_seconds, at most gpu_seconds; < 0 unknown */
+	/* GPU-milliseconds, exact: goodput[] adds up to gpu_ms (docs/scheduling.md, "Goodput") */
+	int64_t gpu_ms;
+	int64_t goodput[PROTO_GOODPUT_COUNT];
+	int64_t queue_wait_gpu_ms; /* gpus × (start − queued), beside the categories */
 };
 
 /* Pure: the ledger arithmetic. A negative span counts as 0. */
 void sched_ledger_compute(struct sched_ledger_row *out, const struct sched_ledger_in *in);
+/* Pure: the category of the work lost by a failed attempt of class failure_class. */
+enum proto_goodput sched_goodput_lost_category(const char *failure_class);
 
 /*
  * Inside a fenced transaction on pg, from every path that ends an attempt (or

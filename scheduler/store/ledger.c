@@ -22,7 +22,10 @@ static const char SQL_LEDGER_ENDED[] =
     " (extract(epoch FROM a.released_at) * 1000)::bigint,"
     " (extract(epoch FROM t.last_checkpoint_at) * 1000)::bigint,"
     " t.state, t.failure_class, j.team_id, (a.telemetry->>'idle_seconds')::float8,"
-    " t.job_id, t.attempt"
+    " t.job_id, t.attempt, t.checkpoint_write_ms,"
+    /* waiting since the previous attempt ended, else since submission */
+    " (extract(epoch FROM coalesce((SELECT max(p.ended_at) FROM attempts p"
+    "  WHERE p.job_id = t.job_id AND p.attempt < t.attempt), j.created_at)) * 1000)::bigint"
     " FROM attempts t JOIN jobs j ON j.id = t.job_id"
     " JOIN allocations a ON a.job_id = t.job_id AND a.attempt = t.attempt"
     " JOIN nodes n ON n.id = a.node_id"
@@ -34,19 +37,33 @@ static const char SQL_LEDGER_ENDED[] =
     "  AND l.attempt = t.attempt)"
     " ORDER BY t.job_id, t.attempt, a.node_rank";
 
+/* The goodput columns, the same names in the ledger and in the JSON of a row. */
+#define GOODPUT_COL(name, str) ", " str "_gpu_ms"
+#define GOODPUT_REC(name, str) ", " str "_gpu_ms bigint"
+#define GOODPUT_COLS PROTO_GOODPUT_CATEGORIES(GOODPUT_COL)
+#define GOODPUT_RECS PROTO_GOODPUT_CATEGORIES(GOODPUT_REC)
+
 /* The rows computed here, as [{team, job, ...}] (numbers as the text they are sent as). */
 static const char SQL_LEDGER_INSERT[] =
     "INSERT INTO usage_ledger (team_id, job_id, attempt, node_id, pool, gpu_model,"
     " gpus, started_at, ended_at, outcome, failure_class, checkpoint_at,"
-    " gpu_seconds, lost_gpu_seconds, rate_per_gpu_hour, cost, idle_gpu_seconds)"
+    " gpu_seconds, lost_gpu_seconds, rate_per_gpu_hour, cost, idle_gpu_seconds,"
+    " gpu_ms, queue_wait_gpu_ms" GOODPUT_COLS ")"
     " SELECT team, job, attempt, node, pool, model, gpus, to_timestamp(start_ms / 1000.0),"
     " to_timestamp(end_ms / 1000.0), outcome, cls, to_timestamp(ckpt_ms / 1000.0),"
-    " gs::float8, ls::float8, rate::float8, cost::float8, idle::float8"
+    " gs::float8, ls::float8, rate::float8, cost::float8, idle::float8,"
+    " gpu_ms, queue_wait_gpu_ms" GOODPUT_COLS
     " FROM jsonb_to_recordset($1::jsonb) AS r(team bigint, job bigint, attempt integer,"
     " node text, pool text, model text, gpus integer, start_ms bigint, end_ms bigint,"
     " outcome text, cls text, ckpt_ms bigint, gs text, ls text, rate text, cost text,"
-    " idle text)"
+    " idle text, gpu_ms bigint, queue_wait_gpu_ms bigint" GOODPUT_RECS ")"
     " ON CONFLICT (job_id, attempt, node_id) DO NOTHING";
+
+static const char *const goodput_keys[PROTO_GOODPUT_COUNT] = {
+#define GOODPUT_KEY(name, str) str "_gpu_ms",
+    PROTO_GOODPUT_CATEGORIES(GOODPUT_KEY)
+#undef GOODPUT_KEY
+};
 
 static const char SQL_RATES_DELETE[] = "DELETE FROM usage_rates";
 static const char SQL_RATE_INSERT[] =
@@ -119,6 +136,8 @@ int sched_store_ledger_ended(struct sched_store_ledger **out, int *nout, struct 
 		    PQgetisnull(res, i, 10) ? -1 : strtod(PQgetvalue(res, i, 10), NULL);
 		l->job = sched_col_i64(res, i, 11);
 		l->attempt = sched_col_i64(res, i, 12);
+		l->checkpoint_write_ms = sched_col_i64(res, i, 13);
+		l->queued_ms = sched_col_i64(res, i, 14);
 	}
 	if (oom) {
 		rc = ty_err_set(err, TY_ENOMEM, NULL);
@@ -139,22 +158,30 @@ out:
 static json_t *ledger_rec(const struct sched_store_ledger *l)
 {
 	char gs[40], ls[40], rb[40], costb[40], ib[40];
+	json_t *rec;
 
 	snprintf(gs, sizeof(gs), "%.17g", l->gpu_seconds);
 	snprintf(ls, sizeof(ls), "%.17g", l->lost_gpu_seconds);
 	snprintf(rb, sizeof(rb), "%.17g", l->rate);
 	snprintf(costb, sizeof(costb), "%.17g", l->cost);
 	snprintf(ib, sizeof(ib), "%.17g", l->idle_gpu_seconds);
-	return json_pack(
+	rec = json_pack(
 	    "{s:I, s:I, s:I, s:s, s:s, s:s, s:i, s:I, s:I, s:s, s:s?, s:o, s:s, s:s,"
-	    " s:s, s:s, s:s?}",
+	    " s:s, s:s, s:s?, s:I, s:I}",
 	    "team", (json_int_t)l->team, "job", (json_int_t)l->job, "attempt",
 	    (json_int_t)l->attempt, "node", l->node ? l->node : "", "pool",
 	    l->pool ? l->pool : "", "model", l->model ? l->model : "", "gpus", l->gpus,
 	    "start_ms", (json_int_t)l->start_ms, "end_ms", (json_int_t)l->end_ms, "outcome",
 	    l->outcome ? l->outcome : "", "cls", l->failure_class, "ckpt_ms",
 	    l->checkpoint_ms ? json_integer(l->checkpoint_ms) : json_null(), "gs", gs, "ls", ls,
-	    "rate", rb, "cost", costb, "idle", l->idle_gpu_seconds >= 0 ? ib : NULL);
+	    "rate", rb, "cost", costb, "idle", l->idle_gpu_seconds >= 0 ? ib : NULL, "gpu_ms",
+	    (json_int_t)l->gpu_ms, "queue_wait_gpu_ms", (json_int_t)l->queue_wait_gpu_ms);
+	for (int k = 0; rec && k < PROTO_GOODPUT_COUNT; k++)
+		if (json_object_set_new(rec, goodput_keys[k], json_integer(l->goodput[k]))) {
+			json_decref(rec);
+			rec = NULL;
+		}
+	return rec;
 }
 
 int sched_store_ledger_insert(struct ty_pg *pg, const struct sched_store_ledger *v, int n,

@@ -9,6 +9,7 @@
 #ifndef TY_SCHED_STORE_H
 #define TY_SCHED_STORE_H
 
+#include "goodput.h"
 #include "proto.h"
 #include "ty_buf.h"
 
@@ -806,9 +807,12 @@ struct sched_store_ledger {
 	int64_t start_ms, end_ms, checkpoint_ms; /* checkpoint 0: none */
 	char *outcome, *failure_class;		 /* owned: attempts.state; NULL when none */
 	double idle_seconds;			 /* -1 when not reported */
+	int64_t checkpoint_write_ms;		 /* attempts.checkpoint_write_ms */
+	int64_t queued_ms; /* the previous attempt's end, else the job's submission */
 	/* filled by the caller for sched_store_ledger_insert */
 	double rate, gpu_seconds, lost_gpu_seconds, cost;
 	double idle_gpu_seconds; /* < 0: unknown (NULL) */
+	int64_t gpu_ms, goodput[PROTO_GOODPUT_COUNT], queue_wait_gpu_ms;
 };
 void sched_store_ledger_free(struct sched_store_ledger *v, int n);
 /*
@@ -882,9 +886,10 @@ int sched_store_outbox_delete(struct ty_pg *pg, const int64_t *ids, int n, struc
 
 /* ---- usage.c: usage accrual's rows (usage.c) ---- */
 
-/* GPUs a team held from start_ms to end_ms. */
+/* GPUs a team held from start_ms to end_ms; of a ledger row, its lost_infra GPU-ms. */
 struct sched_store_span {
 	int64_t team, gpus, start_ms, end_ms;
+	int64_t lost_infra_gpu_ms;
 };
 /*
  * The spans that ended after from_ms: ledger rows, and released allocations

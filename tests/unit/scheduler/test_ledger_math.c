@@ -1,8 +1,8 @@
 /*
  * The usage ledger's pure parts (scheduler/ledger.c): the rate table
  * (--rates-file) and a row's arithmetic — GPU-seconds, cost by pool and
- * model with the pool's default, and the work lost since the last valid
- * checkpoint.
+ * model with the pool's default, the work lost since the last valid
+ * checkpoint, and the goodput categories with their precedence.
  */
 #include "scheduler.h"
 #include "ty_test.h"
@@ -83,39 +83,39 @@ TY_TEST(ledger_arithmetic_table)
 		double gpu_seconds, lost, cost;
 	} cases[] = {
 	    /* 8 GPUs for an hour at 2.5 per GPU-hour */
-	    {"succeeded: nothing lost", {8, 0, 3600000, 0, "succeeded", 2.5, -1}, 28800, 0, 20},
+	    {"succeeded: nothing lost", {8, 0, 3600000, 0, "succeeded", 2.5, -1, NULL, 0, 0}, 28800, 0, 20},
 	    {"succeeded after a checkpoint: nothing lost",
-	     {8, 0, 3600000, 1800000, "succeeded", 2.5, -1},
+	     {8, 0, 3600000, 1800000, "succeeded", 2.5, -1, NULL, 0, 0},
 	     28800,
 	     0,
 	     20},
 	    {"failed without a checkpoint: all of it",
-	     {8, 0, 3600000, 0, "failed", 2.5, -1},
+	     {8, 0, 3600000, 0, "failed", 2.5, -1, NULL, 0, 0},
 	     28800,
 	     28800,
 	     20},
 	    {"preempted 15 min after its checkpoint",
-	     {4, 1000, 3601000, 2701000, "failed", 1.2, -1},
+	     {4, 1000, 3601000, 2701000, "failed", 1.2, -1, NULL, 0, 0},
 	     14400,
 	     3600,
 	     4.8},
-	    {"checkpoint at the very end", {2, 0, 60000, 60000, "failed", 1, -1}, 120, 0, 120.0 / 3600},
+	    {"checkpoint at the very end", {2, 0, 60000, 60000, "failed", 1, -1, NULL, 0, 0}, 120, 0, 120.0 / 3600},
 	    {"checkpoint before the start (clamped)",
-	     {2, 10000, 70000, 5000, "failed", 1, -1},
+	     {2, 10000, 70000, 5000, "failed", 1, -1, NULL, 0, 0},
 	     120,
 	     120,
 	     120.0 / 3600},
 	    {"checkpoint after the end (nothing lost)",
-	     {2, 0, 60000, 90000, "failed", 1, -1},
+	     {2, 0, 60000, 90000, "failed", 1, -1, NULL, 0, 0},
 	     120,
 	     0,
 	     120.0 / 3600},
-	    {"cancelled: nothing lost", {1, 0, 1800000, 0, "cancelled", 3, -1}, 1800, 0, 1.5},
-	    {"no rate: free", {16, 0, 7200000, 0, "failed", 0, -1}, 115200, 115200, 0},
-	    {"a negative rate counts as 0", {1, 0, 3600000, 0, "succeeded", -5, -1}, 3600, 0, 0},
-	    {"no GPUs: nothing", {0, 0, 3600000, 0, "failed", 9, -1}, 0, 0, 0},
-	    {"ended before it started: nothing", {4, 5000, 1000, 0, "failed", 1, -1}, 0, 0, 0},
-	    {"milliseconds count", {3, 0, 1500, 0, "failed", 3600, -1}, 4.5, 4.5, 4.5},
+	    {"cancelled: nothing lost", {1, 0, 1800000, 0, "cancelled", 3, -1, NULL, 0, 0}, 1800, 0, 1.5},
+	    {"no rate: free", {16, 0, 7200000, 0, "failed", 0, -1, NULL, 0, 0}, 115200, 115200, 0},
+	    {"a negative rate counts as 0", {1, 0, 3600000, 0, "succeeded", -5, -1, NULL, 0, 0}, 3600, 0, 0},
+	    {"no GPUs: nothing", {0, 0, 3600000, 0, "failed", 9, -1, NULL, 0, 0}, 0, 0, 0},
+	    {"ended before it started: nothing", {4, 5000, 1000, 0, "failed", 1, -1, NULL, 0, 0}, 0, 0, 0},
+	    {"milliseconds count", {3, 0, 1500, 0, "failed", 3600, -1, NULL, 0, 0}, 4.5, 4.5, 4.5},
 	};
 
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
@@ -168,5 +168,140 @@ TY_TEST(idle_gpu_seconds_are_the_nodes_idle_time_on_every_gpu_capped_by_what_was
 			FAIL("idle_gpu_seconds %.9g, want %.9g", row.idle_gpu_seconds,
 			     cases[i].want);
 		CHECK(row.idle_gpu_seconds <= row.gpu_seconds);
+	}
+}
+
+/* The categories of one row, in PROTO_GOODPUT_CATEGORIES' order, GPU-ms. */
+struct goodput_want {
+	int64_t useful, checkpoint, idle, lost_preemption, lost_user, lost_infra, hang;
+};
+
+TY_TEST(goodput_categories_table_add_up_exactly)
+{
+	static const struct {
+		const char *name;
+		struct sched_ledger_in in;
+		struct goodput_want want;
+	} cases[] = {
+	    /* gpus, start, end, checkpoint, outcome, rate, idle s, class, ckpt write ms, queued */
+	    {"succeeded, nothing else: all useful",
+	     {8, 0, 3600000, 0, "succeeded", 1, -1, NULL, 0, 0},
+	     {28800000, 0, 0, 0, 0, 0, 0}},
+	    {"succeeded with 60 s of checkpoint writing and 10 min idle",
+	     {8, 0, 3600000, 1800000, "succeeded", 1, 600, NULL, 60000, 0},
+	     {28800000 - 480000 - 4800000, 480000, 4800000, 0, 0, 0, 0}},
+	    {"preempted 15 min after its checkpoint",
+	     {4, 1000, 3601000, 2701000, "failed", 1, -1, "preempted", 0, 0},
+	     {10800000, 0, 0, 3600000, 0, 0, 0}},
+	    {"hardware failure without a checkpoint: all infrastructure",
+	     {2, 0, 60000, 0, "failed", 1, 30, "hardware", 5000, 0},
+	     {0, 0, 0, 0, 0, 120000, 0}},
+	    {"node lost after a checkpoint, idle and writing come from the kept part",
+	     {2, 0, 100000, 40000, "failed", 1, 10, "node_lost", 5000, 0},
+	     {80000 - 10000 - 20000, 10000, 20000, 0, 0, 120000, 0}},
+	    {"system and start_timeout are infrastructure",
+	     {1, 0, 1000, 0, "failed", 1, -1, "system", 0, 0},
+	     {0, 0, 0, 0, 0, 1000, 0}},
+	    {"start_timeout", {1, 0, 1000, 0, "failed", 1, -1, "start_timeout", 0, 0},
+	     {0, 0, 0, 0, 0, 1000, 0}},
+	    {"hang since the checkpoint",
+	     {1, 0, 10000, 4000, "failed", 1, -1, "hang", 0, 0},
+	     {4000, 0, 0, 0, 0, 0, 6000}},
+	    {"user failure", {3, 0, 2000, 0, "failed", 1, -1, "user", 0, 0},
+	     {0, 0, 0, 0, 6000, 0, 0}},
+	    {"oom is the user's", {1, 0, 2000, 0, "failed", 1, -1, "oom", 0, 0},
+	     {0, 0, 0, 0, 2000, 0, 0}},
+	    {"timeout is the user's", {1, 0, 2000, 0, "failed", 1, -1, "timeout", 0, 0},
+	     {0, 0, 0, 0, 2000, 0, 0}},
+	    {"no class is the user's: only a known class blames the infrastructure",
+	     {1, 0, 2000, 0, "failed", 1, -1, NULL, 0, 0},
+	     {0, 0, 0, 0, 2000, 0, 0}},
+	    {"an unknown class is the user's", {1, 0, 2000, 0, "failed", 1, -1, "gremlins", 0, 0},
+	     {0, 0, 0, 0, 2000, 0, 0}},
+	    {"cancelled: nothing lost", {1, 0, 2000, 0, "cancelled", 1, -1, "cancelled", 0, 0},
+	     {2000, 0, 0, 0, 0, 0, 0}},
+	    {"checkpoint writing longer than the kept part: capped",
+	     {2, 0, 10000, 3000, "failed", 1, -1, "preempted", 60000, 0},
+	     {0, 6000, 0, 14000, 0, 0, 0}},
+	    {"idle longer than what is left after writing: capped",
+	     {2, 0, 10000, 0, "succeeded", 1, 9, NULL, 4000, 0},
+	     {0, 8000, 12000, 0, 0, 0, 0}},
+	    {"a negative writing time counts as 0",
+	     {1, 0, 1000, 0, "succeeded", 1, -1, NULL, -50, 0},
+	     {1000, 0, 0, 0, 0, 0, 0}},
+	    {"fractions of an idle second round to the millisecond",
+	     {3, 0, 10000, 0, "succeeded", 1, 1.2504, NULL, 0, 0},
+	     {30000 - 3750, 0, 3750, 0, 0, 0, 0}},
+	    {"no GPUs: nothing", {0, 0, 3600000, 0, "failed", 1, 5, "hardware", 10, 0},
+	     {0, 0, 0, 0, 0, 0, 0}},
+	    {"ended before it started: nothing", {4, 5000, 1000, 0, "failed", 1, -1, "hang", 0, 0},
+	     {0, 0, 0, 0, 0, 0, 0}},
+	};
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		const struct goodput_want *w = &cases[i].want;
+		const int64_t want[PROTO_GOODPUT_COUNT] = {
+		    [PROTO_GOODPUT_USEFUL] = w->useful,
+		    [PROTO_GOODPUT_CHECKPOINT] = w->checkpoint,
+		    [PROTO_GOODPUT_IDLE] = w->idle,
+		    [PROTO_GOODPUT_LOST_PREEMPTION] = w->lost_preemption,
+		    [PROTO_GOODPUT_LOST_USER] = w->lost_user,
+		    [PROTO_GOODPUT_LOST_INFRA] = w->lost_infra,
+		    [PROTO_GOODPUT_HANG] = w->hang,
+		};
+		struct sched_ledger_row row;
+		int64_t sum = 0;
+
+		ty_test_context("%s", cases[i].name);
+		memset(&row, 0xff, sizeof(row));
+		sched_ledger_compute(&row, &cases[i].in);
+		for (int k = 0; k < PROTO_GOODPUT_COUNT; k++) {
+			if (row.goodput[k] != want[k])
+				FAIL("category %d: %lld GPU-ms, want %lld", k,
+				     (long long)row.goodput[k], (long long)want[k]);
+			sum += row.goodput[k];
+		}
+		CHECK_INT_EQ(sum, row.gpu_ms);
+		if (!near((double)row.gpu_ms / 1000.0, row.gpu_seconds))
+			FAIL("gpu_ms %lld is not gpu_seconds %.9g", (long long)row.gpu_ms,
+			     row.gpu_seconds);
+		/* the lost categories are the ledger's lost work, nothing more */
+		CHECK_INT_EQ(row.goodput[PROTO_GOODPUT_LOST_PREEMPTION] +
+				 row.goodput[PROTO_GOODPUT_LOST_USER] +
+				 row.goodput[PROTO_GOODPUT_LOST_INFRA] +
+				 row.goodput[PROTO_GOODPUT_HANG],
+			     llround(row.lost_gpu_seconds * 1000));
+	}
+}
+
+TY_TEST(queue_wait_is_beside_the_categories)
+{
+	static const struct {
+		const char *name;
+		int gpus;
+		int64_t queued_ms, start_ms;
+		int64_t want;
+	} cases[] = {
+	    {"4 GPUs waited 30 s", 4, 10000, 40000, 120000},
+	    {"placed at once", 4, 40000, 40000, 0},
+	    {"unknown submission", 4, 0, 40000, 0},
+	    {"a clock that went back counts nothing", 2, 50000, 40000, 0},
+	};
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct sched_ledger_in in = {
+		    .gpus = cases[i].gpus,
+		    .start_ms = cases[i].start_ms,
+		    .end_ms = cases[i].start_ms + 1000,
+		    .outcome = "succeeded",
+		    .idle_seconds = -1,
+		    .queued_ms = cases[i].queued_ms,
+		};
+		struct sched_ledger_row row;
+
+		ty_test_context("%s", cases[i].name);
+		sched_ledger_compute(&row, &in);
+		CHECK_INT_EQ(row.queue_wait_gpu_ms, cases[i].want);
+		CHECK_INT_EQ(row.goodput[PROTO_GOODPUT_USEFUL], row.gpu_ms);
 	}
 }
