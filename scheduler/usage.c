@@ -68,9 +68,20 @@ int sched_usage_advance(struct sched_usage *teams, int n, struct ty_pg *pg,
 	 */
 	if ((rc = sched_store_usage_spans(&spans, &nspans, pg, from, err)))
 		goto out;
-	for (int r = 0; r < nspans; r++)
+	for (int r = 0; r < nspans; r++) {
+		int i = team_at(teams, n, spans[r].team);
+
 		accrue(add, teams, n, spans[r].team, spans[r].gpus, spans[r].start_ms,
 		       spans[r].end_ms, now_ms);
+		/*
+		 * Work the infrastructure lost (lost_infra) is not the team's:
+		 * charged while it ran, it is refunded whole, undecayed, once
+		 * its ledger row is written (docs/scheduling.md, "Goodput"):
+		 * in the one advance whose (since, now] holds the row's end.
+		 */
+		if (i >= 0 && spans[r].end_ms > teams[i].since_ms && spans[r].end_ms <= now_ms)
+			add[i] -= (double)spans[r].lost_infra_gpu_ms / 1000.0;
+	}
 	for (int k = 0; k < m->nallocs; k++) {
 		const struct sched_malloc *a = &m->allocs[k];
 
@@ -83,6 +94,8 @@ int sched_usage_advance(struct sched_usage *teams, int n, struct ty_pg *pg,
 		teams[i].decayed =
 		    quota_usage_decay(teams[i].decayed, now_ms - teams[i].since_ms, half_life_s) +
 		    add[i];
+		if (teams[i].decayed < 0) /* a refund larger than what is left after decay */
+			teams[i].decayed = 0;
 		teams[i].since_ms = now_ms;
 	}
 out:

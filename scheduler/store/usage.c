@@ -1,6 +1,7 @@
 /*
  * Usage accrual's rows (usage.c): the GPU spans that ended since a time,
- * from the ledger or, for attempts not in it yet, from their allocations.
+ * from the ledger or, for attempts not in it yet, from their allocations,
+ * and the infrastructure's losses of the ledger rows (refunded).
  */
 #include "scheduler.h"
 
@@ -13,13 +14,13 @@
 static const char SQL_SPANS[] =
     "SELECT l.team_id, l.gpus,"
     " (extract(epoch FROM l.started_at) * 1000)::bigint,"
-    " (extract(epoch FROM l.ended_at) * 1000)::bigint"
+    " (extract(epoch FROM l.ended_at) * 1000)::bigint, coalesce(l.lost_infra_gpu_ms, 0)"
     " FROM usage_ledger l"
     " WHERE l.ended_at > to_timestamp($1::bigint / 1000.0)"
     " UNION ALL"
     " SELECT j.team_id, cardinality(a.gpus),"
     " (extract(epoch FROM t.created_at) * 1000)::bigint,"
-    " (extract(epoch FROM a.released_at) * 1000)::bigint"
+    " (extract(epoch FROM a.released_at) * 1000)::bigint, 0::bigint"
     " FROM allocations a JOIN attempts t USING (job_id, attempt)"
     " JOIN jobs j ON j.id = a.job_id"
     " WHERE a.released_at > to_timestamp($1::bigint / 1000.0)"
@@ -49,6 +50,7 @@ int sched_store_usage_spans(struct sched_store_span **out, int *nout, struct ty_
 		v[r].gpus = sched_col_i64(res, r, 1);
 		v[r].start_ms = sched_col_i64(res, r, 2);
 		v[r].end_ms = sched_col_i64(res, r, 3);
+		v[r].lost_infra_gpu_ms = sched_col_i64(res, r, 4);
 	}
 	PQclear(res);
 	*out = v;

@@ -4,12 +4,14 @@
  * succeeded, failed with or without a valid checkpoint, cancelled — gets
  * exactly one row per node once every node released its GPUs, with the
  * node's pool and GPU model, the rate of --rates-file, and the work lost
- * since its last valid checkpoint; fair share counts the same GPU-seconds.
+ * since its last valid checkpoint; fair share counts the same GPU-seconds,
+ * but for what the infrastructure lost; the goodput categories add up.
  */
 #include "fixture.h"
 #include "scheduler.h"
 #include "ty_stack.h"
 #include "ty_test.h"
+#include "ty_time.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -537,4 +539,155 @@ TY_TEST(exits_of_several_gangs_in_one_batch_end_as_one_by_one)
 	CHECK_STR_EQ(ending(f, jc), "succeeded succeeded/- - succeeded");
 	CHECK_INT_EQ(check_rows(f, jc, 1, "none"), 2);
 	fx_sched_stop(f, 1);
+}
+
+static const char *notice_json_for_goodput(long long deadline_ms)
+{
+	return ty_test_strf("{'deadline':%lld,'provider':'aws','action':'terminate',"
+			    "'detail':'instance-action terminate'}",
+			    deadline_ms);
+}
+
+/* The launch of job on any of n1..n3 (its node in *node), waiting up to T. */
+static const struct proto_msg *launch_any(struct fx *f, long long job, const char **node)
+{
+	static const char *const nodes[] = {"n1", "n2", "n3"};
+
+	for (int i = 0; i < T / 100; i++) {
+		for (int k = 0; k < 3; k++) {
+			const struct proto_msg *m = fx_recv(f, nodes[k], "launch", job, 0);
+
+			if (m) {
+				*node = nodes[k];
+				return m;
+			}
+		}
+		fx_poll(f, 100);
+	}
+	return NULL;
+}
+
+/*
+ * Goodput (docs/scheduling.md, "Goodput"): a job preempted after a
+ * checkpoint, then failed by the infrastructure, then succeeded. Every
+ * GPU-millisecond the ledger holds is in exactly one category, each one is
+ * what the script implies, together they are what the allocations held,
+ * the queue wait is beside them, and fair share is not charged for what the
+ * infrastructure lost.
+ */
+TY_TEST(preemption_infrastructure_failure_and_success_add_up_exactly)
+{
+	struct fx *f = fx_start();
+	const struct proto_msg *l;
+	const char *node, *first;
+	long long job, deadline;
+
+	fx_node_pool(f, "n1", 2, "spot");
+	fx_node_pool(f, "n2", 2, "spot");
+	fx_node_pool(f, "n3", 2, "spot");
+	fx_sched_start(f, "s1", NULL);
+	FX_WAIT(f, T, "3", "SELECT count(*) FROM nodes WHERE state = 'ready'");
+	job = fx_submit(f, ",'resources':{'nodes':1,'gpus_per_node':2},"
+			   "'spot':{'allowed':true,'fallback':'none','max_preemptions':5},"
+			   "'retry':{'system':2},'checkpoint':{'grace_seconds':1}");
+
+	/* attempt 1: a verified checkpoint, then its node's spot notice */
+	REQUIRE((l = launch_any(f, job, &node)) != NULL);
+	first = node;
+	fx_run(f, node, l);
+	FX_WAIT(f, T, "running", "SELECT state FROM jobs WHERE id = $1", fx_n(job));
+	fx_send(f, node, "checkpoint_written", job, 1, "{'path':'/c/step-5','step':5,'valid':true}");
+	fx_sync(f, T);
+	fx_poll(f, 50); /* some work after the checkpoint, to be lost */
+	deadline = ty_wall_ms() + 60000;
+	fx_node_notice(f, node, notice_json_for_goodput(deadline));
+	REQUIRE(fx_recv(f, node, "checkpoint", job, T) != NULL);
+	REQUIRE(fx_recv(f, node, "kill", job, T) != NULL);
+	fx_exit(f, node, l, -1, "preempted", "killed: preempted");
+	FX_WAIT(f, T, "1", "SELECT count(*) FROM usage_ledger WHERE job_id = $1", fx_n(job));
+
+	/* attempt 2, elsewhere: the infrastructure fails it, no checkpoint */
+	REQUIRE((l = launch_any(f, job, &node)) != NULL);
+	CHECK_INT_EQ(l->attempt, 2);
+	CHECK(strcmp(node, first) != 0);
+	fx_run(f, node, l);
+	FX_WAIT(f, T, "running", "SELECT state FROM attempts WHERE job_id = $1 AND attempt = 2",
+		fx_n(job));
+	fx_exit(f, node, l, 1, "system", "NCCL error");
+	FX_WAIT(f, T, "2", "SELECT count(*) FROM usage_ledger WHERE job_id = $1", fx_n(job));
+
+	/* attempt 3 succeeds */
+	REQUIRE((l = launch_any(f, job, &node)) != NULL);
+	CHECK_INT_EQ(l->attempt, 3);
+	fx_run(f, node, l);
+	FX_WAIT(f, T, "running", "SELECT state FROM attempts WHERE job_id = $1 AND attempt = 3",
+		fx_n(job));
+	fx_exit(f, node, l, 0, "", "");
+	FX_WAIT(f, T, "succeeded", "SELECT state FROM jobs WHERE id = $1", fx_n(job));
+	FX_WAIT(f, T, "3", "SELECT count(*) FROM usage_ledger WHERE job_id = $1", fx_n(job));
+
+	/* each row: its categories add up to its GPUs x its span, to the millisecond */
+	CHECK_STR_EQ(FX_Q(f,
+			  "SELECT string_agg(attempt::text, ',') FROM usage_ledger WHERE job_id = $1"
+			  " AND (useful_gpu_ms + checkpoint_gpu_ms + idle_gpu_ms"
+			  " + lost_preemption_gpu_ms + lost_user_gpu_ms + lost_infra_gpu_ms"
+			  " + hang_gpu_ms <> gpu_ms OR gpu_ms <> gpus * round(extract(epoch FROM"
+			  " ended_at - started_at) * 1000))",
+			  fx_n(job)),
+		     NULL);
+	/* and each is what the script implies */
+	CHECK_STR_EQ(
+	    FX_Q(f,
+		 "SELECT string_agg(attempt || ':' || concat_ws(' ',"
+		 " useful_gpu_ms = gpus * round(extract(epoch FROM checkpoint_at - started_at)"
+		 "  * 1000),"
+		 " lost_preemption_gpu_ms = gpus * round(extract(epoch FROM ended_at"
+		 "  - checkpoint_at) * 1000) AND lost_preemption_gpu_ms > 0,"
+		 " lost_infra_gpu_ms + lost_user_gpu_ms + hang_gpu_ms + idle_gpu_ms"
+		 "  + checkpoint_gpu_ms = 0), ',') FROM usage_ledger"
+		 " WHERE job_id = $1 AND attempt = 1",
+		 fx_n(job)),
+	    "1:t t t");
+	CHECK_STR_EQ(FX_Q(f,
+			  "SELECT (lost_infra_gpu_ms = gpu_ms AND gpu_ms > 0)::text || ' ' ||"
+			  " failure_class FROM usage_ledger WHERE job_id = $1 AND attempt = 2",
+			  fx_n(job)),
+		     "true system");
+	CHECK_STR_EQ(FX_Q(f,
+			  "SELECT (useful_gpu_ms = gpu_ms AND gpu_ms > 0)::text FROM usage_ledger"
+			  " WHERE job_id = $1 AND attempt = 3",
+			  fx_n(job)),
+		     "true");
+	/* together: exactly what the allocations held */
+	CHECK_STR_EQ(FX_Q(f,
+			  "SELECT (SELECT sum(gpu_ms) FROM usage_ledger WHERE job_id = $1)"
+			  " = (SELECT sum(cardinality(a.gpus) * (round(extract(epoch FROM"
+			  " a.released_at) * 1000) - round(extract(epoch FROM t.created_at)"
+			  " * 1000))) FROM allocations a JOIN attempts t"
+			  " USING (job_id, attempt) WHERE a.job_id = $1)",
+			  fx_n(job)),
+		     "t");
+	/* the queue wait beside them: from submission, then from the previous attempt's end */
+	CHECK_STR_EQ(FX_Q(f,
+			  "SELECT string_agg((abs(l.queue_wait_gpu_ms - l.gpus * 1000 *"
+			  " extract(epoch FROM l.started_at - coalesce(p.ended_at, j.created_at)))"
+			  " <= 2 * l.gpus)::text, ',' ORDER BY l.attempt)"
+			  " FROM usage_ledger l JOIN jobs j ON j.id = l.job_id"
+			  " LEFT JOIN attempts p ON p.job_id = l.job_id AND p.attempt = l.attempt - 1"
+			  " WHERE l.job_id = $1",
+			  fx_n(job)),
+		     "true,true,true");
+	/* fair share: everything the job held but what the infrastructure lost */
+	FX_WAIT(f, T, "t",
+		"SELECT u.updated_at > (SELECT max(ended_at) FROM usage_ledger WHERE job_id = $1)"
+		" FROM team_usage u WHERE u.team_id = (SELECT team_id FROM jobs WHERE id = $1)",
+		fx_n(job));
+	CHECK_STR_EQ(FX_Q(f,
+			  "SELECT abs(u.decayed_gpu_seconds - s.g) <= 0.001 * s.g + 0.01"
+			  " FROM team_usage u, (SELECT sum(gpu_ms - lost_infra_gpu_ms) / 1000.0"
+			  "  AS g FROM usage_ledger WHERE job_id = $1) s"
+			  " WHERE u.team_id = (SELECT team_id FROM jobs WHERE id = $1)",
+			  fx_n(job)),
+		     "t");
+	fx_sched_stop(f, 0);
 }
