@@ -446,7 +446,10 @@ struct api_job_row {
  * 0 or TY_ENOMEM (b->oom).
  */
 int api_job_doc(struct ty_buf *b, const struct api_job_row *j);
-/* *doc: job id as a viewer of team scope (NULL: an admin) sees it, or NULL when none. */
+/*
+ * *doc: job id as a viewer of team scope (NULL: an admin) sees it, with its
+ * "goodput" (only here: it reads the ledger), or NULL when none.
+ */
 int api_store_job_get(const char **doc, struct ty_pg *pg, struct ty_arena *a, const char *id,
 		      const char *scope, struct ty_err *err);
 /* The job of team_id with Idempotency-Key key: its request hash and document, or both NULL. */

@@ -336,6 +336,14 @@ int api_store_sweep_cancelled(struct ty_pg *pg, const char *id, struct ty_err *e
 int api_store_usage(const char **doc, struct ty_pg *pg, struct ty_arena *a, const char *team_id,
 		    const char *from_ms, const char *to_ms, const char *group_by,
 		    struct ty_err *err);
+/*
+ * GET /v1/usage?split=goodput's document: the goodput categories of the
+ * ledger rows of team team_id (NULL: all) that ended in the range (as
+ * api_store_usage's), per team and pool.
+ */
+int api_store_usage_goodput(const char **doc, struct ty_pg *pg, struct ty_arena *a,
+			    const char *team_id, const char *from_ms, const char *to_ms,
+			    struct ty_err *err);
 
 /* ---- store_job_metrics.c ---- */
 /* One trial metrics report (texts; attempt NULL: the job's current one). */

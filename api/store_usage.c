@@ -1,8 +1,10 @@
 /*
- * The usage SQL as a typed call (store.h): the document of GET /v1/usage
- * (docs/api.md, "Usage") is built by PostgreSQL and returned as text.
+ * The usage SQL as typed calls (store.h): the documents of GET /v1/usage
+ * and of its goodput split (docs/api.md, "Usage") are built by PostgreSQL
+ * and returned as text.
  */
 #include "store.h"
+#include "goodput.h"
 
 /*
  * The range, then usage rows of it (ledger rows, and allocations of attempts
@@ -80,6 +82,54 @@ int api_store_usage(const char **doc, struct ty_pg *pg, struct ty_arena *a, cons
 
 	*doc = NULL;
 	if ((rc = ty_pg_exec(&res, pg, usage_sql, 4, p, err)))
+		return rc;
+	rc = api__store_text(doc, a, res, 0, 0, err);
+	PQclear(res);
+	return rc;
+}
+
+/* Per category: GPU-hours and cost, summed over the rows (docs/api.md, "Usage"). */
+#define GOODPUT_SUMS(name, str)                                                                    \
+	", '" str "_gpu_hours', round(coalesce(sum(l." str "_gpu_ms), 0)::numeric / 3600000, 6),"   \
+	" '" str "_cost', round(coalesce(sum(l." str "_gpu_ms * l.rate_per_gpu_hour), 0)::numeric" \
+	" / 3600000, 6)"
+
+/*
+ * The goodput split: ledger rows that ended in the range, whole (a row's
+ * categories have no place in time), per team and pool and in total.
+ * Running attempts are not classified yet, nor rows of an older scheduler
+ * (gpu_ms NULL).
+ */
+static const char goodput_sql[] =
+    "WITH rng AS (SELECT coalesce(to_timestamp($2::bigint / 1000.0), hi - interval '30 days')"
+    "  AS lo, hi FROM (SELECT coalesce(to_timestamp($3::bigint / 1000.0), now()) AS hi) x),"
+    " g AS (SELECT GROUPING(l.team_id, l.pool) <> 0 AS total, l.team_id AS kt, l.pool AS kp,"
+    "  jsonb_build_object('gpu_hours', round(coalesce(sum(l.gpu_ms), 0)::numeric / 3600000, 6),"
+    "  'cost', round(coalesce(sum(l.gpu_ms * l.rate_per_gpu_hour), 0)::numeric / 3600000, 6)"
+    PROTO_GOODPUT_CATEGORIES(GOODPUT_SUMS)
+    ", 'queue_wait_gpu_hours', round(coalesce(sum(l.queue_wait_gpu_ms), 0)::numeric"
+    "  / 3600000, 6), 'attempts', count(DISTINCT (l.job_id, l.attempt))) AS m"
+    "  FROM usage_ledger l, rng WHERE ($1::bigint IS NULL OR l.team_id = $1)"
+    "  AND l.ended_at >= rng.lo AND l.ended_at < rng.hi AND l.gpu_ms IS NOT NULL"
+    "  GROUP BY GROUPING SETS ((l.team_id, l.pool), ()))"
+    " SELECT json_build_object('from', ty_ts(rng.lo), 'to', ty_ts(rng.hi),"
+    "  'split', 'goodput', 'as_of', ty_ts(now()),"
+    "  'items', coalesce((SELECT json_agg(jsonb_build_object('team', t.name, 'pool', g.kp)"
+    "    || g.m ORDER BY t.name, g.kp) FROM g LEFT JOIN teams t ON t.id = g.kt"
+    "   WHERE NOT g.total), '[]'),"
+    "  'totals', (SELECT m FROM g WHERE total))"
+    " FROM rng";
+
+int api_store_usage_goodput(const char **doc, struct ty_pg *pg, struct ty_arena *a,
+			    const char *team_id, const char *from_ms, const char *to_ms,
+			    struct ty_err *err)
+{
+	const char *p[3] = {team_id, from_ms, to_ms};
+	PGresult *res = NULL;
+	int rc;
+
+	*doc = NULL;
+	if ((rc = ty_pg_exec(&res, pg, goodput_sql, 3, p, err)))
 		return rc;
 	rc = api__store_text(doc, a, res, 0, 0, err);
 	PQclear(res);
