@@ -420,7 +420,8 @@ static int format_pairs(struct ty_buf *b, const json_t *obj)
 static int print_job(const json_t *job)
 {
 	const json_t *spec = json_object_get(job, "spec"),
-		     *res = json_object_get(spec, "resources");
+		     *res = json_object_get(spec, "resources"),
+		     *goodput = json_object_get(job, "goodput");
 	const char *state = cli_json_str(job, "state", "?"), *reason;
 	struct cli_table t = {.ncols = 2};
 	struct ty_buf cmd = TY_BUF_INIT, labels = TY_BUF_INIT, env = TY_BUF_INIT;
@@ -466,6 +467,15 @@ static int print_job(const json_t *job)
 	rc |= cli_table_addf(&t, "%s", cli_json_num(n1, sizeof(n1), job, "attempt"));
 	rc |= cli_table_add(&t, "failure class:");
 	rc |= cli_table_add(&t, cli_json_str(job, "failure_class", "-"));
+	if (json_is_number(json_object_get(goodput, "ratio"))) {
+		/* the effective training time ratio, over the attempts that ended */
+		rc |= cli_table_add(&t, "goodput:");
+		rc |= cli_table_addf(
+		    &t, "%.1f%% (useful %.0f s of %.0f s since the first start)",
+		    100 * json_number_value(json_object_get(goodput, "ratio")),
+		    json_number_value(json_object_get(goodput, "useful_seconds")),
+		    json_number_value(json_object_get(goodput, "wall_seconds")));
+	}
 	rc |= cli_table_add(&t, "resources:");
 	rc |= cli_table_addf(&t, "%s node(s) x %s GPU(s), %s CPU(s), %s MiB per node",
 			     cli_json_num(n1, sizeof(n1), res, "nodes"),

@@ -1262,6 +1262,44 @@ expect 2 jc -o yaml usage
 err_has "'json', 'text' or 'csv'"
 ok "usage: members see their team only; bad teams, times and groups"
 
+# ---- usage --goodput and the job's goodput ------------------------------------------
+# One ledger row as the scheduler writes it, for job J1 of team-a: 2 spot GPUs
+# for an hour at 2.5, preempted; 1 GPU-hour useful, 0.2 writing checkpoints,
+# 0.8 lost to the preemption, 0.1 GPU-hours queued. The rows above, written
+# without categories (as an older scheduler would), are not in the split.
+psql "$DB_URL" -v ON_ERROR_STOP=1 -qAt -v job="$J1" >/dev/null <<'SQL' ||
+INSERT INTO usage_ledger (team_id, job_id, attempt, node_id, pool, gpu_model, gpus, started_at,
+			  ended_at, outcome, failure_class, gpu_seconds, lost_gpu_seconds,
+			  rate_per_gpu_hour, cost, gpu_ms, useful_gpu_ms, checkpoint_gpu_ms, idle_gpu_ms,
+			  lost_preemption_gpu_ms, lost_user_gpu_ms, lost_infra_gpu_ms, hang_gpu_ms,
+			  queue_wait_gpu_ms)
+SELECT t.id, :job, 1, 'n1', 'spot', 'H100', 2, '2025-01-02T03:00:00Z', '2025-01-02T04:00:00Z',
+	'failed', 'preempted', 7200, 2880, 2.5, 5, 7200000, 3600000, 720000, 0, 2880000, 0, 0, 0,
+	360000
+FROM teams t WHERE t.name = 'team-a';
+SQL
+	fail "seeding the goodput row failed"
+expect 0 jc usage "${R[@]}" --goodput
+out_has '^2025-01-01T00:00:00.000Z .. 2025-01-03T00:00:00.000Z (GPU-hours)$'
+out_has '^TEAM  *POOL  *GPU-HOURS  *USEFUL  *CHECKPOINT  *IDLE  *LOST-PREEMPTION  *LOST-USER  *LOST-INFRA  *HANG  *QUEUE-WAIT  *COST$'
+out_has '^team-a  *spot  *2.00  *1.00  *0.20  *0.00  *0.80  *0.00  *0.00  *0.00  *0.10  *5.00$'
+out_has '^TOTAL  *2.00  *1.00  *0.20  *0.00  *0.80  *0.00  *0.00  *0.00  *0.10  *5.00$'
+expect 0 jc -o json usage "${R[@]}" --goodput --team team-a
+check 'd["split"] == "goodput" and d["items"][0]["lost_preemption_gpu_hours"] == 0.8'
+check 'd["totals"]["useful_cost"] == 2.5 and d["totals"]["attempts"] == 1'
+expect 0 jc -o csv usage "${R[@]}" --goodput
+[[ $(head -n 1 "$W/out" | tr -d '\r') == "team,pool,gpu_hours,cost,useful_gpu_hours,useful_cost,checkpoint_gpu_hours,checkpoint_cost,idle_gpu_hours,idle_cost,lost_preemption_gpu_hours,lost_preemption_cost,lost_user_gpu_hours,lost_user_cost,lost_infra_gpu_hours,lost_infra_cost,hang_gpu_hours,hang_cost,queue_wait_gpu_hours,attempts" ]] ||
+	fail "goodput csv header is '$(head -n 1 "$W/out")'"
+out_has '^team-a,spot,2.000000,5.000000,1.000000,2.500000,0.200000,0.500000,0.000000,0.000000,0.800000,2.000000,0.000000,0.000000,0.000000,0.000000,0.000000,0.000000,0.100000,1'
+[[ $(wc -l <"$W/out") -eq 2 ]] || fail "goodput csv printed $(wc -l <"$W/out") lines, not 1 + 1"
+expect 2 jc usage --goodput --group-by job
+err_has 'leave --group-by out'
+expect 0 jc status "$J1"
+out_has '^goodput: *50.0% (useful 1800 s of 3600 s since the first start)$'
+expect 0 jc -o json status "$J1"
+check 'd["goodput"]["ratio"] == 0.5 and d["goodput"]["gpu_seconds"]["lost_preemption"] == 2880'
+ok "usage --goodput: table, json and csv; the job's goodput in status"
+
 # ---- unreachable and unresponsive servers ----------------------------------------
 
 expect 7 jc --server http://127.0.0.1:1 --token secret-in-flag list
