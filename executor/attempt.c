@@ -1184,6 +1184,10 @@ static void scan_work(uv_work_t *req)
 								      : "corrupt",
 						"reason", vrc ? verr.msg : NULL, "files",
 						(json_int_t)files, "bytes", (json_int_t)bytes));
+		/* checkpoint overhead in the ledger (docs/scheduling.md, "Goodput") */
+		if (vrc == 0)
+			json_object_set_new(json_array_get(w->reports, json_array_size(w->reports) - 1),
+					    "write_ms", json_integer(exec_ckpt_write_ms(full)));
 		if (vrc == 0) {
 			w->newest_valid = e[i].step;
 			break;

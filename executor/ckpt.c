@@ -218,6 +218,48 @@ struct cand {
 	char *name;
 };
 
+/* The oldest mtime (ms) of the regular files under dir but path skip, depth levels down. */
+static void oldest_mtime(int64_t *oldest, const char *dir, const char *skip, int depth)
+{
+	DIR *d = depth > 0 ? opendir(dir) : NULL;
+	struct dirent *de;
+
+	while (d && (de = readdir(d))) {
+		char full[PATH_MAX];
+		struct stat st;
+
+		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, "..") ||
+		    (size_t)snprintf(full, sizeof full, "%s/%s", dir, de->d_name) >= sizeof full ||
+		    !strcmp(full, skip) || lstat(full, &st))
+			continue;
+		if (S_ISDIR(st.st_mode)) {
+			oldest_mtime(oldest, full, skip, depth - 1);
+		} else if (S_ISREG(st.st_mode)) {
+			int64_t ms = (int64_t)st.st_mtim.tv_sec * 1000 + st.st_mtim.tv_nsec / 1000000;
+
+			if (*oldest < 0 || ms < *oldest)
+				*oldest = ms;
+		}
+	}
+	if (d)
+		closedir(d);
+}
+
+int64_t exec_ckpt_write_ms(const char *ckpt)
+{
+	char mpath[PATH_MAX];
+	struct stat st;
+	int64_t oldest = -1, done;
+
+	if ((size_t)snprintf(mpath, sizeof mpath, "%s/" EXEC_CKPT_MANIFEST, ckpt) >= sizeof mpath ||
+	    stat(mpath, &st))
+		return -1;
+	done = (int64_t)st.st_mtim.tv_sec * 1000 + st.st_mtim.tv_nsec / 1000000;
+	oldest_mtime(&oldest, ckpt, mpath, 8);
+	/* a manifest alone, or clocks that disagree: nothing measured */
+	return oldest >= 0 && done > oldest ? done - oldest : 0;
+}
+
 static int cand_cmp(const void *a, const void *b)
 {
 	const struct cand *x = a, *y = b;

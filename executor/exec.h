@@ -1008,6 +1008,14 @@ int exec_ckpt_verify(const char *ckpt, int64_t want_step, struct ty_err *err);
  * their total size from the manifest (either pointer may be NULL). */
 int exec_ckpt_verify_stats(const char *ckpt, int64_t want_step, int64_t *files_out,
 			   int64_t *bytes_out, struct ty_err *err);
+/*
+ * How long checkpoint ckpt took to write, in ms, as its files' times say:
+ * from the oldest modification time of a file in it (8 directories deep at
+ * most) to the manifest's, written last. 0 when there is nothing but the
+ * manifest or the times run backwards; -1 without a manifest. The first
+ * file's own writing is not in it: no portable file time says when it began.
+ */
+int64_t exec_ckpt_write_ms(const char *ckpt);
 
 enum exec_ckpt_state { EXEC_CKPT_UNKNOWN, EXEC_CKPT_VALID, EXEC_CKPT_TORN, EXEC_CKPT_CORRUPT };
 

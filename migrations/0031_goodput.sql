@@ -4,11 +4,13 @@
 -- kept. Only additions: rows the previous release's scheduler writes during
 -- an upgrade leave the new columns NULL, and the goodput split leaves them out.
 
--- Milliseconds the attempt's ranks spent writing checkpoints that were kept,
--- summed over its checkpoint_written reports (the first file of the
--- checkpoint's directory to its manifest, as the node of rank 0 saw them).
+-- Milliseconds the attempt spent writing its verified checkpoints, summed
+-- over their checkpoint_written reports (write_ms: the oldest file of the
+-- checkpoint's directory to its manifest), each step once however many
+-- nodes report it: checkpoint_write_step is the newest one counted.
 ALTER TABLE attempts ADD COLUMN checkpoint_write_ms bigint NOT NULL DEFAULT 0
 	CHECK (checkpoint_write_ms >= 0);
+ALTER TABLE attempts ADD COLUMN checkpoint_write_step bigint;
 
 -- GPU-milliseconds: gpus x (ended - started), and its categories, which add
 -- up to it exactly. queue_wait: gpus x (started - the previous attempt's end,

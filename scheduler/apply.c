@@ -1780,12 +1780,32 @@ int sched_apply_acks(struct sched *s, const struct proto_msg *m, const bool *ok,
  * start of the work lost should it be preempted or fail (the ledger). Only
  * a newer step moves it, so a redelivered event changes nothing.
  */
+/* A week: a longer checkpoint write is a broken clock, not a measurement. */
+#define CHECKPOINT_WRITE_MAX_MS (7LL * 86400 * 1000)
+
+/* write_ms of a verified checkpoint, for the ledger's checkpoint overhead; absent or bad: none. */
+static int checkpoint_write_time(struct sched *s, const struct proto_msg *m, struct ty_err *err)
+{
+	const json_t *w = json_object_get(m->data, "write_ms");
+
+	if (!json_is_integer(w) || json_integer_value(w) <= 0 ||
+	    json_integer_value(w) > CHECKPOINT_WRITE_MAX_MS)
+		return 0;
+	return sched_store_checkpoint_write(
+	    s->term.pg, &(struct sched_store_part){m->job, m->attempt, m->node},
+	    jint(m->data, "step", 0), json_integer_value(w), err);
+}
+
 static int on_checkpoint_written(struct sched *s, const struct proto_msg *m, struct ty_err *err)
 {
+	int rc;
+
 	if (!json_is_true(json_object_get(m->data, "valid")))
 		return 0; /* torn, corrupt or unverified: resume and loss go by the older one */
 	/* the mirror's allocations carry it: victims are chosen by the work they would lose */
 	sched_mirror_touch_job(&s->world.mirror, m->job);
+	if ((rc = checkpoint_write_time(s, m, err)))
+		return rc;
 	return sched_store_checkpoint_written(
 	    s->term.pg, &(struct sched_store_part){m->job, m->attempt, m->node},
 	    jint(m->data, "step", 0), err);

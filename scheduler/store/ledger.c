@@ -1,7 +1,7 @@
 /*
  * The usage ledger's rows (ledger.c): the nodes' parts of ended, released
- * attempts not in the ledger yet, the rows computed for them inserted, and
- * the rate table published.
+ * attempts not in the ledger yet, the rows computed for them inserted, the
+ * checkpoint writing time they count, and the rate table published.
  */
 #include "scheduler.h"
 
@@ -64,6 +64,29 @@ static const char *const goodput_keys[PROTO_GOODPUT_COUNT] = {
     PROTO_GOODPUT_CATEGORIES(GOODPUT_KEY)
 #undef GOODPUT_KEY
 };
+
+/*
+ * A verified checkpoint's write time, once per step (a newer one than any
+ * counted) of a live or stopping attempt, reported by a node of it.
+ */
+static const char SQL_CHECKPOINT_WRITE[] =
+    "UPDATE attempts SET checkpoint_write_ms = checkpoint_write_ms + $4,"
+    " checkpoint_write_step = $3"
+    " WHERE job_id = $1 AND attempt = $2"
+    " AND state IN ('scheduled', 'starting', 'running', 'stopping')"
+    " AND (checkpoint_write_step IS NULL OR checkpoint_write_step < $3)"
+    " AND EXISTS (SELECT 1 FROM allocations a WHERE a.job_id = $1"
+    "  AND a.attempt = $2 AND a.node_id = $5)";
+
+int sched_store_checkpoint_write(struct ty_pg *pg, const struct sched_store_part *a, int64_t step,
+				 int64_t write_ms, struct ty_err *err)
+{
+	char jb[24], ab[24], sb[24], wb[24];
+	const char *p[] = {sched_i64(jb, a->job), sched_i64(ab, a->attempt), sched_i64(sb, step),
+			   sched_i64(wb, write_ms), a->node};
+
+	return ty_pg_exec(NULL, pg, SQL_CHECKPOINT_WRITE, 5, p, err);
+}
 
 static const char SQL_RATES_DELETE[] = "DELETE FROM usage_rates";
 static const char SQL_RATE_INSERT[] =

@@ -823,6 +823,13 @@ void sched_store_ledger_free(struct sched_store_ledger *v, int n);
 int sched_store_ledger_ended(struct sched_store_ledger **out, int *nout, struct ty_pg *pg,
 			     const int64_t *jobs, const int64_t *attempts, int n,
 			     struct ty_err *err);
+/*
+ * Add write_ms to the attempt's checkpoint writing time for step, once: only
+ * a step newer than any counted, of a live or stopping attempt, from a node
+ * of it (attempts.checkpoint_write_*).
+ */
+int sched_store_checkpoint_write(struct ty_pg *pg, const struct sched_store_part *a, int64_t step,
+				 int64_t write_ms, struct ty_err *err);
 /* v[0..n)'s ledger rows, in one statement (a row already there is left alone). */
 int sched_store_ledger_insert(struct ty_pg *pg, const struct sched_store_ledger *v, int n,
 			      struct ty_err *err);

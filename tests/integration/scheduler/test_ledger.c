@@ -596,8 +596,21 @@ TY_TEST(preemption_infrastructure_failure_and_success_add_up_exactly)
 	first = node;
 	fx_run(f, node, l);
 	FX_WAIT(f, T, "running", "SELECT state FROM jobs WHERE id = $1", fx_n(job));
-	fx_send(f, node, "checkpoint_written", job, 1, "{'path':'/c/step-5','step':5,'valid':true}");
+	fx_send(f, node, "checkpoint_written", job, 1,
+		"{'path':'/c/step-5','step':5,'valid':true,'write_ms':1500}");
+	/* the same step again (another node, a redelivery) is counted once; nonsense not at all */
+	fx_send(f, node, "checkpoint_written", job, 1,
+		"{'path':'/c/step-5','step':5,'valid':true,'write_ms':1500}");
+	fx_send(f, node, "checkpoint_written", job, 1,
+		"{'path':'/c/step-6','step':6,'valid':false,'write_ms':900}");
+	fx_send(f, node, "checkpoint_written", job, 1,
+		"{'path':'/c/step-4','step':4,'valid':true,'write_ms':-3}");
 	fx_sync(f, T);
+	CHECK_STR_EQ(FX_Q(f,
+			  "SELECT checkpoint_write_ms || ' ' || checkpoint_write_step FROM attempts"
+			  " WHERE job_id = $1 AND attempt = 1",
+			  fx_n(job)),
+		     "1500 5");
 	fx_poll(f, 50); /* some work after the checkpoint, to be lost */
 	deadline = ty_wall_ms() + 60000;
 	fx_node_notice(f, node, notice_json_for_goodput(deadline));
@@ -639,15 +652,17 @@ TY_TEST(preemption_infrastructure_failure_and_success_add_up_exactly)
 	CHECK_STR_EQ(
 	    FX_Q(f,
 		 "SELECT string_agg(attempt || ':' || concat_ws(' ',"
+		 /* the checkpoint writing comes out of the kept part, at most all of it */
+		 " checkpoint_gpu_ms = least(gpus * 1500, gpus * round(extract(epoch FROM"
+		 "  checkpoint_at - started_at) * 1000)),"
 		 " useful_gpu_ms = gpus * round(extract(epoch FROM checkpoint_at - started_at)"
-		 "  * 1000),"
+		 "  * 1000) - checkpoint_gpu_ms,"
 		 " lost_preemption_gpu_ms = gpus * round(extract(epoch FROM ended_at"
 		 "  - checkpoint_at) * 1000) AND lost_preemption_gpu_ms > 0,"
-		 " lost_infra_gpu_ms + lost_user_gpu_ms + hang_gpu_ms + idle_gpu_ms"
-		 "  + checkpoint_gpu_ms = 0), ',') FROM usage_ledger"
-		 " WHERE job_id = $1 AND attempt = 1",
+		 " lost_infra_gpu_ms + lost_user_gpu_ms + hang_gpu_ms + idle_gpu_ms = 0),"
+		 " ',') FROM usage_ledger WHERE job_id = $1 AND attempt = 1",
 		 fx_n(job)),
-	    "1:t t t");
+	    "1:t t t t");
 	CHECK_STR_EQ(FX_Q(f,
 			  "SELECT (lost_infra_gpu_ms = gpu_ms AND gpu_ms > 0)::text || ' ' ||"
 			  " failure_class FROM usage_ledger WHERE job_id = $1 AND attempt = 2",

@@ -3,10 +3,12 @@
 #include "ty_crypto.h"
 #include "ty_test.h"
 
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #define DATA "model weights, not really"
@@ -470,6 +472,53 @@ TY_TEST(retain_on_disk)
 		CHECK_STR_EQ(got, rows[i].valid);
 		json_decref(deleted);
 		free(valid);
+		REQUIRE(system(ty_test_strf("rm -rf '%s'", dir)) == 0);
+	}
+}
+
+/* Set path's modification time to ms after the epoch. */
+static void mtime(const char *path, int64_t ms)
+{
+	struct timespec ts[2] = {{ms / 1000, (ms % 1000) * 1000000}, {ms / 1000, (ms % 1000) * 1000000}};
+
+	REQUIRE(utimensat(AT_FDCWD, path, ts, 0) == 0);
+}
+
+/* The write time of a checkpoint: the oldest file's mtime to the manifest's. */
+TY_TEST(write_time_from_the_oldest_file_to_the_manifest)
+{
+	static const struct {
+		const char *name;
+		int64_t model, state, manifest, want; /* ms after T; -1: remove it */
+	} cases[] = {
+	    {"files then the manifest", 0, 2000, 7500, 7500},
+	    {"the oldest file counts, nested too", 3000, 1000, 4000, 3000},
+	    {"a manifest older than its files: nothing measured", 5000, 6000, 1000, 0},
+	    {"the manifest alone", -1, -1, 1000, 0},
+	    {"no manifest: not a checkpoint", 0, 1000, -1, -1},
+	};
+	const int64_t t = 1700000000000LL;
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		const char *dir = scratch_dir(), *c = make_good(dir, 1);
+		const char *model = ty_test_strf("%s/model.pt", c),
+			   *state = ty_test_strf("%s/opt/state.bin", c),
+			   *manifest = ty_test_strf("%s/MANIFEST.json", c);
+
+		ty_test_context("%s", cases[i].name);
+		if (cases[i].model < 0)
+			REQUIRE(unlink(model) == 0);
+		else
+			mtime(model, t + cases[i].model);
+		if (cases[i].state < 0)
+			REQUIRE(unlink(state) == 0);
+		else
+			mtime(state, t + cases[i].state);
+		if (cases[i].manifest < 0)
+			REQUIRE(unlink(manifest) == 0);
+		else
+			mtime(manifest, t + cases[i].manifest);
+		CHECK_INT_EQ(exec_ckpt_write_ms(c), cases[i].want);
 		REQUIRE(system(ty_test_strf("rm -rf '%s'", dir)) == 0);
 	}
 }
