@@ -1284,6 +1284,12 @@ TY_TEST(periodic_checkpoints_are_reported_and_the_newest_k_kept)
 		CHECK_INT_EQ(json_integer_value(json_object_get(d, "step")), want[i].step);
 		CHECK_STR_EQ(str_of(d, "status"), want[i].status);
 		CHECK(json_is_false(json_object_get(d, "after_signal")));
+		/* the writing time, for the ledger: of a valid checkpoint only */
+		if (!strcmp(want[i].status, "valid"))
+			CHECK(json_integer_value(json_object_get(d, "write_ms")) >= 0 &&
+			      json_is_integer(json_object_get(d, "write_ms")));
+		else
+			CHECK(json_object_get(d, "write_ms") == NULL);
 		if (want[i].step == 2)
 			/* keep 2: step 1 and 2 stay, and the resume step 0 (protected) */
 			CHECK_INT_EQ(system(ty_test_strf("test -d '%s/step-0' && test -d "
