@@ -88,7 +88,10 @@ int api_store_audit_prune(long long *n, struct ty_pg *pg, int days, int batch, s
 	X(max_cpus)                                                                                \
 	X(max_memory_mb)                                                                           \
 	X(run_uid)                                                                                 \
-	X(idle_gpu_alert_seconds)
+	X(idle_gpu_alert_seconds)                                                                  \
+	X(checkpoint_keep)                                                                         \
+	X(checkpoint_keep_every)                                                                   \
+	X(checkpoint_tier)
 enum api_team_col {
 #define API_TEAM_COL_ENUM(c) API_TEAM_##c,
 	API_TEAM_COLUMNS(API_TEAM_COL_ENUM)
@@ -121,6 +124,7 @@ struct api_team_limits {
 	const char *id; /* NULL: no such team */
 	const char *nominal, *borrowing; /* GPUs */
 	const char *max_cpus, *max_memory_mb;
+	const char *ckpt_keep, *ckpt_keep_every, *ckpt_tier; /* checkpoint defaults ("t"/"f") */
 	bool limited; /* it has a max_pending_jobs */
 };
 /* Team name's limits. */

@@ -1115,6 +1115,7 @@ struct scan {
 	char dir[4096];
 	int64_t examined;
 	int keep; /* 0: no retention here (not rank 0's node) */
+	int keep_every;
 	char *protect;
 	int64_t *known;
 	size_t nknown;
@@ -1198,7 +1199,7 @@ static void scan_work(uv_work_t *req)
 		w->known[w->nknown++] = w->newest_valid;
 		ty_err_clear(&err);
 		if (exec_ckpt_retain(&w->deleted, &w->valid, &w->nvalid, w->dir, w->keep,
-				     w->protect, w->known, w->nknown, &err))
+				     w->keep_every, w->protect, w->known, w->nknown, &err))
 			snprintf(w->error, sizeof(w->error), "retention: %.400s", err.msg);
 	}
 out:
@@ -1268,8 +1269,10 @@ static void scan_done(uv_work_t *req, int status)
 		note_valid(a, w->valid[i]);
 	json_array_foreach(w->deleted, i, r)
 	{
-		ty_info("job %lld: deleted checkpoint %s (keeping the newest %d valid)",
-			(long long)a->job, json_string_value(r), a->launch.checkpoint_keep);
+		ty_info("job %lld: deleted checkpoint %s (keeping the newest %d valid and every "
+			"%d-th step)",
+			(long long)a->job, json_string_value(r), a->launch.checkpoint_keep,
+			a->launch.checkpoint_keep_every);
 	}
 	/* the handshake: the ranks answered the signal with a good checkpoint */
 	if (a->state == EXEC_RUNNING && a->checkpoint_signal && w->newest_valid >= 0 &&
@@ -1297,6 +1300,7 @@ static void scan_start(struct exec_attempt *a)
 	snprintf(w->dir, sizeof(w->dir), "%s", a->ckpt_dir);
 	w->examined = a->ckpt_examined;
 	w->keep = a->rank0 ? a->launch.checkpoint_keep : 0;
+	w->keep_every = a->launch.checkpoint_keep_every;
 	if ((a->resume_from && !(w->protect = strdup(a->resume_from))) ||
 	    (a->nckpt_valid && !(w->known = malloc(a->nckpt_valid * sizeof(int64_t))))) {
 		scan_free(w);

@@ -405,19 +405,26 @@ out:
 	return rc;
 }
 
-void exec_ckpt_retain_plan(struct exec_ckpt_entry *e, size_t n, int keep)
+bool exec_ckpt_every(int64_t step, int keep_every)
+{
+	return keep_every > 0 && step % keep_every == 0;
+}
+
+void exec_ckpt_retain_plan(struct exec_ckpt_entry *e, size_t n, int keep, int keep_every)
 {
 	int valid = 0;
 
 	for (size_t i = 0; i < n; i++) {
+		bool bad = e[i].state == EXEC_CKPT_TORN || e[i].state == EXEC_CKPT_CORRUPT;
+
 		e[i].del = false;
 		if (keep <= 0)
 			continue;
 		if (!e[i].protect) {
-			if (valid >= keep)
+			if (valid > 0 && bad)
 				e[i].del = true;
-			else if (valid > 0 &&
-				 (e[i].state == EXEC_CKPT_TORN || e[i].state == EXEC_CKPT_CORRUPT))
+			/* every K-th is kept whole, unless it is known to be bad */
+			else if (valid >= keep && !exec_ckpt_every(e[i].step, keep_every))
 				e[i].del = true;
 		}
 		valid += e[i].state == EXEC_CKPT_VALID;
@@ -447,8 +454,8 @@ static bool step_known(const int64_t *known, size_t nknown, int64_t step)
 }
 
 int exec_ckpt_retain(json_t **deleted_out, int64_t **valid_out, size_t *nvalid_out, const char *dir,
-		     int keep, const char *protect, const int64_t *known, size_t nknown,
-		     struct ty_err *err)
+		     int keep, int keep_every, const char *protect, const int64_t *known,
+		     size_t nknown, struct ty_err *err)
 {
 	struct exec_ckpt_entry *e = NULL;
 	json_t *deleted = json_array();
@@ -491,8 +498,11 @@ int exec_ckpt_retain(json_t **deleted_out, int64_t **valid_out, size_t *nvalid_o
 
 		snprintf(full, sizeof full, "%s/%s", dir, e[i].name);
 		e[i].protect = protect && strcmp(protect, full) == 0;
+		/* beyond the window only a missing manifest is cheap to see */
+		if (e[i].state == EXEC_CKPT_UNKNOWN && !e[i].manifest)
+			e[i].state = EXEC_CKPT_TORN;
 	}
-	exec_ckpt_retain_plan(e, n, keep);
+	exec_ckpt_retain_plan(e, n, keep, keep_every);
 	for (size_t i = 0; i < n; i++) {
 		char full[PATH_MAX];
 

@@ -1027,29 +1027,34 @@ struct exec_ckpt_entry {
  * entries; TY_EIO when it cannot be read, TY_ENOMEM.
  */
 int exec_ckpt_list(struct exec_ckpt_entry **out, size_t *n, const char *dir, struct ty_err *err);
+/* Whether step is one of every keep_every-th that retention keeps (keep_every <= 0: none). */
+bool exec_ckpt_every(int64_t step, int keep_every);
 /*
  * Retention (pure): e holds n entries newest first with their state known
  * at least until keep of them are VALID (UNKNOWN beyond). Sets del on
- * every entry older than the keep-th valid one, and on torn or corrupt
- * ones older than the newest valid one; never on a protected entry, on
- * anything newer than the newest valid one, or anything at all when
- * keep <= 0. UNKNOWN entries before the keep-th valid one are kept.
+ * every entry older than the keep-th valid one whose step is not a
+ * multiple of keep_every (> 0; 0: none), and on torn or corrupt ones older
+ * than the newest valid one (every keep_every-th too); never on a
+ * protected entry, on anything newer than the newest valid one, or
+ * anything at all when keep <= 0. UNKNOWN entries before the keep-th valid
+ * one are kept.
  */
-void exec_ckpt_retain_plan(struct exec_ckpt_entry *e, size_t n, int keep);
+void exec_ckpt_retain_plan(struct exec_ckpt_entry *e, size_t n, int keep, int keep_every);
 /* rm -rf path (no symbolic link is followed); TY_EIO names it. */
 int exec_ckpt_remove(const char *path, struct ty_err *err);
 /*
- * Keep the newest keep valid checkpoints under dir and delete what
- * exec_ckpt_retain_plan says. Newest first, until keep are valid, each is
- * VALID when its step is in known[] (verified before), TORN without a
- * manifest, else verified now. protect (may be NULL) is a "dir/<name>"
+ * Keep the newest keep valid checkpoints under dir, and every keep_every-th
+ * step, and delete what exec_ckpt_retain_plan says. Newest first, until
+ * keep are valid, each is VALID when its step is in known[] (verified
+ * before), TORN without a manifest, else verified now; older ones are TORN
+ * without a manifest, else not looked at. protect (may be NULL) is a "dir/<name>"
  * path never deleted. *deleted_out: a new array of the deleted paths;
  * *valid_out (new, free()) the *nvalid_out steps found valid. TY_EIO when
  * something cannot be read or deleted, TY_ENOMEM.
  */
 int exec_ckpt_retain(json_t **deleted_out, int64_t **valid_out, size_t *nvalid_out, const char *dir,
-		     int keep, const char *protect, const int64_t *known, size_t nknown,
-		     struct ty_err *err);
+		     int keep, int keep_every, const char *protect, const int64_t *known,
+		     size_t nknown, struct ty_err *err);
 /*
  * The newest checkpoint under dir that verifies, trying step-* directories
  * from the highest step down. *path_out: a new string "dir/step-<N>", or

@@ -327,21 +327,30 @@ TY_TEST(retain_plan_table)
 	static const struct {
 		const char *name;
 		const char *entries;
-		int keep;
+		int keep, every;
 		const char *deleted;
 	} rows[] = {
-	    {"nothing", "", 3, ""},
-	    {"fewer than keep", "3V 2V 1V", 3, ""},
-	    {"older than the keep-th valid", "5V 4V 3V 2? 1?", 3, "2 1"},
-	    {"keep 1", "5V 4V 3V", 1, "4 3"},
-	    {"keep 0 keeps everything", "5V 4T 3C 2V", 0, ""},
-	    {"torn and corrupt below the newest valid", "5V 4T 3C 2V", 3, "4 3"},
-	    {"newer than any valid is kept (being written)", "7T 6C 5V 4V", 2, ""},
-	    {"bad ones counted out", "9T 8V 7C 6T 5V 4V 3?", 2, "7 6 4 3"},
-	    {"protected resume is never deleted", "5V 4V 3V*", 1, "4"},
-	    {"protected torn kept", "5V 4T* 3V", 3, ""},
-	    {"unknown before the keep-th valid is kept", "5V 4? 3V", 2, ""},
-	    {"no valid at all", "5T 4C 3T", 2, ""},
+	    {"nothing", "", 3, 0, ""},
+	    {"fewer than keep", "3V 2V 1V", 3, 0, ""},
+	    {"older than the keep-th valid", "5V 4V 3V 2? 1?", 3, 0, "2 1"},
+	    {"keep 1", "5V 4V 3V", 1, 0, "4 3"},
+	    {"keep 0 keeps everything", "5V 4T 3C 2V", 0, 0, ""},
+	    {"keep 0 keeps everything, every-th or not", "5V 4T 3C 2V", 0, 2, ""},
+	    {"torn and corrupt below the newest valid", "5V 4T 3C 2V", 3, 0, "4 3"},
+	    {"newer than any valid is kept (being written)", "7T 6C 5V 4V", 2, 0, ""},
+	    {"bad ones counted out", "9T 8V 7C 6T 5V 4V 3?", 2, 0, "7 6 4 3"},
+	    {"protected resume is never deleted", "5V 4V 3V*", 1, 0, "4"},
+	    {"protected torn kept", "5V 4T* 3V", 3, 0, ""},
+	    {"unknown before the keep-th valid is kept", "5V 4? 3V", 2, 0, ""},
+	    {"no valid at all", "5T 4C 3T", 2, 0, ""},
+	    /* keep_every: the last N valid and every K-th step, exactly */
+	    {"last 2 and every 4th", "10V 9V 8? 7? 6? 5? 4? 3? 2? 1? 0?", 2, 4, "7 6 5 3 2 1"},
+	    {"every K-th within the window counts once", "8V 7V 6? 4? 2?", 2, 4, "6 2"},
+	    {"every 1st keeps all", "5V 4V 3? 2? 1?", 1, 1, ""},
+	    {"a torn K-th below the newest valid goes", "9V 8T 4? 2C", 1, 2, "8 2"},
+	    {"a torn K-th newer than any valid stays", "8T 7V 6V 4?", 1, 4, "6"},
+	    {"the protected resume beside every K-th", "9V 8V 7? 6? 5?*", 1, 3, "8 7"},
+	    {"steps beyond the K-th are not rounded", "100V 99? 50? 49? 0?", 1, 50, "99 49"},
 	};
 
 	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
@@ -365,7 +374,7 @@ TY_TEST(retain_plan_table)
 			e[n].del = true; /* the plan sets every entry */
 			n++;
 		}
-		exec_ckpt_retain_plan(e, n, rows[i].keep);
+		exec_ckpt_retain_plan(e, n, rows[i].keep, rows[i].every);
 		for (size_t k = 0; k < n; k++)
 			if (e[k].del)
 				at += (size_t)snprintf(got + at, sizeof(got) - at, "%s%lld",
@@ -413,23 +422,29 @@ TY_TEST(retain_on_disk)
 	static const struct {
 		const char *name;
 		const char *setup; /* shell in the dir after step-1..5 */
-		int keep;
+		int keep, every;
 		const char *protect; /* a step name or NULL */
 		const char *known;   /* steps known valid (no rehash), "" */
 		const char *left;    /* ls of what remains */
 		const char *valid;   /* steps found valid, newest first */
 	} rows[] = {
-	    {"keep 3", "true", 3, NULL, "", "step-3 step-4 step-5", "5 4 3"},
-	    {"keep 2 protects the resume", "true", 2, "step-1", "", "step-1 step-4 step-5", "5 4"},
+	    {"keep 3", "true", 3, 0, NULL, "", "step-3 step-4 step-5", "5 4 3"},
+	    {"keep 2 protects the resume", "true", 2, 0, "step-1", "", "step-1 step-4 step-5",
+	     "5 4"},
 	    {"corrupt and torn below the newest valid",
 	     "echo x >> step-4/model.pt; rm "
 	     "step-3/MANIFEST.json",
-	     2, NULL, "", "step-2 step-5", "5 2"},
-	    {"newer torn kept", "mkdir step-9", 1, NULL, "", "step-5 step-9", "5"},
-	    {"known steps are not verified again", "echo x >> step-5/model.pt", 1, NULL, "5",
+	     2, 0, NULL, "", "step-2 step-5", "5 2"},
+	    {"newer torn kept", "mkdir step-9", 1, 0, NULL, "", "step-5 step-9", "5"},
+	    {"known steps are not verified again", "echo x >> step-5/model.pt", 1, 0, NULL, "5",
 	     "step-5", "5"},
-	    {"keep 0 deletes nothing", "true", 0, NULL, "", "step-1 step-2 step-3 step-4 step-5",
-	     ""},
+	    {"keep 0 deletes nothing", "true", 0, 0, NULL, "",
+	     "step-1 step-2 step-3 step-4 step-5", ""},
+	    {"keep 1 and every 2nd", "true", 1, 2, NULL, "", "step-2 step-4 step-5", "5"},
+	    {"a torn every-th goes", "rm step-2/MANIFEST.json", 1, 2, NULL, "",
+	     "step-4 step-5", "5"},
+	    {"every 2nd and the resume", "true", 1, 2, "step-3", "",
+	     "step-2 step-3 step-4 step-5", "5"},
 	};
 
 	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
@@ -448,7 +463,7 @@ TY_TEST(retain_on_disk)
 			known[nknown++] = atoll(rows[i].known);
 		REQUIRE(system(ty_test_strf("cd '%s' && %s", dir, rows[i].setup)) == 0);
 		REQUIRE_INT_EQ(exec_ckpt_retain(&deleted, &valid, &nvalid, dir, rows[i].keep,
-						rows[i].protect
+						rows[i].every, rows[i].protect
 						    ? ty_test_strf("%s/%s", dir, rows[i].protect)
 						    : NULL,
 						known, nknown, &err),
