@@ -455,8 +455,10 @@ static bool step_known(const int64_t *known, size_t nknown, int64_t step)
 
 int exec_ckpt_retain(json_t **deleted_out, int64_t **valid_out, size_t *nvalid_out, const char *dir,
 		     int keep, int keep_every, const char *protect, const int64_t *known,
-		     size_t nknown, struct ty_err *err)
+		     size_t nknown, exec_ckpt_move_fn move, void *ud, char *move_error,
+		     struct ty_err *err)
 {
+	bool moving = move != NULL;
 	struct exec_ckpt_entry *e = NULL;
 	json_t *deleted = json_array();
 	int64_t *valid = NULL;
@@ -502,12 +504,26 @@ int exec_ckpt_retain(json_t **deleted_out, int64_t **valid_out, size_t *nvalid_o
 		if (e[i].state == EXEC_CKPT_UNKNOWN && !e[i].manifest)
 			e[i].state = EXEC_CKPT_TORN;
 	}
-	exec_ckpt_retain_plan(e, n, keep, keep_every);
+	if (move_error)
+		*move_error = 0;
+	/* with a store, the every-th ones are the store's to keep */
+	exec_ckpt_retain_plan(e, n, keep, move ? 0 : keep_every);
 	for (size_t i = 0; i < n; i++) {
 		char full[PATH_MAX];
 
 		if (!e[i].del)
 			continue;
+		if (move && e[i].state != EXEC_CKPT_TORN && e[i].state != EXEC_CKPT_CORRUPT) {
+			struct ty_err merr = {0};
+
+			/* never deleted before its upload verified */
+			if (!moving || move(ud, dir, &e[i], &merr)) {
+				if (moving && move_error)
+					snprintf(move_error, TY_ERR_MSG_MAX, "%s", merr.msg);
+				moving = false;
+				continue;
+			}
+		}
 		snprintf(full, sizeof full, "%s/%s", dir, e[i].name);
 		if ((rc = exec_ckpt_remove(full, err)))
 			goto out;

@@ -466,7 +466,7 @@ TY_TEST(retain_on_disk)
 						rows[i].every, rows[i].protect
 						    ? ty_test_strf("%s/%s", dir, rows[i].protect)
 						    : NULL,
-						known, nknown, &err),
+						known, nknown, NULL, NULL, NULL, &err),
 			       0);
 		REQUIRE((ls = popen(ty_test_strf("ls '%s' | tr '\\n' ' '", dir), "r")) != NULL);
 		REQUIRE(fgets(got, sizeof(got), ls) != NULL || true);
