@@ -340,6 +340,13 @@ int api_store_sweep_cancelled(struct ty_pg *pg, const char *id, struct ty_err *e
 int api_store_usage(const char **doc, struct ty_pg *pg, struct ty_arena *a, const char *team_id,
 		    const char *from_ms, const char *to_ms, const char *group_by,
 		    struct ty_err *err);
+/*
+ * {"items": [{"team", "local_bytes", "store_bytes"}], "totals": {...}}: the
+ * bytes of every team's (team_id's: not NULL) checkpoints now, locally and
+ * in the object store.
+ */
+int api_store_usage_storage(const char **doc, struct ty_pg *pg, struct ty_arena *a,
+			    const char *team_id, struct ty_err *err);
 
 /* ---- store_job_metrics.c ---- */
 /* One trial metrics report (texts; attempt NULL: the job's current one). */
@@ -368,6 +375,7 @@ enum api_gauge_query {
 	API_GAUGES_IDLE, /* team | jobs holding idle GPUs */
 	API_GAUGES_NODES, /* state | nodes */
 	API_GAUGES_OUTBOX, /* | dispatch outbox rows */
+	API_GAUGES_STORAGE, /* team, tier | checkpoint bytes */
 	API_GAUGES_COUNT
 };
 /* Rows of text (SQL NULL as ""), row-major: v[row * ncols + col]. */

@@ -1132,6 +1132,7 @@ struct scan {
 	char error[TY_ERR_MSG_MAX];
 	char tier_error[TY_ERR_MSG_MAX]; /* "": none */
 	bool retained;			 /* retention ran */
+	int64_t local_bytes;		 /* the step-* directories' files; -1: unknown */
 	int moved;			 /* checkpoints moved to the store */
 	int64_t store_bytes;		 /* what the store holds of the job; -1: not looked at */
 };
@@ -1217,6 +1218,7 @@ static void scan_work(uv_work_t *req)
 			w->store_bytes = exec_tier_bytes(tc.idx);
 		w->moved = tc.moved;
 		json_decref(tc.idx);
+		w->local_bytes = exec_ckpt_bytes(w->dir);
 	}
 out:
 	free(e);
@@ -1247,17 +1249,26 @@ static void note_valid(struct exec_attempt *a, int64_t step)
 }
 
 /*
- * A move to the object store that failed keeps the local copies and is
- * tried again after a backoff (1 s doubling to 5 min); each failure and
- * the first success after one, and every move, are a checkpoint_tier event.
+ * After retention: where the job's checkpoints are (bytes locally and in
+ * the object store) when that changed, each move, each failure of one and
+ * the first success after failures are a checkpoint_tier event. A move
+ * that failed keeps the local copies and is tried again after a backoff
+ * (1 s doubling to 5 min).
  */
 static void tier_report(struct exec_attempt *a, const struct scan *w)
 {
 	bool failed = w->tier_error[0] != 0;
 	json_t *d;
 
-	if (!w->store || !w->retained || (!failed && !w->moved && !a->tier_retry_at))
+	if (!w->retained)
 		return;
+	/* nothing new: the figures as last reported, nothing moved or failing */
+	if (!failed && !w->moved && !a->tier_retry_at && w->local_bytes == a->ckpt_local_bytes &&
+	    (w->store_bytes < 0 || w->store_bytes == a->ckpt_store_bytes))
+		return;
+	a->ckpt_local_bytes = w->local_bytes;
+	if (w->store_bytes >= 0)
+		a->ckpt_store_bytes = w->store_bytes;
 	if (failed) {
 		a->tier_backoff_ms = a->tier_backoff_ms ? a->tier_backoff_ms * 2 : 1000;
 		if (a->tier_backoff_ms > 300000)
@@ -1275,8 +1286,10 @@ static void tier_report(struct exec_attempt *a, const struct scan *w)
 		a->tier_backoff_ms = 0;
 	}
 	d = json_pack("{s:s, s:s?, s:i, s:I}", "status", failed ? "error" : "ok", "error",
-		      failed ? w->tier_error : NULL, "moved", w->moved, "store_bytes",
-		      (json_int_t)w->store_bytes);
+		      failed ? w->tier_error : NULL, "moved", w->moved, "local_bytes",
+		      (json_int_t)w->local_bytes);
+	if (d && w->store_bytes >= 0)
+		json_object_set_new(d, "store_bytes", json_integer((json_int_t)w->store_bytes));
 	if (failed)
 		json_object_set_new(d, "retry_ms", json_integer((json_int_t)a->tier_backoff_ms));
 	exec__emit(a->x, PROTO_CHECKPOINT_TIER, a->job, a->attempt, d);

@@ -431,6 +431,38 @@ void exec_ckpt_retain_plan(struct exec_ckpt_entry *e, size_t n, int keep, int ke
 	}
 }
 
+static _Thread_local int64_t bytes_sum;
+
+static int add_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+	(void)path;
+	if (flag == FTW_F && S_ISREG(st->st_mode) && ftw->level >= 1)
+		bytes_sum += (int64_t)st->st_size;
+	return 0;
+}
+
+int64_t exec_ckpt_bytes(const char *dir)
+{
+	struct exec_ckpt_entry *e = NULL;
+	struct ty_err err = {0};
+	int64_t total = 0;
+	size_t n = 0;
+
+	if (exec_ckpt_list(&e, &n, dir, &err))
+		return -1;
+	for (size_t i = 0; i < n; i++) {
+		char full[PATH_MAX];
+
+		snprintf(full, sizeof full, "%s/%s", dir, e[i].name);
+		bytes_sum = 0;
+		/* level 0 is the step directory: its files are at level 1 or deeper */
+		if (nftw(full, add_one, 16, FTW_PHYS) == 0)
+			total += bytes_sum;
+	}
+	free(e);
+	return total;
+}
+
 static int rm_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
 {
 	(void)st;

@@ -798,6 +798,8 @@ struct exec_attempt {
 	int64_t *ckpt_valid;	  /* owned; steps known to verify (retention needs no rehash) */
 	int64_t tier_retry_at;	  /* monotonic: retry a failed move to the store then; 0: none */
 	int64_t tier_backoff_ms;  /* the wait after the last failure (doubled, at most 5 min) */
+	int64_t ckpt_local_bytes; /* as last reported in checkpoint_tier (0 at first) */
+	int64_t ckpt_store_bytes;
 	size_t nckpt_valid;
 	uv_work_t *work; /* the thread-pool request in flight, NULL: none */
 	/* preflight */
@@ -1044,6 +1046,8 @@ bool exec_ckpt_every(int64_t step, int keep_every);
  * one are kept.
  */
 void exec_ckpt_retain_plan(struct exec_ckpt_entry *e, size_t n, int keep, int keep_every);
+/* The bytes of the regular files in dir's step-* directories; -1 when dir cannot be read. */
+int64_t exec_ckpt_bytes(const char *dir);
 /* rm -rf path (no symbolic link is followed); TY_EIO names it. */
 int exec_ckpt_remove(const char *path, struct ty_err *err);
 /*

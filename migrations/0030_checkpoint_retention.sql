@@ -20,3 +20,13 @@ CREATE OR REPLACE FUNCTION ty_team_json(t teams) RETURNS json LANGUAGE sql STABL
 		'usage', ty_team_usage_json(t.id),
 		'created_at', ty_ts(t.created_at), 'updated_at', ty_ts(t.updated_at))
 $$;
+
+-- Where each job's checkpoints are (issue 19, item 3): the bytes its rank 0
+-- node last reported in a checkpoint_tier event, on the node's checkpoint
+-- storage and in the object store. Usage and /metrics sum them per team.
+CREATE TABLE job_checkpoint_storage (
+	job_id bigint PRIMARY KEY REFERENCES jobs (id) ON DELETE CASCADE,
+	local_bytes bigint NOT NULL DEFAULT 0 CHECK (local_bytes >= 0),
+	store_bytes bigint NOT NULL DEFAULT 0 CHECK (store_bytes >= 0),
+	updated_at timestamptz NOT NULL DEFAULT now()
+);

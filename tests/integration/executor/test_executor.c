@@ -3643,7 +3643,7 @@ static const json_t *wait_attempt(enum proto_type t, int64_t job, int64_t attemp
 	}
 }
 
-/* The n-th checkpoint_tier event of job from retention (one with "moved"), waiting for it. */
+/* The n-th checkpoint_tier event of job that moved something or failed to, waiting for it. */
 static const json_t *wait_move(int64_t job, size_t n)
 {
 	int64_t end = now_ms() + WAIT_MS;
@@ -3651,10 +3651,17 @@ static const json_t *wait_move(int64_t job, size_t n)
 	for (;;) {
 		size_t seen = 0;
 
-		for (size_t i = 0; i < T.ngot; i++)
+		for (size_t i = 0; i < T.ngot; i++) {
+			const json_t *d = T.got[i].data;
+			const char *st = str_of(d, "status");
+
 			if (T.got[i].type == PROTO_CHECKPOINT_TIER && T.got[i].job == job &&
-			    json_object_get(T.got[i].data, "moved") && ++seen == n)
-				return T.got[i].data;
+			    json_object_get(d, "moved") &&
+			    (json_integer_value(json_object_get(d, "moved")) > 0 ||
+			     (st && !strcmp(st, "error"))) &&
+			    ++seen == n)
+				return d;
+		}
 		if (now_ms() > end)
 			return NULL;
 		collect(50);
@@ -3705,6 +3712,11 @@ TY_TEST(tiering_moves_old_checkpoints_and_a_resume_restores_one)
 	CHECK(!s3_has("jobs/1501/step-1/MANIFEST.json"));
 	CHECK(!s3_has("jobs/1501/step-1/w"));
 	CHECK(s3_has("jobs/1501/index.json"));
+	/* where the checkpoints are: step 4 locally ("weights 4" + its manifest), 2 and 3 stored */
+	d = wait_move(1501, 3);
+	REQUIRE(d != NULL);
+	CHECK(json_integer_value(json_object_get(d, "local_bytes")) > 9);
+	CHECK(json_integer_value(json_object_get(d, "store_bytes")) > 18);
 
 	/* the local copies lost: the next attempt resumes from the store's newest, verified */
 	REQUIRE(system(ty_test_strf("rm -rf '%s/step-4'", ck)) == 0);
