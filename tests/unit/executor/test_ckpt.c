@@ -488,3 +488,100 @@ TY_TEST(retain_on_disk)
 		REQUIRE(system(ty_test_strf("rm -rf '%s'", dir)) == 0);
 	}
 }
+
+/* The object store's retention: steps newest first, the deleted ones. */
+TY_TEST(tier_prune_plan_table)
+{
+	static const struct {
+		const char *name;
+		int64_t steps[8];
+		size_t n;
+		int keep, every;
+		const char *deleted;
+	} rows[] = {
+	    {"nothing", {0}, 0, 2, 0, ""},
+	    {"the newest keep", {9, 8, 7, 6}, 4, 2, 0, "7 6"},
+	    {"and every 3rd", {9, 8, 7, 6, 5, 3}, 6, 1, 3, "8 7 5"},
+	    {"keep 0 keeps all", {9, 8, 7}, 3, 0, 2, ""},
+	};
+
+	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+		bool del[8] = {false};
+		char got[64] = "";
+		size_t at = 0;
+
+		ty_test_context("%s", rows[i].name);
+		exec_tier_prune_plan(del, rows[i].steps, rows[i].n, rows[i].keep, rows[i].every);
+		for (size_t k = 0; k < rows[i].n; k++)
+			if (del[k])
+				at += (size_t)snprintf(got + at, sizeof(got) - at, "%s%lld",
+						       at ? " " : "", (long long)rows[i].steps[k]);
+		CHECK_STR_EQ(got, rows[i].deleted);
+	}
+}
+
+/* The store's credentials file: exactly the two keys, or an error naming the file. */
+TY_TEST(objstore_credentials_file)
+{
+	static const struct {
+		const char *text;
+		const char *error; /* NULL: loads */
+	} rows[] = {
+	    {"{\"access_key_id\": \"AK\", \"secret_access_key\": \"SK\"}", NULL},
+	    {"{\"access_key_id\": \"AK\"}", "needs a non-empty access_key_id"},
+	    {"{\"access_key_id\": \"\", \"secret_access_key\": \"SK\"}",
+	     "needs a non-empty access_key_id"},
+	    {"{\"access_key_id\": \"A:K\", \"secret_access_key\": \"SK\"}", "(no ':')"},
+	    {"{\"access_key_id\": \"AK\", \"secret_access_key\": \"SK\", \"token\": \"T\"}",
+	     "access_key_id and secret_access_key only"},
+	    {"[]", "access_key_id and secret_access_key only"},
+	    {"not json", "credentials file"},
+	};
+	const char *dir = scratch_dir();
+
+	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+		struct exec_objstore s = {0};
+		struct ty_err err = {0};
+		const char *path = ty_test_strf("%s/creds-%zu.json", dir, i);
+		int rc;
+
+		ty_test_context("%s", rows[i].text);
+		put(path, rows[i].text);
+		rc = exec_objstore_creds_load(&s, path, &err);
+		if (!rows[i].error) {
+			CHECK_INT_EQ(rc, 0);
+			CHECK_STR_EQ(s.access_key, "AK");
+			CHECK_STR_EQ(s.secret_key, "SK");
+			continue;
+		}
+		CHECK_INT_EQ(rc, TY_EINVAL);
+		if (!strstr(err.msg, rows[i].error))
+			FAIL("'%s' does not say '%s'", err.msg, rows[i].error);
+	}
+	ty_test_context(NULL);
+	{
+		struct exec_objstore s = {0};
+		struct ty_err err = {0};
+
+		CHECK_INT_EQ(exec_objstore_creds_load(&s, ty_test_strf("%s/none.json", dir), &err),
+			     TY_EINVAL);
+	}
+	REQUIRE(system(ty_test_strf("rm -rf '%s'", dir)) == 0);
+}
+
+/* The bytes of the step-* directories only (MANIFEST.json included). */
+TY_TEST(checkpoint_bytes_count_step_directories)
+{
+	const char *dir = scratch_dir();
+
+	CHECK_INT_EQ(exec_ckpt_bytes(ty_test_strf("%s/none", dir)), 0);
+	put(ty_test_strf("%s/other-file", dir), "not a checkpoint");
+	REQUIRE(mkdir(ty_test_strf("%s/step-1", dir), 0755) == 0);
+	REQUIRE(mkdir(ty_test_strf("%s/step-1/sub", dir), 0755) == 0);
+	put(ty_test_strf("%s/step-1/a", dir), "12345");
+	put(ty_test_strf("%s/step-1/sub/b", dir), "678");
+	REQUIRE(mkdir(ty_test_strf("%s/.restore-step-2", dir), 0755) == 0);
+	put(ty_test_strf("%s/.restore-step-2/c", dir), "half");
+	CHECK_INT_EQ(exec_ckpt_bytes(dir), 8);
+	REQUIRE(system(ty_test_strf("rm -rf '%s'", dir)) == 0);
+}
