@@ -396,10 +396,14 @@ struct api_ask api_ask_of(const json_t *resources);
  * sweeps then check it with api_pending_admit before they insert). The
  * team must be able to ever hold the whole ask: GPUs as above, CPUs and
  * memory within its max_cpus / max_memory_mb (else 422 exceeds_quota).
+ * spec (a validated spec, may be NULL) gets the team's checkpoint defaults
+ * (checkpoint_keep, _keep_every, _tier) for each field the submitted spec
+ * given (borrowed) does not name.
  */
 int api_submit_team_limited(const char **team_id, bool *limited, struct api_req *r,
-			    const char *team, const struct api_ask *ask, const char *field,
-			    const char *what, struct ty_err *err);
+			    const char *team, const struct api_ask *ask, json_t *spec,
+			    const json_t *given, const char *field, const char *what,
+			    struct ty_err *err);
 /*
  * Inside the caller's transaction: lock team_id's row (FOR UPDATE, held to
  * the commit, so concurrent submissions to the team queue here) and read

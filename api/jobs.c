@@ -34,7 +34,8 @@ int api_submit_team(const char **team_id, struct api_req *r, const char *team, l
 	bool limited;
 	struct api_ask ask = {gpus, 0, 0};
 
-	return api_submit_team_limited(team_id, &limited, r, team, &ask, field, what, err);
+	return api_submit_team_limited(team_id, &limited, r, team, &ask, NULL, NULL, field, what,
+				       err);
 }
 
 struct api_ask api_ask_of(const json_t *resources)
@@ -49,9 +50,22 @@ struct api_ask api_ask_of(const json_t *resources)
 	return a;
 }
 
+/* The team's default (text, NULL: none) for checkpoint.key where given names none. */
+static int ckpt_default(json_t *spec, const json_t *given, const char *key, const char *v)
+{
+	json_t *c = json_object_get(spec, "checkpoint");
+
+	if (!v || !json_is_object(c) || json_object_get(json_object_get(given, "checkpoint"), key))
+		return 0;
+	if (!strcmp(key, "tier"))
+		return json_object_set_new(c, key, json_boolean(v[0] == 't'));
+	return json_object_set_new(c, key, json_integer(atoll(v)));
+}
+
 int api_submit_team_limited(const char **team_id, bool *limited, struct api_req *r,
-			    const char *team, const struct api_ask *ask, const char *field,
-			    const char *what, struct ty_err *err)
+			    const char *team, const struct api_ask *ask, json_t *spec,
+			    const json_t *given, const char *field, const char *what,
+			    struct ty_err *err)
 {
 	long long gpus = ask->gpus;
 	struct api_team_limits t;
@@ -86,6 +100,10 @@ int api_submit_team_limited(const char **team_id, bool *limited, struct api_req 
 				"%s needs %lld MiB of memory but team '%s' can never hold more "
 				"than %s (max_memory_mb)",
 				what, ask->memory_mb, team, t.max_memory_mb);
+	if (spec && (ckpt_default(spec, given, "keep", t.ckpt_keep) ||
+		     ckpt_default(spec, given, "keep_every", t.ckpt_keep_every) ||
+		     ckpt_default(spec, given, "tier", t.ckpt_tier)))
+		return ty_err_set(err, TY_ENOMEM, NULL);
 	*team_id = t.id;
 	*limited = t.limited;
 	return 0;
@@ -189,8 +207,8 @@ int api_h_jobs_submit(struct api_req *r, struct ty_err *err)
 		return api_fail_problem(r, err, &p);
 	team = json_string_value(json_object_get(spec, "team"));
 	ask = api_ask_of(json_object_get(spec, "resources"));
-	if ((rc = api_submit_team_limited(&team_id, &limited, r, team, &ask, "resources",
-					  "the job", err)))
+	if ((rc = api_submit_team_limited(&team_id, &limited, r, team, &ask, spec, r->json,
+					  "resources", "the job", err)))
 		goto out;
 	/* same key + same body (as parsed, so whitespace does not matter) = same job */
 	if (!(canon = ty_json_canonical(r->json))) {

@@ -124,6 +124,13 @@ static const struct query queries[] = {
        "Dispatch messages written and not yet relayed to Kafka.",
        {NULL}}},
      1},
+    {API_GAUGES_STORAGE,
+     2,
+     {{"trainyard_team_checkpoint_bytes",
+       "Bytes of the team's checkpoints on the nodes' checkpoint storage (tier local) and in "
+       "the object store (tier object_store), as the nodes last reported them.",
+       {"team", "tier", NULL}}},
+     1},
 };
 static int scrape_db(struct ty_metrics *m, struct ty_pg *pg, struct ty_arena *a,
 		     struct ty_err *err)

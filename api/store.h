@@ -88,7 +88,10 @@ int api_store_audit_prune(long long *n, struct ty_pg *pg, int days, int batch, s
 	X(max_cpus)                                                                                \
 	X(max_memory_mb)                                                                           \
 	X(run_uid)                                                                                 \
-	X(idle_gpu_alert_seconds)
+	X(idle_gpu_alert_seconds)                                                                  \
+	X(checkpoint_keep)                                                                         \
+	X(checkpoint_keep_every)                                                                   \
+	X(checkpoint_tier)
 enum api_team_col {
 #define API_TEAM_COL_ENUM(c) API_TEAM_##c,
 	API_TEAM_COLUMNS(API_TEAM_COL_ENUM)
@@ -121,6 +124,7 @@ struct api_team_limits {
 	const char *id; /* NULL: no such team */
 	const char *nominal, *borrowing; /* GPUs */
 	const char *max_cpus, *max_memory_mb;
+	const char *ckpt_keep, *ckpt_keep_every, *ckpt_tier; /* checkpoint defaults ("t"/"f") */
 	bool limited; /* it has a max_pending_jobs */
 };
 /* Team name's limits. */
@@ -344,6 +348,13 @@ int api_store_usage(const char **doc, struct ty_pg *pg, struct ty_arena *a, cons
 int api_store_usage_goodput(const char **doc, struct ty_pg *pg, struct ty_arena *a,
 			    const char *team_id, const char *from_ms, const char *to_ms,
 			    struct ty_err *err);
+/*
+ * {"items": [{"team", "local_bytes", "store_bytes"}], "totals": {...}}: the
+ * bytes of every team's (team_id's: not NULL) checkpoints now, locally and
+ * in the object store.
+ */
+int api_store_usage_storage(const char **doc, struct ty_pg *pg, struct ty_arena *a,
+			    const char *team_id, struct ty_err *err);
 
 /* ---- store_job_metrics.c ---- */
 /* One trial metrics report (texts; attempt NULL: the job's current one). */
@@ -372,6 +383,7 @@ enum api_gauge_query {
 	API_GAUGES_IDLE, /* team | jobs holding idle GPUs */
 	API_GAUGES_NODES, /* state | nodes */
 	API_GAUGES_OUTBOX, /* | dispatch outbox rows */
+	API_GAUGES_STORAGE, /* team, tier | checkpoint bytes */
 	API_GAUGES_COUNT
 };
 /* Rows of text (SQL NULL as ""), row-major: v[row * ncols + col]. */

@@ -50,6 +50,14 @@ static const char nodes_sql[] =
 	"  'lost']) s(state) LEFT JOIN nodes n ON ty_node_state(n.state, n.fault) = s.state"
 	" GROUP BY 1 ORDER BY 1";
 static const char outbox_sql[] = "SELECT count(*) FROM dispatch_outbox";
+/* the bytes of the team's jobs' checkpoints as their nodes last reported (migrations/0030) */
+static const char storage_sql[] =
+	"SELECT t.name, s.tier, coalesce(sum(CASE s.tier WHEN 'local' THEN c.local_bytes"
+	"  ELSE c.store_bytes END), 0)"
+	" FROM teams t CROSS JOIN (VALUES ('local'), ('object_store')) s(tier)"
+	" LEFT JOIN jobs j ON j.team_id = t.id"
+	" LEFT JOIN job_checkpoint_storage c ON c.job_id = j.id"
+	" GROUP BY 1, 2 ORDER BY 1, 2";
 
 static const char *const gauge_sql[API_GAUGES_COUNT] = {
 	[API_GAUGES_JOBS] = jobs_sql,
@@ -58,6 +66,7 @@ static const char *const gauge_sql[API_GAUGES_COUNT] = {
 	[API_GAUGES_IDLE] = idle_sql,
 	[API_GAUGES_NODES] = nodes_sql,
 	[API_GAUGES_OUTBOX] = outbox_sql,
+	[API_GAUGES_STORAGE] = storage_sql,
 };
 
 int api_store_gauge_rows(struct api_rows *rows, struct ty_pg *pg, struct ty_arena *a,

@@ -43,8 +43,10 @@ const char *api_team_col_name(enum api_team_col c)
 static const char insert_sql[] =
 	"INSERT INTO teams (name, nominal_gpus, borrowing_limit_gpus,"
 	" lending_limit_gpus, cohort, weight, max_pending_jobs, max_cpus,"
-	" max_memory_mb, run_uid, idle_gpu_alert_seconds)"
-	" VALUES ($1, $2, $3, $4, $5, coalesce($6::float8, 1), $7, $8, $9, $10, $11)"
+	" max_memory_mb, run_uid, idle_gpu_alert_seconds, checkpoint_keep,"
+	" checkpoint_keep_every, checkpoint_tier)"
+	" VALUES ($1, $2, $3, $4, $5, coalesce($6::float8, 1), $7, $8, $9, $10, $11, $12, $13,"
+	" $14)"
 	" RETURNING ty_team_json(teams)::text";
 
 int api_store_team_insert(const char **doc, struct ty_pg *pg, struct ty_arena *a, const char *name,
@@ -76,6 +78,9 @@ static const char update_sql[] =
 	" run_uid = CASE WHEN $18 THEN $19::int ELSE run_uid END,"
 	" idle_gpu_alert_seconds = CASE WHEN $20 THEN $21::int"
 	"  ELSE idle_gpu_alert_seconds END,"
+	" checkpoint_keep = CASE WHEN $22 THEN $23::int ELSE checkpoint_keep END,"
+	" checkpoint_keep_every = CASE WHEN $24 THEN $25::int ELSE checkpoint_keep_every END,"
+	" checkpoint_tier = CASE WHEN $26 THEN $27::boolean ELSE checkpoint_tier END,"
 	" updated_at = now()"
 	" WHERE name = $1 RETURNING ty_team_json(teams)::text";
 
@@ -165,7 +170,8 @@ int api_store_team_id(const char **id, struct ty_pg *pg, struct ty_arena *a, con
 }
 
 static const char limits_sql[] = "SELECT id, nominal_gpus, borrowing_limit_gpus,"
-				 " max_pending_jobs IS NOT NULL, max_cpus, max_memory_mb"
+				 " max_pending_jobs IS NOT NULL, max_cpus, max_memory_mb,"
+				 " checkpoint_keep, checkpoint_keep_every, checkpoint_tier"
 				 " FROM teams WHERE name = $1";
 
 int api_store_team_limits(struct api_team_limits *t, struct ty_pg *pg, struct ty_arena *a,
@@ -183,7 +189,10 @@ int api_store_team_limits(struct api_team_limits *t, struct ty_pg *pg, struct ty
 	    !(rc = api__store_text(&t->nominal, a, res, 0, 1, err)) &&
 	    !(rc = api__store_text(&t->borrowing, a, res, 0, 2, err)) &&
 	    !(rc = api__store_text(&t->max_cpus, a, res, 0, 4, err)) &&
-	    !(rc = api__store_text(&t->max_memory_mb, a, res, 0, 5, err)))
+	    !(rc = api__store_text(&t->max_memory_mb, a, res, 0, 5, err)) &&
+	    !(rc = api__store_text(&t->ckpt_keep, a, res, 0, 6, err)) &&
+	    !(rc = api__store_text(&t->ckpt_keep_every, a, res, 0, 7, err)) &&
+	    !(rc = api__store_text(&t->ckpt_tier, a, res, 0, 8, err)))
 		t->limited = PQgetvalue(res, 0, 3)[0] == 't';
 	if (rc)
 		t->id = NULL;

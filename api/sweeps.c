@@ -182,8 +182,9 @@ int api_h_sweeps_create(struct api_req *r, struct ty_err *err)
 	}
 	team = json_string_value(json_object_get(r->json, "team"));
 	ask = api_ask_of(json_object_get(spec, "resources"));
-	if ((rc = api_submit_team_limited(&sw.team_id, &limited, r, team, &ask,
-					  "template.resources", "each trial", err)))
+	if ((rc = api_submit_team_limited(&sw.team_id, &limited, r, team, &ask, spec,
+					  json_object_get(r->json, "template"), "template.resources",
+					  "each trial", err)))
 		goto out;
 
 	{

@@ -18,6 +18,8 @@ static int team_set(struct api_team_set *s, struct api_req *r, struct ty_err *er
 			s->value[i] = NULL;
 		else if (json_is_string(v))
 			s->value[i] = json_string_value(v);
+		else if (json_is_boolean(v))
+			s->value[i] = json_is_true(v) ? "t" : "f";
 		else if (json_is_integer(v))
 			s->value[i] =
 			    ty_arena_printf(r->arena, "%lld", (long long)json_integer_value(v));

@@ -418,13 +418,33 @@ static int check_cap(const json_t *body, const char *key, long long max, const c
 	return 0;
 }
 
+/* A team's default for spec checkpoint.<key>: the spec's range (proto/job_spec.c), or null. */
+static int check_ckpt_default(const json_t *body, const char *key, struct api_problem *p)
+{
+	const struct proto_spec_field *f = proto_spec_field("checkpoint", key);
+	char name[64];
+	const json_t *v;
+
+	snprintf(name, sizeof(name), "checkpoint_%s", key);
+	v = json_object_get(body, name);
+	if (v && !json_is_null(v) &&
+	    (!json_is_integer(v) || json_integer_value(v) < f->min ||
+	     json_integer_value(v) > f->max))
+		return api_problem_set(p, API_P_INVALID_FIELD, name,
+				       "'%s' must be an integer from %lld to %lld (the default of "
+				       "the job spec's checkpoint.%s) or null",
+				       name, f->min, f->max, key);
+	return 0;
+}
+
 int api_validate_team(const json_t *body, bool create, struct api_problem *p)
 {
 	static const char *const keys[] = {"name",	 "nominal_gpus", "borrowing_limit_gpus",
 					   "lending_limit_gpus", "cohort",	 "weight",
 					   "max_pending_jobs",	 "max_cpus",	 "max_memory_mb",
 					   "run_uid",		 "idle_gpu_alert_seconds",
-					   NULL};
+					   "checkpoint_keep",	 "checkpoint_keep_every",
+					   "checkpoint_tier",	 NULL};
 	const char *unk = ty_json_unknown_key(body, keys);
 	const json_t *v;
 	int rc;
@@ -482,6 +502,14 @@ int api_validate_team(const json_t *body, bool create, struct api_problem *p)
 		  json_number_value(v) > 1000000))
 		return api_problem_set(p, API_P_INVALID_FIELD, "weight",
 				       "'weight' must be a number above 0 and at most 1000000");
+	if ((rc = check_ckpt_default(body, "keep", p)) ||
+	    (rc = check_ckpt_default(body, "keep_every", p)))
+		return rc;
+	v = json_object_get(body, "checkpoint_tier");
+	if (v && !json_is_null(v) && !json_is_boolean(v))
+		return api_problem_set(p, API_P_INVALID_FIELD, "checkpoint_tier",
+				       "'checkpoint_tier' must be a boolean or null (the job "
+				       "spec's default)");
 	return 0;
 }
 

@@ -1115,6 +1115,10 @@ struct scan {
 	char dir[4096];
 	int64_t examined;
 	int keep; /* 0: no retention here (not rank 0's node) */
+	int keep_every;
+	const struct exec_objstore *store; /* the job tiers: the store; NULL: none */
+	int64_t job;
+	bool tier_retry; /* a failed move is due again: retention even without a new checkpoint */
 	char *protect;
 	int64_t *known;
 	size_t nknown;
@@ -1126,6 +1130,11 @@ struct scan {
 	int64_t *valid;
 	size_t nvalid;
 	char error[TY_ERR_MSG_MAX];
+	char tier_error[TY_ERR_MSG_MAX]; /* "": none */
+	bool retained;			 /* retention ran */
+	int64_t local_bytes;		 /* the step-* directories' files; -1: unknown */
+	int moved;			 /* checkpoints moved to the store */
+	int64_t store_bytes;		 /* what the store holds of the job; -1: not looked at */
 };
 
 static void scan_free(struct scan *w)
@@ -1193,17 +1202,27 @@ static void scan_work(uv_work_t *req)
 			break;
 		}
 	}
-	if (w->newest_valid >= 0 && w->keep > 0) {
+	w->store_bytes = -1;
+	if ((w->newest_valid >= 0 || w->tier_retry) && w->keep > 0) {
 		int64_t *known = realloc(w->known, (w->nknown + 1) * sizeof(*known));
+		struct exec_tier_ctx tc = {w->store, w->job, w->keep, w->keep_every, NULL, 0};
 
 		if (!known)
 			goto out;
 		w->known = known;
-		w->known[w->nknown++] = w->newest_valid;
+		if (w->newest_valid >= 0)
+			w->known[w->nknown++] = w->newest_valid;
 		ty_err_clear(&err);
+		w->retained = true;
 		if (exec_ckpt_retain(&w->deleted, &w->valid, &w->nvalid, w->dir, w->keep,
-				     w->protect, w->known, w->nknown, &err))
+				     w->keep_every, w->protect, w->known, w->nknown,
+				     w->store ? exec_tier_move : NULL, &tc, w->tier_error, &err))
 			snprintf(w->error, sizeof(w->error), "retention: %.400s", err.msg);
+		if (tc.idx)
+			w->store_bytes = exec_tier_bytes(tc.idx);
+		w->moved = tc.moved;
+		json_decref(tc.idx);
+		w->local_bytes = exec_ckpt_bytes(w->dir);
 	}
 out:
 	free(e);
@@ -1231,6 +1250,53 @@ static void note_valid(struct exec_attempt *a, int64_t step)
 		return;
 	a->ckpt_valid = v;
 	a->ckpt_valid[a->nckpt_valid++] = step;
+}
+
+/*
+ * After retention: where the job's checkpoints are (bytes locally and in
+ * the object store) when that changed, each move, each failure of one and
+ * the first success after failures are a checkpoint_tier event. A move
+ * that failed keeps the local copies and is tried again after a backoff
+ * (1 s doubling to 5 min).
+ */
+static void tier_report(struct exec_attempt *a, const struct scan *w)
+{
+	bool failed = w->tier_error[0] != 0;
+	json_t *d;
+
+	if (!w->retained)
+		return;
+	/* nothing new: the figures as last reported, nothing moved or failing */
+	if (!failed && !w->moved && !a->tier_retry_at && w->local_bytes == a->ckpt_local_bytes &&
+	    (w->store_bytes < 0 || w->store_bytes == a->ckpt_store_bytes))
+		return;
+	a->ckpt_local_bytes = w->local_bytes;
+	if (w->store_bytes >= 0)
+		a->ckpt_store_bytes = w->store_bytes;
+	if (failed) {
+		a->tier_backoff_ms = a->tier_backoff_ms ? a->tier_backoff_ms * 2 : 1000;
+		if (a->tier_backoff_ms > 300000)
+			a->tier_backoff_ms = 300000;
+		a->tier_retry_at = ty_mono_ms() + a->tier_backoff_ms;
+		ty_warn("job %lld attempt %lld: checkpoints kept locally, the object store failed "
+			"(retry in %lld ms): %s",
+			(long long)a->job, (long long)a->attempt, (long long)a->tier_backoff_ms,
+			w->tier_error);
+	} else {
+		if (a->tier_retry_at)
+			ty_info("job %lld attempt %lld: the object store works again",
+				(long long)a->job, (long long)a->attempt);
+		a->tier_retry_at = 0;
+		a->tier_backoff_ms = 0;
+	}
+	d = json_pack("{s:s, s:s?, s:i, s:I}", "status", failed ? "error" : "ok", "error",
+		      failed ? w->tier_error : NULL, "moved", w->moved, "local_bytes",
+		      (json_int_t)w->local_bytes);
+	if (d && w->store_bytes >= 0)
+		json_object_set_new(d, "store_bytes", json_integer((json_int_t)w->store_bytes));
+	if (failed)
+		json_object_set_new(d, "retry_ms", json_integer((json_int_t)a->tier_backoff_ms));
+	exec__emit(a->x, PROTO_CHECKPOINT_TIER, a->job, a->attempt, d);
 }
 
 static void scan_done(uv_work_t *req, int status)
@@ -1272,9 +1338,13 @@ static void scan_done(uv_work_t *req, int status)
 		note_valid(a, w->valid[i]);
 	json_array_foreach(w->deleted, i, r)
 	{
-		ty_info("job %lld: deleted checkpoint %s (keeping the newest %d valid)",
-			(long long)a->job, json_string_value(r), a->launch.checkpoint_keep);
+		ty_info("job %lld: deleted checkpoint %s (keeping the newest %d valid and every "
+			"%d-th step%s)",
+			(long long)a->job, json_string_value(r), a->launch.checkpoint_keep,
+			a->launch.checkpoint_keep_every,
+			w->store ? "; older ones are in the object store" : "");
 	}
+	tier_report(a, w);
 	/* the handshake: the ranks answered the signal with a good checkpoint */
 	if (a->state == EXEC_RUNNING && a->checkpoint_signal && w->newest_valid >= 0 &&
 	    w->newest_valid > a->ckpt_signal_step)
@@ -1301,6 +1371,10 @@ static void scan_start(struct exec_attempt *a)
 	snprintf(w->dir, sizeof(w->dir), "%s", a->ckpt_dir);
 	w->examined = a->ckpt_examined;
 	w->keep = a->rank0 ? a->launch.checkpoint_keep : 0;
+	w->keep_every = a->launch.checkpoint_keep_every;
+	w->job = a->job;
+	w->store = a->launch.checkpoint_tier ? exec__opts(a->x)->tier_store : NULL;
+	w->tier_retry = w->store && a->tier_retry_at && ty_mono_ms() >= a->tier_retry_at;
 	if ((a->resume_from && !(w->protect = strdup(a->resume_from))) ||
 	    (a->nckpt_valid && !(w->known = malloc(a->nckpt_valid * sizeof(int64_t))))) {
 		scan_free(w);
@@ -1429,6 +1503,10 @@ struct resume {
 	json_t *report;
 	int rc;
 	char error[TY_ERR_MSG_MAX];
+	/* tiering: the store (NULL: none), what came back from it or why not */
+	const struct exec_objstore *store;
+	int64_t job, restored;
+	char tier_error[TY_ERR_MSG_MAX];
 	/* the container (a->contained): its spec, with what it points to */
 	const struct exec_rt_opts *rt;
 	const struct exec_opts *o;
@@ -1509,6 +1587,12 @@ static void resume_work(uv_work_t *req)
 	struct resume *w = req->data;
 	struct ty_err err = {0};
 
+	/* the local copy gone, the store's (verified before it lands) is the resume point */
+	w->restored = -1;
+	if (w->store && exec_tier_restore_newer(&w->restored, w->store, w->job, w->dir, &err)) {
+		snprintf(w->tier_error, sizeof(w->tier_error), "%s", err.msg);
+		ty_err_clear(&err);
+	}
 	if ((w->rc = exec_ckpt_newest(&w->path, &w->report, w->dir, &err))) {
 		snprintf(w->error, sizeof(w->error), "%s", err.msg);
 		return;
@@ -1617,6 +1701,20 @@ static void resume_done(uv_work_t *req, int status)
 	if (status || a->state != EXEC_RUNNING) {
 		container_delete(a); /* finish() may have come first */
 		goto out;	     /* stopped (kill, shutdown) while it ran */
+	}
+	if (w->tier_error[0] || w->restored >= 0) {
+		if (w->tier_error[0])
+			ty_warn("job %lld attempt %lld: cannot restore from the object store: %s",
+				(long long)a->job, (long long)a->attempt, w->tier_error);
+		else
+			ty_info("job %lld attempt %lld: checkpoint step %lld restored from the "
+				"object store",
+				(long long)a->job, (long long)a->attempt, (long long)w->restored);
+		exec__emit(a->x, PROTO_CHECKPOINT_TIER, a->job, a->attempt,
+			   json_pack("{s:s, s:s?, s:o}", "status", w->tier_error[0] ? "error" : "ok",
+				     "error", w->tier_error[0] ? w->tier_error : NULL, "restored",
+				     w->restored >= 0 ? json_integer((json_int_t)w->restored)
+						      : json_null()));
 	}
 	if (w->rc) {
 		exec__attempt_stop(a, 0, EXEC_CLASS(SYSTEM), EXEC_EXIT_NONE, "checkpoints: %s",
@@ -1749,6 +1847,12 @@ int exec__attempt_start(struct exec_attempt **out, struct exec *x, struct proto_
 	w->a = a;
 	w->req.data = w;
 	snprintf(w->dir, sizeof(w->dir), "%s", a->ckpt_dir);
+	w->job = a->job;
+	w->store = l->checkpoint_tier ? exec__opts(x)->tier_store : NULL;
+	if (l->checkpoint_tier && !w->store)
+		ty_warn("job %lld asks for checkpoint tiering, but this executor has no "
+			"--tier-endpoint: plain retention",
+			(long long)a->job);
 	if ((urc = uv_queue_work(exec__loop(x), &w->req, resume_work, resume_done))) {
 		if (w->init > 0) { /* a warm one taken: the attempt's to delete */
 			memcpy(a->ctr_id, w->id, sizeof(a->ctr_id));

@@ -447,23 +447,62 @@ out:
 	return rc;
 }
 
-void exec_ckpt_retain_plan(struct exec_ckpt_entry *e, size_t n, int keep)
+bool exec_ckpt_every(int64_t step, int keep_every)
+{
+	return keep_every > 0 && step % keep_every == 0;
+}
+
+void exec_ckpt_retain_plan(struct exec_ckpt_entry *e, size_t n, int keep, int keep_every)
 {
 	int valid = 0;
 
 	for (size_t i = 0; i < n; i++) {
+		bool bad = e[i].state == EXEC_CKPT_TORN || e[i].state == EXEC_CKPT_CORRUPT;
+
 		e[i].del = false;
 		if (keep <= 0)
 			continue;
 		if (!e[i].protect) {
-			if (valid >= keep)
+			if (valid > 0 && bad)
 				e[i].del = true;
-			else if (valid > 0 &&
-				 (e[i].state == EXEC_CKPT_TORN || e[i].state == EXEC_CKPT_CORRUPT))
+			/* every K-th is kept whole, unless it is known to be bad */
+			else if (valid >= keep && !exec_ckpt_every(e[i].step, keep_every))
 				e[i].del = true;
 		}
 		valid += e[i].state == EXEC_CKPT_VALID;
 	}
+}
+
+static _Thread_local int64_t bytes_sum;
+
+static int add_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+	(void)path;
+	if (flag == FTW_F && S_ISREG(st->st_mode) && ftw->level >= 1)
+		bytes_sum += (int64_t)st->st_size;
+	return 0;
+}
+
+int64_t exec_ckpt_bytes(const char *dir)
+{
+	struct exec_ckpt_entry *e = NULL;
+	struct ty_err err = {0};
+	int64_t total = 0;
+	size_t n = 0;
+
+	if (exec_ckpt_list(&e, &n, dir, &err))
+		return -1;
+	for (size_t i = 0; i < n; i++) {
+		char full[PATH_MAX];
+
+		snprintf(full, sizeof full, "%s/%s", dir, e[i].name);
+		bytes_sum = 0;
+		/* level 0 is the step directory: its files are at level 1 or deeper */
+		if (nftw(full, add_one, 16, FTW_PHYS) == 0)
+			total += bytes_sum;
+	}
+	free(e);
+	return total;
 }
 
 static int rm_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
@@ -489,9 +528,11 @@ static bool step_known(const int64_t *known, size_t nknown, int64_t step)
 }
 
 int exec_ckpt_retain(json_t **deleted_out, int64_t **valid_out, size_t *nvalid_out, const char *dir,
-		     int keep, const char *protect, const int64_t *known, size_t nknown,
+		     int keep, int keep_every, const char *protect, const int64_t *known,
+		     size_t nknown, exec_ckpt_move_fn move, void *ud, char *move_error,
 		     struct ty_err *err)
 {
+	bool moving = move != NULL;
 	struct exec_ckpt_entry *e = NULL;
 	json_t *deleted = json_array();
 	int64_t *valid = NULL;
@@ -533,13 +574,30 @@ int exec_ckpt_retain(json_t **deleted_out, int64_t **valid_out, size_t *nvalid_o
 
 		snprintf(full, sizeof full, "%s/%s", dir, e[i].name);
 		e[i].protect = protect && strcmp(protect, full) == 0;
+		/* beyond the window only a missing manifest is cheap to see */
+		if (e[i].state == EXEC_CKPT_UNKNOWN && !e[i].manifest)
+			e[i].state = EXEC_CKPT_TORN;
 	}
-	exec_ckpt_retain_plan(e, n, keep);
+	if (move_error)
+		*move_error = 0;
+	/* with a store, the every-th ones are the store's to keep */
+	exec_ckpt_retain_plan(e, n, keep, move ? 0 : keep_every);
 	for (size_t i = 0; i < n; i++) {
 		char full[PATH_MAX];
 
 		if (!e[i].del)
 			continue;
+		if (move && e[i].state != EXEC_CKPT_TORN && e[i].state != EXEC_CKPT_CORRUPT) {
+			struct ty_err merr = {0};
+
+			/* never deleted before its upload verified */
+			if (!moving || move(ud, dir, &e[i], &merr)) {
+				if (moving && move_error)
+					snprintf(move_error, TY_ERR_MSG_MAX, "%s", merr.msg);
+				moving = false;
+				continue;
+			}
+		}
 		snprintf(full, sizeof full, "%s/%s", dir, e[i].name);
 		if ((rc = exec_ckpt_remove(full, err)))
 			goto out;

@@ -635,6 +635,8 @@ struct exec_opts {
 	char *const *preflight_command;
 	/* the API's base URL for ranks' trial metrics (TRAINYARD_METRICS_URL); NULL: none */
 	const char *api_url;
+	/* checkpoint tiering's object store (--tier-*); NULL: none, tier jobs keep all locally */
+	const struct exec_objstore *tier_store;
 	/* trainyard-rank-shim, the parent of every rank (rank_shim.c) */
 	const char *rank_shim;
 	/*
@@ -794,6 +796,10 @@ struct exec_attempt {
 	int64_t ckpt_stop_at;	  /* monotonic: stop by then after the signal; 0: no limit */
 	int64_t ckpt_wait_ms;	  /* that wait, for the message */
 	int64_t *ckpt_valid;	  /* owned; steps known to verify (retention needs no rehash) */
+	int64_t tier_retry_at;	  /* monotonic: retry a failed move to the store then; 0: none */
+	int64_t tier_backoff_ms;  /* the wait after the last failure (doubled, at most 5 min) */
+	int64_t ckpt_local_bytes; /* as last reported in checkpoint_tier (0 at first) */
+	int64_t ckpt_store_bytes;
 	size_t nckpt_valid;
 	uv_work_t *work; /* the thread-pool request in flight, NULL: none */
 	/* preflight */
@@ -1035,28 +1041,49 @@ struct exec_ckpt_entry {
  * entries; TY_EIO when it cannot be read, TY_ENOMEM.
  */
 int exec_ckpt_list(struct exec_ckpt_entry **out, size_t *n, const char *dir, struct ty_err *err);
+/* Whether step is one of every keep_every-th that retention keeps (keep_every <= 0: none). */
+bool exec_ckpt_every(int64_t step, int keep_every);
 /*
  * Retention (pure): e holds n entries newest first with their state known
  * at least until keep of them are VALID (UNKNOWN beyond). Sets del on
- * every entry older than the keep-th valid one, and on torn or corrupt
- * ones older than the newest valid one; never on a protected entry, on
- * anything newer than the newest valid one, or anything at all when
- * keep <= 0. UNKNOWN entries before the keep-th valid one are kept.
+ * every entry older than the keep-th valid one whose step is not a
+ * multiple of keep_every (> 0; 0: none), and on torn or corrupt ones older
+ * than the newest valid one (every keep_every-th too); never on a
+ * protected entry, on anything newer than the newest valid one, or
+ * anything at all when keep <= 0. UNKNOWN entries before the keep-th valid
+ * one are kept.
  */
-void exec_ckpt_retain_plan(struct exec_ckpt_entry *e, size_t n, int keep);
+void exec_ckpt_retain_plan(struct exec_ckpt_entry *e, size_t n, int keep, int keep_every);
+/* The bytes of the regular files in dir's step-* directories; -1 when dir cannot be read. */
+int64_t exec_ckpt_bytes(const char *dir);
 /* rm -rf path (no symbolic link is followed); TY_EIO names it. */
 int exec_ckpt_remove(const char *path, struct ty_err *err);
 /*
- * Keep the newest keep valid checkpoints under dir and delete what
- * exec_ckpt_retain_plan says. Newest first, until keep are valid, each is
- * VALID when its step is in known[] (verified before), TORN without a
- * manifest, else verified now. protect (may be NULL) is a "dir/<name>"
+ * Keep the newest keep valid checkpoints under dir, and every keep_every-th
+ * step, and delete what exec_ckpt_retain_plan says. Newest first, until
+ * keep are valid, each is VALID when its step is in known[] (verified
+ * before), TORN without a manifest, else verified now; older ones are TORN
+ * without a manifest, else not looked at. protect (may be NULL) is a "dir/<name>"
  * path never deleted. *deleted_out: a new array of the deleted paths;
  * *valid_out (new, free()) the *nvalid_out steps found valid. TY_EIO when
  * something cannot be read or deleted, TY_ENOMEM.
  */
+/*
+ * Moves one checkpoint (dir/e->name) elsewhere before retention deletes it;
+ * non-zero keeps the local copy.
+ */
+typedef int (*exec_ckpt_move_fn)(void *ud, const char *dir, const struct exec_ckpt_entry *e,
+				 struct ty_err *err);
+/*
+ * With move (may be NULL) every checkpoint retention would delete, but for
+ * torn or corrupt ones, is first moved with it, and every keep_every-th
+ * too (the store keeps those, not the local disk); one whose move fails
+ * is kept, and no later one is tried: the first failure's message is in
+ * *move_error (TY_ERR_MSG_MAX), "" when none.
+ */
 int exec_ckpt_retain(json_t **deleted_out, int64_t **valid_out, size_t *nvalid_out, const char *dir,
-		     int keep, const char *protect, const int64_t *known, size_t nknown,
+		     int keep, int keep_every, const char *protect, const int64_t *known,
+		     size_t nknown, exec_ckpt_move_fn move, void *ud, char *move_error,
 		     struct ty_err *err);
 /*
  * The newest checkpoint under dir that verifies, trying step-* directories
@@ -1068,6 +1095,90 @@ int exec_ckpt_retain(json_t **deleted_out, int64_t **valid_out, size_t *nvalid_o
  * exists but cannot be read, TY_ENOMEM.
  */
 int exec_ckpt_newest(char **path_out, json_t **report_out, const char *dir, struct ty_err *err);
+
+/* ---- the object store (objstore.c) and checkpoint tiering (ckpt_tier.c) ---- */
+
+/* An S3-compatible store: path-style URLs endpoint/bucket/key, SigV4-signed. */
+struct exec_objstore {
+	char endpoint[512]; /* http(s)://host[:port], no trailing '/' */
+	char bucket[64];
+	char region[64];
+	char access_key[256];
+	char secret_key[256];
+	int64_t timeout_ms; /* connecting, and a transfer stalled that long */
+};
+/*
+ * The access key and secret from the JSON file path:
+ * {"access_key_id": "...", "secret_access_key": "..."}, nothing else;
+ * TY_EINVAL names the fault.
+ */
+int exec_objstore_creds_load(struct exec_objstore *s, const char *path, struct ty_err *err);
+/*
+ * Blocking requests (the thread pool's). TY_EIO when the store cannot be
+ * reached or answers 5xx, TY_EPERM for 401/403 (credentials refused),
+ * TY_ENOTFOUND for 404; the message names the method, URL and the store's
+ * error code.
+ */
+int exec_objstore_put_file(const struct exec_objstore *s, const char *key, const char *path,
+			   struct ty_err *err);
+int exec_objstore_put_mem(const struct exec_objstore *s, const char *key, const char *data,
+			  size_t len, struct ty_err *err);
+/* The object into path (created or truncated). */
+int exec_objstore_get_file(const struct exec_objstore *s, const char *key, const char *path,
+			   struct ty_err *err);
+/* The object as a new NUL-terminated buffer (free()) of at most max bytes. */
+int exec_objstore_get_mem(char **out, size_t *len, const struct exec_objstore *s, const char *key,
+			  size_t max, struct ty_err *err);
+/* The object's size (HEAD). */
+int exec_objstore_size(int64_t *size, const struct exec_objstore *s, const char *key,
+		       struct ty_err *err);
+/* Delete key; one already gone is 0. */
+int exec_objstore_delete(const struct exec_objstore *s, const char *key, struct ty_err *err);
+
+/* What the store holds of a job, jobs/<job>/index.json: {"steps": [{step, name, bytes, files}]} */
+#define EXEC_TIER_INDEX "index.json"
+/*
+ * Upload checkpoint dir/name as jobs/<job>/<name>/<path>: its files, then
+ * its manifest last; verified (each object's size is the manifest's, the
+ * manifest read back has the local one's SHA-256). *bytes_out: the bytes
+ * stored, the manifest's included.
+ */
+int exec_tier_upload(int64_t *bytes_out, const struct exec_objstore *s, int64_t job,
+		     const char *dir, const char *name, struct ty_err *err);
+/*
+ * Download checkpoint name (of step) into dir/name through a hidden
+ * dir/.restore-<name>, renamed only once exec_ckpt_verify passes.
+ */
+int exec_tier_restore(const struct exec_objstore *s, int64_t job, const char *dir,
+		      const char *name, int64_t step, struct ty_err *err);
+/*
+ * When the store's newest checkpoint of job is newer than every local one
+ * with a manifest under dir (or there is none), restore it
+ * (exec_tier_restore); *restored its step, -1 when nothing was.
+ */
+int exec_tier_restore_newer(int64_t *restored, const struct exec_objstore *s, int64_t job,
+			    const char *dir, struct ty_err *err);
+/* Delete an index entry's objects, the manifest first. */
+int exec_tier_delete(const struct exec_objstore *s, int64_t job, const json_t *entry,
+		     struct ty_err *err);
+/* The job's index (a new object; {"steps": []} when the store has none). */
+int exec_tier_index_get(json_t **out, const struct exec_objstore *s, int64_t job,
+			struct ty_err *err);
+int exec_tier_index_put(const struct exec_objstore *s, int64_t job, const json_t *idx,
+			struct ty_err *err);
+/* The store's retention (pure): steps newest first; del[i] for all but the newest keep and every keep_every-th. */
+void exec_tier_prune_plan(bool *del, const int64_t *steps, size_t n, int keep, int keep_every);
+/* The bytes an index says the store holds. */
+int64_t exec_tier_bytes(const json_t *idx);
+/* exec_ckpt_retain's mover (ud a struct exec_tier_ctx): upload, verify, index, prune. */
+struct exec_tier_ctx {
+	const struct exec_objstore *store;
+	int64_t job;
+	int keep, keep_every;
+	json_t *idx; /* owned; loaded on the first move */
+	int moved;   /* out: checkpoints moved */
+};
+int exec_tier_move(void *ud, const char *dir, const struct exec_ckpt_entry *e, struct ty_err *err);
 
 /* ---- spot notices (spot.c) ---- */
 

@@ -133,6 +133,18 @@ static const struct ty_opt options[] = {
     {"spot-poll-ms", TY_OPT_INT, "5000", 100, 3600000, "spot notice poll interval"},
     {"spot-timeout-ms", TY_OPT_INT, "2000", 50, 60000,
      "timeout of one metadata request, connecting included (at most the poll interval)"},
+    {"tier-endpoint", TY_OPT_STR, NULL, 0, 0,
+     "base URL (http:// or https://) of the S3-compatible object store that jobs with "
+     "checkpoint.tier move older checkpoints to, path-style; unset: no tiering (such jobs' "
+     "retention is the plain one: the newest checkpoint.keep and every keep_every-th)"},
+    {"tier-bucket", TY_OPT_STR, "trainyard-checkpoints", 0, 0,
+     "the object store's bucket (objects jobs/<job>/step-<N>/...)"},
+    {"tier-region", TY_OPT_STR, "us-east-1", 0, 0, "the region requests are signed for (SigV4)"},
+    {"tier-credentials-file", TY_OPT_STR, NULL, 0, 0,
+     "JSON file {\"access_key_id\": ..., \"secret_access_key\": ...} of the object store "
+     "(required with --tier-endpoint)"},
+    {"tier-timeout-ms", TY_OPT_INT, "10000", 100, 600000,
+     "an object store request fails when connecting, or a transfer stalled, takes this long"},
     {"preflight-command", TY_OPT_STR, NULL, 0, 0,
      "JSON array: the program and arguments run as every local rank, with the rank's "
      "environment, before a job that asks for a preflight; all exit 0 or the attempt fails "
@@ -625,6 +637,8 @@ int main(int argc, char **argv)
 	char rt_root[4096], rt_bundles[4096], cgroup[4096], images[4096];
 	struct exec_rt_opts rt = {0};
 	struct exec_rt_mount *mounts = NULL;
+	struct exec_objstore store = {0};
+	const char *tier;
 	int rc = 2, rc2, level;
 
 	if (!c)
@@ -858,6 +872,41 @@ int main(int argc, char **argv)
 	o.health_check_timeout_ms = ty_config_int(c, "health-check-timeout-ms");
 	o.health_check_interval_ms = ty_config_int(c, "health-check-interval-ms");
 	o.spot_timeout_ms = ty_config_int(c, "spot-timeout-ms");
+	tier = ty_config_str(c, "tier-endpoint");
+	if (tier && *tier) {
+		const char *b = ty_config_str(c, "tier-bucket"), *rg = ty_config_str(c, "tier-region");
+		const char *cred = ty_config_str(c, "tier-credentials-file");
+		size_t n = strlen(tier);
+
+		while (n && tier[n - 1] == '/')
+			n--;
+		if ((strncmp(tier, "http://", 7) && strncmp(tier, "https://", 8)) ||
+		    n >= sizeof(store.endpoint)) {
+			fail("--tier-endpoint '%s' is not an http:// or https:// URL", tier);
+			goto out;
+		}
+		if (!b || !*b || strlen(b) >= sizeof(store.bucket) || strchr(b, '/')) {
+			fail("--tier-bucket '%s' is not a bucket name", b ? b : "");
+			goto out;
+		}
+		if (!rg || !*rg || strlen(rg) >= sizeof(store.region) || strchr(rg, ':')) {
+			fail("--tier-region '%s' is not a region", rg ? rg : "");
+			goto out;
+		}
+		if (!cred || !*cred) {
+			fail("%s", "--tier-endpoint needs --tier-credentials-file");
+			goto out;
+		}
+		if (exec_objstore_creds_load(&store, cred, &err)) {
+			fail("--tier-credentials-file: %s", err.msg);
+			goto out;
+		}
+		snprintf(store.endpoint, sizeof(store.endpoint), "%.*s", (int)n, tier);
+		snprintf(store.bucket, sizeof(store.bucket), "%s", b);
+		snprintf(store.region, sizeof(store.region), "%s", rg);
+		store.timeout_ms = ty_config_int(c, "tier-timeout-ms");
+		o.tier_store = &store;
+	}
 
 	/* the log server may write to a closed socket; ranks get SIG_DFL back (libuv) */
 	signal(SIGPIPE, SIG_IGN);
@@ -877,6 +926,7 @@ out:
 	ty_ed25519_key_free(log_pubkey);
 	ty_ed25519_key_free(dispatch_key);
 	memset(node_key, 0, sizeof(node_key));
+	memset(&store, 0, sizeof(store));
 	ty_config_free(c);
 	return rc;
 }

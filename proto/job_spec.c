@@ -41,6 +41,8 @@ const struct proto_spec_field proto_spec_fields[] = {
     {"checkpoint", "signal", ENUM, 0, 0, signals, 0, "SIGUSR1", false},
     {"checkpoint", "grace_seconds", INT, 0, 3600, NULL, 120, NULL, false},
     {"checkpoint", "keep", INT, 1, 100, NULL, 3, NULL, false},
+    {"checkpoint", "keep_every", INT, 0, 1000000000, NULL, 0, NULL, false},
+    {"checkpoint", "tier", BOOL, 0, 0, NULL, 0, NULL, false},
     {"topology", "required", ENUM, 0, 0, domains, 0, NULL, true},
     {NULL, "launch", ENUM, 0, 0, launches, 0, "per_gpu", false},
     {NULL, "hang_timeout_seconds", INT, 0, 604800, NULL, 1800, NULL, false},

@@ -228,6 +228,15 @@ int proto_launch_decode(struct proto_launch *l, const struct proto_msg *m, struc
 	if (v && !json_is_null(v) &&
 	    (rc = int_field(&l->checkpoint_keep, d, "checkpoint_keep", 0, 1000, err)))
 		return rc;
+	v = json_object_get(d, "checkpoint_keep_every");
+	if (v && !json_is_null(v) &&
+	    (rc = int_field(&l->checkpoint_keep_every, d, "checkpoint_keep_every", 0, 1000000000,
+			    err)))
+		return rc;
+	v = json_object_get(d, "checkpoint_tier");
+	if (v && !json_is_null(v) && !json_is_boolean(v))
+		return ty_err_set(err, TY_EINVAL, "launch field 'checkpoint_tier' must be a boolean");
+	l->checkpoint_tier = json_is_true(v);
 	v = json_object_get(d, "checkpoint_signal");
 	l->checkpoint_signal = proto_ckpt_signal_parse(proto_spec_default_str("checkpoint", "signal"));
 	if (v && !json_is_null(v) &&
@@ -327,6 +336,8 @@ json_t *proto_launch_common(const struct proto_launch *l)
 	bad |= set_int(o, "hang_timeout_seconds", l->hang_timeout_ms / 1000);
 	bad |= set_int(o, "start_timeout_seconds", l->start_timeout_ms / 1000);
 	bad |= set_int(o, "checkpoint_keep", l->checkpoint_keep);
+	bad |= set_int(o, "checkpoint_keep_every", l->checkpoint_keep_every);
+	bad |= json_object_set_new(o, "checkpoint_tier", json_boolean(l->checkpoint_tier));
 	bad |= json_object_set_new(o, "preflight", json_boolean(l->preflight));
 	if (sig)
 		bad |= json_object_set_new(o, "checkpoint_signal", json_string(sig));

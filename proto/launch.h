@@ -52,6 +52,8 @@ struct proto_launch {
 	int64_t hang_timeout_ms;  /* 0: no hang detection */
 	int64_t start_timeout_ms; /* 0: no start timeout */
 	int checkpoint_keep;	  /* valid checkpoints retention keeps */
+	int checkpoint_keep_every; /* and every step that is a multiple of it; 0: none */
+	bool checkpoint_tier;	   /* move older checkpoints to the object store */
 	int checkpoint_signal;	  /* the job's checkpoint signal (spot notices) */
 	bool preflight;		  /* run the preflight command before the job's */
 	/* the attempt's trial metrics token (TRAINYARD_METRICS_TOKEN); "": none */

@@ -41,6 +41,7 @@ static const struct schema schemas[PROTO_TYPE_COUNT] = {
 	[PROTO_ATTEMPT_RUNNING] = {true, {"ranks:i", NULL}},
 	[PROTO_ATTEMPT_EXITED] = {true, {"exit_code:i", "failure_class:s", "message:s", NULL}},
 	[PROTO_CHECKPOINT_WRITTEN] = {true, {"path:s", "step:i", NULL}},
+	[PROTO_CHECKPOINT_TIER] = {true, {"status:s", NULL}},
 	[PROTO_PREEMPT_NOTICE] = {false, {"deadline:i", NULL}},
 	[PROTO_LAUNCH_ACCEPTED] = {true, {NULL}},
 	[PROTO_REGISTER] = {false,

@@ -39,6 +39,7 @@
 	X(ATTEMPT_RUNNING, "attempt_running", PROTO_TOPIC_EVENTS)             \
 	X(ATTEMPT_EXITED, "attempt_exited", PROTO_TOPIC_EVENTS)               \
 	X(CHECKPOINT_WRITTEN, "checkpoint_written", PROTO_TOPIC_EVENTS)       \
+	X(CHECKPOINT_TIER, "checkpoint_tier", PROTO_TOPIC_EVENTS)             \
 	X(PREEMPT_NOTICE, "preempt_notice", PROTO_TOPIC_EVENTS)               \
 	X(LAUNCH_ACCEPTED, "launch_accepted", PROTO_TOPIC_EVENTS)             \
 	X(REGISTER, "register", PROTO_TOPIC_NODES)                            \

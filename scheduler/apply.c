@@ -1811,6 +1811,26 @@ static int on_checkpoint_written(struct sched *s, const struct proto_msg *m, str
 	    jint(m->data, "step", 0), err);
 }
 
+/*
+ * Where a job's checkpoints are, and how moving them to the object store
+ * went: the figures kept for usage and /metrics, a failure logged (the
+ * executor keeps the local copies and retries).
+ */
+static int on_checkpoint_tier(struct sched *s, const struct proto_msg *m, struct ty_err *err)
+{
+	const char *e = jstr(m->data, "error", NULL);
+
+	if (e)
+		ty_warn("job %lld attempt %lld: node '%s' cannot use the object store: %s",
+			(long long)m->job, (long long)m->attempt, m->node, e);
+	if (!json_is_integer(json_object_get(m->data, "local_bytes")) &&
+	    !json_is_integer(json_object_get(m->data, "store_bytes")))
+		return 0;
+	return sched_store_checkpoint_storage(s->term.pg, m->job, m->node,
+					      jint(m->data, "local_bytes", -1),
+					      jint(m->data, "store_bytes", -1), err);
+}
+
 /* A spot interruption notice (job 0): the node, not an attempt, is being taken. */
 static int on_preempt_notice(struct sched *s, const struct proto_msg *m, struct ty_err *err)
 {
@@ -1867,6 +1887,8 @@ int sched_apply(struct sched *s, const struct proto_msg *m, struct ty_err *err)
 		return on_attempt_running(s, m, err);
 	case PROTO_CHECKPOINT_WRITTEN:
 		return on_checkpoint_written(s, m, err);
+	case PROTO_CHECKPOINT_TIER:
+		return on_checkpoint_tier(s, m, err);
 	case PROTO_ATTEMPT_EXITED:
 		break;
 	default:

@@ -540,6 +540,8 @@ static json_t *common_of(const struct sched *s, const struct snap *sn,
 	    .hang_timeout_ms = spec_int(spec, NULL, "hang_timeout_seconds") * 1000,
 	    .start_timeout_ms = spec_int(spec, NULL, "start_timeout_seconds") * 1000,
 	    .checkpoint_keep = (int)spec_int(spec, "checkpoint", "keep"),
+	    .checkpoint_keep_every = (int)spec_int(spec, "checkpoint", "keep_every"),
+	    .checkpoint_tier = json_is_true(json_object_get(json_object_get(spec, "checkpoint"), "tier")),
 	    .checkpoint_signal = proto_ckpt_signal_parse(spec_str(spec, "checkpoint", "signal")),
 	    .preflight = json_is_true(json_object_get(spec, "preflight")),
 	    /* the container: the team's uid, the job's limits per node, its image */

@@ -27,10 +27,12 @@ TY_PG_PORT=${TRAINYARD_PG_PORT:-25432}
 TY_API_PORT=${TRAINYARD_API_PORT:-8080}
 TY_DATABASE_URL=postgresql://postgres@127.0.0.1:$TY_PG_PORT/trainyard
 TY_API_URL=http://127.0.0.1:$TY_API_PORT
+# s3rver, the object store of checkpoint tiering (with TRAINYARD_TIER=1)
+TY_S3_PORT=${TRAINYARD_S3_PORT:-4569}
 
 # Daemons in start order; down stops them in reverse. A new one (scheduler,
 # executors) is a name here and a start_daemon line in up.
-TY_DAEMONS=(broker api scheduler executor-a executor-b)
+TY_DAEMONS=(broker api scheduler s3rver executor-a executor-b)
 # the two local "nodes": id and the loopback address their ranks rendezvous on
 TY_NODES=(a:127.0.0.2 b:127.0.0.3)
 
@@ -354,6 +356,7 @@ daemon_addr() { # NAME
 		url=$(env_get JOBCTL_SERVER)
 		echo "${url:-$TY_API_URL}"
 		;;
+	s3rver) echo "http://127.0.0.1:$TY_S3_PORT (bucket trainyard-checkpoints)" ;;
 	*) echo "-" ;;
 	esac
 }
@@ -377,6 +380,9 @@ print_status() {
 				note=" (not ready: $addr/readyz fails)"
 				down=1
 			fi
+		elif [[ $name == s3rver && -z ${TRAINYARD_TIER:-} ]]; then
+			pid=off
+			addr="(checkpoint tiering not configured: TRAINYARD_TIER=1)"
 		else
 			pid=stopped
 			addr=-

@@ -604,6 +604,15 @@ int sched_store_parts_live(bool *live, struct ty_pg *pg, const struct sched_stor
 int sched_store_checkpoint_written(struct ty_pg *pg, const struct sched_store_part *a,
 				   int64_t step, struct ty_err *err);
 
+/* ---- storage.c: where jobs' checkpoints are ---- */
+
+/*
+ * The bytes of job's checkpoints on node's storage and in the object store
+ * (< 0: unchanged), as node (one the job had an allocation on) reported.
+ */
+int sched_store_checkpoint_storage(struct ty_pg *pg, int64_t job, const char *node,
+				   int64_t local_bytes, int64_t store_bytes, struct ty_err *err);
+
 /* ---- ranks.c: ranks' ends ---- */
 
 /* v[n] as the JSON records the rank statements read ($1): new text in *out. */

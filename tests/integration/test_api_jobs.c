@@ -83,6 +83,7 @@ TY_TEST(defaults_filled_in_the_spec)
 	    {"spec.checkpoint.signal", 0, "SIGUSR1"},
 	    {"spec.checkpoint.grace_seconds", 120, NULL},
 	    {"spec.checkpoint.keep", 3, NULL},
+	    {"spec.checkpoint.keep_every", 0, NULL},
 	    {"spec.launch", 0, "per_gpu"},
 	    {"spec.hang_timeout_seconds", 1800, NULL},
 	    {"spec.start_timeout_seconds", 600, NULL},
@@ -106,6 +107,7 @@ TY_TEST(defaults_filled_in_the_spec)
 	CHECK_JNULL(j, "spec.topology.required");
 	CHECK(json_is_true(ty_jpath(j, "spec.preemptible")));
 	CHECK(json_is_false(ty_jpath(j, "spec.spot.allowed")));
+	CHECK(json_is_false(ty_jpath(j, "spec.checkpoint.tier")));
 	CHECK(json_is_object(ty_jpath(j, "spec.env")) &&
 	      json_object_size(ty_jpath(j, "spec.env")) == 0);
 	CHECK(json_is_object(ty_jpath(j, "spec.labels")) &&
@@ -147,7 +149,8 @@ TY_TEST(full_spec_round_trips)
 	    "'min_runtime_seconds':600,'preemptible':false,"
 	    "'spot':{'allowed':true,'max_preemptions':5,'fallback':'none'},"
 	    "'retry':{'system':10,'user':1},"
-	    "'checkpoint':{'signal':'SIGUSR2','grace_seconds':300,'keep':5},"
+	    "'checkpoint':{'signal':'SIGUSR2','grace_seconds':300,'keep':5,'keep_every':1000,"
+	    "'tier':true},"
 	    "'topology':{'required':'block'},'launch':'per_node','hang_timeout_seconds':600,"
 	    "'start_timeout_seconds':120,'preflight':true,"
 	    "'labels':{'project':'llama','example.com/owner':'ml-infra'}}",
@@ -349,6 +352,14 @@ TY_TEST(validation_table)
 		      "checkpoint.grace_seconds"),
 	    BAD_FIELD("checkpoint.keep 0", "'checkpoint':{'keep':0}", "checkpoint.keep"),
 	    BAD_FIELD("checkpoint.keep 101", "'checkpoint':{'keep':101}", "checkpoint.keep"),
+	    BAD_FIELD("checkpoint.keep -3", "'checkpoint':{'keep':-3}", "checkpoint.keep"),
+	    BAD_FIELD("checkpoint.keep_every -1", "'checkpoint':{'keep_every':-1}",
+		      "checkpoint.keep_every"),
+	    BAD_FIELD("checkpoint.keep_every absurd", "'checkpoint':{'keep_every':10000000000}",
+		      "checkpoint.keep_every"),
+	    BAD_FIELD("checkpoint.keep_every as a string", "'checkpoint':{'keep_every':'10'}",
+		      "checkpoint.keep_every"),
+	    BAD_FIELD("checkpoint.tier as 1", "'checkpoint':{'tier':1}", "checkpoint.tier"),
 	    /* env */
 	    {"reserved env RANK", PLAIN, "{" T MINIMAL ",'env':{'RANK':'0'}}", NULL, 422,
 	     "reserved_env", "env.RANK"},
@@ -478,6 +489,8 @@ TY_TEST(boundaries_accepted)
 	    {"checkpoint SIGHUP, grace 0, keep 100",
 	     "'resources':{},'checkpoint':{'signal':'SIGHUP','grace_seconds':0,'keep':100}",
 	     "spec.checkpoint.keep", 100, NULL},
+	    {"checkpoint keep_every at its bound", "'resources':{},'checkpoint':{'keep_every':1000000000}",
+	     "spec.checkpoint.keep_every", 1000000000, NULL},
 	    {"retry 100 and 100", "'resources':{},'retry':{'system':100,'user':100}",
 	     "spec.retry.user", 100, NULL},
 	    {"spot.max_preemptions 0", "'resources':{},'spot':{'max_preemptions':0}",

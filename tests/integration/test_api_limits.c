@@ -256,6 +256,82 @@ TY_TEST(max_pending_jobs_through_the_teams_api)
 	ty_resp_free(&r);
 }
 
+/* A team's checkpoint retention defaults: set, refused, and what a job's spec takes from them. */
+TY_TEST(checkpoint_defaults_through_the_teams_api)
+{
+	const struct ty_stack *s = ty_stack_get();
+	const char *team = ty_mk_team("ckd", 4, -1);
+	struct ty_resp r = {0};
+	struct {
+		const char *body;
+		const char *field; /* the refused field, NULL: 200 */
+	} bad[] = {
+		{"{'checkpoint_keep':0}", "checkpoint_keep"},
+		{"{'checkpoint_keep':101}", "checkpoint_keep"},
+		{"{'checkpoint_keep':'3'}", "checkpoint_keep"},
+		{"{'checkpoint_keep_every':-1}", "checkpoint_keep_every"},
+		{"{'checkpoint_keep_every':1000000001}", "checkpoint_keep_every"},
+		{"{'checkpoint_tier':'yes'}", "checkpoint_tier"},
+	};
+
+	ty_http(&r, "GET", ty_test_strf("/v1/teams/%s", team), s->admin, NULL, NULL);
+	REQUIRE_STATUS(&r, 200);
+	CHECK_JNULL(r.json, "checkpoint_keep");
+	CHECK_JNULL(r.json, "checkpoint_keep_every");
+	CHECK_JNULL(r.json, "checkpoint_tier");
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		ty_test_context("PATCH %s", bad[i].body);
+		ty_http(&r, "PATCH", ty_test_strf("/v1/teams/%s", team), s->admin,
+			ty_test_jf("%s", bad[i].body), NULL);
+		CHECK_PROBLEM(&r, 422, "invalid_field", bad[i].field);
+	}
+	ty_test_context(NULL);
+	ty_http(&r, "PATCH", ty_test_strf("/v1/teams/%s", team), s->admin,
+		ty_test_jf("{'checkpoint_keep':2,'checkpoint_keep_every':500,'checkpoint_tier':true}"),
+		NULL);
+	REQUIRE_STATUS(&r, 200);
+	CHECK_JINT(r.json, "checkpoint_keep", 2);
+	CHECK_JINT(r.json, "checkpoint_keep_every", 500);
+	CHECK(json_is_true(ty_jpath(r.json, "checkpoint_tier")));
+
+	/* a job that names none takes the team's; one that names a field keeps its own */
+	ty_http(&r, "POST", "/v1/jobs", s->admin, job(team, "takes"), NULL);
+	REQUIRE_STATUS(&r, 201);
+	CHECK_JINT(r.json, "spec.checkpoint.keep", 2);
+	CHECK_JINT(r.json, "spec.checkpoint.keep_every", 500);
+	CHECK(json_is_true(ty_jpath(r.json, "spec.checkpoint.tier")));
+	ty_http(&r, "POST", "/v1/jobs", s->admin,
+		ty_tmpl("{'team':'@T','command':['python','t.py'],'resources':{},"
+			"'checkpoint':{'keep':7,'keep_every':0,'tier':false}}",
+			team),
+		NULL);
+	REQUIRE_STATUS(&r, 201);
+	CHECK_JINT(r.json, "spec.checkpoint.keep", 7);
+	CHECK_JINT(r.json, "spec.checkpoint.keep_every", 0);
+	CHECK(json_is_false(ty_jpath(r.json, "spec.checkpoint.tier")));
+	ty_http(&r, "POST", "/v1/jobs", s->admin,
+		ty_tmpl("{'team':'@T','command':['python','t.py'],'resources':{},"
+			"'checkpoint':{'keep':4}}",
+			team),
+		NULL);
+	REQUIRE_STATUS(&r, 201);
+	CHECK_JINT(r.json, "spec.checkpoint.keep", 4);
+	CHECK_JINT(r.json, "spec.checkpoint.keep_every", 500);
+	/* null: the spec's own default again */
+	ty_http(&r, "PATCH", ty_test_strf("/v1/teams/%s", team), s->admin,
+		ty_test_jf("{'checkpoint_keep':null,'checkpoint_keep_every':null,"
+			   "'checkpoint_tier':null}"),
+		NULL);
+	REQUIRE_STATUS(&r, 200);
+	CHECK_JNULL(r.json, "checkpoint_keep");
+	ty_http(&r, "POST", "/v1/jobs", s->admin, job(team, "plain"), NULL);
+	REQUIRE_STATUS(&r, 201);
+	CHECK_JINT(r.json, "spec.checkpoint.keep", 3);
+	CHECK_JINT(r.json, "spec.checkpoint.keep_every", 0);
+	CHECK(json_is_false(ty_jpath(r.json, "spec.checkpoint.tier")));
+	ty_resp_free(&r);
+}
+
 TY_TEST(submission_beyond_the_limit_is_429)
 {
 	const struct ty_stack *s = ty_stack_get();

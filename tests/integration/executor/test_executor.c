@@ -3527,3 +3527,280 @@ TY_TEST(a_reserve_that_leaves_nothing_is_refused)
 			unlink(err);
 	}
 }
+
+/* ---- checkpoint tiering against s3rver (tests/s3, which tests/run installs) ---- */
+
+static struct {
+	pid_t pid;
+	char url[128];
+	char data[4096];
+} S3;
+
+static void s3_stop(void)
+{
+	if (S3.pid > 0) {
+		kill(-S3.pid, SIGTERM);
+		kill(S3.pid, SIGTERM);
+		waitpid(S3.pid, NULL, 0);
+	}
+	S3.pid = 0;
+}
+
+/* s3rver on a port of its choosing, with bucket ckpt; its URL in S3.url. */
+static void s3_start(void)
+{
+	const char *bin = getenv("TY_S3RVER");
+	const char *log = ty_test_strf("%s/s3rver.log", T.dir);
+	int64_t end = now_ms() + WAIT_MS;
+	int port = 0;
+
+	REQUIRE(bin != NULL);
+	s3_stop(); /* a case that failed half-way left it */
+	ty_test_on(TY_TEST_TEARDOWN, s3_stop);
+	snprintf(S3.data, sizeof(S3.data), "%s/s3", T.dir);
+	unlink(log); /* an earlier one's port is not this one's */
+	fflush(stdout);
+	S3.pid = fork();
+	REQUIRE(S3.pid >= 0);
+	if (S3.pid == 0) {
+		int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+
+		dup2(fd, 1);
+		dup2(fd, 2);
+		setpgid(0, 0);
+		execl(bin, bin, "-d", S3.data, "-a", "127.0.0.1", "-p", "0", "--configure-bucket",
+		      "ckpt", (char *)NULL);
+		_exit(127);
+	}
+	while (!port && now_ms() < end) {
+		FILE *f = fopen(log, "r");
+		char line[256];
+
+		while (f && fgets(line, sizeof(line), f))
+			if (sscanf(line, "S3rver listening on 127.0.0.1:%d", &port) == 1)
+				break;
+		if (f)
+			fclose(f);
+		if (!port)
+			usleep(50000);
+	}
+	if (!port)
+		FAIL("s3rver did not start: %s", read_text(log));
+	REQUIRE(port > 0);
+	snprintf(S3.url, sizeof(S3.url), "http://127.0.0.1:%d", port);
+}
+
+/* Whether the store holds key of bucket ckpt (s3rver answers unsigned reads). */
+static bool s3_has(const char *key)
+{
+	return system(ty_test_strf("curl -sf -o /dev/null '%s/ckpt/%s'", S3.url, key)) == 0;
+}
+
+/* Restart the executor with tiering to endpoint, as access key id. */
+static void tier_executor(const char *endpoint, const char *key_id)
+{
+	const char *creds = ty_test_strf("%s/s3-%s.json", T.dir, key_id);
+
+	REQUIRE(system(ty_test_strf("printf '{\"access_key_id\": \"%s\", \"secret_access_key\": "
+				    "\"S3RVER\"}' > '%s'",
+				    key_id, creds)) == 0);
+	stop_executor(SIGTERM);
+	T.extra = (const char *const[]){"--tier-endpoint", ty_test_strf("%s", endpoint),
+					"--tier-bucket",   "ckpt",
+					"--tier-credentials-file", creds,
+					"--tier-timeout-ms", "2000",
+					NULL};
+	start_executor();
+}
+
+/* A launch of job as attempt (send_msg's are all attempt 1). */
+static void launch_attempt(int64_t job, int64_t attempt, const char *data)
+{
+	struct proto_msg m = {.type = PROTO_LAUNCH, .job = job, .attempt = attempt, .epoch = EPOCH,
+			      .seq = ++T.seq};
+	struct ty_err err = {0};
+	char *buf = NULL;
+	size_t len;
+
+	snprintf(m.node, sizeof(m.node), "%s", T.node);
+	m.data = json_loads(ty_test_jf("%s", data), 0, NULL);
+	REQUIRE(m.data != NULL);
+	REQUIRE_INT_EQ(proto_encode(&buf, &len, &m, &err), 0);
+	json_decref(m.data);
+	produce_raw(buf, len);
+	free(buf);
+}
+
+/* The n-th message of type t of job's attempt, waiting for it. */
+static const json_t *wait_attempt(enum proto_type t, int64_t job, int64_t attempt, size_t n)
+{
+	int64_t end = now_ms() + WAIT_MS;
+
+	for (;;) {
+		size_t seen = 0;
+
+		for (size_t i = 0; i < T.ngot; i++)
+			if (T.got[i].type == t && T.got[i].job == job &&
+			    T.got[i].attempt == attempt && ++seen == n)
+				return T.got[i].data;
+		if (now_ms() > end)
+			return NULL;
+		collect(50);
+	}
+}
+
+/* The n-th checkpoint_tier event of job that moved something or failed to, waiting for it. */
+static const json_t *wait_move(int64_t job, size_t n)
+{
+	int64_t end = now_ms() + WAIT_MS;
+
+	for (;;) {
+		size_t seen = 0;
+
+		for (size_t i = 0; i < T.ngot; i++) {
+			const json_t *d = T.got[i].data;
+			const char *st = str_of(d, "status");
+
+			if (T.got[i].type == PROTO_CHECKPOINT_TIER && T.got[i].job == job &&
+			    json_object_get(d, "moved") &&
+			    (json_integer_value(json_object_get(d, "moved")) > 0 ||
+			     (st && !strcmp(st, "error"))) &&
+			    ++seen == n)
+				return d;
+		}
+		if (now_ms() > end)
+			return NULL;
+		collect(50);
+	}
+}
+
+TY_TEST(tiering_moves_old_checkpoints_and_a_resume_restores_one)
+{
+	const char *ck, *dir;
+	const json_t *d;
+
+	setup();
+	ck = ty_test_strf("%s/checkpoints/job-1501", T.state);
+	dir = ty_test_strf("%s/attempts/1501.1", T.state);
+	s3_start();
+	tier_executor(S3.url, "S3RVER");
+	/* keep 1 locally; the store keeps its newest one and every 2nd step */
+	send_msg(PROTO_LAUNCH, 1501, EPOCH,
+		 launch_extra(1,
+			      ty_test_strf("for s in 1 2 3 4; do sh %s $s; "
+					   "while [ ! -e seen-$s ]; do sleep 0.05; done; done",
+					   T.ckpt_sh),
+			      "'checkpoint_keep':1,'checkpoint_keep_every':2,"
+			      "'checkpoint_tier':true"));
+	for (int s = 1; s <= 4; s++) {
+		ty_test_context("step %d", s);
+		REQUIRE((d = wait_msg(PROTO_CHECKPOINT_WRITTEN, 1501, (size_t)s)) != NULL);
+		CHECK_INT_EQ(json_integer_value(json_object_get(d, "step")), s);
+		if (s > 1) {
+			/* step s-1 moved: verified in the store before it went locally */
+			REQUIRE((d = wait_move(1501, (size_t)s - 1)) != NULL);
+			CHECK_STR_EQ(str_of(d, "status"), "ok");
+			CHECK_INT_EQ(json_integer_value(json_object_get(d, "moved")), 1);
+			CHECK(json_integer_value(json_object_get(d, "store_bytes")) > 0);
+			CHECK(s3_has(ty_test_strf("jobs/1501/step-%d/MANIFEST.json", s - 1)));
+			CHECK(s3_has(ty_test_strf("jobs/1501/step-%d/w", s - 1)));
+		}
+		REQUIRE(system(ty_test_strf("touch '%s/work/seen-%d'", dir, s)) == 0);
+	}
+	ty_test_context(NULL);
+	REQUIRE((d = wait_msg(PROTO_ATTEMPT_EXITED, 1501, 1)) != NULL);
+	CHECK_INT_EQ(json_integer_value(json_object_get(d, "exit_code")), 0);
+	REQUIRE(system(ty_test_strf("ls '%s' | tr '\\n' ' ' > '%s/ls'", ck, T.dir)) == 0);
+	CHECK_STR_EQ(read_text(ty_test_strf("%s/ls", T.dir)), "step-4 ");
+	/* the store: its newest (3) and every 2nd (2); step 1 was deleted there */
+	CHECK(s3_has("jobs/1501/step-3/MANIFEST.json"));
+	CHECK(s3_has("jobs/1501/step-2/MANIFEST.json"));
+	CHECK(!s3_has("jobs/1501/step-1/MANIFEST.json"));
+	CHECK(!s3_has("jobs/1501/step-1/w"));
+	CHECK(s3_has("jobs/1501/index.json"));
+	/* where the checkpoints are: step 4 locally ("weights 4" + its manifest), 2 and 3 stored */
+	d = wait_move(1501, 3);
+	REQUIRE(d != NULL);
+	CHECK(json_integer_value(json_object_get(d, "local_bytes")) > 9);
+	CHECK(json_integer_value(json_object_get(d, "store_bytes")) > 18);
+
+	/* the local copies lost: the next attempt resumes from the store's newest, verified */
+	REQUIRE(system(ty_test_strf("rm -rf '%s/step-4'", ck)) == 0);
+	launch_attempt(1501, 2,
+		       launch_extra(1, "echo \"$TRAINYARD_RESUME_FROM\" > resume",
+				    "'checkpoint_keep':1,'checkpoint_keep_every':2,"
+				    "'checkpoint_tier':true"));
+	REQUIRE((d = wait_attempt(PROTO_CHECKPOINT_TIER, 1501, 2, 1)) != NULL);
+	CHECK_STR_EQ(str_of(d, "status"), "ok");
+	CHECK_INT_EQ(json_integer_value(json_object_get(d, "restored")), 3);
+	REQUIRE((d = wait_attempt(PROTO_ATTEMPT_RUNNING, 1501, 2, 1)) != NULL);
+	CHECK_INT_EQ(json_integer_value(json_object_get(json_object_get(d, "resume"), "step")), 3);
+	REQUIRE((d = wait_attempt(PROTO_ATTEMPT_EXITED, 1501, 2, 1)) != NULL);
+	CHECK_INT_EQ(json_integer_value(json_object_get(d, "exit_code")), 0);
+	CHECK_STR_EQ(read_text(ty_test_strf("%s/attempts/1501.2/work/resume", T.state)),
+		     ty_test_strf("%s/step-3\n", ck));
+	CHECK_STR_EQ(read_text(ty_test_strf("%s/step-3/w", ck)), "weights 3");
+	s3_stop();
+}
+
+TY_TEST(tiering_refused_or_down_keeps_local_copies_reports_and_retries)
+{
+	static const struct {
+		const char *name;
+		int64_t job;
+		int store_up;	    /* 1: s3rver; 0: a closed port */
+		const char *key_id; /* the credentials */
+		const char *error;  /* in the checkpoint_tier event */
+	} rows[] = {
+	    {"credentials refused", 1511, 1, "WRONGKEY", "HTTP 403 InvalidAccessKeyId"},
+	    {"store down", 1512, 0, "S3RVER", "Couldn't connect to server"},
+	};
+
+	setup();
+	s3_start();
+	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+		const char *ck = ty_test_strf("%s/checkpoints/job-%lld", T.state,
+					      (long long)rows[i].job);
+		const char *dir = ty_test_strf("%s/attempts/%lld.1", T.state,
+					       (long long)rows[i].job);
+		const json_t *d;
+
+		ty_test_context("%s", rows[i].name);
+		tier_executor(rows[i].store_up ? S3.url : "http://127.0.0.1:1", rows[i].key_id);
+		send_msg(PROTO_LAUNCH, rows[i].job, EPOCH,
+			 launch_extra(1,
+				      ty_test_strf("for s in 1 2 3; do sh %s $s; done; "
+						   "while [ ! -e done ]; do sleep 0.05; done",
+						   T.ckpt_sh),
+				      "'checkpoint_keep':1,'checkpoint_tier':true"));
+		/* the resume's look into the store failed first: reported, the job started */
+		REQUIRE((d = wait_msg(PROTO_CHECKPOINT_TIER, rows[i].job, 1)) != NULL);
+		CHECK_STR_EQ(str_of(d, "status"), "error");
+		CHECK(json_is_null(json_object_get(d, "restored")));
+		REQUIRE((d = wait_move(rows[i].job, 1)) != NULL);
+		CHECK_STR_EQ(str_of(d, "status"), "error");
+		CHECK(strstr(str_of(d, "error"), rows[i].error) != NULL);
+		CHECK_INT_EQ(json_integer_value(json_object_get(d, "moved")), 0);
+		CHECK(json_integer_value(json_object_get(d, "retry_ms")) > 0);
+		/* tried again after the backoff, still failing: every copy is still here */
+		REQUIRE((d = wait_move(rows[i].job, 2)) != NULL);
+		CHECK_STR_EQ(str_of(d, "status"), "error");
+		CHECK(json_integer_value(json_object_get(d, "retry_ms")) >
+		      json_integer_value(json_object_get(wait_move(rows[i].job, 1), "retry_ms")));
+		CHECK_INT_EQ(system(ty_test_strf("test -f '%s/step-1/w' && test -f '%s/step-2/w' "
+						 "&& test -f '%s/step-3/w'",
+						 ck, ck, ck)),
+			     0);
+		CHECK(!s3_has(ty_test_strf("jobs/%lld/step-1/MANIFEST.json",
+					   (long long)rows[i].job)));
+		/* the job goes on */
+		REQUIRE(system(ty_test_strf("touch '%s/work/done'", dir)) == 0);
+		REQUIRE((d = wait_msg(PROTO_ATTEMPT_EXITED, rows[i].job, 1)) != NULL);
+		CHECK_INT_EQ(json_integer_value(json_object_get(d, "exit_code")), 0);
+	}
+	ty_test_context(NULL);
+	s3_stop();
+	stop_executor(SIGTERM);
+	T.extra = NULL;
+	start_executor();
+}

@@ -329,21 +329,30 @@ TY_TEST(retain_plan_table)
 	static const struct {
 		const char *name;
 		const char *entries;
-		int keep;
+		int keep, every;
 		const char *deleted;
 	} rows[] = {
-	    {"nothing", "", 3, ""},
-	    {"fewer than keep", "3V 2V 1V", 3, ""},
-	    {"older than the keep-th valid", "5V 4V 3V 2? 1?", 3, "2 1"},
-	    {"keep 1", "5V 4V 3V", 1, "4 3"},
-	    {"keep 0 keeps everything", "5V 4T 3C 2V", 0, ""},
-	    {"torn and corrupt below the newest valid", "5V 4T 3C 2V", 3, "4 3"},
-	    {"newer than any valid is kept (being written)", "7T 6C 5V 4V", 2, ""},
-	    {"bad ones counted out", "9T 8V 7C 6T 5V 4V 3?", 2, "7 6 4 3"},
-	    {"protected resume is never deleted", "5V 4V 3V*", 1, "4"},
-	    {"protected torn kept", "5V 4T* 3V", 3, ""},
-	    {"unknown before the keep-th valid is kept", "5V 4? 3V", 2, ""},
-	    {"no valid at all", "5T 4C 3T", 2, ""},
+	    {"nothing", "", 3, 0, ""},
+	    {"fewer than keep", "3V 2V 1V", 3, 0, ""},
+	    {"older than the keep-th valid", "5V 4V 3V 2? 1?", 3, 0, "2 1"},
+	    {"keep 1", "5V 4V 3V", 1, 0, "4 3"},
+	    {"keep 0 keeps everything", "5V 4T 3C 2V", 0, 0, ""},
+	    {"keep 0 keeps everything, every-th or not", "5V 4T 3C 2V", 0, 2, ""},
+	    {"torn and corrupt below the newest valid", "5V 4T 3C 2V", 3, 0, "4 3"},
+	    {"newer than any valid is kept (being written)", "7T 6C 5V 4V", 2, 0, ""},
+	    {"bad ones counted out", "9T 8V 7C 6T 5V 4V 3?", 2, 0, "7 6 4 3"},
+	    {"protected resume is never deleted", "5V 4V 3V*", 1, 0, "4"},
+	    {"protected torn kept", "5V 4T* 3V", 3, 0, ""},
+	    {"unknown before the keep-th valid is kept", "5V 4? 3V", 2, 0, ""},
+	    {"no valid at all", "5T 4C 3T", 2, 0, ""},
+	    /* keep_every: the last N valid and every K-th step, exactly */
+	    {"last 2 and every 4th", "10V 9V 8? 7? 6? 5? 4? 3? 2? 1? 0?", 2, 4, "7 6 5 3 2 1"},
+	    {"every K-th within the window counts once", "8V 7V 6? 4? 2?", 2, 4, "6 2"},
+	    {"every 1st keeps all", "5V 4V 3? 2? 1?", 1, 1, ""},
+	    {"a torn K-th below the newest valid goes", "9V 8T 4? 2C", 1, 2, "8 2"},
+	    {"a torn K-th newer than any valid stays", "8T 7V 6V 4?", 1, 4, "6"},
+	    {"the protected resume beside every K-th", "9V 8V 7? 6? 5?*", 1, 3, "8 7"},
+	    {"steps beyond the K-th are not rounded", "100V 99? 50? 49? 0?", 1, 50, "99 49"},
 	};
 
 	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
@@ -367,7 +376,7 @@ TY_TEST(retain_plan_table)
 			e[n].del = true; /* the plan sets every entry */
 			n++;
 		}
-		exec_ckpt_retain_plan(e, n, rows[i].keep);
+		exec_ckpt_retain_plan(e, n, rows[i].keep, rows[i].every);
 		for (size_t k = 0; k < n; k++)
 			if (e[k].del)
 				at += (size_t)snprintf(got + at, sizeof(got) - at, "%s%lld",
@@ -415,23 +424,29 @@ TY_TEST(retain_on_disk)
 	static const struct {
 		const char *name;
 		const char *setup; /* shell in the dir after step-1..5 */
-		int keep;
+		int keep, every;
 		const char *protect; /* a step name or NULL */
 		const char *known;   /* steps known valid (no rehash), "" */
 		const char *left;    /* ls of what remains */
 		const char *valid;   /* steps found valid, newest first */
 	} rows[] = {
-	    {"keep 3", "true", 3, NULL, "", "step-3 step-4 step-5", "5 4 3"},
-	    {"keep 2 protects the resume", "true", 2, "step-1", "", "step-1 step-4 step-5", "5 4"},
+	    {"keep 3", "true", 3, 0, NULL, "", "step-3 step-4 step-5", "5 4 3"},
+	    {"keep 2 protects the resume", "true", 2, 0, "step-1", "", "step-1 step-4 step-5",
+	     "5 4"},
 	    {"corrupt and torn below the newest valid",
 	     "echo x >> step-4/model.pt; rm "
 	     "step-3/MANIFEST.json",
-	     2, NULL, "", "step-2 step-5", "5 2"},
-	    {"newer torn kept", "mkdir step-9", 1, NULL, "", "step-5 step-9", "5"},
-	    {"known steps are not verified again", "echo x >> step-5/model.pt", 1, NULL, "5",
+	     2, 0, NULL, "", "step-2 step-5", "5 2"},
+	    {"newer torn kept", "mkdir step-9", 1, 0, NULL, "", "step-5 step-9", "5"},
+	    {"known steps are not verified again", "echo x >> step-5/model.pt", 1, 0, NULL, "5",
 	     "step-5", "5"},
-	    {"keep 0 deletes nothing", "true", 0, NULL, "", "step-1 step-2 step-3 step-4 step-5",
-	     ""},
+	    {"keep 0 deletes nothing", "true", 0, 0, NULL, "",
+	     "step-1 step-2 step-3 step-4 step-5", ""},
+	    {"keep 1 and every 2nd", "true", 1, 2, NULL, "", "step-2 step-4 step-5", "5"},
+	    {"a torn every-th goes", "rm step-2/MANIFEST.json", 1, 2, NULL, "",
+	     "step-4 step-5", "5"},
+	    {"every 2nd and the resume", "true", 1, 2, "step-3", "",
+	     "step-2 step-3 step-4 step-5", "5"},
 	};
 
 	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
@@ -450,10 +465,10 @@ TY_TEST(retain_on_disk)
 			known[nknown++] = atoll(rows[i].known);
 		REQUIRE(system(ty_test_strf("cd '%s' && %s", dir, rows[i].setup)) == 0);
 		REQUIRE_INT_EQ(exec_ckpt_retain(&deleted, &valid, &nvalid, dir, rows[i].keep,
-						rows[i].protect
+						rows[i].every, rows[i].protect
 						    ? ty_test_strf("%s/%s", dir, rows[i].protect)
 						    : NULL,
-						known, nknown, &err),
+						known, nknown, NULL, NULL, NULL, &err),
 			       0);
 		REQUIRE((ls = popen(ty_test_strf("ls '%s' | tr '\\n' ' '", dir), "r")) != NULL);
 		REQUIRE(fgets(got, sizeof(got), ls) != NULL || true);
@@ -521,4 +536,100 @@ TY_TEST(write_time_from_the_oldest_file_to_the_manifest)
 		CHECK_INT_EQ(exec_ckpt_write_ms(c), cases[i].want);
 		REQUIRE(system(ty_test_strf("rm -rf '%s'", dir)) == 0);
 	}
+}
+/* The object store's retention: steps newest first, the deleted ones. */
+TY_TEST(tier_prune_plan_table)
+{
+	static const struct {
+		const char *name;
+		int64_t steps[8];
+		size_t n;
+		int keep, every;
+		const char *deleted;
+	} rows[] = {
+	    {"nothing", {0}, 0, 2, 0, ""},
+	    {"the newest keep", {9, 8, 7, 6}, 4, 2, 0, "7 6"},
+	    {"and every 3rd", {9, 8, 7, 6, 5, 3}, 6, 1, 3, "8 7 5"},
+	    {"keep 0 keeps all", {9, 8, 7}, 3, 0, 2, ""},
+	};
+
+	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+		bool del[8] = {false};
+		char got[64] = "";
+		size_t at = 0;
+
+		ty_test_context("%s", rows[i].name);
+		exec_tier_prune_plan(del, rows[i].steps, rows[i].n, rows[i].keep, rows[i].every);
+		for (size_t k = 0; k < rows[i].n; k++)
+			if (del[k])
+				at += (size_t)snprintf(got + at, sizeof(got) - at, "%s%lld",
+						       at ? " " : "", (long long)rows[i].steps[k]);
+		CHECK_STR_EQ(got, rows[i].deleted);
+	}
+}
+
+/* The store's credentials file: exactly the two keys, or an error naming the file. */
+TY_TEST(objstore_credentials_file)
+{
+	static const struct {
+		const char *text;
+		const char *error; /* NULL: loads */
+	} rows[] = {
+	    {"{\"access_key_id\": \"AK\", \"secret_access_key\": \"SK\"}", NULL},
+	    {"{\"access_key_id\": \"AK\"}", "needs a non-empty access_key_id"},
+	    {"{\"access_key_id\": \"\", \"secret_access_key\": \"SK\"}",
+	     "needs a non-empty access_key_id"},
+	    {"{\"access_key_id\": \"A:K\", \"secret_access_key\": \"SK\"}", "(no ':')"},
+	    {"{\"access_key_id\": \"AK\", \"secret_access_key\": \"SK\", \"token\": \"T\"}",
+	     "access_key_id and secret_access_key only"},
+	    {"[]", "access_key_id and secret_access_key only"},
+	    {"not json", "credentials file"},
+	};
+	const char *dir = scratch_dir();
+
+	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+		struct exec_objstore s = {0};
+		struct ty_err err = {0};
+		const char *path = ty_test_strf("%s/creds-%zu.json", dir, i);
+		int rc;
+
+		ty_test_context("%s", rows[i].text);
+		put(path, rows[i].text);
+		rc = exec_objstore_creds_load(&s, path, &err);
+		if (!rows[i].error) {
+			CHECK_INT_EQ(rc, 0);
+			CHECK_STR_EQ(s.access_key, "AK");
+			CHECK_STR_EQ(s.secret_key, "SK");
+			continue;
+		}
+		CHECK_INT_EQ(rc, TY_EINVAL);
+		if (!strstr(err.msg, rows[i].error))
+			FAIL("'%s' does not say '%s'", err.msg, rows[i].error);
+	}
+	ty_test_context(NULL);
+	{
+		struct exec_objstore s = {0};
+		struct ty_err err = {0};
+
+		CHECK_INT_EQ(exec_objstore_creds_load(&s, ty_test_strf("%s/none.json", dir), &err),
+			     TY_EINVAL);
+	}
+	REQUIRE(system(ty_test_strf("rm -rf '%s'", dir)) == 0);
+}
+
+/* The bytes of the step-* directories only (MANIFEST.json included). */
+TY_TEST(checkpoint_bytes_count_step_directories)
+{
+	const char *dir = scratch_dir();
+
+	CHECK_INT_EQ(exec_ckpt_bytes(ty_test_strf("%s/none", dir)), 0);
+	put(ty_test_strf("%s/other-file", dir), "not a checkpoint");
+	REQUIRE(mkdir(ty_test_strf("%s/step-1", dir), 0755) == 0);
+	REQUIRE(mkdir(ty_test_strf("%s/step-1/sub", dir), 0755) == 0);
+	put(ty_test_strf("%s/step-1/a", dir), "12345");
+	put(ty_test_strf("%s/step-1/sub/b", dir), "678");
+	REQUIRE(mkdir(ty_test_strf("%s/.restore-step-2", dir), 0755) == 0);
+	put(ty_test_strf("%s/.restore-step-2/c", dir), "half");
+	CHECK_INT_EQ(exec_ckpt_bytes(dir), 8);
+	REQUIRE(system(ty_test_strf("rm -rf '%s'", dir)) == 0);
 }

@@ -36,6 +36,8 @@ TY_TEST(an_encoded_launch_decodes_to_the_same_values)
 	    .hang_timeout_ms = 1800000,
 	    .start_timeout_ms = 600000,
 	    .checkpoint_keep = 5,
+	    .checkpoint_keep_every = 1000,
+	    .checkpoint_tier = true,
 	    .checkpoint_signal = SIGUSR2,
 	    .preflight = true,
 	    .uid = 20001,
@@ -85,6 +87,8 @@ TY_TEST(an_encoded_launch_decodes_to_the_same_values)
 	CHECK_INT_EQ(out.hang_timeout_ms, 1800000);
 	CHECK_INT_EQ(out.start_timeout_ms, 600000);
 	CHECK_INT_EQ(out.checkpoint_keep, 5);
+	CHECK_INT_EQ(out.checkpoint_keep_every, 1000);
+	CHECK(out.checkpoint_tier);
 	CHECK_INT_EQ(out.checkpoint_signal, SIGUSR2);
 	CHECK(out.preflight);
 	CHECK_STR_EQ(out.metrics_token, in.metrics_token);
