@@ -98,6 +98,7 @@ static const char *const reason_labels[SCHED_REASON_COUNT] = {
     [SCHED_WAIT_MEMORY] = "resources",
     [SCHED_WAIT_QUOTA_CPUS] = "quota",
     [SCHED_WAIT_QUOTA_MEMORY] = "quota",
+    [SCHED_WAIT_BUDGET] = "budget",
 };
 
 /*
@@ -108,7 +109,7 @@ static const char *const reason_labels[SCHED_REASON_COUNT] = {
 static const char *const pending_labels[] = {
     "resources",	"topology",    "never_fits", "quota",	"preemption",
     "reservation",	"order",       "ports",	     "invalid", "backoff",
-    "previous_attempt", "sweep_limit", NULL};
+    "previous_attempt", "sweep_limit", "budget",     NULL};
 #define PENDING_PREVIOUS 10
 #define PENDING_SWEEP 11
 
