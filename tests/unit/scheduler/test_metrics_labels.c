@@ -41,6 +41,7 @@ TY_TEST(every_pending_reason_has_its_label)
 	    {SCHED_WAIT_MEMORY, "resources"},
 	    {SCHED_WAIT_QUOTA_CPUS, "quota"},
 	    {SCHED_WAIT_QUOTA_MEMORY, "quota"},
+	    {SCHED_WAIT_BUDGET, "budget"},
 	    /* a reason the core may add later, and nonsense, stay bounded */
 	    {SCHED_REASON_COUNT, "other"},
 	    {-1, "other"},
