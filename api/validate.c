@@ -424,7 +424,7 @@ int api_validate_team(const json_t *body, bool create, struct api_problem *p)
 					   "lending_limit_gpus", "cohort",	 "weight",
 					   "max_pending_jobs",	 "max_cpus",	 "max_memory_mb",
 					   "run_uid",		 "idle_gpu_alert_seconds",
-					   NULL};
+					   "budget",		 NULL};
 	const char *unk = ty_json_unknown_key(body, keys);
 	const json_t *v;
 	int rc;
