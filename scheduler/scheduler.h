@@ -95,6 +95,7 @@ struct sched_qjob {
 	int sweep_max;	       /* the sweep's max_concurrent, 0 when none */
 	char *excluded;	       /* owned: jobs.excluded_nodes joined by ',', NULL when none */
 	char *last_failure;    /* owned: "system failure on node-b" of the last attempt, or NULL */
+	bool expedited;	       /* its last attempt was ended by the infrastructure (expedited requeue) */
 	bool gone; /* (transient) no longer pending */
 	/* as in jobs now */
 	char *reason;	     /* owned, NULL when none */
