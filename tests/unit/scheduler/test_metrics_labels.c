@@ -174,3 +174,19 @@ TY_TEST(a_bad_listen_address_is_a_config_error)
 	CHECK(m == NULL);
 	CHECK(strstr(err.msg, "'nowhere:1'") != NULL);
 }
+
+TY_TEST(budget_ratio_is_spend_over_budget)
+{
+	struct sched_team_in t = {0};
+
+	CHECK(sched_metrics_budget_ratio(&t) == 0); /* no budget */
+	t.has_budget = true;
+	t.budget = 1000;
+	t.spent = 812.5;
+	CHECK(sched_metrics_budget_ratio(&t) == 0.8125);
+	t.spent = 1500; /* overspent by running jobs */
+	CHECK(sched_metrics_budget_ratio(&t) == 1.5);
+	t.budget = 0; /* nothing may start: used up */
+	t.spent = 0;
+	CHECK(sched_metrics_budget_ratio(&t) == 1);
+}
