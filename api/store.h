@@ -105,6 +105,14 @@ struct api_team_set {
 	bool given[API_TEAM_NCOLS];
 	const char *value[API_TEAM_NCOLS];
 };
+/*
+ * Set team name's money budget (amount as text, period "day", "week" or
+ * "month"; both NULL: none) and forget its period's alert; *doc its
+ * document, NULL when there is no such team.
+ */
+int api_store_team_budget_set(const char **doc, struct ty_pg *pg, struct ty_arena *a,
+			      const char *name, const char *amount, const char *period,
+			      struct ty_err *err);
 /* Insert team name with s's values (weight NULL: 1); *doc its document. */
 int api_store_team_insert(const char **doc, struct ty_pg *pg, struct ty_arena *a, const char *name,
 			  const struct api_team_set *s, struct ty_err *err);

@@ -102,6 +102,26 @@ int api_store_team_update(const char **doc, struct ty_pg *pg, struct ty_arena *a
 	return api__store_first(doc, a, res, err);
 }
 
+/* a new amount or period may cross 80 % afresh: the alert may fire again */
+static const char budget_sql[] =
+	"UPDATE teams SET budget_amount = $2::float8, budget_period = $3,"
+	" budget_alerted_at = NULL, updated_at = now()"
+	" WHERE name = $1 RETURNING ty_team_json(teams)::text";
+
+int api_store_team_budget_set(const char **doc, struct ty_pg *pg, struct ty_arena *a,
+			      const char *name, const char *amount, const char *period,
+			      struct ty_err *err)
+{
+	const char *p[3] = {name, amount, period};
+	PGresult *res = NULL;
+	int rc;
+
+	*doc = NULL;
+	if ((rc = ty_pg_exec(&res, pg, budget_sql, 3, p, err)))
+		return rc;
+	return api__store_first(doc, a, res, err);
+}
+
 static const char uid_sql[] = "SELECT 1 FROM teams WHERE run_uid = $1::int";
 
 int api_store_team_uid_taken(bool *taken, struct ty_pg *pg, const char *uid, struct ty_err *err)

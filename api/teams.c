@@ -31,16 +31,80 @@ static int team_set(struct api_team_set *s, struct api_req *r, struct ty_err *er
 	return 0;
 }
 
+/* The largest budget amount accepted: far beyond any real one, exact in a double. */
+#define BUDGET_MAX 1e12
+
+/*
+ * The body's "budget": absent (nothing to do), null (none) or
+ * {"amount": number >= 0, "period": "day" | "week" | "month"}. Fills
+ * *given, *amount (text, arena) and *period (NULL, NULL for null).
+ */
+static int budget_parse(bool *given, const char **amount, const char **period,
+			struct api_req *r, struct api_problem *p)
+{
+	static const char *const keys[] = {"amount", "period", NULL};
+	const json_t *b = json_object_get(r->json, "budget"), *v;
+	const char *unk, *per;
+
+	*given = b != NULL;
+	*amount = *period = NULL;
+	if (!b || json_is_null(b))
+		return 0;
+	if (!json_is_object(b))
+		return api_problem_set(p, API_P_INVALID_FIELD, "budget",
+				       "'budget' must be an object {\"amount\": ..., \"period\": "
+				       "...} or null (no budget)");
+	if ((unk = ty_json_unknown_key(b, keys)))
+		return api_problem_set(p, API_P_UNKNOWN_FIELD, "budget", "unknown field 'budget.%s'",
+				       unk);
+	v = json_object_get(b, "amount");
+	if (!v)
+		return api_problem_set(p, API_P_MISSING_FIELD, "budget.amount",
+				       "'budget.amount' is required");
+	if (!json_is_number(v) || !(json_number_value(v) >= 0) ||
+	    json_number_value(v) > BUDGET_MAX)
+		return api_problem_set(p, API_P_INVALID_FIELD, "budget.amount",
+				       "'budget.amount' must be a number from 0 to %.0f (per period, "
+				       "in the units of the scheduler's rate table; 0: nothing may "
+				       "start)",
+				       BUDGET_MAX);
+	v = json_object_get(b, "period");
+	if (!v)
+		return api_problem_set(p, API_P_MISSING_FIELD, "budget.period",
+				       "'budget.period' is required");
+	per = json_string_value(v);
+	if (!per || (strcmp(per, "day") && strcmp(per, "week") && strcmp(per, "month")))
+		return api_problem_set(p, API_P_INVALID_FIELD, "budget.period",
+				       "'budget.period' must be one of 'day', 'week', 'month' "
+				       "(calendar periods in UTC)");
+	v = json_object_get(b, "amount");
+	*amount = ty_arena_printf(r->arena, "%.17g", json_number_value(v));
+	*period = per;
+	return 0;
+}
+
+/* Apply a parsed budget after the team's row is written; *doc the new document. */
+static int budget_apply(const char **doc, struct api_req *r, const char *name, bool given,
+			const char *amount, const char *period, struct ty_err *err)
+{
+	if (!given)
+		return 0;
+	if (period && !amount)
+		return ty_err_set(err, TY_ENOMEM, NULL);
+	return api_store_team_budget_set(doc, r->pg, r->arena, name, amount, period, err);
+}
+
 int api_h_teams_create(struct api_req *r, struct ty_err *err)
 {
 	struct api_problem p = {0};
 	const char *name = json_string_value(json_object_get(r->json, "name"));
-	const char *uid, *doc;
+	const char *uid, *doc, *amount, *period;
 	struct api_team_set s;
-	bool taken;
+	bool taken, budget;
 	int rc;
 
-	if (api_validate_team(r->json, true, &p))
+	if (api_validate_team(r->json, true, &p) ||
+	    budget_parse(&budget, &amount, &period, r, &p))
 		return api_fail_problem(r, err, &p);
 	if ((rc = team_set(&s, r, err)) || (rc = ty_pg_begin(r->pg, err)))
 		return rc;
@@ -55,7 +119,8 @@ int api_h_teams_create(struct api_req *r, struct ty_err *err)
 			     : api_fail(r, err, API_P_TEAM_EXISTS, "name",
 					"team '%s' already exists", name);
 	}
-	if (rc || (rc = api_store_audit_log(r->pg, r->auth.token_id, "team.create", name, err)) ||
+	if (rc || (rc = budget_apply(&doc, r, name, budget, amount, period, err)) ||
+	    (rc = api_store_audit_log(r->pg, r->auth.token_id, "team.create", name, err)) ||
 	    (rc = ty_pg_commit(r->pg, err)))
 		return rc;
 	return api_reply_text(r, 201, doc);
@@ -93,10 +158,12 @@ int api_h_teams_patch(struct api_req *r, struct ty_err *err)
 {
 	struct api_problem p = {0};
 	struct api_team_set s;
-	const char *doc, *uid;
+	const char *doc, *uid, *amount, *period;
+	bool budget;
 	int rc;
 
-	if (api_validate_team(r->json, false, &p))
+	if (api_validate_team(r->json, false, &p) ||
+	    budget_parse(&budget, &amount, &period, r, &p))
 		return api_fail_problem(r, err, &p);
 	if ((rc = team_set(&s, r, err)) || (rc = ty_pg_begin(r->pg, err)))
 		return rc;
@@ -111,7 +178,7 @@ int api_h_teams_patch(struct api_req *r, struct ty_err *err)
 		ty_pg_rollback(r->pg);
 		return api_fail(r, err, API_P_TEAM_NOT_FOUND, NULL, "no team '%s'", r->params[0]);
 	}
-	if (rc ||
+	if (rc || (rc = budget_apply(&doc, r, r->params[0], budget, amount, period, err)) ||
 	    (rc = api_store_audit_log(r->pg, r->auth.token_id, "team.update", r->params[0], err)) ||
 	    (rc = ty_pg_commit(r->pg, err)))
 		return rc;

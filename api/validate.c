@@ -444,7 +444,8 @@ int api_validate_team(const json_t *body, bool create, struct api_problem *p)
 					   "max_pending_jobs",	 "max_cpus",	 "max_memory_mb",
 					   "run_uid",		 "idle_gpu_alert_seconds",
 					   "checkpoint_keep",	 "checkpoint_keep_every",
-					   "checkpoint_tier",	 NULL};
+					   "checkpoint_tier",	 "budget",
+					   NULL};
 	const char *unk = ty_json_unknown_key(body, keys);
 	const json_t *v;
 	int rc;

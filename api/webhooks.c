@@ -19,7 +19,8 @@ static const char *const webhook_keys[] = {"team", "url", "events", "secret", NU
 
 bool api_webhook_event_ok(const char *name)
 {
-	if (!strcmp(name, "*"))
+	/* a team's budget reached 80 % (docs/scheduling.md, "Budgets") */
+	if (!strcmp(name, "*") || !strcmp(name, "team.budget"))
 		return true;
 	if (strncmp(name, "job.", 4) != 0)
 		return false;
@@ -105,7 +106,7 @@ int api_validate_webhook(const json_t *body, struct api_problem *p)
 		snprintf(field, sizeof(field), "events[%zu]", i);
 		if (!json_is_string(e) || !api_webhook_event_ok(json_string_value(e)))
 			return api_problem_set(p, API_P_INVALID_FIELD, field,
-					       "'%s' is not an event: use \"*\" or job.<state> with "
+					       "'%s' is not an event: use \"*\", team.budget or job.<state> with "
 					       "a state of pending, scheduled, starting, running, "
 					       "preempting, succeeded, failed, cancelled, stopped",
 					       json_is_string(e) ? json_string_value(e) : field);

@@ -504,7 +504,7 @@ static const char *const reason_name[] = {"placed",	  "nodes",   "topology", "ne
 					  "port",	  "invalid", "backoff",	 "excluded",
 					  "on_demand",	  "never_fits_cpus", "never_fits_memory",
 					  "cpus",	  "memory",	     "quota_cpus",
-					  "quota_memory"};
+					  "quota_memory", "budget"};
 _Static_assert(sizeof(reason_name) / sizeof(reason_name[0]) == SCHED_REASON_COUNT,
 	       "a name for every enum sched_reason");
 

@@ -13,11 +13,12 @@ static const char teams_help[] =
 	"       jobctl teams create NAME --nominal-gpus N [--borrowing-limit N]\n"
 	"                          [--lending-limit N] [--cohort C] [--weight W]\n"
 	"                          [--max-cpus N] [--max-memory-mb N] [--run-uid UID]\n"
-	"                          [--idle-gpu-alert-seconds S]\n"
+	"                          [--idle-gpu-alert-seconds S] [--budget AMOUNT/PERIOD]\n"
 	"       jobctl teams update NAME [--nominal-gpus N] [--borrowing-limit N|none]\n"
 	"                          [--lending-limit N|none] [--cohort C|none] [--weight W]\n"
 	"                          [--max-cpus N|none] [--max-memory-mb N|none]\n"
 	"                          [--run-uid UID|none] [--idle-gpu-alert-seconds S|none]\n"
+	"                          [--budget AMOUNT/PERIOD|none]\n"
 	"\n"
 	"List, show, create (admin) and update (admin) teams and their quotas.\n"
 	"\n"
@@ -36,7 +37,12 @@ static const char teams_help[] =
 	"  --idle-gpu-alert-seconds S\n"
 	"                        report a job that holds GPUs idle on a node this long,\n"
 	"                        60..604800: a gpus_idle job event and the\n"
-	"                        trainyard_jobs_gpus_idle metric ('none': never, the default)\n";
+	"                        trainyard_jobs_gpus_idle metric ('none': never, the default)\n"
+	"  --budget AMOUNT/PERIOD\n"
+	"                        money budget per calendar period in UTC (day, week, month),\n"
+	"                        in the units of the scheduler's rate table, e.g. 1000/month;\n"
+	"                        a job that could exceed it waits, 0 lets nothing start\n"
+	"                        ('none': no budget)\n";
 
 static const char tokens_help[] =
 	"usage: jobctl tokens create --name NAME --role admin|member|viewer [--team TEAM]\n"
@@ -104,8 +110,38 @@ static int parse_number(json_t **out, const char *val, const char *flag, struct 
 
 struct team_flags {
 	const char *nominal, *borrowing, *lending, *cohort, *weight, *max_cpus, *max_memory,
-		*run_uid, *idle_alert;
+		*run_uid, *idle_alert, *budget;
 };
+
+/*
+ * --budget AMOUNT/PERIOD ("1000/month") or "none": the body's budget. The
+ * server checks the amount and period; here only the shape.
+ */
+static int parse_budget(json_t **out, const char *val, struct ty_err *err)
+{
+	const char *slash = strchr(val, '/');
+	char amount[64];
+	json_t *a = NULL;
+	int rc;
+
+	*out = NULL;
+	if (!strcmp(val, "none")) {
+		*out = json_null();
+		return 0;
+	}
+	if (!slash || (size_t)(slash - val) >= sizeof(amount) || !slash[1])
+		return ty_err_set(err, TY_ECONFIG,
+				  "--budget must be AMOUNT/PERIOD (e.g. 1000/month; period day, "
+				  "week or month) or none, not '%.40s'",
+				  val);
+	memcpy(amount, val, (size_t)(slash - val));
+	amount[slash - val] = '\0';
+	if ((rc = parse_number(&a, amount, "--budget's amount", err)))
+		return rc;
+	if (!(*out = json_pack("{s:o, s:s}", "amount", a, "period", slash + 1)))
+		return ty_err_set(err, TY_ENOMEM, NULL);
+	return 0;
+}
 
 /* Fill body from the flags given; "none" clears a limit or the cohort. */
 static int team_body(json_t *body, const struct team_flags *f, struct ty_err *err)
@@ -163,6 +199,11 @@ static int team_body(json_t *body, const struct team_flags *f, struct ty_err *er
 			return rc;
 		json_object_set_new(body, "idle_gpu_alert_seconds", v);
 	}
+	if (f->budget) {
+		if ((rc = parse_budget(&v, f->budget, err)))
+			return rc;
+		json_object_set_new(body, "budget", v);
+	}
 	return 0;
 }
 
@@ -199,6 +240,18 @@ static int print_team(const json_t *team)
 				     cli_json_num(n, sizeof(n), team, "idle_gpu_alert_seconds"));
 	else
 		rc |= cli_table_add(&t, "none");
+	rc |= cli_table_add(&t, "budget:");
+	if (json_is_object(json_object_get(team, "budget"))) {
+		const json_t *b = json_object_get(team, "budget");
+
+		rc |= cli_table_addf(&t, "%.2f per %s (%.2f spent since %s)",
+				     json_number_value(json_object_get(b, "amount")),
+				     cli_json_str(b, "period", "?"),
+				     json_number_value(json_object_get(b, "spent")),
+				     cli_json_str(b, "period_start", "-"));
+	} else {
+		rc |= cli_table_add(&t, "none");
+	}
 	rc |= cli_table_add(&t, "CPUs in use:");
 	rc |= cli_table_addf(&t, "%s", cli_json_num(n, sizeof(n), u, "cpus_in_use"));
 	rc |= cli_table_add(&t, "memory MiB in use:");
@@ -266,6 +319,7 @@ int cli_cmd_teams(struct cli *cli, int argc, char **argv, struct ty_err *err)
 		{"max-memory-mb", 0, CLI_OPT_STR, &f.max_memory},
 		{"run-uid", 0, CLI_OPT_STR, &f.run_uid},
 		{"idle-gpu-alert-seconds", 0, CLI_OPT_STR, &f.idle_alert},
+		{"budget", 0, CLI_OPT_STR, &f.budget},
 	};
 	bool is_list = strcmp(sub, "list") == 0, is_get = strcmp(sub, "get") == 0;
 	bool is_create = strcmp(sub, "create") == 0, is_update = strcmp(sub, "update") == 0;
@@ -311,7 +365,7 @@ int cli_cmd_teams(struct cli *cli, int argc, char **argv, struct ty_err *err)
 		goto out;
 	}
 	if (is_update && !f.nominal && !f.borrowing && !f.lending && !f.cohort && !f.weight &&
-	    !f.max_cpus && !f.max_memory && !f.run_uid && !f.idle_alert) {
+	    !f.max_cpus && !f.max_memory && !f.run_uid && !f.idle_alert && !f.budget) {
 		rc = ty_err_set(err, TY_ECONFIG, "teams update needs at least one field to change");
 		goto out;
 	}

@@ -126,3 +126,15 @@ bool proto_failure_blames(const char *name)
 
 	return i < PROTO_FAILURE_CLASS_COUNT && classes[i].blames;
 }
+
+bool proto_failure_infrastructure(const char *name)
+{
+	switch (proto_failure_class_parse(name)) {
+	case PROTO_FAILURE_SYSTEM:
+	case PROTO_FAILURE_HARDWARE:
+	case PROTO_FAILURE_NODE_LOST:
+		return true;
+	default:
+		return false;
+	}
+}

@@ -111,5 +111,11 @@ bool proto_attempt_state_active(const char *name);
 enum proto_budget proto_failure_budget(const char *name);
 /* Whether failure class name blames its node (false for an unknown name). */
 bool proto_failure_blames(const char *name);
+/*
+ * Whether failure class name is the infrastructure's doing: system,
+ * hardware, node_lost (expedited requeue, docs/scheduling.md); false for
+ * an unknown name.
+ */
+bool proto_failure_infrastructure(const char *name);
 
 #endif

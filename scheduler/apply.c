@@ -213,6 +213,21 @@ static int used_of(const json_t *retries, const char *budget)
 	return used;
 }
 
+/*
+ * An infrastructure failure's requeue is expedited (docs/scheduling.md,
+ * "Expedited requeue"): the requeued event says so, in its text and as
+ * data.expedited.
+ */
+static void expedite_note(char *text, size_t n, json_t *data, const char *cls)
+{
+	size_t len = strlen(text);
+
+	if (!proto_failure_infrastructure(cls))
+		return;
+	snprintf(text + len, n - len, "; expedited: first in its team's order");
+	json_object_set_new(data, "expedited", json_true());
+}
+
 int sched_fail_attempt(struct sched *s, int64_t job, int64_t attempt, const char *node,
 		       const char *cls, const int *exit_code, const char *why, const char *evidence,
 		       int how, struct ty_err *err)
@@ -331,6 +346,7 @@ int sched_fail_attempt(struct sched *s, int64_t job, int64_t attempt, const char
 			snprintf(text, sizeof(text), "attempt %lld %s; requeued for attempt %lld",
 				 (long long)attempt, why, (long long)attempt + 1);
 		state = "pending";
+		expedite_note(text, sizeof(text), data, cls);
 		if (!(retries_text = json_dumps(retries, JSON_COMPACT))) {
 			rc = ty_err_set(err, TY_ENOMEM, NULL);
 			goto out;

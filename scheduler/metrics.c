@@ -34,6 +34,7 @@
 #define M_TEAM_NOMINAL "trainyard_scheduler_team_gpus_nominal"
 #define M_TEAM_BORROWED "trainyard_scheduler_team_gpus_borrowed"
 #define M_TEAM_FAIR_SHARE "trainyard_scheduler_team_fair_share"
+#define M_TEAM_BUDGET "trainyard_scheduler_team_budget_used_ratio"
 #define M_NODES "trainyard_scheduler_nodes"
 #define M_NOT_READY "trainyard_scheduler_nodes_not_ready"
 #define M_PENDING "trainyard_scheduler_pending_jobs"
@@ -98,6 +99,7 @@ static const char *const reason_labels[SCHED_REASON_COUNT] = {
     [SCHED_WAIT_MEMORY] = "resources",
     [SCHED_WAIT_QUOTA_CPUS] = "quota",
     [SCHED_WAIT_QUOTA_MEMORY] = "quota",
+    [SCHED_WAIT_BUDGET] = "budget",
 };
 
 /*
@@ -108,9 +110,16 @@ static const char *const reason_labels[SCHED_REASON_COUNT] = {
 static const char *const pending_labels[] = {
     "resources",	"topology",    "never_fits", "quota",	"preemption",
     "reservation",	"order",       "ports",	     "invalid", "backoff",
-    "previous_attempt", "sweep_limit", NULL};
+    "previous_attempt", "sweep_limit", "budget",     NULL};
 #define PENDING_PREVIOUS 10
 #define PENDING_SWEEP 11
+
+double sched_metrics_budget_ratio(const struct sched_team_in *t)
+{
+	if (!t->has_budget)
+		return 0;
+	return t->budget > 0 ? t->spent / t->budget : 1;
+}
 
 const char *sched_metrics_reason(int reason)
 {
@@ -224,6 +233,10 @@ static int families(struct ty_metrics *m, struct ty_err *err)
 	     NULL, 0},
 	    {TY_METRIC_GAUGE, M_TEAM_FAIR_SHARE,
 	     "The team's fair-share factor 2^(-usage/share) at the last cycle.", team, NULL, 0},
+	    {TY_METRIC_GAUGE, M_TEAM_BUDGET,
+	     "The team's spend in its budget period over its budget at the last cycle (0: no "
+	     "budget; a budget of 0 counts as used up).",
+	     team, NULL, 0},
 	    {TY_METRIC_GAUGE, M_NODES,
 	     "Nodes the scheduler knows at the last cycle, by state (lost ones excluded).", state,
 	     NULL, 0},
@@ -450,7 +463,7 @@ static void gauges_forget(struct ty_metrics *m, const char *const *names, int nn
 }
 
 static const char *const team_families[] = {M_TEAM_ALLOCATED, M_TEAM_NOMINAL, M_TEAM_BORROWED,
-					    M_TEAM_FAIR_SHARE};
+					    M_TEAM_FAIR_SHARE, M_TEAM_BUDGET};
 #define NTEAM_FAMILIES ((int)(sizeof(team_families) / sizeof(team_families[0])))
 
 /* Set the team gauges to now (n names; NULL/0: no teams), zeroing teams gone since. */
@@ -610,6 +623,7 @@ void sched_metrics_cycle(struct sched *s, const struct sched_input *in,
 		ty_metrics_set(m, M_TEAM_NOMINAL, t, (double)in->teams[i].nominal_gpus);
 		ty_metrics_set(m, M_TEAM_BORROWED, t, (double)d->teams[i].borrowed);
 		ty_metrics_set(m, M_TEAM_FAIR_SHARE, t, d->teams[i].fairshare);
+		ty_metrics_set(m, M_TEAM_BUDGET, t, sched_metrics_budget_ratio(&in->teams[i]));
 	}
 	teams_set(sm, names, nnames);
 

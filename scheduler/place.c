@@ -130,6 +130,45 @@ static void snap_free(struct snap *sn)
 	memset(sn, 0, sizeof(*sn));
 }
 
+/*
+ * Money budgets (docs/scheduling.md, "Budgets"): each team's amount and
+ * its period's spend, read every cycle (running attempts accrue cost).
+ */
+static int load_budgets(struct snap *sn, struct sched *s, struct ty_err *err)
+{
+	struct sched_store_budget *b = NULL;
+	int rc, n = 0;
+
+	if ((rc = sched_store_budgets(&b, &n, s->term.pg, err)))
+		return rc;
+	for (int i = 0; i < n && !rc; i++) {
+		int t = team_index(sn, b[i].team);
+		struct sched_team_in *ti;
+
+		if (t < 0)
+			continue; /* a team newer than this snapshot's */
+		ti = &sn->teams[t];
+		ti->has_budget = true;
+		ti->budget = b[i].amount;
+		ti->spent = b[i].spent;
+		if (!(ti->budget_period = ty_arena_strdup(sn->arena, b[i].period)))
+			rc = ty_err_set(err, TY_ENOMEM, NULL);
+	}
+	free(b);
+	return rc;
+}
+
+/* The highest rate of the table: what a job costs at most per GPU-hour, wherever it lands. */
+static double max_rate(const struct sched_rates *r)
+{
+	double m = 0;
+
+	for (int i = 0; i < r->n; i++)
+		if (r->v[i].per_gpu_hour > m)
+			m = r->v[i].per_gpu_hour;
+	return m;
+}
+
 /* Teams from the mirror (mirror.c), usage brought forward to now. */
 static int load_teams(struct snap *sn, struct sched *s, struct ty_err *err)
 {
@@ -173,7 +212,7 @@ static int load_teams(struct snap *sn, struct sched *s, struct ty_err *err)
 		return rc;
 	for (int i = 0; i < n; i++)
 		sn->teams[i].usage = sn->usage[i].decayed;
-	return 0;
+	return load_budgets(sn, s, err);
 }
 
 /* Nodes not lost and the ports held on them, from the mirror. */
@@ -394,6 +433,7 @@ static int load_pending(struct snap *sn, struct sched *s, struct ty_err *err)
 {
 	int rc, n, np = 0, nsweeps = 0;
 	struct sweep_run *sweeps = NULL;
+	double rate = max_rate(&s->o.rates);
 
 	if ((rc = sched_queue_refresh(&s->world, s->term.pg, err)) ||
 	    (rc = load_sweeps(&sweeps, &nsweeps, sn, s, err)))
@@ -443,6 +483,10 @@ static int load_pending(struct snap *sn, struct sched *s, struct ty_err *err)
 			p->spot = (enum sched_spot_rule)q->spot_rule;
 			p->spot_preemptions = q->spot_preemptions;
 			p->spot_max_preemptions = q->spot_max;
+			/* max_runtime_seconds is always enforced (its default too): a true bound */
+			p->max_cost = (double)q->nodes * q->gpus_per_node *
+				      (double)q->max_runtime_s / 3600.0 * rate;
+			p->expedited = q->expedited;
 			if (q->excluded && (rc = excluded_nodes(p, sn, q->excluded)))
 				return ty_err_set(err, rc, NULL);
 			row = &sn->prow[np++];
@@ -1208,6 +1252,33 @@ static int publish_teams(struct sched_store_team_usage **written, int *nwritten,
 }
 
 /* Every decision of the cycle in one fenced transaction. */
+/* The 80 % budget alerts of the teams at or above it (once per period: migration 0032). */
+static int budget_alerts(struct sched *s, struct snap *sn, struct ty_err *err)
+{
+	int64_t *teams;
+	double *spent;
+	int n = 0, fired, rc;
+
+	teams = snap_alloc(sn, (size_t)sn->in.nteams, sizeof(*teams));
+	spent = snap_alloc(sn, (size_t)sn->in.nteams, sizeof(*spent));
+	if (!teams || !spent)
+		return ty_err_set(err, TY_ENOMEM, NULL);
+	for (int i = 0; i < sn->in.nteams; i++) {
+		const struct sched_team_in *t = &sn->teams[i];
+
+		if (t->has_budget && t->budget > 0 && t->spent >= 0.8 * t->budget) {
+			teams[n] = sn->trow[i].id;
+			spent[n++] = t->spent;
+		}
+	}
+	if ((rc = sched_store_budget_alerts(&fired, s->term.pg, teams, spent, n, err)))
+		return rc;
+	if (fired > 0)
+		ty_info("budget: %d team%s reached 80 %% of their budget", fired,
+			fired == 1 ? "" : "s");
+	return 0;
+}
+
 static int apply(struct sched *s, struct snap *sn, const struct sched_decisions *d,
 		 struct ty_err *err)
 {
@@ -1223,7 +1294,8 @@ static int apply(struct sched *s, struct snap *sn, const struct sched_decisions 
 	if ((rc = apply_placements(&placed, s, sn, d, err)) ||
 	    (rc = apply_preemptions(s, sn, d, err)) ||
 	    (rc = publish_queue(&queued, &ch, s, sn, d, err)) ||
-	    (rc = publish_teams(&usage, &nusage, s, sn, d, err))) {
+	    (rc = publish_teams(&usage, &nusage, s, sn, d, err)) ||
+	    (rc = budget_alerts(s, sn, err))) {
 		ty_pg_rollback(s->term.pg);
 		sched_mirror_stale(&s->world.mirror, "cycle rolled back");
 		goto out;

@@ -96,6 +96,7 @@ struct sched_qjob {
 	int sweep_max;	       /* the sweep's max_concurrent, 0 when none */
 	char *excluded;	       /* owned: jobs.excluded_nodes joined by ',', NULL when none */
 	char *last_failure;    /* owned: "system failure on node-b" of the last attempt, or NULL */
+	bool expedited;	       /* its last attempt was ended by the infrastructure (expedited requeue) */
 	bool gone; /* (transient) no longer pending */
 	/* as in jobs now */
 	char *reason;	     /* owned, NULL when none */
@@ -787,6 +788,7 @@ int sched_run(struct sched *s, volatile sig_atomic_t *stop, struct ty_err *err);
 
 struct sched_decisions;
 struct sched_input;
+struct sched_team_in;
 struct sockaddr_in;
 
 /*
@@ -838,6 +840,8 @@ void sched_metrics_node_conditions(struct sched *s, const struct sched_condition
 
 /* Monotonic seconds, for durations. */
 double sched_metrics_clock(void);
+/* A team's budget gauge: spend over budget, 0 without one, 1 for a budget of 0. */
+double sched_metrics_budget_ratio(const struct sched_team_in *t);
 /* Pure: the label of an enum sched_reason ("resources", "quota", ...; "other" if unknown). */
 const char *sched_metrics_reason(int reason);
 /* Pure: "placed", "backfilled", "reserved" or "pending" for d->pending[i]. */

@@ -82,7 +82,7 @@ static const char *const reason_name[] = {
     "placed",	  "nodes",    "topology", "never_fits", "borrow_limit", "cohort", "nominal",
     "preemption", "reserved", "head",	  "behind",	"scan_limit",	"port",	  "invalid",
     "backoff",	  "excluded", "on_demand", "never_fits_cpus", "never_fits_memory", "cpus",
-    "memory",	  "quota_cpus", "quota_memory"};
+    "memory",	  "quota_cpus", "quota_memory", "budget"};
 _Static_assert(sizeof(reason_name) / sizeof(reason_name[0]) == SCHED_REASON_COUNT,
 	       "a name for every enum sched_reason");
 _Static_assert(SCHED_REASON_COUNT <= 24, "sim_report.reason_counts holds every reason");

@@ -116,6 +116,17 @@ struct sched_team_in {
 	 * cohort, borrowing or reclaim (quota.h, struct quota_caps).
 	 */
 	int64_t max_cpus, max_memory_mb;
+	/*
+	 * Money budget (docs/scheduling.md, "Budgets"); has_budget false = none.
+	 * budget >= 0 per period in the rate table's units; spent = the
+	 * period's spend before this decision; budget_period ("day", "week",
+	 * "month") is for the reason text only. A job starts only while
+	 * spent < budget and spent + its max_cost <= budget; a job placed in
+	 * this decision adds its max_cost to spent for the jobs after it.
+	 */
+	bool has_budget;
+	double budget, spent;
+	const char *budget_period;
 };
 
 struct sched_running_in {
@@ -191,6 +202,17 @@ struct sched_pending_in {
 	 * nodes × these against max_cpus / max_memory_mb.
 	 */
 	int64_t cpus_per_node, memory_mb_per_node;
+	/*
+	 * The most it can cost (GPUs × max_runtime × the highest rate), for its
+	 * team's budget; 0 = unknown, and then only a spent budget stops it.
+	 */
+	double max_cost;
+	/*
+	 * Requeued after an infrastructure failure (expedited requeue): ahead
+	 * of every job of its class and fair-share rank that is not, its own
+	 * team's included; among expedited jobs the usual order.
+	 */
+	bool expedited;
 };
 
 struct sched_config {
@@ -326,6 +348,12 @@ enum sched_reason {
 	SCHED_WAIT_MEMORY,
 	SCHED_WAIT_QUOTA_CPUS,
 	SCHED_WAIT_QUOTA_MEMORY,
+	/*
+	 * Its team's money budget: team, spent = the team's spend as this
+	 * decision counted it (its earlier placements included). Like
+	 * SCHED_WAIT_BACKOFF it is not tried, takes no quota, reserves nothing.
+	 */
+	SCHED_WAIT_BUDGET,
 	SCHED_REASON_COUNT
 };
 
@@ -362,6 +390,7 @@ struct sched_pending_out {
 	 */
 	bool on_demand_only;
 	int64_t need; /* SCHED_WAIT_QUOTA_*: the job's CPUs or MiB (nodes × per-node) */
+	double spent; /* SCHED_WAIT_BUDGET: its team's spend this decision counted */
 };
 
 struct sched_team_out {

@@ -109,6 +109,18 @@ static bool pending_valid(const struct ctx *c, const struct sched_pending_in *p)
 	       p->cpus_per_node >= 0 && p->memory_mb_per_node >= 0;
 }
 
+static int decide_one(struct ctx *c, int i);
+
+/* decide_one, then the budget charge of a job it placed (whichever way it was placed). */
+static int decide_charged(struct ctx *c, int i)
+{
+	int before = c->d->nplacements, rc = decide_one(c, i);
+
+	if (!rc && c->d->nplacements > before)
+		sched__budget_charge(c, &c->in->pending[i]);
+	return rc;
+}
+
 static int decide_one(struct ctx *c, int i)
 {
 	const struct sched_pending_in *p = &c->in->pending[i];
@@ -135,6 +147,13 @@ static int decide_one(struct ctx *c, int i)
 		/* retry backoff: not tried, takes nothing (docs/scheduling.md) */
 		o->reason = SCHED_WAIT_BACKOFF;
 		o->at_ms = p->not_before_ms;
+		return 0;
+	}
+	if (sched__over_budget(c, p)) {
+		/* money, unlike quota, is never made by preempting: it just waits */
+		o->reason = SCHED_WAIT_BUDGET;
+		o->team = t;
+		o->spent = c->spent[t];
 		return 0;
 	}
 	if (qv == QUOTA_OK && !sched__could_fit(c, N, G, p->required, false)) {
@@ -383,6 +402,7 @@ static void ctx_free(struct ctx *c)
 	free(c->cohort);
 	free(c->coh);
 	free(c->reclaim_used);
+	free(c->spent);
 	free(c->tier0);
 	free(c->runs_off);
 	free(c->runs);
@@ -670,7 +690,9 @@ int sched_decide(struct sched_decisions **out, const struct sched_input *in, str
 			     : p->priority < -0x800000 ? -0x800000
 						       : p->priority;
 
-		keys[i].a = cls << 60 | (rank & 0xfffffffull) << 24 | (uint64_t)(0x7fffff - pr);
+		/* an expedited requeue goes first within its class and rank (policy.h) */
+		keys[i].a = cls << 60 | (rank & 0xfffffffull) << 25 |
+			    (uint64_t)!p->expedited << 24 | (uint64_t)(0x7fffff - pr);
 		keys[i].b = sched__bias(p->submit_ms);
 		keys[i].c = sched__bias(p->job);
 		keys[i].idx = i;
@@ -750,7 +772,7 @@ int sched_decide(struct sched_decisions **out, const struct sched_input *in, str
 			__builtin_prefetch(&in->pending[d->order[k + 8]]);
 			__builtin_prefetch(&d->pending[d->order[k + 8]], 1);
 		}
-		if ((rc = decide_one(&c, d->order[k])))
+		if ((rc = decide_charged(&c, d->order[k])))
 			goto out;
 	}
 	/* waiting for nodes while kept off spot ones: say that is why */

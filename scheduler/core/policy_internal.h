@@ -104,6 +104,7 @@ struct ctx {
 	 * placements and holds never make a team a reclaim victim.
 	 */
 	int64_t *reclaim_used;
+	double *spent; /* per team: budget spend, this decision's placements added */
 	uint8_t *tier0; /* per pending job: sched_pending_out.within_nominal */
 	int *runs_off, *runs;  /* per team: running gangs in victim-preference order */
 	int64_t *run_gpus;
@@ -251,6 +252,10 @@ uint64_t sched__bias(int64_t v);
 void sched__okey_sort(struct okey *k, struct okey *tmp, int n);
 int sched__cmp_double_desc(const void *a, const void *b);
 int sched__setup_teams(struct ctx *c, const struct sched_input *in);
+/* Whether starting p would exceed its team's money budget (policy.h, has_budget). */
+bool sched__over_budget(const struct ctx *c, const struct sched_pending_in *p);
+/* Count p's max_cost against its team's budget: it was placed. */
+void sched__budget_charge(struct ctx *c, const struct sched_pending_in *p);
 
 /* policy_decide.c: placement, one job's decision, sched_decide() */
 int sched__grow(void **p, int *cap, int need, size_t sz);

@@ -135,7 +135,8 @@ int sched__setup_teams(struct ctx *c, const struct sched_input *in)
 	c->reclaim_used = calloc((size_t)nt + 1, sizeof(*c->reclaim_used));
 	c->team_freed = calloc((size_t)nt + 1, sizeof(*c->team_freed));
 	c->runs_off = calloc((size_t)nt + 2, sizeof(*c->runs_off));
-	if (!cn || !c->qt || !c->cohort || !c->coh || !c->reclaim_used || !c->team_freed ||
+	c->spent = calloc((size_t)nt + 1, sizeof(*c->spent));
+	if (!c->spent || !cn || !c->qt || !c->cohort || !c->coh || !c->reclaim_used || !c->team_freed ||
 	    !c->runs_off) {
 		free(cn);
 		return TY_ENOMEM;
@@ -148,6 +149,7 @@ int sched__setup_teams(struct ctx *c, const struct sched_input *in)
 		c->qt[t].lending_limit = ti->lending_limit < 0 ? -1 : ti->lending_limit;
 		c->qt[t].in_cohort = ti->cohort && ti->cohort[0];
 		c->cohort[t] = -1;
+		c->spent[t] = ti->spent > 0 ? ti->spent : 0;
 		if (c->qt[t].in_cohort)
 			cn[ncn++] = (struct cname){ti->cohort, t};
 	}
@@ -159,4 +161,23 @@ int sched__setup_teams(struct ctx *c, const struct sched_input *in)
 	}
 	free(cn);
 	return 0;
+}
+
+/* ---- money budgets ----------------------------------------------------------------------- */
+
+bool sched__over_budget(const struct ctx *c, const struct sched_pending_in *p)
+{
+	const struct sched_team_in *ti = &c->in->teams[p->team];
+	double spent = c->spent[p->team], cost = p->max_cost > 0 ? p->max_cost : 0;
+
+	if (!ti->has_budget)
+		return false;
+	/* a budget of 0 (or one spent) lets nothing start, whatever the job costs */
+	return spent >= ti->budget || spent + cost > ti->budget;
+}
+
+void sched__budget_charge(struct ctx *c, const struct sched_pending_in *p)
+{
+	if (p->max_cost > 0)
+		c->spent[p->team] += p->max_cost;
 }

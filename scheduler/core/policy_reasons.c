@@ -286,6 +286,20 @@ int sched_reason_format_at(char *buf, size_t n, const struct sched_input *in,
 				"team %s at its memory quota (%lld of %lld MiB in use, job needs "
 				"%lld)",
 				team, (long long)o->used, (long long)o->limit, (long long)o->need);
+	case SCHED_WAIT_BUDGET: {
+		const struct sched_team_in *ti = &in->teams[o->team];
+		const char *per = ti->budget_period && *ti->budget_period ? ti->budget_period
+									 : "period";
+		char needs[64] = "";
+
+		if (ti->budget <= 0)
+			return snprintf(buf, n, "team %s budget 0.00 per %s: nothing may start",
+					team, per);
+		if (p->max_cost > 0)
+			snprintf(needs, sizeof(needs), ", job needs up to %.2f", p->max_cost);
+		return snprintf(buf, n, "team %s budget %.2f per %s: %.2f spent%s", team,
+				ti->budget, per, o->spent, needs);
+	}
 	case SCHED_INVALID:
 		if (p->team < 0 || p->team >= in->nteams)
 			return snprintf(buf, n, "invalid request: unknown team");

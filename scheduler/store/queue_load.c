@@ -3,6 +3,7 @@
  * inputs, or those of a set of jobs whatever their state.
  */
 #include "job_spec.h"
+#include "lifecycle.h"
 #include "scheduler.h"
 
 #include <stdio.h>
@@ -45,7 +46,9 @@
 	" coalesce(j.sweep_id, 0),"                                                                \
 	" coalesce((SELECT w.max_concurrent FROM sweeps w WHERE w.id = j.sweep_id), 0),"           \
 	" coalesce((j.spec->'resources'->>'cpus_per_node')::bigint, $9),"                           \
-	" coalesce((j.spec->'resources'->>'memory_mb_per_node')::bigint, $10)"                    \
+	" coalesce((j.spec->'resources'->>'memory_mb_per_node')::bigint, $10),"                   \
+	/* the last attempt's failure class: an infrastructure one expedites the requeue */      \
+	" (SELECT t.failure_class FROM attempts t WHERE t.job_id = j.id AND t.attempt = j.attempt)" \
 	" FROM jobs j"
 
 static const char SQL_PENDING[] =
@@ -113,6 +116,7 @@ static int qjob_read(struct sched_qjob *j, const PGresult *res, int r)
 	j->sweep_max = (int)sched_col_i64(res, r, 24);
 	j->cpus_per_node = sched_col_i64(res, r, 25);
 	j->memory_mb_per_node = sched_col_i64(res, r, 26);
+	j->expedited = ty_pg_val(res, r, 27) && proto_failure_infrastructure(PQgetvalue(res, r, 27));
 	return 0;
 }
 

@@ -914,4 +914,23 @@ struct sched_store_span {
 int sched_store_usage_spans(struct sched_store_span **out, int *nout, struct ty_pg *pg,
 			    int64_t from_ms, struct ty_err *err);
 
+/* ---- budgets.c: money budgets (place.c) ---- */
+
+/* A team's budget and its current period's spend (ty_budget_spent, migration 0032). */
+struct sched_store_budget {
+	int64_t team;
+	double amount, spent;
+	char period[8]; /* "day", "week", "month" */
+};
+/* Every team with a budget, by id. A new array (free()). */
+int sched_store_budgets(struct sched_store_budget **out, int *nout, struct ty_pg *pg,
+			struct ty_err *err);
+/*
+ * The 80 % alert of each of teams[0..n) at spent[i] (ty_budget_alert: once
+ * per period, a team.budget webhook delivery); *fired = how many fired.
+ * In the caller's transaction.
+ */
+int sched_store_budget_alerts(int *fired, struct ty_pg *pg, const int64_t *teams,
+			      const double *spent, int n, struct ty_err *err);
+
 #endif

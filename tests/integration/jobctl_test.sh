@@ -324,6 +324,22 @@ expect 0 jc teams --help
 out_has '--idle-gpu-alert-seconds S'
 ok "teams: the idle GPU alert is set, shown and cleared"
 
+expect 0 jc teams get team-a
+out_has '^budget: *none$'
+expect 0 jc -o json teams update team-a --budget 1000/month
+check 'd["budget"]["amount"] == 1000 and d["budget"]["period"] == "month" and d["budget"]["spent"] == 0'
+expect 0 jc teams get team-a
+out_has '^budget: *1000.00 per month .0.00 spent since [0-9-]*T00:00:00'
+expect 6 jc teams update team-a --budget 1000/year
+err_has "'budget.period' must be one of 'day', 'week', 'month'"
+expect 6 jc teams update team-a --budget -5/day
+err_has "'budget.amount' must be a number from 0"
+expect 2 jc teams update team-a --budget 1000
+err_has '--budget must be AMOUNT/PERIOD'
+expect 0 jc -o json teams update team-a --budget none
+check 'd["budget"] is None'
+ok "teams: a money budget is set, shown, refused when malformed and lifted"
+
 # ---- tokens --------------------------------------------------------------------
 
 MEMBER_A=$(jc tokens create --name a-member --role member --team team-a 2>"$W/err")

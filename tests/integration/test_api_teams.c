@@ -511,3 +511,98 @@ TY_TEST(a_job_larger_than_a_cap_is_refused)
 	CHECK_STATUS(&r, 201);
 	ty_resp_free(&r);
 }
+
+TY_TEST(budget_set_changed_and_cleared)
+{
+	const struct ty_stack *s = ty_stack_get();
+	const char *name = ty_uniq("budget");
+	const char *path = ty_test_strf("/v1/teams/%s", name);
+	struct ty_resp r = {0};
+
+	ty_http(&r, "POST", "/v1/teams", s->admin,
+		ty_tmpl("{'name':'@T','nominal_gpus':4,'budget':{'amount':1000,'period':'month'}}",
+			name),
+		NULL);
+	REQUIRE_STATUS(&r, 201);
+	CHECK(json_number_value(ty_jpath(r.json, "budget.amount")) == 1000.0);
+	CHECK_JSTR(r.json, "budget.period", "month");
+	CHECK(json_number_value(ty_jpath(r.json, "budget.spent")) == 0.0);
+	CHECK_JTIME(r.json, "budget.period_start");
+	/* a PATCH without it leaves it alone */
+	ty_http(&r, "PATCH", path, s->admin, "{\"nominal_gpus\":5}", NULL);
+	CHECK_STATUS(&r, 200);
+	CHECK_JSTR(r.json, "budget.period", "month");
+	ty_http(&r, "PATCH", path, s->admin, "{\"budget\":{\"amount\":12.5,\"period\":\"day\"}}",
+		NULL);
+	CHECK_STATUS(&r, 200);
+	CHECK(json_number_value(ty_jpath(r.json, "budget.amount")) == 12.5);
+	CHECK_JSTR(r.json, "budget.period", "day");
+	/* 0 is a budget (nothing may start), not an error */
+	ty_http(&r, "PATCH", path, s->admin, "{\"budget\":{\"amount\":0,\"period\":\"week\"}}",
+		NULL);
+	CHECK_STATUS(&r, 200);
+	CHECK(json_number_value(ty_jpath(r.json, "budget.amount")) == 0.0);
+	CHECK_JSTR(r.json, "budget.period", "week");
+	CHECK_STR_EQ(DB("SELECT budget_amount || '/' || budget_period FROM teams WHERE name = $1",
+			name),
+		     "0/week");
+	/* members see it, may not change it */
+	ty_http(&r, "PATCH", path, ty_mk_token("member", name),
+		"{\"budget\":{\"amount\":5,\"period\":\"day\"}}", NULL);
+	CHECK_STATUS(&r, 403);
+	ty_http(&r, "GET", path, ty_mk_token("viewer", name), NULL, NULL);
+	CHECK_STATUS(&r, 200);
+	CHECK_JSTR(r.json, "budget.period", "week");
+	/* null lifts it */
+	ty_http(&r, "PATCH", path, s->admin, "{\"budget\":null}", NULL);
+	CHECK_STATUS(&r, 200);
+	CHECK_JNULL(r.json, "budget");
+	ty_resp_free(&r);
+}
+
+TY_TEST(budget_validation)
+{
+	static const struct {
+		const char *body, *code, *field, *detail;
+	} rows[] = {
+	    {"{'budget':5}", "invalid_field", "budget", "'budget' must be an object"},
+	    {"{'budget':{'period':'month'}}", "missing_field", "budget.amount", NULL},
+	    {"{'budget':{'amount':100}}", "missing_field", "budget.period", NULL},
+	    {"{'budget':{'amount':-1,'period':'month'}}", "invalid_field", "budget.amount",
+	     "'budget.amount' must be a number from 0 to"},
+	    {"{'budget':{'amount':'100','period':'month'}}", "invalid_field", "budget.amount",
+	     NULL},
+	    {"{'budget':{'amount':1e13,'period':'month'}}", "invalid_field", "budget.amount", NULL},
+	    {"{'budget':{'amount':100,'period':'year'}}", "invalid_field", "budget.period",
+	     "'budget.period' must be one of 'day', 'week', 'month'"},
+	    {"{'budget':{'amount':100,'period':null}}", "invalid_field", "budget.period", NULL},
+	    {"{'budget':{'amount':100,'period':'month','currency':'EUR'}}", "unknown_field",
+	     "budget", "unknown field 'budget.currency'"},
+	};
+	const struct ty_stack *s = ty_stack_get();
+	const char *name = ty_mk_team("budgetv", 1, -1);
+	const char *path = ty_test_strf("/v1/teams/%s", name);
+	struct ty_resp r = {0};
+
+	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+		ty_test_context("%s", rows[i].body);
+		ty_http(&r, "PATCH", path, s->admin, ty_tmpl(rows[i].body, NULL), NULL);
+		CHECK_PROBLEM(&r, strcmp(rows[i].code, "unknown_field") ? 422 : 400, rows[i].code,
+			      rows[i].field);
+		if (rows[i].detail)
+			CHECK(strstr(ty_jstr(r.json, "detail") ? ty_jstr(r.json, "detail") : "",
+				     rows[i].detail) != NULL);
+		/* nothing changed */
+		CHECK_STR_EQ(DB("SELECT budget_amount IS NULL FROM teams WHERE name = $1", name),
+			     "t");
+	}
+	/* the same checks on create, and nothing is created */
+	ty_http(&r, "POST", "/v1/teams", s->admin,
+		ty_tmpl("{'name':'@T-c','nominal_gpus':1,'budget':{'amount':-5,'period':'day'}}",
+			name),
+		NULL);
+	CHECK_PROBLEM(&r, 422, "invalid_field", "budget.amount");
+	ty_http(&r, "GET", ty_test_strf("/v1/teams/%s-c", name), s->admin, NULL, NULL);
+	CHECK_STATUS(&r, 404);
+	ty_resp_free(&r);
+}

@@ -379,7 +379,7 @@ TY_TEST(attempt_a_condition_failed_is_requeued_without_spending_its_budget)
 			  fx_n(job)),
 		     ty_test_strf("attempt 1 failed: " XID_EV " (hardware, node %s); requeued for "
 				  "attempt 2 (no retry spent: a health condition of node %s), node "
-				  "%s excluded|" XID_EV,
+				  "%s excluded; expedited: first in its team's order|" XID_EV,
 				  x, x, x));
 	CHECK_STR_EQ(FX_Q(f,
 			  "SELECT node_id || '|' || failure_class || '|' || evidence || '|'"
@@ -438,7 +438,7 @@ TY_TEST(finished_entry_with_a_condition_is_applied_late_the_same_way)
 			  fx_n(job)),
 		     ty_test_strf("attempt 1 failed: " ECC_EV " (hardware, node %s); requeued for "
 				  "attempt 2 (no retry spent: a health condition of node %s), node "
-				  "%s excluded",
+				  "%s excluded; expedited: first in its team's order",
 				  x, x, x));
 	CHECK_STR_EQ(FX_Q(f, "SELECT evidence || '|' || evidence_source FROM node_failures"
 			     " WHERE job_id = $1",

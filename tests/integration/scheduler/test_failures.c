@@ -164,7 +164,8 @@ TY_TEST(system_failure_is_retried_on_another_node_after_its_backoff)
 			  "SELECT message FROM job_events WHERE job_id = $1 AND type = 'requeued'",
 			  fx_n(job)),
 		     ty_test_strf("attempt 1 failed: rank 0: NCCL error (system); requeued for "
-				  "attempt 2 (system retry 1 of 2, backoff 2s, node %s excluded)",
+				  "attempt 2 (system retry 1 of 2, backoff 2s, node %s excluded); "
+				  "expedited: first in its team's order",
 				  x));
 	CHECK_STR_EQ(FX_Q(f,
 			  "SELECT data->>'evidence' || '|' || (data->>'backoff_seconds')"

@@ -41,6 +41,7 @@ TY_TEST(every_pending_reason_has_its_label)
 	    {SCHED_WAIT_MEMORY, "resources"},
 	    {SCHED_WAIT_QUOTA_CPUS, "quota"},
 	    {SCHED_WAIT_QUOTA_MEMORY, "quota"},
+	    {SCHED_WAIT_BUDGET, "budget"},
 	    /* a reason the core may add later, and nonsense, stay bounded */
 	    {SCHED_REASON_COUNT, "other"},
 	    {-1, "other"},
@@ -172,4 +173,20 @@ TY_TEST(a_bad_listen_address_is_a_config_error)
 	CHECK_INT_EQ(sched_metrics_start(&m, &port, "nowhere:1", &err), TY_ECONFIG);
 	CHECK(m == NULL);
 	CHECK(strstr(err.msg, "'nowhere:1'") != NULL);
+}
+
+TY_TEST(budget_ratio_is_spend_over_budget)
+{
+	struct sched_team_in t = {0};
+
+	CHECK(sched_metrics_budget_ratio(&t) == 0); /* no budget */
+	t.has_budget = true;
+	t.budget = 1000;
+	t.spent = 812.5;
+	CHECK(sched_metrics_budget_ratio(&t) == 0.8125);
+	t.spent = 1500; /* overspent by running jobs */
+	CHECK(sched_metrics_budget_ratio(&t) == 1.5);
+	t.budget = 0; /* nothing may start: used up */
+	t.spent = 0;
+	CHECK(sched_metrics_budget_ratio(&t) == 1);
 }
