@@ -1115,6 +1115,7 @@ struct scan {
 	char dir[4096];
 	int64_t examined;
 	int keep; /* 0: no retention here (not rank 0's node) */
+	bool hash; /* hash every file: rank 0's node (the verifier), or --ckpt-rehash */
 	char *protect;
 	int64_t *known;
 	size_t nknown;
@@ -1162,8 +1163,8 @@ static void scan_work(uv_work_t *req)
 	if (w->newest > w->examined && !(w->reports = json_array()))
 		goto out;
 	for (size_t i = 0; i < n && w->newest > w->examined; i++) {
+		struct exec_ckpt_info info = {.files = 0};
 		struct ty_err verr = {0};
-		int64_t files = 0, bytes = 0;
 		char full[PATH_MAX];
 		int vrc;
 
@@ -1174,16 +1175,17 @@ static void scan_work(uv_work_t *req)
 		if ((size_t)snprintf(full, sizeof(full), "%s/%s", w->dir, e[i].name) >=
 		    sizeof(full))
 			continue;
-		vrc = exec_ckpt_verify_stats(full, e[i].step, &files, &bytes, &verr);
-		json_array_append_new(w->reports,
-				      json_pack("{s:s, s:I, s:b, s:s, s:s?, s:I, s:I}", "path",
-						full, "step", (json_int_t)e[i].step, "valid",
-						vrc == 0, "status",
-						vrc == 0	      ? "valid"
-						: vrc == TY_ENOTFOUND ? "torn"
-								      : "corrupt",
-						"reason", vrc ? verr.msg : NULL, "files",
-						(json_int_t)files, "bytes", (json_int_t)bytes));
+		vrc = exec_ckpt_check(&info, full, e[i].step, NULL, w->hash, &verr);
+		json_array_append_new(
+		    w->reports,
+		    json_pack("{s:s, s:I, s:b, s:s, s:s?, s:s?, s:b, s:I, s:I}", "path", full, "step",
+			      (json_int_t)e[i].step, "valid", vrc == 0, "status",
+			      vrc == 0		    ? "valid"
+			      : vrc == TY_ENOTFOUND ? "torn"
+						    : "corrupt",
+			      "reason", vrc ? verr.msg : NULL, "digest", vrc ? NULL : info.digest,
+			      "hashed", w->hash, "files", (json_int_t)info.files, "bytes",
+			      (json_int_t)info.bytes));
 		if (vrc == 0) {
 			w->newest_valid = e[i].step;
 			break;
@@ -1297,6 +1299,8 @@ static void scan_start(struct exec_attempt *a)
 	snprintf(w->dir, sizeof(w->dir), "%s", a->ckpt_dir);
 	w->examined = a->ckpt_examined;
 	w->keep = a->rank0 ? a->launch.checkpoint_keep : 0;
+	/* one verifier: the other nodes check the manifest and sizes, not every byte again */
+	w->hash = a->rank0 || exec__opts(a->x)->ckpt_rehash;
 	if ((a->resume_from && !(w->protect = strdup(a->resume_from))) ||
 	    (a->nckpt_valid && !(w->known = malloc(a->nckpt_valid * sizeof(int64_t))))) {
 		scan_free(w);
@@ -1425,6 +1429,10 @@ struct resume {
 	json_t *report;
 	int rc;
 	char error[TY_ERR_MSG_MAX];
+	/* the checkpoint the launch names (named.set), copied: checked, not searched for */
+	struct proto_launch_resume named;
+	bool rehash;   /* --ckpt-rehash: hash every file of it too */
+	bool rejected; /* it did not check out: rc and error say why */
 	/* the container (a->contained): its spec, with what it points to */
 	const struct exec_rt_opts *rt;
 	const struct exec_opts *o;
@@ -1500,12 +1508,42 @@ static int container_create(struct resume *w, struct ty_err *err)
 	return rc;
 }
 
+/*
+ * The checkpoint the launch names, in this node's checkpoint directory:
+ * exactly that step with that manifest digest, never another one. The path
+ * is this node's (the verifier's may be mounted elsewhere).
+ */
+static int resume_named(struct resume *w, struct ty_err *err)
+{
+	struct exec_ckpt_info info;
+	char full[sizeof(w->dir) + 32];
+	int rc;
+
+	if ((size_t)snprintf(full, sizeof(full), "%s/step-%lld", w->dir,
+			     (long long)w->named.step) >= sizeof(full))
+		return ty_err_set(err, TY_EINVAL, "checkpoint path '%s' is too long", w->dir);
+	if ((rc = exec_ckpt_check(&info, full, w->named.step, w->named.digest, w->rehash, err))) {
+		w->rejected = rc != TY_ENOMEM;
+		return rc;
+	}
+	if (!(w->path = strdup(full)) ||
+	    !(w->report = json_pack("{s:s, s:I, s:s, s:b, s:[]}", "path", full, "step",
+				    (json_int_t)w->named.step, "digest", info.digest, "hashed",
+				    w->rehash, "skipped")))
+		return ty_err_set(err, TY_ENOMEM, "out of memory");
+	return 0;
+}
+
 static void resume_work(uv_work_t *req)
 {
 	struct resume *w = req->data;
 	struct ty_err err = {0};
 
-	if ((w->rc = exec_ckpt_newest(&w->path, &w->report, w->dir, &err))) {
+	if (w->named.set)
+		w->rc = resume_named(w, &err);
+	else /* an older scheduler: the newest that verifies here */
+		w->rc = exec_ckpt_newest(&w->path, &w->report, w->dir, &err);
+	if (w->rc) {
 		snprintf(w->error, sizeof(w->error), "%s", err.msg);
 		return;
 	}
@@ -1613,6 +1651,25 @@ static void resume_done(uv_work_t *req, int status)
 	if (status || a->state != EXEC_RUNNING) {
 		container_delete(a); /* finish() may have come first */
 		goto out;	     /* stopped (kill, shutdown) while it ran */
+	}
+	if (w->rejected) {
+		char full[sizeof(w->dir) + 32];
+
+		/* the scheduler marks it rejected and names an older one next time */
+		snprintf(full, sizeof(full), "%s/step-%lld", w->dir, (long long)w->named.step);
+		ty_warn("job %lld attempt %lld: resume checkpoint step %lld rejected: %s",
+			(long long)a->job, (long long)a->attempt, (long long)w->named.step,
+			w->error);
+		exec__emit(a->x, PROTO_CHECKPOINT_WRITTEN, a->job, a->attempt,
+			   json_pack("{s:s, s:I, s:b, s:s, s:s, s:s, s:b}", "path", full, "step",
+				     (json_int_t)w->named.step, "valid", 0, "status", "rejected",
+				     "digest", w->named.digest, "reason", w->error, "hashed",
+				     w->rehash));
+		exec__attempt_stop(a, 0, EXEC_CLASS(SYSTEM), EXEC_EXIT_NONE,
+				   "checkpoints: the resume checkpoint step %lld does not match the "
+				   "launch: %s",
+				   (long long)w->named.step, w->error);
+		goto out;
 	}
 	if (w->rc) {
 		exec__attempt_stop(a, 0, EXEC_CLASS(SYSTEM), EXEC_EXIT_NONE, "checkpoints: %s",
@@ -1745,6 +1802,10 @@ int exec__attempt_start(struct exec_attempt **out, struct exec *x, struct proto_
 	w->a = a;
 	w->req.data = w;
 	snprintf(w->dir, sizeof(w->dir), "%s", a->ckpt_dir);
+	/* the path stays the launch's (it outlives the request); only step and digest are used */
+	w->named = l->resume;
+	w->named.path = NULL;
+	w->rehash = o->ckpt_rehash;
 	if ((urc = uv_queue_work(exec__loop(x), &w->req, resume_work, resume_done))) {
 		if (w->init > 0) { /* a warm one taken: the attempt's to delete */
 			memcpy(a->ctr_id, w->id, sizeof(a->ctr_id));
