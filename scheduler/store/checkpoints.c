@@ -38,12 +38,13 @@ static const char SQL_CKPT_RECORD[] =
  * the row's reason (once per differing node and digest), never replacing
  * the digest. RETURNING the row's node and digest: a new disagreement.
  */
+#define DISAGREE_REASON                                                                     \
+	"format('node %s reported MANIFEST.json digest %s, node %s verified %s', $4::text,"  \
+	" $5::text, c.node_id, c.digest)"
 static const char SQL_CKPT_DISAGREE[] =
-    "UPDATE checkpoints c SET reason = format('node %s reported MANIFEST.json digest %s,"
-    " node %s verified %s', $4::text, $5::text, c.node_id, c.digest)"
+    "UPDATE checkpoints c SET reason = " DISAGREE_REASON
     " WHERE c.job_id = $1 AND c.step = $3 AND c.status = 'valid' AND c.digest <> $5"
-    " AND c.reason IS DISTINCT FROM format('node %s reported MANIFEST.json digest %s,"
-    "  node %s verified %s', $4::text, $5::text, c.node_id, c.digest)"
+    " AND c.reason IS DISTINCT FROM " DISAGREE_REASON
     " AND EXISTS (SELECT 1 FROM allocations a WHERE a.job_id = $1 AND a.attempt = $2"
     "  AND a.node_id = $4)"
     " RETURNING c.node_id, c.digest, (SELECT state FROM jobs WHERE id = $1)";
