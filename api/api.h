@@ -352,6 +352,7 @@ int api_h_jobs_cancel(struct api_req *r, struct ty_err *err);
 int api_h_jobs_stop(struct api_req *r, struct ty_err *err);
 int api_h_jobs_events(struct api_req *r, struct ty_err *err);
 int api_h_jobs_attempts(struct api_req *r, struct ty_err *err);
+int api_h_jobs_checkpoints(struct api_req *r, struct ty_err *err);
 int api_h_jobs_logs(struct api_req *r, struct ty_err *err);
 int api_h_queue_list(struct api_req *r, struct ty_err *err);
 int api_h_nodes_list(struct api_req *r, struct ty_err *err);

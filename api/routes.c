@@ -22,6 +22,8 @@ const struct api_route api_routes[] = {
 	{"POST", "/v1/jobs/{}/stop", api_h_jobs_stop, API_ROLE_MEMBER, API_AUTH | API_JOB},
 	{"GET", "/v1/jobs/{}/events", api_h_jobs_events, API_ROLE_VIEWER, API_AUTH | API_JOB},
 	{"GET", "/v1/jobs/{}/attempts", api_h_jobs_attempts, API_ROLE_VIEWER, API_AUTH | API_JOB},
+	{"GET", "/v1/jobs/{}/checkpoints", api_h_jobs_checkpoints, API_ROLE_VIEWER,
+	 API_AUTH | API_JOB},
 	{"GET", "/v1/jobs/{}/logs", api_h_jobs_logs, API_ROLE_VIEWER, API_AUTH | API_JOB},
 	{"POST", "/v1/jobs/{}/metrics", api_h_job_metrics_post, API_ROLE_MEMBER,
 	 API_AUTH | API_BODY | API_JOB | API_TRIAL},

@@ -177,6 +177,14 @@ enum api_node_op { API_NODE_DRAIN, API_NODE_UNDRAIN, API_NODE_PREEMPT };
 int api_store_node_admin(const char **doc, struct ty_pg *pg, struct ty_arena *a,
 			 enum api_node_op op, const char *id, const char *arg, struct ty_err *err);
 
+/* ---- store_checkpoints.c ---- */
+/*
+ * {"resume_step", "items": [...]} of job id's checkpoints, newest first,
+ * NULL when no such job in scope.
+ */
+int api_store_job_checkpoints(const char **doc, struct ty_pg *pg, struct ty_arena *a,
+			      const char *id, const char *scope, struct ty_err *err);
+
 /* ---- store_attempts.c ---- */
 /* {"items": [...]} of job id's attempts, NULL when no such job in scope. */
 int api_store_job_attempts(const char **doc, struct ty_pg *pg, struct ty_arena *a, const char *id,

@@ -24,6 +24,7 @@ static const char main_help[] =
 	"  sweep     submit, show, cancel and list sweeps (one job per parameter set)\n"
 	"  webhooks  create, list, delete and ping webhooks; show their deliveries\n"
 	"  attempts  list a job's attempts: nodes, exit codes, failure classes, GPU use\n"
+	"  checkpoints  list a job's checkpoints and the one the next attempt resumes from\n"
 	"  logs      print the end of one rank's log\n"
 	"  nodes     list, show, drain, undrain and preempt the nodes jobs run on\n"
 	"  teams     list, show, create and update teams\n"
@@ -79,6 +80,7 @@ static const struct cmd {
 	{"cancel", cli_cmd_cancel},
 	{"stop", cli_cmd_stop},
 	{"attempts", cli_cmd_attempts},
+	{"checkpoints", cli_cmd_checkpoints},
 	{"logs", cli_cmd_logs},
 	{"nodes", cli_cmd_nodes},
 	{"teams", cli_cmd_teams},

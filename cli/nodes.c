@@ -50,6 +50,19 @@ static const char attempts_help[] =
 	"attempt started (was placed) and ended. -o json adds each attempt's rendezvous\n"
 	"address, power draw and idle GPU-seconds, per-node and per-rank details.\n";
 
+static const char checkpoints_help[] =
+	"usage: jobctl checkpoints [-o json] JOB\n"
+	"\n"
+	"List a job's checkpoints as the scheduler recorded them, newest step first:\n"
+	"step, status (valid: the node of rank 0 hashed every file; torn: no\n"
+	"manifest yet; corrupt: a file differs from the manifest; rejected: a node\n"
+	"resuming from it found its copy differs), the first 12 digits of the\n"
+	"manifest's SHA-256, size, files, the node that verified it, the attempt,\n"
+	"when, and why it is not valid (or which node reported another digest).\n"
+	"NEXT marks the one the next attempt resumes from: the newest valid one;\n"
+	"with none the next attempt starts from scratch. -o json prints the API's\n"
+	"document (full digests and paths).\n";
+
 static const char logs_help[] =
 	"usage: jobctl logs [--rank R] [--attempt A] [--tail N] JOB\n"
 	"\n"
@@ -627,6 +640,94 @@ int cli_cmd_attempts(struct cli *cli, int argc, char **argv, struct ty_err *err)
 	else if (!json_is_array(items))
 		rc = ty_err_set(err, TY_EIO, "the attempt list from the server has no 'items'");
 	else if (print_attempts(items))
+		rc = ty_err_set(err, TY_ENOMEM, NULL);
+out:
+	cli_resp_free(&resp);
+	ty_buf_free(&path);
+	return rc;
+}
+
+/* ---- checkpoints ---- */
+
+/* "1.5GiB" (binary units, as the memory column); "-" when not a number. */
+static int add_size(struct cli_table *t, const json_t *v)
+{
+	static const char *const unit[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
+	double n = json_is_integer(v) ? (double)json_integer_value(v) : -1;
+	size_t u = 0;
+
+	if (n < 0)
+		return cli_table_add(t, "-");
+	while (n >= 1024 && u + 1 < sizeof(unit) / sizeof(unit[0])) {
+		n /= 1024;
+		u++;
+	}
+	return u ? cli_table_addf(t, "%.1f%s", n, unit[u]) : cli_table_addf(t, "%.0fB", n);
+}
+
+static int print_checkpoints(const json_t *doc)
+{
+	static const char *const header[] = {"STEP",	  "STATUS",   "DIGEST", "SIZE",
+					     "FILES",	  "NODE",     "ATTEMPT", "VERIFIED",
+					     "NEXT",	  "REASON"};
+	enum { NCOLS = sizeof(header) / sizeof(header[0]) };
+	const json_t *items = json_object_get(doc, "items"), *c;
+	struct cli_table t = {.ncols = NCOLS};
+	char n[32];
+	size_t i;
+	int rc = 0;
+
+	for (i = 0; i < NCOLS; i++)
+		rc |= cli_table_add(&t, header[i]);
+	json_array_foreach(items, i, c) {
+		const char *digest = cli_json_str(c, "digest", NULL);
+
+		rc |= cli_table_addf(&t, "%s", cli_json_num(n, sizeof(n), c, "step"));
+		rc |= cli_table_add(&t, cli_json_str(c, "status", "-"));
+		rc |= digest ? cli_table_addf(&t, "%.12s", digest) : cli_table_add(&t, "-");
+		rc |= add_size(&t, json_object_get(c, "bytes"));
+		rc |= cli_table_addf(&t, "%s", cli_json_num(n, sizeof(n), c, "files"));
+		rc |= cli_table_add(&t, cli_json_str(c, "node", "-"));
+		rc |= cli_table_addf(&t, "%s", cli_json_num(n, sizeof(n), c, "attempt"));
+		rc |= add_age(&t, c, "verified_at");
+		rc |= cli_table_add(&t, json_is_true(json_object_get(c, "resume")) ? "*" : "");
+		rc |= cli_table_add(&t, cli_json_str(c, "reason", "-"));
+	}
+	if (rc)
+		goto out;
+	if (json_is_integer(json_object_get(doc, "resume_step")))
+		printf("next attempt resumes from step %s\n",
+		       cli_json_num(n, sizeof(n), doc, "resume_step"));
+	else
+		printf("next attempt starts from scratch (no valid checkpoint)\n");
+	if (json_array_size(items))
+		cli_table_print(stdout, &t);
+out:
+	cli_table_free(&t);
+	return rc ? TY_ENOMEM : 0;
+}
+
+int cli_cmd_checkpoints(struct cli *cli, int argc, char **argv, struct ty_err *err)
+{
+	struct ty_buf path = TY_BUF_INIT;
+	struct cli_resp resp = {0};
+	long long id;
+	int rc;
+
+	if ((rc = parse_job_arg(&id, cli, argc, argv, NULL, 0, checkpoints_help, err)) ||
+	    cli->help)
+		goto out;
+	if (ty_buf_printf(&path, "/v1/jobs/%lld/checkpoints", id)) {
+		rc = ty_err_set(err, TY_ENOMEM, NULL);
+		goto out;
+	}
+	if ((rc = cli_request(&resp, cli, "GET", path.data, NULL, NULL, 0, err)))
+		goto out;
+	if (cli->output == CLI_OUT_JSON)
+		cli_print_json(resp.body);
+	else if (!json_is_array(json_object_get(resp.body, "items")))
+		rc = ty_err_set(err, TY_EIO, "the checkpoint list from the server has no 'items'");
+	else if (print_checkpoints(resp.body))
 		rc = ty_err_set(err, TY_ENOMEM, NULL);
 out:
 	cli_resp_free(&resp);

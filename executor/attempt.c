@@ -1119,6 +1119,7 @@ struct scan {
 	const struct exec_objstore *store; /* the job tiers: the store; NULL: none */
 	int64_t job;
 	bool tier_retry; /* a failed move is due again: retention even without a new checkpoint */
+	bool hash; /* hash every file: rank 0's node (the verifier), or --ckpt-rehash */
 	char *protect;
 	int64_t *known;
 	size_t nknown;
@@ -1171,8 +1172,8 @@ static void scan_work(uv_work_t *req)
 	if (w->newest > w->examined && !(w->reports = json_array()))
 		goto out;
 	for (size_t i = 0; i < n && w->newest > w->examined; i++) {
+		struct exec_ckpt_info info = {.files = 0};
 		struct ty_err verr = {0};
-		int64_t files = 0, bytes = 0;
 		char full[PATH_MAX];
 		int vrc;
 
@@ -1183,16 +1184,17 @@ static void scan_work(uv_work_t *req)
 		if ((size_t)snprintf(full, sizeof(full), "%s/%s", w->dir, e[i].name) >=
 		    sizeof(full))
 			continue;
-		vrc = exec_ckpt_verify_stats(full, e[i].step, &files, &bytes, &verr);
-		json_array_append_new(w->reports,
-				      json_pack("{s:s, s:I, s:b, s:s, s:s?, s:I, s:I}", "path",
-						full, "step", (json_int_t)e[i].step, "valid",
-						vrc == 0, "status",
-						vrc == 0	      ? "valid"
-						: vrc == TY_ENOTFOUND ? "torn"
-								      : "corrupt",
-						"reason", vrc ? verr.msg : NULL, "files",
-						(json_int_t)files, "bytes", (json_int_t)bytes));
+		vrc = exec_ckpt_check(&info, full, e[i].step, NULL, w->hash, &verr);
+		json_array_append_new(
+		    w->reports,
+		    json_pack("{s:s, s:I, s:b, s:s, s:s?, s:s?, s:b, s:I, s:I}", "path", full, "step",
+			      (json_int_t)e[i].step, "valid", vrc == 0, "status",
+			      vrc == 0		    ? "valid"
+			      : vrc == TY_ENOTFOUND ? "torn"
+						    : "corrupt",
+			      "reason", vrc ? verr.msg : NULL, "digest", vrc ? NULL : info.digest,
+			      "hashed", w->hash, "files", (json_int_t)info.files, "bytes",
+			      (json_int_t)info.bytes));
 		/* checkpoint overhead in the ledger (docs/scheduling.md, "Goodput") */
 		if (vrc == 0)
 			json_object_set_new(json_array_get(w->reports, json_array_size(w->reports) - 1),
@@ -1375,6 +1377,8 @@ static void scan_start(struct exec_attempt *a)
 	w->job = a->job;
 	w->store = a->launch.checkpoint_tier ? exec__opts(a->x)->tier_store : NULL;
 	w->tier_retry = w->store && a->tier_retry_at && ty_mono_ms() >= a->tier_retry_at;
+	/* one verifier: the other nodes check the manifest and sizes, not every byte again */
+	w->hash = a->rank0 || exec__opts(a->x)->ckpt_rehash;
 	if ((a->resume_from && !(w->protect = strdup(a->resume_from))) ||
 	    (a->nckpt_valid && !(w->known = malloc(a->nckpt_valid * sizeof(int64_t))))) {
 		scan_free(w);
@@ -1507,6 +1511,10 @@ struct resume {
 	const struct exec_objstore *store;
 	int64_t job, restored;
 	char tier_error[TY_ERR_MSG_MAX];
+	/* the checkpoint the launch names (named.set), copied: checked, not searched for */
+	struct proto_launch_resume named;
+	bool rehash;   /* --ckpt-rehash: hash every file of it too */
+	bool rejected; /* it did not check out: rc and error say why */
 	/* the container (a->contained): its spec, with what it points to */
 	const struct exec_rt_opts *rt;
 	const struct exec_opts *o;
@@ -1582,6 +1590,53 @@ static int container_create(struct resume *w, struct ty_err *err)
 	return rc;
 }
 
+/*
+ * The checkpoint the launch names, in this node's checkpoint directory:
+ * exactly that step with that manifest digest, never another one. The path
+ * is this node's (the verifier's may be mounted elsewhere).
+ */
+static int resume_named(struct resume *w, struct ty_err *err)
+{
+	struct exec_ckpt_info info;
+	char full[sizeof(w->dir) + 32];
+	int rc;
+
+	if ((size_t)snprintf(full, sizeof(full), "%s/step-%lld", w->dir,
+			     (long long)w->named.step) >= sizeof(full))
+		return ty_err_set(err, TY_EINVAL, "checkpoint path '%s' is too long", w->dir);
+	if ((rc = exec_ckpt_check(&info, full, w->named.step, w->named.digest, w->rehash, err))) {
+		w->rejected = rc != TY_ENOMEM;
+		return rc;
+	}
+	if (!(w->path = strdup(full)) ||
+	    !(w->report = json_pack("{s:s, s:I, s:s, s:b, s:[]}", "path", full, "step",
+				    (json_int_t)w->named.step, "digest", info.digest, "hashed",
+				    w->rehash, "skipped")))
+		return ty_err_set(err, TY_ENOMEM, "out of memory");
+	return 0;
+}
+
+/*
+ * Tiering: bring the resume checkpoint back from the object store when its
+ * local copy is gone — the one the launch names, or (an older scheduler)
+ * the store's newest when it is newer than every local one.
+ */
+static int restore_from_store(struct resume *w, struct ty_err *err)
+{
+	char name[64], manifest[sizeof(w->dir) + 96];
+	int rc;
+
+	if (!w->named.set)
+		return exec_tier_restore_newer(&w->restored, w->store, w->job, w->dir, err);
+	snprintf(name, sizeof(name), "step-%lld", (long long)w->named.step);
+	snprintf(manifest, sizeof(manifest), "%s/%s/MANIFEST.json", w->dir, name);
+	if (access(manifest, F_OK) == 0)
+		return 0;
+	if (!(rc = exec_tier_restore(w->store, w->job, w->dir, name, w->named.step, err)))
+		w->restored = w->named.step;
+	return rc;
+}
+
 static void resume_work(uv_work_t *req)
 {
 	struct resume *w = req->data;
@@ -1589,11 +1644,15 @@ static void resume_work(uv_work_t *req)
 
 	/* the local copy gone, the store's (verified before it lands) is the resume point */
 	w->restored = -1;
-	if (w->store && exec_tier_restore_newer(&w->restored, w->store, w->job, w->dir, &err)) {
+	if (w->store && restore_from_store(w, &err)) {
 		snprintf(w->tier_error, sizeof(w->tier_error), "%s", err.msg);
 		ty_err_clear(&err);
 	}
-	if ((w->rc = exec_ckpt_newest(&w->path, &w->report, w->dir, &err))) {
+	if (w->named.set)
+		w->rc = resume_named(w, &err);
+	else /* an older scheduler: the newest that verifies here */
+		w->rc = exec_ckpt_newest(&w->path, &w->report, w->dir, &err);
+	if (w->rc) {
 		snprintf(w->error, sizeof(w->error), "%s", err.msg);
 		return;
 	}
@@ -1715,6 +1774,25 @@ static void resume_done(uv_work_t *req, int status)
 				     "error", w->tier_error[0] ? w->tier_error : NULL, "restored",
 				     w->restored >= 0 ? json_integer((json_int_t)w->restored)
 						      : json_null()));
+	}
+	if (w->rejected) {
+		char full[sizeof(w->dir) + 32];
+
+		/* the scheduler marks it rejected and names an older one next time */
+		snprintf(full, sizeof(full), "%s/step-%lld", w->dir, (long long)w->named.step);
+		ty_warn("job %lld attempt %lld: resume checkpoint step %lld rejected: %s",
+			(long long)a->job, (long long)a->attempt, (long long)w->named.step,
+			w->error);
+		exec__emit(a->x, PROTO_CHECKPOINT_WRITTEN, a->job, a->attempt,
+			   json_pack("{s:s, s:I, s:b, s:s, s:s, s:s, s:b}", "path", full, "step",
+				     (json_int_t)w->named.step, "valid", 0, "status", "rejected",
+				     "digest", w->named.digest, "reason", w->error, "hashed",
+				     w->rehash));
+		exec__attempt_stop(a, 0, EXEC_CLASS(SYSTEM), EXEC_EXIT_NONE,
+				   "checkpoints: the resume checkpoint step %lld does not match the "
+				   "launch: %s",
+				   (long long)w->named.step, w->error);
+		goto out;
 	}
 	if (w->rc) {
 		exec__attempt_stop(a, 0, EXEC_CLASS(SYSTEM), EXEC_EXIT_NONE, "checkpoints: %s",
@@ -1853,6 +1931,10 @@ int exec__attempt_start(struct exec_attempt **out, struct exec *x, struct proto_
 		ty_warn("job %lld asks for checkpoint tiering, but this executor has no "
 			"--tier-endpoint: plain retention",
 			(long long)a->job);
+	/* the path stays the launch's (it outlives the request); only step and digest are used */
+	w->named = l->resume;
+	w->named.path = NULL;
+	w->rehash = o->ckpt_rehash;
 	if ((urc = uv_queue_work(exec__loop(x), &w->req, resume_work, resume_done))) {
 		if (w->init > 0) { /* a warm one taken: the attempt's to delete */
 			memcpy(a->ctr_id, w->id, sizeof(a->ctr_id));

@@ -15,6 +15,8 @@
 
 #include <openssl/evp.h>
 
+#include "ty_crypto.h"
+
 int64_t exec_ckpt_step_of(const char *name)
 {
 	int64_t v = 0;
@@ -91,8 +93,9 @@ static bool is_hex64(const char *s)
 	return n == 64 && !s[64];
 }
 
-/* One manifest entry: inside root (resolved as rroot), regular, size, hash. */
-static int verify_file(const char *ckpt, const char *rroot, json_t *f, size_t i, struct ty_err *err)
+/* One manifest entry: inside root (resolved as rroot), regular, size, and with hash its hash. */
+static int verify_file(const char *ckpt, const char *rroot, json_t *f, size_t i, bool hash,
+		       struct ty_err *err)
 {
 	json_t *jp = json_object_get(f, "path"), *js = json_object_get(f, "size"),
 	       *jh = json_object_get(f, "sha256");
@@ -137,6 +140,10 @@ static int verify_file(const char *ckpt, const char *rroot, json_t *f, size_t i,
 		return ty_err_set(err, TY_ECONFLICT, "'%s' has %lld bytes, the manifest says %lld",
 				  p, (long long)st.st_size, (long long)json_integer_value(js));
 	}
+	if (!hash) {
+		close(fd);
+		return 0;
+	}
 	rc = sha256_fd(hex, fd, p, err);
 	close(fd);
 	if (rc)
@@ -155,30 +162,99 @@ int exec_ckpt_verify(const char *ckpt, int64_t want_step, struct ty_err *err)
 int exec_ckpt_verify_stats(const char *ckpt, int64_t want_step, int64_t *files_out,
 			   int64_t *bytes_out, struct ty_err *err)
 {
-	char mpath[PATH_MAX], rroot[PATH_MAX];
-	json_t *m = NULL, *files, *step;
-	json_error_t je;
-	struct stat st;
-	int rc = 0;
+	struct exec_ckpt_info info;
+	int rc = exec_ckpt_check(&info, ckpt, want_step, NULL, true, err);
 
-	if ((size_t)snprintf(mpath, sizeof mpath, "%s/" EXEC_CKPT_MANIFEST, ckpt) >= sizeof mpath)
-		return ty_err_set(err, TY_EINVAL, "checkpoint path '%s' is too long", ckpt);
-	if (stat(mpath, &st) < 0) {
+	if (!rc && files_out)
+		*files_out = info.files;
+	if (!rc && bytes_out)
+		*bytes_out = info.bytes;
+	return rc;
+}
+
+/* The manifest's bytes (at most EXEC_CKPT_MANIFEST_MAX) in *out (new), NUL-terminated. */
+static int read_manifest(char **out, size_t *len, const char *mpath, struct ty_err *err)
+{
+	struct stat st;
+	char *buf = NULL;
+	size_t n = 0;
+	int fd, rc = 0;
+
+	*out = NULL;
+	fd = open(mpath, O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
 		if (errno == ENOENT)
 			return ty_err_set(err, TY_ENOTFOUND, "no " EXEC_CKPT_MANIFEST " (torn)");
 		return ty_err_set(err, TY_EIO, "cannot read " EXEC_CKPT_MANIFEST ": %s",
 				  strerror(errno));
 	}
-	if (!S_ISREG(st.st_mode) || st.st_size > (off_t)EXEC_CKPT_MANIFEST_MAX)
-		return ty_err_set(err, TY_EPARSE,
-				  EXEC_CKPT_MANIFEST " is not a regular file of at most %u bytes",
-				  EXEC_CKPT_MANIFEST_MAX);
-	if (!realpath(ckpt, rroot))
-		return ty_err_set(err, TY_EIO, "cannot resolve '%s': %s", ckpt, strerror(errno));
-	m = json_load_file(mpath, JSON_REJECT_DUPLICATES, &je);
-	if (!m)
-		return ty_err_set(err, TY_EPARSE, EXEC_CKPT_MANIFEST " line %d: %s", je.line,
-				  je.text);
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) ||
+	    st.st_size > (off_t)EXEC_CKPT_MANIFEST_MAX) {
+		rc = ty_err_set(err, TY_EPARSE,
+				EXEC_CKPT_MANIFEST " is not a regular file of at most %u bytes",
+				EXEC_CKPT_MANIFEST_MAX);
+		goto out;
+	}
+	if (!(buf = malloc((size_t)st.st_size + 1))) {
+		rc = ty_err_set(err, TY_ENOMEM, "out of memory");
+		goto out;
+	}
+	while (n < (size_t)st.st_size) {
+		ssize_t k = read(fd, buf + n, (size_t)st.st_size - n);
+
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k < 0) {
+			rc = ty_err_set(err, TY_EIO, "cannot read " EXEC_CKPT_MANIFEST ": %s",
+					strerror(errno));
+			goto out;
+		}
+		if (k == 0)
+			break;
+		n += (size_t)k;
+	}
+	buf[n] = 0;
+	*out = buf;
+	*len = n;
+	buf = NULL;
+out:
+	free(buf);
+	close(fd);
+	return rc;
+}
+
+int exec_ckpt_check(struct exec_ckpt_info *info, const char *ckpt, int64_t want_step,
+		    const char *want_digest, bool hash, struct ty_err *err)
+{
+	char mpath[PATH_MAX], rroot[PATH_MAX], digest[65];
+	json_t *m = NULL, *files, *step, *f;
+	json_error_t je;
+	char *text = NULL;
+	size_t len = 0, i;
+	int rc = 0;
+
+	if ((size_t)snprintf(mpath, sizeof mpath, "%s/" EXEC_CKPT_MANIFEST, ckpt) >= sizeof mpath)
+		return ty_err_set(err, TY_EINVAL, "checkpoint path '%s' is too long", ckpt);
+	if ((rc = read_manifest(&text, &len, mpath, err)))
+		return rc;
+	/* the digest pins the manifest, and the manifest every file's hash */
+	ty_sha256_hex(digest, text, len);
+	if (want_digest && strcmp(digest, want_digest)) {
+		rc = ty_err_set(err, TY_ECONFLICT,
+				EXEC_CKPT_MANIFEST " has SHA-256 %s, the launch names %s", digest,
+				want_digest);
+		goto out;
+	}
+	if (!realpath(ckpt, rroot)) {
+		rc = ty_err_set(err, TY_EIO, "cannot resolve '%s': %s", ckpt, strerror(errno));
+		goto out;
+	}
+	m = json_loadb(text, len, JSON_REJECT_DUPLICATES, &je);
+	if (!m) {
+		rc = ty_err_set(err, TY_EPARSE, EXEC_CKPT_MANIFEST " line %d: %s", je.line,
+				je.text);
+		goto out;
+	}
 	step = json_object_get(m, "step");
 	files = json_object_get(m, "files");
 	if (!json_is_object(m) || !json_is_integer(step) || json_integer_value(step) < 0 ||
@@ -194,22 +270,20 @@ int exec_ckpt_verify_stats(const char *ckpt, int64_t want_step, int64_t *files_o
 				(long long)json_integer_value(step), (long long)want_step);
 		goto out;
 	}
-	for (size_t i = 0; i < json_array_size(files) && !rc; i++)
-		rc = verify_file(ckpt, rroot, json_array_get(files, i), i, err);
-	if (!rc && files_out)
-		*files_out = (int64_t)json_array_size(files);
-	if (!rc && bytes_out) {
-		json_t *f;
-		size_t i;
-
-		*bytes_out = 0;
-		json_array_foreach(files, i, f)
-		{
-			*bytes_out += (int64_t)json_integer_value(json_object_get(f, "size"));
-		}
+	for (i = 0; i < json_array_size(files) && !rc; i++)
+		rc = verify_file(ckpt, rroot, json_array_get(files, i), i, hash, err);
+	if (rc || !info)
+		goto out;
+	memcpy(info->digest, digest, sizeof(info->digest));
+	info->files = (int64_t)json_array_size(files);
+	info->bytes = 0;
+	json_array_foreach(files, i, f)
+	{
+		info->bytes += (int64_t)json_integer_value(json_object_get(f, "size"));
 	}
 out:
 	json_decref(m);
+	free(text);
 	return rc;
 }
 

@@ -604,6 +604,8 @@ struct exec_opts {
 	 * storage in a real cluster, so that a retry on another node resumes.
 	 */
 	const char *checkpoint_root;
+	/* hash checkpoints fully here too, not only on rank 0's node (--ckpt-rehash) */
+	bool ckpt_rehash;
 	int64_t heartbeat_ms;
 	int64_t fetch_wait_ms; /* fetch.wait.max.ms of the dispatch consumer */
 	int64_t register_ms;
@@ -1010,6 +1012,22 @@ bool exec_ckpt_path_ok(const char *path);
  * differ) when it is corrupt. The message names the file and the fault.
  */
 int exec_ckpt_verify(const char *ckpt, int64_t want_step, struct ty_err *err);
+/* What exec_ckpt_check found in a checkpoint that checked out. */
+struct exec_ckpt_info {
+	char digest[65]; /* lowercase hex SHA-256 of the MANIFEST.json bytes */
+	int64_t files, bytes;
+};
+/*
+ * Check the checkpoint directory ckpt: MANIFEST.json's SHA-256 equals
+ * want_digest (NULL: any), it parses, its step equals want_step (< 0: any),
+ * and every listed file lies inside ckpt, is regular and has the listed
+ * size; with hash, its SHA-256 equals the listed one too. *info (optional)
+ * is filled when it checks out. TY_ENOTFOUND: no manifest (torn);
+ * TY_ECONFLICT: the digest, a size or a hash differs; TY_EPARSE, TY_EINVAL,
+ * TY_EIO otherwise; err names the file and what differed.
+ */
+int exec_ckpt_check(struct exec_ckpt_info *info, const char *ckpt, int64_t want_step,
+		    const char *want_digest, bool hash, struct ty_err *err);
 /* exec_ckpt_verify that also gives, when it verifies, the number of files and
  * their total size from the manifest (either pointer may be NULL). */
 int exec_ckpt_verify_stats(const char *ckpt, int64_t want_step, int64_t *files_out,

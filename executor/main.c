@@ -113,6 +113,10 @@ static const struct ty_opt options[] = {
      "launch latency; librdkafka's mock cluster (trainyard-broker) always waits it out, so the "
      "local stack sets 10"},
     {"register-ms", TY_OPT_INT, "60000", 1000, 86400000, "re-register interval"},
+    {"ckpt-rehash", TY_OPT_BOOL, "false", 0, 0,
+     "hash every file of the checkpoint a launch resumes from (and of those seen after the "
+     "checkpoint signal) on this node too, not only on the node of rank 0; without it this "
+     "node checks the manifest's digest and the files' sizes"},
     {"kill-grace-ms", TY_OPT_INT, "5000", 0, 3600000,
      "SIGTERM to SIGKILL grace when ranks are stopped (a launch or kill may set its own)"},
     {"fence-after-ms", TY_OPT_INT, "0", 0, 86400000,
@@ -795,6 +799,7 @@ int main(int argc, char **argv)
 	o.fetch_wait_ms = ty_config_int(c, "fetch-wait-ms");
 	o.register_ms = ty_config_int(c, "register-ms");
 	o.kill_grace_ms = ty_config_int(c, "kill-grace-ms");
+	o.ckpt_rehash = ty_config_bool(c, "ckpt-rehash");
 	o.fence_ms = ty_config_int(c, "fence-after-ms");
 	if (o.fence_ms && o.fence_ms <= 2 * o.heartbeat_ms) {
 		fail("%s", "--fence-after-ms must be more than twice --heartbeat-ms (or 0)");

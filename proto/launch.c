@@ -168,6 +168,40 @@ static int parse_isolation(struct proto_launch *l, const json_t *d, struct ty_er
 	return 0;
 }
 
+static bool is_digest(const json_t *v)
+{
+	return plain_string(v) && json_string_length(v) == PROTO_LAUNCH_DIGEST_LEN &&
+	       strspn(json_string_value(v), "0123456789abcdef") == PROTO_LAUNCH_DIGEST_LEN;
+}
+
+/* The resume checkpoint: absent or null (none), else all three fields. */
+static int parse_resume(struct proto_launch_resume *r, const json_t *v, struct ty_err *err)
+{
+	const json_t *step = json_object_get(v, "step"), *path = json_object_get(v, "path");
+
+	if (!v || json_is_null(v))
+		return 0;
+	if (!json_is_object(v) || !json_is_integer(step) || json_integer_value(step) < 0)
+		return ty_err_set(err, TY_EINVAL,
+				  "launch field 'resume' must be an object with a non-negative "
+				  "integer step");
+	if (!is_digest(json_object_get(v, "digest")))
+		return ty_err_set(err, TY_EINVAL,
+				  "launch field 'resume.digest' must be 64 lowercase hex digits");
+	if (!plain_string(path) || json_string_length(path) == 0 ||
+	    json_string_length(path) > PROTO_LAUNCH_RESUME_PATH_MAX)
+		return ty_err_set(err, TY_EINVAL,
+				  "launch field 'resume.path' must be a string of 1..%d characters",
+				  PROTO_LAUNCH_RESUME_PATH_MAX);
+	if (!(r->path = strdup(json_string_value(path))))
+		return ty_err_set(err, TY_ENOMEM, NULL);
+	r->set = true;
+	r->step = (int64_t)json_integer_value(step);
+	memcpy(r->digest, json_string_value(json_object_get(v, "digest")),
+	       PROTO_LAUNCH_DIGEST_LEN + 1);
+	return 0;
+}
+
 int proto_launch_decode(struct proto_launch *l, const struct proto_msg *m, struct ty_err *err)
 {
 	const json_t *d = m->data, *v;
@@ -270,6 +304,8 @@ int proto_launch_decode(struct proto_launch *l, const struct proto_msg *m, struc
 					  sizeof(l->team) - 1);
 		memcpy(l->team, json_string_value(v), json_string_length(v) + 1);
 	}
+	if ((rc = parse_resume(&l->resume, json_object_get(d, "resume"), err)))
+		return rc;
 	return parse_isolation(l, d, err);
 }
 
@@ -284,6 +320,7 @@ void proto_launch_clear(struct proto_launch *l)
 	free(l->command);
 	json_decref(l->env);
 	free(l->image);
+	free(l->resume.path);
 	memset(l, 0, sizeof(*l));
 }
 
@@ -353,6 +390,12 @@ json_t *proto_launch_common(const struct proto_launch *l)
 		bad |= json_object_set_new(o, "image", json_string(l->image));
 	if (l->team[0])
 		bad |= json_object_set_new(o, "team", json_string(l->team));
+	if (l->resume.set)
+		bad |= json_object_set_new(o, "resume",
+					   json_pack("{s:I, s:s, s:s}", "step",
+						     (json_int_t)l->resume.step, "digest",
+						     l->resume.digest, "path",
+						     l->resume.path ? l->resume.path : ""));
 	if (bad) {
 		json_decref(o);
 		return NULL;

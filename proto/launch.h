@@ -26,6 +26,17 @@
 #define PROTO_LAUNCH_MAX_ENV 1024
 #define PROTO_LAUNCH_TOKEN_LEN 47 /* "tym_" and 43 base64url characters */
 
+#define PROTO_LAUNCH_DIGEST_LEN 64 /* lowercase hex SHA-256 of a MANIFEST.json */
+#define PROTO_LAUNCH_RESUME_PATH_MAX 4096
+
+/* The checkpoint every node of the gang resumes from (docs/dispatch.md, "Resume"). */
+struct proto_launch_resume {
+	bool set; /* false: none named (a first attempt, an older scheduler) */
+	int64_t step;
+	char digest[PROTO_LAUNCH_DIGEST_LEN + 1];
+	char *path; /* owned when decoded, borrowed when encoding: where the verifier saw it */
+};
+
 /* One node's part of a launch. */
 struct proto_launch_node {
 	int node_rank;
@@ -65,6 +76,7 @@ struct proto_launch {
 	char *image;	   /* owned; NULL: the host's root, read-only */
 	/* the team's name, for the GPU series on /metrics; "": none */
 	char team[64];
+	struct proto_launch_resume resume;
 	/* this node's part (decoded; the encoder takes a struct proto_launch_node) */
 	int node_rank;
 	int first_rank;

@@ -1791,11 +1791,6 @@ int sched_apply_acks(struct sched *s, const struct proto_msg *m, const bool *ok,
 	return rc;
 }
 
-/*
- * A verified checkpoint (valid: true) of a live or stopping attempt: the
- * start of the work lost should it be preempted or fail (the ledger). Only
- * a newer step moves it, so a redelivered event changes nothing.
- */
 /* A week: a longer checkpoint write is a broken clock, not a measurement. */
 #define CHECKPOINT_WRITE_MAX_MS (7LL * 86400 * 1000)
 
@@ -1812,19 +1807,82 @@ static int checkpoint_write_time(struct sched *s, const struct proto_msg *m, str
 	    jint(m->data, "step", 0), json_integer_value(w), err);
 }
 
+/*
+ * A checkpoint a node examined: the checkpoints table (the next launch's
+ * resume point, store/checkpoints.c) and, when valid, the start of the work
+ * lost should the attempt be preempted or fail (the ledger). A redelivered
+ * event changes nothing.
+ */
 static int on_checkpoint_written(struct sched *s, const struct proto_msg *m, struct ty_err *err)
 {
+	struct sched_store_ckpt_outcome o;
+	const json_t *hashed = json_object_get(m->data, "hashed");
+	struct sched_store_ckpt_report r = {
+	    .job = m->job,
+	    .attempt = m->attempt,
+	    .node = m->node,
+	    .step = jint(m->data, "step", 0),
+	    .path = jstr(m->data, "path", ""),
+	    .status = jstr(m->data, "status", json_is_true(json_object_get(m->data, "valid"))
+						     ? "valid"
+						     : "corrupt"),
+	    .digest = jstr(m->data, "digest", NULL),
+	    .reason = jstr(m->data, "reason", NULL),
+	    .bytes = jint(m->data, "bytes", 0),
+	    .files = jint(m->data, "files", 0),
+	    /* executors before the field hashed everything on every node */
+	    .hashed = !json_is_false(hashed),
+	};
+	char text[512];
+	json_t *data;
 	int rc;
 
-	if (!json_is_true(json_object_get(m->data, "valid")))
-		return 0; /* torn, corrupt or unverified: resume and loss go by the older one */
+	if (r.step < 0 || (strcmp(r.status, "valid") && strcmp(r.status, "torn") &&
+			   strcmp(r.status, "corrupt") && strcmp(r.status, "rejected")))
+		return 0; /* not one we know: the table's check would refuse it */
+	if (r.digest && (strlen(r.digest) != 64 || strspn(r.digest, "0123456789abcdef") != 64))
+		r.digest = NULL;
+	if ((rc = sched_store_checkpoint_report(&o, s->term.pg, &r, err)))
+		return rc;
+	if (o.what == SCHED_CKPT_DISAGREES) {
+		snprintf(text, sizeof(text),
+			 "checkpoint step %lld: node %s reports MANIFEST.json digest %.12s, node %s "
+			 "verified %.12s",
+			 (long long)r.step, r.node, r.digest, o.node, o.digest);
+		data = json_pack("{s:I, s:I, s:s, s:s, s:s, s:s}", "attempt", (json_int_t)r.attempt,
+				 "step", (json_int_t)r.step, "node", r.node, "digest", r.digest,
+				 "verified_by", o.node, "verified_digest", o.digest);
+		rc = sched_job_event(s, m->job, "checkpoint_disagreement", o.job_state, text, data,
+				     err);
+		json_decref(data);
+		if (rc)
+			return rc;
+	} else if (o.what == SCHED_CKPT_REJECTED) {
+		char next[64] = "the start (no valid checkpoint left)";
+
+		if (o.next_step >= 0)
+			snprintf(next, sizeof(next), "step %lld", (long long)o.next_step);
+		snprintf(text, sizeof(text),
+			 "checkpoint step %lld rejected by node %s: %.300s; the next attempt resumes "
+			 "from %s",
+			 (long long)r.step, r.node, r.reason ? r.reason : "", next);
+		data = json_pack("{s:I, s:I, s:s, s:s?, s:o}", "attempt", (json_int_t)r.attempt,
+				 "step", (json_int_t)r.step, "node", r.node, "reason", r.reason,
+				 "next_step",
+				 o.next_step >= 0 ? json_integer((json_int_t)o.next_step)
+						  : json_null());
+		rc = sched_job_event(s, m->job, "checkpoint_rejected", o.job_state, text, data, err);
+		json_decref(data);
+		return rc;
+	}
+	if (strcmp(r.status, "valid"))
+		return 0; /* torn or corrupt: resume and loss go by the older one */
 	/* the mirror's allocations carry it: victims are chosen by the work they would lose */
 	sched_mirror_touch_job(&s->world.mirror, m->job);
 	if ((rc = checkpoint_write_time(s, m, err)))
 		return rc;
 	return sched_store_checkpoint_written(
-	    s->term.pg, &(struct sched_store_part){m->job, m->attempt, m->node},
-	    jint(m->data, "step", 0), err);
+	    s->term.pg, &(struct sched_store_part){m->job, m->attempt, m->node}, r.step, err);
 }
 
 /*

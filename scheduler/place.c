@@ -567,8 +567,9 @@ static const char *spec_str(const json_t *spec, const char *obj, const char *key
  */
 static json_t *common_of(const struct sched *s, const struct snap *sn,
 			 const struct sched_placement *pl, const json_t *spec, int64_t uid,
-			 const char *team, const char *token)
+			 const struct sched_store_job *row, const char *token)
 {
+	const char *team = row->team;
 	const json_t *command = json_object_get(spec, "command"), *res = json_object_get(spec, "resources");
 	const json_t *cpus = json_object_get(res, "cpus_per_node"), *mem = json_object_get(res, "memory_mb_per_node");
 	struct proto_launch l = {
@@ -610,6 +611,13 @@ static json_t *common_of(const struct sched *s, const struct snap *sn,
 	snprintf(l.metrics_token, sizeof(l.metrics_token), "%s", token);
 	/* a label of the node's GPU series (executor/telemetry.c) */
 	snprintf(l.team, sizeof(l.team), "%s", team);
+	/* every node resumes from the one checkpoint the table names (docs/dispatch.md, "Resume") */
+	if (row->resume_step >= 0) {
+		l.resume.set = true;
+		l.resume.step = row->resume_step;
+		snprintf(l.resume.digest, sizeof(l.resume.digest), "%s", row->resume_digest);
+		l.resume.path = row->resume_path;
+	}
 	out = proto_launch_common(&l);
 	free(argv);
 	return out;
@@ -663,7 +671,7 @@ static int launch_common(struct gang *g, struct sched *s, const struct snap *sn,
 		goto out;
 	}
 	ty_sha256_hex(g->token_hash, token, strlen(token));
-	common = common_of(s, sn, pl, spec, uid, row->team, token);
+	common = common_of(s, sn, pl, spec, uid, row, token);
 	if (!common || !(g->common_text = json_dumps(common, JSON_COMPACT))) {
 		rc = ty_err_set(err, TY_ENOMEM, NULL);
 		goto out;

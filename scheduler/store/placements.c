@@ -11,8 +11,11 @@
 #include <string.h>
 
 static const char SQL_JOBS_LOCK[] =
-    "SELECT j.id, j.attempt, j.spec, j.team_id, t.run_uid, t.name FROM jobs j"
-    " JOIN teams t ON t.id = j.team_id WHERE j.id = ANY ($1::bigint[])"
+    "SELECT j.id, j.attempt, j.spec, j.team_id, t.run_uid, t.name, r.step, r.digest, r.path"
+    " FROM jobs j JOIN teams t ON t.id = j.team_id"
+    " LEFT JOIN LATERAL (SELECT c.step, c.digest, c.path FROM checkpoints c"
+    "  WHERE c.job_id = j.id AND c.status = 'valid' ORDER BY c.step DESC LIMIT 1) r ON true"
+    " WHERE j.id = ANY ($1::bigint[])"
     " AND j.state = 'pending' AND NOT j.cancel_requested ORDER BY j.id FOR UPDATE OF j";
 static const char SQL_BOOTS[] = "SELECT id, coalesce(boot_id::text, '') FROM nodes"
 				" WHERE id = ANY ($1::text[]) ORDER BY id COLLATE \"C\"";
@@ -59,6 +62,7 @@ void sched_store_jobs_free(struct sched_store_job *v, int n)
 	for (int i = 0; v && i < n; i++) {
 		free(v[i].spec);
 		free(v[i].team);
+		free(v[i].resume_path);
 	}
 	free(v);
 }
@@ -119,8 +123,12 @@ int sched_store_jobs_lock(struct sched_store_job **out, int *nout, struct ty_pg 
 		v[i].attempt = sched_col_i64(res, i, 1);
 		v[i].team_id = sched_col_i64(res, i, 3);
 		v[i].run_uid = PQgetisnull(res, i, 4) ? -1 : sched_col_i64(res, i, 4);
+		v[i].resume_step = PQgetisnull(res, i, 6) ? -1 : sched_col_i64(res, i, 6);
+		snprintf(v[i].resume_digest, sizeof(v[i].resume_digest), "%s",
+			 PQgetvalue(res, i, 7));
 		if (!(v[i].spec = strdup(PQgetvalue(res, i, 2))) ||
-		    !(v[i].team = strdup(PQgetvalue(res, i, 5)))) {
+		    !(v[i].team = strdup(PQgetvalue(res, i, 5))) ||
+		    (v[i].resume_step >= 0 && !(v[i].resume_path = strdup(PQgetvalue(res, i, 8))))) {
 			rc = ty_err_set(err, TY_ENOMEM, NULL);
 			goto out;
 		}

@@ -71,6 +71,10 @@ struct sched_store_job {
 	int64_t team_id;
 	int64_t run_uid; /* -1: the team has none */
 	char *team;	 /* owned: teams.name */
+	/* the job's newest valid checkpoint (store/checkpoints.c): the launch's resume */
+	int64_t resume_step; /* -1: none */
+	char resume_digest[65];
+	char *resume_path; /* owned; NULL when none */
 };
 void sched_store_jobs_free(struct sched_store_job *v, int n);
 
@@ -603,6 +607,36 @@ int sched_store_parts_live(bool *live, struct ty_pg *pg, const struct sched_stor
 /* A verified checkpoint at step, reported by node a->node of the attempt. */
 int sched_store_checkpoint_written(struct ty_pg *pg, const struct sched_store_part *a,
 				   int64_t step, struct ty_err *err);
+
+/* One checkpoint_written report (borrowed strings; digest, path, reason may be NULL). */
+struct sched_store_ckpt_report {
+	int64_t job, attempt;
+	const char *node;
+	int64_t step;
+	const char *path, *status, *digest, *reason;
+	int64_t bytes, files;
+	bool hashed; /* the node hashed every file (rank 0's, --ckpt-rehash) */
+};
+struct sched_store_ckpt_outcome {
+	enum {
+		SCHED_CKPT_NOTHING,   /* known already, or not from a node of the attempt */
+		SCHED_CKPT_RECORDED,  /* a new row, or a torn one now valid */
+		SCHED_CKPT_DISAGREES, /* another digest than the valid row's: node, digest */
+		SCHED_CKPT_REJECTED,  /* the resume checkpoint rejected; next_step resumes */
+	} what;
+	char node[128];
+	char digest[65];
+	int64_t next_step; /* -1: no valid one left */
+	char job_state[32]; /* the job's, for the event */
+};
+/*
+ * Apply r to the checkpoints table, idempotently: the first hashed report
+ * of a step wins, a later valid one with another digest is recorded as a
+ * disagreement (never overwriting), a rejected one marks the valid row
+ * with that digest rejected. *out says what changed.
+ */
+int sched_store_checkpoint_report(struct sched_store_ckpt_outcome *out, struct ty_pg *pg,
+				  const struct sched_store_ckpt_report *r, struct ty_err *err);
 
 /* ---- storage.c: where jobs' checkpoints are ---- */
 

@@ -156,14 +156,14 @@ export JOBCTL_SERVER=$URL JOBCTL_TOKEN=$ADMIN
 expect 0 jc --help
 out_has 'exit status'
 out_has '7  server or connection error'
-for c in submit status list queue watch cancel stop attempts logs nodes teams quota usage tokens sweep webhooks audit version; do
+for c in submit status list queue watch cancel stop attempts checkpoints logs nodes teams quota usage tokens sweep webhooks audit version; do
 	expect 0 jc "$c" --help
 	out_has "usage: jobctl $c"
 done
 expect 0 jc help watch
 out_has 'usage: jobctl watch'
 expect 0 jc --help
-for c in attempts logs nodes queue quota usage sweep webhooks audit; do out_has "^  $c "; done
+for c in attempts checkpoints logs nodes queue quota usage sweep webhooks audit; do out_has "^  $c "; done
 ok "help for jobctl and every command"
 
 expect 0 jc version
@@ -203,6 +203,10 @@ expect 2 jc --server ftp://example.com list
 expect 2 jc attempts
 expect 2 jc attempts x
 expect 2 jc attempts 1 2
+expect 2 jc checkpoints
+expect 2 jc checkpoints x
+err_has 'the job id'
+expect 2 jc checkpoints 1 2
 expect 2 jc logs
 expect 2 jc logs 0
 expect 2 jc logs 1 --tail 0
@@ -898,6 +902,38 @@ JOBCTL_TOKEN=$MEMBER_B expect 4 jc attempts "$JL"
 err_has 'job_not_found'
 JOBCTL_TOKEN=$VIEWER_A expect 0 jc attempts "$JL"
 ok "attempts: table, json, pending job, another team's job exits 4"
+
+expect 0 jc checkpoints "$JL"
+out_has '^next attempt starts from scratch (no valid checkpoint)$'
+[[ $(wc -l <"$W/out") -eq 1 ]] || fail "checkpoints of a job without any printed a table"
+D1=$(printf 'a%.0s' $(seq 64))
+D2=$(printf 'b%.0s' $(seq 64))
+psql "$DB_URL" -v ON_ERROR_STOP=1 -qAt -v job="$JL" -v d1="$D1" -v d2="$D2" >/dev/null <<'SQL' || fail "seeding checkpoints failed"
+INSERT INTO checkpoints (job_id, step, path, digest, bytes, files, node_id, attempt, verified_at,
+			 status, reason) VALUES
+	(:job, 100, '/ckpt/step-100', :'d1', 1610612736, 3, 'node-a', 1, now() - interval '9 minutes',
+	 'valid', NULL),
+	(:job, 200, '/ckpt/step-200', :'d2', 2048, 3, 'node-a', 1, now() - interval '8 minutes',
+	 'rejected', 'MANIFEST.json has SHA-256 cc, the launch names bb'),
+	(:job, 300, '/ckpt/step-300', NULL, 0, 0, 'node-a', 2, now(), 'torn',
+	 'no MANIFEST.json (torn)');
+SQL
+expect 0 jc checkpoints "$JL"
+[[ $(wc -l <"$W/out") -eq 5 ]] || fail "checkpoints printed $(wc -l <"$W/out") lines, not 1 + 1 + 3"
+out_has '^next attempt resumes from step 100$'
+out_has '^STEP  *STATUS  *DIGEST  *SIZE  *FILES  *NODE  *ATTEMPT  *VERIFIED  *NEXT  *REASON$'
+out_has '^300  *torn  *-  *0B  *0  *node-a  *2  *[0-9]*s ago  *no MANIFEST.json (torn)$'
+out_has '^200  *rejected  *bbbbbbbbbbbb  *2.0KiB  *3  *node-a  *1  *8m ago  *MANIFEST.json has SHA-256 cc, the launch names bb$'
+out_has '^100  *valid  *aaaaaaaaaaaa  *1.5GiB  *3  *node-a  *1  *9m ago  *\*  *-$'
+expect 0 jc -o json checkpoints "$JL"
+check 'd["resume_step"] == 100 and [c["step"] for c in d["items"]] == [300, 200, 100]'
+check 'd["items"][2]["digest"] == "'"$D1"'" and d["items"][2]["resume"] is True'
+expect 4 jc checkpoints 999999
+err_has 'job_not_found'
+JOBCTL_TOKEN=$MEMBER_B expect 4 jc checkpoints "$JL"
+err_has 'job_not_found'
+JOBCTL_TOKEN=$VIEWER_A expect 0 jc checkpoints "$JL"
+ok "checkpoints: table, next resume point, json, another team's job exits 4"
 
 expect 0 jc logs "$JL"
 cmp -s "$W/out" "$W/logsrv/logs/$JL/2/0" || fail "logs did not print rank 0 of attempt 2 as is"

@@ -51,6 +51,7 @@ enum route {
 	STOP_JOB,
 	JOB_EVENTS,
 	JOB_ATTEMPTS,
+	JOB_CHECKPOINTS,
 	JOB_LOGS,
 	NROUTES
 };
@@ -84,6 +85,7 @@ static const struct expect want[NROUTES][3][2] = {
 	[STOP_JOB]     = {{OK(200), OK(200)},     {OK(200), NO_JOB},      {FORBIDDEN, NO_JOB}},
 	[JOB_EVENTS]   = {{OK(200), OK(200)},     {OK(200), NO_JOB},      {OK(200), NO_JOB}},
 	[JOB_ATTEMPTS] = {{OK(200), OK(200)},     {OK(200), NO_JOB},      {OK(200), NO_JOB}},
+	[JOB_CHECKPOINTS] = {{OK(200), OK(200)},  {OK(200), NO_JOB},      {OK(200), NO_JOB}},
 	/* the jobs are pending: readable, but no attempt has a rank 0 yet */
 	[JOB_LOGS]     = {{NO_RANK, NO_RANK},     {NO_RANK, NO_JOB},      {NO_RANK, NO_JOB}},
 };
@@ -150,6 +152,9 @@ static void request(struct ty_resp *r, const struct world *w, enum route route, 
 	case JOB_ATTEMPTS:
 		ty_http(r, "GET", ty_test_strf("/v1/jobs/%lld/attempts", job), tok, NULL, NULL);
 		break;
+	case JOB_CHECKPOINTS:
+		ty_http(r, "GET", ty_test_strf("/v1/jobs/%lld/checkpoints", job), tok, NULL, NULL);
+		break;
 	case JOB_LOGS:
 		ty_http(r, "GET", ty_test_strf("/v1/jobs/%lld/logs", job), tok, NULL, NULL);
 		break;
@@ -173,6 +178,7 @@ static const char *const route_names[] = {
     "POST /v1/jobs/{id}/stop",
     "GET /v1/jobs/{id}/events",
     "GET /v1/jobs/{id}/attempts",
+    "GET /v1/jobs/{id}/checkpoints",
     "GET /v1/jobs/{id}/logs",
 };
 _Static_assert(sizeof(route_names) / sizeof(route_names[0]) == NROUTES, "a name per route");

@@ -32,6 +32,7 @@ static const struct {
     {"POST", "/v1/jobs/{id}/cancel"},
     {"GET", "/v1/jobs/{id}/events"},
     {"GET", "/v1/jobs/{id}/attempts"},
+    {"GET", "/v1/jobs/{id}/checkpoints"},
     {"GET", "/v1/jobs/{id}/logs"},
     {"POST", "/v1/sweeps"},
     {"GET", "/v1/sweeps"},

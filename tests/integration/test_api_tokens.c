@@ -181,6 +181,7 @@ TY_TEST(unauthenticated)
 	    {"POST", "/v1/jobs/1/cancel"},
 	    {"GET", "/v1/jobs/1/events"},
 	    {"GET", "/v1/jobs/1/attempts"},
+	    {"GET", "/v1/jobs/1/checkpoints"},
 	    {"GET", "/v1/jobs/1/logs"},
 	    {"GET", "/v1/nodes"},
 	    {"GET", "/v1/nodes/1"},

@@ -1184,6 +1184,9 @@ TY_TEST(checkpoint_handshake_stops_the_gang_at_once)
 	CHECK(json_is_null(json_object_get(d, "reason")));
 	CHECK_INT_EQ(json_integer_value(json_object_get(d, "files")), 1);
 	CHECK_INT_EQ(json_integer_value(json_object_get(d, "bytes")), 9); /* "weights 7" */
+	/* rank 0's node is the one verifier: it hashed every file, the digest pins the manifest */
+	CHECK(json_is_true(json_object_get(d, "hashed")));
+	CHECK(str_of(d, "digest") && strlen(str_of(d, "digest")) == 64);
 	CHECK(json_is_true(json_object_get(d, "after_signal")));
 	REQUIRE((d = wait_msg(PROTO_ATTEMPT_EXITED, 1040, 1)) != NULL);
 	CHECK_STR_EQ(str_of(d, "failure_class"), "preempted");
@@ -1225,6 +1228,112 @@ TY_TEST(corrupt_checkpoint_is_reported_and_does_not_stop_the_gang)
 	REQUIRE((d = wait_msg(PROTO_ATTEMPT_EXITED, 1041, 1)) != NULL);
 	CHECK_STR_EQ(str_of(d, "failure_class"), "preempted");
 	CHECK_STR_EQ(str_of(d, "message"), "preempted by the scheduler");
+}
+
+/* The lowercase hex SHA-256 of dir/step-N/MANIFEST.json. */
+static const char *manifest_digest(const char *dir, int step)
+{
+	char *text = read_text(ty_test_strf("%s/step-%d/MANIFEST.json", dir, step));
+	char *hex = ty_test_alloc(TY_SHA256_HEX_LEN + 1);
+
+	REQUIRE(text != NULL);
+	ty_sha256_hex(hex, text, strlen(text));
+	return hex;
+}
+
+/* Launch data for node_rank 1 of a 2-node job of one rank each, resuming from resume. */
+static const char *launch_node_b(const char *script, const char *resume)
+{
+	const char *d = launch_data(1, script);
+	const char *from = strstr(d, "'node_rank':0,'nnodes':1,'world_size':1,");
+	const char *rest;
+
+	REQUIRE(from != NULL);
+	rest = from + strlen("'node_rank':0,'nnodes':1,'world_size':1,");
+	REQUIRE((rest = strstr(rest, "'master_addr'")) != NULL);
+	/* rank 1 of 2; rank 0 runs elsewhere */
+	return ty_test_strf("%.*s'node_rank':1,'nnodes':2,'world_size':2,'local_world_size':1,"
+			    "'first_rank':1,%.*s,'resume':%s}",
+			    (int)(from - d), d, (int)strlen(rest) - 1, rest, resume);
+}
+
+/*
+ * The gang resumes from the checkpoint the launch names: this node (not
+ * rank 0's) sees a newer valid one and still resumes from the named step,
+ * checking the manifest's digest and the sizes only.
+ */
+TY_TEST(named_resume_wins_over_a_newer_checkpoint_here)
+{
+	const char *ck = ty_test_strf("%s/checkpoints/job-1090", T.state);
+	const char *dir = ty_test_strf("%s/attempts/1090.1", T.state);
+	const json_t *d, *resume;
+	const char *digest, *l;
+
+	setup();
+	write_ckpt(ck, 1, "one", false);
+	write_ckpt(ck, 2, "two", false);
+	digest = manifest_digest(ck, 1);
+	l = launch_node_b("echo \"$TRAINYARD_RESUME_FROM\" > ck.$RANK",
+			  ty_test_strf("{'step':1,'digest':'%s','path':'/on/node-a/step-1'}", digest));
+	send_msg(PROTO_LAUNCH, 1090, EPOCH, l);
+	REQUIRE((d = wait_msg(PROTO_ATTEMPT_EXITED, 1090, 1)) != NULL);
+	CHECK_INT_EQ(json_integer_value(json_object_get(d, "exit_code")), 0);
+	CHECK_STR_EQ(read_text(ty_test_strf("%s/work/ck.1", dir)),
+		     ty_test_strf("%s/step-1\n", ck));
+	REQUIRE((d = wait_msg(PROTO_ATTEMPT_RUNNING, 1090, 1)) != NULL);
+	resume = json_object_get(d, "resume");
+	CHECK_INT_EQ(json_integer_value(json_object_get(resume, "step")), 1);
+	CHECK_STR_EQ(json_string_value(json_object_get(resume, "digest")), digest);
+	CHECK(json_is_false(json_object_get(resume, "hashed")));
+	CHECK_INT_EQ(json_array_size(json_object_get(resume, "skipped")), 0);
+	/* nothing is reported or rejected: step 2 is not this node's to judge */
+	CHECK_INT_EQ(count_of(PROTO_CHECKPOINT_WRITTEN, 1090), 0);
+}
+
+/*
+ * A named checkpoint whose manifest or files differ here fails the attempt
+ * with the step and what differed, reports it rejected, and never falls
+ * back to another step.
+ */
+TY_TEST(named_resume_that_differs_fails_the_attempt)
+{
+	const char *ck = ty_test_strf("%s/checkpoints/job-1091", T.state);
+	const char *zero = "0000000000000000000000000000000000000000000000000000000000000000";
+	const char *digest;
+	const json_t *d;
+
+	setup();
+	write_ckpt(ck, 1, "one", false);
+	write_ckpt(ck, 2, "two", false);
+	send_msg(PROTO_LAUNCH, 1091, EPOCH,
+		 launch_extra(1, "exit 0",
+			      ty_test_strf("'resume':{'step':2,'digest':'%s','path':'%s/step-2'}",
+					   zero, ck)));
+	REQUIRE((d = wait_msg(PROTO_ATTEMPT_EXITED, 1091, 1)) != NULL);
+	CHECK_STR_EQ(str_of(d, "failure_class"), "system");
+	CHECK(strstr(str_of(d, "message"), "the resume checkpoint step 2 does not match the launch: "
+					   "MANIFEST.json has SHA-256") != NULL);
+	CHECK(strstr(str_of(d, "message"), zero) != NULL);
+	CHECK_INT_EQ(count_of(PROTO_ATTEMPT_RUNNING, 1091), 0);
+	REQUIRE((d = wait_msg(PROTO_CHECKPOINT_WRITTEN, 1091, 1)) != NULL);
+	CHECK_INT_EQ(json_integer_value(json_object_get(d, "step")), 2);
+	CHECK_STR_EQ(str_of(d, "status"), "rejected");
+	CHECK_STR_EQ(str_of(d, "digest"), zero);
+	CHECK(strstr(str_of(d, "reason"), "MANIFEST.json has SHA-256") != NULL);
+
+	/* the right digest, a file of another size: named too */
+	ck = ty_test_strf("%s/checkpoints/job-1092", T.state);
+	write_ckpt(ck, 1, "one", false);
+	digest = manifest_digest(ck, 1);
+	REQUIRE_INT_EQ(system(ty_test_strf("printf 'three' > '%s/step-1/w'", ck)), 0);
+	send_msg(PROTO_LAUNCH, 1092, EPOCH,
+		 launch_extra(1, "exit 0",
+			      ty_test_strf("'resume':{'step':1,'digest':'%s','path':'%s/step-1'}",
+					   digest, ck)));
+	REQUIRE((d = wait_msg(PROTO_ATTEMPT_EXITED, 1092, 1)) != NULL);
+	CHECK_STR_EQ(str_of(d, "failure_class"), "system");
+	CHECK(strstr(str_of(d, "message"), "the resume checkpoint step 1 does not match the launch: "
+					   "'w' has 5 bytes, the manifest says 3") != NULL);
 }
 
 TY_TEST(checkpoint_wait_ends_at_the_grace_or_the_deadline)

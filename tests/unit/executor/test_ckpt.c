@@ -633,3 +633,61 @@ TY_TEST(checkpoint_bytes_count_step_directories)
 	CHECK_INT_EQ(exec_ckpt_bytes(dir), 8);
 	REQUIRE(system(ty_test_strf("rm -rf '%s'", dir)) == 0);
 }
+
+static const char *file_sha(const char *path)
+{
+	char *text = NULL, *hex = ty_test_alloc(TY_SHA256_HEX_LEN + 1);
+	size_t n = 0;
+	FILE *f;
+
+	REQUIRE((f = fopen(path, "r")) != NULL);
+	text = ty_test_alloc(1 << 16);
+	n = fread(text, 1, 1 << 16, f);
+	fclose(f);
+	ty_sha256_hex(hex, text, n);
+	return hex;
+}
+
+/*
+ * The check a node makes of the checkpoint a launch names: the manifest's
+ * digest and the sizes pin it; the content is hashed only when asked.
+ */
+TY_TEST(check_against_the_launch_digest)
+{
+	const char *dir = scratch_dir(), *c = make_good(dir, 4);
+	const char *digest = file_sha(ty_test_strf("%s/MANIFEST.json", c));
+	struct exec_ckpt_info info;
+	struct ty_err err = {0};
+
+	CHECK_INT_EQ(exec_ckpt_check(&info, c, 4, digest, false, &err), 0);
+	CHECK_STR_EQ(info.digest, digest);
+	CHECK_INT_EQ(info.files, 2);
+	CHECK_INT_EQ(info.bytes, (int64_t)(strlen(DATA) + strlen(DATA2)));
+	/* another manifest than the one the verifier hashed */
+	ty_err_clear(&err);
+	CHECK_INT_EQ(exec_ckpt_check(&info, c, 4, TY_TEST_ZERO_SHA, false, &err), TY_ECONFLICT);
+	CHECK(strstr(err.msg, ty_test_strf("MANIFEST.json has SHA-256 %s, the launch names %s",
+					   digest, TY_TEST_ZERO_SHA)) != NULL);
+	/* same size, other bytes: only a full hash sees it */
+	put(ty_test_strf("%s/model.pt", c), "MODEL WEIGHTS, NOT REALLY");
+	ty_err_clear(&err);
+	CHECK_INT_EQ(exec_ckpt_check(&info, c, 4, digest, false, &err), 0);
+	ty_err_clear(&err);
+	CHECK_INT_EQ(exec_ckpt_check(&info, c, 4, digest, true, &err), TY_ECONFLICT);
+	CHECK(strstr(err.msg, "'model.pt' has SHA-256") != NULL);
+	/* a size differs, a file is gone: named */
+	put(ty_test_strf("%s/opt/state.bin", c), "short");
+	ty_err_clear(&err);
+	CHECK_INT_EQ(exec_ckpt_check(&info, c, 4, digest, false, &err), TY_ECONFLICT);
+	CHECK(strstr(err.msg, "'opt/state.bin' has 5 bytes, the manifest says") != NULL);
+	REQUIRE(unlink(ty_test_strf("%s/opt/state.bin", c)) == 0);
+	ty_err_clear(&err);
+	CHECK_INT_EQ(exec_ckpt_check(&info, c, 4, digest, false, &err), TY_EIO);
+	CHECK(strstr(err.msg, "'opt/state.bin' is missing") != NULL);
+	/* no manifest: torn */
+	REQUIRE(unlink(ty_test_strf("%s/MANIFEST.json", c)) == 0);
+	ty_err_clear(&err);
+	CHECK_INT_EQ(exec_ckpt_check(&info, c, 4, digest, false, &err), TY_ENOTFOUND);
+	CHECK(strstr(err.msg, "torn") != NULL);
+	CHECK_INT_EQ(exec_ckpt_remove(dir, &err), 0);
+}

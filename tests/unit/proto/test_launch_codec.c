@@ -55,6 +55,9 @@ TY_TEST(an_encoded_launch_decodes_to_the_same_values)
 	memcpy(in.metrics_token, "tym_", 4);
 	memset(in.metrics_token + 4, 'A', 43);
 	strcpy(in.team, "ml");
+	in.resume = (struct proto_launch_resume){.set = true, .step = 300,
+						 .path = "/ckpt/job-7/step-300"};
+	memset(in.resume.digest, 'a', PROTO_LAUNCH_DIGEST_LEN);
 	REQUIRE((common = proto_launch_common(&in)) != NULL);
 	/* the attempt's part carries no node's part */
 	CHECK(!json_object_get(common, "node_rank") && !json_object_get(common, "gpus"));
@@ -98,6 +101,10 @@ TY_TEST(an_encoded_launch_decodes_to_the_same_values)
 	CHECK_INT_EQ(out.memory_mb, 65536);
 	CHECK_STR_EQ(out.image, "registry.example/ml/train:1");
 	CHECK_STR_EQ(out.team, "ml");
+	CHECK(out.resume.set);
+	CHECK_INT_EQ(out.resume.step, 300);
+	CHECK_STR_EQ(out.resume.digest, in.resume.digest);
+	CHECK_STR_EQ(out.resume.path, "/ckpt/job-7/step-300");
 	REQUIRE_INT_EQ(out.ngpus, 4);
 	for (int i = 0; i < 4; i++)
 		CHECK_INT_EQ(out.gpus[i], gpus[i]);
@@ -131,7 +138,7 @@ TY_TEST(what_the_encoder_leaves_out_decodes_to_the_defaults)
 	/* no token, no uid, no image, no team, no grace: not on the wire */
 	CHECK(!json_object_get(common, "metrics_token") && !json_object_get(common, "uid") &&
 	      !json_object_get(common, "image") && !json_object_get(common, "team") &&
-	      !json_object_get(common, "kill_grace_seconds"));
+	      !json_object_get(common, "kill_grace_seconds") && !json_object_get(common, "resume"));
 	REQUIRE_INT_EQ(decode_data(&out, proto_launch_data(common, &(struct proto_launch_node){0}),
 				   &err),
 		       0);
@@ -141,7 +148,58 @@ TY_TEST(what_the_encoder_leaves_out_decodes_to_the_defaults)
 	CHECK(out.image == NULL);
 	CHECK_STR_EQ(out.metrics_token, "");
 	CHECK_INT_EQ(out.ngpus, 0);
+	CHECK(!out.resume.set && out.resume.path == NULL); /* an older scheduler's launch */
 	proto_launch_clear(&out);
+	json_decref(common);
+}
+
+/* A resume the executor cannot check exactly is refused, never guessed at. */
+TY_TEST(a_bad_resume_names_the_field)
+{
+	static const char *const rows[][2] = {
+	    {"'x'", "resume"},
+	    {"{'digest':'D','path':'/c/step-1'}", "resume"},
+	    {"{'step':-1,'digest':'D','path':'/c/step-1'}", "resume"},
+	    {"{'step':1,'digest':'abc','path':'/c/step-1'}", "resume.digest"},
+	    {"{'step':1,'digest':'U','path':'/c/step-1'}", "resume.digest"},
+	    {"{'step':1,'digest':'D'}", "resume.path"},
+	    {"{'step':1,'digest':'D','path':''}", "resume.path"},
+	};
+	char *argv[] = {"true", NULL};
+	struct proto_launch in = {.nnodes = 1, .world_size = 1, .local_world_size = 1,
+				  .master_addr = "n1", .master_port = 1, .command = argv,
+				  .uid = -1, .gid = -1};
+	json_t *common = proto_launch_common(&in);
+
+	REQUIRE(common != NULL);
+	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+		char text[256], *p;
+		struct proto_launch out;
+		struct ty_err err = {0};
+		json_t *d = proto_launch_data(common, &(struct proto_launch_node){0});
+
+		snprintf(text, sizeof(text), "%s", rows[i][0]);
+		for (p = text; *p; p++)
+			if (*p == '\'')
+				*p = '"';
+		/* D: a good digest; U: one in upper case */
+		if ((p = strstr(text, "\"D\"")) || (p = strstr(text, "\"U\""))) {
+			char c = p[1] == 'D' ? 'a' : 'A';
+			char fixed[256];
+
+			snprintf(fixed, sizeof(fixed), "%.*s\"%.*s\"%s", (int)(p - text), text, 64,
+				 c == 'a' ? "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+					  : "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA",
+				 p + 3);
+			snprintf(text, sizeof(text), "%s", fixed);
+		}
+		ty_test_context("%s", rows[i][0]);
+		REQUIRE(json_object_set_new(d, "resume", json_loads(text, JSON_DECODE_ANY, NULL)) ==
+			0);
+		CHECK_INT_EQ(decode_data(&out, d, &err), TY_EINVAL);
+		CHECK(strstr(err.msg, rows[i][1]) != NULL);
+		proto_launch_clear(&out);
+	}
 	json_decref(common);
 }
 
