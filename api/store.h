@@ -364,13 +364,6 @@ int api_store_usage(const char **doc, struct ty_pg *pg, struct ty_arena *a, cons
 int api_store_usage_goodput(const char **doc, struct ty_pg *pg, struct ty_arena *a,
 			    const char *team_id, const char *from_ms, const char *to_ms,
 			    struct ty_err *err);
-/*
- * {"items": [{"team", "local_bytes", "store_bytes"}], "totals": {...}}: the
- * bytes of every team's (team_id's: not NULL) checkpoints now, locally and
- * in the object store.
- */
-int api_store_usage_storage(const char **doc, struct ty_pg *pg, struct ty_arena *a,
-			    const char *team_id, struct ty_err *err);
 
 /* ---- store_job_metrics.c ---- */
 /* One trial metrics report (texts; attempt NULL: the job's current one). */

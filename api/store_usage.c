@@ -7,6 +7,23 @@
 #include "goodput.h"
 
 /*
+ * The checkpoint bytes per team ($1: that team's only) now, not over the
+ * range: as the nodes last reported them, locally and in the object store.
+ */
+#define STORAGE_DOC                                                                                \
+	"WITH g AS (SELECT GROUPING(t.name) <> 0 AS total, t.name,"                                \
+	"  jsonb_build_object('local_bytes', coalesce(sum(c.local_bytes), 0),"                     \
+	"  'store_bytes', coalesce(sum(c.store_bytes), 0)) AS m"                                   \
+	"  FROM teams t LEFT JOIN jobs j ON j.team_id = t.id"                                      \
+	"  LEFT JOIN job_checkpoint_storage c ON c.job_id = j.id"                                  \
+	"  WHERE $1::bigint IS NULL OR t.id = $1"                                                  \
+	"  GROUP BY GROUPING SETS ((t.name), ()))"                                                 \
+	" SELECT json_build_object('items', coalesce((SELECT json_agg("                            \
+	"  jsonb_build_object('team', name) || m ORDER BY name) FROM g WHERE NOT total), '[]'),"   \
+	" 'totals', coalesce((SELECT m FROM g WHERE total),"                                       \
+	"  jsonb_build_object('local_bytes', 0, 'store_bytes', 0)))"
+
+/*
  * The range, then usage rows of it (ledger rows, and allocations of attempts
  * not in the ledger yet, accruing to now), clipped to each bucket (the
  * range, or its UTC days), summed per group and in total.
@@ -69,7 +86,7 @@ static const char usage_sql[] =
     "    ELSE jsonb_build_object('day', to_char(g.kd, 'YYYY-MM-DD')) END || g.m"
     "    ORDER BY t.name, g.kj, g.kp, g.kd)"
     "   FROM g LEFT JOIN teams t ON t.id = g.kt WHERE NOT g.total), '[]'),"
-    "  'totals', (SELECT m FROM g WHERE total))"
+    "  'totals', (SELECT m FROM g WHERE total), 'storage', (" STORAGE_DOC "))"
     " FROM rng";
 
 int api_store_usage(const char **doc, struct ty_pg *pg, struct ty_arena *a, const char *team_id,
@@ -134,31 +151,4 @@ int api_store_usage_goodput(const char **doc, struct ty_pg *pg, struct ty_arena 
 	rc = api__store_text(doc, a, res, 0, 0, err);
 	PQclear(res);
 	return rc;
-}
-
-/* Now, not over the range: the bytes as the nodes last reported them. */
-static const char storage_sql[] =
-    "WITH g AS (SELECT GROUPING(t.name) <> 0 AS total, t.name,"
-    "  jsonb_build_object('local_bytes', coalesce(sum(c.local_bytes), 0),"
-    "  'store_bytes', coalesce(sum(c.store_bytes), 0)) AS m"
-    "  FROM teams t LEFT JOIN jobs j ON j.team_id = t.id"
-    "  LEFT JOIN job_checkpoint_storage c ON c.job_id = j.id"
-    "  WHERE $1::bigint IS NULL OR t.id = $1"
-    "  GROUP BY GROUPING SETS ((t.name), ()))"
-    " SELECT json_build_object('items', coalesce((SELECT json_agg("
-    "  jsonb_build_object('team', name) || m ORDER BY name) FROM g WHERE NOT total), '[]'),"
-    " 'totals', coalesce((SELECT m FROM g WHERE total),"
-    "  jsonb_build_object('local_bytes', 0, 'store_bytes', 0)))::text";
-
-int api_store_usage_storage(const char **doc, struct ty_pg *pg, struct ty_arena *a,
-			    const char *team_id, struct ty_err *err)
-{
-	const char *p[1] = {team_id};
-	PGresult *res = NULL;
-	int rc;
-
-	*doc = NULL;
-	if ((rc = ty_pg_exec(&res, pg, storage_sql, 1, p, err)))
-		return rc;
-	return api__store_first(doc, a, res, err);
 }

@@ -90,8 +90,7 @@ int api_h_usage(struct api_req *r, struct ty_err *err)
 		   *split = api_query(r, "split"), *format = api_query(r, "format");
 	const char *p[4] = {NULL, NULL, NULL, "team"};
 	int64_t from_ms = 0, to_ms = 0;
-	const char *doc, *storage, *text;
-	size_t len;
+	const char *doc;
 	int rc;
 
 	if (team && !api_team_name_ok(team))
@@ -170,15 +169,7 @@ int api_h_usage(struct api_req *r, struct ty_err *err)
 		r->content_type = "text/csv; charset=utf-8";
 		return 0;
 	}
-	if ((rc = api_store_usage(&doc, r->pg, r->arena, p[0], p[1], p[2], p[3], err)) ||
-	    (rc = api_store_usage_storage(&storage, r->pg, r->arena, p[0], err)))
+	if ((rc = api_store_usage(&doc, r->pg, r->arena, p[0], p[1], p[2], p[3], err)))
 		return rc;
-	/* the checkpoint bytes now beside the range's GPU time: both objects from PostgreSQL */
-	len = doc ? strlen(doc) : 0;
-	if (!doc || !storage || len < 2 || doc[len - 1] != '}')
-		return ty_err_set(err, TY_EIO, "usage: the database's document is not an object");
-	if (!(text = ty_arena_printf(r->arena, "%.*s,\"storage\":%s}", (int)(len - 1), doc,
-				     storage)))
-		return ty_err_set(err, TY_ENOMEM, NULL);
-	return api_reply_text(r, 200, text);
+	return api_reply_text(r, 200, doc);
 }
