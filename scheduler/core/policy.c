@@ -47,6 +47,7 @@ void sched_config_default(struct sched_config *c)
 	c->class_min_runtime_s[SCHED_CLASS_HIGH] = 600;
 	c->class_min_runtime_s[SCHED_CLASS_NORMAL] = 600;
 	c->class_min_runtime_s[SCHED_CLASS_LOW] = 300;
+	c->reclaim_delay_s = 60;
 	c->port_lo = 29500;
 	c->port_hi = 29999;
 	c->backfill = true;

@@ -205,6 +205,14 @@ struct sched_config {
 	 * (default high 600 s, normal 600 s, low 300 s, scavenger 0 s).
 	 */
 	int64_t class_min_runtime_s[SCHED_CLASS_COUNT];
+	/*
+	 * Reclaim delay: a borrowing gang is protected against a cohort peer
+	 * reclaiming its nominal quota for at most this long after its start,
+	 * whatever its minimum runtime (which still protects it against class
+	 * preemption). Per cohort in sched_input.cohorts; this is the rest's
+	 * (default 60 s).
+	 */
+	int64_t reclaim_delay_s;
 	int port_lo, port_hi; /* rendezvous port range (default 29500-29999) */
 	bool backfill;	      /* false: nothing behind the head job starts (default true) */
 	/*
@@ -234,9 +242,17 @@ struct sched_config {
 /* Fill c with the defaults above. */
 void sched_config_default(struct sched_config *c);
 
+/* A cohort whose reclaim delay is not sched_config.reclaim_delay_s (borrowed name). */
+struct sched_cohort_in {
+	const char *name;
+	int64_t reclaim_delay_s; /* >= 0 */
+};
+
 struct sched_input {
 	int64_t now_ms;
 	struct sched_config cfg;
+	const struct sched_cohort_in *cohorts; /* names no team has are ignored */
+	int ncohorts;
 	const struct sched_node_in *nodes;
 	int nnodes;
 	const struct sched_team_in *teams;
@@ -348,13 +364,16 @@ struct sched_pending_out {
 	/*
 	 * SCHED_WAIT_NODES, SCHED_WAIT_TOPOLOGY, SCHED_WAIT_HEAD of a first-tier
 	 * job that reclaim would make room for but for borrowing gangs younger
-	 * than their minimum runtime: protected_count such gangs would be needed,
-	 * protected_job is the one protected longest, protected_until_ms when the
-	 * last of them may be preempted. 0 = not the case.
+	 * than their minimum runtime and their cohort's reclaim delay:
+	 * protected_count such gangs would be needed, protected_job is the one
+	 * protected longest, protected_until_ms when the last of them may be
+	 * preempted (protected_by_delay: that is its reclaim delay's end, not its
+	 * minimum runtime's). 0 = not the case.
 	 */
 	int64_t protected_job;
 	int protected_count;
 	int64_t protected_until_ms;
+	bool protected_by_delay;
 	/*
 	 * Kept off spot nodes (spot rule NEVER or FALLBACK) while some
 	 * schedulable spot node exists: SCHED_WAIT_HEAD's text says it waits
