@@ -1776,19 +1776,35 @@ int sched_apply_acks(struct sched *s, const struct proto_msg *m, const bool *ok,
 }
 
 /*
+ * One written after the checkpoint signal of a preemption: its duration is
+ * measured and the kill need not wait for kill_at (preempt.c).
+ */
+static int on_checkpoint_committed(struct sched *s, const struct proto_msg *m, struct ty_err *err)
+{
+	if (!json_is_true(json_object_get(m->data, "after_signal")))
+		return 0;
+	return sched_preempt_committed(s, m->job, m->attempt, m->node, jint(m->data, "step", 0),
+				       err);
+}
+
+/*
  * A verified checkpoint (valid: true) of a live or stopping attempt: the
  * start of the work lost should it be preempted or fail (the ledger). Only
  * a newer step moves it, so a redelivered event changes nothing.
  */
 static int on_checkpoint_written(struct sched *s, const struct proto_msg *m, struct ty_err *err)
 {
+	int rc;
+
 	if (!json_is_true(json_object_get(m->data, "valid")))
 		return 0; /* torn, corrupt or unverified: resume and loss go by the older one */
 	/* the mirror's allocations carry it: victims are chosen by the work they would lose */
 	sched_mirror_touch_job(&s->world.mirror, m->job);
-	return sched_store_checkpoint_written(
-	    s->term.pg, &(struct sched_store_part){m->job, m->attempt, m->node},
-	    jint(m->data, "step", 0), err);
+	if ((rc = sched_store_checkpoint_written(
+		 s->term.pg, &(struct sched_store_part){m->job, m->attempt, m->node},
+		 jint(m->data, "step", 0), err)))
+		return rc;
+	return on_checkpoint_committed(s, m, err);
 }
 
 /* A spot interruption notice (job 0): the node, not an attempt, is being taken. */
