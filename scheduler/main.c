@@ -1,6 +1,7 @@
 /* trainyard-scheduler: options, signals and the run loop. */
 #include "fault.h"
 #include "scheduler.h"
+#include "core/policy.h"
 #include "ty_config.h"
 #include "ty_kafka.h"
 #include "ty_log.h"
@@ -305,12 +306,15 @@ int main(int argc, char **argv)
 			ty_config_str(c, "min-runtime-seconds"));
 		goto out;
 	}
-	s.o.grace_min_s[0] = s.o.grace_min_s[1] = s.o.grace_min_s[2] = 30;
-	s.o.grace_min_s[3] = 10;
-	s.o.grace_max_s[0] = 1800;
-	s.o.grace_max_s[1] = 900;
-	s.o.grace_max_s[2] = 600;
-	s.o.grace_max_s[3] = 300;
+	{
+		struct sched_config def; /* the defaults' one home; the help text repeats them */
+
+		sched_config_default(&def);
+		for (int k = 0; k < SCHED_NCLASSES; k++) {
+			s.o.grace_min_s[k] = def.grace_min_s[k];
+			s.o.grace_max_s[k] = def.grace_max_s[k];
+		}
+	}
 	for (int k = 0; k < 2; k++) {
 		const char *name = k ? "grace-max-seconds" : "grace-min-seconds";
 

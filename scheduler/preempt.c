@@ -7,6 +7,7 @@
  * repeated or late step changes nothing.
  */
 #include "scheduler.h"
+#include "core/policy.h"
 #include "ty_log.h"
 
 #include <errno.h>
@@ -15,17 +16,6 @@
 #include <string.h>
 
 static const char *const class_names[SCHED_NCLASSES] = {"high", "normal", "low", "scavenger"};
-
-int sched_grace_seconds(int64_t measured_ms, int margin_pct, int64_t min_s, int64_t max_s)
-{
-	int64_t g = measured_ms > 0 ? (measured_ms * (100 + margin_pct) + 99999) / 100000 : 0;
-
-	if (g > max_s)
-		g = max_s;
-	if (g < min_s)
-		g = min_s;
-	return (int)g;
-}
 
 /*
  * The grace for a victim of job: from its measured checkpoint duration

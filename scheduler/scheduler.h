@@ -541,11 +541,6 @@ int sched_preempt_spot(bool *started, struct sched *s, int64_t job, int64_t atte
 int sched_preempt_committed(struct sched *s, int64_t job, int64_t attempt, const char *node,
 			    int64_t step, struct ty_err *err);
 /*
- * A victim's grace in seconds from its measured checkpoint duration:
- * measured × (100 + margin_pct) / 100 rounded up, within [min_s, max_s].
- */
-int sched_grace_seconds(int64_t measured_ms, int margin_pct, int64_t min_s, int64_t max_s);
-/*
  * Parse "COHORT=SECONDS,..." (--cohort-reclaim-delay-seconds): *out new
  * (free it), *n entries. Refuses (TY_EINVAL, naming the entry) an empty or
  * repeated name, and seconds that are not an integer in 0-31536000.

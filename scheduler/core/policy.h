@@ -213,6 +213,15 @@ struct sched_config {
 	 * (default 60 s).
 	 */
 	int64_t reclaim_delay_s;
+	/*
+	 * A victim's checkpoint grace from its measured checkpoint duration
+	 * (sched_grace_seconds): the margin in percent and each class's bounds
+	 * (default 50 %; high, normal, low 30-1800, 30-900, 30-600 s,
+	 * scavenger 10-300 s: the daemon's --grace-* defaults). The core does
+	 * not use them; kept here so the daemon and the simulation share them.
+	 */
+	int grace_margin_pct;
+	int64_t grace_min_s[SCHED_CLASS_COUNT], grace_max_s[SCHED_CLASS_COUNT];
 	int port_lo, port_hi; /* rendezvous port range (default 29500-29999) */
 	bool backfill;	      /* false: nothing behind the head job starts (default true) */
 	/*
@@ -241,6 +250,13 @@ struct sched_config {
 
 /* Fill c with the defaults above. */
 void sched_config_default(struct sched_config *c);
+
+/*
+ * A preempted gang's grace in seconds from its job's measured checkpoint
+ * duration (signal to committed): measured × (100 + margin_pct) / 100
+ * rounded up, within [min_s, max_s] (docs/dispatch.md, "Preemption").
+ */
+int sched_grace_seconds(int64_t measured_ms, int margin_pct, int64_t min_s, int64_t max_s);
 
 /* A cohort whose reclaim delay is not sched_config.reclaim_delay_s (borrowed name). */
 struct sched_cohort_in {

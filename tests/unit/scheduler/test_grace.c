@@ -1,8 +1,10 @@
 /*
- * Checkpoint-aware preemption's pure parts (scheduler/preempt.c): a
- * victim's grace from its measured checkpoint duration, and the per-cohort
- * reclaim delays of --cohort-reclaim-delay-seconds with their bad input.
+ * Checkpoint-aware preemption's pure parts: a victim's grace from its
+ * measured checkpoint duration (core/policy.c, sched_grace_seconds), and
+ * the per-cohort reclaim delays of --cohort-reclaim-delay-seconds with
+ * their bad input (preempt.c).
  */
+#include "core/policy.h"
 #include "scheduler.h"
 #include "ty_test.h"
 
@@ -32,6 +34,20 @@ TY_TEST(grace_is_the_measured_duration_with_its_margin_within_the_bounds)
 			     rows[k].want);
 	}
 	ty_test_context(NULL);
+}
+
+/* The daemon's --grace-* defaults are the core's (the simulation uses those). */
+TY_TEST(grace_defaults)
+{
+	struct sched_config c;
+
+	sched_config_default(&c);
+	CHECK_INT_EQ(c.grace_margin_pct, 50);
+	CHECK_INT_EQ(c.grace_min_s[SCHED_CLASS_NORMAL], 30);
+	CHECK_INT_EQ(c.grace_max_s[SCHED_CLASS_NORMAL], 900);
+	CHECK_INT_EQ(c.grace_min_s[SCHED_CLASS_SCAVENGER], 10);
+	CHECK_INT_EQ(c.grace_max_s[SCHED_CLASS_HIGH], 1800);
+	CHECK_INT_EQ(c.reclaim_delay_s, 60);
 }
 
 TY_TEST(cohort_delays_parse)
