@@ -192,8 +192,8 @@ void sim_report_print(FILE *f, const struct sim_report *r)
 		"\nCheckpoint-aware preemption: checkpoints commit %lld-%lld s after they start, "
 		"%d %% of jobs checkpoint on the signal; grace %lld s until measured, reclaim "
 		"delay %lld s. %lld victims were killed as their checkpoint committed, %lld got a "
-		"grace sized from a measured time. Lender's reclaim wait (fits its nominal quota "
-		"to start, %lld jobs): p50 %.0f s, p90 %.0f s, max %.0f s.\n",
+		"grace sized from a measured time. Lender's reclaim wait (only borrowers in its "
+		"way, to its start; %lld jobs): p50 %.0f s, p90 %.0f s, max %.0f s.\n",
 		(long long)c->ckpt_cost_min, (long long)c->ckpt_cost_max, c->signal_ckpt_pct,
 		(long long)c->spec_grace, (long long)c->reclaim_delay,
 		(long long)r->killed_on_commit, (long long)r->measured_graces,

@@ -41,7 +41,7 @@ struct jrun {
 	int64_t signal_at;     /* J_STOPPING: the checkpoint signal */
 	bool saved_on_signal;  /* ... and its checkpoint committed before the kill */
 	int64_t measured;      /* its job's measured checkpoint time, s; -1: none yet */
-	int64_t nominal_since; /* pending: first cycle it fitted its nominal quota; -1 */
+	int64_t nominal_since; /* pending: the reclaim wait's start (apply()); -1: none */
 	bool reclaimed_for;    /* reclaim preempted gangs for it since then */
 };
 
@@ -700,8 +700,13 @@ static void preempt(struct sim *s, const struct sched_decisions *d, int i)
 		s->r->killed_on_commit++;
 	}
 	j->stop_at = s->now + (j->saved_on_signal ? job->ckpt_cost : grace) + s->c->stop_delay;
-	if (pr->why == SCHED_PREEMPT_RECLAIM && pr->for_job >= 1 && pr->for_job <= s->w->njobs)
-		s->jr[pr->for_job - 1].reclaimed_for = true;
+	if (pr->why == SCHED_PREEMPT_RECLAIM && pr->for_job >= 1 && pr->for_job <= s->w->njobs) {
+		struct jrun *f = &s->jr[pr->for_job - 1];
+
+		f->reclaimed_for = true;
+		if (f->nominal_since < 0)
+			f->nominal_since = s->now;
+	}
 	j->preempted_for = pr->for_job;
 	j->preemptions++;
 	s->r->preemptions++;
@@ -856,10 +861,25 @@ static int apply(struct sim *s, const struct sched_decisions *d)
 			    gpus_of(&s->w->jobs[s->pend[k]]);
 	}
 	check_counts(s, d);
-	/* the lender's wait starts when its job fits its nominal quota */
-	for (int i = 0; i < d->npending && i < s->npend; i++)
-		if (d->pending[i].within_nominal && s->jr[s->pend[i]].nominal_since < 0)
-			s->jr[s->pend[i]].nominal_since = s->now;
+	/*
+	 * The lender's reclaim wait: from the first cycle in which only
+	 * borrowers stood in its way — reclaim would make room but for their
+	 * protection (protected_job), or made room and it waits for its
+	 * victims — to its start; a cycle with neither (nor its start) ends the
+	 * stretch: it then waits for something else.
+	 */
+	for (int i = 0; i < d->npending && i < s->npend; i++) {
+		struct jrun *j = &s->jr[s->pend[i]];
+		enum sched_reason why = d->pending[i].reason;
+
+		if (d->pending[i].protected_job || why == SCHED_WAIT_PREEMPTION) {
+			if (j->nominal_since < 0)
+				j->nominal_since = s->now;
+		} else if (why != SCHED_PLACED) {
+			j->nominal_since = -1;
+			j->reclaimed_for = false;
+		}
+	}
 	for (int i = 0; i < d->npreemptions; i++)
 		preempt(s, d, i);
 	for (int i = 0; i < d->nplacements; i++) {

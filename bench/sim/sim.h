@@ -127,8 +127,8 @@ struct sim_report {
 	 * Checkpoint-aware preemption: victims killed as their checkpoint
 	 * committed (before the grace was over), graces sized from a measured
 	 * time, and the lender's reclaim wait: for each job that reclaim made
-	 * room for, from the first cycle it fitted its team's nominal quota to
-	 * its start.
+	 * room for, from the first cycle in which only borrowers stood in its
+	 * way (protected ones, or victims it waits for) to its start.
 	 */
 	int64_t killed_on_commit, measured_graces;
 	struct sim_delay reclaim_wait;
