@@ -20,7 +20,7 @@ static const char *const class_names[SCHED_NCLASSES] = {"high", "normal", "low",
 /*
  * The grace for a victim of job: from its measured checkpoint duration
  * within its class's bounds (*how says so), or -1 (the job's own
- * checkpoint.grace_seconds, as before anything was measured).
+ * checkpoint.grace_seconds: nothing measured yet, or 0).
  */
 static int choose_grace(int *grace_s, char *how, size_t howsz, struct sched *s, int64_t job,
 			struct ty_err *err)
@@ -30,7 +30,9 @@ static int choose_grace(int *grace_s, char *how, size_t howsz, struct sched *s, 
 
 	*grace_s = -1;
 	*how = 0;
-	if ((rc = sched_store_grace_inputs(&gi, s->term.pg, job, err)) || gi.measured_ms < 0)
+	/* grace_seconds 0 asks for no checkpoint on preemption: measuring does not change that */
+	if ((rc = sched_store_grace_inputs(&gi, s->term.pg, job, err)) || gi.measured_ms < 0 ||
+	    gi.spec_grace_s == 0)
 		return rc;
 	for (c = 0; c < SCHED_NCLASSES && strcmp(gi.cls, class_names[c]); c++)
 		;

@@ -687,11 +687,11 @@ static void preempt(struct sim *s, const struct sched_decisions *d, int i)
 	j->st = J_STOPPING;
 	j->signal_at = s->now;
 	/* the daemon's grace: the spec's until measured, then from the measured time */
-	grace = j->measured < 0
+	grace = j->measured < 0 || s->c->spec_grace == 0
 		    ? s->c->spec_grace
 		    : sched_grace_seconds(j->measured * 1000, def.grace_margin_pct,
 					  def.grace_min_s[job->cls], def.grace_max_s[job->cls]);
-	if (j->measured >= 0)
+	if (j->measured >= 0 && s->c->spec_grace > 0)
 		s->r->measured_graces++;
 	/* killed as its checkpoint commits, else when the grace is over */
 	j->saved_on_signal = job->signal_ckpt && job->ckpt_cost <= grace;

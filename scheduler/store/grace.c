@@ -3,31 +3,36 @@
  * measured checkpoint durations (signal → committed), from which a victim's
  * grace is sized, and the commit that ends a preemption's grace early.
  */
+#include "job_spec.h"
 #include "scheduler.h"
 
 #include <stdlib.h>
 #include <string.h>
 
+/* $2 (proto/job_spec.c's default) only guards old rows: the API fills the spec's defaults */
 static const char SQL_GRACE_INPUTS[] =
     "SELECT priority_class,"
-    " coalesce((SELECT max(d) FROM unnest(checkpoint_durations_ms) d), -1)"
+    " coalesce((SELECT max(d) FROM unnest(checkpoint_durations_ms) d), -1),"
+    " coalesce((spec->'checkpoint'->>'grace_seconds')::integer, $2::integer)"
     " FROM jobs WHERE id = $1";
 
 int sched_store_grace_inputs(struct sched_store_grace_in *out, struct ty_pg *pg, int64_t job,
 			     struct ty_err *err)
 {
-	char jb[24];
-	const char *p[] = {sched_i64(jb, job)};
+	char jb[24], gb[24];
+	const char *p[] = {sched_i64(jb, job),
+			   sched_i64(gb, proto_spec_default_int("checkpoint", "grace_seconds"))};
 	PGresult *res = NULL;
 	int rc;
 
 	memset(out, 0, sizeof(*out));
 	out->measured_ms = -1;
-	if ((rc = ty_pg_exec(&res, pg, SQL_GRACE_INPUTS, 1, p, err)))
+	if ((rc = ty_pg_exec(&res, pg, SQL_GRACE_INPUTS, 2, p, err)))
 		return rc;
 	if (PQntuples(res) == 1) {
 		snprintf(out->cls, sizeof(out->cls), "%s", PQgetvalue(res, 0, 0));
 		out->measured_ms = sched_col_i64(res, 0, 1);
+		out->spec_grace_s = sched_col_i64(res, 0, 2);
 	}
 	PQclear(res);
 	return 0;

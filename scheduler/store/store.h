@@ -610,8 +610,12 @@ int sched_store_checkpoint_written(struct ty_pg *pg, const struct sched_store_pa
 struct sched_store_grace_in {
 	char cls[16];	     /* the job's priority class */
 	int64_t measured_ms; /* the longest of its last measured durations; -1: none */
+	int64_t spec_grace_s; /* its spec's checkpoint.grace_seconds */
 };
-/* The job's class and measured checkpoint duration (zeroed, measured_ms -1, when no such job). */
+/*
+ * The job's class, measured checkpoint duration and spec's grace (zeroed,
+ * measured_ms -1, when no such job).
+ */
 int sched_store_grace_inputs(struct sched_store_grace_in *out, struct ty_pg *pg, int64_t job,
 			     struct ty_err *err);
 /*

@@ -1,8 +1,10 @@
 /*
  * Reclaim preemption through the daemon, the test playing the executors:
- * checkpoint rows, kill rows after the grace period, requeue without the
- * retry budget, the preemptions counter; and what each cycle publishes
- * (pending reasons, queue positions, team usage).
+ * checkpoint rows, kill rows after the grace period or once the checkpoint
+ * is committed, the grace from the measured checkpoint time, the cohort's
+ * reclaim delay, requeue without the retry budget, the preemptions
+ * counter; and what each cycle publishes (pending reasons, queue
+ * positions, team usage).
  */
 #include "fixture.h"
 #include "ty_stack.h"
@@ -646,14 +648,16 @@ TY_TEST(the_grace_window_follows_the_measured_checkpoint_time)
 {
 	static const struct {
 		const char *durations, *bounds;
-		int grace;
-		const char *how;
+		int spec, grace;
+		const char *how; /* NULL: the spec's grace */
 	} rows[] = {
-	    {"{42000}", "--grace-min-seconds=normal=30", 63, "measured 42.0 s, grace 63 s"},
-	    {"{2000,42000,1000}", "--grace-min-seconds=normal=30", 63,
+	    {"{42000}", "--grace-min-seconds=normal=30", 5, 63, "measured 42.0 s, grace 63 s"},
+	    {"{2000,42000,1000}", "--grace-min-seconds=normal=30", 5, 63,
 	     "measured 42.0 s, grace 63 s"},
-	    {"{1000}", "--grace-min-seconds=normal=30", 30, "measured 1.0 s, grace 30 s"},
-	    {"{42000}", "--grace-max-seconds=normal=50", 50, "measured 42.0 s, grace 50 s"},
+	    {"{1000}", "--grace-min-seconds=normal=30", 5, 30, "measured 1.0 s, grace 30 s"},
+	    {"{42000}", "--grace-max-seconds=normal=50", 5, 50, "measured 42.0 s, grace 50 s"},
+	    /* grace_seconds 0: no checkpoint wanted, whatever was measured */
+	    {"{42000}", "--grace-min-seconds=normal=30", 0, 0, NULL},
 	};
 
 	for (size_t r = 0; r < sizeof(rows) / sizeof(rows[0]); r++) {
@@ -665,7 +669,8 @@ TY_TEST(the_grace_window_follows_the_measured_checkpoint_time)
 		const char *cnode;
 
 		ty_test_context("%s %s", rows[r].durations, rows[r].bounds);
-		borrowed_cluster(&w, args, ",'checkpoint':{'grace_seconds':5}");
+		borrowed_cluster(&w, args,
+				 ty_test_strf(",'checkpoint':{'grace_seconds':%d}", rows[r].spec));
 		f = w.f;
 		/* as measured by earlier preemptions of each */
 		FX_Q(f,
@@ -682,8 +687,9 @@ TY_TEST(the_grace_window_follows_the_measured_checkpoint_time)
 				  " (data->>'grace_source') FROM job_events"
 				  " WHERE job_id = $1 AND type = 'preempting'",
 				  fx_n(c->job)),
-			     ty_test_strf(" killed in %d s (%s) measured", rows[r].grace,
-					  rows[r].how));
+			     rows[r].how ? ty_test_strf(" killed in %d s (%s) measured",
+							rows[r].grace, rows[r].how)
+					 : ty_test_strf(" killed in %d s spec", rows[r].grace));
 		CHECK_STR_EQ(FX_Q(f,
 				  "SELECT round(extract(epoch FROM kill_at - checkpoint_signal_at))"
 				  " FROM attempts WHERE job_id = $1 AND attempt = 1",
