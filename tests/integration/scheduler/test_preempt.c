@@ -587,6 +587,9 @@ TY_TEST(a_checkpoint_committed_after_the_signal_sends_the_kill_before_kill_at)
 			  " WHERE job_id = $1 AND type = 'preempting'",
 			  fx_n(c->job)),
 		     "spec");
+	/* three measured before (after the grace was chosen): the oldest goes */
+	FX_Q(f, "UPDATE jobs SET checkpoint_durations_ms = '{1,2,3}' WHERE id = $1 RETURNING id",
+	     fx_n(c->job));
 	/* torn, or written before the signal: still waiting */
 	fx_send(f, cnode, "checkpoint_written", c->job, 1,
 		"{'path':'/ckpt/step-150','step':150,'valid':false,'status':'torn',"
@@ -596,9 +599,9 @@ TY_TEST(a_checkpoint_committed_after_the_signal_sends_the_kill_before_kill_at)
 	FX_WAIT(f, T, "160", "SELECT last_checkpoint_step FROM attempts WHERE job_id = $1",
 		fx_n(c->job));
 	CHECK_INT_EQ(fx_count(f, cnode, "kill", c->job, 0), 0);
-	CHECK_STR_EQ(FX_Q(f, "SELECT cardinality(checkpoint_durations_ms) FROM jobs WHERE id = $1",
+	CHECK_STR_EQ(FX_Q(f, "SELECT checkpoint_durations_ms::text FROM jobs WHERE id = $1",
 			  fx_n(c->job)),
-		     "0");
+		     "{1,2,3}");
 	/* committed after the signal: the kill now */
 	fx_send(f, cnode, "checkpoint_written", c->job, 1,
 		"{'path':'/ckpt/step-200','step':200,'valid':true,'after_signal':true}");
@@ -611,11 +614,16 @@ TY_TEST(a_checkpoint_committed_after_the_signal_sends_the_kill_before_kill_at)
 			  " FROM attempts WHERE job_id = $1 AND attempt = 1",
 			  fx_n(c->job)),
 		     "true true");
+	/* the duration kept is the attempt's signal → committed, the last three kept */
 	CHECK_STR_EQ(FX_Q(f,
-			  "SELECT cardinality(checkpoint_durations_ms)::text || ' ' ||"
-			  " (checkpoint_durations_ms[1] >= 0)::text FROM jobs WHERE id = $1",
+			  "SELECT j.checkpoint_durations_ms[1:2]::text || ' ' ||"
+			  " cardinality(j.checkpoint_durations_ms)::text || ' ' ||"
+			  " (abs(j.checkpoint_durations_ms[3] - 1000 * extract(epoch FROM"
+			  "  t.checkpoint_committed_at - t.checkpoint_signal_at)) <= 1)::text"
+			  " FROM jobs j JOIN attempts t ON t.job_id = j.id AND t.attempt = 1"
+			  " WHERE j.id = $1",
 			  fx_n(c->job)),
-		     "1 true");
+		     "{2,3} 3 true");
 	FX_WAIT(f, T, "1",
 		"SELECT count(*) FROM job_events WHERE job_id = $1 AND type = 'stopping'"
 		" AND message LIKE 'checkpoint step 200 of attempt 1 committed % s after the "
@@ -625,9 +633,9 @@ TY_TEST(a_checkpoint_committed_after_the_signal_sends_the_kill_before_kill_at)
 	fx_send(f, cnode, "checkpoint_written", c->job, 1,
 		"{'path':'/ckpt/step-200','step':200,'valid':true,'after_signal':true}");
 	fx_sync(f, T);
-	CHECK_STR_EQ(FX_Q(f, "SELECT cardinality(checkpoint_durations_ms) FROM jobs WHERE id = $1",
+	CHECK_STR_EQ(FX_Q(f, "SELECT checkpoint_durations_ms[1:2]::text FROM jobs WHERE id = $1",
 			  fx_n(c->job)),
-		     "1");
+		     "{2,3}");
 	CHECK_STR_EQ(FX_Q(f,
 			  "SELECT count(*) FROM job_events WHERE job_id = $1 AND type = 'stopping'",
 			  fx_n(c->job)),
