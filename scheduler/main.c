@@ -329,12 +329,15 @@ int main(int argc, char **argv)
 	}
 	for (int k = 0; k < SCHED_NCLASSES; k++)
 		if (s.o.grace_min_s[k] > s.o.grace_max_s[k]) {
+			static const char *const class_name[] = {"high", "normal", "low",
+								 "scavenger"};
+
 			fprintf(stderr,
 				"trainyard-scheduler: options 'grace-min-seconds' and "
 				"'grace-max-seconds': class %s's minimum (%lld) is above its "
 				"maximum (%lld)\n",
-				k == 0 ? "high" : k == 1 ? "normal" : k == 2 ? "low" : "scavenger",
-				(long long)s.o.grace_min_s[k], (long long)s.o.grace_max_s[k]);
+				class_name[k], (long long)s.o.grace_min_s[k],
+				(long long)s.o.grace_max_s[k]);
 			goto out;
 		}
 	s.o.grace_margin_pct = (int)ty_config_int(c, "grace-margin-percent");

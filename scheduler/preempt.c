@@ -88,8 +88,8 @@ static int start(bool *started, struct sched *s, int64_t job, int64_t attempt, i
 			goto out;
 	/* a spot deadline may cut the measured grace short: the text says both */
 	if (*how && pr.grace_s != req.grace_s)
-		snprintf(how + strlen(how), sizeof(how) - strlen(how), ", cut to %d s by the deadline",
-			 pr.grace_s);
+		snprintf(how + strlen(how), sizeof(how) - strlen(how),
+			 ", cut to %d s by the deadline", pr.grace_s);
 	snprintf(text, sizeof(text), "%s; %s sent to %d node%s, killed in %d s%s%s%s", why,
 		 pr.signal, nnodes, nnodes == 1 ? "" : "s", pr.grace_s, *how ? " (" : "", how,
 		 *how ? ")" : "");

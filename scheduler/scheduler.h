@@ -76,11 +76,12 @@ struct sched_opts {
 	struct sched_rates rates; /* --rates-file (owned by main) */
 	int spot_kill_margin_s;	 /* --spot-kill-margin-seconds: kill this long before a deadline */
 	/* a victim's grace from its measured checkpoint duration (preempt.c) */
-	int grace_margin_pct;			/* --grace-margin-percent */
-	int64_t grace_min_s[SCHED_NCLASSES];	/* --grace-min-seconds, by class */
-	int64_t grace_max_s[SCHED_NCLASSES];	/* --grace-max-seconds, by class */
-	int64_t reclaim_delay_s;		/* --reclaim-delay-seconds */
-	struct sched_cohort_delay *cohort_delays; /* --cohort-reclaim-delay-seconds (owned by main) */
+	int grace_margin_pct;		     /* --grace-margin-percent */
+	int64_t grace_min_s[SCHED_NCLASSES]; /* --grace-min-seconds, by class */
+	int64_t grace_max_s[SCHED_NCLASSES]; /* --grace-max-seconds, by class */
+	int64_t reclaim_delay_s;	     /* --reclaim-delay-seconds */
+	/* --cohort-reclaim-delay-seconds (owned by main) */
+	struct sched_cohort_delay *cohort_delays;
 	int ncohort_delays;
 };
 

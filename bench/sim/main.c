@@ -101,7 +101,8 @@ int main(int argc, char **argv)
 	cfg.stop_delay = ty_config_int(c, "stop-seconds");
 	if (sscanf(ty_config_str(c, "checkpoint-cost-seconds"), "%lld-%lld", &cost_lo, &cost_hi) !=
 	    2) {
-		fprintf(stderr, "trainyard-sim: option 'checkpoint-cost-seconds': '%s' is not MIN-MAX\n",
+		fprintf(stderr,
+			"trainyard-sim: option 'checkpoint-cost-seconds': '%s' is not MIN-MAX\n",
 			ty_config_str(c, "checkpoint-cost-seconds"));
 		goto out;
 	}

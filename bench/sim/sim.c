@@ -172,8 +172,7 @@ static void release(struct sim *s, struct jrun *j)
  * once its committed event is in, ckpt_cost later. *at: that event's time
  * (attempts.last_checkpoint_at), j->start when none.
  */
-static int64_t checkpointed(const struct jrun *j, const struct sim_job *job, int64_t t,
-			    int64_t *at)
+static int64_t checkpointed(const struct jrun *j, const struct sim_job *job, int64_t t, int64_t *at)
 {
 	int64_t ran = t - j->start - job->ckpt_cost;
 	int64_t k = ran >= job->ckpt_every ? ran / job->ckpt_every : 0;

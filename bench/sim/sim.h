@@ -55,7 +55,7 @@ struct sim_config {
 	int64_t reclaim_delay; /* --reclaim-delay-seconds */
 	/* the old victim choice: every victim's checkpoint = its start (youngest first) */
 	bool victims_by_age;
-	int max_jobs;		    /* stop generating past this many jobs, 0 = no cap */
+	int max_jobs; /* stop generating past this many jobs, 0 = no cap */
 };
 
 /* Sensible defaults for a test-sized run (every field set). */

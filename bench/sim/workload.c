@@ -152,8 +152,8 @@ static int check_config(const struct sim_config *c, struct ty_err *err)
 		return ty_err_set(err, TY_EINVAL, "bad time parameters");
 	if (c->ckpt_min < 1 || c->ckpt_max < c->ckpt_min || c->min_runtime < 0 ||
 	    c->ckpt_cost_min < 0 || c->ckpt_cost_max < c->ckpt_cost_min ||
-	    c->ckpt_cost_max >= c->ckpt_min || c->signal_ckpt_pct < 0 ||
-	    c->signal_ckpt_pct > 100 || c->spec_grace < 0 || c->reclaim_delay < 0)
+	    c->ckpt_cost_max >= c->ckpt_min || c->signal_ckpt_pct < 0 || c->signal_ckpt_pct > 100 ||
+	    c->spec_grace < 0 || c->reclaim_delay < 0)
 		return ty_err_set(err, TY_EINVAL, "bad checkpoint parameters");
 	if (c->light_teams < 0 || c->light_teams >= c->teams || c->light_load < 0 ||
 	    c->stop_delay < 0 || c->max_jobs < 0)

@@ -147,8 +147,8 @@ int sched__setup_teams(struct ctx *c, const struct sched_input *in)
 	c->reclaim_used = calloc((size_t)nt + 1, sizeof(*c->reclaim_used));
 	c->team_freed = calloc((size_t)nt + 1, sizeof(*c->team_freed));
 	c->runs_off = calloc((size_t)nt + 2, sizeof(*c->runs_off));
-	if (!cn || !c->qt || !c->cohort || !c->reclaim_delay_ms || !c->coh || !c->reclaim_used || !c->team_freed ||
-	    !c->runs_off) {
+	if (!cn || !c->qt || !c->cohort || !c->reclaim_delay_ms || !c->coh || !c->reclaim_used ||
+	    !c->team_freed || !c->runs_off) {
 		free(cn);
 		return TY_ENOMEM;
 	}

@@ -96,7 +96,8 @@ static bool protected_run(const struct ctx *c, const struct sched_running_in *ru
  */
 static int64_t reclaim_protected_until(const struct ctx *c, const struct sched_running_in *ru)
 {
-	int64_t until = protected_until(c, ru), delay = ru->start_ms + c->reclaim_delay_ms[ru->team];
+	int64_t until = protected_until(c, ru);
+	int64_t delay = ru->start_ms + c->reclaim_delay_ms[ru->team];
 
 	return delay < until ? delay : until;
 }

@@ -167,8 +167,8 @@ struct sched_store_preempt {
 /*
  * The attempt of an active job with no cancel requested to stopping, failure
  * class preempted, checkpoint_signal_at now, kill_at after r->grace_s or the
- * job's checkpoint grace (cut short by a deadline); *moved false when it was over or being stopped already.
- * out->signal is new (free it).
+ * job's checkpoint grace (cut short by a deadline); *moved false when it
+ * was over or being stopped already. out->signal is new (free it).
  */
 int sched_store_attempt_preempt(struct sched_store_preempt *out, bool *moved, struct ty_pg *pg,
 				const struct sched_store_preempt_req *r, struct ty_err *err);
@@ -608,8 +608,8 @@ int sched_store_checkpoint_written(struct ty_pg *pg, const struct sched_store_pa
 
 /* What a victim's grace is sized from. */
 struct sched_store_grace_in {
-	char cls[16];	     /* the job's priority class */
-	int64_t measured_ms; /* the longest of its last measured durations; -1: none */
+	char cls[16];	      /* the job's priority class */
+	int64_t measured_ms;  /* the longest of its last measured durations; -1: none */
 	int64_t spec_grace_s; /* its spec's checkpoint.grace_seconds */
 };
 /*

@@ -599,9 +599,9 @@ TY_TEST(a_checkpoint_committed_after_the_signal_sends_the_kill_before_kill_at)
 	FX_WAIT(f, T, "160", "SELECT last_checkpoint_step FROM attempts WHERE job_id = $1",
 		fx_n(c->job));
 	CHECK_INT_EQ(fx_count(f, cnode, "kill", c->job, 0), 0);
-	CHECK_STR_EQ(FX_Q(f, "SELECT checkpoint_durations_ms::text FROM jobs WHERE id = $1",
-			  fx_n(c->job)),
-		     "{1,2,3}");
+	CHECK_STR_EQ(
+	    FX_Q(f, "SELECT checkpoint_durations_ms::text FROM jobs WHERE id = $1", fx_n(c->job)),
+	    "{1,2,3}");
 	/* committed after the signal: the kill now */
 	fx_send(f, cnode, "checkpoint_written", c->job, 1,
 		"{'path':'/ckpt/step-200','step':200,'valid':true,'after_signal':true}");

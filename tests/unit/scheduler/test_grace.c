@@ -18,20 +18,20 @@ TY_TEST(grace_is_the_measured_duration_with_its_margin_within_the_bounds)
 		int64_t min_s, max_s;
 		int want;
 	} rows[] = {
-	    {42000, 50, 30, 900, 63},	/* the docs' example */
-	    {42001, 50, 30, 900, 64},	/* rounded up: never less than measured + margin */
-	    {10000, 50, 30, 900, 30},	/* the class minimum */
+	    {42000, 50, 30, 900, 63},	 /* the docs' example */
+	    {42001, 50, 30, 900, 64},	 /* rounded up: never less than measured + margin */
+	    {10000, 50, 30, 900, 30},	 /* the class minimum */
 	    {1000000, 50, 30, 900, 900}, /* the class maximum */
-	    {42000, 0, 0, 900, 42},	/* no margin */
-	    {0, 50, 0, 900, 0},		/* committed at once */
-	    {5000, 50, 10, 10, 10},	/* min = max */
+	    {42000, 0, 0, 900, 42},	 /* no margin */
+	    {0, 50, 0, 900, 0},		 /* committed at once */
+	    {5000, 50, 10, 10, 10},	 /* min = max */
 	};
 
 	for (size_t k = 0; k < sizeof(rows) / sizeof(rows[0]); k++) {
 		ty_test_context("%lld ms, %d %%", (long long)rows[k].ms, rows[k].pct);
-		CHECK_INT_EQ(sched_grace_seconds(rows[k].ms, rows[k].pct, rows[k].min_s,
-						 rows[k].max_s),
-			     rows[k].want);
+		CHECK_INT_EQ(
+		    sched_grace_seconds(rows[k].ms, rows[k].pct, rows[k].min_s, rows[k].max_s),
+		    rows[k].want);
 	}
 	ty_test_context(NULL);
 }

@@ -747,7 +747,8 @@ static void check_reclaim_settled(struct world *w, const struct sched_decisions 
 
 			/* reclaim is for first-tier jobs, from borrowers of the same cohort */
 			if (v->team == pj->team || !v->preemptible || v->preempting ||
-			    is_protected(w, v, true) || used[v->team] <= w->teams[v->team].nominal_gpus ||
+			    is_protected(w, v, true) ||
+			    used[v->team] <= w->teams[v->team].nominal_gpus ||
 			    !d->pending[i].within_nominal ||
 			    !same_cohort(&w->teams[v->team], &w->teams[pj->team]))
 				continue;
