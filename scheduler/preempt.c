@@ -15,8 +15,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char *const class_names[SCHED_NCLASSES] = {"high", "normal", "low", "scavenger"};
-
 /*
  * The grace for a victim of job: from its measured checkpoint duration
  * within its class's bounds (*how says so), or -1 (the job's own
@@ -34,10 +32,8 @@ static int choose_grace(int *grace_s, char *how, size_t howsz, struct sched *s, 
 	if ((rc = sched_store_grace_inputs(&gi, s->term.pg, job, err)) || gi.measured_ms < 0 ||
 	    gi.spec_grace_s == 0)
 		return rc;
-	for (c = 0; c < SCHED_NCLASSES && strcmp(gi.cls, class_names[c]); c++)
-		;
-	if (c == SCHED_NCLASSES)
-		c = 1; /* the spec's default class */
+	if ((c = sched_class_parse(gi.cls)) < 0)
+		c = SCHED_CLASS_NORMAL; /* the spec's default class */
 	*grace_s = sched_grace_seconds(gi.measured_ms, s->o.grace_margin_pct, s->o.grace_min_s[c],
 				       s->o.grace_max_s[c]);
 	snprintf(how, howsz, "measured %.1f s, grace %d s", (double)gi.measured_ms / 1000.0,
