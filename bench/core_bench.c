@@ -224,7 +224,7 @@ static int bench_build(struct bench *b, const struct sim_workload *w, double fil
 	     next++) {
 		const struct sim_job *j = &w->jobs[next];
 		int g = j->nodes * j->gpus_per_node;
-		int64_t ran, ck;
+		int64_t ran, k, ck_at;
 		struct sched_running_in *ri;
 
 		if (team_used[j->team] + g > w->teams[j->team].nominal ||
@@ -237,7 +237,12 @@ static int bench_build(struct bench *b, const struct sim_workload *w, double fil
 		b->running_gpus += g;
 		/* started up to its actual duration ago, so it is still running now */
 		ran = (int64_t)(rng(&st) % (uint64_t)(j->duration > 1 ? j->duration : 1));
-		ck = ran / j->ckpt_every * j->ckpt_every;
+		/*
+		 * the daemon's input: the newest checkpoint whose committed event
+		 * is in (ckpt_cost after it started), at that event's time
+		 */
+		k = ran - j->ckpt_cost >= j->ckpt_every ? (ran - j->ckpt_cost) / j->ckpt_every : 0;
+		ck_at = k ? k * j->ckpt_every + j->ckpt_cost : 0;
 		ri = &b->running[b->nrunning];
 		*ri = (struct sched_running_in){
 		    .job = j->id,
@@ -245,7 +250,7 @@ static int bench_build(struct bench *b, const struct sim_workload *w, double fil
 		    .cls = (enum sched_class)j->cls,
 		    .priority = j->prio,
 		    .start_ms = (now - ran) * 1000,
-		    .checkpoint_ms = (now - ran + ck) * 1000,
+		    .checkpoint_ms = (now - ran + ck_at) * 1000,
 		    .min_runtime_s = 300,
 		    .end_by_ms = (now - ran + j->max_runtime) * 1000,
 		    .preemptible = j->preemptible,

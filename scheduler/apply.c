@@ -1808,6 +1808,18 @@ static int checkpoint_write_time(struct sched *s, const struct proto_msg *m, str
 }
 
 /*
+ * One written after the checkpoint signal of a preemption: its duration is
+ * measured and the kill need not wait for kill_at (preempt.c).
+ */
+static int on_checkpoint_committed(struct sched *s, const struct proto_msg *m, struct ty_err *err)
+{
+	if (!json_is_true(json_object_get(m->data, "after_signal")))
+		return 0;
+	return sched_preempt_committed(s, m->job, m->attempt, m->node, jint(m->data, "step", 0),
+				       err);
+}
+
+/*
  * A checkpoint a node examined: the checkpoints table (the next launch's
  * resume point, store/checkpoints.c) and, when valid, the start of the work
  * lost should the attempt be preempted or fail (the ledger). A redelivered
@@ -1881,8 +1893,10 @@ static int on_checkpoint_written(struct sched *s, const struct proto_msg *m, str
 	sched_mirror_touch_job(&s->world.mirror, m->job);
 	if ((rc = checkpoint_write_time(s, m, err)))
 		return rc;
-	return sched_store_checkpoint_written(
-	    s->term.pg, &(struct sched_store_part){m->job, m->attempt, m->node}, r.step, err);
+	if ((rc = sched_store_checkpoint_written(
+		 s->term.pg, &(struct sched_store_part){m->job, m->attempt, m->node}, r.step, err)))
+		return rc;
+	return on_checkpoint_committed(s, m, err);
 }
 
 /*

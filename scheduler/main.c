@@ -1,6 +1,7 @@
 /* trainyard-scheduler: options, signals and the run loop. */
 #include "fault.h"
 #include "scheduler.h"
+#include "core/policy.h"
 #include "ty_config.h"
 #include "ty_kafka.h"
 #include "ty_log.h"
@@ -62,6 +63,25 @@ static const struct ty_opt options[] = {
     {"min-runtime-seconds", TY_OPT_STR, "high=600,normal=600,low=300,scavenger=0", 0, 0,
      "per priority class, how long a job runs before it may be preempted (a job's own "
      "min_runtime_seconds may ask for more); classes left out keep their default"},
+    {"reclaim-delay-seconds", TY_OPT_INT, "60", 0, 31536000,
+     "a team reclaiming its nominal quota from a cohort peer that borrows it waits at most "
+     "this long after the borrowing gang's start (plus the gang's checkpoint grace), "
+     "whatever the gang's minimum runtime, which still protects it against class "
+     "preemption"},
+    {"cohort-reclaim-delay-seconds", TY_OPT_STR, NULL, 0, 0,
+     "'COHORT=SECONDS,...': cohorts whose reclaim delay is not --reclaim-delay-seconds "
+     "(default: none)"},
+    {"grace-margin-percent", TY_OPT_INT, "50", 0, 1000,
+     "a preempted gang's checkpoint grace is its job's measured checkpoint duration (the "
+     "longest of its last three, checkpoint signal to committed checkpoint) plus this "
+     "share, within the class's --grace-min-seconds and --grace-max-seconds; a job with "
+     "nothing measured gets its checkpoint.grace_seconds"},
+    {"grace-min-seconds", TY_OPT_STR, "high=30,normal=30,low=30,scavenger=10", 0, 0,
+     "per priority class, the shortest grace sized from a measured checkpoint duration; "
+     "classes left out keep their default"},
+    {"grace-max-seconds", TY_OPT_STR, "high=1800,normal=900,low=600,scavenger=300", 0, 0,
+     "per priority class, the longest grace sized from a measured checkpoint duration "
+     "(a spot deadline may cut it shorter); classes left out keep their default"},
     {"retry-backoff-seconds", TY_OPT_INT, "10", 0, 86400,
      "a job requeued after a failed attempt waits this long before its next attempt, "
      "doubled for each further retry (0: no backoff)"},
@@ -286,6 +306,48 @@ int main(int argc, char **argv)
 			ty_config_str(c, "min-runtime-seconds"));
 		goto out;
 	}
+	{
+		struct sched_config def; /* the defaults' one home; the help text repeats them */
+
+		sched_config_default(&def);
+		for (int k = 0; k < SCHED_NCLASSES; k++) {
+			s.o.grace_min_s[k] = def.grace_min_s[k];
+			s.o.grace_max_s[k] = def.grace_max_s[k];
+		}
+	}
+	for (int k = 0; k < 2; k++) {
+		const char *name = k ? "grace-max-seconds" : "grace-min-seconds";
+
+		if (min_runtimes(k ? s.o.grace_max_s : s.o.grace_min_s, ty_config_str(c, name))) {
+			fprintf(stderr,
+				"trainyard-scheduler: option '%s': '%s' is not CLASS=SECONDS,... "
+				"with classes high, normal, low, scavenger and seconds in "
+				"0-31536000\n",
+				name, ty_config_str(c, name));
+			goto out;
+		}
+	}
+	for (int k = 0; k < SCHED_NCLASSES; k++)
+		if (s.o.grace_min_s[k] > s.o.grace_max_s[k]) {
+			static const char *const class_name[] = {"high", "normal", "low",
+								 "scavenger"};
+
+			fprintf(stderr,
+				"trainyard-scheduler: options 'grace-min-seconds' and "
+				"'grace-max-seconds': class %s's minimum (%lld) is above its "
+				"maximum (%lld)\n",
+				class_name[k], (long long)s.o.grace_min_s[k],
+				(long long)s.o.grace_max_s[k]);
+			goto out;
+		}
+	s.o.grace_margin_pct = (int)ty_config_int(c, "grace-margin-percent");
+	s.o.reclaim_delay_s = ty_config_int(c, "reclaim-delay-seconds");
+	if (sched_cohort_delays_parse(&s.o.cohort_delays, &s.o.ncohort_delays,
+				      ty_config_str(c, "cohort-reclaim-delay-seconds"), &err)) {
+		fprintf(stderr, "trainyard-scheduler: option 'cohort-reclaim-delay-seconds': %s\n",
+			err.msg);
+		goto out;
+	}
 	if (ty_config_str(c, "id") && *ty_config_str(c, "id")) {
 		snprintf(id, sizeof(id), "%s", ty_config_str(c, "id"));
 	} else {
@@ -348,6 +410,7 @@ int main(int argc, char **argv)
 out:
 	sched_metrics_stop(s.metrics);
 	sched_rates_free(&s.o.rates);
+	free(s.o.cohort_delays);
 	sched_holds_free(&s.world.holds);
 	ty_ed25519_key_free(dispatch_key);
 	memset(secret, 0, sizeof(secret));

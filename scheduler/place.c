@@ -169,6 +169,36 @@ static double max_rate(const struct sched_rates *r)
 	return m;
 }
 
+/*
+ * --cohort-reclaim-delay-seconds for the core; a cohort no team is in is
+ * logged once (a typo would otherwise leave the default in force silently).
+ */
+static int load_cohort_delays(struct snap *sn, struct sched *s, struct ty_err *err)
+{
+	struct sched_cohort_in *v;
+	int n = s->o.ncohort_delays;
+
+	if (n == 0)
+		return 0;
+	if (!(v = snap_alloc(sn, (size_t)n, sizeof(*v))))
+		return ty_err_set(err, TY_ENOMEM, NULL);
+	for (int k = 0; k < n; k++) {
+		struct sched_cohort_delay *d = &s->o.cohort_delays[k];
+		bool known = false;
+
+		v[k] = (struct sched_cohort_in){d->name, d->seconds};
+		for (int t = 0; t < sn->in.nteams && !known; t++)
+			known = sn->teams[t].cohort && !strcmp(sn->teams[t].cohort, d->name);
+		if (!known && !d->warned)
+			ty_warn("option 'cohort-reclaim-delay-seconds': no team is in cohort '%s'",
+				d->name);
+		d->warned = !known;
+	}
+	sn->in.cohorts = v;
+	sn->in.ncohorts = n;
+	return 0;
+}
+
 /* Teams from the mirror (mirror.c), usage brought forward to now. */
 static int load_teams(struct snap *sn, struct sched *s, struct ty_err *err)
 {
@@ -207,6 +237,8 @@ static int load_teams(struct snap *sn, struct sched *s, struct ty_err *err)
 	}
 	sn->in.teams = sn->teams;
 	sn->in.nteams = n;
+	if ((rc = load_cohort_delays(sn, s, err)))
+		return rc;
 	if ((rc = sched_usage_advance(sn->usage, n, s->term.pg, &s->world.mirror,
 				      s->o.usage_half_life_s, sn->in.now_ms, err)))
 		return rc;
@@ -521,6 +553,7 @@ static int snap_load(struct snap *sn, struct sched *s, struct ty_err *err)
 	sn->in.cfg.port_lo = s->o.port_lo;
 	sn->in.cfg.port_hi = s->o.port_hi;
 	sn->in.cfg.stop_allowance_s = s->o.preemption_stop_seconds;
+	sn->in.cfg.reclaim_delay_s = s->o.reclaim_delay_s;
 	if ((rc = sched_mirror_refresh(s, err)) || (rc = load_teams(sn, s, err)) || (rc = load_nodes(sn, s, err)) ||
 	    (rc = load_running(sn, s, err)) || (rc = load_pending(sn, s, err)))
 		goto out;

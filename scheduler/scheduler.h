@@ -43,6 +43,13 @@ struct sched_rates {
 	int n;
 };
 
+/* A cohort's own reclaim delay (--cohort-reclaim-delay-seconds). */
+struct sched_cohort_delay {
+	char name[128];
+	int64_t seconds;
+	bool warned; /* no team in that cohort was logged once */
+};
+
 struct sched_opts {
 	const char *database_url; /* borrowed */
 	const char *bootstrap;	  /* resolved "host:port,..." (borrowed) */
@@ -69,6 +76,14 @@ struct sched_opts {
 	int failure_window_s;	 /* --failure-window-seconds */
 	struct sched_rates rates; /* --rates-file (owned by main) */
 	int spot_kill_margin_s;	 /* --spot-kill-margin-seconds: kill this long before a deadline */
+	/* a victim's grace from its measured checkpoint duration (preempt.c) */
+	int grace_margin_pct;		     /* --grace-margin-percent */
+	int64_t grace_min_s[SCHED_NCLASSES]; /* --grace-min-seconds, by class */
+	int64_t grace_max_s[SCHED_NCLASSES]; /* --grace-max-seconds, by class */
+	int64_t reclaim_delay_s;	     /* --reclaim-delay-seconds */
+	/* --cohort-reclaim-delay-seconds (owned by main) */
+	struct sched_cohort_delay *cohort_delays;
+	int ncohort_delays;
 };
 
 /* Outbox ids produced and not yet deleted, ascending. */
@@ -503,8 +518,9 @@ void sched_holds_free(struct sched_holds *h);
 
 /*
  * Inside a fenced transaction: start preempting the victim's attempt for
- * for_job — attempt `stopping` (class preempted, kill_at = now + the job's
- * checkpoint grace), job `preempting`, a `checkpoint` row to every node of
+ * for_job — attempt `stopping` (class preempted, kill_at = now + its grace:
+ * from its measured checkpoint duration, else the job's checkpoint
+ * grace_seconds), job `preempting`, a `checkpoint` row to every node of
  * the gang, the event (message why). *started tells whether it did (the
  * attempt may have ended meanwhile).
  */
@@ -518,6 +534,22 @@ int sched_preempt(bool *started, struct sched *s, int64_t job, int64_t attempt, 
  */
 int sched_preempt_spot(bool *started, struct sched *s, int64_t job, int64_t attempt,
 		       const char *node, int64_t deadline_ms, const char *why, struct ty_err *err);
+/*
+ * Inside a fenced transaction, for a valid checkpoint_written with
+ * after_signal from node of attempt: the first such commit of a preempted
+ * attempt records its duration since the signal (the job's measured
+ * checkpoint duration) and sends the kills now rather than at kill_at.
+ * Anything else changes nothing.
+ */
+int sched_preempt_committed(struct sched *s, int64_t job, int64_t attempt, const char *node,
+			    int64_t step, struct ty_err *err);
+/*
+ * Parse "COHORT=SECONDS,..." (--cohort-reclaim-delay-seconds): *out new
+ * (free it), *n entries. Refuses (TY_EINVAL, naming the entry) an empty or
+ * repeated name, and seconds that are not an integer in 0-31536000.
+ */
+int sched_cohort_delays_parse(struct sched_cohort_delay **out, int *n, const char *spec,
+			      struct ty_err *err);
 /* In its own fenced transaction: `kill` (reason preempted) for attempts whose grace is over. */
 int sched_preempt_kills(struct sched *s, struct ty_err *err);
 /*

@@ -188,6 +188,26 @@ void sim_report_print(FILE *f, const struct sim_report *r)
 		r->window_capacity_gs > 0
 		    ? 100.0 * (double)r->lost_gpu_seconds / r->window_capacity_gs
 		    : 0.0);
+	fprintf(f,
+		"\nCheckpoint-aware preemption: checkpoints commit %lld-%lld s after they start, "
+		"%d %% of jobs checkpoint on the signal; grace %lld s until measured, reclaim "
+		"delay %lld s. %lld victims were killed as their checkpoint committed, %lld got a "
+		"grace sized from a measured time. Lender's reclaim wait (only borrowers in its "
+		"way, to its start; %lld jobs): p50 %.0f s, p90 %.0f s, max %.0f s.\n",
+		(long long)c->ckpt_cost_min, (long long)c->ckpt_cost_max, c->signal_ckpt_pct,
+		(long long)c->spec_grace, (long long)c->reclaim_delay,
+		(long long)r->killed_on_commit, (long long)r->measured_graces,
+		(long long)r->reclaim_wait.n, r->reclaim_wait.p50, r->reclaim_wait.p90,
+		r->reclaim_wait.max);
+	if (r->lost_gpu_seconds_by_age >= 0)
+		fprintf(f,
+			"Victim choice on the same workload and seed: least work lost since the "
+			"last committed checkpoint (the daemon's) %.0f GPU-hours lost in %lld "
+			"preemptions; youngest first (the old choice, checkpoint = start) %.0f "
+			"GPU-hours in %lld.\n",
+			(double)r->lost_gpu_seconds / 3600, (long long)r->preemptions,
+			(double)r->lost_gpu_seconds_by_age / 3600,
+			(long long)r->preemptions_by_age);
 	fprintf(f, "\nPending reasons (job-cycles):");
 	for (int k = 0; k < SCHED_REASON_COUNT && k < 24; k++)
 		if (r->reason_counts[k])

@@ -37,6 +37,12 @@ struct jrun {
 	int64_t last_resv_ms;
 	bool ever_reserved, displaced;
 	bool reclaimed; /* J_STOPPING: for another team's job */
+	/* checkpoint-aware preemption */
+	int64_t signal_at;     /* J_STOPPING: the checkpoint signal */
+	bool saved_on_signal;  /* ... and its checkpoint committed before the kill */
+	int64_t measured;      /* its job's measured checkpoint time, s; -1: none yet */
+	int64_t nominal_since; /* pending: the reclaim wait's start (apply()); -1: none */
+	bool reclaimed_for;    /* reclaim preempted gangs for it since then */
 };
 
 struct team_acc {
@@ -71,6 +77,8 @@ struct sim {
 	int64_t ndelays[SIM_NCLASS + 1];
 	double **team_delays;
 	int64_t *team_ndelays;
+	double *reclaim_waits;
+	int64_t nreclaim_waits;
 	int *pend_at;		  /* per job: its index in pend while pending */
 	int *promised, npromised; /* jobs holding a reservation promise */
 	/* scratch for one cycle's input, reused */
@@ -158,12 +166,19 @@ static void release(struct sim *s, struct jrun *j)
 	j->nnodes = 0;
 }
 
-/* Work checkpointed by an attempt that ran from j->start until t. */
-static int64_t checkpointed(const struct jrun *j, const struct sim_job *job, int64_t t)
+/*
+ * Work kept by the newest checkpoint of the attempt that ran from j->start
+ * committed by t, the daemon's view: one started every ckpt_every counts
+ * once its committed event is in, ckpt_cost later. *at: that event's time
+ * (attempts.last_checkpoint_at), j->start when none.
+ */
+static int64_t checkpointed(const struct jrun *j, const struct sim_job *job, int64_t t, int64_t *at)
 {
-	int64_t ran = t - j->start;
+	int64_t ran = t - j->start - job->ckpt_cost;
+	int64_t k = ran >= job->ckpt_every ? ran / job->ckpt_every : 0;
 
-	return ran / job->ckpt_every * job->ckpt_every;
+	*at = k ? j->start + k * job->ckpt_every + job->ckpt_cost : j->start;
+	return k * job->ckpt_every;
 }
 
 /*
@@ -204,7 +219,8 @@ static int advance(struct sim *s, int64_t to)
 		}
 		/* stopped by a preemption: back to pending, keeping its submit time */
 		{
-			int64_t ck = checkpointed(j, job, end);
+			int64_t at, ck = j->saved_on_signal ? j->signal_at - j->start
+							    : checkpointed(j, job, end, &at);
 
 			s->r->lost_gpu_seconds += (int64_t)g * (end - j->start - ck);
 			j->done += ck;
@@ -269,8 +285,9 @@ static void build_input(struct sched_input *in, struct sim *s)
 	memset(in, 0, sizeof(*in));
 	sched_config_default(&in->cfg);
 	in->cfg.half_life_s = c->half_life;
-	/* a preempted gang stops stop_delay after it is told: the reservation knows */
-	in->cfg.stop_allowance_s = c->stop_delay;
+	/* a preempted gang stops within its grace and the stop: the reservation knows */
+	in->cfg.stop_allowance_s = c->spec_grace + c->stop_delay;
+	in->cfg.reclaim_delay_s = c->reclaim_delay;
 	in->now_ms = s->now * 1000;
 	for (int t = 0; t < s->w->nteams; t++) {
 		const struct sim_team *tm = &s->w->teams[t];
@@ -316,15 +333,17 @@ static void build_input(struct sched_input *in, struct sim *s)
 	for (int i = 0; i < s->nrun; i++) {
 		const struct jrun *j = &s->jr[s->run[i]];
 		const struct sim_job *job = &s->w->jobs[s->run[i]];
-		int64_t ck = checkpointed(j, job, s->now);
+		int64_t at;
 
+		checkpointed(j, job, s->now, &at);
 		s->rin[i] = (struct sched_running_in){
 		    .job = job->id,
 		    .team = job->team,
 		    .cls = (enum sched_class)job->cls,
 		    .priority = job->prio,
 		    .start_ms = j->start * 1000,
-		    .checkpoint_ms = (j->start + ck) * 1000,
+		    /* the daemon's input: committed checkpoints as their events arrive */
+		    .checkpoint_ms = (c->victims_by_age ? j->start : at) * 1000,
 		    .min_runtime_s = c->min_runtime,
 		    .end_by_ms = (j->start + job->max_runtime) * 1000,
 		    .preemptible = job->preemptible,
@@ -515,6 +534,12 @@ static int start_job(struct sim *s, const struct sched_decisions *d, int i, bool
 		j->promise_ms = 0;
 		j->displaced = false;
 	}
+	if (j->reclaimed_for && j->nominal_since >= 0 &&
+	    (rc = add_delay(&s->reclaim_waits, &s->nreclaim_waits,
+			    (double)(s->now - j->nominal_since))))
+		return rc;
+	j->reclaimed_for = false;
+	j->nominal_since = -1;
 	if (j->first_start >= 0)
 		return 0;
 	j->first_start = s->now;
@@ -618,6 +643,7 @@ static void preempt(struct sim *s, const struct sched_decisions *d, int i)
 {
 	const struct sched_preemption *pr = &d->preemptions[i];
 	int ji, min;
+	int64_t grace;
 	struct jrun *j;
 	const struct sim_job *job;
 	struct sched_config def;
@@ -644,6 +670,9 @@ static void preempt(struct sim *s, const struct sched_decisions *d, int i)
 	min = (int)(def.class_min_runtime_s[job->cls] > s->c->min_runtime
 			? def.class_min_runtime_s[job->cls]
 			: s->c->min_runtime);
+	/* reclaim waits at most the reclaim delay */
+	if (pr->why == SCHED_PREEMPT_RECLAIM && s->c->reclaim_delay < min)
+		min = (int)s->c->reclaim_delay;
 	if (!job->preemptible)
 		violation(s, "job %lld (not preemptible) preempted for job %lld",
 			  (long long)job->id, (long long)pr->for_job);
@@ -655,7 +684,28 @@ static void preempt(struct sim *s, const struct sched_decisions *d, int i)
 	if (j->reclaimed)
 		s->ta[job->team].reclaimed += gpus_of(job);
 	j->st = J_STOPPING;
-	j->stop_at = s->now + s->c->stop_delay;
+	j->signal_at = s->now;
+	/* the daemon's grace: the spec's until measured, then from the measured time */
+	grace = j->measured < 0 || s->c->spec_grace == 0
+		    ? s->c->spec_grace
+		    : sched_grace_seconds(j->measured * 1000, def.grace_margin_pct,
+					  def.grace_min_s[job->cls], def.grace_max_s[job->cls]);
+	if (j->measured >= 0 && s->c->spec_grace > 0)
+		s->r->measured_graces++;
+	/* killed as its checkpoint commits, else when the grace is over */
+	j->saved_on_signal = job->signal_ckpt && job->ckpt_cost <= grace;
+	if (j->saved_on_signal) {
+		j->measured = job->ckpt_cost;
+		s->r->killed_on_commit++;
+	}
+	j->stop_at = s->now + (j->saved_on_signal ? job->ckpt_cost : grace) + s->c->stop_delay;
+	if (pr->why == SCHED_PREEMPT_RECLAIM && pr->for_job >= 1 && pr->for_job <= s->w->njobs) {
+		struct jrun *f = &s->jr[pr->for_job - 1];
+
+		f->reclaimed_for = true;
+		if (f->nominal_since < 0)
+			f->nominal_since = s->now;
+	}
 	j->preempted_for = pr->for_job;
 	j->preemptions++;
 	s->r->preemptions++;
@@ -810,6 +860,25 @@ static int apply(struct sim *s, const struct sched_decisions *d)
 			    gpus_of(&s->w->jobs[s->pend[k]]);
 	}
 	check_counts(s, d);
+	/*
+	 * The lender's reclaim wait: from the first cycle in which only
+	 * borrowers stood in its way — reclaim would make room but for their
+	 * protection (protected_job), or made room and it waits for its
+	 * victims — to its start; a cycle with neither (nor its start) ends the
+	 * stretch: it then waits for something else.
+	 */
+	for (int i = 0; i < d->npending && i < s->npend; i++) {
+		struct jrun *j = &s->jr[s->pend[i]];
+		enum sched_reason why = d->pending[i].reason;
+
+		if (d->pending[i].protected_job || why == SCHED_WAIT_PREEMPTION) {
+			if (j->nominal_since < 0)
+				j->nominal_since = s->now;
+		} else if (why != SCHED_PLACED) {
+			j->nominal_since = -1;
+			j->reclaimed_for = false;
+		}
+	}
 	for (int i = 0; i < d->npreemptions; i++)
 		preempt(s, d, i);
 	for (int i = 0; i < d->nplacements; i++) {
@@ -925,6 +994,7 @@ static int finish_report(struct sim *s)
 					   (double)(s->c->horizon - s->c->warmup));
 	r->window_capacity_gs = (double)s->c->nodes * s->c->gpus_per_node * (double)s->now;
 	sim__delay_fill(&r->delay, s->delays[SIM_NCLASS], s->ndelays[SIM_NCLASS]);
+	sim__delay_fill(&r->reclaim_wait, s->reclaim_waits, s->nreclaim_waits);
 	for (int k = 0; k < SIM_NCLASS; k++)
 		sim__delay_fill(&r->delay_by_class[k], s->delays[k], s->ndelays[k]);
 	for (int i = 0; i < s->w->njobs; i++) {
@@ -960,6 +1030,7 @@ static void sim_free(struct sim *s)
 	free(s->labels);
 	for (int k = 0; k <= SIM_NCLASS; k++)
 		free(s->delays[k]);
+	free(s->reclaim_waits);
 	for (int t = 0; s->team_delays && t < s->w->nteams; t++)
 		free(s->team_delays[t]);
 	free(s->team_delays);
@@ -1009,8 +1080,12 @@ static int sim_init(struct sim *s, const struct sim_workload *w)
 	s->r->jobs = w->njobs;
 	if (!(s->r->teams = calloc(nt, sizeof(*s->r->teams))))
 		return TY_ENOMEM;
-	for (int i = 0; i < w->njobs; i++)
+	s->r->lost_gpu_seconds_by_age = s->r->preemptions_by_age = -1;
+	for (int i = 0; i < w->njobs; i++) {
 		s->jr[i].first_start = -1;
+		s->jr[i].measured = -1;
+		s->jr[i].nominal_since = -1;
+	}
 	for (int n = 0; n < c->nodes; n++) {
 		int b = n / c->block_nodes, rack = b / c->blocks_per_rack;
 
@@ -1062,4 +1137,25 @@ out:
 	sim_report_free(s.r);
 	sim_free(&s);
 	return rc;
+}
+
+int sim_compare(struct sim_report **out, const struct sim_workload *w, struct ty_err *err)
+{
+	struct sim_workload old = *w; /* shares the jobs and teams: only cfg differs */
+	struct sim_report *r = NULL, *o = NULL;
+	int rc;
+
+	*out = NULL;
+	if ((rc = sim_run(&r, w, err)))
+		return rc;
+	old.cfg.victims_by_age = true;
+	if ((rc = sim_run(&o, &old, err))) {
+		sim_report_free(r);
+		return rc;
+	}
+	r->lost_gpu_seconds_by_age = o->lost_gpu_seconds;
+	r->preemptions_by_age = o->preemptions;
+	sim_report_free(o);
+	*out = r;
+	return 0;
 }

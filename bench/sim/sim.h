@@ -40,8 +40,22 @@ struct sim_config {
 	double burst_fraction;	    /* share of jobs that arrive in sweeps */
 	int light_teams;	    /* the last this many teams offer only light_load */
 	double light_load;	    /* of their share (< 1: they lend idle nominal) */
-	int64_t stop_delay;	    /* seconds a preempted gang takes to stop */
-	int max_jobs;		    /* stop generating past this many jobs, 0 = no cap */
+	int64_t stop_delay;	    /* seconds from a preempted gang's kill to its GPUs free */
+	/*
+	 * Checkpoint-aware preemption (docs/dispatch.md, "Preemption"): a
+	 * checkpoint takes ckpt_cost seconds (per job, in this range) from its
+	 * start to its committed event, the one the daemon sees; signal_ckpt_pct
+	 * of the jobs write one on the checkpoint signal (the others are killed
+	 * when the grace is over). The grace is spec_grace until a job has been
+	 * measured, then the core's sched_grace_seconds of its measured time.
+	 */
+	int64_t ckpt_cost_min, ckpt_cost_max;
+	int signal_ckpt_pct;
+	int64_t spec_grace;    /* the jobs' checkpoint.grace_seconds */
+	int64_t reclaim_delay; /* --reclaim-delay-seconds */
+	/* the old victim choice: every victim's checkpoint = its start (youngest first) */
+	bool victims_by_age;
+	int max_jobs; /* stop generating past this many jobs, 0 = no cap */
 };
 
 /* Sensible defaults for a test-sized run (every field set). */
@@ -68,6 +82,8 @@ struct sim_job {
 	int64_t duration;    /* work to do, seconds */
 	int64_t max_runtime; /* limit the user gave, >= duration */
 	int64_t ckpt_every;  /* seconds between checkpoints */
+	int64_t ckpt_cost;   /* seconds from a checkpoint's start to its commit */
+	bool signal_ckpt;    /* writes a checkpoint on the checkpoint signal */
 	bool preemptible;
 	bool need_block; /* topology: {required: "block"} */
 };
@@ -107,6 +123,20 @@ struct sim_report {
 	struct sim_team_report *teams;
 	int64_t jobs, started, completed, unfinished;
 	int64_t starts, backfill_starts, preemptions, lost_gpu_seconds;
+	/*
+	 * Checkpoint-aware preemption: victims killed as their checkpoint
+	 * committed (before the grace was over), graces sized from a measured
+	 * time, and the lender's reclaim wait: for each job that reclaim made
+	 * room for, from the first cycle in which only borrowers stood in its
+	 * way (protected ones, or victims it waits for) to its start.
+	 */
+	int64_t killed_on_commit, measured_graces;
+	struct sim_delay reclaim_wait;
+	/*
+	 * sim_compare only: the same workload and seed with the old victim
+	 * choice (cfg.victims_by_age); -1 when not run.
+	 */
+	int64_t lost_gpu_seconds_by_age, preemptions_by_age;
 	int64_t preempt_reclaim, preempt_class;
 	int64_t reclaim_cross_cohort;  /* reclaims whose victim borrows in another cohort */
 	int64_t restarted_before_for;  /* victims started again while the job they were
@@ -147,6 +177,12 @@ struct sim_report {
 
 /* Replay w through the scheduler core. TY_ENOMEM, or a core failure. */
 int sim_run(struct sim_report **out, const struct sim_workload *w, struct ty_err *err);
+/*
+ * sim_run, then w again with the old victim choice (youngest first):
+ * *out is the first run's report with lost_gpu_seconds_by_age and
+ * preemptions_by_age from the second.
+ */
+int sim_compare(struct sim_report **out, const struct sim_workload *w, struct ty_err *err);
 void sim_report_free(struct sim_report *r);
 /* Human-readable report (Markdown), the same text trainyard-sim prints. */
 void sim_report_print(FILE *f, const struct sim_report *r);

@@ -30,7 +30,12 @@ void sim_config_default(struct sim_config *cfg)
 	cfg->burst_fraction = 0.3;
 	cfg->light_teams = 3;
 	cfg->light_load = 0.3;
-	cfg->stop_delay = 90;
+	cfg->stop_delay = 15; /* the kill's SIGTERM, --kill-grace-seconds 10, the release */
+	cfg->ckpt_cost_min = 10;
+	cfg->ckpt_cost_max = 180;
+	cfg->signal_ckpt_pct = 50;
+	cfg->spec_grace = 120; /* proto/job_spec.c's checkpoint.grace_seconds default */
+	cfg->reclaim_delay = 60;
 	cfg->max_jobs = 0;
 }
 
@@ -145,7 +150,10 @@ static int check_config(const struct sim_config *c, struct ty_err *err)
 	if (c->tick < 1 || c->horizon < c->tick || c->warmup < 0 || c->warmup >= c->horizon ||
 	    c->drain < 0 || c->half_life < 1 || c->load <= 0)
 		return ty_err_set(err, TY_EINVAL, "bad time parameters");
-	if (c->ckpt_min < 1 || c->ckpt_max < c->ckpt_min || c->min_runtime < 0)
+	if (c->ckpt_min < 1 || c->ckpt_max < c->ckpt_min || c->min_runtime < 0 ||
+	    c->ckpt_cost_min < 0 || c->ckpt_cost_max < c->ckpt_cost_min ||
+	    c->ckpt_cost_max >= c->ckpt_min || c->signal_ckpt_pct < 0 || c->signal_ckpt_pct > 100 ||
+	    c->spec_grace < 0 || c->reclaim_delay < 0)
 		return ty_err_set(err, TY_EINVAL, "bad checkpoint parameters");
 	if (c->light_teams < 0 || c->light_teams >= c->teams || c->light_load < 0 ||
 	    c->stop_delay < 0 || c->max_jobs < 0)
@@ -346,6 +354,16 @@ int sim_workload_generate(struct sim_workload **out, const struct sim_config *cf
 	if ((rc = make_teams(w, &st)) || (rc = make_jobs(w, &st))) {
 		sim_workload_free(w);
 		return ty_err_set(err, rc, "generating the workload");
+	}
+	/* on a stream of their own: the rest of the workload is as before they existed */
+	st = cfg->seed ^ 0x6a09e667f3bcc908ULL;
+	for (int i = 0; i < w->njobs; i++) {
+		struct sim_job *j = &w->jobs[i];
+
+		j->ckpt_cost = cfg->ckpt_cost_min +
+			       (int64_t)(sim__uniform(&st) *
+					 (double)(cfg->ckpt_cost_max - cfg->ckpt_cost_min + 1));
+		j->signal_ckpt = sim__below(&st, 100) < cfg->signal_ckpt_pct;
 	}
 	*out = w;
 	return 0;

@@ -47,8 +47,27 @@ void sched_config_default(struct sched_config *c)
 	c->class_min_runtime_s[SCHED_CLASS_HIGH] = 600;
 	c->class_min_runtime_s[SCHED_CLASS_NORMAL] = 600;
 	c->class_min_runtime_s[SCHED_CLASS_LOW] = 300;
+	c->reclaim_delay_s = 60;
+	c->grace_margin_pct = 50;
+	for (int k = 0; k < SCHED_CLASS_COUNT; k++)
+		c->grace_min_s[k] = k == SCHED_CLASS_SCAVENGER ? 10 : 30;
+	c->grace_max_s[SCHED_CLASS_HIGH] = 1800;
+	c->grace_max_s[SCHED_CLASS_NORMAL] = 900;
+	c->grace_max_s[SCHED_CLASS_LOW] = 600;
+	c->grace_max_s[SCHED_CLASS_SCAVENGER] = 300;
 	c->port_lo = 29500;
 	c->port_hi = 29999;
 	c->backfill = true;
 	c->preemption = true;
+}
+
+int sched_grace_seconds(int64_t measured_ms, int margin_pct, int64_t min_s, int64_t max_s)
+{
+	int64_t g = measured_ms > 0 ? (measured_ms * (100 + margin_pct) + 99999) / 100000 : 0;
+
+	if (g > max_s)
+		g = max_s;
+	if (g < min_s)
+		g = min_s;
+	return (int)g;
 }

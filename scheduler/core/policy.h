@@ -227,6 +227,23 @@ struct sched_config {
 	 * (default high 600 s, normal 600 s, low 300 s, scavenger 0 s).
 	 */
 	int64_t class_min_runtime_s[SCHED_CLASS_COUNT];
+	/*
+	 * Reclaim delay: a borrowing gang is protected against a cohort peer
+	 * reclaiming its nominal quota for at most this long after its start,
+	 * whatever its minimum runtime (which still protects it against class
+	 * preemption). Per cohort in sched_input.cohorts; this is the rest's
+	 * (default 60 s).
+	 */
+	int64_t reclaim_delay_s;
+	/*
+	 * A victim's checkpoint grace from its measured checkpoint duration
+	 * (sched_grace_seconds): the margin in percent and each class's bounds
+	 * (default 50 %; high, normal, low 30-1800, 30-900, 30-600 s,
+	 * scavenger 10-300 s: the daemon's --grace-* defaults). The core does
+	 * not use them; kept here so the daemon and the simulation share them.
+	 */
+	int grace_margin_pct;
+	int64_t grace_min_s[SCHED_CLASS_COUNT], grace_max_s[SCHED_CLASS_COUNT];
 	int port_lo, port_hi; /* rendezvous port range (default 29500-29999) */
 	bool backfill;	      /* false: nothing behind the head job starts (default true) */
 	/*
@@ -256,9 +273,24 @@ struct sched_config {
 /* Fill c with the defaults above. */
 void sched_config_default(struct sched_config *c);
 
+/*
+ * A preempted gang's grace in seconds from its job's measured checkpoint
+ * duration (signal to committed): measured × (100 + margin_pct) / 100
+ * rounded up, within [min_s, max_s] (docs/dispatch.md, "Preemption").
+ */
+int sched_grace_seconds(int64_t measured_ms, int margin_pct, int64_t min_s, int64_t max_s);
+
+/* A cohort whose reclaim delay is not sched_config.reclaim_delay_s (borrowed name). */
+struct sched_cohort_in {
+	const char *name;
+	int64_t reclaim_delay_s; /* >= 0 */
+};
+
 struct sched_input {
 	int64_t now_ms;
 	struct sched_config cfg;
+	const struct sched_cohort_in *cohorts; /* names no team has are ignored */
+	int ncohorts;
 	const struct sched_node_in *nodes;
 	int nnodes;
 	const struct sched_team_in *teams;
@@ -376,13 +408,16 @@ struct sched_pending_out {
 	/*
 	 * SCHED_WAIT_NODES, SCHED_WAIT_TOPOLOGY, SCHED_WAIT_HEAD of a first-tier
 	 * job that reclaim would make room for but for borrowing gangs younger
-	 * than their minimum runtime: protected_count such gangs would be needed,
-	 * protected_job is the one protected longest, protected_until_ms when the
-	 * last of them may be preempted. 0 = not the case.
+	 * than their minimum runtime and their cohort's reclaim delay:
+	 * protected_count such gangs would be needed, protected_job is the one
+	 * protected longest, protected_until_ms when the last of them may be
+	 * preempted (protected_by_delay: that is its reclaim delay's end, not its
+	 * minimum runtime's). 0 = not the case.
 	 */
 	int64_t protected_job;
 	int protected_count;
 	int64_t protected_until_ms;
+	bool protected_by_delay;
 	/*
 	 * Kept off spot nodes (spot rule NEVER or FALLBACK) while some
 	 * schedulable spot node exists: SCHED_WAIT_HEAD's text says it waits

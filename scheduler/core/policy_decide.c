@@ -332,6 +332,7 @@ static int decide_one(struct ctx *c, int i)
 		o->protected_job = 0;
 		o->protected_count = 0;
 		o->protected_until_ms = 0;
+		o->protected_by_delay = false;
 		o->reason = SCHED_WAIT_RESERVED;
 		o->other_job = c->in->pending[c->d->head].job;
 		o->at_ms = c->resv_ms;
@@ -400,6 +401,7 @@ static void ctx_free(struct ctx *c)
 	sched__view_release(&c->cap_od);
 	free(c->qt);
 	free(c->cohort);
+	free(c->reclaim_delay_ms);
 	free(c->coh);
 	free(c->reclaim_used);
 	free(c->spent);
@@ -790,6 +792,7 @@ int sched_decide(struct sched_decisions **out, const struct sched_input *in, str
 			o->protected_job = 0;
 			o->protected_count = 0;
 			o->protected_until_ms = 0;
+			o->protected_by_delay = false;
 		}
 	}
 

@@ -95,7 +95,8 @@ struct ctx {
 
 	/* teams */
 	struct quota_team *qt;
-	int *cohort; /* per team, -1 = none */
+	int *cohort;		   /* per team, -1 = none */
+	int64_t *reclaim_delay_ms; /* per team: its cohort's reclaim delay */
 	struct quota_cohort *coh;
 	int ncoh;
 	/*

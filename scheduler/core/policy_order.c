@@ -123,6 +123,17 @@ static int cmp_cname(const void *a, const void *b)
 	return r ? r : (x->team > y->team) - (x->team < y->team);
 }
 
+/* The reclaim delay of cohort name (NULL: none): its own, else the config's. */
+static int64_t reclaim_delay_s(const struct sched_input *in, const char *name)
+{
+	int64_t d = in->cfg.reclaim_delay_s;
+
+	for (int k = 0; name && k < in->ncohorts; k++)
+		if (in->cohorts[k].name && !strcmp(in->cohorts[k].name, name))
+			d = in->cohorts[k].reclaim_delay_s;
+	return d > 0 ? d : 0;
+}
+
 int sched__setup_teams(struct ctx *c, const struct sched_input *in)
 {
 	int nt = in->nteams;
@@ -131,13 +142,14 @@ int sched__setup_teams(struct ctx *c, const struct sched_input *in)
 
 	c->qt = calloc((size_t)nt + 1, sizeof(*c->qt));
 	c->cohort = calloc((size_t)nt + 1, sizeof(*c->cohort));
+	c->reclaim_delay_ms = calloc((size_t)nt + 1, sizeof(*c->reclaim_delay_ms));
 	c->coh = calloc((size_t)nt + 1, sizeof(*c->coh));
 	c->reclaim_used = calloc((size_t)nt + 1, sizeof(*c->reclaim_used));
 	c->team_freed = calloc((size_t)nt + 1, sizeof(*c->team_freed));
 	c->runs_off = calloc((size_t)nt + 2, sizeof(*c->runs_off));
 	c->spent = calloc((size_t)nt + 1, sizeof(*c->spent));
-	if (!c->spent || !cn || !c->qt || !c->cohort || !c->coh || !c->reclaim_used || !c->team_freed ||
-	    !c->runs_off) {
+	if (!c->spent || !cn || !c->qt || !c->cohort || !c->reclaim_delay_ms || !c->coh ||
+	    !c->reclaim_used || !c->team_freed || !c->runs_off) {
 		free(cn);
 		return TY_ENOMEM;
 	}
@@ -150,6 +162,7 @@ int sched__setup_teams(struct ctx *c, const struct sched_input *in)
 		c->qt[t].in_cohort = ti->cohort && ti->cohort[0];
 		c->cohort[t] = -1;
 		c->spent[t] = ti->spent > 0 ? ti->spent : 0;
+		c->reclaim_delay_ms[t] = reclaim_delay_s(in, ti->cohort) * 1000;
 		if (c->qt[t].in_cohort)
 			cn[ncn++] = (struct cname){ti->cohort, t};
 	}

@@ -131,6 +131,8 @@ int sched_reason_format_at(char *buf, size_t n, const struct sched_input *in,
 		when = tb;
 	}
 	if (o->protected_job && o->protected_count > 0) {
+		const char *why = o->protected_by_delay ? "reclaim delay" : "minimum runtime";
+
 		if (!protected_when) {
 			char rb[40];
 
@@ -143,13 +145,13 @@ int sched_reason_format_at(char *buf, size_t n, const struct sched_input *in,
 		if (o->protected_count == 1)
 			snprintf(prot, sizeof(prot),
 				 ": the borrowing job that holds them is protected until %s "
-				 "(minimum runtime)",
-				 protected_when);
+				 "(%s)",
+				 protected_when, why);
 		else
 			snprintf(prot, sizeof(prot),
 				 ": the %d borrowing jobs that hold them are protected until %s "
-				 "(minimum runtime)",
-				 o->protected_count, protected_when);
+				 "(%s)",
+				 o->protected_count, protected_when, why);
 	}
 	if (N == 1)
 		snprintf(shape, sizeof(shape), "a node with %d free GPU%s", G, plural(G));

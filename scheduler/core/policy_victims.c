@@ -89,6 +89,19 @@ static bool protected_run(const struct ctx *c, const struct sched_running_in *ru
 	return c->now < protected_until(c, ru);
 }
 
+/*
+ * The same against a cohort peer reclaiming its nominal quota: borrowed
+ * GPUs come back within the borrower's cohort's reclaim delay (plus its
+ * grace), however long its minimum runtime.
+ */
+static int64_t reclaim_protected_until(const struct ctx *c, const struct sched_running_in *ru)
+{
+	int64_t until = protected_until(c, ru);
+	int64_t delay = ru->start_ms + c->reclaim_delay_ms[ru->team];
+
+	return delay < until ? delay : until;
+}
+
 /* Reclaim stays in the cohort: only a cohort peer can borrow a team's nominal. */
 static bool same_cohort(const struct ctx *c, int u, int t)
 {
@@ -109,9 +122,9 @@ static bool victim_ok(const struct ctx *c, int r, int t, int cls, bool reclaim)
 		return false;
 	if (u == t)
 		return (int)ru->cls > cls && !protected_run(c, ru);
-	if (protected_run(c, ru) && !c->dry)
-		return false;
 	if (!reclaim || !same_cohort(c, u, t))
+		return false;
+	if (c->now < reclaim_protected_until(c, ru) && !c->dry)
 		return false;
 	/* only while its team still borrows (before this one goes) */
 	return c->reclaim_used[u] - c->team_freed[u] > c->qt[u].nominal;
@@ -530,13 +543,14 @@ int sched__try_preempt(struct ctx *c, int i, bool lng, struct view *v, int64_t d
 			const struct sched_running_in *ru = &c->in->running[c->vict[k]];
 			int64_t u;
 
-			if (ru->preempting || !protected_run(c, ru))
+			/* only reclaim is planned dry: its victims are other teams' */
+			if (ru->preempting || c->now >= (u = reclaim_protected_until(c, ru)))
 				continue;
-			u = protected_until(c, ru);
 			o->protected_count++;
 			if (!o->protected_job || u > until ||
 			    (u == until && ru->job < o->protected_job)) {
 				o->protected_job = ru->job;
+				o->protected_by_delay = u < protected_until(c, ru);
 				until = u;
 			}
 		}

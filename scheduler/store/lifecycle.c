@@ -549,13 +549,13 @@ static const char SQL_ATTEMPT_PREEMPT[] =
     "WITH c AS (SELECT"
     /* the API fills the spec's defaults; $8, $9 (proto/job_spec.c) only guard old rows */
     "  coalesce(j.spec->'checkpoint'->>'signal', $8) AS signal,"
-    "  greatest(coalesce((j.spec->'checkpoint'->>'grace_seconds')::integer, $9::integer),"
-    "   0) AS grace"
+    "  greatest(coalesce($10::integer,"
+    "   (j.spec->'checkpoint'->>'grace_seconds')::integer, $9::integer), 0) AS grace"
     "  FROM jobs j WHERE j.id = $1 AND j.attempt = $2"
     "  AND NOT j.cancel_requested"
     "  AND j.state IN ('scheduled', 'starting', 'running') FOR UPDATE)"
     " UPDATE attempts t SET state = 'stopping', failure_class = 'preempted',"
-    " message = $4, preempted_for = $3, spot_node = $5,"
+    " message = $4, preempted_for = $3, spot_node = $5, checkpoint_signal_at = now(),"
     /* a spot notice's deadline (less the margin) cuts the grace short */
     " kill_at = greatest(now(), least(now() + c.grace * interval '1 second',"
     "  coalesce(to_timestamp($6::bigint / 1000.0)"
@@ -568,7 +568,7 @@ static const char SQL_ATTEMPT_PREEMPT[] =
 int sched_store_attempt_preempt(struct sched_store_preempt *out, bool *moved, struct ty_pg *pg,
 				const struct sched_store_preempt_req *r, struct ty_err *err)
 {
-	char jb[24], ab[24], fb[24], db[24], mb[24], gb[24];
+	char jb[24], ab[24], fb[24], db[24], mb[24], gb[24], rb[24];
 	const char *p[] = {sched_i64(jb, r->job),
 			   sched_i64(ab, r->attempt),
 			   r->for_job ? sched_i64(fb, r->for_job) : NULL,
@@ -577,13 +577,14 @@ int sched_store_attempt_preempt(struct sched_store_preempt *out, bool *moved, st
 			   r->deadline_ms ? sched_i64(db, r->deadline_ms) : NULL,
 			   sched_i64(mb, r->margin_s),
 			   proto_spec_default_str("checkpoint", "signal"),
-			   sched_i64(gb, proto_spec_default_int("checkpoint", "grace_seconds"))};
+			   sched_i64(gb, proto_spec_default_int("checkpoint", "grace_seconds")),
+			   r->grace_s >= 0 ? sched_i64(rb, r->grace_s) : NULL};
 	PGresult *res = NULL;
 	int rc;
 
 	*moved = false;
 	memset(out, 0, sizeof(*out));
-	if ((rc = ty_pg_exec(&res, pg, SQL_ATTEMPT_PREEMPT, 9, p, err)))
+	if ((rc = ty_pg_exec(&res, pg, SQL_ATTEMPT_PREEMPT, 10, p, err)))
 		return rc;
 	if (PQntuples(res) == 1) {
 		if (!(out->signal = strdup(PQgetvalue(res, 0, 0)))) {

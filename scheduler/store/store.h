@@ -162,6 +162,7 @@ struct sched_store_preempt_req {
 	const char *spot_node; /* NULL: none */
 	int64_t deadline_ms;   /* 0: none */
 	int64_t margin_s;      /* kill_at is at most deadline - margin */
+	int grace_s;	       /* the grace chosen from measurements; < 0: the job's spec's */
 };
 /* A preemption started: the job's checkpoint signal and the seconds until kill_at. */
 struct sched_store_preempt {
@@ -170,9 +171,9 @@ struct sched_store_preempt {
 };
 /*
  * The attempt of an active job with no cancel requested to stopping, failure
- * class preempted, kill_at after the job's checkpoint grace (cut short by a
- * deadline); *moved false when it was over or being stopped already.
- * out->signal is new (free it).
+ * class preempted, checkpoint_signal_at now, kill_at after r->grace_s or the
+ * job's checkpoint grace (cut short by a deadline); *moved false when it
+ * was over or being stopped already. out->signal is new (free it).
  */
 int sched_store_attempt_preempt(struct sched_store_preempt *out, bool *moved, struct ty_pg *pg,
 				const struct sched_store_preempt_req *r, struct ty_err *err);
@@ -646,6 +647,29 @@ int sched_store_checkpoint_report(struct sched_store_ckpt_outcome *out, struct t
  */
 int sched_store_checkpoint_storage(struct ty_pg *pg, int64_t job, const char *node,
 				   int64_t local_bytes, int64_t store_bytes, struct ty_err *err);
+/* ---- grace.c: measured checkpoint durations (checkpoint-aware preemption) ---- */
+
+/* What a victim's grace is sized from. */
+struct sched_store_grace_in {
+	char cls[16];	      /* the job's priority class */
+	int64_t measured_ms;  /* the longest of its last measured durations; -1: none */
+	int64_t spec_grace_s; /* its spec's checkpoint.grace_seconds */
+};
+/*
+ * The job's class, measured checkpoint duration and spec's grace (zeroed,
+ * measured_ms -1, when no such job).
+ */
+int sched_store_grace_inputs(struct sched_store_grace_in *out, struct ty_pg *pg, int64_t job,
+			     struct ty_err *err);
+/*
+ * A valid checkpoint written after the checkpoint signal, reported by node
+ * a->node of a preempted attempt: the first one (per attempt) is recorded
+ * and its duration since the signal kept for the job (the last three).
+ * *ms: that duration; -1 when nothing was recorded (not preempted, no
+ * signal, measured before, a node without a part in it).
+ */
+int sched_store_checkpoint_committed(int64_t *ms, struct ty_pg *pg,
+				     const struct sched_store_part *a, struct ty_err *err);
 
 /* ---- ranks.c: ranks' ends ---- */
 

@@ -49,6 +49,8 @@ TY_TEST(workload_is_well_formed)
 		CHECK(j->gpus_per_node >= 1 && j->gpus_per_node <= cfg.gpus_per_node);
 		CHECK(j->duration >= 60 && j->duration <= j->max_runtime);
 		CHECK(!j->need_block || j->nodes > 1);
+		CHECK(j->ckpt_cost >= cfg.ckpt_cost_min && j->ckpt_cost <= cfg.ckpt_cost_max);
+		CHECK(j->ckpt_cost < j->ckpt_every);
 		if (ty_test_failed())
 			break;
 	}
@@ -172,6 +174,59 @@ TY_TEST(contention_shares_and_starvation_bound)
 	CHECK(r->preemptions > 0);
 	CHECK(r->utilization > 0.80);
 	sim_report_free(r);
+}
+
+/*
+ * Checkpoint-aware preemption with the daemon's inputs (committed
+ * checkpoints as their events arrive, the measured grace, the reclaim
+ * delay): the report's fields exist and are sane, and the old victim choice
+ * (youngest first) ran on the same workload and seed.
+ */
+TY_TEST(checkpoint_aware_preemption_report)
+{
+	struct sim_config cfg;
+	struct sim_workload *w = NULL;
+	struct sim_report *r = NULL;
+	struct ty_err err = {0};
+
+	sim_config_default(&cfg);
+	cfg.nodes = 32;
+	cfg.block_nodes = 4;
+	cfg.teams = 8;
+	cfg.cohorts = 2;
+	cfg.light_teams = 2;
+	cfg.horizon = 24 * 3600;
+	cfg.warmup = 4 * 3600;
+	cfg.drain = 6 * 3600;
+	cfg.seed = 7;
+	REQUIRE_INT_EQ(sim_workload_generate(&w, &cfg, &err), 0);
+	REQUIRE_INT_EQ(sim_compare(&r, w, &err), 0);
+	ty_test_note("%lld preemptions, %lld killed on commit, %lld measured graces; reclaim "
+		     "wait of %lld jobs p50 %.0f s p90 %.0f s max %.0f s; lost %.1f GPU-hours, "
+		     "youngest first %.1f in %lld preemptions",
+		     (long long)r->preemptions, (long long)r->killed_on_commit,
+		     (long long)r->measured_graces, (long long)r->reclaim_wait.n,
+		     r->reclaim_wait.p50, r->reclaim_wait.p90, r->reclaim_wait.max,
+		     (double)r->lost_gpu_seconds / 3600, (double)r->lost_gpu_seconds_by_age / 3600,
+		     (long long)r->preemptions_by_age);
+	CHECK_INT_EQ(r->violations, 0);
+	if (r->violations)
+		ty_test_note("first violation: %s", r->first_violation);
+	CHECK(r->preempt_reclaim > 0);
+	CHECK(r->killed_on_commit > 0 && r->killed_on_commit <= r->preemptions);
+	CHECK(r->measured_graces <= r->preemptions);
+	CHECK(r->reclaim_wait.n > 0 && r->reclaim_wait.n <= r->preempt_reclaim);
+	CHECK(r->reclaim_wait.p50 >= 0 && r->reclaim_wait.p50 <= r->reclaim_wait.p90 &&
+	      r->reclaim_wait.p90 <= r->reclaim_wait.max);
+	CHECK(r->lost_gpu_seconds >= 0);
+	CHECK(r->lost_gpu_seconds_by_age >= 0);
+	CHECK(r->preemptions_by_age > 0);
+	sim_report_free(r);
+	/* a plain run leaves the comparison out */
+	REQUIRE_INT_EQ(sim_run(&r, w, &err), 0);
+	CHECK_INT_EQ(r->lost_gpu_seconds_by_age, -1);
+	sim_report_free(r);
+	sim_workload_free(w);
 }
 
 /* Below capacity nothing starves: every job starts and completes. */

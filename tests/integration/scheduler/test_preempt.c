@@ -1,8 +1,10 @@
 /*
  * Reclaim preemption through the daemon, the test playing the executors:
- * checkpoint rows, kill rows after the grace period, requeue without the
- * retry budget, the preemptions counter; and what each cycle publishes
- * (pending reasons, queue positions, team usage).
+ * checkpoint rows, kill rows after the grace period or once the checkpoint
+ * is committed, the grace from the measured checkpoint time, the cohort's
+ * reclaim delay, requeue without the retry budget, the preemptions
+ * counter; and what each cycle publishes (pending reasons, queue
+ * positions, team usage).
  */
 #include "fixture.h"
 #include "ty_stack.h"
@@ -562,6 +564,170 @@ TY_TEST(reclaim_preempts_the_gang_that_loses_least_since_its_checkpoint)
 	fx_sched_stop(f, 0);
 }
 
+/*
+ * Kill on the committed event: a valid checkpoint written after the signal
+ * ends the grace at once (kill_at is an hour away), its duration is kept for
+ * the job, and a second report of it (another node, a redelivery) changes
+ * nothing.
+ */
+TY_TEST(a_checkpoint_committed_after_the_signal_sends_the_kill_before_kill_at)
+{
+	struct world w;
+	struct fx *f;
+	const struct proto_msg *c, *k;
+	const char *cnode;
+
+	borrowed_cluster(&w, no_min_runtime, ",'checkpoint':{'grace_seconds':3600}");
+	f = w.f;
+	reclaim(&w, &c, &cnode);
+	CHECK_INT_EQ(dint(c, "grace_seconds"), 3600);
+	FX_WAIT(f, T, "preempting", "SELECT state FROM jobs WHERE id = $1", fx_n(c->job));
+	CHECK_STR_EQ(FX_Q(f,
+			  "SELECT data->>'grace_source' FROM job_events"
+			  " WHERE job_id = $1 AND type = 'preempting'",
+			  fx_n(c->job)),
+		     "spec");
+	/* three measured before (after the grace was chosen): the oldest goes */
+	FX_Q(f, "UPDATE jobs SET checkpoint_durations_ms = '{1,2,3}' WHERE id = $1 RETURNING id",
+	     fx_n(c->job));
+	/* torn, or written before the signal: still waiting */
+	fx_send(f, cnode, "checkpoint_written", c->job, 1,
+		"{'path':'/ckpt/step-150','step':150,'valid':false,'status':'torn',"
+		"'after_signal':true}");
+	fx_send(f, cnode, "checkpoint_written", c->job, 1,
+		"{'path':'/ckpt/step-160','step':160,'valid':true,'after_signal':false}");
+	FX_WAIT(f, T, "160", "SELECT last_checkpoint_step FROM attempts WHERE job_id = $1",
+		fx_n(c->job));
+	CHECK_INT_EQ(fx_count(f, cnode, "kill", c->job, 0), 0);
+	CHECK_STR_EQ(
+	    FX_Q(f, "SELECT checkpoint_durations_ms::text FROM jobs WHERE id = $1", fx_n(c->job)),
+	    "{1,2,3}");
+	/* committed after the signal: the kill now */
+	fx_send(f, cnode, "checkpoint_written", c->job, 1,
+		"{'path':'/ckpt/step-200','step':200,'valid':true,'after_signal':true}");
+	k = fx_recv(f, cnode, "kill", c->job, T);
+	REQUIRE(k != NULL);
+	CHECK_STR_EQ(dstr(k, "reason"), "preempted");
+	CHECK_STR_EQ(FX_Q(f,
+			  "SELECT (kill_at > now() + interval '3000 seconds')::text || ' ' ||"
+			  " (checkpoint_committed_at >= checkpoint_signal_at)::text"
+			  " FROM attempts WHERE job_id = $1 AND attempt = 1",
+			  fx_n(c->job)),
+		     "true true");
+	/* the duration kept is the attempt's signal → committed, the last three kept */
+	CHECK_STR_EQ(FX_Q(f,
+			  "SELECT j.checkpoint_durations_ms[1:2]::text || ' ' ||"
+			  " cardinality(j.checkpoint_durations_ms)::text || ' ' ||"
+			  " (abs(j.checkpoint_durations_ms[3] - 1000 * extract(epoch FROM"
+			  "  t.checkpoint_committed_at - t.checkpoint_signal_at)) <= 1)::text"
+			  " FROM jobs j JOIN attempts t ON t.job_id = j.id AND t.attempt = 1"
+			  " WHERE j.id = $1",
+			  fx_n(c->job)),
+		     "{2,3} 3 true");
+	FX_WAIT(f, T, "1",
+		"SELECT count(*) FROM job_events WHERE job_id = $1 AND type = 'stopping'"
+		" AND message LIKE 'checkpoint step 200 of attempt 1 committed % s after the "
+		"signal: kill sent to 1 node'",
+		fx_n(c->job));
+	/* the same checkpoint again: measured once, no second kill */
+	fx_send(f, cnode, "checkpoint_written", c->job, 1,
+		"{'path':'/ckpt/step-200','step':200,'valid':true,'after_signal':true}");
+	fx_sync(f, T);
+	CHECK_STR_EQ(FX_Q(f, "SELECT checkpoint_durations_ms[1:2]::text FROM jobs WHERE id = $1",
+			  fx_n(c->job)),
+		     "{2,3}");
+	CHECK_STR_EQ(FX_Q(f,
+			  "SELECT count(*) FROM job_events WHERE job_id = $1 AND type = 'stopping'",
+			  fx_n(c->job)),
+		     "1");
+	/* the node reports: requeued as before */
+	fx_exit(f, cnode, victim_launch(&w, c), -1, "preempted", "preempted: checkpoint verified");
+	FX_WAIT(f, T, "pending 1", "SELECT state || ' ' || preemptions FROM jobs WHERE id = $1",
+		fx_n(c->job));
+	fx_sched_stop(f, 0);
+}
+
+/*
+ * The grace follows the job's measured checkpoint time: the longest of the
+ * last three × 1.5 (--grace-margin-percent 50), within the class's bounds,
+ * whatever the spec's grace_seconds.
+ */
+TY_TEST(the_grace_window_follows_the_measured_checkpoint_time)
+{
+	static const struct {
+		const char *durations, *bounds;
+		int spec, grace;
+		const char *how; /* NULL: the spec's grace */
+	} rows[] = {
+	    {"{42000}", "--grace-min-seconds=normal=30", 5, 63, "measured 42.0 s, grace 63 s"},
+	    {"{2000,42000,1000}", "--grace-min-seconds=normal=30", 5, 63,
+	     "measured 42.0 s, grace 63 s"},
+	    {"{1000}", "--grace-min-seconds=normal=30", 5, 30, "measured 1.0 s, grace 30 s"},
+	    {"{42000}", "--grace-max-seconds=normal=50", 5, 50, "measured 42.0 s, grace 50 s"},
+	    /* grace_seconds 0: no checkpoint wanted, whatever was measured */
+	    {"{42000}", "--grace-min-seconds=normal=30", 0, 0, NULL},
+	};
+
+	for (size_t r = 0; r < sizeof(rows) / sizeof(rows[0]); r++) {
+		const char *args[] = {"--min-runtime-seconds=high=0,normal=0,low=0,scavenger=0",
+				      rows[r].bounds, NULL};
+		struct world w;
+		struct fx *f;
+		const struct proto_msg *c;
+		const char *cnode;
+
+		ty_test_context("%s %s", rows[r].durations, rows[r].bounds);
+		borrowed_cluster(&w, args,
+				 ty_test_strf(",'checkpoint':{'grace_seconds':%d}", rows[r].spec));
+		f = w.f;
+		/* as measured by earlier preemptions of each */
+		FX_Q(f,
+		     "UPDATE jobs SET checkpoint_durations_ms = $1::integer[] WHERE id IN ($2, $3)"
+		     " RETURNING id",
+		     rows[r].durations, fx_n(w.a1), fx_n(w.a2));
+		reclaim(&w, &c, &cnode);
+		CHECK_INT_EQ(dint(c, "grace_seconds"), rows[r].grace);
+		FX_WAIT(f, T, "1",
+			"SELECT count(*) FROM job_events WHERE job_id = $1 AND type = 'preempting'",
+			fx_n(c->job));
+		CHECK_STR_EQ(FX_Q(f,
+				  "SELECT substring(message from ' killed in .*') || ' ' ||"
+				  " (data->>'grace_source') FROM job_events"
+				  " WHERE job_id = $1 AND type = 'preempting'",
+				  fx_n(c->job)),
+			     rows[r].how ? ty_test_strf(" killed in %d s (%s) measured",
+							rows[r].grace, rows[r].how)
+					 : ty_test_strf(" killed in %d s spec", rows[r].grace));
+		CHECK_STR_EQ(FX_Q(f,
+				  "SELECT round(extract(epoch FROM kill_at - checkpoint_signal_at))"
+				  " FROM attempts WHERE job_id = $1 AND attempt = 1",
+				  fx_n(c->job)),
+			     fx_n(rows[r].grace));
+		fx_sched_stop(f, 0);
+	}
+	ty_test_context(NULL);
+}
+
+/*
+ * A team reclaiming its nominal quota waits the cohort's reclaim delay, not
+ * the 600 s minimum runtime of class normal (the default): with c1's delay
+ * 0 the borrowing gang is preempted at once.
+ */
+TY_TEST(nominal_reclaim_waits_the_cohort_delay_not_the_class_minimum)
+{
+	static const char *const args[] = {"--cohort-reclaim-delay-seconds=c1=0,other=600", NULL};
+	struct world w;
+	const struct proto_msg *c;
+	const char *cnode;
+
+	borrowed_cluster(&w, args, "");
+	reclaim(&w, &c, &cnode);
+	CHECK(c->job == w.a1 || c->job == w.a2);
+	/* a cohort no team is in is logged */
+	CHECK(strstr(fx_sched_log(w.f, 0), "no team is in cohort 'other'") != NULL);
+	fx_sched_stop(w.f, 0);
+}
+
 TY_TEST(min_runtime_protects_a_young_gang)
 {
 	struct world w;
@@ -569,7 +735,10 @@ TY_TEST(min_runtime_protects_a_young_gang)
 	const char *cnode;
 	long long b1;
 
-	/* the default: normal jobs run 600 s before they may be preempted */
+	/*
+	 * the default: normal jobs run 600 s before they may be preempted, and
+	 * a borrowing one 60 s (the reclaim delay) before reclaim takes it
+	 */
 	borrowed_cluster(&w, NULL, "");
 	f = w.f;
 	b1 = fx_submit_to(f, w.b, ",'resources':{'nodes':1,'gpus_per_node':2}");

@@ -482,3 +482,41 @@ TY_TEST(api_trigger_preempts_like_a_notice)
 	FX_WAIT(f, T, "ready", "SELECT state FROM nodes WHERE id = 'n1'");
 	fx_sched_stop(f, 0);
 }
+
+/*
+ * A grace sized from the job's measured checkpoint time (42 s measured:
+ * 63 s) never runs past the spot deadline: cut short, and the event says so.
+ */
+TY_TEST(a_measured_grace_is_cut_short_by_the_deadline)
+{
+	struct fx *f = fx_start();
+	const struct proto_msg *l1, *c;
+	long long job;
+
+	fx_node_pool(f, "n1", 2, "spot");
+	fx_sched_start(f, "s1", NULL);
+	FX_WAIT(f, T, "1", "SELECT count(*) FROM nodes WHERE state = 'ready'");
+	job = fx_submit(f, ",'resources':{'nodes':1,'gpus_per_node':2},'spot':{'allowed':true},"
+			   "'checkpoint':{'grace_seconds':300}");
+	l1 = fx_recv(f, "n1", "launch", job, T);
+	REQUIRE(l1 != NULL);
+	fx_run(f, "n1", l1);
+	FX_WAIT(f, T, "running", "SELECT state FROM jobs WHERE id = $1", fx_n(job));
+	FX_Q(f, "UPDATE jobs SET checkpoint_durations_ms = '{42000}' WHERE id = $1 RETURNING id",
+	     fx_n(job));
+	fx_api_body(f, "POST", "/v1/nodes/n1/preempt", "{'deadline_seconds':30}", 200);
+	c = fx_recv(f, "n1", "checkpoint", job, T);
+	REQUIRE(c != NULL);
+	CHECK(dint(c, "grace_seconds") <= 25); /* 30 s less the margin, not 63 */
+	FX_WAIT(f, T, "t",
+		"SELECT message LIKE '%; SIGUSR1 sent to 1 node, killed in __ s (measured 42.0 s,"
+		" grace 63 s, cut to __ s by the deadline)' FROM job_events"
+		" WHERE job_id = $1 AND type = 'preempting'",
+		fx_n(job));
+	CHECK_STR_EQ(FX_Q(f,
+			  "SELECT data->>'grace_source' FROM job_events"
+			  " WHERE job_id = $1 AND type = 'preempting'",
+			  fx_n(job)),
+		     "measured");
+	fx_sched_stop(f, 0);
+}

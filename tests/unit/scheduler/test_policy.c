@@ -232,17 +232,22 @@ TY_TEST(reclaim_counts_work_lost_in_gpu_time)
 
 TY_TEST(reclaim_skips_protected_and_non_preemptible)
 {
+	/* the reclaim delay (default 60 s) ends the protection early; 3600 s here: the minimum */
 	static const struct {
 		const char *name;
-		int64_t age_s, min_runtime_s, class_min_s;
+		int64_t age_s, min_runtime_s, class_min_s, delay_s;
 		bool preemptible;
 		const char *victim;
 	} rows[] = {
-	    {"younger than its own minimum runtime", 60, 600, 0, true, "32"},
-	    {"younger than its class minimum runtime", 60, 0, 600, true, "32"},
-	    {"the larger minimum wins", 700, 600, 900, true, "32"},
-	    {"old enough", 1000, 600, 900, true, "31"},
-	    {"not preemptible", 1000, 0, 0, false, "32"},
+	    {"younger than its own minimum runtime", 60, 600, 0, 3600, true, "32"},
+	    {"younger than its class minimum runtime", 60, 0, 600, 3600, true, "32"},
+	    {"the larger minimum wins", 700, 600, 900, 3600, true, "32"},
+	    {"old enough", 1000, 600, 900, 3600, true, "31"},
+	    {"not preemptible", 1000, 0, 0, 3600, false, "32"},
+	    {"younger than the reclaim delay", 59, 600, 600, 60, true, "32"},
+	    {"past the reclaim delay, within its minimums", 60, 600, 600, 60, true, "31"},
+	    {"past its minimums, within the reclaim delay", 60, 30, 30, 120, true, "31"},
+	    {"a reclaim delay of 0", 0, 600, 600, 0, true, "31"},
 	};
 
 	for (size_t k = 0; k < sizeof(rows) / sizeof(rows[0]); k++) {
@@ -253,6 +258,7 @@ TY_TEST(reclaim_skips_protected_and_non_preemptible)
 		ty_test_context("%s", rows[k].name);
 		reclaim_setup(&f, &a, &b);
 		f.in.cfg.class_min_runtime_s[SCHED_CLASS_LOW] = rows[k].class_min_s;
+		f.in.cfg.reclaim_delay_s = rows[k].delay_s;
 		/* 31 is the preferred victim (class low) unless protected */
 		r1 = fx_run(&f, 31, b, "n1:0-7", rows[k].age_s, 3600);
 		r1->cls = SCHED_CLASS_LOW;
@@ -1416,6 +1422,8 @@ TY_TEST(reason_names_the_protected_borrower)
 	fx_node(&f, "n2", 2, NULL, NULL, NULL);
 	demo = fx_team(&f, "demo", 4, -1, -1, "lab");
 	research = fx_team(&f, "research", 2, 2, -1, "lab");
+	/* a reclaim delay longer than the minimum runtime: the minimum ends it */
+	f.in.cfg.reclaim_delay_s = 3600;
 	/* borrowing 2, started 60 s ago: protected for 540 s more (normal: 600 s) */
 	fx_run(&f, 30, research, "n1:0-1|n2:0-1", 60, 86400);
 	fx_pend(&f, 100, demo, 1, 2, 0);
@@ -1450,6 +1458,72 @@ TY_TEST(reason_names_the_protected_borrower)
 	CHECK_STR_EQ(
 	    fx_reason_when(&f, 100, "18:00"),
 	    "waiting for a node with 2 free GPUs; next in line, nodes reserved from 18:00");
+	fx_done(&f);
+}
+
+/*
+ * The same borrower under the default reclaim delay (60 s) and a cohort of
+ * its own: the delay, not the 600 s class minimum, ends its protection
+ * against reclaim, and the reason says so; class preemption within its
+ * team still waits for the minimum.
+ */
+TY_TEST(reclaim_waits_the_cohort_delay_not_the_minimum_runtime)
+{
+	static const struct sched_cohort_in lab[] = {{"lab", 120}, {"elsewhere", 5}};
+	struct fx f;
+	int demo, research;
+
+	fx_init(&f);
+	fx_node(&f, "n1", 2, NULL, NULL, NULL);
+	fx_node(&f, "n2", 2, NULL, NULL, NULL);
+	demo = fx_team(&f, "demo", 4, -1, -1, "lab");
+	research = fx_team(&f, "research", 2, 2, -1, "lab");
+	fx_run(&f, 30, research, "n1:0-1|n2:0-1", 20, 86400);
+	fx_pend(&f, 100, demo, 1, 2, 0);
+	fx_decide(&f);
+	CHECK_STR_EQ(fx_victims(&f), "");
+	CHECK_INT_EQ(f.d->pending[0].protected_job, 30);
+	CHECK_INT_EQ(f.d->pending[0].protected_until_ms, NOW_MS + S(40));
+	CHECK(f.d->pending[0].protected_by_delay);
+	CHECK_STR_EQ(fx_reason(&f, 100),
+		     "waiting for a node with 2 free GPUs: the borrowing job that holds them is "
+		     "protected until 40s from now (reclaim delay); next in line, nodes "
+		     "reserved from in 24h00m");
+	f.in.now_ms = NOW_MS + S(40);
+	fx_decide(&f);
+	CHECK_STR_EQ(fx_victims(&f), "30");
+
+	/* the cohort's own delay (a name no team has changes nothing) */
+	f.in.now_ms = NOW_MS + S(40);
+	f.in.cohorts = lab;
+	f.in.ncohorts = 2;
+	fx_decide(&f);
+	CHECK_STR_EQ(fx_victims(&f), "");
+	CHECK_INT_EQ(f.d->pending[0].protected_until_ms, NOW_MS + S(100));
+	f.in.now_ms = NOW_MS + S(100);
+	fx_decide(&f);
+	CHECK_STR_EQ(fx_victims(&f), "30");
+	fx_done(&f);
+}
+
+/* Within a team, a higher class still waits for the victim's minimum runtime. */
+TY_TEST(class_preemption_still_waits_the_minimum_runtime)
+{
+	struct fx f;
+	int t;
+
+	fx_init(&f);
+	fx_node(&f, "n1", 2, NULL, NULL, NULL);
+	t = fx_team(&f, "t", 2, -1, -1, "lab");
+	fx_team(&f, "peer", 2, -1, -1, "lab");
+	fx_run(&f, 30, t, "n1:0-1", 120, 86400)->cls = SCHED_CLASS_LOW;
+	fx_pend(&f, 100, t, 1, 2, 0)->cls = SCHED_CLASS_HIGH;
+	f.in.cfg.reclaim_delay_s = 0;
+	fx_decide(&f);
+	CHECK_STR_EQ(fx_victims(&f), ""); /* low: 300 s */
+	f.in.now_ms = NOW_MS + S(180);
+	fx_decide(&f);
+	CHECK_STR_EQ(fx_victims(&f), "30");
 	fx_done(&f);
 }
 

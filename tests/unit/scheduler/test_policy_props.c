@@ -91,6 +91,8 @@ static void gen_world(struct world *w, uint64_t seed)
 	w->cfg.backfill = !chance(&r, 10);
 	for (int c = 0; c < SCHED_CLASS_COUNT; c++)
 		w->cfg.class_min_runtime_s[c] = chance(&r, 30) ? rin(&r, 0, 1800) : 0;
+	if (chance(&r, 30))
+		w->cfg.reclaim_delay_s = rin(&r, 0, 1800);
 	w->nn = (int)rin(&r, 2, MAXN);
 	for (int n = 0; n < w->nn; n++) {
 		static const int sizes[] = {8, 8, 8, 4, 2};
@@ -357,11 +359,15 @@ static int64_t rgpus(const struct wrun *ru)
 	return g;
 }
 
-static bool is_protected(const struct world *w, const struct wrun *ru)
+/* Against reclaim the cohort's reclaim delay ends the protection early. */
+static bool is_protected(const struct world *w, const struct wrun *ru, bool reclaim)
 {
 	int64_t m = ru->minrt > w->cfg.class_min_runtime_s[ru->cls]
 			? ru->minrt
 			: w->cfg.class_min_runtime_s[ru->cls];
+
+	if (reclaim && w->cfg.reclaim_delay_s < m)
+		m = w->cfg.reclaim_delay_s;
 
 	return w->now - ru->start < m * 1000;
 }
@@ -455,7 +461,7 @@ static void check_decision(struct world *w, const struct sched_decisions *d)
 		victim[e->running] = true;
 		CHECK(ru->preemptible);
 		CHECK(!ru->preempting);
-		if (is_protected(w, ru))
+		if (is_protected(w, ru, e->why == SCHED_PREEMPT_RECLAIM))
 			FAIL("protected job %lld preempted", (long long)ru->job);
 		CHECK_INT_EQ(d->pending[e->pending].reason, SCHED_WAIT_PREEMPTION);
 		if (e->why == SCHED_PREEMPT_CLASS) {
@@ -741,7 +747,8 @@ static void check_reclaim_settled(struct world *w, const struct sched_decisions 
 
 			/* reclaim is for first-tier jobs, from borrowers of the same cohort */
 			if (v->team == pj->team || !v->preemptible || v->preempting ||
-			    is_protected(w, v) || used[v->team] <= w->teams[v->team].nominal_gpus ||
+			    is_protected(w, v, true) ||
+			    used[v->team] <= w->teams[v->team].nominal_gpus ||
 			    !d->pending[i].within_nominal ||
 			    !same_cohort(&w->teams[v->team], &w->teams[pj->team]))
 				continue;
