@@ -1820,6 +1820,53 @@ static int on_checkpoint_committed(struct sched *s, const struct proto_msg *m, s
 }
 
 /*
+ * The job event a checkpoint report calls for: a node whose digest differs
+ * from the verifier's, or the resume checkpoint rejected (and where the
+ * next attempt resumes); none otherwise.
+ */
+static int checkpoint_report_event(struct sched *s, const struct proto_msg *m,
+				   const struct sched_store_ckpt_report *r,
+				   const struct sched_store_ckpt_outcome *o, struct ty_err *err)
+{
+	char text[512];
+	json_t *data;
+	int rc;
+
+	if (o->what == SCHED_CKPT_DISAGREES) {
+		snprintf(text, sizeof(text),
+			 "checkpoint step %lld: node %s reports MANIFEST.json digest %.12s, node %s "
+			 "verified %.12s",
+			 (long long)r->step, r->node, r->digest, o->node, o->digest);
+		data = json_pack("{s:I, s:I, s:s, s:s, s:s, s:s}", "attempt", (json_int_t)r->attempt,
+				 "step", (json_int_t)r->step, "node", r->node, "digest", r->digest,
+				 "verified_by", o->node, "verified_digest", o->digest);
+		rc = sched_job_event(s, m->job, "checkpoint_disagreement", o->job_state, text, data,
+				     err);
+		json_decref(data);
+		return rc;
+	}
+	if (o->what == SCHED_CKPT_REJECTED) {
+		char next[64] = "the start (no valid checkpoint left)";
+
+		if (o->next_step >= 0)
+			snprintf(next, sizeof(next), "step %lld", (long long)o->next_step);
+		snprintf(text, sizeof(text),
+			 "checkpoint step %lld rejected by node %s: %.300s; the next attempt resumes "
+			 "from %s",
+			 (long long)r->step, r->node, r->reason ? r->reason : "", next);
+		data = json_pack("{s:I, s:I, s:s, s:s?, s:o}", "attempt", (json_int_t)r->attempt,
+				 "step", (json_int_t)r->step, "node", r->node, "reason", r->reason,
+				 "next_step",
+				 o->next_step >= 0 ? json_integer((json_int_t)o->next_step)
+						  : json_null());
+		rc = sched_job_event(s, m->job, "checkpoint_rejected", o->job_state, text, data, err);
+		json_decref(data);
+		return rc;
+	}
+	return 0;
+}
+
+/*
  * A checkpoint a node examined: the checkpoints table (the next launch's
  * resume point, store/checkpoints.c) and, when valid, the start of the work
  * lost should the attempt be preempted or fail (the ledger). A redelivered
@@ -1845,8 +1892,6 @@ static int on_checkpoint_written(struct sched *s, const struct proto_msg *m, str
 	    /* executors before the field hashed everything on every node */
 	    .hashed = !json_is_false(hashed),
 	};
-	char text[512];
-	json_t *data;
 	int rc;
 
 	if (r.step < 0 || (strcmp(r.status, "valid") && strcmp(r.status, "torn") &&
@@ -1854,39 +1899,9 @@ static int on_checkpoint_written(struct sched *s, const struct proto_msg *m, str
 		return 0; /* not one we know: the table's check would refuse it */
 	if (r.digest && (strlen(r.digest) != 64 || strspn(r.digest, "0123456789abcdef") != 64))
 		r.digest = NULL;
-	if ((rc = sched_store_checkpoint_report(&o, s->term.pg, &r, err)))
+	if ((rc = sched_store_checkpoint_report(&o, s->term.pg, &r, err)) ||
+	    (rc = checkpoint_report_event(s, m, &r, &o, err)) || o.what == SCHED_CKPT_REJECTED)
 		return rc;
-	if (o.what == SCHED_CKPT_DISAGREES) {
-		snprintf(text, sizeof(text),
-			 "checkpoint step %lld: node %s reports MANIFEST.json digest %.12s, node %s "
-			 "verified %.12s",
-			 (long long)r.step, r.node, r.digest, o.node, o.digest);
-		data = json_pack("{s:I, s:I, s:s, s:s, s:s, s:s}", "attempt", (json_int_t)r.attempt,
-				 "step", (json_int_t)r.step, "node", r.node, "digest", r.digest,
-				 "verified_by", o.node, "verified_digest", o.digest);
-		rc = sched_job_event(s, m->job, "checkpoint_disagreement", o.job_state, text, data,
-				     err);
-		json_decref(data);
-		if (rc)
-			return rc;
-	} else if (o.what == SCHED_CKPT_REJECTED) {
-		char next[64] = "the start (no valid checkpoint left)";
-
-		if (o.next_step >= 0)
-			snprintf(next, sizeof(next), "step %lld", (long long)o.next_step);
-		snprintf(text, sizeof(text),
-			 "checkpoint step %lld rejected by node %s: %.300s; the next attempt resumes "
-			 "from %s",
-			 (long long)r.step, r.node, r.reason ? r.reason : "", next);
-		data = json_pack("{s:I, s:I, s:s, s:s?, s:o}", "attempt", (json_int_t)r.attempt,
-				 "step", (json_int_t)r.step, "node", r.node, "reason", r.reason,
-				 "next_step",
-				 o.next_step >= 0 ? json_integer((json_int_t)o.next_step)
-						  : json_null());
-		rc = sched_job_event(s, m->job, "checkpoint_rejected", o.job_state, text, data, err);
-		json_decref(data);
-		return rc;
-	}
 	if (strcmp(r.status, "valid"))
 		return 0; /* torn or corrupt: resume and loss go by the older one */
 	/* the mirror's allocations carry it: victims are chosen by the work they would lose */
