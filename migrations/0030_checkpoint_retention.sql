@@ -28,5 +28,7 @@ CREATE TABLE job_checkpoint_storage (
 	job_id bigint PRIMARY KEY REFERENCES jobs (id) ON DELETE CASCADE,
 	local_bytes bigint NOT NULL DEFAULT 0 CHECK (local_bytes >= 0),
 	store_bytes bigint NOT NULL DEFAULT 0 CHECK (store_bytes >= 0),
+	-- the last move to the object store failed with this (NULL: it works)
+	tier_error text,
 	updated_at timestamptz NOT NULL DEFAULT now()
 );

@@ -1915,6 +1915,40 @@ static int on_checkpoint_written(struct sched *s, const struct proto_msg *m, str
 }
 
 /*
+ * A job event when moving checkpoints to the object store starts failing
+ * (local copies kept, retried) or works again; a failure that goes on is
+ * only logged, however often the node retries.
+ */
+static int checkpoint_tier_event(struct sched *s, const struct proto_msg *m, const char *error,
+				 struct ty_err *err)
+{
+	char state[32], text[TY_ERR_MSG_MAX + 160];
+	bool changed;
+	json_t *data;
+	int rc;
+
+	if (!error && !json_is_integer(json_object_get(m->data, "moved")))
+		return 0; /* an attempt's start: a restore, not a move */
+	if ((rc = sched_store_checkpoint_tier_error(&changed, state, s->term.pg, m->job, m->node,
+						    error, err)) ||
+	    !changed)
+		return rc;
+	if (error)
+		snprintf(text, sizeof(text),
+			 "cannot move checkpoints to the object store (node %s): %s; local copies "
+			 "kept, retried in %lld s",
+			 m->node, error, (long long)(jint(m->data, "retry_ms", 0) / 1000));
+	else
+		snprintf(text, sizeof(text), "checkpoints move to the object store again (node %s)",
+			 m->node);
+	data = json_pack("{s:I, s:s, s:s?}", "attempt", (json_int_t)m->attempt, "node", m->node,
+			 "error", error);
+	rc = sched_job_event(s, m->job, "checkpoint_tier", state, text, data, err);
+	json_decref(data);
+	return rc;
+}
+
+/*
  * Where a job's checkpoints are, and how moving them to the object store
  * went: the figures kept for usage and /metrics, a failure logged (the
  * executor keeps the local copies and retries).
@@ -1922,10 +1956,13 @@ static int on_checkpoint_written(struct sched *s, const struct proto_msg *m, str
 static int on_checkpoint_tier(struct sched *s, const struct proto_msg *m, struct ty_err *err)
 {
 	const char *e = jstr(m->data, "error", NULL);
+	int rc;
 
 	if (e)
 		ty_warn("job %lld attempt %lld: node '%s' cannot use the object store: %s",
 			(long long)m->job, (long long)m->attempt, m->node, e);
+	if ((rc = checkpoint_tier_event(s, m, e, err)))
+		return rc;
 	if (!json_is_integer(json_object_get(m->data, "local_bytes")) &&
 	    !json_is_integer(json_object_get(m->data, "store_bytes")))
 		return 0;

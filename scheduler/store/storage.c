@@ -4,6 +4,8 @@
  */
 #include "scheduler.h"
 
+#include <string.h>
+
 /* Only from a node the job had an allocation on; a figure < 0 is left as it was. */
 static const char SQL_STORAGE[] =
     "INSERT INTO job_checkpoint_storage AS c (job_id, local_bytes, store_bytes)"
@@ -22,4 +24,37 @@ int sched_store_checkpoint_storage(struct ty_pg *pg, int64_t job, const char *no
 			   sched_i64(sb, store_bytes), node};
 
 	return ty_pg_exec(NULL, pg, SQL_STORAGE, 4, p, err);
+}
+
+/*
+ * The error of the last move (NULL: it worked), from a node the job had an
+ * allocation on; the previous one and the job's state come back so the
+ * caller can tell a failure that starts or ends from one that goes on.
+ */
+static const char SQL_TIER_ERROR[] =
+    "WITH prev AS (SELECT c.tier_error FROM job_checkpoint_storage c WHERE c.job_id = $1),"
+    " up AS (INSERT INTO job_checkpoint_storage AS c (job_id, tier_error)"
+    "  SELECT $1, $2 WHERE EXISTS (SELECT 1 FROM allocations a"
+    "   WHERE a.job_id = $1 AND a.node_id = $3)"
+    "  ON CONFLICT (job_id) DO UPDATE SET tier_error = $2, updated_at = now() RETURNING 1)"
+    " SELECT j.state, (SELECT tier_error FROM prev) IS NOT NULL FROM jobs j"
+    " WHERE j.id = $1 AND EXISTS (SELECT 1 FROM up)";
+
+int sched_store_checkpoint_tier_error(bool *changed, char state[32], struct ty_pg *pg, int64_t job,
+				      const char *node, const char *error, struct ty_err *err)
+{
+	char jb[24];
+	const char *p[] = {sched_i64(jb, job), error, node};
+	PGresult *res = NULL;
+	int rc;
+
+	*changed = false;
+	if ((rc = ty_pg_exec(&res, pg, SQL_TIER_ERROR, 3, p, err)))
+		return rc;
+	if (PQntuples(res) == 1) {
+		snprintf(state, 32, "%s", PQgetvalue(res, 0, 0));
+		*changed = !strcmp(PQgetvalue(res, 0, 1), "t") != !!error;
+	}
+	PQclear(res);
+	return 0;
 }

@@ -647,6 +647,14 @@ int sched_store_checkpoint_report(struct sched_store_ckpt_outcome *out, struct t
  */
 int sched_store_checkpoint_storage(struct ty_pg *pg, int64_t job, const char *node,
 				   int64_t local_bytes, int64_t store_bytes, struct ty_err *err);
+/*
+ * Record the error of job's last move to the object store (NULL: it
+ * worked), as node reported; *changed when it failed after working or
+ * works after failing (state: the job's then), false when node has no
+ * allocation of job.
+ */
+int sched_store_checkpoint_tier_error(bool *changed, char state[32], struct ty_pg *pg, int64_t job,
+				      const char *node, const char *error, struct ty_err *err);
 /* ---- grace.c: measured checkpoint durations (checkpoint-aware preemption) ---- */
 
 /* What a victim's grace is sized from. */

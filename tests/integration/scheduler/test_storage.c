@@ -3,7 +3,9 @@
  * tiering"), the test playing the executor: checkpoint_tier reports kept
  * per job (job_checkpoint_storage), a figure left out kept as it was, one
  * from a node with no part in the job ignored; the team's bytes per tier in
- * GET /v1/usage ("storage") and /metrics (trainyard_team_checkpoint_bytes).
+ * GET /v1/usage ("storage") and /metrics (trainyard_team_checkpoint_bytes);
+ * a job event when moves start failing and when they work again, not one
+ * per retry.
  */
 #include "fixture.h"
 #include "ty_stack.h"
@@ -17,6 +19,12 @@
 
 #define STORED                                                                                     \
 	"SELECT local_bytes || ' ' || store_bytes FROM job_checkpoint_storage WHERE job_id = $1"
+
+/* the job's checkpoint_tier events' messages, oldest first, with the node as ${node} */
+#define TIER_EVENTS                                                                                \
+	"SELECT string_agg(replace(message, (SELECT node_id FROM allocations WHERE job_id = $1),"  \
+	" '${node}'), ' | ' ORDER BY seq) FROM job_events WHERE job_id = $1"                       \
+	" AND type = 'checkpoint_tier'"
 
 /* trainyard_team_checkpoint_bytes{team, tier} as the API serves it, or -1. */
 static long long gauge(struct fx *f, const char *team, const char *tier)
@@ -54,7 +62,7 @@ TY_TEST(checkpoint_storage_is_kept_per_job_and_shown_per_team)
 	fx_send(f, node, "checkpoint_tier", job, 1,
 		"{'status':'ok','moved':1,'local_bytes':1000,'store_bytes':5000}");
 	FX_WAIT(f, T, "1000 5000", STORED, fx_n(job));
-	/* a failure: no store figure, the last one stands; the error is the scheduler's log */
+	/* a failure: no store figure, the last one stands; logged, and one job event */
 	fx_send(f, node, "checkpoint_tier", job, 1,
 		"{'status':'error','error':'object store PUT: HTTP 403 InvalidAccessKeyId',"
 		"'moved':0,'local_bytes':3000,'retry_ms':1000}");
@@ -65,6 +73,19 @@ TY_TEST(checkpoint_storage_is_kept_per_job_and_shown_per_team)
 	fx_sync(f, T);
 	CHECK_STR_EQ(FX_Q(f, STORED, fx_n(job)), "3000 5000");
 	CHECK(strstr(fx_sched_log(f, 0), "HTTP 403 InvalidAccessKeyId") != NULL);
+	/* the retries fail too: still one event; then a move works again: a second */
+	fx_send(f, node, "checkpoint_tier", job, 1,
+		"{'status':'error','error':'object store PUT: HTTP 403 InvalidAccessKeyId',"
+		"'moved':0,'local_bytes':3000,'retry_ms':2000}");
+	fx_sync(f, T);
+	CHECK_STR_EQ(FX_Q(f, TIER_EVENTS, fx_n(job)),
+		     "cannot move checkpoints to the object store (node ${node}): object store PUT: "
+		     "HTTP 403 InvalidAccessKeyId; local copies kept, retried in 1 s");
+	fx_send(f, node, "checkpoint_tier", job, 1,
+		"{'status':'ok','moved':1,'local_bytes':3000,'store_bytes':5000}");
+	FX_WAIT(f, T, "2", "SELECT count(*) FROM job_events WHERE job_id = $1"
+		" AND type = 'checkpoint_tier'", fx_n(job));
+	CHECK(strstr(FX_Q(f, TIER_EVENTS, fx_n(job)), "move to the object store again") != NULL);
 
 	CHECK_INT_EQ(gauge(f, team, "local"), 3000);
 	CHECK_INT_EQ(gauge(f, team, "object_store"), 5000);
