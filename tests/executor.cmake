@@ -41,7 +41,8 @@ set_tests_properties(executor PROPERTIES ENVIRONMENT
 add_test(NAME executor_tier COMMAND test_executor
   tiering_moves_old_checkpoints_and_a_resume_restores_one
   tiering_refused_or_down_keeps_local_copies_reports_and_retries
-  tiering_store_refuses_unsigned_and_badly_signed_requests)
+  tiering_store_refuses_unsigned_and_badly_signed_requests
+  tiering_restores_the_named_checkpoint_or_fails_the_attempt)
 set_tests_properties(executor_tier PROPERTIES LABELS integration TIMEOUT 120 ENVIRONMENT
   "${TY_EXECUTOR_TEST_ENV};TY_S3_GATE=${TY_SOURCE_DIR}/tests/s3/sigv4-gate.js")
 

@@ -4017,3 +4017,91 @@ TY_TEST(tiering_store_refuses_unsigned_and_badly_signed_requests)
 	ty_test_context(NULL);
 	s3_stop();
 }
+
+/*
+ * A launch names a stored checkpoint whose local copy is gone while a newer
+ * one is local: that one comes back from the store and the ranks resume
+ * from it; one the store does not have either fails the attempt.
+ */
+TY_TEST(tiering_restores_the_named_checkpoint_or_fails_the_attempt)
+{
+	const char *ck = ty_test_strf("%s/checkpoints/job-1521", T.state);
+	const char *dir = ty_test_strf("%s/attempts/1521.1", T.state);
+	const char *policy = "'checkpoint_keep':1,'checkpoint_keep_every':2,'checkpoint_tier':true";
+	const char *script = "echo \"$TRAINYARD_RESUME_FROM\" > resume; "
+			     "cat \"$TRAINYARD_RESUME_FROM/w\" > resumed-w";
+	char digest[3][65];
+	const json_t *d;
+
+	setup();
+	s3_start();
+	tier_executor(S3.url, "S3RVER", S3_SECRET);
+	send_msg(PROTO_LAUNCH, 1521, EPOCH,
+		 launch_extra(1,
+			      ty_test_strf("for s in 1 2 3; do sh %s $s; "
+					   "while [ ! -e seen-$s ]; do sleep 0.05; done; done",
+					   T.ckpt_sh),
+			      policy));
+	for (int s = 1; s <= 3; s++) {
+		ty_test_context("step %d", s);
+		REQUIRE((d = wait_msg(PROTO_CHECKPOINT_WRITTEN, 1521, (size_t)s)) != NULL);
+		REQUIRE(str_of(d, "digest") != NULL);
+		snprintf(digest[s - 1], sizeof(digest[s - 1]), "%s", str_of(d, "digest"));
+		if (s > 1)
+			REQUIRE((d = wait_move(1521, (size_t)s - 1)) != NULL);
+		REQUIRE(system(ty_test_strf("touch '%s/work/seen-%d'", dir, s)) == 0);
+	}
+	ty_test_context(NULL);
+	REQUIRE((d = wait_msg(PROTO_ATTEMPT_EXITED, 1521, 1)) != NULL);
+	CHECK_INT_EQ(json_integer_value(json_object_get(d, "exit_code")), 0);
+	/* step 3 here; step 2 only in the store (its newest and a 2nd); step 1 nowhere */
+	REQUIRE(system(ty_test_strf("ls '%s' | tr '\\n' ' ' > '%s/ls'", ck, T.dir)) == 0);
+	CHECK_STR_EQ(read_text(ty_test_strf("%s/ls", T.dir)), "step-3 ");
+	CHECK(s3_has("jobs/1521/step-2/MANIFEST.json"));
+	CHECK(!s3_has("jobs/1521/step-1/MANIFEST.json"));
+
+	/* the scheduler names step 2: restored and resumed from, step 3 ignored */
+	launch_attempt(1521, 2,
+		       launch_extra(1, script,
+				    ty_test_strf("%s,'resume':{'step':2,'digest':'%s',"
+						 "'path':'%s/step-2'}",
+						 policy, digest[1], ck)));
+	REQUIRE((d = wait_attempt(PROTO_CHECKPOINT_TIER, 1521, 2, 1)) != NULL);
+	CHECK_STR_EQ(str_of(d, "status"), "ok");
+	CHECK_INT_EQ(json_integer_value(json_object_get(d, "restored")), 2);
+	REQUIRE((d = wait_attempt(PROTO_ATTEMPT_RUNNING, 1521, 2, 1)) != NULL);
+	d = json_object_get(d, "resume");
+	CHECK_INT_EQ(json_integer_value(json_object_get(d, "step")), 2);
+	CHECK_STR_EQ(str_of(d, "digest"), digest[1]);
+	CHECK_STR_EQ(str_of(d, "path"), ty_test_strf("%s/step-2", ck));
+	REQUIRE((d = wait_attempt(PROTO_ATTEMPT_EXITED, 1521, 2, 1)) != NULL);
+	CHECK_INT_EQ(json_integer_value(json_object_get(d, "exit_code")), 0);
+	CHECK_STR_EQ(read_text(ty_test_strf("%s/attempts/1521.2/work/resume", T.state)),
+		     ty_test_strf("%s/step-2\n", ck));
+	CHECK_STR_EQ(read_text(ty_test_strf("%s/attempts/1521.2/work/resumed-w", T.state)),
+		     "weights 2");
+	CHECK(access(ty_test_strf("%s/step-3/MANIFEST.json", ck), F_OK) == 0);
+
+	/* the scheduler names step 1, which the store deleted: the attempt fails, never step 3 */
+	launch_attempt(1521, 3,
+		       launch_extra(1, script,
+				    ty_test_strf("%s,'resume':{'step':1,'digest':'%s',"
+						 "'path':'%s/step-1'}",
+						 policy, digest[0], ck)));
+	REQUIRE((d = wait_attempt(PROTO_CHECKPOINT_TIER, 1521, 3, 1)) != NULL);
+	CHECK_STR_EQ(str_of(d, "status"), "error");
+	CHECK(json_is_null(json_object_get(d, "restored")));
+	CHECK(strstr(str_of(d, "error"), "jobs/1521/step-1/MANIFEST.json: HTTP 404 NoSuchKey") !=
+	      NULL);
+	REQUIRE((d = wait_attempt(PROTO_ATTEMPT_EXITED, 1521, 3, 1)) != NULL);
+	CHECK_STR_EQ(str_of(d, "failure_class"), "system");
+	CHECK_STR_EQ(str_of(d, "message"),
+		     "checkpoints: the resume checkpoint step 1 does not match the launch: "
+		     "no MANIFEST.json (torn)");
+	REQUIRE((d = wait_attempt(PROTO_CHECKPOINT_WRITTEN, 1521, 3, 1)) != NULL);
+	CHECK_STR_EQ(str_of(d, "status"), "rejected");
+	CHECK_STR_EQ(str_of(d, "digest"), digest[0]);
+	CHECK_INT_EQ(count_of(PROTO_ATTEMPT_RUNNING, 1521), 2);
+	CHECK(access(ty_test_strf("%s/attempts/1521.3/work/resume", T.state), F_OK) != 0);
+	s3_stop();
+}
