@@ -35,13 +35,16 @@ set(TY_EXECUTOR_TEST_ENV ${TY_INTEGRATION_ENV} "TY_EXECUTOR_BIN=$<TARGET_FILE:tr
 # the telemetry cases take their GPUs from the NVML stand-in (--nvml-library)
 add_dependencies(test_executor fake_nvml)
 set_tests_properties(executor PROPERTIES ENVIRONMENT
-  "${TY_EXECUTOR_TEST_ENV};TY_FAKE_NVML=$<TARGET_FILE:fake_nvml>;TY_S3RVER=${TY_SOURCE_DIR}/tests/s3/node_modules/.bin/s3rver" TIMEOUT 240)
-# the tiering cases alone (they run in executor too): s3rver, which tests/run installs
+  "${TY_EXECUTOR_TEST_ENV};TY_FAKE_NVML=$<TARGET_FILE:fake_nvml>;TY_S3_GATE=${TY_SOURCE_DIR}/tests/s3/sigv4-gate.js" TIMEOUT 240)
+# the tiering cases alone (they run in executor too): s3rver behind the SigV4
+# gate of tests/s3, which tests/run installs
 add_test(NAME executor_tier COMMAND test_executor
   tiering_moves_old_checkpoints_and_a_resume_restores_one
-  tiering_refused_or_down_keeps_local_copies_reports_and_retries)
+  tiering_refused_or_down_keeps_local_copies_reports_and_retries
+  tiering_store_refuses_unsigned_and_badly_signed_requests
+  tiering_restores_the_named_checkpoint_or_fails_the_attempt)
 set_tests_properties(executor_tier PROPERTIES LABELS integration TIMEOUT 120 ENVIRONMENT
-  "${TY_EXECUTOR_TEST_ENV};TY_S3RVER=${TY_SOURCE_DIR}/tests/s3/node_modules/.bin/s3rver")
+  "${TY_EXECUTOR_TEST_ENV};TY_S3_GATE=${TY_SOURCE_DIR}/tests/s3/sigv4-gate.js")
 
 ty_add_test(executor_spot_poller integration/executor/test_spot.c integration)
 target_link_libraries(test_executor_spot_poller PRIVATE ty_proto PkgConfig::RDKAFKA PkgConfig::MHD)

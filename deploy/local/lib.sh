@@ -27,7 +27,8 @@ TY_PG_PORT=${TRAINYARD_PG_PORT:-25432}
 TY_API_PORT=${TRAINYARD_API_PORT:-8080}
 TY_DATABASE_URL=postgresql://postgres@127.0.0.1:$TY_PG_PORT/trainyard
 TY_API_URL=http://127.0.0.1:$TY_API_PORT
-# s3rver, the object store of checkpoint tiering (with TRAINYARD_TIER=1)
+# s3rver behind tests/s3/sigv4-gate.js, the object store of checkpoint
+# tiering (with TRAINYARD_TIER=1)
 TY_S3_PORT=${TRAINYARD_S3_PORT:-4569}
 
 # Daemons in start order; down stops them in reverse. A new one (scheduler,
@@ -318,10 +319,10 @@ wait_for_file() { # NAME FILE TIMEOUT_S
 	die "$1 did not write '$2' within $3s (log: $TY_LOG/$1.log)"
 }
 
-wait_for_http() { # NAME URL TIMEOUT_S
+wait_for_http() { # NAME URL TIMEOUT_S [CURL_ARG...]
 	local i
 	for ((i = 0; i < $3 * 5; i++)); do
-		curl -fsS -m 2 -o /dev/null "$2" 2>/dev/null && return 0
+		curl -fsS -m 2 -o /dev/null "${@:4}" "$2" 2>/dev/null && return 0
 		daemon_alive_or_die "$1"
 		sleep 0.2
 	done

@@ -3637,7 +3637,14 @@ TY_TEST(a_reserve_that_leaves_nothing_is_refused)
 	}
 }
 
-/* ---- checkpoint tiering against s3rver (tests/s3, which tests/run installs) ---- */
+/*
+ * ---- checkpoint tiering against s3rver behind tests/s3/sigv4-gate.js, which
+ * checks every request's SigV4 signature (tests/run installs both) ----
+ */
+
+#define S3_SECRET "tier-test-secret" /* the gate's; S3RVER is the only key id s3rver knows */
+#define SHA256_EMPTY "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
+#define SHA256_HELLO "2cf24dba5fb0a30e26e83b2ac5b9e29e1b161e5c1fa7425e73043362938b9824"
 
 static struct {
 	pid_t pid;
@@ -3655,17 +3662,30 @@ static void s3_stop(void)
 	S3.pid = 0;
 }
 
-/* s3rver on a port of its choosing, with bucket ckpt; its URL in S3.url. */
+/* A credentials file (--tier-credentials-file's format) in T.dir; its path. */
+static const char *s3_creds(const char *key_id, const char *secret)
+{
+	const char *creds = ty_test_strf("%s/s3-%s-%s.json", T.dir, key_id, secret);
+
+	REQUIRE(system(ty_test_strf("printf '{\"access_key_id\": \"%s\", \"secret_access_key\": "
+				    "\"%s\"}' > '%s'",
+				    key_id, secret, creds)) == 0);
+	return creds;
+}
+
+/* The gate and its s3rver on a port of its choosing, with bucket ckpt; its URL in S3.url. */
 static void s3_start(void)
 {
-	const char *bin = getenv("TY_S3RVER");
-	const char *log = ty_test_strf("%s/s3rver.log", T.dir);
+	const char *gate = getenv("TY_S3_GATE");
+	const char *log = ty_test_strf("%s/s3.log", T.dir);
+	const char *creds;
 	int64_t end = now_ms() + WAIT_MS;
 	int port = 0;
 
-	REQUIRE(bin != NULL);
+	REQUIRE(gate != NULL);
 	s3_stop(); /* a case that failed half-way left it */
 	ty_test_on(TY_TEST_TEARDOWN, s3_stop);
+	creds = s3_creds("S3RVER", S3_SECRET);
 	snprintf(S3.data, sizeof(S3.data), "%s/s3", T.dir);
 	unlink(log); /* an earlier one's port is not this one's */
 	fflush(stdout);
@@ -3677,8 +3697,8 @@ static void s3_start(void)
 		dup2(fd, 1);
 		dup2(fd, 2);
 		setpgid(0, 0);
-		execl(bin, bin, "-d", S3.data, "-a", "127.0.0.1", "-p", "0", "--configure-bucket",
-		      "ckpt", (char *)NULL);
+		execlp("node", "node", gate, "--credentials-file", creds, "--directory", S3.data,
+		       "--port", "0", "--bucket", "ckpt", (char *)NULL);
 		_exit(127);
 	}
 	while (!port && now_ms() < end) {
@@ -3686,7 +3706,7 @@ static void s3_start(void)
 		char line[256];
 
 		while (f && fgets(line, sizeof(line), f))
-			if (sscanf(line, "S3rver listening on 127.0.0.1:%d", &port) == 1)
+			if (sscanf(line, "sigv4-gate listening on 127.0.0.1:%d", &port) == 1)
 				break;
 		if (f)
 			fclose(f);
@@ -3694,25 +3714,55 @@ static void s3_start(void)
 			usleep(50000);
 	}
 	if (!port)
-		FAIL("s3rver did not start: %s", read_text(log));
+		FAIL("the S3 gate did not start: %s", read_text(log));
 	REQUIRE(port > 0);
 	snprintf(S3.url, sizeof(S3.url), "http://127.0.0.1:%d", port);
 }
 
-/* Whether the store holds key of bucket ckpt (s3rver answers unsigned reads). */
-static bool s3_has(const char *key)
+/*
+ * curl's answer to a request of key of bucket ckpt signed with secret (NULL:
+ * unsigned) and extra curl arguments: "STATUS CODE" (CODE: the error's, or -).
+ */
+static const char *s3_curl(const char *secret, const char *key, const char *args)
 {
-	return system(ty_test_strf("curl -sf -o /dev/null '%s/ckpt/%s'", S3.url, key)) == 0;
+	const char *out = ty_test_strf("%s/s3-answer", T.dir);
+	const char *sign =
+	    secret ? ty_test_strf("--aws-sigv4 aws:amz:us-east-1:s3 --user 'S3RVER:%s'", secret)
+		   : "";
+	const char *body;
+	const char *c0, *c1;
+	int status = 0;
+
+	/* curl before 8 sends no x-amz-content-sha256: an empty body's, unless args has one */
+	REQUIRE(system(ty_test_strf("curl -s -o '%s.body' -w '%%{http_code}' %s %s %s '%s/ckpt/%s' "
+				    "> '%s'",
+				    out, sign,
+				    strstr(args, "x-amz-content-sha256")
+					? ""
+					: "-H 'x-amz-content-sha256: " SHA256_EMPTY "'",
+				    args, S3.url, key, out)) == 0);
+	REQUIRE(sscanf(read_text(out), "%d", &status) == 1);
+	body = read_text(ty_test_strf("%s.body", out));
+	c0 = strstr(body, "<Code>");
+	c1 = c0 ? strstr(c0, "</Code>") : NULL;
+	if (!c0 || !c1)
+		return ty_test_strf("%d -", status);
+	return ty_test_strf("%d %.*s", status, (int)(c1 - c0 - 6), c0 + 6);
 }
 
-/* Restart the executor with tiering to endpoint, as access key id. */
-static void tier_executor(const char *endpoint, const char *key_id)
+/* Whether the store holds key of bucket ckpt (a signed read). */
+static bool s3_has(const char *key)
 {
-	const char *creds = ty_test_strf("%s/s3-%s.json", T.dir, key_id);
+	const char *answer = s3_curl(S3_SECRET, key, "");
 
-	REQUIRE(system(ty_test_strf("printf '{\"access_key_id\": \"%s\", \"secret_access_key\": "
-				    "\"S3RVER\"}' > '%s'",
-				    key_id, creds)) == 0);
+	return !strcmp(answer, "200 -");
+}
+
+/* Restart the executor with tiering to endpoint, as access key id with secret. */
+static void tier_executor(const char *endpoint, const char *key_id, const char *secret)
+{
+	const char *creds = s3_creds(key_id, secret);
+
 	stop_executor(SIGTERM);
 	T.extra = (const char *const[]){"--tier-endpoint", ty_test_strf("%s", endpoint),
 					"--tier-bucket",   "ckpt",
@@ -3792,7 +3842,7 @@ TY_TEST(tiering_moves_old_checkpoints_and_a_resume_restores_one)
 	ck = ty_test_strf("%s/checkpoints/job-1501", T.state);
 	dir = ty_test_strf("%s/attempts/1501.1", T.state);
 	s3_start();
-	tier_executor(S3.url, "S3RVER");
+	tier_executor(S3.url, "S3RVER", S3_SECRET);
 	/* keep 1 locally; the store keeps its newest one and every 2nd step */
 	send_msg(PROTO_LAUNCH, 1501, EPOCH,
 		 launch_extra(1,
@@ -3857,12 +3907,15 @@ TY_TEST(tiering_refused_or_down_keeps_local_copies_reports_and_retries)
 	static const struct {
 		const char *name;
 		int64_t job;
-		int store_up;	    /* 1: s3rver; 0: a closed port */
+		int store_up;	    /* 1: the gate; 0: a closed port */
 		const char *key_id; /* the credentials */
-		const char *error;  /* in the checkpoint_tier event */
+		const char *secret;
+		const char *error; /* in the checkpoint_tier event */
 	} rows[] = {
-	    {"credentials refused", 1511, 1, "WRONGKEY", "HTTP 403 InvalidAccessKeyId"},
-	    {"store down", 1512, 0, "S3RVER", "Couldn't connect to server"},
+	    {"key id refused", 1511, 1, "WRONGKEY", S3_SECRET, "HTTP 403 InvalidAccessKeyId"},
+	    {"store down", 1512, 0, "S3RVER", S3_SECRET, "Couldn't connect to server"},
+	    /* the right key id: only a store that checks signatures refuses it */
+	    {"secret refused", 1513, 1, "S3RVER", "wrong-secret", "HTTP 403 SignatureDoesNotMatch"},
 	};
 
 	setup();
@@ -3875,7 +3928,8 @@ TY_TEST(tiering_refused_or_down_keeps_local_copies_reports_and_retries)
 		const json_t *d;
 
 		ty_test_context("%s", rows[i].name);
-		tier_executor(rows[i].store_up ? S3.url : "http://127.0.0.1:1", rows[i].key_id);
+		tier_executor(rows[i].store_up ? S3.url : "http://127.0.0.1:1", rows[i].key_id,
+			      rows[i].secret);
 		send_msg(PROTO_LAUNCH, rows[i].job, EPOCH,
 			 launch_extra(1,
 				      ty_test_strf("for s in 1 2 3; do sh %s $s; done; "
@@ -3912,4 +3966,142 @@ TY_TEST(tiering_refused_or_down_keeps_local_copies_reports_and_retries)
 	stop_executor(SIGTERM);
 	T.extra = NULL;
 	start_executor();
+}
+
+/*
+ * The store checks every request's signature (tests/s3/sigv4-gate.js):
+ * unsigned, wrongly signed or with a body that is not the signed one, it
+ * is refused with S3's error and nothing is stored.
+ */
+TY_TEST(tiering_store_refuses_unsigned_and_badly_signed_requests)
+{
+	static const struct {
+		const char *name;
+		const char *secret; /* NULL: unsigned */
+		const char *key;
+		const char *args;
+		const char *want; /* "STATUS CODE" */
+	} rows[] = {
+	    {"signed write", S3_SECRET, "a",
+	     "-X PUT --data-binary hello -H 'x-amz-content-sha256: " SHA256_HELLO "'", "200 -"},
+	    {"signed read", S3_SECRET, "a", "", "200 -"},
+	    {"signed read, unsigned payload", S3_SECRET, "a",
+	     "-H 'x-amz-content-sha256: UNSIGNED-PAYLOAD'", "200 -"},
+	    {"unsigned read", NULL, "a", "", "403 AccessDenied"},
+	    {"wrong secret", "wrong-secret", "a", "", "403 SignatureDoesNotMatch"},
+	    {"wrong secret, unsigned payload", "wrong-secret", "a",
+	     "-H 'x-amz-content-sha256: UNSIGNED-PAYLOAD'", "403 SignatureDoesNotMatch"},
+	    {"unsigned write", NULL, "b", "-X PUT --data-binary hello", "403 AccessDenied"},
+	    {"wrong secret write", "wrong-secret", "b",
+	     "-X PUT --data-binary hello -H 'x-amz-content-sha256: " SHA256_HELLO "'",
+	     "403 SignatureDoesNotMatch"},
+	    {"body not the signed one", S3_SECRET, "b",
+	     "-X PUT --data-binary hellp -H 'x-amz-content-sha256: " SHA256_HELLO "'",
+	     "400 XAmzContentSHA256Mismatch"},
+	    {"a made-up signature", NULL, "a",
+	     "-H 'x-amz-date: 20260101T000000Z' -H 'Authorization: AWS4-HMAC-SHA256 "
+	     "Credential=S3RVER/20260101/us-east-1/s3/aws4_request, SignedHeaders=host;x-amz-date, "
+	     "Signature=0000000000000000000000000000000000000000000000000000000000000000'",
+	     "403 SignatureDoesNotMatch"},
+	    {"a malformed Authorization", NULL, "a", "-H 'Authorization: AWS4-HMAC-SHA256 x'",
+	     "400 AuthorizationHeaderMalformed"},
+	    {"nothing of the refused writes stored", S3_SECRET, "b", "", "404 NoSuchKey"},
+	};
+
+	setup();
+	s3_start();
+	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+		ty_test_context("%s", rows[i].name);
+		CHECK_STR_EQ(s3_curl(rows[i].secret, rows[i].key, rows[i].args), rows[i].want);
+	}
+	ty_test_context(NULL);
+	s3_stop();
+}
+
+/*
+ * A launch names a stored checkpoint whose local copy is gone while a newer
+ * one is local: that one comes back from the store and the ranks resume
+ * from it; one the store does not have either fails the attempt.
+ */
+TY_TEST(tiering_restores_the_named_checkpoint_or_fails_the_attempt)
+{
+	const char *ck = ty_test_strf("%s/checkpoints/job-1521", T.state);
+	const char *dir = ty_test_strf("%s/attempts/1521.1", T.state);
+	const char *policy = "'checkpoint_keep':1,'checkpoint_keep_every':2,'checkpoint_tier':true";
+	const char *script = "echo \"$TRAINYARD_RESUME_FROM\" > resume; "
+			     "cat \"$TRAINYARD_RESUME_FROM/w\" > resumed-w";
+	char digest[3][65];
+	const json_t *d;
+
+	setup();
+	s3_start();
+	tier_executor(S3.url, "S3RVER", S3_SECRET);
+	send_msg(PROTO_LAUNCH, 1521, EPOCH,
+		 launch_extra(1,
+			      ty_test_strf("for s in 1 2 3; do sh %s $s; "
+					   "while [ ! -e seen-$s ]; do sleep 0.05; done; done",
+					   T.ckpt_sh),
+			      policy));
+	for (int s = 1; s <= 3; s++) {
+		ty_test_context("step %d", s);
+		REQUIRE((d = wait_msg(PROTO_CHECKPOINT_WRITTEN, 1521, (size_t)s)) != NULL);
+		REQUIRE(str_of(d, "digest") != NULL);
+		snprintf(digest[s - 1], sizeof(digest[s - 1]), "%s", str_of(d, "digest"));
+		if (s > 1)
+			REQUIRE((d = wait_move(1521, (size_t)s - 1)) != NULL);
+		REQUIRE(system(ty_test_strf("touch '%s/work/seen-%d'", dir, s)) == 0);
+	}
+	ty_test_context(NULL);
+	REQUIRE((d = wait_msg(PROTO_ATTEMPT_EXITED, 1521, 1)) != NULL);
+	CHECK_INT_EQ(json_integer_value(json_object_get(d, "exit_code")), 0);
+	/* step 3 here; step 2 only in the store (its newest and a 2nd); step 1 nowhere */
+	REQUIRE(system(ty_test_strf("ls '%s' | tr '\\n' ' ' > '%s/ls'", ck, T.dir)) == 0);
+	CHECK_STR_EQ(read_text(ty_test_strf("%s/ls", T.dir)), "step-3 ");
+	CHECK(s3_has("jobs/1521/step-2/MANIFEST.json"));
+	CHECK(!s3_has("jobs/1521/step-1/MANIFEST.json"));
+
+	/* the scheduler names step 2: restored and resumed from, step 3 ignored */
+	launch_attempt(1521, 2,
+		       launch_extra(1, script,
+				    ty_test_strf("%s,'resume':{'step':2,'digest':'%s',"
+						 "'path':'%s/step-2'}",
+						 policy, digest[1], ck)));
+	REQUIRE((d = wait_attempt(PROTO_CHECKPOINT_TIER, 1521, 2, 1)) != NULL);
+	CHECK_STR_EQ(str_of(d, "status"), "ok");
+	CHECK_INT_EQ(json_integer_value(json_object_get(d, "restored")), 2);
+	REQUIRE((d = wait_attempt(PROTO_ATTEMPT_RUNNING, 1521, 2, 1)) != NULL);
+	d = json_object_get(d, "resume");
+	CHECK_INT_EQ(json_integer_value(json_object_get(d, "step")), 2);
+	CHECK_STR_EQ(str_of(d, "digest"), digest[1]);
+	CHECK_STR_EQ(str_of(d, "path"), ty_test_strf("%s/step-2", ck));
+	REQUIRE((d = wait_attempt(PROTO_ATTEMPT_EXITED, 1521, 2, 1)) != NULL);
+	CHECK_INT_EQ(json_integer_value(json_object_get(d, "exit_code")), 0);
+	CHECK_STR_EQ(read_text(ty_test_strf("%s/attempts/1521.2/work/resume", T.state)),
+		     ty_test_strf("%s/step-2\n", ck));
+	CHECK_STR_EQ(read_text(ty_test_strf("%s/attempts/1521.2/work/resumed-w", T.state)),
+		     "weights 2");
+	CHECK(access(ty_test_strf("%s/step-3/MANIFEST.json", ck), F_OK) == 0);
+
+	/* the scheduler names step 1, which the store deleted: the attempt fails, never step 3 */
+	launch_attempt(1521, 3,
+		       launch_extra(1, script,
+				    ty_test_strf("%s,'resume':{'step':1,'digest':'%s',"
+						 "'path':'%s/step-1'}",
+						 policy, digest[0], ck)));
+	REQUIRE((d = wait_attempt(PROTO_CHECKPOINT_TIER, 1521, 3, 1)) != NULL);
+	CHECK_STR_EQ(str_of(d, "status"), "error");
+	CHECK(json_is_null(json_object_get(d, "restored")));
+	CHECK(strstr(str_of(d, "error"), "jobs/1521/step-1/MANIFEST.json: HTTP 404 NoSuchKey") !=
+	      NULL);
+	REQUIRE((d = wait_attempt(PROTO_ATTEMPT_EXITED, 1521, 3, 1)) != NULL);
+	CHECK_STR_EQ(str_of(d, "failure_class"), "system");
+	CHECK_STR_EQ(str_of(d, "message"),
+		     "checkpoints: the resume checkpoint step 1 does not match the launch: "
+		     "no MANIFEST.json (torn)");
+	REQUIRE((d = wait_attempt(PROTO_CHECKPOINT_WRITTEN, 1521, 3, 1)) != NULL);
+	CHECK_STR_EQ(str_of(d, "status"), "rejected");
+	CHECK_STR_EQ(str_of(d, "digest"), digest[0]);
+	CHECK_INT_EQ(count_of(PROTO_ATTEMPT_RUNNING, 1521), 2);
+	CHECK(access(ty_test_strf("%s/attempts/1521.3/work/resume", T.state), F_OK) != 0);
+	s3_stop();
 }
