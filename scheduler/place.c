@@ -1444,6 +1444,113 @@ void sched_holds_free(struct sched_holds *h)
 	h->n = h->cap = 0;
 }
 
+bool sched_hold_active(const struct sched_qjob *q, int64_t now_ms, int64_t window_s)
+{
+	return window_s > 0 && q->expedited && q->hold_nodes &&
+	       now_ms < q->hold_from_ms + window_s * 1000;
+}
+
+static int node_of_id(const struct sched_input *in, const char *id)
+{
+	int lo = 0, hi = in->nnodes;
+
+	while (lo < hi) {
+		int mid = lo + (hi - lo) / 2;
+		int c = strcmp(in->nodes[mid].id, id);
+
+		if (c == 0)
+			return mid;
+		if (c < 0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return -1;
+}
+
+int sched_xholds(struct sched_xhold **out, int *nout, const struct sched_qjob *q, int n,
+		 const struct sched_input *in, int64_t window_s)
+{
+	struct sched_xhold *v = NULL;
+	size_t need = 0;
+	int k = 0;
+
+	*out = NULL;
+	*nout = 0;
+	for (int i = 0; i < n; i++)
+		if (sched_hold_active(&q[i], in->now_ms, window_s))
+			for (const char *c = q[i].hold_nodes; c; c = strchr(c + 1, ','))
+				need++;
+	if (need == 0)
+		return 0;
+	if (!(v = calloc(need, sizeof(*v))))
+		return TY_ENOMEM;
+	for (int i = 0; i < n; i++) {
+		if (!sched_hold_active(&q[i], in->now_ms, window_s))
+			continue;
+		for (const char *c = q[i].hold_nodes; *c;) {
+			const char *end = strchr(c, ',');
+			size_t len = end ? (size_t)(end - c) : strlen(c);
+			char id[PROTO_NODE_ID_MAX + 1];
+			int at;
+
+			if (len < sizeof(id)) {
+				memcpy(id, c, len);
+				id[len] = '\0';
+				/* a node gone from the snapshot holds nothing */
+				if ((at = node_of_id(in, id)) >= 0)
+					v[k++] = (struct sched_xhold){q[i].id, at};
+			}
+			c += len + (end != NULL);
+		}
+	}
+	if (k == 0) {
+		free(v);
+		return 0;
+	}
+	*out = v;
+	*nout = k;
+	return 0;
+}
+
+/*
+ * Keep every pending job off the nodes held for another one: they join its
+ * excluded nodes, counted apart (nexclude_held) so that its reason never
+ * blames them on its failures.
+ */
+static int xholds_apply(struct snap *sn, const struct sched *s, struct ty_err *err)
+{
+	struct sched_xhold *h = NULL;
+	int nh = 0, rc;
+
+	if ((rc = sched_xholds(&h, &nh, s->world.queue.v, s->world.queue.n, &sn->in,
+			       s->o.expedite_hold_s)))
+		return ty_err_set(err, rc, NULL);
+	for (int i = 0; i < sn->in.npending && nh > 0; i++) {
+		struct sched_pending_in *p = &sn->pending[i];
+		int m = 0, *v;
+
+		for (int k = 0; k < nh; k++)
+			m += h[k].job != p->job;
+		if (m == 0)
+			continue;
+		if (!(v = snap_alloc(sn, (size_t)(p->nexclude + m), sizeof(*v)))) {
+			free(h);
+			return ty_err_set(err, TY_ENOMEM, NULL);
+		}
+		if (p->nexclude)
+			memcpy(v, p->exclude, (size_t)p->nexclude * sizeof(*v));
+		for (int k = 0, x = p->nexclude; k < nh; k++)
+			if (h[k].job != p->job)
+				v[x++] = h[k].node;
+		p->exclude = v;
+		p->nexclude += m;
+		p->nexclude_held = m;
+	}
+	free(h);
+	return 0;
+}
+
 /* Keep what this committed decision held for jobs waiting for their victims. */
 static void holds_keep(struct sched *s, const struct snap *sn, const struct sched_decisions *d)
 {
@@ -1468,7 +1575,7 @@ int sched_cycle(struct sched *s, struct ty_err *err)
 		s->world.holds.n = 0;
 	if ((rc = snap_load(&sn, s, err)))
 		return rc;
-	if ((rc = holds_load(&sn, s, err)))
+	if ((rc = holds_load(&sn, s, err)) || (rc = xholds_apply(&sn, s, err)))
 		goto out;
 	t1 = ty_mono_ms();
 	m1 = sched_metrics_clock();
