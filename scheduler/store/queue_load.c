@@ -50,7 +50,7 @@
 	/* the last attempt's failure class: an infrastructure one expedites the requeue */      \
 	" (SELECT t.failure_class FROM attempts t WHERE t.job_id = j.id AND t.attempt = j.attempt)," \
 	/* what its expedited requeue holds (store.h), and from when its window runs */           \
-	" " SCHED_STORE_HOLD_NODES("j.attempt") ","                                                \
+	" " SCHED_STORE_HOLD_NODES ","                                                \
 	" (SELECT (extract(epoch FROM greatest(t.ended_at, j.not_before)) * 1000)::bigint"         \
 	"  FROM attempts t WHERE t.job_id = j.id AND t.attempt = j.attempt)"                       \
 	" FROM jobs j"

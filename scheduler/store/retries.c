@@ -94,7 +94,7 @@ int sched_store_job_stop_requested(bool *stop, struct ty_pg *pg, int64_t job, st
 }
 
 static const char SQL_HOLD_NODES[] =
-    "SELECT " SCHED_STORE_HOLD_NODES("$2::integer") " FROM jobs j WHERE j.id = $1";
+    "SELECT " SCHED_STORE_HOLD_NODES " FROM jobs j WHERE j.id = $1 AND j.attempt = $2";
 
 int sched_store_hold_nodes(char **csv, struct ty_pg *pg, int64_t job, int64_t attempt,
 			   struct ty_err *err)

@@ -73,12 +73,15 @@ static void fail(struct fx *f, const struct gang *x, const char *cls, bool node_
 	fx_exit(f, "n2", x->l2, 137, "", "killed");
 }
 
-static const char *requeued(struct fx *f, long long job, const char *what)
+/* The requeued event's message (key NULL) or data member key, as text. */
+static const char *requeued(struct fx *f, long long job, const char *key)
 {
-	return FX_Q(f, ty_test_strf("SELECT %s FROM job_events WHERE job_id = $1"
-				    " AND type = 'requeued'",
-				    what),
-		    fx_n(job));
+	if (!key)
+		return FX_Q(f, "SELECT message FROM job_events WHERE job_id = $1"
+			       " AND type = 'requeued'",
+			    fx_n(job));
+	return FX_Q(f, "SELECT data->>$2 FROM job_events WHERE job_id = $1 AND type = 'requeued'",
+		    fx_n(job), key);
 }
 
 static const char *nodes_of(struct fx *f, long long job, int attempt)
@@ -103,9 +106,9 @@ TY_TEST(expedited_job_gets_its_held_nodes_back_while_another_teams_job_waits)
 	long long y = other(f, b, 2);
 
 	fail(f, &x, "system", false);
-	CHECK_STR_EQ(requeued(f, x.job, "data->>'held_nodes' || ' ' || (data->>'hold_seconds')"),
-		     "[\"n1\", \"n2\"] 60");
-	CHECK_STR_EQ(requeued(f, x.job, "message"),
+	CHECK_STR_EQ(requeued(f, x.job, "held_nodes"), "[\"n1\", \"n2\"]");
+	CHECK_STR_EQ(requeued(f, x.job, "hold_seconds"), "60");
+	CHECK_STR_EQ(requeued(f, x.job, NULL),
 		     "attempt 1 failed: rank 0: NCCL error (system); requeued for attempt 2 "
 		     "(system retry 1 of 3, backoff 2s); expedited: first in its team's order; "
 		     "nodes n1, n2 held for it for 60s after its backoff");
@@ -135,8 +138,8 @@ TY_TEST(blamed_node_is_not_held_and_the_hold_lapses_after_its_window)
 	const char *reason;
 
 	fail(f, &x, "system", true);
-	CHECK_STR_EQ(requeued(f, x.job, "data->>'held_nodes'"), "[\"n2\"]");
-	CHECK(strstr(requeued(f, x.job, "message"), "; node n2 held for it for 3s") != NULL);
+	CHECK_STR_EQ(requeued(f, x.job, "held_nodes"), "[\"n2\"]");
+	CHECK(strstr(requeued(f, x.job, NULL), "; node n2 held for it for 3s") != NULL);
 	FX_WAIT(f, T, "n1", "SELECT node_id FROM allocations WHERE job_id = $1", fx_n(y));
 	z = other(f, b, 1);
 	/* its reason is no exclusion of its own */
@@ -205,8 +208,8 @@ TY_TEST(hold_zero_is_off)
 	long long y = other(f, b, 1), z = other(f, b, 1);
 
 	fail(f, &x, "system", false);
-	CHECK(requeued(f, x.job, "data->'held_nodes'") == NULL);
-	CHECK(strstr(requeued(f, x.job, "message"), "held") == NULL);
+	CHECK(requeued(f, x.job, "held_nodes") == NULL);
+	CHECK(strstr(requeued(f, x.job, NULL), "held") == NULL);
 	FX_WAIT(f, T, "n1,n2",
 		"SELECT string_agg(node_id, ',' ORDER BY node_id) FROM allocations"
 		" WHERE job_id IN ($1, $2)",
