@@ -67,6 +67,9 @@ struct snap {
 	int64_t *running_attempt;
 	struct sched_pending_in *pending;
 	struct pend_row *prow;
+	/* the nodes held for expedited requeues (sched_xholds), for the reasons */
+	struct sched_xhold *xh;
+	int nxh;
 	/* pending jobs the core does not see: an earlier attempt still holds GPUs */
 	int64_t *held;
 	int *held_team;
@@ -1070,6 +1073,52 @@ static void when_text(char *buf, size_t n, int64_t at_ms, int64_t now_ms, bool s
 		strftime(buf, n, seconds ? "%Y-%m-%d %H:%M:%S UTC" : "%Y-%m-%d %H:%M UTC", &a);
 }
 
+/*
+ * A job waiting for nodes while some that could hold it are held for
+ * another job's expedited requeue: say so, and until when (the last).
+ */
+static void xhold_reason(char *reason, size_t n, const struct snap *sn, int i,
+			 const struct sched_pending_out *o)
+{
+	const struct sched_pending_in *p = &sn->in.pending[i];
+	int64_t until = 0, job = 0;
+	int cnt = 0;
+	size_t len = strlen(reason);
+	char when[64];
+
+	if (p->nexclude_held == 0 ||
+	    (o->reason != SCHED_WAIT_NODES && o->reason != SCHED_WAIT_TOPOLOGY &&
+	     o->reason != SCHED_WAIT_HEAD))
+		return;
+	for (int k = 0; k < sn->nxh; k++) {
+		const struct sched_xhold *h = &sn->xh[k];
+
+		if (h->job == p->job || sn->in.nodes[h->node].gpus < p->gpus_per_node)
+			continue;
+		job = cnt++ == 0 || job == h->job ? h->job : -1;
+		if (h->until_ms > until)
+			until = h->until_ms;
+	}
+	if (cnt == 0)
+		return;
+	when_text(when, sizeof(when), until, sn->in.now_ms, true);
+	if (job > 0)
+		snprintf(reason + len, n - len,
+			 "; %d node%s held for job %lld's expedited requeue until %s", cnt,
+			 cnt > 1 ? "s" : "", (long long)job, when);
+	else
+		snprintf(reason + len, n - len, "; %d nodes held for expedited requeues until %s",
+			 cnt, when);
+}
+
+/* Keep what this committed decision held for jobs waiting for their victims. */
+static void holds_keep(struct sched *s, const struct snap *sn, const struct sched_decisions *d)
+{
+	/* out of memory: the jobs start where they fit best next cycle */
+	if (sched_holds_keep(&s->world.holds, s->term.epoch, &sn->in, d))
+		ty_warn("cycle: out of memory keeping the nodes held for preemptions");
+}
+
 /* A queue row written this cycle, to be recorded in the mirror once committed. */
 struct qchange {
 	int q;
@@ -1176,6 +1225,7 @@ static int publish_queue(struct sched_ids *now_queued, struct qchanges *ch, stru
 			  o->reason == SCHED_WAIT_BACKOFF);
 		when_text(pwhen, sizeof(pwhen), o->protected_until_ms, in->now_ms, false);
 		sched_reason_format_at(reason, sizeof(reason), in, d, i, when, pwhen);
+		xhold_reason(reason, sizeof(reason), sn, i, o);
 		if (queue_row(rows, &nrows, ch, sn, in->pending[i].job, &sn->prow[i], reason,
 			      o->position + 1, resv, mono))
 			goto oom;
@@ -1499,7 +1549,8 @@ int sched_xholds(struct sched_xhold **out, int *nout, const struct sched_qjob *q
 				id[len] = '\0';
 				/* a node gone from the snapshot holds nothing */
 				if ((at = node_of_id(in, id)) >= 0)
-					v[k++] = (struct sched_xhold){q[i].id, at};
+					v[k++] = (struct sched_xhold){
+					    q[i].id, at, q[i].hold_from_ms + window_s * 1000};
 			}
 			c += len + (end != NULL);
 		}
@@ -1547,16 +1598,12 @@ static int xholds_apply(struct snap *sn, const struct sched *s, struct ty_err *e
 		p->nexclude += m;
 		p->nexclude_held = m;
 	}
+	if (nh > 0 && (sn->xh = snap_alloc(sn, (size_t)nh, sizeof(*h)))) {
+		memcpy(sn->xh, h, (size_t)nh * sizeof(*h));
+		sn->nxh = nh; /* out of memory: the reasons just do not mention them */
+	}
 	free(h);
 	return 0;
-}
-
-/* Keep what this committed decision held for jobs waiting for their victims. */
-static void holds_keep(struct sched *s, const struct snap *sn, const struct sched_decisions *d)
-{
-	/* out of memory: the jobs start where they fit best next cycle */
-	if (sched_holds_keep(&s->world.holds, s->term.epoch, &sn->in, d))
-		ty_warn("cycle: out of memory keeping the nodes held for preemptions");
 }
 
 int sched_cycle(struct sched *s, struct ty_err *err)

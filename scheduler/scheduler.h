@@ -508,10 +508,11 @@ void sched_holds_free(struct sched_holds *h);
  * backoff. Derived from PostgreSQL (the queue load), so they outlive a term.
  */
 bool sched_hold_active(const struct sched_qjob *q, int64_t now_ms, int64_t window_s);
-/* A node (index into the snapshot's nodes) held for job. */
+/* A node (index into the snapshot's nodes) held for job until until_ms. */
 struct sched_xhold {
 	int64_t job;
 	int node;
+	int64_t until_ms;
 };
 /*
  * The active holds of the n jobs q over in's nodes (sorted by id, as a

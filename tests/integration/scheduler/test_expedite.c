@@ -135,16 +135,12 @@ TY_TEST(blamed_node_is_not_held_and_the_hold_lapses_after_its_window)
 	struct gang x = cluster(f, args);
 	const char *b = fx_team(f, "b", 12, -1, NULL);
 	long long y = other(f, b, 1), z;
-	const char *reason;
 
 	fail(f, &x, "system", true);
 	CHECK_STR_EQ(requeued(f, x.job, "held_nodes"), "[\"n2\"]");
 	CHECK(strstr(requeued(f, x.job, NULL), "; node n2 held for it for 3s") != NULL);
 	FX_WAIT(f, T, "n1", "SELECT node_id FROM allocations WHERE job_id = $1", fx_n(y));
 	z = other(f, b, 1);
-	/* its reason is no exclusion of its own */
-	reason = FX_Q(f, "SELECT pending_reason FROM jobs WHERE id = $1", fx_n(z));
-	CHECK(reason && !strstr(reason, "excluded"));
 	FX_WAIT(f, T, "n2", "SELECT node_id FROM allocations WHERE job_id = $1", fx_n(z));
 	/* not before the window's end (no backoff: it starts with the failure) */
 	CHECK_STR_EQ(FX_Q(f,
@@ -158,7 +154,10 @@ TY_TEST(blamed_node_is_not_held_and_the_hold_lapses_after_its_window)
 	fx_sched_stop(f, 0);
 }
 
-/* Cancelled, the job holds nothing: z gets n2 long before the window's end. */
+/*
+ * While held, z's reason names the hold (and no exclusion of its own).
+ * Cancelled, the job holds nothing: z gets n2 long before the window's end.
+ */
 TY_TEST(hold_lapses_when_the_job_is_cancelled)
 {
 	static const char *const args[] = {"--retry-backoff-seconds=0",
@@ -167,10 +166,17 @@ TY_TEST(hold_lapses_when_the_job_is_cancelled)
 	struct gang x = cluster(f, args);
 	const char *b = fx_team(f, "b", 12, -1, NULL);
 	long long y = other(f, b, 1), z;
+	const char *reason;
 
 	fail(f, &x, "system", true);
 	FX_WAIT(f, T, "n1", "SELECT node_id FROM allocations WHERE job_id = $1", fx_n(y));
 	z = other(f, b, 1);
+	FX_WAIT(f, T, "t", "SELECT pending_reason LIKE $2 FROM jobs WHERE id = $1", fx_n(z),
+		ty_test_strf("waiting for a node with 4 free GPUs%%; 1 node held for job %lld's "
+			     "expedited requeue until %%",
+			     x.job));
+	reason = FX_Q(f, "SELECT pending_reason FROM jobs WHERE id = $1", fx_n(z));
+	CHECK(reason && !strstr(reason, "excluded"));
 	CHECK_STR_EQ(FX_Q(f, "SELECT count(*) FROM allocations WHERE job_id = $1", fx_n(z)), "0");
 	fx_cancel(f, x.job);
 	FX_WAIT(f, T, "n2", "SELECT node_id FROM allocations WHERE job_id = $1", fx_n(z));
