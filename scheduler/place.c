@@ -1073,6 +1073,34 @@ static void when_text(char *buf, size_t n, int64_t at_ms, int64_t now_ms, bool s
 		strftime(buf, n, seconds ? "%Y-%m-%d %H:%M:%S UTC" : "%Y-%m-%d %H:%M UTC", &a);
 }
 
+/* Whether h holds node (any node: -1) for job; h is grouped by job in id order. */
+static bool xheld_for(const struct sched_xhold *h, int nh, int64_t job, int node)
+{
+	int lo = 0, hi = nh;
+
+	while (lo < hi) {
+		int mid = lo + (hi - lo) / 2;
+
+		if (h[mid].job < job)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	for (; lo < nh && h[lo].job == job; lo++)
+		if (node < 0 || h[lo].node == node)
+			return true;
+	return false;
+}
+
+/*
+ * Whether hold k keeps job off its node: another job's, on a node not held
+ * for job too (two jobs whose gangs shared a node may both use it).
+ */
+static bool keeps_off(const struct sched_xhold *h, int nh, int k, int64_t job, bool own)
+{
+	return h[k].job != job && !(own && xheld_for(h, nh, job, h[k].node));
+}
+
 /*
  * A job waiting for nodes while some that could hold it are held for
  * another job's expedited requeue: say so, and until when (the last).
@@ -1081,6 +1109,7 @@ static void xhold_reason(char *reason, size_t n, const struct snap *sn, int i,
 			 const struct sched_pending_out *o)
 {
 	const struct sched_pending_in *p = &sn->in.pending[i];
+	bool own = xheld_for(sn->xh, sn->nxh, p->job, -1);
 	int64_t until = 0, job = 0;
 	int cnt = 0;
 	size_t len = strlen(reason);
@@ -1093,7 +1122,8 @@ static void xhold_reason(char *reason, size_t n, const struct snap *sn, int i,
 	for (int k = 0; k < sn->nxh; k++) {
 		const struct sched_xhold *h = &sn->xh[k];
 
-		if (h->job == p->job || sn->in.nodes[h->node].gpus < p->gpus_per_node)
+		if (!keeps_off(sn->xh, sn->nxh, k, p->job, own) ||
+		    sn->in.nodes[h->node].gpus < p->gpus_per_node)
 			continue;
 		job = cnt++ == 0 || job == h->job ? h->job : -1;
 		if (h->until_ms > until)
@@ -1109,14 +1139,6 @@ static void xhold_reason(char *reason, size_t n, const struct snap *sn, int i,
 	else
 		snprintf(reason + len, n - len, "; %d nodes held for expedited requeues until %s",
 			 cnt, when);
-}
-
-/* Keep what this committed decision held for jobs waiting for their victims. */
-static void holds_keep(struct sched *s, const struct snap *sn, const struct sched_decisions *d)
-{
-	/* out of memory: the jobs start where they fit best next cycle */
-	if (sched_holds_keep(&s->world.holds, s->term.epoch, &sn->in, d))
-		ty_warn("cycle: out of memory keeping the nodes held for preemptions");
 }
 
 /* A queue row written this cycle, to be recorded in the mirror once committed. */
@@ -1579,10 +1601,11 @@ static int xholds_apply(struct snap *sn, const struct sched *s, struct ty_err *e
 		return ty_err_set(err, rc, NULL);
 	for (int i = 0; i < sn->in.npending && nh > 0; i++) {
 		struct sched_pending_in *p = &sn->pending[i];
+		bool own = xheld_for(h, nh, p->job, -1);
 		int m = 0, *v;
 
 		for (int k = 0; k < nh; k++)
-			m += h[k].job != p->job;
+			m += keeps_off(h, nh, k, p->job, own);
 		if (m == 0)
 			continue;
 		if (!(v = snap_alloc(sn, (size_t)(p->nexclude + m), sizeof(*v)))) {
@@ -1592,7 +1615,7 @@ static int xholds_apply(struct snap *sn, const struct sched *s, struct ty_err *e
 		if (p->nexclude)
 			memcpy(v, p->exclude, (size_t)p->nexclude * sizeof(*v));
 		for (int k = 0, x = p->nexclude; k < nh; k++)
-			if (h[k].job != p->job)
+			if (keeps_off(h, nh, k, p->job, own))
 				v[x++] = h[k].node;
 		p->exclude = v;
 		p->nexclude += m;
@@ -1604,6 +1627,14 @@ static int xholds_apply(struct snap *sn, const struct sched *s, struct ty_err *e
 	}
 	free(h);
 	return 0;
+}
+
+/* Keep what this committed decision held for jobs waiting for their victims. */
+static void holds_keep(struct sched *s, const struct snap *sn, const struct sched_decisions *d)
+{
+	/* out of memory: the jobs start where they fit best next cycle */
+	if (sched_holds_keep(&s->world.holds, s->term.epoch, &sn->in, d))
+		ty_warn("cycle: out of memory keeping the nodes held for preemptions");
 }
 
 int sched_cycle(struct sched *s, struct ty_err *err)

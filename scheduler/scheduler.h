@@ -516,8 +516,9 @@ struct sched_xhold {
 };
 /*
  * The active holds of the n jobs q over in's nodes (sorted by id, as a
- * snapshot's are) into *out (new array, *nout entries; NULL/0 for none);
- * nodes not among them are left out. TY_ENOMEM on failure.
+ * snapshot's are) into *out (new array, *nout entries, in q's order: by
+ * job, as the queue is sorted; NULL/0 for none); nodes not among them are
+ * left out. TY_ENOMEM on failure.
  */
 int sched_xholds(struct sched_xhold **out, int *nout, const struct sched_qjob *q, int n,
 		 const struct sched_input *in, int64_t window_s);
