@@ -1073,7 +1073,7 @@ static void when_text(char *buf, size_t n, int64_t at_ms, int64_t now_ms, bool s
 		strftime(buf, n, seconds ? "%Y-%m-%d %H:%M:%S UTC" : "%Y-%m-%d %H:%M UTC", &a);
 }
 
-/* Whether h holds node (any node: -1) for job; h is grouped by job in id order. */
+/* Whether h holds node for job; h is grouped by job in id order. */
 static bool xheld_for(const struct sched_xhold *h, int nh, int64_t job, int node)
 {
 	int lo = 0, hi = nh;
@@ -1087,18 +1087,14 @@ static bool xheld_for(const struct sched_xhold *h, int nh, int64_t job, int node
 			hi = mid;
 	}
 	for (; lo < nh && h[lo].job == job; lo++)
-		if (node < 0 || h[lo].node == node)
+		if (h[lo].node == node)
 			return true;
 	return false;
 }
 
-/*
- * Whether hold k keeps job off its node: another job's, on a node not held
- * for job too (two jobs whose gangs shared a node may both use it).
- */
-static bool keeps_off(const struct sched_xhold *h, int nh, int k, int64_t job, bool own)
+bool sched_xhold_keeps_off(const struct sched_xhold *h, int nh, int k, int64_t job)
 {
-	return h[k].job != job && !(own && xheld_for(h, nh, job, h[k].node));
+	return h[k].job != job && !xheld_for(h, nh, job, h[k].node);
 }
 
 /*
@@ -1109,7 +1105,6 @@ static void xhold_reason(char *reason, size_t n, const struct snap *sn, int i,
 			 const struct sched_pending_out *o)
 {
 	const struct sched_pending_in *p = &sn->in.pending[i];
-	bool own = xheld_for(sn->xh, sn->nxh, p->job, -1);
 	int64_t until = 0, job = 0;
 	int cnt = 0;
 	size_t len = strlen(reason);
@@ -1122,7 +1117,7 @@ static void xhold_reason(char *reason, size_t n, const struct snap *sn, int i,
 	for (int k = 0; k < sn->nxh; k++) {
 		const struct sched_xhold *h = &sn->xh[k];
 
-		if (!keeps_off(sn->xh, sn->nxh, k, p->job, own) ||
+		if (!sched_xhold_keeps_off(sn->xh, sn->nxh, k, p->job) ||
 		    sn->in.nodes[h->node].gpus < p->gpus_per_node)
 			continue;
 		job = cnt++ == 0 || job == h->job ? h->job : -1;
@@ -1601,11 +1596,10 @@ static int xholds_apply(struct snap *sn, const struct sched *s, struct ty_err *e
 		return ty_err_set(err, rc, NULL);
 	for (int i = 0; i < sn->in.npending && nh > 0; i++) {
 		struct sched_pending_in *p = &sn->pending[i];
-		bool own = xheld_for(h, nh, p->job, -1);
 		int m = 0, *v;
 
 		for (int k = 0; k < nh; k++)
-			m += keeps_off(h, nh, k, p->job, own);
+			m += sched_xhold_keeps_off(h, nh, k, p->job);
 		if (m == 0)
 			continue;
 		if (!(v = snap_alloc(sn, (size_t)(p->nexclude + m), sizeof(*v)))) {
@@ -1615,7 +1609,7 @@ static int xholds_apply(struct snap *sn, const struct sched *s, struct ty_err *e
 		if (p->nexclude)
 			memcpy(v, p->exclude, (size_t)p->nexclude * sizeof(*v));
 		for (int k = 0, x = p->nexclude; k < nh; k++)
-			if (keeps_off(h, nh, k, p->job, own))
+			if (sched_xhold_keeps_off(h, nh, k, p->job))
 				v[x++] = h[k].node;
 		p->exclude = v;
 		p->nexclude += m;

@@ -522,6 +522,12 @@ struct sched_xhold {
  */
 int sched_xholds(struct sched_xhold **out, int *nout, const struct sched_qjob *q, int n,
 		 const struct sched_input *in, int64_t window_s);
+/*
+ * Whether hold k of h[nh] (as sched_xholds made them) keeps job off its
+ * node: another job's, on a node not held for job too (two jobs whose
+ * gangs shared a node may both use it).
+ */
+bool sched_xhold_keeps_off(const struct sched_xhold *h, int nh, int k, int64_t job);
 
 /* ---- preempt.c: the preemption protocol (docs/dispatch.md, "Preemption") ---- */
 

@@ -173,3 +173,16 @@ TY_TEST(expedited_holds_name_the_snapshots_nodes_of_each_active_job)
 	REQUIRE_INT_EQ(sched_xholds(&h, &n, q, 1, &in, 60), 0);
 	CHECK(h == NULL && n == 0);
 }
+
+TY_TEST(a_hold_keeps_off_every_other_job_but_one_holding_the_node_too)
+{
+	/* job 1 holds nodes 0 and 1, job 2 holds node 1 (their gangs shared it) */
+	static const struct sched_xhold h[] = {{1, 0, 0}, {1, 1, 0}, {2, 1, 0}};
+
+	CHECK(!sched_xhold_keeps_off(h, 3, 0, 1)); /* its own */
+	CHECK(sched_xhold_keeps_off(h, 3, 0, 2));  /* node 0: job 1's alone */
+	CHECK(!sched_xhold_keeps_off(h, 3, 1, 2)); /* node 1: job 2's too */
+	CHECK(!sched_xhold_keeps_off(h, 3, 2, 1));
+	for (int k = 0; k < 3; k++) /* a job holding nothing */
+		CHECK(sched_xhold_keeps_off(h, 3, k, 3));
+}
