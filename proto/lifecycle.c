@@ -31,9 +31,9 @@ static const char *const node_states[] = {
 static const struct {
 	const char *name;
 	enum proto_budget budget;
-	bool blames;
+	bool blames, infra;
 } classes[] = {
-#define CLASS(name, str, budget, blames) {str, budget, blames},
+#define CLASS(name, str, budget, blames, infra) {str, budget, blames, infra},
     PROTO_FAILURE_CLASSES(CLASS)
 #undef CLASS
 };
@@ -129,12 +129,7 @@ bool proto_failure_blames(const char *name)
 
 bool proto_failure_infrastructure(const char *name)
 {
-	switch (proto_failure_class_parse(name)) {
-	case PROTO_FAILURE_SYSTEM:
-	case PROTO_FAILURE_HARDWARE:
-	case PROTO_FAILURE_NODE_LOST:
-		return true;
-	default:
-		return false;
-	}
+	int i = find_class(name);
+
+	return i < PROTO_FAILURE_CLASS_COUNT && classes[i].infra;
 }

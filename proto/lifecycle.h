@@ -48,21 +48,25 @@ enum proto_budget { PROTO_BUDGET_NONE, PROTO_BUDGET_USER, PROTO_BUDGET_SYSTEM };
 const char *proto_budget_name(enum proto_budget b);
 
 /*
- * name, string, budget, blames: the failure counts against the node that
- * reported it (node_failures, suspect and drained nodes) and the job's
- * later attempts avoid that node
+ * name, string, budget, blames, infra. blames: the failure counts against
+ * the node that reported it (node_failures, suspect and drained nodes) and
+ * the job's later attempts avoid that node. infra: the infrastructure's
+ * doing, not the job's (a node that cannot start a job in time is the
+ * node's problem too): its requeue is expedited, and its GPU-seconds are
+ * lost_infra in the goodput ledger and not charged to fair share
+ * (docs/scheduling.md, "Expedited requeue" and "Goodput").
  */
 #define PROTO_FAILURE_CLASSES(X)                                              \
-	X(USER, "user", PROTO_BUDGET_USER, false)                             \
-	X(OOM, "oom", PROTO_BUDGET_USER, false)                               \
-	X(SYSTEM, "system", PROTO_BUDGET_SYSTEM, true)                        \
-	X(HARDWARE, "hardware", PROTO_BUDGET_SYSTEM, true)                    \
-	X(HANG, "hang", PROTO_BUDGET_SYSTEM, true)                            \
-	X(NODE_LOST, "node_lost", PROTO_BUDGET_SYSTEM, true)                  \
-	X(PREEMPTED, "preempted", PROTO_BUDGET_NONE, false)                   \
-	X(START_TIMEOUT, "start_timeout", PROTO_BUDGET_SYSTEM, true)          \
-	X(TIMEOUT, "timeout", PROTO_BUDGET_NONE, false)                       \
-	X(CANCELLED, "cancelled", PROTO_BUDGET_SYSTEM, false)
+	X(USER, "user", PROTO_BUDGET_USER, false, false)                      \
+	X(OOM, "oom", PROTO_BUDGET_USER, false, false)                        \
+	X(SYSTEM, "system", PROTO_BUDGET_SYSTEM, true, true)                  \
+	X(HARDWARE, "hardware", PROTO_BUDGET_SYSTEM, true, true)              \
+	X(HANG, "hang", PROTO_BUDGET_SYSTEM, true, false)                     \
+	X(NODE_LOST, "node_lost", PROTO_BUDGET_SYSTEM, true, true)            \
+	X(PREEMPTED, "preempted", PROTO_BUDGET_NONE, false, false)            \
+	X(START_TIMEOUT, "start_timeout", PROTO_BUDGET_SYSTEM, true, true)    \
+	X(TIMEOUT, "timeout", PROTO_BUDGET_NONE, false, false)                \
+	X(CANCELLED, "cancelled", PROTO_BUDGET_SYSTEM, false, false)
 
 enum proto_job_state {
 #define PROTO_JOB_STATE_ENUM(name, str, terminal) PROTO_JOB_STATE_##name,
@@ -86,7 +90,7 @@ enum proto_node_state {
 };
 
 enum proto_failure_class {
-#define PROTO_FAILURE_ENUM(name, str, budget, blames) PROTO_FAILURE_##name,
+#define PROTO_FAILURE_ENUM(name, str, budget, blames, infra) PROTO_FAILURE_##name,
 	PROTO_FAILURE_CLASSES(PROTO_FAILURE_ENUM)
 #undef PROTO_FAILURE_ENUM
 	PROTO_FAILURE_CLASS_COUNT
@@ -112,9 +116,9 @@ enum proto_budget proto_failure_budget(const char *name);
 /* Whether failure class name blames its node (false for an unknown name). */
 bool proto_failure_blames(const char *name);
 /*
- * Whether failure class name is the infrastructure's doing: system,
- * hardware, node_lost (expedited requeue, docs/scheduling.md); false for
- * an unknown name.
+ * Whether failure class name is the infrastructure's doing (the infra
+ * column above: system, hardware, node_lost, start_timeout); false for an
+ * unknown name.
  */
 bool proto_failure_infrastructure(const char *name);
 

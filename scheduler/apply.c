@@ -216,16 +216,54 @@ static int used_of(const json_t *retries, const char *budget)
 /*
  * An infrastructure failure's requeue is expedited (docs/scheduling.md,
  * "Expedited requeue"): the requeued event says so, in its text and as
- * data.expedited.
+ * data.expedited, and names the nodes held for it (data.held_nodes,
+ * data.hold_seconds; none with --expedite-hold-seconds=0). Called once the
+ * blamed node is among the job's excluded nodes.
  */
-static void expedite_note(char *text, size_t n, json_t *data, const char *cls)
+static int expedite_note(char *text, size_t n, json_t *data, struct sched *s, int64_t job,
+			 int64_t attempt, const char *cls, int64_t backoff, struct ty_err *err)
 {
 	size_t len = strlen(text);
+	char *held = NULL;
+	json_t *list = NULL;
+	int rc = 0;
 
 	if (!proto_failure_infrastructure(cls))
-		return;
+		return 0;
 	snprintf(text + len, n - len, "; expedited: first in its team's order");
 	json_object_set_new(data, "expedited", json_true());
+	if (s->o.expedite_hold_s <= 0)
+		return 0;
+	if ((rc = sched_store_hold_nodes(&held, s->term.pg, job, attempt, err)) || !held)
+		goto out;
+	if (!(list = json_array())) {
+		rc = ty_err_set(err, TY_ENOMEM, NULL);
+		goto out;
+	}
+	for (char *c = held, *end; c; c = end ? end + 1 : NULL) {
+		if ((end = strchr(c, ',')))
+			*end = '\0';
+		if (json_array_append_new(list, json_string(c))) {
+			rc = ty_err_set(err, TY_ENOMEM, NULL);
+			goto out;
+		}
+	}
+	for (size_t i = 0; i < json_array_size(list); i++) {
+		len = strlen(text);
+		snprintf(text + len, n - len, "%s%s",
+			 i ? ", " : json_array_size(list) > 1 ? "; nodes " : "; node ",
+			 json_string_value(json_array_get(list, i)));
+	}
+	len = strlen(text);
+	snprintf(text + len, n - len, " held for it for %ds%s", s->o.expedite_hold_s,
+		 backoff > 0 ? " after its backoff" : "");
+	json_object_set_new(data, "held_nodes", list);
+	json_object_set_new(data, "hold_seconds", json_integer(s->o.expedite_hold_s));
+	list = NULL;
+out:
+	json_decref(list);
+	free(held);
+	return rc;
 }
 
 int sched_fail_attempt(struct sched *s, int64_t job, int64_t attempt, const char *node,
@@ -346,7 +384,6 @@ int sched_fail_attempt(struct sched *s, int64_t job, int64_t attempt, const char
 			snprintf(text, sizeof(text), "attempt %lld %s; requeued for attempt %lld",
 				 (long long)attempt, why, (long long)attempt + 1);
 		state = "pending";
-		expedite_note(text, sizeof(text), data, cls);
 		if (!(retries_text = json_dumps(retries, JSON_COMPACT))) {
 			rc = ty_err_set(err, TY_ENOMEM, NULL);
 			goto out;
@@ -357,6 +394,9 @@ int sched_fail_attempt(struct sched *s, int64_t job, int64_t attempt, const char
 						      blamed, err)))
 			goto out;
 		if ((rc = sched_store_job_requeued(&moved, s->term.pg, job, attempt, cls, err)))
+			goto out;
+		if (moved && (rc = expedite_note(text, sizeof(text), data, s, job, attempt, cls,
+						 backoff, err)))
 			goto out;
 		s->clock.capacity_freed = true;
 	} else {

@@ -174,12 +174,10 @@ enum proto_goodput sched_goodput_lost_category(const char *failure_class)
 		return PROTO_GOODPUT_LOST_PREEMPTION;
 	case PROTO_FAILURE_HANG:
 		return PROTO_GOODPUT_HANG;
-	case PROTO_FAILURE_SYSTEM:
-	case PROTO_FAILURE_HARDWARE:
-	case PROTO_FAILURE_NODE_LOST:
-	case PROTO_FAILURE_START_TIMEOUT:
-		return PROTO_GOODPUT_LOST_INFRA;
 	default:
+		/* which classes are the infrastructure's is proto/lifecycle.h's */
+		if (proto_failure_infrastructure(failure_class))
+			return PROTO_GOODPUT_LOST_INFRA;
 		/* user, oom, timeout, cancelled; and no class: only a known one blames us */
 		return PROTO_GOODPUT_LOST_USER;
 	}

@@ -86,6 +86,9 @@ static const struct ty_opt options[] = {
      "a job requeued after a failed attempt waits this long before its next attempt, "
      "doubled for each further retry (0: no backoff)"},
     {"retry-backoff-max-seconds", TY_OPT_INT, "600", 0, 86400, "the longest retry backoff"},
+    {"expedite-hold-seconds", TY_OPT_INT, "60", 0, 3600,
+     "a job requeued after an infrastructure failure keeps its other nodes to itself this "
+     "long after its backoff (0: no hold)"},
     {"suspect-after-jobs", TY_OPT_INT, "2", 1, 1000,
      "a node blamed for system or hardware failures of this many different jobs within "
      "--failure-window-seconds becomes suspect (takes no new work); a job with a hardware "
@@ -370,6 +373,7 @@ int main(int argc, char **argv)
 	s.o.check_mirror = ty_config_bool(c, "check-mirror");
 	s.o.retry_backoff_s = (int)ty_config_int(c, "retry-backoff-seconds");
 	s.o.retry_backoff_max_s = (int)ty_config_int(c, "retry-backoff-max-seconds");
+	s.o.expedite_hold_s = (int)ty_config_int(c, "expedite-hold-seconds");
 	s.o.suspect_after = (int)ty_config_int(c, "suspect-after-jobs");
 	s.o.drain_after = (int)ty_config_int(c, "drain-after-jobs");
 	s.o.failure_window_s = (int)ty_config_int(c, "failure-window-seconds");

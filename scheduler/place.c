@@ -67,6 +67,9 @@ struct snap {
 	int64_t *running_attempt;
 	struct sched_pending_in *pending;
 	struct pend_row *prow;
+	/* the nodes held for expedited requeues (sched_xholds), for the reasons */
+	struct sched_xhold *xh;
+	int nxh;
 	/* pending jobs the core does not see: an earlier attempt still holds GPUs */
 	int64_t *held;
 	int *held_team;
@@ -1103,6 +1106,69 @@ static void when_text(char *buf, size_t n, int64_t at_ms, int64_t now_ms, bool s
 		strftime(buf, n, seconds ? "%Y-%m-%d %H:%M:%S UTC" : "%Y-%m-%d %H:%M UTC", &a);
 }
 
+/* Whether h holds node for job; h is grouped by job in id order. */
+static bool xheld_for(const struct sched_xhold *h, int nh, int64_t job, int node)
+{
+	int lo = 0, hi = nh;
+
+	while (lo < hi) {
+		int mid = lo + (hi - lo) / 2;
+
+		if (h[mid].job < job)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	for (; lo < nh && h[lo].job == job; lo++)
+		if (h[lo].node == node)
+			return true;
+	return false;
+}
+
+bool sched_xhold_keeps_off(const struct sched_xhold *h, int nh, int k, int64_t job)
+{
+	return h[k].job != job && !xheld_for(h, nh, job, h[k].node);
+}
+
+/*
+ * A job waiting for nodes while some that could hold it are held for
+ * another job's expedited requeue: say so, and until when (the last).
+ */
+static void xhold_reason(char *reason, size_t n, const struct snap *sn, int i,
+			 const struct sched_pending_out *o)
+{
+	const struct sched_pending_in *p = &sn->in.pending[i];
+	int64_t until = 0, job = 0;
+	int cnt = 0;
+	size_t len = strlen(reason);
+	char when[64];
+
+	if (p->nexclude_held == 0 ||
+	    (o->reason != SCHED_WAIT_NODES && o->reason != SCHED_WAIT_TOPOLOGY &&
+	     o->reason != SCHED_WAIT_HEAD))
+		return;
+	for (int k = 0; k < sn->nxh; k++) {
+		const struct sched_xhold *h = &sn->xh[k];
+
+		if (!sched_xhold_keeps_off(sn->xh, sn->nxh, k, p->job) ||
+		    sn->in.nodes[h->node].gpus < p->gpus_per_node)
+			continue;
+		job = cnt++ == 0 || job == h->job ? h->job : -1;
+		if (h->until_ms > until)
+			until = h->until_ms;
+	}
+	if (cnt == 0)
+		return;
+	when_text(when, sizeof(when), until, sn->in.now_ms, true);
+	if (job > 0)
+		snprintf(reason + len, n - len,
+			 "; %d node%s held for job %lld's expedited requeue until %s", cnt,
+			 cnt > 1 ? "s" : "", (long long)job, when);
+	else
+		snprintf(reason + len, n - len, "; %d nodes held for expedited requeues until %s",
+			 cnt, when);
+}
+
 /* A queue row written this cycle, to be recorded in the mirror once committed. */
 struct qchange {
 	int q;
@@ -1209,6 +1275,7 @@ static int publish_queue(struct sched_ids *now_queued, struct qchanges *ch, stru
 			  o->reason == SCHED_WAIT_BACKOFF);
 		when_text(pwhen, sizeof(pwhen), o->protected_until_ms, in->now_ms, false);
 		sched_reason_format_at(reason, sizeof(reason), in, d, i, when, pwhen);
+		xhold_reason(reason, sizeof(reason), sn, i, o);
 		if (queue_row(rows, &nrows, ch, sn, in->pending[i].job, &sn->prow[i], reason,
 			      o->position + 1, resv, mono))
 			goto oom;
@@ -1477,6 +1544,118 @@ void sched_holds_free(struct sched_holds *h)
 	h->n = h->cap = 0;
 }
 
+bool sched_hold_active(const struct sched_qjob *q, int64_t now_ms, int64_t window_s)
+{
+	return window_s > 0 && q->expedited && q->hold_nodes &&
+	       now_ms < q->hold_from_ms + window_s * 1000;
+}
+
+static int node_of_id(const struct sched_input *in, const char *id)
+{
+	int lo = 0, hi = in->nnodes;
+
+	while (lo < hi) {
+		int mid = lo + (hi - lo) / 2;
+		int c = strcmp(in->nodes[mid].id, id);
+
+		if (c == 0)
+			return mid;
+		if (c < 0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return -1;
+}
+
+int sched_xholds(struct sched_xhold **out, int *nout, const struct sched_qjob *q, int n,
+		 const struct sched_input *in, int64_t window_s)
+{
+	struct sched_xhold *v = NULL;
+	size_t need = 0;
+	int k = 0;
+
+	*out = NULL;
+	*nout = 0;
+	for (int i = 0; i < n; i++)
+		if (sched_hold_active(&q[i], in->now_ms, window_s))
+			for (const char *c = q[i].hold_nodes; c; c = strchr(c + 1, ','))
+				need++;
+	if (need == 0)
+		return 0;
+	if (!(v = calloc(need, sizeof(*v))))
+		return TY_ENOMEM;
+	for (int i = 0; i < n; i++) {
+		if (!sched_hold_active(&q[i], in->now_ms, window_s))
+			continue;
+		for (const char *c = q[i].hold_nodes; *c;) {
+			const char *end = strchr(c, ',');
+			size_t len = end ? (size_t)(end - c) : strlen(c);
+			char id[PROTO_NODE_ID_MAX + 1];
+			int at;
+
+			if (len < sizeof(id)) {
+				memcpy(id, c, len);
+				id[len] = '\0';
+				/* a node gone from the snapshot holds nothing */
+				if ((at = node_of_id(in, id)) >= 0)
+					v[k++] = (struct sched_xhold){
+					    q[i].id, at, q[i].hold_from_ms + window_s * 1000};
+			}
+			c += len + (end != NULL);
+		}
+	}
+	if (k == 0) {
+		free(v);
+		return 0;
+	}
+	*out = v;
+	*nout = k;
+	return 0;
+}
+
+/*
+ * Keep every pending job off the nodes held for another one: they join its
+ * excluded nodes, counted apart (nexclude_held) so that its reason never
+ * blames them on its failures.
+ */
+static int xholds_apply(struct snap *sn, const struct sched *s, struct ty_err *err)
+{
+	struct sched_xhold *h = NULL;
+	int nh = 0, rc;
+
+	if ((rc = sched_xholds(&h, &nh, s->world.queue.v, s->world.queue.n, &sn->in,
+			       s->o.expedite_hold_s)))
+		return ty_err_set(err, rc, NULL);
+	for (int i = 0; i < sn->in.npending && nh > 0; i++) {
+		struct sched_pending_in *p = &sn->pending[i];
+		int m = 0, *v;
+
+		for (int k = 0; k < nh; k++)
+			m += sched_xhold_keeps_off(h, nh, k, p->job);
+		if (m == 0)
+			continue;
+		if (!(v = snap_alloc(sn, (size_t)(p->nexclude + m), sizeof(*v)))) {
+			free(h);
+			return ty_err_set(err, TY_ENOMEM, NULL);
+		}
+		if (p->nexclude)
+			memcpy(v, p->exclude, (size_t)p->nexclude * sizeof(*v));
+		for (int k = 0, x = p->nexclude; k < nh; k++)
+			if (sched_xhold_keeps_off(h, nh, k, p->job))
+				v[x++] = h[k].node;
+		p->exclude = v;
+		p->nexclude += m;
+		p->nexclude_held = m;
+	}
+	if (nh > 0 && (sn->xh = snap_alloc(sn, (size_t)nh, sizeof(*h)))) {
+		memcpy(sn->xh, h, (size_t)nh * sizeof(*h));
+		sn->nxh = nh; /* out of memory: the reasons just do not mention them */
+	}
+	free(h);
+	return 0;
+}
+
 /* Keep what this committed decision held for jobs waiting for their victims. */
 static void holds_keep(struct sched *s, const struct snap *sn, const struct sched_decisions *d)
 {
@@ -1501,7 +1680,7 @@ int sched_cycle(struct sched *s, struct ty_err *err)
 		s->world.holds.n = 0;
 	if ((rc = snap_load(&sn, s, err)))
 		return rc;
-	if ((rc = holds_load(&sn, s, err)))
+	if ((rc = holds_load(&sn, s, err)) || (rc = xholds_apply(&sn, s, err)))
 		goto out;
 	t1 = ty_mono_ms();
 	m1 = sched_metrics_clock();

@@ -54,7 +54,8 @@ static void qjob_clear(struct sched_qjob *j)
 	free(j->reason);
 	free(j->excluded);
 	free(j->last_failure);
-	j->reason = j->excluded = j->last_failure = NULL;
+	free(j->hold_nodes);
+	j->reason = j->excluded = j->last_failure = j->hold_nodes = NULL;
 }
 
 void sched_queue_clear(struct sched_world *w)

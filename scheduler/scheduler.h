@@ -67,6 +67,7 @@ struct sched_opts {
 	bool check_mirror; /* --check-mirror: compare the mirror with a fresh load every cycle */
 	int retry_backoff_s;	 /* --retry-backoff-seconds: first retry's wait, doubled per retry */
 	int retry_backoff_max_s; /* --retry-backoff-max-seconds */
+	int expedite_hold_s;	 /* --expedite-hold-seconds: an expedited requeue's hold, 0 = off */
 	int suspect_after;	 /* --suspect-after-jobs: distinct failed jobs → suspect */
 	int drain_after;	 /* --drain-after-jobs: distinct failed jobs → drained */
 	const struct ty_ed25519_key *dispatch_key; /* --dispatch-key: signs dispatch (borrowed) */
@@ -112,6 +113,8 @@ struct sched_qjob {
 	char *excluded;	       /* owned: jobs.excluded_nodes joined by ',', NULL when none */
 	char *last_failure;    /* owned: "system failure on node-b" of the last attempt, or NULL */
 	bool expedited;	       /* its last attempt was ended by the infrastructure (expedited requeue) */
+	char *hold_nodes;      /* owned: the nodes that requeue holds, joined by ',', NULL when none */
+	int64_t hold_from_ms;  /* its window starts: the later of the attempt's end and not_before */
 	bool gone; /* (transient) no longer pending */
 	/* as in jobs now */
 	char *reason;	     /* owned, NULL when none */
@@ -513,6 +516,33 @@ int sched_holds_keep(struct sched_holds *h, int64_t epoch, const struct sched_in
 		     const struct sched_decisions *d);
 int sched_holds_of(const struct sched_holds *h, int64_t job, int *first);
 void sched_holds_free(struct sched_holds *h);
+/*
+ * Expedited requeue's holds (docs/scheduling.md, "Expedited requeue"):
+ * whether pending job q's nodes are held for it at now_ms with a window of
+ * window_s seconds (0 = off): from the requeue until window_s after its
+ * backoff. Derived from PostgreSQL (the queue load), so they outlive a term.
+ */
+bool sched_hold_active(const struct sched_qjob *q, int64_t now_ms, int64_t window_s);
+/* A node (index into the snapshot's nodes) held for job until until_ms. */
+struct sched_xhold {
+	int64_t job;
+	int node;
+	int64_t until_ms;
+};
+/*
+ * The active holds of the n jobs q over in's nodes (sorted by id, as a
+ * snapshot's are) into *out (new array, *nout entries, in q's order: by
+ * job, as the queue is sorted; NULL/0 for none); nodes not among them are
+ * left out. TY_ENOMEM on failure.
+ */
+int sched_xholds(struct sched_xhold **out, int *nout, const struct sched_qjob *q, int n,
+		 const struct sched_input *in, int64_t window_s);
+/*
+ * Whether hold k of h[nh] (as sched_xholds made them) keeps job off its
+ * node: another job's, on a node not held for job too (two jobs whose
+ * gangs shared a node may both use it).
+ */
+bool sched_xhold_keeps_off(const struct sched_xhold *h, int nh, int k, int64_t job);
 
 /* ---- preempt.c: the preemption protocol (docs/dispatch.md, "Preemption") ---- */
 

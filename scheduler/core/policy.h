@@ -169,6 +169,12 @@ struct sched_pending_in {
 	const int *exclude;    /* node indices this job must not use (e.g. a suspect node) */
 	int nexclude;
 	/*
+	 * Of exclude, the last nexclude_held are nodes held for another job's
+	 * expedited requeue: kept off like the rest, but a hold lapses, so
+	 * they never make the job SCHED_NEVER_FITS_EXCLUDED.
+	 */
+	int nexclude_held;
+	/*
 	 * The nodes the previous decision held for this job while its victims
 	 * stop (that decision's SCHED_RESV_PREEMPTION reservation), node
 	 * indices in any order; NULL/0 = none. Used only when nheld == nodes:

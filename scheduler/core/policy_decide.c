@@ -170,7 +170,7 @@ static int decide_one(struct ctx *c, int i)
 		    true);
 		return 0;
 	}
-	if (qv == QUOTA_OK && (p->nexclude || c->od)) {
+	if (qv == QUOTA_OK && (p->nexclude > p->nexclude_held || c->od)) {
 		int nx;
 
 		if (!sched__could_fit_excluding(c, p, &nx)) {

@@ -519,16 +519,18 @@ bool sched__could_fit_excluding(struct ctx *c, const struct sched_pending_in *p,
 {
 	struct view *cap = c->od ? &c->cap_od : &c->cap;
 	bool ok, learn = c->nolearn;
+	/* nodes held for another job are free again once the hold lapses */
+	int nex = p->nexclude - p->nexclude_held;
 
 	*nx = 0;
 	if (c->od) {
 		*nx = c->nspot;
 		if (!sched__could_fit(c, p->nodes, p->gpus_per_node, p->required, true))
 			return false;
-		if (!p->nexclude)
+		if (nex <= 0)
 			return true;
 	}
-	for (int k = 0; k < p->nexclude; k++) {
+	for (int k = 0; k < nex; k++) {
 		int n = p->exclude[k];
 
 		if (n >= 0 && n < c->nn && cap->free[n] >= 0) {
@@ -539,7 +541,7 @@ bool sched__could_fit_excluding(struct ctx *c, const struct sched_pending_in *p,
 	c->nolearn = true; /* the shape memos are the whole capacity's */
 	ok = sched__fit(c, cap, p->nodes, p->gpus_per_node, p->required);
 	c->nolearn = learn;
-	for (int k = 0; k < p->nexclude; k++) {
+	for (int k = 0; k < nex; k++) {
 		int n = p->exclude[k];
 
 		if (n >= 0 && n < c->nn && c->in->nodes[n].schedulable && !(c->od && spot_node(c, n)))

@@ -48,7 +48,11 @@
 	" coalesce((j.spec->'resources'->>'cpus_per_node')::bigint, $9),"                           \
 	" coalesce((j.spec->'resources'->>'memory_mb_per_node')::bigint, $10),"                   \
 	/* the last attempt's failure class: an infrastructure one expedites the requeue */      \
-	" (SELECT t.failure_class FROM attempts t WHERE t.job_id = j.id AND t.attempt = j.attempt)" \
+	" (SELECT t.failure_class FROM attempts t WHERE t.job_id = j.id AND t.attempt = j.attempt)," \
+	/* what its expedited requeue holds (store.h), and from when its window runs */           \
+	" " SCHED_STORE_HOLD_NODES ","                                                \
+	" (SELECT (extract(epoch FROM greatest(t.ended_at, j.not_before)) * 1000)::bigint"         \
+	"  FROM attempts t WHERE t.job_id = j.id AND t.attempt = j.attempt)"                       \
 	" FROM jobs j"
 
 static const char SQL_PENDING[] =
@@ -117,6 +121,10 @@ static int qjob_read(struct sched_qjob *j, const PGresult *res, int r)
 	j->cpus_per_node = sched_col_i64(res, r, 25);
 	j->memory_mb_per_node = sched_col_i64(res, r, 26);
 	j->expedited = ty_pg_val(res, r, 27) && proto_failure_infrastructure(PQgetvalue(res, r, 27));
+	if (j->expedited && ty_pg_val(res, r, 28) && *PQgetvalue(res, r, 28) &&
+	    !(j->hold_nodes = strdup(PQgetvalue(res, r, 28))))
+		return TY_ENOMEM;
+	j->hold_from_ms = ty_pg_val(res, r, 29) ? sched_col_i64(res, r, 29) : 0;
 	return 0;
 }
 
@@ -126,6 +134,7 @@ void sched_store_qjobs_free(struct sched_qjob *v, int n)
 		free(v[i].reason);
 		free(v[i].excluded);
 		free(v[i].last_failure);
+		free(v[i].hold_nodes);
 	}
 	free(v);
 }

@@ -1,7 +1,7 @@
 /*
  * What a failed attempt's judgement reads of its job and writes besides its
  * state: the retry budget used, the backoff, the nodes excluded, whether a
- * stop was requested.
+ * stop was requested, the nodes an expedited requeue holds.
  */
 #include "scheduler.h"
 
@@ -91,4 +91,26 @@ int sched_store_job_stop_requested(bool *stop, struct ty_pg *pg, int64_t job, st
 	*stop = PQntuples(res) == 1 && !strcmp(PQgetvalue(res, 0, 0), "t");
 	PQclear(res);
 	return 0;
+}
+
+static const char SQL_HOLD_NODES[] =
+    "SELECT " SCHED_STORE_HOLD_NODES " FROM jobs j WHERE j.id = $1 AND j.attempt = $2";
+
+int sched_store_hold_nodes(char **csv, struct ty_pg *pg, int64_t job, int64_t attempt,
+			   struct ty_err *err)
+{
+	char jb[24], ab[24];
+	const char *p[] = {sched_i64(jb, job), sched_i64(ab, attempt)};
+	PGresult *res = NULL;
+	int rc;
+
+	*csv = NULL;
+	if ((rc = ty_pg_exec(&res, pg, SQL_HOLD_NODES, 2, p, err)))
+		goto out;
+	if (PQntuples(res) > 0 && !PQgetisnull(res, 0, 0) &&
+	    !(*csv = strdup(PQgetvalue(res, 0, 0))))
+		rc = ty_err_set(err, TY_ENOMEM, NULL);
+out:
+	PQclear(res);
+	return rc;
 }

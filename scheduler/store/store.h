@@ -287,6 +287,22 @@ int sched_store_job_failed(bool *moved, struct ty_pg *pg, int64_t job, int64_t a
 			   const char *cls, struct ty_err *err);
 int sched_store_job_requeued(bool *moved, struct ty_pg *pg, int64_t job, int64_t attempt,
 			     const char *cls, struct ty_err *err);
+/*
+ * The nodes an expedited requeue holds (docs/scheduling.md, "Expedited
+ * requeue"): those of the job's last attempt but the ones it excludes (the
+ * blamed node among them) and those lost, draining or drained, by id and
+ * joined by ','; NULL for none. One rule for the requeued event and the
+ * queue load (queue_load.c): a subquery over jobs j.
+ */
+#define SCHED_STORE_HOLD_NODES                                                                     \
+	"(SELECT string_agg(a.node_id, ',' ORDER BY a.node_id) FROM allocations a"                 \
+	" JOIN nodes n ON n.id = a.node_id"                                                        \
+	" WHERE a.job_id = j.id AND a.attempt = j.attempt"                                         \
+	" AND NOT a.node_id = ANY (coalesce(j.excluded_nodes, '{}'))"                              \
+	" AND n.state NOT IN ('lost', 'draining', 'drained'))"
+/* The nodes attempt's requeue holds for job, into *csv (new, NULL for none). */
+int sched_store_hold_nodes(char **csv, struct ty_pg *pg, int64_t job, int64_t attempt,
+			   struct ty_err *err);
 /* To stopped (stopped) or cancelled. */
 int sched_store_job_cancelled(bool *moved, struct ty_pg *pg, int64_t job, int64_t attempt,
 			      bool stopped, const char *cls, struct ty_err *err);

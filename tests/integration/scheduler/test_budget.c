@@ -147,7 +147,8 @@ TY_TEST(expedited_requeue_goes_ahead_of_its_teams_pending_job)
 	fx_exit(f, "n1", la, 1, "hardware", "rank 0: Xid 79");
 	FX_WAIT(f, T, "t",
 		"SELECT data->>'expedited' = 'true' AND message LIKE"
-		" '%; expedited: first in its team''s order' FROM job_events"
+		" '%; expedited: first in its team''s order; node n2 held for it for 60s'"
+		" FROM job_events"
 		" WHERE job_id = $1 AND type = 'requeued'",
 		fx_n(a));
 	/* the rest of the gang is killed; its node reports the exit */

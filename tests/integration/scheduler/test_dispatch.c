@@ -231,7 +231,7 @@ TY_TEST(system_failure_requeues_once_the_gang_is_gone_and_old_events_change_noth
 			  fx_n(job)),
 		     "attempt 1 failed: rank 3 was killed by signal 9 (system); requeued for "
 		     "attempt 2 (system retry 1 of 1, node n2 excluded); expedited: first in its "
-		     "team's order");
+		     "team's order; node n1 held for it for 60s");
 	fx_poll(f, 600);
 	CHECK_INT_EQ(fx_count(f, "n1", "launch", job, 2) + fx_count(f, "n3", "launch", job, 2), 0);
 	fx_exit(f, "n1", l1, 143, "cancelled", "killed on request");

@@ -57,7 +57,7 @@ TY_TEST(silent_node_is_lost_and_its_gang_requeued)
 		 fx_n(job)),
 	    "attempt 1 failed: node n2 lost: no heartbeat for 1500 ms (node_lost); requeued "
 	    "for attempt 2 (system retry 1 of 3, node n2 excluded); expedited: first in its "
-	    "team's order");
+	    "team's order; node n1 held for it for 60s");
 	CHECK_STR_EQ(FX_Q(f, "SELECT excluded_nodes::text FROM jobs WHERE id = $1", fx_n(job)),
 		     "{n2}");
 	/* n1's GPUs are held until it reports: attempt 2 needs n3 and n1 once free */

@@ -148,9 +148,9 @@ TY_TEST(the_schema_and_proto_name_the_same_states_and_classes)
 	free(got);
 
 	n = 0;
-#define NAME4(name, str, budget, blames) names[n++] = str;
-	PROTO_FAILURE_CLASSES(NAME4)
-#undef NAME4
+#define NAME5(name, str, budget, blames, infra) names[n++] = str;
+	PROTO_FAILURE_CLASSES(NAME5)
+#undef NAME5
 	got = check_names(pg, "attempts", "failure_class");
 	CHECK_STR_EQ(got, joined(names, n));
 	free(got);

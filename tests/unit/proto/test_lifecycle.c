@@ -56,3 +56,26 @@ TY_TEST(budgets_and_blame_per_class)
 		CHECK_INT_EQ(proto_failure_blames(rows[i].cls), rows[i].blames);
 	}
 }
+
+/*
+ * The one list of the infrastructure's classes: expedited requeue, the
+ * ledger's lost_infra and fair share's refund all read it. hang has its own
+ * goodput category; a node that cannot start a job in time is the node's.
+ */
+TY_TEST(infrastructure_classes)
+{
+	static const struct {
+		const char *cls;
+		bool infra;
+	} rows[] = {
+	    {"system", true},	  {"hardware", true},  {"node_lost", true}, {"start_timeout", true},
+	    {"user", false},	  {"oom", false},      {"hang", false},	    {"preempted", false},
+	    {"timeout", false},	  {"cancelled", false}, {"bogus", false},   {"", false},
+	};
+
+	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+		ty_test_context("%s", rows[i].cls);
+		CHECK_INT_EQ(proto_failure_infrastructure(rows[i].cls), rows[i].infra);
+	}
+	CHECK(!proto_failure_infrastructure(NULL));
+}

@@ -1,13 +1,15 @@
 /*
  * The nodes a committed cycle held for jobs waiting for their victims
  * (struct sched_holds, scheduler/place.c): kept whole however many, so the
- * next cycle gives every such job its held_nodes.
+ * next cycle gives every such job its held_nodes. And expedited requeue's
+ * holds (sched_hold_active, sched_xholds): when one runs, which nodes.
  */
 #include "core/policy.h"
 #include "scheduler.h"
 #include "ty_test.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define NNODES 1000
@@ -110,4 +112,77 @@ TY_TEST(each_cycle_replaces_the_holds)
 	REQUIRE_INT_EQ(sched_holds_keep(&h, 5, &w.in, &w.d), 0);
 	CHECK_INT_EQ(h.n, NJOBS * PER);
 	sched_holds_free(&h);
+}
+
+/* A pending job requeued expedited at from_ms with nodes held (NULL: none). */
+static struct sched_qjob xjob(int64_t id, bool expedited, const char *nodes, int64_t from_ms)
+{
+	return (struct sched_qjob){
+	    .id = id, .expedited = expedited, .hold_nodes = (char *)nodes, .hold_from_ms = from_ms};
+}
+
+TY_TEST(an_expedited_hold_runs_for_its_window_after_the_backoff)
+{
+	struct sched_qjob q = xjob(1, true, "n1", 10000);
+
+	/* from the requeue (before its backoff ends) to the window after it */
+	CHECK(sched_hold_active(&q, 0, 60));
+	CHECK(sched_hold_active(&q, 10000, 60));
+	CHECK(sched_hold_active(&q, 69999, 60));
+	CHECK(!sched_hold_active(&q, 70000, 60));
+	CHECK(!sched_hold_active(&q, 10000, 0)); /* 0 = off */
+	q.expedited = false;
+	CHECK(!sched_hold_active(&q, 10000, 60));
+	q = xjob(1, true, NULL, 10000); /* nothing to hold */
+	CHECK(!sched_hold_active(&q, 10000, 60));
+}
+
+TY_TEST(expedited_holds_name_the_snapshots_nodes_of_each_active_job)
+{
+	static const char *const ids[] = {"a", "b", "c", "d"};
+	struct sched_node_in nodes[4] = {{0}};
+	struct sched_input in = {.nodes = nodes, .nnodes = 4, .now_ms = 5000};
+	struct sched_qjob q[] = {
+	    xjob(1, true, "b,d", 0),	      /* active */
+	    xjob(2, true, "a", -60000),	      /* lapsed */
+	    xjob(3, false, "c", 0),	      /* not expedited */
+	    xjob(4, true, "gone,c,toolong" "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"
+	       "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"
+	       "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx", 0),
+	};
+	struct sched_xhold *h = NULL;
+	int n = -1;
+
+	for (int i = 0; i < 4; i++)
+		nodes[i].id = ids[i];
+	REQUIRE_INT_EQ(sched_xholds(&h, &n, q, 4, &in, 60), 0);
+	REQUIRE_INT_EQ(n, 3);
+	CHECK(h[0].job == 1 && h[0].node == 1);
+	CHECK(h[1].job == 1 && h[1].node == 3);
+	/* a node not in the snapshot, or an id too long, holds nothing */
+	CHECK(h[2].job == 4 && h[2].node == 2);
+	free(h);
+
+	/* off, or nothing active: none, and nothing allocated */
+	REQUIRE_INT_EQ(sched_xholds(&h, &n, q, 4, &in, 0), 0);
+	CHECK(h == NULL && n == 0);
+	REQUIRE_INT_EQ(sched_xholds(&h, &n, &q[1], 2, &in, 60), 0);
+	CHECK(h == NULL && n == 0);
+	/* only unknown nodes: none */
+	q[0].hold_nodes = "x,y";
+	REQUIRE_INT_EQ(sched_xholds(&h, &n, q, 1, &in, 60), 0);
+	CHECK(h == NULL && n == 0);
+}
+
+TY_TEST(a_hold_keeps_off_every_other_job_but_one_holding_the_node_too)
+{
+	/* job 1 holds nodes 0 and 1, job 2 holds node 1 (their gangs shared it) */
+	static const struct sched_xhold h[] = {{1, 0, 0}, {1, 1, 0}, {2, 1, 0}};
+
+	CHECK(!sched_xhold_keeps_off(h, 3, 0, 1)); /* its own */
+	CHECK(sched_xhold_keeps_off(h, 3, 0, 2));  /* node 0: job 1's alone */
+	CHECK(!sched_xhold_keeps_off(h, 3, 1, 2)); /* node 1: job 2's too */
+	CHECK(!sched_xhold_keeps_off(h, 3, 2, 1));
+	for (int k = 0; k < 3; k++) /* a job holding nothing */
+		CHECK(sched_xhold_keeps_off(h, 3, k, 3));
 }

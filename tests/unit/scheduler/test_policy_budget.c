@@ -157,3 +157,44 @@ TY_TEST(expedited_does_not_pass_a_better_fairshare_rank)
 	CHECK_INT_EQ(f.pend[f.d->order[2]].job, 3);
 	fx_done(&f);
 }
+
+/*
+ * Nodes held for another job's expedited requeue (the tail of exclude,
+ * nexclude_held of them): kept off like excluded nodes, but a hold lapses,
+ * so the job never "cannot fit once the nodes excluded after its failures
+ * are left out" for them; its own excluded nodes still say so.
+ */
+TY_TEST(nodes_held_for_another_job_are_no_exclusion_of_its_own)
+{
+	static int held[2];
+	struct fx f;
+	struct sched_pending_in *p;
+	int a;
+
+	fx_init(&f);
+	fx_node(&f, "n1", 8, NULL, NULL, NULL);
+	fx_node(&f, "n2", 8, NULL, NULL, NULL);
+	a = fx_team(&f, "a", 16, -1, -1, NULL);
+	held[0] = fx_find_node(&f, "n1");
+	held[1] = fx_find_node(&f, "n2");
+	p = fx_pend(&f, 1, a, 2, 8, 0);
+	p->exclude = held;
+	p->nexclude = 2;
+	p->nexclude_held = 2;
+	fx_decide(&f);
+	CHECK_STR_EQ(fx_placed(&f, 1), NULL);
+	CHECK(strstr(fx_reason(&f, 1), "excluded") == NULL);
+	/* n2 its own exclusion, n1 held: only n2 counts as excluded */
+	p->nexclude_held = 1;
+	fx_decide(&f);
+	CHECK_STR_EQ(fx_placed(&f, 1), NULL);
+	CHECK(strstr(fx_reason(&f, 1), "the cluster has no 2 schedulable nodes with 8 GPUs once "
+				       "the 1 node excluded after this job's failures") != NULL);
+	/* a job needing only one node takes the one not held */
+	p->nodes = 1;
+	p->nexclude = 1;
+	p->nexclude_held = 1;
+	fx_decide(&f);
+	CHECK_STR_EQ(fx_placed(&f, 1), "n2");
+	fx_done(&f);
+}
