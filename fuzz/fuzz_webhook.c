@@ -2,8 +2,9 @@
  * Webhook registration (api/webhooks.c): the input as a whole POSTed body
  * (when it is a JSON object) and as the "url" of an otherwise valid body,
  * through api_validate_webhook (its URL check goes through libcurl's URL
- * parser); and as an event name. Invariant: an accepted URL is http(s),
- * of printable ASCII only.
+ * parser); and as an event name. Invariants: an accepted URL is http(s),
+ * of printable ASCII only; an accepted event is '*', a job event or the
+ * team's budget alert.
  */
 #include "api.h"
 #include "fuzz.h"
@@ -39,7 +40,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			json_decref(body);
 		}
 		if (api_webhook_event_ok(s))
-			FUZZ_CHECK(!strcmp(s, "*") || !strncmp(s, "job.", 4));
+			FUZZ_CHECK(!strcmp(s, "*") || !strncmp(s, "job.", 4) ||
+				   !strcmp(s, "team.budget"));
 	}
 	free(s);
 	return 0;
