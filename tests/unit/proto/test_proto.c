@@ -19,6 +19,7 @@ static const char *const valid_data[PROTO_TYPE_COUNT] = {
 	[PROTO_ATTEMPT_RUNNING] = "{\"ranks\":2}",
 	[PROTO_ATTEMPT_EXITED] = "{\"exit_code\":3,\"failure_class\":\"user\",\"message\":\"x\"}",
 	[PROTO_CHECKPOINT_WRITTEN] = "{\"path\":\"step-10\",\"step\":10}",
+	[PROTO_CHECKPOINT_TIER] = "{\"status\":\"ok\",\"moved\":1,\"local_bytes\":10}",
 	[PROTO_PREEMPT_NOTICE] = "{\"deadline\":1764000000000}",
 	[PROTO_LAUNCH_ACCEPTED] = "{\"duplicate\":true}",
 	[PROTO_REGISTER] = "{\"address\":\"10.0.0.1\",\"gpus\":8,\"labels\":{\"rack\":\"r1\"},"
