@@ -1301,6 +1301,27 @@ static void tier_report(struct exec_attempt *a, const struct scan *w)
 	exec__emit(a->x, PROTO_CHECKPOINT_TIER, a->job, a->attempt, d);
 }
 
+/*
+ * A checkpoint retention deleted: logged, and (unless the object store
+ * holds it) reported, so the scheduler never names it as a resume point.
+ */
+static void report_deleted(struct exec_attempt *a, const struct scan *w, const char *path)
+{
+	const char *name = strrchr(path, '/');
+	char why[160];
+
+	snprintf(why, sizeof(why), "retention: keeping the newest %d valid and every %d-th step",
+		 a->launch.checkpoint_keep, a->launch.checkpoint_keep_every);
+	ty_info("job %lld: deleted checkpoint %s (%s%s)", (long long)a->job, path, why,
+		w->store ? "; older ones are in the object store" : "");
+	if (w->store || exec_ckpt_step_of(name ? name + 1 : path) < 0)
+		return;
+	exec__emit(a->x, PROTO_CHECKPOINT_WRITTEN, a->job, a->attempt,
+		   json_pack("{s:s, s:I, s:b, s:s, s:s}", "path", path, "step",
+			     (json_int_t)exec_ckpt_step_of(name ? name + 1 : path), "valid", 0,
+			     "status", "deleted", "reason", why));
+}
+
 static void scan_done(uv_work_t *req, int status)
 {
 	struct scan *w = req->data;
@@ -1339,13 +1360,7 @@ static void scan_done(uv_work_t *req, int status)
 	for (i = 0; i < w->nvalid; i++)
 		note_valid(a, w->valid[i]);
 	json_array_foreach(w->deleted, i, r)
-	{
-		ty_info("job %lld: deleted checkpoint %s (keeping the newest %d valid and every "
-			"%d-th step%s)",
-			(long long)a->job, json_string_value(r), a->launch.checkpoint_keep,
-			a->launch.checkpoint_keep_every,
-			w->store ? "; older ones are in the object store" : "");
-	}
+		report_deleted(a, w, json_string_value(r));
 	tier_report(a, w);
 	/* the handshake: the ranks answered the signal with a good checkpoint */
 	if (a->state == EXEC_RUNNING && a->checkpoint_signal && w->newest_valid >= 0 &&

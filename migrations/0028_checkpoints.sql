@@ -13,7 +13,7 @@ CREATE TABLE checkpoints (
 	node_id     text NOT NULL,
 	attempt     integer NOT NULL CHECK (attempt >= 1),
 	verified_at timestamptz NOT NULL DEFAULT now(),
-	status      text NOT NULL CHECK (status IN ('valid', 'torn', 'corrupt', 'rejected')),
+	status      text NOT NULL CHECK (status IN ('valid', 'torn', 'corrupt', 'rejected', 'deleted')),
 	reason      text,
 	PRIMARY KEY (job_id, step),
 	CHECK (status <> 'valid' OR digest IS NOT NULL)

@@ -1935,7 +1935,8 @@ static int on_checkpoint_written(struct sched *s, const struct proto_msg *m, str
 	int rc;
 
 	if (r.step < 0 || (strcmp(r.status, "valid") && strcmp(r.status, "torn") &&
-			   strcmp(r.status, "corrupt") && strcmp(r.status, "rejected")))
+			   strcmp(r.status, "corrupt") && strcmp(r.status, "rejected") &&
+			   strcmp(r.status, "deleted")))
 		return 0; /* not one we know: the table's check would refuse it */
 	if (r.digest && (strlen(r.digest) != 64 || strspn(r.digest, "0123456789abcdef") != 64))
 		r.digest = NULL;

@@ -63,6 +63,16 @@ static const char SQL_CKPT_REJECT[] =
     "  WHERE c.job_id = $1 AND c.status = 'valid' AND c.step <> $3),"
     " (SELECT state FROM jobs WHERE id = $1)";
 
+/*
+ * Retention deleted the step on the node of the attempt that reported it:
+ * kept as history, never a resume point again (a rejected row stays so).
+ */
+static const char SQL_CKPT_DELETED[] =
+    "UPDATE checkpoints SET status = 'deleted', reason = $5"
+    " WHERE job_id = $1 AND step = $3 AND status IN ('valid', 'torn', 'corrupt')"
+    " AND EXISTS (SELECT 1 FROM allocations a WHERE a.job_id = $1 AND a.attempt = $2"
+    "  AND a.node_id = $4)";
+
 int sched_store_checkpoint_written(struct ty_pg *pg, const struct sched_store_part *a, int64_t step,
 				   struct ty_err *err)
 {
@@ -121,6 +131,11 @@ int sched_store_checkpoint_report(struct sched_store_ckpt_outcome *out, struct t
 		}
 		PQclear(res);
 		return 0;
+	}
+	if (!strcmp(r->status, "deleted")) {
+		const char *q[] = {p[0], p[1], p[2], r->node, r->reason};
+
+		return ty_pg_exec(NULL, pg, SQL_CKPT_DELETED, 5, q, err);
 	}
 	/* a valid one without a digest (an older executor) cannot be a resume point */
 	if (valid && !r->digest)

@@ -184,3 +184,47 @@ TY_TEST(reports_fill_the_table_once_and_the_launch_names_the_newest_valid)
 	CHECK_STR_EQ(resume_of(l1), ty_test_strf("100 %s", dg('1')));
 	fx_sched_stop(f, 0);
 }
+
+/*
+ * Retention's deletions (status deleted, from the node of rank 0 of a job
+ * that does not tier): the row stays as history and is never named again;
+ * one from a node outside the attempt, or for a rejected row, changes
+ * nothing.
+ */
+TY_TEST(a_deleted_checkpoint_is_never_the_resume_point)
+{
+	struct fx *f = fx_start();
+	const char *team = fx_team(f, "ckdel", 8, -1, NULL);
+	const struct proto_msg *l0, *l1;
+	const char *rank0, *other;
+	long long job;
+
+	start(f);
+	job = fx_submit_to(f, team, ",'resources':{'nodes':2,'gpus_per_node':2}");
+	launched(f, job, 1, &l0, &l1, &rank0, &other);
+	FX_WAIT(f, T, "running", "SELECT state FROM jobs WHERE id = $1", fx_n(job));
+	report(f, rank0, job, 1, 100, "valid", dg('1'), true);
+	report(f, rank0, job, 1, 200, "valid", dg('2'), true);
+	FX_WAIT(f, T, "2", "SELECT count(*) FROM checkpoints WHERE job_id = $1 AND status = 'valid'",
+		fx_n(job));
+	fx_send(f, "n3", "checkpoint_written", job, 1,
+		"{'path':'/ckpt/step-200','step':200,'valid':false,'status':'deleted',"
+		"'reason':'retention: elsewhere'}");
+	fx_send(f, rank0, "checkpoint_written", job, 1,
+		"{'path':'/ckpt/step-200','step':200,'valid':false,'status':'deleted',"
+		"'reason':'retention: keeping the newest 1 valid and every 0-th step'}");
+	FX_WAIT(f, T, "deleted", "SELECT status FROM checkpoints WHERE job_id = $1 AND step = 200",
+		fx_n(job));
+	CHECK_STR_EQ(FX_Q(f, "SELECT reason FROM checkpoints WHERE job_id = $1 AND step = 200",
+			  fx_n(job)),
+		     "retention: keeping the newest 1 valid and every 0-th step");
+	CHECK_STR_EQ(FX_Q(f, "SELECT status FROM checkpoints WHERE job_id = $1 AND step = 100",
+			  fx_n(job)),
+		     "valid");
+	/* the next attempt resumes from the step that is still there */
+	both_fail(f, l0, l1, rank0, other);
+	launched(f, job, 2, &l0, &l1, &rank0, &other);
+	CHECK_STR_EQ(resume_of(l0), ty_test_strf("100 %s", dg('1')));
+	CHECK_STR_EQ(resume_of(l1), ty_test_strf("100 %s", dg('1')));
+	fx_sched_stop(f, 0);
+}
