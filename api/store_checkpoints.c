@@ -4,7 +4,10 @@
  */
 #include "store.h"
 
-/* the next resume: the newest valid step, as the scheduler's launch picks it */
+/*
+ * The next resume: the newest valid step, as the scheduler's launch picks
+ * it; none once the job is terminal (no attempt will follow).
+ */
 static const char checkpoints_sql[] =
 	"SELECT json_build_object('resume_step', r.step, 'items', coalesce((SELECT json_agg("
 	" json_build_object('step', c.step, 'status', c.status, 'digest', c.digest,"
@@ -13,7 +16,8 @@ static const char checkpoints_sql[] =
 	"  'resume', c.step IS NOT DISTINCT FROM r.step)"
 	" ORDER BY c.step DESC) FROM checkpoints c WHERE c.job_id = j.id), '[]'))::text"
 	" FROM jobs j LEFT JOIN LATERAL (SELECT max(step) AS step FROM checkpoints v"
-	"  WHERE v.job_id = j.id AND v.status = 'valid') r ON true"
+	"  WHERE v.job_id = j.id AND v.status = 'valid'"
+	"  AND j.state NOT IN ('succeeded', 'failed', 'cancelled', 'stopped')) r ON true"
 	" WHERE j.id = $1 AND ($2::bigint IS NULL OR j.team_id = $2)";
 
 int api_store_job_checkpoints(const char **doc, struct ty_pg *pg, struct ty_arena *a,

@@ -56,12 +56,13 @@ static const char checkpoints_help[] =
 	"List a job's checkpoints as the scheduler recorded them, newest step first:\n"
 	"step, status (valid: the node of rank 0 hashed every file; torn: no\n"
 	"manifest yet; corrupt: a file differs from the manifest; rejected: a node\n"
-	"resuming from it found its copy differs), the first 12 digits of the\n"
-	"manifest's SHA-256, size, files, the node that verified it, the attempt,\n"
-	"when, and why it is not valid (or which node reported another digest).\n"
-	"NEXT marks the one the next attempt resumes from: the newest valid one;\n"
-	"with none the next attempt starts from scratch. -o json prints the API's\n"
-	"document (full digests and paths).\n";
+	"resuming from it found its copy differs; deleted: retention removed it),\n"
+	"the first 12 digits of the manifest's SHA-256, size, files, the node that\n"
+	"verified it, the attempt, when, and why it is not valid (or which node\n"
+	"reported another digest). NEXT marks the one the next attempt resumes\n"
+	"from: the newest valid one; with none, or once the job has ended, there is\n"
+	"no resume point. -o json prints the API's document (full digests and\n"
+	"paths).\n";
 
 static const char logs_help[] =
 	"usage: jobctl logs [--rank R] [--attempt A] [--tail N] JOB\n"
@@ -699,7 +700,7 @@ static int print_checkpoints(const json_t *doc)
 		printf("next attempt resumes from step %s\n",
 		       cli_json_num(n, sizeof(n), doc, "resume_step"));
 	else
-		printf("next attempt starts from scratch (no valid checkpoint)\n");
+		printf("no resume point: no valid checkpoint, or the job has ended\n");
 	if (json_array_size(items))
 		cli_table_print(stdout, &t);
 out:

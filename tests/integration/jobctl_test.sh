@@ -904,7 +904,7 @@ JOBCTL_TOKEN=$VIEWER_A expect 0 jc attempts "$JL"
 ok "attempts: table, json, pending job, another team's job exits 4"
 
 expect 0 jc checkpoints "$JL"
-out_has '^next attempt starts from scratch (no valid checkpoint)$'
+out_has '^no resume point: no valid checkpoint, or the job has ended$'
 [[ $(wc -l <"$W/out") -eq 1 ]] || fail "checkpoints of a job without any printed a table"
 D1=$(printf 'a%.0s' $(seq 64))
 D2=$(printf 'b%.0s' $(seq 64))

@@ -65,6 +65,13 @@ TY_TEST(checkpoints_newest_first_with_the_resume_point)
 	CHECK_JTIME(r.json, "items[2].verified_at");
 	CHECK_JNULL(r.json, "items[2].reason");
 	CHECK(json_is_true(ty_jpath(r.json, "items[2].resume")));
+	/* an ended job resumes from nothing: its checkpoints stay listed */
+	DB("UPDATE jobs SET state = 'succeeded' WHERE id = $1 RETURNING 1", job);
+	ty_http(&r, "GET", path, viewer, NULL, NULL);
+	REQUIRE_STATUS(&r, 200);
+	CHECK_JNULL(r.json, "resume_step");
+	CHECK_INT_EQ(json_array_size(ty_jpath(r.json, "items")), 3);
+	CHECK(json_is_false(ty_jpath(r.json, "items[2].resume")));
 	ty_resp_free(&r);
 }
 
