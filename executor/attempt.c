@@ -37,6 +37,7 @@ extern char **environ;
 #define HEALTH_WAIT_MS 3000
 
 static void check_done(struct exec_attempt *a);
+static void scan_start(struct exec_attempt *a);
 static void run_phase(struct exec_attempt *a);
 
 static void ranks_free(struct exec_rank *ranks, int n)
@@ -734,6 +735,15 @@ static void check_done(struct exec_attempt *a)
 	uv_timer_stop(&a->runtime_timer);
 	uv_timer_stop(&a->live_timer);
 	uv_timer_stop(&a->ckpt_timer);
+	/*
+	 * One last look at the checkpoints the ranks wrote since the last one
+	 * (a rank that checkpoints on the signal and exits at once): reported
+	 * before the attempt's end, so the scheduler can name them as the
+	 * next resume point.
+	 */
+	if ((a->rank0 || a->checkpoint_signal) && a->phase != EXEC_PHASE_PREFLIGHT &&
+	    !a->ckpt_busy)
+		scan_start(a);
 	for (int i = 0; i < a->nranks; i++)
 		signal_group(a, &a->ranks[i], SIGKILL);
 	/* its init's end ends everything left in the container, in any group */
@@ -1803,6 +1813,8 @@ static void resume_done(uv_work_t *req, int status)
 				     (json_int_t)w->named.step, "valid", 0, "status", "rejected",
 				     "digest", w->named.digest, "reason", w->error, "hashed",
 				     w->rehash));
+		/* the checkpoint's fault, not the node's: the retry may come back here */
+		a->job_fault = true;
 		exec__attempt_stop(a, 0, EXEC_CLASS(SYSTEM), EXEC_EXIT_NONE,
 				   "checkpoints: the resume checkpoint step %lld does not match the "
 				   "launch: %s",

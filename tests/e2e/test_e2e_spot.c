@@ -412,15 +412,18 @@ static json_t *wait_attempt_ended(struct e2e *e, long long id, int attempt)
 static long long submit_on_a(struct e2e *e, const char *command, const char *spot,
 			     const char *extra)
 {
+	/* no retries, unless extra names its own */
+	const char *retry = extra && strstr(extra, "\"retry\"")
+				? ""
+				: "\"retry\":{\"system\":0,\"user\":0},";
 	long long id;
 	json_t *job, *att;
 
 	admin_post("/v1/nodes/node-b/drain");
 	id = e2e_submit(e, command,
 			ty_test_strf("\"resources\":{\"nodes\":1,\"gpus_per_node\":2},"
-				     "\"spot\":%s,\"retry\":{\"system\":0,\"user\":0},"
-				     "\"max_runtime_seconds\":300%s%s",
-				     spot ? spot : "{\"allowed\":true}", extra ? "," : "",
+				     "\"spot\":%s,%s\"max_runtime_seconds\":300%s%s",
+				     spot ? spot : "{\"allowed\":true}", retry, extra ? "," : "",
 				     extra ? extra : ""));
 	last_job = id;
 	job = e2e_wait_state(e, id, "running", WAIT_MS);
@@ -650,23 +653,36 @@ TY_TEST(ddp_preempted_on_spot_resumes_on_demand)
 }
 
 /*
- * The newest checkpoint is corrupted (one byte flipped) after attempt 1
- * ended and before attempt 2 starts (node-b stays drained meanwhile):
- * attempt 2 resumes from the previous one and its record says why.
+ * The checkpoint the scheduler names for attempt 2 is damaged (its state
+ * file cut short) after attempt 1 ended and before attempt 2 starts
+ * (node-b stays drained meanwhile): node-b's check against the manifest
+ * fails attempt 2 as system and rejects that checkpoint, and attempt 3
+ * resumes from the newest valid one before it (docs/dispatch.md, "Resume").
  */
-TY_TEST(a_corrupt_newest_checkpoint_falls_back_to_the_previous_one)
+TY_TEST(a_damaged_resume_checkpoint_is_rejected_and_the_previous_one_used)
 {
 	struct e2e *e = stack();
 	long long id = submit_on_a(e, worker_command("checkpoint", 30, 3, 30, "0.2"), NULL,
-				   "\"launch\":\"per_node\"");
-	json_t *job, *att, *a2;
-	long steps[16];
-	int n;
+				   "\"launch\":\"per_node\",\"retry\":{\"system\":1,\"user\":0}");
+	json_t *job, *att, *a, *ck;
+	long named = -1, before = -1;
 	const char *file, *events;
-	FILE *f;
-	int c;
+	struct ty_resp r = {0};
+	struct stat st;
+	size_t i;
 
 	wait_checkpoint(id, 3);
+	/* one checkpoint in the scheduler's table before the signal adds another */
+	for (int k = 0; k < 300; k++) { /* a bound on a hang (30 s), not a timing assertion */
+		ty_http(&r, "GET", ty_test_strf("/v1/jobs/%lld/checkpoints", id), e->token, NULL,
+			NULL);
+		REQUIRE_STATUS(&r, 200);
+		if (json_is_integer(json_object_get(r.json, "resume_step")))
+			break;
+		usleep(100 * 1000);
+	}
+	REQUIRE(json_is_integer(json_object_get(r.json, "resume_step")));
+	ty_resp_free(&r);
 	announce(40);
 	att = wait_attempt_ended(e, id, 1);
 	CHECK_STR_EQ(ty_jstr(att, "[0].failure_class"), "preempted");
@@ -674,42 +690,57 @@ TY_TEST(a_corrupt_newest_checkpoint_falls_back_to_the_previous_one)
 	/* nothing can start it while node-a is preempting and node-b drained */
 	job = e2e_wait_state(e, id, "pending", WAIT_MS);
 	json_decref(job);
-	n = checkpoint_steps(id, steps, 16);
-	REQUIRE(n >= 2);
-	CHECK(steps[0] > 3);
-	file = ty_test_strf("%s/step-%ld/state.bin", ckpt_dir(id), steps[0]);
-	REQUIRE((f = fopen(file, "r+")) != NULL);
-	REQUIRE(fseek(f, 100, SEEK_SET) == 0);
-	REQUIRE((c = fgetc(f)) != EOF);
-	REQUIRE(fseek(f, 100, SEEK_SET) == 0);
-	REQUIRE(fputc(c ^ 0x01, f) != EOF);
-	REQUIRE(fclose(f) == 0);
+	/* the scheduler's resume point, and the newest valid one before it */
+	ty_http(&r, "GET", ty_test_strf("/v1/jobs/%lld/checkpoints", id), e->token, NULL, NULL);
+	REQUIRE_STATUS(&r, 200);
+	ty_test_context("checkpoints: %.900s", r.body);
+	REQUIRE(json_is_integer(json_object_get(r.json, "resume_step")));
+	ty_test_context(NULL);
+	named = (long)json_integer_value(json_object_get(r.json, "resume_step"));
+	json_array_foreach(json_object_get(r.json, "items"), i, ck)
+	{
+		long step = (long)json_integer_value(json_object_get(ck, "step"));
+
+		if (before < 0 && step < named && !strcmp(ty_jstr(ck, "status"), "valid"))
+			before = step;
+	}
+	ty_resp_free(&r);
+	REQUIRE(before >= 0);
+	file = ty_test_strf("%s/step-%ld/state.bin", ckpt_dir(id), named);
+	REQUIRE(stat(file, &st) == 0 && st.st_size > 1);
+	REQUIRE(truncate(file, st.st_size - 1) == 0);
 
 	admin_post("/v1/nodes/node-b/undrain");
 	job = e2e_wait_state(e, id, "succeeded,failed,cancelled", WAIT_MS);
 	CHECK_STR_EQ(ty_jstr(job, "state"), "succeeded");
 	att = e2e_attempts(e, id);
-	REQUIRE_INT_EQ(json_array_size(att), 2);
-	a2 = json_array_get(att, 1);
-	CHECK_STR_EQ(ty_jstr(a2, "nodes[0].node"), "node-b");
-	CHECK_JINT(a2, "resume.step", steps[1]);
-	CHECK_JSTR(a2, "resume.path", ty_test_strf("%s/step-%ld", ckpt_dir(id), steps[1]));
-	CHECK_INT_EQ(json_array_size(ty_jpath(a2, "resume.skipped")), 1);
-	CHECK_JINT(a2, "resume.skipped[0].step", steps[0]);
-	CHECK_JSTR(a2, "resume.skipped[0].path",
-		   ty_test_strf("%s/step-%ld", ckpt_dir(id), steps[0]));
-	CHECK_JSTR(a2, "resume.skipped[0].status", "corrupt");
-	CHECK(strstr(ty_jstr(a2, "resume.skipped[0].reason")
-			 ? ty_jstr(a2, "resume.skipped[0].reason")
-			 : "",
-		     "'state.bin' has SHA-256 ") != NULL);
-	CHECK(strstr(rank_log(e, id, 2, 0),
+	REQUIRE_INT_EQ(json_array_size(att), 3);
+	a = json_array_get(att, 1);
+	CHECK_STR_EQ(ty_jstr(a, "nodes[0].node"), "node-b");
+	CHECK_STR_EQ(ty_jstr(a, "failure_class"), "system");
+	CHECK(strstr(ty_jstr(a, "message") ? ty_jstr(a, "message") : "",
+		     ty_test_strf("the resume checkpoint step %ld does not match the launch", named)) !=
+	      NULL);
+	a = json_array_get(att, 2);
+	CHECK_STR_EQ(ty_jstr(a, "nodes[0].node"), "node-b");
+	CHECK_JINT(a, "resume.step", before);
+	CHECK_JSTR(a, "resume.path", ty_test_strf("%s/step-%ld", ckpt_dir(id), before));
+	CHECK(strstr(rank_log(e, id, 3, 0),
 		     ty_test_strf("{\"event\": \"resumed\", \"rank\": 0, \"step\": %ld,",
-				  steps[1])) != NULL);
+				  before)) != NULL);
+	ty_http(&r, "GET", ty_test_strf("/v1/jobs/%lld/checkpoints", id), e->token, NULL, NULL);
+	REQUIRE_STATUS(&r, 200);
+	json_array_foreach(json_object_get(r.json, "items"), i, ck)
+	{
+		if (json_integer_value(json_object_get(ck, "step")) == named)
+			CHECK_STR_EQ(ty_jstr(ck, "status"), "rejected");
+	}
+	ty_resp_free(&r);
 	events = event_messages(e, id);
-	CHECK(strstr(events, ty_test_strf("resumed from step %ld (%s/step-%ld; 1 newer checkpoint "
-					  "failed verification)",
-					  steps[1], ckpt_dir(id), steps[1])) != NULL);
+	CHECK(strstr(events, ty_test_strf("checkpoint step %ld rejected by node node-b", named)) !=
+	      NULL);
+	CHECK(strstr(events, ty_test_strf("the next attempt resumes from step %ld", before)) !=
+	      NULL);
 	json_decref(att);
 	json_decref(job);
 }
