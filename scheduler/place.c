@@ -87,13 +87,14 @@ static void *snap_alloc(struct snap *sn, size_t n, size_t size)
 	return p;
 }
 
-static int node_index(const struct snap *sn, const char *id)
+/* The index of node id in in->nodes (sorted by id with strcmp), or -1. */
+static int node_of_id(const struct sched_input *in, const char *id)
 {
-	int lo = 0, hi = sn->in.nnodes;
+	int lo = 0, hi = in->nnodes;
 
 	while (lo < hi) {
 		int mid = lo + (hi - lo) / 2;
-		int c = strcmp(sn->nodes[mid].id, id);
+		int c = strcmp(in->nodes[mid].id, id);
 
 		if (c == 0)
 			return mid;
@@ -103,6 +104,11 @@ static int node_index(const struct snap *sn, const char *id)
 			hi = mid;
 	}
 	return -1;
+}
+
+static int node_index(const struct snap *sn, const char *id)
+{
+	return node_of_id(&sn->in, id);
 }
 
 static int team_index(const struct snap *sn, int64_t id)
@@ -1548,24 +1554,6 @@ bool sched_hold_active(const struct sched_qjob *q, int64_t now_ms, int64_t windo
 {
 	return window_s > 0 && q->expedited && q->hold_nodes &&
 	       now_ms < q->hold_from_ms + window_s * 1000;
-}
-
-static int node_of_id(const struct sched_input *in, const char *id)
-{
-	int lo = 0, hi = in->nnodes;
-
-	while (lo < hi) {
-		int mid = lo + (hi - lo) / 2;
-		int c = strcmp(in->nodes[mid].id, id);
-
-		if (c == 0)
-			return mid;
-		if (c < 0)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return -1;
 }
 
 int sched_xholds(struct sched_xhold **out, int *nout, const struct sched_qjob *q, int n,
