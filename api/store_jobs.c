@@ -183,50 +183,33 @@ static int to_arena(const char **out, struct ty_arena *a, struct ty_buf *b, stru
 	return rc;
 }
 
-static const char get_sql[] = "SELECT " JOB_COLUMNS " FROM jobs j"
-			      " WHERE j.id = $2 AND ($1::bigint IS NULL OR j.team_id = $1)";
-
 #define GOODPUT_MEMBER(name, str)                                                                  \
 	", '" str "', round(coalesce(sum(" str "_gpu_ms), 0)::numeric / 1000, 3)"
 
 /*
- * The job's goodput over its attempts in the ledger (docs/api.md, "Jobs"):
- * useful time is each attempt's useful GPU-time over its GPUs, wall time
- * from the first attempt's start to the last one's end; NULL until an
- * attempt ended.
+ * The goodput of job j over its attempts in the ledger (docs/api.md,
+ * "Jobs"): useful time is each attempt's useful GPU-time over its GPUs,
+ * wall time from the first attempt's start to the last one's end; NULL
+ * until an attempt ended.
  */
-static const char goodput_sql[] =
-    "WITH a AS (SELECT attempt, sum(useful_gpu_ms)::numeric / nullif(sum(gpus), 0) AS u,"
-    "  min(started_at) AS s, max(ended_at) AS e FROM usage_ledger"
-    "  WHERE job_id = $1 AND gpu_ms IS NOT NULL GROUP BY attempt),"
-    " w AS (SELECT round(coalesce(sum(u), 0) / 1000, 3) AS useful,"
-    "  round(extract(epoch FROM max(e) - min(s))::numeric, 3) AS wall, max(e) AS e FROM a)"
-    " SELECT CASE WHEN w.e IS NOT NULL THEN json_build_object('ratio',"
-    "  round(w.useful / nullif(w.wall, 0), 4), 'useful_seconds', w.useful,"
-    "  'wall_seconds', w.wall, 'as_of', ty_ts(w.e), 'gpu_seconds', (SELECT"
-    "  json_build_object('total', round(coalesce(sum(gpu_ms), 0)::numeric / 1000, 3)"
-    PROTO_GOODPUT_CATEGORIES(GOODPUT_MEMBER)
-    ", 'queue_wait', round(coalesce(sum(queue_wait_gpu_ms), 0)::numeric / 1000, 3))"
-    "  FROM usage_ledger WHERE job_id = $1 AND gpu_ms IS NOT NULL)) END FROM w";
+#define GOODPUT_OF_J                                                                               \
+	"WITH a AS (SELECT attempt, sum(useful_gpu_ms)::numeric / nullif(sum(gpus), 0) AS u,"      \
+	"  min(started_at) AS s, max(ended_at) AS e FROM usage_ledger"                             \
+	"  WHERE job_id = j.id AND gpu_ms IS NOT NULL GROUP BY attempt),"                          \
+	" w AS (SELECT round(coalesce(sum(u), 0) / 1000, 3) AS useful,"                            \
+	"  round(extract(epoch FROM max(e) - min(s))::numeric, 3) AS wall, max(e) AS e FROM a)"    \
+	" SELECT CASE WHEN w.e IS NOT NULL THEN json_build_object('ratio',"                        \
+	"  round(w.useful / nullif(w.wall, 0), 4), 'useful_seconds', w.useful,"                    \
+	"  'wall_seconds', w.wall, 'as_of', ty_ts(w.e), 'gpu_seconds', (SELECT"                    \
+	"  json_build_object('total', round(coalesce(sum(gpu_ms), 0)::numeric / 1000, 3)"          \
+	PROTO_GOODPUT_CATEGORIES(GOODPUT_MEMBER)                                                    \
+	", 'queue_wait', round(coalesce(sum(queue_wait_gpu_ms), 0)::numeric / 1000, 3))"           \
+	"  FROM usage_ledger WHERE job_id = j.id AND gpu_ms IS NOT NULL)) END FROM w"
 
-/* Append ,"goodput":<its document or null> to the job document in b (which ends in '}'). */
-static int goodput_of(struct ty_buf *b, struct ty_pg *pg, const char *id, struct ty_err *err)
-{
-	const char *p[1] = {id};
-	PGresult *res = NULL;
-	int rc;
-
-	if ((rc = ty_pg_exec(&res, pg, goodput_sql, 1, p, err)))
-		return rc;
-	if (b->len && b->data[b->len - 1] == '}') {
-		const char *g = PQntuples(res) == 1 ? ty_pg_val(res, 0, 0) : NULL;
-
-		b->data[--b->len] = '\0';
-		ty_buf_printf(b, ",\"goodput\":%s}", g ? g : "null");
-	}
-	PQclear(res);
-	return b->oom ? ty_err_set(err, TY_ENOMEM, NULL) : 0;
-}
+/* The job document, then its goodput (column JOB_NCOLS). */
+static const char get_sql[] = "SELECT " JOB_COLUMNS ", (" GOODPUT_OF_J ")::text FROM jobs j"
+			      " WHERE j.id = $2 AND ($1::bigint IS NULL OR j.team_id = $1)";
+#define JOB_NCOLS 16
 
 int api_store_job_get(const char **doc, struct ty_pg *pg, struct ty_arena *a, const char *id,
 		      const char *scope, struct ty_err *err)
@@ -239,9 +222,16 @@ int api_store_job_get(const char **doc, struct ty_pg *pg, struct ty_arena *a, co
 	*doc = NULL;
 	if ((rc = ty_pg_exec(&res, pg, get_sql, 2, p, err)))
 		return rc;
-	if (PQntuples(res) == 1 && !(rc = doc_of(&b, res, 0, 0, err)) &&
-	    !(rc = goodput_of(&b, pg, id, err)))
+	if (PQntuples(res) == 1 && !(rc = doc_of(&b, res, 0, 0, err))) {
+		const char *g = ty_pg_val(res, 0, JOB_NCOLS);
+
+		/* the document ends in '}': the goodput is its last member */
+		if (!b.oom && b.len) {
+			b.data[--b.len] = '\0';
+			ty_buf_printf(&b, ",\"goodput\":%s}", g ? g : "null");
+		}
 		rc = to_arena(doc, a, &b, err);
+	}
 	ty_buf_free(&b);
 	PQclear(res);
 	return rc;
