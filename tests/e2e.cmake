@@ -18,6 +18,10 @@ foreach(src ${TY_E2E_TESTS})
   add_test(NAME ${name} COMMAND test_${name})
   set_tests_properties(${name} PROPERTIES LABELS e2e TIMEOUT 600 ENVIRONMENT "${TY_E2E_ENV}")
 endforeach()
+# the stack for tests in other languages (tests/e2e/stack.c); not a test itself
+add_executable(ty_e2e_stack e2e/stack.c)
+target_link_libraries(ty_e2e_stack PRIVATE ty_e2e ty_proto)
+add_dependencies(ty_e2e_stack trainyard-api trainyard-scheduler trainyard-executor trainyard-broker)
 # jobs of e2e_netns run the reference worker; e2e_failures its node check (preflight)
 foreach(t test_e2e_netns test_e2e_failures)
   if(TARGET ${t} AND TARGET trainyard-allreduce)
@@ -38,3 +42,7 @@ endif()
 if(TARGET test_e2e_spot)
   target_link_libraries(test_e2e_spot PRIVATE PkgConfig::MHD)
 endif()
+# the launcher itself: up, usable, and down again
+add_test(NAME e2e_stack COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/e2e/stack_test.sh)
+set_tests_properties(e2e_stack PROPERTIES LABELS e2e TIMEOUT 300
+  ENVIRONMENT "${TY_E2E_ENV};TY_STACK_BIN=$<TARGET_FILE:ty_e2e_stack>")

@@ -821,6 +821,27 @@ static void free_apis(void)
 	}
 }
 
+/*
+ * More arguments for the shared stack's API from $TY_STACK_API_ARGS, split
+ * at spaces (e.g. "--ui-dir /path/to/dist"); NULL when unset. Set by the
+ * stack launcher (tests/e2e/stack.c), never by ctest.
+ */
+static const char *const *stack_api_args(void)
+{
+	static char *argv[17];
+	const char *env = getenv("TY_STACK_API_ARGS");
+	char *copy, *save = NULL;
+	int n = 0;
+
+	if (!env || !*env)
+		return NULL;
+	copy = strdup(env);
+	for (char *t = strtok_r(copy, " ", &save); t && n < 16; t = strtok_r(NULL, " ", &save))
+		argv[n++] = t;
+	argv[n] = NULL;
+	return (const char *const *)argv;
+}
+
 const struct ty_stack *ty_stack_get(void)
 {
 	if (stack_state == STACK_OK) {
@@ -834,7 +855,7 @@ const struct ty_stack *ty_stack_get(void)
 	}
 	stack_state = STACK_BROKEN; /* until every step below has worked */
 	stack.db_url = ty_test_db_new();
-	stack.api = ty_test_api_start(stack.db_url, NULL);
+	stack.api = ty_test_api_start(stack.db_url, stack_api_args());
 	stack.admin = ty_test_admin_token(stack.db_url, "test-admin");
 	stack_state = STACK_OK;
 	return &stack;
