@@ -8,6 +8,12 @@ const struct api_route api_routes[] = {
 	{"GET", "/readyz", api_h_readyz, API_ROLE_NONE, 0},
 	{"GET", "/openapi.json", api_h_openapi, API_ROLE_NONE, 0},
 	{"GET", "/metrics", api_h_metrics, API_ROLE_NONE, 0},
+	/* the dashboard's files are public; what they show comes from /v1 with a token */
+	{"GET", "/", api_h_ui_root, API_ROLE_NONE, 0},
+	{"GET", "/ui", api_h_ui, API_ROLE_NONE, 0},
+	{"HEAD", "/ui", api_h_ui, API_ROLE_NONE, 0},
+	{"GET", "/ui/{*}", api_h_ui, API_ROLE_NONE, 0},
+	{"HEAD", "/ui/{*}", api_h_ui, API_ROLE_NONE, 0},
 	{"POST", "/v1/teams", api_h_teams_create, API_ROLE_ADMIN, API_AUTH | API_BODY},
 	{"GET", "/v1/teams", api_h_teams_list, API_ROLE_VIEWER, API_AUTH},
 	{"GET", "/v1/teams/{}", api_h_teams_get, API_ROLE_VIEWER, API_AUTH},
