@@ -124,6 +124,7 @@ before(async () => {
 			'(npm ci --prefix portal && npm run --prefix portal build; tests/run does)');
 	if (/\s/.test(DIST))
 		throw new Error(`'${DIST}' holds a blank: TY_STACK_API_ARGS splits at blanks`);
+	fs.rmSync(ARTIFACTS, { recursive: true, force: true }); // this run's files only
 	fs.mkdirSync(ARTIFACTS, { recursive: true });
 	const work = fs.mkdtempSync(path.join(process.env.TY_TEST_TMPDIR || os.tmpdir(), 'browser.'));
 	stack = await L.stackUp(work, `--ui-dir ${DIST}`);
