@@ -154,7 +154,7 @@ export interface JobEvent {
 	job?: number; team?: string;
 }
 export interface AttemptNode {
-	node: string; node_rank: number; gpus: number; exit_code: number | null;
+	node: string; node_rank: number; gpus: number[]; exit_code: number | null;
 	failure_class: string | null;
 }
 export interface AttemptRank {

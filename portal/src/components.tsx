@@ -56,7 +56,9 @@ export function Pager(props: { page: number; hasPrevious: boolean; hasNext: bool
 export interface Series { label: string; values: (number | null)[] }
 
 // A uPlot line chart of series over x (seconds since the epoch when `time`).
-export function Chart(props: { title: string; x: number[]; series: Series[]; time?: boolean; height?: number }) {
+// `xRange` fixes the x axis (a range of days), else uPlot fits it to the data.
+export function Chart(props: { title: string; x: number[]; series: Series[]; time?: boolean; height?: number;
+	xRange?: [number, number] }) {
 	const box = useRef<HTMLDivElement>(null);
 	useEffect(() => {
 		const el = box.current;
@@ -66,7 +68,7 @@ export function Chart(props: { title: string; x: number[]; series: Series[]; tim
 			{
 				width: Math.max(320, el.clientWidth || 640),
 				height: props.height ?? 240,
-				scales: { x: { time: props.time ?? true } },
+				scales: { x: props.xRange ? { time: props.time ?? true, range: props.xRange } : { time: props.time ?? true } },
 				series: [{}, ...props.series.map((s, i) => ({
 					label: s.label, stroke: colors[i % colors.length], width: 2, spanGaps: true,
 				}))],
@@ -75,7 +77,7 @@ export function Chart(props: { title: string; x: number[]; series: Series[]; tim
 			el,
 		);
 		return () => plot.destroy();
-	}, [props.x, props.series]);
+	}, [props.x, props.series, props.xRange?.[0], props.xRange?.[1]]);
 	return (
 		<figure class="chart">
 			<figcaption>{props.title}</figcaption>

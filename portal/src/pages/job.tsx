@@ -271,7 +271,7 @@ function Gang({ attempt, admin, onDrain }: { attempt: Attempt | null; admin: boo
 				<tbody>
 					{attempt.nodes.map((n) => (
 						<tr key={n.node} data-node={n.node}>
-							<td>{n.node}</td><td>{n.node_rank}</td><td>{n.gpus}</td>
+							<td>{n.node}</td><td>{n.node_rank}</td><td>{n.gpus.join(', ') || '—'}</td>
 							<td>{n.exit_code ?? '—'}</td><td>{n.failure_class ?? '—'}</td>
 							{admin ? <td><button type="button" onClick={() => onDrain(n.node)}>Drain {n.node}</button></td> : null}
 						</tr>

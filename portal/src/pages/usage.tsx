@@ -27,6 +27,7 @@ export function UsagePage(_: PageProps) {
 	const dayChart = useMemo(() => {
 		const items = byDay.data?.items ?? [];
 		return {
+			range: [Date.parse(range.from) / 1000, Date.parse(range.to) / 1000] as [number, number],
 			x: items.map((i) => Date.parse(`${i.day}T00:00:00Z`) / 1000),
 			hours: [{ label: 'GPU-hours', values: items.map((i) => Number(i.gpu_hours)) },
 				{ label: 'idle GPU-hours', values: items.map((i) => Number(i.idle_gpu_hours)) }],
@@ -57,8 +58,8 @@ export function UsagePage(_: PageProps) {
 
 			<h2>By day</h2>
 			<ErrorNote error={byDay.error} />
-			<Chart title="GPU-hours per day" x={dayChart.x} series={dayChart.hours} />
-			<Chart title="Cost per day" x={dayChart.x} series={dayChart.cost} />
+			<Chart title="GPU-hours per day" x={dayChart.x} series={dayChart.hours} xRange={dayChart.range} />
+			<Chart title="Cost per day" x={dayChart.x} series={dayChart.cost} xRange={dayChart.range} />
 			<UsageTable title="Usage per day" keyName="day" data={byDay.data} />
 
 			<h2>By team</h2>
