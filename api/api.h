@@ -17,6 +17,8 @@
 #include <stdint.h>
 
 enum api_role { API_ROLE_NONE, API_ROLE_VIEWER, API_ROLE_MEMBER, API_ROLE_ADMIN };
+/* "admin", "member" or "viewer" (static), NULL for API_ROLE_NONE. */
+const char *api_role_name(enum api_role role);
 
 /* Route flags. */
 #define API_AUTH 0x1 /* needs a bearer token */
@@ -366,6 +368,8 @@ int api_h_teams_patch(struct api_req *r, struct ty_err *err);
 int api_h_tokens_create(struct api_req *r, struct ty_err *err);
 int api_h_tokens_list(struct api_req *r, struct ty_err *err);
 int api_h_tokens_delete(struct api_req *r, struct ty_err *err);
+/* GET /v1/whoami: the calling token's name, role and team. */
+int api_h_whoami(struct api_req *r, struct ty_err *err);
 int api_h_jobs_submit(struct api_req *r, struct ty_err *err);
 int api_h_jobs_list(struct api_req *r, struct ty_err *err);
 int api_h_jobs_get(struct api_req *r, struct ty_err *err);

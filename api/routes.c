@@ -21,6 +21,7 @@ const struct api_route api_routes[] = {
 	{"POST", "/v1/tokens", api_h_tokens_create, API_ROLE_ADMIN, API_AUTH | API_BODY},
 	{"GET", "/v1/tokens", api_h_tokens_list, API_ROLE_ADMIN, API_AUTH},
 	{"DELETE", "/v1/tokens/{}", api_h_tokens_delete, API_ROLE_ADMIN, API_AUTH},
+	{"GET", "/v1/whoami", api_h_whoami, API_ROLE_VIEWER, API_AUTH},
 	{"POST", "/v1/jobs", api_h_jobs_submit, API_ROLE_MEMBER, API_AUTH | API_BODY},
 	{"GET", "/v1/jobs", api_h_jobs_list, API_ROLE_VIEWER, API_AUTH},
 	{"GET", "/v1/jobs/{}", api_h_jobs_get, API_ROLE_VIEWER, API_AUTH | API_JOB},

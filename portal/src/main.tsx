@@ -1,0 +1,6 @@
+// Entry point: mounts the dashboard shell.
+import { render } from 'preact';
+import { App } from './app';
+import './style.css';
+
+render(<App />, document.getElementById('app')!);
