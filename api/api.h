@@ -490,7 +490,17 @@ int api_store_job_by_key(const char **hash, const char **doc, struct ty_pg *pg,
 struct api_jobs_filter {
 	const char *scope, *team, *states /* text[] */, *labels /* jsonb */, *before /* id */;
 	int limit; /* 1..500 */
+	/* q: an ILIKE pattern on the name (api_like_contains), or an id; both NULL: no q */
+	const char *name_like, *id;
 };
+/* The longest q of GET /v1/jobs, in characters. */
+#define API_JOBS_Q_MAX 128
+/*
+ * The ILIKE pattern (ESCAPE '\') that matches any text containing s
+ * literally: '%', '_' and '\' escaped, '%' at both ends (arena text, or
+ * NULL on ENOMEM). Pure.
+ */
+const char *api_like_contains(struct ty_arena *a, const char *s);
 /* *items: a JSON array of up to f->limit documents, newest first; *cursor: NULL on the last page. */
 int api_store_jobs_page(const char **items, const char **cursor, struct ty_pg *pg,
 			struct ty_arena *a, const struct api_jobs_filter *f, struct ty_err *err);
