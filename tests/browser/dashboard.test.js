@@ -193,7 +193,7 @@ tcase('a job that cannot start shows in the Queue page with its reason', async (
 		const j = await apiJob(waitingJob, E.TY_TOKEN);
 		return j.pending_reason && j.pending_reason !== 'not yet considered by the scheduler' ? j.pending_reason : null;
 	};
-	await L.eventually('the scheduler gives the job a reason', reason, 30000);
+	await L.eventually('the scheduler gives the job a reason', async () => (await reason()) !== null, 30000);
 	const page = await session(E.TY_TOKEN);
 	const row = page.locator(`tr[data-job="${waitingJob}"]`);
 	let loaded = Date.now();
@@ -216,7 +216,7 @@ tcase('a running job\'s page follows it to succeeded without reloading and shows
 	const page = await session(E.TY_TOKEN);
 	await go(page, `#/jobs/${id}`, `Job ${id}`);
 	await page.evaluate(() => { window.tyNotReloaded = true; });
-	await L.eventually('the job state reads succeeded', async () => (await jobState(page)) === 'succeeded' || jobState(page), 90000);
+	await L.eventually('the job state reads succeeded', async () => { const st = await jobState(page); return st === 'succeeded' || st; }, 90000);
 	assert.equal(await page.evaluate(() => window.tyNotReloaded), true, 'the page was reloaded');
 	assert.equal((await apiJob(id)).state, 'succeeded');
 	const log = page.getByTestId('log');
@@ -238,7 +238,7 @@ tcase('a running job cancelled from its page (Cancel job, Confirm) becomes cance
 	await L.eventually('the page reads running', async () => (await jobState(page)) === 'running', 20000);
 	await page.getByRole('button', { name: 'Cancel job' }).click();
 	await page.getByRole('dialog').getByRole('button', { name: 'Confirm' }).click();
-	await L.eventually('the page reads cancelled', async () => (await jobState(page)) === 'cancelled' || jobState(page), 60000);
+	await L.eventually('the page reads cancelled', async () => { const st = await jobState(page); return st === 'cancelled' || st; }, 60000);
 	assert.equal((await apiJob(id)).state, 'cancelled');
 });
 
@@ -393,7 +393,8 @@ function speedProbe(token) {
 	} catch { /* about:blank has no storage */ }
 	const ty = (window.tySpeed = {});
 	const look = () => {
-		const rows = document.querySelectorAll('table tbody tr');
+		const body = document.querySelector('table tbody'); // the page's first table
+		const rows = body ? body.querySelectorAll('tr') : [];
 		if (!rows.length)
 			return;
 		const key = rows[0].getAttribute('data-job') + '|' + rows[0].textContent;
@@ -413,8 +414,9 @@ function speedProbe(token) {
 }
 
 async function probe(page, key) {
-	return L.eventually(`speed mark ${key}`, () => page.evaluate((k) => window.tySpeed && window.tySpeed[k], key), 30000)
-		.then(() => page.evaluate(() => window.tySpeed));
+	await L.eventually(`speed mark ${key}`,
+		() => page.evaluate((k) => window.tySpeed !== undefined && window.tySpeed[k] !== undefined, key), 30000);
+	return page.evaluate(() => window.tySpeed);
 }
 
 function judge(figures, name, ms, goal) {
@@ -462,7 +464,8 @@ tcase('the first load and the Queue page with 10,000 pending jobs are fast enoug
 		const n = await probe(page, 'changed');
 		figures.queue_10k_first_rows_ms = Math.round(n.firstRows);
 		figures.queue_10k_next_page_ms = Math.round(n.changed - n.clickAt);
-		judge(figures, 'queue_10k_usable_ms', n.changed, GOAL_QUEUE_10K_MS);
+		// the page's own times: the test's wait between the rows and its click is not the page's
+		judge(figures, 'queue_10k_usable_ms', n.firstRows + (n.changed - n.clickAt), GOAL_QUEUE_10K_MS);
 	} finally {
 		for (const id of sweeps)
 			await api('POST', `/v1/sweeps/${id}/cancel`, { token: E.TY_ADMIN_TOKEN, expect: 200 });

@@ -15,16 +15,16 @@ function sleep(ms) {
 	return new Promise((resolve) => setTimeout(resolve, ms));
 }
 
-// Polls fn until it returns a truthy value or ms pass; the error names what
-// was awaited and the last value or error seen.
+// Polls fn until it returns true (exactly) or ms pass; anything else it
+// returns is what it saw instead, named with what was awaited in the error.
 async function eventually(what, fn, ms = 30000) {
 	const end = Date.now() + ms;
 	let last;
 	for (;;) {
 		try {
 			const v = await fn();
-			if (v)
-				return v;
+			if (v === true)
+				return;
 			last = v;
 		} catch (e) {
 			last = e;
