@@ -1,0 +1,6 @@
+# docs/openapi.json checked (tests/openapi/, whose node_modules tests/run
+# installs): Redocly CLI's lint (openapi_lint, about 2 s), and the API's
+# responses on the e2e stack validated against it, every operation
+# exercised (api_openapi).
+add_test(NAME openapi_lint COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/openapi/lint.sh)
+set_tests_properties(openapi_lint PROPERTIES LABELS unit TIMEOUT 60)
