@@ -4,3 +4,6 @@
 # exercised (api_openapi).
 add_test(NAME openapi_lint COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/openapi/lint.sh)
 set_tests_properties(openapi_lint PROPERTIES LABELS unit TIMEOUT 60)
+add_test(NAME api_openapi COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/openapi/api-test.sh)
+set_tests_properties(api_openapi PROPERTIES LABELS e2e TIMEOUT 300
+  ENVIRONMENT "${TY_E2E_ENV};TY_STACK_BIN=$<TARGET_FILE:ty_e2e_stack>")
