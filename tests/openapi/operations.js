@@ -6,8 +6,13 @@
 
 const fs = require('fs');
 const path = require('path');
-const Ajv2020 = require('ajv/dist/2020');
-const addFormats = require('ajv-formats');
+let Ajv2020, addFormats;
+try {
+	Ajv2020 = require('ajv/dist/2020');
+	addFormats = require('ajv-formats');
+} catch (e) {
+	throw new Error(`operations.js: ${e.message.split('\n')[0]}: run 'npm ci --prefix tests/openapi' (tests/run does)`);
+}
 
 const DOC_PATH = path.join(__dirname, '..', '..', 'docs', 'openapi.json');
 const METHODS = ['get', 'put', 'post', 'delete', 'options', 'head', 'patch', 'trace'];
