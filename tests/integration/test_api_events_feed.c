@@ -8,6 +8,7 @@
 
 #include <libpq-fe.h>
 #include <pthread.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -24,6 +25,30 @@ static const char *start(const char *token)
 	REQUIRE(c[0]);
 	ty_resp_free(&r);
 	return c;
+}
+
+static void sleep_ms(int ms)
+{
+	struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+
+	nanosleep(&ts, NULL);
+}
+
+/*
+ * Wait until the feed's horizon is past every transaction committed so far.
+ * Transaction ids are the whole server's: another test program's open
+ * transaction on the same PostgreSQL holds the feed back meanwhile.
+ */
+static void settle(void)
+{
+	unsigned long long x = strtoull(TY_STACK_SQL("SELECT pg_current_xact_id()::text"), NULL, 10);
+
+	for (int i = 0; i < 1200; i++) {
+		if (strtoull(start(ty_stack_get()->admin), NULL, 10) > x)
+			return;
+		sleep_ms(50);
+	}
+	FAIL("the feed's horizon stayed below transaction %llu for a minute", x);
 }
 
 /* GET /v1/events?after=CURSOR&QUERY into r (200 required). */
@@ -62,13 +87,6 @@ static void cancel(long long id)
 	ty_resp_free(&r);
 }
 
-static void sleep_ms(int ms)
-{
-	struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-
-	nanosleep(&ts, NULL);
-}
-
 TY_TEST(start_cursor_has_no_events)
 {
 	const struct ty_stack *s = ty_stack_get();
@@ -95,6 +113,7 @@ TY_TEST(two_jobs_in_commit_order)
 	json_t *e;
 
 	cancel(a);
+	settle();
 	feed(&r, viewer, c, NULL);
 	CHECK_STR_EQ(shape(&r), ty_test_strf("%lld:1:submitted,%lld:1:submitted,%lld:2:cancelled",
 					     a, b, a));
@@ -121,6 +140,7 @@ TY_TEST(scoped_to_the_team_and_admin_team_filter)
 	long long a = ty_mk_job(s->admin, ta, NULL), b = ty_mk_job(s->admin, tb, NULL);
 	struct ty_resp r = {0};
 
+	settle();
 	feed(&r, mb, c, NULL);
 	CHECK_STR_EQ(shape(&r), ty_test_strf("%lld:1:submitted", b));
 	/* a team filter cannot widen a member's view */
@@ -148,6 +168,7 @@ TY_TEST(other_teams_jobs_redacted_as_in_a_jobs_events)
 	TY_STACK_SQL("SELECT ty_job_event($1::bigint, 'note', 'pending', $2, NULL)",
 		     ty_test_strf("%lld", a),
 		     ty_test_strf("waits for job %lld and job %lld", b, a));
+	settle();
 	feed(&r, va, c, NULL);
 	REQUIRE(json_array_size(json_object_get(r.json, "events")) == 1);
 	msg = ty_jstr(r.json, "events[0].message");
@@ -241,6 +262,7 @@ TY_TEST(an_open_transaction_holds_later_events_back)
 	CHECK(PQresultStatus(res) == PGRES_COMMAND_OK);
 	PQclear(res);
 	PQfinish(pg);
+	settle();
 	feed(&r, viewer, c, NULL);
 	CHECK_STR_EQ(shape(&r), ty_test_strf("%lld:2:note,%lld:2:cancelled", a, b));
 	ty_resp_free(&r);
@@ -284,6 +306,7 @@ TY_TEST(limit_pages_the_feed)
 	long long d = ty_mk_job(s->admin, team, NULL);
 	struct ty_resp r = {0};
 
+	settle();
 	feed(&r, viewer, c, "limit=2");
 	CHECK_STR_EQ(shape(&r), ty_test_strf("%lld:1:submitted,%lld:1:submitted", a, b));
 	feed(&r, viewer, ty_test_strf("%s", ty_jstr(r.json, "next_after")), "limit=2");
