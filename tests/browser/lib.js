@@ -119,27 +119,16 @@ async function launchBrowser() {
 	return chromium.launch({ executablePath: CHROMIUM, headless: true });
 }
 
-// Documented operations: tests/openapi/operations.js when it is there (the
-// openapi suite's matcher), else a matcher of our own over docs/openapi.json.
+// The documented operations: the openapi suite's matcher over
+// docs/openapi.json (its Ajv from tests/openapi/node_modules, which
+// tests/run installs).
 function operationFinder() {
-	const shared = path.join(REPO, 'tests', 'openapi', 'operations.js');
-	if (fs.existsSync(shared))
-		return { source: 'tests/openapi/operations.js', find: require(shared).findOperation };
-	const doc = JSON.parse(fs.readFileSync(path.join(REPO, 'docs', 'openapi.json'), 'utf8'));
-	const ops = [];
-	for (const [tmpl, item] of Object.entries(doc.paths || {})) {
-		const re = new RegExp('^' + tmpl.replace(/[.*+?^$()|[\]\\]/g, '\\$&')
-			.replace(/\{[^}/]+\}/g, '[^/]+') + '$');
-		for (const m of Object.keys(item))
-			ops.push({ method: m.toUpperCase(), path: tmpl, re });
+	try {
+		return require(path.join(REPO, 'tests', 'openapi', 'operations.js')).findOperation;
+	} catch (e) {
+		throw new Error(`cannot load tests/openapi/operations.js (${e.message}): ` +
+			'run npm ci --prefix tests/openapi (tests/run does)');
 	}
-	return {
-		source: 'docs/openapi.json (own matcher)',
-		find(method, url) {
-			const p = new URL(url, 'http://localhost').pathname;
-			return ops.find((o) => o.method === method.toUpperCase() && o.re.test(p)) || null;
-		},
-	};
 }
 
 const AXE_SOURCE = () => fs.readFileSync(require.resolve('axe-core/axe.min.js'), 'utf8');
