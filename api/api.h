@@ -76,7 +76,7 @@ struct api_auth {
 /* Long-poll waiter, linked into the watcher while its request is parked. */
 struct api_waiter {
 	struct api_waiter *next;
-	int64_t job_id;
+	int64_t job_id; /* 0: any job's event (the event feed) */
 	int64_t deadline_ms; /* monotonic */
 	bool woken;
 	struct MHD_Connection *conn;
@@ -349,13 +349,29 @@ void api__tokens_forget(struct api_tokens *t, int64_t id);
 void api__tokens_live(struct api_tokens *t, bool live);
 struct api_tokens *api__tokens(struct api_server *s);
 
-/* Watch: park a long-poll until an event for job_id or the deadline. */
+/* Watch: park a long-poll until an event for job_id (0: any job) or the deadline. */
 int api__watch_start(struct api_server *s, const char *database_url, struct ty_err *err);
 void api__watch_stop(struct api_server *s);
 /* True when parked (the caller returns and is called again on wake). */
 bool api__watch_park(struct api_req *r);
 void api__watch_arm(struct api_req *r, int64_t job_id, int64_t deadline_ms);
 void api__watch_disarm(struct api_req *r);
+
+/*
+ * A position in the event feed (GET /v1/events): after the event (xid, job,
+ * seq) in commit order, as the opaque text "<xid>.<job>.<seq>".
+ */
+struct api_feed_cursor {
+	uint64_t xid;
+	int64_t job;
+	int seq;
+};
+/* Parse a cursor this server gave out (pure): plain decimal, no sign or leading zero. */
+bool api_feed_cursor_parse(struct api_feed_cursor *out, const char *s);
+/* Its text, into out (at least API_FEED_CURSOR_LEN bytes). */
+#define API_FEED_CURSOR_LEN 64
+void api_feed_cursor_format(char *out, const struct api_feed_cursor *c);
+int api_h_events(struct api_req *r, struct ty_err *err);
 
 /* Handlers. */
 int api_h_healthz(struct api_req *r, struct ty_err *err);
@@ -490,7 +506,17 @@ int api_store_job_by_key(const char **hash, const char **doc, struct ty_pg *pg,
 struct api_jobs_filter {
 	const char *scope, *team, *states /* text[] */, *labels /* jsonb */, *before /* id */;
 	int limit; /* 1..500 */
+	/* q: an ILIKE pattern on the name (api_like_contains), or an id; both NULL: no q */
+	const char *name_like, *id;
 };
+/* The longest q of GET /v1/jobs, in characters. */
+#define API_JOBS_Q_MAX 128
+/*
+ * The ILIKE pattern (ESCAPE '\') that matches any text containing s
+ * literally: '%', '_' and '\' escaped, '%' at both ends (arena text, or
+ * NULL on ENOMEM). Pure.
+ */
+const char *api_like_contains(struct ty_arena *a, const char *s);
 /* *items: a JSON array of up to f->limit documents, newest first; *cursor: NULL on the last page. */
 int api_store_jobs_page(const char **items, const char **cursor, struct ty_pg *pg,
 			struct ty_arena *a, const struct api_jobs_filter *f, struct ty_err *err);

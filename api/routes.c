@@ -27,6 +27,7 @@ const struct api_route api_routes[] = {
 	{"GET", "/v1/jobs/{}", api_h_jobs_get, API_ROLE_VIEWER, API_AUTH | API_JOB},
 	{"POST", "/v1/jobs/{}/cancel", api_h_jobs_cancel, API_ROLE_MEMBER, API_AUTH | API_JOB},
 	{"POST", "/v1/jobs/{}/stop", api_h_jobs_stop, API_ROLE_MEMBER, API_AUTH | API_JOB},
+	{"GET", "/v1/events", api_h_events, API_ROLE_VIEWER, API_AUTH},
 	{"GET", "/v1/jobs/{}/events", api_h_jobs_events, API_ROLE_VIEWER, API_AUTH | API_JOB},
 	{"GET", "/v1/jobs/{}/attempts", api_h_jobs_attempts, API_ROLE_VIEWER, API_AUTH | API_JOB},
 	{"GET", "/v1/jobs/{}/checkpoints", api_h_jobs_checkpoints, API_ROLE_VIEWER,
