@@ -69,7 +69,7 @@ export function Chart(props: { title: string; x: number[]; series: Series[]; tim
 				width: Math.max(320, el.clientWidth || 640),
 				height: props.height ?? 240,
 				scales: { x: props.xRange ? { time: props.time ?? true, range: props.xRange } : { time: props.time ?? true } },
-				series: [{}, ...props.series.map((s, i) => ({
+				series: [{ label: props.time === false ? 'step' : 'time' }, ...props.series.map((s, i) => ({
 					label: s.label, stroke: colors[i % colors.length], width: 2, spanGaps: true,
 				}))],
 			},

@@ -143,7 +143,7 @@ function JobView({ who, id }: { who: PageProps['who']; id: number }) {
 						<tr><th scope="col">Attempt</th><th scope="col">State</th><th scope="col">Nodes</th>
 							<th scope="col">Started</th><th scope="col">Duration</th><th scope="col">Exit</th>
 							<th scope="col">Failure class</th><th scope="col">Message</th><th scope="col">Evidence</th>
-							<th scope="col">GPU util (mean)</th></tr>
+							<th scope="col">GPU telemetry</th></tr>
 					</thead>
 					<tbody>
 						{atts.map((a) => (
@@ -157,7 +157,7 @@ function JobView({ who, id }: { who: PageProps['who']; id: number }) {
 								<td>{a.failure_class ?? '—'}{a.blamed_node ? ` (blamed: ${a.blamed_node})` : ''}</td>
 								<td>{a.message ?? '—'}</td>
 								<td>{a.evidence ? <code>{a.evidence}</code> : '—'}</td>
-								<td>{a.gpu_telemetry?.util_mean != null ? `${fmtNumber(a.gpu_telemetry.util_mean, 1)}%` : '—'}</td>
+								<td>{telemetry(a)}</td>
 							</tr>
 						))}
 					</tbody>
@@ -208,6 +208,18 @@ function JobView({ who, id }: { who: PageProps['who']; id: number }) {
 			</ConfirmDialog>
 		</>
 	);
+}
+
+// what the executors measured of the attempt's GPUs, once a node reported
+function telemetry(a: Attempt): string {
+	const t = a.gpu_telemetry;
+	if (!t) return '—';
+	const parts: string[] = [];
+	if (t.util_mean != null) parts.push(`util ${fmtNumber(t.util_mean, 1)}% (peak ${fmtNumber(t.util_peak, 1)}%)`);
+	if (t.memory_used_peak_mb != null) parts.push(`memory peak ${fmtNumber(t.memory_used_peak_mb, 0)} MiB`);
+	if (t.power_mean_w != null) parts.push(`power ${fmtNumber(t.power_mean_w, 0)} W`);
+	if (t.idle_gpu_seconds) parts.push(`idle ${fmtDuration(t.idle_gpu_seconds)} GPU-time`);
+	return parts.join(', ') || '—';
 }
 
 function Spec({ job }: { job: Job }) {
