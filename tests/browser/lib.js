@@ -6,7 +6,12 @@
 const fs = require('fs');
 const path = require('path');
 const { spawn } = require('child_process');
-const { chromium } = require('playwright-core');
+let chromium;
+try {
+	({ chromium } = require('playwright-core'));
+} catch (e) {
+	throw new Error(`cannot load playwright-core (${e.message}): run npm ci --prefix tests/browser (tests/run does)`);
+}
 
 const REPO = path.resolve(__dirname, '..', '..');
 const CHROMIUM = '/usr/bin/chromium';
