@@ -124,12 +124,12 @@ async function launchBrowser() {
 	return chromium.launch({ executablePath: CHROMIUM, headless: true });
 }
 
-// The documented operations: the openapi suite's matcher over
-// docs/openapi.json (its Ajv from tests/openapi/node_modules, which
+// The documented operations: the openapi suite's matcher and response
+// validator over docs/openapi.json (its Ajv from tests/openapi/node_modules, which
 // tests/run installs).
-function operationFinder() {
+function openapi() {
 	try {
-		return require(path.join(REPO, 'tests', 'openapi', 'operations.js')).findOperation;
+		return require(path.join(REPO, 'tests', 'openapi', 'operations.js'));
 	} catch (e) {
 		throw new Error(`cannot load tests/openapi/operations.js (${e.message}): ` +
 			'run npm ci --prefix tests/openapi (tests/run does)');
@@ -156,5 +156,5 @@ async function axeCheck(page) {
 }
 
 module.exports = {
-	REPO, sleep, eventually, stackUp, stackDown, apiClient, launchBrowser, operationFinder, axeCheck,
+	REPO, sleep, eventually, stackUp, stackDown, apiClient, launchBrowser, openapi, axeCheck,
 };
