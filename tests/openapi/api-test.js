@@ -105,6 +105,7 @@ async function main() {
 	await call('GET', '/ui/', { token: null, expect: 200 });
 	await call('GET', '/ui/assets/app.js', { token: null, expect: 200 });
 	await call('HEAD', '/ui/assets/app.js', { token: null, expect: 200 });
+	await call('HEAD', '/ui/index.html', { token: null, expect: 200 });
 	await call('GET', '/ui/nosuch.js', { token: null, expect: 404 });
 
 	// teams
