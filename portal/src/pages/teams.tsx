@@ -57,6 +57,10 @@ export function TeamPage({ arg }: PageProps) {
 		{ label: 'borrowed', values: items.map((s) => s.gpus_borrowed) },
 		{ label: 'lent', values: items.map((s) => s.gpus_lent) },
 	], [history.data]);
+	const preemptions = useMemo(() => [
+		{ label: 'suffered', values: items.map((s) => s.preemptions_suffered) },
+		{ label: 'caused', values: items.map((s) => s.preemptions_caused) },
+	], [history.data]);
 
 	if (team.error?.status === 404) {
 		return (<><h1>Team {name}</h1><p class="error">Team {name} not found</p></>);
@@ -89,8 +93,9 @@ export function TeamPage({ arg }: PageProps) {
 					<Chart title="Decayed GPU-hours" x={x} series={usage} />
 					<Chart title="Fair share" x={x} series={share} />
 					<Chart title="GPUs" x={x} series={gpus} />
+					<Chart title="Preemptions per sample" x={x} series={preemptions} />
 					<table class="data">
-						<caption>Samples, newest first</caption>
+						<caption>The {Math.min(items.length, 50)} newest samples, newest first</caption>
 						<thead>
 							<tr><th scope="col">Time</th><th scope="col">In use</th><th scope="col">Borrowed</th>
 								<th scope="col">Lent</th><th scope="col">Pending</th><th scope="col">Fair share</th>
