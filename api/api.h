@@ -381,6 +381,7 @@ int api_h_teams_create(struct api_req *r, struct ty_err *err);
 int api_h_teams_list(struct api_req *r, struct ty_err *err);
 int api_h_teams_get(struct api_req *r, struct ty_err *err);
 int api_h_teams_patch(struct api_req *r, struct ty_err *err);
+int api_h_teams_history(struct api_req *r, struct ty_err *err);
 int api_h_tokens_create(struct api_req *r, struct ty_err *err);
 int api_h_tokens_list(struct api_req *r, struct ty_err *err);
 int api_h_tokens_delete(struct api_req *r, struct ty_err *err);

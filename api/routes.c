@@ -18,6 +18,7 @@ const struct api_route api_routes[] = {
 	{"GET", "/v1/teams", api_h_teams_list, API_ROLE_VIEWER, API_AUTH},
 	{"GET", "/v1/teams/{}", api_h_teams_get, API_ROLE_VIEWER, API_AUTH},
 	{"PATCH", "/v1/teams/{}", api_h_teams_patch, API_ROLE_ADMIN, API_AUTH | API_BODY},
+	{"GET", "/v1/teams/{}/history", api_h_teams_history, API_ROLE_VIEWER, API_AUTH},
 	{"POST", "/v1/tokens", api_h_tokens_create, API_ROLE_ADMIN, API_AUTH | API_BODY},
 	{"GET", "/v1/tokens", api_h_tokens_list, API_ROLE_ADMIN, API_AUTH},
 	{"DELETE", "/v1/tokens/{}", api_h_tokens_delete, API_ROLE_ADMIN, API_AUTH},

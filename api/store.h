@@ -159,6 +159,16 @@ int api_store_teams_pending(struct api_team_pending **out, int *nt, struct ty_pg
 int api_store_team_id(const char **id, struct ty_pg *pg, struct ty_arena *a, const char *name,
 		      struct ty_err *err);
 
+/* ---- store_team_history.c ---- */
+/*
+ * {"items": [...], "totals": {...}} of team name's samples in [since_ms,
+ * until_ms) (texts, ms since the epoch), oldest first; NULL when there is
+ * no such team (or when own is set and is not name).
+ */
+int api_store_team_history(const char **doc, struct ty_pg *pg, struct ty_arena *a,
+			   const char *name, const char *own, const char *since_ms,
+			   const char *until_ms, struct ty_err *err);
+
 /* ---- store_nodes.c ---- */
 /* {"items": [...]} of the nodes, of those in state only when it is set; scope as api_scope. */
 int api_store_nodes_list(const char **doc, struct ty_pg *pg, struct ty_arena *a, const char *scope,

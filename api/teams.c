@@ -2,6 +2,7 @@
 #include "api.h"
 #include "store.h"
 #include "ty_json.h"
+#include "ty_time.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -149,6 +150,52 @@ int api_h_teams_get(struct api_req *r, struct ty_err *err)
 
 	if ((rc = api_store_team_get(&doc, r->pg, r->arena, r->params[0], own_team(r), err)))
 		return rc;
+	if (!doc)
+		return api_fail(r, err, API_P_TEAM_NOT_FOUND, NULL, "no team '%s'", r->params[0]);
+	return api_reply_text(r, 200, doc);
+}
+
+/* A team's history: the last day by default, at most HISTORY_MAX_DAYS at once. */
+#define HOUR_MS (3600LL * 1000)
+#define HISTORY_DEFAULT_MS (24 * HOUR_MS)
+#define HISTORY_MAX_DAYS 35 /* the scheduler's default --team-sample-retention-days */
+
+int api_h_teams_history(struct api_req *r, struct ty_err *err)
+{
+	const char *since = api_query(r, "since"), *until = api_query(r, "until");
+	const char *doc, *lo, *hi;
+	int64_t since_ms = 0, until_ms = 0;
+	int rc;
+
+	if (since && !ty_time_parse_rfc3339(&since_ms, since))
+		return api_fail(r, err, API_P_INVALID_PARAMETER, "since",
+				"'since' must be an RFC 3339 time such as "
+				"2026-01-31T00:00:00Z, not '%.64s'",
+				since);
+	if (until && !ty_time_parse_rfc3339(&until_ms, until))
+		return api_fail(r, err, API_P_INVALID_PARAMETER, "until",
+				"'until' must be an RFC 3339 time such as "
+				"2026-01-31T00:00:00Z, not '%.64s'",
+				until);
+	if (!until)
+		until_ms = ty_wall_ms();
+	if (!since)
+		since_ms = until_ms - HISTORY_DEFAULT_MS;
+	if (since_ms >= until_ms)
+		return api_fail(r, err, API_P_INVALID_PARAMETER, "since",
+				"'since' must be before 'until' (or before now, without 'until')");
+	if (until_ms - since_ms > HISTORY_MAX_DAYS * 24 * HOUR_MS)
+		return api_fail(r, err, API_P_INVALID_PARAMETER, "since",
+				"a team's history covers at most %d days at once",
+				HISTORY_MAX_DAYS);
+	lo = ty_arena_printf(r->arena, "%lld", (long long)since_ms);
+	hi = ty_arena_printf(r->arena, "%lld", (long long)until_ms);
+	if (!lo || !hi)
+		return ty_err_set(err, TY_ENOMEM, NULL);
+	if ((rc = api_store_team_history(&doc, r->pg, r->arena, r->params[0], own_team(r), lo, hi,
+					 err)))
+		return rc;
+	/* another team's name reads as a missing one, as GET /v1/teams/{name} */
 	if (!doc)
 		return api_fail(r, err, API_P_TEAM_NOT_FOUND, NULL, "no team '%s'", r->params[0]);
 	return api_reply_text(r, 200, doc);

@@ -104,6 +104,12 @@ static const struct ty_opt options[] = {
      "on a spot interruption notice, the gangs on the node are killed so that their SIGKILL "
      "(--kill-grace-seconds after the kill) comes this long before its deadline (or at the "
      "end of their checkpoint grace period, if sooner)"},
+    {"team-sample-seconds", TY_OPT_INT, "60", 0, 86400,
+     "the leader records each team's GPUs in use, borrowed and lent, decayed usage, fair "
+     "share, pending jobs and the preemptions it suffered and caused this often, for "
+     "GET /v1/teams/{name}/history (0: no samples)"},
+    {"team-sample-retention-days", TY_OPT_INT, "35", 1, 3650,
+     "team samples older than this are deleted (checked at most once an hour)"},
     {"check-mirror", TY_OPT_BOOL, "false", 0, 0,
      "compare the in-memory mirror with a fresh load every cycle and log a divergence "
      "(tests, debugging; costs a full read per cycle)"},
@@ -383,6 +389,8 @@ int main(int argc, char **argv)
 		goto out;
 	}
 	s.o.spot_kill_margin_s = (int)ty_config_int(c, "spot-kill-margin-seconds");
+	s.o.team_sample_s = (int)ty_config_int(c, "team-sample-seconds");
+	s.o.team_sample_retention_d = (int)ty_config_int(c, "team-sample-retention-days");
 	if (sched_fault_arm(ty_config_str(c, "fault-crash-at"), &err)) {
 		fprintf(stderr, "trainyard-scheduler: option 'fault-crash-at': %s\n", err.msg);
 		goto out;

@@ -23,6 +23,8 @@
 #include <string.h>
 #include <time.h>
 
+/* old team samples are looked for at most this often */
+#define TEAM_PRUNE_MS (3600 * 1000)
 /* decayed usage is written back at least this often even when nothing else changed */
 #define USAGE_PERSIST_MS 10000
 /* fair-share changes smaller than this are not worth a write */
@@ -1319,6 +1321,63 @@ out:
 	return rc;
 }
 
+/* Team i's numbers as this cycle decided them: what team_usage and its samples get. */
+static struct sched_store_team_usage team_now(const struct snap *sn,
+					      const struct sched_decisions *d, int i)
+{
+	const struct sched_team_out *t = &d->teams[i];
+	int64_t pending = t->pending;
+
+	for (int h = 0; h < sn->nheld; h++)
+		pending += sn->held_team[h] == i;
+	return (struct sched_store_team_usage){.team = sn->trow[i].id,
+					       .decayed = sn->usage[i].decayed,
+					       .fair_share = t->fairshare,
+					       .used = t->used,
+					       .borrowed = t->borrowed,
+					       .lent = t->lent,
+					       .pending = pending};
+}
+
+/*
+ * Teams over time (docs/scheduling.md, "Team history"): every team's numbers
+ * once per --team-sample-seconds, by the database's clock, in the cycle's
+ * transaction (a standby, which runs no cycle, never writes); old samples
+ * pruned at most once an hour, whether sampling is on or not. *sampled and
+ * *pruned say what to record once the transaction committed.
+ */
+static int sample_teams(bool *sampled, bool *pruned, struct sched *s, const struct snap *sn,
+			const struct sched_decisions *d, struct ty_err *err)
+{
+	const struct sched_input *in = &sn->in;
+	struct sched_store_team_usage *rows = NULL;
+	int64_t deleted;
+	int rc, n = 0;
+
+	*sampled = *pruned = false;
+	if (in->now_ms - s->clock.last_team_prune >= TEAM_PRUNE_MS) {
+		if ((rc = sched_store_team_samples_prune(&deleted, s->term.pg, in->now_ms,
+							 s->o.team_sample_retention_d, err)))
+			return rc;
+		if (deleted > 0)
+			ty_info("team samples: %lld older than %d days deleted", (long long)deleted,
+				s->o.team_sample_retention_d);
+		*pruned = true;
+	}
+	if (s->o.team_sample_s <= 0 ||
+	    in->now_ms - s->clock.last_team_sample < (int64_t)s->o.team_sample_s * 1000)
+		return 0;
+	if (in->nteams > 0 && !(rows = calloc((size_t)in->nteams, sizeof(*rows))))
+		return ty_err_set(err, TY_ENOMEM, NULL);
+	for (int i = 0; i < in->nteams && i < d->nteams; i++)
+		rows[n++] = team_now(sn, d, i);
+	rc = sched_store_team_samples_write(s->term.pg, rows, n, in->now_ms, s->o.team_sample_s,
+					    err);
+	free(rows);
+	*sampled = !rc;
+	return rc;
+}
+
 /*
  * team_usage: written for a team when what the API shows of it changed, or
  * when its decayed usage was last written USAGE_PERSIST_MS ago; the decayed
@@ -1337,24 +1396,15 @@ static int publish_teams(struct sched_store_team_usage **written, int *nwritten,
 	if (in->nteams > 0 && !(rows = calloc((size_t)in->nteams, sizeof(*rows))))
 		return ty_err_set(err, TY_ENOMEM, NULL);
 	for (int i = 0; i < in->nteams && i < d->nteams; i++) {
-		const struct sched_team_out *t = &d->teams[i];
 		const struct team_row *was = &sn->trow[i];
-		int64_t pending = t->pending;
+		struct sched_store_team_usage u = team_now(sn, d, i);
 
-		for (int h = 0; h < sn->nheld; h++)
-			pending += sn->held_team[h] == i;
-		if (was->have_row && was->used == t->used && was->borrowed == t->borrowed &&
-		    was->lent == t->lent && was->pending == pending &&
-		    fabs(was->fair_share - t->fairshare) < FAIRSHARE_EPSILON &&
+		if (was->have_row && was->used == u.used && was->borrowed == u.borrowed &&
+		    was->lent == u.lent && was->pending == u.pending &&
+		    fabs(was->fair_share - u.fair_share) < FAIRSHARE_EPSILON &&
 		    in->now_ms - was->since_ms < USAGE_PERSIST_MS)
 			continue;
-		rows[n++] = (struct sched_store_team_usage){.team = was->id,
-							    .decayed = sn->usage[i].decayed,
-							    .fair_share = t->fairshare,
-							    .used = t->used,
-							    .borrowed = t->borrowed,
-							    .lent = t->lent,
-							    .pending = pending};
+		rows[n++] = u;
 	}
 	if ((rc = sched_store_team_usage_write(s->term.pg, rows, n, in->now_ms, err))) {
 		free(rows);
@@ -1400,6 +1450,7 @@ static int apply(struct sched *s, struct snap *sn, const struct sched_decisions 
 	struct sched_store_team_usage *usage = NULL;
 	struct qchanges ch = {0};
 	int rc, placed = 0, nusage = 0;
+	bool sampled = false, pruned = false;
 
 	if ((rc = sched_tx_begin(&s->term, err))) {
 		sched_mirror_stale(&s->world.mirror, "cycle not begun");
@@ -1409,6 +1460,7 @@ static int apply(struct sched *s, struct snap *sn, const struct sched_decisions 
 	    (rc = apply_preemptions(s, sn, d, err)) ||
 	    (rc = publish_queue(&queued, &ch, s, sn, d, err)) ||
 	    (rc = publish_teams(&usage, &nusage, s, sn, d, err)) ||
+	    (rc = sample_teams(&sampled, &pruned, s, sn, d, err)) ||
 	    (rc = budget_alerts(s, sn, err))) {
 		ty_pg_rollback(s->term.pg);
 		sched_mirror_stale(&s->world.mirror, "cycle rolled back");
@@ -1422,6 +1474,10 @@ static int apply(struct sched *s, struct snap *sn, const struct sched_decisions 
 	}
 	if (placed || d->npreemptions)
 		SCHED_FAULT(SCHED_FAULT_CYCLE_AFTER_COMMIT);
+	if (sampled)
+		s->clock.last_team_sample = sn->in.now_ms;
+	if (pruned)
+		s->clock.last_team_prune = sn->in.now_ms;
 	/* committed: the team_usage rows it wrote are what the mirror holds now */
 	for (int i = 0; i < nusage; i++)
 		sched_mirror_team_usage(&s->world.mirror, usage[i].team, usage[i].decayed,

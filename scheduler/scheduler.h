@@ -85,6 +85,8 @@ struct sched_opts {
 	/* --cohort-reclaim-delay-seconds (owned by main) */
 	struct sched_cohort_delay *cohort_delays;
 	int ncohort_delays;
+	int team_sample_s;	      /* --team-sample-seconds: teams over time, 0 = off */
+	int team_sample_retention_d; /* --team-sample-retention-days */
 };
 
 /* Outbox ids produced and not yet deleted, ascending. */
@@ -285,6 +287,8 @@ struct sched_clock {
 	int64_t cycle_gap;   /* least ms from it to a cycle a change triggers */
 	int64_t next_cycle, next_reconcile, next_liveness, next_relay; /* monotonic ms */
 	int64_t last_error_log;
+	/* database clock (ms) of the last team sample and samples' pruning (place.c) */
+	int64_t last_team_sample, last_team_prune;
 };
 
 /* The whole scheduler: only the loop and the files that orchestrate several parts take it. */

@@ -8,12 +8,20 @@
 
 #include <stdlib.h>
 
+/*
+ * Rows are locked in id order first, the order every other multi-row job
+ * write locks them in (a sweep's cancel, api/store_jobs.c): the rows come in
+ * queue order, and an UPDATE locks in its join's order, which deadlocked
+ * with a cancel of two trials queued in the other order.
+ */
 static const char SQL_QUEUE_PUBLISH[] =
-    "UPDATE jobs j SET pending_reason = u.reason, queue_position = u.pos,"
+    "WITH u AS (SELECT * FROM jsonb_to_recordset($1::jsonb)"
+    "  AS u(id bigint, reason text, pos integer, resv bigint)),"
+    " l AS (SELECT j.id FROM jobs j JOIN u ON u.id = j.id WHERE j.state = 'pending'"
+    "  ORDER BY j.id FOR UPDATE OF j)"
+    " UPDATE jobs j SET pending_reason = u.reason, queue_position = u.pos,"
     " reserved_until = to_timestamp(u.resv / 1000.0)"
-    " FROM jsonb_to_recordset($1::jsonb)"
-    "  AS u(id bigint, reason text, pos integer, resv bigint)"
-    " WHERE j.id = u.id AND j.state = 'pending'";
+    " FROM u, l WHERE j.id = u.id AND l.id = j.id AND j.state = 'pending'";
 
 /* The compact JSON text of rows (new, in *text); consumes rows (NULL: out of memory). */
 static int dump(char **text, json_t *rows, struct ty_err *err)
@@ -56,10 +64,11 @@ int sched_store_queue_publish(struct ty_pg *pg, const struct sched_store_queue_r
 }
 
 static const char SQL_QUEUE_LEFT[] =
-    "UPDATE jobs SET pending_reason = NULL, queue_position = NULL,"
-    " reserved_until = NULL"
-    " WHERE id IN (SELECT jsonb_array_elements_text($1::jsonb)::bigint)"
-    " AND state <> 'pending'";
+    "WITH l AS (SELECT id FROM jobs"
+    "  WHERE id IN (SELECT jsonb_array_elements_text($1::jsonb)::bigint)"
+    "  AND state <> 'pending' ORDER BY id FOR UPDATE)"
+    " UPDATE jobs j SET pending_reason = NULL, queue_position = NULL,"
+    " reserved_until = NULL FROM l WHERE j.id = l.id";
 
 int sched_store_queue_left(struct ty_pg *pg, const int64_t *jobs, int n, struct ty_err *err)
 {

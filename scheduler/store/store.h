@@ -262,6 +262,20 @@ struct sched_store_team_usage {
 int sched_store_team_usage_write(struct ty_pg *pg, const struct sched_store_team_usage *v, int n,
 				 int64_t now_ms, struct ty_err *err);
 
+/* ---- team_samples.c: teams over time (migration 0034) ---- */
+
+/*
+ * Insert v[n] as the team_samples rows at now_ms (teams that exist), each
+ * with the preemptions its team suffered and caused since the previous
+ * sample (or in the interval_s before now_ms when there is none); one
+ * statement. In the caller's transaction.
+ */
+int sched_store_team_samples_write(struct ty_pg *pg, const struct sched_store_team_usage *v,
+				   int n, int64_t now_ms, int interval_s, struct ty_err *err);
+/* Delete the samples older than retention_days before now_ms; *deleted how many. */
+int sched_store_team_samples_prune(int64_t *deleted, struct ty_pg *pg, int64_t now_ms,
+				   int retention_days, struct ty_err *err);
+
 /*
  * Mark the n exits' parts exited 0 and released (one statement) where the
  * attempt is plain: active, or stopping but not preempted, with no part

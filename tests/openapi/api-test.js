@@ -100,6 +100,13 @@ async function main() {
 	await call('GET', '/readyz', { token: null, expect: 200 });
 	await call('GET', '/openapi.json', { token: null, expect: 200 });
 	await call('GET', '/metrics', { token: null, expect: 200 });
+	// the dashboard's files (api-test.sh serves two)
+	await call('GET', '/', { token: null, expect: 302 });
+	await call('GET', '/ui/', { token: null, expect: 200 });
+	await call('GET', '/ui/assets/app.js', { token: null, expect: 200 });
+	await call('HEAD', '/ui/assets/app.js', { token: null, expect: 200 });
+	await call('HEAD', '/ui/index.html', { token: null, expect: 200 });
+	await call('GET', '/ui/nosuch.js', { token: null, expect: 404 });
 
 	// teams
 	const t2 = 'oa-second';

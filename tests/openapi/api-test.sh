@@ -11,5 +11,10 @@ command -v node >/dev/null ||
 source "$here/../e2e/stack.sh"
 W=$(mktemp -d "${TMPDIR:-/tmp}/api_openapi.XXXXXX")
 trap 'ty_stack_down; rm -rf "$W"' EXIT
+# a dashboard of two files, so the /ui operations answer 200 too
+mkdir -p "$W/ui/assets"
+echo '<!doctype html><title>t</title>' >"$W/ui/index.html"
+echo 'console.log(1)' >"$W/ui/assets/app.js"
+export TY_STACK_API_ARGS="--ui-dir $W/ui"
 ty_stack_up "$W" || { echo "api_openapi: the stack did not come up" >&2; exit 1; }
 node "$here/api-test.js"
