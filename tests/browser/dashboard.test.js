@@ -139,7 +139,7 @@ function tcase(name, fn) {
 before(async () => {
 	if (!fs.existsSync(path.join(DIST, 'index.html')))
 		throw new Error(`${DIST}/index.html is missing: build the dashboard first ` +
-			'(npm ci --prefix portal && npm run --prefix portal build; tests/run does)');
+			'with portal/build (tests/run does)');
 	if (/\s/.test(DIST))
 		throw new Error(`'${DIST}' holds a blank: TY_STACK_API_ARGS splits at blanks`);
 	openapi = L.openapi();
