@@ -189,6 +189,14 @@ int api_reply_from_err(struct api_req *r, int code, const struct ty_err *err)
 	if (code <= API_ERR_PROBLEM(0) && code > API_ERR_PROBLEM(API_P_COUNT))
 		return api_reply_error(r, (enum api_pcode)(API_ERR_PROBLEM(0) - code),
 				       r->problem_field, "%s", msg);
+	if (!strncmp(msg, "database", 8)) {
+		/* the server's text is for the operator's log, not for clients */
+		ty_warn("%s %s: %s", r->method, r->path, msg);
+		msg = code == TY_ECONFLICT ? "a concurrent change conflicted with the request; retry it"
+		      : code == TY_EUNAVAIL || code == TY_ETIMEDOUT
+			  ? "the database is unavailable; retry later"
+			  : "the database failed the request (the server's log says why)";
+	}
 	switch (code) {
 	case TY_EUNAVAIL:
 	case TY_ETIMEDOUT:

@@ -279,6 +279,8 @@ TY_TEST(readyz_without_database)
 	ty_http_raw(&r, api, "GET", "/v1/teams", admin, NULL, 0, NULL);
 	CHECK_PROBLEM(&r, 503, "unavailable", NULL);
 	CHECK_STR_EQ(ty_resp_header(&r, "Retry-After"), "1");
+	/* the server's own text (libpq's, PostgreSQL's) stays in the API's log */
+	CHECK_JSTR(r.json, "detail", "the database is unavailable; retry later");
 	ty_http_raw(&r, api, "GET", "/healthz", NULL, NULL, 0, NULL);
 	CHECK_STATUS(&r, 200);
 
