@@ -17,6 +17,8 @@
 #include <stdint.h>
 
 enum api_role { API_ROLE_NONE, API_ROLE_VIEWER, API_ROLE_MEMBER, API_ROLE_ADMIN };
+/* "admin", "member" or "viewer" (static), NULL for API_ROLE_NONE. */
+const char *api_role_name(enum api_role role);
 
 /* Route flags. */
 #define API_AUTH 0x1 /* needs a bearer token */
@@ -37,7 +39,8 @@ typedef int (*api_handler_fn)(struct api_req *r, struct ty_err *err);
 
 struct api_route {
 	const char *method;
-	const char *pattern; /* "{}" matches one path segment */
+	/* "{}" matches one path segment; a trailing "{*}" the rest of the path, "" too */
+	const char *pattern;
 	api_handler_fn fn;
 	enum api_role role; /* minimum role; API_ROLE_NONE for open routes */
 	unsigned flags;
@@ -73,7 +76,7 @@ struct api_auth {
 /* Long-poll waiter, linked into the watcher while its request is parked. */
 struct api_waiter {
 	struct api_waiter *next;
-	int64_t job_id;
+	int64_t job_id; /* 0: any job's event (the event feed) */
 	int64_t deadline_ms; /* monotonic */
 	bool woken;
 	struct MHD_Connection *conn;
@@ -101,7 +104,7 @@ struct api_req {
 	char *resp; /* malloc'd body */
 	size_t resp_len;
 	const char *content_type;
-	const char *hdr_name[4], *hdr_value[4];
+	const char *hdr_name[8], *hdr_value[8];
 	int nhdr;
 	/* long-poll state */
 	struct api_waiter waiter;
@@ -154,6 +157,7 @@ struct api_req {
 	X(UNAVAILABLE, "unavailable", 503, "Unavailable") \
 	X(UNKNOWN_FIELD, "unknown_field", 400, "Unknown field") \
 	X(UNKNOWN_TEAM, "unknown_team", 422, "Unknown team") \
+	X(UI_NOT_INSTALLED, "ui_not_installed", 404, "Ui not installed") \
 	X(UNSUPPORTED_MEDIA_TYPE, "unsupported_media_type", 415, "Unsupported media type") \
 	X(WEBHOOK_INACTIVE, "webhook_inactive", 409, "Webhook inactive") \
 	X(WEBHOOK_LIMIT, "webhook_limit", 409, "Webhook limit") \
@@ -186,7 +190,11 @@ int api_reply_text(struct api_req *r, unsigned status, const char *json_text);
 int api_reply_problem(struct api_req *r, const struct api_problem *p);
 int api_reply_error(struct api_req *r, enum api_pcode pc, const char *field, const char *fmt,
 		    ...) __attribute__((format(printf, 4, 5)));
+/* Up to 8 a reply; a Cache-Control given here replaces the default no-store. */
 int api_reply_header(struct api_req *r, const char *name, const char *value);
+/* Reply with body (malloc'd, len bytes, may be NULL), taking it; ctype static or NULL. */
+void api__reply_take(struct api_req *r, unsigned status, char *body, size_t len,
+		     const char *ctype);
 /* 200 {"items": <items_json>, "next_cursor": <cursor or null>} (cursor may be NULL). */
 int api_reply_page(struct api_req *r, const char *items_json, const char *cursor,
 		   struct ty_err *err);
@@ -252,6 +260,7 @@ struct api_options {
 	int audit_retention_days; /* 0: keep every audit record */
 	/* signs the log credentials of relayed rank-log requests (--log-key; borrowed) */
 	const struct ty_ed25519_key *log_key;
+	const char *ui_dir; /* --ui-dir: the dashboard's files (ui.c), or NULL */
 };
 
 /* TLS material (tls.c): PEM text read from the --tls-cert and --tls-key files. */
@@ -304,6 +313,20 @@ int api_server_port(const struct api_server *s);
 /* The private key that signs log credentials (borrowed). */
 const struct ty_ed25519_key *api__log_key(const struct api_server *s);
 
+/* The --ui-dir directory resolved (realpath) at start, or NULL: no dashboard. */
+const char *api__ui_dir(const struct api_server *s);
+/* The dashboard's files (ui.c): GET / (a redirect to /ui/) and GET/HEAD /ui/{*}. */
+int api_h_ui_root(struct api_req *r, struct ty_err *err);
+int api_h_ui(struct api_req *r, struct ty_err *err);
+/* The Content-Type of a dashboard file by its extension (pure; static text). */
+const char *api_ui_content_type(const char *path);
+/*
+ * Whether rel (the decoded path after /ui/) may name a dashboard file
+ * (pure): segments that are not empty, do not start with '.' (no "..",
+ * no hidden file) and hold no '\' or '%'.
+ */
+bool api_ui_path_ok(const char *rel);
+
 /* Connection pool. */
 int api__pool_get(struct ty_pg **out, struct api_server *s, struct ty_err *err);
 void api__pool_put(struct api_server *s, struct ty_pg *pg);
@@ -326,13 +349,29 @@ void api__tokens_forget(struct api_tokens *t, int64_t id);
 void api__tokens_live(struct api_tokens *t, bool live);
 struct api_tokens *api__tokens(struct api_server *s);
 
-/* Watch: park a long-poll until an event for job_id or the deadline. */
+/* Watch: park a long-poll until an event for job_id (0: any job) or the deadline. */
 int api__watch_start(struct api_server *s, const char *database_url, struct ty_err *err);
 void api__watch_stop(struct api_server *s);
 /* True when parked (the caller returns and is called again on wake). */
 bool api__watch_park(struct api_req *r);
 void api__watch_arm(struct api_req *r, int64_t job_id, int64_t deadline_ms);
 void api__watch_disarm(struct api_req *r);
+
+/*
+ * A position in the event feed (GET /v1/events): after the event (xid, job,
+ * seq) in commit order, as the opaque text "<xid>.<job>.<seq>".
+ */
+struct api_feed_cursor {
+	uint64_t xid;
+	int64_t job;
+	int seq;
+};
+/* Parse a cursor this server gave out (pure): plain decimal, no sign or leading zero. */
+bool api_feed_cursor_parse(struct api_feed_cursor *out, const char *s);
+/* Its text, into out (at least API_FEED_CURSOR_LEN bytes). */
+#define API_FEED_CURSOR_LEN 64
+void api_feed_cursor_format(char *out, const struct api_feed_cursor *c);
+int api_h_events(struct api_req *r, struct ty_err *err);
 
 /* Handlers. */
 int api_h_healthz(struct api_req *r, struct ty_err *err);
@@ -345,6 +384,8 @@ int api_h_teams_patch(struct api_req *r, struct ty_err *err);
 int api_h_tokens_create(struct api_req *r, struct ty_err *err);
 int api_h_tokens_list(struct api_req *r, struct ty_err *err);
 int api_h_tokens_delete(struct api_req *r, struct ty_err *err);
+/* GET /v1/whoami: the calling token's name, role and team. */
+int api_h_whoami(struct api_req *r, struct ty_err *err);
 int api_h_jobs_submit(struct api_req *r, struct ty_err *err);
 int api_h_jobs_list(struct api_req *r, struct ty_err *err);
 int api_h_jobs_get(struct api_req *r, struct ty_err *err);
@@ -465,7 +506,17 @@ int api_store_job_by_key(const char **hash, const char **doc, struct ty_pg *pg,
 struct api_jobs_filter {
 	const char *scope, *team, *states /* text[] */, *labels /* jsonb */, *before /* id */;
 	int limit; /* 1..500 */
+	/* q: an ILIKE pattern on the name (api_like_contains), or an id; both NULL: no q */
+	const char *name_like, *id;
 };
+/* The longest q of GET /v1/jobs, in characters. */
+#define API_JOBS_Q_MAX 128
+/*
+ * The ILIKE pattern (ESCAPE '\') that matches any text containing s
+ * literally: '%', '_' and '\' escaped, '%' at both ends (arena text, or
+ * NULL on ENOMEM). Pure.
+ */
+const char *api_like_contains(struct ty_arena *a, const char *s);
 /* *items: a JSON array of up to f->limit documents, newest first; *cursor: NULL on the last page. */
 int api_store_jobs_page(const char **items, const char **cursor, struct ty_pg *pg,
 			struct ty_arena *a, const struct api_jobs_filter *f, struct ty_err *err);

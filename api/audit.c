@@ -148,7 +148,7 @@ int64_t api_audit_created_id(const char *body, size_t len)
 
 /* ---- the write -------------------------------------------------------- */
 
-static const char *role_name(enum api_role role)
+const char *api_role_name(enum api_role role)
 {
 	switch (role) {
 	case API_ROLE_ADMIN:
@@ -224,7 +224,7 @@ static void facts_of(const char *p[API_AUDIT_NCOLS], struct api_req *r)
 		p[API_AUDIT_token_id] =
 		    ty_arena_printf(r->arena, "%lld", (long long)r->auth.token_id);
 	p[API_AUDIT_principal] = r->auth.role ? clean(r, r->auth.token_name, 200) : NULL;
-	p[API_AUDIT_role] = role_name(r->auth.role);
+	p[API_AUDIT_role] = api_role_name(r->auth.role);
 	p[API_AUDIT_team] = r->auth.role ? clean(r, r->auth.team, 200) : NULL;
 	if (r->auth.trial_job)
 		p[API_AUDIT_trial_job] =

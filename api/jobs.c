@@ -294,12 +294,41 @@ const char *api_job_states_param(struct ty_arena *a, const char *list)
 	return out;
 }
 
+const char *api_like_contains(struct ty_arena *a, const char *s)
+{
+	size_t n = strlen(s);
+	char *out = ty_arena_alloc(a, 2 * n + 3), *w = out;
+
+	if (!out)
+		return NULL;
+	*w++ = '%';
+	for (; *s; s++) {
+		if (*s == '%' || *s == '_' || *s == '\\')
+			*w++ = '\\';
+		*w++ = *s;
+	}
+	*w++ = '%';
+	*w = '\0';
+	return out;
+}
+
+/* Characters of UTF-8 text (already checked to be UTF-8 by the dispatcher). */
+static size_t utf8_chars(const char *s)
+{
+	size_t n = 0;
+
+	for (; *s; s++)
+		n += ((unsigned char)*s & 0xc0) != 0x80;
+	return n;
+}
+
 int api_h_jobs_list(struct api_req *r, struct ty_err *err)
 {
 	const char *team = api_query(r, "team"), *state = api_query(r, "state");
+	const char *q = api_query(r, "q");
 	const char *label = api_query(r, "label"), *cursor = api_query(r, "cursor");
 	const char *limit_s = api_query(r, "limit");
-	struct api_jobs_filter f = {api_scope(r), team, NULL, NULL, cursor, 50};
+	struct api_jobs_filter f = {api_scope(r), team, NULL, NULL, cursor, 50, NULL, NULL};
 	const char *items, *next;
 	int64_t v;
 	int rc;
@@ -324,6 +353,18 @@ int api_h_jobs_list(struct api_req *r, struct ty_err *err)
 					"'label' must be valid UTF-8 'key=value'");
 		f.labels = ty_arena_strdup(r->arena, t);
 		free(t);
+	}
+	if (q) {
+		size_t n = utf8_chars(q);
+
+		if (n < 1 || n > API_JOBS_Q_MAX)
+			return api_fail(r, err, API_P_INVALID_PARAMETER, "q",
+					"'q' must be 1 to %d characters, not %zu", API_JOBS_Q_MAX,
+					n);
+		if (!(f.name_like = api_like_contains(r->arena, q)))
+			return ty_err_set(err, TY_ENOMEM, NULL);
+		if (api_parse_id(&v, q))
+			f.id = q; /* the search box's "42" is job 42, and names holding 42 */
 	}
 	if (cursor && !api_parse_id(&v, cursor))
 		return api_fail(r, err, API_P_INVALID_PARAMETER, "cursor",

@@ -61,6 +61,9 @@ static const struct ty_opt options[] = {
 	 "PEM file of the Ed25519 private key that signs the credentials of relayed rank-log "
 	 "requests; executors get its public half as --log-pubkey (required to serve; "
 	 "docs/security.md, \"Rank logs\")"},
+	{"ui-dir", TY_OPT_STR, NULL, 0, 0,
+	 "directory of the built dashboard (portal/dist): served at /ui/, read per request; "
+	 "unset serves none"},
 	{"log-level", TY_OPT_STR, "info", 0, 0, "debug, info, warn or error"},
 	{"log-json", TY_OPT_BOOL, "false", 0, 0, "log JSON lines instead of text"},
 	{"migrate", TY_OPT_BOOL, "false", 0, 0, "apply database migrations, then exit"},
@@ -148,6 +151,9 @@ static int serve(const struct ty_config *c, struct ty_err *err)
 		.rate_limit_rps = (int)ty_config_int(c, "rate-limit-rps"),
 		.rate_limit_burst = (int)ty_config_int(c, "rate-limit-burst"),
 		.audit_retention_days = (int)ty_config_int(c, "audit-retention-days"),
+		.ui_dir = ty_config_str(c, "ui-dir") && *ty_config_str(c, "ui-dir")
+				  ? ty_config_str(c, "ui-dir")
+				  : NULL,
 	};
 	struct api_tls tls = {0};
 	struct api_server *s = NULL;

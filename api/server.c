@@ -35,6 +35,7 @@ struct api_server {
 	/* per-token rate limits, NULL when off: see ratelimit.c */
 	struct api_ratelimit *ratelimit;
 	struct api_audit_pruner *pruner; /* audit.c */
+	char *ui_dir; /* --ui-dir resolved, or NULL */
 };
 
 /* ---- replies ---------------------------------------------------------- */
@@ -48,6 +49,12 @@ static void reply_set(struct api_req *r, unsigned status, char *body, size_t len
 	r->status = status;
 	r->content_type = ctype;
 	r->problem_code = NULL;
+}
+
+void api__reply_take(struct api_req *r, unsigned status, char *body, size_t len,
+		     const char *ctype)
+{
+	reply_set(r, status, body, len, ctype);
 }
 
 int api_reply_text(struct api_req *r, unsigned status, const char *json_text)
@@ -90,7 +97,7 @@ int api_reply_page(struct api_req *r, const char *items_json, const char *cursor
 
 int api_reply_header(struct api_req *r, const char *name, const char *value)
 {
-	if (r->nhdr >= 4)
+	if (r->nhdr >= (int)(sizeof(r->hdr_name) / sizeof(r->hdr_name[0])))
 		return TY_EINVAL;
 	r->hdr_name[r->nhdr] = name;
 	r->hdr_value[r->nhdr] = ty_arena_strdup(r->arena, value);
@@ -342,7 +349,16 @@ static bool match(struct ty_arena *a, const char **params, const char *pattern, 
 {
 	int n = 0;
 
-	while (*pattern && *path) {
+	while (*pattern) {
+		if (!strcmp(pattern, "{*}")) {
+			if (n >= 4)
+				return false;
+			if (a)
+				params[n] = ty_arena_strdup(a, path);
+			return true;
+		}
+		if (!*path)
+			break;
 		if (pattern[0] == '{' && pattern[1] == '}') {
 			size_t len = strcspn(path, "/");
 
@@ -610,6 +626,7 @@ static enum MHD_Result queue_reply(struct api_req *r)
 {
 	struct MHD_Response *resp;
 	enum MHD_Result ret;
+	bool cache_set = false;
 
 	if (!r->status)
 		refuse(r, API_P_INTERNAL, NULL, "handler for %s %s gave no reply", r->method,
@@ -629,7 +646,10 @@ static enum MHD_Result queue_reply(struct api_req *r)
 		MHD_add_response_header(resp, "Access-Control-Allow-Origin", r->origin);
 		MHD_add_response_header(resp, "Vary", "Origin");
 	}
-	MHD_add_response_header(resp, "Cache-Control", "no-store");
+	for (int i = 0; i < r->nhdr; i++)
+		cache_set |= !strcasecmp(r->hdr_name[i], "Cache-Control");
+	if (!cache_set)
+		MHD_add_response_header(resp, "Cache-Control", "no-store");
 	MHD_add_response_header(resp, "X-Request-Id", r->request_id);
 	ret = MHD_queue_response(r->conn, r->status, resp);
 	MHD_destroy_response(resp);
@@ -803,6 +823,11 @@ int api_server_port(const struct api_server *s)
 	return s->port;
 }
 
+const char *api__ui_dir(const struct api_server *s)
+{
+	return s->ui_dir;
+}
+
 const struct ty_ed25519_key *api__log_key(const struct api_server *s)
 {
 	return s->opt.log_key;
@@ -841,6 +866,10 @@ int api_server_start(struct api_server **out, const struct api_options *o, struc
 			ty_err_clear(err);
 		}
 		s->pool_free++;
+	}
+	if (o->ui_dir && !(s->ui_dir = realpath(o->ui_dir, NULL))) {
+		rc = ty_err_set(err, TY_ECONFIG, "--ui-dir '%s': %s", o->ui_dir, strerror(errno));
+		goto fail;
 	}
 	if (!(s->tokens = api__tokens_new())) {
 		rc = ty_err_set(err, TY_ENOMEM, NULL);
@@ -909,6 +938,7 @@ void api_server_stop(struct api_server *s)
 	for (int i = 0; s->pool && i < s->pool_size; i++)
 		ty_pg_close(s->pool[i]);
 	free(s->pool);
+	free(s->ui_dir);
 	pthread_mutex_destroy(&s->pool_mu);
 	pthread_cond_destroy(&s->pool_cv);
 	free(s);

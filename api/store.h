@@ -231,6 +231,22 @@ struct api_job_events {
 int api_store_job_events(struct api_job_events *ev, struct ty_pg *pg, struct ty_arena *a,
 			 const char *id, const char *scope, long long after, long long limit,
 			 struct ty_err *err);
+/* ---- store_events.c ---- */
+/* A page of the cross-job event feed (texts in the arena). */
+struct api_events_feed {
+	const char *events; /* their JSON array, redacted for the viewer */
+	int count;
+	struct api_feed_cursor last; /* the last event's position; the cursor given when none */
+	uint64_t horizon; /* the oldest running transaction's id: nothing below it is to come */
+	bool held_back; /* some event waits above the horizon for older transactions */
+};
+/*
+ * Up to limit events after cursor after that scope (api_scope's) may see,
+ * of team (a name; NULL: every team), in commit order below the horizon.
+ */
+int api_store_events_feed(struct api_events_feed *f, struct ty_pg *pg, struct ty_arena *a,
+			  const char *scope, const char *team, const struct api_feed_cursor *after,
+			  long long limit, struct ty_err *err);
 /* An Idempotency-Key of a team, and whether a job has it. */
 struct api_job_key {
 	const char *team_id, *key;

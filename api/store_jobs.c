@@ -269,12 +269,14 @@ static const char list_sql[] =
     " AND ($3::text[] IS NULL OR j.state = ANY($3::text[]))"
     " AND ($4::jsonb IS NULL OR j.labels @> $4::jsonb)"
     " AND ($5::bigint IS NULL OR j.id < $5)"
+    " AND ($7::text IS NULL OR j.name ILIKE $7 ESCAPE '\\' OR j.id = $8::bigint)"
     " ORDER BY j.id DESC LIMIT $6::int + 1";
 
 int api_store_jobs_page(const char **items, const char **cursor, struct ty_pg *pg,
 			struct ty_arena *a, const struct api_jobs_filter *f, struct ty_err *err)
 {
-	const char *p[6] = {f->scope, f->team, f->states, f->labels, f->before, NULL};
+	const char *p[8] = {f->scope, f->team,	    f->states, f->labels,
+			    f->before, NULL, f->name_like, f->id};
 	char limit[24];
 	struct ty_buf b = TY_BUF_INIT;
 	PGresult *res = NULL;
@@ -283,7 +285,7 @@ int api_store_jobs_page(const char **items, const char **cursor, struct ty_pg *p
 	*items = *cursor = NULL;
 	snprintf(limit, sizeof(limit), "%d", f->limit);
 	p[5] = limit;
-	if ((rc = ty_pg_exec(&res, pg, list_sql, 6, p, err)))
+	if ((rc = ty_pg_exec(&res, pg, list_sql, 8, p, err)))
 		return rc;
 	n = PQntuples(res) < f->limit ? PQntuples(res) : f->limit;
 	/* the layout of json_agg, which built it before */

@@ -281,3 +281,13 @@ int api_h_tokens_delete(struct api_req *r, struct ty_err *err)
 	r->status = 204;
 	return 0;
 }
+
+int api_h_whoami(struct api_req *r, struct ty_err *err)
+{
+	json_t *o = json_pack("{s:s?, s:s?, s:s?}", "token", r->auth.token_name, "role",
+			      api_role_name(r->auth.role), "team", r->auth.team);
+
+	if (!o)
+		return ty_err_set(err, TY_ENOMEM, NULL);
+	return api_reply_json(r, 200, o);
+}

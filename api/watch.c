@@ -41,7 +41,10 @@ static void unlink_waiter(struct api_watch *w, struct api_waiter *x)
 		}
 }
 
-/* Wake every waiter matching job_id (0: all), or whose deadline passed. */
+/*
+ * Wake every waiter on job_id (the feed's, job 0, on any job's), or whose
+ * deadline passed; all wakes every one.
+ */
 static void wake(struct api_watch *w, int64_t job_id, bool all)
 {
 	int64_t now = ty_mono_ms();
@@ -50,7 +53,8 @@ static void wake(struct api_watch *w, int64_t job_id, bool all)
 	for (struct api_waiter **pp = &w->head; *pp;) {
 		struct api_waiter *x = *pp;
 
-		if (all || x->job_id == job_id || now >= x->deadline_ms) {
+		if (all || x->job_id == job_id || (x->job_id == 0 && job_id > 0) ||
+		    now >= x->deadline_ms) {
 			*pp = x->next;
 			x->next = NULL;
 			x->woken = true;
@@ -79,7 +83,7 @@ static void *watch_main(void *arg)
 			    ty_pg_exec(NULL, pg, "LISTEN trainyard_tokens", 0, NULL, &err)) {
 				ty_pg_close(pg);
 				pg = NULL;
-				wake(w, 0, false);
+				wake(w, -1, false); /* deadlines */
 				usleep(200 * 1000);
 				continue;
 			}

@@ -33,7 +33,17 @@ TY_TEST(route_find_table)
 	    {"GET", "/v1/jobs/1/2", NULL, NULL, NULL, ""},
 	    {"GET", "/healthz/", NULL, NULL, NULL, ""},
 	    {"GET", "", NULL, NULL, NULL, ""},
-	    {"GET", "/", NULL, NULL, NULL, ""},
+	    /* the dashboard: "{*}" takes the rest of the path, slashes and "" too */
+	    {"GET", "/", "/", NULL, NULL, NULL},
+	    {"GET", "/ui", "/ui", NULL, NULL, NULL},
+	    {"HEAD", "/ui", "/ui", NULL, NULL, NULL},
+	    {"GET", "/ui/", "/ui/{*}", "", NULL, NULL},
+	    {"GET", "/ui/index.html", "/ui/{*}", "index.html", NULL, NULL},
+	    {"HEAD", "/ui/assets/a/b.js", "/ui/{*}", "assets/a/b.js", NULL, NULL},
+	    {"GET", "/ui//x", "/ui/{*}", "/x", NULL, NULL},
+	    {"POST", "/ui/x", NULL, NULL, NULL, "GET, HEAD"},
+	    {"GET", "/uix", NULL, NULL, NULL, ""},
+	    {"GET", "//", NULL, NULL, NULL, ""},
 	    {"get", "/healthz", NULL, NULL, NULL, "GET"},
 	};
 
@@ -75,6 +85,63 @@ TY_TEST(route_find_allow_is_bounded)
 	CHECK(api_route_find("PUT", "/v1/jobs", a, params, allow, sizeof(allow)) == NULL);
 	CHECK_STR_EQ(allow, "POST,");
 	ty_arena_free(a);
+}
+
+TY_TEST(ui_path_table)
+{
+	static const struct {
+		const char *rel;
+		bool ok;
+	} rows[] = {
+	    {"index.html", true},
+	    {"assets/index-3f2a.js", true},
+	    {"a/b/c.css", true},
+	    {"", false},
+	    {"..", false},
+	    {"../x", false},
+	    {"a/../../x", false},
+	    {"./x", false},
+	    {"a/./x", false},
+	    {".env", false},
+	    {"assets/.hidden", false},
+	    {"a//b", false},
+	    {"a/", false},
+	    {"/etc/passwd", false},
+	    {"a\\..\\b", false},
+	    {"%2e%2e/x", false}, /* still encoded: never decoded twice */
+	    {"a%00b", false},
+	};
+
+	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+		ty_test_context("'%s'", rows[i].rel);
+		CHECK(api_ui_path_ok(rows[i].rel) == rows[i].ok);
+	}
+}
+
+TY_TEST(ui_content_type_table)
+{
+	static const char *const rows[][2] = {
+	    {"index.html", "text/html; charset=utf-8"},
+	    {"assets/x-1.js", "text/javascript; charset=utf-8"},
+	    {"a.mjs", "text/javascript; charset=utf-8"},
+	    {"a.css", "text/css; charset=utf-8"},
+	    {"a.svg", "image/svg+xml"},
+	    {"a.png", "image/png"},
+	    {"favicon.ico", "image/x-icon"},
+	    {"m.json", "application/json"},
+	    {"x.js.map", "application/json"},
+	    {"f.woff2", "font/woff2"},
+	    {"robots.txt", "text/plain; charset=utf-8"},
+	    {"a.exe", "application/octet-stream"},
+	    {"noext", "application/octet-stream"},
+	    {"dir.js/file", "application/octet-stream"},
+	    {"a.HTML", "application/octet-stream"},
+	};
+
+	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+		ty_test_context("'%s'", rows[i][0]);
+		CHECK_STR_EQ(api_ui_content_type(rows[i][0]), rows[i][1]);
+	}
 }
 
 TY_TEST(job_states_param_table)
