@@ -223,6 +223,37 @@ class E2E(unittest.TestCase):
         for t in self.c.sweep(sw["id"])["trials"]:
             self.assertEqual(self.c.get(t["job_id"])["state"], "cancelled")
 
+    def test_whoami_search_and_the_event_feed(self):
+        me = self.c.whoami()
+        self.assertEqual((me["role"], me["team"]), ("member", TEAM))
+        self.assertIsNone(self.admin.whoami()["team"])
+        feed = self.c.feed(wait=5)  # from now on
+        s = spec(SLEEP, resources={"nodes": 3, "gpus_per_node": 1})
+        job = self.c.submit(s)
+        try:
+            self.assertEqual([j["id"] for j in self.c.list(q=s["name"].upper())], [job["id"]])
+            # all digits: the id, or names holding them
+            self.assertIn(job["id"], [j["id"] for j in self.c.list(q=str(job["id"]), team=TEAM)])
+            # the feed from that cursor has the submit (bounded: feed() itself never ends)
+            found = []
+
+            def read():
+                for e in feed:
+                    if e["job"] == job["id"]:
+                        found.append(e)
+                        return
+
+            t = threading.Thread(target=read, daemon=True)
+            t.start()
+            t.join(90)
+            if not found:
+                os.system(f"psql '{os.environ['TY_DB_URL']}' -c 'SELECT pid, state, xact_start, "
+                          f"backend_xid, backend_xmin, left(query, 80) FROM pg_stat_activity' >&2")
+            self.assertTrue(found, "the job's submit is not in the event feed within 90 s")
+            self.assertEqual((found[0]["team"], found[0]["type"]), (TEAM, "submitted"))
+        finally:
+            self.end(job["id"])
+
     def test_errors_carry_the_apis_problem(self):
         with self.assertRaises(trainyard.NotFoundError) as cm:
             self.c.get(2**40)

@@ -16,7 +16,8 @@ export TRAINYARD_SDK_TRACE=$W/trace.jsonl PYTHONPATH=$root/sdk/python/src
 # only the stack's settings: none of the caller's jobctl configuration
 unset JOBCTL_SERVER JOBCTL_TOKEN JOBCTL_TOKEN_FILE JOBCTL_CONFIG JOBCTL_TIMEOUT JOBCTL_CACERT
 export HOME=$W
-/usr/bin/python3 "$here/e2e_test.py" -v
+# TY_SDK_E2E_ONLY=E2E.test_x runs one case (while working on it)
+/usr/bin/python3 "$here/e2e_test.py" -v ${TY_SDK_E2E_ONLY:-}
 # the openapi checker when it is there (i20-openapi); this one until then
 if [[ -f $root/tests/openapi/check-requests.js ]]; then
 	node "$root/tests/openapi/check-requests.js" "$TRAINYARD_SDK_TRACE"

@@ -238,6 +238,19 @@ class Transport_(unittest.TestCase):
                          ["/v1/jobs/7/events?after=0&wait=1", "/v1/jobs/7/events?after=1&wait=1",
                           "/v1/jobs/7/events?after=1&wait=1", "/v1/jobs/7/events?after=1&wait=1"])
 
+    def test_feed_starts_now_and_resumes_from_its_cursor(self):
+        with Server([(200, {}, {"events": [], "next_after": "c0"}),
+                     (503, {}, {"code": "unavailable", "detail": "db down"}),
+                     (200, {}, {"events": [{"job": 4, "seq": 1}], "next_after": "c1"}),
+                     (200, {}, {"events": [{"job": 5, "seq": 1}], "next_after": "c2"})]) as srv:
+            feed = self.client(srv.url).feed(team="ml", wait=2)
+            self.assertEqual(len(srv.requests), 1)  # the start is "now", not the first next()
+            self.assertEqual([next(feed)["job"], next(feed)["job"]], [4, 5])
+        self.assertEqual([r[1] for r in srv.requests],
+                         ["/v1/events?team=ml", "/v1/events?after=c0&team=ml&wait=2",
+                          "/v1/events?after=c0&team=ml&wait=2",
+                          "/v1/events?after=c1&team=ml&wait=2"])
+
     def test_watch_gives_up_on_4xx_and_checks_wait(self):
         with Server([(404, {}, {"code": "job_not_found", "detail": "job 7 not found"})]) as srv:
             with self.assertRaises(trainyard.NotFoundError):

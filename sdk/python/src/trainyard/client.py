@@ -119,12 +119,46 @@ class Client:
         """
         if not 0 <= wait <= 60:
             raise ValueError(f"wait must be 0 to 60 seconds, not {wait!r}")
+        while True:
+            page = self._poll(f"/v1/jobs/{_seg(job)}/events", {"after": after, "wait": wait},
+                              wait, retry_seconds)
+            ended = False
+            for ev in page.get("events", []):
+                after = ev["seq"]
+                yield ev
+                ended = ev.get("state") in TERMINAL_STATES
+            if ended or (not page.get("events") and page.get("state") in TERMINAL_STATES):
+                return
+            after = page.get("next_after", after)
+
+    def feed(self, after: Optional[str] = None, *, team: Optional[str] = None, wait: int = 25,
+             retry_seconds: float = 300.0) -> Iterator[Json]:
+        """Every visible job's events after ``after`` (an opaque cursor; None: from this
+        call on), in commit order, forever; each event carries its ``job`` and ``team``.
+
+        Like watch, it resumes from its cursor after a connection error or a 5xx.
+        """
+        if not 0 <= wait <= 60:
+            raise ValueError(f"wait must be 0 to 60 seconds, not {wait!r}")
+        if after is None:  # now, not at the first next()
+            after = self.request("GET", "/v1/events", query={"team": team})["next_after"]
+        return self._feed(after, team, wait, retry_seconds)
+
+    def _feed(self, after: str, team: Optional[str], wait: int,
+              retry_seconds: float) -> Iterator[Json]:
+        while True:
+            page = self._poll("/v1/events", {"after": after, "team": team, "wait": wait},
+                              wait, retry_seconds)
+            yield from page.get("events", [])
+            after = page.get("next_after", after)
+
+    def _poll(self, path: str, query: Query, wait: int, retry_seconds: float) -> Json:
+        """One long poll, retried across connection errors, 5xx and 429 for retry_seconds."""
         failing_since: Optional[float] = None
         delay = 0.2
         while True:
             try:
-                page = self._t.request("GET", f"/v1/jobs/{_seg(job)}/events",
-                                       query={"after": after, "wait": wait},
+                return self._t.request("GET", path, query=query,
                                        timeout=self._t.timeout + wait, retry_seconds=0)
             except (ConnectionError, ApiError) as err:
                 if isinstance(err, ApiError) and not (err.status >= 500 or err.status == 429):
@@ -135,16 +169,6 @@ class Client:
                     raise
                 time.sleep(max(delay, getattr(err, "retry_after", None) or 0))
                 delay = min(delay * 2, 5.0)
-                continue
-            failing_since, delay = None, 0.2
-            ended = False
-            for ev in page.get("events", []):
-                after = ev["seq"]
-                yield ev
-                ended = ev.get("state") in TERMINAL_STATES
-            if ended or (not page.get("events") and page.get("state") in TERMINAL_STATES):
-                return
-            after = page.get("next_after", after)
 
     def attempts(self, job: int) -> List[Json]:
         """The job's attempts, oldest first."""
