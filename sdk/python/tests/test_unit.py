@@ -7,6 +7,9 @@ import hashlib
 import http.server
 import json
 import os
+import socket
+import ssl
+import subprocess
 import tempfile
 import threading
 import unittest
@@ -109,7 +112,7 @@ class Settings(unittest.TestCase):
 class Server:
     """A scripted HTTP server: answers[i] = (status, headers, body) for the i-th request."""
 
-    def __init__(self, answers):
+    def __init__(self, answers, tls=None):
         self.answers, self.requests = list(answers), []
         outer = self
 
@@ -133,7 +136,13 @@ class Server:
             do_GET = do_POST = handle_one
 
         self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        scheme = "http"
+        if tls:
+            ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            ctx.load_cert_chain(*tls)
+            self.httpd.socket = ctx.wrap_socket(self.httpd.socket, server_side=True)
+            scheme = "https"
+        self.url = f"{scheme}://127.0.0.1:{self.httpd.server_address[1]}"
         threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
 
     def __enter__(self):
@@ -262,6 +271,31 @@ class Transport_(unittest.TestCase):
         with Server([(200, {"Content-Type": "text/plain"}, b"hi\n")]) as srv:
             self.assertEqual(self.client(srv.url).logs(4, rank=1, tail=5), "hi\n")
         self.assertEqual(srv.requests[0][1], "/v1/jobs/4/logs?rank=1&tail=5")
+
+    def test_a_server_that_never_answers_is_a_timeout(self):
+        lsock = socket.socket()
+        lsock.bind(("127.0.0.1", 0))
+        lsock.listen(1)  # accepted by the kernel, never answered
+        url = "http://127.0.0.1:%d" % lsock.getsockname()[1]
+        try:
+            with self.assertRaisesRegex(trainyard.ConnectionError, "no answer within 0.3 s"):
+                self.client(url, timeout=0.3, retry_seconds=0).get(1)
+        finally:
+            lsock.close()
+
+    def test_https_verified_against_the_ca_file(self):
+        d = tempfile.mkdtemp()
+        cert, key = os.path.join(d, "cert.pem"), os.path.join(d, "key.pem")
+        subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt",
+                        "ec_paramgen_curve:prime256v1", "-nodes", "-days", "2", "-subj",
+                        "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1",
+                        "-keyout", key, "-out", cert], check=True, capture_output=True)
+        with Server([(200, {}, {"id": 1})], tls=(cert, key)) as srv:
+            self.assertTrue(srv.url.startswith("https://"))
+            with self.assertRaisesRegex(trainyard.ConnectionError,
+                                        "certificate verify failed.*give its CA with cacert="):
+                self.client(srv.url, retry_seconds=0).get(1)
+            self.assertEqual(self.client(srv.url, cacert=cert).get(1), {"id": 1})
 
     def test_https_uses_the_ca_file(self):
         t = Transport("https://127.0.0.1:1", "t")

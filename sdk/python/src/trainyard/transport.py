@@ -107,6 +107,8 @@ class Transport:
                 reason: Any = getattr(err, "reason", err)
                 if isinstance(reason, socket.timeout) or isinstance(err, socket.timeout):
                     reason = f"no answer within {timeout or self.timeout:g} s"
+                elif isinstance(reason, ssl.SSLCertVerificationError):
+                    reason = f"{reason} (give its CA with cacert= or JOBCTL_CACERT)"
                 if isinstance(err, ValueError) and not isinstance(err, OSError):
                     reason = f"the answer is not JSON ({err})"
                 error = ConnectionError(method, path, self.server, str(reason))
