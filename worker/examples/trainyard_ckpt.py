@@ -19,6 +19,9 @@ from trainyard.checkpoint import (MANIFEST, CheckpointError, checkpoint_dir,  # 
                                   resume_from, save, verify)
 from trainyard.checkpoint import newest as _newest  # noqa: E402
 
+__all__ = ["MANIFEST", "CheckpointError", "checkpoint_dir", "newest", "resume_from", "save",
+           "verify"]
+
 
 def _skip(err):
     print(f"trainyard_ckpt: skipping {err}", file=sys.stderr)

@@ -300,8 +300,8 @@ class Transport_(unittest.TestCase):
     def test_https_uses_the_ca_file(self):
         t = Transport("https://127.0.0.1:1", "t")
         self.assertIsNotNone(t._ctx)
-        with self.assertRaises(OSError):  # a CA file that is not PEM is refused at once
-            Transport("https://127.0.0.1:1", "t", cacert=__file__)
+        with self.assertRaisesRegex(trainyard.ConfigError, "cannot use the CA file"):
+            Transport("https://127.0.0.1:1", "t", cacert=__file__)  # not PEM: refused at once
 
 
 class Job(unittest.TestCase):

@@ -20,7 +20,6 @@ import urllib.parse
 from dataclasses import dataclass, field
 from typing import Any, Dict, Mapping, Optional
 
-from .checkpoint import newest, resume, resume_from, save, verify  # noqa: F401 (one import)
 from .transport import Transport
 
 

@@ -122,7 +122,7 @@ def resolve(server: Optional[str] = None, token: Optional[str] = None,
             secs = -1.0
         if not 0 < secs <= 86400:
             raise ConfigError(f"timeout '{vals['timeout']}' (from the {srcs['timeout']}) "
-                              f"is not a number of seconds from 1 to 86400")
+                              f"is not a number of seconds above 0 and at most 86400")
 
     tok = vals["token"] or None
     path = vals["token-file"] or None

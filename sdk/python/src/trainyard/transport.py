@@ -20,7 +20,7 @@ import urllib.parse
 import urllib.request
 from typing import Any, Dict, Mapping, Optional, Union
 
-from .errors import ApiError, ConnectionError, api_error
+from .errors import ApiError, ConfigError, ConnectionError, api_error
 
 MAX_RETRY_AFTER = 30.0
 USER_AGENT = "trainyard-python/0.1.0"
@@ -57,7 +57,10 @@ class Transport:
         self.max_attempts = max_attempts
         self._ctx: Optional[ssl.SSLContext] = None
         if self.server.startswith("https://"):
-            self._ctx = ssl.create_default_context(cafile=cacert)
+            try:
+                self._ctx = ssl.create_default_context(cafile=cacert)
+            except (ssl.SSLError, OSError) as e:
+                raise ConfigError(f"cannot use the CA file '{cacert}': {e}") from None
 
     def url(self, path: str, query: Optional[Query] = None) -> str:
         q = {k: ("true" if v is True else "false" if v is False else str(v))
