@@ -161,6 +161,23 @@ class E2E(unittest.TestCase):
         page = self.c.events(job["id"], after=0, limit=1)
         self.assertEqual(len(page["events"]), 1)
 
+    def test_a_rank_reports_metrics_and_progress_with_the_sdk(self):
+        sdk = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "src")
+        code = ("import sys; sys.path.insert(0, sys.argv[1]); from trainyard import job; "
+                "e = job.env(); assert e.in_trainyard and e.attempt == 1, e; "
+                "assert job.progress(3, samples_per_second=10.0); "
+                "assert job.report(3, val_loss=0.5, acc=1); print('reported')")
+        j = self.c.submit(spec(["/usr/bin/python3", "-c", code, sdk]))
+        events = list(self.c.watch(j["id"], wait=5))
+        self.assertEqual(events[-1]["state"], "succeeded", self.c.logs(j["id"]))
+        page = self.c.metrics(j["id"])
+        self.assertEqual([(i["step"], i["metrics"]) for i in page["items"]],
+                         [(3, {"val_loss": 0.5, "acc": 1})])
+        # a member may report too; the values merge into the step
+        self.c.report_metrics(j["id"], 3, {"acc": 0.75})
+        self.assertEqual(self.c.metrics(j["id"], name="acc")["latest"],
+                         {"val_loss": 0.5, "acc": 0.75})
+
     def test_cancel_and_stop(self):
         for verb, final in (("cancel", "cancelled"), ("stop", "stopped")):
             with self.subTest(verb=verb):
