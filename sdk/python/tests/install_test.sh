@@ -18,5 +18,7 @@ site = sys.argv[1]
 assert trainyard.__file__.startswith(site), trainyard.__file__
 assert os.path.exists(os.path.join(os.path.dirname(trainyard.__file__), "py.typed"))
 assert trainyard.Client and trainyard.job.report and trainyard.checkpoint.save
+import importlib.metadata
+assert importlib.metadata.version("trainyard") == trainyard.__version__
 print("sdk install: passed,", trainyard.__version__)
 PY

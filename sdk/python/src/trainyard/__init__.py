@@ -17,10 +17,10 @@ from .client import TERMINAL_STATES, Client
 from .errors import (ApiError, BadRequestError, ConfigError, ConflictError, ConnectionError,
                      ForbiddenError, NotFoundError, RateLimitedError, TrainyardError,
                      UnauthenticatedError, UnavailableError, UnprocessableError)
+from ._version import __version__
 from .settings import Settings, resolve
 
-__version__ = "0.1.0"
-__all__ = ["ApiError", "BadRequestError", "Client", "ConfigError", "ConflictError",
+__all__ = ["__version__", "ApiError", "BadRequestError", "Client", "ConfigError", "ConflictError",
            "ConnectionError", "ForbiddenError", "NotFoundError", "RateLimitedError",
            "Settings", "TERMINAL_STATES", "TrainyardError", "UnauthenticatedError",
            "UnavailableError", "UnprocessableError", "checkpoint", "job", "resolve"]

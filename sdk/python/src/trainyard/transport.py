@@ -20,10 +20,11 @@ import urllib.parse
 import urllib.request
 from typing import Any, Dict, Mapping, Optional, Union
 
+from ._version import __version__
 from .errors import ApiError, ConfigError, ConnectionError, api_error
 
 MAX_RETRY_AFTER = 30.0
-USER_AGENT = "trainyard-python/0.1.0"
+USER_AGENT = f"trainyard-python/{__version__}"
 Query = Mapping[str, Union[str, int, float, bool, None]]
 
 _trace_lock = threading.Lock()
