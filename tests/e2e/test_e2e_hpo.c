@@ -48,12 +48,19 @@ static void forget_search_err(void)
 	shown_err = NULL;
 }
 
-/* Settings the child must not inherit: the test gives them, or none. */
+/*
+ * Settings the child must not inherit: the test gives them, or none. An empty
+ * config file, since a JOBCTL_CONFIG that names no file is an error (as for
+ * jobctl) to the SDK the example uses.
+ */
 static void clean_child_env(void)
 {
 	unsetenv("JOBCTL_SERVER");
 	unsetenv("JOBCTL_TOKEN");
-	setenv("JOBCTL_CONFIG", "/nonexistent/jobctl-config", 1);
+	unsetenv("JOBCTL_TOKEN_FILE");
+	unsetenv("JOBCTL_TIMEOUT");
+	unsetenv("JOBCTL_CACERT");
+	setenv("JOBCTL_CONFIG", "/dev/null", 1);
 }
 
 /*

@@ -5,9 +5,10 @@ Trains a linear regression on synthetic, deterministic data using only the
 environment the executor (or torchrun) provides: init_process_group("env://")
 with RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT; backend nccl when CUDA is
 available, gloo otherwise. Checkpoints every --checkpoint-every steps under
-TRAINYARD_CHECKPOINT_DIR (DESIGN.md §7, through trainyard_ckpt), resumes from
-TRAINYARD_RESUME_FROM, checkpoints and exits 75 on SIGUSR1 (the checkpoint
-signal), touches TRAINYARD_PROGRESS_FILE every step.
+TRAINYARD_CHECKPOINT_DIR (DESIGN.md §7, through the SDK's trainyard.checkpoint),
+resumes from TRAINYARD_RESUME_FROM, checkpoints and exits 75 on SIGUSR1 (the
+checkpoint signal), rewrites TRAINYARD_PROGRESS_FILE every step
+(trainyard.job.progress).
 
 Every rank prints JSON lines on stdout (see worker/README.md); the last one
 is {"event": "done", ..., "loss": L, "ok": L < --target-loss}. Exit status:
@@ -22,8 +23,10 @@ import os
 import signal
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import trainyard_ckpt  # noqa: E402
+_SDK = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "sdk", "python", "src")
+if os.path.isdir(_SDK):
+    sys.path.insert(0, _SDK)
+from trainyard import checkpoint as ckpt, job  # noqa: E402
 
 EXIT_NOT_CONVERGED = 1
 EXIT_USAGE = 2
@@ -73,11 +76,9 @@ def main(argv):
         return EXIT_USAGE
 
     signal.signal(signal.SIGUSR1, on_checkpoint_signal)
-    rank = int(os.environ.get("RANK", "0"))
-    world = int(os.environ.get("WORLD_SIZE", "1"))
-    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
-    progress = os.environ.get("TRAINYARD_PROGRESS_FILE")
-    ckpt_dir = os.environ.get("TRAINYARD_CHECKPOINT_DIR")
+    env = job.env()
+    rank, world, local_rank = env.rank, env.world_size, env.local_rank
+    ckpt_dir = env.checkpoint_dir
 
     use_cuda = torch.cuda.is_available()
     backend = "nccl" if use_cuda else "gloo"
@@ -96,11 +97,11 @@ def main(argv):
     opt = torch.optim.SGD(model.parameters(), lr=args.lr)
 
     start = 0
-    resume = trainyard_ckpt.resume_from()
+    resume = ckpt.resume_from()
     if resume:
         try:
-            manifest = trainyard_ckpt.verify(resume)
-        except trainyard_ckpt.CheckpointError as e:
+            manifest = ckpt.verify(resume)
+        except ckpt.CheckpointError as e:
             print(f"ddp_train: rank {rank}: cannot resume: {e}", file=sys.stderr)
             return EXIT_USAGE
         state = torch.load(os.path.join(resume, "state.pt"), map_location=device)
@@ -117,7 +118,7 @@ def main(argv):
         if rank == 0 and ckpt_dir:
             def write(f):
                 torch.save({"model": model.state_dict(), "optimizer": opt.state_dict()}, f)
-            path = trainyard_ckpt.save(step, {"state.pt": write}, ckpt_dir)
+            path = ckpt.save(step, {"state.pt": write}, ckpt_dir)
             emit(event="checkpoint", rank=rank, step=step, path=path)
         dist.barrier()
 
@@ -133,9 +134,7 @@ def main(argv):
         loss.backward()
         opt.step()
         step += 1
-        if progress:
-            with open(progress, "a"):
-                os.utime(progress)
+        job.progress(step)
         if args.step_sleep:
             import time
             time.sleep(args.step_sleep)

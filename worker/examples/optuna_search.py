@@ -1,11 +1,12 @@
 #!/usr/bin/env python3
-"""An Optuna study whose trials run as Trainyard jobs (Optuna and the standard library).
+"""An Optuna study whose trials run as Trainyard jobs (Optuna and the Trainyard SDK).
 
 Each trial of the study is one job submitted with POST /v1/jobs: the
 command after ``--``, the trial's parameters in its environment as
 ``HPO_PARAMS`` (compact JSON, keys sorted) and one ``HPO_PARAM_<NAME>`` per
 parameter (the API keeps ``TRAINYARD_*`` for itself). The job reports its
-metric with trainyard_metrics.py; this program follows the job through the
+metric with trainyard_metrics.py; this program (on the Trainyard SDK,
+sdk/python, docs/sdk.md) follows the job through the
 events long-poll, reads the new steps with GET /v1/jobs/{id}/metrics, hands
 each to Optuna (``trial.report``) and, when the pruner says so, stops the job
 (POST /v1/jobs/{id}/stop), waits until it is ``stopped`` and prunes the
@@ -37,11 +38,13 @@ import signal
 import sys
 import threading
 import time
-import urllib.error
-import urllib.parse
-import urllib.request
 import uuid
 import warnings
+
+_SDK = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "sdk", "python", "src")
+if os.path.isdir(_SDK):
+    sys.path.insert(0, _SDK)
+import trainyard  # noqa: E402
 
 try:
     import optuna
@@ -49,19 +52,9 @@ except ImportError:
     sys.exit("optuna_search: this Python has no optuna (Debian: apt-get install python3-optuna, "
              "then run it with /usr/bin/python3)")
 
-TERMINAL = ("succeeded", "failed", "cancelled", "stopped")
+# a refusal, or an API unreachable for longer than --retry-seconds
+ApiFailure = (trainyard.ApiError, trainyard.ConnectionError)
 PARAM_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
-
-
-class ApiError(Exception):
-    """The API answered with a problem document (or could not be reached: status 0)."""
-
-    def __init__(self, method, path, status, code, detail, field=None):
-        self.method, self.path = method, path
-        self.status, self.code, self.detail, self.field = status, code, detail, field
-        where = f" (field {field})" if field and field not in (detail or "") else ""
-        what = f"HTTP {status} {code}" if status else "connection failed"
-        super().__init__(f"{method} {path}: {what}: {detail}{where}")
 
 
 class TrialJobFailed(Exception):
@@ -70,75 +63,6 @@ class TrialJobFailed(Exception):
 
 class Interrupted(Exception):
     """The study is being ended (a signal, or another trial's fatal API error)."""
-
-
-class Api:
-    """A small client of the Trainyard REST API (urllib; safe to share between threads)."""
-
-    def __init__(self, server, token, timeout=30.0, retry_seconds=30.0):
-        self.server = server.rstrip("/")
-        self.token = token
-        self.timeout = timeout
-        self.retry_seconds = retry_seconds
-
-    def request(self, method, path, body=None, headers=None, timeout=None):
-        """The decoded JSON answer of a 2xx; retries what may pass (connection
-        errors, 5xx, 429) with backoff for up to retry_seconds, raises
-        ApiError for the rest."""
-        data = None if body is None else json.dumps(body).encode()
-        hdrs = {"Authorization": f"Bearer {self.token}", "Accept": "application/json"}
-        if data is not None:
-            hdrs["Content-Type"] = "application/json"
-        hdrs.update(headers or {})
-        deadline = time.monotonic() + self.retry_seconds
-        delay = 0.2
-        while True:
-            req = urllib.request.Request(self.server + path, data=data, method=method,
-                                         headers=hdrs)
-            try:
-                with urllib.request.urlopen(req, timeout=timeout or self.timeout) as resp:
-                    text = resp.read()
-                    return json.loads(text) if text else {}
-            except urllib.error.HTTPError as err:
-                error = _problem(method, path, err)
-                if err.code < 500 and err.code != 429:
-                    raise error from None
-                retry_after = err.headers.get("Retry-After") if err.headers else None
-                if retry_after and retry_after.isdigit():
-                    delay = max(delay, float(retry_after))
-            except (urllib.error.URLError, OSError, ValueError) as err:
-                error = ApiError(method, path, 0, "unreachable",
-                                 f"{self.server}: {getattr(err, 'reason', err)}")
-            if time.monotonic() + delay > deadline:
-                raise error
-            time.sleep(delay)
-            delay = min(delay * 2, 5.0)
-
-
-def _problem(method, path, err):
-    try:
-        doc = json.loads(err.read().decode("utf-8", "replace"))
-        return ApiError(method, path, err.code, doc.get("code", "?"),
-                        doc.get("detail") or doc.get("title") or "", doc.get("field"))
-    except (ValueError, AttributeError, OSError):
-        return ApiError(method, path, err.code, "?", str(err.reason))
-
-
-def _jobctl_config():
-    path = os.environ.get("JOBCTL_CONFIG")
-    if not path:
-        base = os.environ.get("XDG_CONFIG_HOME") or os.path.expanduser("~/.config")
-        path = os.path.join(base, "jobctl", "config")
-    conf = {}
-    try:
-        with open(path, encoding="utf-8") as f:
-            for line in f:
-                key, sep, value = line.partition("=")
-                if sep and not key.strip().startswith("#"):
-                    conf[key.strip()] = value.strip()
-    except OSError:
-        pass
-    return conf
 
 
 class Param:
@@ -242,8 +166,7 @@ class Search:
         key = f"optuna/{self.args.study_name}/{self.run_id}/{trial.number}"
         job_id = None
         try:
-            job = self.api.request("POST", "/v1/jobs", self.spec(trial, values),
-                                   headers={"Idempotency-Key": key})
+            job = self.api.submit(self.spec(trial, values), idempotency_key=key)
             job_id = job["id"]
             trial.set_user_attr("job_id", job_id)
             self.log(f"trial {trial.number}: job {job_id} "
@@ -252,7 +175,7 @@ class Search:
         except TrialJobFailed as err:
             self.log(str(err))
             raise
-        except ApiError as err:
+        except ApiFailure as err:
             # what failed here (a refused spec, a bad token, an API gone for
             # longer than --retry-seconds) fails every other trial too
             with self.lock:
@@ -282,9 +205,7 @@ class Search:
             if self.interrupted.is_set():
                 raise Interrupted(f"job {job_id} was running when the study was interrupted")
             # held until the job has a new event or poll_seconds pass
-            ev = self.api.request(
-                "GET", f"/v1/jobs/{job_id}/events?after={after}&wait={a.poll_seconds}",
-                timeout=self.api.timeout + a.poll_seconds)
+            ev = self.api.events(job_id, after, wait=a.poll_seconds)
             after, state = ev["next_after"], ev["state"]
             # the state first, then the metrics: once the state is final, this
             # read has every step the job reported before it ended
@@ -293,11 +214,11 @@ class Search:
                 # steps reported while the stop is on its way count too: a job
                 # that succeeds before the stop reaches it is a complete trial
                 trial.report(value, step)
-                if (pruned_at is None and state not in TERMINAL and a.pruner != "none"
+                if (pruned_at is None and state not in trainyard.TERMINAL_STATES and a.pruner != "none"
                         and trial.should_prune()):
                     pruned_at = step
                     self.stop(trial, job_id, step, value)
-            if state in TERMINAL:
+            if state in trainyard.TERMINAL_STATES:
                 break
         trial.set_user_attr("job_state", state)
         if state == "stopped":
@@ -306,7 +227,7 @@ class Search:
             raise optuna.TrialPruned(f"job {job_id} stopped"
                                      + (f" at step {pruned_at}" if pruned_at is not None else ""))
         if state != "succeeded":
-            job = self.api.request("GET", f"/v1/jobs/{job_id}")
+            job = self.api.get(job_id)
             raise TrialJobFailed(f"trial {trial.number}: job {job_id} ended {state}"
                                  + (f" ({job['failure_class']})" if job.get("failure_class")
                                     else ""))
@@ -321,12 +242,9 @@ class Search:
     def new_metrics(self, job_id, last_step):
         """(step, value) of the job's steps after last_step that reported the metric."""
         out = []
-        query = {"name": self.args.metric, "limit": 1000}
         while True:
-            if last_step is not None:
-                query["after_step"] = last_step
-            page = self.api.request(
-                "GET", f"/v1/jobs/{job_id}/metrics?{urllib.parse.urlencode(query)}")
+            page = self.api.metrics(job_id, name=self.args.metric, after_step=last_step,
+                                    limit=1000)
             for item in page["items"]:
                 out.append((item["step"], item["metrics"][self.args.metric]))
                 last_step = item["step"]
@@ -335,19 +253,19 @@ class Search:
 
     def stop(self, trial, job_id, step, value):
         try:
-            self.api.request("POST", f"/v1/jobs/{job_id}/stop")
-        except ApiError as err:
-            if err.code != "job_finished":  # it ended first: the caller sees how
+            self.api.stop(job_id)
+        except ApiFailure as err:
+            if getattr(err, "code", None) != "job_finished":  # it ended first: the caller sees how
                 raise
         self.log(f"trial {trial.number}: pruned at step {step} ({self.args.metric} {value:g});"
                  f" stopping job {job_id}")
 
     def cancel(self, job_id):
         try:
-            self.api.request("POST", f"/v1/jobs/{job_id}/cancel")
+            self.api.cancel(job_id)
             self.log(f"interrupted: cancelled job {job_id}")
-        except ApiError as err:
-            if err.code != "job_finished":
+        except ApiFailure as err:
+            if getattr(err, "code", None) != "job_finished":
                 self.log(f"interrupted: cannot cancel job {job_id}: {err}")
 
 
@@ -419,12 +337,13 @@ def parse_args(argv):
         ap.error("two --param names differ only in case: their HPO_PARAM_ variables collide")
     if args.n_trials < 1 or args.n_jobs < 1 or not 1 <= args.poll_seconds <= 60:
         ap.error("--n-trials and --n-jobs must be at least 1, --poll-seconds 1-60")
-    conf = _jobctl_config()
-    args.server = (args.server or os.environ.get("JOBCTL_SERVER") or conf.get("server")
-                   or "http://127.0.0.1:8080")
-    args.token = args.token or os.environ.get("JOBCTL_TOKEN") or conf.get("token")
-    if not args.token:
-        ap.error("no token: pass --token or set JOBCTL_TOKEN (source .trainyard/env)")
+    try:
+        args.api = trainyard.Client(args.server, args.token,
+                                    retry_seconds=args.retry_seconds)
+    except trainyard.ConfigError as err:
+        if err.missing == "token":
+            ap.error("no token: pass --token or set JOBCTL_TOKEN (source .trainyard/env)")
+        ap.error(str(err))
     args.study_name = args.study_name or time.strftime("optuna-%Y%m%dT%H%M%SZ", time.gmtime())
     return args
 
@@ -453,11 +372,11 @@ def main(argv):
     # this program says what happened to each trial itself
     optuna.logging.set_verbosity(optuna.logging.ERROR)
     warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
-    api = Api(args.server, args.token, retry_seconds=args.retry_seconds)
+    api = args.api
     # one cheap call first: a bad token or server fails here, not in every trial
     try:
-        api.request("GET", f"/v1/teams/{urllib.parse.quote(args.team, safe='')}")
-    except ApiError as err:
+        api.team(args.team)
+    except ApiFailure as err:
         print(f"optuna_search: {err}", file=sys.stderr)
         return 1
     if args.sampler == "tpe":
@@ -484,7 +403,7 @@ def main(argv):
     try:
         study.optimize(search, n_trials=args.n_trials, n_jobs=args.n_jobs,
                        catch=(TrialJobFailed,))
-    except (ApiError, Interrupted):
+    except (*ApiFailure, Interrupted):
         pass  # Optuna re-raises some of them, not all: search knows what happened
     if search.fatal:
         print(f"optuna_search: {search.fatal}", file=sys.stderr)

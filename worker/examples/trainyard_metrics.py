@@ -1,40 +1,30 @@
 #!/usr/bin/env python3
-"""Report trial metrics from a Trainyard job to the API (standard library only).
+"""Report trial metrics from a Trainyard job: a command-line shim over the SDK.
 
-The executor gives every rank TRAINYARD_METRICS_URL (this job's
-``/v1/jobs/<id>/metrics``) and TRAINYARD_METRICS_TOKEN (a token for this
-attempt, good for this job's metrics only) when it runs with ``--api-url``.
-
-In a training script (usually on rank 0 only)::
-
-    import trainyard_metrics
-    trainyard_metrics.report(step, val_loss=0.31, acc=0.9)
-
-From a shell::
+The client is ``trainyard.job.report`` (sdk/python, docs/sdk.md); this file
+keeps the older import name and the command line for shell scripts::
 
     python3 trainyard_metrics.py --step 10 val_loss=0.31 acc=0.9
 
-``report`` returns False and does nothing when the variables are not set
-(the job runs outside Trainyard, or the executor has no --api-url), retries
-connection errors and 5xx/429 answers with backoff, and raises
-``MetricsError`` for an answer that retrying cannot fix (a bad metric name,
-a token for another job), with the API's own explanation.
+Exit status: 0 stored, 1 refused, 2 bad arguments, 3 TRAINYARD_METRICS_URL
+or TRAINYARD_METRICS_TOKEN not set (nothing sent). Unlike
+``trainyard.job.report``, ``report`` here sends from every rank.
 """
 
 import argparse
-import json
-import math
 import os
 import sys
-import time
-import urllib.error
-import urllib.request
+
+_SDK = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "sdk", "python", "src")
+if os.path.isdir(_SDK):
+    sys.path.insert(0, _SDK)
+import trainyard  # noqa: E402
 
 __all__ = ["MetricsError", "report"]
 
 
 class MetricsError(Exception):
-    """The API refused a report; str() is its problem detail."""
+    """The API refused a report (or could not be reached: status 0)."""
 
     def __init__(self, status, detail):
         super().__init__(f"HTTP {status}: {detail}")
@@ -42,57 +32,17 @@ class MetricsError(Exception):
         self.detail = detail
 
 
-def _detail(err):
-    try:
-        doc = json.loads(err.read().decode("utf-8", "replace"))
-        text = doc.get("detail") or doc.get("title") or ""
-        if doc.get("field"):
-            text += f" (field {doc['field']})"
-        return text
-    except (ValueError, AttributeError, OSError):
-        return err.reason if hasattr(err, "reason") else str(err)
-
-
 def report(step, metrics=None, *, url=None, token=None, timeout=10.0, attempts=5, **named):
-    """POST {"step": step, "metrics": {...}} for this job; True once stored.
-
-    Metrics come as a dict, as keyword arguments, or both (keywords win).
-    Values must be finite numbers.
-    """
-    url = url or os.environ.get("TRAINYARD_METRICS_URL")
-    token = token or os.environ.get("TRAINYARD_METRICS_TOKEN")
-    if not url or not token:
-        return False
-    values = dict(metrics or {})
-    values.update(named)
-    for name, value in values.items():
-        if isinstance(value, bool) or not isinstance(value, (int, float)) \
-                or not math.isfinite(value):
-            raise ValueError(f"metric {name!r} must be a finite number, not {value!r}")
-    body = json.dumps({"step": int(step), "metrics": values}).encode()
-    delay = 0.2
-    for attempt in range(1, attempts + 1):
-        req = urllib.request.Request(url, data=body, method="POST", headers={
-            "Authorization": f"Bearer {token}",
-            "Content-Type": "application/json",
-        })
-        try:
-            with urllib.request.urlopen(req, timeout=timeout) as resp:
-                resp.read()
-                return True
-        except urllib.error.HTTPError as err:
-            if err.code < 500 and err.code != 429:
-                raise MetricsError(err.code, _detail(err)) from None
-            last = MetricsError(err.code, _detail(err))
-            retry_after = err.headers.get("Retry-After") if err.headers else None
-            if retry_after and retry_after.isdigit():
-                delay = max(delay, float(retry_after))
-        except (urllib.error.URLError, OSError) as err:
-            last = MetricsError(0, f"cannot reach {url}: {getattr(err, 'reason', err)}")
-        if attempt < attempts:
-            time.sleep(delay)
-            delay = min(delay * 2, 5.0)
-    raise last
+    """trainyard.job.report from any rank, its errors as MetricsError; True once stored."""
+    try:
+        return trainyard.job.report(step, metrics, all_ranks=True, url=url, token=token,
+                                    timeout=timeout, attempts=attempts, **named)
+    except trainyard.ApiError as err:
+        text = err.detail + (f" (field {err.field})" if err.field else "")
+        raise MetricsError(err.status, text) from None
+    except trainyard.ConnectionError as err:
+        raise MetricsError(0, f"cannot reach {url or os.environ.get('TRAINYARD_METRICS_URL')}:"
+                           f" {err.reason}") from None
 
 
 def _main(argv):
