@@ -539,11 +539,12 @@ tcase('every request the dashboard made is a documented operation', async () => 
 	assert.ok(requests.length > 0, 'no /v1 request was recorded');
 	const seen = new Map();
 	for (const r of requests) {
-		const key = `${r.method} ${new URL(r.url).pathname}`;
+		const u = new URL(r.url);
+		const key = `${r.method} ${u.pathname}?${[...new Set(u.searchParams.keys())].sort().join('&')}`;
 		if (!seen.has(key))
-			seen.set(key, openapi.findOperation(r.method, r.url));
+			seen.set(key, openapi.requestProblem(r));
 	}
-	const undocumented = [...seen].filter(([, op]) => !op).map(([k]) => k);
+	const undocumented = [...seen].filter(([, why]) => why).map(([k, why]) => `${k}: ${why}`);
 	console.log(`browser: ${requests.length} requests, ${seen.size} distinct operations and paths`);
 	assert.deepEqual(undocumented, [], `requests not in docs/openapi.json:\n${undocumented.join('\n')}`);
 });

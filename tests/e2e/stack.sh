@@ -48,7 +48,7 @@ ty_stack_down() {
 
 	[[ -n $TY_STACK_PID ]] || return 0
 	kill -TERM "$TY_STACK_PID" 2>/dev/null
-	for ((i = 0; i < 300; i++)); do
+	for ((i = 0; i < 600; i++)); do # 60 s: each daemon may take its 5 s
 		kill -0 "$TY_STACK_PID" 2>/dev/null || break
 		sleep 0.1
 	done

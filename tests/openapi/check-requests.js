@@ -43,6 +43,6 @@ if (bad)
 	process.exit(2);
 const undocumented = checkRequests(records);
 for (const r of undocumented)
-	console.log(`undocumented request: ${r.method.toUpperCase()} ${r.url}`);
+	console.log(`undocumented request: ${r.method.toUpperCase()} ${r.url}: ${r.why}`);
 console.log(`check-requests: ${records.length} requests, ${undocumented.length} undocumented`);
 process.exit(undocumented.length ? 1 : 0);

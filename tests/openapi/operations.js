@@ -149,9 +149,35 @@ function validateResponse(op, status, contentType, bodyText) {
 	return errors;
 }
 
-// The requests of a list ({method, url}) that no operation matches.
-function checkRequests(records) {
-	return records.filter((r) => !findOperation(r.method, r.url));
+// a parameter object, its $ref into components resolved
+function deref(p) {
+	if (!p || !p.$ref)
+		return p;
+	return p.$ref.replace(/^#\//, '').split('/').reduce((o, k) => o && o[k], doc);
 }
 
-module.exports = { doc, operations, findOperation, validateResponse, checkRequests, mediaType };
+// The query parameter names of url that op does not document (its own
+// parameters and its path item's).
+function undocumentedQuery(op, url) {
+	const documented = new Set([...(doc.paths[op.path].parameters || []), ...(op.operation.parameters || [])]
+		.map(deref).filter((p) => p && p.in === 'query').map((p) => p.name));
+	const names = [...new URL(url, 'http://localhost').searchParams.keys()];
+	return [...new Set(names)].filter((n) => !documented.has(n));
+}
+
+// Why a request ({method, url}) is not a documented operation, or null:
+// no operation matches, or it sends query parameters the operation does not take.
+function requestProblem(r) {
+	const op = findOperation(r.method, r.url);
+	if (!op)
+		return 'no operation of docs/openapi.json matches';
+	const extra = undocumentedQuery(op, r.url);
+	return extra.length ? `${op.operationId} documents no query parameter ${extra.join(', ')}` : null;
+}
+
+// The requests of a list ({method, url}) that are not documented, each with its `why`.
+function checkRequests(records) {
+	return records.map((r) => ({ ...r, why: requestProblem(r) })).filter((r) => r.why);
+}
+
+module.exports = { doc, operations, findOperation, requestProblem, validateResponse, checkRequests, mediaType };
