@@ -8,7 +8,9 @@
  * TY_API_URL, TY_ADMIN_TOKEN, TY_DB_URL, TY_TEAM and TY_TOKEN (a team with
  * 64 nominal GPUs and a member token of it), TY_OUTDIR (a directory the
  * ranks may write into) and TY_NODES (comma-separated node ids).
- * $TY_STACK_API_ARGS adds arguments to the API (ty_stack.c). Run it with the
+ * $TY_STACK_API_ARGS adds arguments to the API (ty_stack.c). SIGUSR1 restarts
+ * the API (stopped with SIGTERM, started again on the same database: a new
+ * port) and writes the file again with its new TY_API_URL. Run it with the
  * environment ctest gives the e2e tests (tests/e2e.cmake).
  */
 #include "e2e.h"
@@ -52,11 +54,18 @@ TY_TEST(serve)
 	sigemptyset(&set);
 	sigaddset(&set, SIGTERM);
 	sigaddset(&set, SIGINT);
+	sigaddset(&set, SIGUSR1);
 	REQUIRE(sigprocmask(SIG_BLOCK, &set, NULL) == 0);
 	prctl(PR_SET_PDEATHSIG, SIGTERM);
 	if (getppid() == 1)
 		return; /* the parent went before we could watch it */
-	write_env(path, e2e_get());
-	sigwait(&set, &sig);
+	struct e2e *e = e2e_get();
+
+	write_env(path, e);
+	while (sigwait(&set, &sig) == 0 && sig == SIGUSR1) {
+		ty_test_note("stack: restarting the API");
+		ty_test_api_restart(ty_stack_get()->api);
+		write_env(path, e);
+	}
 	ty_test_note("stack: signal %d, stopping", sig);
 }

@@ -4,6 +4,8 @@
 #   source tests/e2e/stack.sh
 #   ty_stack_up "$WORKDIR"     # exports TY_API_URL, TY_ADMIN_TOKEN, TY_TEAM, ...
 #   ...
+#   ty_stack_restart_api       # SIGUSR1: the API stopped and started again
+#                              # (a new port): TY_API_URL re-exported
 #   ty_stack_down              # also from an EXIT trap; safe to call twice
 #
 # TY_STACK_API_ARGS adds arguments to the API. The stack's own output goes
@@ -22,6 +24,7 @@ ty_stack_up() {
 	rm -f "$env"
 	TY_STACK_ENV_FILE=$env "$TY_STACK_BIN" serve >"$dir/stack.log" 2>&1 &
 	TY_STACK_PID=$!
+	export TY_STACK_PID TY_STACK_ENV_FILE=$env
 	for ((i = 0; i < 1200; i++)); do # 120 s: a busy machine builds nothing here, but starts slowly
 		[[ -s $env ]] && break
 		if ! kill -0 "$TY_STACK_PID" 2>/dev/null; then
@@ -41,6 +44,20 @@ ty_stack_up() {
 	# shellcheck disable=SC1090 # written by the launcher
 	source "$env"
 	set +a
+}
+
+ty_stack_restart_api() {
+	local old=$TY_API_URL i
+
+	kill -USR1 "$TY_STACK_PID" || return 1
+	for ((i = 0; i < 600; i++)); do
+		# shellcheck disable=SC1090 # written by the launcher
+		[[ -s $TY_STACK_ENV_FILE ]] && { set -a; source "$TY_STACK_ENV_FILE"; set +a; }
+		[[ $TY_API_URL != "$old" ]] && return 0
+		sleep 0.1
+	done
+	echo "stack.sh: the API did not come back within 60 s" >&2
+	return 1
 }
 
 ty_stack_down() {

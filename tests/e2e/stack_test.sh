@@ -24,6 +24,15 @@ name=$(/usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin)["name"])
 [[ $name == "$TY_TEAM" ]] || fail "the member token does not read its team: $team"
 code=$(curl -s -o /dev/null -w '%{http_code}' -H "Authorization: Bearer nope" "$TY_API_URL/v1/jobs")
 [[ $code == 401 ]] || fail "a bad token got $code, not 401"
+# SIGUSR1: the API restarts on a new port, named in the settings again
+old_url=$TY_API_URL
+ty_stack_restart_api || fail "the API did not restart"
+[[ $TY_API_URL != "$old_url" ]] || fail "the restarted API kept its URL"
+code=$(curl -s -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $TY_TOKEN" "$TY_API_URL/v1/teams/$TY_TEAM")
+[[ $code == 200 ]] || fail "the restarted API answered $code, not 200, with the member token"
+if curl -fsS -o /dev/null "$old_url/healthz" 2>/dev/null; then
+	fail "the API still answers at its old address after the restart"
+fi
 pid=$TY_STACK_PID
 ty_stack_down || fail "the stack exited with status $? on SIGTERM"
 kill -0 "$pid" 2>/dev/null && fail "the stack is still running after SIGTERM"

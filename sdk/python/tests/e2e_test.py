@@ -1,6 +1,7 @@
 """The SDK against the real API of the e2e stack (run by e2e_test.sh, which sets TY_*)."""
 
 import os
+import signal
 import socket
 import threading
 import time
@@ -9,7 +10,12 @@ import uuid
 
 import trainyard
 
-API, TEAM, TOKEN = os.environ["TY_API_URL"], os.environ["TY_TEAM"], os.environ["TY_TOKEN"]
+TEAM, TOKEN = os.environ["TY_TEAM"], os.environ["TY_TOKEN"]
+
+
+def api():
+    """The API's address: test_watch_survives_an_api_restart moves it."""
+    return os.environ["TY_API_URL"]
 ADMIN = os.environ["TY_ADMIN_TOKEN"]
 SLEEP = ["/bin/sh", "-c", "sleep 300"]
 
@@ -32,14 +38,32 @@ def until(what, check, seconds=120):
     raise AssertionError(f"{what}: not within {seconds} s")
 
 
+def upstream_of(url):
+    host, port = url.split("//", 1)[1].rstrip("/").rsplit(":", 1)
+    return host, int(port)
+
+
+def restart_api():
+    """The stack restarts its API on SIGUSR1 (tests/e2e/stack.c) and writes its
+    new address to the settings file; TY_API_URL follows it here."""
+    old = os.environ["TY_API_URL"]
+    os.kill(int(os.environ["TY_STACK_PID"]), signal.SIGUSR1)
+
+    def new_url():
+        with open(os.environ["TY_STACK_ENV_FILE"]) as f:
+            env = dict(line.rstrip("\n").split("=", 1) for line in f if "=" in line)
+        return env["TY_API_URL"] if env.get("TY_API_URL", old) != old else None
+
+    os.environ["TY_API_URL"] = until("the restarted API's address", new_url, 60)
+
+
 class Proxy:
     """A TCP proxy in front of the API that can go away (every connection cut,
-    new ones refused) and come back on the same port: an API restart as a client sees it."""
+    new ones refused) and come back on the same port, in front of the restarted API:
+    the stable address a load balancer gives clients."""
 
     def __init__(self, upstream):
-        u = upstream.split("//", 1)[1].rstrip("/")
-        host, port = u.rsplit(":", 1)
-        self.upstream = (host, int(port))
+        self.upstream = upstream_of(upstream)
         self.conns, self.cut, self.lock = [], 0, threading.Lock()
         self.port = 0
         self.up()
@@ -96,10 +120,9 @@ class Proxy:
 
 
 class E2E(unittest.TestCase):
-    @classmethod
-    def setUpClass(cls):
-        cls.c = trainyard.Client(API, TOKEN, timeout=30)
-        cls.admin = trainyard.Client(API, ADMIN, timeout=30)
+    def setUp(self):
+        self.c = trainyard.Client(api(), TOKEN, timeout=30)
+        self.admin = trainyard.Client(api(), ADMIN, timeout=30)
 
     def end(self, job_id):
         try:
@@ -108,7 +131,7 @@ class E2E(unittest.TestCase):
             pass
 
     def test_settings_from_the_environment(self):
-        os.environ.update(JOBCTL_SERVER=API, JOBCTL_TOKEN=TOKEN)
+        os.environ.update(JOBCTL_SERVER=api(), JOBCTL_TOKEN=TOKEN)
         try:
             self.assertEqual(trainyard.Client().team(TEAM)["name"], TEAM)
         finally:
@@ -192,7 +215,7 @@ class E2E(unittest.TestCase):
                 self.assertEqual(cm.exception.status, 409)
 
     def test_watch_survives_an_api_restart(self):
-        proxy = Proxy(API)
+        proxy = Proxy(api())
         c = trainyard.Client(proxy.url, TOKEN, timeout=30)
         job = c.submit(spec(["/bin/sh", "-c", "sleep 3; echo done"]))
         seen, done = [], threading.Event()
@@ -209,8 +232,9 @@ class E2E(unittest.TestCase):
         until("the first event", lambda: seen or done.is_set())
         until("a long poll in flight", lambda: proxy.active() or done.is_set())
         proxy.down()  # a long poll cut, and the port refusing
-        time.sleep(1.5)
-        proxy.up()
+        restart_api()  # the API process stopped and started again (a new port)
+        proxy.upstream = upstream_of(os.environ["TY_API_URL"])
+        proxy.up()  # the stable address clients know, as a load balancer keeps it
         until("the watch's end", done.is_set, 180)
         self.assertEqual(error, [])
         self.assertGreaterEqual(proxy.cut, 1)
@@ -283,7 +307,7 @@ class E2E(unittest.TestCase):
         self.assertIn("'resources.nodes' must be an integer from 1 to 10000, got 0",
                       cm.exception.detail)
         with self.assertRaises(trainyard.UnauthenticatedError) as cm:
-            trainyard.Client(API, "ty_not_a_real_token").get(1)
+            trainyard.Client(api(), "ty_not_a_real_token").get(1)
         self.assertEqual(cm.exception.code, "unauthenticated")
         node = os.environ["TY_NODES"].split(",")[0]
         with self.assertRaises(trainyard.ForbiddenError) as cm:  # admins only
