@@ -108,18 +108,12 @@ static const char SQL_TEAM_USAGE[] =
     " gpus_borrowed = EXCLUDED.gpus_borrowed, gpus_lent = EXCLUDED.gpus_lent,"
     " pending_jobs = EXCLUDED.pending_jobs, updated_at = EXCLUDED.updated_at";
 
-int sched_store_team_usage_write(struct ty_pg *pg, const struct sched_store_team_usage *v, int n,
-				 int64_t now_ms, struct ty_err *err)
+int sched_store_team_usage_json(char **text, const struct sched_store_team_usage *v, int n,
+				struct ty_err *err)
 {
-	json_t *rows;
-	char nb[24], *text;
-	int rc;
+	json_t *rows = json_array();
 
-	if (n == 0)
-		return 0;
-	if (!(rows = json_array()))
-		return ty_err_set(err, TY_ENOMEM, NULL);
-	for (int i = 0; i < n; i++)
+	for (int i = 0; rows && i < n; i++)
 		if (json_array_append_new(
 			rows, json_pack("{s:I, s:f, s:f, s:I, s:I, s:I, s:I}", "team",
 					(json_int_t)v[i].team, "decayed", v[i].decayed, "fs",
@@ -127,9 +121,20 @@ int sched_store_team_usage_write(struct ty_pg *pg, const struct sched_store_team
 					(json_int_t)v[i].borrowed, "lent", (json_int_t)v[i].lent,
 					"pending", (json_int_t)v[i].pending))) {
 			json_decref(rows);
-			return ty_err_set(err, TY_ENOMEM, NULL);
+			rows = NULL;
 		}
-	if ((rc = dump(&text, rows, err)))
+	return dump(text, rows, err);
+}
+
+int sched_store_team_usage_write(struct ty_pg *pg, const struct sched_store_team_usage *v, int n,
+				 int64_t now_ms, struct ty_err *err)
+{
+	char nb[24], *text;
+	int rc;
+
+	if (n == 0)
+		return 0;
+	if ((rc = sched_store_team_usage_json(&text, v, n, err)))
 		return rc;
 	const char *p[] = {text, sched_i64(nb, now_ms)};
 

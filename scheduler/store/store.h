@@ -258,6 +258,9 @@ struct sched_store_team_usage {
 	double decayed, fair_share;
 	int64_t used, borrowed, lent, pending;
 };
+/* v[n] as the JSON rows (team, decayed, fs, used, borrowed, lent, pending) the team statements read (new, in *text). */
+int sched_store_team_usage_json(char **text, const struct sched_store_team_usage *v, int n,
+				struct ty_err *err);
 /* Upsert v[n]'s team_usage rows (teams that exist), as of now_ms; one statement. */
 int sched_store_team_usage_write(struct ty_pg *pg, const struct sched_store_team_usage *v, int n,
 				 int64_t now_ms, struct ty_err *err);

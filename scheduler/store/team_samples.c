@@ -36,28 +36,13 @@ static const char SQL_SAMPLES_WRITE[] =
 int sched_store_team_samples_write(struct ty_pg *pg, const struct sched_store_team_usage *v, int n,
 				   int64_t now_ms, int interval_s, struct ty_err *err)
 {
-	json_t *rows;
 	char nb[24], ib[24], *text;
 	int rc;
 
 	if (n == 0)
 		return 0;
-	if (!(rows = json_array()))
-		return ty_err_set(err, TY_ENOMEM, NULL);
-	for (int i = 0; i < n; i++)
-		if (json_array_append_new(
-			rows, json_pack("{s:I, s:f, s:f, s:I, s:I, s:I, s:I}", "team",
-					(json_int_t)v[i].team, "decayed", v[i].decayed, "fs",
-					v[i].fair_share, "used", (json_int_t)v[i].used, "borrowed",
-					(json_int_t)v[i].borrowed, "lent", (json_int_t)v[i].lent,
-					"pending", (json_int_t)v[i].pending))) {
-			json_decref(rows);
-			return ty_err_set(err, TY_ENOMEM, NULL);
-		}
-	text = json_dumps(rows, JSON_COMPACT);
-	json_decref(rows);
-	if (!text)
-		return ty_err_set(err, TY_ENOMEM, NULL);
+	if ((rc = sched_store_team_usage_json(&text, v, n, err)))
+		return rc;
 	const char *p[] = {text, sched_i64(nb, now_ms), sched_i64(ib, interval_s)};
 
 	rc = ty_pg_exec(NULL, pg, SQL_SAMPLES_WRITE, 3, p, err);
