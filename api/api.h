@@ -157,6 +157,7 @@ struct api_req {
 	X(UNAVAILABLE, "unavailable", 503, "Unavailable") \
 	X(UNKNOWN_FIELD, "unknown_field", 400, "Unknown field") \
 	X(UNKNOWN_TEAM, "unknown_team", 422, "Unknown team") \
+	X(UNSCHEDULABLE, "unschedulable", 422, "Unschedulable") \
 	X(UI_NOT_INSTALLED, "ui_not_installed", 404, "Ui not installed") \
 	X(UNSUPPORTED_MEDIA_TYPE, "unsupported_media_type", 415, "Unsupported media type") \
 	X(WEBHOOK_INACTIVE, "webhook_inactive", 409, "Webhook inactive") \
@@ -414,6 +415,15 @@ bool api_idempotency_key_ok(const char *k);
  */
 int api_submit_team(const char **team_id, struct api_req *r, const char *team, long long gpus,
 		    const char *field, const char *what, struct ty_err *err);
+/*
+ * feasible.c: unless the validated spec sets queue_if_unschedulable, 422
+ * unschedulable at field when the job could never run: more GPUs than team
+ * (id team_id) can ever get, or a shape no node that is not lost can hold
+ * (quota.h). While no node is registered nothing is refused. Returns 0, a ty code, or the
+ * refusal's (api_fail).
+ */
+int api_submit_feasible(struct api_req *r, const char *team_id, const char *team,
+			const json_t *spec, const char *field, struct ty_err *err);
 /* Bounds of a team's max_cpus and max_memory_mb (migrations/0018_cpu_memory.sql). */
 #define API_MAX_CPUS 100000000LL
 #define API_MAX_MEMORY_MB 1000000000000LL

@@ -9,6 +9,7 @@
 #define TY_API_STORE_H
 
 #include "api.h"
+#include "quota.h"
 
 /*
  * For the store files only: a copy of res's value at row, col in a (*out
@@ -26,6 +27,18 @@ struct api_page_filter {
 	const char *cursor; /* rows with a smaller id */
 	const char *limit;
 };
+
+/* ---- store_feasible.c ---- */
+/* What a team and the cluster could ever give a job (quota.h). */
+struct api_capacity {
+	struct quota_team team; /* used 0 */
+	int64_t peers_lendable;	/* Σ quota_lendable_max over its cohort's other teams */
+	struct quota_shape *shapes; /* arena; not lost nodes grouped by shape */
+	int nshapes;
+};
+/* Team team_id's capacity (TY_ENOTFOUND: no such team). */
+int api_store_capacity(struct api_capacity *c, struct ty_pg *pg, struct ty_arena *a,
+		       const char *team_id, struct ty_err *err);
 
 /* ---- store_audit.c ---- */
 /* An audit_log row: token token_id did action to object (in the caller's transaction). */

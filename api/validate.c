@@ -16,7 +16,7 @@ static const char *const job_top_keys[] = {
 	"team", "name", "command", "env", "resources", "priority_class", "priority",
 	"max_runtime_seconds", "min_runtime_seconds", "preemptible", "spot", "retry",
 	"checkpoint", "topology", "launch", "hang_timeout_seconds", "start_timeout_seconds",
-	"preflight", "labels", "image", NULL};
+	"preflight", "labels", "image", "queue_if_unschedulable", NULL};
 static const char *const sub_objects[] = {"resources", "spot", "retry", "checkpoint", "topology",
 					  NULL};
 
