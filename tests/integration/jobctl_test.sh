@@ -862,6 +862,16 @@ expect 0 jc status "$J1"
 out_lacks '^attempts:'
 ok "status shows the attempts (nodes, duration, class, evidence) and the last failure class"
 
+# nodes are registered now: what none of them can hold is refused, unless asked to queue it
+expect 6 jc submit --team team-a --gpus-per-node 9 -- true
+err_has 'unschedulable'
+err_has 'no node can hold 9 GPUs: the largest node has 8 (node-a, node-b)'
+JU=$(submit --team team-a --gpus-per-node 9 --queue-if-unschedulable -- true)
+expect 0 jc -o json status "$JU"
+check 'd["spec"]["queue_if_unschedulable"] is True and d["state"] == "pending"'
+expect 0 jc cancel "$JU"
+ok "submit: an unschedulable job is refused, --queue-if-unschedulable queues it"
+
 expect 0 jc attempts "$JL"
 [[ $(wc -l <"$W/out") -eq 3 ]] || fail "attempts printed $(wc -l <"$W/out") lines, not 1 + 2"
 out_has '^ATTEMPT  *STATE  *NODES  *WORLD  *EXIT  *CLASS  *RESUMED  *UTIL  *MEM  *STARTED  *ENDED$'
