@@ -235,6 +235,9 @@ bool quota_shape_fits(char *buf, size_t n, const struct quota_shape *s, int ns, 
 		if (r == 0)
 			snprintf(buf, n, "no node can hold %lld GPUs: the largest node has %lld (%s)",
 				 (long long)gpus, (long long)best, names);
+		else if (gpus == 0)
+			snprintf(buf, n, "no node can hold %lld %s: the most a node has is "
+				 "%lld (%s)", (long long)want[r], what[r], (long long)best, names);
 		else
 			snprintf(buf, n, "no node with %lld GPUs can hold %lld %s: the most such a "
 				 "node has is %lld (%s)", (long long)gpus, (long long)want[r],

@@ -4,6 +4,7 @@
  * API refuses a submission with.
  */
 #include "policy.h"
+#include "lifecycle.h"
 #include "quota.h"
 
 #include <stdio.h>
@@ -116,7 +117,7 @@ bool sched_cannot_run(char *buf, size_t n, const struct sched_feasible *f,
 		      const struct sched_input *in, int i)
 {
 	const struct sched_pending_in *p = &in->pending[i];
-	static const char prefix[] = "cannot run: ";
+	static const char prefix[] = PROTO_CANNOT_RUN;
 	size_t k = sizeof(prefix) - 1;
 	int64_t gpus = (int64_t)p->nodes * p->gpus_per_node;
 	struct quota_team t;

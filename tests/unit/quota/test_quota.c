@@ -207,6 +207,7 @@ TY_TEST(shapes_that_can_never_hold_a_job)
 	CHECK_STR_EQ(buf, "the job needs 3 nodes of 2 GPUs, 1 CPUs and 1 MiB: at most 2 exist "
 		       "(node-a, node-b)");
 	CHECK(quota_shape_fits(buf, sizeof(buf), two, 3, 3, 1, 8, 1024));
+	CHECK(quota_shape_fits(buf, sizeof(buf), two, 3, 1, 0, 1, 1 << 20)); /* node-b's memory */
 	/* CPUs among the nodes with enough GPUs: node-b's 128 do not count for 8 GPUs */
 	CHECK(!quota_shape_fits(buf, sizeof(buf), mixed, 3, 1, 8, 100, 1));
 	CHECK_STR_EQ(buf, "no node with 8 GPUs can hold 100 CPUs: the most such a node has is 64 "
@@ -214,6 +215,9 @@ TY_TEST(shapes_that_can_never_hold_a_job)
 	CHECK(!quota_shape_fits(buf, sizeof(buf), mixed, 3, 1, 8, 1, 10000));
 	CHECK_STR_EQ(buf, "no node with 8 GPUs can hold 10000 MiB of memory: the most such a node "
 		       "has is 8192 (pool big)");
+	/* no GPUs asked: every node is a candidate */
+	CHECK(!quota_shape_fits(buf, sizeof(buf), mixed, 3, 1, 0, 200, 1));
+	CHECK_STR_EQ(buf, "no node can hold 200 CPUs: the most a node has is 128 (node-b)");
 	CHECK(quota_shape_fits(buf, sizeof(buf), mixed, 3, 4, 8, 32, 4096)); /* 1 node + 3 pooled */
 	CHECK(!quota_shape_fits(buf, sizeof(buf), mixed, 3, 4, 8, 33, 4096));
 	CHECK_STR_EQ(buf, "the job needs 4 nodes of 8 GPUs, 33 CPUs and 4096 MiB: at most 3 exist "
