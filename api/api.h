@@ -143,6 +143,7 @@ struct api_req {
 	X(METHOD_NOT_ALLOWED, "method_not_allowed", 405, "Method not allowed") \
 	X(MISSING_FIELD, "missing_field", 422, "Missing field") \
 	X(NODE_NOT_FOUND, "node_not_found", 404, "Node not found") \
+	X(NODE_POOL_NOT_FOUND, "node_pool_not_found", 404, "Node pool not found") \
 	X(NOT_FOUND, "not_found", 404, "Not found") \
 	X(PENDING_JOBS_LIMIT, "pending_jobs_limit", 429, "Pending jobs limit") \
 	X(RANK_NOT_FOUND, "rank_not_found", 404, "Rank not found") \
@@ -402,6 +403,9 @@ int api_h_nodes_list(struct api_req *r, struct ty_err *err);
 int api_h_nodes_get(struct api_req *r, struct ty_err *err);
 int api_h_nodes_drain(struct api_req *r, struct ty_err *err);
 int api_h_nodes_undrain(struct api_req *r, struct ty_err *err);
+int api_h_node_pools_put(struct api_req *r, struct ty_err *err);
+int api_h_node_pools_list(struct api_req *r, struct ty_err *err);
+int api_h_node_pools_delete(struct api_req *r, struct ty_err *err);
 int api_h_usage(struct api_req *r, struct ty_err *err);
 
 /* Whether k is a valid Idempotency-Key: 1-255 printable ASCII characters. */
@@ -720,6 +724,13 @@ bool api_text_ok(const char *s, size_t n, bool no_controls);
 
 /* Whether s is a valid team (or cohort) name: 1-63 of [a-z0-9-], no '-' at either end. */
 bool api_team_name_ok(const char *s);
+/*
+ * A PUT /v1/node-pools/{name} body: labels (as a job's), gpus_per_node
+ * 0-64 and max_nodes 1-10,000 required, cpus_per_node 1-4096 and
+ * memory_mb_per_node 1-16,777,216 optional (null: not limited). 0 or -1
+ * with p filled.
+ */
+int api_validate_node_pool(const json_t *body, struct api_problem *p);
 /* Parse a decimal id ("42"); false if not a positive int64. */
 bool api_parse_id(int64_t *out, const char *s);
 /* Write the issuing of a new token (secret into out) for bootstrap and API. */

@@ -40,6 +40,22 @@ struct api_capacity {
 int api_store_capacity(struct api_capacity *c, struct ty_pg *pg, struct ty_arena *a,
 		       const char *team_id, struct ty_err *err);
 
+/* ---- store_node_pools.c ---- */
+/*
+ * Create or replace node pool v[0] with labels v[1] (JSON text),
+ * gpus_per_node v[2], cpus_per_node v[3], memory_mb_per_node v[4] (NULL:
+ * not limited) and max_nodes v[5]; *doc its document, *created whether it
+ * is new.
+ */
+int api_store_node_pool_put(const char **doc, bool *created, struct ty_pg *pg,
+			    struct ty_arena *a, const char *const v[6], struct ty_err *err);
+/* Every node pool, by name: {"items": [...]}. */
+int api_store_node_pools_list(const char **doc, struct ty_pg *pg, struct ty_arena *a,
+			      struct ty_err *err);
+/* Delete node pool name; *found whether there was one. */
+int api_store_node_pool_delete(bool *found, struct ty_pg *pg, const char *name,
+			       struct ty_err *err);
+
 /* ---- store_audit.c ---- */
 /* An audit_log row: token token_id did action to object (in the caller's transaction). */
 int api_store_audit_log(struct ty_pg *pg, int64_t token_id, const char *action,

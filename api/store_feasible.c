@@ -17,14 +17,18 @@ static const char team_sql[] =
 
 /*
  * Not lost nodes grouped by shape (a few rows however many nodes), each
- * named by its first three nodes; NULL CPUs or memory (not reported) as 0.
+ * named by its first three nodes; NULL CPUs or memory (not reported) as 0;
+ * then the declared node pools, max_nodes each.
  */
 static const char shapes_sql[] =
-	"SELECT gpus, coalesce(cpus, 0), coalesce(memory_mb, 0), count(*),"
+	"(SELECT gpus, coalesce(cpus, 0), coalesce(memory_mb, 0), count(*),"
 	" array_to_string((array_agg(id ORDER BY id))[1:3], ', ')"
 	"  || CASE WHEN count(*) > 3 THEN ', …' ELSE '' END"
 	" FROM nodes WHERE state <> 'lost'"
-	" GROUP BY gpus, coalesce(cpus, 0), coalesce(memory_mb, 0) ORDER BY 1, 2, 3";
+	" GROUP BY gpus, coalesce(cpus, 0), coalesce(memory_mb, 0) ORDER BY 1, 2, 3)"
+	" UNION ALL (SELECT gpus_per_node, coalesce(cpus_per_node, 0),"
+	" coalesce(memory_mb_per_node, 0), max_nodes, 'pool ' || name"
+	" FROM node_pools ORDER BY name)";
 
 static int team_row(struct api_capacity *c, PGresult *res, struct ty_err *err)
 {

@@ -44,16 +44,17 @@ static bool same_shape(const struct sched_node_in *a, const struct sched_node_in
 }
 
 int sched_feasible_new(struct sched_feasible **out, const struct sched_input *in,
-		       struct ty_err *err)
+		       const struct sched_pool_in *pools, int npools, struct ty_err *err)
 {
 	struct sched_feasible *f = calloc(1, sizeof(*f));
 	const struct sched_node_in **ix = NULL;
+	size_t cap = (size_t)in->nnodes + (size_t)(npools > 0 ? npools : 0);
 	int rc = 0;
 
 	*out = NULL;
-	if (!f || (in->nnodes > 0 && (!(ix = calloc((size_t)in->nnodes, sizeof(*ix))) ||
-				      !(f->shapes = calloc((size_t)in->nnodes, sizeof(*f->shapes))) ||
-				      !(f->names = calloc((size_t)in->nnodes, sizeof(*f->names))))) ||
+	if (!f || (in->nnodes > 0 && !(ix = calloc((size_t)in->nnodes, sizeof(*ix)))) ||
+	    (cap > 0 && (!(f->shapes = calloc(cap, sizeof(*f->shapes))) ||
+			 !(f->names = calloc(cap, sizeof(*f->names))))) ||
 	    (in->nteams > 0 && !(f->peers = calloc((size_t)in->nteams, sizeof(*f->peers))))) {
 		rc = ty_err_set(err, TY_ENOMEM, NULL);
 		goto out;
@@ -82,6 +83,15 @@ int sched_feasible_new(struct sched_feasible **out, const struct sched_input *in
 		else if (s->count == 3)
 			snprintf(name + len, sizeof(f->names[0]) - len, ", …");
 		s->count++;
+	}
+	for (int i = 0; i < npools; i++) {
+		struct quota_shape *sh = &f->shapes[f->nshapes];
+
+		snprintf(f->names[f->nshapes], sizeof(f->names[0]), "pool %s",
+			 pools[i].name ? pools[i].name : "?");
+		*sh = (struct quota_shape){f->names[f->nshapes], pools[i].gpus, pools[i].cpus,
+					   pools[i].memory_mb, pools[i].max_nodes};
+		f->nshapes++;
 	}
 	for (int t = 0; t < in->nteams; t++) {
 		const char *c = in->teams[t].cohort;
@@ -123,7 +133,7 @@ bool sched_cannot_run(char *buf, size_t n, const struct sched_feasible *f,
 	struct quota_team t;
 
 	if (n <= k || f->nshapes == 0 || p->team < 0 || p->team >= in->nteams)
-		return false; /* no node yet: nothing is impossible (docs/api.md) */
+		return false; /* no node nor pool yet: nothing is impossible (docs/api.md) */
 	memcpy(buf, prefix, k);
 	t = team_of(&in->teams[p->team]);
 	if (gpus > quota_ceiling(&t, f->peers[p->team])) {

@@ -158,3 +158,93 @@ TY_TEST(each_sweep_trial_is_checked)
 	CHECK_STATUS(&r, 201);
 	ty_resp_free(&r);
 }
+
+TY_TEST(node_pools_are_managed_by_admins)
+{
+	const struct ty_stack *s = ty_stack_get();
+	const char *team = ty_mk_team("pools", 8, -1);
+	const char *member = ty_mk_token("member", team);
+	struct ty_resp r = {0};
+
+	ty_http(&r, "PUT", "/v1/node-pools/big", s->admin,
+		"{\"labels\":{\"pool\":\"big\"},\"gpus_per_node\":16,\"cpus_per_node\":128,"
+		"\"max_nodes\":4}",
+		NULL);
+	CHECK_STATUS(&r, 201);
+	CHECK_JSTR(r.json, "name", "big");
+	CHECK_JINT(r.json, "max_nodes", 4);
+	CHECK_JNULL(r.json, "memory_mb_per_node");
+	ty_http(&r, "PUT", "/v1/node-pools/big", s->admin,
+		"{\"labels\":{\"pool\":\"big\"},\"gpus_per_node\":16,\"cpus_per_node\":128,"
+		"\"max_nodes\":2}",
+		NULL);
+	CHECK_STATUS(&r, 200); /* replaced */
+	CHECK_JINT(r.json, "max_nodes", 2);
+	ty_http(&r, "GET", "/v1/node-pools", member, NULL, NULL);
+	CHECK_STATUS(&r, 200);
+	CHECK_JSTR(r.json, "items[0].name", "big");
+	CHECK_JINT(r.json, "items[0].gpus_per_node", 16);
+	CHECK_JSTR(r.json, "items[0].labels.pool", "big");
+	/* members read, admins write */
+	ty_http(&r, "PUT", "/v1/node-pools/big", member, "{\"gpus_per_node\":1,\"max_nodes\":1}",
+		NULL);
+	CHECK_PROBLEM(&r, 403, "forbidden", TY_FIELD_UNCHECKED);
+	ty_http(&r, "DELETE", "/v1/node-pools/big", member, NULL, NULL);
+	CHECK_PROBLEM(&r, 403, "forbidden", TY_FIELD_UNCHECKED);
+	ty_resp_free(&r);
+}
+
+TY_TEST(node_pool_bodies_are_checked)
+{
+	static const struct {
+		const char *path, *body, *code, *field;
+	} rows[] = {
+	    {"/v1/node-pools/Big", "{\"gpus_per_node\":1,\"max_nodes\":1}", "invalid_field", "name"},
+	    {"/v1/node-pools/p", "{\"max_nodes\":1}", "missing_field", "gpus_per_node"},
+	    {"/v1/node-pools/p", "{\"gpus_per_node\":65,\"max_nodes\":1}", "invalid_field",
+	     "gpus_per_node"},
+	    {"/v1/node-pools/p", "{\"gpus_per_node\":1}", "missing_field", "max_nodes"},
+	    {"/v1/node-pools/p", "{\"gpus_per_node\":1,\"max_nodes\":0}", "invalid_field",
+	     "max_nodes"},
+	    {"/v1/node-pools/p", "{\"gpus_per_node\":1,\"max_nodes\":1,\"cpus_per_node\":\"8\"}",
+	     "invalid_field", "cpus_per_node"},
+	    {"/v1/node-pools/p", "{\"gpus_per_node\":1,\"max_nodes\":1,\"labels\":{\"a\":1}}",
+	     "invalid_field", "labels.a"},
+	    {"/v1/node-pools/p", "{\"gpus_per_node\":1,\"max_nodes\":1,\"zone\":\"a\"}",
+	     "unknown_field", "zone"},
+	};
+	const struct ty_stack *s = ty_stack_get();
+	struct ty_resp r = {0};
+
+	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+		ty_http(&r, "PUT", rows[i].path, s->admin, rows[i].body, NULL);
+		CHECK_PROBLEM(&r, rows[i].code[0] == 'u' ? 400 : 422, rows[i].code, rows[i].field);
+	}
+	ty_http(&r, "DELETE", "/v1/node-pools/none", s->admin, NULL, NULL);
+	CHECK_PROBLEM(&r, 404, "node_pool_not_found", NULL);
+	ty_resp_free(&r);
+}
+
+TY_TEST(a_declared_pool_makes_a_big_shape_acceptable)
+{
+	const struct ty_stack *s = ty_stack_get();
+	const char *team = ty_mk_team("scale", 64, -1);
+	struct ty_resp r = {0};
+
+	ty_http(&r, "PUT", "/v1/node-pools/big", s->admin,
+		"{\"gpus_per_node\":16,\"cpus_per_node\":128,\"max_nodes\":2}", NULL);
+	REQUIRE_STATUS(&r, 200);
+	submit(&r, team, "{\"nodes\":2,\"gpus_per_node\":16}", NULL);
+	CHECK_STATUS(&r, 201);
+	/* more nodes than the pool may ever have */
+	submit(&r, team, "{\"nodes\":3,\"gpus_per_node\":16}", NULL);
+	CHECK_PROBLEM(&r, 422, "unschedulable", "resources");
+	check_detail(&r, "at most 2 exist (pool big)");
+	/* the pool gone, the shape is impossible again */
+	ty_http(&r, "DELETE", "/v1/node-pools/big", s->admin, NULL, NULL);
+	CHECK_STATUS(&r, 204);
+	submit(&r, team, "{\"nodes\":1,\"gpus_per_node\":16}", NULL);
+	CHECK_PROBLEM(&r, 422, "unschedulable", "resources");
+	check_detail(&r, "no node can hold 16 GPUs: the largest node has 8 (node-c)");
+	ty_resp_free(&r);
+}

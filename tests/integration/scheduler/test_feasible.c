@@ -101,3 +101,27 @@ TY_TEST(quota_raised_then_lowered)
 	CHECK(strstr(FX_Q(f, "SELECT pending_reason FROM jobs WHERE id = $1", fx_n(job)),
 		     "can get at most 2 GPUs") != NULL);
 }
+
+TY_TEST(a_declared_pool_makes_it_wait_instead)
+{
+	struct fx *f = fx_start();
+	const char *sql = "SELECT coalesce(string_agg(type, ',' ORDER BY seq), '') FROM job_events"
+			  " WHERE job_id = $1 AND type LIKE '%schedulable'";
+	long long job;
+
+	fx_node(f, "n1", 8);
+	fx_sched_start(f, "s1", NULL);
+	FX_WAIT(f, T, "1", "SELECT count(*) FROM nodes WHERE state = 'ready'");
+	job = fx_submit(f, ",'resources':{'nodes':1,'gpus_per_node':16},"
+			   "'queue_if_unschedulable':true");
+	FX_WAIT(f, T, "unschedulable", sql, fx_n(job));
+	/* nodes of 16 GPUs may join the cluster: it waits for one */
+	fx_api_body(f, "PUT", "/v1/node-pools/big", "{'gpus_per_node':16,'max_nodes':2}", 201);
+	FX_WAIT(f, T, "unschedulable,schedulable", sql, fx_n(job));
+	FX_WAIT(f, T, "no schedulable node has 16 GPUs",
+		"SELECT pending_reason FROM jobs WHERE id = $1", fx_n(job));
+	fx_api(f, "DELETE", "/v1/node-pools/big", 204);
+	FX_WAIT(f, T, "unschedulable,schedulable,unschedulable", sql, fx_n(job));
+	CHECK_STR_EQ(FX_Q(f, "SELECT pending_reason FROM jobs WHERE id = $1", fx_n(job)),
+		     "cannot run: no node can hold 16 GPUs: the largest node has 8 (n1)");
+}

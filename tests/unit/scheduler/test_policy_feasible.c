@@ -4,12 +4,15 @@
  */
 #include "policy_fixture.h"
 
+static const struct sched_pool_in *pools;
+static int npools;
+
 static const char *cannot(struct fx *f, int i)
 {
 	struct sched_feasible *fe = NULL;
 	struct ty_err err = {0};
 
-	REQUIRE(sched_feasible_new(&fe, &f->in, &err) == 0);
+	REQUIRE(sched_feasible_new(&fe, &f->in, pools, npools, &err) == 0);
 	if (!sched_cannot_run(f->buf, sizeof(f->buf), fe, &f->in, i))
 		snprintf(f->buf, sizeof(f->buf), "(can run)");
 	sched_feasible_free(fe);
@@ -76,4 +79,26 @@ TY_TEST(more_than_the_team_can_ever_get)
 				    "its cohort can lend at most), the job needs 11");
 	CHECK_STR_EQ(cannot(&f, 3), "cannot run: team 'd' can get at most 5 GPUs (nominal 4, + "
 				    "borrowing limit 1), the job needs 6");
+}
+
+TY_TEST(declared_pools_count_like_nodes)
+{
+	static const struct sched_pool_in big[] = {{"big", 16, 0, 0, 2}};
+	struct fx f;
+	int a;
+
+	fx_init(&f);
+	a = fx_team(&f, "a", 64, -1, -1, NULL);
+	fx_pend(&f, 100, a, 2, 16, 0);
+	fx_pend(&f, 101, a, 3, 16, 0);
+	pools = big;
+	npools = 1;
+	/* a pool alone, no node registered yet: it decides */
+	CHECK_STR_EQ(cannot(&f, 0), "(can run)");
+	CHECK_STR_EQ(cannot(&f, 1), "cannot run: the job needs 3 nodes of 16 GPUs, 0 CPUs and 0 "
+				    "MiB: at most 2 exist (pool big)");
+	fx_node(&f, "n1", 16, NULL, NULL, NULL);
+	CHECK_STR_EQ(cannot(&f, 1), "(can run)");
+	pools = NULL;
+	npools = 0;
 }
