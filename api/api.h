@@ -422,9 +422,9 @@ int api_submit_team(const char **team_id, struct api_req *r, const char *team, l
 /*
  * feasible.c: unless the validated spec sets queue_if_unschedulable, 422
  * unschedulable at field when the job could never run: more GPUs than team
- * (id team_id) can ever get, or a shape no node that is not lost can hold
- * (quota.h). While no node is registered nothing is refused. Returns 0, a ty code, or the
- * refusal's (api_fail).
+ * (id team_id) can ever get, or a shape no node that is not lost nor
+ * declared node pool can hold (quota.h). With neither nothing is refused.
+ * Returns 0, a ty code, or the refusal's (api_fail).
  */
 int api_submit_feasible(struct api_req *r, const char *team_id, const char *team,
 			const json_t *spec, const char *field, struct ty_err *err);

@@ -29,9 +29,10 @@ int api_submit_feasible(struct api_req *r, const char *team_id, const char *team
 	if (nodes * gpus > quota_ceiling(&c.team, c.peers_lendable)) {
 		quota_ceiling_format(why, sizeof(why), team, &c.team, c.peers_lendable,
 				     nodes * gpus);
-	} else if (!quota_shape_fits(why, sizeof(why), c.shapes, c.nshapes, nodes, gpus,
-				     json_integer_value(json_object_get(res, "cpus_per_node")),
-				     json_integer_value(json_object_get(res, "memory_mb_per_node")))) {
+	} else if (!quota_shape_fits(
+		       why, sizeof(why), c.shapes, c.nshapes, nodes, gpus,
+		       json_integer_value(json_object_get(res, "cpus_per_node")),
+		       json_integer_value(json_object_get(res, "memory_mb_per_node")))) {
 		/* why is set */
 	} else {
 		return 0;

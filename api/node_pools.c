@@ -12,8 +12,7 @@
 
 static int pool_not_found(struct api_req *r, struct ty_err *err)
 {
-	return api_fail(r, err, API_P_NODE_POOL_NOT_FOUND, NULL, "no node pool '%s'",
-			r->params[0]);
+	return api_fail(r, err, API_P_NODE_POOL_NOT_FOUND, NULL, "no node pool '%s'", r->params[0]);
 }
 
 /* A JSON integer member as text (arena); NULL for absent or null. */
@@ -21,9 +20,9 @@ static const char *int_text(struct api_req *r, const char *key)
 {
 	const json_t *v = json_object_get(r->json, key);
 
-	return json_is_integer(v) ? ty_arena_printf(r->arena, "%lld",
-						    (long long)json_integer_value(v))
-				  : NULL;
+	return json_is_integer(v)
+		   ? ty_arena_printf(r->arena, "%lld", (long long)json_integer_value(v))
+		   : NULL;
 }
 
 int api_h_node_pools_put(struct api_req *r, struct ty_err *err)

@@ -7,13 +7,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char team_sql[] =
-	"SELECT t.nominal_gpus, coalesce(t.borrowing_limit_gpus, -1),"
-	" coalesce(t.lending_limit_gpus, -1), coalesce(t.cohort, '') <> '',"
-	" (SELECT coalesce(json_agg(json_build_array(p.nominal_gpus,"
-	"   coalesce(p.lending_limit_gpus, -1))), '[]')::text"
-	"  FROM teams p WHERE p.cohort = t.cohort AND p.id <> t.id)"
-	" FROM teams t WHERE t.id = $1";
+static const char team_sql[] = "SELECT t.nominal_gpus, coalesce(t.borrowing_limit_gpus, -1),"
+			       " coalesce(t.lending_limit_gpus, -1), coalesce(t.cohort, '') <> '',"
+			       " (SELECT coalesce(json_agg(json_build_array(p.nominal_gpus,"
+			       "   coalesce(p.lending_limit_gpus, -1))), '[]')::text"
+			       "  FROM teams p WHERE p.cohort = t.cohort AND p.id <> t.id)"
+			       " FROM teams t WHERE t.id = $1";
 
 /*
  * Not lost nodes grouped by shape (a few rows however many nodes), each
@@ -21,14 +20,14 @@ static const char team_sql[] =
  * then the declared node pools, max_nodes each.
  */
 static const char shapes_sql[] =
-	"(SELECT gpus, coalesce(cpus, 0), coalesce(memory_mb, 0), count(*),"
-	" array_to_string((array_agg(id ORDER BY id))[1:3], ', ')"
-	"  || CASE WHEN count(*) > 3 THEN ', …' ELSE '' END"
-	" FROM nodes WHERE state <> 'lost'"
-	" GROUP BY gpus, coalesce(cpus, 0), coalesce(memory_mb, 0) ORDER BY 1, 2, 3)"
-	" UNION ALL (SELECT gpus_per_node, coalesce(cpus_per_node, 0),"
-	" coalesce(memory_mb_per_node, 0), max_nodes, 'pool ' || name"
-	" FROM node_pools ORDER BY name)";
+    "(SELECT gpus, coalesce(cpus, 0), coalesce(memory_mb, 0), count(*),"
+    " array_to_string((array_agg(id ORDER BY id))[1:3], ', ')"
+    "  || CASE WHEN count(*) > 3 THEN ', …' ELSE '' END"
+    " FROM nodes WHERE state <> 'lost'"
+    " GROUP BY gpus, coalesce(cpus, 0), coalesce(memory_mb, 0) ORDER BY 1, 2, 3)"
+    " UNION ALL (SELECT gpus_per_node, coalesce(cpus_per_node, 0),"
+    " coalesce(memory_mb_per_node, 0), max_nodes, 'pool ' || name"
+    " FROM node_pools ORDER BY name)";
 
 static int team_row(struct api_capacity *c, PGresult *res, struct ty_err *err)
 {
@@ -42,7 +41,8 @@ static int team_row(struct api_capacity *c, PGresult *res, struct ty_err *err)
 	c->team.borrowing_limit = atoll(PQgetvalue(res, 0, 1));
 	c->team.lending_limit = atoll(PQgetvalue(res, 0, 2));
 	c->team.in_cohort = PQgetvalue(res, 0, 3)[0] == 't';
-	json_array_foreach(peers, i, p) {
+	json_array_foreach(peers, i, p)
+	{
 		struct quota_team peer = {json_integer_value(json_array_get(p, 0)), QUOTA_NO_LIMIT,
 					  json_integer_value(json_array_get(p, 1)), 0, true};
 

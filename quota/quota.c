@@ -168,8 +168,10 @@ int quota_ceiling_format(char *buf, size_t n, const char *team, const struct quo
 		snprintf(why, sizeof(why), "+ borrowing limit %lld", (long long)t->borrowing_limit);
 	else
 		snprintf(why, sizeof(why), "+ %lld its cohort can lend at most", peers);
-	return snprintf(buf, n, "team '%s' can get at most %lld GPUs (nominal %lld, %s), the job "
-			"needs %lld", team, cap, nom, why, (long long)need);
+	return snprintf(buf, n,
+			"team '%s' can get at most %lld GPUs (nominal %lld, %s), the job needs "
+			"%lld",
+			team, cap, nom, why, (long long)need);
 }
 
 /* Append name to a list of at most three, then "…". */
@@ -190,12 +192,29 @@ static bool holds(int64_t have, int64_t want)
 	return have == 0 || have >= want;
 }
 
+/* Whether s holds want[q] of each resource q < upto (GPUs: always counted). */
+static bool holds_upto(const struct quota_shape *s, const int64_t want[3], int upto)
+{
+	const int64_t have[3] = {s->gpus, s->cpus, s->memory_mb};
+
+	for (int q = 0; q < upto; q++)
+		if (q == 0 ? have[q] < want[q] : !holds(have[q], want[q]))
+			return false;
+	return true;
+}
+
+static int64_t have_of(const struct quota_shape *s, int r)
+{
+	return r == 0 ? s->gpus : r == 1 ? s->cpus : s->memory_mb;
+}
+
 bool quota_shape_fits(char *buf, size_t n, const struct quota_shape *s, int ns, int64_t nodes,
 		      int64_t gpus, int64_t cpus, int64_t memory_mb)
 {
 	static const char *const what[] = {"GPUs", "CPUs", "MiB of memory"};
-	int64_t want[3] = {gpus, cpus, memory_mb}, found = 0;
-	char names[256];
+	const int64_t want[3] = {gpus, cpus, memory_mb};
+	int64_t found = 0;
+	char names[256] = "";
 	int k = 0;
 
 	if (n)
@@ -208,52 +227,43 @@ bool quota_shape_fits(char *buf, size_t n, const struct quota_shape *s, int ns, 
 		bool ok = false;
 
 		for (int i = 0; i < ns; i++) {
-			int64_t have[3] = {s[i].gpus, s[i].cpus, s[i].memory_mb};
-			bool before = true;
-
-			for (int q = 0; q < r; q++)
-				before = before && (q == 0 ? have[q] >= want[q] : holds(have[q], want[q]));
-			if (!before)
+			if (!holds_upto(&s[i], want, r))
 				continue;
-			if (r == 0 ? have[r] >= want[r] : holds(have[r], want[r]))
+			if (holds_upto(&s[i], want, r + 1))
 				ok = true;
-			else if (have[r] > best)
-				best = have[r];
+			else if (have_of(&s[i], r) > best)
+				best = have_of(&s[i], r);
 		}
 		if (ok || best < 0)
 			continue;
-		names[0] = '\0';
-		for (int i = 0; i < ns; i++) {
-			int64_t have[3] = {s[i].gpus, s[i].cpus, s[i].memory_mb};
-			bool before = true;
-
-			for (int q = 0; q < r; q++)
-				before = before && (q == 0 ? have[q] >= want[q] : holds(have[q], want[q]));
-			if (before && have[r] == best)
+		for (int i = 0; i < ns; i++)
+			if (holds_upto(&s[i], want, r) && have_of(&s[i], r) == best)
 				name_add(names, sizeof(names), &k, s[i].name);
-		}
 		if (r == 0)
 			snprintf(buf, n, "no node can hold %lld GPUs: the largest node has %lld (%s)",
 				 (long long)gpus, (long long)best, names);
 		else if (gpus == 0)
-			snprintf(buf, n, "no node can hold %lld %s: the most a node has is "
-				 "%lld (%s)", (long long)want[r], what[r], (long long)best, names);
+			snprintf(buf, n, "no node can hold %lld %s: the most a node has is %lld (%s)",
+				 (long long)want[r], what[r], (long long)best, names);
 		else
-			snprintf(buf, n, "no node with %lld GPUs can hold %lld %s: the most such a "
-				 "node has is %lld (%s)", (long long)gpus, (long long)want[r],
-				 what[r], (long long)best, names);
+			snprintf(buf, n,
+				 "no node with %lld GPUs can hold %lld %s: the most such a node "
+				 "has is %lld (%s)",
+				 (long long)gpus, (long long)want[r], what[r], (long long)best,
+				 names);
 		return false;
 	}
-	names[0] = '\0';
 	for (int i = 0; i < ns; i++)
-		if (s[i].gpus >= gpus && holds(s[i].cpus, cpus) && holds(s[i].memory_mb, memory_mb)) {
+		if (holds_upto(&s[i], want, 3)) {
 			found += s[i].count > 0 ? s[i].count : 0;
 			name_add(names, sizeof(names), &k, s[i].name);
 		}
 	if (found >= nodes)
 		return true;
-	snprintf(buf, n, "the job needs %lld nodes of %lld GPUs, %lld CPUs and %lld MiB: at most "
-		 "%lld exist (%s)", (long long)nodes, (long long)gpus, (long long)cpus,
-		 (long long)memory_mb, (long long)found, names);
+	snprintf(buf, n,
+		 "the job needs %lld nodes of %lld GPUs, %lld CPUs and %lld MiB: at most %lld "
+		 "exist (%s)",
+		 (long long)nodes, (long long)gpus, (long long)cpus, (long long)memory_mb,
+		 (long long)found, names);
 	return false;
 }

@@ -78,8 +78,8 @@ int sched_feasible_new(struct sched_feasible **out, const struct sched_input *in
 		name = f->names[s - f->shapes];
 		len = strlen(name);
 		if (s->count < 3)
-			snprintf(name + len, sizeof(f->names[0]) - len, "%s%s", s->count ? ", " : "",
-				 nd->id ? nd->id : "?");
+			snprintf(name + len, sizeof(f->names[0]) - len, "%s%s",
+				 s->count ? ", " : "", nd->id ? nd->id : "?");
 		else if (s->count == 3)
 			snprintf(name + len, sizeof(f->names[0]) - len, ", …");
 		s->count++;
@@ -137,8 +137,8 @@ bool sched_cannot_run(char *buf, size_t n, const struct sched_feasible *f,
 	memcpy(buf, prefix, k);
 	t = team_of(&in->teams[p->team]);
 	if (gpus > quota_ceiling(&t, f->peers[p->team])) {
-		quota_ceiling_format(buf + k, n - k, in->teams[p->team].name, &t,
-				     f->peers[p->team], gpus);
+		quota_ceiling_format(buf + k, n - k, in->teams[p->team].name, &t, f->peers[p->team],
+				     gpus);
 		return true;
 	}
 	if (!quota_shape_fits(buf + k, n - k, f->shapes, f->nshapes, p->nodes, p->gpus_per_node,

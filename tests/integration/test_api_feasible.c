@@ -81,15 +81,15 @@ TY_TEST(flag_queues_it_anyway)
 	submit(&r, team, "{\"nodes\":1,\"gpus_per_node\":9}", ",\"queue_if_unschedulable\":true");
 	CHECK_STATUS(&r, 201);
 	CHECK_JSTR(r.json, "state", "pending");
-	CHECK(json_is_true(json_object_get(json_object_get(r.json, "spec"),
-					   "queue_if_unschedulable")));
+	CHECK(json_is_true(
+	    json_object_get(json_object_get(r.json, "spec"), "queue_if_unschedulable")));
 	submit(&r, team, "{\"nodes\":1,\"gpus_per_node\":9}", ",\"queue_if_unschedulable\":1");
 	CHECK_PROBLEM(&r, 422, "invalid_field", "queue_if_unschedulable");
 	/* the default is stored with the spec */
 	submit(&r, team, "{\"nodes\":1,\"gpus_per_node\":1}", NULL);
 	CHECK_STATUS(&r, 201);
-	CHECK(json_is_false(json_object_get(json_object_get(r.json, "spec"),
-					    "queue_if_unschedulable")));
+	CHECK(json_is_false(
+	    json_object_get(json_object_get(r.json, "spec"), "queue_if_unschedulable")));
 	ty_resp_free(&r);
 }
 
@@ -199,7 +199,8 @@ TY_TEST(node_pool_bodies_are_checked)
 	static const struct {
 		const char *path, *body, *code, *field;
 	} rows[] = {
-	    {"/v1/node-pools/Big", "{\"gpus_per_node\":1,\"max_nodes\":1}", "invalid_field", "name"},
+	    {"/v1/node-pools/Big", "{\"gpus_per_node\":1,\"max_nodes\":1}", "invalid_field",
+	     "name"},
 	    {"/v1/node-pools/p", "{\"max_nodes\":1}", "missing_field", "gpus_per_node"},
 	    {"/v1/node-pools/p", "{\"gpus_per_node\":65,\"max_nodes\":1}", "invalid_field",
 	     "gpus_per_node"},

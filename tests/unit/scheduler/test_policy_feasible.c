@@ -37,7 +37,8 @@ TY_TEST(shape_no_node_holds)
 
 	fx_init(&f);
 	fx_node(&f, "node-b", 2, NULL, NULL, NULL);
-	f.nodes[fx_node(&f, "node-a", 2, NULL, NULL, NULL)].schedulable = false; /* draining: counts */
+	f.nodes[fx_node(&f, "node-a", 2, NULL, NULL, NULL)].schedulable =
+	    false; /* draining: counts */
 	a = fx_team(&f, "a", 64, -1, -1, NULL);
 	fx_pend(&f, 100, a, 1, 9, 0);
 	fx_pend(&f, 101, a, 2, 2, 0);
@@ -45,8 +46,9 @@ TY_TEST(shape_no_node_holds)
 	fx_pend(&f, 103, a, 1, 2, 0)->cpus_per_node = 64;
 	f.nodes[0].cpus = 32;
 	f.nodes[1].cpus = 16;
-	CHECK_STR_EQ(cannot(&f, 0),
-		     "cannot run: no node can hold 9 GPUs: the largest node has 2 (node-a, node-b)");
+	CHECK_STR_EQ(
+	    cannot(&f, 0),
+	    "cannot run: no node can hold 9 GPUs: the largest node has 2 (node-a, node-b)");
 	CHECK_STR_EQ(cannot(&f, 1), "(can run)");
 	CHECK_STR_EQ(cannot(&f, 2), "cannot run: the job needs 3 nodes of 2 GPUs, 0 CPUs and 0 "
 				    "MiB: at most 2 exist (node-a, node-b)");
