@@ -7,27 +7,30 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char team_sql[] = "SELECT t.nominal_gpus, coalesce(t.borrowing_limit_gpus, -1),"
-			       " coalesce(t.lending_limit_gpus, -1), coalesce(t.cohort, '') <> '',"
-			       " (SELECT coalesce(json_agg(json_build_array(p.nominal_gpus,"
-			       "   coalesce(p.lending_limit_gpus, -1))), '[]')::text"
-			       "  FROM teams p WHERE p.cohort = t.cohort AND p.id <> t.id)"
-			       " FROM teams t WHERE t.id = $1";
-
 /*
- * Not lost nodes grouped by shape (a few rows however many nodes), each
- * named by its first three nodes; NULL CPUs or memory (not reported) as 0;
- * then the declared node pools, max_nodes each.
+ * One statement: the team (no row: no such team) beside each shape the
+ * cluster has (one row with NULL shape columns when it has none). Shapes:
+ * the nodes that are not lost grouped by shape (a few rows however many
+ * nodes), each named by its first three nodes, NULL CPUs or memory (not
+ * reported) as 0; then the declared node pools, max_nodes each.
  */
-static const char shapes_sql[] =
-    "(SELECT gpus, coalesce(cpus, 0), coalesce(memory_mb, 0), count(*),"
-    " array_to_string((array_agg(id ORDER BY id))[1:3], ', ')"
-    "  || CASE WHEN count(*) > 3 THEN ', …' ELSE '' END"
-    " FROM nodes WHERE state <> 'lost'"
-    " GROUP BY gpus, coalesce(cpus, 0), coalesce(memory_mb, 0) ORDER BY 1, 2, 3)"
-    " UNION ALL (SELECT gpus_per_node, coalesce(cpus_per_node, 0),"
-    " coalesce(memory_mb_per_node, 0), max_nodes, 'pool ' || name"
-    " FROM node_pools ORDER BY name)";
+static const char capacity_sql[] =
+    "WITH t AS (SELECT t.nominal_gpus, coalesce(t.borrowing_limit_gpus, -1),"
+    "  coalesce(t.lending_limit_gpus, -1), coalesce(t.cohort, '') <> '',"
+    "  (SELECT coalesce(json_agg(json_build_array(p.nominal_gpus,"
+    "    coalesce(p.lending_limit_gpus, -1))), '[]')::text"
+    "   FROM teams p WHERE p.cohort = t.cohort AND p.id <> t.id)"
+    "  FROM teams t WHERE t.id = $1),"
+    " s AS (SELECT 0 AS k, gpus, coalesce(cpus, 0) AS cpus,"
+    "  coalesce(memory_mb, 0) AS memory_mb, count(*) AS n,"
+    "  array_to_string((array_agg(id ORDER BY id))[1:3], ', ')"
+    "   || CASE WHEN count(*) > 3 THEN ', …' ELSE '' END AS name"
+    "  FROM nodes WHERE state <> 'lost'"
+    "  GROUP BY gpus, coalesce(cpus, 0), coalesce(memory_mb, 0)"
+    "  UNION ALL SELECT 1, gpus_per_node, coalesce(cpus_per_node, 0),"
+    "  coalesce(memory_mb_per_node, 0), max_nodes, 'pool ' || name FROM node_pools)"
+    " SELECT t.*, s.gpus, s.cpus, s.memory_mb, s.n, s.name FROM t LEFT JOIN s ON true"
+    " ORDER BY s.k, s.gpus, s.cpus, s.memory_mb, s.name";
 
 static int team_row(struct api_capacity *c, PGresult *res, struct ty_err *err)
 {
@@ -60,30 +63,32 @@ int api_store_capacity(struct api_capacity *c, struct ty_pg *pg, struct ty_arena
 	int rc, n;
 
 	memset(c, 0, sizeof(*c));
-	if ((rc = ty_pg_exec(&res, pg, team_sql, 1, p, err)))
-		return rc;
-	rc = PQntuples(res) == 1 ? team_row(c, res, err)
-				 : ty_err_set(err, TY_ENOTFOUND, "no team with id %s", team_id);
-	PQclear(res);
-	res = NULL;
-	if (rc || (rc = ty_pg_exec(&res, pg, shapes_sql, 0, NULL, err)))
+	if ((rc = ty_pg_exec(&res, pg, capacity_sql, 1, p, err)))
 		return rc;
 	n = PQntuples(res);
-	if (n > 0 && !(c->shapes = ty_arena_alloc(a, (size_t)n * sizeof(*c->shapes)))) {
+	if (n == 0) {
+		rc = ty_err_set(err, TY_ENOTFOUND, "no team with id %s", team_id);
+		goto out;
+	}
+	if ((rc = team_row(c, res, err)))
+		goto out;
+	if (!(c->shapes = ty_arena_alloc(a, (size_t)n * sizeof(*c->shapes)))) {
 		rc = ty_err_set(err, TY_ENOMEM, NULL);
 		goto out;
 	}
 	for (int i = 0; i < n; i++) {
-		struct quota_shape *s = &c->shapes[i];
+		struct quota_shape *s = &c->shapes[c->nshapes];
 
-		s->gpus = atoll(PQgetvalue(res, i, 0));
-		s->cpus = atoll(PQgetvalue(res, i, 1));
-		s->memory_mb = atoll(PQgetvalue(res, i, 2));
-		s->count = atoll(PQgetvalue(res, i, 3));
-		if ((rc = api__store_text(&s->name, a, res, i, 4, err)))
+		if (PQgetisnull(res, i, 5))
+			continue; /* no shape at all: the team's row alone */
+		s->gpus = atoll(PQgetvalue(res, i, 5));
+		s->cpus = atoll(PQgetvalue(res, i, 6));
+		s->memory_mb = atoll(PQgetvalue(res, i, 7));
+		s->count = atoll(PQgetvalue(res, i, 8));
+		if ((rc = api__store_text(&s->name, a, res, i, 9, err)))
 			goto out;
+		c->nshapes++;
 	}
-	c->nshapes = n;
 out:
 	PQclear(res);
 	return rc;
