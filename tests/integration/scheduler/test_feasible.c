@@ -2,10 +2,11 @@
  * "Cannot run" in the daemon (docs/scheduling.md, "Cannot run"), the test
  * playing the executors: a queued job no node can hold, or that needs more
  * GPUs than its team can ever get, waits with "cannot run: …" and one
- * `unschedulable` event; a node that can hold it, or a quota raised, gives
- * it a waiting reason again and one `schedulable` event (or, placed in that
- * very cycle, just its `scheduled`); lowering the quota
- * again makes it impossible again.
+ * `unschedulable` event; a node that can hold it (registered, back from
+ * lost, or a declared node pool), or a quota raised, gives it a waiting
+ * reason again and one `schedulable` event (or, placed in that very cycle,
+ * just its `scheduled`); a quota lowered, a node lost or a pool deleted
+ * makes it impossible again.
  */
 #include "fixture.h"
 #include "ty_stack.h"
@@ -131,4 +132,39 @@ TY_TEST(a_declared_pool_makes_it_wait_instead)
 	FX_WAIT(f, T, "unschedulable,schedulable,unschedulable", sql, fx_n(job));
 	CHECK_STR_EQ(FX_Q(f, "SELECT pending_reason FROM jobs WHERE id = $1", fx_n(job)),
 		     "cannot run: no node can hold 16 GPUs: the largest node has 8 (n1)");
+}
+
+/*
+ * A drained node still counts (it may come back), a lost one does not: the
+ * job waits, cannot run while its only fitting node is lost, and waits
+ * again once that node is back.
+ */
+TY_TEST(node_lost_then_back)
+{
+	static const char *const fast[] = {"--node-timeout-ms=1500", NULL};
+	struct fx *f = fx_start();
+	const char *sql = "SELECT coalesce(string_agg(type, ',' ORDER BY seq), '') FROM job_events"
+			  " WHERE job_id = $1 AND type IN ('unschedulable', 'schedulable')";
+	const char *reason = "SELECT pending_reason FROM jobs WHERE id = $1";
+	long long job;
+
+	fx_node(f, "n1", 4);
+	fx_node(f, "n2", 8);
+	fx_sched_start(f, "s1", fast);
+	FX_WAIT(f, T, "2", "SELECT count(*) FROM nodes WHERE state = 'ready'");
+	fx_api(f, "POST", "/v1/nodes/n2/drain", 200);
+	job = fx_submit(f, ",'resources':{'nodes':1,'gpus_per_node':8}");
+	FX_WAIT(f, T, "no schedulable node has 8 GPUs", reason, fx_n(job));
+	CHECK_STR_EQ(FX_Q(f, sql, fx_n(job)), "");
+
+	fx_node_beat(f, "n2", false);
+	FX_WAIT(f, T, "lost", "SELECT state FROM nodes WHERE id = 'n2'");
+	FX_WAIT(f, T, "cannot run: no node can hold 8 GPUs: the largest node has 4 (n1)", reason,
+		fx_n(job));
+	FX_WAIT(f, T, "unschedulable", sql, fx_n(job));
+
+	fx_node_beat(f, "n2", true);
+	FX_WAIT(f, T, "f", "SELECT state = 'lost' FROM nodes WHERE id = 'n2'");
+	FX_WAIT(f, T, "unschedulable,schedulable", sql, fx_n(job));
+	FX_WAIT(f, T, "no schedulable node has 8 GPUs", reason, fx_n(job));
 }
