@@ -43,26 +43,70 @@ static bool same_shape(const struct sched_node_in *a, const struct sched_node_in
 	return a->gpus == b->gpus && a->cpus == b->cpus && a->memory_mb == b->memory_mb;
 }
 
+/* Teams by cohort name (qsort): the teams of a cohort next to each other. */
+static int cmp_cohort(const void *a, const void *b)
+{
+	return strcmp((*(const struct sched_team_in *const *)a)->cohort,
+		      (*(const struct sched_team_in *const *)b)->cohort);
+}
+
+/*
+ * peers[t]: Σ quota_lendable_max over the other teams of t's cohort, one
+ * sum per cohort (sorted, not every pair: thousands of teams stay cheap).
+ * 0 or -1 (out of memory).
+ */
+static int cohort_peers(int64_t *peers, const struct sched_input *in)
+{
+	const struct sched_team_in **v = NULL;
+	int n = 0;
+
+	if (in->nteams > 0 && !(v = calloc((size_t)in->nteams, sizeof(*v))))
+		return -1;
+	for (int t = 0; t < in->nteams; t++)
+		if (in->teams[t].cohort && in->teams[t].cohort[0])
+			v[n++] = &in->teams[t];
+	if (n > 1)
+		qsort(v, (size_t)n, sizeof(*v), cmp_cohort);
+	for (int i = 0, j; i < n; i = j) {
+		int64_t sum = 0;
+
+		for (j = i; j < n && !strcmp(v[j]->cohort, v[i]->cohort); j++) {
+			struct quota_team q = team_of(v[j]);
+
+			sum += quota_lendable_max(&q);
+		}
+		for (int k = i; k < j; k++) {
+			struct quota_team q = team_of(v[k]);
+
+			peers[v[k] - in->teams] = sum - quota_lendable_max(&q);
+		}
+	}
+	free(v);
+	return 0;
+}
+
 int sched_feasible_new(struct sched_feasible **out, const struct sched_input *in,
 		       const struct sched_pool_in *pools, int npools, struct ty_err *err)
 {
 	struct sched_feasible *f = calloc(1, sizeof(*f));
 	const struct sched_node_in **ix = NULL;
-	size_t cap = (size_t)in->nnodes + (size_t)(npools > 0 ? npools : 0);
+	size_t cap = (size_t)(npools > 0 ? npools : 0);
 	int rc = 0;
 
 	*out = NULL;
 	if (!f || (in->nnodes > 0 && !(ix = calloc((size_t)in->nnodes, sizeof(*ix)))) ||
-	    (cap > 0 && (!(f->shapes = calloc(cap, sizeof(*f->shapes))) ||
-			 !(f->names = calloc(cap, sizeof(*f->names))))) ||
-	    (in->nteams > 0 && !(f->peers = calloc((size_t)in->nteams, sizeof(*f->peers))))) {
-		rc = ty_err_set(err, TY_ENOMEM, NULL);
-		goto out;
-	}
+	    (in->nteams > 0 && !(f->peers = calloc((size_t)in->nteams, sizeof(*f->peers)))))
+		goto oom;
 	for (int i = 0; i < in->nnodes; i++)
 		ix[i] = &in->nodes[i];
 	if (in->nnodes > 1)
 		qsort(ix, (size_t)in->nnodes, sizeof(*ix), cmp_node);
+	/* a few shapes however many nodes: room for those only */
+	for (int i = 0; i < in->nnodes; i++)
+		cap += i == 0 || !same_shape(ix[i], ix[i - 1]);
+	if (cap > 0 && (!(f->shapes = calloc(cap, sizeof(*f->shapes))) ||
+			!(f->names = calloc(cap, sizeof(*f->names)))))
+		goto oom;
 	for (int i = 0; i < in->nnodes; i++) {
 		const struct sched_node_in *nd = ix[i];
 		struct quota_shape *s = &f->shapes[f->nshapes - 1];
@@ -93,20 +137,13 @@ int sched_feasible_new(struct sched_feasible **out, const struct sched_input *in
 					   pools[i].memory_mb, pools[i].max_nodes};
 		f->nshapes++;
 	}
-	for (int t = 0; t < in->nteams; t++) {
-		const char *c = in->teams[t].cohort;
-
-		if (!c || !c[0])
-			continue;
-		for (int p = 0; p < in->nteams; p++) {
-			struct quota_team peer = team_of(&in->teams[p]);
-
-			if (p != t && in->teams[p].cohort && !strcmp(in->teams[p].cohort, c))
-				f->peers[t] += quota_lendable_max(&peer);
-		}
-	}
+	if ((rc = cohort_peers(f->peers, in)))
+		goto oom;
 	*out = f;
 	f = NULL;
+	goto out;
+oom:
+	rc = ty_err_set(err, TY_ENOMEM, NULL);
 out:
 	free(ix);
 	sched_feasible_free(f);
