@@ -155,7 +155,7 @@ TY_TEST(node_lost_then_back)
 	fx_api(f, "POST", "/v1/nodes/n2/drain", 200);
 	job = fx_submit(f, ",'resources':{'nodes':1,'gpus_per_node':8}");
 	FX_WAIT(f, T, "no schedulable node has 8 GPUs", reason, fx_n(job));
-	CHECK_STR_EQ(FX_Q(f, sql, fx_n(job)), "");
+	CHECK_STR_EQ(events(f, job), "");
 
 	fx_node_beat(f, "n2", false);
 	FX_WAIT(f, T, "lost", "SELECT state FROM nodes WHERE id = 'n2'");
