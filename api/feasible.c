@@ -26,17 +26,13 @@ int api_submit_feasible(struct api_req *r, const char *team_id, const char *team
 	/* a fresh install takes jobs before its executors register */
 	if (c.nshapes == 0)
 		return 0;
-	if (nodes * gpus > quota_ceiling(&c.team, c.peers_lendable)) {
+	if (nodes * gpus > quota_ceiling(&c.team, c.peers_lendable))
 		quota_ceiling_format(why, sizeof(why), team, &c.team, c.peers_lendable,
 				     nodes * gpus);
-	} else if (!quota_shape_fits(
-		       why, sizeof(why), c.shapes, c.nshapes, nodes, gpus,
-		       json_integer_value(json_object_get(res, "cpus_per_node")),
-		       json_integer_value(json_object_get(res, "memory_mb_per_node")))) {
-		/* why is set */
-	} else {
+	else if (quota_shape_fits(why, sizeof(why), c.shapes, c.nshapes, nodes, gpus,
+				  json_integer_value(json_object_get(res, "cpus_per_node")),
+				  json_integer_value(json_object_get(res, "memory_mb_per_node"))))
 		return 0;
-	}
 	return api_fail(r, err, API_P_UNSCHEDULABLE, field,
 			"%s; set queue_if_unschedulable to queue it anyway", why);
 }
