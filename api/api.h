@@ -143,6 +143,7 @@ struct api_req {
 	X(METHOD_NOT_ALLOWED, "method_not_allowed", 405, "Method not allowed") \
 	X(MISSING_FIELD, "missing_field", 422, "Missing field") \
 	X(NODE_NOT_FOUND, "node_not_found", 404, "Node not found") \
+	X(NODE_POOL_NOT_FOUND, "node_pool_not_found", 404, "Node pool not found") \
 	X(NOT_FOUND, "not_found", 404, "Not found") \
 	X(PENDING_JOBS_LIMIT, "pending_jobs_limit", 429, "Pending jobs limit") \
 	X(RANK_NOT_FOUND, "rank_not_found", 404, "Rank not found") \
@@ -157,6 +158,7 @@ struct api_req {
 	X(UNAVAILABLE, "unavailable", 503, "Unavailable") \
 	X(UNKNOWN_FIELD, "unknown_field", 400, "Unknown field") \
 	X(UNKNOWN_TEAM, "unknown_team", 422, "Unknown team") \
+	X(UNSCHEDULABLE, "unschedulable", 422, "Unschedulable") \
 	X(UI_NOT_INSTALLED, "ui_not_installed", 404, "Ui not installed") \
 	X(UNSUPPORTED_MEDIA_TYPE, "unsupported_media_type", 415, "Unsupported media type") \
 	X(WEBHOOK_INACTIVE, "webhook_inactive", 409, "Webhook inactive") \
@@ -401,6 +403,9 @@ int api_h_nodes_list(struct api_req *r, struct ty_err *err);
 int api_h_nodes_get(struct api_req *r, struct ty_err *err);
 int api_h_nodes_drain(struct api_req *r, struct ty_err *err);
 int api_h_nodes_undrain(struct api_req *r, struct ty_err *err);
+int api_h_node_pools_put(struct api_req *r, struct ty_err *err);
+int api_h_node_pools_list(struct api_req *r, struct ty_err *err);
+int api_h_node_pools_delete(struct api_req *r, struct ty_err *err);
 int api_h_usage(struct api_req *r, struct ty_err *err);
 
 /* Whether k is a valid Idempotency-Key: 1-255 printable ASCII characters. */
@@ -414,6 +419,15 @@ bool api_idempotency_key_ok(const char *k);
  */
 int api_submit_team(const char **team_id, struct api_req *r, const char *team, long long gpus,
 		    const char *field, const char *what, struct ty_err *err);
+/*
+ * feasible.c: unless the validated spec sets queue_if_unschedulable, 422
+ * unschedulable at field when the job could never run: more GPUs than team
+ * (id team_id) can ever get, or a shape no node that is not lost nor
+ * declared node pool can hold (quota.h). With neither nothing is refused.
+ * Returns 0, a ty code, or the refusal's (api_fail).
+ */
+int api_submit_feasible(struct api_req *r, const char *team_id, const char *team,
+			const json_t *spec, const char *field, struct ty_err *err);
 /* Bounds of a team's max_cpus and max_memory_mb (migrations/0018_cpu_memory.sql). */
 #define API_MAX_CPUS 100000000LL
 #define API_MAX_MEMORY_MB 1000000000000LL
@@ -710,6 +724,13 @@ bool api_text_ok(const char *s, size_t n, bool no_controls);
 
 /* Whether s is a valid team (or cohort) name: 1-63 of [a-z0-9-], no '-' at either end. */
 bool api_team_name_ok(const char *s);
+/*
+ * A PUT /v1/node-pools/{name} body: labels (as a job's), gpus_per_node
+ * 0-64 and max_nodes 1-10,000 required, cpus_per_node 1-4096 and
+ * memory_mb_per_node 1-16,777,216 optional (null: not limited). 0 or -1
+ * with p filled.
+ */
+int api_validate_node_pool(const json_t *body, struct api_problem *p);
 /* Parse a decimal id ("42"); false if not a positive int64. */
 bool api_parse_id(int64_t *out, const char *s);
 /* Write the issuing of a new token (secret into out) for bootstrap and API. */

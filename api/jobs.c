@@ -100,6 +100,8 @@ int api_submit_team_limited(const char **team_id, bool *limited, struct api_req 
 				"%s needs %lld MiB of memory but team '%s' can never hold more "
 				"than %s (max_memory_mb)",
 				what, ask->memory_mb, team, t.max_memory_mb);
+	if (spec && (rc = api_submit_feasible(r, t.id, team, spec, field, err)))
+		return rc;
 	if (spec && (ckpt_default(spec, given, "keep", t.ckpt_keep) ||
 		     ckpt_default(spec, given, "keep_every", t.ckpt_keep_every) ||
 		     ckpt_default(spec, given, "tier", t.ckpt_tier)))

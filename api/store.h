@@ -9,6 +9,7 @@
 #define TY_API_STORE_H
 
 #include "api.h"
+#include "quota.h"
 
 /*
  * For the store files only: a copy of res's value at row, col in a (*out
@@ -26,6 +27,34 @@ struct api_page_filter {
 	const char *cursor; /* rows with a smaller id */
 	const char *limit;
 };
+
+/* ---- store_feasible.c ---- */
+/* What a team and the cluster could ever give a job (quota.h). */
+struct api_capacity {
+	struct quota_team team; /* used 0 */
+	int64_t peers_lendable;	/* Σ quota_lendable_max over its cohort's other teams */
+	struct quota_shape *shapes; /* arena; not lost nodes grouped by shape */
+	int nshapes;
+};
+/* Team team_id's capacity (TY_ENOTFOUND: no such team). */
+int api_store_capacity(struct api_capacity *c, struct ty_pg *pg, struct ty_arena *a,
+		       const char *team_id, struct ty_err *err);
+
+/* ---- store_node_pools.c ---- */
+/*
+ * Create or replace node pool v[0] with labels v[1] (JSON text),
+ * gpus_per_node v[2], cpus_per_node v[3], memory_mb_per_node v[4] (NULL:
+ * not limited) and max_nodes v[5]; *doc its document, *created whether it
+ * is new.
+ */
+int api_store_node_pool_put(const char **doc, bool *created, struct ty_pg *pg,
+			    struct ty_arena *a, const char *const v[6], struct ty_err *err);
+/* Every node pool, by name: {"items": [...]}. */
+int api_store_node_pools_list(const char **doc, struct ty_pg *pg, struct ty_arena *a,
+			      struct ty_err *err);
+/* Delete node pool name; *found whether there was one. */
+int api_store_node_pool_delete(bool *found, struct ty_pg *pg, const char *name,
+			       struct ty_err *err);
 
 /* ---- store_audit.c ---- */
 /* An audit_log row: token token_id did action to object (in the caller's transaction). */

@@ -16,7 +16,7 @@ static const char *const job_top_keys[] = {
 	"team", "name", "command", "env", "resources", "priority_class", "priority",
 	"max_runtime_seconds", "min_runtime_seconds", "preemptible", "spot", "retry",
 	"checkpoint", "topology", "launch", "hang_timeout_seconds", "start_timeout_seconds",
-	"preflight", "labels", "image", NULL};
+	"preflight", "labels", "image", "queue_if_unschedulable", NULL};
 static const char *const sub_objects[] = {"resources", "spot", "retry", "checkpoint", "topology",
 					  NULL};
 
@@ -586,4 +586,44 @@ bool api_text_ok(const char *s, size_t n, bool no_controls)
 		p += need + 1;
 	}
 	return true;
+}
+
+/* An int member key of body in [lo, hi]; absent is missing_field unless optional (or null). */
+static int pool_int(const json_t *body, const char *key, long long lo, long long hi, bool optional,
+		    struct api_problem *p)
+{
+	const json_t *v = json_object_get(body, key);
+
+	if (!v || (optional && json_is_null(v)))
+		return optional ? 0
+				: api_problem_set(p, API_P_MISSING_FIELD, key, "'%s' is required",
+						  key);
+	if (!json_is_integer(v) || json_integer_value(v) < lo || json_integer_value(v) > hi)
+		return api_problem_set(p, API_P_INVALID_FIELD, key,
+				       "'%s' must be an integer from %lld to %lld%s", key, lo, hi,
+				       optional ? " or null (not limited)" : "");
+	return 0;
+}
+
+int api_validate_node_pool(const json_t *body, struct api_problem *p)
+{
+	static const char *const keys[] = {"labels",	     "gpus_per_node", "cpus_per_node",
+					   "memory_mb_per_node", "max_nodes",	  NULL};
+	const char *unk;
+	json_t *labels = NULL;
+
+	if (!json_is_object(body))
+		return api_problem_set(p, API_P_INVALID_FIELD, NULL, "the body must be an object");
+	if ((unk = ty_json_unknown_key(body, keys)))
+		return api_problem_set(p, API_P_UNKNOWN_FIELD, unk, "unknown field '%s'", unk);
+	if (check_map(&labels, json_object_get(body, "labels"), "labels", MAX_LABELS, label_key_ok,
+		      256, p))
+		return -1;
+	json_decref(labels);
+	if (pool_int(body, "gpus_per_node", 0, 64, false, p) ||
+	    pool_int(body, "cpus_per_node", 1, 4096, true, p) ||
+	    pool_int(body, "memory_mb_per_node", 1, 16777216, true, p) ||
+	    pool_int(body, "max_nodes", 1, 10000, false, p))
+		return -1;
+	return 0;
 }

@@ -216,6 +216,7 @@ int cli_cmd_stop(struct cli *cli, int argc, char **argv, struct ty_err *err);
 int cli_cmd_teams(struct cli *cli, int argc, char **argv, struct ty_err *err);
 int cli_cmd_tokens(struct cli *cli, int argc, char **argv, struct ty_err *err);
 int cli_cmd_nodes(struct cli *cli, int argc, char **argv, struct ty_err *err);
+int cli_cmd_node_pools(struct cli *cli, int argc, char **argv, struct ty_err *err);
 int cli_cmd_attempts(struct cli *cli, int argc, char **argv, struct ty_err *err);
 int cli_cmd_checkpoints(struct cli *cli, int argc, char **argv, struct ty_err *err);
 int cli_cmd_logs(struct cli *cli, int argc, char **argv, struct ty_err *err);

@@ -27,6 +27,7 @@ static const char main_help[] =
 	"  checkpoints  list a job's checkpoints and the one the next attempt resumes from\n"
 	"  logs      print the end of one rank's log\n"
 	"  nodes     list, show, drain, undrain and preempt the nodes jobs run on\n"
+	"  node-pools  list, put and delete the node shapes a cluster that scales may add\n"
 	"  teams     list, show, create and update teams\n"
 	"  quota     show teams' quotas, GPUs in use, borrowed and lent, fair share\n"
 	"  usage     GPU-hours (idle too), cost and lost work per team, job, pool or day\n"
@@ -83,6 +84,7 @@ static const struct cmd {
 	{"checkpoints", cli_cmd_checkpoints},
 	{"logs", cli_cmd_logs},
 	{"nodes", cli_cmd_nodes},
+	{"node-pools", cli_cmd_node_pools},
 	{"teams", cli_cmd_teams},
 	{"quota", cli_cmd_quota},
 	{"usage", cli_cmd_usage},

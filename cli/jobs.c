@@ -43,6 +43,9 @@ static const char submit_help[] =
 	"  --topology LEVEL           the whole gang in one block, rack or zone\n"
 	"  --idempotency-key KEY      submitting again with the same key and spec\n"
 	"                             returns the job first created\n"
+	"  --queue-if-unschedulable   queue it even if it can never run (no node can\n"
+	"                             hold it, or more GPUs than the team can ever\n"
+	"                             get); it then waits as 'cannot run: ...'\n"
 	"\n"
 	"Prints 'submitted job ID (STATE)'; with -o json the job object.\n";
 
@@ -243,6 +246,7 @@ int cli_cmd_submit(struct cli *cli, int argc, char **argv, struct ty_err *err)
 	const char *file = NULL, *team = NULL, *name = NULL, *nodes = NULL, *gpus = NULL,
 		   *cpus = NULL, *mem = NULL, *pclass = NULL, *prio = NULL, *max_rt = NULL,
 		   *launch = NULL, *idem = NULL, *topo = NULL;
+	bool anyway = false;
 	struct cli_strv labels = {0}, envs = {0}, pos = {0}, rest = {0};
 	const struct cli_opt opts[] = {
 		{"file", 'f', CLI_OPT_STR, &file},
@@ -260,6 +264,7 @@ int cli_cmd_submit(struct cli *cli, int argc, char **argv, struct ty_err *err)
 		{"launch", 0, CLI_OPT_STR, &launch},
 		{"topology", 0, CLI_OPT_STR, &topo},
 		{"idempotency-key", 0, CLI_OPT_STR, &idem},
+		{"queue-if-unschedulable", 0, CLI_OPT_FLAG, &anyway},
 	};
 	struct cli_resp resp = {0};
 	json_t *spec = NULL, *res, *cmd;
@@ -298,6 +303,10 @@ int cli_cmd_submit(struct cli *cli, int argc, char **argv, struct ty_err *err)
 	    (rc = set_pairs(spec, "labels", &labels, "--label", err)) ||
 	    (rc = set_pairs(spec, "env", &envs, "--env", err)))
 		goto out;
+	if (anyway && json_object_set_new(spec, "queue_if_unschedulable", json_true())) {
+		rc = ty_err_set(err, TY_ENOMEM, NULL);
+		goto out;
+	}
 	if (topo && ((rc = child_object(&res, spec, "topology", err)) ||
 		     (rc = set_str(res, "required", topo, err))))
 		goto out;

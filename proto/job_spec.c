@@ -48,6 +48,7 @@ const struct proto_spec_field proto_spec_fields[] = {
     {NULL, "hang_timeout_seconds", INT, 0, 604800, NULL, 1800, NULL, false},
     {NULL, "start_timeout_seconds", INT, 0, 86400, NULL, 600, NULL, false},
     {NULL, "preflight", BOOL, 0, 0, NULL, 0, NULL, false},
+    {NULL, "queue_if_unschedulable", BOOL, 0, 0, NULL, 0, NULL, false},
 };
 #undef INT
 #undef BOOL

@@ -122,4 +122,14 @@ bool proto_failure_blames(const char *name);
  */
 bool proto_failure_infrastructure(const char *name);
 
+/*
+ * Job events that are no transition (docs/dispatch.md, "Lifecycle"): a
+ * pending job that became impossible (its reason then starts with
+ * PROTO_CANNOT_RUN, docs/scheduling.md "Cannot run") and one that became
+ * possible again.
+ */
+#define PROTO_EVENT_UNSCHEDULABLE "unschedulable"
+#define PROTO_EVENT_SCHEDULABLE "schedulable"
+#define PROTO_CANNOT_RUN "cannot run: "
+
 #endif

@@ -3,6 +3,8 @@
 
 #include <math.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <string.h>
 
 double quota_usage_decay(double usage, int64_t elapsed_ms, int64_t half_life_s)
 {
@@ -131,4 +133,137 @@ int quota_caps_check(const struct quota_caps *c, const struct quota_vec *ask)
 			return r;
 	}
 	return -1;
+}
+
+int64_t quota_lendable_max(const struct quota_team *t)
+{
+	if (!t->in_cohort)
+		return 0;
+	if (t->lending_limit >= 0 && t->lending_limit < t->nominal)
+		return t->lending_limit;
+	return t->nominal;
+}
+
+int64_t quota_ceiling(const struct quota_team *t, int64_t peers_lendable)
+{
+	int64_t b = peers_lendable > 0 ? peers_lendable : 0;
+
+	if (!t->in_cohort)
+		return t->nominal;
+	if (t->borrowing_limit >= 0 && t->borrowing_limit < b)
+		b = t->borrowing_limit;
+	return t->nominal + b;
+}
+
+int quota_ceiling_format(char *buf, size_t n, const char *team, const struct quota_team *t,
+			 int64_t peers_lendable, int64_t need)
+{
+	long long cap = (long long)quota_ceiling(t, peers_lendable);
+	long long nom = (long long)t->nominal, peers = (long long)peers_lendable;
+	char why[128];
+
+	if (!t->in_cohort)
+		snprintf(why, sizeof(why), "no borrowing: no cohort");
+	else if (t->borrowing_limit >= 0 && t->borrowing_limit < peers_lendable)
+		snprintf(why, sizeof(why), "+ borrowing limit %lld", (long long)t->borrowing_limit);
+	else
+		snprintf(why, sizeof(why), "+ %lld its cohort can lend at most", peers);
+	return snprintf(buf, n,
+			"team '%s' can get at most %lld GPUs (nominal %lld, %s), the job needs "
+			"%lld",
+			team, cap, nom, why, (long long)need);
+}
+
+/* Append name to a list of at most three, then "…". */
+static void name_add(char *list, size_t n, int *k, const char *name)
+{
+	size_t len = strlen(list);
+
+	if (*k < 3)
+		snprintf(list + len, n - len, "%s%s", *k ? ", " : "", name ? name : "?");
+	else if (*k == 3)
+		snprintf(list + len, n - len, ", …");
+	(*k)++;
+}
+
+/* Whether a node with `have` of a resource holds `want` (0: not reported, not limited). */
+static bool holds(int64_t have, int64_t want)
+{
+	return have == 0 || have >= want;
+}
+
+/* Whether s holds want[q] of each resource q < upto (GPUs: always counted). */
+static bool holds_upto(const struct quota_shape *s, const int64_t want[3], int upto)
+{
+	const int64_t have[3] = {s->gpus, s->cpus, s->memory_mb};
+
+	for (int q = 0; q < upto; q++)
+		if (q == 0 ? have[q] < want[q] : !holds(have[q], want[q]))
+			return false;
+	return true;
+}
+
+static int64_t have_of(const struct quota_shape *s, int r)
+{
+	return r == 0 ? s->gpus : r == 1 ? s->cpus : s->memory_mb;
+}
+
+bool quota_shape_fits(char *buf, size_t n, const struct quota_shape *s, int ns, int64_t nodes,
+		      int64_t gpus, int64_t cpus, int64_t memory_mb)
+{
+	static const char *const what[] = {"GPUs", "CPUs", "MiB of memory"};
+	const int64_t want[3] = {gpus, cpus, memory_mb};
+	int64_t found = 0;
+	char names[256] = "";
+	int k = 0;
+
+	if (n)
+		buf[0] = '\0';
+	if (ns <= 0)
+		return true;
+	/* each resource in turn, among the shapes that hold the ones before it */
+	for (int r = 0; r < 3; r++) {
+		int64_t best = -1;
+		bool ok = false;
+
+		for (int i = 0; i < ns; i++) {
+			if (!holds_upto(&s[i], want, r))
+				continue;
+			if (holds_upto(&s[i], want, r + 1))
+				ok = true;
+			else if (have_of(&s[i], r) > best)
+				best = have_of(&s[i], r);
+		}
+		if (ok || best < 0)
+			continue;
+		for (int i = 0; i < ns; i++)
+			if (holds_upto(&s[i], want, r) && have_of(&s[i], r) == best)
+				name_add(names, sizeof(names), &k, s[i].name);
+		if (r == 0)
+			snprintf(buf, n, "no node can hold %lld GPUs: the largest node has %lld (%s)",
+				 (long long)gpus, (long long)best, names);
+		else if (gpus == 0)
+			snprintf(buf, n, "no node can hold %lld %s: the most a node has is %lld (%s)",
+				 (long long)want[r], what[r], (long long)best, names);
+		else
+			snprintf(buf, n,
+				 "no node with %lld GPUs can hold %lld %s: the most such a node "
+				 "has is %lld (%s)",
+				 (long long)gpus, (long long)want[r], what[r], (long long)best,
+				 names);
+		return false;
+	}
+	for (int i = 0; i < ns; i++)
+		if (holds_upto(&s[i], want, 3)) {
+			found += s[i].count > 0 ? s[i].count : 0;
+			name_add(names, sizeof(names), &k, s[i].name);
+		}
+	if (found >= nodes)
+		return true;
+	snprintf(buf, n,
+		 "the job needs %lld nodes of %lld GPUs, %lld CPUs and %lld MiB: at most %lld "
+		 "exist (%s)",
+		 (long long)nodes, (long long)gpus, (long long)cpus, (long long)memory_mb,
+		 (long long)found, names);
+	return false;
 }

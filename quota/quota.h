@@ -11,6 +11,7 @@
 #define TY_QUOTA_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #define QUOTA_NO_LIMIT (-1)
@@ -123,5 +124,49 @@ void quota_vec_add(struct quota_vec *v, const struct quota_vec *by, int sign);
  * always has room, so a team over a cap still runs jobs that ask none.
  */
 int quota_caps_check(const struct quota_caps *c, const struct quota_vec *ask);
+
+/*
+ * What can never run (docs/scheduling.md, "Cannot run"): the API refuses
+ * such a job at submission (422 unschedulable) and the scheduler gives a
+ * queued one the reason "cannot run: " + the same text.
+ *
+ * The most of its nominal a team could ever lend: min(nominal, lending
+ * limit); 0 outside a cohort.
+ */
+int64_t quota_lendable_max(const struct quota_team *t);
+/*
+ * The most GPUs t can ever hold, whatever the others use: nominal +
+ * min(borrowing limit, peers_lendable), where peers_lendable is the sum of
+ * quota_lendable_max over the other teams of its cohort; outside a cohort
+ * its nominal. t->used is not read.
+ */
+int64_t quota_ceiling(const struct quota_team *t, int64_t peers_lendable);
+/*
+ * Why `need` GPUs exceed that, as one lowercase line, e.g. "team 'ml' can
+ * get at most 4 GPUs (nominal 4, no borrowing: no cohort), the job needs
+ * 6". Writes at most n bytes; returns the length it wanted, like snprintf.
+ */
+int quota_ceiling_format(char *buf, size_t n, const char *team, const struct quota_team *t,
+			 int64_t peers_lendable, int64_t need);
+
+/*
+ * A node shape the cluster has or may have: a registered node that is not
+ * lost (count 1) or an operator-declared node pool (count = its max_nodes).
+ * cpus or memory_mb 0 = not reported: that resource does not limit it.
+ */
+struct quota_shape {
+	const char *name; /* node id or "pool NAME", for messages (borrowed) */
+	int64_t gpus, cpus, memory_mb;
+	int64_t count;
+};
+/*
+ * Whether `nodes` nodes of (gpus, cpus, memory_mb) each could ever be found
+ * among the shapes s[0..ns). No shape at all (a fresh install before any
+ * executor registered) fits everything. When it does not fit, buf gets why
+ * (at most n bytes, NUL-terminated), e.g. "no node can hold 9 GPUs: the
+ * largest node has 2 (node-a, node-b)".
+ */
+bool quota_shape_fits(char *buf, size_t n, const struct quota_shape *s, int ns, int64_t nodes,
+		      int64_t gpus, int64_t cpus, int64_t memory_mb);
 
 #endif

@@ -10,6 +10,7 @@
 #include "core/policy.h"
 #include "fault.h"
 #include "launch.h"
+#include "lifecycle.h"
 #include "scheduler.h"
 #include "ty_arena.h"
 #include "ty_buf.h"
@@ -1213,6 +1214,12 @@ static bool far_back_fresh(const struct pend_row *was, int64_t job, int position
 	       now_ms - was->written_ms < QUEUE_REFRESH_MS + (job % 60) * 1000;
 }
 
+/* Whether reason (NULL: none) is a cannot-run one. */
+static bool cannot_run(const char *reason)
+{
+	return reason && !strncmp(reason, PROTO_CANNOT_RUN, strlen(PROTO_CANNOT_RUN));
+}
+
 static int queue_row(struct sched_store_queue_row *rows, int *nrows, struct qchanges *ch,
 		     struct snap *sn, int64_t job,
 		     const struct pend_row *was, const char *reason, int position,
@@ -1220,7 +1227,9 @@ static int queue_row(struct sched_store_queue_row *rows, int *nrows, struct qcha
 {
 	struct qchange *c = &ch->v[ch->n];
 
+	/* a verdict that changed is written at once: its event is sent once */
 	if (was->reason && was->reserved_ms == reserved_ms &&
+	    cannot_run(was->reason) == cannot_run(reason) &&
 	    ((was->position == position && !strcmp(was->reason, reason)) ||
 	     far_back_fresh(was, job, position, now_ms)))
 		return 0; /* unchanged, or far back and recent enough: no write */
@@ -1244,6 +1253,38 @@ static int cmp_i64(const void *a, const void *b)
 }
 
 /*
+ * The cannot-run summary again with the declared node pools. Read only when
+ * a job looks impossible without them, or no node is registered: most
+ * cycles run no query for them.
+ */
+static int add_pools(struct sched_feasible **fe, struct sched *s, const struct sched_input *in,
+		     struct ty_err *err)
+{
+	struct sched_store_pool *sp = NULL;
+	struct sched_pool_in *pin = NULL;
+	struct sched_feasible *nf = NULL;
+	int n = 0, rc;
+
+	if ((rc = sched_store_node_pools(&sp, &n, s->term.pg, err)) || n == 0)
+		goto out;
+	if (!(pin = calloc((size_t)n, sizeof(*pin)))) {
+		rc = ty_err_set(err, TY_ENOMEM, NULL);
+		goto out;
+	}
+	for (int i = 0; i < n; i++)
+		pin[i] = (struct sched_pool_in){sp[i].name, sp[i].gpus, sp[i].cpus, sp[i].memory_mb,
+						sp[i].max_nodes};
+	if ((rc = sched_feasible_new(&nf, in, pin, n, err)))
+		goto out;
+	sched_feasible_free(*fe);
+	*fe = nf;
+out:
+	free(sp);
+	free(pin);
+	return rc;
+}
+
+/*
  * Pending reasons, queue positions (1-based) and the head job's
  * reservation, written only for jobs whose values changed; jobs that left
  * the queue since the last cycle (cancelled through the API) are cleared.
@@ -1257,9 +1298,19 @@ static int publish_queue(struct sched_ids *now_queued, struct qchanges *ch, stru
 	int64_t *gone = NULL, mono = ty_mono_ms();
 	char reason[REASON_MAX], when[64], pwhen[64];
 	int rc = 0, n = 0, nrows = 0, ngone = 0;
+	struct sched_feasible *fe = NULL;
+	bool pools = false;
 
 	memset(now_queued, 0, sizeof(*now_queued));
 	ch->n = 0;
+	/* without it (out of memory) the jobs just keep their waiting reasons */
+	if (in->npending > 0 && sched_feasible_new(&fe, in, NULL, 0, err))
+		ty_err_clear(err);
+	if (fe && in->nnodes == 0) {
+		pools = true;
+		if ((rc = add_pools(&fe, s, in, err)))
+			goto out;
+	}
 	if (!(ch->v = snap_alloc(sn, (size_t)(in->npending + sn->nheld), sizeof(*ch->v))) ||
 	    !(rows = snap_alloc(sn, (size_t)(in->npending + sn->nheld), sizeof(*rows))) ||
 	    !(gone = snap_alloc(sn, (size_t)s->world.queued.n, sizeof(*gone))))
@@ -1282,8 +1333,24 @@ static int publish_queue(struct sched_ids *now_queued, struct qchanges *ch, stru
 		when_text(when, sizeof(when), o->at_ms, in->now_ms,
 			  o->reason == SCHED_WAIT_BACKOFF);
 		when_text(pwhen, sizeof(pwhen), o->protected_until_ms, in->now_ms, false);
-		sched_reason_format_at(reason, sizeof(reason), in, d, i, when, pwhen);
-		xhold_reason(reason, sizeof(reason), sn, i, o);
+		if (fe && !pools && sched_cannot_run(reason, sizeof(reason), fe, in, i)) {
+			pools = true;
+			if ((rc = add_pools(&fe, s, in, err)))
+				goto out;
+		}
+		if (fe && sched_cannot_run(reason, sizeof(reason), fe, in, i)) {
+			if (!cannot_run(sn->prow[i].reason) &&
+			    (rc = sched_job_event(s, in->pending[i].job, PROTO_EVENT_UNSCHEDULABLE,
+						  "pending", reason, NULL, err)))
+				goto out;
+		} else {
+			sched_reason_format_at(reason, sizeof(reason), in, d, i, when, pwhen);
+			xhold_reason(reason, sizeof(reason), sn, i, o);
+			if (cannot_run(sn->prow[i].reason) &&
+			    (rc = sched_job_event(s, in->pending[i].job, PROTO_EVENT_SCHEDULABLE,
+						  "pending", reason, NULL, err)))
+				goto out;
+		}
 		if (queue_row(rows, &nrows, ch, sn, in->pending[i].job, &sn->prow[i], reason,
 			      o->position + 1, resv, mono))
 			goto oom;
@@ -1316,6 +1383,7 @@ static int publish_queue(struct sched_ids *now_queued, struct qchanges *ch, stru
 oom:
 	rc = ty_err_set(err, TY_ENOMEM, NULL);
 out:
+	sched_feasible_free(fe);
 	if (rc)
 		sched_ids_free(now_queued);
 	return rc;

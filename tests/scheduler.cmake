@@ -18,6 +18,9 @@ target_link_libraries(test_sched_policy_resources PRIVATE ty_sched_core)
 # money budgets and expedited requeue
 ty_add_test(sched_policy_budget unit/scheduler/test_policy_budget.c unit)
 target_link_libraries(test_sched_policy_budget PRIVATE ty_sched_core)
+# what can never run: the "cannot run" verdict and its text
+ty_add_test(sched_policy_feasible unit/scheduler/test_policy_feasible.c unit)
+target_link_libraries(test_sched_policy_feasible PRIVATE ty_sched_core)
 # the retry policy: verdicts, budgets, backoff (scheduler/core/retry.c)
 ty_add_test(sched_retry unit/scheduler/test_retry.c unit)
 target_link_libraries(test_sched_retry PRIVATE ty_sched_core)

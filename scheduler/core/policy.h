@@ -511,4 +511,35 @@ int sched_reason_format_at(char *buf, size_t n, const struct sched_input *in,
 			   const struct sched_decisions *d, int i, const char *when,
 			   const char *protected_when);
 
+/*
+ * What can never run (docs/scheduling.md, "Cannot run"), with quota.h's
+ * rules: more GPUs than the job's team can ever get with its cohort, or a
+ * shape the input's nodes (those not lost) and the declared node pools can
+ * never hold. With neither nothing is impossible. sched_feasible_new() returns a new
+ * summary of in (nodes grouped by shape, each team's cohort peers) that
+ * borrows nothing; free it with sched_feasible_free() (NULL-safe).
+ */
+struct sched_feasible;
+/*
+ * A node pool an operator declares for a cluster that scales: up to
+ * max_nodes nodes of this shape may exist though none is registered
+ * (cpus, memory_mb 0: not limited). name is for messages ("pool NAME").
+ */
+struct sched_pool_in {
+	const char *name;
+	int64_t gpus, cpus, memory_mb;
+	int64_t max_nodes;
+};
+/* pools[0..npools) (borrowed, copied) count like registered nodes. */
+int sched_feasible_new(struct sched_feasible **out, const struct sched_input *in,
+		       const struct sched_pool_in *pools, int npools, struct ty_err *err);
+void sched_feasible_free(struct sched_feasible *f);
+/*
+ * Whether in->pending[i] can never run; if so buf gets "cannot run: " and
+ * why, e.g. "cannot run: no node can hold 9 GPUs: the largest node has 2
+ * (node-a, node-b)" (at most n bytes). f must come from the same in.
+ */
+bool sched_cannot_run(char *buf, size_t n, const struct sched_feasible *f,
+		      const struct sched_input *in, int i);
+
 #endif

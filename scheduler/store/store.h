@@ -1013,6 +1013,17 @@ struct sched_store_span {
 int sched_store_usage_spans(struct sched_store_span **out, int *nout, struct ty_pg *pg,
 			    int64_t from_ms, struct ty_err *err);
 
+/* ---- node_pools.c: declared node pools (place.c, "cannot run") ---- */
+
+struct sched_store_pool {
+	char name[64];
+	int64_t gpus, cpus, memory_mb; /* per node; 0 = not limited */
+	int64_t max_nodes;
+};
+/* Every node pool, by name. A new array (free()). */
+int sched_store_node_pools(struct sched_store_pool **out, int *nout, struct ty_pg *pg,
+			   struct ty_err *err);
+
 /* ---- budgets.c: money budgets (place.c) ---- */
 
 /* A team's budget and its current period's spend (ty_budget_spent, migration 0032). */

@@ -204,7 +204,7 @@ tcase('a job that cannot start shows in the Queue page with its reason', async (
 	// three nodes of one GPU on a stack of two nodes: it waits for good
 	waitingJob = await submit(E.TY_TOKEN, {
 		name: 'browser-waits', command: ['/bin/sh', '-c', 'echo never'],
-		resources: { nodes: 3, gpus_per_node: 1 },
+		resources: { nodes: 3, gpus_per_node: 1 }, queue_if_unschedulable: true,
 	});
 	cleanup.jobs.push(waitingJob);
 	const reason = async () => {
@@ -264,7 +264,7 @@ tcase('the Jobs page finds jobs by name, cancels the selected ones after Confirm
 	const ids = [];
 	for (const n of [1, 2]) {
 		ids.push(await submit(E.TY_TOKEN, {
-			name: `browser-bulk-${n}`, command: ['/bin/true'], resources: { nodes: 3, gpus_per_node: 1 },
+			name: `browser-bulk-${n}`, command: ['/bin/true'], resources: { nodes: 3, gpus_per_node: 1 }, queue_if_unschedulable: true,
 		}));
 	}
 	cleanup.jobs.push(...ids);
@@ -302,7 +302,7 @@ tcase('a member of another team sees neither the job in Jobs nor its page, and i
 	// a job of its own first, so that an empty list cannot pass for a scoped one
 	const own = (await api('POST', '/v1/jobs', {
 		token: other.token, expect: 201,
-		body: { team: other.team, name: 'other-waits', command: ['/bin/true'], resources: { nodes: 3, gpus_per_node: 1 } },
+		body: { team: other.team, name: 'other-waits', command: ['/bin/true'], resources: { nodes: 3, gpus_per_node: 1 }, queue_if_unschedulable: true },
 	})).json.id;
 	cleanup.jobs.push(own);
 	const page = await session(other.token);
@@ -509,7 +509,7 @@ tcase('the first load and the Queue page with 10,000 pending jobs are fast enoug
 				token: E.TY_ADMIN_TOKEN, expect: 201,
 				body: {
 					team: 'bulk', name: `bulk-${n}`, random: { count: 1000, seed: n, params: { x: { uniform: [0, 1] } } },
-					template: { command: ['/bin/true'], resources: { nodes: 1, gpus_per_node: 64 } },
+					template: { command: ['/bin/true'], resources: { nodes: 1, gpus_per_node: 64 }, queue_if_unschedulable: true },
 				},
 			})));
 			sweeps.push(...two.map((r) => r.json.id));

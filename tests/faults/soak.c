@@ -213,9 +213,11 @@ static void submit(void)
 	int nodes = rnd(4) == 0 ? 2 : 1;
 	const char *key = ty_test_strf("Idempotency-Key: soak-%u-%d", S.seed, S.njobs);
 	const char *const headers[] = {key, NULL};
+	/* a node lost in a fault makes a 2-node job unschedulable for a moment: it waits */
 	const char *body = ty_test_strf(
 	    "{\"team\":\"%s\",\"command\":%s,\"env\":{\"OUTDIR\":\"%s\"},"
-	    "\"resources\":{\"nodes\":%d,\"gpus_per_node\":1},\"retry\":{\"system\":5}}",
+	    "\"resources\":{\"nodes\":%d,\"gpus_per_node\":1},\"retry\":{\"system\":5},"
+	    "\"queue_if_unschedulable\":true}",
 	    e->team, fchk_rank_command(rnd(3)), e->out, nodes);
 	struct ty_resp r = {0};
 	long long until = now_ms() + 60000;

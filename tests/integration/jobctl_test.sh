@@ -862,6 +862,40 @@ expect 0 jc status "$J1"
 out_lacks '^attempts:'
 ok "status shows the attempts (nodes, duration, class, evidence) and the last failure class"
 
+# nodes are registered now: what none of them can hold is refused, unless asked to queue it
+expect 6 jc submit --team team-a --gpus-per-node 9 -- true
+err_has 'unschedulable'
+err_has 'no node can hold 9 GPUs: the largest node has 8 (node-a, node-b)'
+JU=$(submit --team team-a --gpus-per-node 9 --queue-if-unschedulable -- true)
+expect 0 jc -o json status "$JU"
+check 'd["spec"]["queue_if_unschedulable"] is True and d["state"] == "pending"'
+expect 0 jc cancel "$JU"
+ok "submit: an unschedulable job is refused, --queue-if-unschedulable queues it"
+
+expect 0 jc node-pools put big --gpus-per-node 16 --max-nodes 2 --label pool=big
+out_has '^node pool big: up to 2 nodes of 16 GPUs$'
+expect 0 jc node-pools
+out_has '^big  *16  *-  *-  *2  *pool=big$'
+expect 0 jc -o json node-pools
+check 'd["items"][0]["name"] == "big" and d["items"][0]["cpus_per_node"] is None'
+# a shape only the pool can hold is accepted now
+JP=$(submit --team team-a --gpus-per-node 16 -- true)
+expect 0 jc cancel "$JP"
+expect 2 jc node-pools put big --max-nodes 2
+err_has 'needs --gpus-per-node and --max-nodes'
+expect 2 jc node-pools put big --gpus-per-node 65 --max-nodes 2
+err_has 'gpus-per-node'
+expect 2 jc node-pools --max-nodes 2
+err_has "are for 'node-pools put'"
+JOBCTL_TOKEN=$MEMBER_A expect 5 jc node-pools delete big
+expect 0 jc node-pools delete big
+out_has '^deleted node pool big$'
+expect 4 jc node-pools delete big
+err_has 'node_pool_not_found'
+expect 6 jc submit --team team-a --gpus-per-node 16 -- true
+err_has 'unschedulable'
+ok "node-pools: put, list, delete; a declared pool makes a shape acceptable"
+
 expect 0 jc attempts "$JL"
 [[ $(wc -l <"$W/out") -eq 3 ]] || fail "attempts printed $(wc -l <"$W/out") lines, not 1 + 2"
 out_has '^ATTEMPT  *STATE  *NODES  *WORLD  *EXIT  *CLASS  *RESUMED  *UTIL  *MEM  *STARTED  *ENDED$'

@@ -152,7 +152,7 @@ TY_TEST(full_spec_round_trips)
 	    "'checkpoint':{'signal':'SIGUSR2','grace_seconds':300,'keep':5,'keep_every':1000,"
 	    "'tier':true},"
 	    "'topology':{'required':'block'},'launch':'per_node','hang_timeout_seconds':600,"
-	    "'start_timeout_seconds':120,'preflight':true,"
+	    "'start_timeout_seconds':120,'preflight':true,'queue_if_unschedulable':true,"
 	    "'labels':{'project':'llama','example.com/owner':'ml-infra'}}",
 	    team);
 	json_t *sent = json_loads(body, 0, NULL);
@@ -337,6 +337,8 @@ TY_TEST(validation_table)
 	    BAD_FIELD("start_timeout 86401", "'start_timeout_seconds':86401",
 		      "start_timeout_seconds"),
 	    BAD_FIELD("preflight string", "'preflight':'yes'", "preflight"),
+	    BAD_FIELD("queue_if_unschedulable string", "'queue_if_unschedulable':'yes'",
+		      "queue_if_unschedulable"),
 	    BAD_FIELD("hang_timeout over a week", "'hang_timeout_seconds':604801",
 		      "hang_timeout_seconds"),
 	    BAD_FIELD("preemptible as a string", "'preemptible':'yes'", "preemptible"),

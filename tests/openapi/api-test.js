@@ -246,6 +246,21 @@ async function main() {
 	await call('POST', `/v1/nodes/${node}/preempt`, { body: { deadline_seconds: 60 }, expect: 200 });
 	await call('POST', `/v1/nodes/${node}/undrain`, { expect: 200 });
 
+	// node pools (admins write, anyone reads), and a job no node can hold
+	await call('PUT', '/v1/node-pools/oa-big', { body: { gpus_per_node: 64, max_nodes: 1 }, expect: 201 });
+	await call('PUT', '/v1/node-pools/oa-big', {
+		body: { gpus_per_node: 64, cpus_per_node: null, labels: { pool: 'big' }, max_nodes: 2 }, expect: 200,
+	});
+	await call('PUT', '/v1/node-pools/oa-big', { body: { max_nodes: 1 }, expect: 422 });
+	await call('PUT', '/v1/node-pools/oa-big', { body: { gpus_per_node: 1, max_nodes: 1, zone: 'a' }, expect: 400 });
+	await call('PUT', '/v1/node-pools/oa-big', { token: MEMBER, body: { gpus_per_node: 1, max_nodes: 1 }, expect: 403 });
+	await call('GET', '/v1/node-pools', { token: MEMBER, expect: 200 });
+	await call('DELETE', '/v1/node-pools/oa-big', { expect: 204 });
+	await call('DELETE', '/v1/node-pools/oa-big', { expect: 404 });
+	await call('POST', '/v1/jobs', {
+		token: MEMBER, body: job('oa-never', ['true'], { resources: { nodes: 1000, gpus_per_node: 1 } }), expect: 422,
+	});
+
 	// the GETs added since (path parameters filled in from what was made)
 	const fill = { jobs: okId, sweeps: sid, webhooks: hid, nodes: node, teams: TEAM, tokens: viewer.json.id };
 	for (const op of operations) {

@@ -140,7 +140,8 @@ class E2E(unittest.TestCase):
     def test_submit_get_and_list_with_paging(self):
         label = uuid.uuid4().hex[:10]
         ids = [self.c.submit(spec(SLEEP, labels={"sdk": label}, resources={
-            "nodes": 3, "gpus_per_node": 1}))["id"] for _ in range(3)]
+            "nodes": 3, "gpus_per_node": 1}, queue_if_unschedulable=True))["id"]
+            for _ in range(3)]
         try:
             job = self.c.get(ids[0])
             self.assertEqual((job["id"], job["team"], job["state"]), (ids[0], TEAM, "pending"))
@@ -157,7 +158,7 @@ class E2E(unittest.TestCase):
 
     def test_idempotency_key_replays_the_same_job(self):
         key = "sdk-" + uuid.uuid4().hex
-        s = spec(SLEEP, resources={"nodes": 3, "gpus_per_node": 1})
+        s = spec(SLEEP, resources={"nodes": 3, "gpus_per_node": 1}, queue_if_unschedulable=True)
         a = self.c.submit(s, idempotency_key=key)
         try:
             self.assertEqual(self.c.submit(s, idempotency_key=key)["id"], a["id"])
@@ -255,7 +256,8 @@ class E2E(unittest.TestCase):
     def test_sweeps(self):
         sw = self.c.create_sweep({"team": TEAM, "name": "sdk-sweep",
                                   "template": {"command": SLEEP,
-                                               "resources": {"nodes": 3, "gpus_per_node": 1}},
+                                               "resources": {"nodes": 3, "gpus_per_node": 1},
+                                               "queue_if_unschedulable": True},
                                   "trials": [{"x": 1}, {"x": 2}]})
         got = self.c.sweep(sw["id"])
         self.assertEqual(len(got["trials"]), 2)
@@ -269,7 +271,7 @@ class E2E(unittest.TestCase):
         self.assertEqual((me["role"], me["team"]), ("member", TEAM))
         self.assertIsNone(self.admin.whoami()["team"])
         feed = self.c.feed(wait=5)  # from now on
-        s = spec(SLEEP, resources={"nodes": 3, "gpus_per_node": 1})
+        s = spec(SLEEP, resources={"nodes": 3, "gpus_per_node": 1}, queue_if_unschedulable=True)
         job = self.c.submit(s)
         try:
             self.assertEqual([j["id"] for j in self.c.list(q=s["name"].upper())], [job["id"]])

@@ -475,7 +475,8 @@ TY_TEST(unplaceable_jobs_stay_pending_and_zero_gpu_jobs_run)
 	fx_node(f, "n2", 4);
 	fx_sched_start(f, "s1", NULL);
 	FX_WAIT(f, T, "2", "SELECT count(*) FROM nodes WHERE state = 'ready'");
-	big = fx_submit(f, ",'resources':{'nodes':3,'gpus_per_node':1}");
+	/* more nodes than exist: queued anyway (docs/api.md, "Unschedulable") */
+	big = fx_submit(f, ",'resources':{'nodes':3,'gpus_per_node':1},'queue_if_unschedulable':true");
 	small = fx_submit(f, ",'resources':{'nodes':1,'gpus_per_node':4}");
 	cpu = fx_submit(f, ",'resources':{'nodes':2,'gpus_per_node':0},'launch':'per_node'");
 	REQUIRE(fx_recv(f, "n1", "launch", small, T) != NULL);

@@ -202,7 +202,8 @@ TY_TEST(leader_and_standby_serve_exact_values)
 		l[i] = fx_recv(f, node[i], "launch", job[i], T);
 		REQUIRE(l[i] != NULL);
 	}
-	fx_submit_to(f, team, ",'resources':{'nodes':1,'gpus_per_node':8}");
+	fx_submit_to(f, team, ",'resources':{'nodes':1,'gpus_per_node':8},"
+				   "'queue_if_unschedulable':true");
 	t = scrape_until(pa, "trainyard_scheduler_pending_jobs{reason=\"never_fits\"}", 1);
 
 	CHECK_VALUE(t, "trainyard_scheduler_leader", 1);

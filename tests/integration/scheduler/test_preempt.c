@@ -764,7 +764,9 @@ TY_TEST(queue_positions_and_reasons_are_written_only_when_they_change)
 	REQUIRE(fx_recv(f, "n1", "launch", blocker, T) != NULL);
 	j1 = fx_submit(f, ",'resources':{'nodes':1,'gpus_per_node':2}");
 	j2 = fx_submit(f, ",'resources':{'nodes':1,'gpus_per_node':1}");
-	j3 = fx_submit(f, ",'resources':{'nodes':2,'gpus_per_node':1}");
+	/* 2 nodes of a 1-node cluster: queued anyway, "cannot run" (written once too) */
+	j3 = fx_submit(f, ",'resources':{'nodes':2,'gpus_per_node':1},"
+			  "'queue_if_unschedulable':true");
 	FX_WAIT(f, T, "1 2 3",
 		"SELECT string_agg(queue_position::text, ' ' ORDER BY id) FROM jobs"
 		" WHERE id IN ($1, $2, $3)",

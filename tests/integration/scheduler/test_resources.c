@@ -84,12 +84,17 @@ TY_TEST(a_cpu_only_job_larger_than_every_node_waits_naming_cpus)
 	fx_node_res(f, "n1", 4, 2, 4096);
 	fx_node_res(f, "n2", 0, 4, 4096);
 	ready(f, 2);
-	job = fx_submit(f, ",'resources':{'nodes':1,'gpus_per_node':0,'cpus_per_node':64}");
-	mem = fx_submit(f, ",'resources':{'nodes':1,'gpus_per_node':0,'memory_mb_per_node':8192}");
+	/* the API would refuse them (docs/api.md, "Unschedulable"): queued anyway */
+	job = fx_submit(f, ",'resources':{'nodes':1,'gpus_per_node':0,'cpus_per_node':64},"
+			   "'queue_if_unschedulable':true");
+	mem = fx_submit(f, ",'resources':{'nodes':1,'gpus_per_node':0,'memory_mb_per_node':8192},"
+			   "'queue_if_unschedulable':true");
 	fits = fx_submit(f, ",'resources':{'nodes':1,'gpus_per_node':0,'cpus_per_node':4}");
-	FX_WAIT(f, T, "no node has 64 CPUs allocatable (largest allocatable: 4)", reason_sql,
-		fx_n(job));
-	FX_WAIT(f, T, "no node has 8192 MiB of memory allocatable (largest allocatable: 4096)",
+	FX_WAIT(f, T, "cannot run: no node can hold 64 CPUs: the most a node has is 4 (n2)",
+		reason_sql, fx_n(job));
+	FX_WAIT(f, T,
+		"cannot run: no node can hold 8192 MiB of memory: the most a node has is 4096 (n2, "
+		"n1)",
 		reason_sql, fx_n(mem));
 	/* one that fits goes to the node with the CPUs */
 	CHECK(fx_recv(f, "n2", "launch", fits, T) != NULL);
@@ -98,8 +103,8 @@ TY_TEST(a_cpu_only_job_larger_than_every_node_waits_naming_cpus)
 	CHECK_INT_EQ(fx_count(f, "n1", "launch", mem, 0) + fx_count(f, "n2", "launch", mem, 0), 0);
 	/* jobctl status and the queue show the same reason */
 	CHECK(strstr(fx_api(f, "GET", ty_test_strf("/v1/jobs/%lld", job), 200),
-		     "no node has 64 CPUs allocatable") != NULL);
-	CHECK(strstr(fx_api(f, "GET", "/v1/queue", 200), "no node has 64 CPUs allocatable") !=
+		     "cannot run: no node can hold 64 CPUs") != NULL);
+	CHECK(strstr(fx_api(f, "GET", "/v1/queue", 200), "cannot run: no node can hold 64 CPUs") !=
 	      NULL);
 }
 

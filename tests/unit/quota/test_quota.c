@@ -160,3 +160,66 @@ TY_TEST(vec_add_and_names)
 	CHECK_STR_EQ(quota_res_name(QUOTA_MEMORY_MB), "MiB of memory");
 	CHECK_STR_EQ(quota_res_name(QUOTA_NRES), "unknown resource");
 }
+
+TY_TEST(ceiling_is_nominal_plus_what_the_cohort_could_ever_lend)
+{
+	struct quota_team alone = {4, QUOTA_NO_LIMIT, QUOTA_NO_LIMIT, 3, false};
+	struct quota_team capped = {4, 2, QUOTA_NO_LIMIT, 0, true};
+	struct quota_team open = {4, QUOTA_NO_LIMIT, QUOTA_NO_LIMIT, 0, true};
+	struct quota_team lender = {8, QUOTA_NO_LIMIT, 3, 8, true};
+	char buf[256];
+
+	CHECK(quota_lendable_max(&alone) == 0);
+	CHECK(quota_lendable_max(&lender) == 3); /* its lending limit, whatever it uses now */
+	CHECK(quota_lendable_max(&open) == 4);
+	CHECK(quota_ceiling(&alone, 100) == 4); /* no cohort: its borrowing limit means nothing */
+	CHECK(quota_ceiling(&capped, 100) == 6);
+	CHECK(quota_ceiling(&capped, 1) == 5);
+	CHECK(quota_ceiling(&open, 3) == 7);
+	CHECK(quota_ceiling(&open, -1) == 4);
+
+	quota_ceiling_format(buf, sizeof(buf), "ml", &alone, 0, 6);
+	CHECK_STR_EQ(buf, "team 'ml' can get at most 4 GPUs (nominal 4, no borrowing: no cohort), "
+		       "the job needs 6");
+	quota_ceiling_format(buf, sizeof(buf), "ml", &capped, 100, 7);
+	CHECK_STR_EQ(buf, "team 'ml' can get at most 6 GPUs (nominal 4, + borrowing limit 2), the "
+		       "job needs 7");
+	quota_ceiling_format(buf, sizeof(buf), "ml", &open, 3, 8);
+	CHECK_STR_EQ(buf, "team 'ml' can get at most 7 GPUs (nominal 4, + 3 its cohort can lend at "
+		       "most), the job needs 8");
+}
+
+TY_TEST(shapes_that_can_never_hold_a_job)
+{
+	static const struct quota_shape two[] = {
+	    {"node-a", 2, 16, 65536, 1}, {"node-b", 2, 0, 0, 1}, {"node-c", 1, 8, 1024, 1}};
+	static const struct quota_shape mixed[] = {
+	    {"node-a", 8, 32, 4096, 1}, {"pool big", 8, 64, 8192, 3}, {"node-b", 2, 128, 0, 1}};
+	char buf[256];
+
+	CHECK(quota_shape_fits(buf, sizeof(buf), NULL, 0, 100, 64, 4096, 1)); /* empty cluster */
+	CHECK_STR_EQ(buf, "");
+	CHECK(!quota_shape_fits(buf, sizeof(buf), two, 3, 1, 9, 1, 1));
+	CHECK_STR_EQ(buf, "no node can hold 9 GPUs: the largest node has 2 (node-a, node-b)");
+	CHECK(quota_shape_fits(buf, sizeof(buf), two, 3, 1, 2, 4096, 1 << 20)); /* node-b unlimited */
+	CHECK(!quota_shape_fits(buf, sizeof(buf), two, 3, 2, 2, 4096, 1 << 20));
+	CHECK(!quota_shape_fits(buf, sizeof(buf), two, 3, 3, 2, 1, 1));
+	CHECK_STR_EQ(buf, "the job needs 3 nodes of 2 GPUs, 1 CPUs and 1 MiB: at most 2 exist "
+		       "(node-a, node-b)");
+	CHECK(quota_shape_fits(buf, sizeof(buf), two, 3, 3, 1, 8, 1024));
+	CHECK(quota_shape_fits(buf, sizeof(buf), two, 3, 1, 0, 1, 1 << 20)); /* node-b's memory */
+	/* CPUs among the nodes with enough GPUs: node-b's 128 do not count for 8 GPUs */
+	CHECK(!quota_shape_fits(buf, sizeof(buf), mixed, 3, 1, 8, 100, 1));
+	CHECK_STR_EQ(buf, "no node with 8 GPUs can hold 100 CPUs: the most such a node has is 64 "
+		       "(pool big)");
+	CHECK(!quota_shape_fits(buf, sizeof(buf), mixed, 3, 1, 8, 1, 10000));
+	CHECK_STR_EQ(buf, "no node with 8 GPUs can hold 10000 MiB of memory: the most such a node "
+		       "has is 8192 (pool big)");
+	/* no GPUs asked: every node is a candidate */
+	CHECK(!quota_shape_fits(buf, sizeof(buf), mixed, 3, 1, 0, 200, 1));
+	CHECK_STR_EQ(buf, "no node can hold 200 CPUs: the most a node has is 128 (node-b)");
+	CHECK(quota_shape_fits(buf, sizeof(buf), mixed, 3, 4, 8, 32, 4096)); /* 1 node + 3 pooled */
+	CHECK(!quota_shape_fits(buf, sizeof(buf), mixed, 3, 4, 8, 33, 4096));
+	CHECK_STR_EQ(buf, "the job needs 4 nodes of 8 GPUs, 33 CPUs and 4096 MiB: at most 3 exist "
+		       "(pool big)");
+}
