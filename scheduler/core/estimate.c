@@ -357,7 +357,8 @@ int sched_estimate(struct sched_estimates **out, const struct sched_input *in,
 	*out = NULL;
 	if (!in || !d || d->npending != in->npending || d->nteams != in->nteams)
 		return ty_err_set(err, TY_EINVAL, "estimate: decision is not the input's");
-	if (cfg.max_jobs < 0 || cfg.max_steps < 0 || cfg.horizon_s < 0 || cfg.coalesce_permille < 0)
+	if (cfg.max_jobs < 0 || cfg.max_steps < 0 || cfg.horizon_s < 0 || cfg.coalesce_permille < 0 ||
+	    cfg.min_step_s < 0)
 		return ty_err_set(err, TY_EINVAL, "estimate: negative bound");
 	if (!cfg.max_jobs)
 		cfg.max_jobs = DEFAULT_JOBS;
@@ -396,6 +397,8 @@ int sched_estimate(struct sched_estimates **out, const struct sched_input *in,
 		}
 		/* ends close together are one step, at the latest of them */
 		win = (next - in->now_ms) / 1000 * cfg.coalesce_permille;
+		if (win < cfg.min_step_s * 1000)
+			win = cfg.min_step_s * 1000;
 		at = next;
 		for (int g = 0; g < s.nrun; g++)
 			if (!s.gone[g] && s.end[g] > at && s.end[g] <= next + win && s.end[g] <= horizon)

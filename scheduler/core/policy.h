@@ -532,6 +532,8 @@ struct sched_estimate_cfg {
 	 * wait, never early (default 20 = 2 %).
 	 */
 	int coalesce_permille;
+	/* ends within this many seconds of a step's first are in it too (default 0) */
+	int64_t min_step_s;
 };
 
 /*

@@ -252,6 +252,23 @@ int sched_store_queue_publish(struct ty_pg *pg, const struct sched_store_queue_r
 			      struct ty_err *err);
 /* Clear the queue fields of jobs[n] that are no longer pending; one statement. */
 int sched_store_queue_left(struct ty_pg *pg, const int64_t *jobs, int n, struct ty_err *err);
+/* ---- estimates.c: start-time estimates and the runtime history behind them ---- */
+
+/*
+ * secs[i]: the p80 of the recent successful runtimes of jobs[i]'s team and
+ * name (runtime_history), 0 when it has none; jobs[] sorted ascending.
+ */
+int sched_store_runtimes(int64_t *secs, struct ty_pg *pg, const int64_t *jobs, int n,
+			 struct ty_err *err);
+/* A pending job's estimate: start_ms -1 = NULL; basis borrowed (NULL = SQL NULL). */
+struct sched_store_estimate_row {
+	int64_t job;
+	int64_t start_ms;
+	json_t *basis;
+};
+/* Write v[n]'s estimates where the job is still pending; one statement. */
+int sched_store_estimates_publish(struct ty_pg *pg, const struct sched_store_estimate_row *v,
+				  int n, struct ty_err *err);
 /* A team's team_usage row. */
 struct sched_store_team_usage {
 	int64_t team;

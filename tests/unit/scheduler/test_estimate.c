@@ -306,6 +306,11 @@ TY_TEST(close_ends_coalesce_late_never_early)
 	x.e.cfg.coalesce_permille = 1; /* 0.1 %: two steps, exact */
 	est_run(&f, &x);
 	CHECK_INT_EQ(est_of(&f, &x, 100)->start_ms, NOW_MS + S(10000));
+	/* a floor: ends within 5 min of the first are one step whatever the wait */
+	x.e.cfg.min_step_s = 300;
+	est_run(&f, &x);
+	CHECK_INT_EQ(est_of(&f, &x, 100)->start_ms, NOW_MS + S(10100));
+	CHECK_INT_EQ(x.s->steps, 1);
 	est_done(&f, &x);
 }
 
