@@ -59,11 +59,16 @@ out:
 	return rc;
 }
 
-/* locked in id order, like the queue publish (queue_publish.c says why) */
+/*
+ * Locked in id order, like the queue publish (queue_publish.c says why);
+ * only rows whose estimate changed are locked and written.
+ */
 static const char SQL_ESTIMATES[] =
     "WITH u AS (SELECT * FROM jsonb_to_recordset($1::jsonb) AS u(id bigint, at bigint,"
     "  basis jsonb)),"
     " l AS (SELECT j.id FROM jobs j JOIN u ON u.id = j.id WHERE j.state = 'pending'"
+    "  AND (j.estimated_start IS DISTINCT FROM to_timestamp(u.at / 1000.0)"
+    "   OR j.estimate_basis IS DISTINCT FROM u.basis)"
     "  ORDER BY j.id FOR UPDATE OF j)"
     " UPDATE jobs j SET estimated_start = to_timestamp(u.at / 1000.0),"
     " estimate_basis = u.basis"
