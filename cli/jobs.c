@@ -463,7 +463,7 @@ static int print_job(const json_t *job)
 
 			cli_estimate_text(est, sizeof(est), job, false);
 			rc |= cli_table_add(&t, "estimated start:");
-			rc |= cli_table_add(&t, est);
+			rc |= cli_table_addf(&t, "%s", est);
 		}
 	}
 	if (json_integer_value(json_object_get(job, "preemptions")) > 0) {

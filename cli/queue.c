@@ -135,7 +135,7 @@ static int add_entry_row(struct cli_table *t, const json_t *e)
 			     cli_age(age, sizeof(age), cli_json_str(e, "submitted_at", NULL)));
 	rc |= cli_table_addf(t, "%s", real(fs, sizeof(fs), e, "fair_share", "%.3g"));
 	cli_estimate_text(est, sizeof(est), e, true);
-	rc |= cli_table_add(t, est);
+	rc |= cli_table_addf(t, "%s", est);
 	rc |= cli_table_add(t, cli_json_str(e, "reason", "-"));
 	return rc ? TY_ENOMEM : 0;
 }
