@@ -83,7 +83,7 @@ struct snap {
 	struct pend_row *hrow;
 	int nheld;
 	/* start-time estimates to publish (estimate()), their bases owned here */
-	struct sched_store_estimate_row *est;
+	struct sched_store_queue_row *est; /* estimate-only rows, by job id */
 	int nest;
 };
 
@@ -1253,6 +1253,14 @@ static int cmp_i64(const void *a, const void *b)
 	return (x > y) - (x < y);
 }
 
+static int cmp_row(const void *a, const void *b)
+{
+	int64_t x = ((const struct sched_store_queue_row *)a)->job,
+		y = ((const struct sched_store_queue_row *)b)->job;
+
+	return (x > y) - (x < y);
+}
+
 /*
  * Pending reasons, queue positions (1-based) and the head job's
  * reservation, written only for jobs whose values changed; jobs that left
@@ -1271,7 +1279,8 @@ static int publish_queue(struct sched_ids *now_queued, struct qchanges *ch, stru
 	memset(now_queued, 0, sizeof(*now_queued));
 	ch->n = 0;
 	if (!(ch->v = snap_alloc(sn, (size_t)(in->npending + sn->nheld), sizeof(*ch->v))) ||
-	    !(rows = snap_alloc(sn, (size_t)(in->npending + sn->nheld), sizeof(*rows))) ||
+	    !(rows = snap_alloc(sn, (size_t)(in->npending + sn->nheld + sn->nest),
+				sizeof(*rows))) ||
 	    !(gone = snap_alloc(sn, (size_t)s->world.queued.n, sizeof(*gone))))
 		goto oom;
 	if (in->npending + sn->nheld > 0 &&
@@ -1316,6 +1325,29 @@ static int publish_queue(struct sched_ids *now_queued, struct qchanges *ch, stru
 		if (n == 0 || !bsearch(&s->world.queued.v[i], now_queued->v, (size_t)n,
 				       sizeof(int64_t), cmp_i64))
 			gone[ngone++] = s->world.queued.v[i];
+	/*
+	 * The estimates go out in the same statement (one lock order for all
+	 * rows): on a queue row of the same job, or as an estimate-only row.
+	 */
+	if (sn->nest > 0) {
+		int nq = nrows;
+
+		if (nq > 0)
+			qsort(rows, (size_t)nq, sizeof(*rows), cmp_row);
+		for (int k = 0; k < sn->nest; k++) {
+			struct sched_store_queue_row *q =
+			    nq > 0 ? bsearch(&sn->est[k], rows, (size_t)nq, sizeof(*rows), cmp_row)
+				   : NULL;
+
+			if (q) {
+				q->estimate = true;
+				q->est_ms = sn->est[k].est_ms;
+				q->basis = sn->est[k].basis;
+			} else {
+				rows[nrows++] = sn->est[k];
+			}
+		}
+	}
 	if ((rc = sched_store_queue_publish(s->term.pg, rows, nrows, err)) ||
 	    (rc = sched_store_queue_left(s->term.pg, gone, ngone, err)))
 		goto out;
@@ -1498,7 +1530,6 @@ static json_t *basis_of(const struct sched_estimate *e)
 	return b;
 }
 
-static int cmp_i64(const void *a, const void *b);
 
 /*
  * Start an estimate over the cycle's snapshot in the side thread
@@ -1580,16 +1611,19 @@ static void estimate_collect(struct snap *sn, struct sched *s)
 		goto out;
 	for (int i = 0; i < ein->npending; i++) {
 		const struct sched_estimate *x = &out->job[i];
-		struct sched_store_estimate_row *row = &sn->est[nest];
+		struct sched_store_queue_row *row = &sn->est[nest];
 
 		if (x->kind == SCHED_EST_NOW)
 			continue; /* placed: leaving pending clears it (migration 0035) */
 		row->job = ein->pending[i].job;
-		row->start_ms = x->kind == SCHED_EST_AT ? x->start_ms : -1;
+		row->estimate_only = row->estimate = true;
+		row->est_ms = x->kind == SCHED_EST_AT ? x->start_ms : -1;
 		if (!(row->basis = basis_of(x)))
 			goto out;
 		nest++;
 	}
+	if (nest > 0)
+		qsort(sn->est, (size_t)nest, sizeof(*sn->est), cmp_row);
 	ty_debug("estimate: %d job(s) in %d step(s), up to %lld s ahead", nest, out->steps,
 		 (long long)((out->reached_ms - ein->now_ms) / 1000));
 	rc = 0;
@@ -1617,7 +1651,6 @@ static int apply(struct sched *s, struct snap *sn, const struct sched_decisions 
 	if ((rc = apply_placements(&placed, s, sn, d, err)) ||
 	    (rc = apply_preemptions(s, sn, d, err)) ||
 	    (rc = publish_queue(&queued, &ch, s, sn, d, err)) ||
-	    (rc = sched_store_estimates_publish(s->term.pg, sn->est, sn->nest, err)) ||
 	    (rc = publish_teams(&usage, &nusage, s, sn, d, err)) ||
 	    (rc = sample_teams(&sampled, &pruned, s, sn, d, err)) ||
 	    (rc = budget_alerts(s, sn, err))) {

@@ -1,7 +1,8 @@
 /*
- * Start-time estimates' rows (place.c): the runtime history of the jobs a
- * cycle estimates (migration 0035's runtime_history) and the publish of
- * estimates, one statement each whatever the number of rows.
+ * Start-time estimates' reads (place.c): the runtime history of the jobs a
+ * cycle estimates (migration 0035's runtime_history), one statement
+ * whatever their number. The estimates go out with the queue publish
+ * (queue_publish.c).
  */
 #include "scheduler.h"
 
@@ -56,51 +57,5 @@ int sched_store_runtimes(int64_t *secs, struct ty_pg *pg, const int64_t *jobs, i
 out:
 	PQclear(res);
 	ty_buf_free(&b);
-	return rc;
-}
-
-/*
- * Locked in id order, like the queue publish (queue_publish.c says why);
- * only rows whose estimate changed are locked and written.
- */
-static const char SQL_ESTIMATES[] =
-    "WITH u AS (SELECT * FROM jsonb_to_recordset($1::jsonb) AS u(id bigint, at bigint,"
-    "  basis jsonb)),"
-    " l AS (SELECT j.id FROM jobs j JOIN u ON u.id = j.id WHERE j.state = 'pending'"
-    "  AND (j.estimated_start IS DISTINCT FROM to_timestamp(u.at / 1000.0)"
-    "   OR j.estimate_basis IS DISTINCT FROM u.basis)"
-    "  ORDER BY j.id FOR UPDATE OF j)"
-    " UPDATE jobs j SET estimated_start = to_timestamp(u.at / 1000.0),"
-    " estimate_basis = u.basis"
-    " FROM u, l WHERE j.id = u.id AND l.id = j.id AND j.state = 'pending'";
-
-int sched_store_estimates_publish(struct ty_pg *pg, const struct sched_store_estimate_row *v,
-				  int n, struct ty_err *err)
-{
-	json_t *rows;
-	char *text;
-	int rc;
-
-	if (n == 0)
-		return 0;
-	if (!(rows = json_array()))
-		return ty_err_set(err, TY_ENOMEM, NULL);
-	for (int i = 0; i < n; i++)
-		if (json_array_append_new(
-			rows, json_pack("{s:I, s:o, s:O}", "id", (json_int_t)v[i].job, "at",
-					v[i].start_ms >= 0 ? json_integer(v[i].start_ms)
-							   : json_null(),
-					"basis", v[i].basis ? v[i].basis : json_null()))) {
-			json_decref(rows);
-			return ty_err_set(err, TY_ENOMEM, NULL);
-		}
-	text = json_dumps(rows, JSON_COMPACT);
-	json_decref(rows);
-	if (!text)
-		return ty_err_set(err, TY_ENOMEM, NULL);
-	const char *p[] = {text};
-
-	rc = ty_pg_exec(NULL, pg, SQL_ESTIMATES, 1, p, err);
-	free(text);
 	return rc;
 }

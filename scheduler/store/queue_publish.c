@@ -16,11 +16,20 @@
  */
 static const char SQL_QUEUE_PUBLISH[] =
     "WITH u AS (SELECT * FROM jsonb_to_recordset($1::jsonb)"
-    "  AS u(id bigint, reason text, pos integer, resv bigint)),"
+    "  AS u(id bigint, reason text, pos integer, resv bigint, eo boolean, est boolean,"
+    "  at bigint, basis jsonb)),"
     " l AS (SELECT j.id FROM jobs j JOIN u ON u.id = j.id WHERE j.state = 'pending'"
+    "  AND (NOT u.eo OR j.estimated_start IS DISTINCT FROM to_timestamp(u.at / 1000.0)"
+    "   OR j.estimate_basis IS DISTINCT FROM u.basis)"
     "  ORDER BY j.id FOR UPDATE OF j)"
-    " UPDATE jobs j SET pending_reason = u.reason, queue_position = u.pos,"
-    " reserved_until = to_timestamp(u.resv / 1000.0)"
+    " UPDATE jobs j SET"
+    " pending_reason = CASE WHEN u.eo THEN j.pending_reason ELSE u.reason END,"
+    " queue_position = CASE WHEN u.eo THEN j.queue_position ELSE u.pos END,"
+    " reserved_until = CASE WHEN u.eo THEN j.reserved_until"
+    "  ELSE to_timestamp(u.resv / 1000.0) END,"
+    " estimated_start = CASE WHEN u.est THEN to_timestamp(u.at / 1000.0)"
+    "  ELSE j.estimated_start END,"
+    " estimate_basis = CASE WHEN u.est THEN u.basis ELSE j.estimate_basis END"
     " FROM u, l WHERE j.id = u.id AND l.id = j.id AND j.state = 'pending'";
 
 /* The compact JSON text of rows (new, in *text); consumes rows (NULL: out of memory). */
@@ -45,12 +54,17 @@ int sched_store_queue_publish(struct ty_pg *pg, const struct sched_store_queue_r
 	for (int i = 0; i < n; i++)
 		if (json_array_append_new(
 			rows,
-			json_pack("{s:I, s:s, s:o, s:o}", "id", (json_int_t)v[i].job, "reason",
-				  v[i].reason, "pos",
+			json_pack("{s:I, s:s?, s:o, s:o, s:b, s:b, s:o, s:O}", "id",
+				  (json_int_t)v[i].job, "reason", v[i].reason, "pos",
 				  v[i].position > 0 ? json_integer(v[i].position) : json_null(),
 				  "resv",
 				  v[i].reserved_ms >= 0 ? json_integer(v[i].reserved_ms)
-							: json_null()))) {
+							: json_null(),
+				  "eo", v[i].estimate_only, "est", v[i].estimate, "at",
+				  v[i].estimate && v[i].est_ms >= 0 ? json_integer(v[i].est_ms)
+								    : json_null(),
+				  "basis",
+				  v[i].estimate && v[i].basis ? v[i].basis : json_null()))) {
 			json_decref(rows);
 			return ty_err_set(err, TY_ENOMEM, NULL);
 		}

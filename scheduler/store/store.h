@@ -240,14 +240,22 @@ int sched_store_sweeps_active(int *active, struct ty_pg *pg, const int64_t *swee
 
 /* ---- queue_publish.c: what a cycle publishes of the queue and the teams ---- */
 
-/* A pending job's queue fields (borrowed reason). */
+/* A pending job's queue fields (borrowed reason) and start-time estimate. */
 struct sched_store_queue_row {
 	int64_t job;
 	const char *reason;
 	int position;	     /* 1-based; 0: none (NULL) */
 	int64_t reserved_ms; /* -1: none (NULL) */
+	bool estimate_only;  /* the queue fields above are left as they are */
+	bool estimate;	     /* estimated_start/estimate_basis are written (migration 0035) */
+	int64_t est_ms;	     /* -1: none (NULL) */
+	json_t *basis;	     /* borrowed; NULL: SQL NULL */
 };
-/* Write v[n]'s queue fields where the job is still pending; one statement. */
+/*
+ * Write v[n]'s queue fields and estimates where the job is still pending;
+ * one statement, rows locked in id order. An estimate-only row whose
+ * estimate is what the job holds already is not written.
+ */
 int sched_store_queue_publish(struct ty_pg *pg, const struct sched_store_queue_row *v, int n,
 			      struct ty_err *err);
 /* Clear the queue fields of jobs[n] that are no longer pending; one statement. */
@@ -260,15 +268,6 @@ int sched_store_queue_left(struct ty_pg *pg, const int64_t *jobs, int n, struct 
  */
 int sched_store_runtimes(int64_t *secs, struct ty_pg *pg, const int64_t *jobs, int n,
 			 struct ty_err *err);
-/* A pending job's estimate: start_ms -1 = NULL; basis borrowed (NULL = SQL NULL). */
-struct sched_store_estimate_row {
-	int64_t job;
-	int64_t start_ms;
-	json_t *basis;
-};
-/* Write v[n]'s estimates where the job is still pending; one statement. */
-int sched_store_estimates_publish(struct ty_pg *pg, const struct sched_store_estimate_row *v,
-				  int n, struct ty_err *err);
 /* A team's team_usage row. */
 struct sched_store_team_usage {
 	int64_t team;
