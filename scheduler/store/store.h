@@ -252,9 +252,10 @@ struct sched_store_queue_row {
 	json_t *basis;	     /* borrowed; NULL: SQL NULL */
 };
 /*
- * Write v[n]'s queue fields and estimates where the job is still pending;
- * one statement, rows locked in id order. An estimate-only row whose
- * estimate is what the job holds already is not written.
+ * Write v[n]'s queue fields and estimates where the job is still pending:
+ * one statement for the rows with queue fields, locked in id order; one
+ * more for estimate-only rows, only those whose estimate changed and whose
+ * job no other transaction holds (SKIP LOCKED: left for the next estimate).
  */
 int sched_store_queue_publish(struct ty_pg *pg, const struct sched_store_queue_row *v, int n,
 			      struct ty_err *err);
