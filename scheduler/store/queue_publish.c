@@ -56,7 +56,6 @@ int sched_store_queue_publish(struct ty_pg *pg, const struct sched_store_queue_r
 			      struct ty_err *err)
 {
 	json_t *rows[2] = {json_array(), json_array()}; /* queue rows, estimate-only rows */
-	static const char *const sql[2] = {SQL_QUEUE_PUBLISH, SQL_ESTIMATES_ONLY};
 	int rc = 0;
 
 	if (!rows[0] || !rows[1]) {
@@ -94,7 +93,10 @@ int sched_store_queue_publish(struct ty_pg *pg, const struct sched_store_queue_r
 		}
 		const char *p[] = {text};
 
-		rc = ty_pg_exec(NULL, pg, sql[k], 1, p, err);
+		if (k == 0)
+			rc = ty_pg_exec(NULL, pg, SQL_QUEUE_PUBLISH, 1, p, err);
+		else
+			rc = ty_pg_exec(NULL, pg, SQL_ESTIMATES_ONLY, 1, p, err);
 		free(text);
 	}
 out:
