@@ -19,7 +19,8 @@ struct sim {
 	int64_t *end;	/* expected end */
 	bool *hist;	/* end from history */
 	bool *gone;	/* ended in an earlier step */
-	bool *ended;	/* ends in this step */
+	int *ended;	/* the gangs that end in this step */
+	int nended;
 	int nrun, caprun;
 	int *node;	/* gang node slots */
 	uint64_t *gpus;
@@ -115,11 +116,10 @@ static void record_waits(struct sim *s, struct sched_estimate *e, const struct s
 	if (any)
 		return;
 	/* freed by quota or a backoff's end rather than GPUs on its nodes */
-	for (int g = 0; g < s->nrun; g++)
-		if (s->ended[g]) {
-			add_wait(e, s->run[g].job);
-			e->history |= s->hist[g];
-		}
+	for (int k = 0; k < s->nended; k++) {
+		add_wait(e, s->run[s->ended[k]].job);
+		e->history |= s->hist[s->ended[k]];
+	}
 }
 
 static int setup(struct sim *s, const struct sched_input *in, const struct sched_decisions *d,
@@ -282,12 +282,12 @@ static int step(struct sim *s, int64_t t, int stepno, struct ty_err *err)
 	int nsrun = 0, rc, keep = 0;
 	int base = s->nrun;
 
+	s->nended = 0;
 	for (int g = 0; g < s->nrun; g++) {
-		s->ended[g] = false;
 		if (s->gone[g])
 			continue;
 		if (s->end[g] <= t) {
-			s->ended[g] = true;
+			s->ended[s->nended++] = g;
 			s->gone[g] = true;
 			for (int k = 0; k < s->run[g].nnodes; k++) {
 				int sl = (int)(s->run[g].node + k - s->node), n = s->run[g].node[k];
