@@ -141,8 +141,9 @@ int sched_estimator_start(struct sched_estimator **out, const struct sched_input
 	     !(e->e.run_end_ms = copy(a, x->run_end_ms, (size_t)in->nrunning * sizeof(int64_t)))) ||
 	    (x->run_history &&
 	     !(e->e.run_history = copy(a, x->run_history, (size_t)in->nrunning * sizeof(bool)))) ||
-	    (x->pend_runtime_s && !(e->e.pend_runtime_s = copy(a, x->pend_runtime_s,
-								(size_t)in->npending * sizeof(int64_t)))) ||
+	    (x->pend_runtime_s &&
+	     !(e->e.pend_runtime_s =
+		   copy(a, x->pend_runtime_s, (size_t)in->npending * sizeof(int64_t)))) ||
 	    (x->pend_history &&
 	     !(e->e.pend_history = copy(a, x->pend_history, (size_t)in->npending * sizeof(bool)))))
 		goto oom;

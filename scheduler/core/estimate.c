@@ -16,20 +16,20 @@ struct sim {
 	struct sched_estimates *out;
 	/* gangs: the input's, this decision's placements, then the simulation's */
 	struct sched_running_in *run;
-	int64_t *end;	/* expected end */
-	bool *hist;	/* end from history */
-	bool *gone;	/* ended in an earlier step */
-	int *ended;	/* the gangs that end in this step */
+	int64_t *end; /* expected end */
+	bool *hist;   /* end from history */
+	bool *gone;   /* ended in an earlier step */
+	int *ended;   /* the gangs that end in this step */
 	int nended;
 	int nrun, caprun;
-	int *node;	/* gang node slots */
+	int *node; /* gang node slots */
 	uint64_t *gpus;
 	int *slot_next; /* per slot: the next slot that ended this step on the same node */
 	int *slot_gang;
 	int nslot, capslot;
-	int *head;	/* per node: first slot ended this step on it, -1 */
-	int *stamp;	/* per node: step of head */
-	int *mark;	/* per node: placement being matched */
+	int *head;  /* per node: first slot ended this step on it, -1 */
+	int *stamp; /* per node: step of head */
+	int *mark;  /* per node: placement being matched */
 	struct sched_running_in *srun;
 	struct sched_pending_in *pend;
 	int *pidx; /* pend[k] is in->pending[pidx[k]] */
@@ -125,7 +125,8 @@ static void record_waits(struct sim *s, struct sched_estimate *e, const struct s
 static int setup(struct sim *s, const struct sched_input *in, const struct sched_decisions *d,
 		 const struct sched_estimate_in *e, int max_jobs)
 {
-	int64_t stop = in->now_ms + (in->cfg.stop_allowance_s > 0 ? in->cfg.stop_allowance_s * 1000 : 0);
+	int64_t stop =
+	    in->now_ms + (in->cfg.stop_allowance_s > 0 ? in->cfg.stop_allowance_s * 1000 : 0);
 	int slots = 0, gangs = in->nrunning + d->nplacements;
 
 	for (int r = 0; r < in->nrunning; r++)
@@ -135,7 +136,8 @@ static int setup(struct sim *s, const struct sched_input *in, const struct sched
 	for (int q = 0, taken = 0; q < d->npending && taken < max_jobs; q++) {
 		const struct sched_pending_in *p = &in->pending[d->order[q]];
 
-		if (d->pending[d->order[q]].reason == SCHED_PLACED || never(d->pending[d->order[q]].reason))
+		if (d->pending[d->order[q]].reason == SCHED_PLACED ||
+		    never(d->pending[d->order[q]].reason))
 			continue;
 		taken++;
 		gangs++;
@@ -357,8 +359,8 @@ int sched_estimate(struct sched_estimates **out, const struct sched_input *in,
 	*out = NULL;
 	if (!in || !d || d->npending != in->npending || d->nteams != in->nteams)
 		return ty_err_set(err, TY_EINVAL, "estimate: decision is not the input's");
-	if (cfg.max_jobs < 0 || cfg.max_steps < 0 || cfg.horizon_s < 0 || cfg.coalesce_permille < 0 ||
-	    cfg.min_step_s < 0)
+	if (cfg.max_jobs < 0 || cfg.max_steps < 0 || cfg.horizon_s < 0 ||
+	    cfg.coalesce_permille < 0 || cfg.min_step_s < 0)
 		return ty_err_set(err, TY_EINVAL, "estimate: negative bound");
 	if (!cfg.max_jobs)
 		cfg.max_jobs = DEFAULT_JOBS;
@@ -390,7 +392,8 @@ int sched_estimate(struct sched_estimates **out, const struct sched_input *in,
 			if (s.pend[q].not_before_ms > t && s.pend[q].not_before_ms < next)
 				next = s.pend[q].not_before_ms;
 		if (next == INT64_MAX)
-			break; /* nothing left ends: the rest wait on what the snapshot does not know */
+			break; /* nothing left ends: the rest wait on what the snapshot does not
+				  know */
 		if (next > horizon) {
 			t = horizon;
 			break;
@@ -401,7 +404,8 @@ int sched_estimate(struct sched_estimates **out, const struct sched_input *in,
 			win = cfg.min_step_s * 1000;
 		at = next;
 		for (int g = 0; g < s.nrun; g++)
-			if (!s.gone[g] && s.end[g] > at && s.end[g] <= next + win && s.end[g] <= horizon)
+			if (!s.gone[g] && s.end[g] > at && s.end[g] <= next + win &&
+			    s.end[g] <= horizon)
 				at = s.end[g];
 		t = at;
 		if ((rc = step(&s, t, s.out->steps, err)))
