@@ -206,8 +206,16 @@ static int to_arena(const char **out, struct ty_arena *a, struct ty_buf *b, stru
 	", 'queue_wait', round(coalesce(sum(queue_wait_gpu_ms), 0)::numeric / 1000, 3))"           \
 	"  FROM usage_ledger WHERE job_id = j.id AND gpu_ms IS NOT NULL)) END FROM w"
 
-/* The job document, then its goodput (column JOB_NCOLS). */
-static const char get_sql[] = "SELECT " JOB_COLUMNS ", (" GOODPUT_OF_J ")::text FROM jobs j"
+/*
+ * The job document, then its goodput (column JOB_NCOLS) and, while it is
+ * pending, its start-time estimate (docs/api.md, "Start-time estimates").
+ */
+static const char get_sql[] = "SELECT " JOB_COLUMNS ", (" GOODPUT_OF_J ")::text,"
+			      " CASE WHEN j.state = 'pending' THEN"
+			      "  to_json(ty_ts(j.estimated_start))::text END,"
+			      " CASE WHEN j.state = 'pending' THEN"
+			      "  ty_estimate_json(j.estimate_basis, $1::bigint)::text END"
+			      " FROM jobs j"
 			      " WHERE j.id = $2 AND ($1::bigint IS NULL OR j.team_id = $1)";
 #define JOB_NCOLS 16
 
@@ -224,11 +232,14 @@ int api_store_job_get(const char **doc, struct ty_pg *pg, struct ty_arena *a, co
 		return rc;
 	if (PQntuples(res) == 1 && !(rc = doc_of(&b, res, 0, 0, err))) {
 		const char *g = ty_pg_val(res, 0, JOB_NCOLS);
+		const char *at = ty_pg_val(res, 0, JOB_NCOLS + 1);
+		const char *est = ty_pg_val(res, 0, JOB_NCOLS + 2);
 
-		/* the document ends in '}': the goodput is its last member */
+		/* the document ends in '}': goodput and the estimate are its last members */
 		if (!b.oom && b.len) {
 			b.data[--b.len] = '\0';
-			ty_buf_printf(&b, ",\"goodput\":%s}", g ? g : "null");
+			ty_buf_printf(&b, ",\"goodput\":%s,\"estimated_start\":%s,\"estimate\":%s}",
+				      g ? g : "null", at ? at : "null", est ? est : "null");
 		}
 		rc = to_arena(doc, a, &b, err);
 	}

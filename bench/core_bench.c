@@ -58,6 +58,8 @@ struct bench {
 	struct sched_pending_in *pending;
 	int npending;
 	struct sched_gang *gangs; /* the same pending jobs for first fit, in submit order */
+	/* the estimator told the truth: running gangs' actual ends, pending jobs' runtimes */
+	int64_t *run_end_ms, *pend_runtime_s;
 	int64_t now_ms;
 };
 
@@ -104,6 +106,8 @@ static void bench_free(struct bench *b)
 	free(b->node_ports);
 	free(b->pending);
 	free(b->gangs);
+	free(b->run_end_ms);
+	free(b->pend_runtime_s);
 	memset(b, 0, sizeof(*b));
 }
 
@@ -185,11 +189,14 @@ static int bench_build(struct bench *b, const struct sim_workload *w, double fil
 	b->run_port = calloc((size_t)nrun_cap, sizeof(*b->run_port));
 	b->pending = calloc((size_t)npending, sizeof(*b->pending));
 	b->gangs = calloc((size_t)npending, sizeof(*b->gangs));
+	b->run_end_ms = calloc((size_t)nrun_cap, sizeof(*b->run_end_ms));
+	b->pend_runtime_s = calloc((size_t)npending, sizeof(*b->pend_runtime_s));
 	free_mask = calloc((size_t)c->nodes, sizeof(*free_mask));
 	team_used = calloc((size_t)w->nteams, sizeof(*team_used));
 	master_count = calloc((size_t)c->nodes, sizeof(*master_count));
 	if (!master_count || !b->labels || !b->block || !b->nodes || !b->teams || !b->running ||
 	    !b->run_node || !b->run_gpus || !b->run_port || !b->pending || !b->gangs ||
+	    !b->run_end_ms || !b->pend_runtime_s ||
 	    !free_mask || !team_used)
 		goto out;
 	for (int n = 0; n < c->nodes; n++) {
@@ -258,6 +265,7 @@ static int bench_build(struct bench *b, const struct sim_workload *w, double fil
 		    .node = b->run_node + flat,
 		    .gpus = b->run_gpus + flat,
 		};
+		b->run_end_ms[b->nrunning] = (now - ran + j->duration) * 1000;
 		/* distinct per node: the k-th master on a node holds 29500 + k */
 		b->run_port[b->nrunning] = 29500 + master_count[b->run_node[flat]]++;
 		flat += j->nodes;
@@ -298,6 +306,7 @@ static int bench_build(struct bench *b, const struct sim_workload *w, double fil
 	for (int i = 0; i < npending; i++, next++) {
 		const struct sim_job *j = &w->jobs[next];
 
+		b->pend_runtime_s[i] = j->duration;
 		b->pending[i] = (struct sched_pending_in){
 		    .job = j->id,
 		    .team = j->team,
@@ -412,9 +421,63 @@ struct result {
 	int reclaims; /* of the preemptions */
 	struct sched_stats stats;
 	int64_t reasons[SCHED_REASON_COUNT];
+	/* sched_estimate() over the same decision (docs/scheduling.md, "Start-time estimates") */
+	double est_ms, est_min, est_max;
+	int est_steps, est_kinds[5];
+	int64_t est_reached_s;
 };
 
 static volatile uint64_t sink;
+
+/* One sched_estimate() after a decision, timed (k < 0: the warm-up). */
+static int measure_estimate(struct result *res, const struct bench *b, const struct sched_input *in,
+			    const struct sched_decisions *d, int k, int runs)
+{
+	static double *t;
+	/* the daemon's bounds (scheduler/place.c, ESTIMATE_*) */
+	struct sched_estimate_in e = {
+	    .run_end_ms = b->run_end_ms,
+	    .pend_runtime_s = b->pend_runtime_s,
+	    .cfg = {.max_jobs = 10000, .max_steps = 256, .min_step_s = 30},
+	};
+	struct sched_estimates *x = NULL;
+	struct ty_err err = {0};
+	double t0 = mono();
+	int rc;
+
+	if (k < 0) {
+		free(t);
+		if (!(t = calloc((size_t)runs + 1, sizeof(*t))))
+			return TY_ENOMEM;
+	}
+	if ((rc = sched_estimate(&x, in, d, &e, &err))) {
+		fprintf(stderr, "trainyard-bench-core: estimate: %s\n", err.msg);
+		return rc;
+	}
+	if (k >= 0)
+		t[k] = mono() - t0;
+	if (k == runs - 1) {
+		memset(res->est_kinds, 0, sizeof(res->est_kinds));
+		for (int i = 0; i < x->njobs; i++)
+			res->est_kinds[x->job[i].kind]++;
+		res->est_steps = x->steps;
+		res->est_reached_s = (x->reached_ms - in->now_ms) / 1000;
+		res->est_min = res->est_max = t[0];
+		for (int j = 0; j < runs; j++) {
+			if (t[j] < res->est_min)
+				res->est_min = t[j];
+			if (t[j] > res->est_max)
+				res->est_max = t[j];
+		}
+		res->est_ms = median(t, runs) * 1000;
+		res->est_min *= 1000;
+		res->est_max *= 1000;
+		free(t);
+		t = NULL;
+	}
+	sched_estimates_free(x);
+	return 0;
+}
 
 static int measure(struct result *res, const struct bench *b, int runs, int ff_runs)
 {
@@ -440,6 +503,10 @@ static int measure(struct result *res, const struct bench *b, int runs, int ff_r
 		}
 		if (k >= 0)
 			t[k] = mono() - t0;
+		if ((rc = measure_estimate(res, b, &in, d, k, runs))) {
+			sched_decisions_free(d);
+			goto out;
+		}
 		if (k == runs - 1) {
 			res->placements = d->nplacements;
 			res->preemptions = d->npreemptions;
@@ -565,6 +632,27 @@ static void print_results(const struct result *res, int n, const struct sim_conf
 		printf("- %s: cycle %.1f ms %s; %s decisions/s %s.\n", r->name, r->policy_ms,
 		       r->policy_ms <= r->goal_ms ? "MET" : "MISSED",
 		       quotient(dps, sizeof(dps), "%.0f", r->npending, r->policy_ms / 1000), met);
+	}
+	printf("\nStart-time estimates (sched_estimate after the decision, exact runtimes as "
+	       "history; the daemon's bounds: first 10,000 pending jobs in queue order, at most "
+	       "256 steps, ends within 30 s or 2 %% of the wait one step). The daemon runs it in "
+	       "a side thread at most every 5 s: the cycle does not wait for it.\n\n");
+	printf("| scenario | policy ms | estimate ms (min-max) | estimate / policy | one core "
+	       "at one per 5 s | steps | reached h | estimated | started now | never | beyond "
+	       "horizon | not estimated |\n");
+	printf("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+	for (int i = 0; i < n; i++) {
+		const struct result *r = &res[i];
+		char q[32];
+
+		printf("| %s | %.1f | %.1f (%.1f-%.1f) | %s | %.0f %% | %d | %.1f | %d | %d | %d | "
+		       "%d | %d |\n",
+		       r->name, r->policy_ms, r->est_ms, r->est_min, r->est_max,
+		       quotient(q, sizeof(q), "%.2fx", r->est_ms, r->policy_ms),
+		       r->est_ms / 5000 * 100, r->est_steps,
+		       (double)r->est_reached_s / 3600, r->est_kinds[SCHED_EST_AT],
+		       r->est_kinds[SCHED_EST_NOW], r->est_kinds[SCHED_EST_NEVER],
+		       r->est_kinds[SCHED_EST_HORIZON], r->est_kinds[SCHED_EST_NONE]);
 	}
 	printf("\nCore work per cycle (sched_stats) and pending reasons:\n\n");
 	for (int i = 0; i < n; i++) {

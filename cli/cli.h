@@ -221,6 +221,12 @@ int cli_cmd_attempts(struct cli *cli, int argc, char **argv, struct ty_err *err)
 int cli_cmd_checkpoints(struct cli *cli, int argc, char **argv, struct ty_err *err);
 int cli_cmd_logs(struct cli *cli, int argc, char **argv, struct ty_err *err);
 int cli_cmd_queue(struct cli *cli, int argc, char **argv, struct ty_err *err);
+/*
+ * A queue entry's or a job's estimated start as text: brief for a table
+ * column ("2026-11-27 14:02 UTC", "never", "after ...", "-"), else with its
+ * basis ("... (after job 41 ends; runtimes from history)"). Like snprintf.
+ */
+int cli_estimate_text(char *buf, size_t n, const json_t *obj, bool brief);
 int cli_cmd_quota(struct cli *cli, int argc, char **argv, struct ty_err *err);
 int cli_cmd_usage(struct cli *cli, int argc, char **argv, struct ty_err *err);
 int cli_cmd_sweep(struct cli *cli, int argc, char **argv, struct ty_err *err);

@@ -467,6 +467,13 @@ static int print_job(const json_t *job)
 			rc |= cli_table_add(&t, "reserved from:");
 			rc |= cli_table_add(&t, cli_json_str(job, "reserved_until", NULL));
 		}
+		if (json_object_get(job, "estimate")) {
+			char est[512];
+
+			cli_estimate_text(est, sizeof(est), job, false);
+			rc |= cli_table_add(&t, "estimated start:");
+			rc |= cli_table_addf(&t, "%s", est);
+		}
 	}
 	if (json_integer_value(json_object_get(job, "preemptions")) > 0) {
 		rc |= cli_table_add(&t, "preemptions:");

@@ -1,6 +1,7 @@
 /* jobctl views of what the scheduler publishes: the queue and the teams' quota use. */
 #include "cli.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -9,7 +10,8 @@ static const char queue_help[] =
 	"\n"
 	"List the pending jobs of every team in the order the scheduler considers\n"
 	"them, as of its last cycle: position, job id, team, priority class, GPUs\n"
-	"(nodes x GPUs per node), age, the team's fair share and why the job waits.\n"
+	"(nodes x GPUs per node), age, the team's fair share, when it is expected\n"
+	"to start (docs/scheduling.md, \"Start-time estimates\") and why it waits.\n"
 	"Position '-': submitted since the last cycle, not placed yet. Other teams'\n"
 	"jobs show no id and no reason (admins see everything).\n"
 	"\n"
@@ -51,8 +53,74 @@ static const char *limit(char *buf, size_t sz, const json_t *obj, const char *ke
 	return cli_json_num(buf, sz, obj, key);
 }
 
+/* "2026-11-27 14:02 UTC" of an RFC 3339 UTC time (as the API writes them), else as it is. */
+static void utc_minute(char *buf, size_t n, const char *ts)
+{
+	if (strlen(ts) >= 16 && ts[10] == 'T')
+		snprintf(buf, n, "%.10s %.5s UTC", ts, ts + 11);
+	else
+		snprintf(buf, n, "%s", ts);
+}
+
+int cli_estimate_text(char *buf, size_t n, const json_t *obj, bool brief)
+{
+	const json_t *e = json_object_get(obj, "estimate"), *w = json_object_get(e, "waits_for");
+	const char *kind = cli_json_str(e, "kind", NULL), *at = cli_json_str(obj, "estimated_start", NULL);
+	char when[64];
+	size_t l;
+
+	if (at && (!kind || strcmp(kind, "estimated") == 0)) {
+		utc_minute(when, sizeof(when), at);
+		if (brief || !json_is_array(w))
+			return snprintf(buf, n, "%s", when);
+		l = (size_t)snprintf(buf, n, "%s (", when);
+		if (json_array_size(w) == 0) {
+			l += (size_t)snprintf(buf + (l < n ? l : n), l < n ? n - l : 0, "no job's end");
+		} else {
+			const json_t *id;
+			size_t k;
+			long long total = json_integer_value(json_object_get(e, "waits_for_count"));
+
+			l += (size_t)snprintf(buf + (l < n ? l : n), l < n ? n - l : 0, "after job%s ",
+					      total > 1 ? "s" : "");
+			json_array_foreach(w, k, id)
+			{
+				char num[32];
+
+				snprintf(num, sizeof(num), "%lld", (long long)json_integer_value(id));
+				l += (size_t)snprintf(buf + (l < n ? l : n), l < n ? n - l : 0, "%s%s",
+						      k ? ", " : "",
+						      json_is_integer(id) ? num : "(another team's)");
+			}
+			if (total > (long long)json_array_size(w))
+				l += (size_t)snprintf(buf + (l < n ? l : n), l < n ? n - l : 0,
+						      " and %lld more",
+						      total - (long long)json_array_size(w));
+			l += (size_t)snprintf(buf + (l < n ? l : n), l < n ? n - l : 0, " end%s",
+					      total > 1 ? "" : "s");
+		}
+		return (int)(l + (size_t)snprintf(buf + (l < n ? l : n), l < n ? n - l : 0,
+						  "; runtimes from %s)",
+						  strcmp(cli_json_str(e, "runtime_source", ""),
+							 "history") == 0
+						      ? "history"
+						      : "max_runtime_seconds"));
+	}
+	if (kind && strcmp(kind, "never") == 0)
+		return snprintf(buf, n, brief ? "never" : "never: it fits no registered node (see the reason)");
+	if (kind && strcmp(kind, "beyond_horizon") == 0) {
+		utc_minute(when, sizeof(when), cli_json_str(e, "horizon", "?"));
+		return snprintf(buf, n, brief ? "after %s" : "not before %s (beyond the horizon)", when);
+	}
+	if (kind && strcmp(kind, "not_estimated") == 0)
+		return snprintf(buf, n, brief ? "-" : "not estimated (too far back in the queue)");
+	return snprintf(buf, n, brief ? "-" : "not estimated yet");
+}
+
 static int add_entry_row(struct cli_table *t, const json_t *e)
 {
+	char est[256];
+
 	char pos[32], job[32], gpus[32], nodes[32], gpn[32], fs[32], age[32];
 	int rc = 0;
 
@@ -66,6 +134,8 @@ static int add_entry_row(struct cli_table *t, const json_t *e)
 	rc |= cli_table_addf(t, "%s",
 			     cli_age(age, sizeof(age), cli_json_str(e, "submitted_at", NULL)));
 	rc |= cli_table_addf(t, "%s", real(fs, sizeof(fs), e, "fair_share", "%.3g"));
+	cli_estimate_text(est, sizeof(est), e, true);
+	rc |= cli_table_addf(t, "%s", est);
 	rc |= cli_table_add(t, cli_json_str(e, "reason", "-"));
 	return rc ? TY_ENOMEM : 0;
 }
@@ -79,8 +149,9 @@ int cli_cmd_queue(struct cli *cli, int argc, char **argv, struct ty_err *err)
 		{"limit", 0, CLI_OPT_STR, &limit_s},
 		{"all", 0, CLI_OPT_FLAG, &all},
 	};
-	static const char *const header[] = {"POS", "JOB", "TEAM",       "CLASS",
-					     "GPUS", "AGE", "FAIR-SHARE", "REASON"};
+	static const char *const header[] = {"POS",	   "JOB",	 "TEAM",
+					     "CLASS",	   "GPUS",	 "AGE",
+					     "FAIR-SHARE", "ESTIMATED START", "REASON"};
 	struct cli_strv pos = {0};
 	struct ty_buf base = TY_BUF_INIT;
 	long long n;
@@ -104,7 +175,7 @@ int cli_cmd_queue(struct cli *cli, int argc, char **argv, struct ty_err *err)
 		rc = ty_err_set(err, TY_ENOMEM, NULL);
 		goto out;
 	}
-	rc = cli_list_print(cli, base.data, all, "queue", "entries", header, 8, add_entry_row, err);
+	rc = cli_list_print(cli, base.data, all, "queue", "entries", header, 9, add_entry_row, err);
 out:
 	ty_buf_free(&base);
 	cli_strv_free(&pos);

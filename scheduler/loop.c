@@ -244,6 +244,8 @@ out:
 	sched_ids_free(&s->bus.inflight);
 	sched_ids_free(&s->bus.delivered);
 	sched_ids_free(&s->world.queued);
+	sched_estimator_free(s->world.est);
+	s->world.est = NULL;
 	sched_queue_clear(&s->world);
 	sched_store_free(&s->term.store);
 	ty_pg_close(s->term.pg);

@@ -31,6 +31,11 @@
 /* fair-share changes smaller than this are not worth a write */
 #define FAIRSHARE_EPSILON 1e-4
 #define REASON_MAX 512
+/* start-time estimates are made at most this often (docs/scheduling.md, "Start-time estimates") */
+#define ESTIMATE_MS 5000
+#define ESTIMATE_JOBS 10000 /* the first pending jobs in queue order that get one */
+#define ESTIMATE_STEPS 256  /* simulated decisions per estimate */
+#define ESTIMATE_MIN_STEP_S 30 /* ends this close are one step: late by at most this */
 #define SLOW_CYCLE_MS                                                                              \
 	250 /* a cycle this long is logged at info level, with where the time went                 \
 	     */
@@ -78,6 +83,9 @@ struct snap {
 	int *held_team;
 	struct pend_row *hrow;
 	int nheld;
+	/* start-time estimates to publish (estimate()), their bases owned here */
+	struct sched_store_queue_row *est; /* estimate-only rows, by job id */
+	int nest;
 };
 
 /* Zeroed memory for n items of size from the snapshot's arena. */
@@ -138,6 +146,8 @@ static enum sched_class class_of(const char *name)
 
 static void snap_free(struct snap *sn)
 {
+	for (int i = 0; i < sn->nest; i++)
+		json_decref(sn->est[i].basis);
 	ty_arena_free(sn->arena);
 	memset(sn, 0, sizeof(*sn));
 }
@@ -1252,6 +1262,14 @@ static int cmp_i64(const void *a, const void *b)
 	return (x > y) - (x < y);
 }
 
+static int cmp_row(const void *a, const void *b)
+{
+	int64_t x = ((const struct sched_store_queue_row *)a)->job,
+		y = ((const struct sched_store_queue_row *)b)->job;
+
+	return (x > y) - (x < y);
+}
+
 /*
  * The cannot-run summary again with the declared node pools. Read only when
  * a job looks impossible without them, or no node is registered: most
@@ -1312,7 +1330,8 @@ static int publish_queue(struct sched_ids *now_queued, struct qchanges *ch, stru
 			goto out;
 	}
 	if (!(ch->v = snap_alloc(sn, (size_t)(in->npending + sn->nheld), sizeof(*ch->v))) ||
-	    !(rows = snap_alloc(sn, (size_t)(in->npending + sn->nheld), sizeof(*rows))) ||
+	    !(rows = snap_alloc(sn, (size_t)(in->npending + sn->nheld + sn->nest),
+				sizeof(*rows))) ||
 	    !(gone = snap_alloc(sn, (size_t)s->world.queued.n, sizeof(*gone))))
 		goto oom;
 	if (in->npending + sn->nheld > 0 &&
@@ -1373,6 +1392,29 @@ static int publish_queue(struct sched_ids *now_queued, struct qchanges *ch, stru
 		if (n == 0 || !bsearch(&s->world.queued.v[i], now_queued->v, (size_t)n,
 				       sizeof(int64_t), cmp_i64))
 			gone[ngone++] = s->world.queued.v[i];
+	/*
+	 * The estimates go out in the same statement (one lock order for all
+	 * rows): on a queue row of the same job, or as an estimate-only row.
+	 */
+	if (sn->nest > 0) {
+		int nq = nrows;
+
+		if (nq > 0)
+			qsort(rows, (size_t)nq, sizeof(*rows), cmp_row);
+		for (int k = 0; k < sn->nest; k++) {
+			struct sched_store_queue_row *q =
+			    nq > 0 ? bsearch(&sn->est[k], rows, (size_t)nq, sizeof(*rows), cmp_row)
+				   : NULL;
+
+			if (q) {
+				q->estimate = true;
+				q->est_ms = sn->est[k].est_ms;
+				q->basis = sn->est[k].basis;
+			} else {
+				rows[nrows++] = sn->est[k];
+			}
+		}
+	}
 	if ((rc = sched_store_queue_publish(s->term.pg, rows, nrows, err)) ||
 	    (rc = sched_store_queue_left(s->term.pg, gone, ngone, err)))
 		goto out;
@@ -1509,6 +1551,156 @@ static int budget_alerts(struct sched *s, struct snap *sn, struct ty_err *err)
 		ty_info("budget: %d team%s reached 80 %% of their budget", fired,
 			fired == 1 ? "" : "s");
 	return 0;
+}
+
+/* ---- start-time estimates (core/estimate.c; docs/scheduling.md, "Start-time estimates") ---- */
+
+static void rfc3339(char *buf, size_t n, int64_t ms)
+{
+	time_t t = (time_t)(ms / 1000);
+	struct tm tm;
+
+	gmtime_r(&t, &tm);
+	snprintf(buf, n, "%04d-%02d-%02dT%02d:%02d:%02dZ", tm.tm_year + 1900, tm.tm_mon + 1,
+		 tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec);
+}
+
+/* estimate_basis: what the estimate rests on (docs/api.md, "Start-time estimates") */
+static json_t *basis_of(const struct sched_estimate *e)
+{
+	json_t *b = NULL, *w = NULL;
+	char ts[40];
+
+	switch (e->kind) {
+	case SCHED_EST_AT:
+		if (!(w = json_array()))
+			return NULL;
+		for (int k = 0; k < e->nwaits; k++)
+			if (json_array_append_new(w, json_integer(e->waits_for[k]))) {
+				json_decref(w);
+				return NULL;
+			}
+		b = json_pack("{s:s, s:o, s:i, s:s}", "kind", "estimated", "waits_for", w,
+			      "waits_for_count", e->nwaits_total, "runtime_source",
+			      e->history ? "history" : "max_runtime");
+		break;
+	case SCHED_EST_NEVER:
+		b = json_pack("{s:s}", "kind", "never");
+		break;
+	case SCHED_EST_HORIZON:
+		rfc3339(ts, sizeof(ts), e->start_ms);
+		b = json_pack("{s:s, s:s}", "kind", "beyond_horizon", "horizon", ts);
+		break;
+	default:
+		b = json_pack("{s:s}", "kind", "not_estimated");
+		break;
+	}
+	return b;
+}
+
+
+/*
+ * Start an estimate over the cycle's snapshot in the side thread
+ * (estimator.c), with the runtime history of the gangs and of the jobs it
+ * estimates, read here. A failure costs the estimates only, never the cycle.
+ */
+static void estimate_start(struct snap *sn, struct sched *s, const struct sched_decisions *d)
+{
+	const struct sched_input *in = &sn->in;
+	struct sched_estimate_in e = {0};
+	struct ty_err err = {0};
+	int64_t *ids, *secs, *run_end, *pend_rt;
+	bool *run_hist, *pend_hist;
+	int n = 0, rc = TY_ENOMEM;
+
+	e.cfg.max_jobs = ESTIMATE_JOBS;
+	e.cfg.max_steps = ESTIMATE_STEPS;
+	e.cfg.min_step_s = ESTIMATE_MIN_STEP_S;
+	ids = snap_alloc(sn, (size_t)(in->nrunning + in->npending), sizeof(*ids));
+	secs = snap_alloc(sn, (size_t)(in->nrunning + in->npending), sizeof(*secs));
+	run_end = snap_alloc(sn, (size_t)in->nrunning, sizeof(*run_end));
+	run_hist = snap_alloc(sn, (size_t)in->nrunning, sizeof(*run_hist));
+	pend_rt = snap_alloc(sn, (size_t)in->npending, sizeof(*pend_rt));
+	pend_hist = snap_alloc(sn, (size_t)in->npending, sizeof(*pend_hist));
+	if (!ids || !secs || !run_end || !run_hist || !pend_rt || !pend_hist)
+		goto out;
+	/* the history of every gang and of the jobs the estimator looks at */
+	for (int r = 0; r < in->nrunning; r++)
+		ids[n++] = in->running[r].job;
+	for (int q = 0, k = 0; q < d->npending && k < e.cfg.max_jobs; q++)
+		if (d->pending[d->order[q]].reason != SCHED_PLACED) {
+			ids[n++] = in->pending[d->order[q]].job;
+			k++;
+		}
+	if (n > 0)
+		qsort(ids, (size_t)n, sizeof(*ids), cmp_i64);
+	if ((rc = sched_store_runtimes(secs, s->term.pg, ids, n, &err)))
+		goto out;
+	for (int r = 0; r < in->nrunning; r++) {
+		int64_t *at = bsearch(&in->running[r].job, ids, (size_t)n, sizeof(*ids), cmp_i64);
+		int64_t h = at ? secs[at - ids] : 0;
+
+		if (h > 0) {
+			run_end[r] = in->running[r].start_ms + h * 1000;
+			run_hist[r] = true;
+		}
+	}
+	for (int i = 0; i < in->npending; i++) {
+		int64_t *at = bsearch(&in->pending[i].job, ids, (size_t)n, sizeof(*ids), cmp_i64);
+
+		pend_rt[i] = at ? secs[at - ids] : 0;
+		pend_hist[i] = pend_rt[i] > 0;
+	}
+	e.run_end_ms = run_end;
+	e.run_history = run_hist;
+	e.pend_runtime_s = pend_rt;
+	e.pend_history = pend_hist;
+	rc = sched_estimator_start(&s->world.est, in, &e, &err);
+out:
+	if (rc)
+		ty_warn("estimate: not started: %s", err.msg[0] ? err.msg : ty_code_desc(rc));
+}
+
+/*
+ * The finished estimate's rows, for apply() to publish with the cycle (a job
+ * that left pending meanwhile is skipped there). Frees the estimator.
+ */
+static void estimate_collect(struct snap *sn, struct sched *s)
+{
+	const struct sched_estimates *out = NULL;
+	const struct sched_input *ein = NULL;
+	struct ty_err err = {0};
+	int nest = 0, rc;
+
+	if ((rc = sched_estimator_result(&out, &ein, s->world.est, &err)))
+		goto out;
+	rc = TY_ENOMEM;
+	if (!(sn->est = snap_alloc(sn, (size_t)ein->npending, sizeof(*sn->est))))
+		goto out;
+	for (int i = 0; i < ein->npending; i++) {
+		const struct sched_estimate *x = &out->job[i];
+		struct sched_store_queue_row *row = &sn->est[nest];
+
+		if (x->kind == SCHED_EST_NOW)
+			continue; /* placed: leaving pending clears it (migration 0035) */
+		row->job = ein->pending[i].job;
+		row->estimate_only = row->estimate = true;
+		row->est_ms = x->kind == SCHED_EST_AT ? x->start_ms : -1;
+		if (!(row->basis = basis_of(x)))
+			goto out;
+		nest++;
+	}
+	if (nest > 0)
+		qsort(sn->est, (size_t)nest, sizeof(*sn->est), cmp_row);
+	ty_debug("estimate: %d job(s) in %d step(s), up to %lld s ahead", nest, out->steps,
+		 (long long)((out->reached_ms - ein->now_ms) / 1000));
+	rc = 0;
+out:
+	sn->nest = nest;
+	if (rc)
+		ty_warn("estimate: none published: %s", err.msg[0] ? err.msg : ty_code_desc(rc));
+	sched_estimator_free(s->world.est);
+	s->world.est = NULL;
 }
 
 static int apply(struct sched *s, struct snap *sn, const struct sched_decisions *d,
@@ -1780,7 +1972,7 @@ int sched_cycle(struct sched *s, struct ty_err *err)
 {
 	struct sched_decisions *d = NULL;
 	struct snap sn = {0};
-	int64_t t0 = ty_mono_ms(), t1, t2;
+	int64_t t0 = ty_mono_ms(), t1, t2, t3;
 	double m0 = sched_metrics_clock(), m1, m2;
 	int rc;
 
@@ -1800,6 +1992,14 @@ int sched_cycle(struct sched *s, struct ty_err *err)
 		goto out;
 	t2 = ty_mono_ms();
 	m2 = sched_metrics_clock();
+	if (sched_estimator_done(s->world.est))
+		estimate_collect(&sn, s);
+	if (!s->world.est &&
+	    (!s->clock.last_estimate || t2 - s->clock.last_estimate >= ESTIMATE_MS)) {
+		estimate_start(&sn, s, d);
+		s->clock.last_estimate = t2;
+	}
+	t3 = ty_mono_ms();
 	rc = apply(s, &sn, d, err);
 	if (rc)
 		s->world.holds.n = 0;
@@ -1809,10 +2009,10 @@ int sched_cycle(struct sched *s, struct ty_err *err)
 		sched_metrics_cycle(s, &sn.in, d, sched_metrics_clock() - m0, m2 - m1);
 	/* the cost of a cycle, for operators sizing --cycle-ms (read = mirror refresh + usage) */
 	ty_log_at(ty_mono_ms() - t0 >= SLOW_CYCLE_MS ? TY_LOG_INFO : TY_LOG_DEBUG, 0,
-		  "cycle: %lld ms (read %lld, decide %lld, write %lld) for %d node(s), %d "
-		  "running gang(s), %d pending job(s)",
+		  "cycle: %lld ms (read %lld, decide %lld, estimate start %lld, write %lld) for %d "
+		  "node(s), %d running gang(s), %d pending job(s)",
 		  (long long)(ty_mono_ms() - t0), (long long)(t1 - t0), (long long)(t2 - t1),
-		  (long long)(ty_mono_ms() - t2), sn.in.nnodes, sn.in.nrunning, sn.in.npending);
+		  (long long)(t3 - t2), (long long)(ty_mono_ms() - t3), sn.in.nnodes, sn.in.nrunning, sn.in.npending);
 out:
 	sched_decisions_free(d);
 	snap_free(&sn);

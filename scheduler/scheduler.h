@@ -277,6 +277,7 @@ struct sched_world {
 	int64_t queue_loaded;	    /* monotonic ms of the last whole reload */
 	struct sched_mirror mirror; /* nodes, live allocations, ports, teams (mirror.c) */
 	struct sched_holds holds;   /* nodes held for jobs waiting for their victims */
+	struct sched_estimator *est; /* the start-time estimate under way (estimator.c), NULL */
 };
 
 /* When the loop runs what (loop.c). */
@@ -289,6 +290,7 @@ struct sched_clock {
 	int64_t last_error_log;
 	/* database clock (ms) of the last team sample and samples' pruning (place.c) */
 	int64_t last_team_sample, last_team_prune;
+	int64_t last_estimate; /* monotonic ms of the last cycle that published estimates */
 };
 
 /* The whole scheduler: only the loop and the files that orchestrate several parts take it. */
@@ -301,6 +303,29 @@ struct sched {
 	struct sched_clock clock;
 	struct sched_metrics *metrics; /* --metrics-listen (metrics.c); NULL: no metrics */
 };
+
+/* ---- estimator.c: start-time estimates in a side thread ---- */
+
+struct sched_estimator; /* opaque */
+struct sched_input;	/* core/policy.h */
+struct sched_estimate_in;
+struct sched_estimates;
+/*
+ * Decide and estimate (core/policy.h, sched_estimate) over a deep copy of
+ * in and x, in a new thread. *out new; free with sched_estimator_free().
+ */
+int sched_estimator_start(struct sched_estimator **out, const struct sched_input *in,
+			  const struct sched_estimate_in *x, struct ty_err *err);
+/* Whether its thread has finished (never blocks). */
+bool sched_estimator_done(const struct sched_estimator *e);
+/*
+ * Wait for its thread; *out and *in (the copy its out is parallel to) are
+ * borrowed from e. The estimate's own error when it failed.
+ */
+int sched_estimator_result(const struct sched_estimates **out, const struct sched_input **in,
+			   struct sched_estimator *e, struct ty_err *err);
+/* Waits for its thread, then frees; NULL-safe. */
+void sched_estimator_free(struct sched_estimator *e);
 
 /* ---- leader.c ---- */
 

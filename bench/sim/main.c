@@ -36,6 +36,9 @@ static const struct ty_opt options[] = {
      "the jobs' checkpoint.grace_seconds (their grace until a checkpoint time is measured)"},
     {"reclaim-delay-seconds", TY_OPT_INT, "60", 0, 86400, "the scheduler's reclaim delay"},
     {"max-jobs", TY_OPT_INT, "0", 0, 100000000, "cap on generated jobs (0: none)"},
+    {"estimate-every-seconds", TY_OPT_INT, "0", 0, 86400,
+     "run the start-time estimator every this many simulated seconds and report its "
+     "accuracy (0: never)"},
     {"strict", TY_OPT_BOOL, "false", 0, 0,
      "exit 1 when the core broke an invariant or a head job started after its reservation"},
     {"help", TY_OPT_BOOL, "false", 0, 0, "print this help, then exit"},
@@ -111,6 +114,7 @@ int main(int argc, char **argv)
 	cfg.signal_ckpt_pct = (int)ty_config_int(c, "signal-checkpoint-percent");
 	cfg.spec_grace = ty_config_int(c, "grace-seconds");
 	cfg.reclaim_delay = ty_config_int(c, "reclaim-delay-seconds");
+	cfg.estimate_every = ty_config_int(c, "estimate-every-seconds");
 	cfg.max_jobs = (int)ty_config_int(c, "max-jobs");
 	if (cfg.max_gang_nodes > cfg.nodes)
 		cfg.max_gang_nodes = cfg.nodes;

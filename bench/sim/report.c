@@ -208,6 +208,26 @@ void sim_report_print(FILE *f, const struct sim_report *r)
 			(double)r->lost_gpu_seconds / 3600, (long long)r->preemptions,
 			(double)r->lost_gpu_seconds_by_age / 3600,
 			(long long)r->preemptions_by_age);
+	if (c->estimate_every > 0) {
+		static const char *const mode[SIM_NEST] = {"exact runtimes", "max_runtime only",
+							   "history (team p80)"};
+
+		fprintf(f,
+			"\nStart-time estimates every %lld s (%lld runs): |predicted - actual start| / "
+			"wait, from the first estimate with a time, for jobs it came more than 10 min "
+			"before (predictions rounded up to the next cycle).\n\n",
+			(long long)c->estimate_every, (long long)r->estimates);
+		fprintf(f, "| runtimes | jobs estimated | jobs waiting > 10 min | median error | p90 "
+			   "error |\n|---|---:|---:|---:|---:|\n");
+		for (int m = 0; m < SIM_NEST; m++)
+			fprintf(f, "| %s | %lld | %lld | %.1f %% | %.1f %% |\n", mode[m],
+				(long long)r->est_jobs[m], (long long)r->est_error[m].n,
+				100 * r->est_error[m].p50, 100 * r->est_error[m].p90);
+		fprintf(f, "\nGoal: median error <= 15 %% with exact runtimes: %s.\n",
+			r->est_error[SIM_EST_EXACT].n == 0		 ? "not measured"
+			: r->est_error[SIM_EST_EXACT].p50 <= 0.15 ? "MET"
+								   : "MISSED");
+	}
 	fprintf(f, "\nPending reasons (job-cycles):");
 	for (int k = 0; k < SCHED_REASON_COUNT && k < 24; k++)
 		if (r->reason_counts[k])

@@ -17,6 +17,9 @@
 
 enum jstate { J_FUTURE, J_PENDING, J_RUNNING, J_STOPPING, J_DONE };
 
+#define HIST 20 /* runtimes kept per team, as migration 0035's runtime_history */
+#define EST_MIN_WAIT 600 /* accuracy counts jobs predicted this long before they start */
+
 /* The life of one job in the simulation. */
 struct jrun {
 	enum jstate st;
@@ -81,6 +84,14 @@ struct sim {
 	int64_t nreclaim_waits;
 	int *pend_at;		  /* per job: its index in pend while pending */
 	int *promised, npromised; /* jobs holding a reservation promise */
+	/* start-time estimates: per mode and job, the first predicted start and when */
+	int64_t *pred[SIM_NEST], *pred_at[SIM_NEST];
+	double *est_err[SIM_NEST];
+	int64_t nest_err[SIM_NEST];
+	int64_t *hist; /* per team: the last HIST runtimes of completed attempts, a ring */
+	int *hist_n;
+	int64_t *run_end, *pend_rt; /* scratch for the estimator's input */
+	bool *run_hist, *pend_hist;
 	/* scratch for one cycle's input, reused */
 	struct sched_node_in *nodes;
 	struct sched_team_in *teams;
@@ -212,6 +223,11 @@ static int advance(struct sim *s, int64_t to)
 		if (j->st == J_STOPPING && j->reclaimed)
 			s->ta[job->team].reclaimed -= g;
 		if (end == j->finish) {
+			int t = job->team;
+
+			/* the runtime history the daemon keeps per team and name (here: team) */
+			s->hist[t * HIST + s->hist_n[t] % HIST] = end - j->start;
+			s->hist_n[t]++;
 			j->st = J_DONE;
 			s->r->completed++;
 			release(s, j);
@@ -502,6 +518,19 @@ static int start_job(struct sim *s, const struct sched_decisions *d, int i, bool
 		}
 		j->last_for = 0;
 	}
+	if (j->first_start < 0)
+		for (int m = 0; m < SIM_NEST; m++) {
+			int64_t pr = s->pred[m][ji], wait = s->now - s->pred_at[m][ji];
+
+			if (pr < 0 || wait <= EST_MIN_WAIT)
+				continue;
+			/* the simulation decides once a tick: the prediction's next one */
+			pr = (pr + s->c->tick - 1) / s->c->tick * s->c->tick;
+			if ((rc = add_delay(&s->est_err[m], &s->nest_err[m],
+					    (double)(pr > s->now ? pr - s->now : s->now - pr) /
+						(double)wait)))
+				return rc;
+		}
 	j->nnodes = p->nnodes;
 	j->port = p->master_port;
 	j->st = J_RUNNING;
@@ -995,6 +1024,8 @@ static int finish_report(struct sim *s)
 	r->window_capacity_gs = (double)s->c->nodes * s->c->gpus_per_node * (double)s->now;
 	sim__delay_fill(&r->delay, s->delays[SIM_NCLASS], s->ndelays[SIM_NCLASS]);
 	sim__delay_fill(&r->reclaim_wait, s->reclaim_waits, s->nreclaim_waits);
+	for (int m = 0; m < SIM_NEST; m++)
+		sim__delay_fill(&r->est_error[m], s->est_err[m], s->nest_err[m]);
 	for (int k = 0; k < SIM_NCLASS; k++)
 		sim__delay_fill(&r->delay_by_class[k], s->delays[k], s->ndelays[k]);
 	for (int i = 0; i < s->w->njobs; i++) {
@@ -1042,6 +1073,17 @@ static void sim_free(struct sim *s)
 	free(s->ports);
 	free(s->port_at);
 	free(s->port_n);
+	free(s->hist);
+	free(s->hist_n);
+	free(s->run_end);
+	free(s->pend_rt);
+	free(s->run_hist);
+	free(s->pend_hist);
+	for (int m = 0; m < SIM_NEST; m++) {
+		free(s->pred[m]);
+		free(s->pred_at[m]);
+		free(s->est_err[m]);
+	}
 }
 
 static int sim_init(struct sim *s, const struct sim_workload *w)
@@ -1075,6 +1117,21 @@ static int sim_init(struct sim *s, const struct sim_workload *w)
 	    !s->block || !s->labels || !s->team_delays || !s->team_ndelays || !s->nodes ||
 	    !s->teams || !s->rin || !s->pin || !s->ports || !s->port_at || !s->port_n)
 		return TY_ENOMEM;
+	s->hist = calloc(nt * HIST, sizeof(*s->hist));
+	s->hist_n = calloc(nt, sizeof(*s->hist_n));
+	s->run_end = calloc(nj, sizeof(*s->run_end));
+	s->pend_rt = calloc(nj, sizeof(*s->pend_rt));
+	s->run_hist = calloc(nj, sizeof(*s->run_hist));
+	s->pend_hist = calloc(nj, sizeof(*s->pend_hist));
+	if (!s->hist || !s->hist_n || !s->run_end || !s->pend_rt || !s->run_hist || !s->pend_hist)
+		return TY_ENOMEM;
+	for (int m = 0; m < SIM_NEST; m++) {
+		if (!(s->pred[m] = calloc(nj, sizeof(*s->pred[m]))) ||
+		    !(s->pred_at[m] = calloc(nj, sizeof(*s->pred_at[m]))))
+			return TY_ENOMEM;
+		for (size_t i = 0; i < nj; i++)
+			s->pred[m][i] = -1;
+	}
 	s->r->cfg = *c;
 	s->r->nteams = w->nteams;
 	s->r->jobs = w->njobs;
@@ -1094,6 +1151,78 @@ static int sim_init(struct sim *s, const struct sim_workload *w)
 		snprintf(s->labels[n][1], sizeof(s->labels[n][1]), "r%d", rack);
 		snprintf(s->labels[n][2], sizeof(s->labels[n][2]), "b%d", b);
 		snprintf(s->labels[n][3], sizeof(s->labels[n][3]), "n%05d", n);
+	}
+	return 0;
+}
+
+/* p80 of team t's completed runtimes, 0 = none yet */
+static int64_t hist_p80(const struct sim *s, int t)
+{
+	int64_t v[HIST];
+	int n = s->hist_n[t] < HIST ? s->hist_n[t] : HIST;
+
+	if (n == 0)
+		return 0;
+	memcpy(v, s->hist + t * HIST, (size_t)n * sizeof(*v));
+	for (int i = 1; i < n; i++)
+		for (int k = i; k > 0 && v[k - 1] > v[k]; k--) {
+			int64_t x = v[k];
+
+			v[k] = v[k - 1];
+			v[k - 1] = x;
+		}
+	/* percentile_disc(0.8): the first value with 80 % at or below it */
+	return v[(n * 8 + 9) / 10 - 1];
+}
+
+/* sched_estimate() over this cycle's decision in every mode; first predictions kept. */
+static int estimate(struct sim *s, const struct sched_input *in, const struct sched_decisions *d,
+		    struct ty_err *err)
+{
+	for (int m = 0; m < SIM_NEST; m++) {
+		struct sched_estimate_in e = {.cfg = {.max_steps = 256, .min_step_s = 30}};
+		struct sched_estimates *x = NULL;
+		int rc;
+
+		for (int i = 0; i < in->nrunning; i++) {
+			const struct jrun *j = &s->jr[s->run[i]];
+			int64_t h = hist_p80(s, in->running[i].team);
+
+			s->run_end[i] = m == SIM_EST_EXACT ? (j->st == J_STOPPING ? j->stop_at : j->finish)
+				      : h > 0	      ? j->start + h
+						      : 0;
+			s->run_end[i] *= 1000;
+			s->run_hist[i] = m == SIM_EST_HISTORY && h > 0;
+		}
+		for (int i = 0; i < in->npending; i++) {
+			int ji = s->pend[i];
+			const struct sim_job *job = &s->w->jobs[ji];
+			int64_t h = hist_p80(s, job->team);
+
+			s->pend_rt[i] = m == SIM_EST_EXACT ? job->duration - s->jr[ji].done : h;
+			if (s->pend_rt[i] < 1)
+				s->pend_rt[i] = 1;
+			s->pend_hist[i] = m == SIM_EST_HISTORY && h > 0;
+		}
+		if (m != SIM_EST_MAX_RUNTIME) {
+			e.run_end_ms = s->run_end;
+			e.run_history = s->run_hist;
+			e.pend_runtime_s = s->pend_rt;
+			e.pend_history = s->pend_hist;
+		}
+		if ((rc = sched_estimate(&x, in, d, &e, err)))
+			return rc;
+		s->r->estimates++;
+		for (int i = 0; i < in->npending; i++) {
+			int ji = s->pend[i];
+
+			if (x->job[i].kind != SCHED_EST_AT || s->pred[m][ji] >= 0)
+				continue;
+			s->pred[m][ji] = x->job[i].start_ms / 1000;
+			s->pred_at[m][ji] = s->now;
+			s->r->est_jobs[m]++;
+		}
+		sched_estimates_free(x);
 	}
 	return 0;
 }
@@ -1123,6 +1252,11 @@ int sim_run(struct sim_report **out, const struct sim_workload *w, struct ty_err
 		if ((rc = sched_decide(&d, &in, err)))
 			goto out;
 		s.r->cycles++;
+		if (c->estimate_every > 0 && t % c->estimate_every == 0 &&
+		    (rc = estimate(&s, &in, d, err))) {
+			sched_decisions_free(d);
+			goto out;
+		}
 		rc = apply(&s, d);
 		sched_decisions_free(d);
 		if (rc) {

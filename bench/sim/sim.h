@@ -56,6 +56,20 @@ struct sim_config {
 	/* the old victim choice: every victim's checkpoint = its start (youngest first) */
 	bool victims_by_age;
 	int max_jobs; /* stop generating past this many jobs, 0 = no cap */
+	/*
+	 * Start-time estimates (docs/scheduling.md, "Start-time estimates"):
+	 * every this many seconds sched_estimate() runs after the decision,
+	 * three times (SIM_EST_*); 0 = never.
+	 */
+	int64_t estimate_every;
+};
+
+/* What the estimator is told about runtimes, for its accuracy (sim_report.est_error). */
+enum sim_est_mode {
+	SIM_EST_EXACT,	     /* the true ends and runtimes (work left) */
+	SIM_EST_MAX_RUNTIME, /* max_runtime only */
+	SIM_EST_HISTORY,     /* p80 of the team's last 20 completed attempts, as the daemon's */
+	SIM_NEST
 };
 
 /* Sensible defaults for a test-sized run (every field set). */
@@ -173,6 +187,16 @@ struct sim_report {
 	int64_t reason_counts[24]; /* pending-job cycles by enum sched_reason (< 24 of them) */
 	int64_t fit_attempts, fast_rejects, preemption_plans, reservation_probes;
 	int64_t max_pending;
+	/*
+	 * Start-time estimates, per enum sim_est_mode: of the jobs whose first
+	 * estimate with a time (rounded up to the next cycle) came more than
+	 * 10 min before their first start, |predicted - actual| / (actual -
+	 * when predicted), as fractions (sim_delay's fields hold them, not
+	 * seconds); est_jobs counts every job that got such an estimate.
+	 */
+	struct sim_delay est_error[SIM_NEST];
+	int64_t est_jobs[SIM_NEST];
+	int64_t estimates; /* runs of sched_estimate (each mode counted) */
 };
 
 /* Replay w through the scheduler core. TY_ENOMEM, or a core failure. */

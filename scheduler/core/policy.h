@@ -542,4 +542,81 @@ void sched_feasible_free(struct sched_feasible *f);
 bool sched_cannot_run(char *buf, size_t n, const struct sched_feasible *f,
 		      const struct sched_input *in, int i);
 
+/* ---- start-time estimates (estimate.c; docs/scheduling.md, "Start-time estimates") -------- */
+
+enum sched_est_kind {
+	SCHED_EST_NONE = 0,	/* not estimated: past max_jobs in the queue order */
+	SCHED_EST_NOW = 1,	/* placed by the decision itself: start_ms = now */
+	SCHED_EST_AT = 2,	/* start_ms = when the simulation started it */
+	SCHED_EST_NEVER = 3,	/* a never-fits or invalid reason: no end helps it */
+	SCHED_EST_HORIZON = 4	/* not started by horizon_ms (the horizon, or nothing left ends) */
+};
+
+/* How far the estimate looks and what it may cost; zero fields take the defaults. */
+struct sched_estimate_cfg {
+	int max_jobs;	    /* pending jobs estimated, first in queue order (default 10,000) */
+	int max_steps;	    /* simulated decisions (default 48) */
+	int64_t horizon_s;  /* how far past now (default 7 days) */
+	/*
+	 * Ends within this per mille of the wait so far are one step, taken at
+	 * the latest of them: an estimate is late by at most that share of its
+	 * wait, never early (default 20 = 2 %).
+	 */
+	int coalesce_permille;
+	/* ends within this many seconds of a step's first are in it too (default 0) */
+	int64_t min_step_s;
+};
+
+/*
+ * What the simulation is told about the future: per running gang of the
+ * input (parallel to in->running) when it is expected to end (0 = its
+ * end_by_ms; taken no later than end_by_ms) and whether that came from
+ * runtime history; per pending job (parallel to in->pending) its expected
+ * runtime in seconds (0 = max_runtime_s; capped by it) and the same flag.
+ * NULL arrays = everything by max_runtime.
+ */
+struct sched_estimate_in {
+	const int64_t *run_end_ms;
+	const bool *run_history;
+	const int64_t *pend_runtime_s;
+	const bool *pend_history;
+	struct sched_estimate_cfg cfg;
+};
+
+#define SCHED_EST_MAX_WAITS 8
+
+struct sched_estimate {
+	enum sched_est_kind kind;
+	int64_t start_ms;   /* SCHED_EST_NOW, SCHED_EST_AT; SCHED_EST_HORIZON: the horizon */
+	/*
+	 * The gangs whose ends its start depends on: those ending at the step it
+	 * started in that held GPUs on nodes it got (any of that step's when
+	 * none did), job ids, at most SCHED_EST_MAX_WAITS, nwaits_total in all.
+	 */
+	int64_t waits_for[SCHED_EST_MAX_WAITS];
+	int nwaits, nwaits_total;
+	bool history; /* an end it waits for came from runtime history */
+};
+
+struct sched_estimates {
+	struct sched_estimate *job; /* parallel to in->pending */
+	int njobs;
+	int steps;		 /* simulated decisions run */
+	int64_t reached_ms;	 /* the simulated time it stopped at */
+};
+
+/*
+ * Start-time estimates for the pending jobs of in, from the decision d made
+ * over it (its placements start now): sched_decide() run forward with
+ * preemption off, each step at the next expected end (or retry backoff's
+ * end), its placements added as gangs that end after their expected
+ * runtime. Pure like sched_decide(); borrows in, d and e. Returns 0 with
+ * *out new (free with sched_estimates_free), TY_EINVAL (err says why),
+ * TY_ENOMEM.
+ */
+int sched_estimate(struct sched_estimates **out, const struct sched_input *in,
+		   const struct sched_decisions *d, const struct sched_estimate_in *e,
+		   struct ty_err *err);
+void sched_estimates_free(struct sched_estimates *s);
+
 #endif

@@ -16,11 +16,32 @@
  */
 static const char SQL_QUEUE_PUBLISH[] =
     "WITH u AS (SELECT * FROM jsonb_to_recordset($1::jsonb)"
-    "  AS u(id bigint, reason text, pos integer, resv bigint)),"
+    "  AS u(id bigint, reason text, pos integer, resv bigint, est boolean, at bigint,"
+    "  basis jsonb)),"
     " l AS (SELECT j.id FROM jobs j JOIN u ON u.id = j.id WHERE j.state = 'pending'"
     "  ORDER BY j.id FOR UPDATE OF j)"
     " UPDATE jobs j SET pending_reason = u.reason, queue_position = u.pos,"
-    " reserved_until = to_timestamp(u.resv / 1000.0)"
+    " reserved_until = to_timestamp(u.resv / 1000.0),"
+    " estimated_start = CASE WHEN u.est THEN to_timestamp(u.at / 1000.0)"
+    "  ELSE j.estimated_start END,"
+    " estimate_basis = CASE WHEN u.est THEN u.basis ELSE j.estimate_basis END"
+    " FROM u, l WHERE j.id = u.id AND l.id = j.id AND j.state = 'pending'";
+
+/*
+ * Estimates of jobs whose queue fields did not change: after the rows above,
+ * only those whose estimate changed, and never waiting for a row another
+ * transaction holds (SKIP LOCKED): an estimate is worth no deadlock with a
+ * cancel that locked its job, and the next estimate writes it.
+ */
+static const char SQL_ESTIMATES_ONLY[] =
+    "WITH u AS (SELECT * FROM jsonb_to_recordset($1::jsonb)"
+    "  AS u(id bigint, at bigint, basis jsonb)),"
+    " l AS (SELECT j.id FROM jobs j JOIN u ON u.id = j.id WHERE j.state = 'pending'"
+    "  AND (j.estimated_start IS DISTINCT FROM to_timestamp(u.at / 1000.0)"
+    "   OR j.estimate_basis IS DISTINCT FROM u.basis)"
+    "  ORDER BY j.id FOR UPDATE OF j SKIP LOCKED)"
+    " UPDATE jobs j SET estimated_start = to_timestamp(u.at / 1000.0),"
+    " estimate_basis = u.basis"
     " FROM u, l WHERE j.id = u.id AND l.id = j.id AND j.state = 'pending'";
 
 /* The compact JSON text of rows (new, in *text); consumes rows (NULL: out of memory). */
@@ -34,32 +55,53 @@ static int dump(char **text, json_t *rows, struct ty_err *err)
 int sched_store_queue_publish(struct ty_pg *pg, const struct sched_store_queue_row *v, int n,
 			      struct ty_err *err)
 {
-	json_t *rows;
-	char *text;
-	int rc;
+	json_t *rows[2] = {json_array(), json_array()}; /* queue rows, estimate-only rows */
+	int rc = 0;
 
-	if (n == 0)
-		return 0;
-	if (!(rows = json_array()))
-		return ty_err_set(err, TY_ENOMEM, NULL);
-	for (int i = 0; i < n; i++)
-		if (json_array_append_new(
-			rows,
-			json_pack("{s:I, s:s, s:o, s:o}", "id", (json_int_t)v[i].job, "reason",
-				  v[i].reason, "pos",
-				  v[i].position > 0 ? json_integer(v[i].position) : json_null(),
-				  "resv",
-				  v[i].reserved_ms >= 0 ? json_integer(v[i].reserved_ms)
-							: json_null()))) {
-			json_decref(rows);
-			return ty_err_set(err, TY_ENOMEM, NULL);
+	if (!rows[0] || !rows[1]) {
+		rc = ty_err_set(err, TY_ENOMEM, NULL);
+		goto out;
+	}
+	for (int i = 0; i < n; i++) {
+		json_t *at = v[i].estimate && v[i].est_ms >= 0 ? json_integer(v[i].est_ms) : json_null(),
+		       *basis = v[i].estimate && v[i].basis ? v[i].basis : json_null();
+		json_t *row =
+		    v[i].estimate_only
+			? json_pack("{s:I, s:o, s:O}", "id", (json_int_t)v[i].job, "at", at, "basis",
+				    basis)
+			: json_pack("{s:I, s:s, s:o, s:o, s:b, s:o, s:O}", "id", (json_int_t)v[i].job,
+				    "reason", v[i].reason, "pos",
+				    v[i].position > 0 ? json_integer(v[i].position) : json_null(),
+				    "resv",
+				    v[i].reserved_ms >= 0 ? json_integer(v[i].reserved_ms)
+							  : json_null(),
+				    "est", v[i].estimate, "at", at, "basis", basis);
+
+		if (json_array_append_new(rows[v[i].estimate_only], row)) {
+			rc = ty_err_set(err, TY_ENOMEM, NULL);
+			goto out;
 		}
-	if ((rc = dump(&text, rows, err)))
-		return rc;
-	const char *p[] = {text};
+	}
+	for (int k = 0; k < 2 && !rc; k++) {
+		char *text;
 
-	rc = ty_pg_exec(NULL, pg, SQL_QUEUE_PUBLISH, 1, p, err);
-	free(text);
+		if (json_array_size(rows[k]) == 0)
+			continue;
+		if (!(text = json_dumps(rows[k], JSON_COMPACT))) {
+			rc = ty_err_set(err, TY_ENOMEM, NULL);
+			break;
+		}
+		const char *p[] = {text};
+
+		if (k == 0)
+			rc = ty_pg_exec(NULL, pg, SQL_QUEUE_PUBLISH, 1, p, err);
+		else
+			rc = ty_pg_exec(NULL, pg, SQL_ESTIMATES_ONLY, 1, p, err);
+		free(text);
+	}
+out:
+	json_decref(rows[0]);
+	json_decref(rows[1]);
 	return rc;
 }
 

@@ -240,18 +240,35 @@ int sched_store_sweeps_active(int *active, struct ty_pg *pg, const int64_t *swee
 
 /* ---- queue_publish.c: what a cycle publishes of the queue and the teams ---- */
 
-/* A pending job's queue fields (borrowed reason). */
+/* A pending job's queue fields (borrowed reason) and start-time estimate. */
 struct sched_store_queue_row {
 	int64_t job;
 	const char *reason;
 	int position;	     /* 1-based; 0: none (NULL) */
 	int64_t reserved_ms; /* -1: none (NULL) */
+	bool estimate_only;  /* the queue fields above are left as they are */
+	bool estimate;	     /* estimated_start/estimate_basis are written (migration 0035) */
+	int64_t est_ms;	     /* -1: none (NULL) */
+	json_t *basis;	     /* borrowed; NULL: SQL NULL */
 };
-/* Write v[n]'s queue fields where the job is still pending; one statement. */
+/*
+ * Write v[n]'s queue fields and estimates where the job is still pending:
+ * one statement for the rows with queue fields, locked in id order; one
+ * more for estimate-only rows, only those whose estimate changed and whose
+ * job no other transaction holds (SKIP LOCKED: left for the next estimate).
+ */
 int sched_store_queue_publish(struct ty_pg *pg, const struct sched_store_queue_row *v, int n,
 			      struct ty_err *err);
 /* Clear the queue fields of jobs[n] that are no longer pending; one statement. */
 int sched_store_queue_left(struct ty_pg *pg, const int64_t *jobs, int n, struct ty_err *err);
+/* ---- estimates.c: start-time estimates and the runtime history behind them ---- */
+
+/*
+ * secs[i]: the p80 of the recent successful runtimes of jobs[i]'s team and
+ * name (runtime_history), 0 when it has none; jobs[] sorted ascending.
+ */
+int sched_store_runtimes(int64_t *secs, struct ty_pg *pg, const int64_t *jobs, int n,
+			 struct ty_err *err);
 /* A team's team_usage row. */
 struct sched_store_team_usage {
 	int64_t team;

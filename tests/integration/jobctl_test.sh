@@ -1167,7 +1167,11 @@ psql "$DB_URL" -v ON_ERROR_STOP=1 -qAt -v a1="$QA1" -v b1="$QB1" >/dev/null <<'S
 UPDATE jobs SET queue_position = 1, pending_reason = 'preempting job 4242 of team-a'
 	WHERE id = :b1;
 UPDATE jobs SET queue_position = 2, pending_reason = 'waiting for 2 x 4 GPUs in one block',
-	reserved_until = now() + interval '1 hour' WHERE id = :a1;
+	reserved_until = now() + interval '1 hour', estimated_start = '2031-01-02T14:02:00Z',
+	estimate_basis = jsonb_build_object('kind', 'estimated', 'waits_for',
+		jsonb_build_array(:b1), 'waits_for_count', 1, 'runtime_source', 'history')
+	WHERE id = :a1;
+UPDATE jobs SET estimate_basis = '{"kind": "never"}' WHERE id = :b1;
 INSERT INTO team_usage (team_id, fair_share, decayed_gpu_seconds, gpus_in_use, gpus_borrowed,
 			gpus_lent, pending_jobs)
 	SELECT id, 0.71, 5400, 8, 2, 0, 2 FROM teams WHERE name = 'team-a';
@@ -1179,10 +1183,10 @@ SQL
 
 expect 0 jc queue
 [[ $(wc -l <"$W/out") -eq 4 ]] || fail "queue printed $(wc -l <"$W/out") lines, not 1 + 3"
-out_has '^POS  *JOB  *TEAM  *CLASS  *GPUS  *AGE  *FAIR-SHARE  *REASON$'
-out_has "^1  *$QB1  *team-b  *normal  *2 (1x2)  *[0-9]*[smhd]  *0.25  *preempting job 4242 of team-a\$"
-out_has "^2  *$QA1  *team-a  *high  *8 (2x4)  *[0-9]*[smhd]  *0.71  *waiting for 2 x 4 GPUs in one block\$"
-out_has "^-  *$QA2  *team-a  *normal  *0 (1x0)  *[0-9]*[smhd]  *0.71  *not yet considered by the scheduler\$"
+out_has '^POS  *JOB  *TEAM  *CLASS  *GPUS  *AGE  *FAIR-SHARE  *ESTIMATED START  *REASON$'
+out_has "^1  *$QB1  *team-b  *normal  *2 (1x2)  *[0-9]*[smhd]  *0.25  *never  *preempting job 4242 of team-a\$"
+out_has "^2  *$QA1  *team-a  *high  *8 (2x4)  *[0-9]*[smhd]  *0.71  *2031-01-02 14:02 UTC  *waiting for 2 x 4 GPUs in one block\$"
+out_has "^-  *$QA2  *team-a  *normal  *0 (1x0)  *[0-9]*[smhd]  *0.71  *-  *not yet considered by the scheduler\$"
 expect 0 jc -o json queue
 check '[e["job"] for e in d["items"]] == ['"$QB1, $QA1, $QA2"'] and d["next_cursor"] is None'
 check '[e["position"] for e in d["items"]] == [1, 2, None]'
@@ -1198,13 +1202,21 @@ expect 0 jc -o json queue --team team-a
 check '[(e["position"], e["job"]) for e in d["items"]] == [(2, '"$QA1"'), (None, '"$QA2"')]'
 expect 0 jc -o json queue --team no-such-team
 check 'd["items"] == []'
+expect 0 jc status "$QA1"
+out_has "^estimated start:  *2031-01-02 14:02 UTC (after job $QB1 ends; runtimes from history)\$"
+expect 0 jc status "$QB1"
+out_has '^estimated start:  *never: it fits no registered node (see the reason)$'
+expect 0 jc status "$QA2"
+out_has '^estimated start:  *not estimated yet$'
 ok "queue: order, table, --limit, --all, --team, json"
 
 for tok in "$MEMBER_A" "$VIEWER_A"; do
 	JOBCTL_TOKEN=$tok expect 0 jc queue
-	out_has '^1  *-  *team-b  *normal  *2 (1x2)  *[0-9]*[smhd]  *0.25  *-$'
+	out_has '^1  *-  *team-b  *normal  *2 (1x2)  *[0-9]*[smhd]  *0.25  *never  *-$'
 	out_has "^2  *$QA1  *team-a  *high .*waiting for 2 x 4 GPUs in one block\$"
 	grep -q 'qb-secret\|4242' "$W/out" && fail "a team-a token sees what team-b's job is"
+	JOBCTL_TOKEN=$tok expect 0 jc status "$QA1"
+	out_has '^estimated start:  *2031-01-02 14:02 UTC (after job (another team.s) ends; runtimes from history)$'
 	JOBCTL_TOKEN=$tok expect 0 jc -o json queue --all
 	check 'd["items"][0]["job"] is None and d["items"][0]["name"] is None and d["items"][0]["reason"] is None'
 	check 'd["items"][1]["job"] == '"$QA1"' and d["items"][1]["name"] == "qa-one"'

@@ -25,12 +25,16 @@ static const char *sql_doc(long long id, const char *viewer_team)
 	return ty_test_strf("%s", doc); /* the next query reuses its scratch */
 }
 
-/* sql_doc with the goodput member read and cancel add, null until an attempt ends. */
+/*
+ * sql_doc with the members read and cancel add: goodput, null until an
+ * attempt ends, and the start-time estimate, null until the scheduler made one.
+ */
 static const char *read_doc(long long id, const char *viewer_team)
 {
 	const char *doc = sql_doc(id, viewer_team);
 
-	return ty_test_strf("%.*s,\"goodput\":null}", (int)strlen(doc) - 1, doc);
+	return ty_test_strf("%.*s,\"goodput\":null,\"estimated_start\":null,\"estimate\":null}",
+			    (int)strlen(doc) - 1, doc);
 }
 
 static void check_get(long long id, const char *token, const char *viewer_team)

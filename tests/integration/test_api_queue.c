@@ -194,8 +194,11 @@ TY_TEST(order_and_fields)
 	CHECK_JNULL(r.json, "items[4].position");
 
 	it = ty_jpath(r.json, "items[0]");
-	CHECK_STR_EQ(keys(it), "fair_share,gpus,gpus_per_node,job,name,nodes,position,priority,"
-			       "priority_class,reason,reserved_until,submitted_at,team");
+	CHECK_STR_EQ(keys(it), "estimate,estimated_start,fair_share,gpus,gpus_per_node,job,name,"
+			       "nodes,position,priority,priority_class,reason,reserved_until,"
+			       "submitted_at,team");
+	CHECK_JNULL(it, "estimated_start"); /* the scheduler has not estimated it */
+	CHECK_JNULL(it, "estimate");
 	CHECK_JSTR(it, "team", a);
 	CHECK_JSTR(it, "name", "three");
 	CHECK_JSTR(it, "priority_class", "low");
@@ -594,6 +597,79 @@ TY_TEST(job_queue_fields)
 	ty_resp_free(&r);
 }
 
+/*
+ * Start-time estimates (docs/api.md, "Start-time estimates"): what the
+ * scheduler wrote, in the queue entry and GET /v1/jobs/{id}, the ids of
+ * other teams' jobs it waits for hidden, gone once the job leaves pending.
+ */
+TY_TEST(estimates_shown_and_redacted)
+{
+	const struct ty_stack *s = ty_stack_get();
+	const char *a = ty_mk_team("qea", 8, -1), *b = ty_mk_team("qeb", 8, -1);
+	const char *member = ty_mk_token("member", a);
+	const char *path;
+	struct ty_resp r = {0};
+	long long a1, a2, b1;
+
+	empty_queue();
+	a1 = mk_job(member, a, "est", 1, 2, "normal");
+	a2 = mk_job(member, a, "est-far", 1, 2, "normal");
+	b1 = mk_job(s->admin, b, "other", 1, 1, "normal");
+	place(a1, 1, "waiting for 2 GPUs on one node");
+	place(a2, 2, "behind");
+	DB("UPDATE jobs SET estimated_start = '2031-01-02T03:04:05.678Z',"
+	   " estimate_basis = jsonb_build_object('kind', 'estimated', 'waits_for',"
+	   " jsonb_build_array($2::bigint, $3::bigint), 'waits_for_count', 3,"
+	   " 'runtime_source', 'history') WHERE id = $1::bigint",
+	   lld(a1), lld(b1), lld(a2));
+	DB("UPDATE jobs SET estimate_basis = '{\"kind\": \"beyond_horizon\","
+	   " \"horizon\": \"2031-01-09T00:00:00.000Z\"}' WHERE id = $1::bigint",
+	   lld(a2));
+
+	/* the admin sees every id */
+	ty_http(&r, "GET", "/v1/queue", s->admin, NULL, NULL);
+	REQUIRE_STATUS(&r, 200);
+	CHECK_JSTR(r.json, "items[0].estimated_start", "2031-01-02T03:04:05.678Z");
+	CHECK_JSTR(r.json, "items[0].estimate.kind", "estimated");
+	CHECK_JINT(r.json, "items[0].estimate.waits_for[0]", b1);
+	CHECK_JINT(r.json, "items[0].estimate.waits_for[1]", a2);
+	CHECK_JINT(r.json, "items[0].estimate.waits_for_count", 3);
+	CHECK_JSTR(r.json, "items[0].estimate.runtime_source", "history");
+	CHECK_JNULL(r.json, "items[1].estimated_start");
+	CHECK_JSTR(r.json, "items[1].estimate.kind", "beyond_horizon");
+	CHECK_JSTR(r.json, "items[1].estimate.horizon", "2031-01-09T00:00:00.000Z");
+
+	/* team a's member: team b's job is not named */
+	ty_http(&r, "GET", "/v1/queue", member, NULL, NULL);
+	REQUIRE_STATUS(&r, 200);
+	CHECK_JNULL(r.json, "items[0].estimate.waits_for[0]");
+	CHECK_JINT(r.json, "items[0].estimate.waits_for[1]", a2);
+	CHECK(!strstr(r.body, lld(b1)));
+	path = ty_test_strf("/v1/jobs/%lld", a1);
+	ty_http(&r, "GET", path, member, NULL, NULL);
+	REQUIRE_STATUS(&r, 200);
+	CHECK_JSTR(r.json, "estimated_start", "2031-01-02T03:04:05.678Z");
+	CHECK_JNULL(r.json, "estimate.waits_for[0]");
+	CHECK_JINT(r.json, "estimate.waits_for[1]", a2);
+	CHECK_JSTR(r.json, "estimate.runtime_source", "history");
+	ty_http(&r, "GET", path, s->admin, NULL, NULL);
+	CHECK_JINT(r.json, "estimate.waits_for[0]", b1);
+
+	/* leaving pending clears the columns (migration 0035's trigger) */
+	ty_http(&r, "POST", ty_test_strf("%s/cancel", path), member, NULL, NULL);
+	REQUIRE_STATUS(&r, 200);
+	ty_http(&r, "GET", path, member, NULL, NULL);
+	REQUIRE_STATUS(&r, 200);
+	CHECK_JNULL(r.json, "estimated_start");
+	CHECK_JNULL(r.json, "estimate");
+	CHECK_STR_EQ(DB("SELECT coalesce(estimated_start::text, 'null') || ' ' ||"
+					" coalesce(estimate_basis::text, 'null') FROM jobs"
+					" WHERE id = $1::bigint",
+					lld(a1)),
+		     "null null");
+	ty_resp_free(&r);
+}
+
 /* ---- the team's usage ---- */
 
 static void check_usage_zero(const json_t *team)
@@ -694,6 +770,9 @@ TY_TEST(openapi_describes_the_queue)
 	    "components.schemas.Job.properties.queue_position",
 	    "components.schemas.Job.properties.reserved_until",
 	    "components.schemas.Job.properties.preemptions",
+	    "components.schemas.Job.properties.estimated_start",
+	    "components.schemas.Job.properties.estimate",
+	    "components.schemas.Estimate",
 	};
 	struct ty_resp r = {0};
 

@@ -1,0 +1,99 @@
+/*
+ * Start-time estimates on the daemon (docs/scheduling.md, "Start-time
+ * estimates"), the test playing the executor: a waiting job's published
+ * estimate is the end of the gang it waits for (start + max runtime, or
+ * + the runtime history of its team and name once it has one), runtime
+ * history is kept as attempts succeed, and the estimate is cleared when
+ * the job starts.
+ */
+#include "fixture.h"
+#include "ty_stack.h"
+#include "ty_test.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define T 15000 /* generous upper bound for anything to happen */
+
+/* whether job's estimated start is its attempt 1's start + secs (to the millisecond the mirror
+ * keeps) */
+#define ON_TIME                                                                                    \
+	"SELECT (abs(extract(epoch FROM j.estimated_start - (a.created_at"                         \
+	" + make_interval(secs => $3::int)))) < 0.002)::text"                                      \
+	" FROM jobs j, attempts a WHERE j.id = $1 AND a.job_id = $2 AND a.attempt = 1"
+
+#define BASIS "SELECT estimate_basis->>$2 FROM jobs WHERE id = $1"
+
+TY_TEST(estimates_follow_the_ends_they_wait_for)
+{
+	struct fx *f = fx_start();
+	const char *team = fx_team(f, "est", 8, -1, NULL);
+	const struct proto_msg *l;
+	long long a, b, c;
+
+	fx_node(f, "n1", 2);
+	fx_sched_start(f, "s1", NULL);
+	a = fx_submit_to(f, team,
+			 ",'name':'est-a','resources':{'nodes':1,'gpus_per_node':2},"
+			 "'max_runtime_seconds':3600");
+	REQUIRE((l = fx_recv(f, "n1", "launch", a, T)) != NULL);
+	fx_run(f, "n1", l);
+	FX_WAIT(f, T, "running", "SELECT state FROM jobs WHERE id = $1", fx_n(a));
+
+	/* b waits for a: from a's start + its max runtime, exactly (one end, one step) */
+	b = fx_submit_to(f, team,
+			 ",'name':'est-a','resources':{'nodes':1,'gpus_per_node':2},"
+			 "'max_runtime_seconds':3600");
+	FX_WAIT(f, T, "estimated", BASIS, fx_n(b), "kind");
+	CHECK_STR_EQ(FX_Q(f, ON_TIME, fx_n(b), fx_n(a), "3600"), "true");
+	CHECK_STR_EQ(FX_Q(f, BASIS, fx_n(b), "runtime_source"), "max_runtime");
+	CHECK_STR_EQ(
+	    FX_Q(f, "SELECT estimate_basis->'waits_for'->>0 FROM jobs WHERE id = $1", fx_n(b)),
+	    fx_n(a));
+	/* a job of a shape no node holds: never */
+	c = fx_submit_to(f, team, ",'resources':{'nodes':1,'gpus_per_node':4}");
+	FX_WAIT(f, T, "never", BASIS, fx_n(c), "kind");
+	CHECK_STR_EQ(FX_Q(f, "SELECT estimated_start IS NULL FROM jobs WHERE id = $1", fx_n(c)),
+		     "t");
+	fx_cancel(f, c);
+
+	/* a succeeds: its runtime is history; b starts, and its estimate is gone */
+	fx_exit(f, "n1", l, 0, "", "");
+	FX_WAIT(f, T, "succeeded", "SELECT state FROM jobs WHERE id = $1", fx_n(a));
+	FX_WAIT(f, T, "1",
+		"SELECT cardinality(runtimes) FROM runtime_history h JOIN teams t"
+		" ON t.id = h.team_id WHERE t.name = $1 AND h.name = 'est-a'",
+		team);
+	REQUIRE((l = fx_recv(f, "n1", "launch", b, T)) != NULL);
+	CHECK_STR_EQ(FX_Q(f,
+			  "SELECT (estimated_start IS NULL AND estimate_basis IS NULL)::text"
+			  " FROM jobs WHERE id = $1",
+			  fx_n(b)),
+		     "true");
+	fx_run(f, "n1", l);
+	FX_WAIT(f, T, "running", "SELECT state FROM jobs WHERE id = $1", fx_n(b));
+
+	/* with a history of 10 min for est-a, c waits for b's start + 10 min, not 1 h */
+	FX_Q(f,
+	     "UPDATE runtime_history SET p80_seconds = 600 WHERE name = 'est-a'"
+	     " AND team_id = (SELECT id FROM teams WHERE name = $1) RETURNING 1",
+	     team);
+	c = fx_submit_to(f, team,
+			 ",'name':'est-c','resources':{'nodes':1,'gpus_per_node':2},"
+			 "'max_runtime_seconds':3600");
+	FX_WAIT(f, T, "history", BASIS, fx_n(c), "runtime_source");
+	CHECK_STR_EQ(FX_Q(f, ON_TIME, fx_n(c), fx_n(b), "600"), "true");
+
+	/* the API shows it */
+	{
+		json_t *j =
+		    json_loads(fx_api(f, "GET", ty_test_strf("/v1/jobs/%lld", c), 200), 0, NULL);
+
+		REQUIRE(j != NULL);
+		CHECK(json_is_string(json_object_get(j, "estimated_start")));
+		CHECK_STR_EQ(json_string_value(ty_jpath(j, "estimate.kind")), "estimated");
+		CHECK_INT_EQ(json_integer_value(ty_jpath(j, "estimate.waits_for[0]")), b);
+		json_decref(j);
+	}
+	fx_sched_stop(f, 0);
+}
