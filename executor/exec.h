@@ -115,10 +115,54 @@ json_t *exec_preflight_node_check(const char *text);
 
 /*
  * The progress file of a rank, "<dir>/work/progress-<rank>" (dir: the attempt
- * directory), exported as TRAINYARD_PROGRESS_FILE; its mtime counts as the
- * rank's liveness. False when it does not fit outsz.
+ * directory), exported as TRAINYARD_PROGRESS_FILE (docs/dispatch.md,
+ * "Progress"). False when it does not fit outsz.
  */
 bool exec_progress_path(char *out, size_t outsz, const char *dir, int rank);
+
+/* ---- training progress (progress.c, pure) ---- */
+
+#define EXEC_PROGRESS_FILE_MAX 4096	 /* bytes of a progress file read */
+#define EXEC_PROGRESS_WINDOW_MS 60000 /* the step rate's window */
+#define EXEC_PROGRESS_RING 32
+
+/*
+ * What a progress file says: one JSON object {"step": N,
+ * "samples_per_second": X} (both optional, other members ignored: the SDK
+ * adds "time"), or a bare non-negative integer, the step (for shell jobs);
+ * an empty or blank file says nothing (a touch: liveness only). *step -1
+ * and *samples -1 when not said. TY_EPARSE naming the fault otherwise.
+ */
+int exec_progress_parse(int64_t *step, double *samples, const char *buf, size_t len,
+			struct ty_err *err);
+
+/* A rank's step as the node has seen it; zeroed: no step yet. */
+struct exec_progress {
+	bool have_step;
+	int64_t step;
+	int64_t step_ms;	   /* monotonic: when step took its value */
+	int64_t step_wall_ms;	   /* wall clock of the same */
+	double samples_per_second; /* the rank's own figure; -1: not given */
+	int n, head;		   /* the ring of step changes, oldest at head */
+	struct {
+		int64_t ms, step;
+	} ring[EXEC_PROGRESS_RING];
+};
+
+/*
+ * Note a reading (step >= 0; samples -1 when not given) at now (monotonic
+ * ms) and wall (ms). True when the step changed (or is the first): the
+ * rank's liveness. A step lower than before starts the rate afresh.
+ */
+bool exec_progress_note(struct exec_progress *p, int64_t step, double samples, int64_t now,
+			int64_t wall);
+/*
+ * Steps per second over the last EXEC_PROGRESS_WINDOW_MS at now: from the
+ * newest change before the window (else the oldest kept) to now; 0 once
+ * the step has not changed for a window; -1 (unknown) before two changes
+ * or a window have been seen.
+ */
+double exec_progress_rate(const struct exec_progress *p, int64_t now);
 
 /* ---- failure classification (classify.c) ---- */
 
