@@ -513,8 +513,13 @@ static void send_heartbeat(struct exec *x)
 	for (struct exec_attempt *a = x->attempts; running && a; a = a->next) {
 		json_t *e = json_pack("{s:I, s:I}", "job", (json_int_t)a->job, "attempt",
 				      (json_int_t)a->attempt);
+		json_t *p = exec__attempt_progress(a); /* once a rank gave a step */
 
 		exec_telem_running(e, &a->telem); /* idle_seconds, gpu_util once sampled */
+		if (e && p)
+			json_object_set_new(e, "progress", p);
+		else
+			json_decref(p);
 		json_array_append_new(running, e);
 	}
 	for (size_t i = 0; running && i < x->norphans; i++)

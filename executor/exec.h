@@ -781,8 +781,11 @@ struct exec_rank {
 	int signal;
 	int log_fd;
 	int64_t log_size;
-	int64_t last_alive_ms; /* monotonic: last output or progress-file change; 0: none */
+	int64_t last_alive_ms; /* monotonic: last sign of life (below); 0: none */
+	int64_t last_output_ms; /* monotonic: last output; 0: none */
 	struct timespec progress_mtime; /* of its progress file when last looked at */
+	struct exec_progress progress;	/* once it has a step, only a step change is life */
+	bool progress_warned;		/* a bad progress file was logged at warning level */
 	char *pid_path; /* owned; in a container: where the runtime writes its host pid */
 	long long oom_kills;	 /* its memory cgroup's oom_kill count at spawn; -1: unknown */
 	char memory_events[512]; /* the file with that count, "" if unknown */
@@ -995,6 +998,11 @@ void exec__attempt_hardware(struct exec_attempt *a, const struct hw_condition *c
 bool exec__attempt_has_pid(const struct exec_attempt *a, pid_t pid);
 /* Waits, without blocking, for its spawned children; each that ended is a rank's exit (SIGCHLD). */
 void exec__attempt_reap(struct exec_attempt *a);
+/*
+ * The heartbeat's `progress` of a (new array of proto_progress_rank
+ * entries, one per local rank with a step), or NULL when none has one.
+ */
+json_t *exec__attempt_progress(const struct exec_attempt *a);
 /* Close the handles of an attempt that reported; frees it afterwards. */
 void exec__attempt_close(struct exec_attempt *a);
 
