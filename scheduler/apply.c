@@ -1270,6 +1270,9 @@ static int on_heartbeat(struct sched *s, const struct proto_msg *m, struct ty_er
 	}
 	if ((rc = conditions_apply(s, m, boot_id, err)))
 		goto out;
+	/* the ranks' steps, and stragglers */
+	if ((rc = sched_progress_apply(s, m->node, json_object_get(d, "running"), err)))
+		goto out;
 	/* attempts holding GPUs idle longer than their team allows */
 	{
 		json_t *beats = json_array();
@@ -1732,6 +1735,10 @@ int sched_apply_heartbeats(struct sched *s, const struct proto_msg *m, const boo
 				goto out;
 			}
 			nidle += k;
+			/* the ranks' steps, and stragglers */
+			if ((rc = sched_progress_apply(s, m[i].node,
+						       json_object_get(m[i].data, "running"), err)))
+				goto out;
 		}
 	}
 	/* attempts the nodes finished whose attempt_exited may never have come */
