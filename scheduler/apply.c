@@ -666,6 +666,20 @@ static int conditions_apply(struct sched *s, const struct proto_msg *m, const ch
 	return rc;
 }
 
+int sched_condition_note(struct sched *s, const char *node, const json_t *c, struct ty_err *err)
+{
+	json_t *one = json_array(), *clean = NULL;
+	int rc;
+
+	if (!one)
+		return ty_err_set(err, TY_ENOMEM, NULL);
+	if (!(rc = condition_clean(&clean, c, err)) &&
+	    !(rc = json_array_append_new(one, clean) ? ty_err_set(err, TY_ENOMEM, NULL) : 0))
+		rc = conditions_record(s, node, NULL, one, false, err);
+	json_decref(one);
+	return rc;
+}
+
 int sched_conditions_metrics(struct sched *s, struct ty_err *err)
 {
 	struct sched_store_condition_count *c = NULL;

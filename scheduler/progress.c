@@ -141,13 +141,14 @@ static json_t *progress_clean(const json_t *progress, const char *node, int64_t 
 	return clean;
 }
 
-/* A straggler: its verdict, its job event and its node blamed */
+/* A straggler: its verdict, its job event, its node blamed and a condition of it */
 static int straggler(struct sched *s, const char *node, int64_t job, int64_t attempt,
 		     const char *state, const json_t *e, double median, struct ty_err *err)
 {
 	char evidence[256], msg[320], *text = NULL;
 	double r = rate_of(e);
-	json_t *v;
+	json_t *v, *cond = NULL;
+	int64_t now;
 	int rc;
 
 	snprintf(evidence, sizeof(evidence),
@@ -166,11 +167,22 @@ static int straggler(struct sched *s, const char *node, int64_t job, int64_t att
 	if ((rc = sched_store_straggler(s->term.pg, job, attempt, text, err)) ||
 	    (rc = sched_job_event(s, job, EVENT_STRAGGLER, state, msg, v, err)))
 		goto out;
-	rc = sched_blame_node(s, node, job, attempt, "system", evidence, SCHED_STRAGGLER_WHY,
-			      PROTO_EVIDENCE_EXECUTOR, err);
+	if ((rc = sched_blame_node(s, node, job, attempt, "system", evidence,
+				   SCHED_STRAGGLER_WHY, PROTO_EVIDENCE_EXECUTOR, err)))
+		goto out;
+	now = ty_wall_ms();
+	if (!(cond = json_pack("{s:s, s:s, s:n, s:n, s:n, s:s, s:I, s:I}", "kind",
+			       SCHED_CONDITION_STRAGGLER, "severity", "degraded", "gpu", "port",
+			       "code", "evidence", evidence, "first_seen", (json_int_t)now,
+			       "last_seen", (json_int_t)now))) {
+		rc = ty_err_set(err, TY_ENOMEM, NULL);
+		goto out;
+	}
+	rc = sched_condition_note(s, node, cond, err);
 out:
 	free(text);
 	json_decref(v);
+	json_decref(cond);
 	return rc;
 }
 

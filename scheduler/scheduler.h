@@ -495,6 +495,12 @@ void sched_late_exits_clear(struct sched *s);
  */
 int sched_conditions_metrics(struct sched *s, struct ty_err *err);
 /*
+ * Record condition c (borrowed; checked as a heartbeat's are) of node's
+ * current boot from the scheduler's own observation, beside what the
+ * executor lists (a fatal one drains the node as any would).
+ */
+int sched_condition_note(struct sched *s, const char *node, const json_t *c, struct ty_err *err);
+/*
  * Release every live allocation on node (lost, or restarted) and fail their
  * attempts; blame: hold the node responsible (sched_fail_attempt).
  */
@@ -788,6 +794,13 @@ int sched_idle_check(struct sched *s, const json_t *beats, struct ty_err *err);
 
 /* ---- progress.c: training progress and stragglers ---- */
 
+/*
+ * The node condition of a straggler verdict, the scheduler's own: degraded,
+ * kept through the executor's heartbeats (which list only what it sees)
+ * until SCHED_STRAGGLER_HOLD after the verdict.
+ */
+#define SCHED_CONDITION_STRAGGLER "straggler"
+#define SCHED_STRAGGLER_HOLD "15 minutes"
 /* node_failures.message of a straggler verdict (sched_blame_node's why) */
 #define SCHED_STRAGGLER_WHY "a straggler: far below its gang's median step rate"
 

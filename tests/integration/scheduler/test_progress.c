@@ -108,6 +108,14 @@ TY_TEST(a_slow_rank_is_a_straggler_and_its_node_suspect_after_two_jobs)
 		     "system | executor | a straggler: far below its gang's median step rate");
 	CHECK_STR_EQ(FX_Q(f, "SELECT state FROM nodes WHERE id = 'n2'"), "ready");
 	CHECK_STR_EQ(FX_Q(f, "SELECT state FROM jobs WHERE id = $1", fx_n(job)), "running");
+	/* a degraded condition of n2 that its heartbeats (which list none) do not clear */
+	CHECK_STR_EQ(FX_Q(f,
+			  "SELECT string_agg(kind || ' ' || severity || ' ' || evidence, '; ')"
+			  " FROM node_conditions WHERE node_id = 'n2' AND cleared_at IS NULL"),
+		     ty_test_strf("straggler degraded rank %lld at 0.4 steps/s against the "
+				  "gang's median 2 (job %lld, attempt 1)",
+				  first_rank(l[1]), job));
+	CHECK_STR_EQ(FX_Q(f, "SELECT count(*) FROM node_conditions WHERE node_id = 'n1'"), "0");
 
 	/* the API shows each rank's progress and the verdict */
 	body = json_loads(fx_api(f, "GET", ty_test_strf("/v1/jobs/%lld/attempts", job), 200), 0,
