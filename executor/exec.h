@@ -651,6 +651,7 @@ struct exec_opts {
 	/* hash checkpoints fully here too, not only on rank 0's node (--ckpt-rehash) */
 	bool ckpt_rehash;
 	int64_t heartbeat_ms;
+	int64_t progress_ms; /* --progress-ms: progress in a heartbeat at most this often */
 	int64_t fetch_wait_ms; /* fetch.wait.max.ms of the dispatch consumer */
 	int64_t register_ms;
 	int64_t kill_grace_ms;
@@ -836,6 +837,7 @@ struct exec_attempt {
 	struct proto_launch launch; /* owned; moved in from the launch message */
 	enum exec_phase phase;
 	int64_t phase_ms; /* monotonic: when the current phase began */
+	int64_t progress_sent_ms; /* monotonic: its progress last went in a heartbeat; 0: never */
 	/* the checkpoint watch (handshake, checkpoint_written, retention) */
 	uv_timer_t ckpt_timer;
 	bool ckpt_busy;		  /* a scan runs on the thread pool */

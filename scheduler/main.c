@@ -99,10 +99,11 @@ static const struct ty_opt options[] = {
      "drained (draining while work runs; no new work until an admin undrains it)"},
     {"straggler-percent", TY_OPT_INT, "50", 0, 99,
      "a rank whose step rate (from its progress file) stays below this percentage of its "
-     "gang's median for --straggler-reports heartbeats in a row is a straggler: a job event "
-     "and its node blamed as for a system failure (0: off)"},
+     "gang's median for --straggler-reports progress reports in a row is a straggler: a job "
+     "event, a degraded node condition and its node blamed as for a system failure (0: off)"},
     {"straggler-reports", TY_OPT_INT, "3", 1, 1000,
-     "heartbeats in a row a rank must be below --straggler-percent to be a straggler"},
+     "progress reports (heartbeats that carry it, every executor --progress-ms) in a row a "
+     "rank must be below --straggler-percent to be a straggler"},
     {"failure-window-seconds", TY_OPT_INT, "3600", 1, 31536000,
      "how far back node failures count; a suspect node whose count falls below "
      "--suspect-after-jobs is ready again"},

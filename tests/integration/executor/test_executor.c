@@ -130,6 +130,8 @@ static void executor_spawn(void)
 			      "zone=z1,rack=r1",
 			      "--heartbeat-ms",
 			      "200",
+			      "--progress-ms",
+			      "200",
 			      "--kill-grace-ms",
 			      "3000",
 			      "--log-max-bytes",
