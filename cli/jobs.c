@@ -580,6 +580,76 @@ static int print_attempt_lines(const json_t *items)
 	return rc ? TY_ENOMEM : 0;
 }
 
+/* "2" or "0.4": a rate as people read it */
+static const char *rate_text(char *buf, size_t n, double v)
+{
+	snprintf(buf, n, "%.3g", v);
+	return buf;
+}
+
+/*
+ * The newest attempt's training progress on one line (steps and step rates
+ * over its ranks, the slowest), and one line per straggler verdict.
+ */
+static void print_progress_lines(const json_t *items)
+{
+	const json_t *a, *e, *last = NULL;
+	size_t i, k;
+	char b1[32], b2[32], b3[32], b4[32];
+
+	json_array_foreach(items, i, a)
+		if (json_array_size(json_object_get(a, "progress")))
+			last = a;
+	if (last) {
+		long long lo = -1, hi = -1;
+		double rlo = -1, rhi = -1;
+		const json_t *slow = NULL;
+
+		json_array_foreach(json_object_get(last, "progress"), k, e) {
+			long long st = (long long)json_integer_value(json_object_get(e, "step"));
+			const json_t *r = json_object_get(e, "steps_per_second");
+
+			if (lo < 0 || st < lo)
+				lo = st;
+			if (st > hi)
+				hi = st;
+			if (!json_is_number(r))
+				continue;
+			if (rlo < 0 || json_number_value(r) < rlo) {
+				rlo = json_number_value(r);
+				slow = e;
+			}
+			if (json_number_value(r) > rhi)
+				rhi = json_number_value(r);
+		}
+		printf("progress:  attempt %s: ", cli_json_num(b1, sizeof(b1), last, "attempt"));
+		if (lo == hi)
+			printf("step %lld", lo);
+		else
+			printf("steps %lld-%lld", lo, hi);
+		printf(" on %zu rank(s)", json_array_size(json_object_get(last, "progress")));
+		if (!slow)
+			printf(", steps/s not known yet\n");
+		else if (rlo == rhi)
+			printf(", %s steps/s\n", rate_text(b2, sizeof(b2), rlo));
+		else
+			printf(", %s-%s steps/s, slowest rank %s on %s\n",
+			       rate_text(b2, sizeof(b2), rlo), rate_text(b3, sizeof(b3), rhi),
+			       cli_json_num(b1, sizeof(b1), slow, "rank"),
+			       cli_json_str(slow, "node", "?"));
+	}
+	json_array_foreach(items, i, a)
+		json_array_foreach(json_object_get(a, "stragglers"), k, e)
+			printf("straggler: attempt %s: rank %s on %s at %s steps/s against the "
+			       "gang's median %s\n",
+			       cli_json_num(b1, sizeof(b1), a, "attempt"),
+			       cli_json_num(b2, sizeof(b2), e, "rank"), cli_json_str(e, "node", "?"),
+			       rate_text(b3, sizeof(b3),
+					 json_number_value(json_object_get(e, "steps_per_second"))),
+			       rate_text(b4, sizeof(b4),
+					 json_number_value(json_object_get(e, "median"))));
+}
+
 int cli_cmd_status(struct cli *cli, int argc, char **argv, struct ty_err *err)
 {
 	struct ty_buf path = TY_BUF_INIT;
@@ -606,6 +676,8 @@ int cli_cmd_status(struct cli *cli, int argc, char **argv, struct ty_err *err)
 		goto out;
 	if (print_attempt_lines(json_object_get(att.body, "items")))
 		rc = ty_err_set(err, TY_ENOMEM, NULL);
+	else
+		print_progress_lines(json_object_get(att.body, "items"));
 out:
 	cli_resp_free(&att);
 	cli_resp_free(&resp);

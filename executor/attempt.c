@@ -268,7 +268,9 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
 	struct exec_rank *r = s->data;
 
 	if (nread > 0) {
-		r->last_alive_ms = ty_mono_ms();
+		r->last_output_ms = ty_mono_ms();
+		if (!r->progress.have_step) /* a rank with a step can print while it hangs */
+			r->last_alive_ms = r->last_output_ms;
 		log_write(r, buf->base, (size_t)nread);
 	} else if (nread < 0) {
 		close_output(r); /* EOF: every writer of the pipe is gone */
@@ -878,19 +880,120 @@ static void on_runtime_over(uv_timer_t *t)
 			   "max runtime exceeded");
 }
 
-/* A change of the rank's progress file since the last look counts as life. */
+/*
+ * Read the rank's progress file when its mtime changed since the last look:
+ * a new step is life; a touch, or what does not parse, is life only for a
+ * rank that never gave a step (a garbage file is logged, not believed).
+ */
 static void check_progress(struct exec_attempt *a, struct exec_rank *r, int64_t now)
 {
-	char path[sizeof(a->dir) + 32];
+	char path[sizeof(a->dir) + 32], buf[EXEC_PROGRESS_FILE_MAX + 1];
+	struct ty_err err = {0};
 	struct stat st;
+	int64_t step;
+	double samples;
+	ssize_t n;
+	int fd;
 
 	if (!exec_progress_path(path, sizeof(path), a->dir, r->rank) || stat(path, &st))
 		return;
-	if (st.st_mtim.tv_sec != r->progress_mtime.tv_sec ||
-	    st.st_mtim.tv_nsec != r->progress_mtime.tv_nsec) {
-		r->progress_mtime = st.st_mtim;
-		r->last_alive_ms = now;
+	if (st.st_mtim.tv_sec == r->progress_mtime.tv_sec &&
+	    st.st_mtim.tv_nsec == r->progress_mtime.tv_nsec)
+		return;
+	r->progress_mtime = st.st_mtim;
+	if ((fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC)) < 0)
+		return;
+	n = read(fd, buf, sizeof(buf)); /* one more than the most: that is too long */
+	close(fd);
+	if (n < 0)
+		return;
+	if (exec_progress_parse(&step, &samples, buf, (size_t)n, &err)) {
+		if (!r->progress_warned)
+			ty_warn("job %lld attempt %lld rank %d: progress file '%s' ignored: %s",
+				(long long)a->job, (long long)a->attempt, r->rank, path, err.msg);
+		else
+			ty_debug("job %lld attempt %lld rank %d: progress file ignored: %s",
+				 (long long)a->job, (long long)a->attempt, r->rank, err.msg);
+		r->progress_warned = true;
+	} else if (step >= 0) {
+		if (exec_progress_note(&r->progress, step, samples, now, ty_wall_ms()))
+			r->last_alive_ms = now;
+		return;
 	}
+	if (!r->progress.have_step)
+		r->last_alive_ms = now;
+}
+
+json_t *exec__attempt_progress(const struct exec_attempt *a)
+{
+	int64_t now = ty_mono_ms();
+	json_t *arr = NULL;
+
+	for (int i = 0; a->state == EXEC_RUNNING && i < a->nranks; i++) {
+		const struct exec_rank *r = &a->ranks[i];
+		json_t *e;
+
+		if (!r->progress.have_step)
+			continue;
+		if ((!arr && !(arr = json_array())) ||
+		    !(e = proto_progress_rank(r->rank, r->progress.step,
+					      exec_progress_rate(&r->progress, now),
+					      r->progress.samples_per_second,
+					      r->progress.step_wall_ms)))
+			break;
+		json_array_append_new(arr, e);
+	}
+	return arr;
+}
+
+/*
+ * The head of a hang's evidence: with steps, which step stood still on
+ * which ranks and when output was last seen ("step 120 unchanged for 600 s
+ * on ranks 0-3; last output 2 s ago"); else that no rank showed anything.
+ */
+static void hang_head(char *head, size_t n, const struct exec_attempt *a, int64_t now)
+{
+	int first = -1, last = -1;
+	int64_t lo = 0, hi = 0, step_ms = 0, out_ms = 0;
+	char steps[48], ranks[32], output[40];
+
+	for (int i = 0; i < a->nranks; i++) {
+		const struct exec_rank *r = &a->ranks[i];
+
+		if (r->last_output_ms > out_ms)
+			out_ms = r->last_output_ms;
+		if (!r->progress.have_step)
+			continue;
+		if (first < 0 || r->progress.step < lo)
+			lo = r->progress.step;
+		if (first < 0 || r->progress.step > hi)
+			hi = r->progress.step;
+		if (r->progress.step_ms > step_ms)
+			step_ms = r->progress.step_ms;
+		if (first < 0)
+			first = r->rank;
+		last = r->rank;
+	}
+	if (first < 0) {
+		snprintf(head, n, "no rank showed output or progress for %lld s",
+			 (long long)(a->hang_timeout_ms / 1000));
+		return;
+	}
+	if (lo == hi)
+		snprintf(steps, sizeof(steps), "step %lld", (long long)lo);
+	else
+		snprintf(steps, sizeof(steps), "steps %lld-%lld", (long long)lo, (long long)hi);
+	if (first == last)
+		snprintf(ranks, sizeof(ranks), "rank %d", first);
+	else
+		snprintf(ranks, sizeof(ranks), "ranks %d-%d", first, last);
+	if (out_ms)
+		snprintf(output, sizeof(output), "last output %lld s ago",
+			 (long long)((now - out_ms) / 1000));
+	else
+		snprintf(output, sizeof(output), "no output");
+	snprintf(head, n, "%s unchanged for %lld s on %s; %s", steps,
+		 (long long)((now - step_ms) / 1000), ranks, output);
 }
 
 /* Stop the attempt as cls with the last lines of every rank's log as evidence. */
@@ -914,7 +1017,8 @@ static void stop_with_tails(struct exec_attempt *a, const char *cls, const char 
 }
 
 /*
- * Liveness: output on a rank's pipe or a change of its progress file.
+ * Liveness: output on a rank's pipe or a change of its progress file; once
+ * a rank has given a step, only a change of its step.
  * Start timeout: every rank must show life (or exit 0) within it.
  * Hang: no rank has shown life for the hang timeout.
  */
@@ -957,8 +1061,7 @@ static void on_live_tick(uv_timer_t *t)
 		return;
 	}
 	if (a->hang_timeout_ms && now - latest >= a->hang_timeout_ms) {
-		snprintf(head, sizeof(head), "no rank showed output or progress for %lld s",
-			 (long long)(a->hang_timeout_ms / 1000));
+		hang_head(head, sizeof(head), a, now);
 		stop_with_tails(a, EXEC_CLASS(HANG), head);
 	}
 }
@@ -1857,12 +1960,13 @@ static void resume_done(uv_work_t *req, int status)
 			(long long)a->attempt, a->resume_from);
 	/* the start timeout counts from here: hashing a large checkpoint is not a hang */
 	a->started_ms = a->phase_ms = ty_mono_ms();
-	if (a->hang_timeout_ms || a->start_timeout_ms) {
+	{
+		/* without either timeout the tick still reads the progress files */
 		int64_t shortest = a->hang_timeout_ms, tick;
 
 		if (!shortest || (a->start_timeout_ms && a->start_timeout_ms < shortest))
 			shortest = a->start_timeout_ms;
-		tick = shortest / 4;
+		tick = shortest ? shortest / 4 : 1000;
 		tick = tick < 100 ? 100 : tick > 1000 ? 1000 : tick;
 		uv_timer_start(&a->live_timer, on_live_tick, (uint64_t)tick, (uint64_t)tick);
 	}

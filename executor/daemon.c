@@ -509,12 +509,23 @@ static json_t *notice_json(struct exec *x)
 static void send_heartbeat(struct exec *x)
 {
 	json_t *running = json_array(), *finished = exec_finished_json(&x->finished), *hb;
+	int64_t now = ty_mono_ms();
 
 	for (struct exec_attempt *a = x->attempts; running && a; a = a->next) {
 		json_t *e = json_pack("{s:I, s:I}", "job", (json_int_t)a->job, "attempt",
 				      (json_int_t)a->attempt);
+		/* once a rank gave a step, at most every --progress-ms */
+		json_t *p = !a->progress_sent_ms || now - a->progress_sent_ms >= x->o->progress_ms
+				? exec__attempt_progress(a)
+				: NULL;
 
 		exec_telem_running(e, &a->telem); /* idle_seconds, gpu_util once sampled */
+		if (e && p) {
+			json_object_set_new(e, "progress", p);
+			a->progress_sent_ms = now;
+		} else {
+			json_decref(p);
+		}
 		json_array_append_new(running, e);
 	}
 	for (size_t i = 0; running && i < x->norphans; i++)

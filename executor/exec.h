@@ -115,10 +115,54 @@ json_t *exec_preflight_node_check(const char *text);
 
 /*
  * The progress file of a rank, "<dir>/work/progress-<rank>" (dir: the attempt
- * directory), exported as TRAINYARD_PROGRESS_FILE; its mtime counts as the
- * rank's liveness. False when it does not fit outsz.
+ * directory), exported as TRAINYARD_PROGRESS_FILE (docs/dispatch.md,
+ * "Progress"). False when it does not fit outsz.
  */
 bool exec_progress_path(char *out, size_t outsz, const char *dir, int rank);
+
+/* ---- training progress (progress.c, pure) ---- */
+
+#define EXEC_PROGRESS_FILE_MAX 4096	 /* bytes of a progress file read */
+#define EXEC_PROGRESS_WINDOW_MS 60000 /* the step rate's window */
+#define EXEC_PROGRESS_RING 32
+
+/*
+ * What a progress file says: one JSON object {"step": N,
+ * "samples_per_second": X} (both optional, other members ignored: the SDK
+ * adds "time"), or a bare non-negative integer, the step (for shell jobs);
+ * an empty or blank file says nothing (a touch: liveness only). *step -1
+ * and *samples -1 when not said. TY_EPARSE naming the fault otherwise.
+ */
+int exec_progress_parse(int64_t *step, double *samples, const char *buf, size_t len,
+			struct ty_err *err);
+
+/* A rank's step as the node has seen it; zeroed: no step yet. */
+struct exec_progress {
+	bool have_step;
+	int64_t step;
+	int64_t step_ms;	   /* monotonic: when step took its value */
+	int64_t step_wall_ms;	   /* wall clock of the same */
+	double samples_per_second; /* the rank's own figure; -1: not given */
+	int n, head;		   /* the ring of step changes, oldest at head */
+	struct {
+		int64_t ms, step;
+	} ring[EXEC_PROGRESS_RING];
+};
+
+/*
+ * Note a reading (step >= 0; samples -1 when not given) at now (monotonic
+ * ms) and wall (ms). True when the step changed (or is the first): the
+ * rank's liveness. A step lower than before starts the rate afresh.
+ */
+bool exec_progress_note(struct exec_progress *p, int64_t step, double samples, int64_t now,
+			int64_t wall);
+/*
+ * Steps per second over the last EXEC_PROGRESS_WINDOW_MS at now: from the
+ * newest change before the window (else the oldest kept) to now; 0 once
+ * the step has not changed for a window; -1 (unknown) before two changes
+ * or a window have been seen.
+ */
+double exec_progress_rate(const struct exec_progress *p, int64_t now);
 
 /* ---- failure classification (classify.c) ---- */
 
@@ -607,6 +651,7 @@ struct exec_opts {
 	/* hash checkpoints fully here too, not only on rank 0's node (--ckpt-rehash) */
 	bool ckpt_rehash;
 	int64_t heartbeat_ms;
+	int64_t progress_ms; /* --progress-ms: progress in a heartbeat at most this often */
 	int64_t fetch_wait_ms; /* fetch.wait.max.ms of the dispatch consumer */
 	int64_t register_ms;
 	int64_t kill_grace_ms;
@@ -737,8 +782,11 @@ struct exec_rank {
 	int signal;
 	int log_fd;
 	int64_t log_size;
-	int64_t last_alive_ms; /* monotonic: last output or progress-file change; 0: none */
+	int64_t last_alive_ms; /* monotonic: last sign of life (below); 0: none */
+	int64_t last_output_ms; /* monotonic: last output; 0: none */
 	struct timespec progress_mtime; /* of its progress file when last looked at */
+	struct exec_progress progress;	/* once it has a step, only a step change is life */
+	bool progress_warned;		/* a bad progress file was logged at warning level */
 	char *pid_path; /* owned; in a container: where the runtime writes its host pid */
 	long long oom_kills;	 /* its memory cgroup's oom_kill count at spawn; -1: unknown */
 	char memory_events[512]; /* the file with that count, "" if unknown */
@@ -789,6 +837,7 @@ struct exec_attempt {
 	struct proto_launch launch; /* owned; moved in from the launch message */
 	enum exec_phase phase;
 	int64_t phase_ms; /* monotonic: when the current phase began */
+	int64_t progress_sent_ms; /* monotonic: its progress last went in a heartbeat; 0: never */
 	/* the checkpoint watch (handshake, checkpoint_written, retention) */
 	uv_timer_t ckpt_timer;
 	bool ckpt_busy;		  /* a scan runs on the thread pool */
@@ -951,6 +1000,11 @@ void exec__attempt_hardware(struct exec_attempt *a, const struct hw_condition *c
 bool exec__attempt_has_pid(const struct exec_attempt *a, pid_t pid);
 /* Waits, without blocking, for its spawned children; each that ended is a rank's exit (SIGCHLD). */
 void exec__attempt_reap(struct exec_attempt *a);
+/*
+ * The heartbeat's `progress` of a (new array of proto_progress_rank
+ * entries, one per local rank with a step), or NULL when none has one.
+ */
+json_t *exec__attempt_progress(const struct exec_attempt *a);
 /* Close the handles of an attempt that reported; frees it afterwards. */
 void exec__attempt_close(struct exec_attempt *a);
 

@@ -107,6 +107,9 @@ static const struct ty_opt options[] = {
      "jobs' checkpoint directories are <DIR>/job-<id> (TRAINYARD_CHECKPOINT_DIR); shared "
      "storage, so a retry on another node resumes (default: <state-dir>/checkpoints)"},
     {"heartbeat-ms", TY_OPT_INT, "2000", 50, 600000, "heartbeat interval"},
+    {"progress-ms", TY_OPT_INT, "10000", 50, 600000,
+     "the ranks' progress (step, steps/s, samples/s) rides on a heartbeat at most this often "
+     "per attempt"},
     {"fetch-wait-ms", TY_OPT_INT, "500", 1, 10000,
      "longest wait of a fetch of the dispatch partition in the broker (fetch.wait.max.ms): "
      "Kafka answers as soon as a message is there, so an idle node long-polls at no cost to "
@@ -796,6 +799,7 @@ int main(int argc, char **argv)
 	o.labels = labels;
 	o.expect_gpus = expectation(c, labels, &inv);
 	o.heartbeat_ms = ty_config_int(c, "heartbeat-ms");
+	o.progress_ms = ty_config_int(c, "progress-ms");
 	o.fetch_wait_ms = ty_config_int(c, "fetch-wait-ms");
 	o.register_ms = ty_config_int(c, "register-ms");
 	o.kill_grace_ms = ty_config_int(c, "kill-grace-ms");

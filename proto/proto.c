@@ -169,6 +169,49 @@ int proto_condition_check(const json_t *c, struct ty_err *err)
 	return 0;
 }
 
+json_t *proto_progress_rank(int rank, int64_t step, double steps_per_second,
+			    double samples_per_second, int64_t step_at)
+{
+	return json_pack("{s:i, s:I, s:o, s:o, s:I}", "rank", rank, "step", (json_int_t)step,
+			 "steps_per_second",
+			 steps_per_second < 0 ? json_null() : json_real(steps_per_second),
+			 "samples_per_second",
+			 samples_per_second < 0 ? json_null() : json_real(samples_per_second),
+			 "step_at", (json_int_t)step_at);
+}
+
+/* A non-negative number, null or absent */
+static bool rate_ok(const json_t *v)
+{
+	return !v || json_is_null(v) || (json_is_number(v) && json_number_value(v) >= 0);
+}
+
+int proto_progress_check(const json_t *p, struct ty_err *err)
+{
+	const json_t *rank = json_object_get(p, "rank"), *step = json_object_get(p, "step"),
+		     *at = json_object_get(p, "step_at");
+
+	if (!json_is_object(p))
+		return ty_err_set(err, TY_EPARSE, "progress: not an object");
+	if (!json_is_integer(rank) || json_integer_value(rank) < 0)
+		return ty_err_set(err, TY_EPARSE, "progress: rank must be a non-negative integer");
+	if (!json_is_integer(step) || json_integer_value(step) < 0)
+		return ty_err_set(err, TY_EPARSE,
+				  "progress of rank %lld: step must be a non-negative integer",
+				  (long long)json_integer_value(rank));
+	if (!rate_ok(json_object_get(p, "steps_per_second")) ||
+	    !rate_ok(json_object_get(p, "samples_per_second")))
+		return ty_err_set(err, TY_EPARSE,
+				  "progress of rank %lld: steps_per_second and samples_per_second "
+				  "must be non-negative numbers or null",
+				  (long long)json_integer_value(rank));
+	if (!json_is_integer(at) || json_integer_value(at) < 0)
+		return ty_err_set(err, TY_EPARSE,
+				  "progress of rank %lld: step_at must be ms since the epoch",
+				  (long long)json_integer_value(rank));
+	return 0;
+}
+
 bool proto_node_id_ok(const char *node)
 {
 	size_t n = node ? strlen(node) : 0;

@@ -177,6 +177,26 @@ enum proto_severity proto_severity_parse(const char *name);
 int proto_condition_check(const json_t *c, struct ty_err *err);
 
 /*
+ * Training progress (docs/dispatch.md, "Progress"): a heartbeat's running
+ * entry carries `progress[]`, one entry per local rank that has written a
+ * step to its progress file,
+ *   {"rank":3,"step":120,"steps_per_second":2.1,"samples_per_second":512.5,
+ *    "step_at":1764000000000}
+ * steps_per_second null until the node has seen the step advance over a
+ * while, samples_per_second null when the rank does not say, step_at the
+ * wall-clock ms when the node saw the step change last.
+ */
+/* One entry (new; NULL when out of memory); a negative rate is sent as null. */
+json_t *proto_progress_rank(int rank, int64_t step, double steps_per_second,
+			    double samples_per_second, int64_t step_at);
+/*
+ * Whether p (borrowed) is such an entry: rank and step non-negative
+ * integers, the rates non-negative numbers, null or absent, step_at a non-negative
+ * integer. TY_EPARSE naming the field otherwise; unknown fields are allowed.
+ */
+int proto_progress_check(const json_t *p, struct ty_err *err);
+
+/*
  * Serialise m into *out (new, caller frees) and *len. m->data may be NULL
  * (sent as {}). Fails with TY_EINVAL when m lacks what its type requires.
  */

@@ -666,6 +666,20 @@ static int conditions_apply(struct sched *s, const struct proto_msg *m, const ch
 	return rc;
 }
 
+int sched_condition_note(struct sched *s, const char *node, const json_t *c, struct ty_err *err)
+{
+	json_t *one = json_array(), *clean = NULL;
+	int rc;
+
+	if (!one)
+		return ty_err_set(err, TY_ENOMEM, NULL);
+	if (!(rc = condition_clean(&clean, c, err)) &&
+	    !(rc = json_array_append_new(one, clean) ? ty_err_set(err, TY_ENOMEM, NULL) : 0))
+		rc = conditions_record(s, node, NULL, one, false, err);
+	json_decref(one);
+	return rc;
+}
+
 int sched_conditions_metrics(struct sched *s, struct ty_err *err)
 {
 	struct sched_store_condition_count *c = NULL;
@@ -1270,6 +1284,9 @@ static int on_heartbeat(struct sched *s, const struct proto_msg *m, struct ty_er
 	}
 	if ((rc = conditions_apply(s, m, boot_id, err)))
 		goto out;
+	/* the ranks' steps, and stragglers */
+	if ((rc = sched_progress_apply(s, m->node, json_object_get(d, "running"), err)))
+		goto out;
 	/* attempts holding GPUs idle longer than their team allows */
 	{
 		json_t *beats = json_array();
@@ -1732,6 +1749,10 @@ int sched_apply_heartbeats(struct sched *s, const struct proto_msg *m, const boo
 				goto out;
 			}
 			nidle += k;
+			/* the ranks' steps, and stragglers */
+			if ((rc = sched_progress_apply(s, m[i].node,
+						       json_object_get(m[i].data, "running"), err)))
+				goto out;
 		}
 	}
 	/* attempts the nodes finished whose attempt_exited may never have come */

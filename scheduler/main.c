@@ -97,6 +97,13 @@ static const struct ty_opt options[] = {
     {"drain-after-jobs", TY_OPT_INT, "3", 1, 1000,
      "a node blamed for failures of this many different jobs within the window is "
      "drained (draining while work runs; no new work until an admin undrains it)"},
+    {"straggler-percent", TY_OPT_INT, "50", 0, 99,
+     "a rank whose step rate (from its progress file) stays below this percentage of its "
+     "gang's median for --straggler-reports progress reports in a row is a straggler: a job "
+     "event, a degraded node condition and its node blamed as for a system failure (0: off)"},
+    {"straggler-reports", TY_OPT_INT, "3", 1, 1000,
+     "progress reports (heartbeats that carry it, every executor --progress-ms) in a row a "
+     "rank must be below --straggler-percent to be a straggler"},
     {"failure-window-seconds", TY_OPT_INT, "3600", 1, 31536000,
      "how far back node failures count; a suspect node whose count falls below "
      "--suspect-after-jobs is ready again"},
@@ -383,6 +390,8 @@ int main(int argc, char **argv)
 	s.o.suspect_after = (int)ty_config_int(c, "suspect-after-jobs");
 	s.o.drain_after = (int)ty_config_int(c, "drain-after-jobs");
 	s.o.failure_window_s = (int)ty_config_int(c, "failure-window-seconds");
+	s.o.straggler_pct = (int)ty_config_int(c, "straggler-percent");
+	s.o.straggler_reports = (int)ty_config_int(c, "straggler-reports");
 	if (ty_config_str(c, "rates-file") && *ty_config_str(c, "rates-file") &&
 	    sched_rates_load(&s.o.rates, ty_config_str(c, "rates-file"), &err)) {
 		fprintf(stderr, "trainyard-scheduler: option 'rates-file': %s\n", err.msg);

@@ -70,6 +70,8 @@ struct sched_opts {
 	int expedite_hold_s;	 /* --expedite-hold-seconds: an expedited requeue's hold, 0 = off */
 	int suspect_after;	 /* --suspect-after-jobs: distinct failed jobs → suspect */
 	int drain_after;	 /* --drain-after-jobs: distinct failed jobs → drained */
+	int straggler_pct;	 /* --straggler-percent: of the gang's median step rate; 0 = off */
+	int straggler_reports;	 /* --straggler-reports: in a row below it → a straggler */
 	const struct ty_ed25519_key *dispatch_key; /* --dispatch-key: signs dispatch (borrowed) */
 	/* --node-secret-file: every node's key derives from it (proto_node_key) */
 	const char *node_secret;
@@ -518,6 +520,12 @@ void sched_late_exits_clear(struct sched *s);
  */
 int sched_conditions_metrics(struct sched *s, struct ty_err *err);
 /*
+ * Record condition c (borrowed; checked as a heartbeat's are) of node's
+ * current boot from the scheduler's own observation, beside what the
+ * executor lists (a fatal one drains the node as any would).
+ */
+int sched_condition_note(struct sched *s, const char *node, const json_t *c, struct ty_err *err);
+/*
  * Release every live allocation on node (lost, or restarted) and fail their
  * attempts; blame: hold the node responsible (sched_fail_attempt).
  */
@@ -808,6 +816,47 @@ int sched_idle_candidates(json_t *beats, const char *node, int ord, const json_t
  * (attempts.idle_alert_at).
  */
 int sched_idle_check(struct sched *s, const json_t *beats, struct ty_err *err);
+
+/* ---- progress.c: training progress and stragglers ---- */
+
+/*
+ * The node condition of a straggler verdict, the scheduler's own: degraded,
+ * kept through the executor's heartbeats (which list only what it sees)
+ * until SCHED_STRAGGLER_HOLD after the verdict.
+ */
+#define SCHED_CONDITION_STRAGGLER "straggler"
+#define SCHED_STRAGGLER_HOLD "15 minutes"
+/* node_failures.message of a straggler verdict (sched_blame_node's why) */
+#define SCHED_STRAGGLER_WHY "a straggler: far below its gang's median step rate"
+
+/*
+ * Pure: the gang's median step rate, the upper median (for two ranks the
+ * faster) of the non-negative rates of v (n of them); -1 when fewer than
+ * two are known or the median is 0 (a stalled gang is the hang timeout's).
+ */
+double sched_gang_median(const double *v, int n);
+/*
+ * Pure: judge node's new progress entries mine (checked ones, modified:
+ * each gets `below`, the reports in a row under pct % of the median,
+ * counted on from prev's entry of the same rank) against the gang: mine
+ * and others (the gang's [{node, progress}] as stored; node's own entry is
+ * skipped). *median is the gang's (-1: none). Returns how many ranks of
+ * mine just reached `reports` reports in a row below (stragglers), their
+ * indices in flagged[] (at most nflagged).
+ */
+int sched_straggler_judge(size_t *flagged, size_t nflagged, double *median, json_t *mine,
+			  const json_t *prev, const json_t *others, const char *node, int pct,
+			  int reports);
+/*
+ * Inside a fenced transaction, for the running[] entries of node's applied
+ * heartbeat: keep each live attempt's well-formed progress[] with its
+ * allocation and judge its ranks (sched_straggler_judge). A straggler gets
+ * a job event `straggler`, a verdict in attempts.stragglers and its node
+ * blamed (sched_blame_node, SCHED_STRAGGLER_WHY). Off with
+ * --straggler-percent 0 (progress is still kept).
+ */
+int sched_progress_apply(struct sched *s, const char *node, const json_t *running,
+			 struct ty_err *err);
 
 /* ---- mirror.c: nodes, live allocations, ports and teams ---- */
 

@@ -1,7 +1,7 @@
 # executor/: unit tests of its pure parts, and one integration test that runs
 # a real trainyard-executor against the broker (TY_TEST_KAFKA_BOOTSTRAP).
 
-foreach(m launch labels dedupe state tail proc ckpt spot classify hw_gpu hw_nvml hw_hca hw_nccl
+foreach(m launch labels dedupe state tail proc progress ckpt spot classify hw_gpu hw_nvml hw_hca hw_nccl
           hw_json hw_capacity runtime health health_watch health_check)
   ty_add_test(executor_${m} unit/executor/test_${m}.c unit)
   target_link_libraries(test_executor_${m} PRIVATE ty_exec)

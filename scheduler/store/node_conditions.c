@@ -8,6 +8,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+/*
+ * A straggler condition is the scheduler's, not in the executor's list:
+ * its heartbeats do not clear it while it holds (SCHED_STRAGGLER_HOLD).
+ */
+#define STRAGGLER_HELD                                                                             \
+	"(t.kind = '" SCHED_CONDITION_STRAGGLER "' AND t.last_seen > now() - interval '"           \
+	SCHED_STRAGGLER_HOLD "')"
+
 /* cleared conditions are kept this long (pruned when the node registers) */
 #define CONDITION_HISTORY_DAYS "30"
 
@@ -18,7 +26,8 @@
  * gpu, port, code, first_seen) of a boot: one recorded before is brought up
  * to date (reopened if an older message had cleared it), a new one
  * inserted. With $4 (a heartbeat's or register's whole list) every current
- * condition not listed is cleared, an earlier boot's included. Rows back:
+ * condition not listed is cleared, an earlier boot's included, but for a
+ * straggler one while it holds. Rows back:
  * what ('new', 'fatal': listed before as degraded, now fatal; 'cleared'),
  * severity, kind, evidence.
  */
@@ -51,6 +60,7 @@ static const char SQL_CONDITIONS_RECORD[] =
     "  RETURNING severity, kind, evidence),"
     " clr AS (UPDATE node_conditions t SET cleared_at = now() WHERE $4::boolean"
     "  AND t.node_id = $1 AND t.cleared_at IS NULL AND t.id NOT IN (SELECT id FROM old)"
+    "  AND NOT " STRAGGLER_HELD
     "  RETURNING t.severity, t.kind, t.evidence)"
     " SELECT 'new', severity, kind, evidence FROM ins"
     " UNION ALL SELECT 'fatal', severity, kind, evidence FROM old"

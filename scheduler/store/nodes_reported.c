@@ -126,6 +126,9 @@ static const char SQL_NODE_HEARTBEATS[] =
     "  RETURNING n.id),"
     " cl AS (UPDATE node_conditions t SET cleared_at = now() FROM u"
     "  WHERE t.node_id = u.id AND t.cleared_at IS NULL"
+    /* the scheduler's own straggler condition, while it holds (node_conditions.c) */
+    "  AND NOT (t.kind = '" SCHED_CONDITION_STRAGGLER "'"
+    "  AND t.last_seen > now() - interval '" SCHED_STRAGGLER_HOLD "')"
     "  RETURNING t.node_id, t.severity || ' condition ' || t.kind || ': ' || t.evidence"
     "  AS what)"
     " SELECT id, (SELECT string_agg(what, '; ') FROM cl WHERE cl.node_id = u.id)"

@@ -1000,6 +1000,23 @@ void sched_store_idle_free(struct sched_store_idle *v, int n);
 int sched_store_idle_alerts(struct sched_store_idle **out, int *nout, struct ty_pg *pg,
 			    const char *beats, struct ty_err *err);
 
+/* ---- progress.c: training progress and stragglers (progress.c) ---- */
+
+/*
+ * The running attempt's nodes with progress as JSON text [{node,
+ * progress}] in *gang and the job's state in *state (both new); both NULL
+ * when the attempt is not the job's current running one or node holds no
+ * live part of it.
+ */
+int sched_store_progress_gang(char **gang, char **state, struct ty_pg *pg, int64_t job,
+			      int64_t attempt, const char *node, struct ty_err *err);
+/* The node's allocation's progress set to progress (JSON text). */
+int sched_store_progress_node(struct ty_pg *pg, int64_t job, int64_t attempt, const char *node,
+			      const char *progress, struct ty_err *err);
+/* verdict (JSON text, an object) appended to attempts.stragglers with `at`, now. */
+int sched_store_straggler(struct ty_pg *pg, int64_t job, int64_t attempt, const char *verdict,
+			  struct ty_err *err);
+
 /* ---- relay.c: the outbox relay's rows (relay.c) ---- */
 
 /* A dispatch_outbox row to produce. */

@@ -918,6 +918,23 @@ psql "$DB_URL" -v ON_ERROR_STOP=1 -qAt -c "UPDATE attempts SET resume_from = NUL
 expect 0 jc attempts "$JL"
 out_has '^2  *running  *node-a,node-b  *4  *-  *-  *scratch  *-  *-  *[0-9]*s ago  *-$'
 psql "$DB_URL" -v ON_ERROR_STOP=1 -qAt -c "UPDATE attempts SET resume_skipped = NULL WHERE job_id = $JL AND attempt = 2" >/dev/null
+# progress and stragglers: a line each in status, members of the attempt in json
+expect 0 jc status "$JL"
+out_lacks '^progress:'
+out_lacks '^straggler:'
+psql "$DB_URL" -v ON_ERROR_STOP=1 -qAt >/dev/null <<SQL || fail "seeding progress failed"
+UPDATE allocations SET progress = '[{"rank": 0, "step": 400, "steps_per_second": 2.0, "samples_per_second": 64.5, "step_at": 1764000000000, "below": 0}, {"rank": 1, "step": 398, "steps_per_second": 1.9, "samples_per_second": null, "step_at": 1764000000000, "below": 0}]' WHERE job_id = $JL AND attempt = 2 AND node_id = 'node-a';
+UPDATE allocations SET progress = '[{"rank": 2, "step": 80, "steps_per_second": 0.4, "step_at": 1764000000000, "below": 3}, {"rank": 3, "step": 399, "steps_per_second": null, "step_at": 1764000000000, "below": 0}]' WHERE job_id = $JL AND attempt = 2 AND node_id = 'node-b';
+UPDATE attempts SET stragglers = '[{"rank": 2, "node": "node-b", "steps_per_second": 0.4, "median": 1.9, "attempt": 2, "at": "2026-01-01T00:00:00.000Z"}]' WHERE job_id = $JL AND attempt = 2;
+SQL
+expect 0 jc status "$JL"
+out_has '^progress: *attempt 2: steps 80-400 on 4 rank(s), 0.4-2 steps/s, slowest rank 2 on node-b$'
+out_has "^straggler: *attempt 2: rank 2 on node-b at 0.4 steps/s against the gang's median 1.9$"
+expect 0 jc -o json attempts "$JL"
+check '[(p["rank"], p["node"], p["step"]) for p in d["items"][1]["progress"]] == [(0, "node-a", 400), (1, "node-a", 398), (2, "node-b", 80), (3, "node-b", 399)]'
+check '"below" not in d["items"][1]["progress"][0] and d["items"][0]["progress"] is None'
+check 'd["items"][1]["stragglers"][0]["node"] == "node-b" and d["items"][0]["stragglers"] is None'
+psql "$DB_URL" -v ON_ERROR_STOP=1 -qAt -c "UPDATE allocations SET progress = NULL WHERE job_id = $JL; UPDATE attempts SET stragglers = NULL WHERE job_id = $JL" >/dev/null
 expect 0 jc -o json attempts "$JL"
 check '[a["attempt"] for a in d["items"]] == [1, 2]'
 check '[a["state"] for a in d["items"]] == ["failed", "running"]'

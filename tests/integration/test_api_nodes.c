@@ -868,8 +868,10 @@ TY_TEST(attempts_content_and_order)
 	a2 = ty_jpath(r.json, "items[1]");
 	CHECK_STR_EQ(keys(a1), "attempt,blamed_node,created_at,duration_seconds,ended_at,evidence,"
 			       "exit_code,failure_class,gpu_telemetry,master_addr,master_port,"
-			       "message,nnodes,nodes,ranks,resume,running_at,spot_node,state,"
-			       "world_size");
+			       "message,nnodes,nodes,progress,ranks,resume,running_at,spot_node,"
+			       "state,stragglers,world_size");
+	/* no rank wrote a step: neither progress nor stragglers yet */
+	CHECK(json_is_null(ty_jpath(a1, "progress")) && json_is_null(ty_jpath(a1, "stragglers")));
 	CHECK_STR_EQ(keys(ty_jpath(a1, "gpu_telemetry")),
 		     "idle_gpu_seconds,memory_used_peak_mb,nodes_reported,power_mean_w,"
 		     "power_peak_w,samples,util_mean,util_peak");

@@ -341,6 +341,13 @@ class Job(unittest.TestCase):
         with open(path) as f:
             doc = json.loads(f.read())
         self.assertEqual((doc["step"], doc["samples_per_second"]), (5, 12.5))
+        # renamed over: no temporary file is left beside it
+        self.assertEqual([n for n in os.listdir(os.path.dirname(path))
+                          if n.startswith(os.path.basename(path) + ".tmp")], [])
+        with self.assertRaisesRegex(ValueError, "step must be"):
+            job.progress(-1, path=path)
+        with self.assertRaisesRegex(ValueError, "samples_per_second must"):
+            job.progress(1, samples_per_second=float("nan"), path=path)
         with mock.patch.dict(os.environ, {}, clear=True):
             self.assertFalse(job.progress(1))
 

@@ -130,6 +130,8 @@ static void executor_spawn(void)
 			      "zone=z1,rack=r1",
 			      "--heartbeat-ms",
 			      "200",
+			      "--progress-ms",
+			      "200",
 			      "--kill-grace-ms",
 			      "3000",
 			      "--log-max-bytes",
@@ -1694,6 +1696,94 @@ TY_TEST(output_or_progress_keeps_a_rank_alive)
 		CHECK(json_object_get(d, "evidence") == NULL);
 		CHECK(json_object_get(d, "evidence_source") == NULL); /* no failure, no source */
 	}
+}
+
+/* The progress entries of job's newest heartbeat entry that has some; NULL: none. */
+static const json_t *heartbeat_progress(int64_t job)
+{
+	const json_t *found = NULL;
+
+	for (size_t i = 0; i < T.ngot; i++) {
+		const json_t *e;
+		size_t k;
+
+		if (T.got[i].type != PROTO_HEARTBEAT)
+			continue;
+		json_array_foreach(json_object_get(T.got[i].data, "running"), k, e)
+		{
+			if (json_integer_value(json_object_get(e, "job")) == job &&
+			    json_object_get(e, "progress"))
+				found = json_object_get(e, "progress");
+		}
+	}
+	return found;
+}
+
+TY_TEST(a_step_that_stops_is_a_hang_while_the_ranks_print)
+{
+	const json_t *d, *p, *e;
+	const char *msg;
+	size_t i;
+
+	setup();
+	/* three steps in the SDK's JSON, then output every 0.2 s but no step */
+	send_msg(PROTO_LAUNCH, 1190, EPOCH,
+		 launch_extra(2,
+			      "i=1; while [ $i -le 3 ]; do "
+			      "echo \"{\\\"step\\\": $i, \\\"samples_per_second\\\": 8}\" "
+			      "> progress-$RANK; echo tick $i; sleep 0.2; i=$((i+1)); done; "
+			      "while :; do echo still here; sleep 0.2; done",
+			      "'hang_timeout_seconds':1"));
+	REQUIRE((d = wait_msg(PROTO_ATTEMPT_EXITED, 1190, 1)) != NULL);
+	CHECK_STR_EQ(str_of(d, "failure_class"), "hang");
+	CHECK_STR_EQ(str_of(d, "evidence_source"), "executor");
+	msg = str_of(d, "message");
+	ty_test_context("message '%s'", msg);
+	CHECK(strncmp(msg, "step 3 unchanged for ", 21) == 0);
+	CHECK(strstr(msg, " s on ranks 0-1; last output ") != NULL);
+	CHECK(strncmp(str_of(d, "evidence"), msg, strlen(msg)) == 0);
+	CHECK(strstr(str_of(d, "evidence"), "still here") != NULL); /* the tails follow */
+	ty_test_context(NULL);
+	/* the heartbeats carried each rank's step while it ran */
+	REQUIRE((p = heartbeat_progress(1190)) != NULL);
+	CHECK_INT_EQ(json_array_size(p), 2);
+	json_array_foreach(p, i, e)
+	{
+		struct ty_err err = {0};
+
+		ty_test_context("progress %zu", i);
+		CHECK_INT_EQ(proto_progress_check(e, &err), 0);
+		CHECK_INT_EQ(json_integer_value(json_object_get(e, "rank")), (json_int_t)i);
+		CHECK_INT_EQ(json_integer_value(json_object_get(e, "step")), 3);
+		CHECK(json_real_value(json_object_get(e, "samples_per_second")) == 8);
+	}
+}
+
+TY_TEST(bare_steps_are_reported_and_garbage_is_logged_not_believed)
+{
+	const json_t *d, *p;
+
+	setup();
+	/* a shell job's bare step, without any timeout: still read and reported */
+	send_msg(PROTO_LAUNCH, 1191, EPOCH,
+		 launch_data(1, "echo 5 > progress-$RANK; sleep 3"));
+	/* garbage in the file: ignored, and output keeps the rank alive */
+	send_msg(PROTO_LAUNCH, 1192, EPOCH,
+		 launch_extra(1,
+			      "echo step-five > progress-$RANK; i=0; while [ $i -lt 10 ]; do "
+			      "echo out $i; sleep 0.2; i=$((i+1)); done",
+			      "'hang_timeout_seconds':1"));
+	REQUIRE((d = wait_msg(PROTO_ATTEMPT_EXITED, 1192, 1)) != NULL);
+	CHECK_STR_EQ(str_of(d, "failure_class"), "");
+	CHECK(heartbeat_progress(1192) == NULL);
+	CHECK(log_has("job 1192 attempt 1 rank 0: progress file '"));
+	CHECK(log_has("ignored: not a step (a non-negative integer) or a JSON object"));
+	REQUIRE((d = wait_msg(PROTO_ATTEMPT_EXITED, 1191, 1)) != NULL);
+	CHECK_STR_EQ(str_of(d, "failure_class"), "");
+	REQUIRE((p = heartbeat_progress(1191)) != NULL);
+	CHECK_INT_EQ(json_array_size(p), 1);
+	CHECK_INT_EQ(json_integer_value(json_object_get(json_array_get(p, 0), "step")), 5);
+	CHECK(json_is_null(json_object_get(json_array_get(p, 0), "samples_per_second")));
 }
 
 TY_TEST(start_timeout_kills_a_gang_with_a_silent_rank)

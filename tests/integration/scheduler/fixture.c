@@ -1084,6 +1084,34 @@ void fx_node_idle(struct fx *f, const char *id, long long job, long long attempt
 		FAIL("node %s does not run job %lld attempt %lld", id, job, attempt);
 }
 
+void fx_node_progress(struct fx *f, const char *id, long long job, long long attempt,
+		      const char *progress)
+{
+	json_t *p = progress ? json_loads(ty_test_jf("%s", progress), 0, NULL) : NULL;
+	struct fx_node *n;
+	json_t *e, *found = NULL;
+	size_t i;
+
+	if (progress && !p)
+		FAIL("bad test JSON: %s", progress);
+	pthread_mutex_lock(&f->mu);
+	if ((n = node_find(f, id)))
+		json_array_foreach(n->running, i, e)
+		{
+			if (json_integer_value(json_object_get(e, "job")) == job &&
+			    json_integer_value(json_object_get(e, "attempt")) == attempt)
+				found = e;
+		}
+	if (found && p)
+		json_object_set(found, "progress", p);
+	else if (found)
+		json_object_del(found, "progress");
+	pthread_mutex_unlock(&f->mu);
+	json_decref(p);
+	if (!found)
+		FAIL("node %s does not run job %lld attempt %lld", id, job, attempt);
+}
+
 void fx_node_finished(struct fx *f, const char *id, long long job, long long attempt, int code,
 		      const char *cls, const char *message)
 {

@@ -123,6 +123,13 @@ void fx_node_runs(struct fx *f, const char *id, long long job, long long attempt
  */
 void fx_node_idle(struct fx *f, const char *id, long long job, long long attempt,
 		  double idle_seconds, double gpu_util);
+/*
+ * Report in the node's heartbeats the attempt's ranks' progress: progress
+ * is the running entry's progress[] as JSON (' for "), NULL to leave it
+ * out. The attempt must be in its running list.
+ */
+void fx_node_progress(struct fx *f, const char *id, long long job, long long attempt,
+		      const char *progress);
 /* Add a finished entry to the node's heartbeats (as if attempt_exited were lost). */
 void fx_node_finished(struct fx *f, const char *id, long long job, long long attempt, int code,
 		      const char *cls, const char *message);

@@ -442,3 +442,58 @@ TY_TEST(conditions_are_checked_field_by_field)
 	CHECK_INT_EQ(proto_severity_parse(NULL), PROTO_SEVERITY_COUNT);
 	CHECK_STR_EQ(proto_severity_name(PROTO_SEVERITY_DEGRADED), "degraded");
 }
+
+TY_TEST(progress_entries_are_built_and_checked_field_by_field)
+{
+	static const struct {
+		const char *json;
+		const char *fault; /* NULL: valid */
+	} rows[] = {
+	    {"{'rank':3,'step':120,'steps_per_second':2.5,'samples_per_second':512.5,"
+	     "'step_at':1764000000000}",
+	     NULL},
+	    {"{'rank':0,'step':0,'steps_per_second':null,'samples_per_second':null,'step_at':1,"
+	     "'newer':true}",
+	     NULL},
+	    {"{'rank':0,'step':7,'steps_per_second':3,'step_at':1}", NULL}, /* an integer rate */
+	    {"[]", "not an object"},
+	    {"{'step':1,'step_at':1}", "rank must be"},
+	    {"{'rank':-1,'step':1,'step_at':1}", "rank must be"},
+	    {"{'rank':2,'step':'1','step_at':1}", "progress of rank 2: step must be"},
+	    {"{'rank':2,'step':-4,'step_at':1}", "step must be"},
+	    {"{'rank':2,'step':1,'steps_per_second':-0.5,'step_at':1}", "steps_per_second and"},
+	    {"{'rank':2,'step':1,'samples_per_second':'fast','step_at':1}", "steps_per_second and"},
+	    {"{'rank':2,'step':1}", "step_at must be"},
+	    {"{'rank':2,'step':1,'step_at':1.5}", "step_at must be"},
+	};
+	json_t *built, *want;
+	struct ty_err err = {0};
+
+	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+		json_t *p = json_loads(ty_test_jf("%s", rows[i].json), 0, NULL);
+		int rc;
+
+		memset(&err, 0, sizeof(err));
+		ty_test_context("%s", rows[i].json);
+		rc = proto_progress_check(p, &err);
+		if (!rows[i].fault)
+			CHECK_INT_EQ(rc, 0);
+		else {
+			CHECK_INT_EQ(rc, TY_EPARSE);
+			CHECK(strstr(err.msg, rows[i].fault) != NULL);
+		}
+		json_decref(p);
+	}
+	ty_test_context(NULL);
+	/* the builder's entries pass the check; a negative rate is null */
+	built = proto_progress_rank(3, 120, 2.5, -1, 1764000000000);
+	REQUIRE(built != NULL);
+	memset(&err, 0, sizeof(err));
+	CHECK_INT_EQ(proto_progress_check(built, &err), 0);
+	want = json_loads(ty_test_jf("{'rank':3,'step':120,'steps_per_second':2.5,"
+				     "'samples_per_second':null,'step_at':1764000000000}"),
+			  0, NULL);
+	CHECK(json_equal(built, want));
+	json_decref(want);
+	json_decref(built);
+}

@@ -122,20 +122,31 @@ def report(step: int, metrics: Optional[Mapping[str, float]] = None, *,
 
 def progress(step: Optional[int] = None, samples_per_second: Optional[float] = None, *,
              path: Optional[str] = None) -> bool:
-    """Show the executor this rank is alive: rewrite TRAINYARD_PROGRESS_FILE.
+    """Tell the executor how far this rank got: rewrite TRAINYARD_PROGRESS_FILE.
 
-    The executor watches only the file's modification time (hang and start
-    timeouts, docs/dispatch.md); the content, one JSON object with the step,
-    the throughput and the time, is for people. False without the variable.
+    The file is one JSON object, {"time", "step", "samples_per_second"}
+    (docs/dispatch.md, "Progress"), written to a temporary file and renamed
+    over, so the executor never reads half of it. Once a rank has given a
+    step, only a new step counts as its liveness for the hang timeout, and
+    the step, its rate and the samples/s are reported to the scheduler. A
+    call without a step only shows the rank is alive. False without the
+    variable; ValueError for a negative step or throughput.
     """
     path = path or env().progress_file
     if not path:
         return False
     doc: Dict[str, Any] = {"time": round(time.time(), 3)}
     if step is not None:
+        if int(step) < 0:
+            raise ValueError("step must be a non-negative integer")
         doc["step"] = int(step)
     if samples_per_second is not None:
-        doc["samples_per_second"] = float(samples_per_second)
-    with open(path, "w", encoding="utf-8") as f:
+        sps = float(samples_per_second)
+        if not math.isfinite(sps) or sps < 0:
+            raise ValueError("samples_per_second must be a non-negative number")
+        doc["samples_per_second"] = sps
+    tmp = "%s.tmp-%d" % (path, os.getpid())
+    with open(tmp, "w", encoding="utf-8") as f:
         f.write(json.dumps(doc) + "\n")
+    os.replace(tmp, path)
     return True

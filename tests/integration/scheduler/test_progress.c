@@ -1,0 +1,157 @@
+/*
+ * Training progress and stragglers (docs/dispatch.md, "Progress" and
+ * "Failures, retries and bad nodes"): the ranks' steps that heartbeats
+ * carry are kept and shown, and a rank far below its gang's median step
+ * rate is a straggler whose node is blamed, suspect after enough jobs.
+ */
+#include "fixture.h"
+#include "ty_test.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#define T 15000 /* generous upper bound for anything to happen */
+
+#define STRAGGLER_EVENTS                                                                           \
+	"SELECT count(*) FROM job_events WHERE job_id = $1 AND type = 'straggler'"
+
+/* A running 2-node job, one rank per node, its launches in l[] by node (n1, n2). */
+static long long gang(struct fx *f, const struct proto_msg *l[2])
+{
+	long long job = fx_submit(f, ",'resources':{'nodes':2,'gpus_per_node':1}");
+
+	l[0] = fx_recv(f, "n1", "launch", job, T);
+	l[1] = fx_recv(f, "n2", "launch", job, T);
+	REQUIRE(l[0] != NULL && l[1] != NULL);
+	fx_run(f, "n1", l[0]);
+	fx_run(f, "n2", l[1]);
+	FX_WAIT(f, T, "running", "SELECT state FROM attempts WHERE job_id = $1", fx_n(job));
+	return job;
+}
+
+static long long first_rank(const struct proto_msg *l)
+{
+	return (long long)json_integer_value(json_object_get(l->data, "first_rank"));
+}
+
+/* node reports its one rank of the launch at rate steps/s (rate < 0: null) */
+static void report(struct fx *f, const char *node, const struct proto_msg *l, int step,
+		   double rate)
+{
+	char r[32];
+
+	if (rate < 0)
+		snprintf(r, sizeof(r), "null");
+	else
+		snprintf(r, sizeof(r), "%g", rate);
+	fx_node_progress(f, node, l->job, l->attempt,
+			 ty_test_strf("[{'rank':%lld,'step':%d,'steps_per_second':%s,"
+				      "'samples_per_second':64.5,'step_at':1764000000000}]",
+				      first_rank(l), step, r));
+}
+
+/* Heartbeats of node applied for more than a second after now. */
+static void beats_pass(struct fx *f, const char *node)
+{
+	const char *t0 = FX_Q(f, "SELECT now()::text");
+
+	FX_WAIT(f, T, "t",
+		"SELECT last_heartbeat > $2::timestamptz + interval '1 second' FROM nodes"
+		" WHERE id = $1",
+		node, t0);
+}
+
+TY_TEST(a_slow_rank_is_a_straggler_and_its_node_suspect_after_two_jobs)
+{
+	static const char *const args[] = {"--suspect-after-jobs=2", "--drain-after-jobs=3",
+					   "--straggler-percent=50", "--straggler-reports=3", NULL};
+	struct fx *f = fx_start();
+	const struct proto_msg *l[2], *l2[2];
+	long long job, job2;
+	json_t *body, *a, *p, *s;
+	const char *want;
+
+	fx_node(f, "n1", 4);
+	fx_node(f, "n2", 4);
+	fx_sched_start(f, "s1", args);
+	job = gang(f, l);
+
+	/* a malformed entry is ignored: nothing kept */
+	fx_node_progress(f, "n1", job, 1,
+			 "[{'rank':0,'step':-3,'steps_per_second':1,'step_at':1}]");
+	beats_pass(f, "n1");
+	CHECK_STR_EQ(FX_Q(f,
+			  "SELECT count(*) FROM allocations WHERE job_id = $1"
+			  " AND progress IS NOT NULL",
+			  fx_n(job)),
+		     "0");
+
+	/* rank on n2 at a fifth of n1's rate: a straggler after 3 reports, once */
+	report(f, "n1", l[0], 400, 2.0);
+	report(f, "n2", l[1], 80, 0.4);
+	FX_WAIT(f, T, "1", STRAGGLER_EVENTS, fx_n(job));
+	beats_pass(f, "n2");
+	CHECK_STR_EQ(FX_Q(f, STRAGGLER_EVENTS, fx_n(job)), "1");
+	want = ty_test_strf("straggler on n2: rank %lld at 0.4 steps/s against the gang's median "
+			    "2 (job %lld, attempt 1) | running | n2",
+			    first_rank(l[1]), job);
+	CHECK_STR_EQ(FX_Q(f,
+			  "SELECT message || ' | ' || state || ' | ' || (data->>'node')"
+			  " FROM job_events WHERE job_id = $1 AND type = 'straggler'",
+			  fx_n(job)),
+		     want);
+	/* blamed as a system failure the scheduler saw; one job: still ready */
+	CHECK_STR_EQ(FX_Q(f,
+			  "SELECT failure_class || ' | ' || evidence_source || ' | ' || message"
+			  " FROM node_failures WHERE job_id = $1",
+			  fx_n(job)),
+		     "system | executor | a straggler: far below its gang's median step rate");
+	CHECK_STR_EQ(FX_Q(f, "SELECT state FROM nodes WHERE id = 'n2'"), "ready");
+	CHECK_STR_EQ(FX_Q(f, "SELECT state FROM jobs WHERE id = $1", fx_n(job)), "running");
+	/* a degraded condition of n2 that its heartbeats (which list none) do not clear */
+	CHECK_STR_EQ(FX_Q(f,
+			  "SELECT string_agg(kind || ' ' || severity || ' ' || evidence, '; ')"
+			  " FROM node_conditions WHERE node_id = 'n2' AND cleared_at IS NULL"),
+		     ty_test_strf("straggler degraded rank %lld at 0.4 steps/s against the "
+				  "gang's median 2 (job %lld, attempt 1)",
+				  first_rank(l[1]), job));
+	CHECK_STR_EQ(FX_Q(f, "SELECT count(*) FROM node_conditions WHERE node_id = 'n1'"), "0");
+
+	/* the API shows each rank's progress and the verdict */
+	body = json_loads(fx_api(f, "GET", ty_test_strf("/v1/jobs/%lld/attempts", job), 200), 0,
+			  NULL);
+	a = json_array_get(json_object_get(body, "items"), 0);
+	p = json_object_get(a, "progress");
+	REQUIRE(json_array_size(p) == 2);
+	for (size_t i = 0; i < 2; i++) {
+		const json_t *e = json_array_get(p, i);
+		const char *node = json_string_value(json_object_get(e, "node"));
+
+		ty_test_context("progress %zu", i);
+		REQUIRE(node != NULL);
+		CHECK_INT_EQ(json_integer_value(json_object_get(e, "rank")), (long long)i);
+		CHECK_INT_EQ(json_integer_value(json_object_get(e, "step")),
+			     !strcmp(node, "n1") ? 400 : 80);
+		CHECK(json_number_value(json_object_get(e, "samples_per_second")) == 64.5);
+		CHECK(json_object_get(e, "below") == NULL); /* the scheduler's own count */
+	}
+	ty_test_context(NULL);
+	s = json_object_get(a, "stragglers");
+	REQUIRE(json_array_size(s) == 1);
+	CHECK_STR_EQ(json_string_value(json_object_get(json_array_get(s, 0), "node")), "n2");
+	CHECK(json_number_value(json_object_get(json_array_get(s, 0), "median")) == 2.0);
+	json_decref(body);
+
+	/* a second job with the same slow rank on n2: suspect, and n1 never blamed */
+	job2 = gang(f, l2);
+	report(f, "n1", l2[0], 100, 3.0);
+	report(f, "n2", l2[1], 10, -1); /* unknown at first: not judged */
+	beats_pass(f, "n2");
+	CHECK_STR_EQ(FX_Q(f, STRAGGLER_EVENTS, fx_n(job2)), "0");
+	report(f, "n2", l2[1], 12, 0.5);
+	FX_WAIT(f, T, "suspect", "SELECT state FROM nodes WHERE id = 'n2'");
+	CHECK_STR_EQ(FX_Q(f, STRAGGLER_EVENTS, fx_n(job2)), "1");
+	CHECK_STR_EQ(FX_Q(f, "SELECT state FROM nodes WHERE id = 'n1'"), "ready");
+	CHECK_STR_EQ(FX_Q(f, "SELECT count(*) FROM node_failures WHERE node_id = 'n1'"), "0");
+	fx_sched_stop(f, 0);
+}
