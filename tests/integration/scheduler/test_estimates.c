@@ -50,8 +50,9 @@ TY_TEST(estimates_follow_the_ends_they_wait_for)
 	CHECK_STR_EQ(
 	    FX_Q(f, "SELECT estimate_basis->'waits_for'->>0 FROM jobs WHERE id = $1", fx_n(b)),
 	    fx_n(a));
-	/* a job of a shape no node holds: never */
-	c = fx_submit_to(f, team, ",'resources':{'nodes':1,'gpus_per_node':4}");
+	/* a job of a shape no node holds (queued anyway): never */
+	c = fx_submit_to(f, team,
+			 ",'resources':{'nodes':1,'gpus_per_node':4},'queue_if_unschedulable':true");
 	FX_WAIT(f, T, "never", BASIS, fx_n(c), "kind");
 	CHECK_STR_EQ(FX_Q(f, "SELECT estimated_start IS NULL FROM jobs WHERE id = $1", fx_n(c)),
 		     "t");
