@@ -306,34 +306,52 @@ int api_h_sweeps_list(struct api_req *r, struct ty_err *err)
 	return api_reply_page(r, items, next, err);
 }
 
+/*
+ * One try of a sweep's cancel in its own transaction: *found false for a
+ * sweep the token may not see (nothing done).
+ */
+static int cancel_once(bool *found, struct api_req *r, struct ty_err *err)
+{
+	int rc;
+
+	if ((rc = ty_pg_begin(r->pg, err)))
+		return rc;
+	if ((rc = api_store_sweep_lock(found, r->pg, r->params[0], api_scope(r), err)) ||
+	    !*found || r->auth.role < API_ROLE_MEMBER)
+		goto out;
+	/* as job cancel does, trial by trial (store_jobs.c) */
+	if ((rc = api_store_jobs_end_of_sweep(r->pg, r->arena, r->params[0], err)) ||
+	    (rc = api_store_sweep_cancelled(r->pg, r->params[0], err)) ||
+	    (rc = ty_pg_commit(r->pg, err)))
+		goto out;
+	return 0;
+out:
+	ty_pg_rollback(r->pg);
+	return rc;
+}
+
+/* tries of a cancel that lost a deadlock to the scheduler's cycle, which locks the same trials */
+#define SWEEP_CANCEL_TRIES 3
+
 int api_h_sweeps_cancel(struct api_req *r, struct ty_err *err)
 {
-	bool found;
+	bool found = false;
 	int64_t id;
 	int rc;
 
 	if (!api_parse_id(&id, r->params[0]))
 		return sweep_not_found(r, err);
-	if ((rc = ty_pg_begin(r->pg, err)))
-		return rc;
-	if ((rc = api_store_sweep_lock(&found, r->pg, r->params[0], api_scope(r), err)))
-		goto fail;
-	if (!found) {
-		ty_pg_rollback(r->pg);
-		return sweep_not_found(r, err);
+	for (int k = 0; k < SWEEP_CANCEL_TRIES; k++) {
+		ty_err_clear(err);
+		if ((rc = cancel_once(&found, r, err)) != TY_ECONFLICT)
+			break;
 	}
-	if (r->auth.role < API_ROLE_MEMBER) {
-		ty_pg_rollback(r->pg);
+	if (rc)
+		return rc;
+	if (!found)
+		return sweep_not_found(r, err);
+	if (r->auth.role < API_ROLE_MEMBER)
 		return api_fail(r, err, API_P_FORBIDDEN, NULL,
 				"POST /v1/sweeps/{}/cancel needs the member role");
-	}
-	/* as job cancel does, trial by trial (store_jobs.c) */
-	if ((rc = api_store_jobs_end_of_sweep(r->pg, r->arena, r->params[0], err)) ||
-	    (rc = api_store_sweep_cancelled(r->pg, r->params[0], err)) ||
-	    (rc = ty_pg_commit(r->pg, err)))
-		goto fail;
 	return api_h_sweeps_get(r, err);
-fail:
-	ty_pg_rollback(r->pg);
-	return rc;
 }

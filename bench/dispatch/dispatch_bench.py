@@ -219,6 +219,10 @@ def main():
     for n in api.call("GET", "/v1/nodes")["items"]:
         if not n["id"].startswith("sim-") and n["state"] != "drained":
             api.call("POST", f"/v1/nodes/{n['id']}/drain")
+    # the simulated nodes register only after the submissions: declared as
+    # a pool, as an operator of a cluster that scales would, they may be
+    # asked for before they exist (docs/scheduling.md, "Cannot run")
+    api.call("PUT", "/v1/node-pools/bench-sim", {"gpus_per_node": 8, "max_nodes": a.nodes})
     team = f"dispatch-{int(time.time())}"
     api.call("POST", "/v1/teams", {"name": team, "nominal_gpus": a.nodes * 8})
     team_id = int(psql(a.db, f"SELECT id FROM teams WHERE name = '{team}'")[0][0])
