@@ -1315,8 +1315,9 @@ static int publish_queue(struct sched_ids *now_queued, struct qchanges *ch, stru
 	struct sched_store_queue_row *rows = NULL;
 	int64_t *gone = NULL, mono = ty_mono_ms();
 	char reason[REASON_MAX], when[64], pwhen[64];
-	int rc = 0, n = 0, nrows = 0, ngone = 0;
+	int rc = 0, n = 0, nrows = 0, ngone = 0, nnever = 0;
 	struct sched_feasible *fe = NULL;
+	int64_t *never = NULL; /* jobs that cannot run: their estimate says never */
 	bool pools = false;
 
 	memset(now_queued, 0, sizeof(*now_queued));
@@ -1332,7 +1333,8 @@ static int publish_queue(struct sched_ids *now_queued, struct qchanges *ch, stru
 	if (!(ch->v = snap_alloc(sn, (size_t)(in->npending + sn->nheld), sizeof(*ch->v))) ||
 	    !(rows = snap_alloc(sn, (size_t)(in->npending + sn->nheld + sn->nest),
 				sizeof(*rows))) ||
-	    !(gone = snap_alloc(sn, (size_t)s->world.queued.n, sizeof(*gone))))
+	    !(gone = snap_alloc(sn, (size_t)s->world.queued.n, sizeof(*gone))) ||
+	    !(never = snap_alloc(sn, (size_t)in->npending, sizeof(*never))))
 		goto oom;
 	if (in->npending + sn->nheld > 0 &&
 	    !(now_queued->v = calloc((size_t)(in->npending + sn->nheld), sizeof(int64_t))))
@@ -1358,6 +1360,7 @@ static int publish_queue(struct sched_ids *now_queued, struct qchanges *ch, stru
 				goto out;
 		}
 		if (fe && sched_cannot_run(reason, sizeof(reason), fe, in, i)) {
+			never[nnever++] = in->pending[i].job;
 			if (!cannot_run(sn->prow[i].reason) &&
 			    (rc = sched_job_event(s, in->pending[i].job, PROTO_EVENT_UNSCHEDULABLE,
 						  "pending", reason, NULL, err)))
@@ -1401,10 +1404,21 @@ static int publish_queue(struct sched_ids *now_queued, struct qchanges *ch, stru
 
 		if (nq > 0)
 			qsort(rows, (size_t)nq, sizeof(*rows), cmp_row);
+		if (nnever > 0)
+			qsort(never, (size_t)nnever, sizeof(*never), cmp_i64);
 		for (int k = 0; k < sn->nest; k++) {
 			struct sched_store_queue_row *q =
 			    nq > 0 ? bsearch(&sn->est[k], rows, (size_t)nq, sizeof(*rows), cmp_row)
 				   : NULL;
+
+			/* the simulation only sees it wait; the cycle knows it never starts */
+			if (nnever > 0 && bsearch(&sn->est[k].job, never, (size_t)nnever,
+						  sizeof(*never), cmp_i64)) {
+				sn->est[k].est_ms = -1;
+				if (json_object_clear(sn->est[k].basis) ||
+				    json_object_set_new(sn->est[k].basis, "kind", json_string("never")))
+					goto oom;
+			}
 
 			if (q) {
 				q->estimate = true;

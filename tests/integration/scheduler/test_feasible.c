@@ -88,11 +88,16 @@ TY_TEST(quota_raised_then_lowered)
 		" FROM job_events WHERE job_id = $1"
 		" AND type IN ('unschedulable', 'schedulable')",
 		fx_n(job));
+	/* its estimate says never, though the simulation would only see it wait */
+	FX_WAIT(f, T, "never|true", "SELECT (estimate_basis->>'kind') || '|' ||"
+		" (estimated_start IS NULL) FROM jobs WHERE id = $1", fx_n(job));
 
 	/* raised: a waiting reason again */
 	fx_api_body(f, "PATCH", path, "{'nominal_gpus':8}", 200);
 	FX_WAIT(f, T, "f",
 		"SELECT starts_with(pending_reason, 'cannot run: ') FROM jobs WHERE id = $1",
+		fx_n(job));
+	FX_WAIT(f, T, "estimated", "SELECT estimate_basis->>'kind' FROM jobs WHERE id = $1",
 		fx_n(job));
 	FX_WAIT(f, T, "unschedulable,schedulable",
 		"SELECT coalesce(string_agg(type, ',' ORDER BY seq), '') FROM job_events"
