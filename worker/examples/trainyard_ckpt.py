@@ -16,20 +16,10 @@ _SDK = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "sdk
 if os.path.isdir(_SDK):
     sys.path.insert(0, _SDK)
 from trainyard.checkpoint import (MANIFEST, CheckpointError, checkpoint_dir,  # noqa: E402,F401
-                                  resume_from, save, verify)
-from trainyard.checkpoint import newest as _newest  # noqa: E402
+                                  newest, resume_from, save, verify)
 
 __all__ = ["MANIFEST", "CheckpointError", "checkpoint_dir", "newest", "resume_from", "save",
            "verify"]
-
-
-def _skip(err):
-    print(f"trainyard_ckpt: skipping {err}", file=sys.stderr)
-
-
-def newest(directory=None):
-    """(path, manifest) of the newest checkpoint that verifies, or (None, None)."""
-    return _newest(directory, on_skip=_skip)
 
 
 def _main(argv):
