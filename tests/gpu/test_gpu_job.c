@@ -4,8 +4,9 @@
  * against a private trainyard-broker. It starts the broker and an executor
  * that probes the real inventory (--isolation none: no OCI runtime needed),
  * sends one signed launch of worker/examples/ddp_train.py on GPU 0, and
- * checks the attempt's exit and the job's own report that it trained with
- * the nccl backend.
+ * checks the attempt's exit, the job's own report that it trained with the
+ * nccl backend, and that the step the job wrote through the SDK reached the
+ * executor's heartbeats (docs/dispatch.md, "Progress").
  *
  * Environment: TY_EXECUTOR_BIN, TY_BROKER_BIN, TY_WORKER_EXAMPLES (required);
  * TY_GPU_PYTHON (a Python with torch, default python3); TY_GPU_FAKE_GPUS=N:
@@ -132,8 +133,32 @@ static rd_kafka_t *consumer_at_end(const char *bootstrap)
 	return c;
 }
 
-/* The data (new reference) of the next message of type t about job (-1: any) from NODE. */
-static json_t *next_msg(rd_kafka_t *c, enum proto_type t, int64_t job, int ms)
+/* The highest step a heartbeat's running entry for JOB reports (hb borrowed), at least *step. */
+static void note_progress(const json_t *hb, int64_t *step)
+{
+	size_t i, k;
+	const json_t *e, *p;
+
+	json_array_foreach(json_object_get(hb, "running"), i, e)
+	{
+		if (json_integer_value(json_object_get(e, "job")) != JOB)
+			continue;
+		json_array_foreach(json_object_get(e, "progress"), k, p)
+		{
+			json_int_t s = json_integer_value(json_object_get(p, "step"));
+
+			if (s > *step)
+				*step = s;
+		}
+	}
+}
+
+/*
+ * The data (new reference) of the next message of type t about job (-1: any)
+ * from NODE; on the way, the highest step of JOB in NODE's heartbeats into
+ * *step when step is not NULL.
+ */
+static json_t *next_msg_noting(rd_kafka_t *c, enum proto_type t, int64_t job, int ms, int64_t *step)
 {
 	int64_t end = now_ms() + ms;
 
@@ -147,6 +172,8 @@ static json_t *next_msg(rd_kafka_t *c, enum proto_type t, int64_t job, int ms)
 		if (!m->err && !proto_decode(&pm, m->payload ? m->payload : "", m->len, NULL)) {
 			if (pm.type == t && !strcmp(pm.node, NODE) && (job < 0 || pm.job == job))
 				found = json_incref(pm.data);
+			else if (step && pm.type == PROTO_HEARTBEAT && !strcmp(pm.node, NODE))
+				note_progress(pm.data, step);
 			proto_msg_clear(&pm);
 		}
 		rd_kafka_message_destroy(m);
@@ -154,6 +181,11 @@ static json_t *next_msg(rd_kafka_t *c, enum proto_type t, int64_t job, int ms)
 			return found;
 	}
 	return NULL;
+}
+
+static json_t *next_msg(rd_kafka_t *c, enum proto_type t, int64_t job, int ms)
+{
+	return next_msg_noting(c, t, job, ms, NULL);
 }
 
 /* Produce a launch of command for JOB attempt 1 on NODE's partition, signed as the scheduler. */
@@ -227,6 +259,8 @@ TY_TEST(a_pytorch_nccl_job_runs_under_a_real_executor)
 			      bootstrap,
 			      "--heartbeat-ms",
 			      "500",
+			      "--progress-ms",
+			      "200",
 			      "--log-pubkey",
 			      ty_test_log_pubkey(),
 			      "--dispatch-pubkey",
@@ -240,6 +274,7 @@ TY_TEST(a_pytorch_nccl_job_runs_under_a_real_executor)
 			      NULL};
 	rd_kafka_t *c = consumer_at_end(bootstrap);
 	json_t *reg, *exited, *done = NULL, *data;
+	int64_t step = -1;
 	const json_t *gpus;
 	char *log;
 
@@ -257,17 +292,18 @@ TY_TEST(a_pytorch_nccl_job_runs_under_a_real_executor)
 	REQUIRE(json_array_size(gpus) >= 1);
 
 	data = json_pack(
-	    "{s:i, s:i, s:i, s:i, s:i, s:s, s:i, s:[i], s:[s, s, s, s, s, s, s, s], "
+	    "{s:i, s:i, s:i, s:i, s:i, s:s, s:i, s:[i], s:[s, s, s, s, s, s, s, s, s, s], "
 	    "s:{}, s:s}",
 	    "node_rank", 0, "nnodes", 1, "world_size", 1, "local_world_size", 1, "first_rank", 0,
 	    "master_addr", "127.0.0.1", "master_port", 20000 + (int)(getpid() % 20000), "gpus", 0,
 	    "command", python, ty_test_strf("%s/ddp_train.py", examples), "--steps", "60",
-	    "--checkpoint-every", "1000", "--timeout", "120", "env", "launch", "per_gpu");
+	    "--step-sleep", "0.05", "--checkpoint-every", "1000", "--timeout", "120", "env",
+	    "launch", "per_gpu");
 	REQUIRE(data != NULL);
 	send_launch(bootstrap, data);
 	json_decref(data);
 
-	exited = next_msg(c, PROTO_ATTEMPT_EXITED, JOB, JOB_MS);
+	exited = next_msg_noting(c, PROTO_ATTEMPT_EXITED, JOB, JOB_MS, &step);
 	log = read_text(ty_test_strf("%s/attempts/%d.1/rank-0.log", state, JOB));
 	if (log) {
 		done = done_line(log);
@@ -284,6 +320,8 @@ TY_TEST(a_pytorch_nccl_job_runs_under_a_real_executor)
 		printf("ddp: %s\n", s ? s : "?");
 		free(s);
 	}
+	printf("progress: highest step in a heartbeat %lld of 60\n", (long long)step);
+	CHECK(step > 0);
 	CHECK_STR_EQ(json_string_value(json_object_get(done, "backend")), want);
 	CHECK(json_is_true(json_object_get(done, "ok")));
 	json_decref(done);
