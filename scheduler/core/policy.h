@@ -619,4 +619,45 @@ int sched_estimate(struct sched_estimates **out, const struct sched_input *in,
 		   struct ty_err *err);
 void sched_estimates_free(struct sched_estimates *s);
 
+/* ---- what-if (what_if.c; docs/scheduling.md, "What-if") --------------------------------- */
+
+/* How an alternative differs from the job as asked. */
+enum sched_what_if_change {
+	SCHED_WI_AS_ASKED = 0,
+	SCHED_WI_NODES,	   /* fewer nodes (job.nodes) */
+	SCHED_WI_SPOT,	   /* spot capacity allowed (job.spot = SCHED_SPOT_ANY) */
+	SCHED_WI_TOPOLOGY, /* a looser topology (job.required) */
+};
+
+#define SCHED_WHAT_IF_MAX 8
+/* the job id a what-if job has in the input it is decided in: after every real one */
+#define SCHED_WHAT_IF_JOB INT64_MAX
+
+struct sched_what_if {
+	enum sched_what_if_change change;
+	struct sched_pending_in job; /* the pointers are the asked job's (borrowed) */
+	/* sched_what_if_run's answer */
+	struct sched_estimate est;
+	bool cannot_run;
+	char reason[256]; /* its pending reason in the first decision, or "cannot run: …" */
+};
+
+/*
+ * The job as asked (v[0]) and the alternatives worth asking about: fewer
+ * nodes (half, a quarter, one), spot allowed when it is not, each looser
+ * topology level. Returns how many (1 to SCHED_WHAT_IF_MAX) it wrote to v.
+ */
+int sched_what_if_variants(struct sched_what_if v[SCHED_WHAT_IF_MAX],
+			   const struct sched_pending_in *asked);
+/*
+ * Each of v[0..n) as if submitted now: appended to in's pending jobs (id
+ * SCHED_WHAT_IF_JOB), decided, checked against f (sched_feasible_new of in;
+ * NULL: nothing is impossible), then estimated with e (its per-pending arrays,
+ * if any, are in's: the what-if job's runtime does not change its own start).
+ * Pure; borrows in, f and e. 0, TY_EINVAL (err says why), TY_ENOMEM.
+ */
+int sched_what_if_run(struct sched_what_if *v, int n, const struct sched_input *in,
+		      const struct sched_feasible *f, const struct sched_estimate_in *e,
+		      struct ty_err *err);
+
 #endif
