@@ -2,6 +2,7 @@
  * The nodes SQL as typed calls (store.h): a node's document, the node
  * list, and the admin's drain, undrain and preempt.
  */
+#include "notify.h"
 #include "store.h"
 
 /*
@@ -112,7 +113,8 @@ static const char preempt_sql[] =
 	/* an executor's own notice keeps its seq: its heartbeats still end it */
 	" preempt_seq = CASE WHEN n.state = 'preempting' THEN n.preempt_seq END" NODE_ADMIN_RETURN;
 
-static const char notify_sql[] = "SELECT pg_notify('trainyard_job_events', 'node:' || $1)";
+static const char notify_sql[] =
+    "SELECT pg_notify('" PROTO_NOTIFY_CHANNEL "', '" PROTO_NOTIFY_NODE "' || $1)";
 
 int api_store_node_admin(const char **doc, struct ty_pg *pg, struct ty_arena *a,
 			 enum api_node_op op, const char *id, const char *arg, struct ty_err *err)

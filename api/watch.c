@@ -12,6 +12,7 @@
  * mutex, which orders them.
  */
 #include "api.h"
+#include "notify.h"
 #include "ty_log.h"
 #include "ty_time.h"
 
@@ -79,7 +80,7 @@ static void *watch_main(void *arg)
 			if (ty_pg_connect(&pg, w->url, &err) ||
 			    ty_pg_exec(NULL, pg, "SET application_name = 'trainyard-api watch'", 0,
 				       NULL, &err) ||
-			    ty_pg_exec(NULL, pg, "LISTEN trainyard_job_events", 0, NULL, &err) ||
+			    ty_pg_exec(NULL, pg, "LISTEN " PROTO_NOTIFY_CHANNEL, 0, NULL, &err) ||
 			    ty_pg_exec(NULL, pg, "LISTEN trainyard_tokens", 0, NULL, &err)) {
 				ty_pg_close(pg);
 				pg = NULL;

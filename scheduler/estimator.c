@@ -1,17 +1,20 @@
 /*
  * The estimator's side thread: sched_decide() and sched_estimate() over a
  * copy of a cycle's snapshot, off the loop, so estimates never lengthen a
- * cycle (docs/scheduling.md, "Start-time estimates"). The core is pure:
- * the copy decided again gives the cycle's own decision.
+ * cycle (docs/scheduling.md, "Start-time estimates"), then the what-if
+ * requests asked meanwhile over the same copy ("What-if"). The core is
+ * pure: the copy decided again gives the cycle's own decision.
  */
 #include "scheduler.h"
 #include "core/policy.h"
+#include "what_if.h"
 #include "ty_arena.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 struct sched_estimator {
 	pthread_t thread;
@@ -22,6 +25,13 @@ struct sched_estimator {
 	struct sched_estimates *out;
 	struct ty_err err;
 	int rc;
+	/* what-if: the requests, the pools the cannot-run check counts, their outcome */
+	struct sched_what_if_ask *asks;
+	int nasks;
+	struct sched_pool_in *pools;
+	int npools;
+	struct ty_err wi_err;
+	int wi_rc;
 	bool joined;
 };
 
@@ -108,6 +118,17 @@ static int input_copy(struct sched_estimator *e, const struct sched_input *in)
 	return oom ? TY_ENOMEM : 0;
 }
 
+static int what_ifs(struct sched_estimator *e)
+{
+	struct sched_feasible *f = NULL;
+	int rc = sched_feasible_new(&f, &e->in, e->pools, e->npools, &e->wi_err);
+
+	for (int k = 0; !rc && k < e->nasks; k++)
+		rc = sched_what_if_run(e->asks[k].v, e->asks[k].n, &e->in, f, &e->e, &e->wi_err);
+	sched_feasible_free(f);
+	return rc;
+}
+
 static void *run(void *arg)
 {
 	struct sched_estimator *e = arg;
@@ -117,12 +138,33 @@ static void *run(void *arg)
 	if (!e->rc)
 		e->rc = sched_estimate(&e->out, &e->in, d, &e->e, &e->err);
 	sched_decisions_free(d);
+	if (e->nasks > 0)
+		e->wi_rc = what_ifs(e);
 	atomic_store(&e->done, true);
 	return NULL;
 }
 
+/* asks and pools into e's arena */
+static int what_if_copy(struct sched_estimator *e, const struct sched_what_if_ask *asks,
+			int nasks, const struct sched_pool_in *pools, int npools)
+{
+	bool oom = false;
+
+	if (nasks > 0 && !(e->asks = copy(e->arena, asks, (size_t)nasks * sizeof(*asks))))
+		return TY_ENOMEM;
+	if (npools > 0 && !(e->pools = copy(e->arena, pools, (size_t)npools * sizeof(*pools))))
+		return TY_ENOMEM;
+	for (int i = 0; i < npools; i++)
+		e->pools[i].name = sdup(e->arena, pools[i].name, &oom);
+	e->nasks = nasks;
+	e->npools = npools;
+	return oom ? TY_ENOMEM : 0;
+}
+
 int sched_estimator_start(struct sched_estimator **out, const struct sched_input *in,
-			  const struct sched_estimate_in *x, struct ty_err *err)
+			  const struct sched_estimate_in *x, const struct sched_what_if_ask *asks,
+			  int nasks, const struct sched_pool_in *pools, int npools,
+			  struct ty_err *err)
 {
 	struct sched_estimator *e = NULL;
 	struct ty_arena *a = NULL;
@@ -131,7 +173,7 @@ int sched_estimator_start(struct sched_estimator **out, const struct sched_input
 	*out = NULL;
 	if (!(e = calloc(1, sizeof(*e))) || !(a = e->arena = ty_arena_new()))
 		goto oom;
-	if ((rc = input_copy(e, in))) {
+	if ((rc = input_copy(e, in)) || (rc = what_if_copy(e, asks, nasks, pools, npools))) {
 		ty_arena_free(a);
 		free(e);
 		return ty_err_set(err, rc, NULL);
@@ -182,6 +224,16 @@ int sched_estimator_result(const struct sched_estimates **out, const struct sche
 	return 0;
 }
 
+int sched_estimator_what_ifs(const struct sched_what_if_ask **asks, int *nasks,
+			     struct sched_estimator *e, struct ty_err *err)
+{
+	*asks = e->asks;
+	*nasks = e->nasks;
+	if (e->wi_rc)
+		return ty_err_set(err, e->wi_rc, "%s", e->wi_err.msg);
+	return 0;
+}
+
 void sched_estimator_free(struct sched_estimator *e)
 {
 	if (!e)
@@ -191,4 +243,49 @@ void sched_estimator_free(struct sched_estimator *e)
 	sched_estimates_free(e->out);
 	ty_arena_free(e->arena);
 	free(e);
+}
+
+static void rfc3339(char *buf, size_t n, int64_t ms)
+{
+	time_t t = (time_t)(ms / 1000);
+	struct tm tm;
+
+	gmtime_r(&t, &tm);
+	snprintf(buf, n, "%04d-%02d-%02dT%02d:%02d:%02dZ", tm.tm_year + 1900, tm.tm_mon + 1,
+		 tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec);
+}
+
+json_t *sched_estimate_basis(const struct sched_estimate *e)
+{
+	json_t *b = NULL, *w = NULL;
+	char ts[40];
+
+	switch (e->kind) {
+	case SCHED_EST_AT:
+		if (!(w = json_array()))
+			return NULL;
+		for (int k = 0; k < e->nwaits; k++)
+			if (json_array_append_new(w, json_integer(e->waits_for[k]))) {
+				json_decref(w);
+				return NULL;
+			}
+		b = json_pack("{s:s, s:o, s:i, s:s}", "kind", "estimated", "waits_for", w,
+			      "waits_for_count", e->nwaits_total, "runtime_source",
+			      e->history ? "history" : "max_runtime");
+		break;
+	case SCHED_EST_NOW:
+		b = json_pack("{s:s}", "kind", "now");
+		break;
+	case SCHED_EST_NEVER:
+		b = json_pack("{s:s}", "kind", "never");
+		break;
+	case SCHED_EST_HORIZON:
+		rfc3339(ts, sizeof(ts), e->start_ms);
+		b = json_pack("{s:s, s:s}", "kind", "beyond_horizon", "horizon", ts);
+		break;
+	default:
+		b = json_pack("{s:s}", "kind", "not_estimated");
+		break;
+	}
+	return b;
 }

@@ -3,6 +3,7 @@
  * consume and apply events, settle deliveries, and run the timers (liveness,
  * placement cycle, reconciliation, relay). A fenced write ends the term.
  */
+#include "notify.h"
 #include "scheduler.h"
 #include "ty_log.h"
 #include "ty_time.h"
@@ -67,13 +68,14 @@ void sched_notice_jobs(struct sched *s)
 	if (pid != s->term.listen_pid) {
 		/* a new session (first turn, or ty_pg reconnected): listen again, and since
 		 * notifications may have been missed meanwhile, look once now */
-		if (ty_pg_exec(NULL, s->term.pg, "LISTEN trainyard_job_events", 0, NULL, &err)) {
+		if (ty_pg_exec(NULL, s->term.pg, "LISTEN " PROTO_NOTIFY_CHANNEL, 0, NULL, &err)) {
 			ty_warn("cannot listen for job events (cycles run every %d ms): %s",
 				s->o.cycle_ms, err.msg);
 			return;
 		}
 		s->term.listen_pid = PQbackendPID(ty_pg_conn(s->term.pg));
 		s->clock.jobs_changed = true;
+		s->clock.what_if = true; /* requests may have been asked meanwhile */
 		s->world.queue_stale = true;
 		sched_mirror_stale(&s->world.mirror, "new session");
 		conn = ty_pg_conn(s->term.pg);
@@ -88,10 +90,18 @@ void sched_notice_jobs(struct sched *s)
 			s->clock.jobs_changed = true;
 			if (end != n->extra && !*end && job > 0)
 				sched_touch(&s->world, job);
-			else if (!strncmp(n->extra, "node:", 5) && n->extra[5]) {
+			else if (!strncmp(n->extra, PROTO_NOTIFY_NODE, strlen(PROTO_NOTIFY_NODE)) &&
+				 n->extra[strlen(PROTO_NOTIFY_NODE)]) {
 				/* the API drained or undrained a node */
-				sched_mirror_touch_node(&s->world.mirror, n->extra + 5);
+				sched_mirror_touch_node(&s->world.mirror,
+							n->extra + strlen(PROTO_NOTIFY_NODE));
 				s->clock.capacity_freed = true;
+			} else if (!strncmp(n->extra, PROTO_NOTIFY_WHAT_IF,
+					    strlen(PROTO_NOTIFY_WHAT_IF))) {
+				s->clock.what_if = true; /* answered by the next estimate */
+			} else if (!strncmp(n->extra, PROTO_NOTIFY_WHAT_IF_ANSWER,
+					    strlen(PROTO_NOTIFY_WHAT_IF_ANSWER))) {
+				/* another scheduler's answer (one that led before us) */
 			} else {
 				s->world.queue_stale = true; /* a payload we do not understand */
 				sched_mirror_stale(&s->world.mirror, "notification not understood");

@@ -17,6 +17,7 @@
 #include "ty_crypto.h"
 #include "ty_log.h"
 #include "ty_time.h"
+#include "what_if.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -482,6 +483,37 @@ static bool sweep_full(const char **why, struct snap *sn, struct sweep_run *v, i
 	return false;
 }
 
+/* q as the core's pending job of team (an index), its cost bound at rate per GPU-hour. */
+static void pending_of(struct sched_pending_in *p, const struct sched_qjob *q, int team,
+		       double rate)
+{
+	int topo = sched_topo_parse(q->required[0] ? q->required : NULL);
+
+	memset(p, 0, sizeof(*p));
+	p->job = q->id;
+	p->team = team;
+	p->cls = class_of(q->cls);
+	p->priority = q->priority;
+	p->submit_ms = q->submit_ms;
+	p->nodes = q->nodes;
+	p->gpus_per_node = q->gpus_per_node;
+	p->cpus_per_node = q->cpus_per_node;
+	p->memory_mb_per_node = q->memory_mb_per_node;
+	p->per_node = q->per_node;
+	p->required = topo < 0 ? SCHED_TOPO_NONE : (enum sched_topo)topo;
+	p->min_runtime_s = q->min_runtime_s;
+	p->max_runtime_s = q->max_runtime_s;
+	p->not_before_ms = q->not_before_ms;
+	p->last_failure = q->last_failure;
+	p->spot = (enum sched_spot_rule)q->spot_rule;
+	p->spot_preemptions = q->spot_preemptions;
+	p->spot_max_preemptions = q->spot_max;
+	/* max_runtime_seconds is always enforced (its default too): a true bound */
+	p->max_cost =
+	    (double)q->nodes * q->gpus_per_node * (double)q->max_runtime_s / 3600.0 * rate;
+	p->expedited = q->expedited;
+}
+
 /* Pending jobs from the mirror (queue.c), refreshed first. */
 static int load_pending(struct snap *sn, struct sched *s, struct ty_err *err)
 {
@@ -517,30 +549,8 @@ static int load_pending(struct snap *sn, struct sched *s, struct ty_err *err)
 			row->why = why;
 		} else {
 			struct sched_pending_in *p = &sn->pending[np];
-			int topo = sched_topo_parse(q->required[0] ? q->required : NULL);
 
-			p->job = q->id;
-			p->team = team;
-			p->cls = class_of(q->cls);
-			p->priority = q->priority;
-			p->submit_ms = q->submit_ms;
-			p->nodes = q->nodes;
-			p->gpus_per_node = q->gpus_per_node;
-			p->cpus_per_node = q->cpus_per_node;
-			p->memory_mb_per_node = q->memory_mb_per_node;
-			p->per_node = q->per_node;
-			p->required = topo < 0 ? SCHED_TOPO_NONE : (enum sched_topo)topo;
-			p->min_runtime_s = q->min_runtime_s;
-			p->max_runtime_s = q->max_runtime_s;
-			p->not_before_ms = q->not_before_ms;
-			p->last_failure = q->last_failure;
-			p->spot = (enum sched_spot_rule)q->spot_rule;
-			p->spot_preemptions = q->spot_preemptions;
-			p->spot_max_preemptions = q->spot_max;
-			/* max_runtime_seconds is always enforced (its default too): a true bound */
-			p->max_cost = (double)q->nodes * q->gpus_per_node *
-				      (double)q->max_runtime_s / 3600.0 * rate;
-			p->expedited = q->expedited;
+			pending_of(p, q, team, rate);
 			if (q->excluded && (rc = excluded_nodes(p, sn, q->excluded)))
 				return ty_err_set(err, rc, NULL);
 			row = &sn->prow[np++];
@@ -1569,49 +1579,62 @@ static int budget_alerts(struct sched *s, struct snap *sn, struct ty_err *err)
 
 /* ---- start-time estimates (core/estimate.c; docs/scheduling.md, "Start-time estimates") ---- */
 
-static void rfc3339(char *buf, size_t n, int64_t ms)
+/*
+ * The open what-if requests (at most SCHED_WHAT_IF_PER_ESTIMATE) as asks
+ * with their variants, and the declared node pools for their cannot-run
+ * check, new arrays (text borrowed from sn's arena). A request of a team
+ * newer than the snapshot waits for the next one. Clears the clock's
+ * what_if flag unless more are left.
+ */
+static int what_if_asks(struct sched_what_if_ask **asks, int *nasks, struct sched_pool_in **pools,
+			int *npools, struct snap *sn, struct sched *s, struct ty_err *err)
 {
-	time_t t = (time_t)(ms / 1000);
-	struct tm tm;
+	struct sched_qjob *q = NULL;
+	struct sched_store_pool *sp = NULL;
+	double rate = max_rate(&s->o.rates);
+	int nq = 0, n, rc;
 
-	gmtime_r(&t, &tm);
-	snprintf(buf, n, "%04d-%02d-%02dT%02d:%02d:%02dZ", tm.tm_year + 1900, tm.tm_mon + 1,
-		 tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec);
-}
+	if ((rc = sched_store_what_if_open(&q, &nq, s->term.pg, SCHED_WHAT_IF_PER_ESTIMATE + 1,
+					   err)))
+		return rc;
+	s->clock.what_if = nq > SCHED_WHAT_IF_PER_ESTIMATE;
+	n = nq > SCHED_WHAT_IF_PER_ESTIMATE ? SCHED_WHAT_IF_PER_ESTIMATE : nq;
+	if (n > 0 && (rc = sched_store_node_pools(&sp, npools, s->term.pg, err)))
+		goto out;
+	rc = TY_ENOMEM;
+	if (!(*asks = calloc((size_t)n + 1, sizeof(**asks))) ||
+	    !(*pools = calloc((size_t)*npools + 1, sizeof(**pools))))
+		goto out;
+	for (int i = 0; i < *npools; i++) {
+		const char *name = ty_arena_strdup(sn->arena, sp[i].name);
 
-/* estimate_basis: what the estimate rests on (docs/api.md, "Start-time estimates") */
-static json_t *basis_of(const struct sched_estimate *e)
-{
-	json_t *b = NULL, *w = NULL;
-	char ts[40];
-
-	switch (e->kind) {
-	case SCHED_EST_AT:
-		if (!(w = json_array()))
-			return NULL;
-		for (int k = 0; k < e->nwaits; k++)
-			if (json_array_append_new(w, json_integer(e->waits_for[k]))) {
-				json_decref(w);
-				return NULL;
-			}
-		b = json_pack("{s:s, s:o, s:i, s:s}", "kind", "estimated", "waits_for", w,
-			      "waits_for_count", e->nwaits_total, "runtime_source",
-			      e->history ? "history" : "max_runtime");
-		break;
-	case SCHED_EST_NEVER:
-		b = json_pack("{s:s}", "kind", "never");
-		break;
-	case SCHED_EST_HORIZON:
-		rfc3339(ts, sizeof(ts), e->start_ms);
-		b = json_pack("{s:s, s:s}", "kind", "beyond_horizon", "horizon", ts);
-		break;
-	default:
-		b = json_pack("{s:s}", "kind", "not_estimated");
-		break;
+		if (!name)
+			goto out;
+		(*pools)[i] = (struct sched_pool_in){name, sp[i].gpus, sp[i].cpus, sp[i].memory_mb,
+						     sp[i].max_nodes};
 	}
-	return b;
-}
+	for (int i = 0; i < n; i++) {
+		int team = team_index(sn, q[i].team_id);
+		struct sched_pending_in p;
 
+		if (team < 0) {
+			s->clock.what_if = true;
+			continue;
+		}
+		pending_of(&p, &q[i], team, rate);
+		p.last_failure = NULL; /* q's text is freed below; a request never failed */
+		(*asks)[*nasks].id = q[i].id;
+		(*asks)[*nasks].n = sched_what_if_variants((*asks)[*nasks].v, &p);
+		(*nasks)++;
+	}
+	rc = 0;
+out:
+	sched_store_qjobs_free(q, nq);
+	free(sp);
+	if (rc)
+		ty_err_set(err, rc, NULL);
+	return rc;
+}
 
 /*
  * Start an estimate over the cycle's snapshot in the side thread
@@ -1625,7 +1648,9 @@ static void estimate_start(struct snap *sn, struct sched *s, const struct sched_
 	struct ty_err err = {0};
 	int64_t *ids, *secs, *run_end, *pend_rt;
 	bool *run_hist, *pend_hist;
-	int n = 0, rc = TY_ENOMEM;
+	struct sched_what_if_ask *asks = NULL;
+	struct sched_pool_in *pools = NULL;
+	int n = 0, nasks = 0, npools = 0, rc = TY_ENOMEM;
 
 	e.cfg.max_jobs = ESTIMATE_JOBS;
 	e.cfg.max_steps = ESTIMATE_STEPS;
@@ -1669,10 +1694,48 @@ static void estimate_start(struct snap *sn, struct sched *s, const struct sched_
 	e.run_history = run_hist;
 	e.pend_runtime_s = pend_rt;
 	e.pend_history = pend_hist;
-	rc = sched_estimator_start(&s->world.est, in, &e, &err);
+	if (s->clock.what_if && (rc = what_if_asks(&asks, &nasks, &pools, &npools, sn, s, &err)))
+		goto out;
+	rc = sched_estimator_start(&s->world.est, in, &e, asks, nasks, pools, npools, &err);
 out:
+	free(asks);
+	free(pools);
+	if (rc && nasks > 0)
+		s->clock.what_if = true; /* asked again with the next estimate */
 	if (rc)
 		ty_warn("estimate: not started: %s", err.msg[0] ? err.msg : ty_code_desc(rc));
+}
+
+/*
+ * Answer the what-if requests the finished estimator was given, each in its
+ * own statement (not the cycle's transaction: a failed cycle keeps them).
+ * One that cannot be answered is left: the API's wait runs out.
+ */
+static void what_if_answer(struct sched *s, const struct sched_input *in)
+{
+	const struct sched_what_if_ask *asks;
+	struct ty_err err = {0};
+	int n = 0, rc;
+
+	if ((rc = sched_estimator_what_ifs(&asks, &n, s->world.est, &err))) {
+		ty_warn("what-if: %d request(s) not answered: %s", n,
+			err.msg[0] ? err.msg : ty_code_desc(rc));
+		return;
+	}
+	for (int k = 0; k < n; k++) {
+		json_t *a = sched_what_if_answer(&asks[k], in->now_ms);
+		char *text = a ? json_dumps(a, JSON_COMPACT) : NULL;
+
+		ty_err_clear(&err);
+		if (!text)
+			ty_warn("what-if: request %lld not answered: out of memory",
+				(long long)asks[k].id);
+		else if (sched_store_what_if_answer(s->term.pg, asks[k].id, text, &err))
+			ty_warn("what-if: request %lld not answered: %s", (long long)asks[k].id,
+				err.msg);
+		free(text);
+		json_decref(a);
+	}
 }
 
 /*
@@ -1686,7 +1749,9 @@ static void estimate_collect(struct snap *sn, struct sched *s)
 	struct ty_err err = {0};
 	int nest = 0, rc;
 
-	if ((rc = sched_estimator_result(&out, &ein, s->world.est, &err)))
+	rc = sched_estimator_result(&out, &ein, s->world.est, &err);
+	what_if_answer(s, ein ? ein : &sn->in);
+	if (rc)
 		goto out;
 	rc = TY_ENOMEM;
 	if (!(sn->est = snap_alloc(sn, (size_t)ein->npending, sizeof(*sn->est))))
@@ -1700,7 +1765,7 @@ static void estimate_collect(struct snap *sn, struct sched *s)
 		row->job = ein->pending[i].job;
 		row->estimate_only = row->estimate = true;
 		row->est_ms = x->kind == SCHED_EST_AT ? x->start_ms : -1;
-		if (!(row->basis = basis_of(x)))
+		if (!(row->basis = sched_estimate_basis(x)))
 			goto out;
 		nest++;
 	}
@@ -2008,8 +2073,9 @@ int sched_cycle(struct sched *s, struct ty_err *err)
 	m2 = sched_metrics_clock();
 	if (sched_estimator_done(s->world.est))
 		estimate_collect(&sn, s);
-	if (!s->world.est &&
-	    (!s->clock.last_estimate || t2 - s->clock.last_estimate >= ESTIMATE_MS)) {
+	/* a what-if is answered by the next estimate, however soon */
+	if (!s->world.est && (s->clock.what_if || !s->clock.last_estimate ||
+			      t2 - s->clock.last_estimate >= ESTIMATE_MS)) {
 		estimate_start(&sn, s, d);
 		s->clock.last_estimate = t2;
 	}

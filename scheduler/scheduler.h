@@ -293,6 +293,7 @@ struct sched_clock {
 	/* database clock (ms) of the last team sample and samples' pruning (place.c) */
 	int64_t last_team_sample, last_team_prune;
 	int64_t last_estimate; /* monotonic ms of the last cycle that published estimates */
+	bool what_if; /* what-if requests may be open (NOTIFY what_if:, place.c) */
 };
 
 /* The whole scheduler: only the loop and the files that orchestrate several parts take it. */
@@ -312,12 +313,19 @@ struct sched_estimator; /* opaque */
 struct sched_input;	/* core/policy.h */
 struct sched_estimate_in;
 struct sched_estimates;
+struct sched_estimate;
+struct sched_pool_in;
+struct sched_what_if_ask; /* what_if.h */
 /*
  * Decide and estimate (core/policy.h, sched_estimate) over a deep copy of
- * in and x, in a new thread. *out new; free with sched_estimator_free().
+ * in and x, in a new thread; then answer asks[0..nasks) (copied) with
+ * sched_what_if_run(), pools (copied) counted as in the cannot-run check.
+ * *out new; free with sched_estimator_free().
  */
 int sched_estimator_start(struct sched_estimator **out, const struct sched_input *in,
-			  const struct sched_estimate_in *x, struct ty_err *err);
+			  const struct sched_estimate_in *x, const struct sched_what_if_ask *asks,
+			  int nasks, const struct sched_pool_in *pools, int npools,
+			  struct ty_err *err);
 /* Whether its thread has finished (never blocks). */
 bool sched_estimator_done(const struct sched_estimator *e);
 /*
@@ -326,8 +334,16 @@ bool sched_estimator_done(const struct sched_estimator *e);
  */
 int sched_estimator_result(const struct sched_estimates **out, const struct sched_input **in,
 			   struct sched_estimator *e, struct ty_err *err);
+/*
+ * After sched_estimator_result(): the what-if requests it was given, each
+ * answered (borrowed from e), or the error that stopped them.
+ */
+int sched_estimator_what_ifs(const struct sched_what_if_ask **asks, int *nasks,
+			     struct sched_estimator *e, struct ty_err *err);
 /* Waits for its thread, then frees; NULL-safe. */
 void sched_estimator_free(struct sched_estimator *e);
+/* estimate_basis: what an estimate rests on (new; docs/api.md, "Start-time estimates") */
+json_t *sched_estimate_basis(const struct sched_estimate *e);
 
 /* ---- leader.c ---- */
 

@@ -1,9 +1,12 @@
 /*
  * The pending-job mirror's rows (queue.c): every pending job's scheduling
- * inputs, or those of a set of jobs whatever their state.
+ * inputs, or those of a set of jobs whatever their state; and the open
+ * what-if requests (what_if.c) read by the same statement, so a spec means
+ * the same to both.
  */
 #include "job_spec.h"
 #include "lifecycle.h"
+#include "notify.h"
 #include "scheduler.h"
 
 #include <stdio.h>
@@ -15,7 +18,7 @@
  * fields it reads (queue_defaults: a spec stored before a field existed
  * lacks it); the reload of some jobs adds their ids as $11.
  */
-#define QUEUE_SELECT                                                                               \
+#define QUEUE_SELECT_COLS                                                                          \
 	"SELECT j.id, j.team_id, j.priority_class, j.priority,"                                    \
 	" (extract(epoch FROM j.created_at) * 1000)::bigint,"                                      \
 	" coalesce((j.spec->'resources'->>'nodes')::integer, $1),"                                  \
@@ -53,11 +56,32 @@
 	" " SCHED_STORE_HOLD_NODES ","                                                \
 	" (SELECT (extract(epoch FROM greatest(t.ended_at, j.not_before)) * 1000)::bigint"         \
 	"  FROM attempts t WHERE t.job_id = j.id AND t.attempt = j.attempt)"                       \
-	" FROM jobs j"
+	" FROM "
+#define QUEUE_SELECT_FROM(src) QUEUE_SELECT_COLS src
+#define QUEUE_SELECT QUEUE_SELECT_FROM("jobs j")
 
 static const char SQL_PENDING[] =
     QUEUE_SELECT " WHERE j.state = 'pending' AND NOT j.cancel_requested ORDER BY j.id";
 static const char SQL_OF[] = QUEUE_SELECT " WHERE j.id = ANY ($11::bigint[])";
+/*
+ * A what-if request as a job that never ran: its id negated, so the
+ * statement's look at attempts and allocations finds nothing of a real job.
+ */
+static const char SQL_WHAT_IF[] =
+    "SELECT * FROM (" QUEUE_SELECT_FROM(
+	"(SELECT -w.id AS id, w.team_id, w.priority_class, w.priority, w.created_at, w.spec,"
+	" NULL::text AS pending_reason, NULL::integer AS queue_position,"
+	" NULL::timestamptz AS reserved_until, 0 AS attempt, 'pending'::text AS state,"
+	" false AS cancel_requested, NULL::timestamptz AS not_before,"
+	" '{}'::text[] AS excluded_nodes, 0 AS spot_preemptions, NULL::bigint AS sweep_id"
+	" FROM what_if_requests w WHERE w.answered_at IS NULL ORDER BY w.id LIMIT $11) j") ") q";
+static const char SQL_WHAT_IF_ANSWER[] =
+    "WITH u AS (UPDATE what_if_requests SET answer = $2::jsonb, answered_at = now()"
+    " WHERE id = $1 AND answered_at IS NULL RETURNING id)"
+    " SELECT pg_notify('" PROTO_NOTIFY_CHANNEL "', '" PROTO_NOTIFY_WHAT_IF_ANSWER "' || id) FROM u";
+/* rows an API gave up on without deleting (it died waiting) */
+static const char SQL_WHAT_IF_PRUNE[] =
+    "DELETE FROM what_if_requests WHERE created_at < now() - interval '10 minutes'";
 
 /* QUEUE_SELECT's parameters $1..$10, from the job spec table (proto/job_spec.c). */
 #define QUEUE_NDEFAULTS 10
@@ -212,4 +236,36 @@ int sched_store_queue_of(struct sched_qjob **out, bool **queued, int *nout, stru
 	rc = rows(out, queued, nout, res, err);
 	PQclear(res);
 	return rc;
+}
+
+int sched_store_what_if_open(struct sched_qjob **out, int *nout, struct ty_pg *pg, int max,
+			     struct ty_err *err)
+{
+	const char *p[QUEUE_NDEFAULTS + 1];
+	char buf[QUEUE_NDEFAULTS][24], mb[24];
+	PGresult *res = NULL;
+	int rc;
+
+	*out = NULL;
+	*nout = 0;
+	if ((rc = ty_pg_exec(NULL, pg, SQL_WHAT_IF_PRUNE, 0, NULL, err)))
+		return rc;
+	queue_defaults(p, buf);
+	p[QUEUE_NDEFAULTS] = sched_i64(mb, max);
+	if ((rc = ty_pg_exec(&res, pg, SQL_WHAT_IF, QUEUE_NDEFAULTS + 1, p, err)))
+		return rc;
+	rc = rows(out, NULL, nout, res, err);
+	PQclear(res);
+	for (int i = 0; !rc && i < *nout; i++)
+		(*out)[i].id = -(*out)[i].id; /* the request's id again */
+	return rc;
+}
+
+int sched_store_what_if_answer(struct ty_pg *pg, int64_t id, const char *answer,
+			       struct ty_err *err)
+{
+	char ib[24];
+	const char *p[] = {sched_i64(ib, id), answer};
+
+	return ty_pg_exec(NULL, pg, SQL_WHAT_IF_ANSWER, 2, p, err);
 }

@@ -921,6 +921,17 @@ int sched_store_queue_pending(struct sched_qjob **out, int *nout, struct ty_pg *
  */
 int sched_store_queue_of(struct sched_qjob **out, bool **queued, int *nout, struct ty_pg *pg,
 			 const int64_t *jobs, int njobs, struct ty_err *err);
+/*
+ * The open what-if requests (docs/api.md, "What-if"), at most max, oldest
+ * first, read as jobs by the queue's statement: id is the request's,
+ * submit_ms when it was asked. Requests older than 10 minutes are deleted
+ * first (an API that died waiting left them).
+ */
+int sched_store_what_if_open(struct sched_qjob **out, int *nout, struct ty_pg *pg, int max,
+			     struct ty_err *err);
+/* Answer request id (answer: JSON text) and NOTIFY the API; a request already gone is no error. */
+int sched_store_what_if_answer(struct ty_pg *pg, int64_t id, const char *answer,
+			       struct ty_err *err);
 
 /* ---- ledger.c: the usage ledger's rows (ledger.c) ---- */
 
