@@ -115,6 +115,7 @@ struct api_req {
 	const char *problem_code; /* the reply's problem code (arena), or NULL */
 	const char *problem_field; /* the field of a problem returned by api_fail (arena) */
 	struct api_submission *sub; /* a job submission parked for its batch (submit.c) */
+	const char *what_if_id; /* a what-if request waiting for its answer (what_if.c) */
 	bool audited; /* its audit row is written already (by the submission batch) */
 };
 
@@ -399,6 +400,7 @@ int api_h_jobs_attempts(struct api_req *r, struct ty_err *err);
 int api_h_jobs_checkpoints(struct api_req *r, struct ty_err *err);
 int api_h_jobs_logs(struct api_req *r, struct ty_err *err);
 int api_h_queue_list(struct api_req *r, struct ty_err *err);
+int api_h_queue_what_if(struct api_req *r, struct ty_err *err);
 int api_h_nodes_list(struct api_req *r, struct ty_err *err);
 int api_h_nodes_get(struct api_req *r, struct ty_err *err);
 int api_h_nodes_drain(struct api_req *r, struct ty_err *err);

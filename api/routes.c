@@ -51,6 +51,7 @@ const struct api_route api_routes[] = {
 	{"GET", "/v1/webhooks/{}/deliveries", api_h_webhooks_deliveries, API_ROLE_VIEWER, API_AUTH},
 	{"POST", "/v1/webhooks/{}/ping", api_h_webhooks_ping, API_ROLE_VIEWER, API_AUTH},
 	{"GET", "/v1/queue", api_h_queue_list, API_ROLE_VIEWER, API_AUTH},
+	{"POST", "/v1/queue/what-if", api_h_queue_what_if, API_ROLE_MEMBER, API_AUTH | API_BODY},
 	{"GET", "/v1/nodes", api_h_nodes_list, API_ROLE_VIEWER, API_AUTH},
 	{"GET", "/v1/nodes/{}", api_h_nodes_get, API_ROLE_VIEWER, API_AUTH},
 	{"POST", "/v1/nodes/{}/drain", api_h_nodes_drain, API_ROLE_ADMIN, API_AUTH},

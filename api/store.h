@@ -251,6 +251,18 @@ struct api_queue_filter {
 /* The page's JSON array in *items, and the next page's cursor or NULL in *next. */
 int api_store_queue_page(const char **items, const char **next, struct ty_pg *pg,
 			 struct ty_arena *a, const struct api_queue_filter *f, struct ty_err *err);
+/*
+ * A what-if request for the leading scheduler (docs/api.md, "What-if"):
+ * spec (JSON text) of team team_id stored and announced; *id the request's.
+ */
+int api_store_what_if_ask(const char **id, struct ty_pg *pg, struct ty_arena *a,
+			  const char *team_id, const char *priority_class, const char *priority,
+			  const char *spec, struct ty_err *err);
+/* Its answer as viewer (a team id, NULL: all) may see it, or *answer NULL while none. */
+int api_store_what_if_answer(const char **answer, struct ty_pg *pg, struct ty_arena *a,
+			     const char *id, const char *viewer, struct ty_err *err);
+/* Delete the request (answered, or given up on). */
+int api_store_what_if_forget(struct ty_pg *pg, const char *id, struct ty_err *err);
 
 /* ---- store_jobs.c (more) ---- */
 /*

@@ -1,7 +1,8 @@
 /*
- * The queue's SQL as a typed call (store.h): one page of the pending
- * queue, in the order the scheduler published.
+ * The queue's SQL as typed calls (store.h): one page of the pending queue,
+ * in the order the scheduler published; what-if requests to the scheduler.
  */
+#include "notify.h"
 #include "store.h"
 
 /*
@@ -63,4 +64,64 @@ int api_store_queue_page(const char **items, const char **next, struct ty_pg *pg
 		rc = api__store_text(next, a, res, 0, 1, err);
 	PQclear(res);
 	return rc;
+}
+
+/* ---- what-if (docs/api.md, "What-if") ---- */
+
+/* the row, and the NOTIFY the leading scheduler wakes on (sent at commit) */
+static const char what_if_ask_sql[] =
+	"WITH w AS (INSERT INTO what_if_requests (team_id, priority_class, priority, spec)"
+	" VALUES ($1::bigint, $2, $3::int, $4::jsonb) RETURNING id)"
+	" SELECT id, pg_notify('" PROTO_NOTIFY_CHANNEL "', '" PROTO_NOTIFY_WHAT_IF "' || id) FROM w";
+
+/* redacted for viewer $2 as the queue is: other teams' job ids and reasons' mentions */
+#define WHAT_IF_SHOWN(v)                                                                           \
+	"jsonb_build_object('estimate_basis', ty_estimate_json(" v "->'estimate_basis', $2::bigint),"   \
+	" 'reason', to_jsonb(ty_redact_jobs(" v "->>'reason', $2::bigint)))"
+static const char what_if_answer_sql[] =
+	"SELECT (w.answer || " WHAT_IF_SHOWN("w.answer") " || jsonb_build_object('alternatives',"
+	" coalesce((SELECT jsonb_agg(a.v || " WHAT_IF_SHOWN("a.v") " ORDER BY a.ord)"
+	"  FROM jsonb_array_elements(w.answer->'alternatives') WITH ORDINALITY AS a(v, ord)),"
+	"  '[]'::jsonb)))::text"
+	" FROM what_if_requests w WHERE w.id = $1::bigint AND w.answer IS NOT NULL";
+
+static const char what_if_forget_sql[] = "DELETE FROM what_if_requests WHERE id = $1::bigint";
+
+int api_store_what_if_ask(const char **id, struct ty_pg *pg, struct ty_arena *a,
+			  const char *team_id, const char *priority_class, const char *priority,
+			  const char *spec, struct ty_err *err)
+{
+	const char *p[4] = {team_id, priority_class, priority, spec};
+	PGresult *res = NULL;
+	int rc;
+
+	*id = NULL;
+	if ((rc = ty_pg_exec(&res, pg, what_if_ask_sql, 4, p, err)))
+		return rc;
+	rc = api__store_text(id, a, res, 0, 0, err);
+	PQclear(res);
+	return rc;
+}
+
+int api_store_what_if_answer(const char **answer, struct ty_pg *pg, struct ty_arena *a,
+			     const char *id, const char *viewer, struct ty_err *err)
+{
+	const char *p[2] = {id, viewer};
+	PGresult *res = NULL;
+	int rc;
+
+	*answer = NULL;
+	if ((rc = ty_pg_exec(&res, pg, what_if_answer_sql, 2, p, err)))
+		return rc;
+	if (PQntuples(res) > 0)
+		rc = api__store_text(answer, a, res, 0, 0, err);
+	PQclear(res);
+	return rc;
+}
+
+int api_store_what_if_forget(struct ty_pg *pg, const char *id, struct ty_err *err)
+{
+	const char *p[1] = {id};
+
+	return ty_pg_exec(NULL, pg, what_if_forget_sql, 1, p, err);
 }

@@ -2,7 +2,8 @@
  * Long-poll wake-ups. One thread LISTENs on PostgreSQL for job event
  * notifications (sent by a trigger, so events written by any API replica or
  * the scheduler wake watchers here) and resumes the requests parked on that
- * job, or whose wait has run out. On the same connection it hears token
+ * job, or whose wait has run out; a what-if request's answer (proto/notify.h)
+ * resumes the request parked on its id negated. On the same connection it hears token
  * revocations (trainyard_tokens) and keeps the token cache (auth.c) live
  * only while it listens.
  *
@@ -107,12 +108,19 @@ static void *watch_main(void *arg)
 				continue;
 			}
 			while ((nt = PQnotifies(ty_pg_conn(pg)))) {
+				static const char answer[] = PROTO_NOTIFY_WHAT_IF_ANSWER;
 				int64_t id = strtoll(nt->extra, NULL, 10);
 				bool token = !strcmp(nt->relname, "trainyard_tokens");
+				/* a what-if request's waiter is parked on its id negated */
+				int64_t what_if = strncmp(nt->extra, answer, sizeof(answer) - 1)
+						      ? 0
+						      : strtoll(nt->extra + sizeof(answer) - 1, NULL, 10);
 
 				PQfreemem(nt);
 				if (token)
 					api__tokens_forget(w->tokens, id ? id : -1);
+				else if (what_if > 0)
+					wake(w, -what_if, false);
 				else
 					wake(w, id, false);
 			}

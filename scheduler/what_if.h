@@ -20,9 +20,10 @@ struct sched_what_if_ask {
 };
 
 /*
- * The answer (new; NULL when out of memory): v[0] as asked, the rest as
- * alternatives, each with a JSON merge patch of the asked spec that makes
- * it (RFC 7386). now_ms is the snapshot's clock.
+ * The answer (new; NULL when out of memory): v[0] as asked, and as
+ * alternatives those of the rest that start sooner, each with a JSON merge
+ * patch of the asked spec that makes it (RFC 7386). now_ms is the
+ * snapshot's clock.
  */
 json_t *sched_what_if_answer(const struct sched_what_if_ask *a, int64_t now_ms);
 

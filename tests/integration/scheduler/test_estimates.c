@@ -98,3 +98,105 @@ TY_TEST(estimates_follow_the_ends_they_wait_for)
 	}
 	fx_sched_stop(f, 0);
 }
+
+/* the what-if answer of body (' for "), parsed */
+static json_t *what_if(struct fx *f, const char *body)
+{
+	json_t *j = json_loads(fx_api_body(f, "POST", "/v1/queue/what-if", body, 200), 0, NULL);
+
+	REQUIRE(j != NULL);
+	return j;
+}
+
+TY_TEST(what_if_names_a_smaller_shape_that_starts_now)
+{
+	struct fx *f = fx_start();
+	const char *team = fx_team(f, "wif", 8, -1, NULL);
+	const struct proto_msg *l;
+	const json_t *alt;
+	json_t *j;
+	long long a;
+
+	fx_node(f, "n1", 2);
+	fx_sched_start(f, "s1", NULL);
+	a = fx_submit_to(f, team,
+			 ",'resources':{'nodes':1,'gpus_per_node':2},'max_runtime_seconds':3600");
+	REQUIRE((l = fx_recv(f, "n1", "launch", a, T)) != NULL);
+	fx_run(f, "n1", l);
+	FX_WAIT(f, T, "running", "SELECT state FROM jobs WHERE id = $1", fx_n(a));
+	fx_node(f, "n2", 2); /* idle */
+	FX_WAIT(f, T, "2", "SELECT count(*) FROM nodes WHERE state = 'ready'");
+
+	/* both nodes: once a ends (its start + max runtime); one node: now; spot allowed
+	 * would not help (no spot node): not offered */
+	j = what_if(f, ty_test_strf("{'team':'%s','command':['true'],"
+				    "'resources':{'nodes':2,'gpus_per_node':2},"
+				    "'max_runtime_seconds':600}",
+				    team));
+	CHECK(json_is_false(json_object_get(j, "starts_now")));
+	CHECK_STR_EQ(json_string_value(ty_jpath(j, "estimate_basis.kind")), "estimated");
+	CHECK_INT_EQ(json_integer_value(ty_jpath(j, "estimate_basis.waits_for[0]")), a);
+	CHECK_STR_EQ(FX_Q(f,
+			  "SELECT (abs(extract(epoch FROM $1::timestamptz - (a.created_at"
+			  " + interval '3600 s'))) < 1)::text FROM attempts a"
+			  " WHERE a.job_id = $2 AND a.attempt = 1",
+			  json_string_value(json_object_get(j, "estimated_start")), fx_n(a)),
+		     "true");
+	CHECK(strstr(json_string_value(json_object_get(j, "reason")), "waiting for") != NULL);
+	REQUIRE_INT_EQ(json_array_size(json_object_get(j, "alternatives")), 1);
+	alt = json_array_get(json_object_get(j, "alternatives"), 0);
+	CHECK_STR_EQ(json_string_value(json_object_get(alt, "summary")), "1 node instead of 2");
+	CHECK(json_is_true(json_object_get(alt, "starts_now")));
+	CHECK_INT_EQ(json_integer_value(ty_jpath(alt, "spec_patch.resources.nodes")), 1);
+	CHECK_STR_EQ(json_string_value(ty_jpath(alt, "estimate_basis.kind")), "now");
+	json_decref(j);
+
+	/* nothing was submitted, and the request is gone once answered */
+	CHECK_STR_EQ(FX_Q(f, "SELECT count(*) FROM jobs j JOIN teams t ON t.id = j.team_id"
+			     " WHERE t.name = $1",
+			  team),
+		     "1");
+	CHECK_STR_EQ(FX_Q(f, "SELECT count(*) FROM what_if_requests"), "0");
+
+	/* a shape no node holds: never, saying why, with no alternative that helps */
+	j = what_if(f, ty_test_strf("{'team':'%s','command':['true'],"
+				    "'resources':{'nodes':2,'gpus_per_node':4}}",
+				    team));
+	CHECK(json_is_null(json_object_get(j, "estimated_start")));
+	CHECK_STR_EQ(json_string_value(ty_jpath(j, "estimate_basis.kind")), "never");
+	CHECK(strncmp(json_string_value(json_object_get(j, "reason")), "cannot run: ", 12) == 0);
+	/* spot allowed would not help either: no alternative is offered */
+	CHECK_INT_EQ(json_array_size(json_object_get(j, "alternatives")), 0);
+	json_decref(j);
+
+	/* a spec a submission would refuse is refused the same way */
+	CHECK(strstr(fx_api_body(f, "POST", "/v1/queue/what-if",
+				 ty_test_strf("{'team':'%s','resources':{'nodes':1}}", team), 422),
+		     "command") != NULL);
+	CHECK(strstr(fx_api_body(f, "POST", "/v1/queue/what-if",
+				 "{'team':'no-such-team','command':['true'],'resources':{'nodes':1}}",
+				 422),
+		     "no team 'no-such-team'") != NULL);
+	fx_sched_stop(f, 0);
+}
+
+TY_TEST(what_if_without_a_scheduler_says_so_once_its_wait_runs_out)
+{
+	struct fx *f = fx_start();
+	const char *team = fx_team(f, "wif2", 8, -1, NULL);
+	const char *body;
+
+	fx_node(f, "n1", 2);
+	body = fx_api_body(f, "POST", "/v1/queue/what-if?wait=1",
+			   ty_test_strf("{'team':'%s','command':['true'],'resources':{'nodes':1}}",
+					team),
+			   503);
+	CHECK(strstr(body, "no scheduler answered") != NULL);
+	CHECK_STR_EQ(FX_Q(f, "SELECT count(*) FROM what_if_requests"), "0");
+	CHECK(strstr(fx_api_body(f, "POST", "/v1/queue/what-if?wait=61",
+				 ty_test_strf("{'team':'%s','command':['true'],"
+					      "'resources':{'nodes':1}}",
+					      team),
+				 400),
+		     "'wait' must be an integer from 1 to 60") != NULL);
+}
