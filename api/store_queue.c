@@ -76,7 +76,7 @@ static const char what_if_ask_sql[] =
 
 /* redacted for viewer $2 as the queue is: other teams' job ids and reasons' mentions */
 #define WHAT_IF_SHOWN(v)                                                                           \
-	"jsonb_build_object('estimate_basis', ty_estimate_json(" v "->'estimate_basis', $2::bigint),"   \
+	"jsonb_build_object('estimate', ty_estimate_json(" v "->'estimate', $2::bigint),"   \
 	" 'reason', to_jsonb(ty_redact_jobs(" v "->>'reason', $2::bigint)))"
 static const char what_if_answer_sql[] =
 	"SELECT (w.answer || " WHAT_IF_SHOWN("w.answer") " || jsonb_build_object('alternatives',"

@@ -71,9 +71,9 @@ int api_h_queue_what_if(struct api_req *r, struct ty_err *err)
 		return api_fail_problem(r, err, &p);
 	team = json_string_value(json_object_get(spec, "team"));
 	if (r->auth.role != API_ROLE_ADMIN && strcmp(team, r->auth.team) != 0) {
-		rc = api_fail(r, err, API_P_FORBIDDEN, "team",
-			      "a token of team '%s' cannot ask about team '%s'", r->auth.team,
-			      team);
+		rc =
+		    api_fail(r, err, API_P_FORBIDDEN, "team",
+			     "a token of team '%s' cannot ask about team '%s'", r->auth.team, team);
 		goto out;
 	}
 	if ((rc = api_store_team_limits(&t, r->pg, r->arena, team, err)))

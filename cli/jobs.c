@@ -46,8 +46,13 @@ static const char submit_help[] =
 	"  --queue-if-unschedulable   queue it even if it can never run (no node can\n"
 	"                             hold it, or more GPUs than the team can ever\n"
 	"                             get); it then waits as 'cannot run: ...'\n"
+	"  --what-if                  submit nothing: print when the scheduler would\n"
+	"                             start it now, and the alternatives that would\n"
+	"                             start sooner (fewer nodes, spot allowed, a\n"
+	"                             looser topology), each with its estimate\n"
 	"\n"
-	"Prints 'submitted job ID (STATE)'; with -o json the job object.\n";
+	"Prints 'submitted job ID (STATE)'; with -o json the job object (with\n"
+	"--what-if, the answer of POST /v1/queue/what-if).\n";
 
 static const char status_help[] =
 	"usage: jobctl status [-o json] ID\n"
@@ -241,12 +246,56 @@ static long long job_id(const json_t *job)
 	return (long long)json_integer_value(json_object_get(job, "id"));
 }
 
+/* One estimate of a what-if answer: "LABEL: WHEN" and, when it waits, why. */
+static void what_if_line(const char *indent, const char *label, const json_t *e)
+{
+	char when[512];
+	const char *reason = cli_json_str(e, "reason", NULL);
+
+	if (json_is_true(json_object_get(e, "starts_now")))
+		snprintf(when, sizeof(when), "now");
+	else
+		cli_estimate_text(when, sizeof(when), e, false);
+	printf("%s%s: %s\n", indent, label, when);
+	if (reason && !json_is_true(json_object_get(e, "starts_now")))
+		printf("%s  %s\n", indent, reason);
+}
+
+/* POST /v1/queue/what-if with spec, printed (docs/cli.md, "What-if"). */
+static int print_what_if(struct cli *cli, json_t *spec, struct ty_err *err)
+{
+	struct cli_resp resp = {0};
+	const json_t *alts, *a;
+	size_t k;
+	int rc;
+
+	if ((rc = cli_request(&resp, cli, "POST", "/v1/queue/what-if", spec, NULL, 0, err)))
+		return rc;
+	if (cli->output == CLI_OUT_JSON) {
+		cli_print_json(resp.body);
+		cli_resp_free(&resp);
+		return 0;
+	}
+	what_if_line("", "as asked", resp.body);
+	alts = json_object_get(resp.body, "alternatives");
+	if (json_array_size(alts) == 0)
+		printf("no alternative starts sooner\n");
+	else
+		printf("sooner:\n");
+	json_array_foreach(alts, k, a)
+		what_if_line("  ", cli_json_str(a, "summary", "?"), a);
+	printf("(nothing was submitted; as of %s)\n",
+	       cli_json_str(resp.body, "snapshot_at", "now"));
+	cli_resp_free(&resp);
+	return 0;
+}
+
 int cli_cmd_submit(struct cli *cli, int argc, char **argv, struct ty_err *err)
 {
 	const char *file = NULL, *team = NULL, *name = NULL, *nodes = NULL, *gpus = NULL,
 		   *cpus = NULL, *mem = NULL, *pclass = NULL, *prio = NULL, *max_rt = NULL,
 		   *launch = NULL, *idem = NULL, *topo = NULL;
-	bool anyway = false;
+	bool anyway = false, what_if = false;
 	struct cli_strv labels = {0}, envs = {0}, pos = {0}, rest = {0};
 	const struct cli_opt opts[] = {
 		{"file", 'f', CLI_OPT_STR, &file},
@@ -265,6 +314,7 @@ int cli_cmd_submit(struct cli *cli, int argc, char **argv, struct ty_err *err)
 		{"topology", 0, CLI_OPT_STR, &topo},
 		{"idempotency-key", 0, CLI_OPT_STR, &idem},
 		{"queue-if-unschedulable", 0, CLI_OPT_FLAG, &anyway},
+		{"what-if", 0, CLI_OPT_FLAG, &what_if},
 	};
 	struct cli_resp resp = {0};
 	json_t *spec = NULL, *res, *cmd;
@@ -334,6 +384,15 @@ int cli_cmd_submit(struct cli *cli, int argc, char **argv, struct ty_err *err)
 			}
 	}
 
+	if (what_if && idem) {
+		rc = ty_err_set(err, TY_ECONFIG,
+				"--what-if submits nothing: --idempotency-key has no use with it");
+		goto out;
+	}
+	if (what_if) {
+		rc = print_what_if(cli, spec, err);
+		goto out;
+	}
 	if ((rc = cli_request(&resp, cli, "POST", "/v1/jobs", spec, idem, 0, err)))
 		goto out;
 	if (cli->output == CLI_OUT_JSON)

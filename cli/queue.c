@@ -106,6 +106,8 @@ int cli_estimate_text(char *buf, size_t n, const json_t *obj, bool brief)
 						      ? "history"
 						      : "max_runtime_seconds"));
 	}
+	if (kind && strcmp(kind, "now") == 0)
+		return snprintf(buf, n, "now");
 	if (kind && strcmp(kind, "never") == 0)
 		return snprintf(buf, n, brief ? "never" : "never: it fits no registered node (see the reason)");
 	if (kind && strcmp(kind, "beyond_horizon") == 0) {

@@ -12,7 +12,7 @@ CREATE TABLE what_if_requests (
 	spec           jsonb NOT NULL,
 	created_at     timestamptz NOT NULL DEFAULT now(),
 	answered_at    timestamptz,
-	-- {estimated_start, starts_now, estimate_basis, reason, alternatives[]}
+	-- {estimated_start, starts_now, estimate, reason, alternatives[], snapshot_at}
 	answer         jsonb,
 	CHECK ((answered_at IS NULL) = (answer IS NULL))
 );

@@ -48,15 +48,16 @@ static json_t *patch(char *summary, size_t n, const struct sched_what_if *w,
 	}
 }
 
-/* estimated_start, starts_now, estimate_basis and reason of w into o (owned). */
+/* estimated_start, starts_now, estimate and reason of w into o (owned). */
 static json_t *estimate_json(json_t *o, const struct sched_what_if *w)
 {
 	bool at = w->est.kind == SCHED_EST_NOW || w->est.kind == SCHED_EST_AT;
 
-	if (!o || json_object_set_new(o, "estimated_start",
-				      at ? ts_json(w->est.start_ms) : json_null()) ||
+	if (!o ||
+	    json_object_set_new(o, "estimated_start",
+				at ? ts_json(w->est.start_ms) : json_null()) ||
 	    json_object_set_new(o, "starts_now", json_boolean(w->est.kind == SCHED_EST_NOW)) ||
-	    json_object_set_new(o, "estimate_basis", sched_estimate_basis(&w->est)) ||
+	    json_object_set_new(o, "estimate", sched_estimate_basis(&w->est)) ||
 	    json_object_set_new(o, "reason", w->reason[0] ? json_string(w->reason) : json_null())) {
 		json_decref(o);
 		return NULL;
@@ -82,9 +83,8 @@ json_t *sched_what_if_answer(const struct sched_what_if_ask *a, int64_t now_ms)
 			continue; /* an alternative that does not help is not offered */
 		char summary[128];
 		json_t *p = patch(summary, sizeof(summary), &a->v[k], &a->v[0]);
-		json_t *alt = estimate_json(json_pack("{s:s, s:o?}", "summary", summary,
-						      "spec_patch", p),
-					    &a->v[k]);
+		json_t *alt = estimate_json(
+		    json_pack("{s:s, s:o?}", "summary", summary, "spec_patch", p), &a->v[k]);
 
 		if (!p || !alt || json_array_append_new(alts, alt)) {
 			json_decref(alts);

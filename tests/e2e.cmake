@@ -46,3 +46,7 @@ endif()
 add_test(NAME e2e_stack COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/e2e/stack_test.sh)
 set_tests_properties(e2e_stack PROPERTIES LABELS e2e TIMEOUT 300
   ENVIRONMENT "${TY_E2E_ENV};TY_STACK_BIN=$<TARGET_FILE:ty_e2e_stack>")
+# e2e_estimate runs jobctl submit --what-if
+if(TARGET test_e2e_estimate)
+  add_dependencies(test_e2e_estimate jobctl)
+endif()

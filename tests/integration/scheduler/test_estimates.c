@@ -51,8 +51,8 @@ TY_TEST(estimates_follow_the_ends_they_wait_for)
 	    FX_Q(f, "SELECT estimate_basis->'waits_for'->>0 FROM jobs WHERE id = $1", fx_n(b)),
 	    fx_n(a));
 	/* a job of a shape no node holds (queued anyway): never */
-	c = fx_submit_to(f, team,
-			 ",'resources':{'nodes':1,'gpus_per_node':4},'queue_if_unschedulable':true");
+	c = fx_submit_to(
+	    f, team, ",'resources':{'nodes':1,'gpus_per_node':4},'queue_if_unschedulable':true");
 	FX_WAIT(f, T, "never", BASIS, fx_n(c), "kind");
 	CHECK_STR_EQ(FX_Q(f, "SELECT estimated_start IS NULL FROM jobs WHERE id = $1", fx_n(c)),
 		     "t");
@@ -134,8 +134,8 @@ TY_TEST(what_if_names_a_smaller_shape_that_starts_now)
 				    "'max_runtime_seconds':600}",
 				    team));
 	CHECK(json_is_false(json_object_get(j, "starts_now")));
-	CHECK_STR_EQ(json_string_value(ty_jpath(j, "estimate_basis.kind")), "estimated");
-	CHECK_INT_EQ(json_integer_value(ty_jpath(j, "estimate_basis.waits_for[0]")), a);
+	CHECK_STR_EQ(json_string_value(ty_jpath(j, "estimate.kind")), "estimated");
+	CHECK_INT_EQ(json_integer_value(ty_jpath(j, "estimate.waits_for[0]")), a);
 	CHECK_STR_EQ(FX_Q(f,
 			  "SELECT (abs(extract(epoch FROM $1::timestamptz - (a.created_at"
 			  " + interval '3600 s'))) < 1)::text FROM attempts a"
@@ -148,12 +148,13 @@ TY_TEST(what_if_names_a_smaller_shape_that_starts_now)
 	CHECK_STR_EQ(json_string_value(json_object_get(alt, "summary")), "1 node instead of 2");
 	CHECK(json_is_true(json_object_get(alt, "starts_now")));
 	CHECK_INT_EQ(json_integer_value(ty_jpath(alt, "spec_patch.resources.nodes")), 1);
-	CHECK_STR_EQ(json_string_value(ty_jpath(alt, "estimate_basis.kind")), "now");
+	CHECK_STR_EQ(json_string_value(ty_jpath(alt, "estimate.kind")), "now");
 	json_decref(j);
 
 	/* nothing was submitted, and the request is gone once answered */
-	CHECK_STR_EQ(FX_Q(f, "SELECT count(*) FROM jobs j JOIN teams t ON t.id = j.team_id"
-			     " WHERE t.name = $1",
+	CHECK_STR_EQ(FX_Q(f,
+			  "SELECT count(*) FROM jobs j JOIN teams t ON t.id = j.team_id"
+			  " WHERE t.name = $1",
 			  team),
 		     "1");
 	CHECK_STR_EQ(FX_Q(f, "SELECT count(*) FROM what_if_requests"), "0");
@@ -163,7 +164,7 @@ TY_TEST(what_if_names_a_smaller_shape_that_starts_now)
 				    "'resources':{'nodes':2,'gpus_per_node':4}}",
 				    team));
 	CHECK(json_is_null(json_object_get(j, "estimated_start")));
-	CHECK_STR_EQ(json_string_value(ty_jpath(j, "estimate_basis.kind")), "never");
+	CHECK_STR_EQ(json_string_value(ty_jpath(j, "estimate.kind")), "never");
 	CHECK(strncmp(json_string_value(json_object_get(j, "reason")), "cannot run: ", 12) == 0);
 	/* spot allowed would not help either: no alternative is offered */
 	CHECK_INT_EQ(json_array_size(json_object_get(j, "alternatives")), 0);
@@ -173,9 +174,9 @@ TY_TEST(what_if_names_a_smaller_shape_that_starts_now)
 	CHECK(strstr(fx_api_body(f, "POST", "/v1/queue/what-if",
 				 ty_test_strf("{'team':'%s','resources':{'nodes':1}}", team), 422),
 		     "command") != NULL);
-	CHECK(strstr(fx_api_body(f, "POST", "/v1/queue/what-if",
-				 "{'team':'no-such-team','command':['true'],'resources':{'nodes':1}}",
-				 422),
+	CHECK(strstr(fx_api_body(
+			 f, "POST", "/v1/queue/what-if",
+			 "{'team':'no-such-team','command':['true'],'resources':{'nodes':1}}", 422),
 		     "no team 'no-such-team'") != NULL);
 	fx_sched_stop(f, 0);
 }
@@ -187,10 +188,9 @@ TY_TEST(what_if_without_a_scheduler_says_so_once_its_wait_runs_out)
 	const char *body;
 
 	fx_node(f, "n1", 2);
-	body = fx_api_body(f, "POST", "/v1/queue/what-if?wait=1",
-			   ty_test_strf("{'team':'%s','command':['true'],'resources':{'nodes':1}}",
-					team),
-			   503);
+	body = fx_api_body(
+	    f, "POST", "/v1/queue/what-if?wait=1",
+	    ty_test_strf("{'team':'%s','command':['true'],'resources':{'nodes':1}}", team), 503);
 	CHECK(strstr(body, "no scheduler answered") != NULL);
 	CHECK_STR_EQ(FX_Q(f, "SELECT count(*) FROM what_if_requests"), "0");
 	CHECK(strstr(fx_api_body(f, "POST", "/v1/queue/what-if?wait=61",
