@@ -242,7 +242,8 @@ void sched_ledger_compute(struct sched_ledger_row *out, const struct sched_ledge
 		idle = g * kept - ckpt;
 	out->goodput[PROTO_GOODPUT_CHECKPOINT] = ckpt;
 	out->goodput[PROTO_GOODPUT_IDLE] = idle;
-	out->goodput[PROTO_GOODPUT_STRAGGLER] = straggler_gpu_ms(in, g, kept, g * kept - ckpt - idle);
+	out->goodput[PROTO_GOODPUT_STRAGGLER] =
+	    straggler_gpu_ms(in, g, kept, g * kept - ckpt - idle);
 	out->goodput[PROTO_GOODPUT_USEFUL] =
 	    g * kept - ckpt - idle - out->goodput[PROTO_GOODPUT_STRAGGLER];
 	wait = in->queued_ms > 0 && in->start_ms > in->queued_ms ? in->start_ms - in->queued_ms : 0;

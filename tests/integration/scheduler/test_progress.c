@@ -193,9 +193,9 @@ TY_TEST(a_stragglers_share_of_the_gangs_time_is_straggler_goodput)
 			  "SELECT string_agg(l.node_id, ',' ORDER BY l.node_id) FROM usage_ledger l"
 			  " JOIN attempts t ON t.job_id = l.job_id AND t.attempt = l.attempt"
 			  " WHERE l.job_id = $1 AND l.straggler_gpu_ms > 0"
-			  " AND abs(l.straggler_gpu_ms - l.gpus * 0.75 * (round(extract(epoch FROM"
-			  "  l.ended_at) * 1000) - round(extract(epoch FROM t.straggler_at) * 1000)))"
-			  "  <= 1"
+			  " AND abs(l.straggler_gpu_ms - l.gpus * 0.75"
+			  "  * (round(extract(epoch FROM l.ended_at) * 1000)"
+			  "  - round(extract(epoch FROM t.straggler_at) * 1000))) <= 1"
 			  " AND l.useful_gpu_ms + l.straggler_gpu_ms = l.gpu_ms"
 			  " AND l.useful_gpu_ms > 0",
 			  fx_n(job)),
