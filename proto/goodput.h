@@ -15,7 +15,8 @@
 	X(LOST_PREEMPTION, "lost_preemption")                                 \
 	X(LOST_USER, "lost_user")                                             \
 	X(LOST_INFRA, "lost_infra")                                           \
-	X(HANG, "hang")
+	X(HANG, "hang")                                                       \
+	X(STRAGGLER, "straggler")
 
 enum proto_goodput {
 #define PROTO_GOODPUT_ENUM(name, str) PROTO_GOODPUT_##name,

@@ -183,6 +183,24 @@ enum proto_goodput sched_goodput_lost_category(const char *failure_class)
 	}
 }
 
+/*
+ * The GPU-ms the gang lost to its slowest straggler: its lost fraction of
+ * the kept part after the verdict (the gang runs at the straggler's speed),
+ * at most left, what the kept part has besides checkpoints and idle GPUs.
+ */
+static int64_t straggler_gpu_ms(const struct sched_ledger_in *in, int64_t g, int64_t kept,
+				int64_t left)
+{
+	int64_t from = in->straggler_ms > in->start_ms ? in->straggler_ms : in->start_ms;
+	int64_t w = in->start_ms + kept - from, s;
+	double f = in->straggler_lost;
+
+	if (!in->straggler_ms || w <= 0 || !(f > 0))
+		return 0;
+	s = (int64_t)llround((double)(g * w) * fmin(f, 1.0));
+	return s < left ? s : left;
+}
+
 void sched_ledger_compute(struct sched_ledger_row *out, const struct sched_ledger_in *in)
 {
 	int64_t span = in->end_ms > in->start_ms ? in->end_ms - in->start_ms : 0, lost = 0;
@@ -208,7 +226,8 @@ void sched_ledger_compute(struct sched_ledger_row *out, const struct sched_ledge
 	/*
 	 * Goodput, in integer GPU-milliseconds so the categories add up
 	 * exactly: the lost window first (by class), then, of the kept part,
-	 * checkpoint writing, then idle GPUs, and what remains is useful.
+	 * checkpoint writing, then idle GPUs, then the straggler's share of
+	 * the kept part after its verdict, and what remains is useful.
 	 */
 	memset(out->goodput, 0, sizeof(out->goodput));
 	out->gpu_ms = g * span;
@@ -223,7 +242,10 @@ void sched_ledger_compute(struct sched_ledger_row *out, const struct sched_ledge
 		idle = g * kept - ckpt;
 	out->goodput[PROTO_GOODPUT_CHECKPOINT] = ckpt;
 	out->goodput[PROTO_GOODPUT_IDLE] = idle;
-	out->goodput[PROTO_GOODPUT_USEFUL] = g * kept - ckpt - idle;
+	out->goodput[PROTO_GOODPUT_STRAGGLER] =
+	    straggler_gpu_ms(in, g, kept, g * kept - ckpt - idle);
+	out->goodput[PROTO_GOODPUT_USEFUL] =
+	    g * kept - ckpt - idle - out->goodput[PROTO_GOODPUT_STRAGGLER];
 	wait = in->queued_ms > 0 && in->start_ms > in->queued_ms ? in->start_ms - in->queued_ms : 0;
 	out->queue_wait_gpu_ms = g * wait;
 }
@@ -250,6 +272,8 @@ int sched_ledger_attempts_end(struct ty_pg *pg, const struct sched_rates *rates,
 		    .failure_class = l->failure_class,
 		    .checkpoint_write_ms = l->checkpoint_write_ms,
 		    .queued_ms = l->queued_ms,
+		    .straggler_ms = l->straggler_ms,
+		    .straggler_lost = l->straggler_lost,
 		};
 		struct sched_ledger_row row;
 

@@ -40,6 +40,13 @@ double sched_gang_median(const double *v, int n)
 	return med > 0 ? med : -1;
 }
 
+double sched_straggler_lost(double rate, double median)
+{
+	if (!(median > 0) || !(rate >= 0) || rate >= median)
+		return 0;
+	return 1 - rate / median;
+}
+
 /* An entry's steps_per_second; -1 when null or absent */
 static double rate_of(const json_t *e)
 {
@@ -164,7 +171,8 @@ static int straggler(struct sched *s, const char *node, int64_t job, int64_t att
 	}
 	ty_warn("node '%s': straggler: %s", node, evidence);
 	snprintf(msg, sizeof(msg), "straggler on %s: %s", node, evidence);
-	if ((rc = sched_store_straggler(s->term.pg, job, attempt, text, err)) ||
+	if ((rc = sched_store_straggler(s->term.pg, job, attempt, text,
+					sched_straggler_lost(r, median), err)) ||
 	    (rc = sched_job_event(s, job, EVENT_STRAGGLER, state, msg, v, err)))
 		goto out;
 	if ((rc = sched_blame_node(s, node, job, attempt, "system", evidence,

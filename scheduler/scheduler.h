@@ -723,6 +723,8 @@ struct sched_ledger_in {
 	const char *failure_class;   /* a failed attempt's class; NULL when none */
 	int64_t checkpoint_write_ms; /* writing the checkpoints it kept (attempts column) */
 	int64_t queued_ms;	     /* waiting since: submission or the previous attempt's end */
+	int64_t straggler_ms;	     /* the attempt's first straggler verdict, 0 when none */
+	double straggler_lost;	     /* its slowest straggler's 1 − rate / gang median */
 };
 
 struct sched_ledger_row {
@@ -864,10 +866,17 @@ int sched_straggler_judge(size_t *flagged, size_t nflagged, double *median, json
 			  const json_t *prev, const json_t *others, const char *node, int pct,
 			  int reports);
 /*
+ * Pure: the share of the gang's time a rank at rate costs a gang whose
+ * median is median, 1 − rate / median (the goodput ledger's straggler
+ * time); 0 when either is unknown or the rank is not slower.
+ */
+double sched_straggler_lost(double rate, double median);
+/*
  * Inside a fenced transaction, for the running[] entries of node's applied
  * heartbeat: keep each live attempt's well-formed progress[] with its
  * allocation and judge its ranks (sched_straggler_judge). A straggler gets
- * a job event `straggler`, a verdict in attempts.stragglers and its node
+ * a job event `straggler`, a verdict in attempts.stragglers (and the
+ * attempt's straggler_at and straggler_lost for the ledger) and its node
  * blamed (sched_blame_node, SCHED_STRAGGLER_WHY). Off with
  * --straggler-percent 0 (progress is still kept).
  */

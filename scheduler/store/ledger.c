@@ -23,6 +23,7 @@ static const char SQL_LEDGER_ENDED[] =
     " (extract(epoch FROM t.last_checkpoint_at) * 1000)::bigint,"
     " t.state, t.failure_class, j.team_id, (a.telemetry->>'idle_seconds')::float8,"
     " t.job_id, t.attempt, t.checkpoint_write_ms,"
+    " (extract(epoch FROM t.straggler_at) * 1000)::bigint, coalesce(t.straggler_lost, 0),"
     /* waiting since the previous attempt ended, else since submission */
     " (extract(epoch FROM coalesce((SELECT max(p.ended_at) FROM attempts p"
     "  WHERE p.job_id = t.job_id AND p.attempt < t.attempt), j.created_at)) * 1000)::bigint"
@@ -160,7 +161,9 @@ int sched_store_ledger_ended(struct sched_store_ledger **out, int *nout, struct 
 		l->job = sched_col_i64(res, i, 11);
 		l->attempt = sched_col_i64(res, i, 12);
 		l->checkpoint_write_ms = sched_col_i64(res, i, 13);
-		l->queued_ms = sched_col_i64(res, i, 14);
+		l->straggler_ms = sched_col_i64(res, i, 14);
+		l->straggler_lost = strtod(PQgetvalue(res, i, 15), NULL);
+		l->queued_ms = sched_col_i64(res, i, 16);
 	}
 	if (oom) {
 		rc = ty_err_set(err, TY_ENOMEM, NULL);

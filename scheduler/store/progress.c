@@ -4,6 +4,7 @@
  */
 #include "scheduler.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -24,9 +25,12 @@ static const char SQL_GANG[] =
 static const char SQL_NODE[] =
     "UPDATE allocations SET progress = $4::jsonb WHERE job_id = $1"
     " AND attempt = $2 AND node_id = $3 AND released_at IS NULL";
+/* the ledger counts from the first verdict at the slowest rank's loss (ledger.c) */
 static const char SQL_STRAGGLER[] =
     "UPDATE attempts SET stragglers = coalesce(stragglers, '[]'::jsonb)"
-    " || jsonb_build_array($3::jsonb || jsonb_build_object('at', ty_ts(now())))"
+    " || jsonb_build_array($3::jsonb || jsonb_build_object('at', ty_ts(now()))),"
+    " straggler_at = coalesce(straggler_at, now()),"
+    " straggler_lost = greatest(straggler_lost, $4::float8)"
     " WHERE job_id = $1 AND attempt = $2";
 
 int sched_store_progress_gang(char **gang, char **state, struct ty_pg *pg, int64_t job,
@@ -60,10 +64,11 @@ int sched_store_progress_node(struct ty_pg *pg, int64_t job, int64_t attempt, co
 }
 
 int sched_store_straggler(struct ty_pg *pg, int64_t job, int64_t attempt, const char *verdict,
-			  struct ty_err *err)
+			  double lost, struct ty_err *err)
 {
-	char jb[24], ab[24];
-	const char *p[] = {sched_i64(jb, job), sched_i64(ab, attempt), verdict};
+	char jb[24], ab[24], lb[40];
+	const char *p[] = {sched_i64(jb, job), sched_i64(ab, attempt), verdict, lb};
 
-	return ty_pg_exec(NULL, pg, SQL_STRAGGLER, 3, p, err);
+	snprintf(lb, sizeof(lb), "%.17g", lost < 0 ? 0 : lost > 1 ? 1 : lost);
+	return ty_pg_exec(NULL, pg, SQL_STRAGGLER, 4, p, err);
 }

@@ -945,6 +945,8 @@ struct sched_store_ledger {
 	double idle_seconds;			 /* -1 when not reported */
 	int64_t checkpoint_write_ms;		 /* attempts.checkpoint_write_ms */
 	int64_t queued_ms; /* the previous attempt's end, else the job's submission */
+	int64_t straggler_ms;  /* attempts.straggler_at; 0 when none */
+	double straggler_lost; /* attempts.straggler_lost; 0 when none */
 	/* filled by the caller for sched_store_ledger_insert */
 	double rate, gpu_seconds, lost_gpu_seconds, cost;
 	double idle_gpu_seconds; /* < 0: unknown (NULL) */
@@ -1024,9 +1026,13 @@ int sched_store_progress_gang(char **gang, char **state, struct ty_pg *pg, int64
 /* The node's allocation's progress set to progress (JSON text). */
 int sched_store_progress_node(struct ty_pg *pg, int64_t job, int64_t attempt, const char *node,
 			      const char *progress, struct ty_err *err);
-/* verdict (JSON text, an object) appended to attempts.stragglers with `at`, now. */
+/*
+ * verdict (JSON text, an object) appended to attempts.stragglers with `at`,
+ * now; for the ledger, straggler_at set to now unless set and straggler_lost
+ * to lost (0..1) unless it is larger already.
+ */
 int sched_store_straggler(struct ty_pg *pg, int64_t job, int64_t attempt, const char *verdict,
-			  struct ty_err *err);
+			  double lost, struct ty_err *err);
 
 /* ---- relay.c: the outbox relay's rows (relay.c) ---- */
 

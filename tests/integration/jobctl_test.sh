@@ -1396,16 +1396,16 @@ SQL
 	fail "seeding the goodput row failed"
 expect 0 jc usage "${R[@]}" --goodput
 out_has '^2025-01-01T00:00:00.000Z .. 2025-01-03T00:00:00.000Z (GPU-hours)$'
-out_has '^TEAM  *POOL  *GPU-HOURS  *USEFUL  *CHECKPOINT  *IDLE  *LOST-PREEMPTION  *LOST-USER  *LOST-INFRA  *HANG  *QUEUE-WAIT  *COST$'
-out_has '^team-a  *spot  *2.00  *1.00  *0.20  *0.00  *0.80  *0.00  *0.00  *0.00  *0.10  *5.00$'
-out_has '^TOTAL  *2.00  *1.00  *0.20  *0.00  *0.80  *0.00  *0.00  *0.00  *0.10  *5.00$'
+out_has '^TEAM  *POOL  *GPU-HOURS  *USEFUL  *CHECKPOINT  *IDLE  *LOST-PREEMPTION  *LOST-USER  *LOST-INFRA  *HANG  *STRAGGLER  *QUEUE-WAIT  *COST$'
+out_has '^team-a  *spot  *2.00  *1.00  *0.20  *0.00  *0.80  *0.00  *0.00  *0.00  *0.00  *0.10  *5.00$'
+out_has '^TOTAL  *2.00  *1.00  *0.20  *0.00  *0.80  *0.00  *0.00  *0.00  *0.00  *0.10  *5.00$'
 expect 0 jc -o json usage "${R[@]}" --goodput --team team-a
 check 'd["split"] == "goodput" and d["items"][0]["lost_preemption_gpu_hours"] == 0.8'
 check 'd["totals"]["useful_cost"] == 2.5 and d["totals"]["attempts"] == 1'
 expect 0 jc -o csv usage "${R[@]}" --goodput
-[[ $(head -n 1 "$W/out" | tr -d '\r') == "team,pool,gpu_hours,cost,useful_gpu_hours,useful_cost,checkpoint_gpu_hours,checkpoint_cost,idle_gpu_hours,idle_cost,lost_preemption_gpu_hours,lost_preemption_cost,lost_user_gpu_hours,lost_user_cost,lost_infra_gpu_hours,lost_infra_cost,hang_gpu_hours,hang_cost,queue_wait_gpu_hours,attempts" ]] ||
+[[ $(head -n 1 "$W/out" | tr -d '\r') == "team,pool,gpu_hours,cost,useful_gpu_hours,useful_cost,checkpoint_gpu_hours,checkpoint_cost,idle_gpu_hours,idle_cost,lost_preemption_gpu_hours,lost_preemption_cost,lost_user_gpu_hours,lost_user_cost,lost_infra_gpu_hours,lost_infra_cost,hang_gpu_hours,hang_cost,straggler_gpu_hours,straggler_cost,queue_wait_gpu_hours,attempts" ]] ||
 	fail "goodput csv header is '$(head -n 1 "$W/out")'"
-out_has '^team-a,spot,2.000000,5.000000,1.000000,2.500000,0.200000,0.500000,0.000000,0.000000,0.800000,2.000000,0.000000,0.000000,0.000000,0.000000,0.000000,0.000000,0.100000,1'
+out_has '^team-a,spot,2.000000,5.000000,1.000000,2.500000,0.200000,0.500000,0.000000,0.000000,0.800000,2.000000,0.000000,0.000000,0.000000,0.000000,0.000000,0.000000,0.000000,0.000000,0.100000,1'
 [[ $(wc -l <"$W/out") -eq 2 ]] || fail "goodput csv printed $(wc -l <"$W/out") lines, not 1 + 1"
 expect 2 jc usage --goodput --group-by job
 err_has 'leave --group-by out'

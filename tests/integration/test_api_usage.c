@@ -248,7 +248,8 @@ TY_TEST(idle_gpu_hours_spread_over_their_rows_and_unknown_counts_nothing)
 
 /* The goodput categories of a row, GPU-ms, in PROTO_GOODPUT_CATEGORIES' order. */
 struct gp {
-	long long useful, checkpoint, idle, lost_preemption, lost_user, lost_infra, hang, wait;
+	long long useful, checkpoint, idle, lost_preemption, lost_user, lost_infra, hang, straggler;
+	long long wait;
 };
 
 /* A ledger row as the scheduler writes it, with its goodput categories (they add up). */
@@ -256,41 +257,42 @@ static void goodput_row(const char *team, long long job, int attempt, const char
 			const char *start, const char *end, double rate, const char *outcome,
 			struct gp g)
 {
-	/* the categories as one array: $10[1..8], useful .. hang, then the queue wait */
+	/* the categories as one array: $10[1..9], useful .. straggler, then the queue wait */
 	DB("INSERT INTO usage_ledger (team_id, job_id, attempt, node_id, pool, gpu_model, gpus,"
 	   " started_at, ended_at, outcome, gpu_seconds, lost_gpu_seconds, rate_per_gpu_hour, cost,"
 	   " gpu_ms, useful_gpu_ms, checkpoint_gpu_ms, idle_gpu_ms, lost_preemption_gpu_ms,"
-	   " lost_user_gpu_ms, lost_infra_gpu_ms, hang_gpu_ms, queue_wait_gpu_ms)"
+	   " lost_user_gpu_ms, lost_infra_gpu_ms, hang_gpu_ms, straggler_gpu_ms, queue_wait_gpu_ms)"
 	   " SELECT t.id, $2::bigint, $3::int, 'n1', $4, 'H100', $5::int, $6::timestamptz,"
 	   " $7::timestamptz, $8, x.g, (c[4] + c[5] + c[6] + c[7]) / 1000.0,"
 	   " $9::float8, x.g / 3600 * $9::float8, x.ms, c[1], c[2], c[3], c[4], c[5], c[6], c[7],"
-	   " c[8] FROM teams t, LATERAL (SELECT $5::int * extract(epoch FROM"
+	   " c[8], c[9] FROM teams t, LATERAL (SELECT $5::int * extract(epoch FROM"
 	   "  $7::timestamptz - $6::timestamptz)::float8 AS g, round($5::int * extract(epoch FROM"
 	   "  $7::timestamptz - $6::timestamptz) * 1000)::bigint AS ms, $10::bigint[] AS c) x"
 	   " WHERE t.name = $1",
 	   team, ty_test_strf("%lld", job), ty_test_strf("%d", attempt), pool,
 	   ty_test_strf("%d", gpus), start, end, outcome, ty_test_strf("%.17g", rate),
-	   ty_test_strf("{%lld,%lld,%lld,%lld,%lld,%lld,%lld,%lld}", g.useful, g.checkpoint, g.idle,
-			g.lost_preemption, g.lost_user, g.lost_infra, g.hang, g.wait));
+	   ty_test_strf("{%lld,%lld,%lld,%lld,%lld,%lld,%lld,%lld,%lld}", g.useful, g.checkpoint,
+			g.idle, g.lost_preemption, g.lost_user, g.lost_infra, g.hang, g.straggler,
+			g.wait));
 }
 
 /*
  * Team usage-gp: spot — 2 GPUs for an hour at 2.5 (useful 50 min, 10 min of
  * checkpoint writing, 1 GPU-hour lost to a preemption, 12 GPU-min queued) and
  * 1 GPU for 30 min at 1.2 (20 min lost to the user, 10 min hang);
- * on-demand — 4 GPUs for an hour at 4 (3 useful, 0.5 idle, 0.5 lost to the
- * infrastructure); and a row of an older scheduler, without categories.
+ * on-demand — 4 GPUs for an hour at 4 (2.5 useful, 0.5 idle, 0.5 lost to the
+ * infrastructure, 0.5 to a straggler); and a row of an older scheduler, without categories.
  */
 static const char *goodput_seed(long long job)
 {
 	const char *t = ty_mk_team("usage-gp", 8, -1);
 
 	goodput_row(t, job, 1, "spot", 2, "2025-01-01T00:00:00Z", "2025-01-01T01:00:00Z", 2.5,
-		    "failed", (struct gp){3000000, 600000, 0, 3600000, 0, 0, 0, 720000});
+		    "failed", (struct gp){3000000, 600000, 0, 3600000, 0, 0, 0, 0, 720000});
 	goodput_row(t, job, 2, "on-demand", 4, "2025-01-01T02:00:00Z", "2025-01-01T03:00:00Z", 4,
-		    "succeeded", (struct gp){10800000, 0, 1800000, 0, 0, 1800000, 0, 0});
+		    "succeeded", (struct gp){9000000, 0, 1800000, 0, 0, 1800000, 0, 1800000, 0});
 	goodput_row(t, job + 1, 1, "spot", 1, "2025-01-02T00:00:00Z", "2025-01-02T00:30:00Z", 1.2,
-		    "failed", (struct gp){0, 0, 0, 0, 1200000, 0, 600000, 0});
+		    "failed", (struct gp){0, 0, 0, 0, 1200000, 0, 600000, 0, 0});
 	row(t, job + 2, 1, "n1", "spot", "H100", 8, "2025-01-01T00:00:00Z", "2025-01-01T01:00:00Z",
 	    0, 1, "succeeded");
 	return t;
@@ -311,8 +313,10 @@ TY_TEST(goodput_split_per_team_and_pool_as_json)
 	CHECK_JSTR(j, "items[0].pool", "on-demand");
 	CHECK_NUM(j, "items[0].gpu_hours", 4);
 	CHECK_NUM(j, "items[0].cost", 16);
-	CHECK_NUM(j, "items[0].useful_gpu_hours", 3);
-	CHECK_NUM(j, "items[0].useful_cost", 12);
+	CHECK_NUM(j, "items[0].useful_gpu_hours", 2.5);
+	CHECK_NUM(j, "items[0].useful_cost", 10);
+	CHECK_NUM(j, "items[0].straggler_gpu_hours", 0.5);
+	CHECK_NUM(j, "items[0].straggler_cost", 2);
 	CHECK_NUM(j, "items[0].idle_gpu_hours", 0.5);
 	CHECK_NUM(j, "items[0].lost_infra_gpu_hours", 0.5);
 	CHECK_NUM(j, "items[0].lost_infra_cost", 2);
@@ -329,10 +333,12 @@ TY_TEST(goodput_split_per_team_and_pool_as_json)
 	CHECK_NUM(j, "items[1].lost_user_gpu_hours", 1200000 / 3600000.0);
 	CHECK_NUM(j, "items[1].hang_gpu_hours", 600000 / 3600000.0);
 	CHECK_NUM(j, "items[1].hang_cost", 0.2);
+	CHECK_NUM(j, "items[1].straggler_gpu_hours", 0);
 	CHECK_NUM(j, "items[1].queue_wait_gpu_hours", 0.2);
 	CHECK_JINT(j, "items[1].attempts", 2);
 	CHECK_NUM(j, "totals.gpu_hours", 6.5);
-	CHECK_NUM(j, "totals.useful_gpu_hours", 3 + 3000000 / 3600000.0);
+	CHECK_NUM(j, "totals.useful_gpu_hours", 2.5 + 3000000 / 3600000.0);
+	CHECK_NUM(j, "totals.straggler_gpu_hours", 0.5);
 	CHECK_NUM(j, "totals.lost_infra_gpu_hours", 0.5);
 	CHECK_JINT(j, "totals.attempts", 3);
 	/* rows that ended before the range are not in it */
@@ -358,13 +364,14 @@ TY_TEST(goodput_split_as_csv)
 	    "team,pool,gpu_hours,cost,useful_gpu_hours,useful_cost,checkpoint_gpu_hours,"
 	    "checkpoint_cost,idle_gpu_hours,idle_cost,lost_preemption_gpu_hours,"
 	    "lost_preemption_cost,lost_user_gpu_hours,lost_user_cost,lost_infra_gpu_hours,"
-	    "lost_infra_cost,hang_gpu_hours,hang_cost,queue_wait_gpu_hours,attempts\r\n"
-	    "%s,on-demand,4.000000,16.000000,3.000000,12.000000,0.000000,0.000000,0.500000,"
+	    "lost_infra_cost,hang_gpu_hours,hang_cost,straggler_gpu_hours,straggler_cost,"
+	    "queue_wait_gpu_hours,attempts\r\n"
+	    "%s,on-demand,4.000000,16.000000,2.500000,10.000000,0.000000,0.000000,0.500000,"
 	    "2.000000,0.000000,0.000000,0.000000,0.000000,0.500000,2.000000,0.000000,0.000000,"
-	    "0.000000,1\r\n"
+	    "0.500000,2.000000,0.000000,1\r\n"
 	    "%s,spot,2.500000,5.600000,0.833333,2.083333,0.166667,0.416667,0.000000,0.000000,"
-	    "1.000000,2.500000,0.333333,0.400000,0.000000,0.000000,0.166667,0.200000,0.200000,"
-	    "2\r\n",
+	    "1.000000,2.500000,0.333333,0.400000,0.000000,0.000000,0.166667,0.200000,0.000000,"
+	    "0.000000,0.200000,2\r\n",
 	    t, t);
 	CHECK_STR_EQ(r.body, want);
 	ty_resp_free(&r);
@@ -414,20 +421,21 @@ TY_TEST(job_document_has_its_goodput)
 	ty_http(&r, "GET", ty_test_strf("/v1/jobs/%s", id), st->admin, NULL, NULL);
 	REQUIRE_STATUS(&r, 200);
 	CHECK(json_is_null(ty_jpath(r.json, "goodput")));
-	/* 1500 s useful of attempt 1 (2 GPUs), 2700 s of attempt 2 (4), over 3 hours */
+	/* 1500 s useful of attempt 1 (2 GPUs), 2250 s of attempt 2 (4), over 3 hours */
 	goodput_row(t, atoll(id), 1, "spot", 2, "2025-01-01T00:00:00Z", "2025-01-01T01:00:00Z", 1,
-		    "failed", (struct gp){3000000, 600000, 0, 3600000, 0, 0, 0, 0});
+		    "failed", (struct gp){3000000, 600000, 0, 3600000, 0, 0, 0, 0, 0});
 	goodput_row(t, atoll(id), 2, "spot", 4, "2025-01-01T02:00:00Z", "2025-01-01T03:00:00Z", 1,
-		    "succeeded", (struct gp){10800000, 0, 1800000, 0, 0, 1800000, 0, 0});
+		    "succeeded", (struct gp){9000000, 0, 1800000, 0, 0, 1800000, 0, 1800000, 0});
 	ty_resp_free(&r);
 	ty_http(&r, "GET", ty_test_strf("/v1/jobs/%s", id), st->admin, NULL, NULL);
 	REQUIRE_STATUS(&r, 200);
-	CHECK_NUM(r.json, "goodput.ratio", 0.3889);
-	CHECK_NUM(r.json, "goodput.useful_seconds", 4200);
+	CHECK_NUM(r.json, "goodput.ratio", 0.3472);
+	CHECK_NUM(r.json, "goodput.useful_seconds", 3750);
 	CHECK_NUM(r.json, "goodput.wall_seconds", 10800);
 	CHECK_JSTR(r.json, "goodput.as_of", "2025-01-01T03:00:00.000Z");
 	CHECK_NUM(r.json, "goodput.gpu_seconds.total", 21600);
-	CHECK_NUM(r.json, "goodput.gpu_seconds.useful", 13800);
+	CHECK_NUM(r.json, "goodput.gpu_seconds.useful", 12000);
+	CHECK_NUM(r.json, "goodput.gpu_seconds.straggler", 1800);
 	CHECK_NUM(r.json, "goodput.gpu_seconds.lost_infra", 1800);
 	CHECK_NUM(r.json, "goodput.gpu_seconds.checkpoint", 600);
 	ty_resp_free(&r);

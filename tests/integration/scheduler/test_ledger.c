@@ -644,7 +644,8 @@ TY_TEST(preemption_infrastructure_failure_and_success_add_up_exactly)
 			  "SELECT string_agg(attempt::text, ',') FROM usage_ledger WHERE job_id = $1"
 			  " AND (useful_gpu_ms + checkpoint_gpu_ms + idle_gpu_ms"
 			  " + lost_preemption_gpu_ms + lost_user_gpu_ms + lost_infra_gpu_ms"
-			  " + hang_gpu_ms <> gpu_ms OR gpu_ms <> gpus * round(extract(epoch FROM"
+			  " + hang_gpu_ms + straggler_gpu_ms <> gpu_ms"
+			  " OR gpu_ms <> gpus * round(extract(epoch FROM"
 			  " ended_at - started_at) * 1000))",
 			  fx_n(job)),
 		     NULL);
@@ -659,7 +660,8 @@ TY_TEST(preemption_infrastructure_failure_and_success_add_up_exactly)
 		 "  * 1000) - checkpoint_gpu_ms,"
 		 " lost_preemption_gpu_ms = gpus * round(extract(epoch FROM ended_at"
 		 "  - checkpoint_at) * 1000) AND lost_preemption_gpu_ms > 0,"
-		 " lost_infra_gpu_ms + lost_user_gpu_ms + hang_gpu_ms + idle_gpu_ms = 0),"
+		 " lost_infra_gpu_ms + lost_user_gpu_ms + hang_gpu_ms + idle_gpu_ms"
+		 "  + straggler_gpu_ms = 0),"
 		 " ',') FROM usage_ledger WHERE job_id = $1 AND attempt = 1",
 		 fx_n(job)),
 	    "1:t t t t");

@@ -2,7 +2,8 @@
  * Training progress and stragglers (docs/dispatch.md, "Progress" and
  * "Failures, retries and bad nodes"): the ranks' steps that heartbeats
  * carry are kept and shown, and a rank far below its gang's median step
- * rate is a straggler whose node is blamed, suspect after enough jobs.
+ * rate is a straggler whose node is blamed, suspect after enough jobs,
+ * and whose share of the gang's time is straggler goodput in the ledger.
  */
 #include "fixture.h"
 #include "ty_test.h"
@@ -153,5 +154,51 @@ TY_TEST(a_slow_rank_is_a_straggler_and_its_node_suspect_after_two_jobs)
 	CHECK_STR_EQ(FX_Q(f, STRAGGLER_EVENTS, fx_n(job2)), "1");
 	CHECK_STR_EQ(FX_Q(f, "SELECT state FROM nodes WHERE id = 'n1'"), "ready");
 	CHECK_STR_EQ(FX_Q(f, "SELECT count(*) FROM node_failures WHERE node_id = 'n1'"), "0");
+	fx_sched_stop(f, 0);
+}
+
+/*
+ * Goodput (docs/scheduling.md, "Goodput"): from the verdict to the end,
+ * the straggler's share of the gang's time, 1 − its rate / the median, is
+ * straggler time in every node's ledger row instead of useful.
+ */
+TY_TEST(a_stragglers_share_of_the_gangs_time_is_straggler_goodput)
+{
+	static const char *const args[] = {"--straggler-percent=50", "--straggler-reports=3",
+					   NULL};
+	struct fx *f = fx_start();
+	const struct proto_msg *l[2];
+	long long job;
+
+	fx_node(f, "n1", 4);
+	fx_node(f, "n2", 4);
+	fx_sched_start(f, "s1", args);
+	job = gang(f, l);
+	report(f, "n1", l[0], 400, 2.0);
+	report(f, "n2", l[1], 80, 0.5);
+	FX_WAIT(f, T, "1", STRAGGLER_EVENTS, fx_n(job));
+	/* the verdict's time and lost share, kept for the ledger */
+	CHECK_STR_EQ(FX_Q(f,
+			  "SELECT (straggler_at IS NOT NULL)::text || ' ' || straggler_lost"
+			  " FROM attempts WHERE job_id = $1",
+			  fx_n(job)),
+		     "true 0.75");
+	fx_poll(f, 50); /* some time after the verdict */
+	fx_exit(f, "n1", l[0], 0, "", "");
+	fx_exit(f, "n2", l[1], 0, "", "");
+	FX_WAIT(f, T, "succeeded", "SELECT state FROM jobs WHERE id = $1", fx_n(job));
+	FX_WAIT(f, T, "2", "SELECT count(*) FROM usage_ledger WHERE job_id = $1", fx_n(job));
+	/* each row: 3/4 of its GPU time since the verdict, to the millisecond's rounding */
+	CHECK_STR_EQ(FX_Q(f,
+			  "SELECT string_agg(l.node_id, ',' ORDER BY l.node_id) FROM usage_ledger l"
+			  " JOIN attempts t ON t.job_id = l.job_id AND t.attempt = l.attempt"
+			  " WHERE l.job_id = $1 AND l.straggler_gpu_ms > 0"
+			  " AND abs(l.straggler_gpu_ms - l.gpus * 0.75"
+			  "  * (round(extract(epoch FROM l.ended_at) * 1000)"
+			  "  - round(extract(epoch FROM t.straggler_at) * 1000))) <= 1"
+			  " AND l.useful_gpu_ms + l.straggler_gpu_ms = l.gpu_ms"
+			  " AND l.useful_gpu_ms > 0",
+			  fx_n(job)),
+		     "n1,n2");
 	fx_sched_stop(f, 0);
 }

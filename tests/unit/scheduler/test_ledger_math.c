@@ -2,7 +2,8 @@
  * The usage ledger's pure parts (scheduler/ledger.c): the rate table
  * (--rates-file) and a row's arithmetic — GPU-seconds, cost by pool and
  * model with the pool's default, the work lost since the last valid
- * checkpoint, and the goodput categories with their precedence.
+ * checkpoint, and the goodput categories with their precedence (a
+ * straggler's share of the gang's time included).
  */
 #include "scheduler.h"
 #include "ty_test.h"
@@ -83,39 +84,39 @@ TY_TEST(ledger_arithmetic_table)
 		double gpu_seconds, lost, cost;
 	} cases[] = {
 	    /* 8 GPUs for an hour at 2.5 per GPU-hour */
-	    {"succeeded: nothing lost", {8, 0, 3600000, 0, "succeeded", 2.5, -1, NULL, 0, 0}, 28800, 0, 20},
+	    {"succeeded: nothing lost", {8, 0, 3600000, 0, "succeeded", 2.5, -1, NULL, 0, 0, 0, 0}, 28800, 0, 20},
 	    {"succeeded after a checkpoint: nothing lost",
-	     {8, 0, 3600000, 1800000, "succeeded", 2.5, -1, NULL, 0, 0},
+	     {8, 0, 3600000, 1800000, "succeeded", 2.5, -1, NULL, 0, 0, 0, 0},
 	     28800,
 	     0,
 	     20},
 	    {"failed without a checkpoint: all of it",
-	     {8, 0, 3600000, 0, "failed", 2.5, -1, NULL, 0, 0},
+	     {8, 0, 3600000, 0, "failed", 2.5, -1, NULL, 0, 0, 0, 0},
 	     28800,
 	     28800,
 	     20},
 	    {"preempted 15 min after its checkpoint",
-	     {4, 1000, 3601000, 2701000, "failed", 1.2, -1, NULL, 0, 0},
+	     {4, 1000, 3601000, 2701000, "failed", 1.2, -1, NULL, 0, 0, 0, 0},
 	     14400,
 	     3600,
 	     4.8},
-	    {"checkpoint at the very end", {2, 0, 60000, 60000, "failed", 1, -1, NULL, 0, 0}, 120, 0, 120.0 / 3600},
+	    {"checkpoint at the very end", {2, 0, 60000, 60000, "failed", 1, -1, NULL, 0, 0, 0, 0}, 120, 0, 120.0 / 3600},
 	    {"checkpoint before the start (clamped)",
-	     {2, 10000, 70000, 5000, "failed", 1, -1, NULL, 0, 0},
+	     {2, 10000, 70000, 5000, "failed", 1, -1, NULL, 0, 0, 0, 0},
 	     120,
 	     120,
 	     120.0 / 3600},
 	    {"checkpoint after the end (nothing lost)",
-	     {2, 0, 60000, 90000, "failed", 1, -1, NULL, 0, 0},
+	     {2, 0, 60000, 90000, "failed", 1, -1, NULL, 0, 0, 0, 0},
 	     120,
 	     0,
 	     120.0 / 3600},
-	    {"cancelled: nothing lost", {1, 0, 1800000, 0, "cancelled", 3, -1, NULL, 0, 0}, 1800, 0, 1.5},
-	    {"no rate: free", {16, 0, 7200000, 0, "failed", 0, -1, NULL, 0, 0}, 115200, 115200, 0},
-	    {"a negative rate counts as 0", {1, 0, 3600000, 0, "succeeded", -5, -1, NULL, 0, 0}, 3600, 0, 0},
-	    {"no GPUs: nothing", {0, 0, 3600000, 0, "failed", 9, -1, NULL, 0, 0}, 0, 0, 0},
-	    {"ended before it started: nothing", {4, 5000, 1000, 0, "failed", 1, -1, NULL, 0, 0}, 0, 0, 0},
-	    {"milliseconds count", {3, 0, 1500, 0, "failed", 3600, -1, NULL, 0, 0}, 4.5, 4.5, 4.5},
+	    {"cancelled: nothing lost", {1, 0, 1800000, 0, "cancelled", 3, -1, NULL, 0, 0, 0, 0}, 1800, 0, 1.5},
+	    {"no rate: free", {16, 0, 7200000, 0, "failed", 0, -1, NULL, 0, 0, 0, 0}, 115200, 115200, 0},
+	    {"a negative rate counts as 0", {1, 0, 3600000, 0, "succeeded", -5, -1, NULL, 0, 0, 0, 0}, 3600, 0, 0},
+	    {"no GPUs: nothing", {0, 0, 3600000, 0, "failed", 9, -1, NULL, 0, 0, 0, 0}, 0, 0, 0},
+	    {"ended before it started: nothing", {4, 5000, 1000, 0, "failed", 1, -1, NULL, 0, 0, 0, 0}, 0, 0, 0},
+	    {"milliseconds count", {3, 0, 1500, 0, "failed", 3600, -1, NULL, 0, 0, 0, 0}, 4.5, 4.5, 4.5},
 	};
 
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
@@ -173,7 +174,7 @@ TY_TEST(idle_gpu_seconds_are_the_nodes_idle_time_on_every_gpu_capped_by_what_was
 
 /* The categories of one row, in PROTO_GOODPUT_CATEGORIES' order, GPU-ms. */
 struct goodput_want {
-	int64_t useful, checkpoint, idle, lost_preemption, lost_user, lost_infra, hang;
+	int64_t useful, checkpoint, idle, lost_preemption, lost_user, lost_infra, hang, straggler;
 };
 
 TY_TEST(goodput_categories_table_add_up_exactly)
@@ -183,59 +184,89 @@ TY_TEST(goodput_categories_table_add_up_exactly)
 		struct sched_ledger_in in;
 		struct goodput_want want;
 	} cases[] = {
-	    /* gpus, start, end, checkpoint, outcome, rate, idle s, class, ckpt write ms, queued */
+	    /*
+	     * gpus, start, end, checkpoint, outcome, rate, idle s, class, ckpt write ms, queued,
+	     * first straggler verdict, its lost fraction
+	     */
 	    {"succeeded, nothing else: all useful",
-	     {8, 0, 3600000, 0, "succeeded", 1, -1, NULL, 0, 0},
-	     {28800000, 0, 0, 0, 0, 0, 0}},
+	     {8, 0, 3600000, 0, "succeeded", 1, -1, NULL, 0, 0, 0, 0},
+	     {28800000, 0, 0, 0, 0, 0, 0, 0}},
 	    {"succeeded with 60 s of checkpoint writing and 10 min idle",
-	     {8, 0, 3600000, 1800000, "succeeded", 1, 600, NULL, 60000, 0},
-	     {28800000 - 480000 - 4800000, 480000, 4800000, 0, 0, 0, 0}},
+	     {8, 0, 3600000, 1800000, "succeeded", 1, 600, NULL, 60000, 0, 0, 0},
+	     {28800000 - 480000 - 4800000, 480000, 4800000, 0, 0, 0, 0, 0}},
 	    {"preempted 15 min after its checkpoint",
-	     {4, 1000, 3601000, 2701000, "failed", 1, -1, "preempted", 0, 0},
-	     {10800000, 0, 0, 3600000, 0, 0, 0}},
+	     {4, 1000, 3601000, 2701000, "failed", 1, -1, "preempted", 0, 0, 0, 0},
+	     {10800000, 0, 0, 3600000, 0, 0, 0, 0}},
 	    {"hardware failure without a checkpoint: all infrastructure",
-	     {2, 0, 60000, 0, "failed", 1, 30, "hardware", 5000, 0},
-	     {0, 0, 0, 0, 0, 120000, 0}},
+	     {2, 0, 60000, 0, "failed", 1, 30, "hardware", 5000, 0, 0, 0},
+	     {0, 0, 0, 0, 0, 120000, 0, 0}},
 	    {"node lost after a checkpoint, idle and writing come from the kept part",
-	     {2, 0, 100000, 40000, "failed", 1, 10, "node_lost", 5000, 0},
-	     {80000 - 10000 - 20000, 10000, 20000, 0, 0, 120000, 0}},
+	     {2, 0, 100000, 40000, "failed", 1, 10, "node_lost", 5000, 0, 0, 0},
+	     {80000 - 10000 - 20000, 10000, 20000, 0, 0, 120000, 0, 0}},
 	    {"system and start_timeout are infrastructure",
-	     {1, 0, 1000, 0, "failed", 1, -1, "system", 0, 0},
-	     {0, 0, 0, 0, 0, 1000, 0}},
-	    {"start_timeout", {1, 0, 1000, 0, "failed", 1, -1, "start_timeout", 0, 0},
-	     {0, 0, 0, 0, 0, 1000, 0}},
+	     {1, 0, 1000, 0, "failed", 1, -1, "system", 0, 0, 0, 0},
+	     {0, 0, 0, 0, 0, 1000, 0, 0}},
+	    {"start_timeout", {1, 0, 1000, 0, "failed", 1, -1, "start_timeout", 0, 0, 0, 0},
+	     {0, 0, 0, 0, 0, 1000, 0, 0}},
 	    {"hang since the checkpoint",
-	     {1, 0, 10000, 4000, "failed", 1, -1, "hang", 0, 0},
-	     {4000, 0, 0, 0, 0, 0, 6000}},
-	    {"user failure", {3, 0, 2000, 0, "failed", 1, -1, "user", 0, 0},
-	     {0, 0, 0, 0, 6000, 0, 0}},
-	    {"oom is the user's", {1, 0, 2000, 0, "failed", 1, -1, "oom", 0, 0},
-	     {0, 0, 0, 0, 2000, 0, 0}},
-	    {"timeout is the user's", {1, 0, 2000, 0, "failed", 1, -1, "timeout", 0, 0},
-	     {0, 0, 0, 0, 2000, 0, 0}},
+	     {1, 0, 10000, 4000, "failed", 1, -1, "hang", 0, 0, 0, 0},
+	     {4000, 0, 0, 0, 0, 0, 6000, 0}},
+	    {"user failure", {3, 0, 2000, 0, "failed", 1, -1, "user", 0, 0, 0, 0},
+	     {0, 0, 0, 0, 6000, 0, 0, 0}},
+	    {"oom is the user's", {1, 0, 2000, 0, "failed", 1, -1, "oom", 0, 0, 0, 0},
+	     {0, 0, 0, 0, 2000, 0, 0, 0}},
+	    {"timeout is the user's", {1, 0, 2000, 0, "failed", 1, -1, "timeout", 0, 0, 0, 0},
+	     {0, 0, 0, 0, 2000, 0, 0, 0}},
 	    {"no class is the user's: only a known class blames the infrastructure",
-	     {1, 0, 2000, 0, "failed", 1, -1, NULL, 0, 0},
-	     {0, 0, 0, 0, 2000, 0, 0}},
-	    {"an unknown class is the user's", {1, 0, 2000, 0, "failed", 1, -1, "gremlins", 0, 0},
-	     {0, 0, 0, 0, 2000, 0, 0}},
-	    {"cancelled: nothing lost", {1, 0, 2000, 0, "cancelled", 1, -1, "cancelled", 0, 0},
-	     {2000, 0, 0, 0, 0, 0, 0}},
+	     {1, 0, 2000, 0, "failed", 1, -1, NULL, 0, 0, 0, 0},
+	     {0, 0, 0, 0, 2000, 0, 0, 0}},
+	    {"an unknown class is the user's", {1, 0, 2000, 0, "failed", 1, -1, "gremlins", 0, 0, 0, 0},
+	     {0, 0, 0, 0, 2000, 0, 0, 0}},
+	    {"cancelled: nothing lost", {1, 0, 2000, 0, "cancelled", 1, -1, "cancelled", 0, 0, 0, 0},
+	     {2000, 0, 0, 0, 0, 0, 0, 0}},
 	    {"checkpoint writing longer than the kept part: capped",
-	     {2, 0, 10000, 3000, "failed", 1, -1, "preempted", 60000, 0},
-	     {0, 6000, 0, 14000, 0, 0, 0}},
+	     {2, 0, 10000, 3000, "failed", 1, -1, "preempted", 60000, 0, 0, 0},
+	     {0, 6000, 0, 14000, 0, 0, 0, 0}},
 	    {"idle longer than what is left after writing: capped",
-	     {2, 0, 10000, 0, "succeeded", 1, 9, NULL, 4000, 0},
-	     {0, 8000, 12000, 0, 0, 0, 0}},
+	     {2, 0, 10000, 0, "succeeded", 1, 9, NULL, 4000, 0, 0, 0},
+	     {0, 8000, 12000, 0, 0, 0, 0, 0}},
 	    {"a negative writing time counts as 0",
-	     {1, 0, 1000, 0, "succeeded", 1, -1, NULL, -50, 0},
-	     {1000, 0, 0, 0, 0, 0, 0}},
+	     {1, 0, 1000, 0, "succeeded", 1, -1, NULL, -50, 0, 0, 0},
+	     {1000, 0, 0, 0, 0, 0, 0, 0}},
 	    {"fractions of an idle second round to the millisecond",
-	     {3, 0, 10000, 0, "succeeded", 1, 1.2504, NULL, 0, 0},
-	     {30000 - 3750, 0, 3750, 0, 0, 0, 0}},
-	    {"no GPUs: nothing", {0, 0, 3600000, 0, "failed", 1, 5, "hardware", 10, 0},
-	     {0, 0, 0, 0, 0, 0, 0}},
-	    {"ended before it started: nothing", {4, 5000, 1000, 0, "failed", 1, -1, "hang", 0, 0},
-	     {0, 0, 0, 0, 0, 0, 0}},
+	     {3, 0, 10000, 0, "succeeded", 1, 1.2504, NULL, 0, 0, 0, 0},
+	     {30000 - 3750, 0, 3750, 0, 0, 0, 0, 0}},
+	    {"no GPUs: nothing", {0, 0, 3600000, 0, "failed", 1, 5, "hardware", 10, 0, 0, 0},
+	     {0, 0, 0, 0, 0, 0, 0, 0}},
+	    {"ended before it started: nothing", {4, 5000, 1000, 0, "failed", 1, -1, "hang", 0, 0, 0, 0},
+	     {0, 0, 0, 0, 0, 0, 0, 0}},
+	    {"a straggler at half the median from 30 min in: half the rest is straggler",
+	     {8, 0, 3600000, 0, "succeeded", 1, -1, NULL, 0, 0, 1800000, 0.5},
+	     {28800000 - 7200000, 0, 0, 0, 0, 0, 0, 7200000}},
+	    {"a verdict that lost nothing changes nothing",
+	     {8, 0, 3600000, 0, "succeeded", 1, -1, NULL, 0, 0, 1800000, 0},
+	     {28800000, 0, 0, 0, 0, 0, 0, 0}},
+	    {"no verdict: a fraction alone changes nothing",
+	     {8, 0, 3600000, 0, "succeeded", 1, -1, NULL, 0, 0, 0, 0.5},
+	     {28800000, 0, 0, 0, 0, 0, 0, 0}},
+	    {"failed after the verdict: straggler until the checkpoint, lost after it",
+	     {2, 0, 100000, 60000, "failed", 1, -1, "hardware", 0, 0, 20000, 0.25},
+	     {100000, 0, 0, 0, 0, 80000, 0, 20000}},
+	    {"a verdict in the lost window: the lost work is only lost",
+	     {2, 0, 100000, 60000, "failed", 1, -1, "preempted", 0, 0, 70000, 0.5},
+	     {120000, 0, 0, 80000, 0, 0, 0, 0}},
+	    {"a verdict before the start counts from the start",
+	     {1, 10000, 20000, 0, "succeeded", 1, -1, NULL, 0, 0, 5000, 0.1},
+	     {9000, 0, 0, 0, 0, 0, 0, 1000}},
+	    {"checkpoint writing and idle GPUs come first: straggler capped",
+	     {2, 0, 10000, 0, "succeeded", 1, 6, NULL, 2000, 0, 1, 1},
+	     {0, 4000, 12000, 0, 0, 0, 0, 4000}},
+	    {"a fraction above 1 counts as 1",
+	     {1, 0, 1000, 0, "succeeded", 1, -1, NULL, 0, 0, 500, 3},
+	     {500, 0, 0, 0, 0, 0, 0, 500}},
+	    {"straggler time rounds to the millisecond",
+	     {3, 0, 1000, 0, "succeeded", 1, -1, NULL, 0, 0, 1, 1.0 / 3},
+	     {2001, 0, 0, 0, 0, 0, 0, 999}},
 	};
 
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
@@ -248,6 +279,7 @@ TY_TEST(goodput_categories_table_add_up_exactly)
 		    [PROTO_GOODPUT_LOST_USER] = w->lost_user,
 		    [PROTO_GOODPUT_LOST_INFRA] = w->lost_infra,
 		    [PROTO_GOODPUT_HANG] = w->hang,
+		    [PROTO_GOODPUT_STRAGGLER] = w->straggler,
 		};
 		struct sched_ledger_row row;
 		int64_t sum = 0;
@@ -271,6 +303,30 @@ TY_TEST(goodput_categories_table_add_up_exactly)
 				 row.goodput[PROTO_GOODPUT_LOST_INFRA] +
 				 row.goodput[PROTO_GOODPUT_HANG],
 			     llround(row.lost_gpu_seconds * 1000));
+	}
+}
+
+TY_TEST(straggler_lost_is_the_share_below_the_gang_median)
+{
+	static const struct {
+		const char *name;
+		double rate, median, want;
+	} cases[] = {
+	    {"a quarter of the median", 0.5, 2, 0.75},
+	    {"stalled", 0, 2, 1},
+	    {"at the median", 2, 2, 0},
+	    {"faster than the median", 3, 2, 0},
+	    {"no median", 1, -1, 0},
+	    {"a zero median", 1, 0, 0},
+	    {"no rate", -1, 2, 0},
+	};
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		double got = sched_straggler_lost(cases[i].rate, cases[i].median);
+
+		ty_test_context("%s", cases[i].name);
+		if (!near(got, cases[i].want))
+			FAIL("lost %.9g, want %.9g", got, cases[i].want);
 	}
 }
 
