@@ -165,12 +165,26 @@ export interface Telemetry {
 	util_mean: number | null; util_peak: number | null; memory_used_peak_mb: number | null;
 	power_mean_w: number | null; power_peak_w: number | null; idle_gpu_seconds: number | null;
 }
+// a rank's training progress, as its node's latest heartbeat reported it
+export interface RankProgress {
+	rank: number; node: string; step: number;
+	steps_per_second?: number | null; // over the last minute; null or absent while unknown
+	samples_per_second?: number | null; // the rank's own figure
+	step_at: number; // ms since the epoch, on the node's clock
+}
+// a rank far below its gang's median step rate, when it was judged
+export interface Straggler {
+	rank: number; node: string; steps_per_second: number; median: number;
+	attempt: number; at: string;
+}
 export interface Attempt {
 	attempt: number; state: string; nnodes: number; world_size: number;
 	exit_code: number | null; failure_class: string | null; message: string | null;
 	evidence: string | null; blamed_node: string | null; created_at: string;
 	running_at: string | null; ended_at: string | null; duration_seconds: number | null;
 	nodes: AttemptNode[]; ranks: AttemptRank[]; gpu_telemetry: Telemetry | null;
+	progress: RankProgress[] | null; // null until a rank wrote a step
+	stragglers: Straggler[] | null; // oldest first; null when none
 }
 export interface Checkpoint {
 	step: number; status: string; path: string | null; bytes: number | null;

@@ -1,5 +1,6 @@
 // Pure helpers: how numbers, times and CSV look, and the cursor pager.
 // No DOM here, so the unit tests run them under node.
+import type { RankProgress, Straggler } from './api';
 
 export const TERMINAL_STATES = ['succeeded', 'failed', 'cancelled', 'stopped'];
 export const JOB_STATES = ['pending', 'scheduled', 'starting', 'running', 'preempting', ...TERMINAL_STATES];
@@ -139,4 +140,53 @@ export function throttle(fn: () => void, minMs: number, now: () => number = Date
 		timer = null;
 	};
 	return t;
+}
+
+// A rate as the scheduler's messages write it (%.3g): 2.1, 0.833, 1230.
+export function fmtRate(v: number | null | undefined): string {
+	if (v === null || v === undefined || !Number.isFinite(v)) return '—';
+	return String(Number(v.toPrecision(3)));
+}
+
+// The gang's median step rate as the scheduler judges stragglers against it
+// (docs/dispatch.md, "Stragglers"): the upper median of the ranks with a
+// known rate, none with fewer than two.
+export function gangMedian(progress: RankProgress[] | null | undefined): number | null {
+	const rates = (progress ?? [])
+		.map((p) => p.steps_per_second)
+		.filter((r): r is number => typeof r === 'number' && Number.isFinite(r))
+		.sort((a, b) => a - b);
+	return rates.length < 2 ? null : rates[Math.floor(rates.length / 2)];
+}
+
+// A running gang none of whose ranks' steps advanced for this long is shown
+// as stalled: a minute is the executor's rate window, after which every
+// rank's rate reads 0. The hang timeout, not the page, decides what is done.
+export const STALL_SECONDS = 60;
+
+// Seconds since the gang's newest step change at `nowMs` when that is at
+// least STALL_SECONDS, else null (no progress yet is not a stall).
+export function gangStalledFor(progress: RankProgress[] | null | undefined, nowMs: number): number | null {
+	if (!progress || !progress.length) return null;
+	const newest = Math.max(...progress.map((p) => p.step_at));
+	const idle = (nowMs - newest) / 1000;
+	return idle >= STALL_SECONDS ? idle : null;
+}
+
+// "step 1200, 2.1 steps/s, 512 samples/s, advanced 3s ago": the rates when
+// known; for an attempt that ended, how long before its end the step last
+// advanced. The node's clock and the browser's may differ: never below 0.
+export function progressText(p: RankProgress, refMs: number, ended = false): string {
+	const parts = [`step ${p.step}`];
+	if (p.steps_per_second != null) parts.push(`${fmtRate(p.steps_per_second)} steps/s`);
+	if (p.samples_per_second != null) parts.push(`${fmtRate(p.samples_per_second)} samples/s`);
+	const ago = fmtDuration(Math.max(0, (refMs - p.step_at) / 1000));
+	parts.push(ended ? `advanced ${ago} before the attempt ended` : `advanced ${ago} ago`);
+	return parts.join(', ');
+}
+
+// A straggler verdict's evidence, as the scheduler's event and node
+// condition word it.
+export function stragglerText(v: Straggler): string {
+	return `rank ${v.rank} at ${fmtRate(v.steps_per_second)} steps/s against the gang's median ${fmtRate(v.median)}`;
 }

@@ -1,10 +1,11 @@
-// The pure helpers: formatting, CSV, the cursor pager, routes, throttling.
+// The pure helpers: formatting, CSV, the cursor pager, routes, throttling,
+// training progress.
 import { describe, expect, it, vi } from 'vitest';
 import {
-	csvField, CursorPager, fmtBytes, fmtDuration, fmtNumber, fmtPercent, fmtTime, isTerminal,
-	parseId, parseRoute, throttle, toCsv,
+	csvField, CursorPager, fmtBytes, fmtDuration, fmtNumber, fmtPercent, fmtRate, fmtTime, gangMedian,
+	gangStalledFor, isTerminal, parseId, parseRoute, progressText, STALL_SECONDS, stragglerText, throttle, toCsv,
 } from '../src/format';
-import { buildUrl, problemFrom } from '../src/api';
+import { buildUrl, problemFrom, type RankProgress } from '../src/api';
 
 describe('format', () => {
 	it('numbers, percentages and missing values', () => {
@@ -124,5 +125,50 @@ describe('throttle', () => {
 		expect(runs).toBe(2);
 		t.cancel();
 		vi.useRealTimers();
+	});
+});
+
+describe('progress', () => {
+	const T = 1_764_000_000_000;
+	const rank = (r: number, step: number, sps: number | null | undefined, at = T, samples?: number | null): RankProgress =>
+		({ rank: r, node: `n${r}`, step, steps_per_second: sps, samples_per_second: samples, step_at: at });
+
+	it('rates as the scheduler writes them', () => {
+		expect(fmtRate(2.1)).toBe('2.1');
+		expect(fmtRate(0.83333)).toBe('0.833');
+		expect(fmtRate(10)).toBe('10');
+		expect(fmtRate(0)).toBe('0');
+		expect(fmtRate(null)).toBe('—');
+	});
+	it('a rank\'s step, its rates when given, and how long ago it advanced', () => {
+		expect(progressText(rank(0, 1200, 2.1, T - 3000, 512.5), T)).toBe('step 1200, 2.1 steps/s, 513 samples/s, advanced 3s ago');
+		// an unknown rate (null or absent) and no samples figure are left out
+		expect(progressText(rank(1, 7, null), T)).toBe('step 7, advanced 0s ago');
+		expect(progressText(rank(1, 7, undefined, T - 125_000), T)).toBe('step 7, advanced 2m 5s ago');
+		// a node clock ahead of the browser's is not a step in the future
+		expect(progressText(rank(1, 7, 0.5, T + 5000), T)).toBe('step 7, 0.5 steps/s, advanced 0s ago');
+		expect(progressText(rank(1, 7, 0, T - 12_000), T, true)).toBe('step 7, 0 steps/s, advanced 12s before the attempt ended');
+	});
+	it('the gang\'s median is the upper median of the known rates, none with fewer than two', () => {
+		expect(gangMedian(null)).toBe(null);
+		expect(gangMedian([rank(0, 1, 2)])).toBe(null);
+		expect(gangMedian([rank(0, 1, 2), rank(1, 1, null)])).toBe(null);
+		expect(gangMedian([rank(0, 1, 0.8), rank(1, 1, 2.1)])).toBe(2.1);
+		expect(gangMedian([rank(0, 1, 3), rank(1, 1, 1), rank(2, 1, 2)])).toBe(2);
+		expect(gangMedian([rank(0, 1, 4), rank(1, 1, 1), rank(2, 1, 2), rank(3, 1, 3)])).toBe(3);
+	});
+	it('a gang is stalled when no rank\'s step advanced for STALL_SECONDS', () => {
+		const S = STALL_SECONDS * 1000;
+		expect(gangStalledFor(null, T)).toBe(null);
+		expect(gangStalledFor([], T)).toBe(null);
+		expect(gangStalledFor([rank(0, 5, 0, T - S + 1)], T)).toBe(null);
+		expect(gangStalledFor([rank(0, 5, 0, T - S)], T)).toBe(STALL_SECONDS);
+		// one rank still stepping is no stall of the gang
+		expect(gangStalledFor([rank(0, 5, 0, T - 10 * S), rank(1, 9, 1, T - 1000)], T)).toBe(null);
+		expect(gangStalledFor([rank(0, 5, 0, T - 3 * S), rank(1, 9, 0, T - 2 * S)], T)).toBe(2 * STALL_SECONDS);
+	});
+	it('a straggler verdict\'s evidence, as the scheduler words it', () => {
+		expect(stragglerText({ rank: 3, node: 'n3', steps_per_second: 0.8, median: 2.1, attempt: 1, at: '2026-11-22T12:00:00Z' }))
+			.toBe("rank 3 at 0.8 steps/s against the gang's median 2.1");
 	});
 });

@@ -260,6 +260,71 @@ tcase('a running job cancelled from its page (Cancel job, Confirm) becomes cance
 	assert.equal((await apiJob(id)).state, 'cancelled');
 });
 
+// a rate as the scheduler writes it (%.3g), so the page's evidence can be
+// compared with the API's verdict
+const rate = (v) => String(Number(v.toPrecision(3)));
+
+tcase('a job\'s page shows its ranks\' steps as they advance and a straggler verdict on its rank and node', async () => {
+	// rank 0 steps ten times a second, rank 1 (on the other node) once a
+	// second: rank 1 is a straggler (as in tests/e2e/test_e2e_progress.c)
+	const id = await submit(E.TY_TOKEN, {
+		name: 'browser-progress', resources: { nodes: 2, gpus_per_node: 1 }, retry: { system: 0 },
+		command: ['/bin/sh', '-c', 'n=200; d=0.1; if [ $RANK = 1 ]; then n=20; d=1; fi; i=0; ' +
+			'while [ $i -lt $n ]; do i=$((i+1)); ' +
+			'printf \'{"step":%d,"samples_per_second":64}\' $i > $TRAINYARD_PROGRESS_FILE; sleep $d; done'],
+	});
+	cleanup.jobs.push(id);
+	try {
+		const page = await session(E.TY_TOKEN);
+		await go(page, `#/jobs/${id}`, `Job ${id}`);
+		await page.evaluate(() => { window.tyNotReloaded = true; });
+		const rank0 = page.locator('tr[data-rank="0"]').getByTestId('rank-progress');
+		await L.eventually('rank 0 shows its step, rates and when it advanced while the job runs', async () => {
+			const text = (await rank0.innerText({ timeout: 2000 })).trim();
+			return /^step [1-9][0-9]*, [0-9.]+ steps\/s, 64 samples\/s, advanced [0-9]+s ago$/.test(text) || text;
+		}, 60000);
+		assert.notEqual(await jobState(page), 'succeeded', 'the job ended before the page showed progress');
+
+		let verdict;
+		await L.eventually('the API has a straggler verdict', async () => {
+			const a = (await api('GET', `/v1/jobs/${id}/attempts`, { token: E.TY_TOKEN, expect: 200 })).json.items;
+			verdict = a.length && a[a.length - 1].stragglers ? a[a.length - 1].stragglers[0] : null;
+			return !!verdict || a.map((x) => x.state);
+		}, 60000);
+		assert.equal(verdict.rank, 1);
+		const evidence = `rank 1 at ${rate(verdict.steps_per_second)} steps/s against the gang's median ${rate(verdict.median)}`;
+		await L.eventually('the verdict shows with its evidence', async () => {
+			const text = await page.getByTestId('straggler').first().innerText({ timeout: 2000 });
+			return (text.includes(`Straggler on ${verdict.node}`) && text.includes(evidence)) || text;
+		}, 20000);
+		for (const row of [page.locator('tr[data-rank="1"]'), page.locator(`tr[data-node="${verdict.node}"]`)]) {
+			const text = await row.innerText();
+			assert.ok(text.includes(`straggler: ${evidence}`), `the row does not name the verdict: ${text}`);
+		}
+		assert.equal(await page.locator('tr[data-rank="0"]').innerText().then((t) => t.includes('straggler')), false,
+			'rank 0 is shown as a straggler');
+		await page.screenshot({ path: path.join(ARTIFACTS, 'job-progress.png'), fullPage: true });
+		const problems = await L.axeCheck(page);
+		assert.deepEqual(problems, [], `axe-core on the job page with progress:\n${problems.join('\n')}`);
+
+		await L.eventually('the job state reads succeeded', async () => { const st = await jobState(page); return st === 'succeeded' || st; }, 90000);
+		assert.equal(await page.evaluate(() => window.tyNotReloaded), true, 'the page was reloaded');
+		// the last report is kept with the attempt and shown against its end
+		const last = (await api('GET', `/v1/jobs/${id}/attempts`, { token: E.TY_TOKEN, expect: 200 })).json.items.pop();
+		const step = last.progress.find((p) => p.rank === 0).step;
+		await page.reload();
+		await h1(page, `Job ${id}`).waitFor();
+		await L.eventually(`rank 0 shows step ${step} against the attempt's end`, async () => {
+			const text = (await rank0.innerText({ timeout: 2000 })).trim();
+			return (text.startsWith(`step ${step}, `) && text.endsWith(' before the attempt ended')) || text;
+		}, 20000);
+		assert.equal(await page.getByTestId('gang-stalled').count(), 0, 'an ended attempt is shown as stalled');
+	} finally { // a straggler blames its node: reset both, as test_e2e_progress does
+		for (const n of ['node-a', 'node-b'])
+			await api('POST', `/v1/nodes/${n}/undrain`, { token: E.TY_ADMIN_TOKEN, expect: 200 });
+	}
+});
+
 tcase('the Jobs page finds jobs by name, cancels the selected ones after Confirm, and filters by state', async () => {
 	const ids = [];
 	for (const n of [1, 2]) {

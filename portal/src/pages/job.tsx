@@ -1,11 +1,19 @@
-// Job: state, spec, attempts with their gang and failures, the live log of
-// a rank, checkpoints, goodput, trial metrics, and cancel/stop/drain.
+// Job: state, spec, attempts with their gang, progress and failures, the
+// live log of a rank, checkpoints, goodput, trial metrics, and
+// cancel/stop/drain.
 import { useEffect, useMemo, useState } from 'preact/hooks';
-import { api, ApiError, type Attempt, type Job } from '../api';
+import { api, ApiError, type Attempt, type Job, type RankProgress, type Straggler } from '../api';
 import type { PageProps } from '../app';
 import { Chart, ConfirmDialog, ErrorNote } from '../components';
-import { fmtBytes, fmtDuration, fmtNumber, fmtPercent, fmtTime, isTerminal, parseId } from '../format';
-import { useLoad, useTick, useVisible } from '../hooks';
+import {
+	fmtBytes, fmtDuration, fmtNumber, fmtPercent, fmtRate, fmtTime, gangMedian, gangStalledFor, isTerminal,
+	parseId, progressText, stragglerText,
+} from '../format';
+import { useInterval, useLoad, useTick, useVisible } from '../hooks';
+
+// progress makes no job event: an active job's attempts are read this often
+// (executors send it at most every --progress-ms, 10 s by default)
+const PROGRESS_REFRESH_MS = 5000;
 
 type Action = { kind: 'cancel' | 'stop' } | { kind: 'drain'; node: string };
 
@@ -24,8 +32,9 @@ export function JobPage({ who, arg }: PageProps) {
 
 function JobView({ who, id }: { who: PageProps['who']; id: number }) {
 	const [tick, bump] = useTick();
+	const [progressTick, bumpProgress] = useTick();
 	const job = useLoad(() => api.job(id), [id, tick]);
-	const attempts = useLoad(() => api.attempts(id), [id, tick]);
+	const attempts = useLoad(() => api.attempts(id), [id, tick, progressTick]);
 	const checkpoints = useLoad(() => api.checkpoints(id), [id, tick]);
 	const metrics = useLoad(() => api.metrics(id, { limit: 1000 }), [id, tick]);
 	const [events, setEvents] = useState<{ seq: number; type: string; message: string; time: string }[]>([]);
@@ -34,6 +43,7 @@ function JobView({ who, id }: { who: PageProps['who']; id: number }) {
 	const visible = useVisible();
 	const j = job.data;
 	const terminal = j ? isTerminal(j.state) : false;
+	useInterval(() => { if (j && !terminal) bumpProgress(); }, PROGRESS_REFRESH_MS);
 
 	// live: the job's events, long-polled; each one reloads the page's data
 	useEffect(() => {
@@ -131,7 +141,7 @@ function JobView({ who, id }: { who: PageProps['who']; id: number }) {
 				</>
 			) : null}
 
-			<Gang attempt={last} admin={who.role === 'admin'} onDrain={(node) => { setActionResult(null); setAction({ kind: 'drain', node }); }} />
+			<Gang attempt={last} hangTimeout={j?.spec?.hang_timeout_seconds} admin={who.role === 'admin'} onDrain={(node) => { setActionResult(null); setAction({ kind: 'drain', node }); }} />
 			<Log id={id} attempt={last} live={!terminal} />
 
 			<section aria-labelledby="attempts-h">
@@ -143,7 +153,7 @@ function JobView({ who, id }: { who: PageProps['who']; id: number }) {
 						<tr><th scope="col">Attempt</th><th scope="col">State</th><th scope="col">Nodes</th>
 							<th scope="col">Started</th><th scope="col">Duration</th><th scope="col">Exit</th>
 							<th scope="col">Failure class</th><th scope="col">Message</th><th scope="col">Evidence</th>
-							<th scope="col">GPU telemetry</th></tr>
+							<th scope="col">GPU telemetry</th><th scope="col">Progress</th></tr>
 					</thead>
 					<tbody>
 						{atts.map((a) => (
@@ -158,6 +168,7 @@ function JobView({ who, id }: { who: PageProps['who']; id: number }) {
 								<td>{a.message ?? '—'}</td>
 								<td>{a.evidence ? <code>{a.evidence}</code> : '—'}</td>
 								<td>{telemetry(a)}</td>
+								<td><AttemptProgress attempt={a} /></td>
 							</tr>
 						))}
 					</tbody>
@@ -268,44 +279,120 @@ function Goodput({ job }: { job: Job }) {
 	);
 }
 
-function Gang({ attempt, admin, onDrain }: { attempt: Attempt | null; admin: boolean; onDrain: (node: string) => void }) {
+// The newest verdict per rank and per node: a rank may be judged again
+// after it recovered and fell behind once more.
+function verdicts(a: Attempt): { byRank: Map<number, Straggler>; byNode: Map<string, Straggler> } {
+	const byRank = new Map<number, Straggler>();
+	const byNode = new Map<string, Straggler>();
+	for (const v of a.stragglers ?? []) {
+		byRank.set(v.rank, v);
+		byNode.set(v.node, v);
+	}
+	return { byRank, byNode };
+}
+
+// An attempt still going (its ranks may still step): only it can stall.
+function active(a: Attempt): boolean {
+	return a.ended_at === null && !isTerminal(a.state);
+}
+
+// the reference time of "advanced … ago": now, or the attempt's end
+function progressRef(a: Attempt): number {
+	const end = a.ended_at ? Date.parse(a.ended_at) : NaN;
+	return Number.isFinite(end) ? end : Date.now();
+}
+
+function Gang({ attempt, hangTimeout, admin, onDrain }: {
+	attempt: Attempt | null; hangTimeout: unknown; admin: boolean; onDrain: (node: string) => void;
+}) {
 	if (!attempt) return null;
+	const { byRank, byNode } = verdicts(attempt);
+	const progress = new Map<number, RankProgress>((attempt.progress ?? []).map((p) => [p.rank, p]));
+	const ended = !active(attempt);
+	const ref = progressRef(attempt);
+	const median = gangMedian(attempt.progress);
+	const stalled = ended ? null : gangStalledFor(attempt.progress, ref);
 	return (
 		<section aria-labelledby="gang-h">
 			<h2 id="gang-h">Gang of attempt {attempt.attempt}</h2>
+			{attempt.progress?.length ? (
+				<p data-testid="gang-progress">Gang median step rate: {median === null ? '—' : `${fmtRate(median)} steps/s`}
+					{' '}(steps {Math.min(...attempt.progress.map((p) => p.step))}–{Math.max(...attempt.progress.map((p) => p.step))})</p>
+			) : <p class="muted">No rank has reported a step yet.</p>}
+			{stalled !== null ? (
+				<p class="alert" data-testid="gang-stalled"><strong>Stalled</strong>: no rank's step advanced for{' '}
+					{fmtDuration(stalled)}{typeof hangTimeout === 'number' && hangTimeout > 0
+						? ` (the job's hang timeout is ${fmtDuration(hangTimeout)})` : ''}</p>
+			) : null}
+			{attempt.stragglers?.length ? (
+				<ul class="alert plain" aria-label={`Straggler verdicts of attempt ${attempt.attempt}`}>
+					{attempt.stragglers.map((v, i) => (
+						<li key={i} data-testid="straggler"><strong>Straggler on {v.node}</strong>: {stragglerText(v)} ({fmtTime(v.at)})</li>
+					))}
+				</ul>
+			) : null}
 			<table class="data">
 				<caption>Nodes of attempt {attempt.attempt}</caption>
 				<thead>
 					<tr><th scope="col">Node</th><th scope="col">Node rank</th><th scope="col">GPUs</th>
-						<th scope="col">Exit</th><th scope="col">Failure class</th>
+						<th scope="col">Exit</th><th scope="col">Failure class</th><th scope="col">Straggler</th>
 						{admin ? <th scope="col">Actions</th> : null}</tr>
 				</thead>
 				<tbody>
-					{attempt.nodes.map((n) => (
-						<tr key={n.node} data-node={n.node}>
-							<td>{n.node}</td><td>{n.node_rank}</td><td>{n.gpus.join(', ') || '—'}</td>
-							<td>{n.exit_code ?? '—'}</td><td>{n.failure_class ?? '—'}</td>
-							{admin ? <td><button type="button" onClick={() => onDrain(n.node)}>Drain {n.node}</button></td> : null}
-						</tr>
-					))}
+					{attempt.nodes.map((n) => {
+						const v = byNode.get(n.node);
+						return (
+							<tr key={n.node} data-node={n.node} class={v ? 'straggler' : undefined}>
+								<td>{n.node}</td><td>{n.node_rank}</td><td>{n.gpus.join(', ') || '—'}</td>
+								<td>{n.exit_code ?? '—'}</td><td>{n.failure_class ?? '—'}</td>
+								<td>{v ? <><strong>straggler</strong>: {stragglerText(v)}</> : '—'}</td>
+								{admin ? <td><button type="button" onClick={() => onDrain(n.node)}>Drain {n.node}</button></td> : null}
+							</tr>
+						);
+					})}
 				</tbody>
 			</table>
 			<table class="data">
 				<caption>Ranks of attempt {attempt.attempt}</caption>
 				<thead>
 					<tr><th scope="col">Rank</th><th scope="col">Node</th><th scope="col">Local rank</th>
-						<th scope="col">PID</th><th scope="col">Exit</th><th scope="col">Signal</th></tr>
+						<th scope="col">PID</th><th scope="col">Exit</th><th scope="col">Signal</th>
+						<th scope="col">Progress</th><th scope="col">Straggler</th></tr>
 				</thead>
 				<tbody>
-					{attempt.ranks.map((r) => (
-						<tr key={r.rank}>
-							<td>{r.rank}</td><td>{r.node}</td><td>{r.local_rank}</td><td>{r.pid ?? '—'}</td>
-							<td>{r.exit_code ?? (attempt.ended_at ? '—' : 'running')}</td><td>{r.signal ?? '—'}</td>
-						</tr>
-					))}
+					{attempt.ranks.map((r) => {
+						const p = progress.get(r.rank);
+						const v = byRank.get(r.rank);
+						return (
+							<tr key={r.rank} data-rank={r.rank} class={v ? 'straggler' : undefined}>
+								<td>{r.rank}</td><td>{r.node}</td><td>{r.local_rank}</td><td>{r.pid ?? '—'}</td>
+								<td>{r.exit_code ?? (attempt.ended_at ? '—' : 'running')}</td><td>{r.signal ?? '—'}</td>
+								<td data-testid="rank-progress">{p ? progressText(p, ref, ended) : '—'}</td>
+								<td>{v ? <><strong>straggler</strong>: {stragglerText(v)}</> : '—'}</td>
+							</tr>
+						);
+					})}
 				</tbody>
 			</table>
 		</section>
+	);
+}
+
+// An attempt's progress in the attempts table: the gang's median, each
+// rank's last step, and its straggler verdicts.
+function AttemptProgress({ attempt }: { attempt: Attempt }) {
+	const progress = attempt.progress ?? [];
+	const stragglers = attempt.stragglers ?? [];
+	if (!progress.length && !stragglers.length) return <>—</>;
+	const ended = !active(attempt);
+	const ref = progressRef(attempt);
+	const median = gangMedian(progress);
+	return (
+		<ul class="plain">
+			{median !== null ? <li>median {fmtRate(median)} steps/s</li> : null}
+			{progress.map((p) => <li key={`p${p.rank}`}>rank {p.rank} on {p.node}: {progressText(p, ref, ended)}</li>)}
+			{stragglers.map((v, i) => <li key={`s${i}`} class="alert"><strong>straggler on {v.node}</strong>: {stragglerText(v)}</li>)}
+		</ul>
 	);
 }
 
