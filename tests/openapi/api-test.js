@@ -158,6 +158,11 @@ async function main() {
 	await call('GET', '/v1/jobs?limit=0', { expect: 400 });
 	await call('GET', '/v1/queue', { token: MEMBER, expect: 200 });
 	await call('GET', '/v1/queue?limit=0', { expect: 400 });
+	// what-if: the leading scheduler answers; nothing is submitted
+	await call('POST', '/v1/queue/what-if', { token: MEMBER, body: job('oa-wi', long), expect: 200 });
+	await call('POST', '/v1/queue/what-if', { token: MEMBER, body: { team: TEAM, command: [] }, expect: 422 });
+	await call('POST', '/v1/queue/what-if', { token: VIEWER, body: job('oa-wi', long), expect: 403 });
+	await call('POST', '/v1/queue/what-if?wait=0', { token: MEMBER, body: job('oa-wi', long), expect: 400 });
 	await call('GET', '/v1/jobs/999999999', { expect: 404 });
 
 	await waitJob(stopped.json.id, (j) => j.state === 'running', 'running');

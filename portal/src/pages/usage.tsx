@@ -10,7 +10,8 @@ import { useLoad } from '../hooks';
 
 const RANGES = [7, 30, 90];
 const COLUMNS = ['gpu_hours', 'idle_gpu_hours', 'cost', 'lost_gpu_seconds', 'attempts', 'running_attempts'];
-const SPLIT = ['useful', 'checkpoint', 'idle', 'lost_preemption', 'lost_user', 'lost_infra', 'hang'];
+// the goodput categories in proto/goodput.h's order (the API's `<category>_gpu_hours` members)
+const SPLIT = ['useful', 'checkpoint', 'idle', 'lost_preemption', 'lost_user', 'lost_infra', 'hang', 'straggler'];
 
 export function UsagePage(_: PageProps) {
 	const [days, setDays] = useState(30);
