@@ -425,6 +425,9 @@ struct result {
 	double est_ms, est_min, est_max;
 	int est_steps, est_kinds[5];
 	int64_t est_reached_s;
+	/* one what-if request over the same snapshot (docs/scheduling.md, "What-if") */
+	double wi_ms;
+	int wi_variants, wi_sooner;
 };
 
 static volatile uint64_t sink;
@@ -479,6 +482,40 @@ static int measure_estimate(struct result *res, const struct bench *b, const str
 	return 0;
 }
 
+/*
+ * One what-if request, timed once: a 4-node x 8-GPU job of the first team,
+ * on-demand only, in one block, so it has all 8 variants (the most a
+ * request costs the daemon's side thread).
+ */
+static int measure_what_if(struct result *res, const struct bench *b, const struct sched_input *in)
+{
+	struct sched_estimate_in e = {
+	    .run_end_ms = b->run_end_ms,
+	    .pend_runtime_s = b->pend_runtime_s,
+	    .cfg = {.max_jobs = 10000, .max_steps = 256, .min_step_s = 30},
+	};
+	struct sched_pending_in p = {.team = 0, .cls = SCHED_CLASS_NORMAL, .nodes = 4,
+				     .gpus_per_node = 8, .max_runtime_s = 3600,
+				     .spot = SCHED_SPOT_NEVER, .required = SCHED_TOPO_BLOCK};
+	struct sched_what_if v[SCHED_WHAT_IF_MAX];
+	struct ty_err err = {0};
+	int n = sched_what_if_variants(v, &p), rc;
+	double t0 = mono();
+
+	if ((rc = sched_what_if_run(v, n, in, NULL, &e, &err))) {
+		fprintf(stderr, "trainyard-bench-core: what-if: %s\n", err.msg);
+		return rc;
+	}
+	res->wi_ms = (mono() - t0) * 1000;
+	res->wi_variants = n;
+	res->wi_sooner = 0;
+	for (int k = 1; k < n; k++)
+		res->wi_sooner += v[k].est.kind == SCHED_EST_NOW ||
+				  (v[k].est.kind == SCHED_EST_AT &&
+				   (v[0].est.kind != SCHED_EST_AT || v[k].est.start_ms < v[0].est.start_ms));
+	return 0;
+}
+
 static int measure(struct result *res, const struct bench *b, int runs, int ff_runs)
 {
 	struct sched_input in;
@@ -504,6 +541,10 @@ static int measure(struct result *res, const struct bench *b, int runs, int ff_r
 		if (k >= 0)
 			t[k] = mono() - t0;
 		if ((rc = measure_estimate(res, b, &in, d, k, runs))) {
+			sched_decisions_free(d);
+			goto out;
+		}
+		if (k == runs - 1 && (rc = measure_what_if(res, b, &in))) {
 			sched_decisions_free(d);
 			goto out;
 		}
@@ -639,20 +680,24 @@ static void print_results(const struct result *res, int n, const struct sim_conf
 	       "a side thread at most every 5 s: the cycle does not wait for it.\n\n");
 	printf("| scenario | policy ms | estimate ms (min-max) | estimate / policy | one core "
 	       "at one per 5 s | steps | reached h | estimated | started now | never | beyond "
-	       "horizon | not estimated |\n");
-	printf("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+	       "horizon | not estimated | what-if ms (variants, sooner) | what-if / (policy + estimate) |\n");
+	printf("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
 	for (int i = 0; i < n; i++) {
 		const struct result *r = &res[i];
 		char q[32];
 
+		char wq[32];
+
 		printf("| %s | %.1f | %.1f (%.1f-%.1f) | %s | %.0f %% | %d | %.1f | %d | %d | %d | "
-		       "%d | %d |\n",
+		       "%d | %d | %.1f (%d, %d) | %s |\n",
 		       r->name, r->policy_ms, r->est_ms, r->est_min, r->est_max,
 		       quotient(q, sizeof(q), "%.2fx", r->est_ms, r->policy_ms),
 		       r->est_ms / 5000 * 100, r->est_steps,
 		       (double)r->est_reached_s / 3600, r->est_kinds[SCHED_EST_AT],
 		       r->est_kinds[SCHED_EST_NOW], r->est_kinds[SCHED_EST_NEVER],
-		       r->est_kinds[SCHED_EST_HORIZON], r->est_kinds[SCHED_EST_NONE]);
+		       r->est_kinds[SCHED_EST_HORIZON], r->est_kinds[SCHED_EST_NONE], r->wi_ms,
+		       r->wi_variants, r->wi_sooner,
+		       quotient(wq, sizeof(wq), "%.1fx", r->wi_ms, r->est_ms + r->policy_ms));
 	}
 	printf("\nCore work per cycle (sched_stats) and pending reasons:\n\n");
 	for (int i = 0; i < n; i++) {
