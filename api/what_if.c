@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define WAIT_DEFAULT_S 10
+#define WAIT_DEFAULT_S 30
 #define WAIT_MAX_S 60
 
 /* Wait for the answer to r->what_if_id: reply with it, or 503 once the wait ran out. */

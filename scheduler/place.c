@@ -1709,7 +1709,7 @@ out:
 /*
  * Answer the what-if requests the finished estimator was given, each in its
  * own statement (not the cycle's transaction: a failed cycle keeps them).
- * One that cannot be answered is left: the API's wait runs out.
+ * One that cannot be answered is asked again with the next estimate.
  */
 static void what_if_answer(struct sched *s, const struct sched_input *in)
 {
@@ -1720,6 +1720,7 @@ static void what_if_answer(struct sched *s, const struct sched_input *in)
 	if ((rc = sched_estimator_what_ifs(&asks, &n, s->world.est, &err))) {
 		ty_warn("what-if: %d request(s) not answered: %s", n,
 			err.msg[0] ? err.msg : ty_code_desc(rc));
+		s->clock.what_if = n > 0;
 		return;
 	}
 	for (int k = 0; k < n; k++) {
@@ -1727,12 +1728,11 @@ static void what_if_answer(struct sched *s, const struct sched_input *in)
 		char *text = a ? json_dumps(a, JSON_COMPACT) : NULL;
 
 		ty_err_clear(&err);
-		if (!text)
-			ty_warn("what-if: request %lld not answered: out of memory",
-				(long long)asks[k].id);
-		else if (sched_store_what_if_answer(s->term.pg, asks[k].id, text, &err))
+		if (!text || sched_store_what_if_answer(s->term.pg, asks[k].id, text, &err)) {
 			ty_warn("what-if: request %lld not answered: %s", (long long)asks[k].id,
-				err.msg);
+				text ? err.msg : "out of memory");
+			s->clock.what_if = true; /* asked again with the next estimate */
+		}
 		free(text);
 		json_decref(a);
 	}
