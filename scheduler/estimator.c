@@ -245,20 +245,20 @@ void sched_estimator_free(struct sched_estimator *e)
 	free(e);
 }
 
-static void rfc3339(char *buf, size_t n, int64_t ms)
+void sched_rfc3339(char *buf, size_t n, int64_t ms)
 {
 	time_t t = (time_t)(ms / 1000);
 	struct tm tm;
 
 	gmtime_r(&t, &tm);
-	snprintf(buf, n, "%04d-%02d-%02dT%02d:%02d:%02dZ", tm.tm_year + 1900, tm.tm_mon + 1,
-		 tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec);
+	snprintf(buf, n, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900, tm.tm_mon + 1,
+		 tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, (int)(ms % 1000));
 }
 
 json_t *sched_estimate_basis(const struct sched_estimate *e)
 {
 	json_t *b = NULL, *w = NULL;
-	char ts[40];
+	char ts[SCHED_RFC3339_LEN];
 
 	switch (e->kind) {
 	case SCHED_EST_AT:
@@ -280,7 +280,7 @@ json_t *sched_estimate_basis(const struct sched_estimate *e)
 		b = json_pack("{s:s}", "kind", "never");
 		break;
 	case SCHED_EST_HORIZON:
-		rfc3339(ts, sizeof(ts), e->start_ms);
+		sched_rfc3339(ts, sizeof(ts), e->start_ms);
 		b = json_pack("{s:s, s:s}", "kind", "beyond_horizon", "horizon", ts);
 		break;
 	default:

@@ -344,6 +344,9 @@ int sched_estimator_what_ifs(const struct sched_what_if_ask **asks, int *nasks,
 void sched_estimator_free(struct sched_estimator *e);
 /* estimate_basis: what an estimate rests on (new; docs/api.md, "Start-time estimates") */
 json_t *sched_estimate_basis(const struct sched_estimate *e);
+/* ms since the epoch as the API writes times ("2026-11-27T14:02:00.000Z", ty_ts) */
+#define SCHED_RFC3339_LEN 64
+void sched_rfc3339(char *buf, size_t n, int64_t ms);
 
 /* ---- leader.c ---- */
 

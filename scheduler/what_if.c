@@ -6,18 +6,12 @@
 #include "what_if.h"
 
 #include <stdio.h>
-#include <time.h>
 
 static json_t *ts_json(int64_t ms)
 {
-	time_t t = (time_t)(ms / 1000);
-	struct tm tm;
-	char buf[40];
+	char buf[SCHED_RFC3339_LEN];
 
-	gmtime_r(&t, &tm);
-	/* as the API writes its times (ty_ts, migration 0006) */
-	snprintf(buf, sizeof(buf), "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900,
-		 tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, (int)(ms % 1000));
+	sched_rfc3339(buf, sizeof(buf), ms);
 	return json_string(buf);
 }
 
