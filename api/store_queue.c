@@ -75,14 +75,15 @@ static const char what_if_ask_sql[] =
 	" SELECT id, pg_notify('" PROTO_NOTIFY_CHANNEL "', '" PROTO_NOTIFY_WHAT_IF "' || id) FROM w";
 
 /* redacted for viewer $2 as the queue is: other teams' job ids and reasons' mentions */
-#define WHAT_IF_SHOWN(v)                                                                           \
-	"jsonb_build_object('estimate', ty_estimate_json(" v "->'estimate', $2::bigint),"   \
-	" 'reason', to_jsonb(ty_redact_jobs(" v "->>'reason', $2::bigint)))"
 static const char what_if_answer_sql[] =
-	"SELECT (w.answer || " WHAT_IF_SHOWN("w.answer") " || jsonb_build_object('alternatives',"
-	" coalesce((SELECT jsonb_agg(a.v || " WHAT_IF_SHOWN("a.v") " ORDER BY a.ord)"
-	"  FROM jsonb_array_elements(w.answer->'alternatives') WITH ORDINALITY AS a(v, ord)),"
-	"  '[]'::jsonb)))::text"
+	"SELECT (w.answer || jsonb_build_object("
+	"  'estimate', ty_estimate_json(w.answer->'estimate', $2::bigint),"
+	"  'reason', to_jsonb(ty_redact_jobs(w.answer->>'reason', $2::bigint)),"
+	"  'alternatives', coalesce((SELECT jsonb_agg(a.v || jsonb_build_object("
+	"    'estimate', ty_estimate_json(a.v->'estimate', $2::bigint),"
+	"    'reason', to_jsonb(ty_redact_jobs(a.v->>'reason', $2::bigint))) ORDER BY a.ord)"
+	"   FROM jsonb_array_elements(w.answer->'alternatives') WITH ORDINALITY AS a(v, ord)),"
+	"   '[]'::jsonb)))::text"
 	" FROM what_if_requests w WHERE w.id = $1::bigint AND w.answer IS NOT NULL";
 
 static const char what_if_forget_sql[] = "DELETE FROM what_if_requests WHERE id = $1::bigint";

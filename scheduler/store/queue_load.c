@@ -57,8 +57,7 @@
 	" (SELECT (extract(epoch FROM greatest(t.ended_at, j.not_before)) * 1000)::bigint"         \
 	"  FROM attempts t WHERE t.job_id = j.id AND t.attempt = j.attempt)"                       \
 	" FROM "
-#define QUEUE_SELECT_FROM(src) QUEUE_SELECT_COLS src
-#define QUEUE_SELECT QUEUE_SELECT_FROM("jobs j")
+#define QUEUE_SELECT QUEUE_SELECT_COLS "jobs j"
 
 static const char SQL_PENDING[] =
     QUEUE_SELECT " WHERE j.state = 'pending' AND NOT j.cancel_requested ORDER BY j.id";
@@ -67,14 +66,15 @@ static const char SQL_OF[] = QUEUE_SELECT " WHERE j.id = ANY ($11::bigint[])";
  * A what-if request as a job that never ran: its id negated, so the
  * statement's look at attempts and allocations finds nothing of a real job.
  */
-static const char SQL_WHAT_IF[] =
-    "SELECT * FROM (" QUEUE_SELECT_FROM(
-	"(SELECT -w.id AS id, w.team_id, w.priority_class, w.priority, w.created_at, w.spec,"
-	" NULL::text AS pending_reason, NULL::integer AS queue_position,"
-	" NULL::timestamptz AS reserved_until, 0 AS attempt, 'pending'::text AS state,"
-	" false AS cancel_requested, NULL::timestamptz AS not_before,"
-	" '{}'::text[] AS excluded_nodes, 0 AS spot_preemptions, NULL::bigint AS sweep_id"
-	" FROM what_if_requests w WHERE w.answered_at IS NULL ORDER BY w.id LIMIT $11) j") ") q";
+#define WHAT_IF_AS_JOBS                                                                            \
+	"(SELECT -w.id AS id, w.team_id, w.priority_class, w.priority, w.created_at, w.spec,"     \
+	" NULL::text AS pending_reason, NULL::integer AS queue_position,"                        \
+	" NULL::timestamptz AS reserved_until, 0 AS attempt, 'pending'::text AS state,"          \
+	" false AS cancel_requested, NULL::timestamptz AS not_before,"                           \
+	" '{}'::text[] AS excluded_nodes, 0 AS spot_preemptions, NULL::bigint AS sweep_id"      \
+	" FROM what_if_requests w WHERE w.answered_at IS NULL ORDER BY w.id LIMIT $11) j"
+/* oldest first: the ids are negated */
+static const char SQL_WHAT_IF[] = QUEUE_SELECT_COLS WHAT_IF_AS_JOBS " ORDER BY j.id DESC";
 static const char SQL_WHAT_IF_ANSWER[] =
     "WITH u AS (UPDATE what_if_requests SET answer = $2::jsonb, answered_at = now()"
     " WHERE id = $1 AND answered_at IS NULL RETURNING id)"

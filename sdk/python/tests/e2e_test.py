@@ -149,12 +149,29 @@ class E2E(unittest.TestCase):
             self.assertEqual(listed, sorted(ids, reverse=True))
             self.assertEqual([j["id"] for j in self.c.list(label=f"sdk={label}",
                                                            state=["running", "succeeded"])], [])
-            # the queue, one entry a page: 3 nodes wanted, 2 exist, so they wait
+            # the queue, one entry a page: 3 nodes wanted, 2 exist, so they wait. A page
+            # boundary is a place in the order: a job not positioned yet (last) that gets
+            # its position between two pages moves across it, so wait for the positions
+            until("the three jobs' queue positions",
+                  lambda: all(self.c.get(i)["queue_position"] for i in ids))
             mine = [e["job"] for e in self.c.queue(team=TEAM, page_size=1)]
             self.assertTrue(set(ids) <= set(mine), mine)
         finally:
             for i in ids:
                 self.end(i)
+
+    def test_what_if_submits_nothing_and_offers_a_shape_that_fits(self):
+        # 3 nodes of 1 GPU can never be (2 nodes exist); 1 node could start now
+        before = [j["id"] for j in self.c.list(team=TEAM)]
+        answer = self.c.what_if(spec(SLEEP, resources={"nodes": 3, "gpus_per_node": 1}))
+        self.assertEqual(answer["estimate"]["kind"], "never")
+        self.assertTrue(answer["reason"].startswith("cannot run: "), answer["reason"])
+        self.assertIn({"resources": {"nodes": 1}},
+                      [a["spec_patch"] for a in answer["alternatives"]], answer)
+        self.assertEqual([j["id"] for j in self.c.list(team=TEAM)], before)
+        with self.assertRaises(trainyard.UnprocessableError) as cm:
+            self.c.what_if(team=TEAM, resources={"nodes": 1})
+        self.assertEqual(cm.exception.code, "missing_field")
 
     def test_idempotency_key_replays_the_same_job(self):
         key = "sdk-" + uuid.uuid4().hex

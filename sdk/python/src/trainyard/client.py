@@ -83,6 +83,17 @@ class Client:
         key = idempotency_key or f"trainyard-python/{uuid.uuid4()}"
         return self.request("POST", "/v1/jobs", body=body, headers={"Idempotency-Key": key})
 
+    def what_if(self, spec: Optional[Mapping[str, Any]] = None, *, wait: int = 30,
+                **fields: Any) -> Json:
+        """When the scheduler would start this job if it were submitted now, and the
+        alternatives that would start sooner (``alternatives``, each with a
+        ``spec_patch``); submits nothing. UnavailableError when no scheduler answered
+        within ``wait`` seconds (1 to 60)."""
+        body = dict(spec or {})
+        body.update(fields)
+        return self.request("POST", "/v1/queue/what-if", query={"wait": wait}, body=body,
+                            timeout=self._t.timeout + wait)
+
     def get(self, job: int) -> Json:
         """The job (with its goodput); NotFoundError for a job this token may not see."""
         return self.request("GET", f"/v1/jobs/{_seg(job)}")
