@@ -510,9 +510,7 @@ static int measure_what_if(struct result *res, const struct bench *b, const stru
 	res->wi_variants = n;
 	res->wi_sooner = 0;
 	for (int k = 1; k < n; k++)
-		res->wi_sooner += v[k].est.kind == SCHED_EST_NOW ||
-				  (v[k].est.kind == SCHED_EST_AT &&
-				   (v[0].est.kind != SCHED_EST_AT || v[k].est.start_ms < v[0].est.start_ms));
+		res->wi_sooner += sched_what_if_sooner(&v[k], &v[0]);
 	return 0;
 }
 

@@ -1280,36 +1280,57 @@ static int cmp_row(const void *a, const void *b)
 	return (x > y) - (x < y);
 }
 
+/* Every declared node pool as the core takes it, in sn's arena (*n 0: none). */
+static int read_pools(struct sched_pool_in **out, int *n, struct snap *sn, struct sched *s,
+		      struct ty_err *err)
+{
+	struct sched_store_pool *sp = NULL;
+	int rc;
+
+	*out = NULL;
+	*n = 0;
+	if ((rc = sched_store_node_pools(&sp, n, s->term.pg, err)) || *n == 0)
+		goto out;
+	if (!(*out = snap_alloc(sn, (size_t)*n, sizeof(**out)))) {
+		rc = ty_err_set(err, TY_ENOMEM, NULL);
+		goto out;
+	}
+	for (int i = 0; i < *n; i++) {
+		const char *name = ty_arena_strdup(sn->arena, sp[i].name);
+
+		if (!name) {
+			rc = ty_err_set(err, TY_ENOMEM, NULL);
+			goto out;
+		}
+		(*out)[i] = (struct sched_pool_in){name, sp[i].gpus, sp[i].cpus, sp[i].memory_mb,
+						   sp[i].max_nodes};
+	}
+out:
+	free(sp);
+	if (rc)
+		*n = 0;
+	return rc;
+}
+
 /*
  * The cannot-run summary again with the declared node pools. Read only when
  * a job looks impossible without them, or no node is registered: most
  * cycles run no query for them.
  */
-static int add_pools(struct sched_feasible **fe, struct sched *s, const struct sched_input *in,
+static int add_pools(struct sched_feasible **fe, struct snap *sn, struct sched *s,
 		     struct ty_err *err)
 {
-	struct sched_store_pool *sp = NULL;
-	struct sched_pool_in *pin = NULL;
+	struct sched_pool_in *pin;
 	struct sched_feasible *nf = NULL;
-	int n = 0, rc;
+	int n, rc;
 
-	if ((rc = sched_store_node_pools(&sp, &n, s->term.pg, err)) || n == 0)
-		goto out;
-	if (!(pin = calloc((size_t)n, sizeof(*pin)))) {
-		rc = ty_err_set(err, TY_ENOMEM, NULL);
-		goto out;
-	}
-	for (int i = 0; i < n; i++)
-		pin[i] = (struct sched_pool_in){sp[i].name, sp[i].gpus, sp[i].cpus, sp[i].memory_mb,
-						sp[i].max_nodes};
-	if ((rc = sched_feasible_new(&nf, in, pin, n, err)))
-		goto out;
+	if ((rc = read_pools(&pin, &n, sn, s, err)) || n == 0)
+		return rc;
+	if ((rc = sched_feasible_new(&nf, &sn->in, pin, n, err)))
+		return rc;
 	sched_feasible_free(*fe);
 	*fe = nf;
-out:
-	free(sp);
-	free(pin);
-	return rc;
+	return 0;
 }
 
 /*
@@ -1337,7 +1358,7 @@ static int publish_queue(struct sched_ids *now_queued, struct qchanges *ch, stru
 		ty_err_clear(err);
 	if (fe && in->nnodes == 0) {
 		pools = true;
-		if ((rc = add_pools(&fe, s, in, err)))
+		if ((rc = add_pools(&fe, sn, s, err)))
 			goto out;
 	}
 	if (!(ch->v = snap_alloc(sn, (size_t)(in->npending + sn->nheld), sizeof(*ch->v))) ||
@@ -1366,7 +1387,7 @@ static int publish_queue(struct sched_ids *now_queued, struct qchanges *ch, stru
 		when_text(pwhen, sizeof(pwhen), o->protected_until_ms, in->now_ms, false);
 		if (fe && !pools && sched_cannot_run(reason, sizeof(reason), fe, in, i)) {
 			pools = true;
-			if ((rc = add_pools(&fe, s, in, err)))
+			if ((rc = add_pools(&fe, sn, s, err)))
 				goto out;
 		}
 		if (fe && sched_cannot_run(reason, sizeof(reason), fe, in, i)) {
@@ -1581,8 +1602,8 @@ static int budget_alerts(struct sched *s, struct snap *sn, struct ty_err *err)
 
 /*
  * The open what-if requests (at most SCHED_WHAT_IF_PER_ESTIMATE) as asks
- * with their variants, and the declared node pools for their cannot-run
- * check, new arrays (text borrowed from sn's arena). A request of a team
+ * with their variants (a new array), and the declared node pools for their
+ * cannot-run check (in sn's arena). A request of a team
  * newer than the snapshot waits for the next one. Clears the clock's
  * what_if flag unless more are left.
  */
@@ -1590,7 +1611,6 @@ static int what_if_asks(struct sched_what_if_ask **asks, int *nasks, struct sche
 			int *npools, struct snap *sn, struct sched *s, struct ty_err *err)
 {
 	struct sched_qjob *q = NULL;
-	struct sched_store_pool *sp = NULL;
 	double rate = max_rate(&s->o.rates);
 	int nq = 0, n, rc;
 
@@ -1599,20 +1619,11 @@ static int what_if_asks(struct sched_what_if_ask **asks, int *nasks, struct sche
 		return rc;
 	s->clock.what_if = nq > SCHED_WHAT_IF_PER_ESTIMATE;
 	n = nq > SCHED_WHAT_IF_PER_ESTIMATE ? SCHED_WHAT_IF_PER_ESTIMATE : nq;
-	if (n > 0 && (rc = sched_store_node_pools(&sp, npools, s->term.pg, err)))
+	if (n > 0 && (rc = read_pools(pools, npools, sn, s, err)))
 		goto out;
 	rc = TY_ENOMEM;
-	if (!(*asks = calloc((size_t)n + 1, sizeof(**asks))) ||
-	    !(*pools = calloc((size_t)*npools + 1, sizeof(**pools))))
+	if (!(*asks = calloc((size_t)n + 1, sizeof(**asks))))
 		goto out;
-	for (int i = 0; i < *npools; i++) {
-		const char *name = ty_arena_strdup(sn->arena, sp[i].name);
-
-		if (!name)
-			goto out;
-		(*pools)[i] = (struct sched_pool_in){name, sp[i].gpus, sp[i].cpus, sp[i].memory_mb,
-						     sp[i].max_nodes};
-	}
 	for (int i = 0; i < n; i++) {
 		int team = team_index(sn, q[i].team_id);
 		struct sched_pending_in p;
@@ -1630,7 +1641,6 @@ static int what_if_asks(struct sched_what_if_ask **asks, int *nasks, struct sche
 	rc = 0;
 out:
 	sched_store_qjobs_free(q, nq);
-	free(sp);
 	if (rc)
 		ty_err_set(err, rc, NULL);
 	return rc;
@@ -1699,7 +1709,6 @@ static void estimate_start(struct snap *sn, struct sched *s, const struct sched_
 	rc = sched_estimator_start(&s->world.est, in, &e, asks, nasks, pools, npools, &err);
 out:
 	free(asks);
-	free(pools);
 	if (rc && nasks > 0)
 		s->clock.what_if = true; /* asked again with the next estimate */
 	if (rc)

@@ -60,21 +60,12 @@ static json_t *estimate_json(json_t *o, const struct sched_what_if *w)
 	return o;
 }
 
-/* Whether w starts before the asked job x does (never and unknown start last). */
-static bool sooner(const struct sched_what_if *w, const struct sched_what_if *x)
-{
-	bool w_at = w->est.kind == SCHED_EST_NOW || w->est.kind == SCHED_EST_AT;
-	bool x_at = x->est.kind == SCHED_EST_NOW || x->est.kind == SCHED_EST_AT;
-
-	return w_at && (!x_at || w->est.start_ms < x->est.start_ms);
-}
-
 json_t *sched_what_if_answer(const struct sched_what_if_ask *a, int64_t now_ms)
 {
 	json_t *alts = json_array(), *out;
 
 	for (int k = 1; alts && k < a->n; k++) {
-		if (!sooner(&a->v[k], &a->v[0]))
+		if (!sched_what_if_sooner(&a->v[k], &a->v[0]))
 			continue; /* an alternative that does not help is not offered */
 		char summary[128];
 		json_t *p = patch(summary, sizeof(summary), &a->v[k], &a->v[0]);

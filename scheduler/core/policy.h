@@ -659,5 +659,7 @@ int sched_what_if_variants(struct sched_what_if v[SCHED_WHAT_IF_MAX],
 int sched_what_if_run(struct sched_what_if *v, int n, const struct sched_input *in,
 		      const struct sched_feasible *f, const struct sched_estimate_in *e,
 		      struct ty_err *err);
+/* Whether w would start before asked does (never and unknown starts last): worth offering. */
+bool sched_what_if_sooner(const struct sched_what_if *w, const struct sched_what_if *asked);
 
 #endif

@@ -120,3 +120,11 @@ out:
 	free(hist);
 	return rc;
 }
+
+bool sched_what_if_sooner(const struct sched_what_if *w, const struct sched_what_if *asked)
+{
+	bool w_at = w->est.kind == SCHED_EST_NOW || w->est.kind == SCHED_EST_AT;
+	bool x_at = asked->est.kind == SCHED_EST_NOW || asked->est.kind == SCHED_EST_AT;
+
+	return w_at && (!x_at || w->est.start_ms < asked->est.start_ms);
+}
