@@ -1432,6 +1432,25 @@ const char *ty_jstr(const json_t *root, const char *path)
 	return json_string_value(ty_jpath(root, path));
 }
 
+bool ty_jhas_int(const json_t *root, long long n)
+{
+	const char *key;
+	json_t *item;
+	size_t i;
+
+	if (json_is_integer(root))
+		return json_integer_value(root) == n;
+	if (json_is_array(root))
+		json_array_foreach (root, i, item)
+			if (ty_jhas_int(item, n))
+				return true;
+	if (json_is_object(root))
+		json_object_foreach ((json_t *)root, key, item)
+			if (ty_jhas_int(item, n))
+				return true;
+	return false;
+}
+
 static const char *short_body(const struct ty_resp *r)
 {
 	if (!r->status)

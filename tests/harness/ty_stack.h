@@ -236,6 +236,12 @@ bool ty_check_jtime(const json_t *root, const char *path, const char *file, int 
 long long ty_jint(const json_t *root, const char *path);
 /* String at path (borrowed), or NULL. */
 const char *ty_jstr(const json_t *root, const char *path);
+/*
+ * Whether any integer anywhere in the document equals n: how a test asks
+ * whether an id is shown (a search of the body's text would also match a
+ * timestamp's digits or a longer id).
+ */
+bool ty_jhas_int(const json_t *root, long long n);
 
 /*
  * Compare v with tests/integration/golden/NAME.json after masking the values

@@ -598,31 +598,6 @@ TY_TEST(job_queue_fields)
 }
 
 /*
- * Whether any integer in the document equals n: ids are JSON integers, and
- * a search of the body's text would also match a timestamp's digits.
- */
-static bool json_has_integer(const json_t *v, long long n)
-{
-	const char *key;
-	json_t *item;
-	size_t i;
-
-	if (json_is_integer(v))
-		return json_integer_value(v) == n;
-	if (json_is_array(v)) {
-		json_array_foreach (v, i, item)
-			if (json_has_integer(item, n))
-				return true;
-	}
-	if (json_is_object(v)) {
-		json_object_foreach ((json_t *)v, key, item)
-			if (json_has_integer(item, n))
-				return true;
-	}
-	return false;
-}
-
-/*
  * Start-time estimates (docs/api.md, "Start-time estimates"): what the
  * scheduler wrote, in the queue entry and GET /v1/jobs/{id}, the ids of
  * other teams' jobs it waits for hidden, gone once the job leaves pending.
@@ -669,7 +644,7 @@ TY_TEST(estimates_shown_and_redacted)
 	REQUIRE_STATUS(&r, 200);
 	CHECK_JNULL(r.json, "items[0].estimate.waits_for[0]");
 	CHECK_JINT(r.json, "items[0].estimate.waits_for[1]", a2);
-	CHECK(!json_has_integer(r.json, b1));
+	CHECK(!ty_jhas_int(r.json, b1));
 	path = ty_test_strf("/v1/jobs/%lld", a1);
 	ty_http(&r, "GET", path, member, NULL, NULL);
 	REQUIRE_STATUS(&r, 200);

@@ -642,12 +642,29 @@ const char *fx_api(struct fx *f, const char *method, const char *path, int want)
 const char *fx_api_body(struct fx *f, const char *method, const char *path, const char *body,
 			int want)
 {
+	return fx_api_as(f, NULL, method, path, body, want);
+}
+
+const char *fx_token(struct fx *f, const char *role, const char *team)
+{
+	const char *body = ty_test_strf("{'name':'%s','role':'%s','team':'%s'}", ty_uniq("tok"),
+					role, team);
+	json_t *j = json_loads(fx_api_body(f, "POST", "/v1/tokens", body, 201), 0, NULL);
+	const char *tok = ty_test_strf("%s", j ? ty_jstr(j, "token") : "");
+
+	json_decref(j);
+	return tok;
+}
+
+const char *fx_api_as(struct fx *f, const char *token, const char *method, const char *path,
+		      const char *body, int want)
+{
 	struct ty_resp r = {0};
 	const char *out;
 
 	ty_test_api_use(f->api);
-	if (ty_http(&r, method, path, f->admin, body ? ty_test_jf("%s", body) : NULL, NULL) !=
-	    want) {
+	if (ty_http(&r, method, path, token ? token : f->admin,
+		    body ? ty_test_jf("%s", body) : NULL, NULL) != want) {
 		FAIL("%s %s: HTTP %d, not %d: %s", method, path, r.status, want,
 		     r.body ? r.body : "");
 		ty_resp_free(&r);

@@ -77,6 +77,11 @@ const char *fx_api(struct fx *f, const char *method, const char *path, int want)
 /* The same with a JSON body (' for "; NULL: none). */
 const char *fx_api_body(struct fx *f, const char *method, const char *path, const char *body,
 			int want);
+/* The same as token (NULL: the admin). */
+const char *fx_api_as(struct fx *f, const char *token, const char *method, const char *path,
+		      const char *body, int want);
+/* A new token of role for team, made by the admin; returns the secret. */
+const char *fx_token(struct fx *f, const char *role, const char *team);
 
 /* ---- fake executors ---- */
 

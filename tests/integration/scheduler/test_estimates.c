@@ -112,6 +112,7 @@ TY_TEST(what_if_names_a_smaller_shape_that_starts_now)
 {
 	struct fx *f = fx_start();
 	const char *team = fx_team(f, "wif", 8, -1, NULL);
+	const char *other, *member;
 	const struct proto_msg *l;
 	const json_t *alt;
 	json_t *j;
@@ -150,6 +151,27 @@ TY_TEST(what_if_names_a_smaller_shape_that_starts_now)
 	CHECK_INT_EQ(json_integer_value(ty_jpath(alt, "spec_patch.resources.nodes")), 1);
 	CHECK_STR_EQ(json_string_value(ty_jpath(alt, "estimate.kind")), "now");
 	json_decref(j);
+
+	/* another team's member asks the same: it learns when, not which job it waits for
+	 * (redacted as in the queue), and may not ask for a team not its own */
+	other = fx_team(f, "wifo", 8, -1, NULL);
+	member = fx_token(f, "member", other);
+	j = json_loads(fx_api_as(f, member, "POST", "/v1/queue/what-if",
+				 ty_test_strf("{'team':'%s','command':['true'],"
+					      "'resources':{'nodes':2,'gpus_per_node':2},"
+					      "'max_runtime_seconds':600}",
+					      other),
+				 200),
+		       0, NULL);
+	REQUIRE(j != NULL);
+	CHECK_STR_EQ(json_string_value(ty_jpath(j, "estimate.kind")), "estimated");
+	CHECK(json_is_string(json_object_get(j, "estimated_start")));
+	CHECK(json_is_null(ty_jpath(j, "estimate.waits_for[0]")));
+	CHECK_INT_EQ(json_array_size(json_object_get(j, "alternatives")), 1);
+	json_decref(j);
+	fx_api_as(f, member, "POST", "/v1/queue/what-if",
+		  ty_test_strf("{'team':'%s','command':['true'],'resources':{'nodes':1}}", team),
+		  403);
 
 	/* nothing was submitted, and the request is gone once answered */
 	CHECK_STR_EQ(FX_Q(f,
