@@ -252,6 +252,19 @@ static int setup(struct sim *s, const struct sched_input *in, const struct sched
 	return 0;
 }
 
+/* Whether the last pending job has its answer, or is not in the simulation to get one. */
+static bool last_answered(const struct sim *s)
+{
+	int last = s->in->npending - 1;
+
+	if (last < 0 || s->out->job[last].kind != SCHED_EST_NONE)
+		return true;
+	for (int q = 0; q < s->np; q++)
+		if (s->pidx[q] == last)
+			return false;
+	return true;
+}
+
 static void sim_free(struct sim *s)
 {
 	free(s->run);
@@ -382,7 +395,7 @@ int sched_estimate(struct sched_estimates **out, const struct sched_input *in,
 		goto out;
 
 	t = in->now_ms;
-	while (s.np > 0 && s.out->steps < cfg.max_steps) {
+	while (s.np > 0 && s.out->steps < cfg.max_steps && !(cfg.until_last && last_answered(&s))) {
 		int64_t next = INT64_MAX, at, win;
 
 		for (int g = 0; g < s.nrun; g++)

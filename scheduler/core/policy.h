@@ -565,6 +565,12 @@ struct sched_estimate_cfg {
 	int coalesce_permille;
 	/* ends within this many seconds of a step's first are in it too (default 0) */
 	int64_t min_step_s;
+	/*
+	 * Stop once the last pending job has its answer, or once it cannot get
+	 * one (past max_jobs): what-if asks about that job only. The others
+	 * still waiting then read SCHED_EST_HORIZON at the time it stopped.
+	 */
+	bool until_last;
 };
 
 /*

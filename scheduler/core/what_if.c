@@ -106,6 +106,7 @@ int sched_what_if_run(struct sched_what_if *v, int n, const struct sched_input *
 		memcpy(hist, e->pend_history, (size_t)in->npending * sizeof(*hist));
 	ex.pend_runtime_s = rt;
 	ex.pend_history = hist;
+	ex.cfg.until_last = true; /* the only answer read is the what-if job's */
 	x.pending = pend;
 	x.npending = (int)np;
 	for (int k = 0; k < n && !rc; k++) {

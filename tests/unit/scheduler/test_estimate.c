@@ -286,6 +286,43 @@ TY_TEST(cost_is_bounded_by_jobs_and_steps)
 	est_done(&f, &x);
 }
 
+TY_TEST(until_last_stops_once_the_last_job_has_its_answer)
+{
+	struct fx f;
+	struct est x;
+	int a;
+
+	fx_init(&f);
+	est_init(&x);
+	fx_node(&f, "n1", 8, NULL, NULL, NULL);
+	a = fx_team(&f, "a", 8, -1, -1, NULL);
+	fx_run(&f, 40, a, "n1:0-7", 60, 600);
+	for (int k = 0; k < 10; k++)
+		fx_pend(&f, 100 + k, a, 1, 8, 10 + k)->max_runtime_s = 600;
+	/* the last of the input, third in queue order */
+	fx_pend(&f, 200, a, 1, 8, 11)->max_runtime_s = 600;
+	x.e.cfg.until_last = true;
+
+	/* its start is the third step's, as a whole run finds it; the run stops there */
+	est_run(&f, &x);
+	CHECK_INT_EQ(est_of(&f, &x, 200)->kind, SCHED_EST_AT);
+	CHECK_INT_EQ(est_of(&f, &x, 200)->start_ms, NOW_MS + S(1800));
+	CHECK_INT_EQ(x.s->steps, 3);
+	CHECK_INT_EQ(est_of(&f, &x, 103)->kind, SCHED_EST_HORIZON);
+	x.e.cfg.until_last = false;
+	est_run(&f, &x);
+	CHECK_INT_EQ(est_of(&f, &x, 200)->start_ms, NOW_MS + S(1800));
+	CHECK_INT_EQ(x.s->steps, 11);
+
+	/* past max_jobs it gets no answer, so no step is run for it */
+	x.e.cfg.until_last = true;
+	x.e.cfg.max_jobs = 2;
+	est_run(&f, &x);
+	CHECK_INT_EQ(est_of(&f, &x, 200)->kind, SCHED_EST_NONE);
+	CHECK_INT_EQ(x.s->steps, 0);
+	est_done(&f, &x);
+}
+
 TY_TEST(close_ends_coalesce_late_never_early)
 {
 	struct fx f;
