@@ -425,12 +425,37 @@ struct result {
 	double est_ms, est_min, est_max;
 	int est_steps, est_kinds[5];
 	int64_t est_reached_s;
-	/* one what-if request over the same snapshot (docs/scheduling.md, "What-if") */
-	double wi_ms;
-	int wi_variants, wi_sooner;
+	/*
+	 * One what-if request over the same snapshot (docs/scheduling.md,
+	 * "What-if"), of a normal-class job ([0]: behind the queue) and of a
+	 * high-class one ([1]: at its front).
+	 */
+	struct {
+		double ms;
+		int variants, sooner;
+		enum sched_est_kind asked; /* the estimate of the job as asked */
+	} wi[2];
 };
 
 static volatile uint64_t sink;
+
+/* An estimate's kind in the words of the table's columns. */
+static const char *est_kind_word(enum sched_est_kind k)
+{
+	switch (k) {
+	case SCHED_EST_NOW:
+		return "started now";
+	case SCHED_EST_AT:
+		return "estimated";
+	case SCHED_EST_NEVER:
+		return "never";
+	case SCHED_EST_HORIZON:
+		return "beyond horizon";
+	case SCHED_EST_NONE:
+		break;
+	}
+	return "not estimated";
+}
 
 /* One sched_estimate() after a decision, timed (k < 0: the warm-up). */
 static int measure_estimate(struct result *res, const struct bench *b, const struct sched_input *in,
@@ -483,18 +508,20 @@ static int measure_estimate(struct result *res, const struct bench *b, const str
 }
 
 /*
- * One what-if request, timed once: a 4-node x 8-GPU job of the first team,
- * on-demand only, in one block, so it has all 8 variants (the most a
- * request costs the daemon's side thread).
+ * One what-if request, timed once: a 4-node x 8-GPU job of the first team
+ * in class cls, on-demand only, in one block, so it has all its variants.
+ * A normal-class job lands behind the first 10,000 in the queue order (no
+ * variant is simulated); a high-class one at the front (every variant is).
  */
-static int measure_what_if(struct result *res, const struct bench *b, const struct sched_input *in)
+static int measure_what_if(struct result *res, int w, enum sched_class cls, const struct bench *b,
+			   const struct sched_input *in)
 {
 	struct sched_estimate_in e = {
 	    .run_end_ms = b->run_end_ms,
 	    .pend_runtime_s = b->pend_runtime_s,
 	    .cfg = {.max_jobs = 10000, .max_steps = 256, .min_step_s = 30},
 	};
-	struct sched_pending_in p = {.team = 0, .cls = SCHED_CLASS_NORMAL, .nodes = 4,
+	struct sched_pending_in p = {.team = 0, .cls = cls, .nodes = 4,
 				     .gpus_per_node = 8, .max_runtime_s = 3600,
 				     .spot = SCHED_SPOT_NEVER, .required = SCHED_TOPO_BLOCK};
 	struct sched_what_if v[SCHED_WHAT_IF_MAX];
@@ -506,11 +533,12 @@ static int measure_what_if(struct result *res, const struct bench *b, const stru
 		fprintf(stderr, "trainyard-bench-core: what-if: %s\n", err.msg);
 		return rc;
 	}
-	res->wi_ms = (mono() - t0) * 1000;
-	res->wi_variants = n;
-	res->wi_sooner = 0;
+	res->wi[w].ms = (mono() - t0) * 1000;
+	res->wi[w].variants = n;
+	res->wi[w].asked = v[0].est.kind;
+	res->wi[w].sooner = 0;
 	for (int k = 1; k < n; k++)
-		res->wi_sooner += sched_what_if_sooner(&v[k], &v[0]);
+		res->wi[w].sooner += sched_what_if_sooner(&v[k], &v[0]);
 	return 0;
 }
 
@@ -542,7 +570,8 @@ static int measure(struct result *res, const struct bench *b, int runs, int ff_r
 			sched_decisions_free(d);
 			goto out;
 		}
-		if (k == runs - 1 && (rc = measure_what_if(res, b, &in))) {
+		if (k == runs - 1 && ((rc = measure_what_if(res, 0, SCHED_CLASS_NORMAL, b, &in)) ||
+				      (rc = measure_what_if(res, 1, SCHED_CLASS_HIGH, b, &in)))) {
 			sched_decisions_free(d);
 			goto out;
 		}
@@ -678,24 +707,26 @@ static void print_results(const struct result *res, int n, const struct sim_conf
 	       "a side thread at most every 5 s: the cycle does not wait for it.\n\n");
 	printf("| scenario | policy ms | estimate ms (min-max) | estimate / policy | one core "
 	       "at one per 5 s | steps | reached h | estimated | started now | never | beyond "
-	       "horizon | not estimated | what-if ms (variants, sooner) | what-if / (policy + estimate) |\n");
-	printf("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+	       "horizon | not estimated | what-if ms, normal class (variants, sooner; as asked) | "
+	       "what-if ms, high class (variants, sooner; as asked) | high-class what-if / "
+	       "(policy + estimate) |\n");
+	printf("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
 	for (int i = 0; i < n; i++) {
 		const struct result *r = &res[i];
-		char q[32];
-
-		char wq[32];
+		char q[32], wq[32];
 
 		printf("| %s | %.1f | %.1f (%.1f-%.1f) | %s | %.0f %% | %d | %.1f | %d | %d | %d | "
-		       "%d | %d | %.1f (%d, %d) | %s |\n",
+		       "%d | %d | %.1f (%d, %d; %s) | %.1f (%d, %d; %s) | %s |\n",
 		       r->name, r->policy_ms, r->est_ms, r->est_min, r->est_max,
 		       quotient(q, sizeof(q), "%.2fx", r->est_ms, r->policy_ms),
 		       r->est_ms / 5000 * 100, r->est_steps,
 		       (double)r->est_reached_s / 3600, r->est_kinds[SCHED_EST_AT],
 		       r->est_kinds[SCHED_EST_NOW], r->est_kinds[SCHED_EST_NEVER],
-		       r->est_kinds[SCHED_EST_HORIZON], r->est_kinds[SCHED_EST_NONE], r->wi_ms,
-		       r->wi_variants, r->wi_sooner,
-		       quotient(wq, sizeof(wq), "%.1fx", r->wi_ms, r->est_ms + r->policy_ms));
+		       r->est_kinds[SCHED_EST_HORIZON], r->est_kinds[SCHED_EST_NONE], r->wi[0].ms,
+		       r->wi[0].variants, r->wi[0].sooner, est_kind_word(r->wi[0].asked),
+		       r->wi[1].ms, r->wi[1].variants, r->wi[1].sooner,
+		       est_kind_word(r->wi[1].asked),
+		       quotient(wq, sizeof(wq), "%.1fx", r->wi[1].ms, r->est_ms + r->policy_ms));
 	}
 	printf("\nCore work per cycle (sched_stats) and pending reasons:\n\n");
 	for (int i = 0; i < n; i++) {

@@ -11,7 +11,7 @@
 #include <jansson.h>
 
 /* requests answered per estimate: each is up to SCHED_WHAT_IF_MAX decisions and estimates */
-#define SCHED_WHAT_IF_PER_ESTIMATE 2
+#define SCHED_WHAT_IF_PER_ESTIMATE 4
 
 struct sched_what_if_ask {
 	int64_t id; /* what_if_requests.id */
