@@ -163,14 +163,23 @@ export function gangMedian(progress: RankProgress[] | null | undefined): number 
 // as stalled: a minute is the executor's rate window, after which every
 // rank's rate reads 0. The hang timeout, not the page, decides what is done.
 export const STALL_SECONDS = 60;
+// ...or for this many of its usual steps, when a step takes longer than
+// STALL_SECONDS / STALL_STEPS: its mean step time since it started running.
+export const STALL_STEPS = 3;
 
 // Seconds since the gang's newest step change at `nowMs` when that is at
-// least STALL_SECONDS, else null (no progress yet is not a stall).
-export function gangStalledFor(progress: RankProgress[] | null | undefined, nowMs: number): number | null {
+// least STALL_SECONDS and STALL_STEPS of its mean step time (from
+// `runningAtMs`, when known), else null (no progress yet is not a stall).
+export function gangStalledFor(progress: RankProgress[] | null | undefined, nowMs: number,
+	runningAtMs: number | null = null): number | null {
 	if (!progress || !progress.length) return null;
 	const newest = Math.max(...progress.map((p) => p.step_at));
+	const steps = Math.max(...progress.map((p) => p.step));
 	const idle = (nowMs - newest) / 1000;
-	return idle >= STALL_SECONDS ? idle : null;
+	let bound = STALL_SECONDS;
+	if (runningAtMs !== null && Number.isFinite(runningAtMs) && steps > 0 && newest > runningAtMs)
+		bound = Math.max(bound, STALL_STEPS * (newest - runningAtMs) / 1000 / steps);
+	return idle >= bound ? idle : null;
 }
 
 // "step 1200, 2.1 steps/s, 512 samples/s, advanced 3s ago": the rates when

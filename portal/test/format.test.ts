@@ -167,6 +167,20 @@ describe('progress', () => {
 		expect(gangStalledFor([rank(0, 5, 0, T - 10 * S), rank(1, 9, 1, T - 1000)], T)).toBe(null);
 		expect(gangStalledFor([rank(0, 5, 0, T - 3 * S), rank(1, 9, 0, T - 2 * S)], T)).toBe(2 * STALL_SECONDS);
 	});
+	it('a gang whose steps take minutes is stalled only after STALL_STEPS of them', () => {
+		const M = 60_000;
+		// 4 steps in the 20 minutes since it started running: 5 minutes a step
+		const slow = [rank(0, 4, 0, T - 2 * M), rank(1, 4, 0, T - 2 * M)];
+		expect(gangStalledFor(slow, T, T - 22 * M)).toBe(null);
+		expect(gangStalledFor(slow, T + 12 * M, T - 22 * M)).toBe(null);
+		expect(gangStalledFor(slow, T + 13 * M, T - 22 * M)).toBe(15 * 60);
+		// fast steps: the minute still holds; no running time known: the minute
+		expect(gangStalledFor([rank(0, 600, 0, T - M)], T, T - 11 * M)).toBe(60);
+		expect(gangStalledFor(slow, T, null)).toBe(120);
+		// no step yet, or a start after the newest step (clocks apart): the minute
+		expect(gangStalledFor([rank(0, 0, 0, T - M)], T, T - 30 * M)).toBe(60);
+		expect(gangStalledFor(slow, T, T)).toBe(120);
+	});
 	it('a straggler verdict\'s evidence, as the scheduler words it', () => {
 		expect(stragglerText({ rank: 3, node: 'n3', steps_per_second: 0.8, median: 2.1, attempt: 1, at: '2026-11-22T12:00:00Z' }))
 			.toBe("rank 3 at 0.8 steps/s against the gang's median 2.1");

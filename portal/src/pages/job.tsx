@@ -311,7 +311,8 @@ function Gang({ attempt, hangTimeout, admin, onDrain }: {
 	const ended = !active(attempt);
 	const ref = progressRef(attempt);
 	const median = gangMedian(attempt.progress);
-	const stalled = ended ? null : gangStalledFor(attempt.progress, ref);
+	const stalled = ended ? null : gangStalledFor(attempt.progress, ref,
+		attempt.running_at ? Date.parse(attempt.running_at) : null);
 	return (
 		<section aria-labelledby="gang-h">
 			<h2 id="gang-h">Gang of attempt {attempt.attempt}</h2>
