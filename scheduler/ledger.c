@@ -184,20 +184,28 @@ enum proto_goodput sched_goodput_lost_category(const char *failure_class)
 }
 
 /*
- * The GPU-ms the gang lost to its slowest straggler: its lost fraction of
- * the kept part after the verdict (the gang runs at the straggler's speed),
- * at most left, what the kept part has besides checkpoints and idle GPUs.
+ * The GPU-ms the gang lost to its stragglers: the integral of their share
+ * over the kept part (the gang runs at its slowest straggler's speed), at
+ * most left, what the kept part has besides checkpoints and idle GPUs.
  */
 static int64_t straggler_gpu_ms(const struct sched_ledger_in *in, int64_t g, int64_t kept,
 				int64_t left)
 {
-	int64_t from = in->straggler_ms > in->start_ms ? in->straggler_ms : in->start_ms;
-	int64_t w = in->start_ms + kept - from, s;
-	double f = in->straggler_lost;
+	int64_t end = in->start_ms + kept, s;
+	double ms = 0;
 
-	if (!in->straggler_ms || w <= 0 || !(f > 0))
-		return 0;
-	s = (int64_t)llround((double)(g * w) * fmin(f, 1.0));
+	for (int k = 0; k < in->nstraggler; k++) {
+		int64_t from = in->straggler[k].from_ms, to = end;
+		double f = in->straggler[k].share;
+
+		if (k + 1 < in->nstraggler && in->straggler[k + 1].from_ms < to)
+			to = in->straggler[k + 1].from_ms;
+		if (from < in->start_ms)
+			from = in->start_ms;
+		if (to > from && f > 0)
+			ms += (double)(to - from) * fmin(f, 1.0);
+	}
+	s = (int64_t)llround((double)g * ms);
 	return s < left ? s : left;
 }
 
@@ -272,8 +280,8 @@ int sched_ledger_attempts_end(struct ty_pg *pg, const struct sched_rates *rates,
 		    .failure_class = l->failure_class,
 		    .checkpoint_write_ms = l->checkpoint_write_ms,
 		    .queued_ms = l->queued_ms,
-		    .straggler_ms = l->straggler_ms,
-		    .straggler_lost = l->straggler_lost,
+		    .straggler = l->straggler,
+		    .nstraggler = l->nstraggler,
 		};
 		struct sched_ledger_row row;
 

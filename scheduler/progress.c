@@ -8,6 +8,7 @@
 #include "ty_log.h"
 #include "ty_time.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -58,6 +59,43 @@ static double rate_of(const json_t *e)
 static int64_t rank_of(const json_t *e)
 {
 	return json_integer_value(json_object_get(e, "rank"));
+}
+
+/* The largest loss of progress's ranks judged stragglers (`below` at least reports). */
+static double share_of(const json_t *progress, double median, int reports)
+{
+	const json_t *e;
+	double most = 0;
+	size_t i;
+
+	json_array_foreach(progress, i, e)
+	{
+		double lost = sched_straggler_lost(rate_of(e), median);
+
+		if (reports > 0 && json_integer_value(json_object_get(e, "below")) >= reports &&
+		    lost > most)
+			most = lost;
+	}
+	return most;
+}
+
+double sched_straggler_share(const json_t *mine, const json_t *others, const char *node,
+			     double median, int reports)
+{
+	double most = share_of(mine, median, reports), f;
+	const json_t *o;
+	size_t i;
+
+	json_array_foreach(others, i, o)
+	{
+		const char *on = json_string_value(json_object_get(o, "node"));
+
+		if (on && !strcmp(on, node))
+			continue;
+		if ((f = share_of(json_object_get(o, "progress"), median, reports)) > most)
+			most = f;
+	}
+	return most;
 }
 
 int sched_straggler_judge(size_t *flagged, size_t nflagged, double *median, json_t *mine,
@@ -171,8 +209,7 @@ static int straggler(struct sched *s, const char *node, int64_t job, int64_t att
 	}
 	ty_warn("node '%s': straggler: %s", node, evidence);
 	snprintf(msg, sizeof(msg), "straggler on %s: %s", node, evidence);
-	if ((rc = sched_store_straggler(s->term.pg, job, attempt, text,
-					sched_straggler_lost(r, median), err)) ||
+	if ((rc = sched_store_straggler(s->term.pg, job, attempt, text, err)) ||
 	    (rc = sched_job_event(s, job, EVENT_STRAGGLER, state, msg, v, err)))
 		goto out;
 	if ((rc = sched_blame_node(s, node, job, attempt, "system", evidence,
@@ -204,14 +241,15 @@ static int progress_one(struct sched *s, const char *node, const json_t *entry,
 	char *gtext = NULL, *state = NULL, *text = NULL;
 	size_t flagged[MAX_FLAGGED];
 	const json_t *o;
-	double median;
+	double median, was, now;
 	size_t i;
 	int rc, n;
 
 	if (job < 1 || attempt < 1 ||
 	    !(mine = progress_clean(json_object_get(entry, "progress"), node, job)))
 		return 0;
-	if ((rc = sched_store_progress_gang(&gtext, &state, s->term.pg, job, attempt, node, err)) ||
+	if ((rc = sched_store_progress_gang(&gtext, &state, &was, s->term.pg, job, attempt, node,
+					    err)) ||
 	    !gtext)
 		goto out; /* not a live part of the job's running attempt */
 	if (!(gang = json_loads(gtext, 0, NULL))) {
@@ -230,6 +268,11 @@ static int progress_one(struct sched *s, const char *node, const json_t *entry,
 	}
 	if ((rc = sched_store_progress_node(s->term.pg, job, attempt, node, text, err)))
 		goto out;
+	now = sched_straggler_share(mine, gang, node, median, s->o.straggler_reports);
+	if ((now > 0) != (was > 0) || fabs(now - was) >= SCHED_STRAGGLER_SHARE_STEP) {
+		if ((rc = sched_store_straggler_share(s->term.pg, job, attempt, now, err)))
+			goto out;
+	}
 	for (int k = 0; !rc && k < n; k++)
 		rc = straggler(s, node, job, attempt, state, json_array_get(mine, flagged[k]),
 			       median, err);

@@ -715,6 +715,12 @@ void sched_rates_free(struct sched_rates *r);
 /* Pure: the rate of model in pool: its own, else the pool's "default", else 0. */
 double sched_rate_of(const struct sched_rates *r, const char *pool, const char *model);
 
+/* From from_ms on, stragglers cost the gang this share of its time (0: none). */
+struct sched_straggler_share {
+	int64_t from_ms;
+	double share;
+};
+
 /* What one ledger row is computed from: one node's part of an ended attempt. */
 struct sched_ledger_in {
 	int gpus;
@@ -726,8 +732,14 @@ struct sched_ledger_in {
 	const char *failure_class;   /* a failed attempt's class; NULL when none */
 	int64_t checkpoint_write_ms; /* writing the checkpoints it kept (attempts column) */
 	int64_t queued_ms;	     /* waiting since: submission or the previous attempt's end */
-	int64_t straggler_ms;	     /* the attempt's first straggler verdict, 0 when none */
-	double straggler_lost;	     /* its slowest straggler's 1 − rate / gang median */
+	/*
+	 * The share of the gang's time its stragglers cost, as a step function
+	 * of time (attempts.straggler_shares): straggler[k].share from
+	 * straggler[k].from_ms until the next entry's from_ms, the last until
+	 * the end. Ascending; none: no straggler.
+	 */
+	const struct sched_straggler_share *straggler;
+	int nstraggler;
 };
 
 struct sched_ledger_row {
@@ -875,13 +887,23 @@ int sched_straggler_judge(size_t *flagged, size_t nflagged, double *median, json
  */
 double sched_straggler_lost(double rate, double median);
 /*
+ * Pure: the share of its time the gang loses to its stragglers now: the
+ * largest sched_straggler_lost() of the ranks whose `below` is at least
+ * reports (judged: mine; others as stored, node's own entry skipped).
+ */
+double sched_straggler_share(const json_t *mine, const json_t *others, const char *node,
+			     double median, int reports);
+/* how far the share moves before the ledger is told (a rate is noisy) */
+#define SCHED_STRAGGLER_SHARE_STEP 0.05
+/*
  * Inside a fenced transaction, for the running[] entries of node's applied
  * heartbeat: keep each live attempt's well-formed progress[] with its
  * allocation and judge its ranks (sched_straggler_judge). A straggler gets
- * a job event `straggler`, a verdict in attempts.stragglers (and the
- * attempt's straggler_at and straggler_lost for the ledger) and its node
- * blamed (sched_blame_node, SCHED_STRAGGLER_WHY). Off with
- * --straggler-percent 0 (progress is still kept).
+ * a job event `straggler`, a verdict in attempts.stragglers and its node
+ * blamed (sched_blame_node, SCHED_STRAGGLER_WHY). When the gang's
+ * straggler share (sched_straggler_share) moves by SCHED_STRAGGLER_SHARE_STEP
+ * or to or from 0, the new share is appended to attempts.straggler_shares
+ * for the ledger. Off with --straggler-percent 0 (progress is still kept).
  */
 int sched_progress_apply(struct sched *s, const char *node, const json_t *running,
 			 struct ty_err *err);

@@ -23,7 +23,10 @@ static const char SQL_LEDGER_ENDED[] =
     " (extract(epoch FROM t.last_checkpoint_at) * 1000)::bigint,"
     " t.state, t.failure_class, j.team_id, (a.telemetry->>'idle_seconds')::float8,"
     " t.job_id, t.attempt, t.checkpoint_write_ms,"
-    " (extract(epoch FROM t.straggler_at) * 1000)::bigint, coalesce(t.straggler_lost, 0),"
+    /* the previous release's first verdict and largest share count as one step */
+    " coalesce(t.straggler_shares, CASE WHEN t.straggler_at IS NOT NULL THEN"
+    "  jsonb_build_array(jsonb_build_array((extract(epoch FROM t.straggler_at) * 1000)::bigint,"
+    "  coalesce(t.straggler_lost, 0))) END)::text,"
     /* waiting since the previous attempt ended, else since submission */
     " (extract(epoch FROM coalesce((SELECT max(p.ended_at) FROM attempts p"
     "  WHERE p.job_id = t.job_id AND p.attempt < t.attempt), j.created_at)) * 1000)::bigint"
@@ -101,8 +104,40 @@ void sched_store_ledger_free(struct sched_store_ledger *v, int n)
 		free(v[i].model);
 		free(v[i].outcome);
 		free(v[i].failure_class);
+		free(v[i].straggler);
 	}
 	free(v);
+}
+
+/*
+ * attempts.straggler_shares' [[ms, share], ...] into l; entries not of
+ * that form are skipped (the column is only written by this program).
+ * Nonzero: no memory.
+ */
+static int shares_parse(struct sched_store_ledger *l, const char *text)
+{
+	json_t *a = json_loads(text, 0, NULL), *e;
+	size_t i;
+
+	if (!a)
+		return 0;
+	if (json_array_size(a) &&
+	    !(l->straggler = calloc(json_array_size(a), sizeof(*l->straggler)))) {
+		json_decref(a);
+		return -1;
+	}
+	json_array_foreach(a, i, e)
+	{
+		const json_t *t = json_array_get(e, 0), *f = json_array_get(e, 1);
+
+		if (!json_is_integer(t) || !json_is_number(f))
+			continue;
+		l->straggler[l->nstraggler].from_ms = json_integer_value(t);
+		l->straggler[l->nstraggler].share = json_number_value(f);
+		l->nstraggler++;
+	}
+	json_decref(a);
+	return 0;
 }
 
 static void dup_col(char **out, const PGresult *res, int r, int c, bool *oom)
@@ -161,9 +196,9 @@ int sched_store_ledger_ended(struct sched_store_ledger **out, int *nout, struct 
 		l->job = sched_col_i64(res, i, 11);
 		l->attempt = sched_col_i64(res, i, 12);
 		l->checkpoint_write_ms = sched_col_i64(res, i, 13);
-		l->straggler_ms = sched_col_i64(res, i, 14);
-		l->straggler_lost = strtod(PQgetvalue(res, i, 15), NULL);
-		l->queued_ms = sched_col_i64(res, i, 16);
+		if (!PQgetisnull(res, i, 14) && shares_parse(l, PQgetvalue(res, i, 14)))
+			oom = true;
+		l->queued_ms = sched_col_i64(res, i, 15);
 	}
 	if (oom) {
 		rc = ty_err_set(err, TY_ENOMEM, NULL);

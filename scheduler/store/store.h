@@ -945,8 +945,10 @@ struct sched_store_ledger {
 	double idle_seconds;			 /* -1 when not reported */
 	int64_t checkpoint_write_ms;		 /* attempts.checkpoint_write_ms */
 	int64_t queued_ms; /* the previous attempt's end, else the job's submission */
-	int64_t straggler_ms;  /* attempts.straggler_at; 0 when none */
-	double straggler_lost; /* attempts.straggler_lost; 0 when none */
+	/* owned: attempts.straggler_shares (for the previous release's verdict,
+	 * [straggler_at, straggler_lost]); NULL when none */
+	struct sched_straggler_share *straggler;
+	int nstraggler;
 	/* filled by the caller for sched_store_ledger_insert */
 	double rate, gpu_seconds, lost_gpu_seconds, cost;
 	double idle_gpu_seconds; /* < 0: unknown (NULL) */
@@ -1017,22 +1019,27 @@ int sched_store_idle_alerts(struct sched_store_idle **out, int *nout, struct ty_
 
 /*
  * The running attempt's nodes with progress as JSON text [{node,
- * progress}] in *gang and the job's state in *state (both new); both NULL
- * when the attempt is not the job's current running one or node holds no
- * live part of it.
+ * progress}] in *gang, the job's state in *state (both new) and the share
+ * last appended to attempts.straggler_shares in *share (0: none); both
+ * NULL when the attempt is not the job's current running one or node
+ * holds no live part of it.
  */
-int sched_store_progress_gang(char **gang, char **state, struct ty_pg *pg, int64_t job,
-			      int64_t attempt, const char *node, struct ty_err *err);
+int sched_store_progress_gang(char **gang, char **state, double *share, struct ty_pg *pg,
+			      int64_t job, int64_t attempt, const char *node, struct ty_err *err);
 /* The node's allocation's progress set to progress (JSON text). */
 int sched_store_progress_node(struct ty_pg *pg, int64_t job, int64_t attempt, const char *node,
 			      const char *progress, struct ty_err *err);
-/*
- * verdict (JSON text, an object) appended to attempts.stragglers with `at`,
- * now; for the ledger, straggler_at set to now unless set and straggler_lost
- * to lost (0..1) unless it is larger already.
- */
+/* verdict (JSON text, an object) appended to attempts.stragglers with `at`, now. */
 int sched_store_straggler(struct ty_pg *pg, int64_t job, int64_t attempt, const char *verdict,
-			  double lost, struct ty_err *err);
+			  struct ty_err *err);
+/*
+ * [now in ms, share] appended to attempts.straggler_shares, unless it holds
+ * SCHED_STORE_STRAGGLER_SHARES entries already (the ledger then counts the
+ * last one on).
+ */
+#define SCHED_STORE_STRAGGLER_SHARES 1000
+int sched_store_straggler_share(struct ty_pg *pg, int64_t job, int64_t attempt, double share,
+				struct ty_err *err);
 
 /* ---- relay.c: the outbox relay's rows (relay.c) ---- */
 

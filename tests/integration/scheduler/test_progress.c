@@ -158,11 +158,15 @@ TY_TEST(a_slow_rank_is_a_straggler_and_its_node_suspect_after_two_jobs)
 }
 
 /*
- * Goodput (docs/scheduling.md, "Goodput"): from the verdict to the end,
- * the straggler's share of the gang's time, 1 − its rate / the median, is
- * straggler time in every node's ledger row instead of useful.
+ * Goodput (docs/scheduling.md, "Goodput"): while a rank is a straggler,
+ * its share of the gang's time, 1 − its rate / the median, is straggler
+ * time in every node's ledger row instead of useful; once it recovers, no
+ * more.
  */
-TY_TEST(a_stragglers_share_of_the_gangs_time_is_straggler_goodput)
+#define SHARES "SELECT jsonb_array_length(straggler_shares) || ' ' || (straggler_shares->-1->>1)" \
+	       " FROM attempts WHERE job_id = $1"
+
+TY_TEST(a_stragglers_share_of_the_gangs_time_is_straggler_goodput_while_it_straggles)
 {
 	static const char *const args[] = {"--straggler-percent=50", "--straggler-reports=3",
 					   NULL};
@@ -177,27 +181,65 @@ TY_TEST(a_stragglers_share_of_the_gangs_time_is_straggler_goodput)
 	report(f, "n1", l[0], 400, 2.0);
 	report(f, "n2", l[1], 80, 0.5);
 	FX_WAIT(f, T, "1", STRAGGLER_EVENTS, fx_n(job));
-	/* the verdict's time and lost share, kept for the ledger */
+	/* the verdict's share, from its time, kept for the ledger (0039's columns unused) */
+	FX_WAIT(f, T, "1 0.75", SHARES, fx_n(job));
 	CHECK_STR_EQ(FX_Q(f,
-			  "SELECT (straggler_at IS NOT NULL)::text || ' ' || straggler_lost"
+			  "SELECT (straggler_at IS NULL AND straggler_lost IS NULL)::text"
 			  " FROM attempts WHERE job_id = $1",
 			  fx_n(job)),
-		     "true 0.75");
-	fx_poll(f, 50); /* some time after the verdict */
+		     "true");
+	fx_poll(f, 300); /* some time as a straggler; the same share is not appended again */
+	CHECK_STR_EQ(FX_Q(f, SHARES, fx_n(job)), "1 0.75");
+	/* it speeds up again: the share drops to 0 */
+	report(f, "n2", l[1], 90, 2.0);
+	FX_WAIT(f, T, "2 0", SHARES, fx_n(job));
+	fx_poll(f, 300); /* some time after it recovered */
 	fx_exit(f, "n1", l[0], 0, "", "");
 	fx_exit(f, "n2", l[1], 0, "", "");
 	FX_WAIT(f, T, "succeeded", "SELECT state FROM jobs WHERE id = $1", fx_n(job));
 	FX_WAIT(f, T, "2", "SELECT count(*) FROM usage_ledger WHERE job_id = $1", fx_n(job));
-	/* each row: 3/4 of its GPU time since the verdict, to the millisecond's rounding */
+	/* each row: 3/4 of its GPU time from the verdict to the recovery, to the millisecond */
 	CHECK_STR_EQ(FX_Q(f,
 			  "SELECT string_agg(l.node_id, ',' ORDER BY l.node_id) FROM usage_ledger l"
 			  " JOIN attempts t ON t.job_id = l.job_id AND t.attempt = l.attempt"
 			  " WHERE l.job_id = $1 AND l.straggler_gpu_ms > 0"
 			  " AND abs(l.straggler_gpu_ms - l.gpus * 0.75"
-			  "  * (round(extract(epoch FROM l.ended_at) * 1000)"
-			  "  - round(extract(epoch FROM t.straggler_at) * 1000))) <= 1"
+			  "  * ((t.straggler_shares->1->>0)::bigint"
+			  "  - (t.straggler_shares->0->>0)::bigint)) <= 1"
 			  " AND l.useful_gpu_ms + l.straggler_gpu_ms = l.gpu_ms"
 			  " AND l.useful_gpu_ms > 0",
+			  fx_n(job)),
+		     "n1,n2");
+	fx_sched_stop(f, 0);
+}
+
+/* An attempt the previous release judged (migration 0039's columns): its share from then on. */
+TY_TEST(a_verdict_of_the_previous_release_counts_from_it_to_the_end)
+{
+	struct fx *f = fx_start();
+	const struct proto_msg *l[2];
+	long long job;
+
+	fx_node(f, "n1", 4);
+	fx_node(f, "n2", 4);
+	fx_sched_start(f, "s1", NULL);
+	job = gang(f, l);
+	FX_Q(f,
+	     "UPDATE attempts SET straggler_at = now(), straggler_lost = 0.5"
+	     " WHERE job_id = $1 RETURNING 1",
+	     fx_n(job));
+	fx_poll(f, 300);
+	fx_exit(f, "n1", l[0], 0, "", "");
+	fx_exit(f, "n2", l[1], 0, "", "");
+	FX_WAIT(f, T, "2", "SELECT count(*) FROM usage_ledger WHERE job_id = $1", fx_n(job));
+	CHECK_STR_EQ(FX_Q(f,
+			  "SELECT string_agg(l.node_id, ',' ORDER BY l.node_id) FROM usage_ledger l"
+			  " JOIN attempts t ON t.job_id = l.job_id AND t.attempt = l.attempt"
+			  " WHERE l.job_id = $1 AND l.straggler_gpu_ms > 0"
+			  " AND abs(l.straggler_gpu_ms - l.gpus * 0.5"
+			  "  * (round(extract(epoch FROM l.ended_at) * 1000)"
+			  "  - round(extract(epoch FROM t.straggler_at) * 1000))) <= 1"
+			  " AND l.useful_gpu_ms + l.straggler_gpu_ms = l.gpu_ms",
 			  fx_n(job)),
 		     "n1,n2");
 	fx_sched_stop(f, 0);

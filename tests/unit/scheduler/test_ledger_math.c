@@ -172,6 +172,12 @@ TY_TEST(idle_gpu_seconds_are_the_nodes_idle_time_on_every_gpu_capped_by_what_was
 	}
 }
 
+/* A straggler share's steps, and how many: the last two fields of sched_ledger_in. */
+#define SHARES(...)                                                                                \
+	(const struct sched_straggler_share[]){__VA_ARGS__},                                       \
+	    (int)(sizeof((const struct sched_straggler_share[]){__VA_ARGS__}) /                    \
+		  sizeof(struct sched_straggler_share))
+
 /* The categories of one row, in PROTO_GOODPUT_CATEGORIES' order, GPU-ms. */
 struct goodput_want {
 	int64_t useful, checkpoint, idle, lost_preemption, lost_user, lost_infra, hang, straggler;
@@ -179,94 +185,103 @@ struct goodput_want {
 
 TY_TEST(goodput_categories_table_add_up_exactly)
 {
-	static const struct {
+	const struct {
 		const char *name;
 		struct sched_ledger_in in;
 		struct goodput_want want;
 	} cases[] = {
 	    /*
 	     * gpus, start, end, checkpoint, outcome, rate, idle s, class, ckpt write ms, queued,
-	     * first straggler verdict, its lost fraction
+	     * the straggler share's steps ({from ms, share}, ...) and their count
 	     */
 	    {"succeeded, nothing else: all useful",
-	     {8, 0, 3600000, 0, "succeeded", 1, -1, NULL, 0, 0, 0, 0},
+	     {8, 0, 3600000, 0, "succeeded", 1, -1, NULL, 0, 0, NULL, 0},
 	     {28800000, 0, 0, 0, 0, 0, 0, 0}},
 	    {"succeeded with 60 s of checkpoint writing and 10 min idle",
-	     {8, 0, 3600000, 1800000, "succeeded", 1, 600, NULL, 60000, 0, 0, 0},
+	     {8, 0, 3600000, 1800000, "succeeded", 1, 600, NULL, 60000, 0, NULL, 0},
 	     {28800000 - 480000 - 4800000, 480000, 4800000, 0, 0, 0, 0, 0}},
 	    {"preempted 15 min after its checkpoint",
-	     {4, 1000, 3601000, 2701000, "failed", 1, -1, "preempted", 0, 0, 0, 0},
+	     {4, 1000, 3601000, 2701000, "failed", 1, -1, "preempted", 0, 0, NULL, 0},
 	     {10800000, 0, 0, 3600000, 0, 0, 0, 0}},
 	    {"hardware failure without a checkpoint: all infrastructure",
-	     {2, 0, 60000, 0, "failed", 1, 30, "hardware", 5000, 0, 0, 0},
+	     {2, 0, 60000, 0, "failed", 1, 30, "hardware", 5000, 0, NULL, 0},
 	     {0, 0, 0, 0, 0, 120000, 0, 0}},
 	    {"node lost after a checkpoint, idle and writing come from the kept part",
-	     {2, 0, 100000, 40000, "failed", 1, 10, "node_lost", 5000, 0, 0, 0},
+	     {2, 0, 100000, 40000, "failed", 1, 10, "node_lost", 5000, 0, NULL, 0},
 	     {80000 - 10000 - 20000, 10000, 20000, 0, 0, 120000, 0, 0}},
 	    {"system and start_timeout are infrastructure",
-	     {1, 0, 1000, 0, "failed", 1, -1, "system", 0, 0, 0, 0},
+	     {1, 0, 1000, 0, "failed", 1, -1, "system", 0, 0, NULL, 0},
 	     {0, 0, 0, 0, 0, 1000, 0, 0}},
-	    {"start_timeout", {1, 0, 1000, 0, "failed", 1, -1, "start_timeout", 0, 0, 0, 0},
+	    {"start_timeout", {1, 0, 1000, 0, "failed", 1, -1, "start_timeout", 0, 0, NULL, 0},
 	     {0, 0, 0, 0, 0, 1000, 0, 0}},
 	    {"hang since the checkpoint",
-	     {1, 0, 10000, 4000, "failed", 1, -1, "hang", 0, 0, 0, 0},
+	     {1, 0, 10000, 4000, "failed", 1, -1, "hang", 0, 0, NULL, 0},
 	     {4000, 0, 0, 0, 0, 0, 6000, 0}},
-	    {"user failure", {3, 0, 2000, 0, "failed", 1, -1, "user", 0, 0, 0, 0},
+	    {"user failure", {3, 0, 2000, 0, "failed", 1, -1, "user", 0, 0, NULL, 0},
 	     {0, 0, 0, 0, 6000, 0, 0, 0}},
-	    {"oom is the user's", {1, 0, 2000, 0, "failed", 1, -1, "oom", 0, 0, 0, 0},
+	    {"oom is the user's", {1, 0, 2000, 0, "failed", 1, -1, "oom", 0, 0, NULL, 0},
 	     {0, 0, 0, 0, 2000, 0, 0, 0}},
-	    {"timeout is the user's", {1, 0, 2000, 0, "failed", 1, -1, "timeout", 0, 0, 0, 0},
+	    {"timeout is the user's", {1, 0, 2000, 0, "failed", 1, -1, "timeout", 0, 0, NULL, 0},
 	     {0, 0, 0, 0, 2000, 0, 0, 0}},
 	    {"no class is the user's: only a known class blames the infrastructure",
-	     {1, 0, 2000, 0, "failed", 1, -1, NULL, 0, 0, 0, 0},
+	     {1, 0, 2000, 0, "failed", 1, -1, NULL, 0, 0, NULL, 0},
 	     {0, 0, 0, 0, 2000, 0, 0, 0}},
-	    {"an unknown class is the user's", {1, 0, 2000, 0, "failed", 1, -1, "gremlins", 0, 0, 0, 0},
+	    {"an unknown class is the user's", {1, 0, 2000, 0, "failed", 1, -1, "gremlins", 0, 0, NULL, 0},
 	     {0, 0, 0, 0, 2000, 0, 0, 0}},
-	    {"cancelled: nothing lost", {1, 0, 2000, 0, "cancelled", 1, -1, "cancelled", 0, 0, 0, 0},
+	    {"cancelled: nothing lost", {1, 0, 2000, 0, "cancelled", 1, -1, "cancelled", 0, 0, NULL, 0},
 	     {2000, 0, 0, 0, 0, 0, 0, 0}},
 	    {"checkpoint writing longer than the kept part: capped",
-	     {2, 0, 10000, 3000, "failed", 1, -1, "preempted", 60000, 0, 0, 0},
+	     {2, 0, 10000, 3000, "failed", 1, -1, "preempted", 60000, 0, NULL, 0},
 	     {0, 6000, 0, 14000, 0, 0, 0, 0}},
 	    {"idle longer than what is left after writing: capped",
-	     {2, 0, 10000, 0, "succeeded", 1, 9, NULL, 4000, 0, 0, 0},
+	     {2, 0, 10000, 0, "succeeded", 1, 9, NULL, 4000, 0, NULL, 0},
 	     {0, 8000, 12000, 0, 0, 0, 0, 0}},
 	    {"a negative writing time counts as 0",
-	     {1, 0, 1000, 0, "succeeded", 1, -1, NULL, -50, 0, 0, 0},
+	     {1, 0, 1000, 0, "succeeded", 1, -1, NULL, -50, 0, NULL, 0},
 	     {1000, 0, 0, 0, 0, 0, 0, 0}},
 	    {"fractions of an idle second round to the millisecond",
-	     {3, 0, 10000, 0, "succeeded", 1, 1.2504, NULL, 0, 0, 0, 0},
+	     {3, 0, 10000, 0, "succeeded", 1, 1.2504, NULL, 0, 0, NULL, 0},
 	     {30000 - 3750, 0, 3750, 0, 0, 0, 0, 0}},
-	    {"no GPUs: nothing", {0, 0, 3600000, 0, "failed", 1, 5, "hardware", 10, 0, 0, 0},
+	    {"no GPUs: nothing", {0, 0, 3600000, 0, "failed", 1, 5, "hardware", 10, 0, NULL, 0},
 	     {0, 0, 0, 0, 0, 0, 0, 0}},
-	    {"ended before it started: nothing", {4, 5000, 1000, 0, "failed", 1, -1, "hang", 0, 0, 0, 0},
+	    {"ended before it started: nothing", {4, 5000, 1000, 0, "failed", 1, -1, "hang", 0, 0, NULL, 0},
 	     {0, 0, 0, 0, 0, 0, 0, 0}},
 	    {"a straggler at half the median from 30 min in: half the rest is straggler",
-	     {8, 0, 3600000, 0, "succeeded", 1, -1, NULL, 0, 0, 1800000, 0.5},
+	     {8, 0, 3600000, 0, "succeeded", 1, -1, NULL, 0, 0, SHARES({1800000, 0.5})},
 	     {28800000 - 7200000, 0, 0, 0, 0, 0, 0, 7200000}},
 	    {"a verdict that lost nothing changes nothing",
-	     {8, 0, 3600000, 0, "succeeded", 1, -1, NULL, 0, 0, 1800000, 0},
-	     {28800000, 0, 0, 0, 0, 0, 0, 0}},
-	    {"no verdict: a fraction alone changes nothing",
-	     {8, 0, 3600000, 0, "succeeded", 1, -1, NULL, 0, 0, 0, 0.5},
+	     {8, 0, 3600000, 0, "succeeded", 1, -1, NULL, 0, 0, SHARES({1800000, 0})},
 	     {28800000, 0, 0, 0, 0, 0, 0, 0}},
 	    {"failed after the verdict: straggler until the checkpoint, lost after it",
-	     {2, 0, 100000, 60000, "failed", 1, -1, "hardware", 0, 0, 20000, 0.25},
+	     {2, 0, 100000, 60000, "failed", 1, -1, "hardware", 0, 0, SHARES({20000, 0.25})},
 	     {100000, 0, 0, 0, 0, 80000, 0, 20000}},
 	    {"a verdict in the lost window: the lost work is only lost",
-	     {2, 0, 100000, 60000, "failed", 1, -1, "preempted", 0, 0, 70000, 0.5},
+	     {2, 0, 100000, 60000, "failed", 1, -1, "preempted", 0, 0, SHARES({70000, 0.5})},
 	     {120000, 0, 0, 80000, 0, 0, 0, 0}},
 	    {"a verdict before the start counts from the start",
-	     {1, 10000, 20000, 0, "succeeded", 1, -1, NULL, 0, 0, 5000, 0.1},
+	     {1, 10000, 20000, 0, "succeeded", 1, -1, NULL, 0, 0, SHARES({5000, 0.1})},
 	     {9000, 0, 0, 0, 0, 0, 0, 1000}},
 	    {"checkpoint writing and idle GPUs come first: straggler capped",
-	     {2, 0, 10000, 0, "succeeded", 1, 6, NULL, 2000, 0, 1, 1},
+	     {2, 0, 10000, 0, "succeeded", 1, 6, NULL, 2000, 0, SHARES({1, 1})},
 	     {0, 4000, 12000, 0, 0, 0, 0, 4000}},
 	    {"a fraction above 1 counts as 1",
-	     {1, 0, 1000, 0, "succeeded", 1, -1, NULL, 0, 0, 500, 3},
+	     {1, 0, 1000, 0, "succeeded", 1, -1, NULL, 0, 0, SHARES({500, 3})},
 	     {500, 0, 0, 0, 0, 0, 0, 500}},
 	    {"straggler time rounds to the millisecond",
-	     {3, 0, 1000, 0, "succeeded", 1, -1, NULL, 0, 0, 1, 1.0 / 3},
+	     {3, 0, 1000, 0, "succeeded", 1, -1, NULL, 0, 0, SHARES({1, 1.0 / 3})},
 	     {2001, 0, 0, 0, 0, 0, 0, 999}},
+	    {"a straggler that recovers counts only while it straggled",
+	     {8, 0, 3600000, 0, "succeeded", 1, -1, NULL, 0, 0,
+	      SHARES({1800000, 0.5}, {2700000, 0})},
+	     {28800000 - 3600000, 0, 0, 0, 0, 0, 0, 3600000}},
+	    {"a later, slower straggler counts from its own verdict",
+	     {1, 0, 3600000, 0, "succeeded", 1, -1, NULL, 0, 0,
+	      SHARES({600000, 0.25}, {2400000, 0.5})},
+	     {3600000 - 1050000, 0, 0, 0, 0, 0, 0, 1050000}},
+	    {"steps past the checkpoint of a failed attempt are lost work only",
+	     {2, 0, 100000, 60000, "failed", 1, -1, "hardware", 0, 0,
+	      SHARES({20000, 0.5}, {50000, 0.25}, {70000, 1})},
+	     {120000 - 35000, 0, 0, 0, 0, 80000, 0, 35000}},
 	};
 
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {

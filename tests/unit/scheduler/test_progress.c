@@ -85,3 +85,33 @@ TY_TEST(a_rank_below_the_median_for_k_reports_in_a_row_is_a_straggler_once)
 	json_decref(mine);
 	json_decref(gang);
 }
+
+TY_TEST(the_gangs_straggler_share_is_its_slowest_judged_straggler_now)
+{
+	/* n1: rank 0 at the median; n2 (stored): rank 1 judged 3 times, rank 2 only once */
+	json_t *gang = j("[{'node':'n1','progress':[{'rank':0,'step':40,'steps_per_second':2.0,"
+			 "'step_at':1,'below':0}]},"
+			 "{'node':'n2','progress':[{'rank':1,'step':8,'steps_per_second':1.0,"
+			 "'step_at':1,'below':3},{'rank':2,'step':8,'steps_per_second':0.2,"
+			 "'step_at':1,'below':1}]}]");
+	json_t *mine;
+
+	/* n1 reports: n2's judged rank 1 costs half; rank 2 is not a straggler yet */
+	mine = j("[{'rank':0,'step':41,'steps_per_second':2.0,'step_at':2,'below':0}]");
+	CHECK(sched_straggler_share(mine, gang, "n1", 2.0, 3) == 0.5);
+	/* the reporting node's own fresh entries count, its stored ones do not */
+	json_decref(mine);
+	mine = j("[{'rank':1,'step':9,'steps_per_second':1.5,'step_at':2,'below':0},"
+		 "{'rank':2,'step':9,'steps_per_second':0.5,'step_at':2,'below':3}]");
+	CHECK(sched_straggler_share(mine, gang, "n2", 2.0, 3) == 0.75);
+	/* recovered: nothing */
+	json_decref(mine);
+	mine = j("[{'rank':1,'step':9,'steps_per_second':1.9,'step_at':2,'below':0},"
+		 "{'rank':2,'step':9,'steps_per_second':1.9,'step_at':2,'below':0}]");
+	CHECK(sched_straggler_share(mine, gang, "n2", 2.0, 3) == 0);
+	/* no median, or judging off (0 reports): nothing */
+	CHECK(sched_straggler_share(mine, gang, "n1", -1, 3) == 0);
+	CHECK(sched_straggler_share(mine, gang, "n1", 2.0, 0) == 0);
+	json_decref(mine);
+	json_decref(gang);
+}
