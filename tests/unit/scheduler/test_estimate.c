@@ -244,19 +244,30 @@ TY_TEST(placed_never_and_beyond_the_horizon)
 	est_done(&f, &x);
 }
 
+/*
+ * One 8-GPU node busy for 10 min, and 10 whole-node jobs of 10 min (100..109,
+ * submitted at submit_s, submit_s + 1, ...) waiting one after another; its team.
+ */
+static int ten_in_a_row(struct fx *f, struct est *x, int64_t submit_s)
+{
+	int a;
+
+	fx_init(f);
+	est_init(x);
+	fx_node(f, "n1", 8, NULL, NULL, NULL);
+	a = fx_team(f, "a", 8, -1, -1, NULL);
+	fx_run(f, 40, a, "n1:0-7", 60, 600);
+	for (int k = 0; k < 10; k++)
+		fx_pend(f, 100 + k, a, 1, 8, submit_s + k)->max_runtime_s = 600;
+	return a;
+}
+
 TY_TEST(cost_is_bounded_by_jobs_and_steps)
 {
 	struct fx f;
 	struct est x;
-	int a;
 
-	fx_init(&f);
-	est_init(&x);
-	fx_node(&f, "n1", 8, NULL, NULL, NULL);
-	a = fx_team(&f, "a", 8, -1, -1, NULL);
-	fx_run(&f, 40, a, "n1:0-7", 60, 600);
-	for (int k = 0; k < 10; k++)
-		fx_pend(&f, 100 + k, a, 1, 8, k)->max_runtime_s = 600;
+	ten_in_a_row(&f, &x, 0);
 
 	/* unbounded: one a step, every 10 min */
 	est_run(&f, &x);
@@ -290,15 +301,8 @@ TY_TEST(until_last_stops_once_the_last_job_has_its_answer)
 {
 	struct fx f;
 	struct est x;
-	int a;
+	int a = ten_in_a_row(&f, &x, 10);
 
-	fx_init(&f);
-	est_init(&x);
-	fx_node(&f, "n1", 8, NULL, NULL, NULL);
-	a = fx_team(&f, "a", 8, -1, -1, NULL);
-	fx_run(&f, 40, a, "n1:0-7", 60, 600);
-	for (int k = 0; k < 10; k++)
-		fx_pend(&f, 100 + k, a, 1, 8, 10 + k)->max_runtime_s = 600;
 	/* the last of the input, third in queue order */
 	fx_pend(&f, 200, a, 1, 8, 11)->max_runtime_s = 600;
 	x.e.cfg.until_last = true;
