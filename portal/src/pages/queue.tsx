@@ -140,7 +140,8 @@ function WhatIf({ who, teams }: { who: Whoami; teams: Team[] }) {
 		<section aria-labelledby="what-if-title">
 			<h2 id="what-if-title">When would a job start?</h2>
 			<p class="muted">Asks the scheduler when a job of this shape would start if it were submitted now. Nothing is submitted.</p>
-			<form class="filters" onSubmit={ask}>
+			{/* the API checks the limits and names the field: the browser's own check would hide that */}
+			<form class="filters" noValidate onSubmit={ask}>
 				<label for="what-if-team">Team</label>
 				<select id="what-if-team" value={form.team} onChange={set('team')} aria-invalid={invalid('team')}>
 					{choices.map((t) => <option key={t} value={t}>{t}</option>)}
