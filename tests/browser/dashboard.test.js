@@ -453,6 +453,7 @@ tcase('the Queue page asks when a job would start: now, never with its reason, a
 		const text = (await estimate.innerText({ timeout: 2000 })).trim();
 		return text === `never: ${big.reason}` || text;
 	}, 40000);
+	await page.screenshot({ path: path.join(ARTIFACTS, 'queue-what-if.png'), fullPage: true });
 	const problems = await L.axeCheck(page);
 	assert.deepEqual(problems, [], `axe-core on the queue page with a what-if answer:\n${problems.join('\n')}`);
 

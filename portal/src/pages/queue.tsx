@@ -160,8 +160,10 @@ function WhatIf({ who, teams }: { who: Whoami; teams: Team[] }) {
 					aria-invalid={invalid('priorityClass')}>
 					{PRIORITY_CLASSES.map((c) => <option key={c} value={c}>{c}</option>)}
 				</select>
-				<input id="what-if-spot" type="checkbox" checked={form.spot} onChange={set('spot')} aria-invalid={invalid('spot')} />
-				<label for="what-if-spot">Spot allowed</label>
+				<label class="check">
+					<input id="what-if-spot" type="checkbox" checked={form.spot} onChange={set('spot')} aria-invalid={invalid('spot')} />
+					Spot allowed
+				</label>
 				<label for="what-if-topology">Required topology</label>
 				<select id="what-if-topology" value={form.topology} onChange={set('topology')} aria-invalid={invalid('topology')}>
 					<option value="">none</option>
