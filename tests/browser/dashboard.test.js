@@ -479,6 +479,49 @@ tcase('the Queue page asks when a job would start: now, never with its reason, a
 	assert.deepEqual({ queue: await queued(), newest: await newest() }, before, 'the what-if submitted a job');
 });
 
+tcase('a what-if that must wait shows when, why, and the job it waits for as a link', async () => {
+	// both nodes' GPUs taken by one job until it is cancelled
+	const nodes = (await api('GET', '/v1/nodes', { token: E.TY_ADMIN_TOKEN, expect: 200 })).json.items;
+	const id = await submit(E.TY_TOKEN, {
+		name: 'browser-fills', command: ['/bin/sh', '-c', 'sleep 300'], max_runtime_seconds: 600,
+		resources: { nodes: nodes.length, gpus_per_node: Math.min(...nodes.map((n) => n.gpus_total)) },
+	});
+	cleanup.jobs.push(id);
+	try {
+		await L.eventually('the job that fills the nodes runs', async () => (await apiJob(id)).state === 'running', 60000);
+		const spec = {
+			team: E.TY_TEAM, command: ['true'], resources: { nodes: 1, gpus_per_node: 1 },
+			priority_class: 'normal', spot: { allowed: false },
+		};
+		const want = (await api('POST', '/v1/queue/what-if', { token: E.TY_TOKEN, body: spec, expect: 200 })).json;
+		assert.equal(want.estimate.kind, 'estimated', `the API's answer: ${JSON.stringify(want)}`);
+		assert.deepEqual(want.estimate.waits_for, [id]);
+
+		const page = await session(E.TY_TOKEN);
+		const form = page.getByRole('region', { name: 'When would a job start?' });
+		await form.getByLabel('Nodes', { exact: true }).fill('1');
+		await form.getByLabel('GPUs per node', { exact: true }).fill('1');
+		await form.getByRole('button', { name: 'Ask' }).click();
+		const estimate = form.getByTestId('what-if-estimate');
+		await L.eventually('the answer reads a time and how far it is', async () => {
+			const text = (await estimate.innerText({ timeout: 2000 })).trim();
+			return /^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d \(in [0-9]+m [0-9]+s\)$/.test(text) || text;
+		}, 40000);
+		// the reason says how far its reservation is ("in 9m59s"): compared without the numbers
+		const digits = (t) => t.replace(/[0-9]+/g, 'N');
+		const reason = (await form.getByTestId('what-if-reason').innerText()).trim();
+		assert.ok(want.reason && digits(reason) === digits(`Waits because: ${want.reason}`),
+			`the reason shown: '${reason}', the API's: '${want.reason}'`);
+		const link = form.getByTestId('what-if-waits').getByRole('link', { name: String(id), exact: true });
+		assert.equal(await link.getAttribute('href'), `#/jobs/${id}`);
+		await link.click();
+		await h1(page, `Job ${id}`).waitFor();
+	} finally {
+		await api('POST', `/v1/jobs/${id}/cancel`, { token: E.TY_ADMIN_TOKEN });
+		await L.eventually('the job that fills the nodes ends', async () => (await apiJob(id)).state === 'cancelled', 60000);
+	}
+});
+
 async function nodeState(page, node) {
 	return (await page.locator(`tr[data-node="${node}"]`).getByTestId('node-state').textContent()).trim();
 }
