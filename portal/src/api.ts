@@ -7,8 +7,8 @@
 // GET /v1/jobs/{id}/events, GET /v1/jobs/{id}/attempts,
 // GET /v1/jobs/{id}/checkpoints, GET /v1/jobs/{id}/logs,
 // GET /v1/jobs/{id}/metrics, GET /v1/events, GET /v1/queue, GET /v1/usage,
-// GET /v1/nodes, POST /v1/nodes/{id}/drain, POST /v1/nodes/{id}/undrain,
-// GET /v1/sweeps, GET /v1/sweeps/{id}.
+// POST /v1/queue/what-if, GET /v1/nodes, POST /v1/nodes/{id}/drain,
+// POST /v1/nodes/{id}/undrain, GET /v1/sweeps, GET /v1/sweeps/{id}.
 
 export const TOKEN_KEY = 'trainyard.token';
 
@@ -203,6 +203,25 @@ export interface QueueEntry {
 	gpus_per_node: number; submitted_at: string; fair_share: number;
 	reason: string | null; reserved_until: string | null; estimated_start?: string | null;
 }
+// what an estimated start rests on (schema Estimate)
+export interface Estimate {
+	kind: 'now' | 'estimated' | 'never' | 'beyond_horizon' | 'not_estimated';
+	waits_for?: (number | null)[]; // null: another team's job
+	waits_for_count?: number;
+	runtime_source?: 'history' | 'max_runtime';
+	horizon?: string;
+}
+// a change to the spec that would start it sooner (schema WhatIfAlternative)
+export interface WhatIfAlternative {
+	summary: string; spec_patch: Record<string, unknown>;
+	estimated_start: string | null; starts_now: boolean; estimate: Estimate | null;
+	reason: string | null;
+}
+// the answer of POST /v1/queue/what-if (schema WhatIf)
+export interface WhatIfAnswer {
+	estimated_start: string | null; starts_now: boolean; estimate: Estimate | null;
+	reason: string | null; alternatives: WhatIfAlternative[]; snapshot_at: string;
+}
 export interface NodeCondition { kind: string; severity: string; evidence: string | null }
 export interface Node {
 	id: string; address: string; labels: Record<string, string>; state: string;
@@ -250,6 +269,9 @@ export const api = {
 	metrics: (id: number, query?: Query) => json<MetricsPage>('GET', `/v1/jobs/${id}/metrics`, { query }),
 	feed: (query: Query, signal?: AbortSignal) => json<Feed>('GET', '/v1/events', { query, signal }),
 	queue: (query: Query) => json<Page<QueueEntry>>('GET', '/v1/queue', { query }),
+	// the spec is checked as a submission's; nothing is submitted
+	whatIf: (spec: Record<string, unknown>) =>
+		json<WhatIfAnswer>('POST', '/v1/queue/what-if', { body: spec }),
 	usage: (query: Query) => json<Usage>('GET', '/v1/usage', { query }),
 	usageCsv: async (query: Query) =>
 		(await request('GET', '/v1/usage', { query: { ...query, format: 'csv' } })).blob(),

@@ -6,9 +6,11 @@ import uPlot from 'uplot';
 import 'uplot/dist/uPlot.min.css';
 import type { ApiError } from './api';
 
+// A problem's detail; the field it names, when the detail does not.
 export function ErrorNote({ error }: { error: ApiError | null }) {
 	if (!error) return null;
-	return <p class="error">{error.detail}</p>;
+	const field = error.field && !error.detail.includes(error.field) ? ` (field '${error.field}')` : '';
+	return <p class="error">{error.detail}{field}</p>;
 }
 
 export function Loading({ show }: { show: boolean }) {

@@ -391,6 +391,137 @@ tcase('a member of another team sees neither the job in Jobs nor its page, and i
 	assert.ok(!(await table.innerText()).includes('browser-waits'), 'the queue shows the other team\'s job name');
 });
 
+tcase('the Queue page asks when a job would start: now, never with its reason, a 422 naming the field, nothing submitted', async () => {
+	const admin = E.TY_ADMIN_TOKEN;
+	const nodes = (await api('GET', '/v1/nodes', { token: admin, expect: 200 })).json.items;
+	const most = Math.max(...nodes.map((n) => n.gpus_total));
+	assert.ok(most < 64, `a node has ${most} GPUs: no shape is too big for it`);
+	// "now" needs every GPU free: the cases before leave nothing running
+	await L.eventually('every node is ready with all its GPUs free', async () => {
+		const ns = (await api('GET', '/v1/nodes', { token: admin, expect: 200 })).json.items;
+		return ns.every((n) => n.state === 'ready' && n.gpus_free === n.gpus_total) ||
+			ns.map((n) => `${n.id} ${n.state} ${n.gpus_free}/${n.gpus_total}`);
+	}, 60000);
+	const queued = async () => (await api('GET', '/v1/queue?limit=500', { token: admin, expect: 200 })).json.items
+		.map((e) => e.job).sort((a, b) => a - b);
+	const newest = async () => {
+		const items = (await api('GET', '/v1/jobs?limit=1', { token: admin, expect: 200 })).json.items;
+		return items.length ? items[0].id : 0;
+	};
+	const before = { queue: await queued(), newest: await newest() };
+
+	const page = await session(E.TY_TOKEN);
+	const asked = []; // the bodies the page sent
+	page.on('request', (r) => {
+		if (r.method() === 'POST' && new URL(r.url()).pathname === '/v1/queue/what-if')
+			asked.push({ url: r.url(), body: r.postDataJSON() });
+	});
+	const form = page.getByRole('region', { name: 'When would a job start?' });
+	const estimate = form.getByTestId('what-if-estimate');
+	const ask = async (n, g) => {
+		await form.getByLabel('Nodes', { exact: true }).fill(String(n));
+		await form.getByLabel('GPUs per node', { exact: true }).fill(String(g));
+		await form.getByRole('button', { name: 'Ask' }).click();
+	};
+	const spec = (n, g) => ({
+		team: E.TY_TEAM, command: ['true'], resources: { nodes: n, gpus_per_node: g },
+		priority_class: 'normal', spot: { allowed: false },
+	});
+	await form.getByLabel('Team', { exact: true }).selectOption(E.TY_TEAM);
+
+	// held until the page shows that it is asking
+	let release;
+	const held = new Promise((resolve) => { release = resolve; });
+	const isWhatIf = (u) => u.pathname === '/v1/queue/what-if';
+	await page.route(isWhatIf, async (r) => { await held; await r.continue(); });
+	await ask(1, 1);
+	await form.getByRole('status').filter({ hasText: 'Asking the scheduler' }).waitFor();
+	assert.equal(await form.getByRole('button', { name: 'Ask' }).isDisabled(), true, 'Ask is enabled while asking');
+	release();
+	await L.eventually('1 × 1 GPU would start now', async () => {
+		const text = (await estimate.innerText({ timeout: 2000 })).trim();
+		return text === 'now' || text;
+	}, 40000);
+	await page.unroute(isWhatIf);
+	assert.equal(await form.getByRole('status').count(), 0, 'still shows that it is asking');
+
+	const big = (await api('POST', '/v1/queue/what-if', { token: E.TY_TOKEN, body: spec(1, most + 1), expect: 200 })).json;
+	assert.equal(big.estimate.kind, 'never', `the API's answer for ${most + 1} GPUs a node: ${JSON.stringify(big)}`);
+	assert.ok(big.reason.startsWith('cannot run: '), `the API's reason: ${big.reason}`);
+	await ask(1, most + 1);
+	await L.eventually(`${most + 1} GPUs a node would never start, with the API's reason`, async () => {
+		const text = (await estimate.innerText({ timeout: 2000 })).trim();
+		return text === `never: ${big.reason}` || text;
+	}, 40000);
+	await page.screenshot({ path: path.join(ARTIFACTS, 'queue-what-if.png'), fullPage: true });
+	const problems = await L.axeCheck(page);
+	assert.deepEqual(problems, [], `axe-core on the queue page with a what-if answer:\n${problems.join('\n')}`);
+
+	const bad = (await api('POST', '/v1/queue/what-if', { token: E.TY_TOKEN, body: spec(0, 1), expect: 422 })).json;
+	assert.equal(bad.field, 'resources.nodes');
+	await ask(0, 1);
+	const error = form.locator('.error');
+	await L.eventually('the 422 shows with the API\'s detail, naming the field', async () => {
+		const text = (await error.innerText({ timeout: 2000 })).trim();
+		return (text.includes(bad.detail) && text.includes('resources.nodes')) || text;
+	}, 20000);
+	assert.equal(await estimate.count(), 0, 'an answer still shows beside the error');
+	assert.equal(await form.getByLabel('Nodes', { exact: true }).getAttribute('aria-invalid'), 'true');
+
+	assert.equal(asked.length, 3, `the page asked ${asked.length} times`);
+	const op = openapi.findOperation('POST', asked[0].url);
+	assert.equal(op && op.operationId, 'whatIfQueue');
+	assert.deepEqual(asked.map((a) => a.body), [spec(1, 1), spec(1, most + 1), spec(0, 1)]);
+	for (const a of asked.slice(0, 2)) // the third is the API's 422
+		assert.deepEqual(L.requestBodyProblems(op, a.body), [], `the body differs from docs/openapi.json: ${JSON.stringify(a.body)}`);
+	assert.notDeepEqual(L.requestBodyProblems(op, asked[2].body), [], 'the validator takes 0 nodes');
+
+	assert.deepEqual({ queue: await queued(), newest: await newest() }, before, 'the what-if submitted a job');
+});
+
+tcase('a what-if that must wait shows when, why, and the job it waits for as a link', async () => {
+	// both nodes' GPUs taken by one job until it is cancelled
+	const nodes = (await api('GET', '/v1/nodes', { token: E.TY_ADMIN_TOKEN, expect: 200 })).json.items;
+	const id = await submit(E.TY_TOKEN, {
+		name: 'browser-fills', command: ['/bin/sh', '-c', 'sleep 300'], max_runtime_seconds: 600,
+		resources: { nodes: nodes.length, gpus_per_node: Math.min(...nodes.map((n) => n.gpus_total)) },
+	});
+	cleanup.jobs.push(id);
+	try {
+		await L.eventually('the job that fills the nodes runs', async () => (await apiJob(id)).state === 'running', 60000);
+		const spec = {
+			team: E.TY_TEAM, command: ['true'], resources: { nodes: 1, gpus_per_node: 1 },
+			priority_class: 'normal', spot: { allowed: false },
+		};
+		const want = (await api('POST', '/v1/queue/what-if', { token: E.TY_TOKEN, body: spec, expect: 200 })).json;
+		assert.equal(want.estimate.kind, 'estimated', `the API's answer: ${JSON.stringify(want)}`);
+		assert.deepEqual(want.estimate.waits_for, [id]);
+
+		const page = await session(E.TY_TOKEN);
+		const form = page.getByRole('region', { name: 'When would a job start?' });
+		await form.getByLabel('Nodes', { exact: true }).fill('1');
+		await form.getByLabel('GPUs per node', { exact: true }).fill('1');
+		await form.getByRole('button', { name: 'Ask' }).click();
+		const estimate = form.getByTestId('what-if-estimate');
+		await L.eventually('the answer reads a time and how far it is', async () => {
+			const text = (await estimate.innerText({ timeout: 2000 })).trim();
+			return /^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d \(in [0-9]+m [0-9]+s\)$/.test(text) || text;
+		}, 40000);
+		// the reason says how far its reservation is ("in 9m59s"): compared without the numbers
+		const digits = (t) => t.replace(/[0-9]+/g, 'N');
+		const reason = (await form.getByTestId('what-if-reason').innerText()).trim();
+		assert.ok(want.reason && digits(reason) === digits(`Waits because: ${want.reason}`),
+			`the reason shown: '${reason}', the API's: '${want.reason}'`);
+		const link = form.getByTestId('what-if-waits').getByRole('link', { name: String(id), exact: true });
+		assert.equal(await link.getAttribute('href'), `#/jobs/${id}`);
+		await link.click();
+		await h1(page, `Job ${id}`).waitFor();
+	} finally {
+		await api('POST', `/v1/jobs/${id}/cancel`, { token: E.TY_ADMIN_TOKEN });
+		await L.eventually('the job that fills the nodes ends', async () => (await apiJob(id)).state === 'cancelled', 60000);
+	}
+});
+
 async function nodeState(page, node) {
 	return (await page.locator(`tr[data-node="${node}"]`).getByTestId('node-state').textContent()).trim();
 }

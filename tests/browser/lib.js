@@ -6,6 +6,7 @@
 const fs = require('fs');
 const path = require('path');
 const { spawn } = require('child_process');
+const { createRequire } = require('module');
 let chromium;
 try {
 	({ chromium } = require('playwright-core'));
@@ -136,6 +137,23 @@ function openapi() {
 	}
 }
 
+// The ways a request's JSON body differs from the schema docs/openapi.json
+// gives op's request body ([] when it does not), with the openapi suite's Ajv.
+let bodyAjv = null;
+function requestBodyProblems(op, body) {
+	if (!bodyAjv) {
+		const req = createRequire(path.join(REPO, 'tests', 'openapi', 'operations.js'));
+		const Ajv2020 = req('ajv/dist/2020');
+		bodyAjv = new Ajv2020({ allErrors: true, strict: false });
+		req('ajv-formats')(bodyAjv);
+		bodyAjv.addSchema(openapi().doc, 'openapi.json');
+	}
+	const esc = (s) => String(s).replace(/~/g, '~0').replace(/\//g, '~1');
+	const ref = `openapi.json#/paths/${esc(op.path)}/${op.method.toLowerCase()}/requestBody/content/application~1json/schema`;
+	const validate = bodyAjv.compile({ $ref: ref });
+	return validate(body) ? [] : validate.errors.map((e) => `${e.instancePath || '/'} ${e.message}`);
+}
+
 const AXE_SOURCE = () => fs.readFileSync(require.resolve('axe-core/axe.min.js'), 'utf8');
 
 // axe-core over the page as it is; evaluated through the DevTools protocol,
@@ -156,5 +174,5 @@ async function axeCheck(page) {
 }
 
 module.exports = {
-	REPO, sleep, eventually, stackUp, stackDown, apiClient, launchBrowser, openapi, axeCheck,
+	REPO, sleep, eventually, stackUp, stackDown, apiClient, launchBrowser, openapi, requestBodyProblems, axeCheck,
 };
