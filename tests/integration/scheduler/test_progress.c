@@ -244,3 +244,28 @@ TY_TEST(a_verdict_of_the_previous_release_counts_from_it_to_the_end)
 		     "n1,n2");
 	fx_sched_stop(f, 0);
 }
+
+/* The share's steps are bounded: a full list takes no more, its last step holds to the end. */
+TY_TEST(a_full_share_list_takes_no_more)
+{
+	static const char *const args[] = {"--straggler-percent=50", "--straggler-reports=3",
+					   NULL};
+	struct fx *f = fx_start();
+	const struct proto_msg *l[2];
+	long long job;
+
+	fx_node(f, "n1", 4);
+	fx_node(f, "n2", 4);
+	fx_sched_start(f, "s1", args);
+	job = gang(f, l);
+	FX_Q(f,
+	     "UPDATE attempts SET straggler_shares = (SELECT jsonb_agg(jsonb_build_array(k, 0))"
+	     " FROM generate_series(1, 1000) k) WHERE job_id = $1 RETURNING 1",
+	     fx_n(job));
+	report(f, "n1", l[0], 400, 2.0);
+	report(f, "n2", l[1], 80, 0.5);
+	FX_WAIT(f, T, "1", STRAGGLER_EVENTS, fx_n(job));
+	beats_pass(f, "n2");
+	CHECK_STR_EQ(FX_Q(f, SHARES, fx_n(job)), "1000 0");
+	fx_sched_stop(f, 0);
+}
