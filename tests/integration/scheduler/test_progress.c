@@ -158,26 +158,42 @@ TY_TEST(a_slow_rank_is_a_straggler_and_its_node_suspect_after_two_jobs)
 }
 
 /*
+ * A scheduler (judging stragglers at 50 % of the median for 3 reports, or
+ * by its defaults) over nodes n1 and n2, and a running 2-node job on them.
+ */
+static long long two_node_gang(struct fx *f, const struct proto_msg *l[2], bool judge)
+{
+	static const char *const args[] = {"--straggler-percent=50", "--straggler-reports=3",
+					   NULL};
+
+	fx_node(f, "n1", 4);
+	fx_node(f, "n2", 4);
+	fx_sched_start(f, "s1", judge ? args : NULL);
+	return gang(f, l);
+}
+
+/* Both ranks exit 0. */
+static void gang_succeeds(struct fx *f, const struct proto_msg *l[2])
+{
+	fx_exit(f, "n1", l[0], 0, "", "");
+	fx_exit(f, "n2", l[1], 0, "", "");
+}
+
+#define SHARES "SELECT jsonb_array_length(straggler_shares) || ' ' || (straggler_shares->-1->>1)" \
+	       " FROM attempts WHERE job_id = $1"
+
+/*
  * Goodput (docs/scheduling.md, "Goodput"): while a rank is a straggler,
  * its share of the gang's time, 1 − its rate / the median, is straggler
  * time in every node's ledger row instead of useful; once it recovers, no
  * more.
  */
-#define SHARES "SELECT jsonb_array_length(straggler_shares) || ' ' || (straggler_shares->-1->>1)" \
-	       " FROM attempts WHERE job_id = $1"
-
 TY_TEST(a_stragglers_share_of_the_gangs_time_is_straggler_goodput_while_it_straggles)
 {
-	static const char *const args[] = {"--straggler-percent=50", "--straggler-reports=3",
-					   NULL};
 	struct fx *f = fx_start();
 	const struct proto_msg *l[2];
-	long long job;
+	long long job = two_node_gang(f, l, true);
 
-	fx_node(f, "n1", 4);
-	fx_node(f, "n2", 4);
-	fx_sched_start(f, "s1", args);
-	job = gang(f, l);
 	report(f, "n1", l[0], 400, 2.0);
 	report(f, "n2", l[1], 80, 0.5);
 	FX_WAIT(f, T, "1", STRAGGLER_EVENTS, fx_n(job));
@@ -194,8 +210,7 @@ TY_TEST(a_stragglers_share_of_the_gangs_time_is_straggler_goodput_while_it_strag
 	report(f, "n2", l[1], 90, 2.0);
 	FX_WAIT(f, T, "2 0", SHARES, fx_n(job));
 	fx_poll(f, 300); /* some time after it recovered */
-	fx_exit(f, "n1", l[0], 0, "", "");
-	fx_exit(f, "n2", l[1], 0, "", "");
+	gang_succeeds(f, l);
 	FX_WAIT(f, T, "succeeded", "SELECT state FROM jobs WHERE id = $1", fx_n(job));
 	FX_WAIT(f, T, "2", "SELECT count(*) FROM usage_ledger WHERE job_id = $1", fx_n(job));
 	/* each row: 3/4 of its GPU time from the verdict to the recovery, to the millisecond */
@@ -218,19 +233,14 @@ TY_TEST(a_verdict_of_the_previous_release_counts_from_it_to_the_end)
 {
 	struct fx *f = fx_start();
 	const struct proto_msg *l[2];
-	long long job;
+	long long job = two_node_gang(f, l, false);
 
-	fx_node(f, "n1", 4);
-	fx_node(f, "n2", 4);
-	fx_sched_start(f, "s1", NULL);
-	job = gang(f, l);
 	FX_Q(f,
 	     "UPDATE attempts SET straggler_at = now(), straggler_lost = 0.5"
 	     " WHERE job_id = $1 RETURNING 1",
 	     fx_n(job));
 	fx_poll(f, 300);
-	fx_exit(f, "n1", l[0], 0, "", "");
-	fx_exit(f, "n2", l[1], 0, "", "");
+	gang_succeeds(f, l);
 	FX_WAIT(f, T, "2", "SELECT count(*) FROM usage_ledger WHERE job_id = $1", fx_n(job));
 	CHECK_STR_EQ(FX_Q(f,
 			  "SELECT string_agg(l.node_id, ',' ORDER BY l.node_id) FROM usage_ledger l"
@@ -248,16 +258,10 @@ TY_TEST(a_verdict_of_the_previous_release_counts_from_it_to_the_end)
 /* The share's steps are bounded: a full list takes no more, its last step holds to the end. */
 TY_TEST(a_full_share_list_takes_no_more)
 {
-	static const char *const args[] = {"--straggler-percent=50", "--straggler-reports=3",
-					   NULL};
 	struct fx *f = fx_start();
 	const struct proto_msg *l[2];
-	long long job;
+	long long job = two_node_gang(f, l, true);
 
-	fx_node(f, "n1", 4);
-	fx_node(f, "n2", 4);
-	fx_sched_start(f, "s1", args);
-	job = gang(f, l);
 	FX_Q(f,
 	     "UPDATE attempts SET straggler_shares = (SELECT jsonb_agg(jsonb_build_array(k, 0))"
 	     " FROM generate_series(1, 1000) k) WHERE job_id = $1 RETURNING 1",
